@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Installs what memtrace needs to build and test, on Debian, as root. Idempotent: when
+# everything is present it only checks (about a second) and changes nothing.
+#
+#   tools/setup.sh            # system packages + Python packages
+#
+# The CUDA toolkit itself (headers and nvcc) is not a Debian package of the right version;
+# it must already be installed (the build finds it through nvcc or CUDAToolkit_ROOT).
+set -euo pipefail
+
+PYTHON=${PYTHON:-python3}
+
+# Debian packages, each with the reason we need it.
+debian_packages=(
+  g++                   # the compiler
+  make
+  cmake                 # CMake is the source of truth for the build
+  ninja-build           # fast incremental builds
+  pkg-config
+  libunwind-dev         # libunwind.so.8: native stacks (dlopen'ed by libmemtrace, never linked)
+  libdw-dev             # elfutils: offline symbolization in memtrace-report
+  libspdlog-dev         # logging in the tools (never in the injected library)
+  libfmt-dev
+  nlohmann-json3-dev    # JSON in the tools
+  libgtest-dev          # unit tests
+  libgmock-dev
+  libbenchmark-dev      # bench/
+)
+
+missing=()
+for pkg in "${debian_packages[@]}"; do
+  # A tool found on PATH counts as installed (cmake and ninja often come from pip).
+  case "$pkg" in
+    cmake) command -v cmake >/dev/null 2>&1 && continue ;;
+    ninja-build) command -v ninja >/dev/null 2>&1 && continue ;;
+    g++) command -v g++ >/dev/null 2>&1 && continue ;;
+    make) command -v make >/dev/null 2>&1 && continue ;;
+  esac
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: missing Debian packages: ${missing[*]} (run tools/setup.sh as root)" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Python packages. torch is pinned: an unpinned torch pulls several GB of CUDA packages.
+pip_install() {
+  "$PYTHON" -m pip install -q "$@" 2>/dev/null ||
+    "$PYTHON" -m pip install -q --break-system-packages "$@"
+}
+if ! "$PYTHON" -c "import pytest" 2>/dev/null; then
+  echo "setup: installing pytest"
+  pip_install pytest
+fi
+if ! "$PYTHON" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
+  echo "setup: installing torch==2.13.0"
+  pip_install torch==2.13.0
+fi
+
+if ! command -v nvcc >/dev/null 2>&1 && [[ -z "${CUDAToolkit_ROOT:-}" && ! -d /usr/local/cuda ]]; then
+  echo "setup: the CUDA toolkit is not installed (no nvcc, no /usr/local/cuda); install it first" >&2
+  exit 1
+fi
