@@ -1,0 +1,92 @@
+// What runs when libmemtrace.so is loaded: the recorder's start, and under LD_PRELOAD the
+// choice of PyTorch's allocator backend. Also the small CUDA queries the hooks share.
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+#include <cstdio>
+
+#include "allocator/hook_support.h"
+#include "allocator/real_functions.h"
+#include "tracer/config.h"
+
+namespace memtrace::hooks {
+namespace {
+
+std::atomic<format::Level> g_preload_level{format::Level::kTensor};
+
+bool describeDevice(int device, char* name, size_t name_size, uint64_t* total_bytes) {
+  auto get = MEMTRACE_CUDA(kDriver, cuDeviceGet);
+  auto get_name = MEMTRACE_CUDA(kDriver, cuDeviceGetName);
+  auto total_memory = MEMTRACE_CUDA(kDriver, cuDeviceTotalMem_v2);
+  CUdevice handle;
+  if (!get || !get_name || get(&handle, device) != CUDA_SUCCESS ||
+      get_name(name, static_cast<int>(name_size), handle) != CUDA_SUCCESS)
+    return false;
+  size_t bytes = 0;
+  *total_bytes = total_memory && total_memory(&bytes, handle) == CUDA_SUCCESS ? bytes : 0;
+  return true;
+}
+
+// Note [PyTorch's allocator under LD_PRELOAD]
+// With PyTorch's caching allocator in front, cudaMalloc sees segments (2 MiB, 20 MiB,
+// rounded large blocks) that hold many tensors, not tensors. Its cudaMallocAsync backend
+// makes every tensor one cudaMallocAsync / cudaFreeAsync call and stays fast, so it is
+// chosen when the user has not chosen a backend. (PYTORCH_NO_CUDA_MEMORY_CACHING=1 would
+// show tensors too, but synchronizes on every free and so changes the program.)
+// MEMTRACE_KEEP_TORCH_ALLOCATOR=1, or a backend named in PYTORCH_CUDA_ALLOC_CONF, keeps the
+// user's choice; events are then marked segment-level unless that choice is cudaMallocAsync.
+// Expandable segments map memory with cuMemCreate/cuMemMap, which are not hooked.
+void choosePytorchBackend() {
+  Config config = readConfig();
+  const char* conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
+  if (!conf || !*conf) conf = getenv("PYTORCH_ALLOC_CONF");
+  if (conf && strstr(conf, "backend")) {
+    g_preload_level = strstr(conf, "cudaMallocAsync") ? format::Level::kTensor
+                                                      : format::Level::kSegment;
+    return;
+  }
+  if (config.keep_torch_allocator) {
+    g_preload_level = format::Level::kSegment;
+    return;
+  }
+  char value[4096];
+  snprintf(value, sizeof(value), "%s%sbackend:cudaMallocAsync", conf ? conf : "",
+           conf && *conf ? "," : "");
+  // setenv is safe here: the constructor of a preloaded library runs before main, alone.
+  setenv("PYTORCH_CUDA_ALLOC_CONF", value, 1);
+  g_preload_level = format::Level::kTensor;
+}
+
+__attribute__((constructor)) void initializeLibrary() {
+  setDeviceDescriber(describeDevice);
+  if (loadedByPreload()) choosePytorchBackend();
+  ensureRecorderInitialized();
+}
+
+}  // namespace
+
+format::Level preloadLevel() { return g_preload_level.load(std::memory_order_relaxed); }
+
+int runtimeDevice() {
+  auto get_device = MEMTRACE_CUDA(kRuntime, cudaGetDevice);
+  int device = -1;
+  if (!get_device || get_device(&device) != cudaSuccess) return -1;
+  return device;
+}
+
+int streamDevice(cudaStream_t stream) {
+  auto stream_device = MEMTRACE_CUDA(kRuntime, cudaStreamGetDevice);
+  int device = -1;
+  if (stream_device && stream_device(stream, &device) == cudaSuccess) return device;
+  return runtimeDevice();
+}
+
+int driverDevice() {
+  auto context_device = MEMTRACE_CUDA(kDriver, cuCtxGetDevice);
+  CUdevice device = -1;
+  if (!context_device || context_device(&device) != CUDA_SUCCESS) return -1;
+  return device;
+}
+
+}  // namespace memtrace::hooks

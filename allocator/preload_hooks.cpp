@@ -1,0 +1,200 @@
+// The CUDA allocation entry points, interposed under LD_PRELOAD. Each forwards to the real
+// function (real_functions.h) and tells the recorder what happened.
+//
+// Note [Every hook reads the same way]
+//   1. Find the real function; without one, answer as CUDA does when it is not set up.
+//   2. Re-entered (Note [Recursion guard])? Call the real function and nothing else.
+//   3. An allocation: call the real function, then record it if it succeeded (or record
+//      the failure if it ran out of memory). A free: record it, then call the real
+//      function, so the address cannot be handed out again before its free is written.
+//
+// Since CUDA 11.4 the runtime reaches the driver through cuGetProcAddress, so the cuMem*
+// hooks see only programs that call the driver API themselves (JAX/XLA, CuPy, custom code),
+// never the runtime's own calls: nothing is counted twice.
+#include "allocator/hook_support.h"
+#include "allocator/real_functions.h"
+#include "tracer/memtrace.h"
+
+using memtrace::EventSource;
+using memtrace::RecursionGuard;
+using memtrace::format::Api;
+using memtrace::format::Level;
+namespace hooks = memtrace::hooks;
+
+namespace {
+
+EventSource runtimeSource(Api api, int device, const void* stream) {
+  return EventSource{api, hooks::preloadLevel(), device, hooks::streamId(stream)};
+}
+
+EventSource driverSource(Api api, const void* stream) {
+  // Driver-API callers are their own allocators: each call is one allocation.
+  return EventSource{api, Level::kTensor, hooks::driverDevice(), hooks::streamId(stream)};
+}
+
+template <typename Real>
+cudaError_t mallocAsyncHook(Real real, void** pointer, size_t size, cudaStream_t stream,
+                            auto&&... rest) {
+  if (RecursionGuard::active()) return real(pointer, size, rest..., stream);
+  RecursionGuard guard;
+  cudaError_t result = real(pointer, size, rest..., stream);
+  hooks::recordAllocResult(guard, result == cudaSuccess, result == cudaErrorMemoryAllocation,
+                           runtimeSource(Api::kCudaMallocAsync, hooks::streamDevice(stream), stream),
+                           pointer ? *pointer : nullptr, size);
+  return result;
+}
+
+template <typename Real>
+cudaError_t freeAsyncHook(Real real, void* pointer, cudaStream_t stream) {
+  if (RecursionGuard::active() || !pointer) return real(pointer, stream);
+  RecursionGuard guard;
+  memtrace::recordFree(guard, runtimeSource(Api::kCudaMallocAsync, -1, stream), pointer);
+  return real(pointer, stream);
+}
+
+}  // namespace
+
+extern "C" {
+
+// The per-thread-default-stream variants (programs built with --default-stream per-thread
+// call these names) have the same signatures.
+cudaError_t cudaMallocAsync_ptsz(void**, size_t, cudaStream_t);
+cudaError_t cudaFreeAsync_ptsz(void*, cudaStream_t);
+cudaError_t cudaMallocFromPoolAsync_ptsz(void**, size_t, cudaMemPool_t, cudaStream_t);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr*, size_t, CUstream);
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
+
+MEMTRACE_EXPORT cudaError_t cudaMalloc(void** pointer, size_t size) {
+  auto real = MEMTRACE_REAL(kRuntime, cudaMalloc);
+  if (!real) return cudaErrorInitializationError;
+  if (RecursionGuard::active()) return real(pointer, size);
+  RecursionGuard guard;
+  cudaError_t result = real(pointer, size);
+  hooks::recordAllocResult(guard, result == cudaSuccess, result == cudaErrorMemoryAllocation,
+                           runtimeSource(Api::kCudaMalloc, hooks::runtimeDevice(), nullptr),
+                           pointer ? *pointer : nullptr, size);
+  return result;
+}
+
+MEMTRACE_EXPORT cudaError_t cudaFree(void* pointer) {
+  auto real = MEMTRACE_REAL(kRuntime, cudaFree);
+  if (!real) return cudaErrorInitializationError;
+  if (RecursionGuard::active() || !pointer) return real(pointer);
+  RecursionGuard guard;
+  memtrace::recordFree(guard, runtimeSource(Api::kCudaMalloc, -1, nullptr), pointer);
+  return real(pointer);
+}
+
+MEMTRACE_EXPORT cudaError_t cudaMallocManaged(void** pointer, size_t size, unsigned int flags) {
+  auto real = MEMTRACE_REAL(kRuntime, cudaMallocManaged);
+  if (!real) return cudaErrorInitializationError;
+  if (RecursionGuard::active()) return real(pointer, size, flags);
+  RecursionGuard guard;
+  cudaError_t result = real(pointer, size, flags);
+  hooks::recordAllocResult(guard, result == cudaSuccess, result == cudaErrorMemoryAllocation,
+                           runtimeSource(Api::kCudaMallocManaged, hooks::runtimeDevice(), nullptr),
+                           pointer ? *pointer : nullptr, size);
+  return result;
+}
+
+MEMTRACE_EXPORT cudaError_t cudaMallocAsync(void** pointer, size_t size, cudaStream_t stream) {
+  auto real = MEMTRACE_REAL(kRuntime, cudaMallocAsync);
+  return real ? mallocAsyncHook(real, pointer, size, stream) : cudaErrorInitializationError;
+}
+
+MEMTRACE_EXPORT cudaError_t cudaMallocAsync_ptsz(void** pointer, size_t size, cudaStream_t stream) {
+  auto real = MEMTRACE_REAL(kRuntime, cudaMallocAsync_ptsz);
+  return real ? mallocAsyncHook(real, pointer, size, stream) : cudaErrorInitializationError;
+}
+
+MEMTRACE_EXPORT cudaError_t cudaMallocFromPoolAsync(void** pointer, size_t size,
+                                                    cudaMemPool_t pool, cudaStream_t stream) {
+  auto real = MEMTRACE_REAL(kRuntime, cudaMallocFromPoolAsync);
+  return real ? mallocAsyncHook(real, pointer, size, stream, pool) : cudaErrorInitializationError;
+}
+
+MEMTRACE_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void** pointer, size_t size,
+                                                         cudaMemPool_t pool, cudaStream_t stream) {
+  auto real = MEMTRACE_REAL(kRuntime, cudaMallocFromPoolAsync_ptsz);
+  return real ? mallocAsyncHook(real, pointer, size, stream, pool) : cudaErrorInitializationError;
+}
+
+MEMTRACE_EXPORT cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
+  auto real = MEMTRACE_REAL(kRuntime, cudaFreeAsync);
+  return real ? freeAsyncHook(real, pointer, stream) : cudaErrorInitializationError;
+}
+
+MEMTRACE_EXPORT cudaError_t cudaFreeAsync_ptsz(void* pointer, cudaStream_t stream) {
+  auto real = MEMTRACE_REAL(kRuntime, cudaFreeAsync_ptsz);
+  return real ? freeAsyncHook(real, pointer, stream) : cudaErrorInitializationError;
+}
+
+MEMTRACE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t size) {
+  auto real = MEMTRACE_REAL(kDriver, cuMemAlloc_v2);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  if (RecursionGuard::active()) return real(pointer, size);
+  RecursionGuard guard;
+  CUresult result = real(pointer, size);
+  hooks::recordAllocResult(guard, result == CUDA_SUCCESS, result == CUDA_ERROR_OUT_OF_MEMORY,
+                           driverSource(Api::kCuMemAlloc, nullptr),
+                           pointer ? reinterpret_cast<void*>(*pointer) : nullptr, size);
+  return result;
+}
+
+MEMTRACE_EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {
+  auto real = MEMTRACE_REAL(kDriver, cuMemFree_v2);
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  if (RecursionGuard::active() || !pointer) return real(pointer);
+  RecursionGuard guard;
+  memtrace::recordFree(guard, driverSource(Api::kCuMemAlloc, nullptr),
+                       reinterpret_cast<void*>(pointer));
+  return real(pointer);
+}
+
+}  // extern "C"
+
+namespace {
+
+template <typename Real>
+CUresult driverAllocAsync(Real real, CUdeviceptr* pointer, size_t size, CUstream stream) {
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  if (RecursionGuard::active()) return real(pointer, size, stream);
+  RecursionGuard guard;
+  CUresult result = real(pointer, size, stream);
+  hooks::recordAllocResult(guard, result == CUDA_SUCCESS, result == CUDA_ERROR_OUT_OF_MEMORY,
+                           driverSource(Api::kCuMemAllocAsync, stream),
+                           pointer ? reinterpret_cast<void*>(*pointer) : nullptr, size);
+  return result;
+}
+
+template <typename Real>
+CUresult driverFreeAsync(Real real, CUdeviceptr pointer, CUstream stream) {
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  if (RecursionGuard::active() || !pointer) return real(pointer, stream);
+  RecursionGuard guard;
+  memtrace::recordFree(guard, driverSource(Api::kCuMemAllocAsync, stream),
+                       reinterpret_cast<void*>(pointer));
+  return real(pointer, stream);
+}
+
+}  // namespace
+
+extern "C" {
+
+MEMTRACE_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* pointer, size_t size, CUstream stream) {
+  return driverAllocAsync(MEMTRACE_REAL(kDriver, cuMemAllocAsync), pointer, size, stream);
+}
+
+MEMTRACE_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* pointer, size_t size, CUstream stream) {
+  return driverAllocAsync(MEMTRACE_REAL(kDriver, cuMemAllocAsync_ptsz), pointer, size, stream);
+}
+
+MEMTRACE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
+  return driverFreeAsync(MEMTRACE_REAL(kDriver, cuMemFreeAsync), pointer, stream);
+}
+
+MEMTRACE_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr pointer, CUstream stream) {
+  return driverFreeAsync(MEMTRACE_REAL(kDriver, cuMemFreeAsync_ptsz), pointer, stream);
+}
+
+}  // extern "C"

@@ -1,0 +1,96 @@
+// The analyses behind memtrace-report: pure functions over a trace's event stream.
+//   summarize()   first pass: the exact peak (checked after every allocation), totals, counts
+//   liveSetAt()   second pass: what was live at a point (the peak, the end, an OOM, a time)
+// Both hold only the live set in memory, never the file.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tracer/reader.h"
+
+namespace memtrace::report {
+
+// Which bytes count: one device's, or all devices' together.
+inline constexpr int kAllDevices = -1;
+
+struct DeviceSummary {
+  int device = -1;
+  std::string name;          // from the trace's device record, "" if none
+  uint64_t total_bytes = 0;  // the device's memory, 0 if unknown
+  uint64_t peak_bytes = 0;
+  uint64_t peak_event = 0;
+  uint64_t peak_time_ns = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t end_bytes = 0;
+};
+
+struct MarkerSummary {
+  uint64_t time_ns;
+  format::MarkerKind kind;
+  std::string name;
+};
+
+struct TraceSummary {
+  reader::ProcessInfo process;
+  uint64_t file_bytes = 0;
+  uint64_t cut_offset = 0;     // a partial last chunk began here (0: none)
+  bool ended_cleanly = false;  // a process-exit or trace-closed mark was written
+  int device_filter = kAllDevices;
+
+  // For the bytes selected by device_filter:
+  uint64_t peak_bytes = 0;     // the high-water mark of live bytes
+  uint64_t peak_event = 0;     // the allocation that reached it first (its index)
+  uint64_t peak_time_ns = 0;
+  uint64_t end_bytes = 0;      // live at the end of the trace
+  uint64_t allocated_bytes = 0;  // all allocations summed
+
+  uint64_t events = 0;
+  uint64_t allocations = 0;
+  uint64_t frees = 0;
+  uint64_t failed_allocations = 0;
+  uint64_t untraced_allocations = 0;  // written while tracing was stopped (or before it began)
+  uint64_t unmatched_frees = 0;       // frees of addresses not live (should be 0)
+  uint64_t replaced_allocations = 0;  // allocations over a live address (should be 0)
+  uint64_t first_failed_event = UINT64_MAX;
+  uint64_t duration_ns = 0;
+  bool segment_level = false;  // some events are segments of PyTorch's caching allocator
+  bool tensor_level = false;
+
+  std::vector<DeviceSummary> devices;  // every device seen, by index
+  std::vector<MarkerSummary> markers;  // annotations and phases, in order
+};
+
+// Pass 1.
+TraceSummary summarize(reader::TraceReader& trace, int device_filter = kAllDevices);
+
+// A point of the trace to look at the live set.
+struct Point {
+  enum class Kind { kPeak, kEnd, kOom, kTime } kind = Kind::kPeak;
+  uint64_t time_ns = 0;  // for kTime: since the trace's start
+};
+
+// One allocation live at the point.
+struct LiveAllocation {
+  uint64_t address;
+  uint64_t size;
+  uint32_t python_stack;
+  uint32_t native_stack;
+  int device;
+  bool traced;
+};
+
+struct LiveSet {
+  Point point;
+  uint64_t event = 0;    // the last event replayed
+  uint64_t time_ns = 0;  // its time
+  uint64_t bytes = 0;
+  std::vector<LiveAllocation> allocations;
+};
+
+// Pass 2. Throws reader::TraceError when the point does not exist (no OOM in the trace).
+LiveSet liveSetAt(reader::TraceReader& trace, const TraceSummary& summary, Point point);
+
+}  // namespace memtrace::report

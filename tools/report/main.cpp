@@ -1,0 +1,192 @@
+// memtrace-report: reads a trace offline.
+//
+//   memtrace-report trace.bin [options]     the peak, and what was live there by location
+//   memtrace-report parse trace.bin         every record as text
+//
+// Exit status: 0 done; 2 bad input or bad usage, with one line on stderr saying why.
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tools/report/analysis.h"
+#include "tools/report/locations.h"
+#include "tools/report/parse_command.h"
+#include "tools/report/render.h"
+#include "tracer/reader.h"
+
+namespace {
+
+using namespace memtrace::report;
+
+constexpr const char* kUsage = R"(usage: memtrace-report [report] TRACE [options]
+       memtrace-report parse TRACE
+
+Reads a trace written by libmemtrace.so and prints the peak of live CUDA memory and
+what was live there, grouped by source location (Mem, Cumulative Mem, Median, Count,
+Location), largest first.
+
+options:
+  --group-by line|function|file|stack   how to group the live allocations (line)
+  --frame innermost|user                 the Python frame that stands for an allocation:
+                                         the innermost, or the innermost in your own code
+                                         (outside the standard library, site-packages
+                                         and torch) (innermost)
+  --top N                                rows to show; 0 shows all (20)
+  --at peak|end|oom|SECONDS              where to look: the peak, the end, the first
+                                         failed allocation, or SECONDS after the start (peak)
+  --device N                             only device N's memory (all devices)
+  --format text|json|csv                 (text)
+  -o, --output FILE                      write there instead of standard output
+  -h, --help                             this help
+
+parse prints every record of TRACE as a line of text.
+)";
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Options {
+  std::string command = "report";
+  std::string trace;
+  GroupBy group_by = GroupBy::kLine;
+  FramePolicy frame = FramePolicy::kInnermost;
+  size_t top = 20;
+  Point point;
+  int device = kAllDevices;
+  std::string format = "text";
+  std::string output;
+};
+
+uint64_t parseUnsigned(const std::string& text, const char* what) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || *end || errno || text[0] == '-')
+    throw UsageError(std::string(what) + " must be a non-negative integer, not '" + text + "'");
+  return value;
+}
+
+Options parseArguments(int argc, char** argv) {
+  Options options;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  size_t i = 0;
+  if (i < args.size() && (args[i] == "report" || args[i] == "parse")) options.command = args[i++];
+  auto value = [&](const std::string& flag) -> std::string {
+    if (i + 1 >= args.size()) throw UsageError(flag + " needs a value");
+    return args[++i];
+  };
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "-h" || arg == "--help") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (arg == "--group-by") {
+      std::string v = value(arg);
+      if (v == "line") options.group_by = GroupBy::kLine;
+      else if (v == "function") options.group_by = GroupBy::kFunction;
+      else if (v == "file") options.group_by = GroupBy::kFile;
+      else if (v == "stack") options.group_by = GroupBy::kStack;
+      else throw UsageError("--group-by takes line, function, file or stack, not '" + v + "'");
+    } else if (arg == "--frame") {
+      std::string v = value(arg);
+      if (v == "innermost") options.frame = FramePolicy::kInnermost;
+      else if (v == "user") options.frame = FramePolicy::kUser;
+      else throw UsageError("--frame takes innermost or user, not '" + v + "'");
+    } else if (arg == "--top") {
+      options.top = parseUnsigned(value(arg), "--top");
+    } else if (arg == "--at") {
+      std::string v = value(arg);
+      if (v == "peak") options.point.kind = Point::Kind::kPeak;
+      else if (v == "end") options.point.kind = Point::Kind::kEnd;
+      else if (v == "oom") options.point.kind = Point::Kind::kOom;
+      else {
+        char* end = nullptr;
+        double seconds = std::strtod(v.c_str(), &end);
+        if (v.empty() || *end || !(seconds >= 0) || seconds > 1e9)
+          throw UsageError("--at takes peak, end, oom or a number of seconds, not '" + v + "'");
+        options.point.kind = Point::Kind::kTime;
+        options.point.time_ns = static_cast<uint64_t>(seconds * 1e9);
+      }
+    } else if (arg == "--device") {
+      options.device = static_cast<int>(parseUnsigned(value(arg), "--device"));
+    } else if (arg == "--format") {
+      options.format = value(arg);
+      if (options.format != "text" && options.format != "json" && options.format != "csv")
+        throw UsageError("--format takes text, json or csv, not '" + options.format + "'");
+    } else if (arg == "-o" || arg == "--output") {
+      options.output = value(arg);
+    } else if (!arg.empty() && arg[0] == '-') {
+      throw UsageError("unknown option '" + arg + "'");
+    } else if (options.trace.empty()) {
+      options.trace = arg;
+    } else {
+      throw UsageError("more than one trace file given ('" + options.trace + "', '" + arg + "')");
+    }
+  }
+  if (options.trace.empty()) throw UsageError("no trace file given");
+  return options;
+}
+
+void writeOutput(const Options& options, const std::string& text) {
+  if (options.output.empty()) {
+    std::cout << text;
+    std::cout.flush();
+    return;
+  }
+  std::ofstream file(options.output, std::ios::binary | std::ios::trunc);
+  file << text;
+  file.close();
+  if (!file) throw std::runtime_error(options.output + ": cannot write: " + std::strerror(errno));
+}
+
+int run(const Options& options) {
+  memtrace::reader::TraceReader trace(options.trace);
+  std::ostringstream out;
+  if (options.command == "parse") {
+    printRecords(trace, out);
+    writeOutput(options, out.str());
+    return 0;
+  }
+  Report report;
+  report.trace_path = options.trace;
+  report.top = options.top;
+  report.summary = summarize(trace, options.device);
+  if (trace.cutOffset())
+    spdlog::warn("{}: ends in a partial chunk at byte {} (the process was killed?); read up to there",
+                 options.trace, trace.cutOffset());
+  report.live_set = liveSetAt(trace, report.summary, options.point);
+  Locator locator(trace.tables(), options.group_by, options.frame);
+  report.table = locator.group(report.live_set);
+  if (options.format == "json") renderJson(out, report);
+  else if (options.format == "csv") renderCsv(out, report);
+  else renderText(out, report);
+  writeOutput(options, out.str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto logger = spdlog::stderr_logger_st("memtrace-report");
+  logger->set_pattern("%n: %l: %v");
+  spdlog::set_default_logger(logger);
+  try {
+    return run(parseArguments(argc, argv));
+  } catch (const UsageError& error) {
+    spdlog::error("{} (memtrace-report --help shows the usage)", error.what());
+  } catch (const std::exception& error) {
+    spdlog::error("{}", error.what());
+  }
+  return 2;
+}

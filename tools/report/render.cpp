@@ -1,0 +1,220 @@
+#include "tools/report/render.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+namespace memtrace::report {
+namespace {
+
+std::string seconds(uint64_t ns) { return fmt::format("{:.3f} s", static_cast<double>(ns) / 1e9); }
+
+std::string commandLine(const reader::ProcessInfo& process) {
+  std::string text;
+  for (const std::string& argument : process.command_line) {
+    if (!text.empty()) text += ' ';
+    bool plain = !argument.empty() &&
+                 argument.find_first_of(" \t\"'\\$`") == std::string::npos;
+    text += plain ? argument : "'" + argument + "'";
+  }
+  return text;
+}
+
+std::string wallClock(uint64_t unix_ns) {
+  std::time_t seconds = static_cast<std::time_t>(unix_ns / 1000000000u);
+  std::tm local;
+  localtime_r(&seconds, &local);
+  char text[64];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &local);
+  return text;
+}
+
+std::string levelText(const TraceSummary& summary) {
+  if (summary.segment_level && summary.tensor_level) return "mixed: tensors and segments";
+  if (summary.segment_level)
+    return "segments (PyTorch's caching allocator is in front: each event is a segment "
+           "holding tensors)";
+  return "tensors (each event is one allocation request)";
+}
+
+size_t shownRows(const Report& report) {
+  return report.top == 0 ? report.table.rows.size() : std::min(report.top, report.table.rows.size());
+}
+
+}  // namespace
+
+std::string pointName(const Point& point) {
+  switch (point.kind) {
+    case Point::Kind::kPeak: return "peak";
+    case Point::Kind::kEnd: return "end";
+    case Point::Kind::kOom: return "oom";
+    case Point::Kind::kTime: return fmt::format("{:.6g} s", static_cast<double>(point.time_ns) / 1e9);
+  }
+  return "?";
+}
+
+void renderText(std::ostream& out, const Report& report) {
+  const TraceSummary& s = report.summary;
+  out << fmt::format("memtrace report: {}\n", report.trace_path);
+  out << fmt::format("  command    {}\n", commandLine(s.process));
+  out << fmt::format("  process    pid {}, started {}, {}\n", s.process.pid,
+                     wallClock(s.process.start_unix_ns), s.process.tracer_version);
+  out << fmt::format("  duration   {}, {} events ({} allocations, {} frees, {} failed)\n",
+                     seconds(s.duration_ns), s.events, s.allocations, s.frees,
+                     s.failed_allocations);
+  out << fmt::format("  stacks     {}\n", format::stackModeName(s.process.stack_mode));
+  out << fmt::format("  level      {}\n", levelText(s));
+  for (const DeviceSummary& device : s.devices) {
+    std::string name = device.name.empty() ? "" : " " + device.name;
+    std::string memory = device.total_bytes ? " (" + humanBytes(device.total_bytes) + ")" : "";
+    out << fmt::format("  device {:<3} peak {} at {}{}{}\n",
+                       device.device < 0 ? std::string("?") : std::to_string(device.device),
+                       humanBytes(device.peak_bytes), seconds(device.peak_time_ns), name, memory);
+  }
+  if (s.cut_offset)
+    out << fmt::format("  note       the file ends in a partial chunk at byte {} of {} (the "
+                       "process was killed?): read up to there\n",
+                       s.cut_offset, s.file_bytes);
+  else if (!s.ended_cleanly)
+    out << "  note       the trace has no end mark: the process was killed or is still running\n";
+  if (s.unmatched_frees || s.replaced_allocations)
+    out << fmt::format("  note       {} frees of unknown addresses, {} allocations over live "
+                       "ones (frees made through unhooked calls)\n",
+                       s.unmatched_frees, s.replaced_allocations);
+  out << "\n";
+  std::string scope = s.device_filter == kAllDevices ? "" : fmt::format(" on device {}", s.device_filter);
+  out << fmt::format("Peak memory{}: {} ({} bytes) at {}, event {}\n", scope, humanBytes(s.peak_bytes),
+                     s.peak_bytes, seconds(s.peak_time_ns), s.peak_event);
+  out << fmt::format("Total allocated: {}; live at the end: {}\n", humanBytes(s.allocated_bytes),
+                     humanBytes(s.end_bytes));
+  if (!s.markers.empty()) {
+    out << "Marks:";
+    size_t shown = std::min<size_t>(s.markers.size(), 10);
+    for (size_t i = 0; i < shown; ++i) {
+      const MarkerSummary& marker = s.markers[i];
+      const char* prefix = marker.kind == format::MarkerKind::kPhaseBegin ? "begin "
+                           : marker.kind == format::MarkerKind::kPhaseEnd ? "end" : "";
+      out << fmt::format(" {}{}@{}", prefix, marker.name, seconds(marker.time_ns));
+      if (i + 1 < shown) out << ",";
+    }
+    if (shown < s.markers.size()) out << fmt::format(" (and {} more)", s.markers.size() - shown);
+    out << "\n";
+  }
+  out << "\n";
+
+  const LocationTable& table = report.table;
+  size_t shown = shownRows(report);
+  out << fmt::format("Live at {} ({} in {} allocations), by {}{}", pointName(report.live_set.point),
+                     humanBytes(report.live_set.bytes), report.live_set.allocations.size(),
+                     groupByName(table.group_by),
+                     table.frame_policy == FramePolicy::kUser ? " in user code" : "");
+  if (shown < table.rows.size()) out << fmt::format(", top {} of {}", shown, table.rows.size());
+  out << ":\n";
+  out << fmt::format("{:<11} {:<15} {:<11} {:>7}  {}\n", "Mem", "Cumulative Mem", "Median",
+                     "Count", "Location");
+  for (size_t i = 0; i < shown; ++i) {
+    const TableRow& row = table.rows[i];
+    out << fmt::format("{:<11} {:<15} {:<11} {:>7}  {}\n", humanBytes(row.bytes),
+                       humanBytes(row.cumulative_bytes), humanBytes(row.median_bytes), row.count,
+                       row.location.name);
+  }
+  if (shown < table.rows.size()) {
+    uint64_t rest = table.total_bytes - table.rows[shown - 1].cumulative_bytes;
+    out << fmt::format("... {} more locations hold {}\n", table.rows.size() - shown, humanBytes(rest));
+  }
+}
+
+void renderJson(std::ostream& out, const Report& report) {
+  using nlohmann::json;
+  const TraceSummary& s = report.summary;
+  json devices = json::array();
+  for (const DeviceSummary& device : s.devices)
+    devices.push_back({{"device", device.device},
+                       {"name", device.name},
+                       {"total_bytes", device.total_bytes},
+                       {"peak_bytes", device.peak_bytes},
+                       {"peak_event", device.peak_event},
+                       {"peak_time_ns", device.peak_time_ns},
+                       {"allocated_bytes", device.allocated_bytes},
+                       {"end_bytes", device.end_bytes}});
+  json markers = json::array();
+  for (const MarkerSummary& marker : s.markers)
+    markers.push_back({{"time_ns", marker.time_ns},
+                       {"kind", format::markerName(marker.kind)},
+                       {"name", marker.name}});
+  json rows = json::array();
+  size_t shown = shownRows(report);
+  for (size_t i = 0; i < shown; ++i) {
+    const TableRow& row = report.table.rows[i];
+    static const char* const kKinds[] = {"python", "untraced", "native", "none"};
+    json entry = {{"bytes", row.bytes},
+                  {"cumulative_bytes", row.cumulative_bytes},
+                  {"median_bytes", row.median_bytes},
+                  {"count", row.count},
+                  {"location", row.location.name},
+                  {"kind", kKinds[static_cast<int>(row.location.kind)]}};
+    if (!row.location.file.empty()) entry["file"] = row.location.file;
+    if (row.location.line) entry["line"] = row.location.line;
+    if (!row.location.function.empty()) entry["function"] = row.location.function;
+    rows.push_back(std::move(entry));
+  }
+  json document = {
+      {"trace", report.trace_path},
+      {"process",
+       {{"pid", s.process.pid},
+        {"command_line", s.process.command_line},
+        {"executable", s.process.executable},
+        {"start_unix_ns", s.process.start_unix_ns},
+        {"tracer_version", s.process.tracer_version},
+        {"stacks", format::stackModeName(s.process.stack_mode)}}},
+      {"summary",
+       {{"device_filter", s.device_filter},
+        {"peak_bytes", s.peak_bytes},
+        {"peak_event", s.peak_event},
+        {"peak_time_ns", s.peak_time_ns},
+        {"allocated_bytes", s.allocated_bytes},
+        {"end_bytes", s.end_bytes},
+        {"events", s.events},
+        {"allocations", s.allocations},
+        {"frees", s.frees},
+        {"failed_allocations", s.failed_allocations},
+        {"untraced_allocations", s.untraced_allocations},
+        {"unmatched_frees", s.unmatched_frees},
+        {"duration_ns", s.duration_ns},
+        {"level", s.segment_level && s.tensor_level ? "mixed" : s.segment_level ? "segment" : "tensor"},
+        {"ended_cleanly", s.ended_cleanly},
+        {"cut_offset", s.cut_offset}}},
+      {"devices", devices},
+      {"markers", markers},
+      {"live",
+       {{"at", pointName(report.live_set.point)},
+        {"event", report.live_set.event},
+        {"time_ns", report.live_set.time_ns},
+        {"bytes", report.live_set.bytes},
+        {"allocations", report.live_set.allocations.size()},
+        {"group_by", groupByName(report.table.group_by)},
+        {"frame", report.table.frame_policy == FramePolicy::kUser ? "user" : "innermost"},
+        {"locations", report.table.rows.size()},
+        {"rows", rows}}}};
+  out << document.dump(2) << "\n";
+}
+
+void renderCsv(std::ostream& out, const Report& report) {
+  auto quote = [](const std::string& text) {
+    std::string quoted = "\"";
+    for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return quoted + "\"";
+  };
+  out << "mem_bytes,cumulative_bytes,median_bytes,count,location,file,line,function\n";
+  size_t shown = shownRows(report);
+  for (size_t i = 0; i < shown; ++i) {
+    const TableRow& row = report.table.rows[i];
+    out << row.bytes << ',' << row.cumulative_bytes << ',' << row.median_bytes << ',' << row.count
+        << ',' << quote(row.location.name) << ',' << quote(row.location.file) << ','
+        << row.location.line << ',' << quote(row.location.function) << '\n';
+  }
+}
+
+}  // namespace memtrace::report

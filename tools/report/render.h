@@ -1,0 +1,28 @@
+// Renderers of the report: the same content as text for people, JSON for programs (the
+// Python package, the HTML report) and CSV for spreadsheets. Analyses stay in analysis.h.
+#pragma once
+
+#include <cstddef>
+#include <ostream>
+#include <string>
+
+#include "tools/report/analysis.h"
+#include "tools/report/locations.h"
+
+namespace memtrace::report {
+
+struct Report {
+  std::string trace_path;
+  TraceSummary summary;
+  LiveSet live_set;
+  LocationTable table;
+  size_t top = 20;  // rows shown (0: all)
+};
+
+std::string pointName(const Point& point);
+
+void renderText(std::ostream& out, const Report& report);
+void renderJson(std::ostream& out, const Report& report);
+void renderCsv(std::ostream& out, const Report& report);
+
+}  // namespace memtrace::report

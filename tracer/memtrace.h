@@ -1,0 +1,77 @@
+/* The C API of libmemtrace.so: what the Python package (ctypes) and C/C++ programs call.
+ *
+ * Every function is safe to call from any thread at any time, before or after tracing
+ * starts; none of them throws, aborts or blocks on the GPU. Functions returning int return
+ * 0 on success and a negative value on failure (memtrace_last_error() says why).
+ *
+ * Device arguments: a CUDA device index, or -1 for all devices together.
+ */
+#ifndef MEMTRACE_MEMTRACE_H_
+#define MEMTRACE_MEMTRACE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define MEMTRACE_EXPORT __attribute__((visibility("default")))
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Starts tracing: stacks are captured for every allocation from now on. `path` names the
+ * trace file (`%p` becomes the pid); NULL keeps the open file or, if none is open, uses
+ * $MEMTRACE_OUTPUT or "memtrace-%p.bin". Opening a file writes the allocations that are
+ * live at that moment as untraced, so the trace's live bytes are right from its start.
+ * A different path than the open file's closes that one first. */
+MEMTRACE_EXPORT int memtrace_start(const char* path);
+
+/* Stops capturing stacks. Allocations and frees go on being written and counted, without
+ * stacks, and the report shows them as `untraced`. Flushes the file. */
+MEMTRACE_EXPORT int memtrace_stop(void);
+
+/* Writes a named mark (a point in time) into the trace. */
+MEMTRACE_EXPORT int memtrace_annotate(const char* name);
+
+/* Marks the beginning and the end of a named phase (phases nest). */
+MEMTRACE_EXPORT int memtrace_phase_begin(const char* name);
+MEMTRACE_EXPORT int memtrace_phase_end(void);
+
+/* Writes what is buffered to the file now. */
+MEMTRACE_EXPORT int memtrace_flush(void);
+
+/* Closes the trace file (a final mark, then flush). Tracing is stopped; a later
+ * memtrace_start opens a file again. */
+MEMTRACE_EXPORT int memtrace_close(void);
+
+/* Whether stacks are being captured now (1) or not (0). */
+MEMTRACE_EXPORT int memtrace_is_tracing(void);
+
+/* The path of the open trace file, or "" when none is open. Valid until the next call
+ * of memtrace_start / memtrace_close. */
+MEMTRACE_EXPORT const char* memtrace_output_path(void);
+
+/* Bytes live now, and the most bytes that were live at once since the library was loaded
+ * or since memtrace_reset_peak, counting every allocation it has seen, traced or not. */
+MEMTRACE_EXPORT uint64_t memtrace_current_bytes(int device);
+MEMTRACE_EXPORT uint64_t memtrace_peak_bytes(int device);
+MEMTRACE_EXPORT void memtrace_reset_peak(int device);
+
+/* The last error of this library as one line ("" when none). */
+MEMTRACE_EXPORT const char* memtrace_last_error(void);
+
+/* PyTorch's pluggable allocator entry points
+ * (torch.cuda.memory.CUDAPluggableAllocator(path, "memtrace_alloc", "memtrace_free")).
+ * Backed by cudaMallocAsync / cudaFreeAsync on the given stream, from the device's default
+ * pool with its release threshold raised; safe under CUDA graph capture. */
+MEMTRACE_EXPORT void* memtrace_alloc(ssize_t size, int device, void* stream);
+MEMTRACE_EXPORT void memtrace_free(void* ptr, ssize_t size, int device, void* stream);
+
+/* Gives the pool's cached memory of a device back to the driver (torch.cuda.empty_cache). */
+MEMTRACE_EXPORT void memtrace_empty_cache(int device);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MEMTRACE_MEMTRACE_H_ */

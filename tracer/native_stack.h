@@ -1,0 +1,63 @@
+// Native stacks: raw instruction pointers from libunwind (loaded with dlopen, never linked:
+// Note [libunwind is never linked]), and the map of loaded modules that the report needs
+// to symbolize them offline. The recorder never symbolizes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace memtrace::native {
+
+inline constexpr size_t kMaxSegments = 8;
+
+struct Segment {
+  uintptr_t start;
+  uintptr_t size;
+};
+
+struct Module {
+  const char* path;
+  uintptr_t bias;  // dlpi_addr: what the ELF's virtual addresses are shifted by
+  uint8_t build_id[32];
+  uint32_t build_id_size;
+  uint32_t segment_count;
+  Segment segments[kMaxSegments];  // executable PT_LOAD segments, as loaded
+  uint32_t written_generation;     // the trace file generation it was last written to
+};
+
+// Loads the unwinder. Returns whether native stacks can be captured (libunwind, or glibc's
+// slower backtrace() when libunwind.so.8 is missing). Idempotent.
+bool loadUnwinder();
+
+// The calling thread's native stack, innermost first, without memtrace's own frames.
+size_t captureStack(uintptr_t* ips, size_t max);
+
+// Which unwinder captureStack uses ("libunwind", "glibc backtrace" or "none").
+const char* unwinderName();
+
+// The loaded modules. covers() and forEachUnwritten() may be called under the recorder's
+// lock; refresh() must not be (it takes the dynamic loader's lock).
+bool moduleTableCovers(uintptr_t ip);
+void refreshModuleTable();
+// Calls fn(const Module&) for every module not yet written to `generation`'s file, and
+// marks it written.
+template <typename Fn>
+void forEachUnwrittenModule(uint32_t generation, Fn&& fn);
+
+// Implementation detail of forEachUnwrittenModule.
+size_t lockModules(Module** modules);
+void unlockModules();
+
+template <typename Fn>
+void forEachUnwrittenModule(uint32_t generation, Fn&& fn) {
+  Module* modules = nullptr;
+  size_t count = lockModules(&modules);
+  for (size_t i = 0; i < count; ++i) {
+    if (modules[i].written_generation == generation) continue;
+    modules[i].written_generation = generation;
+    fn(static_cast<const Module&>(modules[i]));
+  }
+  unlockModules();
+}
+
+}  // namespace memtrace::native

@@ -1,0 +1,149 @@
+// The memtrace trace format: one header shared by the recorder (writer) and the reader.
+// docs/trace-format.md is the prose version of this file; keep them in step.
+//
+// A trace is a fixed 16-byte file header followed by framed chunks:
+//
+//   FileHeader   magic "MEMTRACE" (8) | version u32 LE | flags u32 LE (0)
+//   Chunk        payload_size u32 LE | payload_crc u32 LE | header_crc u32 LE | payload
+//
+// header_crc is the CRC-32C of the 8 bytes before it, so a corrupted size is told apart
+// from a file cut short (a process killed while writing): the reader accepts a file cut
+// at any byte, up to its last whole chunk, and refuses one whose bytes were changed.
+//
+// A payload is a sequence of records. Each record starts with one type byte; the fields
+// after it are varints (LEB128), zigzag varints for signed deltas, or byte strings
+// (varint length + bytes). Records never span chunks. Ids in the tables (strings,
+// frames, stacks, modules) are implicit: the n-th record of a table has id n, from 1;
+// id 0 means "none". Delta bases (time, address, previous stacks) carry over chunks.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace memtrace::format {
+
+inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
+inline constexpr uint32_t kVersion = 1;
+inline constexpr size_t kFileHeaderSize = 16;
+inline constexpr size_t kChunkHeaderSize = 12;
+// The writer flushes a chunk at 1 MiB; the reader refuses sizes past this bound as
+// corrupt instead of allocating whatever a damaged size field says.
+inline constexpr uint32_t kMaxChunkPayload = 16u << 20;
+// Strings longer than this are cut (a command line can be long; a record must fit a chunk).
+inline constexpr size_t kMaxStringBytes = 64u << 10;
+
+// The type byte. Values below 0x80 are table and control records; a set top bit is a
+// memory event with its flags in the low bits (EventBits).
+enum class RecordType : uint8_t {
+  // Once, first record of the first chunk. Fields: pid, parent pid, start time (Unix
+  // epoch ns), start time (CLOCK_MONOTONIC ns; the base of every event time), command
+  // line (string, arguments separated by NUL), executable path (string), host name
+  // (string), tracer version (string), stack mode (StackMode byte), Python depth limit,
+  // native depth limit, free events carry stacks (0/1).
+  kProcessInfo = 0x01,
+  // A string. Fields: bytes (varint length + UTF-8).
+  kString = 0x02,
+  // A Python frame, unique by content. Fields: file string id, function string id, line.
+  kPythonFrame = 0x03,
+  // A node of the Python stack trie: the stack `parent` with `frame` called from it.
+  // Fields: parent stack id (0 = root: frame is the outermost), frame id.
+  kPythonStack = 0x04,
+  // A node of the native stack trie. Fields: parent stack id (0 = root: outermost),
+  // instruction pointer as a zigzag delta from the parent's (from 0 at the root).
+  kNativeStack = 0x05,
+  // A loaded module native instruction pointers resolve against. Fields: path string id,
+  // load bias, build id (byte string, may be empty), segment count, then per executable
+  // PT_LOAD segment: start address, size.
+  kModule = 0x06,
+  // A device seen by the trace. Fields: device index (zigzag), name string id, total
+  // memory bytes (0 if unknown).
+  kDevice = 0x07,
+  // Sets the context of the events after it, until the next kContext. Fields: thread id,
+  // device (zigzag; -1 unknown), stream (the cudaStream_t value), Api byte, Level byte.
+  kContext = 0x08,
+  // A point in time. Fields: time delta, MarkerKind byte, name string id (0 = none).
+  kMarker = 0x09,
+  // An allocation the CUDA call refused (out of memory). Fields: time delta, requested
+  // size, Python stack id, native stack id. Device and stream come from the context.
+  kFailedAlloc = 0x0a,
+};
+
+// Note [Event bit layout]
+// A memory event is the common record, so it is packed (docs/trace-format.md has the
+// measured bytes per event):
+//
+//   bit 7     1: this is a memory event
+//   bit 6     0: allocation, 1: free
+//   bit 5     the address delta is stored divided by 256 (CUDA allocations are 256-byte
+//             aligned, so the low byte of a delta is almost always zero)
+//   bit 4     the Python stack is the previous event's of the same kind (no field)
+//   bit 3     the native stack is the previous event's of the same kind (no field)
+//   bits 2-0  zero (reserved)
+//
+// Fields, in order: time delta (ns since the previous timed record), address (zigzag
+// delta from the previous event's address), size (allocations only: a free's size is the
+// size of the allocation it frees), Python stack id (unless bit 4), native stack id
+// (unless bit 3). Frees carry stacks only when ProcessInfo says so; otherwise bits 4 and
+// 3 are set and their stacks stay 0.
+struct EventBits {
+  static constexpr uint8_t kEvent = 0x80;
+  static constexpr uint8_t kFree = 0x40;
+  static constexpr uint8_t kAddressIn256 = 0x20;
+  static constexpr uint8_t kSamePythonStack = 0x10;
+  static constexpr uint8_t kSameNativeStack = 0x08;
+  static constexpr uint8_t kReserved = 0x07;
+};
+
+// Which CUDA entry point an event came through (frees name the function that freed).
+enum class Api : uint8_t {
+  kPluggable = 0,          // memtrace_alloc / memtrace_free (PyTorch's pluggable allocator)
+  kCudaMalloc = 1,         // cudaMalloc / cudaFree
+  kCudaMallocAsync = 2,    // cudaMallocAsync / cudaMallocFromPoolAsync / cudaFreeAsync
+  kCudaMallocManaged = 3,  // cudaMallocManaged (freed through cudaFree)
+  kCuMemAlloc = 4,         // cuMemAlloc_v2 / cuMemFree_v2 (driver API)
+  kCuMemAllocAsync = 5,    // cuMemAllocAsync / cuMemFreeAsync (driver API)
+  kSnapshot = 6,           // live before this trace began (written when the file opens)
+  kCount
+};
+
+// What one event stands for.
+enum class Level : uint8_t {
+  // One allocation as its caller asked for it: the pluggable allocator, PyTorch's
+  // cudaMallocAsync backend, or a program calling CUDA itself.
+  kTensor = 0,
+  // A segment of PyTorch's caching allocator, which then hands out tensors inside it.
+  kSegment = 1,
+  kCount
+};
+
+enum class MarkerKind : uint8_t {
+  kTracingStarted = 0,  // stacks are captured from here on
+  kTracingStopped = 1,  // events go on being written, without stacks ("untraced")
+  kAnnotation = 2,      // a user mark with a name
+  kPhaseBegin = 3,      // a named phase begins (forward, backward, ...)
+  kPhaseEnd = 4,        // the innermost open phase ends
+  kProcessExit = 5,     // the process is exiting; events may still follow (teardown)
+  kTraceClosed = 6,     // the file was closed on purpose; nothing follows
+  kCount
+};
+
+enum class StackMode : uint8_t {
+  kNone = 0,
+  kPython = 1,
+  kNative = 2,
+  kAll = 3,  // Python and native
+};
+
+inline bool wantsPython(StackMode mode) {
+  return mode == StackMode::kPython || mode == StackMode::kAll;
+}
+inline bool wantsNative(StackMode mode) {
+  return mode == StackMode::kNative || mode == StackMode::kAll;
+}
+
+const char* apiName(Api api);
+const char* levelName(Level level);
+const char* markerName(MarkerKind kind);
+const char* stackModeName(StackMode mode);
+
+}  // namespace memtrace::format

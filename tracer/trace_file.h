@@ -1,0 +1,57 @@
+// The writing end of a trace file: a buffer that becomes framed, checksummed chunks
+// (records.h). It never allocates after open() and never throws; every failure is
+// reported by a false return and remembered, and then the recorder stops writing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace memtrace {
+
+class TraceFile {
+ public:
+  // A chunk is written when the buffer holds this much: together with the 100 ms flusher
+  // thread this bounds what a killed process can lose (the issue: every 100 ms or 1 MiB).
+  static constexpr size_t kFlushBytes = 1 << 20;
+  // Room after kFlushBytes for the largest record (a string of kMaxStringBytes, or a
+  // module with all its segments).
+  static constexpr size_t kBufferBytes = kFlushBytes + (128 << 10);
+
+  TraceFile() = default;
+  TraceFile(const TraceFile&) = delete;
+  TraceFile& operator=(const TraceFile&) = delete;
+
+  // Creates (truncates) `path` and writes the file header. On failure *error says why.
+  bool open(const char* path, const char** error);
+  bool isOpen() const { return fd_ >= 0; }
+  const char* path() const { return path_; }
+
+  // Space for a record of at most `bytes` (<= kBufferBytes - kFlushBytes); nullptr when
+  // the file is not open or a flush failed. Follow with commit(end of the record).
+  uint8_t* reserve(size_t bytes);
+  void commit(uint8_t* end) { used_ = static_cast<size_t>(end - buffer_); }
+
+  // Writes the buffer as one chunk. Returns false when the write failed.
+  bool flush();
+  bool hasPendingBytes() const { return used_ > 0; }
+  uint64_t bytesWritten() const { return bytes_written_; }
+
+  // Flushes and closes.
+  bool close();
+  // In a child after fork(): forgets the parent's file and buffer without writing, so the
+  // parent's file stays exactly as the parent writes it.
+  void abandon();
+
+  // Why the last write failed (errno text), or nullptr.
+  int lastErrno() const { return last_errno_; }
+
+ private:
+  int fd_ = -1;
+  uint8_t* buffer_ = nullptr;
+  size_t used_ = 0;
+  uint64_t bytes_written_ = 0;
+  int last_errno_ = 0;
+  char path_[4096] = {};
+};
+
+}  // namespace memtrace
