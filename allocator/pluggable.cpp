@@ -13,6 +13,7 @@
 
 #include "allocator/hook_support.h"
 #include "allocator/real_functions.h"
+#include "tracer/config.h"
 #include "tracer/memtrace.h"
 
 using memtrace::EventSource;
@@ -61,7 +62,12 @@ extern "C" {
 MEMTRACE_EXPORT void* memtrace_alloc(ssize_t size, int device, void* stream) {
   if (size <= 0) return nullptr;
   auto malloc_async = MEMTRACE_REAL(kRuntime, cudaMallocAsync);
-  if (!malloc_async) return nullptr;  // PyTorch reports the failed allocation
+  if (!malloc_async) {  // PyTorch reports the failed allocation
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      memtrace::warn("memtrace_alloc: no CUDA runtime (libcudart) is loaded in this process");
+    return nullptr;
+  }
   // The guard also covers cudaMallocAsync's own hook when the library is preloaded as well.
   RecursionGuard guard;
   raiseReleaseThreshold(device);

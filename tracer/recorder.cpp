@@ -68,7 +68,6 @@ uint64_t g_peak[kMaxDevices + 1];
 bool g_file_wanted = false;  // a file should be open (started, or autostart)
 bool g_write_failed = false;  // writing failed; nothing is written until the next start
 bool g_exiting = false;       // after exit began, every record is written through
-bool g_forked_child = false;
 bool g_flusher_running = false;
 int g_open_phases = 0;
 char g_path_pattern[4096];  // the pattern the next file opens with
@@ -113,27 +112,20 @@ void countFree(int device, uint64_t size) {
   }
 }
 
-// Expands %p to the pid. A file name without %p gets ".<pid>" appended in a process that
-// is not the one the trace was meant for (a forked child, or a program started by the
-// traced one with the same environment), so that no process overwrites another's trace.
+// Expands %p to the pid.
 void expandPath(const char* pattern, char* out, size_t out_size) {
   char pid[24];
   snprintf(pid, sizeof(pid), "%d", getpid());
   size_t used = 0;
-  bool has_pid = false;
   for (const char* p = pattern; *p && used + 24 < out_size; ++p) {
     if (p[0] == '%' && p[1] == 'p') {
       used += snprintf(out + used, out_size - used, "%s", pid);
-      has_pid = true;
       ++p;
     } else {
       out[used++] = *p;
     }
   }
   out[used] = '\0';
-  const char* owner = getenv("MEMTRACE_OWNER_PID");
-  bool other_process = g_forked_child || (owner && strcmp(owner, pid) != 0);
-  if (!has_pid && other_process) snprintf(out + used, out_size - used, ".%s", pid);
 }
 
 void failWrite() {
@@ -195,7 +187,15 @@ bool ensureFileOpen() {
   char path[4096];
   expandPath(g_path_pattern, path, sizeof(path));
   const char* error = nullptr;
-  if (!g_file.open(path, &error)) {
+  TraceFile::OpenResult result = g_file.open(path, &error);
+  if (result == TraceFile::OpenResult::kBusy) {
+    // Another process is writing there (Note [Which process owns a trace file]).
+    size_t length = strlen(path);
+    snprintf(path + length, sizeof(path) - length, ".%d", getpid());
+    result = g_file.open(path, &error);
+    if (result == TraceFile::OpenResult::kBusy) error = "locked by another process";
+  }
+  if (result != TraceFile::OpenResult::kOpened) {
     char detail[4200];
     snprintf(detail, sizeof(detail), "%s: %s; the program goes on untraced", path, error);
     warn("cannot open the trace file ", detail);
@@ -374,7 +374,6 @@ void forkChild() {
   // The parent's buffer and file are the parent's: drop them unwritten. The child traces
   // into a file of its own, opened at its first event.
   g_file.abandon();
-  g_forked_child = true;
   g_flusher_running = false;
   g_write_failed = false;
   g_open_phases = 0;
@@ -396,13 +395,6 @@ void initialize() {
   strncpy(g_path_pattern, g_config.output_pattern, sizeof(g_path_pattern) - 1);
   bool preloaded = loadedByPreload();
   bool autostart = g_config.autostart >= 0 ? g_config.autostart == 1 : preloaded;
-  if (preloaded && !getenv("MEMTRACE_OWNER_PID")) {
-    // Marks this process as the one MEMTRACE_OUTPUT is meant for (expandPath). setenv is
-    // only safe while no other thread runs: at load, from the library's constructor.
-    char pid[24];
-    snprintf(pid, sizeof(pid), "%d", getpid());
-    setenv("MEMTRACE_OWNER_PID", pid, 0);
-  }
   python::loadApi();
   if (format::wantsNative(g_config.stack_mode)) native::loadUnwinder();
   pthread_atfork(forkPrepare, forkParent, forkChild);

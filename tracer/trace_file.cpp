@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -38,17 +39,35 @@ bool writeAll(int fd, iovec* iov, int count, int* error) {
 
 }  // namespace
 
-bool TraceFile::open(const char* path, const char** error) {
+// Note [Which process owns a trace file]
+// A trace file is locked (flock) by the process writing it, for as long as that process
+// lives. A process that finds the lock taken (a child started by a traced program with the
+// same environment, a forked child, a concurrent run) writes elsewhere instead of
+// truncating a live trace. A lock left by a process that ended is gone with it, so running
+// the same command twice simply overwrites the old trace.
+TraceFile::OpenResult TraceFile::open(const char* path, const char** error) {
   if (!buffer_) buffer_ = static_cast<uint8_t*>(mapPages(kBufferBytes));
   if (!buffer_) {
     *error = "cannot map the trace buffer";
-    return false;
+    return OpenResult::kFailed;
   }
-  int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
     last_errno_ = errno;
     *error = strerror(errno);
-    return false;
+    return OpenResult::kFailed;
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    ::close(fd);
+    return OpenResult::kBusy;
+  }
+  // Other flock errors (a file system without locks, a character device) only lose the
+  // protection; the trace is written all the same.
+  if (ftruncate(fd, 0) != 0 && errno != EINVAL) {
+    last_errno_ = errno;
+    *error = strerror(errno);
+    ::close(fd);
+    return OpenResult::kFailed;
   }
   uint8_t header[format::kFileHeaderSize];
   memcpy(header, format::kMagic, sizeof(format::kMagic));
@@ -58,13 +77,13 @@ bool TraceFile::open(const char* path, const char** error) {
   if (!writeAll(fd, &iov, 1, &last_errno_)) {
     *error = strerror(last_errno_);
     ::close(fd);
-    return false;
+    return OpenResult::kFailed;
   }
   fd_ = fd;
   used_ = 0;
   bytes_written_ = sizeof(header);
   strncpy(path_, path, sizeof(path_) - 1);
-  return true;
+  return OpenResult::kOpened;
 }
 
 uint8_t* TraceFile::reserve(size_t bytes) {

@@ -21,8 +21,11 @@ class TraceFile {
   TraceFile(const TraceFile&) = delete;
   TraceFile& operator=(const TraceFile&) = delete;
 
-  // Creates (truncates) `path` and writes the file header. On failure *error says why.
-  bool open(const char* path, const char** error);
+  enum class OpenResult { kOpened, kBusy, kFailed };
+  // Creates (truncates) `path` and writes the file header. kBusy: another live process
+  // has the file open for tracing (it holds the file's lock); nothing was changed. On
+  // failure *error says why.
+  OpenResult open(const char* path, const char** error);
   bool isOpen() const { return fd_ >= 0; }
   const char* path() const { return path_; }
 
