@@ -77,7 +77,8 @@ MEMTRACE_EXPORT void* memtrace_alloc(ssize_t size, int device, void* stream) {
     RelaxedCaptureMode relaxed;
     result = malloc_async(&pointer, static_cast<size_t>(size), static_cast<cudaStream_t>(stream));
   }
-  EventSource source{Api::kPluggable, Level::kTensor, device, memtrace::hooks::streamId(stream)};
+  EventSource source{Api::kPluggable, Level::kTensor, device, memtrace::hooks::streamId(stream),
+                     __builtin_return_address(0)};
   memtrace::hooks::recordAllocResult(guard, result == cudaSuccess,
                                      result == cudaErrorMemoryAllocation, source, pointer,
                                      static_cast<uint64_t>(size));
@@ -91,7 +92,7 @@ MEMTRACE_EXPORT void memtrace_free(void* pointer, ssize_t size, int device, void
   RecursionGuard guard;
   memtrace::recordFree(guard,
                        EventSource{Api::kPluggable, Level::kTensor, device,
-                                   memtrace::hooks::streamId(stream)},
+                                   memtrace::hooks::streamId(stream), __builtin_return_address(0)},
                        pointer);
   RelaxedCaptureMode relaxed;
   free_async(pointer, static_cast<cudaStream_t>(stream));

@@ -7,6 +7,7 @@
 //   3. An allocation: call the real function, then record it if it succeeded (or record
 //      the failure if it ran out of memory). A free: record it, then call the real
 //      function, so the address cannot be handed out again before its free is written.
+//   4. Pass the hook's own return address (MEMTRACE_CALLER): native stacks start there.
 //
 // Since CUDA 11.4 the runtime reaches the driver through cuGetProcAddress, so the cuMem*
 // hooks see only programs that call the driver API themselves (JAX/XLA, CuPy, custom code),
@@ -21,34 +22,38 @@ using memtrace::format::Api;
 using memtrace::format::Level;
 namespace hooks = memtrace::hooks;
 
+// The return address of the hook it is written in: the program's frame that called CUDA.
+#define MEMTRACE_CALLER __builtin_return_address(0)
+
 namespace {
 
-EventSource runtimeSource(Api api, int device, const void* stream) {
-  return EventSource{api, hooks::preloadLevel(), device, hooks::streamId(stream)};
+// `caller` is the hook's return address (Note [Every hook reads the same way]).
+EventSource runtimeSource(Api api, int device, const void* stream, const void* caller) {
+  return EventSource{api, hooks::preloadLevel(), device, hooks::streamId(stream), caller};
 }
 
-EventSource driverSource(Api api, const void* stream) {
+EventSource driverSource(Api api, const void* stream, const void* caller) {
   // Driver-API callers are their own allocators: each call is one allocation.
-  return EventSource{api, Level::kTensor, hooks::driverDevice(), hooks::streamId(stream)};
+  return EventSource{api, Level::kTensor, hooks::driverDevice(), hooks::streamId(stream), caller};
 }
 
 template <typename Real>
-cudaError_t mallocAsyncHook(Real real, void** pointer, size_t size, cudaStream_t stream,
-                            auto&&... rest) {
+cudaError_t mallocAsyncHook(Real real, const void* caller, void** pointer, size_t size,
+                            cudaStream_t stream, auto&&... rest) {
   if (RecursionGuard::active()) return real(pointer, size, rest..., stream);
   RecursionGuard guard;
   cudaError_t result = real(pointer, size, rest..., stream);
   hooks::recordAllocResult(guard, result == cudaSuccess, result == cudaErrorMemoryAllocation,
-                           runtimeSource(Api::kCudaMallocAsync, hooks::streamDevice(stream), stream),
+                           runtimeSource(Api::kCudaMallocAsync, hooks::streamDevice(stream), stream, caller),
                            pointer ? *pointer : nullptr, size);
   return result;
 }
 
 template <typename Real>
-cudaError_t freeAsyncHook(Real real, void* pointer, cudaStream_t stream) {
+cudaError_t freeAsyncHook(Real real, const void* caller, void* pointer, cudaStream_t stream) {
   if (RecursionGuard::active() || !pointer) return real(pointer, stream);
   RecursionGuard guard;
-  memtrace::recordFree(guard, runtimeSource(Api::kCudaMallocAsync, -1, stream), pointer);
+  memtrace::recordFree(guard, runtimeSource(Api::kCudaMallocAsync, -1, stream, caller), pointer);
   return real(pointer, stream);
 }
 
@@ -71,7 +76,7 @@ MEMTRACE_EXPORT cudaError_t cudaMalloc(void** pointer, size_t size) {
   RecursionGuard guard;
   cudaError_t result = real(pointer, size);
   hooks::recordAllocResult(guard, result == cudaSuccess, result == cudaErrorMemoryAllocation,
-                           runtimeSource(Api::kCudaMalloc, hooks::runtimeDevice(), nullptr),
+                           runtimeSource(Api::kCudaMalloc, hooks::runtimeDevice(), nullptr, MEMTRACE_CALLER),
                            pointer ? *pointer : nullptr, size);
   return result;
 }
@@ -81,7 +86,8 @@ MEMTRACE_EXPORT cudaError_t cudaFree(void* pointer) {
   if (!real) return cudaErrorInitializationError;
   if (RecursionGuard::active() || !pointer) return real(pointer);
   RecursionGuard guard;
-  memtrace::recordFree(guard, runtimeSource(Api::kCudaMalloc, -1, nullptr), pointer);
+  memtrace::recordFree(guard, runtimeSource(Api::kCudaMalloc, -1, nullptr, MEMTRACE_CALLER),
+                       pointer);
   return real(pointer);
 }
 
@@ -92,41 +98,42 @@ MEMTRACE_EXPORT cudaError_t cudaMallocManaged(void** pointer, size_t size, unsig
   RecursionGuard guard;
   cudaError_t result = real(pointer, size, flags);
   hooks::recordAllocResult(guard, result == cudaSuccess, result == cudaErrorMemoryAllocation,
-                           runtimeSource(Api::kCudaMallocManaged, hooks::runtimeDevice(), nullptr),
+                           runtimeSource(Api::kCudaMallocManaged, hooks::runtimeDevice(), nullptr,
+                                         MEMTRACE_CALLER),
                            pointer ? *pointer : nullptr, size);
   return result;
 }
 
 MEMTRACE_EXPORT cudaError_t cudaMallocAsync(void** pointer, size_t size, cudaStream_t stream) {
   auto real = MEMTRACE_REAL(kRuntime, cudaMallocAsync);
-  return real ? mallocAsyncHook(real, pointer, size, stream) : cudaErrorInitializationError;
+  return real ? mallocAsyncHook(real, MEMTRACE_CALLER, pointer, size, stream) : cudaErrorInitializationError;
 }
 
 MEMTRACE_EXPORT cudaError_t cudaMallocAsync_ptsz(void** pointer, size_t size, cudaStream_t stream) {
   auto real = MEMTRACE_REAL(kRuntime, cudaMallocAsync_ptsz);
-  return real ? mallocAsyncHook(real, pointer, size, stream) : cudaErrorInitializationError;
+  return real ? mallocAsyncHook(real, MEMTRACE_CALLER, pointer, size, stream) : cudaErrorInitializationError;
 }
 
 MEMTRACE_EXPORT cudaError_t cudaMallocFromPoolAsync(void** pointer, size_t size,
                                                     cudaMemPool_t pool, cudaStream_t stream) {
   auto real = MEMTRACE_REAL(kRuntime, cudaMallocFromPoolAsync);
-  return real ? mallocAsyncHook(real, pointer, size, stream, pool) : cudaErrorInitializationError;
+  return real ? mallocAsyncHook(real, MEMTRACE_CALLER, pointer, size, stream, pool) : cudaErrorInitializationError;
 }
 
 MEMTRACE_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void** pointer, size_t size,
                                                          cudaMemPool_t pool, cudaStream_t stream) {
   auto real = MEMTRACE_REAL(kRuntime, cudaMallocFromPoolAsync_ptsz);
-  return real ? mallocAsyncHook(real, pointer, size, stream, pool) : cudaErrorInitializationError;
+  return real ? mallocAsyncHook(real, MEMTRACE_CALLER, pointer, size, stream, pool) : cudaErrorInitializationError;
 }
 
 MEMTRACE_EXPORT cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
   auto real = MEMTRACE_REAL(kRuntime, cudaFreeAsync);
-  return real ? freeAsyncHook(real, pointer, stream) : cudaErrorInitializationError;
+  return real ? freeAsyncHook(real, MEMTRACE_CALLER, pointer, stream) : cudaErrorInitializationError;
 }
 
 MEMTRACE_EXPORT cudaError_t cudaFreeAsync_ptsz(void* pointer, cudaStream_t stream) {
   auto real = MEMTRACE_REAL(kRuntime, cudaFreeAsync_ptsz);
-  return real ? freeAsyncHook(real, pointer, stream) : cudaErrorInitializationError;
+  return real ? freeAsyncHook(real, MEMTRACE_CALLER, pointer, stream) : cudaErrorInitializationError;
 }
 
 MEMTRACE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t size) {
@@ -136,7 +143,7 @@ MEMTRACE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t size) {
   RecursionGuard guard;
   CUresult result = real(pointer, size);
   hooks::recordAllocResult(guard, result == CUDA_SUCCESS, result == CUDA_ERROR_OUT_OF_MEMORY,
-                           driverSource(Api::kCuMemAlloc, nullptr),
+                           driverSource(Api::kCuMemAlloc, nullptr, MEMTRACE_CALLER),
                            pointer ? reinterpret_cast<void*>(*pointer) : nullptr, size);
   return result;
 }
@@ -146,7 +153,7 @@ MEMTRACE_EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (RecursionGuard::active() || !pointer) return real(pointer);
   RecursionGuard guard;
-  memtrace::recordFree(guard, driverSource(Api::kCuMemAlloc, nullptr),
+  memtrace::recordFree(guard, driverSource(Api::kCuMemAlloc, nullptr, MEMTRACE_CALLER),
                        reinterpret_cast<void*>(pointer));
   return real(pointer);
 }
@@ -156,23 +163,24 @@ MEMTRACE_EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {
 namespace {
 
 template <typename Real>
-CUresult driverAllocAsync(Real real, CUdeviceptr* pointer, size_t size, CUstream stream) {
+CUresult driverAllocAsync(Real real, const void* caller, CUdeviceptr* pointer, size_t size,
+                          CUstream stream) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (RecursionGuard::active()) return real(pointer, size, stream);
   RecursionGuard guard;
   CUresult result = real(pointer, size, stream);
   hooks::recordAllocResult(guard, result == CUDA_SUCCESS, result == CUDA_ERROR_OUT_OF_MEMORY,
-                           driverSource(Api::kCuMemAllocAsync, stream),
+                           driverSource(Api::kCuMemAllocAsync, stream, caller),
                            pointer ? reinterpret_cast<void*>(*pointer) : nullptr, size);
   return result;
 }
 
 template <typename Real>
-CUresult driverFreeAsync(Real real, CUdeviceptr pointer, CUstream stream) {
+CUresult driverFreeAsync(Real real, const void* caller, CUdeviceptr pointer, CUstream stream) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (RecursionGuard::active() || !pointer) return real(pointer, stream);
   RecursionGuard guard;
-  memtrace::recordFree(guard, driverSource(Api::kCuMemAllocAsync, stream),
+  memtrace::recordFree(guard, driverSource(Api::kCuMemAllocAsync, stream, caller),
                        reinterpret_cast<void*>(pointer));
   return real(pointer, stream);
 }
@@ -182,19 +190,21 @@ CUresult driverFreeAsync(Real real, CUdeviceptr pointer, CUstream stream) {
 extern "C" {
 
 MEMTRACE_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* pointer, size_t size, CUstream stream) {
-  return driverAllocAsync(MEMTRACE_REAL(kDriver, cuMemAllocAsync), pointer, size, stream);
+  return driverAllocAsync(MEMTRACE_REAL(kDriver, cuMemAllocAsync), MEMTRACE_CALLER, pointer, size,
+                          stream);
 }
 
 MEMTRACE_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* pointer, size_t size, CUstream stream) {
-  return driverAllocAsync(MEMTRACE_REAL(kDriver, cuMemAllocAsync_ptsz), pointer, size, stream);
+  return driverAllocAsync(MEMTRACE_REAL(kDriver, cuMemAllocAsync_ptsz), MEMTRACE_CALLER, pointer, size,
+                          stream);
 }
 
 MEMTRACE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
-  return driverFreeAsync(MEMTRACE_REAL(kDriver, cuMemFreeAsync), pointer, stream);
+  return driverFreeAsync(MEMTRACE_REAL(kDriver, cuMemFreeAsync), MEMTRACE_CALLER, pointer, stream);
 }
 
 MEMTRACE_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr pointer, CUstream stream) {
-  return driverFreeAsync(MEMTRACE_REAL(kDriver, cuMemFreeAsync_ptsz), pointer, stream);
+  return driverFreeAsync(MEMTRACE_REAL(kDriver, cuMemFreeAsync_ptsz), MEMTRACE_CALLER, pointer, stream);
 }
 
 }  // extern "C"

@@ -156,7 +156,7 @@ const char* unwinderName() {
   }
 }
 
-size_t captureStack(uintptr_t* ips, size_t max) {
+size_t captureStack(uintptr_t* ips, size_t max, const void* caller) {
   // Room for memtrace's own frames (hook, recorder, capture) on top of `max`.
   constexpr int kOwnFramesMargin = 8;
   void* buffer[256 + kOwnFramesMargin];
@@ -168,10 +168,16 @@ size_t captureStack(uintptr_t* ips, size_t max) {
     default: return 0;
   }
   int first = 0;
-  while (first < count) {
-    auto ip = reinterpret_cast<uintptr_t>(buffer[first]);
-    if (ip < g_self_start || ip >= g_self_end) break;
-    ++first;
+  if (caller) {
+    while (first < count && buffer[first] != caller) ++first;
+    if (first == count) first = 0;  // not found (an unwinder that gave up early)
+  }
+  if (first == 0) {
+    while (first < count) {
+      auto ip = reinterpret_cast<uintptr_t>(buffer[first]);
+      if (ip < g_self_start || ip >= g_self_end) break;
+      ++first;
+    }
   }
   size_t kept = 0;
   for (int i = first; i < count && kept < max; ++i) ips[kept++] = reinterpret_cast<uintptr_t>(buffer[i]);

@@ -29,8 +29,10 @@ struct Module {
 // slower backtrace() when libunwind.so.8 is missing). Idempotent.
 bool loadUnwinder();
 
-// The calling thread's native stack, innermost first, without memtrace's own frames.
-size_t captureStack(uintptr_t* ips, size_t max);
+// The calling thread's native stack, innermost first, from the frame of `caller` (a
+// return address into the program, see EventSource::caller) outward; without it, from the
+// first frame outside libmemtrace.so.
+size_t captureStack(uintptr_t* ips, size_t max, const void* caller);
 
 // Which unwinder captureStack uses ("libunwind", "glibc backtrace" or "none").
 const char* unwinderName();

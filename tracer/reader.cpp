@@ -51,8 +51,8 @@ void TraceReader::rewind() {
   std::rewind(file_);
   uint8_t header[format::kFileHeaderSize];
   size_t got = std::fread(header, 1, sizeof(header), file_);
-  if (got < sizeof(format::kMagic) ||
-      memcmp(header, format::kMagic, sizeof(format::kMagic)) != 0)
+  size_t magic_bytes = got < sizeof(format::kMagic) ? got : sizeof(format::kMagic);
+  if (memcmp(header, format::kMagic, magic_bytes) != 0)
     throw TraceError(path_ + ": not a memtrace trace (it does not start with MEMTRACE)");
   if (got < sizeof(header))
     throw TraceError(path_ + ": the file header is cut short (" + std::to_string(got) +

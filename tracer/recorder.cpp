@@ -300,7 +300,7 @@ struct Capture {
   bool native = false;
 };
 
-Capture captureStacks(bool is_free) {
+Capture captureStacks(bool is_free, const void* caller) {
   Capture capture;
   if (!g_tracing.load(std::memory_order_relaxed)) return capture;
   if (is_free && !g_config.free_stacks) return capture;
@@ -316,7 +316,7 @@ Capture captureStacks(bool is_free) {
   }
   if (format::wantsNative(mode)) {
     capture.thread->native_count =
-        native::captureStack(capture.thread->native_ips, g_config.native_depth);
+        native::captureStack(capture.thread->native_ips, g_config.native_depth, caller);
     capture.native = capture.thread->native_count > 0;
   }
   return capture;
@@ -420,7 +420,7 @@ void recordAlloc(const RecursionGuard&, const EventSource& source, const void* a
   ensureRecorderInitialized();
   describeDevice(source.device);
   python::GcPause gc_pause(g_tracing.load(std::memory_order_relaxed) && python::threadHoldsGil());
-  Capture capture = captureStacks(false);
+  Capture capture = captureStacks(false, source.caller);
   bool unknown_module = false;
   {
     MutexLock lock;
@@ -457,7 +457,7 @@ void recordFree(const RecursionGuard&, const EventSource& source, const void* ad
   ensureRecorderInitialized();
   python::GcPause gc_pause(g_config.free_stacks && g_tracing.load(std::memory_order_relaxed) &&
                            python::threadHoldsGil());
-  Capture capture = captureStacks(true);
+  Capture capture = captureStacks(true, source.caller);
   bool unknown_module = false;
   {
     MutexLock lock;
@@ -485,7 +485,7 @@ void recordFailedAlloc(const RecursionGuard&, const EventSource& source, uint64_
   ensureRecorderInitialized();
   describeDevice(source.device);
   python::GcPause gc_pause(g_tracing.load(std::memory_order_relaxed) && python::threadHoldsGil());
-  Capture capture = captureStacks(false);
+  Capture capture = captureStacks(false, source.caller);
   bool unknown_module = false;
   {
     MutexLock lock;

@@ -20,6 +20,9 @@ struct EventSource {
   format::Level level;
   int device;       // CUDA device index; -1 when unknown
   uint64_t stream;  // the cudaStream_t value (0: the legacy default stream)
+  // The hook's return address (__builtin_return_address(0) in the hook): native stacks
+  // start at this frame, so memtrace's own frames are left out exactly. nullptr: unknown.
+  const void* caller;
 };
 
 // An allocation succeeded: record it (after the real call).

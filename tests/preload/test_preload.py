@@ -235,10 +235,13 @@ def test_full_device_warns_once_and_the_program_goes_on(build):
     assert len(warnings) == 1 and "cannot open the trace file /dev/full" in warnings[0]
 
 
+FILE_SIZE_LIMIT = 60_000
+
+
 def _limit_file_size():
     import resource
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # write() then fails with EFBIG
-    resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
 
 
 def test_write_failure_midway_warns_once_and_keeps_what_was_written(build, tmp_path):
@@ -248,14 +251,18 @@ def test_write_failure_midway_warns_once_and_keeps_what_was_written(build, tmp_p
                                stderr=subprocess.PIPE, text=True, preexec_fn=_limit_file_size)
     try:
         assert process.stdout.readline().strip() == "ready"
-        time.sleep(1.5)  # long enough to pass the 200 kB limit
+        # The writer fills the file up to the limit (a short write), then fails.
+        deadline = time.monotonic() + 20
+        while trace.stat().st_size < FILE_SIZE_LIMIT and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)  # the next flush fails and warns
         assert process.poll() is None, "the program must go on after the failed write"
     finally:
         process.send_signal(signal.SIGKILL)
         _, stderr = process.communicate()
     warnings = [l for l in stderr.splitlines() if l.startswith("memtrace:")]
     assert len(warnings) == 1 and "cannot write the trace file" in warnings[0], stderr
-    assert trace.stat().st_size <= 200_000
+    assert trace.stat().st_size == FILE_SIZE_LIMIT
     summary = report_json(trace)["summary"]
     assert summary["allocations"] > 1000 and summary["cut_offset"] > 0
 

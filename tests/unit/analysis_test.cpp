@@ -1,0 +1,164 @@
+#include "tools/report/analysis.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "tests/unit/trace_builder.h"
+#include "tools/report/locations.h"
+
+namespace memtrace::testing {
+namespace {
+
+using format::MarkerKind;
+using report::FramePolicy;
+using report::GroupBy;
+using report::Point;
+
+// Two devices; a model file, and torch's functional.py in site-packages.
+struct Fixture : ::testing::Test {
+  void SetUp() override {
+    trace.processInfo();
+    uint32_t model = trace.string("/home/user/model.py");
+    uint32_t torch_file = trace.string("/venv/lib/python3.11/site-packages/torch/nn/functional.py");
+    uint32_t forward = trace.string("forward");
+    uint32_t linear = trace.string("linear");
+    uint32_t main = trace.string("main");
+    uint32_t main_frame = trace.frame(model, main, 40);
+    uint32_t line_10 = trace.frame(model, forward, 10);
+    uint32_t line_11 = trace.frame(model, forward, 11);
+    uint32_t torch_frame = trace.frame(torch_file, linear, 2200);
+    uint32_t root = trace.pythonStack(0, main_frame);
+    at_10 = trace.pythonStack(root, line_10);
+    at_11 = trace.pythonStack(root, line_11);
+    in_torch = trace.pythonStack(at_11, torch_frame);  // model.py:11 calls F.linear
+    trace.context(1, 0);
+  }
+  std::string write() { return trace.write(path = temporaryPath("analysis.bin")); }
+  void TearDown() override { std::remove(path.c_str()); }
+
+  TraceBuilder trace;
+  std::string path;
+  uint32_t at_10 = 0, at_11 = 0, in_torch = 0;
+};
+
+TEST_F(Fixture, PeakIsTheFirstAllocationToReachTheHighWaterMark) {
+  trace.alloc(0, 0x1000, 500);  // untraced weights
+  trace.marker(1, MarkerKind::kTracingStarted);
+  trace.alloc(10, 0x10000, 300, at_10);   // 800
+  trace.free(20, 0x10000);                // 500
+  trace.alloc(30, 0x20000, 300, at_11);   // 800 again: not a new peak
+  trace.alloc(40, 0x30000, 100, in_torch);  // 900: the peak, event 4
+  trace.free(50, 0x30000);
+  trace.free(60, 0x20000);
+  trace.alloc(70, 0x40000, 399, at_10);   // 899: below the peak
+  trace.marker(80, MarkerKind::kProcessExit);
+  reader::TraceReader reader(write());
+  report::TraceSummary summary = report::summarize(reader);
+  EXPECT_EQ(summary.peak_bytes, 900u);
+  EXPECT_EQ(summary.peak_event, 4u);
+  EXPECT_EQ(summary.peak_time_ns, 40u);
+  EXPECT_EQ(summary.end_bytes, 899u);
+  EXPECT_EQ(summary.allocated_bytes, 500u + 300 + 300 + 100 + 399);
+  EXPECT_EQ(summary.allocations, 5u);
+  EXPECT_EQ(summary.frees, 3u);
+  EXPECT_EQ(summary.untraced_allocations, 1u);
+  EXPECT_EQ(summary.duration_ns, 80u);
+  EXPECT_TRUE(summary.ended_cleanly);
+
+  report::LiveSet peak = report::liveSetAt(reader, summary, Point{});
+  EXPECT_EQ(peak.bytes, 900u);
+  EXPECT_EQ(peak.event, 4u);
+  ASSERT_EQ(peak.allocations.size(), 3u);
+
+  report::Locator by_line(reader.tables(), GroupBy::kLine, FramePolicy::kInnermost);
+  report::LocationTable table = by_line.group(peak);
+  ASSERT_EQ(table.rows.size(), 3u);
+  EXPECT_EQ(table.rows[0].location.name, "untraced");
+  EXPECT_EQ(table.rows[0].bytes, 500u);
+  EXPECT_EQ(table.rows[1].location.name, "/home/user/model.py:11 (forward)");
+  EXPECT_EQ(table.rows[1].cumulative_bytes, 800u);
+  EXPECT_EQ(table.rows[2].location.line, 2200);
+  EXPECT_EQ(table.rows[2].location.function, "linear");
+
+  // In user code, the F.linear allocation belongs to model.py:11 too.
+  report::Locator user(reader.tables(), GroupBy::kLine, FramePolicy::kUser);
+  report::LocationTable user_table = user.group(peak);
+  ASSERT_EQ(user_table.rows.size(), 2u);
+  EXPECT_EQ(user_table.rows[1].location.name, "/home/user/model.py:11 (forward)");
+  EXPECT_EQ(user_table.rows[1].bytes, 400u);
+  EXPECT_EQ(user_table.rows[1].count, 2u);
+  EXPECT_EQ(user_table.rows[1].median_bytes, 100u);  // the lower median of {100, 300}
+
+  report::Locator by_stack(reader.tables(), GroupBy::kStack, FramePolicy::kInnermost);
+  EXPECT_EQ(by_stack.group(peak).rows[2].location.name,
+            "/home/user/model.py:40 (main); /home/user/model.py:11 (forward); "
+            "/venv/lib/python3.11/site-packages/torch/nn/functional.py:2200 (linear)");
+
+  report::LiveSet end = report::liveSetAt(reader, summary, Point{Point::Kind::kEnd});
+  EXPECT_EQ(end.bytes, 899u);
+  report::LiveSet early = report::liveSetAt(reader, summary, Point{Point::Kind::kTime, 25});
+  EXPECT_EQ(early.bytes, 500u);  // the allocation at 10 ns was freed at 20 ns
+  EXPECT_THROW(report::liveSetAt(reader, summary, Point{Point::Kind::kOom}), reader::TraceError);
+}
+
+TEST_F(Fixture, DevicesAreCountedApartAndTogether) {
+  trace.marker(0, MarkerKind::kTracingStarted);
+  trace.alloc(10, 0x10000, 1000, at_10);  // device 0
+  trace.context(1, 1);
+  trace.alloc(20, 0x20000, 700, at_11);   // device 1: total 1700
+  trace.context(1, 0);
+  trace.free(30, 0x10000);                // device 0 back to 0
+  trace.context(1, 1);
+  trace.alloc(40, 0x30000, 800, at_11);   // device 1: 1500, the device's peak
+  reader::TraceReader reader(write());
+  report::TraceSummary all = report::summarize(reader);
+  EXPECT_EQ(all.peak_bytes, 1700u);
+  ASSERT_EQ(all.devices.size(), 2u);
+  EXPECT_EQ(all.devices[0].peak_bytes, 1000u);
+  EXPECT_EQ(all.devices[1].peak_bytes, 1500u);
+  report::TraceSummary one = report::summarize(reader, 1);
+  EXPECT_EQ(one.peak_bytes, 1500u);
+  EXPECT_EQ(one.peak_event, 3u);
+  report::LiveSet live = report::liveSetAt(reader, one, Point{});
+  EXPECT_EQ(live.bytes, 1500u);
+  EXPECT_EQ(live.allocations.size(), 2u);
+}
+
+TEST_F(Fixture, OomPointAndAnomalies) {
+  trace.marker(0, MarkerKind::kTracingStarted);
+  trace.alloc(10, 0x10000, 1000, at_10);
+  trace.alloc(20, 0x20000, 2000, at_11);
+  trace.failedAlloc(30, 1ull << 34, at_11);
+  trace.free(40, 0x99999);                 // never allocated
+  trace.alloc(50, 0x10000, 10, at_11);     // over a live address: replaces it
+  reader::TraceReader reader(write());
+  report::TraceSummary summary = report::summarize(reader);
+  EXPECT_EQ(summary.failed_allocations, 1u);
+  EXPECT_EQ(summary.first_failed_event, 2u);
+  EXPECT_EQ(summary.unmatched_frees, 1u);
+  EXPECT_EQ(summary.replaced_allocations, 1u);
+  EXPECT_EQ(summary.end_bytes, 2010u);
+  EXPECT_FALSE(summary.ended_cleanly);
+  report::LiveSet oom = report::liveSetAt(reader, summary, Point{Point::Kind::kOom});
+  EXPECT_EQ(oom.bytes, 3000u);
+  report::Locator by_file(reader.tables(), GroupBy::kFile, FramePolicy::kInnermost);
+  report::LocationTable table = by_file.group(oom);
+  ASSERT_EQ(table.rows.size(), 1u);
+  EXPECT_EQ(table.rows[0].location.name, "/home/user/model.py");
+  EXPECT_EQ(table.rows[0].count, 2u);
+  report::Locator by_function(reader.tables(), GroupBy::kFunction, FramePolicy::kInnermost);
+  EXPECT_EQ(by_function.group(oom).rows[0].location.name, "/home/user/model.py (forward)");
+}
+
+TEST(HumanBytes, FourSignificantDigits) {
+  EXPECT_EQ(report::humanBytes(0), "0 B");
+  EXPECT_EQ(report::humanBytes(1023), "1023 B");
+  EXPECT_EQ(report::humanBytes(1024), "1.000 KiB");
+  EXPECT_EQ(report::humanBytes(5 << 20), "5.000 MiB");
+  EXPECT_EQ(report::humanBytes(uint64_t{13540} << 20), "13.22 GiB");
+  EXPECT_EQ(report::humanBytes(uint64_t{200} << 30), "200.0 GiB");
+}
+
+}  // namespace
+}  // namespace memtrace::testing

@@ -1,0 +1,226 @@
+#include "tracer/reader.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <vector>
+
+#include "tests/unit/trace_builder.h"
+
+namespace memtrace::testing {
+
+std::string temporaryPath(const std::string& name) {
+  const char* dir = getenv("TEST_TMPDIR");
+  std::string base = dir && *dir ? dir : "/tmp";
+  return base + "/memtrace-unit-" + std::to_string(getpid()) + "-" + name;
+}
+
+namespace {
+
+using format::MarkerKind;
+using reader::Event;
+using reader::EventKind;
+using reader::TraceError;
+using reader::TraceReader;
+
+struct Collector : reader::RecordVisitor {
+  void onEvent(const Event& event) { events.push_back(event); }
+  void onMarker(const reader::Marker& marker) { markers.push_back(marker); }
+  std::vector<Event> events;
+  std::vector<reader::Marker> markers;
+};
+
+void writeBytes(const std::string& path, const std::vector<uint8_t>& data) {
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(data.data()),
+                                               static_cast<std::streamsize>(data.size()));
+}
+
+// A small trace with every kind of record, over three chunks.
+std::vector<uint8_t> sampleTrace() {
+  TraceBuilder trace;
+  trace.processInfo();
+  uint32_t file = trace.string("/home/user/model.py");
+  uint32_t function = trace.string("forward");
+  uint32_t frame = trace.frame(file, function, 12);
+  uint32_t stack = trace.pythonStack(0, frame);
+  uint32_t native = trace.nativeStack(0, 0x401000);
+  trace.device(0, trace.string("GPU 0"), 80ull << 30);
+  trace.context(7, 0, 0x10, format::Api::kCudaMallocAsync);
+  trace.alloc(0, 0x7f0000000000, 1000);  // untraced: before the start mark
+  trace.marker(5, MarkerKind::kTracingStarted);
+  trace.flushChunk();
+  trace.alloc(10, 0x7f0000100000, 4096, stack, native);
+  trace.alloc(20, 0x7f0000000123, 1 << 20, stack, native);  // not 256-aligned delta
+  trace.free(30, 0x7f0000100000);
+  trace.flushChunk();
+  trace.failedAlloc(40, 1ull << 40, stack);
+  trace.marker(50, MarkerKind::kTracingStopped);
+  trace.free(60, 0x7f0000000000);
+  trace.marker(70, MarkerKind::kProcessExit);
+  return trace.bytes();
+}
+
+TEST(Reader, DecodesEveryRecord) {
+  std::string path = temporaryPath("sample.bin");
+  writeBytes(path, sampleTrace());
+  TraceReader trace(path);
+  Collector collector;
+  trace.read(collector);
+  const reader::Tables& tables = trace.tables();
+  EXPECT_EQ(tables.process.pid, 42);
+  ASSERT_EQ(tables.process.command_line.size(), 2u);
+  EXPECT_EQ(tables.process.command_line[1], "model.py");
+  EXPECT_EQ(tables.string(tables.python_frames[1].file), "/home/user/model.py");
+  EXPECT_EQ(tables.python_frames[1].line, 12);
+  EXPECT_EQ(tables.native_stacks[1].ip, 0x401000u);
+  ASSERT_NE(tables.device(0), nullptr);
+  EXPECT_EQ(tables.device(0)->total_bytes, 80ull << 30);
+
+  ASSERT_EQ(collector.events.size(), 6u);
+  const Event& first = collector.events[0];
+  EXPECT_EQ(first.kind, EventKind::kAlloc);
+  EXPECT_FALSE(first.traced);
+  EXPECT_EQ(first.address, 0x7f0000000000u);
+  const Event& second = collector.events[1];
+  EXPECT_TRUE(second.traced);
+  EXPECT_EQ(second.time_ns, 10u);
+  EXPECT_EQ(second.size, 4096u);
+  EXPECT_EQ(second.python_stack, 1u);
+  EXPECT_EQ(second.native_stack, 1u);
+  EXPECT_EQ(second.context->stream, 0x10u);
+  EXPECT_EQ(second.context->api, format::Api::kCudaMallocAsync);
+  EXPECT_EQ(collector.events[2].address, 0x7f0000000123u);
+  EXPECT_EQ(collector.events[3].kind, EventKind::kFree);
+  EXPECT_EQ(collector.events[4].kind, EventKind::kFailedAlloc);
+  EXPECT_EQ(collector.events[4].size, 1ull << 40);
+  EXPECT_FALSE(collector.events[5].traced);  // after the stop mark
+  EXPECT_EQ(collector.events[5].time_ns, 60u);
+  ASSERT_EQ(collector.markers.size(), 3u);
+  EXPECT_EQ(collector.markers[2].kind, MarkerKind::kProcessExit);
+  EXPECT_EQ(trace.cutOffset(), 0u);
+
+  // A second read starts over and gives the same events.
+  Collector again;
+  trace.read(again);
+  EXPECT_EQ(again.events.size(), 6u);
+  EXPECT_EQ(trace.tables().strings.size(), tables.strings.size());
+  std::remove(path.c_str());
+}
+
+TEST(Reader, EveryFlippedByteIsAnError) {
+  std::vector<uint8_t> good = sampleTrace();
+  std::string path = temporaryPath("flipped.bin");
+  for (size_t offset = 0; offset < good.size(); ++offset) {
+    for (uint8_t mask : {uint8_t{0x01}, uint8_t{0x80}, uint8_t{0xff}}) {
+      std::vector<uint8_t> bad = good;
+      bad[offset] ^= mask;
+      writeBytes(path, bad);
+      try {
+        TraceReader trace(path);
+        Collector collector;
+        trace.read(collector);
+        ADD_FAILURE() << "a flip of byte " << offset << " with " << int(mask) << " went unnoticed";
+      } catch (const TraceError& error) {
+        EXPECT_NE(std::string(error.what()).find(path), std::string::npos) << error.what();
+      }
+    }
+  }
+  std::remove(path.c_str());
+}
+
+TEST(Reader, AFileCutAnywhereReadsUpToItsLastWholeChunk) {
+  std::vector<uint8_t> good = sampleTrace();
+  std::string path = temporaryPath("cut.bin");
+  // Where each chunk ends.
+  std::vector<size_t> boundaries;
+  for (size_t at = format::kFileHeaderSize; at < good.size();
+       at += format::kChunkHeaderSize + codec::getU32(good.data() + at))
+    boundaries.push_back(at);
+  boundaries.push_back(good.size());
+  ASSERT_EQ(boundaries.size(), 4u) << "the sample has three chunks";
+
+  size_t previous_events = 0;
+  for (size_t size = 0; size <= good.size(); ++size) {
+    writeBytes(path, std::vector<uint8_t>(good.begin(), good.begin() + size));
+    try {
+      TraceReader trace(path);
+      Collector collector;
+      trace.read(collector);
+      EXPECT_GE(size, boundaries[1]) << "read without one whole chunk";
+      EXPECT_GE(collector.events.size(), previous_events) << "cut at " << size;
+      previous_events = collector.events.size();
+      // The reader says where the partial chunk began, or nothing on a chunk boundary.
+      size_t last_whole = *(std::upper_bound(boundaries.begin(), boundaries.end(), size) - 1);
+      EXPECT_EQ(trace.cutOffset(), last_whole == size ? 0 : last_whole) << "cut at " << size;
+    } catch (const TraceError& error) {
+      // Refused only while not one whole chunk is there: nothing was recorded yet.
+      std::string expected = size == 0 ? "the file is empty"
+                             : size < format::kFileHeaderSize ? "the file header is cut short"
+                             : size == format::kFileHeaderSize ? "the trace holds no records"
+                                                               : "ends before its first whole chunk";
+      EXPECT_LT(size, boundaries[1]);
+      EXPECT_NE(std::string(error.what()).find(expected), std::string::npos)
+          << "cut at " << size << ": " << error.what();
+    }
+  }
+  EXPECT_EQ(previous_events, 6u);
+  std::remove(path.c_str());
+}
+
+TEST(Reader, RefusesOtherVersionsWithAClearMessage) {
+  std::string path = temporaryPath("version.bin");
+  TraceBuilder(2).processInfo().write(path);
+  try {
+    TraceReader trace(path);
+    FAIL() << "version 2 was accepted";
+  } catch (const TraceError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              path + ": trace format version 2, but this memtrace reads version 1");
+  }
+  std::remove(path.c_str());
+}
+
+TEST(Reader, RefusesWhatIsNotATrace) {
+  std::string path = temporaryPath("bad.bin");
+  auto message = [&](const std::vector<uint8_t>& data) {
+    writeBytes(path, data);
+    try {
+      TraceReader trace(path);
+      Collector collector;
+      trace.read(collector);
+    } catch (const TraceError& error) {
+      return std::string(error.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(message({}), path + ": the file is empty");
+  EXPECT_EQ(message({'G', 'I', 'F', '8', '9', 'a', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}),
+            path + ": not a memtrace trace (it does not start with MEMTRACE)");
+  EXPECT_EQ(message({'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E', 1, 0}),
+            path + ": the file header is cut short (10 of 16 bytes)");
+  EXPECT_EQ(message(TraceBuilder().bytes()), path + ": the trace holds no records");
+  EXPECT_NE(message(TraceBuilder().processInfo().raw({0x7e}).bytes()).find("unknown record type 126"),
+            std::string::npos);
+  EXPECT_NE(message(TraceBuilder().processInfo().raw({0x81}).bytes()).find("reserved bits"),
+            std::string::npos);
+  {
+    TraceBuilder trace;
+    trace.processInfo().context(1, 0).alloc(1, 0x1000, 64, /*python=*/9);
+    EXPECT_NE(message(trace.bytes()).find("a reference to Python stack 9, which is not defined"),
+              std::string::npos);
+  }
+  {
+    TraceBuilder trace;
+    trace.context(1, 0);  // no process information first
+    EXPECT_NE(message(trace.bytes()).find("the first record is not the process information"),
+              std::string::npos);
+  }
+  EXPECT_THROW(TraceReader(path + ".missing"), TraceError);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace memtrace::testing

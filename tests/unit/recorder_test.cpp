@@ -1,0 +1,201 @@
+// The recorder linked directly: what it writes, read back with the reader. The recorder is
+// process-wide, so every test frees what it allocated and closes its file.
+#include "tracer/recorder.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "tests/unit/trace_builder.h"
+#include "tracer/memtrace.h"
+#include "tracer/reader.h"
+
+namespace memtrace::testing {
+namespace {
+
+using format::MarkerKind;
+
+EventSource source(int device, const void* caller) {
+  return EventSource{format::Api::kPluggable, format::Level::kTensor, device, 0x5, caller};
+}
+
+void* address(uint64_t value) { return reinterpret_cast<void*>(value); }
+
+// These stand in for the hooks: noinline, so that their return address is a frame.
+__attribute__((noinline)) void alloc(uint64_t where, uint64_t size, int device = 0) {
+  RecursionGuard guard;
+  recordAlloc(guard, source(device, __builtin_return_address(0)), address(where), size);
+}
+
+__attribute__((noinline)) void release(uint64_t where) {
+  RecursionGuard guard;
+  recordFree(guard, source(0, __builtin_return_address(0)), address(where));
+}
+
+struct Recorded : reader::RecordVisitor {
+  void onEvent(const reader::Event& event) {
+    events.push_back(event);
+    devices.push_back(event.context->device);
+  }
+  void onMarker(const reader::Marker& marker) { markers.push_back(marker.kind); }
+  std::vector<reader::Event> events;
+  std::vector<int> devices;
+  std::vector<MarkerKind> markers;
+};
+
+Recorded readBack(const std::string& path, reader::Tables* tables = nullptr) {
+  reader::TraceReader trace(path);
+  Recorded recorded;
+  trace.read(recorded);
+  if (tables) *tables = trace.tables();
+  return recorded;
+}
+
+TEST(Recorder, EventsRoundTripExactly) {
+  std::string path = temporaryPath("roundtrip.bin");
+  ASSERT_EQ(memtrace_start(path.c_str()), 0) << memtrace_last_error();
+  // Addresses that exercise every delta: aligned and not, up and down, near the top.
+  const uint64_t addresses[] = {0x7f0000000000, 0x7f0000000100, 0x12345, 0x7f00000fff00,
+                                0xffffffffffff0000, 0x10, 0x7f0000000200};
+  const uint64_t sizes[] = {1, 256, 1ull << 40, (1ull << 63) + 5, 3, 512, 7};
+  for (size_t i = 0; i < std::size(addresses); ++i) alloc(addresses[i], sizes[i], int(i % 3));
+  for (size_t i = std::size(addresses); i-- > 0;) release(addresses[i]);
+  release(0xdead0000);  // unknown: nothing is written
+  ASSERT_EQ(memtrace_close(), 0);
+
+  Recorded recorded = readBack(path);
+  ASSERT_EQ(recorded.events.size(), 2 * std::size(addresses));
+  for (size_t i = 0; i < std::size(addresses); ++i) {
+    const reader::Event& event = recorded.events[i];
+    EXPECT_EQ(event.kind, reader::EventKind::kAlloc);
+    EXPECT_EQ(event.address, addresses[i]);
+    EXPECT_EQ(event.size, sizes[i]);
+    EXPECT_EQ(recorded.devices[i], int(i % 3));
+    EXPECT_TRUE(event.traced);
+    const reader::Event& free = recorded.events[2 * std::size(addresses) - 1 - i];
+    EXPECT_EQ(free.kind, reader::EventKind::kFree);
+    EXPECT_EQ(free.address, addresses[i]);
+    EXPECT_EQ(recorded.devices[2 * std::size(addresses) - 1 - i], int(i % 3));
+  }
+  for (size_t i = 1; i < recorded.events.size(); ++i)
+    EXPECT_GE(recorded.events[i].time_ns, recorded.events[i - 1].time_ns);
+  EXPECT_EQ(recorded.markers,
+            (std::vector<MarkerKind>{MarkerKind::kTracingStarted, MarkerKind::kTraceClosed}));
+  std::remove(path.c_str());
+}
+
+TEST(Recorder, CountsEverythingAndSnapshotsWhatWasLiveBeforeTheStart) {
+  memtrace_reset_peak(-1);
+  uint64_t base = memtrace_current_bytes(-1);
+  alloc(0x100000, 5000);  // before any trace: counted, not written
+  alloc(0x200000, 7000);
+  release(0x200000);
+  EXPECT_EQ(memtrace_current_bytes(-1), base + 5000);
+  EXPECT_EQ(memtrace_peak_bytes(-1), base + 12000);
+  EXPECT_EQ(memtrace_annotate("early"), -1);
+
+  std::string path = temporaryPath("snapshot.bin");
+  ASSERT_EQ(memtrace_start(path.c_str()), 0);
+  EXPECT_EQ(memtrace_is_tracing(), 1);
+  alloc(0x300000, 100);
+  ASSERT_EQ(memtrace_stop(), 0);
+  EXPECT_EQ(memtrace_stop(), -1) << "stopping twice is an error";
+  alloc(0x400000, 200);  // while stopped: written, untraced
+  ASSERT_EQ(memtrace_start(nullptr), 0);  // the same file goes on
+  ASSERT_EQ(memtrace_annotate("again"), 0);
+  release(0x400000);
+  release(0x300000);
+  release(0x100000);
+  ASSERT_EQ(memtrace_close(), 0);
+  EXPECT_EQ(memtrace_current_bytes(-1), base);
+
+  Recorded recorded = readBack(path);
+  std::vector<std::pair<uint64_t, bool>> seen;
+  for (const reader::Event& event : recorded.events) seen.emplace_back(event.size, event.traced);
+  EXPECT_EQ(seen, (std::vector<std::pair<uint64_t, bool>>{
+                      {5000, false}, {100, true}, {200, false}, {0, true}, {0, true}, {0, true}}));
+  EXPECT_EQ(recorded.markers,
+            (std::vector<MarkerKind>{MarkerKind::kTracingStarted, MarkerKind::kTracingStopped,
+                                     MarkerKind::kTracingStarted, MarkerKind::kAnnotation,
+                                     MarkerKind::kTraceClosed}));
+  std::remove(path.c_str());
+}
+
+TEST(Recorder, StartingWithAnotherPathMovesToANewFile) {
+  std::string first = temporaryPath("first.bin");
+  std::string second = temporaryPath("second.bin");
+  ASSERT_EQ(memtrace_start(first.c_str()), 0);
+  alloc(0x500000, 11);
+  ASSERT_EQ(memtrace_start(second.c_str()), 0);
+  alloc(0x600000, 22);
+  release(0x500000);
+  release(0x600000);
+  ASSERT_EQ(memtrace_close(), 0);
+  Recorded one = readBack(first);
+  ASSERT_EQ(one.events.size(), 1u);
+  EXPECT_EQ(one.markers.back(), MarkerKind::kTraceClosed);
+  Recorded two = readBack(second);
+  ASSERT_EQ(two.events.size(), 4u);
+  EXPECT_FALSE(two.events[0].traced) << "live when the second file opened: a snapshot";
+  EXPECT_EQ(two.events[0].size, 11u);
+  EXPECT_TRUE(two.events[1].traced);
+  std::remove(first.c_str());
+  std::remove(second.c_str());
+}
+
+__attribute__((noinline)) void allocateDeep(int depth, uint64_t where) {
+  if (depth == 0) {
+    alloc(where, 64);
+    asm volatile("");  // not a tail call: this frame stays on the stack
+    return;
+  }
+  allocateDeep(depth - 1, where);
+  asm volatile("");
+}
+
+TEST(Recorder, NativeStacksShareTheirCommonFrames) {
+  setenv("MEMTRACE_STACKS", "native", 1);
+  std::string path = temporaryPath("native.bin");
+  ASSERT_EQ(memtrace_start(path.c_str()), 0);
+  // One call site: the stacks differ only in their innermost frames.
+  // (A volatile count keeps the compiler from unrolling the loop into three call sites.)
+  const int depths[] = {10, 10, 3};
+  volatile int count = 3;
+  for (int i = 0; i < count; ++i) allocateDeep(depths[i], 0x700000 + 0x100 * i);
+  for (uint64_t where : {0x700000, 0x700100, 0x700200}) release(where);
+  ASSERT_EQ(memtrace_close(), 0);
+  unsetenv("MEMTRACE_STACKS");
+
+  reader::Tables tables;
+  Recorded recorded = readBack(path, &tables);
+  ASSERT_EQ(recorded.events.size(), 6u);
+  uint32_t first = recorded.events[0].native_stack;
+  EXPECT_GT(first, 0u);
+  EXPECT_EQ(recorded.events[1].native_stack, first);
+  uint32_t third = recorded.events[2].native_stack;
+  EXPECT_NE(third, first);
+  auto depth = [&](uint32_t node) {
+    int frames = 0;
+    for (; node; node = tables.native_stacks[node].parent) ++frames;
+    return frames;
+  };
+  EXPECT_EQ(depth(first) - depth(third), 7);
+  // The shorter stack shares all its frames with the longer one but its innermost (the
+  // return from alloc() into allocateDeep(0) hangs off a different parent): one new node.
+  EXPECT_EQ(tables.native_stacks.size() - 1, size_t(depth(first)) + 1);
+  // Every instruction pointer lies in a recorded module.
+  ASSERT_GT(tables.modules.size(), 1u);
+  for (size_t node = 1; node < tables.native_stacks.size(); ++node) {
+    uint64_t ip = tables.native_stacks[node].ip;
+    bool covered = false;
+    for (size_t m = 1; m < tables.modules.size() && !covered; ++m)
+      for (auto [start, size] : tables.modules[m].segments) covered |= ip >= start && ip < start + size;
+    EXPECT_TRUE(covered) << std::hex << ip;
+  }
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace memtrace::testing

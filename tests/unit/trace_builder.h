@@ -1,0 +1,183 @@
+// Writes trace files record by record, straight from docs/trace-format.md, so that the
+// reader and the analyses are tested against the documented format rather than against
+// the recorder's own encoder (which tests/unit/recorder_test.cpp covers separately).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "tracer/codec.h"
+#include "tracer/records.h"
+
+namespace memtrace::testing {
+
+class TraceBuilder {
+ public:
+  explicit TraceBuilder(uint32_t version = format::kVersion) {
+    file_.insert(file_.end(), format::kMagic, format::kMagic + 8);
+    putU32(version);
+    putU32(0);
+  }
+
+  TraceBuilder& processInfo(int pid = 42, format::StackMode mode = format::StackMode::kPython) {
+    type(format::RecordType::kProcessInfo);
+    varint(pid);
+    varint(1);
+    varint(1700000000000000000ULL);
+    varint(1000);  // monotonic start: the time base (deltas are relative to it)
+    bytes(std::string("python\0model.py", 15));
+    bytes("/usr/bin/python3");
+    bytes("host");
+    bytes("memtrace test");
+    chunk_.push_back(static_cast<uint8_t>(mode));
+    varint(128);
+    varint(32);
+    chunk_.push_back(0);
+    return *this;
+  }
+  uint32_t string(const std::string& text) {
+    type(format::RecordType::kString);
+    bytes(text);
+    return ++strings_;
+  }
+  uint32_t frame(uint32_t file, uint32_t function, int line) {
+    type(format::RecordType::kPythonFrame);
+    varint(file);
+    varint(function);
+    varint(static_cast<uint64_t>(line));
+    return ++frames_;
+  }
+  uint32_t pythonStack(uint32_t parent, uint32_t frame) {
+    type(format::RecordType::kPythonStack);
+    varint(parent);
+    varint(frame);
+    return ++python_stacks_;
+  }
+  uint32_t nativeStack(uint32_t parent, int64_t ip_delta) {
+    type(format::RecordType::kNativeStack);
+    varint(parent);
+    varint(codec::zigzag(ip_delta));
+    return ++native_stacks_;
+  }
+  TraceBuilder& device(int index, uint32_t name, uint64_t total) {
+    type(format::RecordType::kDevice);
+    varint(codec::zigzag(index));
+    varint(name);
+    varint(total);
+    return *this;
+  }
+  TraceBuilder& context(int64_t thread, int device, uint64_t stream = 0,
+                        format::Api api = format::Api::kPluggable,
+                        format::Level level = format::Level::kTensor) {
+    type(format::RecordType::kContext);
+    varint(static_cast<uint64_t>(thread));
+    varint(codec::zigzag(device));
+    varint(stream);
+    chunk_.push_back(static_cast<uint8_t>(api));
+    chunk_.push_back(static_cast<uint8_t>(level));
+    return *this;
+  }
+  TraceBuilder& marker(uint64_t time, format::MarkerKind kind, uint32_t name = 0) {
+    type(format::RecordType::kMarker);
+    varint(timeDelta(time));
+    chunk_.push_back(static_cast<uint8_t>(kind));
+    varint(name);
+    return *this;
+  }
+  // An allocation at absolute `time` (ns since the start) and `address`, with full stack
+  // fields (bits 4 and 3 clear) unless `same_stacks`.
+  TraceBuilder& alloc(uint64_t time, uint64_t address, uint64_t size, uint32_t python = 0,
+                      uint32_t native = 0) {
+    return event(false, time, address, &size, python, native);
+  }
+  TraceBuilder& free(uint64_t time, uint64_t address, uint32_t python = 0, uint32_t native = 0) {
+    return event(true, time, address, nullptr, python, native);
+  }
+  TraceBuilder& failedAlloc(uint64_t time, uint64_t size, uint32_t python = 0) {
+    type(format::RecordType::kFailedAlloc);
+    varint(timeDelta(time));
+    varint(size);
+    varint(python);
+    varint(0);
+    return *this;
+  }
+  TraceBuilder& raw(std::initializer_list<uint8_t> bytes) {
+    chunk_.insert(chunk_.end(), bytes);
+    return *this;
+  }
+  // Ends the current chunk (framed and checksummed).
+  TraceBuilder& flushChunk() {
+    if (chunk_.empty()) return *this;
+    uint8_t header[12];
+    codec::putU32(header, static_cast<uint32_t>(chunk_.size()));
+    codec::putU32(header + 4, codec::crc32c(chunk_.data(), chunk_.size()));
+    codec::putU32(header + 8, codec::crc32c(header, 8));
+    file_.insert(file_.end(), header, header + 12);
+    file_.insert(file_.end(), chunk_.begin(), chunk_.end());
+    chunk_.clear();
+    return *this;
+  }
+  std::vector<uint8_t> bytes() {
+    flushChunk();
+    return file_;
+  }
+  std::string write(const std::string& path) {
+    std::vector<uint8_t> data = bytes();
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(data.data()),
+                                                 static_cast<std::streamsize>(data.size()));
+    return path;
+  }
+
+ private:
+  TraceBuilder& event(bool is_free, uint64_t time, uint64_t address, const uint64_t* size,
+                      uint32_t python, uint32_t native) {
+    uint8_t bits = format::EventBits::kEvent | (is_free ? format::EventBits::kFree : 0);
+    int64_t delta = static_cast<int64_t>(address - last_address_);
+    last_address_ = address;
+    size_t type_at = chunk_.size();
+    chunk_.push_back(0);
+    varint(timeDelta(time));
+    if (delta % 256 == 0) {
+      bits |= format::EventBits::kAddressIn256;
+      delta /= 256;
+    }
+    varint(codec::zigzag(delta));
+    if (size) varint(*size);
+    varint(python);
+    varint(native);
+    chunk_[type_at] = bits;
+    return *this;
+  }
+  uint64_t timeDelta(uint64_t time) {
+    uint64_t delta = time - last_time_;
+    last_time_ = time;
+    return delta;
+  }
+  void type(format::RecordType type) { chunk_.push_back(static_cast<uint8_t>(type)); }
+  void varint(uint64_t value) {
+    uint8_t buffer[10];
+    chunk_.insert(chunk_.end(), buffer, codec::putVarint(buffer, value));
+  }
+  void bytes(const std::string& text) {
+    varint(text.size());
+    chunk_.insert(chunk_.end(), text.begin(), text.end());
+  }
+  void putU32(uint32_t value) {
+    uint8_t buffer[4];
+    codec::putU32(buffer, value);
+    file_.insert(file_.end(), buffer, buffer + 4);
+  }
+
+  std::vector<uint8_t> file_;
+  std::vector<uint8_t> chunk_;
+  uint32_t strings_ = 0, frames_ = 0, python_stacks_ = 0, native_stacks_ = 0;
+  uint64_t last_time_ = 0;
+  uint64_t last_address_ = 0;
+};
+
+// A fresh path in the test's temporary directory.
+std::string temporaryPath(const std::string& name);
+
+}  // namespace memtrace::testing
