@@ -24,7 +24,7 @@ demo: build ## trace a built-in example and print its report
 	@tools/demo.sh $(BUILD)
 
 bench: build ## run the benchmarks whose figures docs/performance.md records
-	@bench/run.sh $(BUILD)
+	@python3 bench/run.py $(BUILD)
 
 format: ## clang-format the C++ sources
 	@find allocator tracer tools tests bench estimator -name '*.cpp' -o -name '*.h' 2>/dev/null | xargs clang-format -i

@@ -119,6 +119,7 @@ class TraceBuilder {
     chunk_.clear();
     return *this;
   }
+  size_t chunkBytes() const { return chunk_.size(); }
   std::vector<uint8_t> bytes() {
     flushChunk();
     return file_;

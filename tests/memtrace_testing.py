@@ -1,0 +1,99 @@
+"""What the Python tests share: where the build put things, how to run them, and how to read a
+trace back. (Imported by name; tests/conftest.py only provides the fixture.)"""
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = Path(os.environ.get("MEMTRACE_BUILD_DIR", ROOT / "build")).resolve()
+
+
+class Build:
+    """Paths of the built artifacts the tests run."""
+
+    root = ROOT
+    dir = BUILD
+    library = BUILD / "allocator" / "libmemtrace.so"
+    report = BUILD / "bin" / "memtrace-report"
+    test_runtime = BUILD / "tests" / "testcudart" / "lib"
+    cudart = test_runtime / "libcudart.so.13"
+    programs = BUILD / "tests" / "preload" / "bin"
+    workload = BUILD / "tests" / "preload" / "lib" / "libworkload.so"
+
+    @classmethod
+    def program(cls, name):
+        return cls.programs / name
+
+
+def run(command, env=None, check=True, timeout=60, **kwargs):
+    """Runs a command with a clean memtrace environment plus `env`."""
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith("MEMTRACE_") and k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
+    full_env["MEMTRACE_BUILD_DIR"] = str(BUILD)
+    full_env.update(env or {})
+    result = subprocess.run([str(c) for c in command], env=full_env, capture_output=True,
+                            text=True, timeout=timeout, **kwargs)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{command} exited {result.returncode}\nstdout:\n{result.stdout}\n"
+                             f"stderr:\n{result.stderr}")
+    return result
+
+
+def preloaded(trace, **extra):
+    """The environment that traces a program into `trace` under LD_PRELOAD."""
+    env = {"LD_PRELOAD": str(Build.library), "MEMTRACE_OUTPUT": str(trace)}
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+_TOKEN = re.compile(r"(\w[\w-]*)=(\"(?:[^\"\\]|\\.)*\"|\[[^\]]*\]|\S+)|(\S+)")
+
+
+def parse_records(trace):
+    """`memtrace-report parse`, as a list of dicts: {'record': kind, fields..., 'words': [...]}.
+
+    A leading '#N' becomes 'index', another leading bare word 'id'; later bare words
+    (traced / untraced) are in 'words'."""
+    output = run([Build.report, "parse", trace]).stdout
+    records = []
+    for line in output.splitlines():
+        head, _, rest = line.partition(" ")
+        record = {"record": head, "words": []}
+        for number, match in enumerate(_TOKEN.finditer(rest)):
+            key, value, word = match.groups()
+            if word is not None:
+                if number == 0 and word.startswith("#"):
+                    record["index"] = int(word[1:])
+                elif number == 0:
+                    record["id"] = word
+                else:
+                    record["words"].append(word)
+                continue
+            if value.startswith('"'):
+                value = value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+            record[key] = value
+        records.append(record)
+    return records
+
+
+def events(trace):
+    """The alloc / free / failed-alloc records, with numbers as ints."""
+    result = []
+    for record in parse_records(trace):
+        if record["record"] not in ("alloc", "free", "failed-alloc"):
+            continue
+        for key in ("t", "size", "pystack", "native"):
+            if key in record and record[key] != "?":
+                record[key] = int(record[key])
+        if "address" in record:
+            record["address"] = int(record["address"], 16)
+        record["traced"] = "traced" in record["words"]
+        result.append(record)
+    return result
+
+
+def report_json(trace, *args):
+    """`memtrace-report --format json`, parsed."""
+    return json.loads(run([Build.report, trace, "--format", "json", *args]).stdout)

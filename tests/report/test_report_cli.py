@@ -1,0 +1,128 @@
+"""memtrace-report from the command line: options, formats, and bad input (one line on
+stderr naming the file, exit status 2, never a crash or a hang)."""
+import csv
+import io
+import json
+
+import pytest
+
+from memtrace_testing import Build, preloaded, report_json, run
+
+
+@pytest.fixture(scope="module")
+def sequence_trace(tmp_path_factory):
+    trace = tmp_path_factory.mktemp("report") / "sequence.bin"
+    run([Build.program("sequence")], preloaded(trace, MEMTRACE_TEST_DEVICE_MEMORY=10**9))
+    return trace
+
+
+def fails(args, *expected):
+    result = run([Build.report, *args], check=False, timeout=30)
+    assert result.returncode == 2, result
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("memtrace-report: error: "), lines[0]
+    for text in expected:
+        assert text in lines[0], lines[0]
+    return lines[0]
+
+
+def test_bad_files_are_refused_in_one_line(build, tmp_path, sequence_trace):
+    good = sequence_trace.read_bytes()
+    cases = {
+        "missing.bin": None,
+        "empty.bin": b"",
+        "image.bin": b"GIF89a" + b"\0" * 40,
+        "version.bin": b"MEMTRACE" + (7).to_bytes(4, "little") + good[12:],
+        "short.bin": good[:11],
+        "flipped.bin": good[:len(good) // 2] + bytes([good[len(good) // 2] ^ 0x10]) + good[len(good) // 2 + 1:],
+    }
+    messages = {
+        "missing.bin": "cannot open",
+        "empty.bin": "the file is empty",
+        "image.bin": "not a memtrace trace",
+        "version.bin": "trace format version 7, but this memtrace reads version 1",
+        "short.bin": "the file header is cut short",
+        "flipped.bin": "checksum mismatch",
+    }
+    for name, data in cases.items():
+        path = tmp_path / name
+        if data is not None:
+            path.write_bytes(data)
+        for command in ([path], ["parse", path], [path, "--format", "json"]):
+            fails(command, str(path), messages[name])
+    fails([tmp_path], "not a regular file")
+
+
+def test_a_cut_trace_is_read_with_a_warning(build, tmp_path):
+    trace = tmp_path / "threads.bin"
+    run([Build.program("threads")], preloaded(trace))
+    data = trace.read_bytes()
+    chunks, offset = 0, 16
+    while offset < len(data):
+        chunks += 1
+        offset += 12 + int.from_bytes(data[offset:offset + 4], "little")
+    assert chunks >= 2 and offset == len(data)
+    cut = tmp_path / "threads-cut.bin"
+    cut.write_bytes(data[:-100])  # inside the last chunk
+    result = run([Build.report, cut])
+    assert "partial chunk" in result.stdout
+    assert result.stderr.startswith("memtrace-report: warning:") and "partial chunk" in result.stderr
+    # Cut inside the first chunk: nothing whole remains, which is an error.
+    (tmp_path / "head.bin").write_bytes(data[:1000])
+    fails([tmp_path / "head.bin"], "ends before its first whole chunk")
+
+
+def test_usage_errors(build, sequence_trace):
+    fails([], "no trace file given")
+    fails([sequence_trace, "--frobnicate"], "unknown option '--frobnicate'")
+    fails([sequence_trace, "--group-by", "colour"], "--group-by takes line, function, file or stack")
+    fails([sequence_trace, "--top", "-3"], "--top must be a non-negative integer")
+    fails([sequence_trace, "--at", "yesterday"], "--at takes peak, end, oom or a number of seconds")
+    fails([sequence_trace, "--format", "xml"], "--format takes text, json or csv")
+    fails([sequence_trace, sequence_trace], "more than one trace file")
+    fails([sequence_trace, "--top"], "--top needs a value")
+
+
+def test_help(build):
+    result = run([Build.report, "--help"])
+    assert "memtrace-report [report] TRACE" in result.stdout
+
+
+def test_text_report_columns(build, sequence_trace):
+    text = run([Build.report, sequence_trace]).stdout
+    assert "Peak memory: 3.007 MiB (3153161 bytes)" in text
+    header = [line for line in text.splitlines() if line.startswith("Mem ")][0]
+    assert header.split() == ["Mem", "Cumulative", "Mem", "Median", "Count", "Location"]
+    assert "memtrace test device 1 (host memory)" in text
+
+
+def test_csv_and_json_agree(build, sequence_trace):
+    rows = list(csv.DictReader(io.StringIO(run([Build.report, sequence_trace, "--format", "csv"]).stdout)))
+    document = report_json(sequence_trace)
+    assert [int(r["mem_bytes"]) for r in rows] == [r["bytes"] for r in document["live"]["rows"]]
+    assert sum(int(r["mem_bytes"]) for r in rows) == document["live"]["bytes"] == document["summary"]["peak_bytes"]
+
+
+def test_points_and_devices(build, sequence_trace):
+    end = report_json(sequence_trace, "--at", "end")
+    assert end["live"]["bytes"] == 512 + 2048
+    device_1 = report_json(sequence_trace, "--device", "1", "--at", "end")
+    assert device_1["live"]["bytes"] == 2048
+    assert device_1["summary"]["peak_bytes"] == 777 + 2048
+    start = report_json(sequence_trace, "--at", "0")
+    assert start["live"]["bytes"] <= 1000
+    # The OOM was on device 0: device 1 alone has its live set at that moment too.
+    assert report_json(sequence_trace, "--at", "oom", "--device", "1")["live"]["bytes"] == 2048
+    output = run([Build.report, sequence_trace, "-o", sequence_trace.parent / "out.json",
+                  "--format", "json"])
+    assert output.stdout == ""
+    assert json.loads((sequence_trace.parent / "out.json").read_text())["summary"]["events"] == 11
+
+
+def test_parse_prints_every_record(build, sequence_trace):
+    lines = run([Build.report, "parse", sequence_trace]).stdout.splitlines()
+    kinds = [line.split(" ")[0] for line in lines]
+    assert kinds[0] == "process"
+    assert kinds.count("alloc") == 6 and kinds.count("free") == 4 and kinds.count("failed-alloc") == 1
+    assert kinds[-1] == "marker" and lines[-1].split()[2] == "kind=process-exit"
