@@ -55,15 +55,18 @@ def test_bad_files_are_refused_in_one_line(build, tmp_path, sequence_trace):
 
 
 def test_a_cut_trace_is_read_with_a_warning(build, tmp_path):
-    trace = tmp_path / "threads.bin"
-    run([Build.program("threads")], preloaded(trace))
+    # `killed` runs until it is stopped; the flusher writes a chunk every 100 ms.
+    trace = tmp_path / "slow.bin"
+    result = run([Build.program("killed")], preloaded(trace), check=False, timeout=30,
+                 preexec_fn=lambda: __import__("signal").alarm(1))
+    assert result.returncode == -14  # SIGALRM after a second
     data = trace.read_bytes()
     chunks, offset = 0, 16
     while offset < len(data):
         chunks += 1
         offset += 12 + int.from_bytes(data[offset:offset + 4], "little")
     assert chunks >= 2 and offset == len(data)
-    cut = tmp_path / "threads-cut.bin"
+    cut = tmp_path / "slow-cut.bin"
     cut.write_bytes(data[:-100])  # inside the last chunk
     result = run([Build.report, cut])
     assert "partial chunk" in result.stdout

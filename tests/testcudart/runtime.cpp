@@ -123,3 +123,11 @@ EXPORT const char* cudaGetErrorString(cudaError_t error) {
     default: return "test runtime error";
   }
 }
+
+// cudaMalloc through the process's global scope (where LD_PRELOAD's hooks are), returning
+// the pointer: one C call from Python with no Python helper frame in between, as a
+// torch.empty(..., device="cuda") is. The demo's stand-in model uses it.
+EXPORT void* testcuda_malloc(size_t size) {
+  void* pointer = nullptr;
+  return cudaMalloc(&pointer, size) == cudaSuccess ? pointer : nullptr;
+}

@@ -35,6 +35,8 @@ TESTCUDA_EXPORT int* testcuda_capture_mode_slot(void);
 TESTCUDA_EXPORT void testcuda_note_capture_mode(void);
 TESTCUDA_EXPORT void testcuda_set_release_threshold(int device, uint64_t value);
 TESTCUDA_EXPORT void testcuda_note_trim(void);
+// cudaMalloc through the global scope; NULL on failure (libcudart.so.13).
+TESTCUDA_EXPORT void* testcuda_malloc(size_t size);
 
 #ifdef __cplusplus
 }

@@ -202,7 +202,9 @@ Location Locator::describe(const LiveAllocation& allocation) {
     return location;
   }
   location.kind = LocationKind::kNoStack;
-  location.name = "<no stack>";
+  // Python stacks were wanted but this thread did not hold the GIL (autograd's threads,
+  // C++ threads): say so, rather than that stacks were off.
+  location.name = format::wantsPython(tables_.process.stack_mode) ? "<no Python frame>" : "<no stack>";
   return location;
 }
 

@@ -25,7 +25,7 @@ enum class LocationKind {
   kPython,    // a Python frame (or stack)
   kUntraced,  // written while tracing was stopped, or live before the trace began
   kNative,    // no Python frame (a thread without the GIL), a native frame
-  kNoStack,   // traced, but without any stack (MEMTRACE_STACKS=none)
+  kNoStack,   // traced, but without any stack (MEMTRACE_STACKS=none, or no GIL)
 };
 
 struct Location {

@@ -67,11 +67,11 @@ void renderText(std::ostream& out, const Report& report) {
   out << fmt::format("  stacks     {}\n", format::stackModeName(s.process.stack_mode));
   out << fmt::format("  level      {}\n", levelText(s));
   for (const DeviceSummary& device : s.devices) {
-    std::string name = device.name.empty() ? "" : " " + device.name;
-    std::string memory = device.total_bytes ? " (" + humanBytes(device.total_bytes) + ")" : "";
-    out << fmt::format("  device {:<3} peak {} at {}{}{}\n",
-                       device.device < 0 ? std::string("?") : std::to_string(device.device),
-                       humanBytes(device.peak_bytes), seconds(device.peak_time_ns), name, memory);
+    std::string name = device.name.empty() ? "(unnamed)" : device.name;
+    if (device.total_bytes) name += ", " + humanBytes(device.total_bytes);
+    out << fmt::format("  device {:<3} {}: peak {} at {}\n",
+                       device.device < 0 ? std::string("?") : std::to_string(device.device), name,
+                       humanBytes(device.peak_bytes), seconds(device.peak_time_ns));
   }
   if (s.cut_offset)
     out << fmt::format("  note       the file ends in a partial chunk at byte {} of {} (the "
