@@ -37,6 +37,13 @@ MEMTRACE_EXPORT int memtrace_annotate(const char* name);
 MEMTRACE_EXPORT int memtrace_phase_begin(const char* name);
 MEMTRACE_EXPORT int memtrace_phase_end(void);
 
+/* The nn.Module that is running on the calling thread (its path, "model.layers.3.attn"):
+ * the thread's allocations carry it until the matching memtrace_module_exit. Calls nest
+ * (a module calls its children); each thread has its own stack, at most 64 deep (deeper
+ * calls are counted but not recorded). Cheap: no lock, nothing written until an event. */
+MEMTRACE_EXPORT int memtrace_module_enter(const char* path);
+MEMTRACE_EXPORT int memtrace_module_exit(void);
+
 /* Writes what is buffered to the file now. */
 MEMTRACE_EXPORT int memtrace_flush(void);
 

@@ -73,6 +73,8 @@ void TraceReader::rewind() {
   last_native_stack_[0] = last_native_stack_[1] = 0;
   event_count_ = 0;
   seen_process_info_ = false;
+  module_by_thread_.clear();
+  current_module_ = 0;
   cut_offset_ = 0;
   next_chunk_offset_ = format::kFileHeaderSize;
   chunk_.clear();

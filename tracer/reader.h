@@ -87,6 +87,7 @@ struct Event {
   uint32_t python_stack;
   uint32_t native_stack;
   bool traced;  // written while tracing was on (stacks were being captured)
+  uint32_t module;  // string id of the nn.Module running on the event's thread (0: none)
   const Context* context;
 };
 
@@ -123,6 +124,7 @@ struct RecordVisitor {
   void onModule(uint32_t /*id*/, const Module&) {}
   void onDevice(const Device&) {}
   void onContext(const Context&) {}
+  void onModuleScope(int64_t /*thread_id*/, uint32_t /*module*/) {}
   void onMarker(const Marker&) {}
   void onEvent(const Event&) {}
   // Return true to stop reading (after the record just seen).
@@ -187,6 +189,9 @@ class TraceReader {
   uint32_t last_native_stack_[2] = {0, 0};
   uint64_t event_count_ = 0;
   bool seen_process_info_ = false;
+  // The nn.Module of each thread (few threads: a vector beats a map), and of the context's.
+  std::vector<std::pair<int64_t, uint32_t>> module_by_thread_;
+  uint32_t current_module_ = 0;
 };
 
 // ---- implementation of the template members ------------------------------------------
@@ -234,6 +239,7 @@ void TraceReader::readRecord(Visitor& visitor) {
     event.python_stack = last_python_stack_[kind];
     event.native_stack = last_native_stack_[kind];
     event.traced = tracing_;
+    event.module = current_module_;
     event.context = &context_;
     visitor.onEvent(event);
     return;
@@ -341,7 +347,24 @@ void TraceReader::readRecord(Visitor& visitor) {
       if (level >= static_cast<uint8_t>(format::Level::kCount)) fail("an unknown level in a context");
       context_.api = static_cast<format::Api>(api);
       context_.level = static_cast<format::Level>(level);
+      current_module_ = 0;
+      for (const auto& [thread, module] : module_by_thread_)
+        if (thread == context_.thread_id) current_module_ = module;
       visitor.onContext(context_);
+      return;
+    }
+    case RecordType::kModuleScope: {
+      uint32_t module = static_cast<uint32_t>(varint());
+      checkId(module, tables_.strings.size(), "string");
+      bool known = false;
+      for (auto& [thread, current] : module_by_thread_)
+        if (thread == context_.thread_id) {
+          current = module;
+          known = true;
+        }
+      if (!known) module_by_thread_.emplace_back(context_.thread_id, module);
+      current_module_ = module;
+      visitor.onModuleScope(context_.thread_id, module);
       return;
     }
     case RecordType::kMarker: {
@@ -373,6 +396,7 @@ void TraceReader::readRecord(Visitor& visitor) {
       checkId(event.python_stack, tables_.python_stacks.size(), "Python stack");
       checkId(event.native_stack, tables_.native_stacks.size(), "native stack");
       event.traced = tracing_;
+      event.module = current_module_;
       event.context = &context_;
       visitor.onEvent(event);
       return;

@@ -259,6 +259,26 @@ bool RecordWriter::writeNewModules() {
   return ok;
 }
 
+bool RecordWriter::writeModuleScope(ThreadState& thread) {
+  if (thread.written_module_generation == generation_ &&
+      thread.written_module_version == thread.module_version)
+    return true;
+  bool ok = true;
+  uint32_t path = 0;
+  if (thread.module_depth > 0) {
+    size_t top = (thread.module_depth < kMaxModuleDepth ? thread.module_depth : kMaxModuleDepth) - 1;
+    path = internString(thread.module_paths[top], thread.module_lengths[top], &ok);
+  }
+  uint8_t* p = ok ? file_.reserve(16) : nullptr;
+  if (!p) return false;
+  p = putType(p, RecordType::kModuleScope);
+  p = putVarint(p, path);
+  file_.commit(p);
+  thread.written_module_generation = generation_;
+  thread.written_module_version = thread.module_version;
+  return true;
+}
+
 bool RecordWriter::deviceWritten(int device) const {
   return device < 0 || device >= 64 || (devices_written_ >> device & 1);
 }

@@ -65,6 +65,9 @@ class RecordWriter {
                         uint32_t native_stack);
   // Writes the modules this file has not got yet.
   bool writeNewModules();
+  // Writes a module scope record if `thread`'s running nn.Module is not the one the file
+  // last said for it. Call after setContext() for that thread.
+  bool writeModuleScope(ThreadState& thread);
 
   // The trie node of the stack in thread.python_frames[0, python_count) (innermost
   // first), writing the strings, frames and nodes it needs. 0 for an empty stack or a

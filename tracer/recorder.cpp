@@ -340,6 +340,12 @@ void refreshModulesIfNeeded(bool unknown_module) {
   if (g_file.isOpen() && !g_writer.writeNewModules()) failWrite();
 }
 
+// The calling thread's nn.Module, if it changed since the file last said (g_mutex held).
+bool writeModuleScope() {
+  ThreadState* thread = currentThreadState();
+  return !thread || g_writer.writeModuleScope(*thread);
+}
+
 pid_t currentThreadId() {
   ThreadState* thread = currentThreadState();
   return thread ? thread->thread_id : 0;
@@ -443,6 +449,7 @@ void recordAlloc(const RecursionGuard&, const EventSource& source, const void* a
       EventContext context{capture.thread ? capture.thread->thread_id : currentThreadId(),
                            source.device, source.stream, source.api, source.level};
       bool ok = writeDeviceIfNew(source.device) && g_writer.setContext(context) &&
+                writeModuleScope() &&
                 internStacks(capture, &python_stack, &native_stack, &unknown_module) &&
                 g_writer.writeAlloc(time, reinterpret_cast<uintptr_t>(address), size,
                                     python_stack, native_stack);
@@ -470,7 +477,7 @@ void recordFree(const RecursionGuard&, const EventSource& source, const void* ad
       uint32_t python_stack = 0, native_stack = 0;
       EventContext context{capture.thread ? capture.thread->thread_id : currentThreadId(),
                            live.device, source.stream, source.api, live.level};
-      bool ok = g_writer.setContext(context) &&
+      bool ok = g_writer.setContext(context) && writeModuleScope() &&
                 internStacks(capture, &python_stack, &native_stack, &unknown_module) &&
                 g_writer.writeFree(time, reinterpret_cast<uintptr_t>(address), python_stack,
                                    native_stack);
@@ -495,6 +502,7 @@ void recordFailedAlloc(const RecursionGuard&, const EventSource& source, uint64_
       EventContext context{capture.thread ? capture.thread->thread_id : currentThreadId(),
                            source.device, source.stream, source.api, source.level};
       bool ok = writeDeviceIfNew(source.device) && g_writer.setContext(context) &&
+                writeModuleScope() &&
                 internStacks(capture, &python_stack, &native_stack, &unknown_module) &&
                 g_writer.writeFailedAlloc(time, size, python_stack, native_stack);
       if (!ok) failWrite();
@@ -607,6 +615,31 @@ MEMTRACE_EXPORT int memtrace_phase_end(void) {
     --g_open_phases;
   }
   return writeMarkerNow(MarkerKind::kPhaseEnd, nullptr);
+}
+
+MEMTRACE_EXPORT int memtrace_module_enter(const char* path) {
+  ThreadState* thread = currentThreadState();
+  if (!thread) return -1;
+  if (thread->module_depth < kMaxModuleDepth) {
+    size_t length = path ? strnlen(path, kMaxModulePath - 1) : 0;
+    memcpy(thread->module_paths[thread->module_depth], path ? path : "", length);
+    thread->module_lengths[thread->module_depth] = static_cast<uint32_t>(length);
+  }
+  ++thread->module_depth;
+  ++thread->module_version;
+  return 0;
+}
+
+MEMTRACE_EXPORT int memtrace_module_exit(void) {
+  ThreadState* thread = currentThreadState();
+  if (!thread || thread->module_depth == 0) {
+    MutexLock lock;
+    setError("memtrace_module_exit: no module is running on this thread");
+    return -1;
+  }
+  --thread->module_depth;
+  ++thread->module_version;
+  return 0;
 }
 
 MEMTRACE_EXPORT int memtrace_flush(void) {

@@ -66,6 +66,9 @@ enum class RecordType : uint8_t {
   // An allocation the CUDA call refused (out of memory). Fields: time delta, requested
   // size, Python stack id, native stack id. Device and stream come from the context.
   kFailedAlloc = 0x0a,
+  // The nn.Module running on the context's thread, for that thread's events after it,
+  // until its next kModuleScope. Fields: module path string id (0 = none).
+  kModuleScope = 0x0b,
 };
 
 // Note [Event bit layout]

@@ -15,6 +15,8 @@ namespace memtrace {
 
 inline constexpr size_t kMaxPythonDepth = 256;
 inline constexpr size_t kMaxNativeDepth = 256;
+inline constexpr size_t kMaxModuleDepth = 64;
+inline constexpr size_t kMaxModulePath = 256;
 
 struct ThreadState {
   pid_t thread_id;
@@ -34,6 +36,17 @@ struct ThreadState {
   uintptr_t cached_native[kMaxNativeDepth];
   uint32_t cached_native_nodes[kMaxNativeDepth];
   size_t cached_native_count;
+
+  // The nn.Module stack of this thread (memtrace_module_enter/exit): full paths, the top is
+  // the running module. module_depth counts entries past kMaxModuleDepth too.
+  size_t module_depth;
+  char module_paths[kMaxModuleDepth][kMaxModulePath];
+  uint32_t module_lengths[kMaxModuleDepth];
+  // Bumped by every enter/exit, so the writer knows when to write a new scope record.
+  uint64_t module_version;
+  // What the trace file of generation `module_generation` last says for this thread.
+  uint32_t written_module_generation;
+  uint64_t written_module_version;
 };
 
 // The calling thread's state, created on first use from mmap'd memory and released when

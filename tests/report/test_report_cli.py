@@ -79,7 +79,7 @@ def test_a_cut_trace_is_read_with_a_warning(build, tmp_path):
 def test_usage_errors(build, sequence_trace):
     fails([], "no trace file given")
     fails([sequence_trace, "--frobnicate"], "unknown option '--frobnicate'")
-    fails([sequence_trace, "--group-by", "colour"], "--group-by takes line, function, file or stack")
+    fails([sequence_trace, "--group-by", "colour"], "--group-by takes line, function, file, stack or module")
     fails([sequence_trace, "--top", "-3"], "--top must be a non-negative integer")
     fails([sequence_trace, "--at", "yesterday"], "--at takes peak, end, oom or a number of seconds")
     fails([sequence_trace, "--format", "xml"], "--format takes text, json or csv")

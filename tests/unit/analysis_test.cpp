@@ -151,6 +151,32 @@ TEST_F(Fixture, OomPointAndAnomalies) {
   EXPECT_EQ(by_function.group(oom).rows[0].location.name, "/home/user/model.py (forward)");
 }
 
+TEST_F(Fixture, ModulesAreTrackedPerThread) {
+  uint32_t attention = trace.string("model.layers.0.attn");
+  uint32_t mlp = trace.string("model.layers.0.mlp");
+  trace.marker(0, MarkerKind::kTracingStarted);
+  trace.moduleScope(attention);
+  trace.alloc(10, 0x10000, 1000, at_10);  // thread 1, attention
+  trace.context(2, 0);                    // thread 2 has no module yet
+  trace.alloc(20, 0x20000, 2000, at_10);
+  trace.moduleScope(mlp);                 // thread 2 enters the MLP
+  trace.alloc(30, 0x30000, 4000, at_11);
+  trace.context(1, 0);                    // back on thread 1: still in attention
+  trace.alloc(40, 0x40000, 8000, at_11);
+  trace.moduleScope(0);                   // thread 1 leaves its modules
+  trace.alloc(50, 0x50000, 16, at_11);
+  reader::TraceReader reader(write());
+  report::TraceSummary summary = report::summarize(reader);
+  report::LiveSet live = report::liveSetAt(reader, summary, Point{Point::Kind::kEnd});
+  report::Locator by_module(reader.tables(), GroupBy::kModule, FramePolicy::kInnermost);
+  report::LocationTable table = by_module.group(live);
+  std::vector<std::pair<std::string, uint64_t>> rows;
+  for (const report::TableRow& row : table.rows) rows.emplace_back(row.location.name, row.bytes);
+  EXPECT_EQ(rows, (std::vector<std::pair<std::string, uint64_t>>{
+                      {"model.layers.0.attn", 9000}, {"model.layers.0.mlp", 4000},
+                      {"<no module>", 2016}}));
+}
+
 TEST(HumanBytes, FourSignificantDigits) {
   EXPECT_EQ(report::humanBytes(0), "0 B");
   EXPECT_EQ(report::humanBytes(1023), "1023 B");

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "tests/unit/trace_builder.h"
@@ -143,6 +144,44 @@ TEST(Recorder, StartingWithAnotherPathMovesToANewFile) {
   EXPECT_TRUE(two.events[1].traced);
   std::remove(first.c_str());
   std::remove(second.c_str());
+}
+
+TEST(Recorder, ModuleScopesFollowEachThread) {
+  std::string path = temporaryPath("modules.bin");
+  ASSERT_EQ(memtrace_start(path.c_str()), 0);
+  EXPECT_EQ(memtrace_module_exit(), -1) << "nothing to exit";
+  memtrace_module_enter("model");
+  alloc(0x800000, 1);
+  memtrace_module_enter("model.layers.0");
+  alloc(0x800100, 2);
+  alloc(0x800200, 3);  // same module: no new scope record
+  std::thread other([] {
+    memtrace_module_enter("model.other_thread");
+    alloc(0x800300, 4);
+    memtrace_module_exit();
+  });
+  other.join();
+  alloc(0x800400, 5);  // this thread is still in model.layers.0
+  memtrace_module_exit();
+  alloc(0x800500, 6);  // back in model
+  memtrace_module_exit();
+  alloc(0x800600, 7);  // no module
+  std::string deep(400, 'x');  // longer than a path may be: cut, not overflowed
+  memtrace_module_enter(deep.c_str());
+  alloc(0x800700, 8);
+  memtrace_module_exit();
+  for (uint64_t where = 0x800000; where <= 0x800700; where += 0x100) release(where);
+  ASSERT_EQ(memtrace_close(), 0);
+
+  reader::Tables tables;
+  Recorded recorded = readBack(path, &tables);
+  std::vector<std::string> modules;
+  for (const reader::Event& event : recorded.events)
+    if (event.kind == reader::EventKind::kAlloc) modules.emplace_back(tables.string(event.module));
+  EXPECT_EQ(modules, (std::vector<std::string>{"model", "model.layers.0", "model.layers.0",
+                                               "model.other_thread", "model.layers.0", "model", "",
+                                               std::string(255, 'x')}));
+  std::remove(path.c_str());
 }
 
 __attribute__((noinline)) void allocateDeep(int depth, uint64_t where) {

@@ -79,6 +79,11 @@ class TraceBuilder {
     chunk_.push_back(static_cast<uint8_t>(level));
     return *this;
   }
+  TraceBuilder& moduleScope(uint32_t path) {
+    type(format::RecordType::kModuleScope);
+    varint(path);
+    return *this;
+  }
   TraceBuilder& marker(uint64_t time, format::MarkerKind kind, uint32_t name = 0) {
     type(format::RecordType::kMarker);
     varint(timeDelta(time));

@@ -138,7 +138,7 @@ struct LiveSetVisitor : reader::RecordVisitor {
     result.time_ns = event.time_ns;
     if (event.kind == EventKind::kAlloc) {
       Entry entry{event.size, event.python_stack, event.native_stack, event.context->device,
-                  event.traced};
+                  event.traced, event.module};
       bool inserted = false;
       Entry* slot = live.insert(event.address, entry, &inserted);
       if (!slot) throw reader::TraceError("out of memory for the live set");
@@ -156,6 +156,7 @@ struct LiveSetVisitor : reader::RecordVisitor {
     uint32_t native_stack;
     int32_t device;
     bool traced;
+    uint32_t module;
   };
   LiveSet& result;
   const TraceSummary& summary;
@@ -198,7 +199,8 @@ LiveSet liveSetAt(reader::TraceReader& trace, const TraceSummary& summary, Point
   visitor.live.forEach([&](uint64_t address, const LiveSetVisitor::Entry& entry) {
     if (!selected(summary.device_filter, entry.device)) return;
     result.allocations.push_back(LiveAllocation{address, entry.size, entry.python_stack,
-                                                entry.native_stack, entry.device, entry.traced});
+                                                entry.native_stack, entry.device, entry.traced,
+                                                entry.module});
     result.bytes += entry.size;
   });
   // Table order depends on hashing; sort by address for a deterministic result.

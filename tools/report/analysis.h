@@ -80,6 +80,7 @@ struct LiveAllocation {
   uint32_t native_stack;
   int device;
   bool traced;
+  uint32_t module;  // string id of the nn.Module path (0: none)
 };
 
 struct LiveSet {

@@ -34,6 +34,7 @@ std::string groupByName(GroupBy group_by) {
     case GroupBy::kFunction: return "function";
     case GroupBy::kFile: return "file";
     case GroupBy::kStack: return "stack";
+    case GroupBy::kModule: return "module";
   }
   return "?";
 }
@@ -117,6 +118,7 @@ uint64_t Locator::interestingIp(uint32_t native_stack) {
 
 Locator::Key Locator::keyOf(const LiveAllocation& allocation) {
   if (!allocation.traced) return Key{1, 0};
+  if (group_by_ == GroupBy::kModule) return Key{9, allocation.module};
   if (allocation.python_stack) {
     if (group_by_ == GroupBy::kStack) return Key{2, allocation.python_stack};
     uint32_t frame_id = chosenFrame(allocation.python_stack);
@@ -125,7 +127,8 @@ Locator::Key Locator::keyOf(const LiveAllocation& allocation) {
       case GroupBy::kLine: return Key{3, frame_id};
       case GroupBy::kFunction: return Key{4, uint64_t{frame.file} << 32 | frame.function};
       case GroupBy::kFile: return Key{5, frame.file};
-      case GroupBy::kStack: break;
+      case GroupBy::kStack:
+      case GroupBy::kModule: break;
     }
   }
   if (allocation.native_stack) {
@@ -140,6 +143,12 @@ Location Locator::describe(const LiveAllocation& allocation) {
   if (!allocation.traced) {
     location.kind = LocationKind::kUntraced;
     location.name = "untraced";
+    return location;
+  }
+  if (group_by_ == GroupBy::kModule) {
+    location.kind = LocationKind::kModule;
+    location.module = std::string(tables_.string(allocation.module));
+    location.name = location.module.empty() ? "<no module>" : location.module;
     return location;
   }
   if (allocation.python_stack) {
@@ -167,7 +176,8 @@ Location Locator::describe(const LiveAllocation& allocation) {
         location.function.clear();
         location.line = 0;
         break;
-      case GroupBy::kStack: break;
+      case GroupBy::kStack:
+      case GroupBy::kModule: break;
     }
     return location;
   }

@@ -13,7 +13,7 @@
 
 namespace memtrace::report {
 
-enum class GroupBy { kLine, kFunction, kFile, kStack };
+enum class GroupBy { kLine, kFunction, kFile, kStack, kModule };
 
 // Which Python frame stands for an allocation: the innermost (where the allocating call
 // is, which can be inside torch), or the innermost in the user's own code (outside the
@@ -26,6 +26,7 @@ enum class LocationKind {
   kUntraced,  // written while tracing was stopped, or live before the trace began
   kNative,    // no Python frame (a thread without the GIL), a native frame
   kNoStack,   // traced, but without any stack (MEMTRACE_STACKS=none, or no GIL)
+  kModule,    // grouped by nn.Module path (or none: "<no module>")
 };
 
 struct Location {
@@ -35,6 +36,7 @@ struct Location {
   std::string file;
   std::string function;
   int line = 0;
+  std::string module;  // the nn.Module path, with module grouping
 };
 
 struct TableRow {

@@ -35,7 +35,9 @@ what was live there, grouped by source location (Mem, Cumulative Mem, Median, Co
 Location), largest first.
 
 options:
-  --group-by line|function|file|stack   how to group the live allocations (line)
+  --group-by line|function|file|stack|module
+                                         how to group the live allocations (line); module:
+                                         by the nn.Module that was running (Python package)
   --frame innermost|user                 the Python frame that stands for an allocation:
                                          the innermost, or the innermost in your own code
                                          (outside the standard library, site-packages
@@ -97,7 +99,8 @@ Options parseArguments(int argc, char** argv) {
       else if (v == "function") options.group_by = GroupBy::kFunction;
       else if (v == "file") options.group_by = GroupBy::kFile;
       else if (v == "stack") options.group_by = GroupBy::kStack;
-      else throw UsageError("--group-by takes line, function, file or stack, not '" + v + "'");
+      else if (v == "module") options.group_by = GroupBy::kModule;
+      else throw UsageError("--group-by takes line, function, file, stack or module, not '" + v + "'");
     } else if (arg == "--frame") {
       std::string v = value(arg);
       if (v == "innermost") options.frame = FramePolicy::kInnermost;

@@ -64,6 +64,9 @@ struct Printer : reader::RecordVisitor {
                        context.thread_id, context.device, context.stream,
                        format::apiName(context.api), format::levelName(context.level));
   }
+  void onModuleScope(int64_t thread, uint32_t module) {
+    out << fmt::format("scope thread={} module={}\n", thread, module);
+  }
   void onMarker(const reader::Marker& marker) {
     out << fmt::format("marker t={} kind={} name={}\n", marker.time_ns,
                        format::markerName(marker.kind), marker.name);

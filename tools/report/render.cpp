@@ -148,7 +148,7 @@ void renderJson(std::ostream& out, const Report& report) {
   size_t shown = shownRows(report);
   for (size_t i = 0; i < shown; ++i) {
     const TableRow& row = report.table.rows[i];
-    static const char* const kKinds[] = {"python", "untraced", "native", "none"};
+    static const char* const kKinds[] = {"python", "untraced", "native", "none", "module"};
     json entry = {{"bytes", row.bytes},
                   {"cumulative_bytes", row.cumulative_bytes},
                   {"median_bytes", row.median_bytes},
@@ -158,6 +158,7 @@ void renderJson(std::ostream& out, const Report& report) {
     if (!row.location.file.empty()) entry["file"] = row.location.file;
     if (row.location.line) entry["line"] = row.location.line;
     if (!row.location.function.empty()) entry["function"] = row.location.function;
+    if (!row.location.module.empty()) entry["module"] = row.location.module;
     rows.push_back(std::move(entry));
   }
   json document = {
