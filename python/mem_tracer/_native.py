@@ -1,0 +1,112 @@
+"""Finding and loading memtrace's native parts: libmemtrace.so and the command-line tools.
+
+Looked for, in order, without any environment variable: next to this package (an installed
+wheel: ``mem_tracer/lib``, ``mem_tracer/bin``), then in the source checkout's build
+directory (``python/mem_tracer`` → ``build/``). ``MEMTRACE_LIBRARY`` / ``MEMTRACE_BIN_DIR``
+override both, for unusual layouts."""
+from __future__ import annotations
+
+import ctypes
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import MemTracerError
+
+_PACKAGE = Path(__file__).resolve().parent
+_CHECKOUT_BUILD = _PACKAGE.parent.parent / "build"
+
+
+def _candidates_library() -> list[Path]:
+    override = os.environ.get("MEMTRACE_LIBRARY")
+    found = [Path(override)] if override else []
+    return found + [_PACKAGE / "lib" / "libmemtrace.so", _CHECKOUT_BUILD / "allocator" / "libmemtrace.so"]
+
+
+def _candidates_tool(name: str) -> list[Path]:
+    override = os.environ.get("MEMTRACE_BIN_DIR")
+    found = [Path(override) / name] if override else []
+    return found + [_PACKAGE / "bin" / name, _CHECKOUT_BUILD / "bin" / name]
+
+
+def library_path() -> Path:
+    """The path of libmemtrace.so, or MemTracerError saying where it looked."""
+    candidates = _candidates_library()
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    looked = ", ".join(str(c) for c in candidates)
+    raise MemTracerError(f"libmemtrace.so not found (looked in {looked}): build it with `make build` "
+                         "in the memtrace checkout, or install the package with pip")
+
+
+def tool_path(name: str) -> Path:
+    """The path of a memtrace command-line tool (memtrace-report, memtrace-estimate)."""
+    candidates = _candidates_tool(name)
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    looked = ", ".join(str(c) for c in candidates)
+    raise MemTracerError(f"{name} not found (looked in {looked}): build it with `make build` in the "
+                         "memtrace checkout, or install the package with pip")
+
+
+def _preloaded() -> Path | None:
+    """libmemtrace.so if LD_PRELOAD put it in this process."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return None
+    for line in maps.splitlines():
+        if line.endswith("/libmemtrace.so"):
+            return Path(line.split(None, 5)[-1])
+    return None
+
+
+def is_preloaded() -> bool:
+    """Whether this process runs with libmemtrace.so preloaded (python -m mem_tracer run)."""
+    return _preloaded() is not None
+
+
+@lru_cache(maxsize=None)
+def library() -> ctypes.PyDLL:
+    """libmemtrace.so, loaded once, with the C API's signatures set.
+
+    A preloaded instance is used when there is one, so that the package and LD_PRELOAD's
+    hooks share one recorder. PyDLL keeps the GIL held during calls: they are all short, and
+    memtrace_alloc, when a test calls it from Python, must see the caller's Python stack."""
+    path = _preloaded() or library_path()
+    lib = ctypes.PyDLL(str(path))
+    c_char_p, c_int, c_uint64, c_void_p = ctypes.c_char_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p
+    signatures = {
+        "memtrace_start": ([c_char_p], c_int),
+        "memtrace_stop": ([], c_int),
+        "memtrace_annotate": ([c_char_p], c_int),
+        "memtrace_phase_begin": ([c_char_p], c_int),
+        "memtrace_phase_end": ([], c_int),
+        "memtrace_module_enter": ([c_char_p], c_int),
+        "memtrace_module_exit": ([], c_int),
+        "memtrace_flush": ([], c_int),
+        "memtrace_close": ([], c_int),
+        "memtrace_is_tracing": ([], c_int),
+        "memtrace_output_path": ([], c_char_p),
+        "memtrace_current_bytes": ([c_int], c_uint64),
+        "memtrace_peak_bytes": ([c_int], c_uint64),
+        "memtrace_reset_peak": ([c_int], None),
+        "memtrace_last_error": ([], c_char_p),
+        "memtrace_alloc": ([ctypes.c_ssize_t, c_int, c_void_p], c_void_p),
+        "memtrace_free": ([c_void_p, ctypes.c_ssize_t, c_int, c_void_p], None),
+        "memtrace_empty_cache": ([c_int], None),
+    }
+    for name, (arguments, result) in signatures.items():
+        function = getattr(lib, name)
+        function.argtypes = arguments
+        function.restype = result
+    lib.path = path
+    return lib
+
+
+def last_error() -> str:
+    """The library's last error message."""
+    message = library().memtrace_last_error()
+    return message.decode(errors="replace") if message else ""

@@ -1,0 +1,61 @@
+"""report_stats(): the per-line table of what was live at the peak, printed from the trace
+by memtrace-report (the same table as on the command line)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import _native
+from .errors import MemTracerError
+from .tracing import last_trace
+
+GROUPINGS = ("line", "function", "file", "stack", "module")
+
+
+def _report_arguments(trace: Path, top: int, group_by: str, frame: str) -> list[str]:
+    if group_by not in GROUPINGS:
+        raise MemTracerError(f"group_by must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
+    if frame not in ("innermost", "user"):
+        raise MemTracerError(f"frame must be 'innermost' or 'user', not {frame!r}")
+    return [str(_native.tool_path("memtrace-report")), str(trace), "--top", str(top),
+            "--group-by", group_by, "--frame", frame]
+
+
+def _run(command: list[str]) -> str:
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise MemTracerError(result.stderr.strip() or f"{command[0]} exited {result.returncode}")
+    return result.stdout
+
+
+def report_stats(top: int = 20, group_by: str = "line", file: TextIO | None = None, *,
+                 frame: str = "innermost", trace: str | os.PathLike[str] | None = None,
+                 predict: Any = None) -> None:
+    """Prints the peak and what was live there, by source location: the columns
+    ``Mem, Cumulative Mem, Median, Count, Location``, largest first.
+
+    ``group_by``: line, function, file, stack or module. ``frame="user"`` attributes each
+    allocation to the innermost frame of your own code instead of the innermost frame.
+    ``trace`` reads another trace file than this process's. ``predict`` (a model with example
+    inputs, or a saved TorchScript path) adds the estimator's prediction beside the
+    measurement (see mem_tracer.estimate)."""
+    path = Path(trace) if trace is not None else last_trace()
+    out = file if file is not None else sys.stdout
+    if predict is not None:
+        from .estimate import report_with_prediction
+
+        out.write(report_with_prediction(path, predict, top=top, group_by=group_by, frame=frame))
+        return
+    out.write(_run(_report_arguments(path, top, group_by, frame)))
+
+
+def report_data(top: int = 20, group_by: str = "line", *, frame: str = "innermost",
+                trace: str | os.PathLike[str] | None = None, at: str = "peak") -> dict[str, Any]:
+    """The report as data (memtrace-report's JSON): summary, devices, marks, and the rows of
+    the table under ``["live"]["rows"]``."""
+    path = Path(trace) if trace is not None else last_trace()
+    return json.loads(_run(_report_arguments(path, top, group_by, frame) + ["--format", "json", "--at", at]))

@@ -1,0 +1,218 @@
+"""Tracing: routing PyTorch's CUDA allocations through memtrace, starting and stopping the
+recorder, marks, and the counters that stand in for PyTorch's own under the pluggable
+allocator."""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import warnings
+import weakref
+from pathlib import Path
+from typing import Any, Iterator
+
+from . import _native
+from .errors import MemTracerError
+
+_lock = threading.Lock()
+_last_trace: Path | None = None  # the file of the last start_tracing(), open or closed
+_switched = False
+_module_hooks: list[Any] = []
+_module_names: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+
+
+def switch_allocator() -> None:
+    """Makes libmemtrace.so PyTorch's CUDA allocator for this process.
+
+    Call it before anything allocates CUDA memory (first thing in the script): PyTorch cannot
+    swap an allocator it has already used. Every tensor then goes through memtrace
+    (stream-ordered cudaMallocAsync underneath, with the pool's memory kept), counted from
+    then on and recorded with its stacks while tracing runs.
+
+    Raises MemTracerError when PyTorch has no CUDA, or when an allocator was already
+    initialized; the message says what to do."""
+    global _switched
+    import torch
+
+    if _switched:
+        return
+    if not torch.cuda.is_available():
+        raise MemTracerError(
+            "switch_allocator() needs CUDA, and PyTorch sees no CUDA device here "
+            f"(torch {torch.__version__}, torch.cuda.is_available() is False): run on a machine "
+            "with a GPU and a CUDA build of PyTorch")
+    path = str(_native.library().path)
+    try:
+        allocator = torch.cuda.memory.CUDAPluggableAllocator(path, "memtrace_alloc", "memtrace_free")
+        torch.cuda.memory.change_current_allocator(allocator)
+    except RuntimeError as error:
+        if "already initialized" in str(error) or "initialized allocator" in str(error):
+            raise MemTracerError(
+                "switch_allocator() came too late: this process has already allocated CUDA memory "
+                "(or something it imported did), and PyTorch cannot swap an allocator it has used. "
+                "Call mem_tracer.switch_allocator() before the first CUDA allocation, or trace the "
+                "unmodified script with `python -m mem_tracer run script.py`") from error
+        raise MemTracerError(f"switch_allocator(): PyTorch refused the allocator: {error}") from error
+    _switched = True
+
+
+def _library_routes_allocations() -> bool:
+    return _switched or _native.is_preloaded()
+
+
+def start_tracing(output: str | os.PathLike[str] | None = None, *, model: Any = None,
+                  modules: bool = True) -> Path:
+    """Starts recording every CUDA allocation with its Python stack (and nn.Module).
+
+    ``output`` names the trace file (``%p`` becomes the pid); by default the file already
+    open, or $MEMTRACE_OUTPUT, or ``memtrace-%p.bin``. Allocations live before the start are
+    written as ``untraced``, so the peak is right. ``model`` names the root of module paths
+    (``model.layers.3.attn``); without it a module called with no module running is a root,
+    named by its class. ``modules=False`` leaves nn.Module attribution off.
+
+    Returns the trace file's path."""
+    library = _native.library()
+    if not _library_routes_allocations():
+        warnings.warn("mem_tracer.start_tracing(): PyTorch's allocations do not go through memtrace "
+                      "in this process; call mem_tracer.switch_allocator() first, or run the script "
+                      "with `python -m mem_tracer run`", stacklevel=2)
+    path = None if output is None else os.fsencode(os.fspath(output))
+    if library.memtrace_start(path) != 0:
+        raise MemTracerError(f"start_tracing(): {_native.last_error()}")
+    if model is not None:
+        _name_modules(model, "model")
+    if modules:
+        _install_module_hooks()
+    global _last_trace
+    _last_trace = output_path()
+    return _last_trace
+
+
+def stop_tracing() -> None:
+    """Stops capturing stacks. Allocations go on being counted (and written, as ``untraced``),
+    so the trace stays right; the file is flushed, ready for report_stats()."""
+    _remove_module_hooks()
+    if _native.library().memtrace_stop() != 0:
+        raise MemTracerError("stop_tracing(): tracing has not started (call start_tracing() first)")
+
+
+def is_tracing() -> bool:
+    """Whether stacks are being captured now."""
+    return bool(_native.library().memtrace_is_tracing())
+
+
+def last_trace() -> Path:
+    """The trace file of the last start_tracing(), flushed if it is still open.
+    MemTracerError when tracing never started in this process."""
+    library = _native.library()
+    if library.memtrace_output_path():
+        library.memtrace_flush()
+        return output_path()
+    if _last_trace is None:
+        raise MemTracerError("tracing has not started: call mem_tracer.start_tracing() (or use "
+                             "`with mem_tracer.trace(...)`) before asking for a report")
+    return _last_trace
+
+
+def output_path() -> Path:
+    """The trace file being written. MemTracerError when tracing has not started."""
+    raw = _native.library().memtrace_output_path()
+    if not raw:
+        raise MemTracerError("no trace file is open: tracing has not started (call start_tracing() "
+                             "or use `with mem_tracer.trace(...)`)")
+    return Path(os.fsdecode(raw))
+
+
+@contextlib.contextmanager
+def trace(output: str | os.PathLike[str] | None = None, *, model: Any = None,
+          modules: bool = True) -> Iterator[Path]:
+    """``with mem_tracer.trace("out.bin"):`` traces the block and closes the file after it.
+
+    Yields the trace file's path."""
+    path = start_tracing(output, model=model, modules=modules)
+    try:
+        yield path
+    finally:
+        _remove_module_hooks()
+        library = _native.library()
+        library.memtrace_stop()
+        library.memtrace_close()
+
+
+def annotate(name: str) -> None:
+    """Writes a named mark (a point in time) into the trace."""
+    if _native.library().memtrace_annotate(name.encode()) != 0:
+        raise MemTracerError(f"annotate(): {_native.last_error()}")
+
+
+@contextlib.contextmanager
+def phase(name: str) -> Iterator[None]:
+    """``with mem_tracer.phase("forward"):`` marks the block as a named phase of the trace."""
+    library = _native.library()
+    if library.memtrace_phase_begin(name.encode()) != 0:
+        raise MemTracerError(f"phase(): {_native.last_error()}")
+    try:
+        yield
+    finally:
+        library.memtrace_phase_end()
+
+
+def memory_allocated(device: int | None = None) -> int:
+    """Bytes of CUDA memory live now, by memtrace's count (PyTorch's own counter raises under
+    a pluggable allocator). ``device=None``: all devices together."""
+    return int(_native.library().memtrace_current_bytes(-1 if device is None else device))
+
+
+def max_memory_allocated(device: int | None = None) -> int:
+    """The most bytes live at once since the library was loaded or the last
+    reset_peak_memory_stats(), counting every allocation it saw, traced or not."""
+    return int(_native.library().memtrace_peak_bytes(-1 if device is None else device))
+
+
+def reset_peak_memory_stats(device: int | None = None) -> None:
+    """Sets the peak to what is live now (all devices, or one)."""
+    _native.library().memtrace_reset_peak(-1 if device is None else device)
+
+
+# ---- nn.Module attribution ---------------------------------------------------------------
+
+
+def _name_modules(root: Any, prefix: str) -> None:
+    for name, module in root.named_modules():
+        _module_names.setdefault(module, f"{prefix}.{name}" if name else prefix)
+
+
+def _module_path(module: Any) -> str:
+    path = _module_names.get(module)
+    if path is None:
+        # Called with no known name: a root of its own, named by its class.
+        _name_modules(module, type(module).__name__)
+        path = _module_names[module]
+    return path
+
+
+def _enter_module(module: Any, args: Any) -> None:
+    _native.library().memtrace_module_enter(_module_path(module).encode())
+
+
+def _exit_module(module: Any, args: Any, output: Any) -> None:
+    _native.library().memtrace_module_exit()
+
+
+def _install_module_hooks() -> None:
+    with _lock:
+        if _module_hooks:
+            return
+        try:
+            from torch.nn.modules import module as torch_module
+        except ImportError:
+            return
+        _module_hooks.append(torch_module.register_module_forward_pre_hook(_enter_module))
+        # always_call: the exit runs even when forward raises, so the stacks stay balanced.
+        _module_hooks.append(torch_module.register_module_forward_hook(_exit_module, always_call=True))
+
+
+def _remove_module_hooks() -> None:
+    with _lock:
+        while _module_hooks:
+            _module_hooks.pop().remove()

@@ -1,0 +1,172 @@
+"""The mem_tracer package, in subprocesses, against the test CUDA runtime (PyTorch's own
+registration of the allocator needs a CUDA build of torch: tests/gpu covers it)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memtrace_testing import ROOT, Build, run
+
+SCRIPTS = Path(__file__).parent / "scripts"
+PACKAGE = ROOT / "python"
+
+
+def tagged_lines(script):
+    lines = {}
+    for number, text in enumerate(script.read_text().splitlines(), start=1):
+        match = re.search(r"# ALLOC:(\w+)", text)
+        if match:
+            lines[match.group(1)] = number
+    return lines
+
+
+def python(*args, env=None, check=True, cwd=None):
+    environment = {"PYTHONPATH": str(PACKAGE)}
+    environment.update(env or {})
+    return run([sys.executable, *args], environment, check=check, cwd=cwd)
+
+
+def test_three_line_flow_reports_the_peak_and_its_lines(build, tmp_path):
+    trace, report = tmp_path / "flow.bin", tmp_path / "report.txt"
+    result = python(SCRIPTS / "flow.py", build.cudart, trace, report)
+    said = json.loads(result.stdout.splitlines()[-1])
+    lines = tagged_lines(SCRIPTS / "flow.py")
+    # The peak is the logits' allocation: weights 64 MiB (untraced) + 3 outputs of 2 MiB +
+    # 10 MiB (a layer's 8 MiB hidden never overlaps more than 66 MiB of the rest).
+    data = said["data"]
+    assert data["summary"]["peak_bytes"] == (64 + 6 + 10) << 20
+    # The library's own counter agrees, and what is live at the end too.
+    assert said["peak"] == data["summary"]["peak_bytes"]
+    assert said["current"] == (64 + 6 + 10) << 20
+    rows = {(row.get("line"), row["location"].split(" ")[-1]): row["bytes"] for row in data["live"]["rows"]}
+    assert rows == {(None, "untraced"): 64 << 20, (lines["logits"], "(model)"): 10 << 20,
+                    (lines["out"], "(layer)"): 6 << 20}
+    assert data["live"]["rows"][0]["location"] == "untraced"
+    assert all(row["file"] == str(SCRIPTS / "flow.py") for row in data["live"]["rows"][1:])
+    assert [(m["kind"], m["name"]) for m in data["markers"]] == [
+        ("annotation", "start"), ("phase-begin", "forward"), ("phase-end", "")]
+    text = report.read_text()
+    assert "Mem         Cumulative Mem  Median" in text
+    assert f"flow.py:{lines['logits']} (model)" in text
+    assert said["trace"] == str(trace)
+
+
+def test_counters_track_every_allocation(build, tmp_path):
+    code = f"""
+import ctypes, sys
+ctypes.CDLL({str(build.cudart)!r}, mode=ctypes.RTLD_GLOBAL)
+import mem_tracer
+from mem_tracer import _native
+lib = _native.library()
+a = lib.memtrace_alloc(1000, 0, None)
+b = lib.memtrace_alloc(3000, 1, None)
+lib.memtrace_free(a, 1000, 0, None)
+print(mem_tracer.memory_allocated(), mem_tracer.max_memory_allocated(),
+      mem_tracer.memory_allocated(1), mem_tracer.max_memory_allocated(0))
+mem_tracer.reset_peak_memory_stats()
+print(mem_tracer.max_memory_allocated())
+"""
+    out = python("-c", code).stdout.split()
+    assert out == ["3000", "4000", "3000", "1000", "3000"]
+
+
+@pytest.mark.parametrize("naming", ["named", "unnamed"])
+def test_module_attribution(build, tmp_path, naming):
+    result = python(SCRIPTS / "modules.py", build.cudart, tmp_path / "modules.bin", naming)
+    by_module = json.loads(result.stdout.splitlines()[-1])
+    root = "model" if naming == "named" else "Model"
+    assert by_module == {
+        f"{root}.layers.0.attn": 3 << 20, f"{root}.layers.1.attn": 3 << 20,
+        f"{root}.layers.0.mlp": 1 << 20, f"{root}.layers.1.mlp": 1 << 20,
+        root: 7 << 20, "<no module>": 5 << 20}
+
+
+def test_run_traces_an_unmodified_script(build, tmp_path):
+    script = SCRIPTS / "unmodified.py"
+    lines = tagged_lines(script)
+    result = python("-m", "mem_tracer", "run", "--output", tmp_path / "run-%p.bin", "--top", "5",
+                    script, build.cudart, "3", check=False, cwd=tmp_path)
+    assert result.returncode == 3, result.stderr  # the script's own exit status
+    assert "script done" in result.stdout
+    traces = list(tmp_path.glob("run-*.bin"))
+    assert len(traces) == 1
+    report = result.stdout.split("== mem_tracer: ")[1]
+    assert "Peak memory: 97.00 MiB" in report
+    assert f"unmodified.py:{lines['big']} (build)" in report
+    assert f"unmodified.py:{lines['small']} (<module>)" in report
+
+
+def test_run_without_cuda_allocations_writes_no_trace(build, tmp_path):
+    # The program's own options (--help here) are the program's, not the launcher's.
+    result = python("-m", "mem_tracer", "run", "-o", tmp_path / "x-%p.bin", "-m", "json.tool", "--help",
+                    check=False, cwd=tmp_path)
+    assert result.returncode == 0
+    assert "usage:" in result.stdout and "json.tool" in result.stdout
+    assert "made no CUDA allocation: no trace was written" in result.stderr
+    assert not list(tmp_path.glob("x-*.bin"))
+
+
+def test_switch_allocator_without_cuda(build):
+    result = python("-c", "import mem_tracer; mem_tracer.switch_allocator()", check=False)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "mem_tracer.errors.MemTracerError: switch_allocator() needs CUDA, and PyTorch sees no CUDA "
+        f"device here (torch {torch_version()}, torch.cuda.is_available() is False): run on a machine "
+        "with a GPU and a CUDA build of PyTorch")
+
+
+def torch_version():
+    return run([sys.executable, "-c", "import torch; print(torch.__version__)"]).stdout.strip()
+
+
+def test_switch_allocator_too_late_says_what_to_do(build):
+    # Without a GPU PyTorch cannot get this far: replay PyTorch's own refusal (its message,
+    # from torch/csrc/cuda/CUDAPluggableAllocator.cpp) to check how mem_tracer explains it.
+    code = """
+import torch, mem_tracer
+torch.cuda.is_available = lambda: True
+torch.cuda.memory.CUDAPluggableAllocator = lambda *args: object()
+def refuse(allocator):
+    raise RuntimeError("Can't swap an already initialized allocator")
+torch.cuda.memory.change_current_allocator = refuse
+try:
+    mem_tracer.switch_allocator()
+except mem_tracer.MemTracerError as error:
+    print(error)
+"""
+    said = python("-c", code).stdout
+    assert said.startswith("switch_allocator() came too late: this process has already allocated")
+    assert "python -m mem_tracer run script.py" in said
+
+
+def test_using_tracing_before_it_started(build):
+    code = """
+import mem_tracer
+for call in (mem_tracer.stop_tracing, mem_tracer.report_stats, lambda: mem_tracer.annotate("x")):
+    try:
+        call()
+    except mem_tracer.MemTracerError as error:
+        print(error)
+"""
+    said = python("-c", code).stdout.splitlines()
+    assert said == [
+        "stop_tracing(): tracing has not started (call start_tracing() first)",
+        "tracing has not started: call mem_tracer.start_tracing() (or use `with mem_tracer.trace(...)`) "
+        "before asking for a report",
+        "annotate(): tracing has not started: call memtrace_start() first"]
+
+
+def test_library_not_found(build, tmp_path):
+    # A copy of the package away from the build directory, as if installed without its parts.
+    shutil.copytree(PACKAGE / "mem_tracer", tmp_path / "mem_tracer")
+    code = "import mem_tracer\ntry:\n    mem_tracer.start_tracing()\nexcept mem_tracer.MemTracerError as e:\n    print(e)"
+    said = run([sys.executable, "-c", code], {"PYTHONPATH": str(tmp_path)}).stdout
+    assert said.startswith("libmemtrace.so not found (looked in ")
+    assert str(tmp_path / "mem_tracer" / "lib" / "libmemtrace.so") in said
+    assert said.rstrip().endswith("build it with `make build` in the memtrace checkout, or install the "
+                                  "package with pip")
