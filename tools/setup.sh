@@ -61,6 +61,11 @@ if ! "$PYTHON" -c "import pytest" 2>/dev/null; then
   echo "setup: installing pytest"
   pip_install pytest
 fi
+# The build backend of `pip install .` (the tests install without build isolation).
+if ! "$PYTHON" -c "import scikit_build_core" 2>/dev/null; then
+  echo "setup: installing scikit-build-core"
+  pip_install "scikit-build-core>=0.10"
+fi
 if ! "$PYTHON" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
   echo "setup: installing torch==2.13.0"
   pip_install torch==2.13.0
