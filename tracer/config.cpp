@@ -73,6 +73,11 @@ Config readConfig() {
   config.autostart = parseFlag("MEMTRACE_AUTOSTART");
   config.keep_torch_allocator = parseFlag("MEMTRACE_KEEP_TORCH_ALLOCATOR") == 1;
   config.verbose = parseFlag("MEMTRACE_VERBOSE") == 1;
+  if (const char* walker = getenv("MEMTRACE_PYTHON_WALKER"); walker && *walker) {
+    if (!strcmp(walker, "api")) config.python_public_api_only = true;
+    else if (strcmp(walker, "auto") != 0)
+      warn("MEMTRACE_PYTHON_WALKER must be auto or api; using auto, not ", walker);
+  }
   return config;
 }
 

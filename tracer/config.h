@@ -10,6 +10,8 @@
 //                          (1 when preloaded, 0 when loaded by dlopen)
 //   MEMTRACE_KEEP_TORCH_ALLOCATOR  1: under LD_PRELOAD, leave PyTorch's caching allocator
 //                          in front (events are then segments)      (0)
+//   MEMTRACE_PYTHON_WALKER api: walk Python frames through the public C API only, never
+//                          directly (Note [Walking CPython's frames directly])  (auto)
 //   MEMTRACE_VERBOSE       1: say on stderr where the trace goes    (0)
 #pragma once
 
@@ -28,6 +30,7 @@ struct Config {
   int autostart;  // -1: not set
   bool keep_torch_allocator;
   bool verbose;
+  bool python_public_api_only;
 };
 
 // Reads the environment. Safe to call before main (from a constructor) and at run time.

@@ -58,6 +58,13 @@ class GcPause {
 // `max`, keeping the innermost). Returns the count.
 size_t captureStack(RawFrame* frames, size_t max);
 
+// Walks only through the public API from now on (MEMTRACE_PYTHON_WALKER=api).
+void usePublicApiOnly();
+
+// How stacks are being walked: "direct" (Note [Walking CPython's frames directly]),
+// "checking" (both ways, until they have agreed enough) or "public API".
+const char* walkerName();
+
 // The metadata of a captured frame, or nullptr if it cannot be had (out of memory).
 // Holds a reference to the code object, so that its address can never be reused by
 // another code object and mislabel a frame. Called under the recorder's lock.

@@ -402,6 +402,7 @@ void initialize() {
   bool preloaded = loadedByPreload();
   bool autostart = g_config.autostart >= 0 ? g_config.autostart == 1 : preloaded;
   python::loadApi();
+  if (g_config.python_public_api_only) python::usePublicApiOnly();
   if (format::wantsNative(g_config.stack_mode)) native::loadUnwinder();
   pthread_atfork(forkPrepare, forkParent, forkChild);
   atexit(onExit);
@@ -545,6 +546,7 @@ MEMTRACE_EXPORT int memtrace_start(const char* path) {
   // Settings may have changed since load (a Python program sets MEMTRACE_STACKS first).
   Config config = readConfig();
   python::loadApi();
+  if (config.python_public_api_only) python::usePublicApiOnly();
   if (format::wantsNative(config.stack_mode)) native::loadUnwinder();
   MutexLock lock;
   // The setting of the running file's stack mode is what its ProcessInfo said; a changed
@@ -692,6 +694,14 @@ MEMTRACE_EXPORT void memtrace_reset_peak(int device) {
   MutexLock lock;
   for (int index = 0; index <= kMaxDevices; ++index)
     if (device < 0 || index == counterIndex(device)) g_peak[index] = g_current[index];
+}
+
+MEMTRACE_EXPORT const char* memtrace_diagnostics(void) {
+  static char text[128];
+  MutexLock lock;
+  snprintf(text, sizeof(text), "python-walker=%s unwinder=%s", python::walkerName(),
+           native::unwinderName());
+  return text;
 }
 
 MEMTRACE_EXPORT const char* memtrace_last_error(void) { return g_last_error; }

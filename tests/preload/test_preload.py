@@ -229,6 +229,27 @@ def test_native_stacks_name_the_calling_functions(build, tmp_path):
     assert frames[-3:] == ["main", "buildLayer", "allocateLayerWeights"]
 
 
+@pytest.mark.parametrize("python", _pythons())
+def test_direct_python_walk_agrees_with_the_public_api(build, tmp_path, python):
+    # Note [Walking CPython's frames directly]: on 3.11-3.13 frames are read directly once
+    # both walks have agreed; the stacks must be exactly the public API's.
+    reports, walkers = [], []
+    for walker in ("auto", "api"):
+        trace = tmp_path / f"{walker}.bin"
+        result = run([python, SCRIPTS / "walk.py", build.cudart],
+                     preloaded(trace, MEMTRACE_PYTHON_WALKER=walker))
+        walkers.append(result.stdout.split()[0])
+        reports.append(run([build.report, trace, "--group-by", "stack", "--top", "0", "--at", "end",
+                            "--format", "csv"]).stdout)
+    assert reports[0] == reports[1]
+    # The generator, the comprehension, the coroutine and the finalizer: four stacks.
+    assert len(reports[0].splitlines()) == 1 + 4
+    version = tuple(int(x) for x in run([python, "-c", "import sys; print(*sys.version_info[:2])"]).stdout.split())
+    direct = (3, 11) <= version <= (3, 13)
+    assert walkers == ["python-walker=direct" if direct else "python-walker=public API",
+                       "python-walker=public API"]
+
+
 def test_threads_without_the_gil_get_no_python_frame(build, tmp_path):
     # ctypes.CDLL releases the GIL around the call, as autograd's threads run without it:
     # the tracer must not walk (or wait for) Python frames then.

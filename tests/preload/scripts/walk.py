@@ -1,0 +1,39 @@
+"""Stacks of every shape the Python walker must get right: deep recursion, generators,
+coroutines, comprehensions, a finalizer. Prints memtrace_diagnostics() at the end.
+
+    python walk.py LIBCUDART"""
+import asyncio
+import ctypes
+import sys
+
+ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+lib = ctypes.PyDLL(None)
+lib.memtrace_diagnostics.restype = ctypes.c_char_p
+lib.testcuda_malloc.restype = ctypes.c_void_p
+lib.testcuda_malloc.argtypes = (ctypes.c_size_t,)
+
+
+def generate():
+    for i in range(50):
+        yield lib.testcuda_malloc(4096 + i)
+
+
+async def coroutine():
+    await asyncio.sleep(0)
+    return [lib.testcuda_malloc(8192) for _ in range(30)]
+
+
+def deep(depth):
+    if depth == 0:
+        return list(generate()) + [lib.testcuda_malloc(100) for _ in range(100)]
+    return deep(depth - 1)
+
+
+class Finalized:
+    def __del__(self):
+        lib.testcuda_malloc(77)
+
+
+kept = deep(20) + asyncio.run(coroutine())
+Finalized()
+print(lib.memtrace_diagnostics().decode())
