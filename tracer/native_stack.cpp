@@ -151,7 +151,7 @@ bool loadUnwinder() {
 const char* unwinderName() {
   switch (g_unwinder.load(std::memory_order_acquire)) {
     case 1: return "libunwind";
-    case 2: return "glibc backtrace";
+    case 2: return "glibc-backtrace";
     default: return "none";
   }
 }

@@ -250,7 +250,7 @@ const char* walkerName() {
   switch (g_fast_walk.load(std::memory_order_relaxed)) {
     case FastWalk::kTrusted: return "direct";
     case FastWalk::kChecking: return "checking";
-    case FastWalk::kOff: return "public API";
+    case FastWalk::kOff: return "public-api";
   }
   return "?";
 }

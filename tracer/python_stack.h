@@ -62,7 +62,7 @@ size_t captureStack(RawFrame* frames, size_t max);
 void usePublicApiOnly();
 
 // How stacks are being walked: "direct" (Note [Walking CPython's frames directly]),
-// "checking" (both ways, until they have agreed enough) or "public API".
+// "checking" (both ways, until they have agreed enough) or "public-api".
 const char* walkerName();
 
 // The metadata of a captured frame, or nullptr if it cannot be had (out of memory).

@@ -246,8 +246,8 @@ def test_direct_python_walk_agrees_with_the_public_api(build, tmp_path, python):
     assert len(reports[0].splitlines()) == 1 + 4
     version = tuple(int(x) for x in run([python, "-c", "import sys; print(*sys.version_info[:2])"]).stdout.split())
     direct = (3, 11) <= version <= (3, 13)
-    assert walkers == ["python-walker=direct" if direct else "python-walker=public API",
-                       "python-walker=public API"]
+    assert walkers == ["python-walker=direct" if direct else "python-walker=public-api",
+                       "python-walker=public-api"]
 
 
 def test_threads_without_the_gil_get_no_python_frame(build, tmp_path):
