@@ -65,7 +65,7 @@ MEMTRACE_EXPORT uint64_t memtrace_peak_bytes(int device);
 MEMTRACE_EXPORT void memtrace_reset_peak(int device);
 
 /* How this process records, for troubleshooting: "python-walker=<direct|checking|public-api>
-  * unwinder=<libunwind|glibc-backtrace|none>" (the unwinder once native stacks were asked for). */
+ * unwinder=<libunwind|glibc-backtrace|none>" (the unwinder once native stacks were asked for). */
 MEMTRACE_EXPORT const char* memtrace_diagnostics(void);
 
 /* The last error of this library as one line ("" when none). */

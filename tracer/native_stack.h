@@ -34,7 +34,7 @@ bool loadUnwinder();
 // first frame outside libmemtrace.so.
 size_t captureStack(uintptr_t* ips, size_t max, const void* caller);
 
-// Which unwinder captureStack uses ("libunwind", "glibc backtrace" or "none").
+// Which unwinder captureStack uses ("libunwind", "glibc-backtrace" or "none").
 const char* unwinderName();
 
 // The loaded modules. covers() and forEachUnwritten() may be called under the recorder's
