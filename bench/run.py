@@ -40,9 +40,11 @@ def record_benchmarks(work):
     return medians
 
 
-def python_benchmarks(work):
+def python_benchmarks(work, walker):
+    env = environment(work)
+    env["MEMTRACE_PYTHON_WALKER"] = walker
     output = subprocess.run([sys.executable, ROOT / "bench" / "python_stacks.py", WORKLOAD],
-                            env=environment(work), capture_output=True, text=True, check=True).stdout
+                            env=env, capture_output=True, text=True, check=True).stdout
     return [json.loads(line) for line in output.splitlines()]
 
 
@@ -77,11 +79,12 @@ def main():
         native = r["TracedNative32"]
         print(f"| traced, native stack 32 deep (allocation) | {native['ns_per_pair']:.0f} | {direct:.0f} | "
               f"{native['ns_per_pair'] - direct - no_stack_event:.0f} | {native['bytes_per_event']:.2f} |")
-        for result in python_benchmarks(work):
-            cost = result["traced_ns_per_pair"] - result["direct_ns_per_pair"] - no_stack_event
-            print(f"| traced, Python stack {result['python_depth']} deep, {result['stack']} (allocation) | "
-                  f"{result['traced_ns_per_pair']:.0f} | {result['direct_ns_per_pair']:.0f} | {cost:.0f} | "
-                  f"{result['bytes_per_event']:.2f} |")
+        for walker, how in (("auto", "direct walk"), ("api", "public C API")):
+            for result in python_benchmarks(work, walker):
+                cost = result["traced_ns_per_pair"] - result["direct_ns_per_pair"] - no_stack_event
+                print(f"| traced, Python stack {result['python_depth']} deep, {result['stack']}, {how} "
+                      f"(allocation) | {result['traced_ns_per_pair']:.0f} | {result['direct_ns_per_pair']:.0f} | "
+                      f"{cost:.0f} | {result['bytes_per_event']:.2f} |")
 
         print("\n| report | events | trace size | wall time | events/s | peak RSS |")
         print("|---|---:|---:|---:|---:|---:|")
