@@ -141,98 +141,98 @@ uint32_t RecordWriter::internFrame(python::FrameInfo* frame, bool* ok) {
   return id;
 }
 
-uint32_t RecordWriter::internPythonStack(ThreadState& thread, bool* ok) {
-  size_t count = thread.python_count;
-  if (count == 0) return 0;
-  if (thread.cache_generation != generation_) {
-    thread.cache_generation = generation_;
-    thread.cached_python_count = 0;
-    thread.cached_native_count = 0;
-  }
-  // Frames outermost first: frame i is python_frames[count - 1 - i]. The outer frames the
-  // stack shares with this thread's previous one keep their nodes.
+namespace {
+
+// Interns the stack `captured` (innermost first) into a trie, through the thread's cache of
+// its last stack (`cached`, outermost first; cached_nodes[i] is the node of cached[0, i]):
+// the outer frames both share keep their nodes, and only the others are looked up, with
+// intern(parent node, frame, the frame's parent or nullptr), which returns the frame's node
+// (0 on failure).
+template <typename Frame, typename Intern>
+uint32_t internThroughCache(const Frame* captured, size_t count, Frame* cached,
+                            uint32_t* cached_nodes, size_t* cached_count, Intern&& intern) {
   size_t common = 0;
-  size_t limit = count < thread.cached_python_count ? count : thread.cached_python_count;
-  while (common < limit && thread.cached_python[common] == thread.python_frames[count - 1 - common])
-    ++common;
-  uint32_t parent = common ? thread.cached_python_nodes[common - 1] : 0;
+  size_t limit = count < *cached_count ? count : *cached_count;
+  while (common < limit && cached[common] == captured[count - 1 - common]) ++common;
+  uint32_t parent = common ? cached_nodes[common - 1] : 0;
   for (size_t i = common; i < count; ++i) {
-    const python::RawFrame& raw = thread.python_frames[count - 1 - i];
-    python::FrameInfo* info = python::resolveFrame(raw);
-    uint32_t frame = internFrame(info ? info : &g_unknown_frame, ok);
-    if (!*ok) {
-      thread.cached_python_count = 0;
+    const Frame& frame = captured[count - 1 - i];
+    uint32_t node = intern(parent, frame, i ? &cached[i - 1] : nullptr);
+    if (!node) {
+      *cached_count = 0;
       return 0;
     }
-    NodeKey key{parent, 0, frame};
-    uint32_t node;
-    if (uint32_t* known = python_nodes_.find(key)) {
-      node = *known;
-    } else {
-      uint8_t* p = file_.reserve(24);
-      if (!p) {
-        *ok = false;
-        thread.cached_python_count = 0;
-        return 0;
-      }
-      p = putType(p, RecordType::kPythonStack);
-      p = putVarint(p, parent);
-      p = putVarint(p, frame);
-      file_.commit(p);
-      node = ++python_node_count_;
-      python_nodes_.insert(key, node);
-    }
-    thread.cached_python[i] = raw;
-    thread.cached_python_nodes[i] = node;
+    cached[i] = frame;
+    cached_nodes[i] = node;
     parent = node;
   }
-  thread.cached_python_count = count;
+  *cached_count = count;
   return parent;
 }
 
+}  // namespace
+
+void RecordWriter::syncThreadCache(ThreadState& thread) const {
+  if (thread.cache_generation == generation_) return;
+  thread.cache_generation = generation_;
+  thread.cached_python_count = 0;
+  thread.cached_native_count = 0;
+}
+
+template <typename Write>
+uint32_t RecordWriter::internNode(NodeMap& nodes, uint32_t* count, NodeKey key, Write&& write) {
+  if (uint32_t* known = nodes.find(key)) return *known;
+  if (!write()) return 0;
+  uint32_t node = ++*count;
+  nodes.insert(key, node);
+  return node;
+}
+
+uint32_t RecordWriter::internPythonStack(ThreadState& thread, bool* ok) {
+  if (thread.python_count == 0) return 0;
+  syncThreadCache(thread);
+  uint32_t leaf = internThroughCache(
+      thread.python_frames, thread.python_count, thread.cached_python, thread.cached_python_nodes,
+      &thread.cached_python_count,
+      [&](uint32_t parent, const python::RawFrame& raw, const python::RawFrame*) -> uint32_t {
+        python::FrameInfo* info = python::resolveFrame(raw);
+        uint32_t frame = internFrame(info ? info : &g_unknown_frame, ok);
+        if (!*ok) return 0;
+        return internNode(python_nodes_, &python_node_count_, NodeKey{parent, 0, frame}, [&] {
+          uint8_t* p = file_.reserve(24);
+          if (!p) return false;
+          p = putType(p, RecordType::kPythonStack);
+          p = putVarint(p, parent);
+          p = putVarint(p, frame);
+          file_.commit(p);
+          return true;
+        });
+      });
+  if (!leaf) *ok = false;
+  return leaf;
+}
+
 uint32_t RecordWriter::internNativeStack(ThreadState& thread, bool* ok, bool* unknown_module) {
-  size_t count = thread.native_count;
-  if (count == 0) return 0;
-  if (thread.cache_generation != generation_) {
-    thread.cache_generation = generation_;
-    thread.cached_python_count = 0;
-    thread.cached_native_count = 0;
-  }
-  size_t common = 0;
-  size_t limit = count < thread.cached_native_count ? count : thread.cached_native_count;
-  while (common < limit && thread.cached_native[common] == thread.native_ips[count - 1 - common])
-    ++common;
-  uint32_t parent = common ? thread.cached_native_nodes[common - 1] : 0;
-  uintptr_t parent_ip = common ? thread.cached_native[common - 1] : 0;
-  for (size_t i = common; i < count; ++i) {
-    uintptr_t ip = thread.native_ips[count - 1 - i];
-    NodeKey key{parent, 0, ip};
-    uint32_t node;
-    if (uint32_t* known = native_nodes_.find(key)) {
-      node = *known;
-    } else {
-      uint8_t* p = file_.reserve(24);
-      if (!p) {
-        *ok = false;
-        thread.cached_native_count = 0;
-        return 0;
-      }
-      p = putType(p, RecordType::kNativeStack);
-      p = putVarint(p, parent);
-      p = putZigzag(p, static_cast<int64_t>(ip - parent_ip));
-      file_.commit(p);
-      node = ++native_node_count_;
-      native_nodes_.insert(key, node);
-      // A new node is the only time an address is seen first: check its module then.
-      if (!native::moduleTableCovers(ip)) *unknown_module = true;
-    }
-    thread.cached_native[i] = ip;
-    thread.cached_native_nodes[i] = node;
-    parent = node;
-    parent_ip = ip;
-  }
-  thread.cached_native_count = count;
-  return parent;
+  if (thread.native_count == 0) return 0;
+  syncThreadCache(thread);
+  uint32_t leaf = internThroughCache(
+      thread.native_ips, thread.native_count, thread.cached_native, thread.cached_native_nodes,
+      &thread.cached_native_count,
+      [&](uint32_t parent, uintptr_t ip, const uintptr_t* parent_ip) -> uint32_t {
+        return internNode(native_nodes_, &native_node_count_, NodeKey{parent, 0, ip}, [&] {
+          uint8_t* p = file_.reserve(24);
+          if (!p) return false;
+          p = putType(p, RecordType::kNativeStack);
+          p = putVarint(p, parent);
+          p = putZigzag(p, static_cast<int64_t>(ip - (parent_ip ? *parent_ip : 0)));
+          file_.commit(p);
+          // A new node is the only time an address is seen first: check its module then.
+          if (!native::moduleTableCovers(ip)) *unknown_module = true;
+          return true;
+        });
+      });
+  if (!leaf) *ok = false;
+  return leaf;
 }
 
 bool RecordWriter::writeNewModules() {

@@ -85,6 +85,8 @@ class RecordWriter {
   bool writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address, const uint64_t* size,
                   uint32_t python_stack, uint32_t native_stack);
   uint64_t timeDelta(uint64_t time_ns);
+  // Forgets the thread's cached stack if it belongs to another file's tables.
+  void syncThreadCache(ThreadState& thread) const;
 
   struct StringEntry {
     const char* data;
@@ -112,6 +114,11 @@ class RecordWriter {
     uint64_t operator()(const NodeKey& k) const { return mixBits(k.child * 31 + k.parent); }
   };
 
+  using NodeMap = FlatMap<NodeKey, uint32_t, NodeKeyHash>;
+  // The node `key` of a stack trie, calling write() to write its record if it is new.
+  template <typename Write>
+  uint32_t internNode(NodeMap& nodes, uint32_t* count, NodeKey key, Write&& write);
+
   TraceFile& file_;
   uint32_t generation_ = 0;
 
@@ -120,9 +127,9 @@ class RecordWriter {
   uint32_t string_count_ = 0;
   FlatMap<FrameKey, uint32_t, FrameKeyHash> frames_;
   uint32_t frame_count_ = 0;
-  FlatMap<NodeKey, uint32_t, NodeKeyHash> python_nodes_;
+  NodeMap python_nodes_;
   uint32_t python_node_count_ = 0;
-  FlatMap<NodeKey, uint32_t, NodeKeyHash> native_nodes_;
+  NodeMap native_nodes_;
   uint32_t native_node_count_ = 0;
   uint64_t devices_written_ = 0;  // bit d: device d has its kDevice record
 

@@ -422,96 +422,99 @@ void setDeviceDescriber(DeviceDescriber describer) {
   g_describer.store(describer, std::memory_order_release);
 }
 
+namespace {
+
+// The steps of recording an event before the lock (capture) and the records that go before
+// the event itself, shared by allocations, frees and failed allocations.
+class EventRecording {
+ public:
+  EventRecording(const EventSource& source, bool is_free)
+      : gc_pause_(g_tracing.load(std::memory_order_relaxed) && (!is_free || g_config.free_stacks) &&
+                  python::threadHoldsGil()),
+        capture_(captureStacks(is_free, source.caller)) {}
+
+  // After the lock is released: a native frame outside every known module asks for a
+  // refresh of the module table (which takes the loader's lock: Note [Lock order]).
+  ~EventRecording() { refreshModulesIfNeeded(unknown_module_); }
+
+  // With g_mutex held: the device (once a file), the context, the thread's module scope and
+  // the stacks of the event. False when the file could not take them.
+  bool writePrelude(const EventSource& source, int device, format::Level level,
+                    uint32_t* python_stack, uint32_t* native_stack) {
+    EventContext context{capture_.thread ? capture_.thread->thread_id : currentThreadId(), device,
+                         source.stream, source.api, level};
+    return writeDeviceIfNew(device) && g_writer.setContext(context) && writeModuleScope() &&
+           internStacks(capture_, python_stack, native_stack, &unknown_module_);
+  }
+
+ private:
+  python::GcPause gc_pause_;  // from before the capture until the stacks are interned
+  Capture capture_;
+  bool unknown_module_ = false;
+};
+
+}  // namespace
+
 void recordAlloc(const RecursionGuard&, const EventSource& source, const void* address,
                  uint64_t size) {
   ensureRecorderInitialized();
   describeDevice(source.device);
-  python::GcPause gc_pause(g_tracing.load(std::memory_order_relaxed) && python::threadHoldsGil());
-  Capture capture = captureStacks(false, source.caller);
-  bool unknown_module = false;
-  {
-    MutexLock lock;
-    uint64_t time = monotonicNow();
-    // The file opens (with its snapshot of the live table) before this allocation joins
-    // the live table, so that it is written once.
-    bool writing = ensureFileOpen();
-    LiveAllocation live{size, static_cast<int16_t>(source.device), source.level, source.api};
-    bool inserted = false;
-    LiveAllocation* slot = g_live.insert(reinterpret_cast<uintptr_t>(address), live, &inserted);
-    if (slot && !inserted) {
-      // A free we never saw (freed through a path we do not hook): the new allocation
-      // replaces it. The reader does the same (docs/trace-format.md).
-      countFree(slot->device, slot->size);
-      *slot = live;
-    }
-    countAlloc(source.device, size);
-    if (writing) {
-      uint32_t python_stack = 0, native_stack = 0;
-      EventContext context{capture.thread ? capture.thread->thread_id : currentThreadId(),
-                           source.device, source.stream, source.api, source.level};
-      bool ok = writeDeviceIfNew(source.device) && g_writer.setContext(context) &&
-                writeModuleScope() &&
-                internStacks(capture, &python_stack, &native_stack, &unknown_module) &&
-                g_writer.writeAlloc(time, reinterpret_cast<uintptr_t>(address), size,
-                                    python_stack, native_stack);
-      if (!ok) failWrite();
-      afterRecord();
-    }
+  EventRecording recording(source, /*is_free=*/false);
+  MutexLock lock;
+  uint64_t time = monotonicNow();
+  // The file opens (with its snapshot of the live table) before this allocation joins the
+  // live table, so that it is written once.
+  bool writing = ensureFileOpen();
+  LiveAllocation live{size, static_cast<int16_t>(source.device), source.level, source.api};
+  bool inserted = false;
+  LiveAllocation* slot = g_live.insert(reinterpret_cast<uintptr_t>(address), live, &inserted);
+  if (slot && !inserted) {
+    // A free we never saw (freed through a path we do not hook): the new allocation replaces
+    // it. The reader does the same (docs/trace-format.md).
+    countFree(slot->device, slot->size);
+    *slot = live;
   }
-  refreshModulesIfNeeded(unknown_module);
+  countAlloc(source.device, size);
+  if (!writing) return;
+  uint32_t python_stack = 0, native_stack = 0;
+  if (!recording.writePrelude(source, source.device, source.level, &python_stack, &native_stack) ||
+      !g_writer.writeAlloc(time, reinterpret_cast<uintptr_t>(address), size, python_stack,
+                           native_stack))
+    failWrite();
+  afterRecord();
 }
 
 void recordFree(const RecursionGuard&, const EventSource& source, const void* address) {
   ensureRecorderInitialized();
-  python::GcPause gc_pause(g_config.free_stacks && g_tracing.load(std::memory_order_relaxed) &&
-                           python::threadHoldsGil());
-  Capture capture = captureStacks(true, source.caller);
-  bool unknown_module = false;
-  {
-    MutexLock lock;
-    uint64_t time = monotonicNow();
-    bool writing = ensureFileOpen();
-    LiveAllocation live;
-    if (!g_live.erase(reinterpret_cast<uintptr_t>(address), &live)) return;
-    countFree(live.device, live.size);
-    if (writing) {
-      uint32_t python_stack = 0, native_stack = 0;
-      EventContext context{capture.thread ? capture.thread->thread_id : currentThreadId(),
-                           live.device, source.stream, source.api, live.level};
-      bool ok = g_writer.setContext(context) && writeModuleScope() &&
-                internStacks(capture, &python_stack, &native_stack, &unknown_module) &&
-                g_writer.writeFree(time, reinterpret_cast<uintptr_t>(address), python_stack,
-                                   native_stack);
-      if (!ok) failWrite();
-      afterRecord();
-    }
-  }
-  refreshModulesIfNeeded(unknown_module);
+  EventRecording recording(source, /*is_free=*/true);
+  MutexLock lock;
+  uint64_t time = monotonicNow();
+  bool writing = ensureFileOpen();
+  LiveAllocation live;
+  if (!g_live.erase(reinterpret_cast<uintptr_t>(address), &live)) return;
+  countFree(live.device, live.size);
+  if (!writing) return;
+  uint32_t python_stack = 0, native_stack = 0;
+  if (!recording.writePrelude(source, live.device, live.level, &python_stack, &native_stack) ||
+      !g_writer.writeFree(time, reinterpret_cast<uintptr_t>(address), python_stack, native_stack))
+    failWrite();
+  afterRecord();
 }
 
 void recordFailedAlloc(const RecursionGuard&, const EventSource& source, uint64_t size) {
   ensureRecorderInitialized();
   describeDevice(source.device);
-  python::GcPause gc_pause(g_tracing.load(std::memory_order_relaxed) && python::threadHoldsGil());
-  Capture capture = captureStacks(false, source.caller);
-  bool unknown_module = false;
-  {
-    MutexLock lock;
-    uint64_t time = monotonicNow();
-    if (ensureFileOpen()) {
-      uint32_t python_stack = 0, native_stack = 0;
-      EventContext context{capture.thread ? capture.thread->thread_id : currentThreadId(),
-                           source.device, source.stream, source.api, source.level};
-      bool ok = writeDeviceIfNew(source.device) && g_writer.setContext(context) &&
-                writeModuleScope() &&
-                internStacks(capture, &python_stack, &native_stack, &unknown_module) &&
-                g_writer.writeFailedAlloc(time, size, python_stack, native_stack);
-      if (!ok) failWrite();
-      // An OOM is often followed by the process dying: get it on disk now.
-      else if (!g_file.flush()) failWrite();
-    }
-  }
-  refreshModulesIfNeeded(unknown_module);
+  EventRecording recording(source, /*is_free=*/false);
+  MutexLock lock;
+  uint64_t time = monotonicNow();
+  if (!ensureFileOpen()) return;
+  uint32_t python_stack = 0, native_stack = 0;
+  if (!recording.writePrelude(source, source.device, source.level, &python_stack, &native_stack) ||
+      !g_writer.writeFailedAlloc(time, size, python_stack, native_stack))
+    failWrite();
+  // An OOM is often followed by the process dying: get it on disk now.
+  else if (!g_file.flush())
+    failWrite();
 }
 
 }  // namespace memtrace
