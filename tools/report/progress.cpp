@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
 namespace memtrace::report {
@@ -25,13 +26,18 @@ int64_t nowMs() {
       .count();
 }
 
-constexpr int64_t kQuietMs = 500;  // a pass shorter than this prints nothing
+// A pass shorter than this prints nothing. MEMTRACE_PROGRESS_DELAY_MS changes it (the
+// tests set 0, so that even a small trace shows every pass).
+int64_t quietMs() {
+  const char* text = std::getenv("MEMTRACE_PROGRESS_DELAY_MS");
+  return text && *text ? std::atoll(text) : 500;
+}
 constexpr auto kEvery = std::chrono::milliseconds(200);
 
 }  // namespace
 
 Progress::Progress(std::string trace_name, uint64_t file_bytes)
-    : trace_name_(std::move(trace_name)), file_bytes_(file_bytes) {
+    : trace_name_(std::move(trace_name)), file_bytes_(file_bytes), quiet_ms_(quietMs()) {
   enabled_ = isatty(STDERR_FILENO) == 1 && file_bytes_ > 0;
   if (enabled_) thread_ = std::thread([this] { run(); });
 }
@@ -44,6 +50,16 @@ void Progress::pass(const std::string& what) {
   what_ = what;
   pass_start_bytes_ = bytesReadSoFar();
   pass_start_ms_ = nowMs();
+  if (quiet_ms_ <= 0) show();
+}
+
+void Progress::show() {
+  uint64_t read = bytesReadSoFar() - pass_start_bytes_;
+  double share = std::min(1.0, static_cast<double>(read) / static_cast<double>(file_bytes_));
+  std::fprintf(stderr, "\r\x1b[Kmemtrace-report: %s: %s %3.0f%%", trace_name_.c_str(),
+               what_.c_str(), share * 100);
+  std::fflush(stderr);
+  shown_ = true;
 }
 
 void Progress::done() {
@@ -62,13 +78,8 @@ void Progress::done() {
 void Progress::run() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, kEvery, [this] { return stopping_; })) {
-    if (what_.empty() || nowMs() - pass_start_ms_ < kQuietMs) continue;
-    uint64_t read = bytesReadSoFar() - pass_start_bytes_;
-    double share = std::min(1.0, static_cast<double>(read) / static_cast<double>(file_bytes_));
-    std::fprintf(stderr, "\r\x1b[Kmemtrace-report: %s: %s %3.0f%%", trace_name_.c_str(),
-                 what_.c_str(), share * 100);
-    std::fflush(stderr);
-    shown_ = true;
+    if (what_.empty() || nowMs() - pass_start_ms_ < quiet_ms_) continue;
+    show();
   }
 }
 

@@ -7,7 +7,8 @@
 // 200 ms, and the share of the trace file that makes since the pass began. It is an
 // estimate (symbolization reads debug files too; it is clamped to 100 %) and costs the
 // reads nothing. Nothing is printed unless stderr is a terminal, nor for a pass that ends
-// within half a second.
+// within half a second (MEMTRACE_PROGRESS_DELAY_MS sets another delay; 0 prints each pass
+// as it begins).
 #pragma once
 
 #include <condition_variable>
@@ -35,9 +36,11 @@ class Progress {
 
  private:
   void run();
+  void show();  // with mutex_ held
 
   std::string trace_name_;
   uint64_t file_bytes_;
+  int64_t quiet_ms_;
   bool enabled_ = false;
   std::mutex mutex_;
   std::condition_variable wake_;

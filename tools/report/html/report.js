@@ -201,9 +201,12 @@
       .attr('fill', 'transparent');
     overlay.on('mousemove', function () {
       const [mx, my] = d3.mouse(this);
-      const t = x.invert(mx);
-      const i = Math.max(0, bisect(samples, t) - 1);
+      // The highest sample within a few pixels: a spike one event wide stays catchable.
+      let i = Math.max(0, bisect(samples, x.invert(mx - 3)) - 1);
+      const last = Math.max(0, bisect(samples, x.invert(mx + 3)) - 1);
+      for (let j = i + 1; j <= last; j++) if (samples[j].total > samples[i].total) i = j;
       const sample = samples[i];
+      const t = sample.t;
       const atBytes = y.invert(my);
       let under = -1;
       for (let lane = 0; lane < laneCount; lane++) {
@@ -263,7 +266,7 @@
     };
     const svg = d3.select('#flame').append('svg').attr('width', width).attr('height', height);
     const frames = svg.selectAll('g').data(root.descendants()).enter().append('g')
-      .attr('class', 'flame-frame').attr('data-bytes', d => d.data.bytes);
+      .attr('class', 'flame-frame').attr('data-name', d => d.data.name).attr('data-bytes', d => d.data.bytes);
     frames.append('rect').attr('height', rowHeight - 1).attr('fill', colorOf);
     frames.append('text').attr('y', rowHeight - 5).attr('dx', 3);
     frames.on('mousemove', d => {
