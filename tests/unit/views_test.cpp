@@ -108,7 +108,8 @@ TEST_F(ViewsFixture, EveryEventIsASampleWhenBucketsAreFinerThanEvents) {
   options.lanes = 0;
   report::Timeline timeline = report::computeTimeline(reader, summary, locator, no_rows, options);
   std::vector<std::pair<uint64_t, uint64_t>> points;
-  for (const report::TimelineSample& sample : timeline.samples) points.emplace_back(sample.time_ns, sample.bytes);
+  for (const report::TimelineSample& sample : timeline.samples)
+    points.emplace_back(sample.time_ns, sample.bytes);
   EXPECT_EQ(points, (std::vector<std::pair<uint64_t, uint64_t>>{
                         {0, 0}, {10, 100}, {20, 150}, {30, 50}, {40, 120}, {60, 120}}));
   EXPECT_EQ(timeline.lanes, std::vector<std::string>{"all"});
@@ -132,11 +133,12 @@ TEST_F(ViewsFixture, FlameTreeSumsBytesAlongFullStacks) {
   EXPECT_EQ(graph.nodes[0].allocations, 5u);
   auto lines = report::foldedStacks(graph);
   const std::string main = "/home/user/model.py:1 (main)";
-  EXPECT_EQ(lines, (std::vector<std::pair<std::string, uint64_t>>{
-                       {main + ";/home/user/model.py:10 (big)", 100},
-                       {main + ";/home/user/model.py:20 (small)", 50},
-                       {main + ";/home/user/model.py:20 (small);/home/user/model.py:30 (inner)", 50},
-                       {"untraced", 7}}));
+  EXPECT_EQ(lines,
+            (std::vector<std::pair<std::string, uint64_t>>{
+                {main + ";/home/user/model.py:10 (big)", 100},
+                {main + ";/home/user/model.py:20 (small)", 50},
+                {main + ";/home/user/model.py:20 (small);/home/user/model.py:30 (inner)", 50},
+                {"untraced", 7}}));
   // main holds 200: big's 100, then small's 50 and inner's 50 under it.
   const report::FlameNode& main_node = graph.nodes[graph.nodes[0].children[0]];
   EXPECT_EQ(main_node.name, main);
@@ -146,10 +148,15 @@ TEST_F(ViewsFixture, FlameTreeSumsBytesAlongFullStacks) {
 
 TEST(Escape, HtmlAndXmlSpecialsAndBrokenUtf8) {
   EXPECT_EQ(report::escapeXml("</script>\"'&"), "&lt;/script&gt;&quot;&#39;&amp;");
-  EXPECT_EQ(report::escapeXml("a\x01" "b"), "a\xEF\xBF\xBD" "b");
-  EXPECT_EQ(report::validUtf8("ok \xC3\xA9 \xFF \xE2\x82"), "ok \xC3\xA9 \xEF\xBF\xBD \xEF\xBF\xBD\xEF\xBF\xBD");
-  EXPECT_EQ(report::validUtf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
-  EXPECT_EQ(report::validUtf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // overlong '/'
+  EXPECT_EQ(report::escapeXml("a\x01"
+                              "b"),
+            "a\xEF\xBF\xBD"
+            "b");
+  EXPECT_EQ(report::validUtf8("ok \xC3\xA9 \xFF \xE2\x82"),
+            "ok \xC3\xA9 \xEF\xBF\xBD \xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(report::validUtf8("\xED\xA0\x80"),
+            "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");                     // a surrogate
+  EXPECT_EQ(report::validUtf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong '/'
   EXPECT_EQ(report::validUtf8("\xF0\x9F\x98\x80"), "\xF0\x9F\x98\x80");
 }
 

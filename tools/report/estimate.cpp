@@ -64,9 +64,11 @@ Estimate loadEstimate(const std::string& path) {
   auto summary = document.find("summary");
   if (summary == document.end() || !summary->is_object())
     throw std::runtime_error(path + ": the estimate has no \"summary\" object");
-  estimate.peak_requested_bytes = unsignedField(*summary, "peak_requested_bytes", path + ": summary");
+  estimate.peak_requested_bytes =
+      unsignedField(*summary, "peak_requested_bytes", path + ": summary");
   if (summary->contains("peak_allocated_bytes"))
-    estimate.peak_allocated_bytes = unsignedField(*summary, "peak_allocated_bytes", path + ": summary");
+    estimate.peak_allocated_bytes =
+        unsignedField(*summary, "peak_allocated_bytes", path + ": summary");
   auto peak = document.find("peak");
   if (peak != document.end()) {
     if (!peak->is_object()) throw std::runtime_error(path + ": \"peak\" is not an object");

@@ -13,7 +13,9 @@ namespace {
 using nlohmann::json;
 
 // Trace event times are microseconds; keep the nanoseconds as decimals.
-double micros(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
+double micros(uint64_t ns) {
+  return static_cast<double>(ns) / 1000.0;
+}
 
 std::string deviceName(int device) {
   return device < 0 ? std::string("device ?") : fmt::format("cuda:{}", device);
@@ -44,11 +46,20 @@ void exportPerfetto(std::ostream& out, reader::TraceReader& trace, const TraceSu
                    {"peak_time_ns", summary.peak_time_ns}};
   out << "{\"displayTimeUnit\": \"ms\", \"metadata\": "
       << metadata.dump(-1, ' ', false, json::error_handler_t::replace) << ", \"traceEvents\": [";
-  emit({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0},
+  emit({{"ph", "M"},
+        {"name", "process_name"},
+        {"pid", pid},
+        {"tid", 0},
         {"args", {{"name", "memtrace: " + command}}}});
-  emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", kMarksTrack},
+  emit({{"ph", "M"},
+        {"name", "thread_name"},
+        {"pid", pid},
+        {"tid", kMarksTrack},
         {"args", {{"name", "marks"}}}});
-  emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", kPhasesTrack},
+  emit({{"ph", "M"},
+        {"name", "thread_name"},
+        {"pid", pid},
+        {"tid", kPhasesTrack},
         {"args", {{"name", "phases"}}}});
 
   Locator locator(trace.tables(), GroupBy::kLine, FramePolicy::kInnermost);
@@ -64,16 +75,34 @@ void exportPerfetto(std::ostream& out, reader::TraceReader& trace, const TraceSu
     Timeline timeline = computeTimeline(trace, one_device, locator, no_lanes, options);
     std::string counter = "live bytes " + deviceName(device.device);
     for (const TimelineSample& sample : timeline.samples)
-      emit({{"ph", "C"}, {"name", counter}, {"pid", pid}, {"tid", 0}, {"ts", micros(sample.time_ns)},
+      emit({{"ph", "C"},
+            {"name", counter},
+            {"pid", pid},
+            {"tid", 0},
+            {"ts", micros(sample.time_ns)},
             {"args", {{"bytes", sample.bytes}}}});
-    emit({{"ph", "i"}, {"s", "p"}, {"cat", "peak"}, {"pid", pid}, {"tid", kMarksTrack},
-          {"name", fmt::format("peak {} on {}", humanBytes(timeline.peak_bytes), deviceName(device.device))},
+    emit({{"ph", "i"},
+          {"s", "p"},
+          {"cat", "peak"},
+          {"pid", pid},
+          {"tid", kMarksTrack},
+          {"name", fmt::format("peak {} on {}", humanBytes(timeline.peak_bytes),
+                               deviceName(device.device))},
           {"ts", micros(timeline.peak_time_ns)},
-          {"args", {{"bytes", timeline.peak_bytes}, {"device", device.device}, {"event", timeline.peak_event}}}});
+          {"args",
+           {{"bytes", timeline.peak_bytes},
+            {"device", device.device},
+            {"event", timeline.peak_event}}}});
     for (const TimelineFailure& failure : timeline.failures)
-      emit({{"ph", "i"}, {"s", "p"}, {"cat", "oom"}, {"pid", pid}, {"tid", kMarksTrack},
-            {"name", fmt::format("out of memory: {} on {}", humanBytes(failure.size), deviceName(device.device))},
-            {"ts", micros(failure.time_ns)}, {"args", {{"size", failure.size}, {"device", device.device}}}});
+      emit({{"ph", "i"},
+            {"s", "p"},
+            {"cat", "oom"},
+            {"pid", pid},
+            {"tid", kMarksTrack},
+            {"name", fmt::format("out of memory: {} on {}", humanBytes(failure.size),
+                                 deviceName(device.device))},
+            {"ts", micros(failure.time_ns)},
+            {"args", {{"size", failure.size}, {"device", device.device}}}});
     if (marks_written) continue;
     marks_written = true;
     for (const TimelineMark& mark : timeline.marks) {
@@ -87,7 +116,9 @@ void exportPerfetto(std::ostream& out, reader::TraceReader& trace, const TraceSu
           event.update({{"ph", "E"}, {"tid", kPhasesTrack}});
           break;
         default:
-          event.update({{"ph", "i"}, {"s", "p"}, {"tid", kMarksTrack},
+          event.update({{"ph", "i"},
+                        {"s", "p"},
+                        {"tid", kMarksTrack},
                         {"name", mark.name.empty() ? std::string(kind) : mark.name}});
       }
       emit(event);

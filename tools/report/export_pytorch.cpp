@@ -32,7 +32,9 @@ namespace {
 using reader::Event;
 using reader::EventKind;
 
-bool selected(int filter, int device) { return filter == kAllDevices || filter == device; }
+bool selected(int filter, int device) {
+  return filter == kAllDevices || filter == device;
+}
 
 enum class Action : uint8_t { kAlloc, kFree, kOom };
 
@@ -62,10 +64,14 @@ struct HistoryVisitor : reader::RecordVisitor {
 
   bool beyond(const Event& event) const {
     switch (point.kind) {
-      case Point::Kind::kPeak: return event.index > summary.peak_event;
-      case Point::Kind::kOom: return event.index > summary.first_failed_event;
-      case Point::Kind::kTime: return event.time_ns > point.time_ns;
-      case Point::Kind::kEnd: return false;
+      case Point::Kind::kPeak:
+        return event.index > summary.peak_event;
+      case Point::Kind::kOom:
+        return event.index > summary.first_failed_event;
+      case Point::Kind::kTime:
+        return event.time_ns > point.time_ns;
+      case Point::Kind::kEnd:
+        return false;
     }
     return false;
   }
@@ -90,8 +96,8 @@ struct HistoryVisitor : reader::RecordVisitor {
         return;
       }
       case EventKind::kAlloc: {
-        Live entry{event.size, context.stream, event.python_stack, event.native_stack, device,
-                   event.traced};
+        Live entry{event.size,         context.stream, event.python_stack,
+                   event.native_stack, device,         event.traced};
         Live replaced;
         if (live.erase(event.address, &replaced)) free(replaced, event.address, event.time_ns);
         if (!live.insert(event.address, entry))
@@ -136,7 +142,8 @@ class SnapshotWriter {
     for (uint32_t id = native_stack; id; id = tables_.native_stacks[id].parent) {
       const NativeFrame& frame = symbolizer_.resolve(tables_.native_stacks[id].ip, innermost);
       innermost = false;
-      bool interpreter = frame.module.rfind("python", 0) == 0 || frame.module.rfind("libpython", 0) == 0;
+      bool interpreter =
+          frame.module.rfind("python", 0) == 0 || frame.module.rfind("libpython", 0) == 0;
       if (python_stack && interpreter) break;
       frame_(frame.file.empty() ? frame.module : frame.file, frame.line, frame.function);
     }
@@ -191,7 +198,8 @@ void exportPytorchSnapshot(std::ostream& out, reader::TraceReader& trace,
   history.live.forEach([&](uint64_t address, const Live& entry) {
     if (selected(summary.device_filter, entry.device)) live.emplace_back(address, entry);
   });
-  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(live.begin(), live.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [address, entry] : live) devices = std::max(devices, entry.device + 1);
 
   PickleWriter pickle(out);
@@ -256,7 +264,8 @@ void exportPytorchSnapshot(std::ostream& out, reader::TraceReader& trace,
           pickle.name("time_us"), pickle.unsignedInteger((start + event.time_ns) / 1000);
           pickle.name("device_free");
           pickle.unsignedInteger(device_total > live_bytes ? device_total - live_bytes : 0);
-          pickle.name("frames"), writer.frames(event.traced, event.python_stack, event.native_stack);
+          pickle.name("frames"),
+              writer.frames(event.traced, event.python_stack, event.native_stack);
           pickle.endDict();
           break;
       }

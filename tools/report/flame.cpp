@@ -64,7 +64,8 @@ class FlameBuilder {
   uint32_t leafFor(const LiveAllocation& allocation, bool per_device) {
     uint32_t node = 0;
     if (per_device)
-      node = child(node, allocation.device < 0 ? "cuda:?" : "cuda:" + std::to_string(allocation.device),
+      node = child(node,
+                   allocation.device < 0 ? "cuda:?" : "cuda:" + std::to_string(allocation.device),
                    FrameKind::kDevice);
     if (!allocation.traced || (!allocation.python_stack && !allocation.native_stack))
       return child(node, locator_.describe(allocation).name, FrameKind::kSpecial);
@@ -95,8 +96,10 @@ class FlameBuilder {
 
 std::string foldedName(std::string name) {
   for (char& c : name) {
-    if (c == ';') c = ',';
-    else if (c == '\n' || c == '\r') c = ' ';
+    if (c == ';')
+      c = ',';
+    else if (c == '\n' || c == '\r')
+      c = ' ';
   }
   return name;
 }
@@ -104,8 +107,8 @@ std::string foldedName(std::string name) {
 void fold(const FlameGraph& graph, uint32_t node, const std::string& prefix,
           std::vector<std::pair<std::string, uint64_t>>& lines) {
   const FlameNode& here = graph.nodes[node];
-  std::string path = node == 0 ? std::string()
-                               : (prefix.empty() ? "" : prefix + ";") + foldedName(here.name);
+  std::string path =
+      node == 0 ? std::string() : (prefix.empty() ? "" : prefix + ";") + foldedName(here.name);
   uint64_t in_children = 0;
   for (uint32_t child : here.children) in_children += graph.nodes[child].bytes;
   if (node != 0 && here.bytes > in_children) lines.emplace_back(path, here.bytes - in_children);

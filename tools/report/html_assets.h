@@ -6,10 +6,10 @@
 
 namespace memtrace::report::assets {
 
-extern const std::string_view kD3Js;       // d3.min.js, as Debian's node-d3 ships it
-extern const std::string_view kD3License;  // node-d3's copyright file: d3's license
-extern const std::string_view kReportHtml; // html/report.html: the page, with {{SLOTS}}
-extern const std::string_view kReportCss;  // html/report.css
-extern const std::string_view kReportJs;   // html/report.js: the glue between data and d3
+extern const std::string_view kD3Js;        // d3.min.js, as Debian's node-d3 ships it
+extern const std::string_view kD3License;   // node-d3's copyright file: d3's license
+extern const std::string_view kReportHtml;  // html/report.html: the page, with {{SLOTS}}
+extern const std::string_view kReportCss;   // html/report.css
+extern const std::string_view kReportJs;    // html/report.js: the glue between data and d3
 
 }  // namespace memtrace::report::assets

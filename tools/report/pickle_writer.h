@@ -45,7 +45,8 @@ class PickleWriter {
       do {
         bytes[length++] = static_cast<uint8_t>(rest & 0xff);
         rest >>= 8;
-      } while (!((rest == 0 && !(bytes[length - 1] & 0x80)) || (rest == -1 && (bytes[length - 1] & 0x80))));
+      } while (!((rest == 0 && !(bytes[length - 1] & 0x80)) ||
+                 (rest == -1 && (bytes[length - 1] & 0x80))));
       put(kLong1), put(length);
       out_.write(reinterpret_cast<const char*>(bytes), length);
     }
@@ -73,13 +74,17 @@ class PickleWriter {
   // Stores the object on top of the stack in the memo; get() pushes it again.
   uint32_t memoize() {
     uint32_t index = next_memo_++;
-    if (index < 256) put(kBinPut), put(static_cast<uint8_t>(index));
-    else put(kLongBinPut), little(index, 4);
+    if (index < 256)
+      put(kBinPut), put(static_cast<uint8_t>(index));
+    else
+      put(kLongBinPut), little(index, 4);
     return index;
   }
   void get(uint32_t index) {
-    if (index < 256) put(kBinGet), put(static_cast<uint8_t>(index));
-    else put(kLongBinGet), little(index, 4);
+    if (index < 256)
+      put(kBinGet), put(static_cast<uint8_t>(index));
+    else
+      put(kLongBinGet), little(index, 4);
   }
 
   void finish() { put(kStop); }

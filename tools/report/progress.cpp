@@ -42,7 +42,9 @@ Progress::Progress(std::string trace_name, uint64_t file_bytes)
   if (enabled_) thread_ = std::thread([this] { run(); });
 }
 
-Progress::~Progress() { done(); }
+Progress::~Progress() {
+  done();
+}
 
 void Progress::pass(const std::string& what) {
   if (!enabled_) return;

@@ -19,12 +19,17 @@ std::string colorOf(const FlameNode& node) {
   uint32_t hash = static_cast<uint32_t>(std::hash<std::string>{}(node.name));
   switch (node.kind) {
     case FrameKind::kPython:  // warm, as in flamegraph.pl
-      return fmt::format("rgb({},{},{})", 205 + hash % 50, 80 + (hash >> 8) % 130, 40 + (hash >> 16) % 40);
+      return fmt::format("rgb({},{},{})", 205 + hash % 50, 80 + (hash >> 8) % 130,
+                         40 + (hash >> 16) % 40);
     case FrameKind::kNative:  // blue
-      return fmt::format("rgb({},{},{})", 80 + hash % 60, 140 + (hash >> 8) % 60, 200 + (hash >> 16) % 55);
-    case FrameKind::kDevice: return "rgb(170,150,210)";
-    case FrameKind::kSpecial: return "rgb(190,190,190)";
-    case FrameKind::kRoot: return "rgb(225,225,225)";
+      return fmt::format("rgb({},{},{})", 80 + hash % 60, 140 + (hash >> 8) % 60,
+                         200 + (hash >> 16) % 55);
+    case FrameKind::kDevice:
+      return "rgb(170,150,210)";
+    case FrameKind::kSpecial:
+      return "rgb(190,190,190)";
+    case FrameKind::kRoot:
+      return "rgb(225,225,225)";
   }
   return "gray";
 }
@@ -39,7 +44,8 @@ std::string label(const std::string& name, double width) {
 }  // namespace
 
 void renderFolded(std::ostream& out, const FlameGraph& graph) {
-  for (const auto& [stack, bytes] : foldedStacks(graph)) out << validUtf8(stack) << ' ' << bytes << '\n';
+  for (const auto& [stack, bytes] : foldedStacks(graph))
+    out << validUtf8(stack) << ' ' << bytes << '\n';
 }
 
 void renderFlameSvg(std::ostream& out, const FlameGraph& graph, const std::string& title) {
@@ -81,7 +87,8 @@ void renderFlameSvg(std::ostream& out, const FlameGraph& graph, const std::strin
     double child_x = x;
     for (uint32_t child : node.children) {
       draw(child, level + 1, child_x);
-      child_x += kWidth * static_cast<double>(graph.nodes[child].bytes) / static_cast<double>(total);
+      child_x +=
+          kWidth * static_cast<double>(graph.nodes[child].bytes) / static_cast<double>(total);
     }
   };
   draw(0, 0, 0);

@@ -21,21 +21,30 @@ using nlohmann::json;
 
 const char* kindName(LocationKind kind) {
   switch (kind) {
-    case LocationKind::kPython: return "python";
-    case LocationKind::kUntraced: return "untraced";
-    case LocationKind::kNative: return "native";
-    case LocationKind::kNoStack: return "none";
+    case LocationKind::kPython:
+      return "python";
+    case LocationKind::kUntraced:
+      return "untraced";
+    case LocationKind::kNative:
+      return "native";
+    case LocationKind::kNoStack:
+      return "none";
   }
   return "?";
 }
 
 const char* frameKindName(FrameKind kind) {
   switch (kind) {
-    case FrameKind::kRoot: return "root";
-    case FrameKind::kDevice: return "device";
-    case FrameKind::kPython: return "python";
-    case FrameKind::kNative: return "native";
-    case FrameKind::kSpecial: return "special";
+    case FrameKind::kRoot:
+      return "root";
+    case FrameKind::kDevice:
+      return "device";
+    case FrameKind::kPython:
+      return "python";
+    case FrameKind::kNative:
+      return "native";
+    case FrameKind::kSpecial:
+      return "special";
   }
   return "?";
 }
@@ -117,9 +126,8 @@ json timelineJson(const Timeline& timeline) {
   }
   json marks = json::array();
   for (const TimelineMark& mark : timeline.marks)
-    marks.push_back({{"time_ns", mark.time_ns},
-                     {"kind", format::markerName(mark.kind)},
-                     {"name", mark.name}});
+    marks.push_back(
+        {{"time_ns", mark.time_ns}, {"kind", format::markerName(mark.kind)}, {"name", mark.name}});
   json failures = json::array();
   for (const TimelineFailure& failure : timeline.failures)
     failures.push_back({{"time_ns", failure.time_ns}, {"size", failure.size}});
@@ -132,9 +140,10 @@ json timelineJson(const Timeline& timeline) {
           {"duration_ns", timeline.duration_ns},
           {"bucket_ns", timeline.bucket_ns},
           {"events", timeline.events},
-          {"peak", {{"bytes", timeline.peak_bytes},
-                    {"time_ns", timeline.peak_time_ns},
-                    {"event", timeline.peak_event}}}};
+          {"peak",
+           {{"bytes", timeline.peak_bytes},
+            {"time_ns", timeline.peak_time_ns},
+            {"event", timeline.peak_event}}}};
 }
 
 json flameJson(const FlameGraph& graph) {
@@ -165,8 +174,7 @@ void renderHtml(std::ostream& out, const HtmlReport& html) {
                {"flame", flameJson(html.flame)},
                {"estimate", estimateJson(html.estimate)}};
   // Invalid UTF-8 from the trace becomes U+FFFD rather than an error.
-  std::string data_text =
-      jsonForScript(data.dump(-1, ' ', false, json::error_handler_t::replace));
+  std::string data_text = jsonForScript(data.dump(-1, ' ', false, json::error_handler_t::replace));
 
   // Fill the template's slots in one pass, so that nothing inserted is read as a slot.
   std::string_view page = assets::kReportHtml;

@@ -11,7 +11,9 @@ namespace {
 using reader::Event;
 using reader::EventKind;
 
-bool selected(int filter, int device) { return filter == kAllDevices || filter == device; }
+bool selected(int filter, int device) {
+  return filter == kAllDevices || filter == device;
+}
 
 // Which lane an allocation's bytes go to, by the name the locator gives its location.
 // An allocation's location depends only on whether it was traced and on its Python stack
@@ -66,7 +68,10 @@ class LaneAssigner {
 struct TimelineVisitor : reader::RecordVisitor {
   TimelineVisitor(Timeline& timeline, const TraceSummary& summary, LaneAssigner& lanes,
                   size_t lane_count, uint64_t bucket_ns)
-      : timeline(timeline), summary(summary), lanes(lanes), bucket_ns(bucket_ns),
+      : timeline(timeline),
+        summary(summary),
+        lanes(lanes),
+        bucket_ns(bucket_ns),
         current(lane_count, 0) {}
 
   struct Live {
@@ -183,7 +188,8 @@ Timeline computeTimeline(reader::TraceReader& trace, const TraceSummary& summary
                          const LocationTable& table, const TimelineOptions& options) {
   Timeline timeline;
   LaneAssigner lanes(locator, table, options.lanes);
-  for (uint32_t i = 0; i < lanes.other(); ++i) timeline.lanes.push_back(table.rows[i].location.name);
+  for (uint32_t i = 0; i < lanes.other(); ++i)
+    timeline.lanes.push_back(table.rows[i].location.name);
   timeline.lanes.push_back(options.lanes == 0 ? "all" : "other");
   timeline.duration_ns = summary.duration_ns;
   size_t buckets = std::max<size_t>(options.buckets, 1);

@@ -48,8 +48,8 @@ struct Timeline {
   // Lane names: the top locations of the table the lanes were taken from, then "other"
   // when the table has more rows than lanes.
   std::vector<std::string> lanes;
-  std::vector<TimelineSample> samples;  // in time order, starting at 0 bytes at time 0
-  std::vector<TimelineMark> marks;      // every marker: tracing on/off, annotations, phases
+  std::vector<TimelineSample> samples;    // in time order, starting at 0 bytes at time 0
+  std::vector<TimelineMark> marks;        // every marker: tracing on/off, annotations, phases
   std::vector<TimelineFailure> failures;  // failed allocations (out of memory)
   uint64_t duration_ns = 0;
   uint64_t bucket_ns = 0;  // the span of time one bucket covers
