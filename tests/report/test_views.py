@@ -465,3 +465,26 @@ def test_progress_only_on_a_terminal(build, trace, work):
     passes = re.findall(r"\r\x1b\[Kmemtrace-report: \S*hand\.bin: ([a-z ]+?) +\d+%", text)
     assert passes == ["finding the peak", "replaying to the peak", "drawing the timeline"], text
     assert text.endswith("\r\x1b[K")
+
+
+def test_mixed_stacks_python_then_native(build, work):
+    """With native stacks, a frame's Python stack goes on into the native frames from the
+    C call down to CUDA's, without the interpreter's own frames in between."""
+    trace = work / "all.bin"
+    run([sys.executable, Build.root / "tools" / "demo" / "host_memory_model.py", Build.cudart],
+        preloaded(trace, MEMTRACE_STACKS="all"))
+    lines = report("flamegraph", trace, "--format", "folded").stdout.splitlines()
+    forward = [line for line in lines if "host_memory_model.py:68 (forward)" in line]
+    assert len(forward) == 1, lines
+    frames = forward[0].rsplit(" ", 1)[0].split(";")
+    python = [f for f in frames if "host_memory_model.py:" in f]
+    assert frames[:len(python)] == python  # Python first, outermost first
+    assert frames[-1].startswith("testcuda_malloc [libcudart.so.13]"), frames
+    assert not any("_PyEval_EvalFrame" in f or "[python" in f or "[libpython" in f for f in frames), frames
+    snapshot_path = work / "all.pickle"
+    report("export", "pytorch", trace, "--at", "peak", "-o", snapshot_path)
+    with open(snapshot_path, "rb") as file:
+        snapshot = pickle.load(file)
+    biggest = max(snapshot["segments"], key=lambda s: s["total_size"])
+    names = [f["name"] for f in biggest["frames"]]
+    assert names[0] == "testcuda_malloc" and names[-1] == "<module>" and "forward" in names, names
