@@ -25,6 +25,8 @@ debian_packages=(
   libgtest-dev          # unit tests
   libgmock-dev
   libbenchmark-dev      # bench/
+  node-d3               # d3.js, inlined into the self-contained HTML report (memtrace-report html)
+  chromium              # headless browser: the tests open the HTML report in it
 )
 
 missing=()

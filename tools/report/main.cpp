@@ -2,8 +2,12 @@
 //
 //   memtrace-report trace.bin [options]     the peak, and what was live there by location
 //   memtrace-report parse trace.bin         every record as text
+//   memtrace-report html trace.bin          the self-contained HTML report (views.h)
+//   memtrace-report flamegraph trace.bin    folded stacks or SVG of what was live
+//   memtrace-report export perfetto|pytorch trace.bin
 //
 // Exit status: 0 done; 2 bad input or bad usage, with one line on stderr saying why.
+#include <fmt/format.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -20,7 +24,9 @@
 #include "tools/report/analysis.h"
 #include "tools/report/locations.h"
 #include "tools/report/parse_command.h"
+#include "tools/report/progress.h"
 #include "tools/report/render.h"
+#include "tools/report/views.h"
 #include "tracer/reader.h"
 
 namespace {
@@ -29,6 +35,10 @@ using namespace memtrace::report;
 
 constexpr const char* kUsage = R"(usage: memtrace-report [report] TRACE [options]
        memtrace-report parse TRACE
+       memtrace-report html TRACE [-o report.html] [--estimate est.json] [options]
+       memtrace-report flamegraph TRACE [--format svg|folded] [-o FILE] [--at ...] [--device N]
+       memtrace-report export perfetto TRACE [-o trace.json] [--device N] [--points N]
+       memtrace-report export pytorch TRACE [-o snapshot.pickle] [--at ...] [--device N]
 
 Reads a trace written by libmemtrace.so and prints the peak of live CUDA memory and
 what was live there, grouped by source location (Mem, Cumulative Mem, Median, Count,
@@ -46,11 +56,31 @@ options:
   --at peak|end|oom|SECONDS              where to look: the peak, the end, the first
                                          failed allocation, or SECONDS after the start (peak)
   --device N                             only device N's memory (all devices)
-  --format text|json|csv                 (text)
+  --format text|json|csv                 (text); for flamegraph: svg|folded (svg)
   -o, --output FILE                      write there instead of standard output
   -h, --help                             this help
 
 parse prints every record of TRACE as a line of text.
+
+html writes one self-contained HTML file (no network needed): the live bytes over time,
+stacked by the top locations, with the peak and the marks; a flame graph of what was live
+at --at; the summary and the table of the text report.
+  --estimate FILE                        memtrace-estimate's JSON: its predicted peak is
+                                         drawn on the timeline, its bytes per location
+                                         fill a Predicted column
+  --lanes N                              locations stacked on the timeline; the rest
+                                         are "other" (10)
+  --points N                             time buckets of the timeline, each keeping its
+                                         lowest, highest and last value (2000)
+
+flamegraph writes what was live at --at by full stack (Python frames, then native
+frames): an SVG icicle, or folded stacks for flamegraph.pl and speedscope.
+
+export perfetto writes Chrome trace event JSON for ui.perfetto.dev and chrome://tracing:
+a counter of live bytes per device (--points buckets, 100000 by default), marks, peaks
+and failed allocations as instant events, phases as slices.
+export pytorch writes PyTorch's memory snapshot pickle for pytorch.org/memory_viz and
+torch.cuda._memory_viz: the events up to --at (the end by default) and what was live there.
 )";
 
 class UsageError : public std::runtime_error {
@@ -60,14 +90,19 @@ class UsageError : public std::runtime_error {
 
 struct Options {
   std::string command = "report";
+  std::string export_kind;  // export: perfetto or pytorch
   std::string trace;
   GroupBy group_by = GroupBy::kLine;
   FramePolicy frame = FramePolicy::kInnermost;
   size_t top = 20;
   Point point;
   int device = kAllDevices;
-  std::string format = "text";
+  std::string format;  // "" until given: text, or svg for flamegraph
   std::string output;
+  std::string estimate;
+  size_t lanes = 10;
+  size_t points = 0;  // 0: the command's default
+  bool point_given = false;
 };
 
 uint64_t parseUnsigned(const std::string& text, const char* what) {
@@ -83,7 +118,14 @@ Options parseArguments(int argc, char** argv) {
   Options options;
   std::vector<std::string> args(argv + 1, argv + argc);
   size_t i = 0;
-  if (i < args.size() && (args[i] == "report" || args[i] == "parse")) options.command = args[i++];
+  if (i < args.size() && (args[i] == "report" || args[i] == "parse" || args[i] == "html" ||
+                          args[i] == "flamegraph" || args[i] == "export"))
+    options.command = args[i++];
+  if (options.command == "export") {
+    if (i >= args.size() || (args[i] != "perfetto" && args[i] != "pytorch"))
+      throw UsageError("export takes perfetto or pytorch, then the trace");
+    options.export_kind = args[i++];
+  }
   auto value = [&](const std::string& flag) -> std::string {
     if (i + 1 >= args.size()) throw UsageError(flag + " needs a value");
     return args[++i];
@@ -110,6 +152,7 @@ Options parseArguments(int argc, char** argv) {
       options.top = parseUnsigned(value(arg), "--top");
     } else if (arg == "--at") {
       std::string v = value(arg);
+      options.point_given = true;
       if (v == "peak") options.point.kind = Point::Kind::kPeak;
       else if (v == "end") options.point.kind = Point::Kind::kEnd;
       else if (v == "oom") options.point.kind = Point::Kind::kOom;
@@ -125,8 +168,14 @@ Options parseArguments(int argc, char** argv) {
       options.device = static_cast<int>(parseUnsigned(value(arg), "--device"));
     } else if (arg == "--format") {
       options.format = value(arg);
-      if (options.format != "text" && options.format != "json" && options.format != "csv")
-        throw UsageError("--format takes text, json or csv, not '" + options.format + "'");
+    } else if (arg == "--estimate") {
+      options.estimate = value(arg);
+    } else if (arg == "--lanes") {
+      options.lanes = parseUnsigned(value(arg), "--lanes");
+    } else if (arg == "--points") {
+      options.points = parseUnsigned(value(arg), "--points");
+      if (options.points == 0 || options.points > 10000000)
+        throw UsageError("--points takes a number from 1 to 10000000");
     } else if (arg == "-o" || arg == "--output") {
       options.output = value(arg);
     } else if (!arg.empty() && arg[0] == '-') {
@@ -138,6 +187,21 @@ Options parseArguments(int argc, char** argv) {
     }
   }
   if (options.trace.empty()) throw UsageError("no trace file given");
+  if (options.command == "flamegraph") {
+    if (options.format.empty()) options.format = "svg";
+    if (options.format != "svg" && options.format != "folded")
+      throw UsageError("--format takes svg or folded for flamegraph, not '" + options.format + "'");
+  } else if (options.command == "report") {
+    if (options.format.empty()) options.format = "text";
+    if (options.format != "text" && options.format != "json" && options.format != "csv")
+      throw UsageError("--format takes text, json or csv, not '" + options.format + "'");
+  } else if (!options.format.empty()) {
+    throw UsageError("--format is for the report and flamegraph, not " + options.command);
+  }
+  if (!options.estimate.empty() && options.command != "html")
+    throw UsageError("--estimate is for html, not " + options.command);
+  if (options.command == "export" && options.export_kind == "pytorch" && !options.point_given)
+    options.point.kind = Point::Kind::kEnd;  // the whole history, as memory_viz shows it
   return options;
 }
 
@@ -161,19 +225,68 @@ int run(const Options& options) {
     writeOutput(options, out.str());
     return 0;
   }
+  // Read before the trace, so that a bad estimate fails at once.
+  std::optional<Estimate> estimate;
+  if (!options.estimate.empty()) estimate = loadEstimate(options.estimate);
+
+  Progress progress(options.trace, trace.fileSize());
   Report report;
   report.trace_path = options.trace;
   report.top = options.top;
+  progress.pass("finding the peak");
   report.summary = summarize(trace, options.device);
   if (trace.cutOffset())
     spdlog::warn("{}: ends in a partial chunk at byte {} (the process was killed?); read up to there",
                  options.trace, trace.cutOffset());
+  if (options.command == "export") {
+    if (options.export_kind == "perfetto") {
+      progress.pass("writing the counters");
+      exportPerfetto(out, trace, report.summary, options.points ? options.points : 100000);
+    } else {
+      progress.pass("writing the snapshot");
+      exportPytorchSnapshot(out, trace, report.summary, options.point);
+    }
+    progress.done();
+    writeOutput(options, out.str());
+    return 0;
+  }
+  progress.pass("replaying to the " + pointName(options.point));
   report.live_set = liveSetAt(trace, report.summary, options.point);
   Locator locator(trace.tables(), options.group_by, options.frame);
   report.table = locator.group(report.live_set);
-  if (options.format == "json") renderJson(out, report);
-  else if (options.format == "csv") renderCsv(out, report);
-  else renderText(out, report);
+  if (options.command == "report") {
+    progress.done();
+    if (options.format == "json") renderJson(out, report);
+    else if (options.format == "csv") renderCsv(out, report);
+    else renderText(out, report);
+    writeOutput(options, out.str());
+    return 0;
+  }
+  // The tables now hold every stack and module up to the point: what the flame graph of
+  // the live set needs.
+  Symbolizer symbolizer(trace.tables());
+  FlameGraph flame = buildFlameGraph(trace.tables(), report.live_set, locator, symbolizer);
+  if (options.command == "flamegraph") {
+    progress.done();
+    if (options.format == "folded") renderFolded(out, flame);
+    else
+      renderFlameSvg(out, flame,
+                     fmt::format("memtrace: live at {} ({}), {}", pointName(options.point),
+                                 humanBytes(report.live_set.bytes), options.trace));
+    writeOutput(options, out.str());
+    return 0;
+  }
+  // html. The timeline assigns allocations to the table's top rows through the same
+  // locator. Its symbolizer, if the table needed one, knows the modules up to the point;
+  // an allocation whose module was loaded later cannot be one of those rows anyway.
+  progress.pass("drawing the timeline");
+  TimelineOptions timeline_options;
+  timeline_options.lanes = options.lanes;
+  if (options.points) timeline_options.buckets = options.points;
+  Timeline timeline =
+      computeTimeline(trace, report.summary, locator, report.table, timeline_options);
+  progress.done();
+  renderHtml(out, HtmlReport{report, timeline, flame, estimate ? &*estimate : nullptr});
   writeOutput(options, out.str());
   return 0;
 }

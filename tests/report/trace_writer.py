@@ -1,0 +1,142 @@
+"""Writes memtrace traces by hand, record by record, from docs/trace-format.md (as
+tests/unit/trace_builder.h does in C++), so that the views' tests can check their output
+against traces whose every byte count is known."""
+import struct
+
+MAGIC = b"MEMTRACE"
+VERSION = 1
+
+# Record types and marker kinds (tracer/records.h).
+PROCESS_INFO, STRING, PYTHON_FRAME, PYTHON_STACK, NATIVE_STACK, MODULE, DEVICE, CONTEXT, MARKER, \
+    FAILED_ALLOC = range(1, 11)
+TRACING_STARTED, TRACING_STOPPED, ANNOTATION, PHASE_BEGIN, PHASE_END, PROCESS_EXIT, TRACE_CLOSED = range(7)
+EVENT, FREE, ADDRESS_IN_256 = 0x80, 0x40, 0x20
+
+
+def _crc32c_table():
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+        table.append(crc)
+    return table
+
+
+_TABLE = _crc32c_table()
+
+
+def crc32c(data):
+    """CRC-32C (Castagnoli), the chunks' checksum."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def varint(value):
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def zigzag(value):
+    return (value << 1) ^ (value >> 63) if value < 0 else value << 1
+
+
+def byte_string(data):
+    if isinstance(data, str):
+        data = data.encode("utf-8", "surrogateescape")
+    return varint(len(data)) + data
+
+
+class TraceWriter:
+    """Builds a trace in memory; ids are returned by the methods that define them.
+    Times are absolute nanoseconds since the trace's start."""
+
+    def __init__(self, pid=4242, command=("python", "model.py"), stacks=1):
+        self.chunk = bytearray()
+        self.chunks = []
+        self.strings = self.frames = self.python_stacks = self.native_stacks = 0
+        self.last_time = 0
+        self.last_address = 0
+        self.chunk += bytes([PROCESS_INFO]) + varint(pid) + varint(1) + varint(1700000000000000000) \
+            + varint(1000) + byte_string("\0".join(command)) + byte_string("/usr/bin/python3") \
+            + byte_string("host") + byte_string("memtrace test") + bytes([stacks]) + varint(128) \
+            + varint(32) + bytes([0])
+
+    def _delta(self, time):
+        assert time >= self.last_time, "times must not go back"
+        delta, self.last_time = time - self.last_time, time
+        return varint(delta)
+
+    def string(self, text):
+        self.chunk += bytes([STRING]) + byte_string(text)
+        self.strings += 1
+        return self.strings
+
+    def frame(self, file, function, line):
+        self.chunk += bytes([PYTHON_FRAME]) + varint(file) + varint(function) + varint(line)
+        self.frames += 1
+        return self.frames
+
+    def python_stack(self, parent, frame):
+        self.chunk += bytes([PYTHON_STACK]) + varint(parent) + varint(frame)
+        self.python_stacks += 1
+        return self.python_stacks
+
+    def device(self, index, name, total):
+        self.chunk += bytes([DEVICE]) + varint(zigzag(index)) + varint(name) + varint(total)
+        return self
+
+    def context(self, thread, device, stream=0, api=0, level=0):
+        self.chunk += bytes([CONTEXT]) + varint(thread) + varint(zigzag(device)) + varint(stream) \
+            + bytes([api, level])
+        return self
+
+    def marker(self, time, kind, name=0):
+        self.chunk += bytes([MARKER]) + self._delta(time) + bytes([kind]) + varint(name)
+        return self
+
+    def _event(self, free, time, address, size, python, native):
+        bits = EVENT | (FREE if free else 0)
+        delta = address - self.last_address
+        self.last_address = address
+        if delta % 256 == 0:
+            bits |= ADDRESS_IN_256
+            delta //= 256
+        body = self._delta(time) + varint(zigzag(delta))
+        if not free:
+            body += varint(size)
+        self.chunk += bytes([bits]) + body + varint(python) + varint(native)
+        return self
+
+    def alloc(self, time, address, size, python=0, native=0):
+        return self._event(False, time, address, size, python, native)
+
+    def free(self, time, address):
+        return self._event(True, time, address, 0, 0, 0)
+
+    def failed_alloc(self, time, size, python=0):
+        self.chunk += bytes([FAILED_ALLOC]) + self._delta(time) + varint(size) + varint(python) + varint(0)
+        return self
+
+    def flush(self):
+        if self.chunk:
+            payload = bytes(self.chunk)
+            header = struct.pack("<II", len(payload), crc32c(payload))
+            self.chunks.append(header + struct.pack("<I", crc32c(header)) + payload)
+            self.chunk = bytearray()
+        return self
+
+    def write(self, path):
+        self.flush()
+        with open(path, "wb") as file:
+            file.write(MAGIC + struct.pack("<II", VERSION, 0) + b"".join(self.chunks))
+        return path
