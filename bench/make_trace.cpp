@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
   bool traced = true;
   for (long i = 0; i < events; ++i) {
     time += 200 + random() % 2000;
-    if (i % 100000 == 0) {  // 1 % of the events while tracing is stopped
+    // Tracing stops for 1 000 events in every 100 000: 1 % of them untraced.
+    if (i % 100000 == 99000 || (i % 100000 == 0 && !traced)) {
       trace.marker(time, traced ? MarkerKind::kTracingStopped : MarkerKind::kTracingStarted);
       traced = !traced;
     }

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+
 from memtrace_testing import Build, preloaded, report_json, run
 
 
@@ -129,3 +130,20 @@ def test_parse_prints_every_record(build, sequence_trace):
     assert kinds[0] == "process"
     assert kinds.count("alloc") == 6 and kinds.count("free") == 4 and kinds.count("failed-alloc") == 1
     assert kinds[-1] == "marker" and lines[-1].split()[2] == "kind=process-exit"
+
+
+def test_names_that_are_not_utf8_are_replaced_not_fatal(build, tmp_path):
+    from trace_writer import TRACING_STARTED, TraceWriter
+
+    writer = TraceWriter()
+    frame = writer.frame(writer.string("/tmp/model.py"), writer.string(b"bad\xffname"), 7)
+    stack = writer.python_stack(0, frame)
+    writer.context(1, 0)
+    writer.marker(0, TRACING_STARTED)
+    writer.alloc(10, 0x10000, 4096, python=stack)
+    trace = writer.write(tmp_path / "utf8.bin")
+    for format_ in ("csv", "text"):  # the bytes as the program named them
+        result = run([build.report, trace, "--format", format_], errors="surrogateescape")
+        assert "bad\udcffname" in result.stdout
+    row = report_json(trace)["live"]["rows"][0]  # JSON must be UTF-8: replaced
+    assert row["function"] == "bad\ufffdname"

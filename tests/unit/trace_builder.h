@@ -15,8 +15,8 @@ namespace memtrace::testing {
 
 class TraceBuilder {
  public:
-  explicit TraceBuilder(uint32_t version = format::kVersion) {
-    file_.insert(file_.end(), format::kMagic, format::kMagic + 8);
+  explicit TraceBuilder(uint32_t version = format::kVersion)
+      : file_(format::kMagic, format::kMagic + sizeof(format::kMagic)) {
     putU32(version);
     putU32(0);
   }

@@ -86,12 +86,15 @@ TEST_F(ViewsFixture, DownsamplingKeepsThePeakTheTroughAndTheLastValueOfEachBucke
   EXPECT_EQ(highest, summary.peak_bytes);
   // The spike is the lane of the top location (big, 10 MB): it is all in lane 0 there.
   for (const report::TimelineSample& sample : timeline.samples) {
-    if (sample.bytes == summary.peak_bytes) EXPECT_EQ(sample.lanes[0], 10'000'000u);
+    if (sample.bytes == summary.peak_bytes) {
+      EXPECT_EQ(sample.lanes[0], 10'000'000u);
+    }
   }
   // Each bucket's last value is kept: the line right after the spike is down again.
   for (size_t i = 1; i < timeline.samples.size(); ++i) {
-    if (timeline.samples[i - 1].bytes == summary.peak_bytes)
+    if (timeline.samples[i - 1].bytes == summary.peak_bytes) {
       EXPECT_LT(timeline.samples[i].bytes, 10'000'000u);
+    }
   }
 }
 

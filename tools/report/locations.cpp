@@ -28,6 +28,17 @@ std::string displayPath(std::string_view path) {
   return std::string(path);
 }
 
+const char* locationKindName(LocationKind kind) {
+  switch (kind) {
+    case LocationKind::kPython: return "python";
+    case LocationKind::kUntraced: return "untraced";
+    case LocationKind::kNative: return "native";
+    case LocationKind::kNoStack: return "none";
+    case LocationKind::kModule: return "module";
+  }
+  return "?";
+}
+
 std::string groupByName(GroupBy group_by) {
   switch (group_by) {
     case GroupBy::kLine: return "line";

@@ -87,6 +87,7 @@ class Locator {
 };
 
 // Helpers the renderers share.
+const char* locationKindName(LocationKind kind);  // "python", "untraced", ...
 std::string displayPath(std::string_view path);
 std::string groupByName(GroupBy group_by);
 std::string humanBytes(uint64_t bytes);  // "13.54 GiB"

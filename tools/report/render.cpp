@@ -148,13 +148,12 @@ void renderJson(std::ostream& out, const Report& report) {
   size_t shown = shownRows(report);
   for (size_t i = 0; i < shown; ++i) {
     const TableRow& row = report.table.rows[i];
-    static const char* const kKinds[] = {"python", "untraced", "native", "none", "module"};
     json entry = {{"bytes", row.bytes},
                   {"cumulative_bytes", row.cumulative_bytes},
                   {"median_bytes", row.median_bytes},
                   {"count", row.count},
                   {"location", row.location.name},
-                  {"kind", kKinds[static_cast<int>(row.location.kind)]}};
+                  {"kind", locationKindName(row.location.kind)}};
     if (!row.location.file.empty()) entry["file"] = row.location.file;
     if (row.location.line) entry["line"] = row.location.line;
     if (!row.location.function.empty()) entry["function"] = row.location.function;
@@ -199,7 +198,8 @@ void renderJson(std::ostream& out, const Report& report) {
         {"frame", report.table.frame_policy == FramePolicy::kUser ? "user" : "innermost"},
         {"locations", report.table.rows.size()},
         {"rows", rows}}}};
-  out << document.dump(2) << "\n";
+  // Names come from the traced program and may be any bytes: replace invalid UTF-8.
+  out << document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
 void renderCsv(std::ostream& out, const Report& report) {

@@ -19,20 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-const char* kindName(LocationKind kind) {
-  switch (kind) {
-    case LocationKind::kPython:
-      return "python";
-    case LocationKind::kUntraced:
-      return "untraced";
-    case LocationKind::kNative:
-      return "native";
-    case LocationKind::kNoStack:
-      return "none";
-  }
-  return "?";
-}
-
 const char* frameKindName(FrameKind kind) {
   switch (kind) {
     case FrameKind::kRoot:
@@ -97,7 +83,7 @@ json tableJson(const Report& report, const Estimate* estimate) {
                   {"median_bytes", row.median_bytes},
                   {"count", row.count},
                   {"location", row.location.name},
-                  {"kind", kindName(row.location.kind)}};
+                  {"kind", locationKindName(row.location.kind)}};
     if (estimate) entry["predicted_bytes"] = predicted[i] ? json(*predicted[i]) : json(nullptr);
     rows.push_back(std::move(entry));
   }

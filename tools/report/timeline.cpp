@@ -17,11 +17,13 @@ bool selected(int filter, int device) {
 
 // Which lane an allocation's bytes go to, by the name the locator gives its location.
 // An allocation's location depends only on whether it was traced and on its Python stack
-// (or, without one, its native stack), so the answer is cached per stack id: describe()
-// runs once per distinct stack, never per event.
+// (or, without one, its native stack), or on its nn.Module when grouping by module, so the
+// answer is cached per stack (or module) id: describe() runs once per distinct one, never
+// per event.
 class LaneAssigner {
  public:
-  LaneAssigner(Locator& locator, const LocationTable& table, size_t lanes) : locator_(locator) {
+  LaneAssigner(Locator& locator, const LocationTable& table, size_t lanes)
+      : locator_(locator), by_module_(table.group_by == GroupBy::kModule) {
     size_t named = std::min(lanes, table.rows.size());
     for (size_t i = 0; i < named; ++i) lane_of_name_.emplace(table.rows[i].location.name, i);
     other_ = static_cast<uint32_t>(named);
@@ -31,14 +33,17 @@ class LaneAssigner {
 
   uint32_t laneOf(const Event& event) {
     if (lane_of_name_.empty()) return other_;  // one lane: nothing to tell apart
-    if (!event.traced) return cached(untraced_, LiveAllocation{0, 0, 0, 0, 0, false});
+    if (!event.traced) return cached(untraced_, LiveAllocation{0, 0, 0, 0, 0, false, 0});
+    if (by_module_)
+      return cachedIn(lane_by_module_, event.module,
+                      LiveAllocation{0, 0, 0, 0, 0, true, event.module});
     if (event.python_stack)
       return cachedIn(by_python_stack_, event.python_stack,
-                      LiveAllocation{0, 0, event.python_stack, 0, 0, true});
+                      LiveAllocation{0, 0, event.python_stack, 0, 0, true, 0});
     if (event.native_stack)
       return cachedIn(by_native_stack_, event.native_stack,
-                      LiveAllocation{0, 0, 0, event.native_stack, 0, true});
-    return cached(no_stack_, LiveAllocation{0, 0, 0, 0, 0, true});
+                      LiveAllocation{0, 0, 0, event.native_stack, 0, true, 0});
+    return cached(no_stack_, LiveAllocation{0, 0, 0, 0, 0, true, 0});
   }
 
  private:
@@ -61,6 +66,8 @@ class LaneAssigner {
   uint32_t other_ = 0;
   std::vector<int32_t> by_python_stack_;
   std::vector<int32_t> by_native_stack_;
+  bool by_module_;
+  std::vector<int32_t> lane_by_module_;
   int64_t untraced_ = -1;
   int64_t no_stack_ = -1;
 };
