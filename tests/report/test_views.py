@@ -146,7 +146,7 @@ def test_flame_svg_is_well_formed_and_escaped(build, trace, work):
 
 def test_flamegraph_usage_errors(build, trace):
     fails(["flamegraph", trace, "--format", "png"], "--format takes svg or folded")
-    fails(["flamegraph", trace, "--estimate", "x.json"], "--estimate is for html")
+    fails(["flamegraph", trace, "--estimate", "x.json"], "--estimate is for the report and html")
 
 
 # ---- Perfetto / Chrome trace JSON -------------------------------------------------------
@@ -201,7 +201,8 @@ def replay_peak(snapshot, device=0):
 
 @pytest.fixture(scope="module")
 def memory_viz():
-    return pytest.importorskip("torch.cuda._memory_viz")
+    import torch.cuda._memory_viz as memory_viz  # torch is installed by tools/setup.sh
+    return memory_viz
 
 
 def test_pytorch_snapshot_opens_in_torch_memory_viz(build, trace, work, memory_viz):
@@ -309,8 +310,15 @@ def open_in_chromium(html, screenshot):
     return browser
 
 
-needs_chromium = pytest.mark.skipif(chromium.executable() is None,
-                                    reason="Chromium is not installed (tools/setup.sh installs it)")
+def needs_chromium(test):
+    """Marks a test that drives Chromium. tools/setup.sh installs it, so a missing Chromium
+    is a broken setup: the test fails saying so (it is never skipped)."""
+    def checked(*args, **kwargs):
+        assert chromium.executable() is not None, "Chromium is not installed (run tools/setup.sh)"
+        return test(*args, **kwargs)
+    checked.__name__, checked.__doc__ = test.__name__, test.__doc__
+    checked.__signature__ = __import__("inspect").signature(test)
+    return checked
 
 
 @needs_chromium
@@ -400,6 +408,32 @@ def test_html_with_an_estimate(build, trace, work):
     report("html", trace, "--estimate", work / "est.json", "--group-by", "stack", "-o", html)
     _, data = html_data(html)
     assert [r["predicted_bytes"] for r in data["table"]["rows"]] == [None, None]
+
+
+def test_report_with_an_estimate_side_by_side(build, trace, work):
+    estimate = write_estimate(work / "est-text.json")
+    text = report(trace, "--estimate", estimate).stdout
+    # The measured peak is 4500 bytes; 6000 predicted is 33.3 % more.
+    assert "Predicted peak: 5.859 KiB (6000 bytes) by memtrace-estimate, eager semantics: +33.3 % " \
+           "against the measured peak" in text
+    header = [line for line in text.splitlines() if line.startswith("Mem ")][0]
+    assert header.split() == ["Mem", "Predicted", "Cumulative", "Mem", "Median", "Count", "Location"]
+    rows = {line.split("  ")[-1].strip(): line.split()[2:4] for line in text.splitlines()
+            if line.endswith("(forward)") or line.endswith(f"({EVIL_FUNCTION})")}
+    assert rows == {FORWARD: ["1.205", "KiB"], EVIL: ["0", "B"]}
+    # What the estimator predicted where nothing was live at the measured peak.
+    tail = text.split("but not live at the measured peak:\n")[1].splitlines()
+    assert tail == [f"{'7 B':<11} {MODEL}:99 (other)", f"{'5 B':<11} <no source line>"]
+
+    document = report_json(trace, "--estimate", estimate)
+    assert document["estimate"]["peak_requested_bytes"] == 6000
+    assert [(r["location"], r["predicted_bytes"]) for r in document["live"]["rows"]] == [(EVIL, 0), (FORWARD, 1234)]
+    assert [(e["line"], e["bytes"]) for e in document["estimate"]["predicted_only"]] == [(99, 7), (0, 5)]
+    csv_lines = report(trace, "--estimate", estimate, "--format", "csv").stdout.splitlines()
+    assert csv_lines[0].endswith(",predicted_bytes")
+    assert [line.rsplit(",", 1)[1] for line in csv_lines[1:]] == ["0", "1234"]
+    # Without an estimate nothing changes.
+    assert "Predicted" not in report(trace).stdout
 
 
 @needs_chromium

@@ -78,28 +78,57 @@ Estimate loadEstimate(const std::string& path) {
   return estimate;
 }
 
+namespace {
+
+const std::vector<EstimateFrameEntry>& entriesFor(const Estimate& estimate,
+                                                  const LocationTable& table) {
+  return table.frame_policy == FramePolicy::kUser ? estimate.by_user_frame : estimate.by_frame;
+}
+
+// Whether a row can be compared with the estimate at all.
+bool comparable(const LocationTable& table, const Location& location) {
+  return location.kind == LocationKind::kPython &&
+         (table.group_by == GroupBy::kLine || table.group_by == GroupBy::kFunction ||
+          table.group_by == GroupBy::kFile);
+}
+
+// Whether an entry of the estimate belongs to a row, at the table's grain.
+bool matches(const LocationTable& table, const Location& location, const EstimateFrameEntry& entry) {
+  if (entry.file != location.file) return false;
+  return table.group_by == GroupBy::kFile ||
+         (table.group_by == GroupBy::kFunction && entry.function == location.function) ||
+         (table.group_by == GroupBy::kLine && entry.line == location.line);
+}
+
+}  // namespace
+
 std::vector<std::optional<uint64_t>> predictedBytes(const Estimate& estimate,
                                                     const LocationTable& table) {
-  const std::vector<EstimateFrameEntry>& entries =
-      table.frame_policy == FramePolicy::kUser ? estimate.by_user_frame : estimate.by_frame;
   std::vector<std::optional<uint64_t>> predicted;
   for (const TableRow& row : table.rows) {
-    const Location& location = row.location;
-    if (location.kind != LocationKind::kPython || table.group_by == GroupBy::kStack) {
+    if (!comparable(table, row.location)) {
       predicted.emplace_back();
       continue;
     }
     uint64_t bytes = 0;
-    for (const EstimateFrameEntry& entry : entries) {
-      if (entry.file != location.file) continue;
-      bool same = table.group_by == GroupBy::kFile ||
-                  (table.group_by == GroupBy::kFunction && entry.function == location.function) ||
-                  (table.group_by == GroupBy::kLine && entry.line == location.line);
-      if (same) bytes += entry.bytes;
-    }
+    for (const EstimateFrameEntry& entry : entriesFor(estimate, table))
+      if (matches(table, row.location, entry)) bytes += entry.bytes;
     predicted.emplace_back(bytes);
   }
   return predicted;
+}
+
+std::vector<EstimateFrameEntry> unmatchedEntries(const Estimate& estimate,
+                                                 const LocationTable& table) {
+  std::vector<EstimateFrameEntry> unmatched;
+  if (table.group_by == GroupBy::kStack || table.group_by == GroupBy::kModule) return unmatched;
+  for (const EstimateFrameEntry& entry : entriesFor(estimate, table)) {
+    bool found = false;
+    for (const TableRow& row : table.rows)
+      if (comparable(table, row.location) && matches(table, row.location, entry)) found = true;
+    if (!found && entry.bytes) unmatched.push_back(entry);
+  }
+  return unmatched;
 }
 
 }  // namespace memtrace::report

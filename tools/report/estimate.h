@@ -41,4 +41,10 @@ Estimate loadEstimate(const std::string& path);
 std::vector<std::optional<uint64_t>> predictedBytes(const Estimate& estimate,
                                                     const LocationTable& table);
 
+// The estimate's entries (keyed like the table's frame policy) that match no row of the
+// table: what the estimator predicted live at its peak where nothing was live at the
+// measured point. Empty for a grouping the estimate cannot speak to (stack, module).
+std::vector<EstimateFrameEntry> unmatchedEntries(const Estimate& estimate,
+                                                 const LocationTable& table);
+
 }  // namespace memtrace::report

@@ -33,7 +33,7 @@ namespace {
 
 using namespace memtrace::report;
 
-constexpr const char* kUsage = R"(usage: memtrace-report [report] TRACE [options]
+constexpr const char* kUsage = R"(usage: memtrace-report [report] TRACE [--estimate est.json] [options]
        memtrace-report parse TRACE
        memtrace-report html TRACE [-o report.html] [--estimate est.json] [options]
        memtrace-report flamegraph TRACE [--format svg|folded] [-o FILE] [--at ...] [--device N]
@@ -57,6 +57,9 @@ options:
                                          failed allocation, or SECONDS after the start (peak)
   --device N                             only device N's memory (all devices)
   --format text|json|csv                 (text); for flamegraph: svg|folded (svg)
+  --estimate FILE                        memtrace-estimate's JSON: its predicted peak beside
+                                         the measured one, and a Predicted column (the bytes
+                                         it predicted live at its peak, same location)
   -o, --output FILE                      write there instead of standard output
   -h, --help                             this help
 
@@ -65,9 +68,7 @@ parse prints every record of TRACE as a line of text.
 html writes one self-contained HTML file (no network needed): the live bytes over time,
 stacked by the top locations, with the peak and the marks; a flame graph of what was live
 at --at; the summary and the table of the text report.
-  --estimate FILE                        memtrace-estimate's JSON: its predicted peak is
-                                         drawn on the timeline, its bytes per location
-                                         fill a Predicted column
+  --estimate FILE                        also draws the predicted peak on the timeline
   --lanes N                              locations stacked on the timeline; the rest
                                          are "other" (10)
   --points N                             time buckets of the timeline, each keeping its
@@ -198,8 +199,8 @@ Options parseArguments(int argc, char** argv) {
   } else if (!options.format.empty()) {
     throw UsageError("--format is for the report and flamegraph, not " + options.command);
   }
-  if (!options.estimate.empty() && options.command != "html")
-    throw UsageError("--estimate is for html, not " + options.command);
+  if (!options.estimate.empty() && options.command != "html" && options.command != "report")
+    throw UsageError("--estimate is for the report and html, not " + options.command);
   if (options.command == "export" && options.export_kind == "pytorch" && !options.point_given)
     options.point.kind = Point::Kind::kEnd;  // the whole history, as memory_viz shows it
   return options;
@@ -256,6 +257,7 @@ int run(const Options& options) {
   report.table = locator.group(report.live_set);
   if (options.command == "report") {
     progress.done();
+    report.estimate = estimate ? &*estimate : nullptr;
     if (options.format == "json") renderJson(out, report);
     else if (options.format == "csv") renderCsv(out, report);
     else renderText(out, report);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -37,6 +38,21 @@ std::string levelText(const TraceSummary& summary) {
     return "segments (PyTorch's caching allocator is in front: each event is a segment "
            "holding tensors)";
   return "tensors (each event is one allocation request)";
+}
+
+std::string percent(double value) { return fmt::format("{:+.1f} %", value); }
+
+// What the estimator said, per shown row (empty without an estimate).
+std::vector<std::optional<uint64_t>> predictions(const Report& report) {
+  if (!report.estimate) return {};
+  return predictedBytes(*report.estimate, report.table);
+}
+
+std::string estimateSource(const Estimate& estimate) {
+  std::string text = "memtrace-estimate";
+  if (!estimate.semantics.empty()) text += ", " + estimate.semantics + " semantics";
+  if (estimate.lower_bound) text += ", a lower bound: some ops were unknown to it";
+  return text;
 }
 
 size_t shownRows(const Report& report) {
@@ -89,6 +105,14 @@ void renderText(std::ostream& out, const Report& report) {
                      s.peak_bytes, seconds(s.peak_time_ns), s.peak_event);
   out << fmt::format("Total allocated: {}; live at the end: {}\n", humanBytes(s.allocated_bytes),
                      humanBytes(s.end_bytes));
+  if (const Estimate* estimate = report.estimate) {
+    double error = s.peak_bytes ? 100.0 * (double(estimate->peak_requested_bytes) - double(s.peak_bytes)) /
+                                      double(s.peak_bytes)
+                                : 0.0;
+    out << fmt::format("Predicted peak: {} ({} bytes) by {}: {} against the measured peak\n",
+                       humanBytes(estimate->peak_requested_bytes), estimate->peak_requested_bytes,
+                       estimateSource(*estimate), percent(error));
+  }
   if (!s.markers.empty()) {
     out << "Marks:";
     size_t shown = std::min<size_t>(s.markers.size(), 10);
@@ -112,17 +136,40 @@ void renderText(std::ostream& out, const Report& report) {
                      table.frame_policy == FramePolicy::kUser ? " in user code" : "");
   if (shown < table.rows.size()) out << fmt::format(", top {} of {}", shown, table.rows.size());
   out << ":\n";
-  out << fmt::format("{:<11} {:<15} {:<11} {:>7}  {}\n", "Mem", "Cumulative Mem", "Median",
-                     "Count", "Location");
+  std::vector<std::optional<uint64_t>> predicted = predictions(report);
+  // With an estimate, its prediction for the same location stands beside what was measured.
+  std::string predicted_header = report.estimate ? fmt::format("{:<11} ", "Predicted") : "";
+  out << fmt::format("{:<11} {}{:<15} {:<11} {:>7}  {}\n", "Mem", predicted_header,
+                     "Cumulative Mem", "Median", "Count", "Location");
   for (size_t i = 0; i < shown; ++i) {
     const TableRow& row = table.rows[i];
-    out << fmt::format("{:<11} {:<15} {:<11} {:>7}  {}\n", humanBytes(row.bytes),
+    std::string predicted_cell;
+    if (report.estimate)
+      predicted_cell = fmt::format("{:<11} ", predicted[i] ? humanBytes(*predicted[i]) : "-");
+    out << fmt::format("{:<11} {}{:<15} {:<11} {:>7}  {}\n", humanBytes(row.bytes), predicted_cell,
                        humanBytes(row.cumulative_bytes), humanBytes(row.median_bytes), row.count,
                        row.location.name);
   }
   if (shown < table.rows.size()) {
     uint64_t rest = table.total_bytes - table.rows[shown - 1].cumulative_bytes;
     out << fmt::format("... {} more locations hold {}\n", table.rows.size() - shown, humanBytes(rest));
+  }
+  if (report.estimate) {
+    std::vector<EstimateFrameEntry> unmatched = unmatchedEntries(*report.estimate, table);
+    std::sort(unmatched.begin(), unmatched.end(),
+              [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+    if (!unmatched.empty()) {
+      out << "\nPredicted live at the estimator's peak, but not live at the measured " << pointName(report.live_set.point)
+          << ":\n";
+      size_t listed = report.top ? std::min(report.top, unmatched.size()) : unmatched.size();
+      for (size_t i = 0; i < listed; ++i) {
+        const EstimateFrameEntry& entry = unmatched[i];
+        std::string where = entry.file.empty() ? "<no source line>"
+                                               : displayPath(entry.file) + ":" + std::to_string(entry.line) +
+                                                     " (" + entry.function + ")";
+        out << fmt::format("{:<11} {}\n", humanBytes(entry.bytes), where);
+      }
+    }
   }
 }
 
@@ -146,6 +193,7 @@ void renderJson(std::ostream& out, const Report& report) {
                        {"name", marker.name}});
   json rows = json::array();
   size_t shown = shownRows(report);
+  std::vector<std::optional<uint64_t>> predicted = predictions(report);
   for (size_t i = 0; i < shown; ++i) {
     const TableRow& row = report.table.rows[i];
     json entry = {{"bytes", row.bytes},
@@ -158,6 +206,7 @@ void renderJson(std::ostream& out, const Report& report) {
     if (row.location.line) entry["line"] = row.location.line;
     if (!row.location.function.empty()) entry["function"] = row.location.function;
     if (!row.location.module.empty()) entry["module"] = row.location.module;
+    if (report.estimate) entry["predicted_bytes"] = predicted[i] ? json(*predicted[i]) : json(nullptr);
     rows.push_back(std::move(entry));
   }
   json document = {
@@ -198,6 +247,18 @@ void renderJson(std::ostream& out, const Report& report) {
         {"frame", report.table.frame_policy == FramePolicy::kUser ? "user" : "innermost"},
         {"locations", report.table.rows.size()},
         {"rows", rows}}}};
+  if (const Estimate* estimate = report.estimate) {
+    json unmatched = json::array();
+    for (const EstimateFrameEntry& entry : unmatchedEntries(*estimate, report.table))
+      unmatched.push_back({{"file", entry.file}, {"line", entry.line}, {"function", entry.function},
+                           {"bytes", entry.bytes}});
+    document["estimate"] = {{"path", estimate->path},
+                            {"semantics", estimate->semantics},
+                            {"lower_bound", estimate->lower_bound},
+                            {"peak_requested_bytes", estimate->peak_requested_bytes},
+                            {"peak_allocated_bytes", estimate->peak_allocated_bytes},
+                            {"predicted_only", unmatched}};
+  }
   // Names come from the traced program and may be any bytes: replace invalid UTF-8.
   out << document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
@@ -208,13 +269,20 @@ void renderCsv(std::ostream& out, const Report& report) {
     for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
     return quoted + "\"";
   };
-  out << "mem_bytes,cumulative_bytes,median_bytes,count,location,file,line,function\n";
+  out << "mem_bytes,cumulative_bytes,median_bytes,count,location,file,line,function";
+  out << (report.estimate ? ",predicted_bytes\n" : "\n");
   size_t shown = shownRows(report);
+  std::vector<std::optional<uint64_t>> predicted = predictions(report);
   for (size_t i = 0; i < shown; ++i) {
     const TableRow& row = report.table.rows[i];
     out << row.bytes << ',' << row.cumulative_bytes << ',' << row.median_bytes << ',' << row.count
         << ',' << quote(row.location.name) << ',' << quote(row.location.file) << ','
-        << row.location.line << ',' << quote(row.location.function) << '\n';
+        << row.location.line << ',' << quote(row.location.function);
+    if (report.estimate) {
+      out << ',';
+      if (predicted[i]) out << *predicted[i];
+    }
+    out << '\n';
   }
 }
 

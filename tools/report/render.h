@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tools/report/analysis.h"
+#include "tools/report/estimate.h"
 #include "tools/report/locations.h"
 
 namespace memtrace::report {
@@ -17,6 +18,8 @@ struct Report {
   LiveSet live_set;
   LocationTable table;
   size_t top = 20;  // rows shown (0: all)
+  // memtrace-estimate's prediction, shown beside the measurement when given (--estimate).
+  const Estimate* estimate = nullptr;
 };
 
 std::string pointName(const Point& point);
