@@ -1,0 +1,93 @@
+#include "estimator/torchscript/torchscript_model.h"
+
+#include <torch/csrc/jit/serialization/import.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "estimator/errors.h"
+#include "estimator/torchscript/graph_builder.h"
+#include "estimator/torchscript/shape_functions.h"
+
+namespace memtrace::estimator::torchscript {
+
+struct TorchScriptModel::State {
+  torch::jit::Module module;
+};
+
+namespace {
+
+std::string firstLine(const std::string& text) {
+  return text.substr(0, text.find('\n'));
+}
+
+// Turns LibTorch's load errors into what the user did wrong.
+[[noreturn]] void explainLoadFailure(const std::string& path, const c10::Error& error) {
+  std::string message = error.what_without_backtrace();
+  const std::string unknownOp = "Unknown builtin op: ";
+  size_t at = message.find(unknownOp);
+  if (at != std::string::npos) {
+    size_t start = at + unknownOp.size();
+    size_t end = message.find_first_of(".\n", start);
+    throw EstimateError(path + ": uses op " + message.substr(start, end - start) +
+                        ", which this LibTorch does not know (a custom op whose library is not "
+                        "loaded): unsupported op");
+  }
+  if (message.find("PytorchStreamReader") != std::string::npos ||
+      message.find("zip archive") != std::string::npos) {
+    throw EstimateError(path + ": not a TorchScript archive (torch.jit.save writes one)");
+  }
+  if (message.find("constants.pkl") != std::string::npos ||
+      message.find("code/") != std::string::npos) {
+    throw EstimateError(path +
+                        ": a zip archive but not TorchScript (saved with torch.save, not "
+                        "torch.jit.save?)");
+  }
+  throw EstimateError(path + ": cannot load as TorchScript: " + firstLine(message));
+}
+
+}  // namespace
+
+TorchScriptModel::TorchScriptModel(std::unique_ptr<State> state) : state_(std::move(state)) {}
+TorchScriptModel::TorchScriptModel(TorchScriptModel&&) noexcept = default;
+TorchScriptModel& TorchScriptModel::operator=(TorchScriptModel&&) noexcept = default;
+TorchScriptModel::~TorchScriptModel() = default;
+
+TorchScriptModel TorchScriptModel::load(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) throw EstimateError(path + ": no such file");
+  if (std::filesystem::is_directory(path, error)) {
+    throw EstimateError(path + ": a directory, not a TorchScript archive");
+  }
+  if (!std::ifstream(path)) throw EstimateError(path + ": cannot be read");
+  auto state = std::make_unique<State>();
+  try {
+    state->module = torch::jit::load(path, c10::Device(c10::DeviceType::CPU));
+  } catch (const c10::Error& failure) {
+    explainLoadFailure(path, failure);
+  } catch (const std::exception& failure) {
+    throw EstimateError(path + ": cannot load as TorchScript: " + firstLine(failure.what()));
+  }
+  if (!state->module.find_method("forward")) {
+    throw EstimateError(path + ": the TorchScript module has no forward method");
+  }
+  // Part of loading: compiled once per process, whatever the model (see its comment).
+  ShapeFunctionSizer::prepare();
+  return TorchScriptModel(std::move(state));
+}
+
+Graph TorchScriptModel::buildGraph(const std::vector<InputSpec>& inputs) const {
+  return torchscript::buildGraph(state_->module, inputs);
+}
+
+std::string TorchScriptModel::forwardSignature() const {
+  const c10::FunctionSchema& schema = state_->module.get_method("forward").function().getSchema();
+  std::string text = "forward(";
+  for (size_t index = 1; index < schema.arguments().size(); ++index) {
+    const c10::Argument& argument = schema.arguments()[index];
+    text += (index > 1 ? ", " : "") + argument.name() + ": " + argument.type()->str();
+  }
+  return text + ")";
+}
+
+}  // namespace memtrace::estimator::torchscript
