@@ -124,6 +124,10 @@ struct Node {
   ScopeId scope;                    // the innermost function-call scope it runs in
   int64_t flops = 0;                // filled by countFlops()
   bool sizeUnknown = false;         // its tensor outputs could not be sized
+  // A drop point of the TorchScript interpreter rather than an op: the end of an if or a loop,
+  // which holds every outer value its blocks use (Note [Eager and TorchScript lifetimes]).
+  // Its inputs are uses in TorchScript semantics only.
+  bool torchScriptOnly = false;
 };
 
 // One function invocation (module forward, functional, helper). Scopes nest dynamically.

@@ -1,5 +1,6 @@
 #include "estimator/python_source.h"
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 
@@ -101,6 +102,31 @@ std::optional<std::vector<SourceFrame>> parsePythonStack(std::string_view text) 
   }
   if (frames.empty()) return std::nullopt;
   return frames;
+}
+
+namespace {
+
+bool isModuleCallWrapper(const SourceFrame& frame) {
+  return frame.file.ends_with("torch/nn/modules/module.py") &&
+         (frame.function == "_slow_forward" || frame.function == "_call_impl" ||
+          frame.function == "_wrapped_call_impl");
+}
+
+}  // namespace
+
+std::vector<std::vector<SourceFrame>> splitByModuleCalls(const std::vector<SourceFrame>& stack) {
+  std::vector<std::vector<SourceFrame>> segments(1);
+  for (auto frame = stack.rbegin(); frame != stack.rend(); ++frame) {
+    if (isModuleCallWrapper(*frame)) {
+      if (frame->function == "_slow_forward") segments.emplace_back();
+      continue;
+    }
+    segments.back().push_back(*frame);
+  }
+  for (std::vector<SourceFrame>& segment : segments) {
+    std::reverse(segment.begin(), segment.end());
+  }
+  return segments;
 }
 
 std::optional<std::string> SourceFileCache::line(const std::string& file, int64_t lineNumber) {

@@ -24,6 +24,13 @@ std::vector<std::string> assignmentTargets(std::string_view line);
 // dropped: they are not part of the model.
 std::optional<std::vector<SourceFrame>> parsePythonStack(std::string_view text);
 
+// Splits a traced stack (innermost first) at its module calls: every nn.Module call while
+// tracing goes through Module._slow_forward (torch/nn/modules/module.py), so the frames between
+// two of those belong to one module's forward and the Python functions it called. Returns one
+// segment per call, outermost first (segment 0 is what ran outside the traced module, segment
+// d + 1 the module at call depth d), each innermost first, without module.py's wrapper frames.
+std::vector<std::vector<SourceFrame>> splitByModuleCalls(const std::vector<SourceFrame>& stack);
+
 // Lines of source files read from disk, each file once. For IRs that name the file and line
 // but carry no source text (traced TorchScript).
 class SourceFileCache {

@@ -22,6 +22,10 @@ struct RenderOptions {
 std::string renderText(const Graph& graph, const Estimate& estimate, const RenderOptions& options);
 std::string renderJson(const Graph& graph, const Estimate& estimate, const RenderOptions& options);
 
+// The neutral graph itself, a node a line, with each value's storage and Python names: for
+// finding out why an estimate is what it is.
+std::string renderGraphText(const Graph& graph);
+
 struct SweepPoint {
   int64_t batch = 0;
   std::vector<std::vector<int64_t>> inputShapes;

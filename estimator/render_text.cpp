@@ -141,6 +141,52 @@ std::string renderText(const Graph& graph, const Estimate& estimate, const Rende
   return out.str();
 }
 
+std::string renderGraphText(const Graph& graph) {
+  std::ostringstream out;
+  auto valueText = [&](ValueId id) {
+    const Value& value = graph.value(id);
+    std::string text = "%" + std::to_string(id.value);
+    if (value.kind == ValueKind::Container) {
+      text += "[";
+      for (size_t index = 0; index < value.elements.size(); ++index) {
+        text += (index ? "," : "") + std::string("%") + std::to_string(value.elements[index].value);
+      }
+      return text + "]";
+    }
+    if (!value.sizeKnown) return text + ":?";
+    text += ":" + shapeText(value.shape);
+    if (value.storage.valid()) text += "@s" + std::to_string(value.storage.value);
+    for (const Binding& binding : value.bindings) {
+      text += " " + binding.variable + "/" + std::to_string(binding.scope.value);
+    }
+    return text;
+  };
+  for (ValueId input : graph.inputs) out << "input " << valueText(input) << "\n";
+  for (size_t index = 0; index < graph.nodes.size(); ++index) {
+    const Node& node = graph.nodes[index];
+    out << index << " " << node.op << (node.torchScriptOnly ? " (drop point)" : "") << " scope "
+        << node.scope.value << " (";
+    for (size_t at = 0; at < node.inputs.size(); ++at) {
+      out << (at ? ", " : "") << valueText(node.inputs[at]);
+    }
+    out << ") -> (";
+    for (size_t at = 0; at < node.outputs.size(); ++at) {
+      out << (at ? ", " : "") << valueText(node.outputs[at]);
+    }
+    out << ")";
+    for (const MemoryEvent& event : node.events) {
+      out << (event.kind == MemoryEventKind::Allocate ? " +s" : " -s") << event.storage.value << ":"
+          << graph.storage(event.storage).bytes;
+    }
+    out << "  " << frameText(innermostFrame(node.stack)) << " [" << moduleText(node.modulePath)
+        << "]\n";
+  }
+  out << "outputs:";
+  for (ValueId output : graph.outputs) out << " %" << output.value;
+  out << "\n";
+  return out.str();
+}
+
 std::string renderSweepText(const std::vector<SweepPoint>& points,
                             const std::optional<BudgetAnswer>& budget,
                             const RenderOptions& options) {

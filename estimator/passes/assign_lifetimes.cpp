@@ -13,7 +13,10 @@
 //
 // TorchScript: the interpreter drops a value after its last use (it emits a DROP, or MOVEs the
 // value into the op that uses it last) and drops unused outputs right away. Calls are inlined
-// before execution, so a call boundary holds nothing.
+// before execution, so a call boundary holds nothing. A value whose last use is inside an if or
+// a loop is dropped after that if or loop, whichever branch ran (insertLastUses in
+// runtime/interpreter/preprocess_graph.cpp: the drop goes after the node at the value's own
+// depth); the front end records those points as torchScriptOnly nodes.
 //
 // Eager: CPython frees a tensor when its last reference goes away. References are
 //   - a use: the argument of the op that reads it, held until that op returns;
@@ -116,7 +119,9 @@ Lifetimes assignLifetimes(const Graph& graph, Semantics semantics) {
     valueEnds[index] = value.producer.valid() ? value.producer.value : kForever;
   }
   for (size_t index = 0; index < graph.nodes.size(); ++index) {
-    for (ValueId input : graph.nodes[index].inputs) {
+    const Node& node = graph.nodes[index];
+    if (node.torchScriptOnly && semantics != Semantics::TorchScript) continue;
+    for (ValueId input : node.inputs) {
       int64_t& end = valueEnds[input.value];
       end = std::max(end, static_cast<int64_t>(index));
     }

@@ -43,7 +43,8 @@ Predicts the GPU memory one forward pass of a TorchScript model takes, from its 
   --input SHAPE[:DTYPE]    one per forward argument, in order: 1x3x224x224, 4x128:int64
                            (dtypes: float32 float16 bfloat16 float64 int64 int32 int16 int8
                            uint8 bool, with PyTorch's aliases float half double long int)
-  --format text|json       text for people (default), JSON for tools (docs/estimate-format.md)
+  --format text|json|graph text for people (default), JSON for tools (docs/estimate-format.md),
+                           or the neutral graph the estimate ran on, a node a line
   --semantics eager|torchscript
                            who frees tensors: Python (eager, default) or the TorchScript
                            interpreter (at last use)
@@ -102,8 +103,8 @@ Options parseArguments(int argc, char** argv) {
       options.inputs.push_back(parseInputSpec(value()));
     } else if (argument == "--format") {
       options.format = value();
-      if (options.format != "text" && options.format != "json") {
-        throw EstimateError("--format " + options.format + ": expected text or json");
+      if (options.format != "text" && options.format != "json" && options.format != "graph") {
+        throw EstimateError("--format " + options.format + ": expected text, json or graph");
       }
     } else if (argument == "--semantics") {
       const std::string& text = value();
@@ -242,8 +243,10 @@ int run(int argc, char** argv) {
   if (options.batches.empty() && !options.budgetBytes) {
     Graph graph;
     Estimate estimate = estimateFor(options.inputs, graph);
-    writeOutput(options.output, options.format == "json" ? renderJson(graph, estimate, render)
-                                                         : renderText(graph, estimate, render));
+    std::string text = options.format == "json"    ? renderJson(graph, estimate, render)
+                       : options.format == "graph" ? renderGraphText(graph)
+                                                   : renderText(graph, estimate, render);
+    writeOutput(options.output, text);
     return 0;
   }
 

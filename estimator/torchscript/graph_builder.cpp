@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -268,6 +269,30 @@ std::optional<jit::Operation> interpreterInstruction(const jit::Node* node) {
   }
 }
 
+// Whether two module paths are one module, or two entries of one container (`layers.0` and
+// `layers.1`).
+bool isRepeatedCall(const std::string& previous, const std::string& next) {
+  if (previous.empty() || next.empty()) return false;
+  if (previous == next) return true;
+  size_t previousDot = previous.rfind('.');
+  size_t nextDot = next.rfind('.');
+  auto numeric = [](std::string_view text) {
+    return !text.empty() && std::all_of(text.begin(), text.end(), [](char character) {
+      return std::isdigit(static_cast<unsigned char>(character));
+    });
+  };
+  std::string_view previousParent = previousDot == std::string::npos
+                                        ? std::string_view()
+                                        : std::string_view(previous).substr(0, previousDot);
+  std::string_view nextParent =
+      nextDot == std::string::npos ? std::string_view() : std::string_view(next).substr(0, nextDot);
+  std::string_view previousLast =
+      std::string_view(previous).substr(previousDot == std::string::npos ? 0 : previousDot + 1);
+  std::string_view nextLast =
+      std::string_view(next).substr(nextDot == std::string::npos ? 0 : nextDot + 1);
+  return previousParent == nextParent && numeric(previousLast) && numeric(nextLast);
+}
+
 class GraphBuilder {
  public:
   explicit GraphBuilder(const jit::Module& module) : module_(module) {}
@@ -285,6 +310,17 @@ class GraphBuilder {
   };
   using Environment = std::unordered_map<const jit::Value*, Slot>;
 
+  // A statement of a traced model's Python code that is still running, and the values its last
+  // node so far produced (after node `after`): when the next node belongs to another statement,
+  // those are what the statement assigns.
+  struct PendingStatement {
+    SourceFrame statement;
+    ScopeId scope;
+    std::vector<ValueId> values;
+    NodeId after;
+    std::string lastCallee;  // the module the statement last called
+  };
+
   // One function invocation.
   struct Frame {
     ScopeId scope;
@@ -294,7 +330,12 @@ class GraphBuilder {
     std::vector<SourceFrame> lastStack;
     std::string lastStatement;
     bool lastTraced = false;
-    std::map<std::string, ScopeId> tracedScopes;  // per Python function of a traced graph
+    size_t moduleDepth = 0;                     // nn.Module calls from the root module
+    std::vector<SourceFrame> firstTracedStack;  // of the first traced node run in this call
+    // Traced graphs (Note [Names in traced graphs]): the statements the last node belongs to,
+    // outermost first, and the scopes of the Python functions they are in.
+    std::vector<PendingStatement> statements;
+    std::map<std::string, ScopeId> tracedScopes;
   };
 
   // Where a node runs: its Python stack, the statement it belongs to, the scope it binds in.
@@ -303,6 +344,7 @@ class GraphBuilder {
     std::vector<std::string> targets;  // names the statement binds
     ScopeId scope;
     std::string modulePath;
+    bool traced = false;
   };
 
   // What an If needs to put back before trying its other branch.
@@ -333,7 +375,14 @@ class GraphBuilder {
   std::vector<Slot> runBranch(jit::Block* block, Frame& frame, Environment& environment);
 
   Location locate(const jit::Node* node, Frame& frame);
-  ScopeId tracedScope(Frame& frame, const SourceFrame& userFrame);
+  std::vector<std::string> targetsOf(const SourceFrame& statement);
+  void enterStatements(Frame& frame, const std::vector<SourceFrame>& stack, Location& location,
+                       const std::string* callee = nullptr);
+  void noteStatementValues(Frame& frame, const std::vector<ValueId>& values);
+  void finishStatements(Frame& frame, size_t keep);
+  void emitDropPoint(const jit::Node* node, const Location& location, const Frame& frame,
+                     const Environment& environment);
+  const std::vector<const jit::Value*>& freeVariables(const jit::Node* node);
   void bindOutputs(const jit::Node* node, const Location& location,
                    const std::vector<Slot>& outputs);
   NodeId emitNode(const jit::Node* node, const Location& location, const Frame& frame,
@@ -371,6 +420,7 @@ class GraphBuilder {
   std::unordered_map<const jit::Node*, c10::IValue> constants_;
   std::unordered_map<const jit::Node*, jit::Operation> operations_;
   std::unordered_set<const c10::FunctionSchema*> withoutMetaKernel_;
+  std::unordered_map<const jit::Node*, std::vector<const jit::Value*>> freeVariables_;
   std::vector<c10::IValue> keepAlive_;
   // Activation storages registered since the current node started, with their meta storage.
   std::vector<std::pair<StorageId, const c10::StorageImpl*>> newStorages_;
@@ -573,15 +623,91 @@ std::vector<ValueId> GraphBuilder::valuesOf(const Slot& slot) {
 // ---------------------------------------------------------------------------------------------
 // Locations and names
 
-ScopeId GraphBuilder::tracedScope(Frame& frame, const SourceFrame& userFrame) {
-  if (!userFrame.known()) return frame.scope;
-  // A traced graph records one forward per module; the Python functions it called are gone
-  // but for their frames in the stack text. Each (file, function) there gets a scope of its
-  // own inside the module call, so that its names are released when it returns.
-  std::string key = userFrame.file + ":" + userFrame.function;
-  auto [entry, inserted] = frame.tracedScopes.try_emplace(key);
-  if (inserted) entry->second = graph_.addScope({frame.scope, userFrame.function});
-  return entry->second;
+// Note [Names in traced graphs]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A traced graph keeps no reliable Python names: a value is named after whichever variable the
+// tracer found holding it (F.softmax's parameter `input`, say), most values not at all, and
+// module calls have no source range. What it keeps is the whole Python stack of every op, and
+// the model's source file is usually still on disk. So the front end follows statements: the
+// frames of this module's segment of the stack (splitByModuleCalls), outermost first, are the
+// statements running at each level of Python calls (the forward's line, then the line in a
+// helper it called). A statement's value is what its last node produced; when the next node
+// belongs to another statement at that level, the statement is done and its value is bound to
+// the name on the left of its `=` (read from the file), in the scope of the function the
+// statement is in. A module call is a node of its caller's statement, found in the stack of
+// the first node the callee ran. Statements that unpack into several names use the debug
+// names, which the tracer sets from those very variables.
+
+std::vector<std::string> GraphBuilder::targetsOf(const SourceFrame& statement) {
+  if (!statement.known()) return {};
+  std::optional<std::string> line = sourceFiles_.line(statement.file, statement.line);
+  return line ? assignmentTargets(*line) : std::vector<std::string>();
+}
+
+void GraphBuilder::enterStatements(Frame& frame, const std::vector<SourceFrame>& stack,
+                                   Location& location, const std::string* callee) {
+  std::vector<std::vector<SourceFrame>> segments = splitByModuleCalls(stack);
+  std::vector<SourceFrame> levels;
+  if (frame.moduleDepth + 1 < segments.size()) {
+    levels.assign(segments[frame.moduleDepth + 1].rbegin(), segments[frame.moduleDepth + 1].rend());
+  }
+  size_t common = 0;
+  while (common < levels.size() && common < frame.statements.size() &&
+         frame.statements[common].statement == levels[common]) {
+    ++common;
+  }
+  // The same line calling the same module again, or the next one of a ModuleList or Sequential,
+  // is a loop going round (`for layer in self.layers: x = layer(x)`), not one statement calling
+  // two modules (`x = self.pool(self.conv(x))`): the previous round's assignment is done.
+  if (callee && common == levels.size() && common > 0 &&
+      isRepeatedCall(frame.statements[common - 1].lastCallee, *callee)) {
+    --common;
+  }
+  finishStatements(frame, common);
+  // The outermost level is the module's forward, which is this frame's own scope (module calls
+  // it makes are scopes inside it); the functions it calls get scopes of their own.
+  std::string key;
+  for (size_t level = 0; level < levels.size(); ++level) {
+    key += levels[level].file + ":" + levels[level].function + "/";
+    if (level < common) continue;
+    ScopeId scope = frame.scope;
+    if (level > 0) {
+      auto [entry, inserted] = frame.tracedScopes.try_emplace(key);
+      if (inserted) {
+        entry->second =
+            graph_.addScope({frame.statements[level - 1].scope, levels[level].function});
+      }
+      scope = entry->second;
+    }
+    frame.statements.push_back({levels[level], scope, {}, NodeId()});
+  }
+  if (callee && !frame.statements.empty()) frame.statements.back().lastCallee = *callee;
+  location.traced = true;
+  location.scope = frame.statements.empty() ? frame.scope : frame.statements.back().scope;
+  location.targets =
+      frame.statements.empty() ? std::vector<std::string>() : targetsOf(levels.back());
+}
+
+void GraphBuilder::noteStatementValues(Frame& frame, const std::vector<ValueId>& values) {
+  if (values.empty()) return;
+  for (PendingStatement& pending : frame.statements) {
+    pending.values = values;
+    pending.after = lastNode();
+  }
+}
+
+// Binds what the finished statements (those past the first `keep`) assigned.
+void GraphBuilder::finishStatements(Frame& frame, size_t keep) {
+  while (frame.statements.size() > keep) {
+    PendingStatement& pending = frame.statements.back();
+    std::vector<std::string> targets = targetsOf(pending.statement);
+    if (targets.size() == 1) {
+      for (ValueId id : pending.values) {
+        graph_.value(id).bindings.push_back({pending.scope, targets.front(), pending.after});
+      }
+    }
+    frame.statements.pop_back();
+  }
 }
 
 GraphBuilder::Location GraphBuilder::locate(const jit::Node* node, Frame& frame) {
@@ -592,22 +718,19 @@ GraphBuilder::Location GraphBuilder::locate(const jit::Node* node, Frame& frame)
   if (!range.known) {
     // prim nodes (ListUnpack, GetAttr) carry no range: they belong to the statement before.
     location.stack = frame.lastStack.empty() ? frame.callers : frame.lastStack;
-    if (!frame.lastTraced) location.targets = assignmentTargets(frame.lastStatement);
-    if (frame.lastTraced && !frame.lastStack.empty()) {
-      location.scope = tracedScope(frame, innermostUserFrame(frame.lastStack));
+    if (frame.lastTraced && !frame.statements.empty()) {
+      location.traced = true;
+      location.scope = frame.statements.back().scope;
+      location.targets = targetsOf(frame.statements.back().statement);
+    } else {
+      location.targets = assignmentTargets(frame.lastStatement);
     }
     return location;
   }
   if (range.traced) {
     location.stack = range.frames;
-    SourceFrame user = innermostUserFrame(location.stack);
-    location.scope = tracedScope(frame, user);
-    // The trace kept no source text; the file usually is still where it was traced.
-    if (user.known()) {
-      if (std::optional<std::string> line = sourceFiles_.line(user.file, user.line)) {
-        location.targets = assignmentTargets(*line);
-      }
-    }
+    enterStatements(frame, location.stack, location);
+    if (frame.firstTracedStack.empty()) frame.firstTracedStack = location.stack;
     frame.lastStatement.clear();
   } else {
     SourceFrame here = range.frames.front();
@@ -641,11 +764,12 @@ void GraphBuilder::bindOutputs(const jit::Node* node, const Location& location,
     auto bound = [&](const std::string& candidate) {
       return std::find(targets.begin(), targets.end(), candidate) != targets.end();
     };
-    if (!bound(name)) {
-      if (bound(withoutTrailingDigits(name)))
-        name = withoutTrailingDigits(name);
-      else if (targets.size() == 1)
-        name = targets.front();
+    if (!bound(name) && bound(withoutTrailingDigits(name))) name = withoutTrailingDigits(name);
+    if (location.traced) {
+      // Only unpacking statements are left to debug names (Note [Names in traced graphs]).
+      if (targets.size() < 2 || !bound(name)) continue;
+    } else if (!bound(name) && targets.size() == 1) {
+      name = targets.front();
     }
     for (ValueId id : ids) graph_.value(id).bindings.push_back({location.scope, name, after});
   }
@@ -882,6 +1006,7 @@ std::vector<GraphBuilder::Slot> GraphBuilder::callGraph(jit::Graph& graph,
     environment[graph.inputs()[index]] = std::move(arguments[index]);
   }
   runBlock(graph.block(), frame, environment);
+  finishStatements(frame, 0);
   std::vector<Slot> outputs;
   for (const jit::Value* output : graph.outputs()) outputs.push_back(environment.at(output));
   return outputs;
@@ -915,6 +1040,7 @@ void GraphBuilder::runCall(jit::Node* node, Frame& frame, Environment& environme
   callee.scope = graph_.addScope({frame.scope, function->name()});
   callee.modulePath = modulePath;
   callee.function = function->name();
+  callee.moduleDepth = frame.moduleDepth + (node->kind() == jit::prim::CallMethod ? 1 : 0);
   SourceFrame callSite = innermostFrame(location.stack);
   if (callSite.known() && !frame.lastTraced) {
     callee.callers.reserve(frame.callers.size() + 1);
@@ -936,6 +1062,18 @@ void GraphBuilder::runCall(jit::Node* node, Frame& frame, Environment& environme
   for (size_t index = 0; index < node->outputs().size(); ++index) {
     environment[node->outputs()[index]] = outputs[index];
   }
+  // A traced module call has no source range of its own, but every node the callee ran has
+  // the caller's statement in its stack.
+  if (!locations_.resolve(node->sourceRange()).known && !callee.firstTracedStack.empty()) {
+    enterStatements(frame, callee.firstTracedStack, location, &callee.modulePath);
+    std::vector<ValueId> values;
+    for (const Slot& output : outputs) {
+      for (ValueId id : valuesOf(output)) values.push_back(id);
+    }
+    noteStatementValues(frame, values);
+    frame.lastTraced = true;
+  }
+  if (frame.firstTracedStack.empty()) frame.firstTracedStack = callee.firstTracedStack;
   bindOutputs(node, location, outputs);
 }
 
@@ -1018,6 +1156,7 @@ void GraphBuilder::runIf(jit::Node* node, Frame& frame, Environment& environment
   for (size_t index = 0; index < node->outputs().size(); ++index) {
     environment[node->outputs()[index]] = outputs[index];
   }
+  emitDropPoint(node, location, frame, environment);
   bindOutputs(node, location, outputs);
 }
 
@@ -1063,7 +1202,47 @@ void GraphBuilder::runLoop(jit::Node* node, Frame& frame, Environment& environme
   for (size_t index = 0; index < node->outputs().size(); ++index) {
     environment[node->outputs()[index]] = carried[index];
   }
+  emitDropPoint(node, location, frame, environment);
   bindOutputs(node, location, carried);
+}
+
+// The values defined outside an if or a loop that its blocks use, in first-use order.
+const std::vector<const jit::Value*>& GraphBuilder::freeVariables(const jit::Node* node) {
+  auto cached = freeVariables_.find(node);
+  if (cached != freeVariables_.end()) return cached->second;
+  std::unordered_set<const jit::Value*> defined;
+  std::unordered_set<const jit::Value*> listed;
+  std::vector<const jit::Value*> free;
+  auto use = [&](const jit::Value* value) {
+    if (!defined.count(value) && listed.insert(value).second) free.push_back(value);
+  };
+  std::function<void(const jit::Block*)> visit = [&](const jit::Block* block) {
+    for (const jit::Value* input : block->inputs()) defined.insert(input);
+    for (const jit::Node* inner : block->nodes()) {
+      for (const jit::Value* input : inner->inputs()) use(input);
+      for (const jit::Block* nested : inner->blocks()) visit(nested);
+      for (const jit::Value* output : inner->outputs()) defined.insert(output);
+    }
+    for (const jit::Value* output : block->outputs()) use(output);
+  };
+  for (const jit::Block* block : node->blocks()) visit(block);
+  return freeVariables_.emplace(node, std::move(free)).first->second;
+}
+
+// The TorchScript interpreter drops a value whose last use is inside an if or a loop only once
+// that if or loop is done, whichever branch ran (Note [Eager and TorchScript lifetimes]).
+void GraphBuilder::emitDropPoint(const jit::Node* node, const Location& location,
+                                 const Frame& frame, const Environment& environment) {
+  std::vector<Slot> held;
+  for (const jit::Value* value : freeVariables(node)) {
+    auto slot = environment.find(value);
+    if (slot != environment.end()) held.push_back(slot->second);
+  }
+  bool holdsValues = std::any_of(held.begin(), held.end(),
+                                 [&](const Slot& slot) { return !valuesOf(slot).empty(); });
+  if (!holdsValues) return;
+  NodeId id = emitNode(node, location, frame, held);
+  graph_.node(id).torchScriptOnly = true;
 }
 
 void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& environment) {
@@ -1181,6 +1360,7 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
   Location location = locate(node, frame);
   NodeId id = emitNode(node, location, frame, inputs);
   recordOutputs(id, outputs, allocations);
+  if (location.traced) noteStatementValues(frame, graph_.node(id).outputs);
   // Containers the op changed in place (aten::append) hold what was added.
   for (const Slot& slot : inputs) {
     if (slot.value.isList()) {

@@ -47,7 +47,7 @@ at::ScalarType outputDtype(const c10::FunctionSchema& schema,
   return tensors.empty() ? at::kFloat : tensors.front().scalar_type();
 }
 
-// The input an aliasing output shares its alias set with (same alias set), if any.
+// The input whose alias set an aliasing output shares, if any.
 std::optional<size_t> aliasedInput(const c10::FunctionSchema& schema, const c10::Argument& output) {
   if (!output.alias_info()) return std::nullopt;
   for (size_t index = 0; index < schema.arguments().size(); ++index) {
@@ -69,22 +69,28 @@ std::optional<std::vector<c10::IValue>> ShapeFunctionSizer::size(
     const torch::jit::Node* node, const std::vector<c10::IValue>& inputs) {
   const c10::FunctionSchema* schema = node->maybeSchema();
   if (!schema) return std::nullopt;
-  auto found = codes_.find(schema);
-  if (found == codes_.end()) {
+  auto found = functions_.find(schema);
+  if (found == functions_.end()) {
     std::optional<std::shared_ptr<torch::jit::Graph>> graph =
         torch::jit::shapeComputeGraphForSchema(*schema);
-    std::shared_ptr<torch::jit::Code> code;
-    if (graph) code = std::make_shared<torch::jit::Code>(*graph, schema->name() + "_shape");
-    found = codes_.emplace(schema, std::move(code)).first;
+    ShapeFunction function;
+    if (graph) {
+      function.code = std::make_shared<torch::jit::Code>(*graph, schema->name() + "_shape");
+      function.arguments = (*graph)->inputs().size();
+    }
+    found = functions_.emplace(schema, std::move(function)).first;
   }
-  if (!found->second) return std::nullopt;
+  const ShapeFunction& function = found->second;
+  if (!function.code || function.arguments > inputs.size()) return std::nullopt;
   for (const c10::Argument& output : schema->returns()) {
     if (!output.type()->cast<c10::TensorType>()) return std::nullopt;
   }
 
   torch::jit::Stack stack;
-  for (const c10::IValue& input : inputs) stack.push_back(shapeArgument(input));
-  torch::jit::InterpreterState state(*found->second);
+  for (size_t index = 0; index < function.arguments; ++index) {
+    stack.push_back(shapeArgument(inputs[index]));
+  }
+  torch::jit::InterpreterState state(*function.code);
   state.run(stack);
   std::vector<c10::IValue> shapes;
   if (schema->returns().size() == 1)

@@ -28,7 +28,11 @@ class ShapeFunctionSizer {
   static void prepare();
 
  private:
-  std::unordered_map<const c10::FunctionSchema*, std::shared_ptr<torch::jit::Code>> codes_;
+  struct ShapeFunction {
+    std::shared_ptr<torch::jit::Code> code;  // null: PyTorch has none for the schema
+    size_t arguments = 0;                    // it takes the schema's first arguments only
+  };
+  std::unordered_map<const c10::FunctionSchema*, ShapeFunction> functions_;
 };
 
 }  // namespace memtrace::estimator::torchscript
