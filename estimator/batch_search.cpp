@@ -5,24 +5,29 @@ namespace memtrace::estimator {
 std::optional<int64_t> largestBatchWithin(int64_t budgetBytes,
                                           const std::function<int64_t(int64_t)>& needBytes,
                                           int64_t limit) {
-  if (limit < 1 || needBytes(1) > budgetBytes) return std::nullopt;
-  int64_t fits = 1;
-  int64_t tooLarge = limit + 1;  // the smallest batch known not to fit (or past the limit)
-  while (fits * 2 <= limit) {
-    if (needBytes(fits * 2) > budgetBytes) {
-      tooLarge = fits * 2;
-      break;
+  if (limit < 1) return std::nullopt;
+  std::optional<int64_t> fits;   // the largest power of two seen to fit
+  int64_t tooLarge = limit + 1;  // the power of two after it (or past the limit)
+  for (int64_t batch = 1; batch <= limit; batch *= 2) {
+    int64_t need = needBytes(batch);
+    if (need <= budgetBytes) {
+      fits = batch;
+      tooLarge = batch * 2 <= limit ? batch * 2 : limit + 1;
+    } else if (need > 2 * budgetBytes) {
+      break;  // far past the budget: the steps of the allocator do not come back from there
     }
-    fits *= 2;
+    if (batch > limit / 2) break;
   }
-  while (tooLarge - fits > 1) {
-    int64_t middle = fits + (tooLarge - fits) / 2;
+  if (!fits) return std::nullopt;
+  int64_t low = *fits;
+  while (tooLarge - low > 1) {
+    int64_t middle = low + (tooLarge - low) / 2;
     if (needBytes(middle) <= budgetBytes)
-      fits = middle;
+      low = middle;
     else
       tooLarge = middle;
   }
-  return fits;
+  return low;
 }
 
 }  // namespace memtrace::estimator

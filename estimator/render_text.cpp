@@ -135,8 +135,9 @@ std::string renderText(const Graph& graph, const Estimate& estimate, const Rende
     if (!header) out << "\nassumptions:\n";
     header = true;
     SourceFrame user = innermostUserFrame(assumption.stack);
-    out << "  " << frameText(user.known() ? user : innermostFrame(assumption.stack)) << ": "
-        << assumption.detail << "\n";
+    SourceFrame where = user.known() ? user : innermostFrame(assumption.stack);
+    out << "  " << (where.known() ? frameText(where) + ": " : std::string()) << assumption.detail
+        << "\n";
   }
   return out.str();
 }

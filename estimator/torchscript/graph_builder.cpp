@@ -398,6 +398,7 @@ class GraphBuilder {
   Snapshot snapshot() const;
   void restore(Snapshot snapshot);
   int64_t bytesAllocatedSince(size_t firstNode) const;
+  void forgetNamesIfFrozen();
   [[noreturn]] void failOp(const jit::Node* node, const Location& location,
                            const std::vector<Slot>& inputs, const std::string& why);
 
@@ -1289,7 +1290,6 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
   std::vector<MetaAllocationEvent> allocations;
   const c10::FunctionSchema* schema = node->maybeSchema();
   bool skipMeta = schema && withoutMetaKernel_.count(schema);
-  std::optional<std::string> failure;
   if (node->kind() == jit::prim::is_cuda && stack.front().isTensor() &&
       stack.front().toTensor().is_meta()) {
     outputs.emplace_back(true);
@@ -1316,7 +1316,6 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
         failOp(node, location, inputs, errorMessage(error));
       }
       if (schema) withoutMetaKernel_.insert(schema);
-      failure = errorMessage(error);
       skipMeta = true;
     }
     allocations = recorder_.end();
@@ -1346,8 +1345,8 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
     allocations = recorder_.end();
     if (!sized) {
       return runUnsized(node, frame, environment, inputs,
-                        "no meta kernel and no shape function" +
-                            (failure ? " (" + *failure + ")" : std::string()),
+                        "no meta kernel and no shape function: its output size is unknown (it "
+                        "may depend on tensor data)",
                         AssumptionKind::UnknownOp);
     }
     outputs = std::move(*sized);
@@ -1371,6 +1370,30 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
   std::vector<Slot> outputSlots;
   for (const c10::IValue& output : outputs) outputSlots.push_back(Slot{output, true, ValueId()});
   bindOutputs(node, location, outputSlots);
+}
+
+// torch.jit.freeze turns the weights into constants and inlines every call into forward, and
+// the saved file keeps no inlined call stacks: the Python functions whose names held the values
+// are gone. Names would then all live until forward returns, a gross overestimate of a run
+// that never happens (a frozen module only runs in the TorchScript interpreter), so eager
+// semantics falls back to freeing at last use, and says so.
+void GraphBuilder::forgetNamesIfFrozen() {
+  bool parameters = false;
+  bool constants = false;
+  for (const Storage& storage : graph_.storages) {
+    parameters = parameters || storage.origin == StorageOrigin::Parameter;
+    constants = constants || storage.origin == StorageOrigin::Constant;
+  }
+  if (parameters || !constants) return;
+  for (Value& value : graph_.values) value.bindings.clear();
+  graph_.assumptions.push_back(
+      {AssumptionKind::Semantics,
+       "",
+       {},
+       "the module is frozen (weights are constants, calls inlined before saving): Python's "
+       "variable lifetimes cannot be recovered, so eager semantics frees at last use like the "
+       "TorchScript interpreter that runs frozen modules",
+       /*makesLowerBound=*/false});
 }
 
 Graph GraphBuilder::build(const std::vector<InputSpec>& inputs) {
@@ -1441,6 +1464,7 @@ Graph GraphBuilder::build(const std::vector<InputSpec>& inputs) {
   for (const Slot& output : outputs) {
     for (ValueId id : valuesOf(output)) graph_.outputs.push_back(id);
   }
+  forgetNamesIfFrozen();
   return std::move(graph_);
 }
 

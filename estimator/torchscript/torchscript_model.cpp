@@ -17,31 +17,34 @@ struct TorchScriptModel::State {
 
 namespace {
 
+// The first line with text: LibTorch's messages often start with a newline.
 std::string firstLine(const std::string& text) {
-  return text.substr(0, text.find('\n'));
+  size_t start = text.find_first_not_of(" \n");
+  if (start == std::string::npos) return {};
+  return text.substr(start, text.find('\n', start) - start);
 }
 
 // Turns LibTorch's load errors into what the user did wrong.
-[[noreturn]] void explainLoadFailure(const std::string& path, const c10::Error& error) {
-  std::string message = error.what_without_backtrace();
+[[noreturn]] void explainLoadFailure(const std::string& path, const std::string& message) {
   const std::string unknownOp = "Unknown builtin op: ";
   size_t at = message.find(unknownOp);
   if (at != std::string::npos) {
     size_t start = at + unknownOp.size();
-    size_t end = message.find_first_of(".\n", start);
-    throw EstimateError(path + ": uses op " + message.substr(start, end - start) +
-                        ", which this LibTorch does not know (a custom op whose library is not "
-                        "loaded): unsupported op");
-  }
-  if (message.find("PytorchStreamReader") != std::string::npos ||
-      message.find("zip archive") != std::string::npos) {
-    throw EstimateError(path + ": not a TorchScript archive (torch.jit.save writes one)");
+    std::string op = message.substr(start, message.find_first_of(" \n", start) - start);
+    if (!op.empty() && op.back() == '.') op.pop_back();
+    throw EstimateError(path + ": unsupported op " + op +
+                        ": this LibTorch does not know it (a custom op whose library is not "
+                        "loaded?)");
   }
   if (message.find("constants.pkl") != std::string::npos ||
       message.find("code/") != std::string::npos) {
     throw EstimateError(path +
-                        ": a zip archive but not TorchScript (saved with torch.save, not "
+                        ": a zip archive but not TorchScript (saved with torch.save rather than "
                         "torch.jit.save?)");
+  }
+  if (message.find("PytorchStreamReader") != std::string::npos ||
+      message.find("zip archive") != std::string::npos) {
+    throw EstimateError(path + ": not a TorchScript archive (torch.jit.save writes one)");
   }
   throw EstimateError(path + ": cannot load as TorchScript: " + firstLine(message));
 }
@@ -64,9 +67,9 @@ TorchScriptModel TorchScriptModel::load(const std::string& path) {
   try {
     state->module = torch::jit::load(path, c10::Device(c10::DeviceType::CPU));
   } catch (const c10::Error& failure) {
-    explainLoadFailure(path, failure);
+    explainLoadFailure(path, failure.what_without_backtrace());
   } catch (const std::exception& failure) {
-    throw EstimateError(path + ": cannot load as TorchScript: " + firstLine(failure.what()));
+    explainLoadFailure(path, failure.what());
   }
   if (!state->module.find_method("forward")) {
     throw EstimateError(path + ": the TorchScript module has no forward method");

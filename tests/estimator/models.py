@@ -3,8 +3,8 @@
 Each follows the published architecture's code shape (torchvision's ResNet bottleneck and VGG,
 MobileNetV3's inverted residual with squeeze-excite, BERT's encoder layer, GPT-2 as in
 minGPT/nanoGPT, the original UNet), scaled down so a CPU runs them in a fraction of a second.
-The estimator's per-line attribution is checked against the lines of this file, so the lines
-where the large tensors are made are marked with `# big:` comments.
+The estimator's per-line attribution is checked against the lines of this file that the
+ground-truth tracker charges the live tensors to.
 """
 
 import math
@@ -49,7 +49,7 @@ class ResNetLike(nn.Module):
     def __init__(self, layers=(1, 2, 2, 1), width=16, classes=100):
         super().__init__()
         self.inplanes = width
-        self.conv1 = nn.Conv2d(3, width, 7, stride=2, padding=3, bias=False)  # big: stem
+        self.conv1 = nn.Conv2d(3, width, 7, stride=2, padding=3, bias=False)
         self.bn1 = nn.BatchNorm2d(width)
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
@@ -204,7 +204,7 @@ class BertSelfAttention(nn.Module):
         query = self.split_heads(self.query(hidden_states))
         key = self.split_heads(self.key(hidden_states))
         value = self.split_heads(self.value(hidden_states))
-        scores = torch.matmul(query, key.transpose(-1, -2))  # big: attention scores
+        scores = torch.matmul(query, key.transpose(-1, -2))
         scores = scores / math.sqrt(self.head_size)
         probabilities = F.softmax(scores, dim=-1)
         context = torch.matmul(probabilities, value)
@@ -263,7 +263,7 @@ class CausalSelfAttention(nn.Module):
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # big: attention
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
         att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
         att = F.softmax(att, dim=-1)
         y = att @ v
@@ -318,7 +318,7 @@ class GPT2Like(nn.Module):
         for block in self.h:
             x = block(x)
         x = self.ln_f(x)
-        logits = self.lm_head(x)  # big: logits
+        logits = self.lm_head(x)
         return logits
 
 
@@ -346,7 +346,7 @@ class Up(nn.Module):
 
     def forward(self, x, skip):
         x = self.up(x)
-        x = torch.cat([skip, x], dim=1)  # big: skip concatenation
+        x = torch.cat([skip, x], dim=1)
         return self.conv(x)
 
 
