@@ -51,7 +51,8 @@ Estimate estimateMemory(Graph& graph, const EstimateOptions& options) {
   Lifetimes lifetimes = assignLifetimes(graph, options.semantics);
   std::vector<TimelineEvent> timeline = buildTimeline(graph, lifetimes);
   estimate.activations = simulateLiveBytes(graph, timeline);
-  estimate.allocator = replayCachingAllocator(graph, timeline, options.profile);
+  estimate.allocator =
+      replayCachingAllocator(graph, timeline, options.profile, options.memoryLimitBytes);
   estimate.attribution = attributePeak(graph, estimate.activations.liveAtPeak);
   estimate.unknownOps = collectUnknownOps(graph);
   estimate.lowerBound = graph.lowerBound();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ namespace memtrace::estimator {
 struct EstimateOptions {
   Semantics semantics = Semantics::Eager;
   DeviceProfile profile;
+  std::optional<int64_t> memoryLimitBytes;  // replay on a device of this size (for --budget)
 };
 
 // Ops whose outputs could not be sized, counted by op name (Assumption::UnknownOp).

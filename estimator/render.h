@@ -32,7 +32,8 @@ struct SweepPoint {
   Estimate estimate;
 };
 
-// What --budget asks: the largest batch whose predicted peak reserved bytes fit.
+// What --budget asks: the largest batch whose forward the caching allocator replay gets
+// through on a device of that size.
 struct BudgetAnswer {
   int64_t budgetBytes = 0;
   int64_t searchLimit = 0;

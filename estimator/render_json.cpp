@@ -223,7 +223,7 @@ std::string renderSweepJson(const std::vector<SweepPoint>& points,
   document["sweep"] = std::move(sweep);
   if (budget) {
     json answer = {{"budget_bytes", budget->budgetBytes},
-                   {"criterion", "peak_reserved_bytes"},
+                   {"criterion", "no_out_of_memory_in_replay"},
                    {"search_limit", budget->searchLimit},
                    {"largest_batch", nullptr}};
     if (budget->largestBatch) answer["largest_batch"] = *budget->largestBatch;

@@ -209,7 +209,7 @@ std::string renderSweepText(const std::vector<SweepPoint>& points,
   }
   if (budget) {
     out << (points.empty() ? "" : "\n") << "budget " << formatBytes(budget->budgetBytes)
-        << " (compared with the peak reserved bytes): ";
+        << " (device memory for the caching allocator): ";
     if (!budget->largestBatch) {
       out << "even batch 1 does not fit\n";
     } else {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -22,7 +23,11 @@
 //   - should_split: the block found is split if what remains is at least kMinBlockSize (small
 //     pool) or more than kSmallSize (large pool); otherwise the whole block is handed out and
 //     allocated_bytes counts all of it, while requested_bytes counts only n;
-//   - free_block merges a released block with the free neighbours of its segment.
+//   - free_block merges a released block with the free neighbours of its segment;
+//   - with a memory limit (a --budget), a segment that would not fit makes the allocator
+//     release every cached segment that is wholly free (release_cached_blocks, after
+//     release_available_cached_blocks, which does nothing without max_split_size_mb) and try
+//     again; if it still does not fit, the allocation fails with out of memory.
 // A zero-byte request allocates nothing (the allocator returns a null pointer for it).
 // The numbers come from the device profile (estimator/profiles/), not from this file.
 
@@ -34,7 +39,8 @@ class CachingAllocatorModel {
  public:
   static constexpr int32_t kNoBlock = -1;
 
-  explicit CachingAllocatorModel(const CachingAllocatorRules& rules) : rules_(rules) {}
+  CachingAllocatorModel(const CachingAllocatorRules& rules, std::optional<int64_t> limit)
+      : rules_(rules), limit_(limit) {}
 
   int32_t allocate(int64_t bytes) {
     if (bytes <= 0) return kNoBlock;
@@ -48,6 +54,13 @@ class CachingAllocatorModel {
       pool.erase(found);
     } else {
       int64_t segmentBytes = segmentSize(size);
+      if (limit_ && reserved_ + segmentBytes > *limit_) {
+        releaseCachedSegments();
+        if (reserved_ + segmentBytes > *limit_) {
+          outOfMemory_ = true;
+          return kNoBlock;
+        }
+      }
       block = newBlock(nextSegmentAddress_, segmentBytes, small);
       nextSegmentAddress_ += segmentBytes;
       reserved_ += segmentBytes;
@@ -107,6 +120,7 @@ class CachingAllocatorModel {
   int64_t peakAllocated() const { return peakAllocated_; }
   int64_t peakReserved() const { return peakReserved_; }
   int64_t segments() const { return segments_; }
+  bool outOfMemory() const { return outOfMemory_; }
 
  private:
   struct Block {
@@ -148,6 +162,22 @@ class CachingAllocatorModel {
     return {blocks_[block].size, blocks_[block].address, block};
   }
 
+  // Gives back every segment that is one free block (a block with no neighbours).
+  void releaseCachedSegments() {
+    for (Pool* pool : {&smallPool_, &largePool_}) {
+      for (auto entry = pool->begin(); entry != pool->end();) {
+        const Block& block = blocks_[std::get<2>(*entry)];
+        if (block.previous == kNoBlock && block.next == kNoBlock) {
+          reserved_ -= block.size;
+          --segments_;
+          entry = pool->erase(entry);
+        } else {
+          ++entry;
+        }
+      }
+    }
+  }
+
   // Grows `block` over its (free) successor, which leaves the segment's chain.
   void absorbNext(int32_t block) {
     Block& head = blocks_[block];
@@ -158,6 +188,8 @@ class CachingAllocatorModel {
   }
 
   CachingAllocatorRules rules_;
+  std::optional<int64_t> limit_;
+  bool outOfMemory_ = false;
   std::vector<Block> blocks_;
   Pool smallPool_;
   Pool largePool_;
@@ -179,8 +211,9 @@ bool contains(const std::vector<std::string>& names, std::string_view op) {
 
 AllocatorReplay replayCachingAllocator(const Graph& graph,
                                        const std::vector<TimelineEvent>& timeline,
-                                       const DeviceProfile& profile) {
-  CachingAllocatorModel model(profile.allocator);
+                                       const DeviceProfile& profile,
+                                       std::optional<int64_t> memoryLimitBytes) {
+  CachingAllocatorModel model(profile.allocator, memoryLimitBytes);
   std::vector<int32_t> blocks(graph.storages.size(), CachingAllocatorModel::kNoBlock);
 
   // Module.to(device) moves the weights before anything else, then the caller makes inputs.
@@ -196,6 +229,16 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
   }
 
   AllocatorReplay result;
+  auto finish = [&](NodeId failedAt) {
+    result.outOfMemory = model.outOfMemory();
+    result.outOfMemoryNode = failedAt;
+    result.peakRequestedBytes = model.peakRequested();
+    result.peakAllocatedBytes = model.peakAllocated();
+    result.peakReservedBytes = model.peakReserved();
+    result.segments = model.segments();
+    return result;
+  };
+  if (model.outOfMemory()) return finish(NodeId());  // the weights and inputs alone
   result.baselineRequestedBytes = model.requested();
   result.baselineAllocatedBytes = model.allocated();
   result.baselineReservedBytes = model.reserved();
@@ -236,6 +279,7 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
         if (!cublasWorkspaceAllocated && profile.cublasWorkspaceBytes > 0 &&
             contains(profile.cublasOps, op)) {
           model.allocate(profile.cublasWorkspaceBytes);  // kept for the process's lifetime
+          if (model.outOfMemory()) return finish(node);
           cublasWorkspaceAllocated = true;
           result.cublasWorkspaceBytes = profile.cublasWorkspaceBytes;
           result.cublasWorkspaceNode = node;
@@ -243,6 +287,7 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
         }
         if (result.convolutionWorkspaceBoundBytes > 0 && contains(profile.convolutionOps, op)) {
           convolutionWorkspace = model.allocate(result.convolutionWorkspaceBoundBytes);
+          if (model.outOfMemory()) return finish(node);
           notePeaks(node);
         }
       }
@@ -254,6 +299,7 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
       }
       if (event.kind == MemoryEventKind::Allocate) {
         blocks[event.storage.value] = model.allocate(graph.storage(event.storage).bytes);
+        if (model.outOfMemory()) return finish(node);
         notePeaks(node);
       } else {
         model.release(blocks[event.storage.value]);
@@ -263,11 +309,7 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
     model.release(convolutionWorkspace);
   }
 
-  result.peakRequestedBytes = model.peakRequested();
-  result.peakAllocatedBytes = model.peakAllocated();
-  result.peakReservedBytes = model.peakReserved();
-  result.segments = model.segments();
-  return result;
+  return finish(NodeId());
 }
 
 }  // namespace memtrace::estimator

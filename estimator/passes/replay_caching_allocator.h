@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "estimator/device_profile.h"
@@ -30,11 +31,17 @@ struct AllocatorReplay {
   NodeId cublasWorkspaceNode;
   // The convolution workspace bound applied to each convolution, 0 when none was stated.
   int64_t convolutionWorkspaceBoundBytes = 0;
-  int64_t segments = 0;
+  int64_t segments = 0;  // held when the forward returns
+  // With a memory limit: an allocation failed even after the cached segments were released.
+  // The replay stops there (at outOfMemoryNode; none: the weights and inputs did not fit).
+  bool outOfMemory = false;
+  NodeId outOfMemoryNode;
 };
 
+// `memoryLimitBytes`: the device memory the allocator may reserve; none for as much as it asks.
 AllocatorReplay replayCachingAllocator(const Graph& graph,
                                        const std::vector<TimelineEvent>& timeline,
-                                       const DeviceProfile& profile);
+                                       const DeviceProfile& profile,
+                                       std::optional<int64_t> memoryLimitBytes = std::nullopt);
 
 }  // namespace memtrace::estimator

@@ -51,7 +51,8 @@ Predicts the GPU memory one forward pass of a TorchScript model takes, from its 
   --device PROFILE         a device profile name or a .json path (default: cuda)
   --list-devices           list the known device profiles and exit
   --batch N,N,...          sweep the batch dimension (dimension 0 of every input)
-  --budget SIZE            the largest batch whose peak reserved memory fits in SIZE (24GiB)
+  --budget SIZE            the largest batch that runs on a device with SIZE for PyTorch's
+                           caching allocator (24GiB)
   --output FILE            write the result to FILE (written whole, or not at all)
   --rows N                 rows per table in the text output (default 10)
   -v, --verbose            log what it does, with timings, on stderr
@@ -263,14 +264,34 @@ int run(int argc, char** argv) {
   for (int64_t batch : options.batches) points.push_back(point(batch));
   std::optional<BudgetAnswer> budget;
   if (options.budgetBytes) {
+    // Each batch is replayed on a device of the budget's size: it fits if the allocator never
+    // runs out, releasing its cached segments and retrying as PyTorch does.
+    int64_t budgetBytes = *options.budgetBytes;
+    EstimateOptions limited = estimateOptions;
+    limited.memoryLimitBytes = budgetBytes;
+    auto limitedPoint = [&](int64_t batch) {
+      SweepPoint result;
+      result.batch = batch;
+      std::vector<InputSpec> inputs = withBatch(options.inputs, batch);
+      for (const InputSpec& input : inputs) result.inputShapes.push_back(input.shape);
+      Graph graph = model.buildGraph(inputs);
+      result.estimate = estimateMemory(graph, limited);
+      return result;
+    };
     budget.emplace();
-    budget->budgetBytes = *options.budgetBytes;
+    budget->budgetBytes = budgetBytes;
     budget->searchLimit = kBudgetSearchLimit;
     budget->largestBatch = largestBatchWithin(
-        *options.budgetBytes,
-        [&](int64_t batch) { return point(batch).estimate.allocator.peakReservedBytes; },
+        [&](int64_t batch) {
+          Estimate estimate = limitedPoint(batch).estimate;
+          // The exact bytes live at once do not depend on the allocator: past twice the
+          // budget, no rounding or caching brings a batch back under it.
+          int64_t exact =
+              estimate.weightBytes() + estimate.inputBytes + estimate.activations.peakBytes;
+          return BatchCheck{!estimate.allocator.outOfMemory, exact > 2 * budgetBytes};
+        },
         kBudgetSearchLimit);
-    if (budget->largestBatch) budget->atLargest = point(*budget->largestBatch);
+    if (budget->largestBatch) budget->atLargest = limitedPoint(*budget->largestBatch);
   }
   writeOutput(options.output, options.format == "json" ? renderSweepJson(points, budget, render)
                                                        : renderSweepText(points, budget, render));

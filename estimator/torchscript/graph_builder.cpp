@@ -17,10 +17,7 @@
 #include <utility>
 
 #include "estimator/errors.h"
-#include "estimator/python_source.h"
 #include "estimator/torchscript/meta_allocation_recorder.h"
-#include "estimator/torchscript/shape_functions.h"
-#include "estimator/torchscript/source_locations.h"
 
 // Note [Abstract execution]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -295,7 +292,11 @@ bool isRepeatedCall(const std::string& previous, const std::string& next) {
 
 class GraphBuilder {
  public:
-  explicit GraphBuilder(const jit::Module& module) : module_(module) {}
+  GraphBuilder(const jit::Module& module, BuildCaches& caches)
+      : module_(module),
+        locations_(caches.locations),
+        sourceFiles_(caches.sourceFiles),
+        shapeFunctions_(caches.shapeFunctions) {}
 
   Graph build(const std::vector<InputSpec>& inputs);
 
@@ -405,9 +406,9 @@ class GraphBuilder {
   const jit::Module& module_;
   Graph graph_;
   MetaAllocationRecorder recorder_;
-  SourceLocations locations_;
-  SourceFileCache sourceFiles_;
-  ShapeFunctionSizer shapeFunctions_;
+  SourceLocations& locations_;
+  SourceFileCache& sourceFiles_;
+  ShapeFunctionSizer& shapeFunctions_;
 
   // Identity of runtime objects: tensors by TensorImpl, storages by StorageImpl (meta storages
   // and, for weights, the real ones), lists, tuples and dicts by their payload. Every IValue
@@ -1470,8 +1471,9 @@ Graph GraphBuilder::build(const std::vector<InputSpec>& inputs) {
 
 }  // namespace
 
-Graph buildGraph(const torch::jit::Module& module, const std::vector<InputSpec>& inputs) {
-  GraphBuilder builder(module);
+Graph buildGraph(const torch::jit::Module& module, const std::vector<InputSpec>& inputs,
+                 BuildCaches& caches) {
+  GraphBuilder builder(module, caches);
   return builder.build(inputs);
 }
 

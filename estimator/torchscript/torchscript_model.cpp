@@ -13,6 +13,7 @@ namespace memtrace::estimator::torchscript {
 
 struct TorchScriptModel::State {
   torch::jit::Module module;
+  BuildCaches caches;
 };
 
 namespace {
@@ -80,7 +81,7 @@ TorchScriptModel TorchScriptModel::load(const std::string& path) {
 }
 
 Graph TorchScriptModel::buildGraph(const std::vector<InputSpec>& inputs) const {
-  return torchscript::buildGraph(state_->module, inputs);
+  return torchscript::buildGraph(state_->module, inputs, state_->caches);
 }
 
 std::string TorchScriptModel::forwardSignature() const {

@@ -23,6 +23,7 @@ class TorchScriptModel {
   ~TorchScriptModel();
 
   // Runs forward abstractly (Note [Abstract execution]) for inputs of these shapes and dtypes.
+  // Not thread-safe: builds of one model share caches.
   // Throws EstimateError for the wrong number of inputs, inputs the model rejects (an op or an
   // assertion fails on their shapes) and constructs the front end cannot follow.
   Graph buildGraph(const std::vector<InputSpec>& inputs) const;

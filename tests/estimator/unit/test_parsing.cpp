@@ -135,17 +135,25 @@ TEST(DeviceProfile, RejectsBadProfiles) {
   }
 }
 
+// A need in bytes checked against a budget, as the tool does with the exact bytes.
+std::function<BatchCheck(int64_t)> checkAgainst(int64_t budget,
+                                                std::function<int64_t(int64_t)> need,
+                                                int* evaluations = nullptr) {
+  return [=](int64_t batch) {
+    if (evaluations) ++*evaluations;
+    int64_t bytes = need(batch);
+    return BatchCheck{bytes <= budget, bytes > 2 * budget};
+  };
+}
+
 TEST(BatchSearch, FindsTheLargestBatchWithinBudget) {
   int evaluations = 0;
-  auto need = [&](int64_t batch) {
-    ++evaluations;
-    return 1000 + 300 * batch;
-  };
-  EXPECT_EQ(largestBatchWithin(1000 + 300 * 37, need, 1 << 16), 37);
+  auto need = [](int64_t batch) { return 1000 + 300 * batch; };
+  EXPECT_EQ(largestBatchWithin(checkAgainst(1000 + 300 * 37, need, &evaluations), 1 << 16), 37);
   EXPECT_LE(evaluations, 15);
-  EXPECT_EQ(largestBatchWithin(1000 + 300 * 37 - 1, need, 1 << 16), 36);
-  EXPECT_EQ(largestBatchWithin(1299, need, 1 << 16), std::nullopt);  // batch 1 needs 1300
-  EXPECT_EQ(largestBatchWithin(int64_t{1} << 40, need, 100), 100);   // stops at the limit
+  EXPECT_EQ(largestBatchWithin(checkAgainst(1000 + 300 * 37 - 1, need), 1 << 16), 36);
+  EXPECT_EQ(largestBatchWithin(checkAgainst(1299, need), 1 << 16), std::nullopt);
+  EXPECT_EQ(largestBatchWithin(checkAgainst(int64_t{1} << 40, need), 100), 100);  // the limit
 }
 
 TEST(BatchSearch, LooksPastADipInTheNeed) {
@@ -155,7 +163,7 @@ TEST(BatchSearch, LooksPastADipInTheNeed) {
     if (batch == 7 || batch == 8) return 24;
     return batch <= 40 ? 22 : 42;
   };
-  EXPECT_EQ(largestBatchWithin(22, need, 1 << 16), 40);
+  EXPECT_EQ(largestBatchWithin(checkAgainst(22, need), 1 << 16), 40);
 }
 
 }  // namespace

@@ -176,6 +176,36 @@ TEST(ReplayCachingAllocator, WeightsComeBeforeInputsInTheBaseline) {
   EXPECT_EQ(result.baselineReservedBytes, 20 * kMiB + 2 * kMiB);
 }
 
+TEST(ReplayCachingAllocator, AtTheLimitCachedSegmentsAreReleasedBeforeGivingUp) {
+  // 12 MiB, then 14 MiB once it is freed: the cached 12 MiB segment is too small. Without a
+  // limit both segments stay reserved. On a 20 MiB device the allocator releases the cached
+  // one and the 14 MiB segment fits next to the input's small segment; on 15 MiB it does not,
+  // and on 1 MiB not even the input does.
+  TestGraph test;
+  ValueId x = test.input(512);
+  ValueId a = test.op({x}, 12 * kMiB);
+  ValueId b = test.op({a}, 512);
+  ValueId c = test.op({b}, 14 * kMiB);
+  test.graph.outputs.push_back(c);
+  Lifetimes lifetimes = assignLifetimes(test.graph, Semantics::TorchScript);
+  std::vector<TimelineEvent> timeline = buildTimeline(test.graph, lifetimes);
+  AllocatorReplay unlimited = replayCachingAllocator(test.graph, timeline, pytorchDefaults());
+  EXPECT_FALSE(unlimited.outOfMemory);
+  EXPECT_EQ(unlimited.peakReservedBytes, 2 * kMiB + 12 * kMiB + 14 * kMiB);
+  AllocatorReplay roomy =
+      replayCachingAllocator(test.graph, timeline, pytorchDefaults(), 20 * kMiB);
+  EXPECT_FALSE(roomy.outOfMemory);
+  EXPECT_EQ(roomy.peakReservedBytes, 2 * kMiB + 14 * kMiB);
+  EXPECT_EQ(roomy.segments, 2);
+  AllocatorReplay tight =
+      replayCachingAllocator(test.graph, timeline, pytorchDefaults(), 15 * kMiB);
+  EXPECT_TRUE(tight.outOfMemory);
+  EXPECT_EQ(tight.outOfMemoryNode, NodeId(2u));
+  AllocatorReplay tiny = replayCachingAllocator(test.graph, timeline, pytorchDefaults(), kMiB);
+  EXPECT_TRUE(tiny.outOfMemory);
+  EXPECT_FALSE(tiny.outOfMemoryNode.valid());  // the input does not fit
+}
+
 TEST(ReplayCachingAllocator, ZeroByteRequestsAllocateNothing) {
   TestGraph test;
   ValueId x = test.input(0);
