@@ -73,7 +73,7 @@ json summaryJson(const Estimate& estimate) {
       {"weight_bytes", estimate.weightBytes()},
       {"input_bytes", estimate.inputBytes},
       {"activation_peak_requested_bytes", estimate.activations.peakBytes},
-      {"activation_peak_allocated_bytes",
+      {"peak_delta_allocated_bytes",
        allocator.peakAllocatedBytes - allocator.baselineAllocatedBytes},
       {"baseline_requested_bytes", allocator.baselineRequestedBytes},
       {"baseline_allocated_bytes", allocator.baselineAllocatedBytes},

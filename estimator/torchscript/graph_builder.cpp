@@ -12,6 +12,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -63,58 +64,34 @@ struct ModelRaised {
   std::vector<SourceFrame> stack;
 };
 
-std::string firstLine(std::string text) {
-  size_t end = text.find('\n');
-  if (end != std::string::npos) text.resize(end);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-  return text;
-}
+// The dtypes the estimator names (input_spec.h's canonical names) and their ATen types.
+constexpr std::pair<std::string_view, at::ScalarType> kDtypes[] = {
+    {"float32", at::kFloat},
+    {"float16", at::kHalf},
+    {"bfloat16", at::kBFloat16},
+    {"float64", at::kDouble},
+    {"int64", at::kLong},
+    {"int32", at::kInt},
+    {"int16", at::kShort},
+    {"int8", at::kChar},
+    {"uint8", at::kByte},
+    {"bool", at::kBool},
+    {"complex64", at::kComplexFloat},
+    {"complex128", at::kComplexDouble},
+};
 
 std::string dtypeName(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat:
-      return "float32";
-    case at::kHalf:
-      return "float16";
-    case at::kBFloat16:
-      return "bfloat16";
-    case at::kDouble:
-      return "float64";
-    case at::kLong:
-      return "int64";
-    case at::kInt:
-      return "int32";
-    case at::kShort:
-      return "int16";
-    case at::kChar:
-      return "int8";
-    case at::kByte:
-      return "uint8";
-    case at::kBool:
-      return "bool";
-    case at::kComplexFloat:
-      return "complex64";
-    case at::kComplexDouble:
-      return "complex128";
-    default:
-      return c10::toString(type);
+  for (const auto& [name, scalarType] : kDtypes) {
+    if (scalarType == type) return std::string(name);
   }
+  return c10::toString(type);  // one --input cannot name, but a model may make
 }
 
-at::ScalarType scalarTypeOf(const std::string& dtype) {
-  static const std::map<std::string, at::ScalarType> kTypes = {{"float32", at::kFloat},
-                                                               {"float16", at::kHalf},
-                                                               {"bfloat16", at::kBFloat16},
-                                                               {"float64", at::kDouble},
-                                                               {"int64", at::kLong},
-                                                               {"int32", at::kInt},
-                                                               {"int16", at::kShort},
-                                                               {"int8", at::kChar},
-                                                               {"uint8", at::kByte},
-                                                               {"bool", at::kBool},
-                                                               {"complex64", at::kComplexFloat},
-                                                               {"complex128", at::kComplexDouble}};
-  return kTypes.at(dtype);
+at::ScalarType scalarTypeOf(std::string_view dtype) {
+  for (const auto& [name, scalarType] : kDtypes) {
+    if (name == dtype) return scalarType;
+  }
+  throw EstimateError("dtype " + std::string(dtype) + " has no ATen type");
 }
 
 std::string shapeText(const at::Tensor& tensor) {
@@ -136,9 +113,9 @@ bool isMetaLimitation(const std::exception& error) {
 
 std::string errorMessage(const std::exception& error) {
   if (auto* c10Error = dynamic_cast<const c10::Error*>(&error)) {
-    return firstLine(c10Error->what_without_backtrace());
+    return firstLineOf(c10Error->what_without_backtrace());
   }
-  return firstLine(error.what());
+  return firstLineOf(error.what());
 }
 
 bool holdsTensors(const c10::TypePtr& type) {
@@ -266,27 +243,25 @@ std::optional<jit::Operation> interpreterInstruction(const jit::Node* node) {
   }
 }
 
+// A module path split before its last component: "layers.0" -> {"layers", "0"}.
+std::pair<std::string_view, std::string_view> splitLastComponent(std::string_view path) {
+  size_t dot = path.rfind('.');
+  if (dot == std::string_view::npos) return {{}, path};
+  return {path.substr(0, dot), path.substr(dot + 1)};
+}
+
 // Whether two module paths are one module, or two entries of one container (`layers.0` and
 // `layers.1`).
-bool isRepeatedCall(const std::string& previous, const std::string& next) {
+bool isRepeatedCall(std::string_view previous, std::string_view next) {
   if (previous.empty() || next.empty()) return false;
   if (previous == next) return true;
-  size_t previousDot = previous.rfind('.');
-  size_t nextDot = next.rfind('.');
   auto numeric = [](std::string_view text) {
     return !text.empty() && std::all_of(text.begin(), text.end(), [](char character) {
       return std::isdigit(static_cast<unsigned char>(character));
     });
   };
-  std::string_view previousParent = previousDot == std::string::npos
-                                        ? std::string_view()
-                                        : std::string_view(previous).substr(0, previousDot);
-  std::string_view nextParent =
-      nextDot == std::string::npos ? std::string_view() : std::string_view(next).substr(0, nextDot);
-  std::string_view previousLast =
-      std::string_view(previous).substr(previousDot == std::string::npos ? 0 : previousDot + 1);
-  std::string_view nextLast =
-      std::string_view(next).substr(nextDot == std::string::npos ? 0 : nextDot + 1);
+  auto [previousParent, previousLast] = splitLastComponent(previous);
+  auto [nextParent, nextLast] = splitLastComponent(next);
   return previousParent == nextParent && numeric(previousLast) && numeric(nextLast);
 }
 
@@ -355,6 +330,9 @@ class GraphBuilder {
     std::unordered_map<const c10::StorageImpl*, StorageId> storages;
     std::unordered_map<const void*, ValueId> containerValues;
     std::map<std::pair<const void*, std::string>, Slot> attributeWrites;
+    // Weights and constants met for the first time inside a branch go with it.
+    std::unordered_map<const c10::TensorImpl*, at::Tensor> metaWeights;
+    std::unordered_map<const jit::Node*, c10::IValue> constants;
   };
 
   void registerModuleTensors(const jit::Module& module, const std::string& path);
@@ -1088,7 +1066,8 @@ std::vector<GraphBuilder::Slot> GraphBuilder::runBranch(jit::Block* block, Frame
 }
 
 GraphBuilder::Snapshot GraphBuilder::snapshot() const {
-  return {graph_, tensorValues_, storages_, containerValues_, attributeWrites_};
+  return {graph_,           tensorValues_, storages_, containerValues_,
+          attributeWrites_, metaWeights_,  constants_};
 }
 
 void GraphBuilder::restore(Snapshot snapshot) {
@@ -1097,6 +1076,8 @@ void GraphBuilder::restore(Snapshot snapshot) {
   storages_ = std::move(snapshot.storages);
   containerValues_ = std::move(snapshot.containerValues);
   attributeWrites_ = std::move(snapshot.attributeWrites);
+  metaWeights_ = std::move(snapshot.metaWeights);
+  constants_ = std::move(snapshot.constants);
 }
 
 int64_t GraphBuilder::bytesAllocatedSince(size_t firstNode) const {
@@ -1309,7 +1290,7 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
       throw;
     } catch (const jit::JITException& raised) {
       recorder_.end();
-      throw ModelRaised{firstLine(raised.what()), locate(node, frame).stack};
+      throw ModelRaised{firstLineOf(raised.what()), locate(node, frame).stack};
     } catch (const std::exception& error) {
       if (!isMetaLimitation(error)) {
         recorder_.end();
@@ -1460,7 +1441,7 @@ Graph GraphBuilder::build(const std::vector<InputSpec>& inputs) {
     throw EstimateError(
         "the model raises an exception for these inputs" +
         (where.known() ? " at " + where.file + ":" + std::to_string(where.line) : std::string()) +
-        ": " + firstLine(raised.message));
+        ": " + firstLineOf(raised.message));
   }
   for (const Slot& output : outputs) {
     for (ValueId id : valuesOf(output)) graph_.outputs.push_back(id);

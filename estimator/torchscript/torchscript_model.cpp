@@ -18,13 +18,6 @@ struct TorchScriptModel::State {
 
 namespace {
 
-// The first line with text: LibTorch's messages often start with a newline.
-std::string firstLine(const std::string& text) {
-  size_t start = text.find_first_not_of(" \n");
-  if (start == std::string::npos) return {};
-  return text.substr(start, text.find('\n', start) - start);
-}
-
 // Turns LibTorch's load errors into what the user did wrong.
 [[noreturn]] void explainLoadFailure(const std::string& path, const std::string& message) {
   const std::string unknownOp = "Unknown builtin op: ";
@@ -47,7 +40,7 @@ std::string firstLine(const std::string& text) {
       message.find("zip archive") != std::string::npos) {
     throw EstimateError(path + ": not a TorchScript archive (torch.jit.save writes one)");
   }
-  throw EstimateError(path + ": cannot load as TorchScript: " + firstLine(message));
+  throw EstimateError(path + ": cannot load as TorchScript: " + firstLineOf(message));
 }
 
 }  // namespace
