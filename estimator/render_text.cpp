@@ -20,6 +20,20 @@ std::string frameText(const SourceFrame& frame) {
          (frame.function.empty() ? "" : " (" + frame.function + ")");
 }
 
+// "4.09 GFLOP": three significant digits in the largest decimal unit that keeps it at least 1.
+std::string flopsText(int64_t flops) {
+  static const char* const kUnits[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"};
+  double value = static_cast<double>(flops);
+  int unit = 0;
+  while (value >= 1000 && unit < 5) {
+    value /= 1000;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.3g %s", value, kUnits[unit]);
+  return text;
+}
+
 std::string moduleText(const std::string& path) {
   return path.empty() ? "(root)" : path;
 }
@@ -105,8 +119,8 @@ std::string renderText(const Graph& graph, const Estimate& estimate, const Rende
     out << "cuDNN workspace      not included: cuDNN picks it at run time (state a bound in the "
            "device profile)\n";
   }
-  out << "FLOPs            " << padded(std::to_string(estimate.totalFlops), 10)
-      << "   convolutions, linear layers and matrix products\n\n";
+  out << "FLOPs            " << padded(flopsText(estimate.totalFlops), 10)
+      << "   convolutions, linear layers and matrix products (" << estimate.totalFlops << ")\n\n";
   summaryLines(out, estimate);
   out << "  the allocated peak is reached during " << nodeText(graph, allocator.peakAllocatedNode)
       << "\n\n";
@@ -162,11 +176,17 @@ std::string renderGraphText(const Graph& graph) {
     }
     return text;
   };
+  for (size_t index = 0; index < graph.storages.size(); ++index) {
+    const Storage& storage = graph.storages[index];
+    if (storage.origin == StorageOrigin::Activation) continue;
+    out << "s" << index << " " << originName(storage.origin) << " " << storage.name << " "
+        << storage.bytes << " bytes\n";
+  }
   for (ValueId input : graph.inputs) out << "input " << valueText(input) << "\n";
   for (size_t index = 0; index < graph.nodes.size(); ++index) {
     const Node& node = graph.nodes[index];
-    out << index << " " << node.op << (node.torchScriptOnly ? " (drop point)" : "") << " scope "
-        << node.scope.value << " (";
+    out << index << " " << node.op << (node.torchScriptOnly ? " (drop point)" : "")
+        << (node.sizeUnknown ? " (unsized)" : "") << " scope " << node.scope.value << " (";
     for (size_t at = 0; at < node.inputs.size(); ++at) {
       out << (at ? ", " : "") << valueText(node.inputs[at]);
     }
