@@ -58,7 +58,7 @@ void benchmarkBuildGraph(benchmark::State& state, const torchscript::TorchScript
 void benchmarkAnalyses(benchmark::State& state, const torchscript::TorchScriptModel* model,
                        const BenchModel* spec) {
   Graph graph = model->buildGraph(spec->inputs);
-  EstimateOptions options{Semantics::Eager, defaultProfile()};
+  EstimateOptions options{Semantics::Eager, defaultProfile(), std::nullopt};
   for (auto _ : state) {
     Estimate estimate = estimateMemory(graph, options);
     benchmark::DoNotOptimize(estimate.activations.peakBytes);
@@ -68,7 +68,7 @@ void benchmarkAnalyses(benchmark::State& state, const torchscript::TorchScriptMo
 
 void benchmarkEstimate(benchmark::State& state, const torchscript::TorchScriptModel* model,
                        const BenchModel* spec) {
-  EstimateOptions options{Semantics::Eager, defaultProfile()};
+  EstimateOptions options{Semantics::Eager, defaultProfile(), std::nullopt};
   for (auto _ : state) {
     Graph graph = model->buildGraph(spec->inputs);
     Estimate estimate = estimateMemory(graph, options);

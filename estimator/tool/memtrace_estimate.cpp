@@ -229,7 +229,7 @@ int run(int argc, char** argv) {
   spdlog::debug("loaded {} in {:.1f} ms: {}", options.model, millisecondsSince(start),
                 model.forwardSignature());
 
-  EstimateOptions estimateOptions{options.semantics, render.profile};
+  EstimateOptions estimateOptions{options.semantics, render.profile, std::nullopt};
   auto estimateFor = [&](const std::vector<InputSpec>& inputs, Graph& graph) {
     auto begin = std::chrono::steady_clock::now();
     graph = model.buildGraph(inputs);

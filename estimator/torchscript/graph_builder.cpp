@@ -659,7 +659,7 @@ void GraphBuilder::enterStatements(Frame& frame, const std::vector<SourceFrame>&
       }
       scope = entry->second;
     }
-    frame.statements.push_back({levels[level], scope, {}, NodeId()});
+    frame.statements.push_back({levels[level], scope, {}, NodeId(), {}});
   }
   if (callee && !frame.statements.empty()) frame.statements.back().lastCallee = *callee;
   location.traced = true;
