@@ -1,0 +1,192 @@
+// The neutral graph every estimator pass runs on.
+//
+// Note [The neutral graph]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// The estimator's core never sees TorchScript. A front end runs the model abstractly (shapes
+// only) and records what one forward pass executes as a flat list of nodes in execution order:
+// control flow is already resolved (the branch an `if` takes, every iteration of a loop), so
+// each node runs exactly once, like a torch.export graph. What the core needs per node is what
+// a memory profiler would see:
+//   - the storages it allocates, and the temporaries it allocates and releases inside itself,
+//     in order (MemoryEvent);
+//   - the values (tensor handles and containers) it reads and produces; a view or an in-place
+//     op produces a value on an existing storage, so it allocates nothing;
+//   - where it comes from: the Python stack (innermost first), the module instance path, and
+//     the function-call scope it runs in.
+// Storage is the unit of memory (what the caching allocator hands out); Value is the unit of
+// liveness (what a program holds). A storage is freed when the last value on it dies; when a
+// value dies depends on the execution semantics (Note [Eager and TorchScript lifetimes]).
+//
+// The TorchScript front end (torchscript/) is one producer; a torch.export front end can fill
+// the same tables from FakeTensor `meta['val']` (shape, dtype, storage identity through
+// untyped_storage()), `meta['stack_trace']` and `meta['nn_module_stack']`.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace memtrace::estimator {
+
+// A strongly typed index into one of Graph's tables; default-constructed means "none".
+template <typename Tag>
+struct Index {
+  static constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+  uint32_t value = kNone;
+
+  constexpr Index() = default;
+  constexpr explicit Index(uint32_t index) : value(index) {}
+  constexpr explicit Index(size_t index) : value(static_cast<uint32_t>(index)) {}
+  constexpr bool valid() const { return value != kNone; }
+  friend constexpr auto operator<=>(Index, Index) = default;
+};
+using NodeId = Index<struct NodeTag>;
+using ValueId = Index<struct ValueTag>;
+using StorageId = Index<struct StorageTag>;
+using ScopeId = Index<struct ScopeTag>;
+
+enum class StorageOrigin : uint8_t {
+  Parameter,   // an nn.Parameter of the module tree, on the device before the forward
+  Buffer,      // a registered buffer of a module, on the device before the forward
+  Constant,    // a tensor baked into the code (frozen weights, traced constants)
+  Input,       // a forward argument: allocated by the caller, alive throughout
+  Activation,  // allocated by a node during the forward: outputs and temporaries
+  Host,        // stays in host memory when the model runs on a GPU (0-dim scalars, plain
+               // tensor attributes that Module.to() does not move): never device memory
+};
+
+const char* originName(StorageOrigin origin);
+inline bool isWeight(StorageOrigin origin) {
+  return origin == StorageOrigin::Parameter || origin == StorageOrigin::Buffer ||
+         origin == StorageOrigin::Constant;
+}
+
+struct Storage {
+  StorageOrigin origin = StorageOrigin::Activation;
+  int64_t bytes = 0;  // what the program asks the allocator for (nbytes), before rounding
+  NodeId producer;    // Activation: the node that allocates it
+  std::string name;   // weights and inputs: "layer1.0.conv1.weight", "input 0"
+};
+
+struct SourceFrame {
+  std::string file;  // as Python's co_filename has it: absolute for imported modules
+  int64_t line = 0;  // 0 when the IR carries no location
+  std::string function;
+
+  bool known() const { return !file.empty() && line > 0; }
+  friend auto operator<=>(const SourceFrame&, const SourceFrame&) = default;
+};
+
+// A Python name holding a value in one function-call scope, from just after node `after`
+// (none: from the scope's start) until the name is bound again or the scope returns.
+// Only eager semantics looks at bindings; Note [Eager and TorchScript lifetimes].
+struct Binding {
+  ScopeId scope;
+  std::string variable;
+  NodeId after;
+};
+
+enum class ValueKind : uint8_t {
+  Tensor,
+  Container,  // a list, tuple or dict: holds its elements alive for as long as it lives
+};
+
+struct Value {
+  ValueKind kind = ValueKind::Tensor;
+  StorageId storage;              // none for containers and for tensors of unknown size
+  std::vector<int64_t> shape;     // tensors
+  std::string dtype;              // tensors: "float32", "int64", ...
+  bool sizeKnown = true;          // false: an op the front end could not size produced it
+  NodeId producer;                // none for inputs, weights and constants
+  std::vector<ValueId> elements;  // containers: the values they hold
+  std::vector<Binding> bindings;  // eager semantics: the Python names that hold it
+};
+
+enum class MemoryEventKind : uint8_t {
+  Allocate,  // the node asks the allocator for this storage
+  Release,   // the node gives back a temporary it allocated itself
+};
+
+struct MemoryEvent {
+  MemoryEventKind kind;
+  StorageId storage;
+};
+
+struct Node {
+  std::string op;                   // "aten::conv2d", "prim::ListConstruct"
+  std::vector<ValueId> inputs;      // tensors and containers it reads
+  std::vector<ValueId> outputs;     // tensors and containers it returns (may be existing values)
+  std::vector<MemoryEvent> events;  // in the order the node performs them
+  std::vector<SourceFrame> stack;   // innermost first
+  std::string modulePath;           // "layer1.0.conv1"; "" for the root module
+  ScopeId scope;                    // the innermost function-call scope it runs in
+  int64_t flops = 0;                // filled by countFlops()
+  bool sizeUnknown = false;         // its tensor outputs could not be sized
+  // A drop point of the TorchScript interpreter rather than an op: the end of an if or a loop,
+  // which holds every outer value its blocks use (Note [Eager and TorchScript lifetimes]).
+  // Its inputs are uses in TorchScript semantics only.
+  bool torchScriptOnly = false;
+};
+
+// One function invocation (module forward, functional, helper). Scopes nest dynamically.
+struct Scope {
+  ScopeId parent;
+  std::string function;
+};
+
+enum class AssumptionKind : uint8_t {
+  UnknownOp,            // outputs could not be sized: the estimate is a lower bound
+  DataDependentBranch,  // an `if` on tensor data: the larger branch was taken
+  DataDependentLoop,    // a loop whose trip count depends on tensor data
+  UnsizedDependency,    // outputs unsized because an input was (counted, not listed)
+  Semantics,            // how a semantics was approximated for this graph
+};
+
+struct Assumption {
+  AssumptionKind kind;
+  std::string op;
+  std::vector<SourceFrame> stack;
+  std::string detail;
+  bool makesLowerBound = false;
+};
+
+struct Graph {
+  std::vector<Storage> storages;
+  std::vector<Value> values;
+  std::vector<Node> nodes;
+  std::vector<Scope> scopes;
+  std::vector<ValueId> inputs;
+  std::vector<ValueId> outputs;  // alive when the forward returns
+  std::vector<Assumption> assumptions;
+
+  Storage& storage(StorageId id) { return storages[id.value]; }
+  const Storage& storage(StorageId id) const { return storages[id.value]; }
+  Value& value(ValueId id) { return values[id.value]; }
+  const Value& value(ValueId id) const { return values[id.value]; }
+  Node& node(NodeId id) { return nodes[id.value]; }
+  const Node& node(NodeId id) const { return nodes[id.value]; }
+  Scope& scope(ScopeId id) { return scopes[id.value]; }
+  const Scope& scope(ScopeId id) const { return scopes[id.value]; }
+
+  StorageId addStorage(Storage storage);
+  ValueId addValue(Value value);
+  NodeId addNode(Node node);
+  ScopeId addScope(Scope scope);
+
+  bool lowerBound() const;
+};
+
+// Whether a file belongs to the user's own code: not the Python standard library, not an
+// installed package (site-packages, dist-packages) and not PyTorch itself. The tracer uses the
+// same rule for its "innermost frame in user code" grouping, so both sides name the same line.
+bool isUserCode(const std::string& file);
+
+// The innermost frame of `stack` in user code, or an unknown frame if there is none.
+SourceFrame innermostUserFrame(const std::vector<SourceFrame>& stack);
+
+// The innermost frame, or an unknown frame for an empty stack.
+SourceFrame innermostFrame(const std::vector<SourceFrame>& stack);
+
+}  // namespace memtrace::estimator

@@ -1,0 +1,29 @@
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "estimator/graph.h"
+
+namespace memtrace::estimator {
+
+// Who frees a tensor, and when: see Note [Eager and TorchScript lifetimes].
+enum class Semantics : uint8_t {
+  Eager,        // the nn.Module run by Python: a tensor lives while a Python name holds it
+  TorchScript,  // the TorchScript interpreter: a tensor dies after its last use
+};
+
+const char* semanticsName(Semantics semantics);
+std::optional<Semantics> parseSemantics(std::string_view text);
+
+struct Lifetimes {
+  // Per storage: the node after which it is released, or none when it is still alive as the
+  // forward returns (weights, inputs, outputs and what they hold). Temporaries released inside
+  // their node (MemoryEvent::Release) are none here too: their node already releases them.
+  std::vector<NodeId> releasedAfter;
+};
+
+Lifetimes assignLifetimes(const Graph& graph, Semantics semantics);
+
+}  // namespace memtrace::estimator

@@ -1,0 +1,315 @@
+#include "estimator/passes/replay_caching_allocator.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <tuple>
+#include <unordered_set>
+
+// Note [Caching allocator replay]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The model follows c10/cuda/CUDACachingAllocator.cpp for one device and one stream with the
+// default configuration (no max_split_size_mb, no expandable segments, no garbage collection
+// threshold) and as much device memory as it asks for, so no cached segment is ever released:
+//   - a request of n bytes becomes a block of round_size(n): n rounded up to a multiple of
+//     kMinBlockSize, and at least that;
+//   - blocks of at most kSmallSize come from the small pool, larger ones from the large pool;
+//   - get_free_block takes the smallest free block of the pool that is large enough, the
+//     lowest address among equal sizes (BlockComparatorSize orders by size, then address);
+//   - without one, alloc_block asks for a new segment of get_allocation_size(): kSmallBuffer
+//     for small blocks, kLargeBuffer below kMinLargeAlloc, else a multiple of kRoundLarge;
+//   - should_split: the block found is split if what remains is at least kMinBlockSize (small
+//     pool) or more than kSmallSize (large pool); otherwise the whole block is handed out and
+//     allocated_bytes counts all of it, while requested_bytes counts only n;
+//   - free_block merges a released block with the free neighbours of its segment;
+//   - with a memory limit (a --budget), a segment that would not fit makes the allocator
+//     release every cached segment that is wholly free (release_cached_blocks, after
+//     release_available_cached_blocks, which does nothing without max_split_size_mb) and try
+//     again; if it still does not fit, the allocation fails with out of memory.
+// A zero-byte request allocates nothing (the allocator returns a null pointer for it).
+// The numbers come from the device profile (estimator/profiles/), not from this file.
+
+namespace memtrace::estimator {
+
+namespace {
+
+class CachingAllocatorModel {
+ public:
+  static constexpr int32_t kNoBlock = -1;
+
+  CachingAllocatorModel(const CachingAllocatorRules& rules, std::optional<int64_t> limit)
+      : rules_(rules), limit_(limit) {}
+
+  int32_t allocate(int64_t bytes) {
+    if (bytes <= 0) return kNoBlock;
+    int64_t size = roundSize(bytes);
+    bool small = size <= rules_.smallRequestLimitBytes;
+    Pool& pool = small ? smallPool_ : largePool_;
+    int32_t block;
+    auto found = pool.lower_bound({size, std::numeric_limits<int64_t>::min(), 0});
+    if (found != pool.end()) {
+      block = std::get<2>(*found);
+      pool.erase(found);
+    } else {
+      int64_t segmentBytes = segmentSize(size);
+      if (limit_ && reserved_ + segmentBytes > *limit_) {
+        releaseCachedSegments();
+        if (reserved_ + segmentBytes > *limit_) {
+          outOfMemory_ = true;
+          return kNoBlock;
+        }
+      }
+      block = newBlock(nextSegmentAddress_, segmentBytes, small);
+      nextSegmentAddress_ += segmentBytes;
+      reserved_ += segmentBytes;
+      peakReserved_ = std::max(peakReserved_, reserved_);
+      ++segments_;
+    }
+    if (shouldSplit(blocks_[block], size)) {
+      Block& original = blocks_[block];
+      int32_t remainder = newBlock(original.address + size, original.size - size, small);
+      // newBlock may have moved the vector: index again.
+      Block& head = blocks_[block];
+      Block& tail = blocks_[remainder];
+      tail.previous = block;
+      tail.next = head.next;
+      if (head.next != kNoBlock) blocks_[head.next].previous = remainder;
+      head.next = remainder;
+      head.size = size;
+      pool.insert(key(remainder));
+    }
+    Block& chosen = blocks_[block];
+    chosen.allocated = true;
+    chosen.requested = bytes;
+    allocated_ += chosen.size;
+    requested_ += bytes;
+    peakAllocated_ = std::max(peakAllocated_, allocated_);
+    peakRequested_ = std::max(peakRequested_, requested_);
+    return block;
+  }
+
+  void release(int32_t block) {
+    if (block == kNoBlock) return;
+    Block& freed = blocks_[block];
+    freed.allocated = false;
+    allocated_ -= freed.size;
+    requested_ -= freed.requested;
+    freed.requested = 0;
+    Pool& pool = freed.small ? smallPool_ : largePool_;
+    int32_t merged = block;
+    int32_t previous = freed.previous;
+    if (previous != kNoBlock && !blocks_[previous].allocated) {
+      pool.erase(key(previous));
+      absorbNext(previous);
+      merged = previous;
+    }
+    int32_t next = blocks_[merged].next;
+    if (next != kNoBlock && !blocks_[next].allocated) {
+      pool.erase(key(next));
+      absorbNext(merged);
+    }
+    pool.insert(key(merged));
+  }
+
+  int64_t requested() const { return requested_; }
+  int64_t allocated() const { return allocated_; }
+  int64_t reserved() const { return reserved_; }
+  int64_t peakRequested() const { return peakRequested_; }
+  int64_t peakAllocated() const { return peakAllocated_; }
+  int64_t peakReserved() const { return peakReserved_; }
+  int64_t segments() const { return segments_; }
+  bool outOfMemory() const { return outOfMemory_; }
+
+ private:
+  struct Block {
+    int64_t address;
+    int64_t size;
+    int64_t requested = 0;
+    bool small;
+    bool allocated = false;
+    int32_t previous = kNoBlock;
+    int32_t next = kNoBlock;
+  };
+  // Free blocks by (size, address, index): the first not below (size, -inf) is the best fit.
+  using Pool = std::set<std::tuple<int64_t, int64_t, int32_t>>;
+
+  int64_t roundSize(int64_t bytes) const {
+    int64_t unit = rules_.minimumBlockBytes;
+    return std::max(unit, (bytes + unit - 1) / unit * unit);
+  }
+
+  int64_t segmentSize(int64_t size) const {
+    if (size <= rules_.smallRequestLimitBytes) return rules_.smallSegmentBytes;
+    if (size < rules_.largeSegmentThresholdBytes) return rules_.largeSegmentBytes;
+    int64_t unit = rules_.largeSegmentRoundingBytes;
+    return (size + unit - 1) / unit * unit;
+  }
+
+  bool shouldSplit(const Block& block, int64_t size) const {
+    int64_t remaining = block.size - size;
+    return block.small ? remaining >= rules_.minimumBlockBytes
+                       : remaining > rules_.smallRequestLimitBytes;
+  }
+
+  int32_t newBlock(int64_t address, int64_t size, bool small) {
+    blocks_.push_back(Block{address, size, 0, small});
+    return static_cast<int32_t>(blocks_.size() - 1);
+  }
+
+  std::tuple<int64_t, int64_t, int32_t> key(int32_t block) const {
+    return {blocks_[block].size, blocks_[block].address, block};
+  }
+
+  // Gives back every segment that is one free block (a block with no neighbours).
+  void releaseCachedSegments() {
+    for (Pool* pool : {&smallPool_, &largePool_}) {
+      for (auto entry = pool->begin(); entry != pool->end();) {
+        const Block& block = blocks_[std::get<2>(*entry)];
+        if (block.previous == kNoBlock && block.next == kNoBlock) {
+          reserved_ -= block.size;
+          --segments_;
+          entry = pool->erase(entry);
+        } else {
+          ++entry;
+        }
+      }
+    }
+  }
+
+  // Grows `block` over its (free) successor, which leaves the segment's chain.
+  void absorbNext(int32_t block) {
+    Block& head = blocks_[block];
+    int32_t next = head.next;
+    head.size += blocks_[next].size;
+    head.next = blocks_[next].next;
+    if (head.next != kNoBlock) blocks_[head.next].previous = block;
+  }
+
+  CachingAllocatorRules rules_;
+  std::optional<int64_t> limit_;
+  bool outOfMemory_ = false;
+  std::vector<Block> blocks_;
+  Pool smallPool_;
+  Pool largePool_;
+  int64_t nextSegmentAddress_ = 0;
+  int64_t requested_ = 0;
+  int64_t allocated_ = 0;
+  int64_t reserved_ = 0;
+  int64_t peakRequested_ = 0;
+  int64_t peakAllocated_ = 0;
+  int64_t peakReserved_ = 0;
+  int64_t segments_ = 0;
+};
+
+bool contains(const std::vector<std::string>& names, std::string_view op) {
+  return std::find(names.begin(), names.end(), op) != names.end();
+}
+
+}  // namespace
+
+AllocatorReplay replayCachingAllocator(const Graph& graph,
+                                       const std::vector<TimelineEvent>& timeline,
+                                       const DeviceProfile& profile,
+                                       std::optional<int64_t> memoryLimitBytes) {
+  CachingAllocatorModel model(profile.allocator, memoryLimitBytes);
+  std::vector<int32_t> blocks(graph.storages.size(), CachingAllocatorModel::kNoBlock);
+
+  // Module.to(device) moves the weights before anything else, then the caller makes inputs.
+  for (size_t index = 0; index < graph.storages.size(); ++index) {
+    if (isWeight(graph.storages[index].origin)) {
+      blocks[index] = model.allocate(graph.storages[index].bytes);
+    }
+  }
+  for (size_t index = 0; index < graph.storages.size(); ++index) {
+    if (graph.storages[index].origin == StorageOrigin::Input) {
+      blocks[index] = model.allocate(graph.storages[index].bytes);
+    }
+  }
+
+  AllocatorReplay result;
+  auto finish = [&](NodeId failedAt) {
+    result.outOfMemory = model.outOfMemory();
+    result.outOfMemoryNode = failedAt;
+    result.peakRequestedBytes = model.peakRequested();
+    result.peakAllocatedBytes = model.peakAllocated();
+    result.peakReservedBytes = model.peakReserved();
+    result.segments = model.segments();
+    return result;
+  };
+  if (model.outOfMemory()) return finish(NodeId());  // the weights and inputs alone
+  result.baselineRequestedBytes = model.requested();
+  result.baselineAllocatedBytes = model.allocated();
+  result.baselineReservedBytes = model.reserved();
+  result.convolutionWorkspaceBoundBytes = profile.convolutionWorkspaceBoundBytes.value_or(0);
+
+  int64_t bestAllocated = model.allocated();
+  int64_t bestRequested = model.requested();
+  auto notePeaks = [&](NodeId node) {
+    if (model.allocated() > bestAllocated) {
+      bestAllocated = model.allocated();
+      result.peakAllocatedNode = node;
+    }
+    if (model.requested() > bestRequested) {
+      bestRequested = model.requested();
+      result.peakRequestedNode = node;
+    }
+  };
+
+  bool cublasWorkspaceAllocated = false;
+  size_t position = 0;
+  for (size_t index = 0; index < graph.nodes.size(); ++index) {
+    NodeId node(index);
+    size_t begin = position;
+    while (position < timeline.size() && timeline[position].node == node) ++position;
+    size_t end = position;
+    // Library workspaces are taken once the op has its outputs (at::mm allocates the result,
+    // then fetches the cuBLAS handle), before it drops its own temporaries.
+    size_t workspacePoint = begin;
+    for (size_t at = begin; at < end; ++at) {
+      if (timeline[at].insideNode && timeline[at].kind == MemoryEventKind::Allocate) {
+        workspacePoint = at + 1;
+      }
+    }
+    const std::string& op = graph.nodes[index].op;
+    int32_t convolutionWorkspace = CachingAllocatorModel::kNoBlock;
+    for (size_t at = begin; at <= end; ++at) {
+      if (at == workspacePoint) {
+        if (!cublasWorkspaceAllocated && profile.cublasWorkspaceBytes > 0 &&
+            contains(profile.cublasOps, op)) {
+          model.allocate(profile.cublasWorkspaceBytes);  // kept for the process's lifetime
+          if (model.outOfMemory()) return finish(node);
+          cublasWorkspaceAllocated = true;
+          result.cublasWorkspaceBytes = profile.cublasWorkspaceBytes;
+          result.cublasWorkspaceNode = node;
+          notePeaks(node);
+        }
+        if (result.convolutionWorkspaceBoundBytes > 0 && contains(profile.convolutionOps, op)) {
+          convolutionWorkspace = model.allocate(result.convolutionWorkspaceBoundBytes);
+          if (model.outOfMemory()) return finish(node);
+          notePeaks(node);
+        }
+      }
+      if (at == end) break;
+      const TimelineEvent& event = timeline[at];
+      if (!event.insideNode && convolutionWorkspace != CachingAllocatorModel::kNoBlock) {
+        model.release(convolutionWorkspace);  // the call returned
+        convolutionWorkspace = CachingAllocatorModel::kNoBlock;
+      }
+      if (event.kind == MemoryEventKind::Allocate) {
+        blocks[event.storage.value] = model.allocate(graph.storage(event.storage).bytes);
+        if (model.outOfMemory()) return finish(node);
+        notePeaks(node);
+      } else {
+        model.release(blocks[event.storage.value]);
+        blocks[event.storage.value] = CachingAllocatorModel::kNoBlock;
+      }
+    }
+    model.release(convolutionWorkspace);
+  }
+
+  return finish(NodeId());
+}
+
+}  // namespace memtrace::estimator

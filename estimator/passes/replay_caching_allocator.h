@@ -1,0 +1,47 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "estimator/device_profile.h"
+#include "estimator/graph.h"
+#include "estimator/timeline.h"
+
+namespace memtrace::estimator {
+
+// What torch.cuda.memory_stats() would say after one forward pass on a fresh process:
+// weights and inputs are allocated first (Module.to(device), then the inputs), then the
+// forward's own allocations and releases replay through a model of PyTorch's caching allocator.
+// Note [Caching allocator replay].
+struct AllocatorReplay {
+  // After the weights and inputs, before the first node ("baseline" in the seeds' tables).
+  int64_t baselineRequestedBytes = 0;
+  int64_t baselineAllocatedBytes = 0;
+  int64_t baselineReservedBytes = 0;
+  // requested_bytes.all.peak, allocated_bytes.all.peak (max_memory_allocated()),
+  // reserved_bytes.all.peak (max_memory_reserved()).
+  int64_t peakRequestedBytes = 0;
+  int64_t peakAllocatedBytes = 0;
+  int64_t peakReservedBytes = 0;
+  NodeId peakRequestedNode;
+  NodeId peakAllocatedNode;
+  // The cuBLAS workspace, when a node calls cuBLAS: its size and the first such node.
+  int64_t cublasWorkspaceBytes = 0;
+  NodeId cublasWorkspaceNode;
+  // The convolution workspace bound applied to each convolution, 0 when none was stated.
+  int64_t convolutionWorkspaceBoundBytes = 0;
+  int64_t segments = 0;  // held when the forward returns
+  // With a memory limit: an allocation failed even after the cached segments were released.
+  // The replay stops there (at outOfMemoryNode; none: the weights and inputs did not fit).
+  bool outOfMemory = false;
+  NodeId outOfMemoryNode;
+};
+
+// `memoryLimitBytes`: the device memory the allocator may reserve; none for as much as it asks.
+AllocatorReplay replayCachingAllocator(const Graph& graph,
+                                       const std::vector<TimelineEvent>& timeline,
+                                       const DeviceProfile& profile,
+                                       std::optional<int64_t> memoryLimitBytes = std::nullopt);
+
+}  // namespace memtrace::estimator

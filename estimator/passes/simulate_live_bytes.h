@@ -1,0 +1,21 @@
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "estimator/graph.h"
+#include "estimator/timeline.h"
+
+namespace memtrace::estimator {
+
+// The activation peak in exact bytes: what a tracker counting live tensor storages would see
+// (weights, inputs and allocator workspaces excluded, no rounding).
+struct LiveBytesPeak {
+  int64_t peakBytes = 0;
+  NodeId peakNode;  // the node during which the peak is reached
+  std::vector<StorageId> liveAtPeak;
+};
+
+LiveBytesPeak simulateLiveBytes(const Graph& graph, const std::vector<TimelineEvent>& timeline);
+
+}  // namespace memtrace::estimator

@@ -1,0 +1,150 @@
+#include "estimator/python_source.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+
+namespace memtrace::estimator {
+
+namespace {
+
+bool isIdentifierStart(char character) {
+  return std::isalpha(static_cast<unsigned char>(character)) || character == '_';
+}
+
+bool isIdentifierPart(char character) {
+  return std::isalnum(static_cast<unsigned char>(character)) || character == '_';
+}
+
+void skipSpaces(std::string_view text, size_t& position) {
+  while (position < text.size() && (text[position] == ' ' || text[position] == '\t')) ++position;
+}
+
+bool isAssignmentOperator(std::string_view text, size_t position, size_t& length) {
+  // `=` but not `==`; augmented assignments bind their target too.
+  static const char* const kAugmented[] = {
+      "+=", "-=", "*=", "/=", "//=", "%=", "@=", "&=", "|=", "^=", "**=", ">>=", "<<="};
+  std::string_view rest = text.substr(position);
+  if (rest.starts_with("=") && !rest.starts_with("==")) {
+    length = 1;
+    return true;
+  }
+  for (const char* candidate : kAugmented) {
+    if (rest.starts_with(candidate)) {
+      length = std::string_view(candidate).size();
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> assignmentTargets(std::string_view line) {
+  std::vector<std::string> names;
+  size_t position = 0;
+  skipSpaces(line, position);
+  bool parenthesized = position < line.size() && line[position] == '(';
+  if (parenthesized) ++position;
+  while (true) {
+    skipSpaces(line, position);
+    if (position >= line.size() || !isIdentifierStart(line[position])) return {};
+    size_t start = position;
+    while (position < line.size() && isIdentifierPart(line[position])) ++position;
+    names.emplace_back(line.substr(start, position - start));
+    skipSpaces(line, position);
+    if (position < line.size() && line[position] == ',') {
+      ++position;
+      continue;
+    }
+    break;
+  }
+  if (parenthesized) {
+    if (position >= line.size() || line[position] != ')') return {};
+    ++position;
+    skipSpaces(line, position);
+  }
+  if (position < line.size() && line[position] == ':' && names.size() == 1) {
+    // An annotation: `x: Tensor = ...`. Skip to the `=`.
+    size_t equals = line.find('=', position);
+    if (equals == std::string_view::npos) return {};
+    position = equals;
+  }
+  size_t length = 0;
+  if (!isAssignmentOperator(line, position, length)) return {};
+  if (names.size() == 1 && (names.front() == "return" || names.front() == "yield")) return {};
+  return names;
+}
+
+std::optional<std::vector<SourceFrame>> parsePythonStack(std::string_view text) {
+  std::vector<SourceFrame> frames;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    if (line.empty()) continue;
+    // "<file>(<line>): <function>"; the file may itself contain parentheses, so look for the
+    // last "(<digits>): ".
+    size_t marker = line.rfind("): ");
+    size_t open = marker == std::string_view::npos ? marker : line.rfind('(', marker);
+    if (open == std::string_view::npos || open == 0) return std::nullopt;
+    std::string_view digits = line.substr(open + 1, marker - open - 1);
+    if (digits.empty()) return std::nullopt;
+    for (char character : digits) {
+      if (!std::isdigit(static_cast<unsigned char>(character))) return std::nullopt;
+    }
+    SourceFrame frame{std::string(line.substr(0, open)), std::stoll(std::string(digits)),
+                      std::string(line.substr(marker + 3))};
+    if (frame.file.ends_with("/torch/jit/_trace.py")) break;
+    frames.push_back(std::move(frame));
+  }
+  if (frames.empty()) return std::nullopt;
+  return frames;
+}
+
+namespace {
+
+bool isModuleCallWrapper(const SourceFrame& frame) {
+  return frame.file.ends_with("torch/nn/modules/module.py") &&
+         (frame.function == "_slow_forward" || frame.function == "_call_impl" ||
+          frame.function == "_wrapped_call_impl");
+}
+
+}  // namespace
+
+std::vector<std::vector<SourceFrame>> splitByModuleCalls(const std::vector<SourceFrame>& stack) {
+  std::vector<std::vector<SourceFrame>> segments(1);
+  for (auto frame = stack.rbegin(); frame != stack.rend(); ++frame) {
+    if (isModuleCallWrapper(*frame)) {
+      if (frame->function == "_slow_forward") segments.emplace_back();
+      continue;
+    }
+    segments.back().push_back(*frame);
+  }
+  for (std::vector<SourceFrame>& segment : segments) {
+    std::reverse(segment.begin(), segment.end());
+  }
+  return segments;
+}
+
+std::optional<std::string> SourceFileCache::line(const std::string& file, int64_t lineNumber) {
+  auto [entry, inserted] = files_.try_emplace(file);
+  if (inserted) {
+    std::ifstream stream(file);
+    if (stream) {
+      std::vector<std::string> lines;
+      std::string text;
+      while (std::getline(stream, text)) lines.push_back(std::move(text));
+      entry->second = std::move(lines);
+    }
+  }
+  const auto& lines = entry->second;
+  if (!lines || lineNumber < 1 || static_cast<size_t>(lineNumber) > lines->size()) {
+    return std::nullopt;
+  }
+  return (*lines)[lineNumber - 1];
+}
+
+}  // namespace memtrace::estimator

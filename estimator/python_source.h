@@ -1,0 +1,45 @@
+// Reading Python source locations and statements, for front ends whose IR carries them as text.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "estimator/graph.h"
+
+namespace memtrace::estimator {
+
+// The names a Python statement binds: `out = ...` -> {out}; `q, k, v = ...` -> {q, k, v};
+// `(a, b) = ...`, `x: Tensor = ...`, `out += ...` likewise. Attribute and subscript targets
+// (`self.x = ...`, `d[k] = ...`) bind no local name and give nothing, as does anything that
+// is not an assignment (`return f(x)`, `if x == y:`).
+std::vector<std::string> assignmentTargets(std::string_view line);
+
+// A traced TorchScript node's source text is the Python stack at trace time, innermost first,
+// one frame a line: "/path/model.py(42): forward". Returns the frames, or nothing when the
+// text is not such a stack (a scripted node's text is the source expression itself). Frames
+// from torch/jit/_trace.py outward (the tracing machinery and the script that called it) are
+// dropped: they are not part of the model.
+std::optional<std::vector<SourceFrame>> parsePythonStack(std::string_view text);
+
+// Splits a traced stack (innermost first) at its module calls: every nn.Module call while
+// tracing goes through Module._slow_forward (torch/nn/modules/module.py), so the frames between
+// two of those belong to one module's forward and the Python functions it called. Returns one
+// segment per call, outermost first (segment 0 is what ran outside the traced module, segment
+// d + 1 the module at call depth d), each innermost first, without module.py's wrapper frames.
+std::vector<std::vector<SourceFrame>> splitByModuleCalls(const std::vector<SourceFrame>& stack);
+
+// Lines of source files read from disk, each file once. For IRs that name the file and line
+// but carry no source text (traced TorchScript).
+class SourceFileCache {
+ public:
+  // The line (1-based), without its newline, or nothing when the file cannot be read.
+  std::optional<std::string> line(const std::string& file, int64_t lineNumber);
+
+ private:
+  std::map<std::string, std::optional<std::vector<std::string>>> files_;
+};
+
+}  // namespace memtrace::estimator

@@ -1,0 +1,51 @@
+// Renderers: text for people, JSON for the report and the Python package
+// (docs/estimate-format.md). They only format what the analyses computed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "estimator/device_profile.h"
+#include "estimator/estimate.h"
+#include "estimator/graph.h"
+
+namespace memtrace::estimator {
+
+struct RenderOptions {
+  std::string modelPath;
+  DeviceProfile profile;
+  size_t rows = 10;  // text: rows per table (JSON lists everything)
+};
+
+std::string renderText(const Graph& graph, const Estimate& estimate, const RenderOptions& options);
+std::string renderJson(const Graph& graph, const Estimate& estimate, const RenderOptions& options);
+
+// The neutral graph itself, a node a line, with each value's storage and Python names: for
+// finding out why an estimate is what it is.
+std::string renderGraphText(const Graph& graph);
+
+struct SweepPoint {
+  int64_t batch = 0;
+  std::vector<std::vector<int64_t>> inputShapes;
+  Estimate estimate;
+};
+
+// What --budget asks: the largest batch whose forward the caching allocator replay gets
+// through on a device of that size.
+struct BudgetAnswer {
+  int64_t budgetBytes = 0;
+  int64_t searchLimit = 0;
+  std::optional<int64_t> largestBatch;  // none: batch 1 does not fit
+  std::optional<SweepPoint> atLargest;
+};
+
+std::string renderSweepText(const std::vector<SweepPoint>& points,
+                            const std::optional<BudgetAnswer>& budget,
+                            const RenderOptions& options);
+std::string renderSweepJson(const std::vector<SweepPoint>& points,
+                            const std::optional<BudgetAnswer>& budget,
+                            const RenderOptions& options);
+
+}  // namespace memtrace::estimator

@@ -1,0 +1,249 @@
+#include <cstdio>
+#include <sstream>
+
+#include "estimator/byte_size.h"
+#include "estimator/render.h"
+
+namespace memtrace::estimator {
+
+namespace {
+
+std::string shapeText(const std::vector<int64_t>& shape) {
+  std::string text;
+  for (int64_t dimension : shape) text += (text.empty() ? "" : "x") + std::to_string(dimension);
+  return text.empty() ? "scalar" : text;
+}
+
+std::string frameText(const SourceFrame& frame) {
+  if (!frame.known()) return "(no source location)";
+  return frame.file + ":" + std::to_string(frame.line) +
+         (frame.function.empty() ? "" : " (" + frame.function + ")");
+}
+
+// "4.09 GFLOP": three significant digits in the largest decimal unit that keeps it at least 1.
+std::string flopsText(int64_t flops) {
+  static const char* const kUnits[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP"};
+  double value = static_cast<double>(flops);
+  int unit = 0;
+  while (value >= 1000 && unit < 5) {
+    value /= 1000;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, unit == 0 ? "%.0f %s" : "%.3g %s", value, kUnits[unit]);
+  return text;
+}
+
+std::string moduleText(const std::string& path) {
+  return path.empty() ? "(root)" : path;
+}
+
+std::string nodeText(const Graph& graph, NodeId id) {
+  if (!id.valid()) return "(before the first node)";
+  const Node& node = graph.node(id);
+  SourceFrame user = innermostUserFrame(node.stack);
+  return node.op + " at " + frameText(user.known() ? user : innermostFrame(node.stack)) +
+         ", module " + moduleText(node.modulePath);
+}
+
+std::string percent(int64_t part, int64_t whole) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%5.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
+  return text;
+}
+
+std::string padded(const std::string& text, size_t width) {
+  return text.size() >= width ? text : std::string(width - text.size(), ' ') + text;
+}
+
+void groupTable(std::ostringstream& out, const char* title, const std::vector<LiveGroup>& groups,
+                int64_t total, size_t rows, bool byModule) {
+  out << title << "\n";
+  for (size_t index = 0; index < groups.size() && index < rows; ++index) {
+    const LiveGroup& group = groups[index];
+    out << "  " << padded(formatBytes(group.bytes), 10) << " " << percent(group.bytes, total)
+        << "  " << (byModule ? moduleText(group.modulePath) : frameText(group.frame)) << "  ["
+        << group.tensors << (group.tensors == 1 ? " tensor]" : " tensors]") << "\n";
+  }
+  if (groups.size() > rows) out << "  ... " << groups.size() - rows << " more\n";
+}
+
+void summaryLines(std::ostringstream& out, const Estimate& estimate) {
+  const AllocatorReplay& allocator = estimate.allocator;
+  out << "predicted torch.cuda.memory_stats() after one forward on a fresh process:\n"
+      << "  peak requested   " << padded(formatBytes(allocator.peakRequestedBytes), 10)
+      << "   requested_bytes.all.peak (exact sizes)\n"
+      << "  peak allocated   " << padded(formatBytes(allocator.peakAllocatedBytes), 10)
+      << "   max_memory_allocated() (sizes rounded by the caching allocator)\n"
+      << "  peak reserved    " << padded(formatBytes(allocator.peakReservedBytes), 10)
+      << "   max_memory_reserved() (segments)\n"
+      << "  baseline         " << padded(formatBytes(allocator.baselineAllocatedBytes), 10)
+      << "   allocated by the weights and inputs before the forward\n"
+      << "  peak - baseline  "
+      << padded(formatBytes(allocator.peakAllocatedBytes - allocator.baselineAllocatedBytes), 10)
+      << "   what the forward adds\n";
+}
+
+}  // namespace
+
+std::string renderText(const Graph& graph, const Estimate& estimate, const RenderOptions& options) {
+  std::ostringstream out;
+  out << "memtrace-estimate: " << options.modelPath << ", " << semanticsName(estimate.semantics)
+      << " semantics, device profile " << options.profile.name << "\n";
+  out << "inputs:";
+  for (ValueId id : graph.inputs) {
+    const Value& value = graph.value(id);
+    out << " " << shapeText(value.shape) << ":" << value.dtype;
+  }
+  out << "\n";
+  if (estimate.lowerBound) {
+    out << "LOWER BOUND: some sizes are unknown (see below); the true peak may be higher\n";
+  }
+  out << "\n";
+
+  const AllocatorReplay& allocator = estimate.allocator;
+  out << "weights          " << padded(formatBytes(estimate.weightBytes()), 10) << "   parameters "
+      << formatBytes(estimate.parameterBytes) << ", buffers " << formatBytes(estimate.bufferBytes)
+      << ", constants " << formatBytes(estimate.constantBytes) << "\n";
+  out << "inputs           " << padded(formatBytes(estimate.inputBytes), 10) << "\n";
+  out << "activations      " << padded(formatBytes(estimate.activations.peakBytes), 10)
+      << "   live at the peak, during " << nodeText(graph, estimate.activations.peakNode) << "\n";
+  if (allocator.cublasWorkspaceBytes > 0) {
+    out << "cuBLAS workspace " << padded(formatBytes(allocator.cublasWorkspaceBytes), 10)
+        << "   from " << nodeText(graph, allocator.cublasWorkspaceNode) << " on, never freed\n";
+  }
+  if (allocator.convolutionWorkspaceBoundBytes > 0) {
+    out << "cuDNN workspace  " << padded(formatBytes(allocator.convolutionWorkspaceBoundBytes), 10)
+        << "   per convolution: the profile's stated bound, included\n";
+  } else {
+    out << "cuDNN workspace      not included: cuDNN picks it at run time (state a bound in the "
+           "device profile)\n";
+  }
+  out << "FLOPs            " << padded(flopsText(estimate.totalFlops), 10)
+      << "   convolutions, linear layers and matrix products (" << estimate.totalFlops << ")\n\n";
+  summaryLines(out, estimate);
+  out << "  the allocated peak is reached during " << nodeText(graph, allocator.peakAllocatedNode)
+      << "\n\n";
+
+  int64_t total = estimate.activations.peakBytes;
+  groupTable(out, "live at the peak, by line (innermost frame):", estimate.attribution.byFrame,
+             total, options.rows, false);
+  groupTable(out, "live at the peak, by line in your code:", estimate.attribution.byUserFrame,
+             total, options.rows, false);
+  groupTable(out, "live at the peak, by module:", estimate.attribution.byModule, total,
+             options.rows, true);
+
+  if (!estimate.unknownOps.empty()) {
+    out << "\nops whose outputs could not be sized (counted as 0 bytes):\n";
+    for (const UnknownOp& op : estimate.unknownOps) {
+      out << "  " << op.op << " x" << op.count << " first at "
+          << frameText(innermostFrame(op.firstStack)) << ": " << op.detail << "\n";
+    }
+  }
+  bool header = false;
+  for (const Assumption& assumption : graph.assumptions) {
+    if (assumption.kind == AssumptionKind::UnknownOp ||
+        assumption.kind == AssumptionKind::UnsizedDependency) {
+      continue;
+    }
+    if (!header) out << "\nassumptions:\n";
+    header = true;
+    SourceFrame user = innermostUserFrame(assumption.stack);
+    SourceFrame where = user.known() ? user : innermostFrame(assumption.stack);
+    out << "  " << (where.known() ? frameText(where) + ": " : std::string()) << assumption.detail
+        << "\n";
+  }
+  return out.str();
+}
+
+std::string renderGraphText(const Graph& graph) {
+  std::ostringstream out;
+  auto valueText = [&](ValueId id) {
+    const Value& value = graph.value(id);
+    std::string text = "%" + std::to_string(id.value);
+    if (value.kind == ValueKind::Container) {
+      text += "[";
+      for (size_t index = 0; index < value.elements.size(); ++index) {
+        text += (index ? "," : "") + std::string("%") + std::to_string(value.elements[index].value);
+      }
+      return text + "]";
+    }
+    if (!value.sizeKnown) return text + ":?";
+    text += ":" + shapeText(value.shape);
+    if (value.storage.valid()) text += "@s" + std::to_string(value.storage.value);
+    for (const Binding& binding : value.bindings) {
+      text += " " + binding.variable + "/" + std::to_string(binding.scope.value);
+    }
+    return text;
+  };
+  for (size_t index = 0; index < graph.storages.size(); ++index) {
+    const Storage& storage = graph.storages[index];
+    if (storage.origin == StorageOrigin::Activation) continue;
+    out << "s" << index << " " << originName(storage.origin) << " " << storage.name << " "
+        << storage.bytes << " bytes\n";
+  }
+  for (ValueId input : graph.inputs) out << "input " << valueText(input) << "\n";
+  for (size_t index = 0; index < graph.nodes.size(); ++index) {
+    const Node& node = graph.nodes[index];
+    out << index << " " << node.op << (node.torchScriptOnly ? " (drop point)" : "")
+        << (node.sizeUnknown ? " (unsized)" : "") << " scope " << node.scope.value << " (";
+    for (size_t at = 0; at < node.inputs.size(); ++at) {
+      out << (at ? ", " : "") << valueText(node.inputs[at]);
+    }
+    out << ") -> (";
+    for (size_t at = 0; at < node.outputs.size(); ++at) {
+      out << (at ? ", " : "") << valueText(node.outputs[at]);
+    }
+    out << ")";
+    for (const MemoryEvent& event : node.events) {
+      out << (event.kind == MemoryEventKind::Allocate ? " +s" : " -s") << event.storage.value << ":"
+          << graph.storage(event.storage).bytes;
+    }
+    out << "  " << frameText(innermostFrame(node.stack)) << " [" << moduleText(node.modulePath)
+        << "]\n";
+  }
+  out << "outputs:";
+  for (ValueId output : graph.outputs) out << " %" << output.value;
+  out << "\n";
+  return out.str();
+}
+
+std::string renderSweepText(const std::vector<SweepPoint>& points,
+                            const std::optional<BudgetAnswer>& budget,
+                            const RenderOptions& options) {
+  std::ostringstream out;
+  out << "memtrace-estimate: " << options.modelPath << ", device profile " << options.profile.name;
+  if (!points.empty())
+    out << ", " << semanticsName(points.front().estimate.semantics) << " semantics";
+  out << "\n\n";
+  if (!points.empty()) {
+    out << "   batch  activations  peak allocated  peak reserved\n";
+    for (const SweepPoint& point : points) {
+      const Estimate& estimate = point.estimate;
+      out << padded(std::to_string(point.batch), 8) << " "
+          << padded(formatBytes(estimate.activations.peakBytes), 12) << " "
+          << padded(formatBytes(estimate.allocator.peakAllocatedBytes), 15) << " "
+          << padded(formatBytes(estimate.allocator.peakReservedBytes), 14)
+          << (estimate.lowerBound ? "  (lower bound)" : "") << "\n";
+    }
+  }
+  if (budget) {
+    out << (points.empty() ? "" : "\n") << "budget " << formatBytes(budget->budgetBytes)
+        << " (device memory for the caching allocator): ";
+    if (!budget->largestBatch) {
+      out << "even batch 1 does not fit\n";
+    } else {
+      out << "largest batch that fits: " << *budget->largestBatch;
+      if (*budget->largestBatch == budget->searchLimit) out << " (the search limit)";
+      if (budget->atLargest) {
+        const Estimate& estimate = budget->atLargest->estimate;
+        out << " (peak reserved " << formatBytes(estimate.allocator.peakReservedBytes)
+            << ", allocated " << formatBytes(estimate.allocator.peakAllocatedBytes) << ")";
+      }
+      out << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace memtrace::estimator

@@ -1,0 +1,317 @@
+// memtrace-estimate: predicts the GPU memory a TorchScript model needs for one forward pass,
+// from its IR alone, on a CPU. `memtrace-estimate --help` lists the options; the JSON it writes
+// is described in docs/estimate-format.md.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "estimator/batch_search.h"
+#include "estimator/byte_size.h"
+#include "estimator/device_profile.h"
+#include "estimator/errors.h"
+#include "estimator/estimate.h"
+#include "estimator/input_spec.h"
+#include "estimator/render.h"
+#include "estimator/torchscript/torchscript_model.h"
+
+namespace {
+
+using namespace memtrace::estimator;
+
+// Exit statuses: 2 is what the issue asks for bad input; 1 is left for the estimator's bugs.
+constexpr int kExitBadInput = 2;
+constexpr int kExitInternalError = 1;
+// --budget searches batches up to this; past it the answer says it hit the limit.
+constexpr int64_t kBudgetSearchLimit = 1 << 16;
+
+constexpr const char* kUsage =
+    R"(usage: memtrace-estimate MODEL.pt --input SHAPE[:DTYPE] [--input ...] [options]
+
+Predicts the GPU memory one forward pass of a TorchScript model takes, from its IR alone.
+
+  --input SHAPE[:DTYPE]    one per forward argument, in order: 1x3x224x224, 4x128:int64
+                           (dtypes: float32 float16 bfloat16 float64 int64 int32 int16 int8
+                           uint8 bool, with PyTorch's aliases float half double long int)
+  --format text|json|graph text for people (default), JSON for tools (docs/estimate-format.md),
+                           or the neutral graph the estimate ran on, a node a line
+  --semantics eager|torchscript
+                           who frees tensors: Python (eager, default) or the TorchScript
+                           interpreter (at last use)
+  --device PROFILE         a device profile name or a .json path (default: cuda)
+  --list-devices           list the known device profiles and exit
+  --batch N,N,...          sweep the batch dimension (dimension 0 of every input)
+  --budget SIZE            the largest batch that runs on a device with SIZE for PyTorch's
+                           caching allocator (24GiB)
+  --output FILE            write the result to FILE (written whole, or not at all)
+  --rows N                 rows per table in the text output (default 10)
+  -v, --verbose            log what it does, with timings, on stderr
+  -h, --help               this help
+
+Exit status: 0 on success, 2 on bad input (with one line saying what), 1 on an internal error.
+)";
+
+struct Options {
+  std::string model;
+  std::vector<InputSpec> inputs;
+  std::string format = "text";
+  Semantics semantics = Semantics::Eager;
+  std::string device = "cuda";
+  std::vector<int64_t> batches;
+  std::optional<int64_t> budgetBytes;
+  std::optional<std::string> output;
+  size_t rows = 10;
+  bool listDevices = false;
+  bool verbose = false;
+  bool help = false;
+};
+
+int64_t parsePositive(const std::string& text, const std::string& option) {
+  int64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < 1) {
+    throw EstimateError(option + " " + text + ": expected a positive integer");
+  }
+  return value;
+}
+
+Options parseArguments(int argc, char** argv) {
+  Options options;
+  std::vector<std::string> arguments(argv + 1, argv + argc);
+  for (size_t index = 0; index < arguments.size(); ++index) {
+    const std::string& argument = arguments[index];
+    auto value = [&]() -> const std::string& {
+      if (index + 1 >= arguments.size()) throw EstimateError(argument + " needs a value");
+      return arguments[++index];
+    };
+    if (argument == "-h" || argument == "--help") {
+      options.help = true;
+    } else if (argument == "-v" || argument == "--verbose") {
+      options.verbose = true;
+    } else if (argument == "--list-devices") {
+      options.listDevices = true;
+    } else if (argument == "--input") {
+      options.inputs.push_back(parseInputSpec(value()));
+    } else if (argument == "--format") {
+      options.format = value();
+      if (options.format != "text" && options.format != "json" && options.format != "graph") {
+        throw EstimateError("--format " + options.format + ": expected text, json or graph");
+      }
+    } else if (argument == "--semantics") {
+      const std::string& text = value();
+      std::optional<Semantics> semantics = parseSemantics(text);
+      if (!semantics)
+        throw EstimateError("--semantics " + text + ": expected eager or torchscript");
+      options.semantics = *semantics;
+    } else if (argument == "--device") {
+      options.device = value();
+    } else if (argument == "--batch") {
+      std::string list = value();
+      size_t start = 0;
+      while (start <= list.size()) {
+        size_t end = list.find(',', start);
+        if (end == std::string::npos) end = list.size();
+        options.batches.push_back(parsePositive(list.substr(start, end - start), "--batch"));
+        start = end + 1;
+      }
+    } else if (argument == "--budget") {
+      const std::string& text = value();
+      options.budgetBytes = parseByteSize(text);
+      if (!options.budgetBytes || *options.budgetBytes == 0) {
+        throw EstimateError("--budget " + text + ": expected a size such as 24GiB or 8000MB");
+      }
+    } else if (argument == "--output") {
+      options.output = value();
+    } else if (argument == "--rows") {
+      options.rows = static_cast<size_t>(parsePositive(value(), "--rows"));
+    } else if (!argument.empty() && argument.front() == '-') {
+      throw EstimateError("unknown option " + argument + " (see --help)");
+    } else if (options.model.empty()) {
+      options.model = argument;
+    } else {
+      throw EstimateError("more than one model given: " + options.model + " and " + argument);
+    }
+  }
+  return options;
+}
+
+// Profiles ship next to the binary in the build tree (estimator/profiles/), under
+// share/memtrace/profiles when installed; MEMTRACE_ESTIMATOR_PROFILES overrides both.
+std::string profileDirectory() {
+  if (const char* override = std::getenv("MEMTRACE_ESTIMATOR_PROFILES")) return override;
+  std::error_code error;
+  std::filesystem::path executable = std::filesystem::read_symlink("/proc/self/exe", error);
+  std::filesystem::path directory = executable.parent_path();
+  for (const std::filesystem::path& candidate :
+       {directory / "profiles", directory / ".." / "share" / "memtrace" / "profiles"}) {
+    if (std::filesystem::is_directory(candidate, error)) return candidate.string();
+  }
+  return (directory / "profiles").string();
+}
+
+// Writes all of `text` or nothing: a temporary file renamed into place.
+void writeOutput(const std::optional<std::string>& path, const std::string& text) {
+  if (!path) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return;
+  }
+  std::string temporary = *path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
+    if (!file) throw EstimateError("--output " + *path + ": cannot write");
+    file << text;
+    file.close();
+    if (!file) {
+      std::filesystem::remove(temporary);
+      throw EstimateError("--output " + *path + ": write failed");
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, *path, error);
+  if (error) {
+    std::filesystem::remove(temporary);
+    throw EstimateError("--output " + *path + ": " + error.message());
+  }
+}
+
+std::vector<InputSpec> withBatch(std::vector<InputSpec> inputs, int64_t batch) {
+  for (InputSpec& input : inputs) {
+    if (!input.shape.empty()) input.shape.front() = batch;
+  }
+  return inputs;
+}
+
+double millisecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+int run(int argc, char** argv) {
+  Options options = parseArguments(argc, argv);
+  if (options.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  spdlog::set_level(options.verbose ? spdlog::level::debug : spdlog::level::warn);
+  std::string profiles = profileDirectory();
+  if (options.listDevices) {
+    std::string text;
+    for (const std::string& name : listDeviceProfiles(profiles)) {
+      DeviceProfile profile = loadDeviceProfile(name, profiles);
+      text += name + ": " + profile.description + "\n";
+    }
+    writeOutput(options.output, text);
+    return 0;
+  }
+  if (options.model.empty()) throw EstimateError("no model given (see --help)");
+  if (options.inputs.empty()) {
+    throw EstimateError("no --input given: one is needed per forward argument");
+  }
+  RenderOptions render;
+  render.modelPath = std::filesystem::absolute(options.model).string();
+  render.rows = options.rows;
+  render.profile = loadDeviceProfile(options.device, profiles);
+  spdlog::debug("device profile {} from {}", render.profile.name, profiles);
+
+  auto start = std::chrono::steady_clock::now();
+  torchscript::TorchScriptModel model = torchscript::TorchScriptModel::load(options.model);
+  spdlog::debug("loaded {} in {:.1f} ms: {}", options.model, millisecondsSince(start),
+                model.forwardSignature());
+
+  EstimateOptions estimateOptions{options.semantics, render.profile, std::nullopt};
+  auto estimateFor = [&](const std::vector<InputSpec>& inputs, Graph& graph) {
+    auto begin = std::chrono::steady_clock::now();
+    graph = model.buildGraph(inputs);
+    double built = millisecondsSince(begin);
+    Estimate estimate = estimateMemory(graph, estimateOptions);
+    spdlog::debug("{} nodes, {} values, {} storages: graph {:.1f} ms, analyses {:.1f} ms",
+                  graph.nodes.size(), graph.values.size(), graph.storages.size(), built,
+                  millisecondsSince(begin) - built);
+    return estimate;
+  };
+
+  if (options.batches.empty() && !options.budgetBytes) {
+    Graph graph;
+    Estimate estimate = estimateFor(options.inputs, graph);
+    std::string text = options.format == "json"    ? renderJson(graph, estimate, render)
+                       : options.format == "graph" ? renderGraphText(graph)
+                                                   : renderText(graph, estimate, render);
+    writeOutput(options.output, text);
+    return 0;
+  }
+
+  auto point = [&](int64_t batch) {
+    SweepPoint result;
+    result.batch = batch;
+    std::vector<InputSpec> inputs = withBatch(options.inputs, batch);
+    for (const InputSpec& input : inputs) result.inputShapes.push_back(input.shape);
+    Graph graph;
+    result.estimate = estimateFor(inputs, graph);
+    return result;
+  };
+  std::vector<SweepPoint> points;
+  for (int64_t batch : options.batches) points.push_back(point(batch));
+  std::optional<BudgetAnswer> budget;
+  if (options.budgetBytes) {
+    // Each batch is replayed on a device of the budget's size: it fits if the allocator never
+    // runs out, releasing its cached segments and retrying as PyTorch does.
+    int64_t budgetBytes = *options.budgetBytes;
+    EstimateOptions limited = estimateOptions;
+    limited.memoryLimitBytes = budgetBytes;
+    auto limitedPoint = [&](int64_t batch) {
+      SweepPoint result;
+      result.batch = batch;
+      std::vector<InputSpec> inputs = withBatch(options.inputs, batch);
+      for (const InputSpec& input : inputs) result.inputShapes.push_back(input.shape);
+      Graph graph = model.buildGraph(inputs);
+      result.estimate = estimateMemory(graph, limited);
+      return result;
+    };
+    budget.emplace();
+    budget->budgetBytes = budgetBytes;
+    budget->searchLimit = kBudgetSearchLimit;
+    budget->largestBatch = largestBatchWithin(
+        [&](int64_t batch) {
+          Estimate estimate = limitedPoint(batch).estimate;
+          // The exact bytes live at once do not depend on the allocator: past twice the
+          // budget, no rounding or caching brings a batch back under it.
+          int64_t exact =
+              estimate.weightBytes() + estimate.inputBytes + estimate.activations.peakBytes;
+          return BatchCheck{!estimate.allocator.outOfMemory, exact > 2 * budgetBytes};
+        },
+        kBudgetSearchLimit);
+    if (budget->largestBatch) budget->atLargest = limitedPoint(*budget->largestBatch);
+  }
+  writeOutput(options.output, options.format == "json" ? renderSweepJson(points, budget, render)
+                                                       : renderSweepText(points, budget, render));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto logger = spdlog::stderr_color_mt("memtrace-estimate");
+  logger->set_pattern("memtrace-estimate: %l: %v");
+  spdlog::set_default_logger(logger);
+  try {
+    return run(argc, argv);
+  } catch (const EstimateError& error) {
+    spdlog::error("{}", error.what());
+    return kExitBadInput;
+  } catch (const std::exception& error) {
+    std::string message = error.what();
+    spdlog::error("internal error: {}", message.substr(0, message.find('\n')));
+    return kExitInternalError;
+  }
+}

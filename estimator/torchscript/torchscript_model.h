@@ -1,0 +1,40 @@
+// The TorchScript front end: a scripted or traced model saved with torch.jit.save, turned into
+// the neutral graph (Note [The neutral graph]) for given input shapes. Torch headers stay
+// behind this interface so that the tool and the core compile without them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "estimator/graph.h"
+#include "estimator/input_spec.h"
+
+namespace memtrace::estimator::torchscript {
+
+class TorchScriptModel {
+ public:
+  // Loads the archive on the CPU. Throws EstimateError for a missing file, a file that is not
+  // a TorchScript archive, or one that uses ops this LibTorch does not know.
+  static TorchScriptModel load(const std::string& path);
+
+  TorchScriptModel(TorchScriptModel&&) noexcept;
+  TorchScriptModel& operator=(TorchScriptModel&&) noexcept;
+  ~TorchScriptModel();
+
+  // Runs forward abstractly (Note [Abstract execution]) for inputs of these shapes and dtypes.
+  // Not thread-safe: builds of one model share caches.
+  // Throws EstimateError for the wrong number of inputs, inputs the model rejects (an op or an
+  // assertion fails on their shapes) and constructs the front end cannot follow.
+  Graph buildGraph(const std::vector<InputSpec>& inputs) const;
+
+  // "forward(x: Tensor, mask: Tensor)": for messages.
+  std::string forwardSignature() const;
+
+ private:
+  struct State;
+  explicit TorchScriptModel(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace memtrace::estimator::torchscript

@@ -1,0 +1,35 @@
+"""Shared helpers for the estimator's end-to-end tests: where the tool is, how to run it."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def estimator_binary():
+    build = Path(os.environ.get("MEMTRACE_BUILD_DIR", REPOSITORY / "build"))
+    binary = build / "estimator" / "memtrace-estimate"
+    if not binary.exists():
+        pytest.fail(f"{binary} is missing: build first (make build)")
+    return binary
+
+
+def run_estimator(*arguments):
+    """Runs memtrace-estimate; returns the CompletedProcess (text)."""
+    return subprocess.run(
+        [str(estimator_binary()), *map(str, arguments)], capture_output=True, text=True, timeout=300
+    )
+
+
+def estimate_json(*arguments):
+    """Runs memtrace-estimate with --format json and returns the parsed document."""
+    result = run_estimator(*arguments, "--format", "json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)

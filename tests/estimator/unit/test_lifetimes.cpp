@@ -1,0 +1,185 @@
+// assignLifetimes and simulateLiveBytes: when each storage is freed under each semantics, and
+// the exact live-bytes peak that follows.
+#include <gtest/gtest.h>
+
+#include "estimator/passes/assign_lifetimes.h"
+#include "estimator/passes/simulate_live_bytes.h"
+#include "estimator/timeline.h"
+#include "test_graph.h"
+
+namespace memtrace::estimator {
+namespace {
+
+using testing::TestGraph;
+
+int64_t peakOf(const Graph& graph, Semantics semantics) {
+  Lifetimes lifetimes = assignLifetimes(graph, semantics);
+  return simulateLiveBytes(graph, buildTimeline(graph, lifetimes)).peakBytes;
+}
+
+NodeId releaseOf(const Graph& graph, Semantics semantics, StorageId storage) {
+  return assignLifetimes(graph, semantics).releasedAfter[storage.value];
+}
+
+TEST(AssignLifetimes, TorchScriptFreesAfterLastUse) {
+  TestGraph test;
+  ValueId x = test.input(100);
+  ValueId a = test.op({x}, 1000);  // node 0
+  ValueId b = test.op({a}, 2000);  // node 1
+  ValueId c = test.op({b}, 3000);  // node 2
+  test.graph.outputs.push_back(c);
+  EXPECT_EQ(releaseOf(test.graph, Semantics::TorchScript, test.storageOf(a)), NodeId(1u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::TorchScript, test.storageOf(b)), NodeId(2u));
+  EXPECT_FALSE(releaseOf(test.graph, Semantics::TorchScript, test.storageOf(c)).valid());
+  // The largest adjacent pair: b and c live while node 2 runs.
+  EXPECT_EQ(peakOf(test.graph, Semantics::TorchScript), 5000);
+}
+
+TEST(AssignLifetimes, UnusedOutputDiesWithItsNode) {
+  TestGraph test;
+  ValueId x = test.input(100);
+  ValueId unused = test.op({x}, 1000);
+  ValueId kept = test.op({x}, 10);
+  test.graph.outputs.push_back(kept);
+  for (Semantics semantics : {Semantics::Eager, Semantics::TorchScript}) {
+    EXPECT_EQ(releaseOf(test.graph, semantics, test.storageOf(unused)), NodeId(0u));
+  }
+}
+
+TEST(AssignLifetimes, EagerNameHoldsUntilScopeReturns) {
+  // h = f(x); out = g(h); return out + 1  (h is held by its name until the function returns)
+  TestGraph test;
+  ValueId x = test.input(100);
+  ScopeId body = test.call(test.root);
+  ValueId h = test.op({x}, 1000, body);
+  test.bind(h, "h", body);
+  ValueId out = test.op({h}, 2000, body);
+  test.bind(out, "out", body);
+  ValueId result = test.op({out}, 3000, body);
+  test.op({result}, 1, test.root);  // the caller goes on after the call
+  EXPECT_EQ(releaseOf(test.graph, Semantics::Eager, test.storageOf(h)), NodeId(2u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::TorchScript, test.storageOf(h)), NodeId(1u));
+  EXPECT_EQ(peakOf(test.graph, Semantics::Eager), 6000);
+  EXPECT_EQ(peakOf(test.graph, Semantics::TorchScript), 5000);
+}
+
+TEST(AssignLifetimes, EagerRebindingReleasesThePreviousValue) {
+  // out = f(x); out = g(out); out = k(out); big = m(out)
+  TestGraph test;
+  ValueId x = test.input(100);
+  ValueId first = test.op({x}, 1000);
+  test.bind(first, "out");
+  ValueId second = test.op({first}, 1000);
+  test.bind(second, "out");
+  ValueId third = test.op({second}, 1000);
+  test.bind(third, "out");
+  test.op({third}, 5000);
+  // The first value is released once `out` is bound again, after node 1 returned.
+  EXPECT_EQ(releaseOf(test.graph, Semantics::Eager, test.storageOf(first)), NodeId(1u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::Eager, test.storageOf(second)), NodeId(2u));
+  // `out` still holds the third value when the scope ends with node 3.
+  EXPECT_EQ(releaseOf(test.graph, Semantics::Eager, test.storageOf(third)), NodeId(3u));
+}
+
+TEST(AssignLifetimes, EagerCallArgumentsLiveUntilTheCallReturns) {
+  // The callee rebinds its parameter, but the caller still holds the argument.
+  TestGraph test;
+  ValueId x = test.input(100);
+  ValueId argument = test.op({x}, 4000);  // node 0, in the caller
+  ScopeId callee = test.call(test.root);
+  test.bind(argument, "(argument 1)", callee);
+  ValueId inner = test.op({argument}, 1000, callee);  // node 1
+  ValueId inner2 = test.op({inner}, 1000, callee);    // node 2
+  ValueId after = test.op({inner2}, 1, test.root);    // node 3, back in the caller
+  test.graph.outputs.push_back(after);
+  EXPECT_EQ(releaseOf(test.graph, Semantics::Eager, test.storageOf(argument)), NodeId(2u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::TorchScript, test.storageOf(argument)), NodeId(1u));
+}
+
+TEST(AssignLifetimes, ScopeWithoutNodesHoldsNothingPastTheBinding) {
+  TestGraph test;
+  ValueId x = test.input(100);
+  ValueId a = test.op({x}, 1000);  // node 0
+  ScopeId identity = test.call(test.root);
+  test.bind(a, "(argument 1)", identity);  // nn.Identity: a call that runs no node
+  test.op({x}, 10);                        // node 1
+  test.op({x}, 10);                        // node 2
+  EXPECT_EQ(releaseOf(test.graph, Semantics::Eager, test.storageOf(a)), NodeId(0u));
+}
+
+TEST(AssignLifetimes, ContainersHoldTheirElements) {
+  TestGraph test;
+  ValueId x = test.input(100);
+  ValueId a = test.op({x}, 1000);    // node 0
+  ValueId b = test.op({x}, 1000);    // node 1
+  ValueId list = test.list({a, b});  // node 2
+  test.op({x}, 10);                  // node 3
+  test.use({list});                  // node 4: the last use of the list
+  for (Semantics semantics : {Semantics::Eager, Semantics::TorchScript}) {
+    EXPECT_EQ(releaseOf(test.graph, semantics, test.storageOf(a)), NodeId(4u));
+    EXPECT_EQ(releaseOf(test.graph, semantics, test.storageOf(b)), NodeId(4u));
+  }
+}
+
+TEST(AssignLifetimes, StorageLivesWhileAnyViewLives) {
+  TestGraph test;
+  ValueId x = test.input(100);
+  ValueId base = test.op({x}, 1000);  // node 0
+  ValueId view = test.view(base);     // node 1
+  test.op({x}, 10);                   // node 2
+  test.use({view});                   // node 3
+  EXPECT_EQ(releaseOf(test.graph, Semantics::TorchScript, test.storageOf(base)), NodeId(3u));
+}
+
+TEST(AssignLifetimes, DropPointsCountInTorchScriptOnly) {
+  TestGraph test;
+  ValueId x = test.input(100);
+  ValueId a = test.op({x}, 1000);  // node 0
+  test.op({a}, 10);                // node 1: last real use
+  test.op({x}, 10);                // node 2
+  NodeId drop = test.use({a});     // node 3: the end of an if whose other branch uses a
+  test.graph.node(drop).torchScriptOnly = true;
+  EXPECT_EQ(releaseOf(test.graph, Semantics::TorchScript, test.storageOf(a)), NodeId(3u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::Eager, test.storageOf(a)), NodeId(1u));
+}
+
+TEST(AssignLifetimes, WeightsInputsAndOutputsAreNeverReleased) {
+  TestGraph test;
+  ValueId x = test.input(100);
+  ValueId w = test.weight(50);
+  ValueId y = test.op({x, w}, 10);
+  test.graph.outputs.push_back(y);
+  Lifetimes lifetimes = assignLifetimes(test.graph, Semantics::TorchScript);
+  for (const NodeId& release : lifetimes.releasedAfter) EXPECT_FALSE(release.valid());
+}
+
+TEST(SimulateLiveBytes, TemporariesCountWhileTheirNodeRuns) {
+  TestGraph test;
+  ValueId x = test.input(100);
+  ValueId a = test.op({x}, 1000);
+  ValueId b = test.opWithTemporary({a}, 1000, 700);
+  test.graph.outputs.push_back(b);
+  LiveBytesPeak peak = simulateLiveBytes(
+      test.graph, buildTimeline(test.graph, assignLifetimes(test.graph, Semantics::TorchScript)));
+  EXPECT_EQ(peak.peakBytes, 2700);  // a, the temporary and b at once
+  EXPECT_EQ(peak.peakNode, NodeId(1u));
+  EXPECT_EQ(peak.liveAtPeak.size(), 3u);
+}
+
+TEST(SimulateLiveBytes, ListsWhatIsLiveAtTheFirstPeak) {
+  TestGraph test;
+  ValueId x = test.input(100);
+  ValueId a = test.op({x}, 500);   // node 0
+  ValueId b = test.op({a}, 4000);  // node 1: a + b = 4500, the peak
+  ValueId c = test.op({b}, 100);   // node 2
+  test.graph.outputs.push_back(c);
+  LiveBytesPeak peak = simulateLiveBytes(
+      test.graph, buildTimeline(test.graph, assignLifetimes(test.graph, Semantics::TorchScript)));
+  EXPECT_EQ(peak.peakBytes, 4500);
+  EXPECT_EQ(peak.peakNode, NodeId(1u));
+  std::vector<StorageId> expected = {test.storageOf(a), test.storageOf(b)};
+  EXPECT_EQ(peak.liveAtPeak, expected);
+}
+
+}  // namespace
+}  // namespace memtrace::estimator

@@ -1,0 +1,170 @@
+// What the estimator reads from users and from IR text: sizes, input specs, Python statements
+// and stacks, device profiles; and the batch search.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "estimator/batch_search.h"
+#include "estimator/byte_size.h"
+#include "estimator/device_profile.h"
+#include "estimator/errors.h"
+#include "estimator/input_spec.h"
+#include "estimator/python_source.h"
+
+namespace memtrace::estimator {
+namespace {
+
+TEST(ByteSize, ParsesBinaryAndDecimalUnits) {
+  EXPECT_EQ(parseByteSize("24GiB"), int64_t{24} << 30);
+  EXPECT_EQ(parseByteSize("512 MiB"), int64_t{512} << 20);
+  EXPECT_EQ(parseByteSize("1.5GB"), 1'500'000'000);
+  EXPECT_EQ(parseByteSize("80gb"), 80'000'000'000);
+  EXPECT_EQ(parseByteSize("1000"), 1000);
+  EXPECT_EQ(parseByteSize("2k"), 2000);
+  EXPECT_FALSE(parseByteSize("GiB"));
+  EXPECT_FALSE(parseByteSize("12 parsecs"));
+  EXPECT_FALSE(parseByteSize("-5GiB"));
+}
+
+TEST(ByteSize, FormatsWithThreeDigits) {
+  EXPECT_EQ(formatBytes(512), "512 B");
+  EXPECT_EQ(formatBytes(10433331), "9.95 MiB");
+  EXPECT_EQ(formatBytes(int64_t{150} << 20), "150 MiB");
+  EXPECT_EQ(formatBytes(int64_t{24} << 30), "24.0 GiB");
+}
+
+TEST(InputSpec, ParsesShapeAndDtype) {
+  InputSpec image = parseInputSpec("1x3x224x224");
+  EXPECT_EQ(image.shape, (std::vector<int64_t>{1, 3, 224, 224}));
+  EXPECT_EQ(image.dtype, "float32");
+  InputSpec tokens = parseInputSpec("4x128:long");
+  EXPECT_EQ(tokens.shape, (std::vector<int64_t>{4, 128}));
+  EXPECT_EQ(tokens.dtype, "int64");
+  EXPECT_EQ(parseInputSpec("2x8:half").dtype, "float16");
+  EXPECT_EQ(describeInputSpec(tokens), "4x128:int64");
+}
+
+TEST(InputSpec, RejectsMalformedInput) {
+  EXPECT_THROW(parseInputSpec("1x3x:float32"), EstimateError);
+  EXPECT_THROW(parseInputSpec("axb"), EstimateError);
+  EXPECT_THROW(parseInputSpec("1x-3"), EstimateError);
+  EXPECT_THROW(parseInputSpec(""), EstimateError);
+  try {
+    parseInputSpec("1x3:float8");
+    FAIL() << "an unknown dtype was accepted";
+  } catch (const EstimateError& error) {
+    EXPECT_NE(std::string(error.what()).find("unknown dtype 'float8'"), std::string::npos);
+  }
+}
+
+TEST(AssignmentTargets, FindsTheNamesAStatementBinds) {
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(assignmentTargets("        out = self.conv1(x)"), Names{"out"});
+  EXPECT_EQ(assignmentTargets("q, k, v = self.c_attn(x).split(C, dim=2)"), (Names{"q", "k", "v"}));
+  EXPECT_EQ(assignmentTargets("(a, b) = pair"), (Names{"a", "b"}));
+  EXPECT_EQ(assignmentTargets("x: Tensor = f(y)"), Names{"x"});
+  EXPECT_EQ(assignmentTargets("    out += identity"), Names{"out"});
+  EXPECT_EQ(assignmentTargets("att = att.masked_fill(mask == 0, -1.0)"), Names{"att"});
+  EXPECT_TRUE(assignmentTargets("return self.fc(x)").empty());
+  EXPECT_TRUE(assignmentTargets("if x == y:").empty());
+  EXPECT_TRUE(assignmentTargets("self.cache = x").empty());
+  EXPECT_TRUE(assignmentTargets("d[key] = x").empty());
+  EXPECT_TRUE(assignmentTargets("f(x=1)").empty());
+}
+
+TEST(PythonStack, ParsesATracedNodesStackInnermostFirst) {
+  std::string text =
+      "/venv/lib/python3.11/site-packages/torch/nn/functional.py(2207): softmax\n"
+      "/home/me/model (v2)/model.py(14): forward\n"
+      "/venv/lib/python3.11/site-packages/torch/nn/modules/module.py(1768): _slow_forward\n"
+      "/venv/lib/python3.11/site-packages/torch/jit/_trace.py(1216): trace_module\n"
+      "/home/me/export.py(20): <module>\n";
+  std::optional<std::vector<SourceFrame>> stack = parsePythonStack(text);
+  ASSERT_TRUE(stack);
+  ASSERT_EQ(stack->size(), 3u);  // stops at the tracing machinery
+  EXPECT_EQ((*stack)[0].function, "softmax");
+  EXPECT_EQ((*stack)[0].line, 2207);
+  EXPECT_EQ((*stack)[1].file, "/home/me/model (v2)/model.py");
+  EXPECT_EQ((*stack)[1].line, 14);
+  EXPECT_FALSE(parsePythonStack("F.softmax(att, dim=-1)"));
+  EXPECT_FALSE(parsePythonStack(""));
+}
+
+TEST(PythonStack, SplitsAtModuleCalls) {
+  const std::string module = "/venv/site-packages/torch/nn/modules/module.py";
+  std::vector<SourceFrame> stack = {
+      {"/venv/site-packages/torch/nn/modules/conv.py", 560, "_conv_forward"},
+      {"/venv/site-packages/torch/nn/modules/conv.py", 565, "forward"},
+      {module, 1768, "_slow_forward"},
+      {module, 1789, "_call_impl"},
+      {"/m/model.py", 30, "helper"},
+      {"/m/model.py", 40, "forward"},
+      {module, 1768, "_slow_forward"},
+      {module, 1789, "_call_impl"},
+  };
+  std::vector<std::vector<SourceFrame>> segments = splitByModuleCalls(stack);
+  ASSERT_EQ(segments.size(), 3u);
+  EXPECT_TRUE(segments[0].empty());
+  ASSERT_EQ(segments[1].size(), 2u);
+  EXPECT_EQ(segments[1][0].line, 30);  // innermost first: the helper's line
+  EXPECT_EQ(segments[1][1].line, 40);
+  ASSERT_EQ(segments[2].size(), 2u);
+  EXPECT_EQ(segments[2][0].function, "_conv_forward");
+}
+
+TEST(DeviceProfile, ShippedProfilesParse) {
+  for (const std::string& name : listDeviceProfiles(MEMTRACE_PROFILE_DIRECTORY)) {
+    DeviceProfile profile = loadDeviceProfile(name, MEMTRACE_PROFILE_DIRECTORY);
+    EXPECT_EQ(profile.name, name);
+    EXPECT_EQ(profile.allocator.minimumBlockBytes, 512);
+    EXPECT_EQ(profile.allocator.largeSegmentBytes, 20 << 20);
+  }
+  EXPECT_EQ(loadDeviceProfile("cuda", MEMTRACE_PROFILE_DIRECTORY).cublasWorkspaceBytes, 8519680);
+  EXPECT_EQ(loadDeviceProfile("cuda-sm90", MEMTRACE_PROFILE_DIRECTORY).cublasWorkspaceBytes,
+            32 << 20);
+}
+
+TEST(DeviceProfile, RejectsBadProfiles) {
+  EXPECT_THROW(parseDeviceProfile("{", "broken.json"), EstimateError);
+  EXPECT_THROW(parseDeviceProfile("{\"name\": \"x\"}", "partial.json"), EstimateError);
+  EXPECT_THROW(loadDeviceProfile("no-such-device", MEMTRACE_PROFILE_DIRECTORY), EstimateError);
+  try {
+    loadDeviceProfile("no-such-device", MEMTRACE_PROFILE_DIRECTORY);
+  } catch (const EstimateError& error) {
+    EXPECT_NE(std::string(error.what()).find("known: cuda"), std::string::npos);
+  }
+}
+
+// A need in bytes checked against a budget, as the tool does with the exact bytes.
+std::function<BatchCheck(int64_t)> checkAgainst(int64_t budget,
+                                                std::function<int64_t(int64_t)> need,
+                                                int* evaluations = nullptr) {
+  return [=](int64_t batch) {
+    if (evaluations) ++*evaluations;
+    int64_t bytes = need(batch);
+    return BatchCheck{bytes <= budget, bytes > 2 * budget};
+  };
+}
+
+TEST(BatchSearch, FindsTheLargestBatchWithinBudget) {
+  int evaluations = 0;
+  auto need = [](int64_t batch) { return 1000 + 300 * batch; };
+  EXPECT_EQ(largestBatchWithin(checkAgainst(1000 + 300 * 37, need, &evaluations), 1 << 16), 37);
+  EXPECT_LE(evaluations, 15);
+  EXPECT_EQ(largestBatchWithin(checkAgainst(1000 + 300 * 37 - 1, need), 1 << 16), 36);
+  EXPECT_EQ(largestBatchWithin(checkAgainst(1299, need), 1 << 16), std::nullopt);
+  EXPECT_EQ(largestBatchWithin(checkAgainst(int64_t{1} << 40, need), 100), 100);  // the limit
+}
+
+TEST(BatchSearch, LooksPastADipInTheNeed) {
+  // Batches 7 and 8 need an extra segment that 9 and up do not, up to 40 (the allocator's
+  // pools at work); the answer is 40, not 6.
+  auto need = [](int64_t batch) -> int64_t {
+    if (batch == 7 || batch == 8) return 24;
+    return batch <= 40 ? 22 : 42;
+  };
+  EXPECT_EQ(largestBatchWithin(checkAgainst(22, need), 1 << 16), 40);
+}
+
+}  // namespace
+}  // namespace memtrace::estimator

@@ -1,0 +1,219 @@
+// replayCachingAllocator against the rules of c10/cuda/CUDACachingAllocator.cpp, one at a time.
+#include <gtest/gtest.h>
+
+#include "estimator/passes/assign_lifetimes.h"
+#include "estimator/passes/replay_caching_allocator.h"
+#include "estimator/timeline.h"
+#include "test_graph.h"
+
+namespace memtrace::estimator {
+namespace {
+
+using testing::TestGraph;
+
+constexpr int64_t kKiB = 1024;
+constexpr int64_t kMiB = 1024 * 1024;
+
+// PyTorch's defaults, as the shipped profiles state them.
+DeviceProfile pytorchDefaults(int64_t cublasWorkspace = 0) {
+  DeviceProfile profile;
+  profile.name = "test";
+  profile.allocator = {512, 1 * kMiB, 2 * kMiB, 10 * kMiB, 20 * kMiB, 2 * kMiB};
+  profile.cublasWorkspaceBytes = cublasWorkspace;
+  profile.cublasOps = {"aten::linear"};
+  profile.convolutionOps = {"aten::conv2d"};
+  return profile;
+}
+
+AllocatorReplay replay(const Graph& graph, const DeviceProfile& profile) {
+  Lifetimes lifetimes = assignLifetimes(graph, Semantics::TorchScript);
+  return replayCachingAllocator(graph, buildTimeline(graph, lifetimes), profile);
+}
+
+TEST(ReplayCachingAllocator, RoundsRequestsToBlocksOf512Bytes) {
+  TestGraph test;
+  ValueId x = test.input(1);
+  test.graph.outputs.push_back(test.op({x}, 513));
+  AllocatorReplay result = replay(test.graph, pytorchDefaults());
+  EXPECT_EQ(result.baselineRequestedBytes, 1);
+  EXPECT_EQ(result.baselineAllocatedBytes, 512);  // at least one block
+  EXPECT_EQ(result.peakRequestedBytes, 514);
+  EXPECT_EQ(result.peakAllocatedBytes, 512 + 1024);
+  EXPECT_EQ(result.peakReservedBytes, 2 * kMiB);  // one small segment holds both
+  EXPECT_EQ(result.segments, 1);
+}
+
+TEST(ReplayCachingAllocator, LargeRequestsBelow10MiBShare20MiBSegments) {
+  TestGraph test;
+  ValueId x = test.input(5 * kMiB);
+  test.graph.outputs.push_back(test.op({x}, 5 * kMiB));
+  AllocatorReplay result = replay(test.graph, pytorchDefaults());
+  EXPECT_EQ(result.peakReservedBytes, 20 * kMiB);
+  EXPECT_EQ(result.segments, 1);
+  EXPECT_EQ(result.peakAllocatedBytes, 10 * kMiB);
+}
+
+TEST(ReplayCachingAllocator, LargerRequestsRoundTo2MiBSegments) {
+  TestGraph test;
+  ValueId x = test.input(11 * kMiB);
+  test.graph.outputs.push_back(x);
+  AllocatorReplay result = replay(test.graph, pytorchDefaults());
+  EXPECT_EQ(result.peakReservedBytes, 12 * kMiB);
+  // The 1 MiB left in the new segment is not more than kSmallSize: no split, and the whole
+  // segment counts as allocated.
+  EXPECT_EQ(result.peakAllocatedBytes, 12 * kMiB);
+  EXPECT_EQ(result.peakRequestedBytes, 11 * kMiB);
+}
+
+TEST(ReplayCachingAllocator, ReusedLargeBlockIsNotSplitForARemainderOf1MiBOrLess) {
+  // A 12 MiB block freed, then a 11.5 MiB request: 0.5 MiB would remain, so the whole block
+  // is handed out and allocated_bytes counts 12 MiB, requested_bytes 11.5 MiB.
+  TestGraph test;
+  ValueId x = test.input(512);
+  ValueId a = test.op({x}, 12 * kMiB);
+  ValueId b = test.op({a}, 512);
+  ValueId c = test.op({b}, 11 * kMiB + 512 * kKiB);
+  test.graph.outputs.push_back(c);
+  AllocatorReplay result = replay(test.graph, pytorchDefaults());
+  EXPECT_EQ(result.peakReservedBytes, 12 * kMiB + 2 * kMiB);  // no second large segment
+  // After a is freed: x, b (small) and c in a's whole block.
+  EXPECT_EQ(result.peakAllocatedBytes, 12 * kMiB + 1024);
+  EXPECT_EQ(result.peakRequestedBytes, 12 * kMiB + 1024);  // while a and b were live
+}
+
+TEST(ReplayCachingAllocator, ReusedLargeBlockIsSplitForARemainderAbove1MiB) {
+  TestGraph test;
+  ValueId x = test.input(512);
+  ValueId a = test.op({x}, 12 * kMiB);
+  ValueId b = test.op({a}, 512);
+  ValueId c = test.op({b}, 10 * kMiB);  // 2 MiB remain: split
+  ValueId d = test.op({c}, 2 * kMiB);   // fits in the remainder: no new segment
+  test.graph.outputs.push_back(d);
+  AllocatorReplay result = replay(test.graph, pytorchDefaults());
+  EXPECT_EQ(result.peakReservedBytes, 12 * kMiB + 2 * kMiB);
+  EXPECT_EQ(result.segments, 2);
+}
+
+TEST(ReplayCachingAllocator, FreedNeighboursMergeIntoOneBlock) {
+  // Two 6 MiB blocks share a 20 MiB segment; freed, they merge with the free tail, and a
+  // 15 MiB request fits in the segment instead of asking for a new one.
+  TestGraph test;
+  ValueId x = test.input(512);
+  ValueId a = test.op({x}, 6 * kMiB);
+  ValueId b = test.op({x}, 6 * kMiB);
+  ValueId joined = test.op({a, b}, 512);
+  ValueId big = test.op({joined}, 15 * kMiB);
+  test.graph.outputs.push_back(big);
+  AllocatorReplay result = replay(test.graph, pytorchDefaults());
+  EXPECT_EQ(result.peakReservedBytes, 2 * kMiB + 20 * kMiB);
+  EXPECT_EQ(result.segments, 2);
+}
+
+TEST(ReplayCachingAllocator, BestFitTakesTheSmallestBlockLargeEnough) {
+  // One 20 MiB segment ends up with free blocks of 3 MiB and 15 MiB. A 2.5 MiB request takes
+  // the 3 MiB block, so a 14 MiB request still finds the 15 MiB one; had the first request
+  // split the 15 MiB block, the second would need a new segment.
+  TestGraph test;
+  ValueId x = test.input(512);
+  ValueId three = test.op({x}, 3 * kMiB);  // [0, 3)
+  ValueId keep = test.op({x}, 2 * kMiB);   // [3, 5): keeps the two free blocks apart
+  ValueId eight = test.op({x}, 8 * kMiB);  // [5, 13), then merges with the free [13, 20)
+  ValueId mid = test.op({three, eight}, 512);
+  ValueId small = test.op({mid}, 2 * kMiB + 512 * kKiB);
+  ValueId large = test.op({small}, 14 * kMiB);
+  test.graph.outputs.push_back(test.op({small, large, keep}, 512));
+  AllocatorReplay result = replay(test.graph, pytorchDefaults());
+  EXPECT_EQ(result.segments, 2);  // the small segment and the one large segment
+  EXPECT_EQ(result.peakReservedBytes, 22 * kMiB);
+}
+
+TEST(ReplayCachingAllocator, CublasWorkspaceComesWithTheFirstCublasOpAndStays) {
+  TestGraph test;
+  ValueId x = test.input(1 * kMiB);
+  ValueId a = test.op({x}, 2 * kMiB, ScopeId(), "aten::relu");
+  ValueId b = test.op({a}, 2 * kMiB, ScopeId(), "aten::linear");
+  ValueId c = test.op({b}, 2 * kMiB, ScopeId(), "aten::linear");
+  test.graph.outputs.push_back(c);
+  AllocatorReplay result = replay(test.graph, pytorchDefaults(8519680));
+  EXPECT_EQ(result.cublasWorkspaceBytes, 8519680);
+  EXPECT_EQ(result.cublasWorkspaceNode, NodeId(1u));
+  // During the second linear: x, b, c and the workspace (allocated once).
+  EXPECT_EQ(result.peakRequestedBytes, 1 * kMiB + 4 * kMiB + 8519680);
+}
+
+TEST(ReplayCachingAllocator, NoCublasOpNoWorkspace) {
+  TestGraph test;
+  ValueId x = test.input(1 * kMiB);
+  test.graph.outputs.push_back(test.op({x}, 2 * kMiB, ScopeId(), "aten::relu"));
+  AllocatorReplay result = replay(test.graph, pytorchDefaults(8519680));
+  EXPECT_EQ(result.cublasWorkspaceBytes, 0);
+  EXPECT_FALSE(result.cublasWorkspaceNode.valid());
+}
+
+TEST(ReplayCachingAllocator, ConvolutionWorkspaceBoundIsTakenForTheCallOnly) {
+  TestGraph test;
+  ValueId x = test.input(1 * kMiB);
+  ValueId a = test.op({x}, 1 * kMiB, ScopeId(), "aten::conv2d");
+  ValueId b = test.op({a}, 1 * kMiB, ScopeId(), "aten::conv2d");
+  test.graph.outputs.push_back(b);
+  DeviceProfile profile = pytorchDefaults();
+  profile.convolutionWorkspaceBoundBytes = 4 * kMiB;
+  AllocatorReplay result = replay(test.graph, profile);
+  EXPECT_EQ(result.convolutionWorkspaceBoundBytes, 4 * kMiB);
+  // x, a, b and one workspace at a time.
+  EXPECT_EQ(result.peakRequestedBytes, 3 * kMiB + 4 * kMiB);
+}
+
+TEST(ReplayCachingAllocator, WeightsComeBeforeInputsInTheBaseline) {
+  TestGraph test;
+  ValueId x = test.input(100);
+  ValueId w = test.weight(3 * kMiB);
+  ValueId b = test.weight(100, StorageOrigin::Buffer);
+  test.graph.outputs.push_back(test.op({x, w, b}, 100));
+  AllocatorReplay result = replay(test.graph, pytorchDefaults());
+  EXPECT_EQ(result.baselineRequestedBytes, 3 * kMiB + 200);
+  EXPECT_EQ(result.baselineAllocatedBytes, 3 * kMiB + 1024);
+  EXPECT_EQ(result.baselineReservedBytes, 20 * kMiB + 2 * kMiB);
+}
+
+TEST(ReplayCachingAllocator, AtTheLimitCachedSegmentsAreReleasedBeforeGivingUp) {
+  // 12 MiB, then 14 MiB once it is freed: the cached 12 MiB segment is too small. Without a
+  // limit both segments stay reserved. On a 20 MiB device the allocator releases the cached
+  // one and the 14 MiB segment fits next to the input's small segment; on 15 MiB it does not,
+  // and on 1 MiB not even the input does.
+  TestGraph test;
+  ValueId x = test.input(512);
+  ValueId a = test.op({x}, 12 * kMiB);
+  ValueId b = test.op({a}, 512);
+  ValueId c = test.op({b}, 14 * kMiB);
+  test.graph.outputs.push_back(c);
+  Lifetimes lifetimes = assignLifetimes(test.graph, Semantics::TorchScript);
+  std::vector<TimelineEvent> timeline = buildTimeline(test.graph, lifetimes);
+  AllocatorReplay unlimited = replayCachingAllocator(test.graph, timeline, pytorchDefaults());
+  EXPECT_FALSE(unlimited.outOfMemory);
+  EXPECT_EQ(unlimited.peakReservedBytes, 2 * kMiB + 12 * kMiB + 14 * kMiB);
+  AllocatorReplay roomy =
+      replayCachingAllocator(test.graph, timeline, pytorchDefaults(), 20 * kMiB);
+  EXPECT_FALSE(roomy.outOfMemory);
+  EXPECT_EQ(roomy.peakReservedBytes, 2 * kMiB + 14 * kMiB);
+  EXPECT_EQ(roomy.segments, 2);
+  AllocatorReplay tight =
+      replayCachingAllocator(test.graph, timeline, pytorchDefaults(), 15 * kMiB);
+  EXPECT_TRUE(tight.outOfMemory);
+  EXPECT_EQ(tight.outOfMemoryNode, NodeId(2u));
+  AllocatorReplay tiny = replayCachingAllocator(test.graph, timeline, pytorchDefaults(), kMiB);
+  EXPECT_TRUE(tiny.outOfMemory);
+  EXPECT_FALSE(tiny.outOfMemoryNode.valid());  // the input does not fit
+}
+
+TEST(ReplayCachingAllocator, ZeroByteRequestsAllocateNothing) {
+  TestGraph test;
+  ValueId x = test.input(0);
+  test.graph.outputs.push_back(test.op({x}, 0));
+  AllocatorReplay result = replay(test.graph, pytorchDefaults());
+  EXPECT_EQ(result.peakAllocatedBytes, 0);
+  EXPECT_EQ(result.peakReservedBytes, 0);
+}
+
+}  // namespace
+}  // namespace memtrace::estimator
