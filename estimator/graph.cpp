@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string_view>
 
+#include "tracer/user_code.h"
+
 namespace memtrace::estimator {
 
 const char* originName(StorageOrigin origin) {
@@ -48,34 +50,7 @@ bool Graph::lowerBound() const {
                      [](const Assumption& assumption) { return assumption.makesLowerBound; });
 }
 
-namespace {
-
-bool isStandardLibrary(std::string_view file) {
-  // CPython installs its library as .../lib/pythonX.Y/<module>.py; packages live further down
-  // in site-packages or dist-packages, which are caught separately.
-  size_t at = file.find("/lib/python");
-  if (at == std::string_view::npos) return false;
-  size_t rest = at + std::string_view("/lib/python").size();
-  return rest < file.size() && (file[rest] >= '0' && file[rest] <= '9');
-}
-
-}  // namespace
-
-bool isUserCode(const std::string& file) {
-  std::string_view path(file);
-  if (path.empty() || path.front() == '<') return false;  // <string>, <frozen importlib...>
-  if (path.find("/site-packages/") != std::string_view::npos) return false;
-  if (path.find("/dist-packages/") != std::string_view::npos) return false;
-  if (isStandardLibrary(path)) return false;
-  // PyTorch run from a source checkout rather than installed.
-  if (path.find("/torch/nn/") != std::string_view::npos ||
-      path.find("/torch/jit/") != std::string_view::npos ||
-      path.find("/torch/_tensor.py") != std::string_view::npos ||
-      path.find("/torch/functional.py") != std::string_view::npos) {
-    return false;
-  }
-  return true;
-}
+bool isUserCode(const std::string& file) { return memtrace::isUserCode(file); }
 
 SourceFrame innermostUserFrame(const std::vector<SourceFrame>& stack) {
   for (const SourceFrame& frame : stack) {

@@ -178,9 +178,8 @@ struct Graph {
   bool lowerBound() const;
 };
 
-// Whether a file belongs to the user's own code: not the Python standard library, not an
-// installed package (site-packages, dist-packages) and not PyTorch itself. The tracer uses the
-// same rule for its "innermost frame in user code" grouping, so both sides name the same line.
+// Whether a file belongs to the user's own code: tracer/user_code.h, the one rule the report's
+// "innermost frame in user code" grouping uses too, so both sides name the same line.
 bool isUserCode(const std::string& file);
 
 // The innermost frame of `stack` in user code, or an unknown frame if there is none.

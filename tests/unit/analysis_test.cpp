@@ -6,6 +6,7 @@
 
 #include "tests/unit/trace_builder.h"
 #include "tools/report/locations.h"
+#include "tracer/user_code.h"
 
 namespace memtrace::testing {
 namespace {
@@ -184,6 +185,25 @@ TEST(HumanBytes, FourSignificantDigits) {
   EXPECT_EQ(report::humanBytes(5 << 20), "5.000 MiB");
   EXPECT_EQ(report::humanBytes(uint64_t{13540} << 20), "13.22 GiB");
   EXPECT_EQ(report::humanBytes(uint64_t{200} << 30), "200.0 GiB");
+}
+
+}  // namespace
+}  // namespace memtrace::testing
+
+namespace memtrace::testing {
+namespace {
+
+TEST(UserCode, OneRuleForTheReportAndTheEstimator) {
+  EXPECT_TRUE(isUserCode("/home/user/model.py"));
+  EXPECT_TRUE(isUserCode("/home/user/lib/python_helpers.py"));  // not lib/pythonX.Y
+  EXPECT_FALSE(isUserCode("/usr/lib/python3.11/json/__init__.py"));
+  EXPECT_FALSE(isUserCode("/venv/lib/python3.12/site-packages/torch/nn/modules/linear.py"));
+  EXPECT_FALSE(isUserCode("/usr/lib/python3/dist-packages/numpy/core/numeric.py"));
+  EXPECT_FALSE(isUserCode("/src/pytorch/torch/nn/functional.py"));  // torch from a checkout
+  EXPECT_FALSE(isUserCode("/src/pytorch/torch/_tensor.py"));
+  EXPECT_FALSE(isUserCode("<string>"));
+  EXPECT_FALSE(isUserCode("<frozen importlib._bootstrap>"));
+  EXPECT_FALSE(isUserCode(""));
 }
 
 }  // namespace

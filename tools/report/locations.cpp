@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <unordered_map>
 
+#include "tracer/user_code.h"
+
 namespace memtrace::report {
 namespace {
 
@@ -79,14 +81,7 @@ Symbolizer& Locator::symbolizer() {
 bool Locator::isLibraryPath(uint32_t file) const {
   auto& known = library_file_;
   if (known.size() <= file) known.resize(tables_.strings.size(), -1);
-  if (known[file] < 0) {
-    std::string_view path = tables_.string(file);
-    bool library = path.empty() || path.front() == '<' ||
-                   path.find("/lib/python3") != std::string_view::npos ||
-                   path.find("/site-packages/") != std::string_view::npos ||
-                   path.find("/dist-packages/") != std::string_view::npos;
-    known[file] = library ? 1 : 0;
-  }
+  if (known[file] < 0) known[file] = isUserCode(tables_.string(file)) ? 0 : 1;
   return known[file] == 1;
 }
 
