@@ -436,6 +436,26 @@ def test_report_with_an_estimate_side_by_side(build, trace, work):
     assert "Predicted" not in report(trace).stdout
 
 
+def test_module_rows_meet_the_estimates_modules(build, work):
+    # The package names modules under a root ("model.layers.0"), the estimator by
+    # named_modules() ("layers.0", the root ""): Note [Module paths of the tracer and the estimator].
+    w = TraceWriter()
+    root, layer, other = w.string("model"), w.string("model.layers.0"), w.string("model.head")
+    w.context(1, 0).marker(0, TRACING_STARTED)
+    w.module_scope(root).alloc(10, 0x1000, 100)
+    w.module_scope(layer).alloc(20, 0x2000, 2000)
+    w.module_scope(other).alloc(30, 0x3000, 30)
+    w.module_scope(0).alloc(40, 0x4000, 4)
+    trace = w.write(work / "modules.bin")
+    estimate = write_estimate(work / "est-modules.json", peak={
+        "by_frame": [], "by_user_frame": [],
+        "by_module": [{"module_path": "", "bytes": 111, "tensors": 1},
+                      {"module_path": "layers.0", "bytes": 1999, "tensors": 2}]})
+    rows = report_json(trace, "--group-by", "module", "--estimate", estimate)["live"]["rows"]
+    assert [(r["location"], r["bytes"], r["predicted_bytes"]) for r in rows] == [
+        ("model.layers.0", 2000, 1999), ("model", 100, 111), ("model.head", 30, 0), ("<no module>", 4, None)]
+
+
 @needs_chromium
 def test_estimate_drawn_in_chromium(build, trace, work):
     html = work / "estimated-view.html"

@@ -8,7 +8,7 @@ VERSION = 1
 
 # Record types and marker kinds (tracer/records.h).
 PROCESS_INFO, STRING, PYTHON_FRAME, PYTHON_STACK, NATIVE_STACK, MODULE, DEVICE, CONTEXT, MARKER, \
-    FAILED_ALLOC = range(1, 11)
+    FAILED_ALLOC, MODULE_SCOPE = range(1, 12)
 TRACING_STARTED, TRACING_STOPPED, ANNOTATION, PHASE_BEGIN, PHASE_END, PROCESS_EXIT, TRACE_CLOSED = range(7)
 EVENT, FREE, ADDRESS_IN_256 = 0x80, 0x40, 0x20
 
@@ -98,6 +98,11 @@ class TraceWriter:
     def context(self, thread, device, stream=0, api=0, level=0):
         self.chunk += bytes([CONTEXT]) + varint(thread) + varint(zigzag(device)) + varint(stream) \
             + bytes([api, level])
+        return self
+
+    def module_scope(self, path):
+        """The nn.Module (a string id; 0: none) running on the current context's thread."""
+        self.chunk += bytes([MODULE_SCOPE]) + varint(path)
         return self
 
     def marker(self, time, kind, name=0):

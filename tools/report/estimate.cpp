@@ -3,6 +3,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <string_view>
 
 namespace memtrace::report {
 namespace {
@@ -74,6 +75,16 @@ Estimate loadEstimate(const std::string& path) {
     if (!peak->is_object()) throw std::runtime_error(path + ": \"peak\" is not an object");
     estimate.by_frame = frameEntries(*peak, "by_frame", path);
     estimate.by_user_frame = frameEntries(*peak, "by_user_frame", path);
+    if (auto modules = peak->find("by_module"); modules != peak->end()) {
+      if (!modules->is_array())
+        throw std::runtime_error(path + ": \"peak.by_module\" is not a list");
+      for (const json& item : *modules) {
+        std::string where = path + ": an entry of \"peak.by_module\"";
+        if (!item.is_object()) throw std::runtime_error(where + " is not an object");
+        estimate.by_module.push_back(
+            EstimateModuleEntry{stringOrEmpty(item, "module_path"), unsignedField(item, "bytes", where)});
+      }
+    }
   }
   return estimate;
 }
@@ -102,9 +113,36 @@ bool matches(const LocationTable& table, const Location& location, const Estimat
 
 }  // namespace
 
+// Note [Module paths of the tracer and the estimator]
+// The Python package names a module by its root and named_modules()'s path under it
+// ("model.layers.3.attn", the root itself "model"); the estimator by named_modules()'s path
+// alone ("layers.3.attn", the root ""). Dropping the measured path's first component makes
+// them meet.
+namespace {
+
+std::string_view pathUnderRoot(std::string_view module) {
+  size_t dot = module.find('.');
+  return dot == std::string_view::npos ? std::string_view() : module.substr(dot + 1);
+}
+
+}  // namespace
+
 std::vector<std::optional<uint64_t>> predictedBytes(const Estimate& estimate,
                                                     const LocationTable& table) {
   std::vector<std::optional<uint64_t>> predicted;
+  if (table.group_by == GroupBy::kModule) {
+    for (const TableRow& row : table.rows) {
+      if (row.location.kind != LocationKind::kModule || row.location.module.empty()) {
+        predicted.emplace_back();
+        continue;
+      }
+      uint64_t bytes = 0;
+      for (const EstimateModuleEntry& entry : estimate.by_module)
+        if (entry.module_path == pathUnderRoot(row.location.module)) bytes += entry.bytes;
+      predicted.emplace_back(bytes);
+    }
+    return predicted;
+  }
   for (const TableRow& row : table.rows) {
     if (!comparable(table, row.location)) {
       predicted.emplace_back();

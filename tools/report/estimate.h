@@ -19,6 +19,11 @@ struct EstimateFrameEntry {
   uint64_t tensors = 0;
 };
 
+struct EstimateModuleEntry {
+  std::string module_path;  // as named_modules() names it; "" is the root module
+  uint64_t bytes = 0;
+};
+
 struct Estimate {
   std::string path;
   std::string model;
@@ -28,6 +33,7 @@ struct Estimate {
   uint64_t peak_allocated_bytes = 0;
   std::vector<EstimateFrameEntry> by_frame;       // keyed like --frame innermost
   std::vector<EstimateFrameEntry> by_user_frame;  // keyed like --frame user
+  std::vector<EstimateModuleEntry> by_module;     // keyed like --group-by module
 };
 
 // Reads and checks an estimate file. Throws std::runtime_error, whose message names the
@@ -35,9 +41,9 @@ struct Estimate {
 Estimate loadEstimate(const std::string& path);
 
 // The predicted bytes for each row of `table`, from the entries keyed like the table's
-// frame policy, summed at the table's grain (a line; a file and function; a file). A row
-// the estimate cannot speak to (a stack, untraced or native memory) gets nullopt; a
-// Python row it has no entry for gets 0.
+// frame policy, summed at the table's grain (a line; a file and function; a file), or by
+// nn.Module (Note [Module paths of the tracer and the estimator]). A row the estimate cannot
+// speak to (a stack, untraced or native memory) gets nullopt; a row it has no entry for 0.
 std::vector<std::optional<uint64_t>> predictedBytes(const Estimate& estimate,
                                                     const LocationTable& table);
 
