@@ -145,8 +145,9 @@ Options parseArguments(int argc, char** argv) {
   return options;
 }
 
-// Profiles ship next to the binary in the build tree (estimator/profiles/), under
-// share/memtrace/profiles when installed; MEMTRACE_ESTIMATOR_PROFILES overrides both.
+// Profiles ship next to the binary (build/bin/profiles, or mem_tracer/bin/profiles in the
+// Python package), or under share/memtrace/profiles when installed with CMake;
+// MEMTRACE_ESTIMATOR_PROFILES overrides both.
 std::string profileDirectory() {
   if (const char* override = std::getenv("MEMTRACE_ESTIMATOR_PROFILES")) return override;
   std::error_code error;

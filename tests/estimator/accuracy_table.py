@@ -74,7 +74,7 @@ def main():
     parser.add_argument("--build", default=str(Path(__file__).resolve().parents[2] / "build"))
     parser.add_argument("--quick", action="store_true")
     arguments = parser.parse_args()
-    binary = str(Path(arguments.build) / "estimator" / "memtrace-estimate")
+    binary = str(Path(arguments.build) / "bin" / "memtrace-estimate")
     rows = []
     with tempfile.TemporaryDirectory() as directory:
         for name in models.MODELS:

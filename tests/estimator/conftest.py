@@ -15,7 +15,7 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 
 def estimator_binary():
     build = Path(os.environ.get("MEMTRACE_BUILD_DIR", REPOSITORY / "build"))
-    binary = build / "estimator" / "memtrace-estimate"
+    binary = build / "bin" / "memtrace-estimate"
     if not binary.exists():
         pytest.fail(f"{binary} is missing: build first (make build)")
     return binary

@@ -98,7 +98,7 @@ def main():
         return 0
     major, _ = torch.cuda.get_device_capability()
     profile = "cuda-sm90" if major >= 9 else "cuda"
-    binary = str(Path(arguments.build) / "estimator" / "memtrace-estimate")
+    binary = str(Path(arguments.build) / "bin" / "memtrace-estimate")
     batches = [int(batch) for batch in arguments.batches.split(",")]
     print(f"device: {torch.cuda.get_device_name()} (profile {profile}), torch {torch.__version__}")
     print("| model | export | batch | semantics | predicted allocated | measured allocated | error "
