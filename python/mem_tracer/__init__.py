@@ -12,13 +12,19 @@ The Python door onto memtrace. In three lines::
 or, with no code change: ``python -m mem_tracer run script.py``.
 """
 from .errors import MemTracerError
+from .estimate import BatchPoint, Estimate, LineEntry, ModuleEntry, estimate
 from .report import report_data, report_stats
 from .tracing import (annotate, is_tracing, last_trace, max_memory_allocated, memory_allocated, phase,
                       reset_peak_memory_stats, start_tracing, stop_tracing, switch_allocator, trace)
 
 __all__ = [
+    "BatchPoint",
+    "Estimate",
+    "LineEntry",
     "MemTracerError",
+    "ModuleEntry",
     "annotate",
+    "estimate",
     "is_tracing",
     "last_trace",
     "max_memory_allocated",

@@ -16,13 +16,15 @@ from .tracing import last_trace
 GROUPINGS = ("line", "function", "file", "stack", "module")
 
 
-def _report_arguments(trace: Path, top: int, group_by: str, frame: str) -> list[str]:
+def _report_arguments(trace: Path, top: int, group_by: str, frame: str, own: bool = False) -> list[str]:
+    """memtrace-report's command line. `own`: the trace of this process, whose report ends
+    where tracing was last stopped (allocations made after stop_tracing() do not count)."""
     if group_by not in GROUPINGS:
         raise MemTracerError(f"group_by must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
     if frame not in ("innermost", "user"):
         raise MemTracerError(f"frame must be 'innermost' or 'user', not {frame!r}")
     return [str(_native.tool_path("memtrace-report")), str(trace), "--top", str(top),
-            "--group-by", group_by, "--frame", frame]
+            "--group-by", group_by, "--frame", frame, "--until", "stop" if own else "end"]
 
 
 def _run(command: list[str]) -> str:
@@ -40,22 +42,28 @@ def report_stats(top: int = 20, group_by: str = "line", file: TextIO | None = No
 
     ``group_by``: line, function, file, stack or module. ``frame="user"`` attributes each
     allocation to the innermost frame of your own code instead of the innermost frame.
-    ``trace`` reads another trace file than this process's. ``predict`` (a model with example
-    inputs, or a saved TorchScript path) adds the estimator's prediction beside the
-    measurement (see mem_tracer.estimate)."""
+    The report of this process's trace ends where tracing was last stopped: what the
+    program allocates after stop_tracing() is still counted by memory_allocated() but does
+    not move the reported peak. ``trace`` reads another trace file, whole. ``predict`` adds the estimator's
+    prediction beside the measurement: the predicted peak next to the measured one, and per
+    location the bytes predicted live at the estimator's peak next to those live at the
+    measured peak. It takes ``(model, example_inputs)`` (see mem_tracer.estimate), a saved
+    TorchScript path with example inputs, an Estimate, or an estimate JSON file."""
+    own = trace is None
     path = Path(trace) if trace is not None else last_trace()
     out = file if file is not None else sys.stdout
     if predict is not None:
         from .estimate import report_with_prediction
 
-        out.write(report_with_prediction(path, predict, top=top, group_by=group_by, frame=frame))
+        out.write(report_with_prediction(path, predict, top=top, group_by=group_by, frame=frame, own=own))
         return
-    out.write(_run(_report_arguments(path, top, group_by, frame)))
+    out.write(_run(_report_arguments(path, top, group_by, frame, own)))
 
 
 def report_data(top: int = 20, group_by: str = "line", *, frame: str = "innermost",
                 trace: str | os.PathLike[str] | None = None, at: str = "peak") -> dict[str, Any]:
     """The report as data (memtrace-report's JSON): summary, devices, marks, and the rows of
     the table under ``["live"]["rows"]``."""
+    own = trace is None
     path = Path(trace) if trace is not None else last_trace()
-    return json.loads(_run(_report_arguments(path, top, group_by, frame) + ["--format", "json", "--at", at]))
+    return json.loads(_run(_report_arguments(path, top, group_by, frame, own) + ["--format", "json", "--at", at]))

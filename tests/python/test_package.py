@@ -170,3 +170,78 @@ def test_library_not_found(build, tmp_path):
     assert str(tmp_path / "mem_tracer" / "lib" / "libmemtrace.so") in said
     assert said.rstrip().endswith("build it with `make build` in the memtrace checkout, or install the "
                                   "package with pip")
+
+
+ESTIMATE_MODEL = '''
+import torch
+from torch import nn
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(64, 256)
+        self.l2 = nn.Linear(256, 10)
+
+    def forward(self, x):
+        h = torch.relu(self.l1(x))
+        return self.l2(h)
+
+
+class Varargs(Mlp):
+    def forward(self, *inputs):  # TorchScript has no *args: this one is traced
+        return super().forward(inputs[0])
+'''
+
+
+def test_estimate_a_small_model(build, tmp_path):
+    (tmp_path / "tiny.py").write_text(ESTIMATE_MODEL)
+    code = """
+import json, torch, mem_tracer, tiny
+x = torch.randn(32, 64)
+results = {}
+for name in ("Mlp", "Varargs"):
+    e = mem_tracer.estimate(getattr(tiny, name)(), (x,), batch_sizes=[1, 64], budget="1GiB")
+    results[name] = {"method": e.method, "note": e.method_note, "weights": e.weight_bytes,
+                     "activations": e.activation_peak_bytes, "inputs": e.input_bytes,
+                     "lines": [[l.line, l.bytes] for l in e.by_user_line],
+                     "batches": [b.batch for b in e.batches], "largest": e.largest_batch,
+                     "growing": e.batches[1].peak_requested_bytes > e.batches[0].peak_requested_bytes}
+print(json.dumps(results))
+"""
+    said = json.loads(python("-c", code, env={"PYTHONPATH": f"{PACKAGE}:{tmp_path}"}, cwd=tmp_path).stdout)
+    line = ESTIMATE_MODEL.splitlines().index("        h = torch.relu(self.l1(x))") + 1
+    for name, method in (("Mlp", "script"), ("Varargs", "trace")):
+        result = said[name]
+        assert result["method"] == method
+        # Weights: (64 * 256 + 256) + (256 * 10 + 10) floats; input 32 x 64 floats.
+        assert result["weights"] == ((64 * 256 + 256) + (256 * 10 + 10)) * 4
+        assert result["inputs"] == 32 * 64 * 4
+        # At the peak, l1's output and relu's (not in place) are live: 2 x 32 x 256 floats.
+        assert result["activations"] == 2 * 32 * 256 * 4
+        assert result["lines"] == [[line, 2 * 32 * 256 * 4]]
+        assert result["batches"] == [1, 64] and result["growing"]
+        assert result["largest"] > 64
+    assert said["Varargs"]["note"].startswith("traced with torch.jit.trace (scripting failed: ")
+
+
+def test_report_with_the_prediction_beside_the_measurement(build, tmp_path):
+    script = SCRIPTS / "predict.py"
+    lines = {}
+    for number, text in enumerate(script.read_text().splitlines(), start=1):
+        match = re.search(r"# LINE:(\w+)", text)
+        if match:
+            lines[match.group(1)] = number
+    result = python(script, build.cudart, tmp_path / "predict.bin", tmp_path / "predict.txt")
+    said = json.loads(result.stdout.splitlines()[-1])
+    assert said["method"] == "trace" and "scripting failed" in said["note"]
+    text = (tmp_path / "predict.txt").read_text()
+    assert re.search(r"Predicted peak: .* by memtrace-estimate, eager semantics: ", text)
+    rows = {}
+    for row in text.splitlines():
+        match = re.match(r"(\S+ \S+) +(\S+ \S+) +\S+ \S+ +\S+ \S+ +(\d+)  .*predict\.py:(\d+) \(forward\)$", row)
+        if match:
+            rows[int(match.group(4))] = (match.group(1), match.group(2), int(match.group(3)))
+    # Measured at the peak (eager: h and a live while l2's output is made) beside predicted.
+    assert rows == {lines["l1"]: ("32.00 KiB", "32.00 KiB", 1), lines["relu"]: ("32.00 KiB", "32.00 KiB", 1),
+                    lines["l2"]: ("1.250 KiB", "1.250 KiB", 1)}

@@ -152,6 +152,37 @@ TEST_F(Fixture, OomPointAndAnomalies) {
   EXPECT_EQ(by_function.group(oom).rows[0].location.name, "/home/user/model.py (forward)");
 }
 
+TEST_F(Fixture, UntilTheLastStopLeavesOutWhatCameAfter) {
+  trace.marker(0, MarkerKind::kTracingStarted);
+  trace.alloc(10, 0x10000, 1000, at_10);
+  trace.marker(15, MarkerKind::kAnnotation);
+  trace.marker(20, MarkerKind::kTracingStopped);
+  trace.alloc(30, 0x20000, 5000);  // after the stop: untraced, and outside the window
+  trace.marker(35, MarkerKind::kAnnotation);
+  trace.free(40, 0x10000);
+  trace.marker(50, MarkerKind::kProcessExit);
+  reader::TraceReader reader(write());
+  report::TraceSummary whole = report::summarize(reader);
+  EXPECT_EQ(whole.peak_bytes, 6000u);
+  EXPECT_EQ(whole.window_events, UINT64_MAX);
+  report::TraceSummary traced = report::summarize(reader, report::kAllDevices, report::Until::kLastStop);
+  EXPECT_EQ(traced.peak_bytes, 1000u);
+  EXPECT_EQ(traced.end_bytes, 1000u);
+  EXPECT_EQ(traced.events, 1u);
+  EXPECT_EQ(traced.window_events, 1u);
+  EXPECT_EQ(traced.window_end_ns, 20u);
+  EXPECT_EQ(traced.duration_ns, 20u);
+  EXPECT_EQ(traced.markers.size(), 1u);
+  EXPECT_TRUE(traced.ended_cleanly) << "the process still ended cleanly";
+  EXPECT_EQ(report::liveSetAt(reader, traced, Point{Point::Kind::kEnd}).bytes, 1000u);
+  EXPECT_EQ(report::liveSetAt(reader, traced, Point{Point::Kind::kTime, 45}).bytes, 1000u);
+  // Started again after the stop: the window is the whole trace.
+  trace.marker(60, MarkerKind::kTracingStarted);
+  reader::TraceReader again(write());
+  EXPECT_EQ(report::summarize(again, report::kAllDevices, report::Until::kLastStop).window_events,
+            UINT64_MAX);
+}
+
 TEST_F(Fixture, ModulesAreTrackedPerThread) {
   uint32_t attention = trace.string("model.layers.0.attn");
   uint32_t mlp = trace.string("model.layers.0.mlp");

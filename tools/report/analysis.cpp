@@ -38,6 +38,14 @@ struct SummaryVisitor : reader::RecordVisitor {
 
   void onMarker(const reader::Marker& marker) {
     summary.duration_ns = std::max(summary.duration_ns, marker.time_ns);
+    if (marker.kind == format::MarkerKind::kTracingStopped) {
+      // What the report says if the window ends here (Until::kLastStop).
+      at_last_stop = summary;
+      at_last_stop.window_events = summary.events;
+      at_last_stop.window_end_ns = marker.time_ns;
+      stopped = true;
+    }
+    if (marker.kind == format::MarkerKind::kTracingStarted) stopped = false;
     switch (marker.kind) {
       case format::MarkerKind::kProcessExit:
       case format::MarkerKind::kTraceClosed:
@@ -113,24 +121,15 @@ struct SummaryVisitor : reader::RecordVisitor {
   const reader::Tables& tables;
   FlatMap<uint64_t, Live> live;
   uint64_t current = 0;
+  TraceSummary at_last_stop;
+  bool stopped = false;  // tracing is stopped at this point of the trace
 };
 
 struct LiveSetVisitor : reader::RecordVisitor {
   LiveSetVisitor(LiveSet& result, const TraceSummary& summary) : result(result), summary(summary) {}
 
-  // Whether `event` lies beyond the point: the replay stops before it.
-  bool beyond(const Event& event) const {
-    switch (result.point.kind) {
-      case Point::Kind::kPeak: return event.index > summary.peak_event;
-      case Point::Kind::kOom: return event.index >= summary.first_failed_event;
-      case Point::Kind::kTime: return event.time_ns > result.point.time_ns;
-      case Point::Kind::kEnd: return false;
-    }
-    return false;
-  }
-
   void onEvent(const Event& event) {
-    if (beyond(event)) {
+    if (pastPoint(summary, result.point, event)) {
       stop = true;
       return;
     }
@@ -166,11 +165,30 @@ struct LiveSetVisitor : reader::RecordVisitor {
 
 }  // namespace
 
-TraceSummary summarize(reader::TraceReader& trace, int device_filter) {
+bool pastPoint(const TraceSummary& summary, const Point& point, const reader::Event& event) {
+  if (event.index >= summary.window_events) return true;
+  switch (point.kind) {
+    case Point::Kind::kPeak: return event.index > summary.peak_event;
+    case Point::Kind::kOom: return event.index > summary.first_failed_event;
+    case Point::Kind::kTime: return event.time_ns > point.time_ns;
+    case Point::Kind::kEnd: return false;
+  }
+  return false;
+}
+
+TraceSummary summarize(reader::TraceReader& trace, int device_filter, Until until) {
   TraceSummary summary;
   summary.device_filter = device_filter;
   SummaryVisitor visitor(summary, trace.tables());
   trace.read(visitor);
+  if (until == Until::kLastStop && visitor.stopped) {
+    // Tracing ended stopped: the report ends at that stop (whether the process ended
+    // cleanly is still the whole file's to say).
+    bool ended_cleanly = summary.ended_cleanly;
+    summary = visitor.at_last_stop;
+    summary.ended_cleanly = ended_cleanly;
+    summary.duration_ns = summary.window_end_ns;
+  }
   const reader::Tables& tables = trace.tables();
   summary.process = tables.process;
   summary.file_bytes = trace.fileSize();

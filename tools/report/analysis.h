@@ -61,10 +61,24 @@ struct TraceSummary {
 
   std::vector<DeviceSummary> devices;  // every device seen, by index
   std::vector<MarkerSummary> markers;  // annotations and phases, in order
+
+  // The report covers the first `window_events` events (Until::kLastStop); UINT64_MAX: all.
+  uint64_t window_events = UINT64_MAX;
+  uint64_t window_end_ns = 0;  // the time of the mark that ends the window
+};
+
+// How far into the trace a report looks.
+enum class Until {
+  kEnd,       // the whole trace
+  // Up to the last "tracing stopped" mark, if tracing was stopped and not started again:
+  // what a program traced between start_tracing() and stop_tracing(), without what it
+  // allocated afterwards (still written, untraced, so that a later start stays right).
+  kLastStop,
 };
 
 // Pass 1.
-TraceSummary summarize(reader::TraceReader& trace, int device_filter = kAllDevices);
+TraceSummary summarize(reader::TraceReader& trace, int device_filter = kAllDevices,
+                       Until until = Until::kEnd);
 
 // A point of the trace to look at the live set.
 struct Point {
@@ -93,5 +107,10 @@ struct LiveSet {
 
 // Pass 2. Throws reader::TraceError when the point does not exist (no OOM in the trace).
 LiveSet liveSetAt(reader::TraceReader& trace, const TraceSummary& summary, Point point);
+
+// Whether a replay to `point` stops before `event`: the event lies past the point, or past
+// the summary's window. (A failed allocation changes no live set: the OOM point includes
+// it.)
+bool pastPoint(const TraceSummary& summary, const Point& point, const reader::Event& event);
 
 }  // namespace memtrace::report

@@ -62,22 +62,8 @@ struct Live {
 struct HistoryVisitor : reader::RecordVisitor {
   HistoryVisitor(const TraceSummary& summary, Point point) : summary(summary), point(point) {}
 
-  bool beyond(const Event& event) const {
-    switch (point.kind) {
-      case Point::Kind::kPeak:
-        return event.index > summary.peak_event;
-      case Point::Kind::kOom:
-        return event.index > summary.first_failed_event;
-      case Point::Kind::kTime:
-        return event.time_ns > point.time_ns;
-      case Point::Kind::kEnd:
-        return false;
-    }
-    return false;
-  }
-
   void onEvent(const Event& event) {
-    if (beyond(event)) {
+    if (pastPoint(summary, point, event)) {
       stop = true;
       return;
     }

@@ -56,6 +56,9 @@ options:
   --at peak|end|oom|SECONDS              where to look: the peak, the end, the first
                                          failed allocation, or SECONDS after the start (peak)
   --device N                             only device N's memory (all devices)
+  --until end|stop                       how far to read: the whole trace, or up to where
+                                         tracing was last stopped (what was traced, without
+                                         what the program allocated afterwards) (end)
   --format text|json|csv                 (text); for flamegraph: svg|folded (svg)
   --estimate FILE                        memtrace-estimate's JSON: its predicted peak beside
                                          the measured one, and a Predicted column (the bytes
@@ -90,6 +93,7 @@ class UsageError : public std::runtime_error {
 };
 
 struct Options {
+  Until until = Until::kEnd;
   std::string command = "report";
   std::string export_kind;  // export: perfetto or pytorch
   std::string trace;
@@ -167,6 +171,11 @@ Options parseArguments(int argc, char** argv) {
       }
     } else if (arg == "--device") {
       options.device = static_cast<int>(parseUnsigned(value(arg), "--device"));
+    } else if (arg == "--until") {
+      std::string v = value(arg);
+      if (v == "end") options.until = Until::kEnd;
+      else if (v == "stop") options.until = Until::kLastStop;
+      else throw UsageError("--until takes end or stop, not '" + v + "'");
     } else if (arg == "--format") {
       options.format = value(arg);
     } else if (arg == "--estimate") {
@@ -235,7 +244,7 @@ int run(const Options& options) {
   report.trace_path = options.trace;
   report.top = options.top;
   progress.pass("finding the peak");
-  report.summary = summarize(trace, options.device);
+  report.summary = summarize(trace, options.device, options.until);
   if (trace.cutOffset())
     spdlog::warn("{}: ends in a partial chunk at byte {} (the process was killed?); read up to there",
                  options.trace, trace.cutOffset());

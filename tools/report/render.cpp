@@ -95,6 +95,10 @@ void renderText(std::ostream& out, const Report& report) {
                        s.cut_offset, s.file_bytes);
   else if (!s.ended_cleanly)
     out << "  note       the trace has no end mark: the process was killed or is still running\n";
+  if (s.window_events != UINT64_MAX)
+    out << fmt::format("  window     up to where tracing was last stopped, at {}: what came after is "
+                       "not counted\n",
+                       seconds(s.window_end_ns));
   if (s.unmatched_frees || s.replaced_allocations)
     out << fmt::format("  note       {} frees of unknown addresses, {} allocations over live "
                        "ones (frees made through unhooked calls)\n",
@@ -234,6 +238,7 @@ void renderJson(std::ostream& out, const Report& report) {
         {"duration_ns", s.duration_ns},
         {"level", s.segment_level && s.tensor_level ? "mixed" : s.segment_level ? "segment" : "tensor"},
         {"ended_cleanly", s.ended_cleanly},
+        {"window_end_ns", s.window_events == UINT64_MAX ? json(nullptr) : json(s.window_end_ns)},
         {"cut_offset", s.cut_offset}}},
       {"devices", devices},
       {"markers", markers},

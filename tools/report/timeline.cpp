@@ -135,12 +135,20 @@ struct TimelineVisitor : reader::RecordVisitor {
     current[removed.lane] -= std::min(current[removed.lane], removed.size);
   }
 
+  // Past the summary's window (Until::kLastStop): the timeline ends with the report.
+  bool done() const { return past_window; }
+
   void onMarker(const reader::Marker& marker) {
+    if (summary.window_events != UINT64_MAX && marker.time_ns > summary.window_end_ns) return;
     timeline.marks.push_back(
         TimelineMark{marker.time_ns, marker.kind, std::string(tables->string(marker.name))});
   }
 
   void onEvent(const Event& event) {
+    if (event.index >= summary.window_events) {
+      past_window = true;
+      return;
+    }
     ++timeline.events;
     const int device = event.context->device;
     switch (event.kind) {
@@ -182,6 +190,7 @@ struct TimelineVisitor : reader::RecordVisitor {
   const TraceSummary& summary;
   const reader::Tables* tables = nullptr;
   LaneAssigner& lanes;
+  bool past_window = false;
   uint64_t bucket_ns;
   std::vector<uint64_t> current;
   uint64_t total = 0;
