@@ -136,8 +136,23 @@ def _lines(entries: list[dict[str, Any]]) -> list[LineEntry]:
             for e in entries]
 
 
+def _device_profile(device: str) -> str:
+    """"auto": the profile of the GPU PyTorch sees (cuBLAS keeps 32 MiB on sm90 and newer,
+    8.125 MiB before), or "cuda" without one."""
+    if device != "auto":
+        return device
+    try:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9:
+            return "cuda-sm90"
+    except Exception:  # noqa: BLE001 - no usable CUDA: the default profile
+        pass
+    return "cuda"
+
+
 def estimate(model: Any, example_inputs: Sequence[Any], batch_sizes: Sequence[int] | None = None,
-             budget: int | str | None = None, *, semantics: str = "eager", device: str = "cuda",
+             budget: int | str | None = None, *, semantics: str = "eager", device: str = "auto",
              output: str | os.PathLike[str] | None = None) -> Estimate:
     """Predicts the GPU memory of one forward pass, without running it on a GPU.
 
@@ -147,8 +162,9 @@ def estimate(model: Any, example_inputs: Sequence[Any], batch_sizes: Sequence[in
     ``batch_sizes`` sweeps the batch dimension (``Estimate.batches``); ``budget`` (bytes, or
     a string such as "24GiB") finds the largest batch that fits (``Estimate.largest_batch``).
     ``semantics``: "eager" (default; what Python runs) or "torchscript". ``device``: a
-    profile of memtrace-estimate (``cuda``, ``cuda-sm90``, ...). ``output`` keeps the
-    estimator's JSON there (memtrace-report --estimate reads it)."""
+    profile of memtrace-estimate (``cuda``, ``cuda-sm90``, ``cuda-no-cublas-workspace``), or
+    "auto" for the GPU in hand. ``output`` keeps the estimator's JSON there (memtrace-report
+    --estimate reads it)."""
     if semantics not in ("eager", "torchscript"):
         raise MemTracerError(f"estimate(): semantics must be 'eager' or 'torchscript', not {semantics!r}")
     if not isinstance(example_inputs, (tuple, list)):
@@ -157,7 +173,7 @@ def estimate(model: Any, example_inputs: Sequence[Any], batch_sizes: Sequence[in
     with tempfile.TemporaryDirectory(prefix="mem_tracer-") as work:
         work = Path(work)
         method, note, model_path = _to_torchscript(model, example_inputs, work)
-        options = ["--semantics", semantics, "--device", device]
+        options = ["--semantics", semantics, "--device", _device_profile(device)]
         json_path = Path(output) if output is not None else work / "estimate.json"
         document = _run_estimator(model_path, inputs, options, json_path)
         summary, peak = document["summary"], document.get("peak") or {}

@@ -88,7 +88,7 @@ def trace(work):
 def model_trace(work):
     """A model-like program's trace, through the test CUDA runtime."""
     path = work / "model.bin"
-    run([sys.executable, Build.root / "tools" / "demo" / "host_memory_model.py", Build.cudart],
+    run([sys.executable, Build.root / "tests" / "preload" / "scripts" / "host_memory_model.py", Build.cudart],
         preloaded(path))
     return path
 
@@ -525,7 +525,7 @@ def test_mixed_stacks_python_then_native(build, work):
     """With native stacks, a frame's Python stack goes on into the native frames from the
     C call down to CUDA's, without the interpreter's own frames in between."""
     trace = work / "all.bin"
-    run([sys.executable, Build.root / "tools" / "demo" / "host_memory_model.py", Build.cudart],
+    run([sys.executable, Build.root / "tests" / "preload" / "scripts" / "host_memory_model.py", Build.cudart],
         preloaded(trace, MEMTRACE_STACKS="all"))
     lines = report("flamegraph", trace, "--format", "folded").stdout.splitlines()
     forward = [line for line in lines if "host_memory_model.py:68 (forward)" in line]

@@ -1,4 +1,4 @@
-"""The demo's stand-in for a model when there is no GPU: a small transformer's inference,
+"""A model-like program for the tests: a small transformer's inference,
 written as the CUDA allocations it would make, through memtrace's test CUDA runtime (host
 memory behind CUDA's real entry points). Each allocation is one C call from the line that
 makes it, as torch.empty(..., device="cuda") is, so the report reads like a model's.

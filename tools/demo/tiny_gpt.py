@@ -1,0 +1,109 @@
+"""The demo's model: a small GPT-style decoder in plain torch.nn, and its inference traced
+and predicted in one report.
+
+    python3 tools/demo/tiny_gpt.py [LIBCUDART]       (writes tiny_gpt.bin and
+                                                      tiny_gpt.estimate.json here)
+
+With a CUDA GPU: mem_tracer.switch_allocator(), the model on the GPU. Without one (LIBCUDART
+given: memtrace's test CUDA runtime): the model on the CPU, its tensors mirrored into memtrace
+by a stand-in for PyTorch's allocator (tools/demo/site-packages/host_cuda.py)."""
+import ctypes
+import math
+import os
+import sys
+
+import torch
+from torch import nn
+
+import mem_tracer
+
+BATCH, TOKENS, WIDTH, HEADS, LAYERS, VOCABULARY = 4, 256, 256, 4, 4, 8000
+
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = HEADS
+        self.qkv = nn.Linear(WIDTH, 3 * WIDTH)
+        self.proj = nn.Linear(WIDTH, WIDTH)
+        self.register_buffer("causal", torch.ones(TOKENS, TOKENS, dtype=torch.bool).triu(1))
+
+    def forward(self, x):
+        batch, tokens, width = x.shape
+        head_width = width // self.heads
+        q, k, v = self.qkv(x).split(width, dim=2)
+        q = q.view(batch, tokens, self.heads, head_width).transpose(1, 2)
+        k = k.view(batch, tokens, self.heads, head_width).transpose(1, 2)
+        v = v.view(batch, tokens, self.heads, head_width).transpose(1, 2)
+        scores = (q @ k.transpose(2, 3)) / math.sqrt(head_width)
+        scores = scores.masked_fill(self.causal[:tokens, :tokens], float("-inf"))
+        weights = torch.softmax(scores, dim=-1)
+        context = (weights @ v).transpose(1, 2).reshape(batch, tokens, width)
+        return self.proj(context)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(WIDTH)
+        self.attention = Attention()
+        self.norm2 = nn.LayerNorm(WIDTH)
+        self.up = nn.Linear(WIDTH, 4 * WIDTH)
+        self.down = nn.Linear(4 * WIDTH, WIDTH)
+
+    def forward(self, x):
+        x = x + self.attention(self.norm1(x))
+        hidden = torch.nn.functional.gelu(self.up(self.norm2(x)))
+        return x + self.down(hidden)
+
+
+class TinyGpt(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCABULARY, WIDTH)
+        self.blocks = nn.ModuleList([Block() for _ in range(LAYERS)])
+        self.head = nn.Linear(WIDTH, VOCABULARY)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def main():
+    torch.manual_seed(0)
+    model = TinyGpt().eval()
+    tokens = torch.randint(0, VOCABULARY, (BATCH, TOKENS))
+    trace = os.path.abspath("tiny_gpt.bin")
+    if len(sys.argv) < 2:  # a real GPU
+        mem_tracer.switch_allocator()
+        model, tokens = model.cuda(), tokens.cuda()
+        with mem_tracer.trace(trace, model=model), torch.no_grad():
+            model(tokens)
+        device = "auto"
+    else:  # the test CUDA runtime, through the stand-in for PyTorch's allocator
+        ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "site-packages"))
+        from host_cuda import HostCuda
+
+        host_cuda = HostCuda()
+        host_cuda.place([*model.parameters(), *model.buffers(), tokens])  # as .cuda() would
+        with mem_tracer.trace(trace, model=model), torch.no_grad(), host_cuda:
+            model(tokens)
+        # The stand-in makes no cuBLAS workspace: predict for a device without one.
+        device = "cuda-no-cublas-workspace"
+    prediction = mem_tracer.estimate(model.cpu(), (tokens.cpu(),), budget="24GiB", device=device,
+                                     output="tiny_gpt.estimate.json")
+    print(f"$ mem_tracer.estimate(model, (tokens,)): {prediction.method_note}; "
+          f"weights {prediction.weight_bytes / 2**20:.2f} MiB, activations at their peak "
+          f"{prediction.activation_peak_bytes / 2**20:.2f} MiB; the largest batch for 24 GiB: "
+          f"{prediction.largest_batch}\n")
+    print("$ mem_tracer.report_stats(top=8, frame=\"user\", predict=prediction)")
+    mem_tracer.report_stats(top=8, frame="user", predict=prediction, trace=trace)
+    print("\n$ mem_tracer.report_data(group_by=\"module\"): live at the peak, by nn.Module")
+    for row in mem_tracer.report_data(top=6, group_by="module", trace=trace)["live"]["rows"]:
+        print(f"  {row['bytes'] / 2**20:8.2f} MiB  {row['location']}")
+
+
+main()
