@@ -72,8 +72,9 @@ def main():
         runs = [
             ("html", ["html", trace], "report.html"),
             ("html --at end", ["html", trace, "--at", "end"], "report-end.html"),
-            ("flamegraph (svg)", ["flamegraph", trace, "--at", "end"], "flame.svg"),
-            ("flamegraph --format folded", ["flamegraph", trace, "--at", "end", "--format", "folded"], "flame.txt"),
+            ("flamegraph --at end (svg)", ["flamegraph", trace, "--at", "end"], "flame.svg"),
+            ("flamegraph --at end --format folded", ["flamegraph", trace, "--at", "end", "--format", "folded"],
+             "flame.txt"),
             ("export perfetto", ["export", "perfetto", trace], "trace.json"),
         ]
         for name, args, output in runs:
