@@ -12,7 +12,8 @@ setup: ## install the Debian and Python packages the build and tests need (idemp
 	@tools/setup.sh
 
 configure: setup
-	@cmake -S . -B $(BUILD) -G "$(GENERATOR)" $(CMAKE_FLAGS) >/dev/null
+	@mkdir -p $(BUILD) && cmake -S . -B $(BUILD) -G "$(GENERATOR)" $(CMAKE_FLAGS) >$(BUILD)/configure.log 2>&1 \
+	  || { cat $(BUILD)/configure.log; exit 1; }
 
 build: configure ## build the library, the tools and the tests
 	@cmake --build $(BUILD) -j$$(nproc)
