@@ -15,7 +15,6 @@ struct Live {
   int32_t device;
 };
 
-bool selected(int filter, int device) { return filter == kAllDevices || filter == device; }
 
 struct SummaryVisitor : reader::RecordVisitor {
   explicit SummaryVisitor(TraceSummary& summary, const reader::Tables& tables)

@@ -16,6 +16,9 @@ namespace memtrace::report {
 // Which bytes count: one device's, or all devices' together.
 inline constexpr int kAllDevices = -1;
 
+// Whether `device`'s bytes count under the filter (kAllDevices or a device index).
+inline bool selected(int filter, int device) { return filter == kAllDevices || filter == device; }
+
 struct DeviceSummary {
   int device = -1;
   std::string name;          // from the trace's device record, "" if none

@@ -32,9 +32,6 @@ namespace {
 using reader::Event;
 using reader::EventKind;
 
-bool selected(int filter, int device) {
-  return filter == kAllDevices || filter == device;
-}
 
 enum class Action : uint8_t { kAlloc, kFree, kOom };
 

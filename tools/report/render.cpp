@@ -177,10 +177,38 @@ void renderText(std::ostream& out, const Report& report) {
   }
 }
 
-void renderJson(std::ostream& out, const Report& report) {
+nlohmann::json processJson(const TraceSummary& s) {
+  return {{"pid", s.process.pid},
+          {"command_line", s.process.command_line},
+          {"executable", s.process.executable},
+          {"start_unix_ns", s.process.start_unix_ns},
+          {"tracer_version", s.process.tracer_version},
+          {"stacks", format::stackModeName(s.process.stack_mode)}};
+}
+
+nlohmann::json summaryJson(const TraceSummary& s) {
   using nlohmann::json;
-  const TraceSummary& s = report.summary;
-  json devices = json::array();
+  return {{"device_filter", s.device_filter},
+          {"peak_bytes", s.peak_bytes},
+          {"peak_event", s.peak_event},
+          {"peak_time_ns", s.peak_time_ns},
+          {"allocated_bytes", s.allocated_bytes},
+          {"end_bytes", s.end_bytes},
+          {"events", s.events},
+          {"allocations", s.allocations},
+          {"frees", s.frees},
+          {"failed_allocations", s.failed_allocations},
+          {"untraced_allocations", s.untraced_allocations},
+          {"unmatched_frees", s.unmatched_frees},
+          {"duration_ns", s.duration_ns},
+          {"level", s.segment_level && s.tensor_level ? "mixed" : s.segment_level ? "segment" : "tensor"},
+          {"ended_cleanly", s.ended_cleanly},
+          {"window_end_ns", s.window_events == UINT64_MAX ? json(nullptr) : json(s.window_end_ns)},
+          {"cut_offset", s.cut_offset}};
+}
+
+nlohmann::json devicesJson(const TraceSummary& s) {
+  nlohmann::json devices = nlohmann::json::array();
   for (const DeviceSummary& device : s.devices)
     devices.push_back({{"device", device.device},
                        {"name", device.name},
@@ -190,6 +218,12 @@ void renderJson(std::ostream& out, const Report& report) {
                        {"peak_time_ns", device.peak_time_ns},
                        {"allocated_bytes", device.allocated_bytes},
                        {"end_bytes", device.end_bytes}});
+  return devices;
+}
+
+void renderJson(std::ostream& out, const Report& report) {
+  using nlohmann::json;
+  const TraceSummary& s = report.summary;
   json markers = json::array();
   for (const MarkerSummary& marker : s.markers)
     markers.push_back({{"time_ns", marker.time_ns},
@@ -215,32 +249,9 @@ void renderJson(std::ostream& out, const Report& report) {
   }
   json document = {
       {"trace", report.trace_path},
-      {"process",
-       {{"pid", s.process.pid},
-        {"command_line", s.process.command_line},
-        {"executable", s.process.executable},
-        {"start_unix_ns", s.process.start_unix_ns},
-        {"tracer_version", s.process.tracer_version},
-        {"stacks", format::stackModeName(s.process.stack_mode)}}},
-      {"summary",
-       {{"device_filter", s.device_filter},
-        {"peak_bytes", s.peak_bytes},
-        {"peak_event", s.peak_event},
-        {"peak_time_ns", s.peak_time_ns},
-        {"allocated_bytes", s.allocated_bytes},
-        {"end_bytes", s.end_bytes},
-        {"events", s.events},
-        {"allocations", s.allocations},
-        {"frees", s.frees},
-        {"failed_allocations", s.failed_allocations},
-        {"untraced_allocations", s.untraced_allocations},
-        {"unmatched_frees", s.unmatched_frees},
-        {"duration_ns", s.duration_ns},
-        {"level", s.segment_level && s.tensor_level ? "mixed" : s.segment_level ? "segment" : "tensor"},
-        {"ended_cleanly", s.ended_cleanly},
-        {"window_end_ns", s.window_events == UINT64_MAX ? json(nullptr) : json(s.window_end_ns)},
-        {"cut_offset", s.cut_offset}}},
-      {"devices", devices},
+      {"process", processJson(s)},
+      {"summary", summaryJson(s)},
+      {"devices", devicesJson(s)},
       {"markers", markers},
       {"live",
        {{"at", pointName(report.live_set.point)},

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 
@@ -23,6 +24,11 @@ struct Report {
 };
 
 std::string pointName(const Point& point);
+
+// The parts of the JSON report the other renderers (the HTML page's data) share.
+nlohmann::json processJson(const TraceSummary& summary);
+nlohmann::json summaryJson(const TraceSummary& summary);
+nlohmann::json devicesJson(const TraceSummary& summary);
 
 void renderText(std::ostream& out, const Report& report);
 void renderJson(std::ostream& out, const Report& report);

@@ -35,39 +35,13 @@ const char* frameKindName(FrameKind kind) {
   return "?";
 }
 
-json summaryJson(const Report& report) {
-  const TraceSummary& s = report.summary;
-  json devices = json::array();
-  for (const DeviceSummary& device : s.devices)
-    devices.push_back({{"device", device.device},
-                       {"name", device.name},
-                       {"total_bytes", device.total_bytes},
-                       {"peak_bytes", device.peak_bytes},
-                       {"peak_time_ns", device.peak_time_ns}});
-  return {{"trace", report.trace_path},
-          {"command_line", s.process.command_line},
-          {"pid", s.process.pid},
-          {"start_unix_ns", s.process.start_unix_ns},
-          {"tracer_version", s.process.tracer_version},
-          {"stacks", format::stackModeName(s.process.stack_mode)},
-          {"device_filter", s.device_filter},
-          {"peak_bytes", s.peak_bytes},
-          {"peak_event", s.peak_event},
-          {"peak_time_ns", s.peak_time_ns},
-          {"allocated_bytes", s.allocated_bytes},
-          {"end_bytes", s.end_bytes},
-          {"events", s.events},
-          {"allocations", s.allocations},
-          {"frees", s.frees},
-          {"failed_allocations", s.failed_allocations},
-          {"untraced_allocations", s.untraced_allocations},
-          {"duration_ns", s.duration_ns},
-          {"level", s.segment_level && s.tensor_level ? "mixed"
-                    : s.segment_level                 ? "segment"
-                                                      : "tensor"},
-          {"ended_cleanly", s.ended_cleanly},
-          {"cut_offset", s.cut_offset},
-          {"devices", devices}};
+// The page's summary: the JSON report's process, summary and devices, in one object.
+json pageSummaryJson(const Report& report) {
+  json summary = summaryJson(report.summary);
+  summary.update(processJson(report.summary));
+  summary["trace"] = report.trace_path;
+  summary["devices"] = devicesJson(report.summary);
+  return summary;
 }
 
 json tableJson(const Report& report, const Estimate* estimate) {
@@ -154,7 +128,7 @@ json estimateJson(const Estimate* estimate) {
 }  // namespace
 
 void renderHtml(std::ostream& out, const HtmlReport& html) {
-  json data = {{"summary", summaryJson(html.report)},
+  json data = {{"summary", pageSummaryJson(html.report)},
                {"table", tableJson(html.report, html.estimate)},
                {"timeline", timelineJson(html.timeline)},
                {"flame", flameJson(html.flame)},

@@ -11,9 +11,6 @@ namespace {
 using reader::Event;
 using reader::EventKind;
 
-bool selected(int filter, int device) {
-  return filter == kAllDevices || filter == device;
-}
 
 // Which lane an allocation's bytes go to, by the name the locator gives its location.
 // An allocation's location depends only on whether it was traced and on its Python stack
