@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memtrace_testing import Build, events, parse_records, preloaded, report_json, run
+from memtrace_testing import events, parse_records, preloaded, report_json, run
 
 SCRIPTS = Path(__file__).parent / "scripts"
 

@@ -1,16 +1,14 @@
 """The mem_tracer package, in subprocesses, against the test CUDA runtime (PyTorch's own
 registration of the allocator needs a CUDA build of torch: tests/gpu covers it)."""
 import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from memtrace_testing import ROOT, Build, run
+from memtrace_testing import ROOT, run
 
 SCRIPTS = Path(__file__).parent / "scripts"
 PACKAGE = ROOT / "python"
