@@ -221,17 +221,12 @@ nlohmann::json devicesJson(const TraceSummary& s) {
   return devices;
 }
 
-void renderJson(std::ostream& out, const Report& report) {
+nlohmann::json rowsJson(const Report& report, const Estimate* estimate) {
   using nlohmann::json;
-  const TraceSummary& s = report.summary;
-  json markers = json::array();
-  for (const MarkerSummary& marker : s.markers)
-    markers.push_back({{"time_ns", marker.time_ns},
-                       {"kind", format::markerName(marker.kind)},
-                       {"name", marker.name}});
   json rows = json::array();
   size_t shown = shownRows(report);
-  std::vector<std::optional<uint64_t>> predicted = predictions(report);
+  std::vector<std::optional<uint64_t>> predicted;
+  if (estimate) predicted = predictedBytes(*estimate, report.table);
   for (size_t i = 0; i < shown; ++i) {
     const TableRow& row = report.table.rows[i];
     json entry = {{"bytes", row.bytes},
@@ -244,9 +239,21 @@ void renderJson(std::ostream& out, const Report& report) {
     if (row.location.line) entry["line"] = row.location.line;
     if (!row.location.function.empty()) entry["function"] = row.location.function;
     if (!row.location.module.empty()) entry["module"] = row.location.module;
-    if (report.estimate) entry["predicted_bytes"] = predicted[i] ? json(*predicted[i]) : json(nullptr);
+    if (estimate) entry["predicted_bytes"] = predicted[i] ? json(*predicted[i]) : json(nullptr);
     rows.push_back(std::move(entry));
   }
+  return rows;
+}
+
+void renderJson(std::ostream& out, const Report& report) {
+  using nlohmann::json;
+  const TraceSummary& s = report.summary;
+  json markers = json::array();
+  for (const MarkerSummary& marker : s.markers)
+    markers.push_back({{"time_ns", marker.time_ns},
+                       {"kind", format::markerName(marker.kind)},
+                       {"name", marker.name}});
+  json rows = rowsJson(report, report.estimate);
   json document = {
       {"trace", report.trace_path},
       {"process", processJson(s)},

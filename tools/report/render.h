@@ -29,6 +29,8 @@ std::string pointName(const Point& point);
 nlohmann::json processJson(const TraceSummary& summary);
 nlohmann::json summaryJson(const TraceSummary& summary);
 nlohmann::json devicesJson(const TraceSummary& summary);
+// The table's shown rows; with an estimate, each with its predicted bytes.
+nlohmann::json rowsJson(const Report& report, const Estimate* estimate);
 
 void renderText(std::ostream& out, const Report& report);
 void renderJson(std::ostream& out, const Report& report);

@@ -47,20 +47,7 @@ json pageSummaryJson(const Report& report) {
 json tableJson(const Report& report, const Estimate* estimate) {
   const LocationTable& table = report.table;
   size_t shown = report.top == 0 ? table.rows.size() : std::min(report.top, table.rows.size());
-  std::vector<std::optional<uint64_t>> predicted;
-  if (estimate) predicted = predictedBytes(*estimate, table);
-  json rows = json::array();
-  for (size_t i = 0; i < shown; ++i) {
-    const TableRow& row = table.rows[i];
-    json entry = {{"bytes", row.bytes},
-                  {"cumulative_bytes", row.cumulative_bytes},
-                  {"median_bytes", row.median_bytes},
-                  {"count", row.count},
-                  {"location", row.location.name},
-                  {"kind", locationKindName(row.location.kind)}};
-    if (estimate) entry["predicted_bytes"] = predicted[i] ? json(*predicted[i]) : json(nullptr);
-    rows.push_back(std::move(entry));
-  }
+  json rows = rowsJson(report, estimate);
   uint64_t shown_bytes = shown ? table.rows[shown - 1].cumulative_bytes : 0;
   return {{"at", pointName(report.live_set.point)},
           {"time_ns", report.live_set.time_ns},
