@@ -300,21 +300,26 @@ struct Capture {
   bool native = false;
 };
 
-Capture captureStacks(bool is_free, const void* caller) {
+// Whether this event's stacks are captured at all (tracing, and frees only when asked).
+bool capturesStacks(bool is_free) {
+  return g_tracing.load(std::memory_order_relaxed) && (!is_free || g_config.free_stacks);
+}
+
+// `walk_python`: the thread holds the GIL and Python stacks are wanted (decided once per
+// event: it also decides the GcPause around the walk).
+Capture captureStacks(bool is_free, const void* caller, bool walk_python) {
   Capture capture;
-  if (!g_tracing.load(std::memory_order_relaxed)) return capture;
-  if (is_free && !g_config.free_stacks) return capture;
+  if (!capturesStacks(is_free)) return capture;
   capture.thread = currentThreadState();
   if (!capture.thread) return capture;
-  format::StackMode mode = g_config.stack_mode;
   capture.thread->python_count = 0;
   capture.thread->native_count = 0;
-  if (format::wantsPython(mode) && python::threadHoldsGil()) {
+  if (walk_python) {
     capture.thread->python_count =
         python::captureStack(capture.thread->python_frames, g_config.python_depth);
     capture.python = capture.thread->python_count > 0;
   }
-  if (format::wantsNative(mode)) {
+  if (format::wantsNative(g_config.stack_mode)) {
     capture.thread->native_count =
         native::captureStack(capture.thread->native_ips, g_config.native_depth, caller);
     capture.native = capture.thread->native_count > 0;
@@ -429,9 +434,10 @@ namespace {
 class EventRecording {
  public:
   EventRecording(const EventSource& source, bool is_free)
-      : gc_pause_(g_tracing.load(std::memory_order_relaxed) && (!is_free || g_config.free_stacks) &&
-                  python::threadHoldsGil()),
-        capture_(captureStacks(is_free, source.caller)) {}
+      : walk_python_(capturesStacks(is_free) && format::wantsPython(g_config.stack_mode) &&
+                     python::threadHoldsGil()),
+        gc_pause_(walk_python_),
+        capture_(captureStacks(is_free, source.caller, walk_python_)) {}
 
   // After the lock is released: a native frame outside every known module asks for a
   // refresh of the module table (which takes the loader's lock: Note [Lock order]).
@@ -448,7 +454,8 @@ class EventRecording {
   }
 
  private:
-  python::GcPause gc_pause_;  // from before the capture until the stacks are interned
+  bool walk_python_;
+  python::GcPause gc_pause_;  // from before the Python walk until the stacks are interned
   Capture capture_;
   bool unknown_module_ = false;
 };
