@@ -28,7 +28,7 @@ bench: build ## run the benchmarks whose figures docs/performance.md records
 	@python3 bench/run.py $(BUILD)
 
 format: ## clang-format the C++ sources
-	@find allocator tracer tools tests bench estimator -name '*.cpp' -o -name '*.h' 2>/dev/null | xargs clang-format -i
+	@find allocator format recorder reader report common tools tests bench estimator -name '*.cpp' -o -name '*.h' 2>/dev/null | xargs clang-format -i
 
 clean: ## remove the build directory
 	@rm -rf $(BUILD)

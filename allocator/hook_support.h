@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "tracer/recorder.h"
+#include "recorder/recorder.h"
 
 namespace memtrace::hooks {
 

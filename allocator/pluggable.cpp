@@ -13,8 +13,8 @@
 
 #include "allocator/hook_support.h"
 #include "allocator/real_functions.h"
-#include "tracer/config.h"
-#include "tracer/memtrace.h"
+#include "recorder/config.h"
+#include "recorder/memtrace.h"
 
 using memtrace::EventSource;
 using memtrace::RecursionGuard;

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string_view>
 
-#include "tracer/user_code.h"
+#include "common/user_code.h"
 
 namespace memtrace::estimator {
 

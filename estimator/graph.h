@@ -178,7 +178,7 @@ struct Graph {
   bool lowerBound() const;
 };
 
-// Whether a file belongs to the user's own code: tracer/user_code.h, the one rule the report's
+// Whether a file belongs to the user's own code: common/user_code.h, the one rule the report's
 // "innermost frame in user code" grouping uses too, so both sides name the same line.
 bool isUserCode(const std::string& file);
 

@@ -6,7 +6,7 @@ import struct
 MAGIC = b"MEMTRACE"
 VERSION = 1
 
-# Record types and marker kinds (tracer/records.h).
+# Record types and marker kinds (format/records.h).
 PROCESS_INFO, STRING, PYTHON_FRAME, PYTHON_STACK, NATIVE_STACK, MODULE, DEVICE, CONTEXT, MARKER, \
     FAILED_ALLOC, MODULE_SCOPE = range(1, 12)
 TRACING_STARTED, TRACING_STOPPED, ANNOTATION, PHASE_BEGIN, PHASE_END, PROCESS_EXIT, TRACE_CLOSED = range(7)

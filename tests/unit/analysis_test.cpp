@@ -1,12 +1,12 @@
-#include "tools/report/analysis.h"
+#include "report/analysis.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
 
 #include "tests/unit/trace_builder.h"
-#include "tools/report/locations.h"
-#include "tracer/user_code.h"
+#include "report/locations.h"
+#include "common/user_code.h"
 
 namespace memtrace::testing {
 namespace {

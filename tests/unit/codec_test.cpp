@@ -1,4 +1,4 @@
-#include "tracer/codec.h"
+#include "format/codec.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "tracer/flat_map.h"
+#include "common/flat_map.h"
 
 #include <gtest/gtest.h>
 

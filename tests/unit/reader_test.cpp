@@ -1,4 +1,4 @@
-#include "tracer/reader.h"
+#include "reader/reader.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // The recorder linked directly: what it writes, read back with the reader. The recorder is
 // process-wide, so every test frees what it allocated and closes its file.
-#include "tracer/recorder.h"
+#include "recorder/recorder.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "tests/unit/trace_builder.h"
-#include "tracer/memtrace.h"
-#include "tracer/reader.h"
+#include "recorder/memtrace.h"
+#include "reader/reader.h"
 
 namespace memtrace::testing {
 namespace {

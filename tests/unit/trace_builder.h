@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "tracer/codec.h"
-#include "tracer/records.h"
+#include "format/codec.h"
+#include "format/records.h"
 
 namespace memtrace::testing {
 

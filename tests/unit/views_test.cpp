@@ -6,9 +6,9 @@
 #include <numeric>
 
 #include "tests/unit/trace_builder.h"
-#include "tools/report/escape.h"
-#include "tools/report/flame.h"
-#include "tools/report/timeline.h"
+#include "report/escape.h"
+#include "report/flame.h"
+#include "report/timeline.h"
 
 namespace memtrace::testing {
 namespace {

@@ -21,13 +21,13 @@
 #include <string>
 #include <vector>
 
-#include "tools/report/analysis.h"
-#include "tools/report/locations.h"
-#include "tools/report/parse_command.h"
-#include "tools/report/progress.h"
-#include "tools/report/render.h"
-#include "tools/report/views.h"
-#include "tracer/reader.h"
+#include "report/analysis.h"
+#include "report/locations.h"
+#include "report/parse_command.h"
+#include "report/progress.h"
+#include "report/render.h"
+#include "report/views.h"
+#include "reader/reader.h"
 
 namespace {
 

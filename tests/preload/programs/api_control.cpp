@@ -10,7 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "tests/testcudart/testcuda.h"
-#include "tracer/memtrace.h"
+#include "recorder/memtrace.h"
 
 #define LOAD(name) auto name = reinterpret_cast<decltype(&::name)>(dlsym(library, #name))
 

@@ -1,0 +1,263 @@
+// PyTorch's memory snapshot (the pickle torch.cuda.memory._dump_snapshot() writes), so that
+// a memtrace trace opens in pytorch.org/memory_viz and in torch/cuda/_memory_viz.py.
+//
+// Note [PyTorch snapshot export]
+// A snapshot is the allocator's state at one moment ("segments", each holding "blocks")
+// and the history of events that led there ("device_traces", one list per device). memtrace
+// sees CUDA allocations, not the caching allocator's insides, so:
+//   - each live allocation is a segment holding one block, "active_allocated", of its size;
+//   - each allocation is a "segment_alloc" then an "alloc" of the same address and size,
+//     and each free is "free_requested", "free_completed" then "segment_free", so that both
+//     the active-memory timeline and the segment views of memory_viz replay it right;
+//   - a failed allocation is an "oom" event; device_free is the device's memory less
+//     what was live there, when the trace knows the device's size (else 0);
+//   - frames are innermost first, as in PyTorch: native frames down to the interpreter
+//     (Note [Mixed stacks in the flame graph]), then Python frames; untraced allocations
+//     have none, which memory_viz shows as "allocated before _record_history was enabled";
+//   - events whose device is unknown (-1) are put on device 0.
+// The history ends at the point asked for (--at, the end by default) and the segments are
+// what was live there.
+#include <algorithm>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "report/pickle_writer.h"
+#include "report/views.h"
+#include "common/flat_map.h"
+
+namespace memtrace::report {
+namespace {
+
+using reader::Event;
+using reader::EventKind;
+
+
+enum class Action : uint8_t { kAlloc, kFree, kOom };
+
+struct SnapshotEvent {
+  Action action;
+  int32_t device;
+  uint64_t address;
+  uint64_t size;
+  uint64_t stream;
+  uint64_t time_ns;
+  uint32_t python_stack;
+  uint32_t native_stack;
+  bool traced;
+};
+
+struct Live {
+  uint64_t size;
+  uint64_t stream;
+  uint32_t python_stack;
+  uint32_t native_stack;
+  int32_t device;
+  bool traced;
+};
+
+struct HistoryVisitor : reader::RecordVisitor {
+  HistoryVisitor(const TraceSummary& summary, Point point) : summary(summary), point(point) {}
+
+  void onEvent(const Event& event) {
+    if (pastPoint(summary, point, event)) {
+      stop = true;
+      return;
+    }
+    const reader::Context& context = *event.context;
+    int32_t device = std::max(context.device, 0);
+    switch (event.kind) {
+      case EventKind::kFailedAlloc:
+        if (selected(summary.device_filter, context.device))
+          events.push_back(SnapshotEvent{Action::kOom, device, 0, event.size, context.stream,
+                                         event.time_ns, event.python_stack, event.native_stack,
+                                         event.traced});
+        return;
+      case EventKind::kFree: {
+        Live removed;
+        if (live.erase(event.address, &removed)) free(removed, event.address, event.time_ns);
+        return;
+      }
+      case EventKind::kAlloc: {
+        Live entry{event.size,         context.stream, event.python_stack,
+                   event.native_stack, device,         event.traced};
+        Live replaced;
+        if (live.erase(event.address, &replaced)) free(replaced, event.address, event.time_ns);
+        if (!live.insert(event.address, entry))
+          throw reader::TraceError("out of memory for the live set");
+        if (selected(summary.device_filter, context.device))
+          events.push_back(SnapshotEvent{Action::kAlloc, device, event.address, event.size,
+                                         context.stream, event.time_ns, event.python_stack,
+                                         event.native_stack, event.traced});
+        return;
+      }
+    }
+  }
+
+  void free(const Live& removed, uint64_t address, uint64_t time_ns) {
+    if (!selected(summary.device_filter, removed.device)) return;
+    events.push_back(SnapshotEvent{Action::kFree, removed.device, address, removed.size,
+                                   removed.stream, time_ns, removed.python_stack,
+                                   removed.native_stack, removed.traced});
+  }
+
+  bool done() const { return stop; }
+
+  const TraceSummary& summary;
+  Point point;
+  FlatMap<uint64_t, Live> live;
+  std::vector<SnapshotEvent> events;
+  bool stop = false;
+};
+
+class SnapshotWriter {
+ public:
+  SnapshotWriter(PickleWriter& pickle, const reader::Tables& tables)
+      : pickle_(pickle), tables_(tables), symbolizer_(tables) {}
+
+  // The frame list of a stack, written once and then shared through the pickle's memo.
+  void frames(bool traced, uint32_t python_stack, uint32_t native_stack) {
+    if (!traced) python_stack = native_stack = 0;
+    auto [it, inserted] = memo_of_stack_.try_emplace({python_stack, native_stack}, 0);
+    if (!inserted) return pickle_.get(it->second);
+    pickle_.beginList();
+    bool innermost = true;
+    for (uint32_t id = native_stack; id; id = tables_.native_stacks[id].parent) {
+      const NativeFrame& frame = symbolizer_.resolve(tables_.native_stacks[id].ip, innermost);
+      innermost = false;
+      bool interpreter =
+          frame.module.rfind("python", 0) == 0 || frame.module.rfind("libpython", 0) == 0;
+      if (python_stack && interpreter) break;
+      frame_(frame.file.empty() ? frame.module : frame.file, frame.line, frame.function);
+    }
+    for (uint32_t id = python_stack; id; id = tables_.python_stacks[id].parent) {
+      const reader::PythonFrame& frame = tables_.python_frames[tables_.python_stacks[id].frame];
+      frame_(tables_.string(frame.file), frame.line, tables_.string(frame.function));
+    }
+    pickle_.endList();
+    it->second = pickle_.memoize();
+  }
+
+  void event(const char* action, const SnapshotEvent& event, uint64_t start_unix_ns) {
+    pickle_.beginDict();
+    pickle_.name("action"), pickle_.name(action);
+    pickle_.name("addr"), pickle_.unsignedInteger(event.address);
+    pickle_.name("size"), pickle_.unsignedInteger(event.size);
+    pickle_.name("stream"), pickle_.unsignedInteger(event.stream);
+    pickle_.name("time_us"), pickle_.unsignedInteger((start_unix_ns + event.time_ns) / 1000);
+    pickle_.name("frames"), frames(event.traced, event.python_stack, event.native_stack);
+    pickle_.endDict();
+  }
+
+ private:
+  void frame_(std::string_view file, int line, std::string_view function) {
+    pickle_.beginDict();
+    pickle_.name("filename"), pickle_.string(file);
+    pickle_.name("line"), pickle_.integer(line);
+    pickle_.name("name"), pickle_.string(function);
+    pickle_.endDict();
+  }
+
+  PickleWriter& pickle_;
+  const reader::Tables& tables_;
+  Symbolizer symbolizer_;
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> memo_of_stack_;
+};
+
+}  // namespace
+
+void exportPytorchSnapshot(std::ostream& out, reader::TraceReader& trace,
+                           const TraceSummary& summary, const Point& point) {
+  if (point.kind == Point::Kind::kOom && summary.first_failed_event == UINT64_MAX)
+    throw reader::TraceError(trace.path() + ": the trace has no failed allocation (no OOM)");
+  HistoryVisitor history(summary, point);
+  trace.read(history);
+  const reader::Tables& tables = trace.tables();
+  const uint64_t start = summary.process.start_unix_ns;
+
+  int32_t devices = 1;
+  for (const SnapshotEvent& event : history.events) devices = std::max(devices, event.device + 1);
+  std::vector<std::pair<uint64_t, Live>> live;
+  history.live.forEach([&](uint64_t address, const Live& entry) {
+    if (selected(summary.device_filter, entry.device)) live.emplace_back(address, entry);
+  });
+  std::sort(live.begin(), live.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [address, entry] : live) devices = std::max(devices, entry.device + 1);
+
+  PickleWriter pickle(out);
+  SnapshotWriter writer(pickle, tables);
+  pickle.beginDict();
+  pickle.name("segments");
+  pickle.beginList();
+  for (const auto& [address, entry] : live) {
+    pickle.beginDict();
+    pickle.name("device"), pickle.integer(entry.device);
+    pickle.name("address"), pickle.unsignedInteger(address);
+    for (const char* key : {"total_size", "allocated_size", "active_size", "requested_size"})
+      pickle.name(key), pickle.unsignedInteger(entry.size);
+    pickle.name("stream"), pickle.unsignedInteger(entry.stream);
+    pickle.name("segment_type"), pickle.name("large");
+    pickle.name("segment_pool_id");
+    pickle.beginTuple(), pickle.integer(0), pickle.integer(0), pickle.endTuple();
+    pickle.name("is_expandable"), pickle.boolean(false);
+    pickle.name("frames"), writer.frames(entry.traced, entry.python_stack, entry.native_stack);
+    pickle.name("blocks");
+    pickle.beginList();
+    pickle.beginDict();
+    pickle.name("address"), pickle.unsignedInteger(address);
+    pickle.name("size"), pickle.unsignedInteger(entry.size);
+    pickle.name("requested_size"), pickle.unsignedInteger(entry.size);
+    pickle.name("state"), pickle.name("active_allocated");
+    pickle.name("frames"), writer.frames(entry.traced, entry.python_stack, entry.native_stack);
+    pickle.endDict();
+    pickle.endList();
+    pickle.endDict();
+  }
+  pickle.endList();
+
+  pickle.name("device_traces");
+  pickle.beginList();
+  for (int32_t device = 0; device < devices; ++device) {
+    // Live bytes on this device as the history goes, for the device_free of "oom" events.
+    uint64_t live_bytes = 0;
+    const reader::Device* record = tables.device(device);
+    uint64_t device_total = record ? record->total_bytes : 0;
+    pickle.beginList();
+    for (const SnapshotEvent& event : history.events) {
+      if (event.device != device) continue;
+      switch (event.action) {
+        case Action::kAlloc:
+          writer.event("segment_alloc", event, start);
+          writer.event("alloc", event, start);
+          live_bytes += event.size;
+          break;
+        case Action::kFree:
+          writer.event("free_requested", event, start);
+          writer.event("free_completed", event, start);
+          writer.event("segment_free", event, start);
+          live_bytes -= std::min(live_bytes, event.size);
+          break;
+        case Action::kOom:
+          pickle.beginDict();
+          pickle.name("action"), pickle.name("oom");
+          pickle.name("addr"), pickle.integer(0);
+          pickle.name("size"), pickle.unsignedInteger(event.size);
+          pickle.name("stream"), pickle.unsignedInteger(event.stream);
+          pickle.name("time_us"), pickle.unsignedInteger((start + event.time_ns) / 1000);
+          pickle.name("device_free");
+          pickle.unsignedInteger(device_total > live_bytes ? device_total - live_bytes : 0);
+          pickle.name("frames"),
+              writer.frames(event.traced, event.python_stack, event.native_stack);
+          pickle.endDict();
+          break;
+      }
+    }
+    pickle.endList();
+  }
+  pickle.endList();
+  pickle.endDict();
+  pickle.finish();
+}
+
+}  // namespace memtrace::report

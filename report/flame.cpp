@@ -1,0 +1,136 @@
+#include "report/flame.h"
+
+#include <algorithm>
+#include <map>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+
+namespace memtrace::report {
+namespace {
+
+bool isInterpreterModule(std::string_view module) {
+  return module.rfind("python", 0) == 0 || module.rfind("libpython", 0) == 0;
+}
+
+std::string nativeName(const NativeFrame& frame) {
+  std::string text = frame.function;
+  if (!frame.module.empty()) text += " [" + frame.module + "]";
+  if (!frame.file.empty()) text += " " + displayPath(frame.file) + ":" + std::to_string(frame.line);
+  return text;
+}
+
+class FlameBuilder {
+ public:
+  FlameBuilder(const reader::Tables& tables, Locator& locator, Symbolizer& symbolizer)
+      : tables_(tables), locator_(locator), symbolizer_(symbolizer) {
+    graph_.nodes.push_back(FlameNode{"all", FrameKind::kRoot, 0, 0, 0, {}});
+  }
+
+  void add(const LiveAllocation& allocation, bool per_device) {
+    auto key = std::make_tuple(allocation.traced, allocation.python_stack, allocation.native_stack,
+                               per_device ? allocation.device : 0);
+    auto [it, inserted] = leaf_of_stack_.try_emplace(key, 0);
+    if (inserted) it->second = leafFor(allocation, per_device);
+    for (uint32_t node = it->second;; node = graph_.nodes[node].parent) {
+      graph_.nodes[node].bytes += allocation.size;
+      graph_.nodes[node].allocations += 1;
+      if (node == 0) break;
+    }
+  }
+
+  FlameGraph finish() {
+    for (FlameNode& node : graph_.nodes) {
+      std::sort(node.children.begin(), node.children.end(), [&](uint32_t a, uint32_t b) {
+        const FlameNode& x = graph_.nodes[a];
+        const FlameNode& y = graph_.nodes[b];
+        return x.bytes != y.bytes ? x.bytes > y.bytes : x.name < y.name;
+      });
+    }
+    return std::move(graph_);
+  }
+
+ private:
+  uint32_t child(uint32_t parent, const std::string& name, FrameKind kind) {
+    auto [it, inserted] = children_.try_emplace({parent, name}, 0);
+    if (inserted) {
+      it->second = static_cast<uint32_t>(graph_.nodes.size());
+      graph_.nodes.push_back(FlameNode{name, kind, 0, 0, parent, {}});
+      graph_.nodes[parent].children.push_back(it->second);
+    }
+    return it->second;
+  }
+
+  uint32_t leafFor(const LiveAllocation& allocation, bool per_device) {
+    uint32_t node = 0;
+    if (per_device)
+      node = child(node,
+                   allocation.device < 0 ? "cuda:?" : "cuda:" + std::to_string(allocation.device),
+                   FrameKind::kDevice);
+    if (!allocation.traced || (!allocation.python_stack && !allocation.native_stack))
+      return child(node, locator_.describe(allocation).name, FrameKind::kSpecial);
+    for (uint32_t frame : locator_.framesOf(allocation.python_stack))
+      node = child(node, locator_.frameName(frame), FrameKind::kPython);
+    // Native frames, innermost first, cut at the interpreter when Python frames stand for
+    // it (Note [Mixed stacks in the flame graph]).
+    std::vector<std::string> native;
+    bool innermost = true;
+    for (uint32_t id = allocation.native_stack; id; id = tables_.native_stacks[id].parent) {
+      const NativeFrame& frame = symbolizer_.resolve(tables_.native_stacks[id].ip, innermost);
+      innermost = false;
+      if (allocation.python_stack && isInterpreterModule(frame.module)) break;
+      native.push_back(nativeName(frame));
+    }
+    for (auto it = native.rbegin(); it != native.rend(); ++it)
+      node = child(node, *it, FrameKind::kNative);
+    return node;
+  }
+
+  const reader::Tables& tables_;
+  Locator& locator_;
+  Symbolizer& symbolizer_;
+  FlameGraph graph_;
+  std::map<std::pair<uint32_t, std::string>, uint32_t> children_;
+  std::map<std::tuple<bool, uint32_t, uint32_t, int>, uint32_t> leaf_of_stack_;
+};
+
+std::string foldedName(std::string name) {
+  for (char& c : name) {
+    if (c == ';')
+      c = ',';
+    else if (c == '\n' || c == '\r')
+      c = ' ';
+  }
+  return name;
+}
+
+void fold(const FlameGraph& graph, uint32_t node, const std::string& prefix,
+          std::vector<std::pair<std::string, uint64_t>>& lines) {
+  const FlameNode& here = graph.nodes[node];
+  std::string path =
+      node == 0 ? std::string() : (prefix.empty() ? "" : prefix + ";") + foldedName(here.name);
+  uint64_t in_children = 0;
+  for (uint32_t child : here.children) in_children += graph.nodes[child].bytes;
+  if (node != 0 && here.bytes > in_children) lines.emplace_back(path, here.bytes - in_children);
+  for (uint32_t child : here.children) fold(graph, child, path, lines);
+}
+
+}  // namespace
+
+FlameGraph buildFlameGraph(const reader::Tables& tables, const LiveSet& live_set, Locator& locator,
+                           Symbolizer& symbolizer) {
+  bool per_device = false;
+  for (const LiveAllocation& allocation : live_set.allocations)
+    if (allocation.device != live_set.allocations.front().device) per_device = true;
+  FlameBuilder builder(tables, locator, symbolizer);
+  for (const LiveAllocation& allocation : live_set.allocations) builder.add(allocation, per_device);
+  return builder.finish();
+}
+
+std::vector<std::pair<std::string, uint64_t>> foldedStacks(const FlameGraph& graph) {
+  std::vector<std::pair<std::string, uint64_t>> lines;
+  if (!graph.nodes.empty()) fold(graph, 0, "", lines);
+  return lines;
+}
+
+}  // namespace memtrace::report

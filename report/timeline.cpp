@@ -1,0 +1,228 @@
+#include "report/timeline.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "common/flat_map.h"
+
+namespace memtrace::report {
+namespace {
+
+using reader::Event;
+using reader::EventKind;
+
+
+// Which lane an allocation's bytes go to, by the name the locator gives its location.
+// An allocation's location depends only on whether it was traced and on its Python stack
+// (or, without one, its native stack), or on its nn.Module when grouping by module, so the
+// answer is cached per stack (or module) id: describe() runs once per distinct one, never
+// per event.
+class LaneAssigner {
+ public:
+  LaneAssigner(Locator& locator, const LocationTable& table, size_t lanes)
+      : locator_(locator), by_module_(table.group_by == GroupBy::kModule) {
+    size_t named = std::min(lanes, table.rows.size());
+    for (size_t i = 0; i < named; ++i) lane_of_name_.emplace(table.rows[i].location.name, i);
+    other_ = static_cast<uint32_t>(named);
+  }
+
+  uint32_t other() const { return other_; }
+
+  uint32_t laneOf(const Event& event) {
+    if (lane_of_name_.empty()) return other_;  // one lane: nothing to tell apart
+    if (!event.traced) return cached(untraced_, LiveAllocation{0, 0, 0, 0, 0, false, 0});
+    if (by_module_)
+      return cachedIn(lane_by_module_, event.module,
+                      LiveAllocation{0, 0, 0, 0, 0, true, event.module});
+    if (event.python_stack)
+      return cachedIn(by_python_stack_, event.python_stack,
+                      LiveAllocation{0, 0, event.python_stack, 0, 0, true, 0});
+    if (event.native_stack)
+      return cachedIn(by_native_stack_, event.native_stack,
+                      LiveAllocation{0, 0, 0, event.native_stack, 0, true, 0});
+    return cached(no_stack_, LiveAllocation{0, 0, 0, 0, 0, true, 0});
+  }
+
+ private:
+  uint32_t assign(const LiveAllocation& allocation) {
+    auto it = lane_of_name_.find(locator_.describe(allocation).name);
+    return it == lane_of_name_.end() ? other_ : static_cast<uint32_t>(it->second);
+  }
+  uint32_t cached(int64_t& slot, const LiveAllocation& allocation) {
+    if (slot < 0) slot = assign(allocation);
+    return static_cast<uint32_t>(slot);
+  }
+  uint32_t cachedIn(std::vector<int32_t>& cache, uint32_t id, const LiveAllocation& allocation) {
+    if (cache.size() <= id) cache.resize(std::max<size_t>(id + 1, cache.size() * 2), -1);
+    if (cache[id] < 0) cache[id] = static_cast<int32_t>(assign(allocation));
+    return static_cast<uint32_t>(cache[id]);
+  }
+
+  Locator& locator_;
+  std::unordered_map<std::string, size_t> lane_of_name_;
+  uint32_t other_ = 0;
+  std::vector<int32_t> by_python_stack_;
+  std::vector<int32_t> by_native_stack_;
+  bool by_module_;
+  std::vector<int32_t> lane_by_module_;
+  int64_t untraced_ = -1;
+  int64_t no_stack_ = -1;
+};
+
+struct TimelineVisitor : reader::RecordVisitor {
+  TimelineVisitor(Timeline& timeline, const TraceSummary& summary, LaneAssigner& lanes,
+                  size_t lane_count, uint64_t bucket_ns)
+      : timeline(timeline),
+        summary(summary),
+        lanes(lanes),
+        bucket_ns(bucket_ns),
+        current(lane_count, 0) {}
+
+  struct Live {
+    uint64_t size;
+    uint32_t lane;
+    int32_t device;
+  };
+
+  // The three samples a bucket keeps (Note [Timeline downsampling]).
+  struct Bucket {
+    bool open = false;
+    uint64_t index = 0;
+    TimelineSample low, high, last;
+  };
+
+  TimelineSample now(const Event& event) const {
+    return TimelineSample{event.time_ns, event.index, total, current};
+  }
+
+  void flush() {
+    if (!bucket.open) return;
+    TimelineSample* kept[3] = {&bucket.low, &bucket.high, &bucket.last};
+    std::sort(std::begin(kept), std::end(kept),
+              [](const TimelineSample* a, const TimelineSample* b) { return a->event < b->event; });
+    uint64_t previous_event = UINT64_MAX;
+    for (TimelineSample* sample : kept) {
+      if (sample->event == previous_event) continue;
+      previous_event = sample->event;
+      timeline.samples.push_back(std::move(*sample));
+    }
+    bucket.open = false;
+  }
+
+  void record(const Event& event) {
+    uint64_t index = event.time_ns / bucket_ns;
+    if (bucket.open && index != bucket.index) flush();
+    if (!bucket.open) {
+      bucket.open = true;
+      bucket.index = index;
+      bucket.low = bucket.high = bucket.last = now(event);
+      return;
+    }
+    if (total < bucket.low.bytes) bucket.low = now(event);
+    if (total > bucket.high.bytes) bucket.high = now(event);
+    bucket.last.time_ns = event.time_ns;
+    bucket.last.event = event.index;
+    bucket.last.bytes = total;
+    bucket.last.lanes = current;
+  }
+
+  void remove(const Live& removed) {
+    if (!selected(summary.device_filter, removed.device)) return;
+    total -= std::min(total, removed.size);
+    current[removed.lane] -= std::min(current[removed.lane], removed.size);
+  }
+
+  // Past the summary's window (Until::kLastStop): the timeline ends with the report.
+  bool done() const { return past_window; }
+
+  void onMarker(const reader::Marker& marker) {
+    if (summary.window_events != UINT64_MAX && marker.time_ns > summary.window_end_ns) return;
+    timeline.marks.push_back(
+        TimelineMark{marker.time_ns, marker.kind, std::string(tables->string(marker.name))});
+  }
+
+  void onEvent(const Event& event) {
+    if (event.index >= summary.window_events) {
+      past_window = true;
+      return;
+    }
+    ++timeline.events;
+    const int device = event.context->device;
+    switch (event.kind) {
+      case EventKind::kFailedAlloc:
+        if (selected(summary.device_filter, device))
+          timeline.failures.push_back(TimelineFailure{event.time_ns, event.size});
+        return;
+      case EventKind::kFree: {
+        Live removed;
+        if (!live.erase(event.address, &removed)) return;
+        remove(removed);
+        if (selected(summary.device_filter, removed.device)) record(event);
+        return;
+      }
+      case EventKind::kAlloc: {
+        uint32_t lane = lanes.laneOf(event);
+        bool inserted = false;
+        Live* slot = live.insert(event.address, Live{event.size, lane, device}, &inserted);
+        if (!slot) throw reader::TraceError("out of memory for the live set");
+        if (!inserted) {  // an allocation over a live address replaces it, as in summarize()
+          remove(*slot);
+          *slot = Live{event.size, lane, device};
+        }
+        if (!selected(summary.device_filter, device)) return;
+        total += event.size;
+        current[lane] += event.size;
+        if (total > timeline.peak_bytes) {
+          timeline.peak_bytes = total;
+          timeline.peak_time_ns = event.time_ns;
+          timeline.peak_event = event.index;
+        }
+        record(event);
+        return;
+      }
+    }
+  }
+
+  Timeline& timeline;
+  const TraceSummary& summary;
+  const reader::Tables* tables = nullptr;
+  LaneAssigner& lanes;
+  bool past_window = false;
+  uint64_t bucket_ns;
+  std::vector<uint64_t> current;
+  uint64_t total = 0;
+  FlatMap<uint64_t, Live> live;
+  Bucket bucket;
+};
+
+}  // namespace
+
+Timeline computeTimeline(reader::TraceReader& trace, const TraceSummary& summary, Locator& locator,
+                         const LocationTable& table, const TimelineOptions& options) {
+  Timeline timeline;
+  LaneAssigner lanes(locator, table, options.lanes);
+  for (uint32_t i = 0; i < lanes.other(); ++i)
+    timeline.lanes.push_back(table.rows[i].location.name);
+  timeline.lanes.push_back(options.lanes == 0 ? "all" : "other");
+  timeline.duration_ns = summary.duration_ns;
+  size_t buckets = std::max<size_t>(options.buckets, 1);
+  // +1: the last event's time falls inside the last bucket, not one past it.
+  timeline.bucket_ns = std::max<uint64_t>(1, summary.duration_ns / buckets + 1);
+
+  TimelineVisitor visitor(timeline, summary, lanes, timeline.lanes.size(), timeline.bucket_ns);
+  visitor.tables = &trace.tables();
+  timeline.samples.push_back(
+      TimelineSample{0, 0, 0, std::vector<uint64_t>(timeline.lanes.size(), 0)});
+  trace.read(visitor);
+  visitor.flush();
+  // The line goes on to the end of the trace at the last value.
+  const TimelineSample& last = timeline.samples.back();
+  if (last.time_ns < timeline.duration_ns) {
+    TimelineSample end = last;
+    end.time_ns = timeline.duration_ns;
+    timeline.samples.push_back(std::move(end));
+  }
+  return timeline;
+}
+
+}  // namespace memtrace::report
