@@ -1,0 +1,200 @@
+// The live set's rule (format/live_table.h) and its one offline replay (reader/live_set.h),
+// which every view reads through: what each consumer hook receives, and the live set left.
+#include "reader/live_set.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/unit/trace_builder.h"
+
+namespace memtrace::testing {
+namespace {
+
+using reader::Allocation;
+using reader::Event;
+
+// Writes what the replay hands over, one line per hook.
+struct Log : reader::LiveVisitor {
+  void onEvent(const Event& event) { ++events; }
+  void onAlloc(const Event& event, const Allocation& allocation) {
+    add("alloc", event, allocation);
+  }
+  void onImpliedFree(const Event& event, const Allocation& replaced) {
+    add("implied-free", event, replaced);
+  }
+  void onFree(const Event& event, const Allocation& freed) { add("free", event, freed); }
+  void onUnmatchedFree(const Event& event) {
+    lines.push_back("unmatched-free #" + std::to_string(event.index));
+  }
+  void onFailedAlloc(const Event& event) {
+    lines.push_back("failed #" + std::to_string(event.index));
+  }
+  bool stopBefore(const Event& event) const { return event.index >= stop_at; }
+
+  void add(const char* what, const Event& event, const Allocation& allocation) {
+    lines.push_back(std::string(what) + " #" + std::to_string(event.index) + " " +
+                    std::to_string(event.address) + " size=" + std::to_string(allocation.size) +
+                    " device=" + std::to_string(allocation.device) +
+                    " py=" + std::to_string(allocation.python_stack));
+  }
+
+  std::vector<std::string> lines;
+  uint64_t events = 0;
+  uint64_t stop_at = UINT64_MAX;
+};
+
+struct LiveSetTest : ::testing::Test {
+  void SetUp() override {
+    trace.processInfo();
+    uint32_t file = trace.string("model.py");
+    uint32_t function = trace.string("forward");
+    uint32_t frame = trace.frame(file, function, 1);
+    stack = trace.pythonStack(0, frame);
+    trace.context(1, 0);
+  }
+  void TearDown() override { std::remove(path.c_str()); }
+
+  // Replays the trace into `log`; returns the live set left, sorted by address.
+  std::vector<std::pair<uint64_t, Allocation>> replay(Log& log) {
+    reader::TraceReader reader(trace.write(path = temporaryPath("live_set.bin")));
+    reader::LiveReplay replay(log);
+    reader.read(replay);
+    std::vector<std::pair<uint64_t, Allocation>> live;
+    replay.live().forEach([&](uint64_t address, const Allocation& allocation) {
+      live.emplace_back(address, allocation);
+    });
+    std::sort(live.begin(), live.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    return live;
+  }
+
+  TraceBuilder trace;
+  std::string path;
+  uint32_t stack = 0;
+};
+
+TEST_F(LiveSetTest, AFreeCarriesTheSizeAndStackOfWhatItFrees) {
+  trace.alloc(10, 256, 1000, stack);
+  trace.free(20, 256);  // the file gives no size, nor this stack (the free's own is 0)
+  Log log;
+  EXPECT_TRUE(replay(log).empty());
+  EXPECT_EQ(log.lines, (std::vector<std::string>{"alloc #0 256 size=1000 device=0 py=1",
+                                                 "free #1 256 size=1000 device=0 py=1"}));
+}
+
+TEST_F(LiveSetTest, AFreeOfAnUnknownAddressIsIgnored) {
+  trace.alloc(10, 256, 1000);
+  trace.free(20, 512);  // never allocated
+  trace.free(30, 256);
+  trace.free(40, 256);  // already freed
+  Log log;
+  EXPECT_TRUE(replay(log).empty());
+  EXPECT_EQ(log.events, 4u);
+  EXPECT_EQ(log.lines, (std::vector<std::string>{"alloc #0 256 size=1000 device=0 py=0",
+                                                 "unmatched-free #1",
+                                                 "free #2 256 size=1000 device=0 py=0",
+                                                 "unmatched-free #3"}));
+}
+
+TEST_F(LiveSetTest, AnAllocationOverALiveAddressImpliesTheFreeOfTheOld) {
+  trace.alloc(10, 256, 1000, stack);
+  trace.alloc(20, 256, 30);  // the free of the first was never seen
+  trace.free(30, 256);       // frees the second: its size, not the first's
+  Log log;
+  EXPECT_TRUE(replay(log).empty());
+  EXPECT_EQ(log.events, 3u);
+  EXPECT_EQ(log.lines, (std::vector<std::string>{"alloc #0 256 size=1000 device=0 py=1",
+                                                 "implied-free #1 256 size=1000 device=0 py=1",
+                                                 "alloc #1 256 size=30 device=0 py=0",
+                                                 "free #2 256 size=30 device=0 py=0"}));
+}
+
+TEST_F(LiveSetTest, AnAddressFreedCanBeReused) {
+  trace.alloc(10, 256, 1000);
+  trace.free(20, 256);
+  trace.alloc(30, 256, 2000, stack);
+  Log log;
+  auto live = replay(log);
+  ASSERT_EQ(live.size(), 1u);
+  EXPECT_EQ(live[0].first, 256u);
+  EXPECT_EQ(live[0].second.size, 2000u);
+  EXPECT_EQ(live[0].second.python_stack, stack);
+  EXPECT_TRUE(std::none_of(log.lines.begin(), log.lines.end(), [](const std::string& line) {
+    return line.rfind("implied-free", 0) == 0;
+  }));
+}
+
+TEST_F(LiveSetTest, EachAllocationKeepsItsDeviceAndAFreeFollowsIt) {
+  trace.alloc(10, 256, 1000);  // device 0
+  trace.context(1, 1, /*stream=*/7);
+  trace.alloc(20, 512, 700);   // device 1, stream 7
+  trace.context(1, 0);
+  trace.free(30, 512);         // written under device 0's context: still device 1's bytes
+  trace.context(1, 1);
+  trace.alloc(40, 768, 800);
+  trace.context(1, 0);
+  trace.alloc(50, 768, 5);     // over device 1's live allocation, from device 0
+  trace.failedAlloc(60, 1 << 30);
+  Log log;
+  auto live = replay(log);
+  EXPECT_EQ(log.lines, (std::vector<std::string>{"alloc #0 256 size=1000 device=0 py=0",
+                                                 "alloc #1 512 size=700 device=1 py=0",
+                                                 "free #2 512 size=700 device=1 py=0",
+                                                 "alloc #3 768 size=800 device=1 py=0",
+                                                 "implied-free #4 768 size=800 device=1 py=0",
+                                                 "alloc #4 768 size=5 device=0 py=0",
+                                                 "failed #5"}));
+  ASSERT_EQ(live.size(), 2u);
+  EXPECT_EQ(live[0].second.device, 0);
+  EXPECT_EQ(live[1].second.device, 0);
+  EXPECT_EQ(live[1].second.size, 5u);
+}
+
+TEST_F(LiveSetTest, AStreamIsKeptWithItsAllocation) {
+  trace.context(1, 1, /*stream=*/7);
+  trace.alloc(10, 256, 1000);
+  Log log;
+  auto live = replay(log);
+  ASSERT_EQ(live.size(), 1u);
+  EXPECT_EQ(live[0].second.stream, 7u);
+  EXPECT_EQ(live[0].second.device, 1);
+}
+
+TEST_F(LiveSetTest, StoppingBeforeAnEventLeavesTheLiveSetAsItWasBefore) {
+  trace.alloc(10, 256, 1000);
+  trace.alloc(20, 512, 700);
+  trace.free(30, 256);  // event 2: the replay stops before it
+  trace.alloc(40, 768, 1);
+  Log log;
+  log.stop_at = 2;
+  auto live = replay(log);
+  EXPECT_EQ(log.events, 2u);
+  ASSERT_EQ(live.size(), 2u);
+  EXPECT_EQ(live[0].first, 256u);
+  EXPECT_EQ(live[1].first, 512u);
+}
+
+TEST(LiveTable, AppliesTheRuleWithoutAReader) {
+  format::LiveTable<uint64_t> table;
+  uint64_t old = 0;
+  EXPECT_FALSE(table.free(0x100, &old));  // unknown address: ignored
+  EXPECT_EQ(table.allocate(0x100, 10, &old), format::AllocOutcome::kNew);
+  EXPECT_EQ(table.allocate(0x100, 20, &old), format::AllocOutcome::kReplaced);
+  EXPECT_EQ(old, 10u);
+  ASSERT_NE(table.find(0x100), nullptr);
+  EXPECT_EQ(*table.find(0x100), 20u);
+  EXPECT_EQ(table.size(), 1u);
+  EXPECT_TRUE(table.free(0x100, &old));
+  EXPECT_EQ(old, 20u);
+  EXPECT_EQ(table.size(), 0u);
+  EXPECT_FALSE(table.free(0x100));  // a double free: ignored
+  EXPECT_EQ(table.allocate(0x100, 30), format::AllocOutcome::kNew);  // reuse after a free
+}
+
+}  // namespace
+}  // namespace memtrace::testing
