@@ -2,21 +2,15 @@
 
 #include <algorithm>
 
-#include "common/flat_map.h"
+#include "reader/live_set.h"
 
 namespace memtrace::report {
 namespace {
 
+using reader::Allocation;
 using reader::Event;
-using reader::EventKind;
 
-struct Live {
-  uint64_t size;
-  int32_t device;
-};
-
-
-struct SummaryVisitor : reader::RecordVisitor {
+struct SummaryVisitor : reader::LiveVisitor {
   explicit SummaryVisitor(TraceSummary& summary, const reader::Tables& tables)
       : summary(summary), tables(tables) {}
 
@@ -64,102 +58,71 @@ struct SummaryVisitor : reader::RecordVisitor {
   void onEvent(const Event& event) {
     ++summary.events;
     summary.duration_ns = std::max(summary.duration_ns, event.time_ns);
-    const reader::Context& context = *event.context;
-    if (context.level == format::Level::kSegment) summary.segment_level = true;
+    if (event.context->level == format::Level::kSegment) summary.segment_level = true;
     else summary.tensor_level = true;
-    switch (event.kind) {
-      case EventKind::kFailedAlloc:
-        ++summary.failed_allocations;
-        summary.first_failed_event = std::min(summary.first_failed_event, event.index);
-        return;
-      case EventKind::kFree: {
-        Live removed;
-        if (!live.erase(event.address, &removed)) {
-          ++summary.unmatched_frees;
-          return;
-        }
-        ++summary.frees;
-        remove(removed.size, removed.device);
-        return;
-      }
-      case EventKind::kAlloc: {
-        ++summary.allocations;
-        if (!event.traced) ++summary.untraced_allocations;
-        bool inserted = false;
-        Live* slot = live.insert(event.address, Live{event.size, context.device}, &inserted);
-        if (!slot) throw reader::TraceError("out of memory for the live set");
-        if (!inserted) {  // a free we never saw: the new allocation replaces the old
-          ++summary.replaced_allocations;
-          remove(slot->size, slot->device);
-          *slot = Live{event.size, context.device};
-        }
-        DeviceSummary& d = device(context.device);
-        d.allocated_bytes += event.size;
-        d.end_bytes += event.size;
-        if (d.end_bytes > d.peak_bytes) {
-          d.peak_bytes = d.end_bytes;
-          d.peak_event = event.index;
-          d.peak_time_ns = event.time_ns;
-        }
-        if (selected(summary.device_filter, context.device)) {
-          summary.allocated_bytes += event.size;
-          current += event.size;
-          // The peak is checked after every allocation: a free can only lower it.
-          if (current > summary.peak_bytes) {
-            summary.peak_bytes = current;
-            summary.peak_event = event.index;
-            summary.peak_time_ns = event.time_ns;
-          }
-        }
-        return;
+  }
+
+  void onFailedAlloc(const Event& event) {
+    ++summary.failed_allocations;
+    summary.first_failed_event = std::min(summary.first_failed_event, event.index);
+  }
+
+  void onUnmatchedFree(const Event&) { ++summary.unmatched_frees; }
+
+  void onFree(const Event&, const Allocation& freed) {
+    ++summary.frees;
+    remove(freed.size, freed.device);
+  }
+
+  // A free we never saw: the new allocation replaces the old.
+  void onImpliedFree(const Event&, const Allocation& replaced) {
+    ++summary.replaced_allocations;
+    remove(replaced.size, replaced.device);
+  }
+
+  void onAlloc(const Event& event, const Allocation& allocation) {
+    ++summary.allocations;
+    if (!event.traced) ++summary.untraced_allocations;
+    DeviceSummary& d = device(allocation.device);
+    d.allocated_bytes += event.size;
+    d.end_bytes += event.size;
+    if (d.end_bytes > d.peak_bytes) {
+      d.peak_bytes = d.end_bytes;
+      d.peak_event = event.index;
+      d.peak_time_ns = event.time_ns;
+    }
+    if (selected(summary.device_filter, allocation.device)) {
+      summary.allocated_bytes += event.size;
+      current += event.size;
+      // The peak is checked after every allocation: a free can only lower it.
+      if (current > summary.peak_bytes) {
+        summary.peak_bytes = current;
+        summary.peak_event = event.index;
+        summary.peak_time_ns = event.time_ns;
       }
     }
   }
 
   TraceSummary& summary;
   const reader::Tables& tables;
-  FlatMap<uint64_t, Live> live;
   uint64_t current = 0;
   TraceSummary at_last_stop;
   bool stopped = false;  // tracing is stopped at this point of the trace
 };
 
-struct LiveSetVisitor : reader::RecordVisitor {
+// Replays to the point; the replay's live set is then the answer.
+struct LiveSetVisitor : reader::LiveVisitor {
   LiveSetVisitor(LiveSet& result, const TraceSummary& summary) : result(result), summary(summary) {}
 
+  bool stopBefore(const Event& event) const { return pastPoint(summary, result.point, event); }
+
   void onEvent(const Event& event) {
-    if (pastPoint(summary, result.point, event)) {
-      stop = true;
-      return;
-    }
     result.event = event.index;
     result.time_ns = event.time_ns;
-    if (event.kind == EventKind::kAlloc) {
-      Entry entry{event.size, event.python_stack, event.native_stack, event.context->device,
-                  event.traced, event.module};
-      bool inserted = false;
-      Entry* slot = live.insert(event.address, entry, &inserted);
-      if (!slot) throw reader::TraceError("out of memory for the live set");
-      if (!inserted) *slot = entry;
-    } else if (event.kind == EventKind::kFree) {
-      live.erase(event.address);
-    }
   }
 
-  bool done() const { return stop; }
-
-  struct Entry {
-    uint64_t size;
-    uint32_t python_stack;
-    uint32_t native_stack;
-    int32_t device;
-    bool traced;
-    uint32_t module;
-  };
   LiveSet& result;
   const TraceSummary& summary;
-  FlatMap<uint64_t, Entry> live;
-  bool stop = false;
 };
 
 }  // namespace
@@ -179,7 +142,8 @@ TraceSummary summarize(reader::TraceReader& trace, int device_filter, Until unti
   TraceSummary summary;
   summary.device_filter = device_filter;
   SummaryVisitor visitor(summary, trace.tables());
-  trace.read(visitor);
+  reader::LiveReplay replay(visitor);
+  trace.read(replay);
   if (until == Until::kLastStop && visitor.stopped) {
     // Tracing ended stopped: the report ends at that stop (whether the process ended
     // cleanly is still the whole file's to say).
@@ -212,8 +176,9 @@ LiveSet liveSetAt(reader::TraceReader& trace, const TraceSummary& summary, Point
   LiveSet result;
   result.point = point;
   LiveSetVisitor visitor(result, summary);
-  trace.read(visitor);
-  visitor.live.forEach([&](uint64_t address, const LiveSetVisitor::Entry& entry) {
+  reader::LiveReplay replay(visitor);
+  trace.read(replay);
+  replay.live().forEach([&](uint64_t address, const Allocation& entry) {
     if (!selected(summary.device_filter, entry.device)) return;
     result.allocations.push_back(LiveAllocation{address, entry.size, entry.python_stack,
                                                 entry.native_stack, entry.device, entry.traced,

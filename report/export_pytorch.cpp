@@ -22,16 +22,15 @@
 #include <utility>
 #include <vector>
 
+#include "reader/live_set.h"
 #include "report/pickle_writer.h"
 #include "report/views.h"
-#include "common/flat_map.h"
 
 namespace memtrace::report {
 namespace {
 
+using reader::Allocation;
 using reader::Event;
-using reader::EventKind;
-
 
 enum class Action : uint8_t { kAlloc, kFree, kOom };
 
@@ -47,67 +46,48 @@ struct SnapshotEvent {
   bool traced;
 };
 
-struct Live {
-  uint64_t size;
-  uint64_t stream;
-  uint32_t python_stack;
-  uint32_t native_stack;
-  int32_t device;
-  bool traced;
-};
+// Events whose device is unknown (-1) go on device 0.
+int32_t snapshotDevice(int device) { return std::max(device, 0); }
 
-struct HistoryVisitor : reader::RecordVisitor {
+struct HistoryVisitor : reader::LiveVisitor {
   HistoryVisitor(const TraceSummary& summary, Point point) : summary(summary), point(point) {}
 
-  void onEvent(const Event& event) {
-    if (pastPoint(summary, point, event)) {
-      stop = true;
-      return;
-    }
+  bool stopBefore(const Event& event) const { return pastPoint(summary, point, event); }
+
+  void onFailedAlloc(const Event& event) {
     const reader::Context& context = *event.context;
-    int32_t device = std::max(context.device, 0);
-    switch (event.kind) {
-      case EventKind::kFailedAlloc:
-        if (selected(summary.device_filter, context.device))
-          events.push_back(SnapshotEvent{Action::kOom, device, 0, event.size, context.stream,
-                                         event.time_ns, event.python_stack, event.native_stack,
-                                         event.traced});
-        return;
-      case EventKind::kFree: {
-        Live removed;
-        if (live.erase(event.address, &removed)) free(removed, event.address, event.time_ns);
-        return;
-      }
-      case EventKind::kAlloc: {
-        Live entry{event.size,         context.stream, event.python_stack,
-                   event.native_stack, device,         event.traced};
-        Live replaced;
-        if (live.erase(event.address, &replaced)) free(replaced, event.address, event.time_ns);
-        if (!live.insert(event.address, entry))
-          throw reader::TraceError("out of memory for the live set");
-        if (selected(summary.device_filter, context.device))
-          events.push_back(SnapshotEvent{Action::kAlloc, device, event.address, event.size,
-                                         context.stream, event.time_ns, event.python_stack,
-                                         event.native_stack, event.traced});
-        return;
-      }
-    }
+    if (selected(summary.device_filter, context.device))
+      events.push_back(SnapshotEvent{Action::kOom, snapshotDevice(context.device), 0, event.size,
+                                     context.stream, event.time_ns, event.python_stack,
+                                     event.native_stack, event.traced});
   }
 
-  void free(const Live& removed, uint64_t address, uint64_t time_ns) {
-    if (!selected(summary.device_filter, removed.device)) return;
-    events.push_back(SnapshotEvent{Action::kFree, removed.device, address, removed.size,
-                                   removed.stream, time_ns, removed.python_stack,
-                                   removed.native_stack, removed.traced});
+  void onFree(const Event& event, const Allocation& freed) {
+    free(freed, event.address, event.time_ns);
+  }
+  // The free the recorder never saw comes first, at the time of the allocation over it.
+  void onImpliedFree(const Event& event, const Allocation& replaced) {
+    free(replaced, event.address, event.time_ns);
   }
 
-  bool done() const { return stop; }
+  void onAlloc(const Event& event, const Allocation& allocation) {
+    if (selected(summary.device_filter, allocation.device))
+      events.push_back(SnapshotEvent{Action::kAlloc, snapshotDevice(allocation.device),
+                                     event.address, event.size, allocation.stream, event.time_ns,
+                                     event.python_stack, event.native_stack, event.traced});
+  }
+
+  void free(const Allocation& removed, uint64_t address, uint64_t time_ns) {
+    int32_t device = snapshotDevice(removed.device);
+    if (!selected(summary.device_filter, device)) return;
+    events.push_back(SnapshotEvent{Action::kFree, device, address, removed.size, removed.stream,
+                                   time_ns, removed.python_stack, removed.native_stack,
+                                   removed.traced});
+  }
 
   const TraceSummary& summary;
   Point point;
-  FlatMap<uint64_t, Live> live;
   std::vector<SnapshotEvent> events;
-  bool stop = false;
 };
 
 class SnapshotWriter {
@@ -171,14 +151,16 @@ void exportPytorchSnapshot(std::ostream& out, reader::TraceReader& trace,
   if (point.kind == Point::Kind::kOom && summary.first_failed_event == UINT64_MAX)
     throw reader::TraceError(trace.path() + ": the trace has no failed allocation (no OOM)");
   HistoryVisitor history(summary, point);
-  trace.read(history);
+  reader::LiveReplay replay(history);
+  trace.read(replay);
   const reader::Tables& tables = trace.tables();
   const uint64_t start = summary.process.start_unix_ns;
 
   int32_t devices = 1;
   for (const SnapshotEvent& event : history.events) devices = std::max(devices, event.device + 1);
-  std::vector<std::pair<uint64_t, Live>> live;
-  history.live.forEach([&](uint64_t address, const Live& entry) {
+  std::vector<std::pair<uint64_t, Allocation>> live;
+  replay.live().forEach([&](uint64_t address, Allocation entry) {
+    entry.device = snapshotDevice(entry.device);
     if (selected(summary.device_filter, entry.device)) live.emplace_back(address, entry);
   });
   std::sort(live.begin(), live.end(),

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "common/flat_map.h"
+#include "reader/live_set.h"
 
 namespace memtrace::report {
 namespace {
@@ -17,7 +17,7 @@ std::string quoted(std::string_view text) {
   return out + "\"";
 }
 
-struct Printer : reader::RecordVisitor {
+struct Printer : reader::LiveVisitor {
   explicit Printer(std::ostream& out) : out(out) {}
 
   void onProcessInfo(const reader::ProcessInfo& info) {
@@ -71,41 +71,40 @@ struct Printer : reader::RecordVisitor {
     out << fmt::format("marker t={} kind={} name={}\n", marker.time_ns,
                        format::markerName(marker.kind), marker.name);
   }
-  void onEvent(const reader::Event& event) {
-    const char* traced = event.traced ? "traced" : "untraced";
-    switch (event.kind) {
-      case reader::EventKind::kAlloc:
-        sizes.insert(event.address, event.size);
-        out << fmt::format("alloc #{} t={} address={:#x} size={} pystack={} native={} {}\n",
-                           event.index, event.time_ns, event.address, event.size,
-                           event.python_stack, event.native_stack, traced);
-        break;
-      case reader::EventKind::kFree: {
-        uint64_t size = 0;
-        bool known = sizes.erase(event.address, &size);
-        out << fmt::format("free #{} t={} address={:#x} size={} pystack={} native={} {}\n",
-                           event.index, event.time_ns, event.address,
-                           known ? std::to_string(size) : std::string("?"), event.python_stack,
-                           event.native_stack, traced);
-        break;
-      }
-      case reader::EventKind::kFailedAlloc:
-        out << fmt::format("failed-alloc #{} t={} size={} pystack={} native={} {}\n", event.index,
-                           event.time_ns, event.size, event.python_stack, event.native_stack,
-                           traced);
-        break;
-    }
+  // Every record as written: an implied free is not a record, so it prints nothing.
+  void onAlloc(const reader::Event& event, const reader::Allocation&) {
+    out << fmt::format("alloc #{} t={} address={:#x} size={} pystack={} native={} {}\n",
+                       event.index, event.time_ns, event.address, event.size, event.python_stack,
+                       event.native_stack, traced(event));
+  }
+  void onFree(const reader::Event& event, const reader::Allocation& freed) {
+    printFree(event, std::to_string(freed.size));
+  }
+  void onUnmatchedFree(const reader::Event& event) { printFree(event, "?"); }
+  void onFailedAlloc(const reader::Event& event) {
+    out << fmt::format("failed-alloc #{} t={} size={} pystack={} native={} {}\n", event.index,
+                       event.time_ns, event.size, event.python_stack, event.native_stack,
+                       traced(event));
+  }
+
+  static const char* traced(const reader::Event& event) {
+    return event.traced ? "traced" : "untraced";
+  }
+  void printFree(const reader::Event& event, const std::string& size) {
+    out << fmt::format("free #{} t={} address={:#x} size={} pystack={} native={} {}\n",
+                       event.index, event.time_ns, event.address, size, event.python_stack,
+                       event.native_stack, traced(event));
   }
 
   std::ostream& out;
-  FlatMap<uint64_t, uint64_t> sizes;
 };
 
 }  // namespace
 
 void printRecords(reader::TraceReader& trace, std::ostream& out) {
   Printer printer(out);
-  trace.read(printer);
+  reader::LiveReplay replay(printer);
+  trace.read(replay);
   if (trace.cutOffset())
     out << fmt::format("cut at byte {} of {}\n", trace.cutOffset(), trace.fileSize());
 }

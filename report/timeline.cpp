@@ -3,14 +3,13 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "common/flat_map.h"
+#include "reader/live_set.h"
 
 namespace memtrace::report {
 namespace {
 
+using reader::Allocation;
 using reader::Event;
-using reader::EventKind;
-
 
 // Which lane an allocation's bytes go to, by the name the locator gives its location.
 // An allocation's location depends only on whether it was traced and on its Python stack
@@ -28,18 +27,19 @@ class LaneAssigner {
 
   uint32_t other() const { return other_; }
 
-  uint32_t laneOf(const Event& event) {
+  // Cached, so the lane of a free (from the allocation it frees) is its allocation's lane.
+  uint32_t laneOf(const Allocation& allocation) {
     if (lane_of_name_.empty()) return other_;  // one lane: nothing to tell apart
-    if (!event.traced) return cached(untraced_, LiveAllocation{0, 0, 0, 0, 0, false, 0});
+    if (!allocation.traced) return cached(untraced_, LiveAllocation{0, 0, 0, 0, 0, false, 0});
     if (by_module_)
-      return cachedIn(lane_by_module_, event.module,
-                      LiveAllocation{0, 0, 0, 0, 0, true, event.module});
-    if (event.python_stack)
-      return cachedIn(by_python_stack_, event.python_stack,
-                      LiveAllocation{0, 0, event.python_stack, 0, 0, true, 0});
-    if (event.native_stack)
-      return cachedIn(by_native_stack_, event.native_stack,
-                      LiveAllocation{0, 0, 0, event.native_stack, 0, true, 0});
+      return cachedIn(lane_by_module_, allocation.module,
+                      LiveAllocation{0, 0, 0, 0, 0, true, allocation.module});
+    if (allocation.python_stack)
+      return cachedIn(by_python_stack_, allocation.python_stack,
+                      LiveAllocation{0, 0, allocation.python_stack, 0, 0, true, 0});
+    if (allocation.native_stack)
+      return cachedIn(by_native_stack_, allocation.native_stack,
+                      LiveAllocation{0, 0, 0, allocation.native_stack, 0, true, 0});
     return cached(no_stack_, LiveAllocation{0, 0, 0, 0, 0, true, 0});
   }
 
@@ -69,7 +69,7 @@ class LaneAssigner {
   int64_t no_stack_ = -1;
 };
 
-struct TimelineVisitor : reader::RecordVisitor {
+struct TimelineVisitor : reader::LiveVisitor {
   TimelineVisitor(Timeline& timeline, const TraceSummary& summary, LaneAssigner& lanes,
                   size_t lane_count, uint64_t bucket_ns)
       : timeline(timeline),
@@ -77,12 +77,6 @@ struct TimelineVisitor : reader::RecordVisitor {
         lanes(lanes),
         bucket_ns(bucket_ns),
         current(lane_count, 0) {}
-
-  struct Live {
-    uint64_t size;
-    uint32_t lane;
-    int32_t device;
-  };
 
   // The three samples a bucket keeps (Note [Timeline downsampling]).
   struct Bucket {
@@ -126,14 +120,15 @@ struct TimelineVisitor : reader::RecordVisitor {
     bucket.last.lanes = current;
   }
 
-  void remove(const Live& removed) {
+  void remove(const Allocation& removed) {
     if (!selected(summary.device_filter, removed.device)) return;
+    uint32_t lane = lanes.laneOf(removed);
     total -= std::min(total, removed.size);
-    current[removed.lane] -= std::min(current[removed.lane], removed.size);
+    current[lane] -= std::min(current[lane], removed.size);
   }
 
   // Past the summary's window (Until::kLastStop): the timeline ends with the report.
-  bool done() const { return past_window; }
+  bool stopBefore(const Event& event) const { return event.index >= summary.window_events; }
 
   void onMarker(const reader::Marker& marker) {
     if (summary.window_events != UINT64_MAX && marker.time_ns > summary.window_end_ns) return;
@@ -141,57 +136,42 @@ struct TimelineVisitor : reader::RecordVisitor {
         TimelineMark{marker.time_ns, marker.kind, std::string(tables->string(marker.name))});
   }
 
-  void onEvent(const Event& event) {
-    if (event.index >= summary.window_events) {
-      past_window = true;
-      return;
+  void onEvent(const Event&) { ++timeline.events; }
+
+  void onFailedAlloc(const Event& event) {
+    if (selected(summary.device_filter, event.context->device))
+      timeline.failures.push_back(TimelineFailure{event.time_ns, event.size});
+  }
+
+  void onFree(const Event& event, const Allocation& freed) {
+    remove(freed);
+    if (selected(summary.device_filter, freed.device)) record(event);
+  }
+
+  // An allocation over a live address replaces it, as in summarize(): the sample is taken
+  // after the allocation.
+  void onImpliedFree(const Event&, const Allocation& replaced) { remove(replaced); }
+
+  void onAlloc(const Event& event, const Allocation& allocation) {
+    uint32_t lane = lanes.laneOf(allocation);
+    if (!selected(summary.device_filter, allocation.device)) return;
+    total += event.size;
+    current[lane] += event.size;
+    if (total > timeline.peak_bytes) {
+      timeline.peak_bytes = total;
+      timeline.peak_time_ns = event.time_ns;
+      timeline.peak_event = event.index;
     }
-    ++timeline.events;
-    const int device = event.context->device;
-    switch (event.kind) {
-      case EventKind::kFailedAlloc:
-        if (selected(summary.device_filter, device))
-          timeline.failures.push_back(TimelineFailure{event.time_ns, event.size});
-        return;
-      case EventKind::kFree: {
-        Live removed;
-        if (!live.erase(event.address, &removed)) return;
-        remove(removed);
-        if (selected(summary.device_filter, removed.device)) record(event);
-        return;
-      }
-      case EventKind::kAlloc: {
-        uint32_t lane = lanes.laneOf(event);
-        bool inserted = false;
-        Live* slot = live.insert(event.address, Live{event.size, lane, device}, &inserted);
-        if (!slot) throw reader::TraceError("out of memory for the live set");
-        if (!inserted) {  // an allocation over a live address replaces it, as in summarize()
-          remove(*slot);
-          *slot = Live{event.size, lane, device};
-        }
-        if (!selected(summary.device_filter, device)) return;
-        total += event.size;
-        current[lane] += event.size;
-        if (total > timeline.peak_bytes) {
-          timeline.peak_bytes = total;
-          timeline.peak_time_ns = event.time_ns;
-          timeline.peak_event = event.index;
-        }
-        record(event);
-        return;
-      }
-    }
+    record(event);
   }
 
   Timeline& timeline;
   const TraceSummary& summary;
   const reader::Tables* tables = nullptr;
   LaneAssigner& lanes;
-  bool past_window = false;
   uint64_t bucket_ns;
   std::vector<uint64_t> current;
   uint64_t total = 0;
-  FlatMap<uint64_t, Live> live;
   Bucket bucket;
 };
 
@@ -213,7 +193,8 @@ Timeline computeTimeline(reader::TraceReader& trace, const TraceSummary& summary
   visitor.tables = &trace.tables();
   timeline.samples.push_back(
       TimelineSample{0, 0, 0, std::vector<uint64_t>(timeline.lanes.size(), 0)});
-  trace.read(visitor);
+  reader::LiveReplay replay(visitor);
+  trace.read(replay);
   visitor.flush();
   // The line goes on to the end of the trace at the last value.
   const TimelineSample& last = timeline.samples.back();
