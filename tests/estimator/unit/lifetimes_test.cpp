@@ -5,7 +5,7 @@
 #include "estimator/passes/assign_lifetimes.h"
 #include "estimator/passes/simulate_live_bytes.h"
 #include "estimator/timeline.h"
-#include "test_graph.h"
+#include "graph_builder_for_tests.h"
 
 namespace memtrace::estimator {
 namespace {

@@ -3,7 +3,7 @@
 
 #include "estimator/passes/attribute_peak.h"
 #include "estimator/passes/count_flops.h"
-#include "test_graph.h"
+#include "graph_builder_for_tests.h"
 
 namespace memtrace::estimator {
 namespace {

@@ -4,7 +4,7 @@
 #include "estimator/passes/assign_lifetimes.h"
 #include "estimator/passes/replay_caching_allocator.h"
 #include "estimator/timeline.h"
-#include "test_graph.h"
+#include "graph_builder_for_tests.h"
 
 namespace memtrace::estimator {
 namespace {
