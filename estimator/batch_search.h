@@ -9,7 +9,7 @@ namespace memtrace::estimator {
 // What checking one batch against a budget says.
 struct BatchCheck {
   bool fits = false;
-  bool farBeyond = false;  // so far over that no larger batch will fit again
+  bool far_beyond = false;  // so far over that no larger batch will fit again
 };
 
 // The largest batch in [1, limit] that fits, with about 2 log2(answer) checks.

@@ -41,10 +41,10 @@ std::vector<std::string> opNames(const json& object, const std::string& where) {
 
 }  // namespace
 
-DeviceProfile parseDeviceProfile(const std::string& jsonText, const std::string& origin) {
+DeviceProfile parseDeviceProfile(const std::string& json_text, const std::string& origin) {
   json document;
   try {
-    document = json::parse(jsonText);
+    document = json::parse(json_text);
   } catch (const json::parse_error& error) {
     throw EstimateError(origin + ": not valid JSON (" + error.what() + ")");
   }
@@ -59,60 +59,60 @@ DeviceProfile parseDeviceProfile(const std::string& jsonText, const std::string&
   std::string where = origin + ": caching_allocator";
   const json& allocator = member(document, "caching_allocator", origin);
   CachingAllocatorRules& rules = profile.allocator;
-  rules.minimumBlockBytes = nonNegativeBytes(allocator, "minimum_block_bytes", where);
-  rules.smallRequestLimitBytes = nonNegativeBytes(allocator, "small_request_limit_bytes", where);
-  rules.smallSegmentBytes = nonNegativeBytes(allocator, "small_segment_bytes", where);
-  rules.largeSegmentThresholdBytes =
+  rules.minimum_block_bytes = nonNegativeBytes(allocator, "minimum_block_bytes", where);
+  rules.small_request_limit_bytes = nonNegativeBytes(allocator, "small_request_limit_bytes", where);
+  rules.small_segment_bytes = nonNegativeBytes(allocator, "small_segment_bytes", where);
+  rules.large_segment_threshold_bytes =
       nonNegativeBytes(allocator, "large_segment_threshold_bytes", where);
-  rules.largeSegmentBytes = nonNegativeBytes(allocator, "large_segment_bytes", where);
-  rules.largeSegmentRoundingBytes =
+  rules.large_segment_bytes = nonNegativeBytes(allocator, "large_segment_bytes", where);
+  rules.large_segment_rounding_bytes =
       nonNegativeBytes(allocator, "large_segment_rounding_bytes", where);
-  if (rules.minimumBlockBytes == 0 || rules.largeSegmentRoundingBytes == 0) {
+  if (rules.minimum_block_bytes == 0 || rules.large_segment_rounding_bytes == 0) {
     throw EstimateError(where + ": block and rounding sizes must be positive");
   }
-  if (rules.smallSegmentBytes < rules.smallRequestLimitBytes ||
-      rules.largeSegmentBytes < rules.largeSegmentThresholdBytes) {
+  if (rules.small_segment_bytes < rules.small_request_limit_bytes ||
+      rules.large_segment_bytes < rules.large_segment_threshold_bytes) {
     throw EstimateError(where + ": a segment must hold the largest request of its pool");
   }
 
   where = origin + ": cublas_workspace";
   const json& cublas = member(document, "cublas_workspace", origin);
-  profile.cublasWorkspaceBytes = nonNegativeBytes(cublas, "bytes", where);
-  profile.cublasOps = opNames(cublas, where);
+  profile.cublas_workspace_bytes = nonNegativeBytes(cublas, "bytes", where);
+  profile.cublas_ops = opNames(cublas, where);
 
   where = origin + ": convolution_workspace";
   const json& convolution = member(document, "convolution_workspace", origin);
   if (!member(convolution, "bound_bytes", where).is_null()) {
-    profile.convolutionWorkspaceBoundBytes = nonNegativeBytes(convolution, "bound_bytes", where);
+    profile.convolution_workspace_bound_bytes = nonNegativeBytes(convolution, "bound_bytes", where);
   }
-  profile.convolutionOps = opNames(convolution, where);
+  profile.convolution_ops = opNames(convolution, where);
   return profile;
 }
 
-DeviceProfile loadDeviceProfile(const std::string& nameOrPath,
-                                const std::string& profileDirectory) {
-  bool isPath = nameOrPath.find('/') != std::string::npos ||
-                (nameOrPath.size() > 5 && nameOrPath.ends_with(".json"));
-  std::string path = isPath ? nameOrPath : profileDirectory + "/" + nameOrPath + ".json";
+DeviceProfile loadDeviceProfile(const std::string& name_or_path,
+                                const std::string& profile_directory) {
+  bool is_path = name_or_path.find('/') != std::string::npos ||
+                 (name_or_path.size() > 5 && name_or_path.ends_with(".json"));
+  std::string path = is_path ? name_or_path : profile_directory + "/" + name_or_path + ".json";
   std::ifstream file(path);
   if (!file) {
-    if (isPath) throw EstimateError("device profile " + path + ": cannot open");
+    if (is_path) throw EstimateError("device profile " + path + ": cannot open");
     std::string known;
-    for (const std::string& name : listDeviceProfiles(profileDirectory)) {
+    for (const std::string& name : listDeviceProfiles(profile_directory)) {
       known += (known.empty() ? "" : ", ") + name;
     }
-    throw EstimateError("unknown device profile '" + nameOrPath + "' (known: " +
-                        (known.empty() ? "none found in " + profileDirectory : known) + ")");
+    throw EstimateError("unknown device profile '" + name_or_path + "' (known: " +
+                        (known.empty() ? "none found in " + profile_directory : known) + ")");
   }
   std::stringstream text;
   text << file.rdbuf();
   return parseDeviceProfile(text.str(), path);
 }
 
-std::vector<std::string> listDeviceProfiles(const std::string& profileDirectory) {
+std::vector<std::string> listDeviceProfiles(const std::string& profile_directory) {
   std::vector<std::string> names;
   std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(profileDirectory, error)) {
+  for (const auto& entry : std::filesystem::directory_iterator(profile_directory, error)) {
     if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
   }
   std::sort(names.begin(), names.end());

@@ -12,12 +12,12 @@ namespace memtrace::estimator {
 
 // The constants of c10/cuda/CUDACachingAllocator.cpp.
 struct CachingAllocatorRules {
-  int64_t minimumBlockBytes = 0;           // kMinBlockSize: every request rounds up to this
-  int64_t smallRequestLimitBytes = 0;      // kSmallSize: requests up to it use the small pool
-  int64_t smallSegmentBytes = 0;           // kSmallBuffer: segment size of the small pool
-  int64_t largeSegmentThresholdBytes = 0;  // kMinLargeAlloc: below it a large request...
-  int64_t largeSegmentBytes = 0;           // kLargeBuffer: ...gets a segment of this size
-  int64_t largeSegmentRoundingBytes = 0;   // kRoundLarge: larger requests round up to it
+  int64_t minimum_block_bytes = 0;            // kMinBlockSize: every request rounds up to this
+  int64_t small_request_limit_bytes = 0;      // kSmallSize: requests up to it use the small pool
+  int64_t small_segment_bytes = 0;            // kSmallBuffer: segment size of the small pool
+  int64_t large_segment_threshold_bytes = 0;  // kMinLargeAlloc: below it a large request...
+  int64_t large_segment_bytes = 0;            // kLargeBuffer: ...gets a segment of this size
+  int64_t large_segment_rounding_bytes = 0;   // kRoundLarge: larger requests round up to it
 };
 
 struct DeviceProfile {
@@ -26,22 +26,23 @@ struct DeviceProfile {
   CachingAllocatorRules allocator;
   // cuBLAS keeps one workspace per (device, stream), allocated through the caching allocator
   // by the first op that calls cuBLAS and never freed.
-  int64_t cublasWorkspaceBytes = 0;
-  std::vector<std::string> cublasOps;
+  int64_t cublas_workspace_bytes = 0;
+  std::vector<std::string> cublas_ops;
   // cuDNN chooses a convolution algorithm, and its workspace, at run time: a bound, not a
   // prediction. None: no bound stated, convolution workspaces are left out (and said so).
-  std::optional<int64_t> convolutionWorkspaceBoundBytes;
-  std::vector<std::string> convolutionOps;
+  std::optional<int64_t> convolution_workspace_bound_bytes;
+  std::vector<std::string> convolution_ops;
 };
 
 // Parses a profile; `origin` names it in error messages. Throws EstimateError.
-DeviceProfile parseDeviceProfile(const std::string& jsonText, const std::string& origin);
+DeviceProfile parseDeviceProfile(const std::string& json_text, const std::string& origin);
 
-// `nameOrPath` is a file path when it contains '/' or ends in ".json", else a profile name
-// looked up as <profileDirectory>/<name>.json. Throws EstimateError.
-DeviceProfile loadDeviceProfile(const std::string& nameOrPath, const std::string& profileDirectory);
+// `name_or_path` is a file path when it contains '/' or ends in ".json", else a profile name
+// looked up as <profile_directory>/<name>.json. Throws EstimateError.
+DeviceProfile loadDeviceProfile(const std::string& name_or_path,
+                                const std::string& profile_directory);
 
 // The names of the profiles in a directory, sorted.
-std::vector<std::string> listDeviceProfiles(const std::string& profileDirectory);
+std::vector<std::string> listDeviceProfiles(const std::string& profile_directory);
 
 }  // namespace memtrace::estimator

@@ -13,7 +13,7 @@ std::vector<UnknownOp> collectUnknownOps(const Graph& graph) {
   std::vector<UnknownOp> unknown;
   std::map<std::string, size_t> positions;
   for (const Assumption& assumption : graph.assumptions) {
-    if (assumption.kind != AssumptionKind::UnknownOp) continue;
+    if (assumption.kind != AssumptionKind::kUnknownOp) continue;
     auto [entry, inserted] = positions.try_emplace(assumption.op, unknown.size());
     if (inserted) unknown.push_back({assumption.op, 0, assumption.stack, assumption.detail});
     unknown[entry->second].count += 1;
@@ -28,34 +28,34 @@ Estimate estimateMemory(Graph& graph, const EstimateOptions& options) {
   estimate.semantics = options.semantics;
   for (const Storage& storage : graph.storages) {
     switch (storage.origin) {
-      case StorageOrigin::Parameter:
-        estimate.parameterBytes += storage.bytes;
+      case StorageOrigin::kParameter:
+        estimate.parameter_bytes += storage.bytes;
         break;
-      case StorageOrigin::Buffer:
-        estimate.bufferBytes += storage.bytes;
+      case StorageOrigin::kBuffer:
+        estimate.buffer_bytes += storage.bytes;
         break;
-      case StorageOrigin::Constant:
-        estimate.constantBytes += storage.bytes;
+      case StorageOrigin::kConstant:
+        estimate.constant_bytes += storage.bytes;
         break;
-      case StorageOrigin::Input:
-        estimate.inputBytes += storage.bytes;
+      case StorageOrigin::kInput:
+        estimate.input_bytes += storage.bytes;
         break;
-      case StorageOrigin::Activation:
-      case StorageOrigin::Host:
+      case StorageOrigin::kActivation:
+      case StorageOrigin::kHost:
         break;
     }
   }
   countFlops(graph);
-  for (const Node& node : graph.nodes) estimate.totalFlops += node.flops;
+  for (const Node& node : graph.nodes) estimate.total_flops += node.flops;
 
   Lifetimes lifetimes = assignLifetimes(graph, options.semantics);
   std::vector<TimelineEvent> timeline = buildTimeline(graph, lifetimes);
   estimate.activations = simulateLiveBytes(graph, timeline);
   estimate.allocator =
-      replayCachingAllocator(graph, timeline, options.profile, options.memoryLimitBytes);
-  estimate.attribution = attributePeak(graph, estimate.activations.liveAtPeak);
-  estimate.unknownOps = collectUnknownOps(graph);
-  estimate.lowerBound = graph.lowerBound();
+      replayCachingAllocator(graph, timeline, options.profile, options.memory_limit_bytes);
+  estimate.attribution = attributePeak(graph, estimate.activations.live_at_peak);
+  estimate.unknown_ops = collectUnknownOps(graph);
+  estimate.lower_bound = graph.lowerBound();
   return estimate;
 }
 

@@ -16,33 +16,33 @@
 namespace memtrace::estimator {
 
 struct EstimateOptions {
-  Semantics semantics = Semantics::Eager;
+  Semantics semantics = Semantics::kEager;
   DeviceProfile profile;
-  std::optional<int64_t> memoryLimitBytes;  // replay on a device of this size (for --budget)
+  std::optional<int64_t> memory_limit_bytes;  // replay on a device of this size (for --budget)
 };
 
-// Ops whose outputs could not be sized, counted by op name (Assumption::UnknownOp).
+// Ops whose outputs could not be sized, counted by op name (AssumptionKind::kUnknownOp).
 struct UnknownOp {
   std::string op;
   int64_t count = 0;
-  std::vector<SourceFrame> firstStack;
+  std::vector<SourceFrame> first_stack;
   std::string detail;
 };
 
 struct Estimate {
-  Semantics semantics = Semantics::Eager;
-  int64_t parameterBytes = 0;
-  int64_t bufferBytes = 0;
-  int64_t constantBytes = 0;
-  int64_t inputBytes = 0;
+  Semantics semantics = Semantics::kEager;
+  int64_t parameter_bytes = 0;
+  int64_t buffer_bytes = 0;
+  int64_t constant_bytes = 0;
+  int64_t input_bytes = 0;
   LiveBytesPeak activations;    // exact live activation bytes, and where they peak
   AllocatorReplay allocator;    // what the caching allocator would report
   PeakAttribution attribution;  // what is live at the activation peak
-  int64_t totalFlops = 0;
-  std::vector<UnknownOp> unknownOps;
-  bool lowerBound = false;  // some sizes are unknown: the true peak may be higher
+  int64_t total_flops = 0;
+  std::vector<UnknownOp> unknown_ops;
+  bool lower_bound = false;  // some sizes are unknown: the true peak may be higher
 
-  int64_t weightBytes() const { return parameterBytes + bufferBytes + constantBytes; }
+  int64_t weightBytes() const { return parameter_bytes + buffer_bytes + constant_bytes; }
 };
 
 // Runs countFlops (which annotates the graph), assignLifetimes, simulateLiveBytes,

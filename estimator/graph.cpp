@@ -9,17 +9,17 @@ namespace memtrace::estimator {
 
 const char* originName(StorageOrigin origin) {
   switch (origin) {
-    case StorageOrigin::Parameter:
+    case StorageOrigin::kParameter:
       return "parameter";
-    case StorageOrigin::Buffer:
+    case StorageOrigin::kBuffer:
       return "buffer";
-    case StorageOrigin::Constant:
+    case StorageOrigin::kConstant:
       return "constant";
-    case StorageOrigin::Input:
+    case StorageOrigin::kInput:
       return "input";
-    case StorageOrigin::Activation:
+    case StorageOrigin::kActivation:
       return "activation";
-    case StorageOrigin::Host:
+    case StorageOrigin::kHost:
       return "host";
   }
   return "unknown";
@@ -47,7 +47,7 @@ ScopeId Graph::addScope(Scope scope) {
 
 bool Graph::lowerBound() const {
   return std::any_of(assumptions.begin(), assumptions.end(),
-                     [](const Assumption& assumption) { return assumption.makesLowerBound; });
+                     [](const Assumption& assumption) { return assumption.makes_lower_bound; });
 }
 
 bool isUserCode(const std::string& file) { return memtrace::isUserCode(file); }

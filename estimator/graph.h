@@ -48,25 +48,25 @@ using StorageId = Index<struct StorageTag>;
 using ScopeId = Index<struct ScopeTag>;
 
 enum class StorageOrigin : uint8_t {
-  Parameter,   // an nn.Parameter of the module tree, on the device before the forward
-  Buffer,      // a registered buffer of a module, on the device before the forward
-  Constant,    // a tensor baked into the code (frozen weights, traced constants)
-  Input,       // a forward argument: allocated by the caller, alive throughout
-  Activation,  // allocated by a node during the forward: outputs and temporaries
-  Host,        // stays in host memory when the model runs on a GPU (0-dim scalars, plain
-               // tensor attributes that Module.to() does not move): never device memory
+  kParameter,   // an nn.Parameter of the module tree, on the device before the forward
+  kBuffer,      // a registered buffer of a module, on the device before the forward
+  kConstant,    // a tensor baked into the code (frozen weights, traced constants)
+  kInput,       // a forward argument: allocated by the caller, alive throughout
+  kActivation,  // allocated by a node during the forward: outputs and temporaries
+  kHost,        // stays in host memory when the model runs on a GPU (0-dim scalars, plain
+                // tensor attributes that Module.to() does not move): never device memory
 };
 
 const char* originName(StorageOrigin origin);
 inline bool isWeight(StorageOrigin origin) {
-  return origin == StorageOrigin::Parameter || origin == StorageOrigin::Buffer ||
-         origin == StorageOrigin::Constant;
+  return origin == StorageOrigin::kParameter || origin == StorageOrigin::kBuffer ||
+         origin == StorageOrigin::kConstant;
 }
 
 struct Storage {
-  StorageOrigin origin = StorageOrigin::Activation;
+  StorageOrigin origin = StorageOrigin::kActivation;
   int64_t bytes = 0;  // what the program asks the allocator for (nbytes), before rounding
-  NodeId producer;    // Activation: the node that allocates it
+  NodeId producer;    // kActivation: the node that allocates it
   std::string name;   // weights and inputs: "layer1.0.conv1.weight", "input 0"
 };
 
@@ -89,24 +89,24 @@ struct Binding {
 };
 
 enum class ValueKind : uint8_t {
-  Tensor,
-  Container,  // a list, tuple or dict: holds its elements alive for as long as it lives
+  kTensor,
+  kContainer,  // a list, tuple or dict: holds its elements alive for as long as it lives
 };
 
 struct Value {
-  ValueKind kind = ValueKind::Tensor;
+  ValueKind kind = ValueKind::kTensor;
   StorageId storage;              // none for containers and for tensors of unknown size
   std::vector<int64_t> shape;     // tensors
   std::string dtype;              // tensors: "float32", "int64", ...
-  bool sizeKnown = true;          // false: an op the front end could not size produced it
+  bool size_known = true;         // false: an op the front end could not size produced it
   NodeId producer;                // none for inputs, weights and constants
   std::vector<ValueId> elements;  // containers: the values they hold
   std::vector<Binding> bindings;  // eager semantics: the Python names that hold it
 };
 
 enum class MemoryEventKind : uint8_t {
-  Allocate,  // the node asks the allocator for this storage
-  Release,   // the node gives back a temporary it allocated itself
+  kAllocate,  // the node asks the allocator for this storage
+  kRelease,   // the node gives back a temporary it allocated itself
 };
 
 struct MemoryEvent {
@@ -120,14 +120,14 @@ struct Node {
   std::vector<ValueId> outputs;     // tensors and containers it returns (may be existing values)
   std::vector<MemoryEvent> events;  // in the order the node performs them
   std::vector<SourceFrame> stack;   // innermost first
-  std::string modulePath;           // "layer1.0.conv1"; "" for the root module
+  std::string module_path;          // "layer1.0.conv1"; "" for the root module
   ScopeId scope;                    // the innermost function-call scope it runs in
   int64_t flops = 0;                // filled by countFlops()
-  bool sizeUnknown = false;         // its tensor outputs could not be sized
+  bool size_unknown = false;        // its tensor outputs could not be sized
   // A drop point of the TorchScript interpreter rather than an op: the end of an if or a loop,
   // which holds every outer value its blocks use (Note [Eager and TorchScript lifetimes]).
   // Its inputs are uses in TorchScript semantics only.
-  bool torchScriptOnly = false;
+  bool torch_script_only = false;
 };
 
 // One function invocation (module forward, functional, helper). Scopes nest dynamically.
@@ -137,11 +137,11 @@ struct Scope {
 };
 
 enum class AssumptionKind : uint8_t {
-  UnknownOp,            // outputs could not be sized: the estimate is a lower bound
-  DataDependentBranch,  // an `if` on tensor data: the larger branch was taken
-  DataDependentLoop,    // a loop whose trip count depends on tensor data
-  UnsizedDependency,    // outputs unsized because an input was (counted, not listed)
-  Semantics,            // how a semantics was approximated for this graph
+  kUnknownOp,            // outputs could not be sized: the estimate is a lower bound
+  kDataDependentBranch,  // an `if` on tensor data: the larger branch was taken
+  kDataDependentLoop,    // a loop whose trip count depends on tensor data
+  kUnsizedDependency,    // outputs unsized because an input was (counted, not listed)
+  kSemantics,            // how a semantics was approximated for this graph
 };
 
 struct Assumption {
@@ -149,7 +149,7 @@ struct Assumption {
   std::string op;
   std::vector<SourceFrame> stack;
   std::string detail;
-  bool makesLowerBound = false;
+  bool makes_lower_bound = false;
 };
 
 struct Graph {

@@ -129,7 +129,7 @@ std::vector<std::vector<SourceFrame>> splitByModuleCalls(const std::vector<Sourc
   return segments;
 }
 
-std::optional<std::string> SourceFileCache::line(const std::string& file, int64_t lineNumber) {
+std::optional<std::string> SourceFileCache::line(const std::string& file, int64_t line_number) {
   auto [entry, inserted] = files_.try_emplace(file);
   if (inserted) {
     std::ifstream stream(file);
@@ -141,10 +141,10 @@ std::optional<std::string> SourceFileCache::line(const std::string& file, int64_
     }
   }
   const auto& lines = entry->second;
-  if (!lines || lineNumber < 1 || static_cast<size_t>(lineNumber) > lines->size()) {
+  if (!lines || line_number < 1 || static_cast<size_t>(line_number) > lines->size()) {
     return std::nullopt;
   }
-  return (*lines)[lineNumber - 1];
+  return (*lines)[line_number - 1];
 }
 
 }  // namespace memtrace::estimator

@@ -36,7 +36,7 @@ std::vector<std::vector<SourceFrame>> splitByModuleCalls(const std::vector<Sourc
 class SourceFileCache {
  public:
   // The line (1-based), without its newline, or nothing when the file cannot be read.
-  std::optional<std::string> line(const std::string& file, int64_t lineNumber);
+  std::optional<std::string> line(const std::string& file, int64_t line_number);
 
  private:
   std::map<std::string, std::optional<std::vector<std::string>>> files_;

@@ -14,7 +14,7 @@
 namespace memtrace::estimator {
 
 struct RenderOptions {
-  std::string modelPath;
+  std::string model_path;
   DeviceProfile profile;
   size_t rows = 10;  // text: rows per table (JSON lists everything)
 };
@@ -28,17 +28,17 @@ std::string renderGraphText(const Graph& graph);
 
 struct SweepPoint {
   int64_t batch = 0;
-  std::vector<std::vector<int64_t>> inputShapes;
+  std::vector<std::vector<int64_t>> input_shapes;
   Estimate estimate;
 };
 
 // What --budget asks: the largest batch whose forward the caching allocator replay gets
 // through on a device of that size.
 struct BudgetAnswer {
-  int64_t budgetBytes = 0;
-  int64_t searchLimit = 0;
-  std::optional<int64_t> largestBatch;  // none: batch 1 does not fit
-  std::optional<SweepPoint> atLargest;
+  int64_t budget_bytes = 0;
+  int64_t search_limit = 0;
+  std::optional<int64_t> largest_batch;  // none: batch 1 does not fit
+  std::optional<SweepPoint> at_largest;
 };
 
 std::string renderSweepText(const std::vector<SweepPoint>& points,

@@ -25,7 +25,7 @@ json stackJson(const std::vector<SourceFrame>& stack) {
 
 // Where a node comes from, in the keys the report joins on (Note [Two groupings by line]).
 void addLocation(json& object, const Node& node) {
-  object["module_path"] = node.modulePath;
+  object["module_path"] = node.module_path;
   object["frame"] = frameJson(innermostFrame(node.stack));
   object["user_frame"] = frameJson(innermostUserFrame(node.stack));
 }
@@ -39,10 +39,10 @@ json nodeJson(const Graph& graph, NodeId id) {
   return object;
 }
 
-json groupsJson(const std::vector<LiveGroup>& groups, bool byModule) {
+json groupsJson(const std::vector<LiveGroup>& groups, bool by_module) {
   json list = json::array();
   for (const LiveGroup& group : groups) {
-    json entry = byModule ? json{{"module_path", group.modulePath}} : frameJson(group.frame);
+    json entry = by_module ? json{{"module_path", group.module_path}} : frameJson(group.frame);
     if (entry.is_null()) entry = {{"file", nullptr}, {"line", nullptr}, {"function", nullptr}};
     entry["bytes"] = group.bytes;
     entry["tensors"] = group.tensors;
@@ -64,36 +64,36 @@ std::vector<ValueId> firstValueOfStorage(const Graph& graph) {
 json summaryJson(const Estimate& estimate) {
   const AllocatorReplay& allocator = estimate.allocator;
   json bound = nullptr;
-  if (allocator.convolutionWorkspaceBoundBytes > 0)
-    bound = allocator.convolutionWorkspaceBoundBytes;
+  if (allocator.convolution_workspace_bound_bytes > 0)
+    bound = allocator.convolution_workspace_bound_bytes;
   return {
-      {"parameter_bytes", estimate.parameterBytes},
-      {"buffer_bytes", estimate.bufferBytes},
-      {"constant_bytes", estimate.constantBytes},
+      {"parameter_bytes", estimate.parameter_bytes},
+      {"buffer_bytes", estimate.buffer_bytes},
+      {"constant_bytes", estimate.constant_bytes},
       {"weight_bytes", estimate.weightBytes()},
-      {"input_bytes", estimate.inputBytes},
-      {"activation_peak_requested_bytes", estimate.activations.peakBytes},
+      {"input_bytes", estimate.input_bytes},
+      {"activation_peak_requested_bytes", estimate.activations.peak_bytes},
       {"peak_delta_allocated_bytes",
-       allocator.peakAllocatedBytes - allocator.baselineAllocatedBytes},
-      {"baseline_requested_bytes", allocator.baselineRequestedBytes},
-      {"baseline_allocated_bytes", allocator.baselineAllocatedBytes},
-      {"baseline_reserved_bytes", allocator.baselineReservedBytes},
-      {"peak_requested_bytes", allocator.peakRequestedBytes},
-      {"peak_allocated_bytes", allocator.peakAllocatedBytes},
-      {"peak_reserved_bytes", allocator.peakReservedBytes},
-      {"cublas_workspace_bytes", allocator.cublasWorkspaceBytes},
+       allocator.peak_allocated_bytes - allocator.baseline_allocated_bytes},
+      {"baseline_requested_bytes", allocator.baseline_requested_bytes},
+      {"baseline_allocated_bytes", allocator.baseline_allocated_bytes},
+      {"baseline_reserved_bytes", allocator.baseline_reserved_bytes},
+      {"peak_requested_bytes", allocator.peak_requested_bytes},
+      {"peak_allocated_bytes", allocator.peak_allocated_bytes},
+      {"peak_reserved_bytes", allocator.peak_reserved_bytes},
+      {"cublas_workspace_bytes", allocator.cublas_workspace_bytes},
       {"convolution_workspace_bound_bytes", bound},
       {"segments", allocator.segments},
-      {"total_flops", estimate.totalFlops},
+      {"total_flops", estimate.total_flops},
   };
 }
 
 json profileJson(const DeviceProfile& profile) {
   json bound = nullptr;
-  if (profile.convolutionWorkspaceBoundBytes) bound = *profile.convolutionWorkspaceBoundBytes;
+  if (profile.convolution_workspace_bound_bytes) bound = *profile.convolution_workspace_bound_bytes;
   return {{"name", profile.name},
           {"description", profile.description},
-          {"cublas_workspace_bytes", profile.cublasWorkspaceBytes},
+          {"cublas_workspace_bytes", profile.cublas_workspace_bytes},
           {"convolution_workspace_bound_bytes", bound}};
 }
 
@@ -110,15 +110,15 @@ json inputsJson(const Graph& graph) {
 
 const char* assumptionKindName(AssumptionKind kind) {
   switch (kind) {
-    case AssumptionKind::UnknownOp:
+    case AssumptionKind::kUnknownOp:
       return "unknown_op";
-    case AssumptionKind::DataDependentBranch:
+    case AssumptionKind::kDataDependentBranch:
       return "data_dependent_branch";
-    case AssumptionKind::DataDependentLoop:
+    case AssumptionKind::kDataDependentLoop:
       return "data_dependent_loop";
-    case AssumptionKind::UnsizedDependency:
+    case AssumptionKind::kUnsizedDependency:
       return "unsized_dependency";
-    case AssumptionKind::Semantics:
+    case AssumptionKind::kSemantics:
       return "semantics";
   }
   return "unknown";
@@ -128,26 +128,26 @@ json estimateJson(const Graph& graph, const Estimate& estimate, const RenderOpti
   json document;
   document["format"] = "memtrace-estimate";
   document["version"] = kFormatVersion;
-  document["model"] = options.modelPath;
+  document["model"] = options.model_path;
   document["semantics"] = semanticsName(estimate.semantics);
   document["device_profile"] = profileJson(options.profile);
   document["inputs"] = inputsJson(graph);
-  document["lower_bound"] = estimate.lowerBound;
+  document["lower_bound"] = estimate.lower_bound;
   document["summary"] = summaryJson(estimate);
 
-  json peak = nodeJson(graph, estimate.activations.peakNode);
+  json peak = nodeJson(graph, estimate.activations.peak_node);
   if (peak.is_null()) peak = json::object();
-  peak["live_activation_bytes"] = estimate.activations.peakBytes;
-  peak["by_frame"] = groupsJson(estimate.attribution.byFrame, false);
-  peak["by_user_frame"] = groupsJson(estimate.attribution.byUserFrame, false);
-  peak["by_module"] = groupsJson(estimate.attribution.byModule, true);
+  peak["live_activation_bytes"] = estimate.activations.peak_bytes;
+  peak["by_frame"] = groupsJson(estimate.attribution.by_frame, false);
+  peak["by_user_frame"] = groupsJson(estimate.attribution.by_user_frame, false);
+  peak["by_module"] = groupsJson(estimate.attribution.by_module, true);
   json tensors = json::array();
-  std::vector<ValueId> firstValue = firstValueOfStorage(graph);
+  std::vector<ValueId> first_value = firstValueOfStorage(graph);
   for (StorageId id : estimate.attribution.storages) {
     const Storage& storage = graph.storage(id);
     json tensor = {{"bytes", storage.bytes}};
-    if (firstValue[id.value].valid()) {
-      const Value& value = graph.value(firstValue[id.value]);
+    if (first_value[id.value].valid()) {
+      const Value& value = graph.value(first_value[id.value]);
       tensor["shape"] = value.shape;
       tensor["dtype"] = value.dtype;
     }
@@ -160,8 +160,8 @@ json estimateJson(const Graph& graph, const Estimate& estimate, const RenderOpti
   }
   peak["tensors"] = std::move(tensors);
   document["peak"] = std::move(peak);
-  document["allocated_peak"] = nodeJson(graph, estimate.allocator.peakAllocatedNode);
-  document["cublas_workspace_node"] = nodeJson(graph, estimate.allocator.cublasWorkspaceNode);
+  document["allocated_peak"] = nodeJson(graph, estimate.allocator.peak_allocated_node);
+  document["cublas_workspace_node"] = nodeJson(graph, estimate.allocator.cublas_workspace_node);
 
   json flops = json::array();
   for (size_t index = 0; index < graph.nodes.size(); ++index) {
@@ -174,24 +174,24 @@ json estimateJson(const Graph& graph, const Estimate& estimate, const RenderOpti
   document["flops"] = std::move(flops);
 
   json unknown = json::array();
-  for (const UnknownOp& op : estimate.unknownOps) {
+  for (const UnknownOp& op : estimate.unknown_ops) {
     unknown.push_back({{"op", op.op},
                        {"count", op.count},
-                       {"frame", frameJson(innermostFrame(op.firstStack))},
-                       {"user_frame", frameJson(innermostUserFrame(op.firstStack))},
+                       {"frame", frameJson(innermostFrame(op.first_stack))},
+                       {"user_frame", frameJson(innermostUserFrame(op.first_stack))},
                        {"detail", op.detail}});
   }
   document["unknown_ops"] = std::move(unknown);
 
   json assumptions = json::array();
   for (const Assumption& assumption : graph.assumptions) {
-    if (assumption.kind == AssumptionKind::UnknownOp) continue;
+    if (assumption.kind == AssumptionKind::kUnknownOp) continue;
     assumptions.push_back({{"kind", assumptionKindName(assumption.kind)},
                            {"op", assumption.op},
                            {"frame", frameJson(innermostFrame(assumption.stack))},
                            {"user_frame", frameJson(innermostUserFrame(assumption.stack))},
                            {"detail", assumption.detail},
-                           {"lower_bound", assumption.makesLowerBound}});
+                           {"lower_bound", assumption.makes_lower_bound}});
   }
   document["assumptions"] = std::move(assumptions);
   return document;
@@ -209,25 +209,25 @@ std::string renderSweepJson(const std::vector<SweepPoint>& points,
   json document;
   document["format"] = "memtrace-estimate-sweep";
   document["version"] = kFormatVersion;
-  document["model"] = options.modelPath;
+  document["model"] = options.model_path;
   document["device_profile"] = profileJson(options.profile);
-  auto pointJson = [](const SweepPoint& point) {
+  auto point_json = [](const SweepPoint& point) {
     return json{{"batch", point.batch},
-                {"input_shapes", point.inputShapes},
+                {"input_shapes", point.input_shapes},
                 {"semantics", semanticsName(point.estimate.semantics)},
-                {"lower_bound", point.estimate.lowerBound},
+                {"lower_bound", point.estimate.lower_bound},
                 {"summary", summaryJson(point.estimate)}};
   };
   json sweep = json::array();
-  for (const SweepPoint& point : points) sweep.push_back(pointJson(point));
+  for (const SweepPoint& point : points) sweep.push_back(point_json(point));
   document["sweep"] = std::move(sweep);
   if (budget) {
-    json answer = {{"budget_bytes", budget->budgetBytes},
+    json answer = {{"budget_bytes", budget->budget_bytes},
                    {"criterion", "no_out_of_memory_in_replay"},
-                   {"search_limit", budget->searchLimit},
+                   {"search_limit", budget->search_limit},
                    {"largest_batch", nullptr}};
-    if (budget->largestBatch) answer["largest_batch"] = *budget->largestBatch;
-    if (budget->atLargest) answer["at_largest_batch"] = pointJson(*budget->atLargest);
+    if (budget->largest_batch) answer["largest_batch"] = *budget->largest_batch;
+    if (budget->at_largest) answer["at_largest_batch"] = point_json(*budget->at_largest);
     document["budget"] = std::move(answer);
   }
   return document.dump(2) + "\n";

@@ -43,7 +43,7 @@ std::string nodeText(const Graph& graph, NodeId id) {
   const Node& node = graph.node(id);
   SourceFrame user = innermostUserFrame(node.stack);
   return node.op + " at " + frameText(user.known() ? user : innermostFrame(node.stack)) +
-         ", module " + moduleText(node.modulePath);
+         ", module " + moduleText(node.module_path);
 }
 
 std::string percent(int64_t part, int64_t whole) {
@@ -57,12 +57,12 @@ std::string padded(const std::string& text, size_t width) {
 }
 
 void groupTable(std::ostringstream& out, const char* title, const std::vector<LiveGroup>& groups,
-                int64_t total, size_t rows, bool byModule) {
+                int64_t total, size_t rows, bool by_module) {
   out << title << "\n";
   for (size_t index = 0; index < groups.size() && index < rows; ++index) {
     const LiveGroup& group = groups[index];
     out << "  " << padded(formatBytes(group.bytes), 10) << " " << percent(group.bytes, total)
-        << "  " << (byModule ? moduleText(group.modulePath) : frameText(group.frame)) << "  ["
+        << "  " << (by_module ? moduleText(group.module_path) : frameText(group.frame)) << "  ["
         << group.tensors << (group.tensors == 1 ? " tensor]" : " tensors]") << "\n";
   }
   if (groups.size() > rows) out << "  ... " << groups.size() - rows << " more\n";
@@ -71,16 +71,17 @@ void groupTable(std::ostringstream& out, const char* title, const std::vector<Li
 void summaryLines(std::ostringstream& out, const Estimate& estimate) {
   const AllocatorReplay& allocator = estimate.allocator;
   out << "predicted torch.cuda.memory_stats() after one forward on a fresh process:\n"
-      << "  peak requested   " << padded(formatBytes(allocator.peakRequestedBytes), 10)
+      << "  peak requested   " << padded(formatBytes(allocator.peak_requested_bytes), 10)
       << "   requested_bytes.all.peak (exact sizes)\n"
-      << "  peak allocated   " << padded(formatBytes(allocator.peakAllocatedBytes), 10)
+      << "  peak allocated   " << padded(formatBytes(allocator.peak_allocated_bytes), 10)
       << "   max_memory_allocated() (sizes rounded by the caching allocator)\n"
-      << "  peak reserved    " << padded(formatBytes(allocator.peakReservedBytes), 10)
+      << "  peak reserved    " << padded(formatBytes(allocator.peak_reserved_bytes), 10)
       << "   max_memory_reserved() (segments)\n"
-      << "  baseline         " << padded(formatBytes(allocator.baselineAllocatedBytes), 10)
+      << "  baseline         " << padded(formatBytes(allocator.baseline_allocated_bytes), 10)
       << "   allocated by the weights and inputs before the forward\n"
       << "  peak - baseline  "
-      << padded(formatBytes(allocator.peakAllocatedBytes - allocator.baselineAllocatedBytes), 10)
+      << padded(formatBytes(allocator.peak_allocated_bytes - allocator.baseline_allocated_bytes),
+                10)
       << "   what the forward adds\n";
 }
 
@@ -88,7 +89,7 @@ void summaryLines(std::ostringstream& out, const Estimate& estimate) {
 
 std::string renderText(const Graph& graph, const Estimate& estimate, const RenderOptions& options) {
   std::ostringstream out;
-  out << "memtrace-estimate: " << options.modelPath << ", " << semanticsName(estimate.semantics)
+  out << "memtrace-estimate: " << options.model_path << ", " << semanticsName(estimate.semantics)
       << " semantics, device profile " << options.profile.name << "\n";
   out << "inputs:";
   for (ValueId id : graph.inputs) {
@@ -96,54 +97,55 @@ std::string renderText(const Graph& graph, const Estimate& estimate, const Rende
     out << " " << shapeText(value.shape) << ":" << value.dtype;
   }
   out << "\n";
-  if (estimate.lowerBound) {
+  if (estimate.lower_bound) {
     out << "LOWER BOUND: some sizes are unknown (see below); the true peak may be higher\n";
   }
   out << "\n";
 
   const AllocatorReplay& allocator = estimate.allocator;
   out << "weights          " << padded(formatBytes(estimate.weightBytes()), 10) << "   parameters "
-      << formatBytes(estimate.parameterBytes) << ", buffers " << formatBytes(estimate.bufferBytes)
-      << ", constants " << formatBytes(estimate.constantBytes) << "\n";
-  out << "inputs           " << padded(formatBytes(estimate.inputBytes), 10) << "\n";
-  out << "activations      " << padded(formatBytes(estimate.activations.peakBytes), 10)
-      << "   live at the peak, during " << nodeText(graph, estimate.activations.peakNode) << "\n";
-  if (allocator.cublasWorkspaceBytes > 0) {
-    out << "cuBLAS workspace " << padded(formatBytes(allocator.cublasWorkspaceBytes), 10)
-        << "   from " << nodeText(graph, allocator.cublasWorkspaceNode) << " on, never freed\n";
+      << formatBytes(estimate.parameter_bytes) << ", buffers " << formatBytes(estimate.buffer_bytes)
+      << ", constants " << formatBytes(estimate.constant_bytes) << "\n";
+  out << "inputs           " << padded(formatBytes(estimate.input_bytes), 10) << "\n";
+  out << "activations      " << padded(formatBytes(estimate.activations.peak_bytes), 10)
+      << "   live at the peak, during " << nodeText(graph, estimate.activations.peak_node) << "\n";
+  if (allocator.cublas_workspace_bytes > 0) {
+    out << "cuBLAS workspace " << padded(formatBytes(allocator.cublas_workspace_bytes), 10)
+        << "   from " << nodeText(graph, allocator.cublas_workspace_node) << " on, never freed\n";
   }
-  if (allocator.convolutionWorkspaceBoundBytes > 0) {
-    out << "cuDNN workspace  " << padded(formatBytes(allocator.convolutionWorkspaceBoundBytes), 10)
+  if (allocator.convolution_workspace_bound_bytes > 0) {
+    out << "cuDNN workspace  "
+        << padded(formatBytes(allocator.convolution_workspace_bound_bytes), 10)
         << "   per convolution: the profile's stated bound, included\n";
   } else {
     out << "cuDNN workspace      not included: cuDNN picks it at run time (state a bound in the "
            "device profile)\n";
   }
-  out << "FLOPs            " << padded(flopsText(estimate.totalFlops), 10)
-      << "   convolutions, linear layers and matrix products (" << estimate.totalFlops << ")\n\n";
+  out << "FLOPs            " << padded(flopsText(estimate.total_flops), 10)
+      << "   convolutions, linear layers and matrix products (" << estimate.total_flops << ")\n\n";
   summaryLines(out, estimate);
-  out << "  the allocated peak is reached during " << nodeText(graph, allocator.peakAllocatedNode)
+  out << "  the allocated peak is reached during " << nodeText(graph, allocator.peak_allocated_node)
       << "\n\n";
 
-  int64_t total = estimate.activations.peakBytes;
-  groupTable(out, "live at the peak, by line (innermost frame):", estimate.attribution.byFrame,
+  int64_t total = estimate.activations.peak_bytes;
+  groupTable(out, "live at the peak, by line (innermost frame):", estimate.attribution.by_frame,
              total, options.rows, false);
-  groupTable(out, "live at the peak, by line in your code:", estimate.attribution.byUserFrame,
+  groupTable(out, "live at the peak, by line in your code:", estimate.attribution.by_user_frame,
              total, options.rows, false);
-  groupTable(out, "live at the peak, by module:", estimate.attribution.byModule, total,
+  groupTable(out, "live at the peak, by module:", estimate.attribution.by_module, total,
              options.rows, true);
 
-  if (!estimate.unknownOps.empty()) {
+  if (!estimate.unknown_ops.empty()) {
     out << "\nops whose outputs could not be sized (counted as 0 bytes):\n";
-    for (const UnknownOp& op : estimate.unknownOps) {
+    for (const UnknownOp& op : estimate.unknown_ops) {
       out << "  " << op.op << " x" << op.count << " first at "
-          << frameText(innermostFrame(op.firstStack)) << ": " << op.detail << "\n";
+          << frameText(innermostFrame(op.first_stack)) << ": " << op.detail << "\n";
     }
   }
   bool header = false;
   for (const Assumption& assumption : graph.assumptions) {
-    if (assumption.kind == AssumptionKind::UnknownOp ||
-        assumption.kind == AssumptionKind::UnsizedDependency) {
+    if (assumption.kind == AssumptionKind::kUnknownOp ||
+        assumption.kind == AssumptionKind::kUnsizedDependency) {
       continue;
     }
     if (!header) out << "\nassumptions:\n";
@@ -158,17 +160,17 @@ std::string renderText(const Graph& graph, const Estimate& estimate, const Rende
 
 std::string renderGraphText(const Graph& graph) {
   std::ostringstream out;
-  auto valueText = [&](ValueId id) {
+  auto value_text = [&](ValueId id) {
     const Value& value = graph.value(id);
     std::string text = "%" + std::to_string(id.value);
-    if (value.kind == ValueKind::Container) {
+    if (value.kind == ValueKind::kContainer) {
       text += "[";
       for (size_t index = 0; index < value.elements.size(); ++index) {
         text += (index ? "," : "") + std::string("%") + std::to_string(value.elements[index].value);
       }
       return text + "]";
     }
-    if (!value.sizeKnown) return text + ":?";
+    if (!value.size_known) return text + ":?";
     text += ":" + shapeText(value.shape);
     if (value.storage.valid()) text += "@s" + std::to_string(value.storage.value);
     for (const Binding& binding : value.bindings) {
@@ -178,28 +180,28 @@ std::string renderGraphText(const Graph& graph) {
   };
   for (size_t index = 0; index < graph.storages.size(); ++index) {
     const Storage& storage = graph.storages[index];
-    if (storage.origin == StorageOrigin::Activation) continue;
+    if (storage.origin == StorageOrigin::kActivation) continue;
     out << "s" << index << " " << originName(storage.origin) << " " << storage.name << " "
         << storage.bytes << " bytes\n";
   }
-  for (ValueId input : graph.inputs) out << "input " << valueText(input) << "\n";
+  for (ValueId input : graph.inputs) out << "input " << value_text(input) << "\n";
   for (size_t index = 0; index < graph.nodes.size(); ++index) {
     const Node& node = graph.nodes[index];
-    out << index << " " << node.op << (node.torchScriptOnly ? " (drop point)" : "")
-        << (node.sizeUnknown ? " (unsized)" : "") << " scope " << node.scope.value << " (";
+    out << index << " " << node.op << (node.torch_script_only ? " (drop point)" : "")
+        << (node.size_unknown ? " (unsized)" : "") << " scope " << node.scope.value << " (";
     for (size_t at = 0; at < node.inputs.size(); ++at) {
-      out << (at ? ", " : "") << valueText(node.inputs[at]);
+      out << (at ? ", " : "") << value_text(node.inputs[at]);
     }
     out << ") -> (";
     for (size_t at = 0; at < node.outputs.size(); ++at) {
-      out << (at ? ", " : "") << valueText(node.outputs[at]);
+      out << (at ? ", " : "") << value_text(node.outputs[at]);
     }
     out << ")";
     for (const MemoryEvent& event : node.events) {
-      out << (event.kind == MemoryEventKind::Allocate ? " +s" : " -s") << event.storage.value << ":"
-          << graph.storage(event.storage).bytes;
+      out << (event.kind == MemoryEventKind::kAllocate ? " +s" : " -s") << event.storage.value
+          << ":" << graph.storage(event.storage).bytes;
     }
-    out << "  " << frameText(innermostFrame(node.stack)) << " [" << moduleText(node.modulePath)
+    out << "  " << frameText(innermostFrame(node.stack)) << " [" << moduleText(node.module_path)
         << "]\n";
   }
   out << "outputs:";
@@ -212,7 +214,7 @@ std::string renderSweepText(const std::vector<SweepPoint>& points,
                             const std::optional<BudgetAnswer>& budget,
                             const RenderOptions& options) {
   std::ostringstream out;
-  out << "memtrace-estimate: " << options.modelPath << ", device profile " << options.profile.name;
+  out << "memtrace-estimate: " << options.model_path << ", device profile " << options.profile.name;
   if (!points.empty())
     out << ", " << semanticsName(points.front().estimate.semantics) << " semantics";
   out << "\n\n";
@@ -221,24 +223,24 @@ std::string renderSweepText(const std::vector<SweepPoint>& points,
     for (const SweepPoint& point : points) {
       const Estimate& estimate = point.estimate;
       out << padded(std::to_string(point.batch), 8) << " "
-          << padded(formatBytes(estimate.activations.peakBytes), 12) << " "
-          << padded(formatBytes(estimate.allocator.peakAllocatedBytes), 15) << " "
-          << padded(formatBytes(estimate.allocator.peakReservedBytes), 14)
-          << (estimate.lowerBound ? "  (lower bound)" : "") << "\n";
+          << padded(formatBytes(estimate.activations.peak_bytes), 12) << " "
+          << padded(formatBytes(estimate.allocator.peak_allocated_bytes), 15) << " "
+          << padded(formatBytes(estimate.allocator.peak_reserved_bytes), 14)
+          << (estimate.lower_bound ? "  (lower bound)" : "") << "\n";
     }
   }
   if (budget) {
-    out << (points.empty() ? "" : "\n") << "budget " << formatBytes(budget->budgetBytes)
+    out << (points.empty() ? "" : "\n") << "budget " << formatBytes(budget->budget_bytes)
         << " (device memory for the caching allocator): ";
-    if (!budget->largestBatch) {
+    if (!budget->largest_batch) {
       out << "even batch 1 does not fit\n";
     } else {
-      out << "largest batch that fits: " << *budget->largestBatch;
-      if (*budget->largestBatch == budget->searchLimit) out << " (the search limit)";
-      if (budget->atLargest) {
-        const Estimate& estimate = budget->atLargest->estimate;
-        out << " (peak reserved " << formatBytes(estimate.allocator.peakReservedBytes)
-            << ", allocated " << formatBytes(estimate.allocator.peakAllocatedBytes) << ")";
+      out << "largest batch that fits: " << *budget->largest_batch;
+      if (*budget->largest_batch == budget->search_limit) out << " (the search limit)";
+      if (budget->at_largest) {
+        const Estimate& estimate = budget->at_largest->estimate;
+        out << " (peak reserved " << formatBytes(estimate.allocator.peak_reserved_bytes)
+            << ", allocated " << formatBytes(estimate.allocator.peak_allocated_bytes) << ")";
       }
       out << "\n";
     }

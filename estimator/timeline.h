@@ -13,7 +13,7 @@ struct TimelineEvent {
   NodeId node;
   MemoryEventKind kind;
   StorageId storage;
-  bool insideNode;  // false: released after the node returned, by the lifetime rules
+  bool inside_node;  // false: released after the node returned, by the lifetime rules
 };
 
 // Each node's own events, then the releases its completion triggers.

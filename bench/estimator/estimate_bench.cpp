@@ -41,9 +41,9 @@ DeviceProfile defaultProfile() {
   DeviceProfile profile;
   profile.name = "cuda";
   profile.allocator = {512, 1 << 20, 2 << 20, 10 << 20, 20 << 20, 2 << 20};
-  profile.cublasWorkspaceBytes = 8519680;
-  profile.cublasOps = {"aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear"};
-  profile.convolutionOps = {"aten::conv2d"};
+  profile.cublas_workspace_bytes = 8519680;
+  profile.cublas_ops = {"aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear"};
+  profile.convolution_ops = {"aten::conv2d"};
   return profile;
 }
 
@@ -58,21 +58,21 @@ void benchmarkBuildGraph(benchmark::State& state, const torchscript::TorchScript
 void benchmarkAnalyses(benchmark::State& state, const torchscript::TorchScriptModel* model,
                        const BenchModel* spec) {
   Graph graph = model->buildGraph(spec->inputs);
-  EstimateOptions options{Semantics::Eager, defaultProfile(), std::nullopt};
+  EstimateOptions options{Semantics::kEager, defaultProfile(), std::nullopt};
   for (auto _ : state) {
     Estimate estimate = estimateMemory(graph, options);
-    benchmark::DoNotOptimize(estimate.activations.peakBytes);
+    benchmark::DoNotOptimize(estimate.activations.peak_bytes);
   }
   state.counters["nodes"] = static_cast<double>(graph.nodes.size());
 }
 
 void benchmarkEstimate(benchmark::State& state, const torchscript::TorchScriptModel* model,
                        const BenchModel* spec) {
-  EstimateOptions options{Semantics::Eager, defaultProfile(), std::nullopt};
+  EstimateOptions options{Semantics::kEager, defaultProfile(), std::nullopt};
   for (auto _ : state) {
     Graph graph = model->buildGraph(spec->inputs);
     Estimate estimate = estimateMemory(graph, options);
-    benchmark::DoNotOptimize(estimate.activations.peakBytes);
+    benchmark::DoNotOptimize(estimate.activations.peak_bytes);
   }
 }
 

@@ -16,7 +16,7 @@
 // before execution, so a call boundary holds nothing. A value whose last use is inside an if or
 // a loop is dropped after that if or loop, whichever branch ran (insertLastUses in
 // runtime/interpreter/preprocess_graph.cpp: the drop goes after the node at the value's own
-// depth); the front end records those points as torchScriptOnly nodes.
+// depth); the front end records those points as torch_script_only nodes.
 //
 // Eager: CPython frees a tensor when its last reference goes away. References are
 //   - a use: the argument of the op that reads it, held until that op returns;
@@ -33,12 +33,12 @@
 namespace memtrace::estimator {
 
 const char* semanticsName(Semantics semantics) {
-  return semantics == Semantics::Eager ? "eager" : "torchscript";
+  return semantics == Semantics::kEager ? "eager" : "torchscript";
 }
 
 std::optional<Semantics> parseSemantics(std::string_view text) {
-  if (text == "eager") return Semantics::Eager;
-  if (text == "torchscript") return Semantics::TorchScript;
+  if (text == "eager") return Semantics::kEager;
+  if (text == "torchscript") return Semantics::kTorchScript;
   return std::nullopt;
 }
 
@@ -60,30 +60,30 @@ std::vector<int64_t> findScopeExits(const Graph& graph) {
   return exits;
 }
 
-void extendByBindings(const Graph& graph, std::vector<int64_t>& valueEnds) {
+void extendByBindings(const Graph& graph, std::vector<int64_t>& value_ends) {
   struct Held {
     int64_t after;
     ValueId value;
   };
   // Keyed by (scope, name); the bindings of one key in the order they happen.
-  std::map<std::pair<uint32_t, std::string>, std::vector<Held>> byName;
+  std::map<std::pair<uint32_t, std::string>, std::vector<Held>> by_name;
   for (size_t index = 0; index < graph.values.size(); ++index) {
     for (const Binding& binding : graph.values[index].bindings) {
       int64_t after = binding.after.valid() ? binding.after.value : kNotSet;
-      byName[{binding.scope.value, binding.variable}].push_back({after, ValueId(index)});
+      by_name[{binding.scope.value, binding.variable}].push_back({after, ValueId(index)});
     }
   }
-  std::vector<int64_t> scopeExits = findScopeExits(graph);
-  for (auto& [key, bindings] : byName) {
+  std::vector<int64_t> scope_exits = findScopeExits(graph);
+  for (auto& [key, bindings] : by_name) {
     std::stable_sort(bindings.begin(), bindings.end(),
                      [](const Held& left, const Held& right) { return left.after < right.after; });
-    int64_t scopeExit = scopeExits[key.first];
+    int64_t scope_exit = scope_exits[key.first];
     for (size_t position = 0; position < bindings.size(); ++position) {
       const Held& held = bindings[position];
-      int64_t release = position + 1 < bindings.size() ? bindings[position + 1].after : scopeExit;
+      int64_t release = position + 1 < bindings.size() ? bindings[position + 1].after : scope_exit;
       // A scope that ran no node at all (nn.Identity) holds nothing past the binding itself.
       release = std::max(release, held.after);
-      int64_t& end = valueEnds[held.value.value];
+      int64_t& end = value_ends[held.value.value];
       end = std::max(end, release);
     }
   }
@@ -91,17 +91,17 @@ void extendByBindings(const Graph& graph, std::vector<int64_t>& valueEnds) {
 
 // A container keeps its elements alive: their end is at least the container's. Containers
 // can hold containers, so repeat until nothing moves (the depth of nesting, in practice 1-2).
-void extendByContainers(const Graph& graph, std::vector<int64_t>& valueEnds) {
+void extendByContainers(const Graph& graph, std::vector<int64_t>& value_ends) {
   bool changed = true;
   while (changed) {
     changed = false;
     for (size_t index = graph.values.size(); index-- > 0;) {
       const Value& value = graph.values[index];
-      if (value.kind != ValueKind::Container) continue;
+      if (value.kind != ValueKind::kContainer) continue;
       for (ValueId element : value.elements) {
-        int64_t& end = valueEnds[element.value];
-        if (end < valueEnds[index]) {
-          end = valueEnds[index];
+        int64_t& end = value_ends[element.value];
+        if (end < value_ends[index]) {
+          end = value_ends[index];
           changed = true;
         }
       }
@@ -112,49 +112,49 @@ void extendByContainers(const Graph& graph, std::vector<int64_t>& valueEnds) {
 }  // namespace
 
 Lifetimes assignLifetimes(const Graph& graph, Semantics semantics) {
-  std::vector<int64_t> valueEnds(graph.values.size(), kNotSet);
+  std::vector<int64_t> value_ends(graph.values.size(), kNotSet);
   for (size_t index = 0; index < graph.values.size(); ++index) {
     const Value& value = graph.values[index];
     // Values nobody produced (inputs, weights, constants) belong to the caller or the module.
-    valueEnds[index] = value.producer.valid() ? value.producer.value : kForever;
+    value_ends[index] = value.producer.valid() ? value.producer.value : kForever;
   }
   for (size_t index = 0; index < graph.nodes.size(); ++index) {
     const Node& node = graph.nodes[index];
-    if (node.torchScriptOnly && semantics != Semantics::TorchScript) continue;
+    if (node.torch_script_only && semantics != Semantics::kTorchScript) continue;
     for (ValueId input : node.inputs) {
-      int64_t& end = valueEnds[input.value];
+      int64_t& end = value_ends[input.value];
       end = std::max(end, static_cast<int64_t>(index));
     }
   }
-  for (ValueId output : graph.outputs) valueEnds[output.value] = kForever;
-  if (semantics == Semantics::Eager) extendByBindings(graph, valueEnds);
-  extendByContainers(graph, valueEnds);
+  for (ValueId output : graph.outputs) value_ends[output.value] = kForever;
+  if (semantics == Semantics::kEager) extendByBindings(graph, value_ends);
+  extendByContainers(graph, value_ends);
 
-  std::vector<int64_t> storageEnds(graph.storages.size(), kNotSet);
+  std::vector<int64_t> storage_ends(graph.storages.size(), kNotSet);
   for (size_t index = 0; index < graph.values.size(); ++index) {
     const Value& value = graph.values[index];
     if (!value.storage.valid()) continue;
-    int64_t& end = storageEnds[value.storage.value];
-    end = std::max(end, valueEnds[index]);
+    int64_t& end = storage_ends[value.storage.value];
+    end = std::max(end, value_ends[index]);
   }
 
-  std::vector<bool> releasedInside(graph.storages.size(), false);
+  std::vector<bool> released_inside(graph.storages.size(), false);
   for (const Node& node : graph.nodes) {
     for (const MemoryEvent& event : node.events) {
-      if (event.kind == MemoryEventKind::Release) releasedInside[event.storage.value] = true;
+      if (event.kind == MemoryEventKind::kRelease) released_inside[event.storage.value] = true;
     }
   }
 
   Lifetimes lifetimes;
-  lifetimes.releasedAfter.resize(graph.storages.size());
+  lifetimes.released_after.resize(graph.storages.size());
   for (size_t index = 0; index < graph.storages.size(); ++index) {
     const Storage& storage = graph.storages[index];
-    if (storage.origin != StorageOrigin::Activation || releasedInside[index]) continue;
-    int64_t end = storageEnds[index];
+    if (storage.origin != StorageOrigin::kActivation || released_inside[index]) continue;
+    int64_t end = storage_ends[index];
     // An allocation no value refers to (an op's internal cache, a dropped output) goes away
     // with the node that made it.
     if (end == kNotSet) end = storage.producer.valid() ? storage.producer.value : kForever;
-    if (end != kForever) lifetimes.releasedAfter[index] = NodeId(static_cast<uint32_t>(end));
+    if (end != kForever) lifetimes.released_after[index] = NodeId(static_cast<uint32_t>(end));
   }
   return lifetimes;
 }

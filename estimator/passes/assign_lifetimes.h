@@ -10,8 +10,8 @@ namespace memtrace::estimator {
 
 // Who frees a tensor, and when: see Note [Eager and TorchScript lifetimes].
 enum class Semantics : uint8_t {
-  Eager,        // the nn.Module run by Python: a tensor lives while a Python name holds it
-  TorchScript,  // the TorchScript interpreter: a tensor dies after its last use
+  kEager,        // the nn.Module run by Python: a tensor lives while a Python name holds it
+  kTorchScript,  // the TorchScript interpreter: a tensor dies after its last use
 };
 
 const char* semanticsName(Semantics semantics);
@@ -20,8 +20,8 @@ std::optional<Semantics> parseSemantics(std::string_view text);
 struct Lifetimes {
   // Per storage: the node after which it is released, or none when it is still alive as the
   // forward returns (weights, inputs, outputs and what they hold). Temporaries released inside
-  // their node (MemoryEvent::Release) are none here too: their node already releases them.
-  std::vector<NodeId> releasedAfter;
+  // their node (MemoryEventKind::kRelease) are none here too: their node already releases them.
+  std::vector<NodeId> released_after;
 };
 
 Lifetimes assignLifetimes(const Graph& graph, Semantics semantics);

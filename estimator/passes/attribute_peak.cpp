@@ -41,31 +41,31 @@ std::vector<LiveGroup> collect(const std::map<Key, LiveGroup>& groups) {
 }  // namespace
 
 PeakAttribution attributePeak(const Graph& graph, const std::vector<StorageId>& live) {
-  std::map<SourceFrame, LiveGroup> byFrame;
-  std::map<SourceFrame, LiveGroup> byUserFrame;
-  std::map<std::string, LiveGroup> byModule;
+  std::map<SourceFrame, LiveGroup> by_frame;
+  std::map<SourceFrame, LiveGroup> by_user_frame;
+  std::map<std::string, LiveGroup> by_module;
   PeakAttribution attribution;
   for (StorageId id : live) {
     const Storage& storage = graph.storage(id);
     if (storage.bytes == 0) continue;
     attribution.storages.push_back(id);
-    std::vector<SourceFrame> noStack;
+    std::vector<SourceFrame> no_stack;
     const Node* producer = storage.producer.valid() ? &graph.node(storage.producer) : nullptr;
-    const std::vector<SourceFrame>& stack = producer ? producer->stack : noStack;
+    const std::vector<SourceFrame>& stack = producer ? producer->stack : no_stack;
     SourceFrame frame = innermostFrame(stack);
-    SourceFrame userFrame = innermostUserFrame(stack);
-    std::string module = producer ? producer->modulePath : std::string();
-    charge(byFrame, frame, LiveGroup{frame, {}, 0, 0}, storage.bytes);
-    charge(byUserFrame, userFrame, LiveGroup{userFrame, {}, 0, 0}, storage.bytes);
-    charge(byModule, module, LiveGroup{{}, module, 0, 0}, storage.bytes);
+    SourceFrame user_frame = innermostUserFrame(stack);
+    std::string module = producer ? producer->module_path : std::string();
+    charge(by_frame, frame, LiveGroup{frame, {}, 0, 0}, storage.bytes);
+    charge(by_user_frame, user_frame, LiveGroup{user_frame, {}, 0, 0}, storage.bytes);
+    charge(by_module, module, LiveGroup{{}, module, 0, 0}, storage.bytes);
   }
   std::stable_sort(attribution.storages.begin(), attribution.storages.end(),
                    [&](StorageId left, StorageId right) {
                      return graph.storage(left).bytes > graph.storage(right).bytes;
                    });
-  attribution.byFrame = collect(byFrame);
-  attribution.byUserFrame = collect(byUserFrame);
-  attribution.byModule = collect(byModule);
+  attribution.by_frame = collect(by_frame);
+  attribution.by_user_frame = collect(by_user_frame);
+  attribution.by_module = collect(by_module);
   return attribution;
 }
 

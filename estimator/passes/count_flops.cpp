@@ -17,14 +17,14 @@ int64_t product(const std::vector<int64_t>& dimensions, size_t from = 0) {
 const Value* tensorInput(const Graph& graph, const Node& node, size_t position) {
   if (position >= node.inputs.size()) return nullptr;
   const Value& value = graph.value(node.inputs[position]);
-  if (value.kind != ValueKind::Tensor || !value.sizeKnown) return nullptr;
+  if (value.kind != ValueKind::kTensor || !value.size_known) return nullptr;
   return &value;
 }
 
 const Value* tensorOutput(const Graph& graph, const Node& node) {
   if (node.outputs.empty()) return nullptr;
   const Value& value = graph.value(node.outputs.front());
-  if (value.kind != ValueKind::Tensor || !value.sizeKnown) return nullptr;
+  if (value.kind != ValueKind::kTensor || !value.size_known) return nullptr;
   return &value;
 }
 

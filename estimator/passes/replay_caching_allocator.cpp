@@ -45,26 +45,26 @@ class CachingAllocatorModel {
   int32_t allocate(int64_t bytes) {
     if (bytes <= 0) return kNoBlock;
     int64_t size = roundSize(bytes);
-    bool small = size <= rules_.smallRequestLimitBytes;
-    Pool& pool = small ? smallPool_ : largePool_;
+    bool small = size <= rules_.small_request_limit_bytes;
+    Pool& pool = small ? small_pool_ : large_pool_;
     int32_t block;
     auto found = pool.lower_bound({size, std::numeric_limits<int64_t>::min(), 0});
     if (found != pool.end()) {
       block = std::get<2>(*found);
       pool.erase(found);
     } else {
-      int64_t segmentBytes = segmentSize(size);
-      if (limit_ && reserved_ + segmentBytes > *limit_) {
+      int64_t segment_bytes = segmentSize(size);
+      if (limit_ && reserved_ + segment_bytes > *limit_) {
         releaseCachedSegments();
-        if (reserved_ + segmentBytes > *limit_) {
-          outOfMemory_ = true;
+        if (reserved_ + segment_bytes > *limit_) {
+          out_of_memory_ = true;
           return kNoBlock;
         }
       }
-      block = newBlock(nextSegmentAddress_, segmentBytes, small);
-      nextSegmentAddress_ += segmentBytes;
-      reserved_ += segmentBytes;
-      peakReserved_ = std::max(peakReserved_, reserved_);
+      block = newBlock(next_segment_address_, segment_bytes, small);
+      next_segment_address_ += segment_bytes;
+      reserved_ += segment_bytes;
+      peak_reserved_ = std::max(peak_reserved_, reserved_);
       ++segments_;
     }
     if (shouldSplit(blocks_[block], size)) {
@@ -85,8 +85,8 @@ class CachingAllocatorModel {
     chosen.requested = bytes;
     allocated_ += chosen.size;
     requested_ += bytes;
-    peakAllocated_ = std::max(peakAllocated_, allocated_);
-    peakRequested_ = std::max(peakRequested_, requested_);
+    peak_allocated_ = std::max(peak_allocated_, allocated_);
+    peak_requested_ = std::max(peak_requested_, requested_);
     return block;
   }
 
@@ -97,7 +97,7 @@ class CachingAllocatorModel {
     allocated_ -= freed.size;
     requested_ -= freed.requested;
     freed.requested = 0;
-    Pool& pool = freed.small ? smallPool_ : largePool_;
+    Pool& pool = freed.small ? small_pool_ : large_pool_;
     int32_t merged = block;
     int32_t previous = freed.previous;
     if (previous != kNoBlock && !blocks_[previous].allocated) {
@@ -116,11 +116,11 @@ class CachingAllocatorModel {
   int64_t requested() const { return requested_; }
   int64_t allocated() const { return allocated_; }
   int64_t reserved() const { return reserved_; }
-  int64_t peakRequested() const { return peakRequested_; }
-  int64_t peakAllocated() const { return peakAllocated_; }
-  int64_t peakReserved() const { return peakReserved_; }
+  int64_t peakRequested() const { return peak_requested_; }
+  int64_t peakAllocated() const { return peak_allocated_; }
+  int64_t peakReserved() const { return peak_reserved_; }
   int64_t segments() const { return segments_; }
-  bool outOfMemory() const { return outOfMemory_; }
+  bool outOfMemory() const { return out_of_memory_; }
 
  private:
   struct Block {
@@ -136,21 +136,21 @@ class CachingAllocatorModel {
   using Pool = std::set<std::tuple<int64_t, int64_t, int32_t>>;
 
   int64_t roundSize(int64_t bytes) const {
-    int64_t unit = rules_.minimumBlockBytes;
+    int64_t unit = rules_.minimum_block_bytes;
     return std::max(unit, (bytes + unit - 1) / unit * unit);
   }
 
   int64_t segmentSize(int64_t size) const {
-    if (size <= rules_.smallRequestLimitBytes) return rules_.smallSegmentBytes;
-    if (size < rules_.largeSegmentThresholdBytes) return rules_.largeSegmentBytes;
-    int64_t unit = rules_.largeSegmentRoundingBytes;
+    if (size <= rules_.small_request_limit_bytes) return rules_.small_segment_bytes;
+    if (size < rules_.large_segment_threshold_bytes) return rules_.large_segment_bytes;
+    int64_t unit = rules_.large_segment_rounding_bytes;
     return (size + unit - 1) / unit * unit;
   }
 
   bool shouldSplit(const Block& block, int64_t size) const {
     int64_t remaining = block.size - size;
-    return block.small ? remaining >= rules_.minimumBlockBytes
-                       : remaining > rules_.smallRequestLimitBytes;
+    return block.small ? remaining >= rules_.minimum_block_bytes
+                       : remaining > rules_.small_request_limit_bytes;
   }
 
   int32_t newBlock(int64_t address, int64_t size, bool small) {
@@ -164,7 +164,7 @@ class CachingAllocatorModel {
 
   // Gives back every segment that is one free block (a block with no neighbours).
   void releaseCachedSegments() {
-    for (Pool* pool : {&smallPool_, &largePool_}) {
+    for (Pool* pool : {&small_pool_, &large_pool_}) {
       for (auto entry = pool->begin(); entry != pool->end();) {
         const Block& block = blocks_[std::get<2>(*entry)];
         if (block.previous == kNoBlock && block.next == kNoBlock) {
@@ -189,17 +189,17 @@ class CachingAllocatorModel {
 
   CachingAllocatorRules rules_;
   std::optional<int64_t> limit_;
-  bool outOfMemory_ = false;
+  bool out_of_memory_ = false;
   std::vector<Block> blocks_;
-  Pool smallPool_;
-  Pool largePool_;
-  int64_t nextSegmentAddress_ = 0;
+  Pool small_pool_;
+  Pool large_pool_;
+  int64_t next_segment_address_ = 0;
   int64_t requested_ = 0;
   int64_t allocated_ = 0;
   int64_t reserved_ = 0;
-  int64_t peakRequested_ = 0;
-  int64_t peakAllocated_ = 0;
-  int64_t peakReserved_ = 0;
+  int64_t peak_requested_ = 0;
+  int64_t peak_allocated_ = 0;
+  int64_t peak_reserved_ = 0;
   int64_t segments_ = 0;
 };
 
@@ -212,8 +212,8 @@ bool contains(const std::vector<std::string>& names, std::string_view op) {
 AllocatorReplay replayCachingAllocator(const Graph& graph,
                                        const std::vector<TimelineEvent>& timeline,
                                        const DeviceProfile& profile,
-                                       std::optional<int64_t> memoryLimitBytes) {
-  CachingAllocatorModel model(profile.allocator, memoryLimitBytes);
+                                       std::optional<int64_t> memory_limit_bytes) {
+  CachingAllocatorModel model(profile.allocator, memory_limit_bytes);
   std::vector<int32_t> blocks(graph.storages.size(), CachingAllocatorModel::kNoBlock);
 
   // Module.to(device) moves the weights before anything else, then the caller makes inputs.
@@ -223,41 +223,41 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
     }
   }
   for (size_t index = 0; index < graph.storages.size(); ++index) {
-    if (graph.storages[index].origin == StorageOrigin::Input) {
+    if (graph.storages[index].origin == StorageOrigin::kInput) {
       blocks[index] = model.allocate(graph.storages[index].bytes);
     }
   }
 
   AllocatorReplay result;
-  auto finish = [&](NodeId failedAt) {
-    result.outOfMemory = model.outOfMemory();
-    result.outOfMemoryNode = failedAt;
-    result.peakRequestedBytes = model.peakRequested();
-    result.peakAllocatedBytes = model.peakAllocated();
-    result.peakReservedBytes = model.peakReserved();
+  auto finish = [&](NodeId failed_at) {
+    result.out_of_memory = model.outOfMemory();
+    result.out_of_memory_node = failed_at;
+    result.peak_requested_bytes = model.peakRequested();
+    result.peak_allocated_bytes = model.peakAllocated();
+    result.peak_reserved_bytes = model.peakReserved();
     result.segments = model.segments();
     return result;
   };
   if (model.outOfMemory()) return finish(NodeId());  // the weights and inputs alone
-  result.baselineRequestedBytes = model.requested();
-  result.baselineAllocatedBytes = model.allocated();
-  result.baselineReservedBytes = model.reserved();
-  result.convolutionWorkspaceBoundBytes = profile.convolutionWorkspaceBoundBytes.value_or(0);
+  result.baseline_requested_bytes = model.requested();
+  result.baseline_allocated_bytes = model.allocated();
+  result.baseline_reserved_bytes = model.reserved();
+  result.convolution_workspace_bound_bytes = profile.convolution_workspace_bound_bytes.value_or(0);
 
-  int64_t bestAllocated = model.allocated();
-  int64_t bestRequested = model.requested();
-  auto notePeaks = [&](NodeId node) {
-    if (model.allocated() > bestAllocated) {
-      bestAllocated = model.allocated();
-      result.peakAllocatedNode = node;
+  int64_t best_allocated = model.allocated();
+  int64_t best_requested = model.requested();
+  auto note_peaks = [&](NodeId node) {
+    if (model.allocated() > best_allocated) {
+      best_allocated = model.allocated();
+      result.peak_allocated_node = node;
     }
-    if (model.requested() > bestRequested) {
-      bestRequested = model.requested();
-      result.peakRequestedNode = node;
+    if (model.requested() > best_requested) {
+      best_requested = model.requested();
+      result.peak_requested_node = node;
     }
   };
 
-  bool cublasWorkspaceAllocated = false;
+  bool cublas_workspace_allocated = false;
   size_t position = 0;
   for (size_t index = 0; index < graph.nodes.size(); ++index) {
     NodeId node(index);
@@ -266,47 +266,47 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
     size_t end = position;
     // Library workspaces are taken once the op has its outputs (at::mm allocates the result,
     // then fetches the cuBLAS handle), before it drops its own temporaries.
-    size_t workspacePoint = begin;
+    size_t workspace_point = begin;
     for (size_t at = begin; at < end; ++at) {
-      if (timeline[at].insideNode && timeline[at].kind == MemoryEventKind::Allocate) {
-        workspacePoint = at + 1;
+      if (timeline[at].inside_node && timeline[at].kind == MemoryEventKind::kAllocate) {
+        workspace_point = at + 1;
       }
     }
     const std::string& op = graph.nodes[index].op;
-    int32_t convolutionWorkspace = CachingAllocatorModel::kNoBlock;
+    int32_t convolution_workspace = CachingAllocatorModel::kNoBlock;
     for (size_t at = begin; at <= end; ++at) {
-      if (at == workspacePoint) {
-        if (!cublasWorkspaceAllocated && profile.cublasWorkspaceBytes > 0 &&
-            contains(profile.cublasOps, op)) {
-          model.allocate(profile.cublasWorkspaceBytes);  // kept for the process's lifetime
+      if (at == workspace_point) {
+        if (!cublas_workspace_allocated && profile.cublas_workspace_bytes > 0 &&
+            contains(profile.cublas_ops, op)) {
+          model.allocate(profile.cublas_workspace_bytes);  // kept for the process's lifetime
           if (model.outOfMemory()) return finish(node);
-          cublasWorkspaceAllocated = true;
-          result.cublasWorkspaceBytes = profile.cublasWorkspaceBytes;
-          result.cublasWorkspaceNode = node;
-          notePeaks(node);
+          cublas_workspace_allocated = true;
+          result.cublas_workspace_bytes = profile.cublas_workspace_bytes;
+          result.cublas_workspace_node = node;
+          note_peaks(node);
         }
-        if (result.convolutionWorkspaceBoundBytes > 0 && contains(profile.convolutionOps, op)) {
-          convolutionWorkspace = model.allocate(result.convolutionWorkspaceBoundBytes);
+        if (result.convolution_workspace_bound_bytes > 0 && contains(profile.convolution_ops, op)) {
+          convolution_workspace = model.allocate(result.convolution_workspace_bound_bytes);
           if (model.outOfMemory()) return finish(node);
-          notePeaks(node);
+          note_peaks(node);
         }
       }
       if (at == end) break;
       const TimelineEvent& event = timeline[at];
-      if (!event.insideNode && convolutionWorkspace != CachingAllocatorModel::kNoBlock) {
-        model.release(convolutionWorkspace);  // the call returned
-        convolutionWorkspace = CachingAllocatorModel::kNoBlock;
+      if (!event.inside_node && convolution_workspace != CachingAllocatorModel::kNoBlock) {
+        model.release(convolution_workspace);  // the call returned
+        convolution_workspace = CachingAllocatorModel::kNoBlock;
       }
-      if (event.kind == MemoryEventKind::Allocate) {
+      if (event.kind == MemoryEventKind::kAllocate) {
         blocks[event.storage.value] = model.allocate(graph.storage(event.storage).bytes);
         if (model.outOfMemory()) return finish(node);
-        notePeaks(node);
+        note_peaks(node);
       } else {
         model.release(blocks[event.storage.value]);
         blocks[event.storage.value] = CachingAllocatorModel::kNoBlock;
       }
     }
-    model.release(convolutionWorkspace);
+    model.release(convolution_workspace);
   }
 
   return finish(NodeId());

@@ -16,32 +16,32 @@ namespace memtrace::estimator {
 // Note [Caching allocator replay].
 struct AllocatorReplay {
   // After the weights and inputs, before the first node ("baseline" in the seeds' tables).
-  int64_t baselineRequestedBytes = 0;
-  int64_t baselineAllocatedBytes = 0;
-  int64_t baselineReservedBytes = 0;
+  int64_t baseline_requested_bytes = 0;
+  int64_t baseline_allocated_bytes = 0;
+  int64_t baseline_reserved_bytes = 0;
   // requested_bytes.all.peak, allocated_bytes.all.peak (max_memory_allocated()),
   // reserved_bytes.all.peak (max_memory_reserved()).
-  int64_t peakRequestedBytes = 0;
-  int64_t peakAllocatedBytes = 0;
-  int64_t peakReservedBytes = 0;
-  NodeId peakRequestedNode;
-  NodeId peakAllocatedNode;
+  int64_t peak_requested_bytes = 0;
+  int64_t peak_allocated_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  NodeId peak_requested_node;
+  NodeId peak_allocated_node;
   // The cuBLAS workspace, when a node calls cuBLAS: its size and the first such node.
-  int64_t cublasWorkspaceBytes = 0;
-  NodeId cublasWorkspaceNode;
+  int64_t cublas_workspace_bytes = 0;
+  NodeId cublas_workspace_node;
   // The convolution workspace bound applied to each convolution, 0 when none was stated.
-  int64_t convolutionWorkspaceBoundBytes = 0;
+  int64_t convolution_workspace_bound_bytes = 0;
   int64_t segments = 0;  // held when the forward returns
   // With a memory limit: an allocation failed even after the cached segments were released.
-  // The replay stops there (at outOfMemoryNode; none: the weights and inputs did not fit).
-  bool outOfMemory = false;
-  NodeId outOfMemoryNode;
+  // The replay stops there (at out_of_memory_node; none: the weights and inputs did not fit).
+  bool out_of_memory = false;
+  NodeId out_of_memory_node;
 };
 
-// `memoryLimitBytes`: the device memory the allocator may reserve; none for as much as it asks.
+// `memory_limit_bytes`: the device memory the allocator may reserve; none for as much as it asks.
 AllocatorReplay replayCachingAllocator(const Graph& graph,
                                        const std::vector<TimelineEvent>& timeline,
                                        const DeviceProfile& profile,
-                                       std::optional<int64_t> memoryLimitBytes = std::nullopt);
+                                       std::optional<int64_t> memory_limit_bytes = std::nullopt);
 
 }  // namespace memtrace::estimator

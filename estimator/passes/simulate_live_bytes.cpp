@@ -7,17 +7,17 @@ LiveBytesPeak simulateLiveBytes(const Graph& graph, const std::vector<TimelineEv
   // First find where the peak is, then replay up to there to list what is live: keeping a
   // copy of the live set at every new maximum would cost a copy per step on a rising curve.
   int64_t live = 0;
-  size_t peakPosition = 0;
+  size_t peak_position = 0;
   bool any = false;
   for (size_t position = 0; position < timeline.size(); ++position) {
     const TimelineEvent& event = timeline[position];
     int64_t bytes = graph.storage(event.storage).bytes;
-    if (event.kind == MemoryEventKind::Allocate) {
+    if (event.kind == MemoryEventKind::kAllocate) {
       live += bytes;
-      if (live > result.peakBytes || !any) {
-        result.peakBytes = live;
-        result.peakNode = event.node;
-        peakPosition = position;
+      if (live > result.peak_bytes || !any) {
+        result.peak_bytes = live;
+        result.peak_node = event.node;
+        peak_position = position;
         any = true;
       }
     } else {
@@ -26,13 +26,13 @@ LiveBytesPeak simulateLiveBytes(const Graph& graph, const std::vector<TimelineEv
   }
   if (!any) return result;
 
-  std::vector<bool> isLive(graph.storages.size(), false);
-  for (size_t position = 0; position <= peakPosition; ++position) {
+  std::vector<bool> is_live(graph.storages.size(), false);
+  for (size_t position = 0; position <= peak_position; ++position) {
     const TimelineEvent& event = timeline[position];
-    isLive[event.storage.value] = event.kind == MemoryEventKind::Allocate;
+    is_live[event.storage.value] = event.kind == MemoryEventKind::kAllocate;
   }
-  for (size_t index = 0; index < isLive.size(); ++index) {
-    if (isLive[index]) result.liveAtPeak.push_back(StorageId(index));
+  for (size_t index = 0; index < is_live.size(); ++index) {
+    if (is_live[index]) result.live_at_peak.push_back(StorageId(index));
   }
   return result;
 }

@@ -11,9 +11,9 @@ namespace memtrace::estimator {
 // The activation peak in exact bytes: what a tracker counting live tensor storages would see
 // (weights, inputs and allocator workspaces excluded, no rounding).
 struct LiveBytesPeak {
-  int64_t peakBytes = 0;
-  NodeId peakNode;  // the node during which the peak is reached
-  std::vector<StorageId> liveAtPeak;
+  int64_t peak_bytes = 0;
+  NodeId peak_node;  // the node during which the peak is reached
+  std::vector<StorageId> live_at_peak;
 };
 
 LiveBytesPeak simulateLiveBytes(const Graph& graph, const std::vector<TimelineEvent>& timeline);

@@ -81,15 +81,15 @@ constexpr std::pair<std::string_view, at::ScalarType> kDtypes[] = {
 };
 
 std::string dtypeName(at::ScalarType type) {
-  for (const auto& [name, scalarType] : kDtypes) {
-    if (scalarType == type) return std::string(name);
+  for (const auto& [name, scalar_type] : kDtypes) {
+    if (scalar_type == type) return std::string(name);
   }
   return c10::toString(type);  // one --input cannot name, but a model may make
 }
 
 at::ScalarType scalarTypeOf(std::string_view dtype) {
-  for (const auto& [name, scalarType] : kDtypes) {
-    if (name == dtype) return scalarType;
+  for (const auto& [name, scalar_type] : kDtypes) {
+    if (name == dtype) return scalar_type;
   }
   throw EstimateError("dtype " + std::string(dtype) + " has no ATen type");
 }
@@ -112,8 +112,8 @@ bool isMetaLimitation(const std::exception& error) {
 }
 
 std::string errorMessage(const std::exception& error) {
-  if (auto* c10Error = dynamic_cast<const c10::Error*>(&error)) {
-    return firstLineOf(c10Error->what_without_backtrace());
+  if (auto* c10_error = dynamic_cast<const c10::Error*>(&error)) {
+    return firstLineOf(c10_error->what_without_backtrace());
   }
   return firstLineOf(error.what());
 }
@@ -260,9 +260,9 @@ bool isRepeatedCall(std::string_view previous, std::string_view next) {
       return std::isdigit(static_cast<unsigned char>(character));
     });
   };
-  auto [previousParent, previousLast] = splitLastComponent(previous);
-  auto [nextParent, nextLast] = splitLastComponent(next);
-  return previousParent == nextParent && numeric(previousLast) && numeric(nextLast);
+  auto [previous_parent, previous_last] = splitLastComponent(previous);
+  auto [next_parent, next_last] = splitLastComponent(next);
+  return previous_parent == next_parent && numeric(previous_last) && numeric(next_last);
 }
 
 class GraphBuilder {
@@ -270,19 +270,19 @@ class GraphBuilder {
   GraphBuilder(const jit::Module& module, BuildCaches& caches)
       : module_(module),
         locations_(caches.locations),
-        sourceFiles_(caches.sourceFiles),
-        shapeFunctions_(caches.shapeFunctions) {}
+        source_files_(caches.source_files),
+        shape_functions_(caches.shape_functions) {}
 
   Graph build(const std::vector<InputSpec>& inputs);
 
  private:
   // What a TorchScript value holds during abstract execution. `known` is false when its value
   // depends on tensor data or on an op that could not be sized; a tensor or container of
-  // unknown content still has a neutral Value (`unknownValue`) so that uses are recorded.
+  // unknown content still has a neutral Value (`unknown_value`) so that uses are recorded.
   struct Slot {
     c10::IValue value;
     bool known = true;
-    ValueId unknownValue;
+    ValueId unknown_value;
   };
   using Environment = std::unordered_map<const jit::Value*, Slot>;
 
@@ -294,24 +294,24 @@ class GraphBuilder {
     ScopeId scope;
     std::vector<ValueId> values;
     NodeId after;
-    std::string lastCallee;  // the module the statement last called
+    std::string last_callee;  // the module the statement last called
   };
 
   // One function invocation.
   struct Frame {
     ScopeId scope;
-    std::string modulePath;
+    std::string module_path;
     std::string function;
     std::vector<SourceFrame> callers;  // call sites, innermost first (scripted code)
-    std::vector<SourceFrame> lastStack;
-    std::string lastStatement;
-    bool lastTraced = false;
-    size_t moduleDepth = 0;                     // nn.Module calls from the root module
-    std::vector<SourceFrame> firstTracedStack;  // of the first traced node run in this call
+    std::vector<SourceFrame> last_stack;
+    std::string last_statement;
+    bool last_traced = false;
+    size_t module_depth = 0;                      // nn.Module calls from the root module
+    std::vector<SourceFrame> first_traced_stack;  // of the first traced node run in this call
     // Traced graphs (Note [Names in traced graphs]): the statements the last node belongs to,
     // outermost first, and the scopes of the Python functions they are in.
     std::vector<PendingStatement> statements;
-    std::map<std::string, ScopeId> tracedScopes;
+    std::map<std::string, ScopeId> traced_scopes;
   };
 
   // Where a node runs: its Python stack, the statement it belongs to, the scope it binds in.
@@ -319,19 +319,19 @@ class GraphBuilder {
     std::vector<SourceFrame> stack;
     std::vector<std::string> targets;  // names the statement binds
     ScopeId scope;
-    std::string modulePath;
+    std::string module_path;
     bool traced = false;
   };
 
   // What an If needs to put back before trying its other branch.
   struct Snapshot {
     Graph graph;
-    std::unordered_map<const c10::TensorImpl*, ValueId> tensorValues;
+    std::unordered_map<const c10::TensorImpl*, ValueId> tensor_values;
     std::unordered_map<const c10::StorageImpl*, StorageId> storages;
-    std::unordered_map<const void*, ValueId> containerValues;
-    std::map<std::pair<const void*, std::string>, Slot> attributeWrites;
+    std::unordered_map<const void*, ValueId> container_values;
+    std::map<std::pair<const void*, std::string>, Slot> attribute_writes;
     // Weights and constants met for the first time inside a branch go with it.
-    std::unordered_map<const c10::TensorImpl*, at::Tensor> metaWeights;
+    std::unordered_map<const c10::TensorImpl*, at::Tensor> meta_weights;
     std::unordered_map<const jit::Node*, c10::IValue> constants;
   };
 
@@ -376,7 +376,7 @@ class GraphBuilder {
   NodeId lastNode() const;
   Snapshot snapshot() const;
   void restore(Snapshot snapshot);
-  int64_t bytesAllocatedSince(size_t firstNode) const;
+  int64_t bytesAllocatedSince(size_t first_node) const;
   void forgetNamesIfFrozen();
   [[noreturn]] void failOp(const jit::Node* node, const Location& location,
                            const std::vector<Slot>& inputs, const std::string& why);
@@ -385,32 +385,32 @@ class GraphBuilder {
   Graph graph_;
   MetaAllocationRecorder recorder_;
   SourceLocations& locations_;
-  SourceFileCache& sourceFiles_;
-  ShapeFunctionSizer& shapeFunctions_;
+  SourceFileCache& source_files_;
+  ShapeFunctionSizer& shape_functions_;
 
   // Identity of runtime objects: tensors by TensorImpl, storages by StorageImpl (meta storages
   // and, for weights, the real ones), lists, tuples and dicts by their payload. Every IValue
   // the builder has seen is kept alive, so no address is reused while it runs.
-  std::unordered_map<const c10::TensorImpl*, ValueId> tensorValues_;
+  std::unordered_map<const c10::TensorImpl*, ValueId> tensor_values_;
   std::unordered_map<const c10::StorageImpl*, StorageId> storages_;
-  std::unordered_map<const void*, ValueId> containerValues_;
-  std::unordered_map<const c10::TensorImpl*, at::Tensor> metaWeights_;
-  std::unordered_map<const c10::ivalue::Object*, std::string> modulePaths_;
-  std::map<std::pair<const void*, std::string>, Slot> attributeWrites_;
+  std::unordered_map<const void*, ValueId> container_values_;
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> meta_weights_;
+  std::unordered_map<const c10::ivalue::Object*, std::string> module_paths_;
+  std::map<std::pair<const void*, std::string>, Slot> attribute_writes_;
   std::unordered_map<const jit::Node*, c10::IValue> constants_;
   std::unordered_map<const jit::Node*, jit::Operation> operations_;
-  std::unordered_set<const c10::FunctionSchema*> withoutMetaKernel_;
-  std::unordered_map<const jit::Node*, std::vector<const jit::Value*>> freeVariables_;
-  std::vector<c10::IValue> keepAlive_;
-  // Activation storages registered since the current node started, with their meta storage.
-  std::vector<std::pair<StorageId, const c10::StorageImpl*>> newStorages_;
+  std::unordered_set<const c10::FunctionSchema*> without_meta_kernel_;
+  std::unordered_map<const jit::Node*, std::vector<const jit::Value*>> free_variables_;
+  std::vector<c10::IValue> keep_alive_;
+  // kActivation storages registered since the current node started, with their meta storage.
+  std::vector<std::pair<StorageId, const c10::StorageImpl*>> new_storages_;
 };
 
 // ---------------------------------------------------------------------------------------------
 // Weights and inputs
 
 void GraphBuilder::registerModuleTensors(const jit::Module& module, const std::string& path) {
-  modulePaths_.emplace(module._ivalue().get(), path);
+  module_paths_.emplace(module._ivalue().get(), path);
   // Module._apply, which Module.to(device) runs, converts the children first, then the
   // module's own parameters, then its buffers: the order they reach the device.
   const c10::ClassTypePtr& type = module.type();
@@ -428,7 +428,7 @@ void GraphBuilder::registerModuleTensors(const jit::Module& module, const std::s
       if (!wanted || !value.isTensor()) continue;
       std::string name = type->getAttributeName(slot);
       registerWeight(value.toTensor(),
-                     parameters ? StorageOrigin::Parameter : StorageOrigin::Buffer,
+                     parameters ? StorageOrigin::kParameter : StorageOrigin::kBuffer,
                      path.empty() ? name : path + "." + name);
     }
   }
@@ -436,8 +436,8 @@ void GraphBuilder::registerModuleTensors(const jit::Module& module, const std::s
 
 ValueId GraphBuilder::registerWeight(const at::Tensor& tensor, StorageOrigin origin,
                                      const std::string& name) {
-  auto known = metaWeights_.find(tensor.unsafeGetTensorImpl());
-  if (known != metaWeights_.end()) return tensorValues_.at(known->second.unsafeGetTensorImpl());
+  auto known = meta_weights_.find(tensor.unsafeGetTensorImpl());
+  if (known != meta_weights_.end()) return tensor_values_.at(known->second.unsafeGetTensorImpl());
   // Shared storage (tied weights) is counted and allocated once, under its first name.
   const c10::StorageImpl* real = tensor.storage().unsafeGetStorageImpl();
   auto [storage, inserted] = storages_.try_emplace(real);
@@ -448,15 +448,15 @@ ValueId GraphBuilder::registerWeight(const at::Tensor& tensor, StorageOrigin ori
   at::Tensor meta = at::empty_strided(tensor.sizes(), tensor.strides(),
                                       tensor.options().device(at::kMeta).requires_grad(false));
   storages_[meta.storage().unsafeGetStorageImpl()] = storage->second;
-  metaWeights_.emplace(tensor.unsafeGetTensorImpl(), meta);
-  keepAlive_.push_back(tensor);
-  keepAlive_.push_back(meta);
+  meta_weights_.emplace(tensor.unsafeGetTensorImpl(), meta);
+  keep_alive_.push_back(tensor);
+  keep_alive_.push_back(meta);
   Value value;
   value.storage = storage->second;
   value.shape = meta.sizes().vec();
   value.dtype = dtypeName(meta.scalar_type());
   ValueId id = graph_.addValue(std::move(value));
-  tensorValues_[meta.unsafeGetTensorImpl()] = id;
+  tensor_values_[meta.unsafeGetTensorImpl()] = id;
   return id;
 }
 
@@ -464,26 +464,27 @@ ValueId GraphBuilder::registerWeight(const at::Tensor& tensor, StorageOrigin ori
 c10::IValue GraphBuilder::attributeValue(const c10::IValue& value, const std::string& name) {
   if (value.isTensor()) {
     const at::Tensor& tensor = value.toTensor();
-    auto known = metaWeights_.find(tensor.unsafeGetTensorImpl());
-    if (known != metaWeights_.end()) return known->second;
+    auto known = meta_weights_.find(tensor.unsafeGetTensorImpl());
+    if (known != meta_weights_.end()) return known->second;
     if (!tensor.defined()) return value;
     if (tensor.dim() == 0) {
       // A plain 0-dim tensor attribute is a number in disguise; Module.to() leaves it on the
       // host, and so does the estimate.
-      if (!tensorValues_.count(tensor.unsafeGetTensorImpl())) {
-        StorageId storage = graph_.addStorage(
-            {StorageOrigin::Host, static_cast<int64_t>(tensor.storage().nbytes()), NodeId(), name});
+      if (!tensor_values_.count(tensor.unsafeGetTensorImpl())) {
+        StorageId storage =
+            graph_.addStorage({StorageOrigin::kHost,
+                               static_cast<int64_t>(tensor.storage().nbytes()), NodeId(), name});
         Value host;
         host.storage = storage;
         host.dtype = dtypeName(tensor.scalar_type());
-        tensorValues_[tensor.unsafeGetTensorImpl()] = graph_.addValue(std::move(host));
-        keepAlive_.push_back(tensor);
+        tensor_values_[tensor.unsafeGetTensorImpl()] = graph_.addValue(std::move(host));
+        keep_alive_.push_back(tensor);
       }
       return value;
     }
     // A tensor attribute that is neither parameter nor buffer: counted with the buffers.
-    registerWeight(tensor, StorageOrigin::Buffer, name);
-    return metaWeights_.at(tensor.unsafeGetTensorImpl());
+    registerWeight(tensor, StorageOrigin::kBuffer, name);
+    return meta_weights_.at(tensor.unsafeGetTensorImpl());
   }
   if (value.isList()) {
     c10::impl::GenericList converted(value.toList().elementType());
@@ -510,8 +511,8 @@ NodeId GraphBuilder::lastNode() const {
 }
 
 ValueId GraphBuilder::tensorValue(const at::Tensor& tensor, NodeId producer) {
-  auto known = tensorValues_.find(tensor.unsafeGetTensorImpl());
-  if (known != tensorValues_.end()) return known->second;
+  auto known = tensor_values_.find(tensor.unsafeGetTensorImpl());
+  if (known != tensor_values_.end()) return known->second;
   Value value;
   value.producer = producer;
   value.shape = tensor.sizes().vec();
@@ -520,30 +521,30 @@ ValueId GraphBuilder::tensorValue(const at::Tensor& tensor, NodeId producer) {
     const c10::StorageImpl* impl = tensor.storage().unsafeGetStorageImpl();
     auto [storage, inserted] = storages_.try_emplace(impl);
     if (inserted) {
-      StorageOrigin origin = tensor.is_meta() ? StorageOrigin::Activation : StorageOrigin::Host;
+      StorageOrigin origin = tensor.is_meta() ? StorageOrigin::kActivation : StorageOrigin::kHost;
       storage->second = graph_.addStorage(
           {origin, static_cast<int64_t>(tensor.storage().nbytes()), producer, {}});
-      if (origin == StorageOrigin::Activation) newStorages_.emplace_back(storage->second, impl);
+      if (origin == StorageOrigin::kActivation) new_storages_.emplace_back(storage->second, impl);
     }
     value.storage = storage->second;
   } else {
-    value.sizeKnown = false;  // sparse or nested layouts: no single storage to count
+    value.size_known = false;  // sparse or nested layouts: no single storage to count
   }
   ValueId id = graph_.addValue(std::move(value));
-  tensorValues_[tensor.unsafeGetTensorImpl()] = id;
-  keepAlive_.push_back(tensor);
+  tensor_values_[tensor.unsafeGetTensorImpl()] = id;
+  keep_alive_.push_back(tensor);
   return id;
 }
 
 void GraphBuilder::collectValues(const c10::IValue& value, std::vector<ValueId>& ids) {
   if (value.isTensor()) {
     if (value.toTensor().defined()) {
-      auto known = tensorValues_.find(value.toTensor().unsafeGetTensorImpl());
-      if (known != tensorValues_.end()) ids.push_back(known->second);
+      auto known = tensor_values_.find(value.toTensor().unsafeGetTensorImpl());
+      if (known != tensor_values_.end()) ids.push_back(known->second);
     }
   } else if (value.isList() || value.isTuple() || value.isGenericDict()) {
-    auto known = containerValues_.find(value.internalToPointer());
-    if (known != containerValues_.end()) ids.push_back(known->second);
+    auto known = container_values_.find(value.internalToPointer());
+    if (known != container_values_.end()) ids.push_back(known->second);
   }
 }
 
@@ -556,13 +557,13 @@ ValueId GraphBuilder::valueOf(const c10::IValue& value, NodeId producer) {
   }
   if (!(value.isList() || value.isTuple() || value.isGenericDict())) return ValueId();
   if (value.isList() && !holdsTensors(value.toList().elementType())) return ValueId();
-  auto [entry, inserted] = containerValues_.try_emplace(value.internalToPointer());
+  auto [entry, inserted] = container_values_.try_emplace(value.internalToPointer());
   if (inserted) {
     Value container;
-    container.kind = ValueKind::Container;
+    container.kind = ValueKind::kContainer;
     container.producer = producer;
     entry->second = graph_.addValue(std::move(container));
-    keepAlive_.push_back(value);
+    keep_alive_.push_back(value);
   }
   refreshContainer(entry->second, value, producer);
   return entry->second;
@@ -593,7 +594,7 @@ void GraphBuilder::refreshContainer(ValueId container, const c10::IValue& value,
 std::vector<ValueId> GraphBuilder::valuesOf(const Slot& slot) {
   std::vector<ValueId> ids;
   if (!slot.known) {
-    if (slot.unknownValue.valid()) ids.push_back(slot.unknownValue);
+    if (slot.unknown_value.valid()) ids.push_back(slot.unknown_value);
     return ids;
   }
   collectValues(slot.value, ids);
@@ -620,7 +621,7 @@ std::vector<ValueId> GraphBuilder::valuesOf(const Slot& slot) {
 
 std::vector<std::string> GraphBuilder::targetsOf(const SourceFrame& statement) {
   if (!statement.known()) return {};
-  std::optional<std::string> line = sourceFiles_.line(statement.file, statement.line);
+  std::optional<std::string> line = source_files_.line(statement.file, statement.line);
   return line ? assignmentTargets(*line) : std::vector<std::string>();
 }
 
@@ -628,8 +629,9 @@ void GraphBuilder::enterStatements(Frame& frame, const std::vector<SourceFrame>&
                                    Location& location, const std::string* callee) {
   std::vector<std::vector<SourceFrame>> segments = splitByModuleCalls(stack);
   std::vector<SourceFrame> levels;
-  if (frame.moduleDepth + 1 < segments.size()) {
-    levels.assign(segments[frame.moduleDepth + 1].rbegin(), segments[frame.moduleDepth + 1].rend());
+  if (frame.module_depth + 1 < segments.size()) {
+    levels.assign(segments[frame.module_depth + 1].rbegin(),
+                  segments[frame.module_depth + 1].rend());
   }
   size_t common = 0;
   while (common < levels.size() && common < frame.statements.size() &&
@@ -640,7 +642,7 @@ void GraphBuilder::enterStatements(Frame& frame, const std::vector<SourceFrame>&
   // is a loop going round (`for layer in self.layers: x = layer(x)`), not one statement calling
   // two modules (`x = self.pool(self.conv(x))`): the previous round's assignment is done.
   if (callee && common == levels.size() && common > 0 &&
-      isRepeatedCall(frame.statements[common - 1].lastCallee, *callee)) {
+      isRepeatedCall(frame.statements[common - 1].last_callee, *callee)) {
     --common;
   }
   finishStatements(frame, common);
@@ -652,7 +654,7 @@ void GraphBuilder::enterStatements(Frame& frame, const std::vector<SourceFrame>&
     if (level < common) continue;
     ScopeId scope = frame.scope;
     if (level > 0) {
-      auto [entry, inserted] = frame.tracedScopes.try_emplace(key);
+      auto [entry, inserted] = frame.traced_scopes.try_emplace(key);
       if (inserted) {
         entry->second =
             graph_.addScope({frame.statements[level - 1].scope, levels[level].function});
@@ -661,7 +663,7 @@ void GraphBuilder::enterStatements(Frame& frame, const std::vector<SourceFrame>&
     }
     frame.statements.push_back({levels[level], scope, {}, NodeId(), {}});
   }
-  if (callee && !frame.statements.empty()) frame.statements.back().lastCallee = *callee;
+  if (callee && !frame.statements.empty()) frame.statements.back().last_callee = *callee;
   location.traced = true;
   location.scope = frame.statements.empty() ? frame.scope : frame.statements.back().scope;
   location.targets =
@@ -694,24 +696,24 @@ GraphBuilder::Location GraphBuilder::locate(const jit::Node* node, Frame& frame)
   const RangeLocation& range = locations_.resolve(node->sourceRange());
   Location location;
   location.scope = frame.scope;
-  location.modulePath = frame.modulePath;
+  location.module_path = frame.module_path;
   if (!range.known) {
     // prim nodes (ListUnpack, GetAttr) carry no range: they belong to the statement before.
-    location.stack = frame.lastStack.empty() ? frame.callers : frame.lastStack;
-    if (frame.lastTraced && !frame.statements.empty()) {
+    location.stack = frame.last_stack.empty() ? frame.callers : frame.last_stack;
+    if (frame.last_traced && !frame.statements.empty()) {
       location.traced = true;
       location.scope = frame.statements.back().scope;
       location.targets = targetsOf(frame.statements.back().statement);
     } else {
-      location.targets = assignmentTargets(frame.lastStatement);
+      location.targets = assignmentTargets(frame.last_statement);
     }
     return location;
   }
   if (range.traced) {
     location.stack = range.frames;
     enterStatements(frame, location.stack, location);
-    if (frame.firstTracedStack.empty()) frame.firstTracedStack = location.stack;
-    frame.lastStatement.clear();
+    if (frame.first_traced_stack.empty()) frame.first_traced_stack = location.stack;
+    frame.last_statement.clear();
   } else {
     SourceFrame here = range.frames.front();
     here.function = frame.function;
@@ -719,10 +721,10 @@ GraphBuilder::Location GraphBuilder::locate(const jit::Node* node, Frame& frame)
     location.stack.push_back(std::move(here));
     location.stack.insert(location.stack.end(), frame.callers.begin(), frame.callers.end());
     location.targets = assignmentTargets(range.statement);
-    frame.lastStatement = range.statement;
+    frame.last_statement = range.statement;
   }
-  frame.lastStack = location.stack;
-  frame.lastTraced = range.traced;
+  frame.last_stack = location.stack;
+  frame.last_traced = range.traced;
   return location;
 }
 
@@ -770,7 +772,7 @@ NodeId GraphBuilder::emitNode(const jit::Node* node, const Location& location, c
     }
   }
   neutral.stack = location.stack;
-  neutral.modulePath = frame.modulePath;
+  neutral.module_path = frame.module_path;
   neutral.scope = location.scope;
   return graph_.addNode(std::move(neutral));
 }
@@ -780,19 +782,19 @@ NodeId GraphBuilder::emitNode(const jit::Node* node, const Location& location, c
 // and what it allocated and dropped again are its temporaries.
 void GraphBuilder::recordOutputs(NodeId id, const std::vector<c10::IValue>& outputs,
                                  const std::vector<MetaAllocationEvent>& allocations) {
-  newStorages_.clear();
-  std::vector<ValueId> outputIds;
+  new_storages_.clear();
+  std::vector<ValueId> output_ids;
   for (const c10::IValue& output : outputs) {
     ValueId value = valueOf(output, id);
-    if (value.valid()) outputIds.push_back(value);
+    if (value.valid()) output_ids.push_back(value);
   }
   // New storages, by the id the meta allocator gave them.
-  std::unordered_map<uint64_t, StorageId> outputStorages;
+  std::unordered_map<uint64_t, StorageId> output_storages;
   std::vector<StorageId> unrecorded;
-  for (const auto& [storage, impl] : newStorages_) {
+  for (const auto& [storage, impl] : new_storages_) {
     uint64_t allocation = MetaAllocationRecorder::allocationId(impl->data_ptr());
     if (allocation != 0)
-      outputStorages.emplace(allocation, storage);
+      output_storages.emplace(allocation, storage);
     else
       unrecorded.push_back(storage);
   }
@@ -802,37 +804,37 @@ void GraphBuilder::recordOutputs(NodeId id, const std::vector<c10::IValue>& outp
   }
   std::vector<MemoryEvent> events;
   std::unordered_map<uint64_t, StorageId> temporaries;
-  std::vector<StorageId> leftOver;
+  std::vector<StorageId> left_over;
   std::unordered_set<uint64_t> emitted;
   for (const MetaAllocationEvent& event : allocations) {
     if (event.allocate) {
-      auto output = outputStorages.find(event.id);
-      if (output != outputStorages.end()) {
-        events.push_back({MemoryEventKind::Allocate, output->second});
+      auto output = output_storages.find(event.id);
+      if (output != output_storages.end()) {
+        events.push_back({MemoryEventKind::kAllocate, output->second});
         emitted.insert(event.id);
         continue;
       }
-      StorageId temporary = graph_.addStorage({StorageOrigin::Activation, event.bytes, id, {}});
+      StorageId temporary = graph_.addStorage({StorageOrigin::kActivation, event.bytes, id, {}});
       temporaries.emplace(event.id, temporary);
-      events.push_back({MemoryEventKind::Allocate, temporary});
-      if (!released.count(event.id)) leftOver.push_back(temporary);
+      events.push_back({MemoryEventKind::kAllocate, temporary});
+      if (!released.count(event.id)) left_over.push_back(temporary);
     } else {
       auto temporary = temporaries.find(event.id);
       if (temporary != temporaries.end()) {
-        events.push_back({MemoryEventKind::Release, temporary->second});
+        events.push_back({MemoryEventKind::kRelease, temporary->second});
       }
     }
   }
-  for (const auto& [allocation, storage] : outputStorages) {
+  for (const auto& [allocation, storage] : output_storages) {
     if (!emitted.count(allocation)) unrecorded.push_back(storage);
   }
   std::sort(unrecorded.begin(), unrecorded.end());
-  for (StorageId storage : unrecorded) events.push_back({MemoryEventKind::Allocate, storage});
+  for (StorageId storage : unrecorded) events.push_back({MemoryEventKind::kAllocate, storage});
   // Kept by something other than the outputs (an op's cache): charged to the op while it runs.
-  for (StorageId storage : leftOver) events.push_back({MemoryEventKind::Release, storage});
+  for (StorageId storage : left_over) events.push_back({MemoryEventKind::kRelease, storage});
   Node& node = graph_.node(id);
   node.events = std::move(events);
-  node.outputs = std::move(outputIds);
+  node.outputs = std::move(output_ids);
 }
 
 void GraphBuilder::failOp(const jit::Node* node, const Location& location,
@@ -847,7 +849,7 @@ void GraphBuilder::failOp(const jit::Node* node, const Location& location,
   SourceFrame where = user.known() ? user : innermostFrame(location.stack);
   std::string message = std::string(node->kind().toQualString());
   if (where.known()) message += " at " + where.file + ":" + std::to_string(where.line);
-  if (!location.modulePath.empty()) message += " (module " + location.modulePath + ")";
+  if (!location.module_path.empty()) message += " (module " + location.module_path + ")";
   message += " rejects inputs of shapes " + (shapes.empty() ? "(none)" : shapes) + ": " + why;
   throw EstimateError(message);
 }
@@ -858,27 +860,27 @@ void GraphBuilder::runUnsized(jit::Node* node, Frame& frame, Environment& enviro
   Location location = locate(node, frame);
   NodeId id = emitNode(node, location, frame, inputs);
   Node& neutral = graph_.node(id);
-  neutral.sizeUnknown = true;
+  neutral.size_unknown = true;
   for (const jit::Value* output : node->outputs()) {
     Slot slot;
     slot.known = false;
     if (holdsTensors(output->type())) {
       Value value;
       value.kind =
-          output->type()->cast<c10::TensorType>() ? ValueKind::Tensor : ValueKind::Container;
-      value.sizeKnown = false;
+          output->type()->cast<c10::TensorType>() ? ValueKind::kTensor : ValueKind::kContainer;
+      value.size_known = false;
       value.producer = id;
-      slot.unknownValue = graph_.addValue(std::move(value));
-      graph_.node(id).outputs.push_back(slot.unknownValue);
+      slot.unknown_value = graph_.addValue(std::move(value));
+      graph_.node(id).outputs.push_back(slot.unknown_value);
     }
     environment[output] = slot;
   }
-  bool producesTensors =
+  bool produces_tensors =
       std::any_of(node->outputs().begin(), node->outputs().end(),
                   [](const jit::Value* output) { return holdsTensors(output->type()); });
-  if (producesTensors) {
+  if (produces_tensors) {
     graph_.assumptions.push_back({kind, node->kind().toQualString(), location.stack, reason,
-                                  /*makesLowerBound=*/true});
+                                  /*makes_lower_bound=*/true});
   }
 }
 
@@ -926,21 +928,21 @@ void GraphBuilder::runConstant(jit::Node* node, Environment& environment) {
       if (tensor.dim() == 0) {
         // A Python number the tracer captured as a tensor: it stays on the host, and a real
         // value keeps shape arithmetic exact. Note [Abstract execution].
-        if (!tensorValues_.count(tensor.unsafeGetTensorImpl())) {
-          StorageId storage = graph_.addStorage({StorageOrigin::Host,
+        if (!tensor_values_.count(tensor.unsafeGetTensorImpl())) {
+          StorageId storage = graph_.addStorage({StorageOrigin::kHost,
                                                  static_cast<int64_t>(tensor.storage().nbytes()),
                                                  NodeId(), "constant"});
           Value host;
           host.storage = storage;
           host.dtype = dtypeName(tensor.scalar_type());
-          tensorValues_[tensor.unsafeGetTensorImpl()] = graph_.addValue(std::move(host));
-          keepAlive_.push_back(tensor);
+          tensor_values_[tensor.unsafeGetTensorImpl()] = graph_.addValue(std::move(host));
+          keep_alive_.push_back(tensor);
         }
       } else {
         // Frozen weights and tensors baked into a trace: on the device with the module.
-        registerWeight(tensor, StorageOrigin::Constant,
+        registerWeight(tensor, StorageOrigin::kConstant,
                        "constant " + std::string(node->output()->debugName()));
-        constant = metaWeights_.at(tensor.unsafeGetTensorImpl());
+        constant = meta_weights_.at(tensor.unsafeGetTensorImpl());
       }
     }
     cached = constants_.emplace(node, constant).first;
@@ -956,15 +958,15 @@ void GraphBuilder::runGetAttr(jit::Node* node, Environment& environment) {
     return;
   }
   const c10::intrusive_ptr<c10::ivalue::Object>& instance = object.value.toObject();
-  auto written = attributeWrites_.find({instance.get(), name});
-  if (written != attributeWrites_.end()) {
+  auto written = attribute_writes_.find({instance.get(), name});
+  if (written != attribute_writes_.end()) {
     environment[node->output()] = written->second;
     return;
   }
   c10::IValue value = instance->getAttr(name);
-  auto path = modulePaths_.find(instance.get());
+  auto path = module_paths_.find(instance.get());
   std::string qualified =
-      path == modulePaths_.end() || path->second.empty() ? name : path->second + "." + name;
+      path == module_paths_.end() || path->second.empty() ? name : path->second + "." + name;
   environment[node->output()] = Slot{attributeValue(value, qualified), true, ValueId()};
 }
 
@@ -974,7 +976,7 @@ void GraphBuilder::runSetAttr(jit::Node* node, Environment& environment) {
   const Slot& object = environment.at(node->input(0));
   const Slot& value = environment.at(node->input(1));
   if (object.known && object.value.isObject()) {
-    attributeWrites_[{object.value.toObject().get(), node->s(jit::attr::name)}] = value;
+    attribute_writes_[{object.value.toObject().get(), node->s(jit::attr::name)}] = value;
   }
   for (ValueId id : valuesOf(value)) graph_.outputs.push_back(id);
 }
@@ -1000,7 +1002,7 @@ void GraphBuilder::runCall(jit::Node* node, Frame& frame, Environment& environme
   std::vector<Slot> arguments;
   for (const jit::Value* input : node->inputs()) arguments.push_back(environment.at(input));
   jit::Function* function = nullptr;
-  std::string modulePath = frame.modulePath;
+  std::string module_path = frame.module_path;
   if (node->kind() == jit::prim::CallMethod) {
     const Slot& self = arguments.front();
     if (!self.known || !self.value.isObject()) {
@@ -1008,8 +1010,8 @@ void GraphBuilder::runCall(jit::Node* node, Frame& frame, Environment& environme
     }
     const c10::intrusive_ptr<c10::ivalue::Object>& object = self.value.toObject();
     function = &object->type()->getMethod(node->s(jit::attr::name));
-    auto path = modulePaths_.find(object.get());
-    if (path != modulePaths_.end()) modulePath = path->second;
+    auto path = module_paths_.find(object.get());
+    if (path != module_paths_.end()) module_path = path->second;
   } else {
     function = node->input(0)->type()->expect<c10::FunctionType>()->function();
     arguments.erase(arguments.begin());  // the function constant itself
@@ -1018,13 +1020,13 @@ void GraphBuilder::runCall(jit::Node* node, Frame& frame, Environment& environme
   Location location = locate(node, frame);
   Frame callee;
   callee.scope = graph_.addScope({frame.scope, function->name()});
-  callee.modulePath = modulePath;
+  callee.module_path = module_path;
   callee.function = function->name();
-  callee.moduleDepth = frame.moduleDepth + (node->kind() == jit::prim::CallMethod ? 1 : 0);
-  SourceFrame callSite = innermostFrame(location.stack);
-  if (callSite.known() && !frame.lastTraced) {
+  callee.module_depth = frame.module_depth + (node->kind() == jit::prim::CallMethod ? 1 : 0);
+  SourceFrame call_site = innermostFrame(location.stack);
+  if (call_site.known() && !frame.last_traced) {
     callee.callers.reserve(frame.callers.size() + 1);
-    callee.callers.push_back(callSite);
+    callee.callers.push_back(call_site);
     callee.callers.insert(callee.callers.end(), frame.callers.begin(), frame.callers.end());
   }
   // The caller holds every argument until the call returns (Note [Eager and TorchScript
@@ -1044,16 +1046,16 @@ void GraphBuilder::runCall(jit::Node* node, Frame& frame, Environment& environme
   }
   // A traced module call has no source range of its own, but every node the callee ran has
   // the caller's statement in its stack.
-  if (!locations_.resolve(node->sourceRange()).known && !callee.firstTracedStack.empty()) {
-    enterStatements(frame, callee.firstTracedStack, location, &callee.modulePath);
+  if (!locations_.resolve(node->sourceRange()).known && !callee.first_traced_stack.empty()) {
+    enterStatements(frame, callee.first_traced_stack, location, &callee.module_path);
     std::vector<ValueId> values;
     for (const Slot& output : outputs) {
       for (ValueId id : valuesOf(output)) values.push_back(id);
     }
     noteStatementValues(frame, values);
-    frame.lastTraced = true;
+    frame.last_traced = true;
   }
-  if (frame.firstTracedStack.empty()) frame.firstTracedStack = callee.firstTracedStack;
+  if (frame.first_traced_stack.empty()) frame.first_traced_stack = callee.first_traced_stack;
   bindOutputs(node, location, outputs);
 }
 
@@ -1066,25 +1068,25 @@ std::vector<GraphBuilder::Slot> GraphBuilder::runBranch(jit::Block* block, Frame
 }
 
 GraphBuilder::Snapshot GraphBuilder::snapshot() const {
-  return {graph_,           tensorValues_, storages_, containerValues_,
-          attributeWrites_, metaWeights_,  constants_};
+  return {graph_,        tensor_values_, storages_, container_values_, attribute_writes_,
+          meta_weights_, constants_};
 }
 
 void GraphBuilder::restore(Snapshot snapshot) {
   graph_ = std::move(snapshot.graph);
-  tensorValues_ = std::move(snapshot.tensorValues);
+  tensor_values_ = std::move(snapshot.tensor_values);
   storages_ = std::move(snapshot.storages);
-  containerValues_ = std::move(snapshot.containerValues);
-  attributeWrites_ = std::move(snapshot.attributeWrites);
-  metaWeights_ = std::move(snapshot.metaWeights);
+  container_values_ = std::move(snapshot.container_values);
+  attribute_writes_ = std::move(snapshot.attribute_writes);
+  meta_weights_ = std::move(snapshot.meta_weights);
   constants_ = std::move(snapshot.constants);
 }
 
-int64_t GraphBuilder::bytesAllocatedSince(size_t firstNode) const {
+int64_t GraphBuilder::bytesAllocatedSince(size_t first_node) const {
   int64_t bytes = 0;
-  for (size_t index = firstNode; index < graph_.nodes.size(); ++index) {
+  for (size_t index = first_node; index < graph_.nodes.size(); ++index) {
     for (const MemoryEvent& event : graph_.nodes[index].events) {
-      if (event.kind == MemoryEventKind::Allocate) bytes += graph_.storage(event.storage).bytes;
+      if (event.kind == MemoryEventKind::kAllocate) bytes += graph_.storage(event.storage).bytes;
     }
   }
   return bytes;
@@ -1098,43 +1100,43 @@ void GraphBuilder::runIf(jit::Node* node, Frame& frame, Environment& environment
     outputs = runBranch(node->blocks()[condition.value.toBool() ? 0 : 1], frame, environment);
   } else {
     // Run both; keep the one that allocates more. A branch that raises is not taken.
-    size_t firstNode = graph_.nodes.size();
+    size_t first_node = graph_.nodes.size();
     Snapshot before = snapshot();
-    Frame frameBefore = frame;
-    std::optional<std::vector<Slot>> thenOutputs;
-    std::optional<ModelRaised> thenRaised;
+    Frame frame_before = frame;
+    std::optional<std::vector<Slot>> then_outputs;
+    std::optional<ModelRaised> then_raised;
     try {
-      thenOutputs = runBranch(node->blocks()[0], frame, environment);
+      then_outputs = runBranch(node->blocks()[0], frame, environment);
     } catch (const ModelRaised& raised) {
-      thenRaised = raised;
+      then_raised = raised;
     }
-    int64_t thenBytes = thenOutputs ? bytesAllocatedSince(firstNode) : -1;
-    Snapshot afterThen = snapshot();
-    Frame frameAfterThen = frame;
+    int64_t then_bytes = then_outputs ? bytesAllocatedSince(first_node) : -1;
+    Snapshot after_then = snapshot();
+    Frame frame_after_then = frame;
     restore(std::move(before));
-    frame = frameBefore;
-    std::optional<std::vector<Slot>> elseOutputs;
+    frame = frame_before;
+    std::optional<std::vector<Slot>> else_outputs;
     try {
-      elseOutputs = runBranch(node->blocks()[1], frame, environment);
+      else_outputs = runBranch(node->blocks()[1], frame, environment);
     } catch (const ModelRaised&) {
-      if (!thenOutputs) throw;  // raises either way
+      if (!then_outputs) throw;  // raises either way
     }
-    int64_t elseBytes = elseOutputs ? bytesAllocatedSince(firstNode) : -1;
-    bool takeThen = thenBytes >= elseBytes;
-    if (takeThen) {
-      restore(std::move(afterThen));
-      frame = std::move(frameAfterThen);
-      outputs = std::move(*thenOutputs);
+    int64_t else_bytes = else_outputs ? bytesAllocatedSince(first_node) : -1;
+    bool take_then = then_bytes >= else_bytes;
+    if (take_then) {
+      restore(std::move(after_then));
+      frame = std::move(frame_after_then);
+      outputs = std::move(*then_outputs);
     } else {
-      outputs = std::move(*elseOutputs);
+      outputs = std::move(*else_outputs);
     }
     std::string detail = "the condition depends on tensor data; assumed the " +
-                         std::string(takeThen ? "`if`" : "`else`") +
+                         std::string(take_then ? "`if`" : "`else`") +
                          " branch, the one that allocates more";
-    if (thenRaised || !elseOutputs)
+    if (then_raised || !else_outputs)
       detail = "the condition depends on tensor data; the other branch raises";
-    graph_.assumptions.push_back({AssumptionKind::DataDependentBranch, "prim::If", location.stack,
-                                  detail, /*makesLowerBound=*/false});
+    graph_.assumptions.push_back({AssumptionKind::kDataDependentBranch, "prim::If", location.stack,
+                                  detail, /*makes_lower_bound=*/false});
   }
   for (size_t index = 0; index < node->outputs().size(); ++index) {
     environment[node->outputs()[index]] = outputs[index];
@@ -1145,7 +1147,7 @@ void GraphBuilder::runIf(jit::Node* node, Frame& frame, Environment& environment
 
 void GraphBuilder::runLoop(jit::Node* node, Frame& frame, Environment& environment) {
   Location location = locate(node, frame);
-  const Slot& tripCount = environment.at(node->input(0));
+  const Slot& trip_count = environment.at(node->input(0));
   Slot condition = environment.at(node->input(1));
   std::vector<Slot> carried;
   for (size_t index = 2; index < node->inputs().size(); ++index) {
@@ -1153,10 +1155,10 @@ void GraphBuilder::runLoop(jit::Node* node, Frame& frame, Environment& environme
   }
   jit::Block* body = node->blocks()[0];
   auto flag = [&](const std::string& detail) {
-    graph_.assumptions.push_back({AssumptionKind::DataDependentLoop, "prim::Loop", location.stack,
-                                  detail, /*makesLowerBound=*/true});
+    graph_.assumptions.push_back({AssumptionKind::kDataDependentLoop, "prim::Loop", location.stack,
+                                  detail, /*makes_lower_bound=*/true});
   };
-  int64_t iterations = tripCount.known ? tripCount.value.toInt() : kMaxLoopIterations;
+  int64_t iterations = trip_count.known ? trip_count.value.toInt() : kMaxLoopIterations;
   bool running = true;
   int64_t iteration = 0;
   while (running && iteration < iterations) {
@@ -1191,8 +1193,8 @@ void GraphBuilder::runLoop(jit::Node* node, Frame& frame, Environment& environme
 
 // The values defined outside an if or a loop that its blocks use, in first-use order.
 const std::vector<const jit::Value*>& GraphBuilder::freeVariables(const jit::Node* node) {
-  auto cached = freeVariables_.find(node);
-  if (cached != freeVariables_.end()) return cached->second;
+  auto cached = free_variables_.find(node);
+  if (cached != free_variables_.end()) return cached->second;
   std::unordered_set<const jit::Value*> defined;
   std::unordered_set<const jit::Value*> listed;
   std::vector<const jit::Value*> free;
@@ -1209,7 +1211,7 @@ const std::vector<const jit::Value*>& GraphBuilder::freeVariables(const jit::Nod
     for (const jit::Value* output : block->outputs()) use(output);
   };
   for (const jit::Block* block : node->blocks()) visit(block);
-  return freeVariables_.emplace(node, std::move(free)).first->second;
+  return free_variables_.emplace(node, std::move(free)).first->second;
 }
 
 // The TorchScript interpreter drops a value whose last use is inside an if or a loop only once
@@ -1221,20 +1223,20 @@ void GraphBuilder::emitDropPoint(const jit::Node* node, const Location& location
     auto slot = environment.find(value);
     if (slot != environment.end()) held.push_back(slot->second);
   }
-  bool holdsValues = std::any_of(held.begin(), held.end(),
-                                 [&](const Slot& slot) { return !valuesOf(slot).empty(); });
-  if (!holdsValues) return;
+  bool holds_values = std::any_of(held.begin(), held.end(),
+                                  [&](const Slot& slot) { return !valuesOf(slot).empty(); });
+  if (!holds_values) return;
   NodeId id = emitNode(node, location, frame, held);
-  graph_.node(id).torchScriptOnly = true;
+  graph_.node(id).torch_script_only = true;
 }
 
 void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& environment) {
   std::vector<Slot> inputs;
   inputs.reserve(node->inputs().size());
-  bool allKnown = true;
+  bool all_known = true;
   for (const jit::Value* input : node->inputs()) {
     inputs.push_back(environment.at(input));
-    allKnown = allKnown && inputs.back().known;
+    all_known = all_known && inputs.back().known;
   }
   std::optional<jit::Operation> instruction = interpreterInstruction(node);
   const jit::Operator* op = node->maybeOperator();
@@ -1246,12 +1248,12 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
         (where.known() ? " at " + where.file + ":" + std::to_string(where.line) : std::string()) +
         ": the estimator cannot run it abstractly");
   }
-  if (!allKnown) {
+  if (!all_known) {
     return runUnsized(node, frame, environment, inputs, "an input's size or value is unknown",
-                      AssumptionKind::UnsizedDependency);
+                      AssumptionKind::kUnsizedDependency);
   }
 
-  bool touchesTensors = false;
+  bool touches_tensors = false;
   jit::Stack stack;
   stack.reserve(inputs.size());
   for (const Slot& slot : inputs) {
@@ -1261,21 +1263,21 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
     } else {
       stack.push_back(value);
     }
-    touchesTensors = touchesTensors || value.isTensor() || value.isList() || value.isTuple() ||
-                     value.isGenericDict();
+    touches_tensors = touches_tensors || value.isTensor() || value.isList() || value.isTuple() ||
+                      value.isGenericDict();
   }
   for (const jit::Value* output : node->outputs()) {
-    touchesTensors = touchesTensors || holdsTensors(output->type());
+    touches_tensors = touches_tensors || holdsTensors(output->type());
   }
 
   std::vector<c10::IValue> outputs;
   std::vector<MetaAllocationEvent> allocations;
   const c10::FunctionSchema* schema = node->maybeSchema();
-  bool skipMeta = schema && withoutMetaKernel_.count(schema);
+  bool skip_meta = schema && without_meta_kernel_.count(schema);
   if (node->kind() == jit::prim::is_cuda && stack.front().isTensor() &&
       stack.front().toTensor().is_meta()) {
     outputs.emplace_back(true);
-  } else if (!skipMeta) {
+  } else if (!skip_meta) {
     auto operation = operations_.find(node);
     if (operation == operations_.end()) {
       operation =
@@ -1297,27 +1299,27 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
         Location location = locate(node, frame);
         failOp(node, location, inputs, errorMessage(error));
       }
-      if (schema) withoutMetaKernel_.insert(schema);
-      skipMeta = true;
+      if (schema) without_meta_kernel_.insert(schema);
+      skip_meta = true;
     }
     allocations = recorder_.end();
   }
-  if (skipMeta) {
-    bool producesTensors =
+  if (skip_meta) {
+    bool produces_tensors =
         std::any_of(node->outputs().begin(), node->outputs().end(),
                     [](const jit::Value* output) { return holdsTensors(output->type()); });
-    if (!producesTensors) {
+    if (!produces_tensors) {
       // A number read from tensor data (item, Bool, is_nonzero): unknown, and whatever
       // depends on it is resolved by the If and Loop rules.
       return runUnsized(node, frame, environment, inputs, "depends on tensor data",
-                        AssumptionKind::UnsizedDependency);
+                        AssumptionKind::kUnsizedDependency);
     }
     std::vector<c10::IValue> values;
     for (const Slot& slot : inputs) values.push_back(slot.value);
     std::optional<std::vector<c10::IValue>> sized;
     recorder_.begin();
     try {
-      sized = shapeFunctions_.size(node, values);
+      sized = shape_functions_.size(node, values);
     } catch (const std::exception& error) {
       recorder_.end();
       Location location = locate(node, frame);
@@ -1329,7 +1331,7 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
       return runUnsized(node, frame, environment, inputs,
                         "no meta kernel and no shape function: its output size is unknown (it "
                         "may depend on tensor data)",
-                        AssumptionKind::UnknownOp);
+                        AssumptionKind::kUnknownOp);
     }
     outputs = std::move(*sized);
   }
@@ -1337,7 +1339,7 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
   for (size_t index = 0; index < node->outputs().size() && index < outputs.size(); ++index) {
     environment[node->outputs()[index]] = Slot{outputs[index], true, ValueId()};
   }
-  if (!touchesTensors) return;
+  if (!touches_tensors) return;
   Location location = locate(node, frame);
   NodeId id = emitNode(node, location, frame, inputs);
   recordOutputs(id, outputs, allocations);
@@ -1345,13 +1347,13 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
   // Containers the op changed in place (aten::append) hold what was added.
   for (const Slot& slot : inputs) {
     if (slot.value.isList()) {
-      auto known = containerValues_.find(slot.value.internalToPointer());
-      if (known != containerValues_.end()) refreshContainer(known->second, slot.value, id);
+      auto known = container_values_.find(slot.value.internalToPointer());
+      if (known != container_values_.end()) refreshContainer(known->second, slot.value, id);
     }
   }
-  std::vector<Slot> outputSlots;
-  for (const c10::IValue& output : outputs) outputSlots.push_back(Slot{output, true, ValueId()});
-  bindOutputs(node, location, outputSlots);
+  std::vector<Slot> output_slots;
+  for (const c10::IValue& output : outputs) output_slots.push_back(Slot{output, true, ValueId()});
+  bindOutputs(node, location, output_slots);
 }
 
 // torch.jit.freeze turns the weights into constants and inlines every call into forward, and
@@ -1363,19 +1365,19 @@ void GraphBuilder::forgetNamesIfFrozen() {
   bool parameters = false;
   bool constants = false;
   for (const Storage& storage : graph_.storages) {
-    parameters = parameters || storage.origin == StorageOrigin::Parameter;
-    constants = constants || storage.origin == StorageOrigin::Constant;
+    parameters = parameters || storage.origin == StorageOrigin::kParameter;
+    constants = constants || storage.origin == StorageOrigin::kConstant;
   }
   if (parameters || !constants) return;
   for (Value& value : graph_.values) value.bindings.clear();
   graph_.assumptions.push_back(
-      {AssumptionKind::Semantics,
+      {AssumptionKind::kSemantics,
        "",
        {},
        "the module is frozen (weights are constants, calls inlined before saving): Python's "
        "variable lifetimes cannot be recovered, so eager semantics frees at last use like the "
        "TorchScript interpreter that runs frozen modules",
-       /*makesLowerBound=*/false});
+       /*makes_lower_bound=*/false});
 }
 
 Graph GraphBuilder::build(const std::vector<InputSpec>& inputs) {
@@ -1415,7 +1417,7 @@ Graph GraphBuilder::build(const std::vector<InputSpec>& inputs) {
     at::Tensor tensor = at::empty(
         spec.shape, at::TensorOptions().device(at::kMeta).dtype(scalarTypeOf(spec.dtype)));
     StorageId storage =
-        graph_.addStorage({StorageOrigin::Input, static_cast<int64_t>(tensor.storage().nbytes()),
+        graph_.addStorage({StorageOrigin::kInput, static_cast<int64_t>(tensor.storage().nbytes()),
                            NodeId(), "input " + argument.name()});
     storages_[tensor.storage().unsafeGetStorageImpl()] = storage;
     Value value;
@@ -1423,8 +1425,8 @@ Graph GraphBuilder::build(const std::vector<InputSpec>& inputs) {
     value.shape = spec.shape;
     value.dtype = spec.dtype;
     ValueId id = graph_.addValue(std::move(value));
-    tensorValues_[tensor.unsafeGetTensorImpl()] = id;
-    keepAlive_.push_back(tensor);
+    tensor_values_[tensor.unsafeGetTensorImpl()] = id;
+    keep_alive_.push_back(tensor);
     graph_.inputs.push_back(id);
     arguments.push_back(Slot{tensor, true, ValueId()});
   }

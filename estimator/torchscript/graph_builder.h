@@ -16,8 +16,8 @@ namespace memtrace::estimator::torchscript {
 // compiled shape functions. A batch sweep builds the same module many times.
 struct BuildCaches {
   SourceLocations locations;
-  SourceFileCache sourceFiles;
-  ShapeFunctionSizer shapeFunctions;
+  SourceFileCache source_files;
+  ShapeFunctionSizer shape_functions;
 };
 
 // Runs `module.forward` abstractly for inputs of the given shapes (Note [Abstract execution])

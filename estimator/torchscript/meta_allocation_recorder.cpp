@@ -13,20 +13,20 @@ struct AllocationRecord {
 
 // Where events go while recording; null otherwise. A storage may outlive the recording (the
 // front end keeps its values), so its deleter must not depend on the recorder being alive.
-std::vector<MetaAllocationEvent>* currentLog = nullptr;
-uint64_t nextAllocationId = 1;
+std::vector<MetaAllocationEvent>* g_current_log = nullptr;
+uint64_t g_next_allocation_id = 1;
 
 void releaseRecord(void* context) {
   auto* record = static_cast<AllocationRecord*>(context);
-  if (currentLog) currentLog->push_back({false, record->id, record->bytes});
+  if (g_current_log) g_current_log->push_back({false, record->id, record->bytes});
   delete record;
 }
 
 class RecordingAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t bytes) override {
-    auto* record = new AllocationRecord{nextAllocationId++, static_cast<int64_t>(bytes)};
-    if (currentLog) currentLog->push_back({true, record->id, record->bytes});
+    auto* record = new AllocationRecord{g_next_allocation_id++, static_cast<int64_t>(bytes)};
+    if (g_current_log) g_current_log->push_back({true, record->id, record->bytes});
     return {nullptr, record, &releaseRecord, c10::Device(c10::DeviceType::Meta)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
@@ -34,8 +34,8 @@ class RecordingAllocator final : public c10::Allocator {
 };
 
 // c10::SetAllocator keeps the pointer: the allocator must outlive every storage it made.
-RecordingAllocator recordingAllocator;
-std::vector<MetaAllocationEvent> log;
+RecordingAllocator g_recording_allocator;
+std::vector<MetaAllocationEvent> g_log;
 
 }  // namespace
 
@@ -43,22 +43,22 @@ MetaAllocationRecorder::MetaAllocationRecorder()
     : previous_(c10::GetAllocator(c10::DeviceType::Meta)) {
   // Priority 0 is what REGISTER_ALLOCATOR gives the default meta allocator; equal priority
   // may replace it, and lets us put it back.
-  c10::SetAllocator(c10::DeviceType::Meta, &recordingAllocator, 0);
+  c10::SetAllocator(c10::DeviceType::Meta, &g_recording_allocator, 0);
 }
 
 MetaAllocationRecorder::~MetaAllocationRecorder() {
-  currentLog = nullptr;
+  g_current_log = nullptr;
   c10::SetAllocator(c10::DeviceType::Meta, previous_, 0);
 }
 
 void MetaAllocationRecorder::begin() {
-  log.clear();
-  currentLog = &log;
+  g_log.clear();
+  g_current_log = &g_log;
 }
 
 std::vector<MetaAllocationEvent> MetaAllocationRecorder::end() {
-  currentLog = nullptr;
-  return std::exchange(log, {});
+  g_current_log = nullptr;
+  return std::exchange(g_log, {});
 }
 
 uint64_t MetaAllocationRecorder::allocationId(const c10::DataPtr& data) {

@@ -18,15 +18,15 @@ RangeLocation locate(const torch::jit::SourceRange& range) {
     location.frames = std::move(*stack);
     return location;
   }
-  auto fileLineColumn = source.file_line_col();
-  if (!fileLineColumn) return location;
-  auto [file, line, column] = *fileLineColumn;
+  auto file_line_column = source.file_line_col();
+  if (!file_line_column) return location;
+  auto [file, line, column] = *file_line_column;
   if (file.empty() || line == 0) return location;
   location.known = true;
   location.frames.push_back({file, static_cast<int64_t>(line), {}});
   const auto& view = source.source();
-  size_t lineInSource = view->lineno_for_offset(source.start());
-  location.statement = view->get_line(lineInSource).str();
+  size_t line_in_source = view->lineno_for_offset(source.start());
+  location.statement = view->get_line(line_in_source).str();
   return location;
 }
 

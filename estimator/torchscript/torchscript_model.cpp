@@ -20,10 +20,10 @@ namespace {
 
 // Turns LibTorch's load errors into what the user did wrong.
 [[noreturn]] void explainLoadFailure(const std::string& path, const std::string& message) {
-  const std::string unknownOp = "Unknown builtin op: ";
-  size_t at = message.find(unknownOp);
+  const std::string unknown_op = "Unknown builtin op: ";
+  size_t at = message.find(unknown_op);
   if (at != std::string::npos) {
-    size_t start = at + unknownOp.size();
+    size_t start = at + unknown_op.size();
     std::string op = message.substr(start, message.find_first_of(" \n", start) - start);
     if (!op.empty() && op.back() == '.') op.pop_back();
     throw EstimateError(path + ": unsupported op " + op +

@@ -65,13 +65,13 @@ struct Options {
   std::string model;
   std::vector<InputSpec> inputs;
   std::string format = "text";
-  Semantics semantics = Semantics::Eager;
+  Semantics semantics = Semantics::kEager;
   std::string device = "cuda";
   std::vector<int64_t> batches;
-  std::optional<int64_t> budgetBytes;
+  std::optional<int64_t> budget_bytes;
   std::optional<std::string> output;
   size_t rows = 10;
-  bool listDevices = false;
+  bool list_devices = false;
   bool verbose = false;
   bool help = false;
 };
@@ -99,7 +99,7 @@ Options parseArguments(int argc, char** argv) {
     } else if (argument == "-v" || argument == "--verbose") {
       options.verbose = true;
     } else if (argument == "--list-devices") {
-      options.listDevices = true;
+      options.list_devices = true;
     } else if (argument == "--input") {
       options.inputs.push_back(parseInputSpec(value()));
     } else if (argument == "--format") {
@@ -126,8 +126,8 @@ Options parseArguments(int argc, char** argv) {
       }
     } else if (argument == "--budget") {
       const std::string& text = value();
-      options.budgetBytes = parseByteSize(text);
-      if (!options.budgetBytes || *options.budgetBytes == 0) {
+      options.budget_bytes = parseByteSize(text);
+      if (!options.budget_bytes || *options.budget_bytes == 0) {
         throw EstimateError("--budget " + text + ": expected a size such as 24GiB or 8000MB");
       }
     } else if (argument == "--output") {
@@ -206,7 +206,7 @@ int run(int argc, char** argv) {
   }
   spdlog::set_level(options.verbose ? spdlog::level::debug : spdlog::level::warn);
   std::string profiles = profileDirectory();
-  if (options.listDevices) {
+  if (options.list_devices) {
     std::string text;
     for (const std::string& name : listDeviceProfiles(profiles)) {
       DeviceProfile profile = loadDeviceProfile(name, profiles);
@@ -220,7 +220,7 @@ int run(int argc, char** argv) {
     throw EstimateError("no --input given: one is needed per forward argument");
   }
   RenderOptions render;
-  render.modelPath = std::filesystem::absolute(options.model).string();
+  render.model_path = std::filesystem::absolute(options.model).string();
   render.rows = options.rows;
   render.profile = loadDeviceProfile(options.device, profiles);
   spdlog::debug("device profile {} from {}", render.profile.name, profiles);
@@ -230,21 +230,21 @@ int run(int argc, char** argv) {
   spdlog::debug("loaded {} in {:.1f} ms: {}", options.model, millisecondsSince(start),
                 model.forwardSignature());
 
-  EstimateOptions estimateOptions{options.semantics, render.profile, std::nullopt};
-  auto estimateFor = [&](const std::vector<InputSpec>& inputs, Graph& graph) {
+  EstimateOptions estimate_options{options.semantics, render.profile, std::nullopt};
+  auto estimate_for = [&](const std::vector<InputSpec>& inputs, Graph& graph) {
     auto begin = std::chrono::steady_clock::now();
     graph = model.buildGraph(inputs);
     double built = millisecondsSince(begin);
-    Estimate estimate = estimateMemory(graph, estimateOptions);
+    Estimate estimate = estimateMemory(graph, estimate_options);
     spdlog::debug("{} nodes, {} values, {} storages: graph {:.1f} ms, analyses {:.1f} ms",
                   graph.nodes.size(), graph.values.size(), graph.storages.size(), built,
                   millisecondsSince(begin) - built);
     return estimate;
   };
 
-  if (options.batches.empty() && !options.budgetBytes) {
+  if (options.batches.empty() && !options.budget_bytes) {
     Graph graph;
-    Estimate estimate = estimateFor(options.inputs, graph);
+    Estimate estimate = estimate_for(options.inputs, graph);
     std::string text = options.format == "json"    ? renderJson(graph, estimate, render)
                        : options.format == "graph" ? renderGraphText(graph)
                                                    : renderText(graph, estimate, render);
@@ -256,43 +256,43 @@ int run(int argc, char** argv) {
     SweepPoint result;
     result.batch = batch;
     std::vector<InputSpec> inputs = withBatch(options.inputs, batch);
-    for (const InputSpec& input : inputs) result.inputShapes.push_back(input.shape);
+    for (const InputSpec& input : inputs) result.input_shapes.push_back(input.shape);
     Graph graph;
-    result.estimate = estimateFor(inputs, graph);
+    result.estimate = estimate_for(inputs, graph);
     return result;
   };
   std::vector<SweepPoint> points;
   for (int64_t batch : options.batches) points.push_back(point(batch));
   std::optional<BudgetAnswer> budget;
-  if (options.budgetBytes) {
+  if (options.budget_bytes) {
     // Each batch is replayed on a device of the budget's size: it fits if the allocator never
     // runs out, releasing its cached segments and retrying as PyTorch does.
-    int64_t budgetBytes = *options.budgetBytes;
-    EstimateOptions limited = estimateOptions;
-    limited.memoryLimitBytes = budgetBytes;
-    auto limitedPoint = [&](int64_t batch) {
+    int64_t budget_bytes = *options.budget_bytes;
+    EstimateOptions limited = estimate_options;
+    limited.memory_limit_bytes = budget_bytes;
+    auto limited_point = [&](int64_t batch) {
       SweepPoint result;
       result.batch = batch;
       std::vector<InputSpec> inputs = withBatch(options.inputs, batch);
-      for (const InputSpec& input : inputs) result.inputShapes.push_back(input.shape);
+      for (const InputSpec& input : inputs) result.input_shapes.push_back(input.shape);
       Graph graph = model.buildGraph(inputs);
       result.estimate = estimateMemory(graph, limited);
       return result;
     };
     budget.emplace();
-    budget->budgetBytes = budgetBytes;
-    budget->searchLimit = kBudgetSearchLimit;
-    budget->largestBatch = largestBatchWithin(
+    budget->budget_bytes = budget_bytes;
+    budget->search_limit = kBudgetSearchLimit;
+    budget->largest_batch = largestBatchWithin(
         [&](int64_t batch) {
-          Estimate estimate = limitedPoint(batch).estimate;
+          Estimate estimate = limited_point(batch).estimate;
           // The exact bytes live at once do not depend on the allocator: past twice the
           // budget, no rounding or caching brings a batch back under it.
           int64_t exact =
-              estimate.weightBytes() + estimate.inputBytes + estimate.activations.peakBytes;
-          return BatchCheck{!estimate.allocator.outOfMemory, exact > 2 * budgetBytes};
+              estimate.weightBytes() + estimate.input_bytes + estimate.activations.peak_bytes;
+          return BatchCheck{!estimate.allocator.out_of_memory, exact > 2 * budget_bytes};
         },
         kBudgetSearchLimit);
-    if (budget->largestBatch) budget->atLargest = limitedPoint(*budget->largestBatch);
+    if (budget->largest_batch) budget->at_largest = limited_point(*budget->largest_batch);
   }
   writeOutput(options.output, options.format == "json" ? renderSweepJson(points, budget, render)
                                                        : renderSweepText(points, budget, render));

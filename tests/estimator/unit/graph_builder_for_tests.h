@@ -16,12 +16,12 @@ class TestGraph {
   TestGraph() { root = graph.addScope({ScopeId(), "forward"}); }
 
   ValueId input(int64_t bytes) {
-    ValueId id = tensorOn(graph.addStorage({StorageOrigin::Input, bytes, NodeId(), "input"}));
+    ValueId id = tensorOn(graph.addStorage({StorageOrigin::kInput, bytes, NodeId(), "input"}));
     graph.inputs.push_back(id);
     return id;
   }
 
-  ValueId weight(int64_t bytes, StorageOrigin origin = StorageOrigin::Parameter) {
+  ValueId weight(int64_t bytes, StorageOrigin origin = StorageOrigin::kParameter) {
     return tensorOn(graph.addStorage({origin, bytes, NodeId(), "weight"}));
   }
 
@@ -29,23 +29,23 @@ class TestGraph {
   ValueId op(const std::vector<ValueId>& inputs, int64_t bytes, ScopeId scope = ScopeId(),
              const std::string& name = "aten::op", int line = 0) {
     NodeId node = addNode(inputs, scope, name, line);
-    StorageId storage = graph.addStorage({StorageOrigin::Activation, bytes, node, {}});
-    graph.node(node).events.push_back({MemoryEventKind::Allocate, storage});
+    StorageId storage = graph.addStorage({StorageOrigin::kActivation, bytes, node, {}});
+    graph.node(node).events.push_back({MemoryEventKind::kAllocate, storage});
     ValueId output = tensorOn(storage, node);
     graph.node(node).outputs.push_back(output);
     return output;
   }
 
-  // A node that makes a temporary of `temporaryBytes` inside itself, then its output.
+  // A node that makes a temporary of `temporary_bytes` inside itself, then its output.
   ValueId opWithTemporary(const std::vector<ValueId>& inputs, int64_t bytes,
-                          int64_t temporaryBytes) {
+                          int64_t temporary_bytes) {
     NodeId node = addNode(inputs, ScopeId(), "aten::matmul", 0);
-    StorageId temporary = graph.addStorage({StorageOrigin::Activation, temporaryBytes, node, {}});
-    StorageId storage = graph.addStorage({StorageOrigin::Activation, bytes, node, {}});
+    StorageId temporary = graph.addStorage({StorageOrigin::kActivation, temporary_bytes, node, {}});
+    StorageId storage = graph.addStorage({StorageOrigin::kActivation, bytes, node, {}});
     Node& added = graph.node(node);
-    added.events.push_back({MemoryEventKind::Allocate, temporary});
-    added.events.push_back({MemoryEventKind::Allocate, storage});
-    added.events.push_back({MemoryEventKind::Release, temporary});
+    added.events.push_back({MemoryEventKind::kAllocate, temporary});
+    added.events.push_back({MemoryEventKind::kAllocate, storage});
+    added.events.push_back({MemoryEventKind::kRelease, temporary});
     ValueId output = tensorOn(storage, node);
     graph.node(node).outputs.push_back(output);
     return output;
@@ -66,7 +66,7 @@ class TestGraph {
   ValueId list(const std::vector<ValueId>& elements) {
     NodeId node = addNode(elements, ScopeId(), "prim::ListConstruct", 0);
     Value value;
-    value.kind = ValueKind::Container;
+    value.kind = ValueKind::kContainer;
     value.producer = node;
     value.elements = elements;
     ValueId output = graph.addValue(value);
@@ -74,7 +74,7 @@ class TestGraph {
     return output;
   }
 
-  // A node that only reads (aten::size, or a drop point with torchScriptOnly).
+  // A node that only reads (aten::size, or a drop point with torch_script_only).
   NodeId use(const std::vector<ValueId>& inputs, ScopeId scope = ScopeId()) {
     return addNode(inputs, scope, "aten::size", 0);
   }

@@ -5,7 +5,7 @@
 #include "estimator/passes/assign_lifetimes.h"
 #include "estimator/passes/simulate_live_bytes.h"
 #include "estimator/timeline.h"
-#include "test_graph.h"
+#include "graph_builder_for_tests.h"
 
 namespace memtrace::estimator {
 namespace {
@@ -14,11 +14,11 @@ using testing::TestGraph;
 
 int64_t peakOf(const Graph& graph, Semantics semantics) {
   Lifetimes lifetimes = assignLifetimes(graph, semantics);
-  return simulateLiveBytes(graph, buildTimeline(graph, lifetimes)).peakBytes;
+  return simulateLiveBytes(graph, buildTimeline(graph, lifetimes)).peak_bytes;
 }
 
 NodeId releaseOf(const Graph& graph, Semantics semantics, StorageId storage) {
-  return assignLifetimes(graph, semantics).releasedAfter[storage.value];
+  return assignLifetimes(graph, semantics).released_after[storage.value];
 }
 
 TEST(AssignLifetimes, TorchScriptFreesAfterLastUse) {
@@ -28,11 +28,11 @@ TEST(AssignLifetimes, TorchScriptFreesAfterLastUse) {
   ValueId b = test.op({a}, 2000);  // node 1
   ValueId c = test.op({b}, 3000);  // node 2
   test.graph.outputs.push_back(c);
-  EXPECT_EQ(releaseOf(test.graph, Semantics::TorchScript, test.storageOf(a)), NodeId(1u));
-  EXPECT_EQ(releaseOf(test.graph, Semantics::TorchScript, test.storageOf(b)), NodeId(2u));
-  EXPECT_FALSE(releaseOf(test.graph, Semantics::TorchScript, test.storageOf(c)).valid());
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kTorchScript, test.storageOf(a)), NodeId(1u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kTorchScript, test.storageOf(b)), NodeId(2u));
+  EXPECT_FALSE(releaseOf(test.graph, Semantics::kTorchScript, test.storageOf(c)).valid());
   // The largest adjacent pair: b and c live while node 2 runs.
-  EXPECT_EQ(peakOf(test.graph, Semantics::TorchScript), 5000);
+  EXPECT_EQ(peakOf(test.graph, Semantics::kTorchScript), 5000);
 }
 
 TEST(AssignLifetimes, UnusedOutputDiesWithItsNode) {
@@ -41,7 +41,7 @@ TEST(AssignLifetimes, UnusedOutputDiesWithItsNode) {
   ValueId unused = test.op({x}, 1000);
   ValueId kept = test.op({x}, 10);
   test.graph.outputs.push_back(kept);
-  for (Semantics semantics : {Semantics::Eager, Semantics::TorchScript}) {
+  for (Semantics semantics : {Semantics::kEager, Semantics::kTorchScript}) {
     EXPECT_EQ(releaseOf(test.graph, semantics, test.storageOf(unused)), NodeId(0u));
   }
 }
@@ -57,10 +57,10 @@ TEST(AssignLifetimes, EagerNameHoldsUntilScopeReturns) {
   test.bind(out, "out", body);
   ValueId result = test.op({out}, 3000, body);
   test.op({result}, 1, test.root);  // the caller goes on after the call
-  EXPECT_EQ(releaseOf(test.graph, Semantics::Eager, test.storageOf(h)), NodeId(2u));
-  EXPECT_EQ(releaseOf(test.graph, Semantics::TorchScript, test.storageOf(h)), NodeId(1u));
-  EXPECT_EQ(peakOf(test.graph, Semantics::Eager), 6000);
-  EXPECT_EQ(peakOf(test.graph, Semantics::TorchScript), 5000);
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kEager, test.storageOf(h)), NodeId(2u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kTorchScript, test.storageOf(h)), NodeId(1u));
+  EXPECT_EQ(peakOf(test.graph, Semantics::kEager), 6000);
+  EXPECT_EQ(peakOf(test.graph, Semantics::kTorchScript), 5000);
 }
 
 TEST(AssignLifetimes, EagerRebindingReleasesThePreviousValue) {
@@ -75,10 +75,10 @@ TEST(AssignLifetimes, EagerRebindingReleasesThePreviousValue) {
   test.bind(third, "out");
   test.op({third}, 5000);
   // The first value is released once `out` is bound again, after node 1 returned.
-  EXPECT_EQ(releaseOf(test.graph, Semantics::Eager, test.storageOf(first)), NodeId(1u));
-  EXPECT_EQ(releaseOf(test.graph, Semantics::Eager, test.storageOf(second)), NodeId(2u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kEager, test.storageOf(first)), NodeId(1u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kEager, test.storageOf(second)), NodeId(2u));
   // `out` still holds the third value when the scope ends with node 3.
-  EXPECT_EQ(releaseOf(test.graph, Semantics::Eager, test.storageOf(third)), NodeId(3u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kEager, test.storageOf(third)), NodeId(3u));
 }
 
 TEST(AssignLifetimes, EagerCallArgumentsLiveUntilTheCallReturns) {
@@ -92,8 +92,8 @@ TEST(AssignLifetimes, EagerCallArgumentsLiveUntilTheCallReturns) {
   ValueId inner2 = test.op({inner}, 1000, callee);    // node 2
   ValueId after = test.op({inner2}, 1, test.root);    // node 3, back in the caller
   test.graph.outputs.push_back(after);
-  EXPECT_EQ(releaseOf(test.graph, Semantics::Eager, test.storageOf(argument)), NodeId(2u));
-  EXPECT_EQ(releaseOf(test.graph, Semantics::TorchScript, test.storageOf(argument)), NodeId(1u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kEager, test.storageOf(argument)), NodeId(2u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kTorchScript, test.storageOf(argument)), NodeId(1u));
 }
 
 TEST(AssignLifetimes, ScopeWithoutNodesHoldsNothingPastTheBinding) {
@@ -104,7 +104,7 @@ TEST(AssignLifetimes, ScopeWithoutNodesHoldsNothingPastTheBinding) {
   test.bind(a, "(argument 1)", identity);  // nn.Identity: a call that runs no node
   test.op({x}, 10);                        // node 1
   test.op({x}, 10);                        // node 2
-  EXPECT_EQ(releaseOf(test.graph, Semantics::Eager, test.storageOf(a)), NodeId(0u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kEager, test.storageOf(a)), NodeId(0u));
 }
 
 TEST(AssignLifetimes, ContainersHoldTheirElements) {
@@ -115,7 +115,7 @@ TEST(AssignLifetimes, ContainersHoldTheirElements) {
   ValueId list = test.list({a, b});  // node 2
   test.op({x}, 10);                  // node 3
   test.use({list});                  // node 4: the last use of the list
-  for (Semantics semantics : {Semantics::Eager, Semantics::TorchScript}) {
+  for (Semantics semantics : {Semantics::kEager, Semantics::kTorchScript}) {
     EXPECT_EQ(releaseOf(test.graph, semantics, test.storageOf(a)), NodeId(4u));
     EXPECT_EQ(releaseOf(test.graph, semantics, test.storageOf(b)), NodeId(4u));
   }
@@ -128,7 +128,7 @@ TEST(AssignLifetimes, StorageLivesWhileAnyViewLives) {
   ValueId view = test.view(base);     // node 1
   test.op({x}, 10);                   // node 2
   test.use({view});                   // node 3
-  EXPECT_EQ(releaseOf(test.graph, Semantics::TorchScript, test.storageOf(base)), NodeId(3u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kTorchScript, test.storageOf(base)), NodeId(3u));
 }
 
 TEST(AssignLifetimes, DropPointsCountInTorchScriptOnly) {
@@ -138,9 +138,9 @@ TEST(AssignLifetimes, DropPointsCountInTorchScriptOnly) {
   test.op({a}, 10);                // node 1: last real use
   test.op({x}, 10);                // node 2
   NodeId drop = test.use({a});     // node 3: the end of an if whose other branch uses a
-  test.graph.node(drop).torchScriptOnly = true;
-  EXPECT_EQ(releaseOf(test.graph, Semantics::TorchScript, test.storageOf(a)), NodeId(3u));
-  EXPECT_EQ(releaseOf(test.graph, Semantics::Eager, test.storageOf(a)), NodeId(1u));
+  test.graph.node(drop).torch_script_only = true;
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kTorchScript, test.storageOf(a)), NodeId(3u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kEager, test.storageOf(a)), NodeId(1u));
 }
 
 TEST(AssignLifetimes, WeightsInputsAndOutputsAreNeverReleased) {
@@ -149,8 +149,8 @@ TEST(AssignLifetimes, WeightsInputsAndOutputsAreNeverReleased) {
   ValueId w = test.weight(50);
   ValueId y = test.op({x, w}, 10);
   test.graph.outputs.push_back(y);
-  Lifetimes lifetimes = assignLifetimes(test.graph, Semantics::TorchScript);
-  for (const NodeId& release : lifetimes.releasedAfter) EXPECT_FALSE(release.valid());
+  Lifetimes lifetimes = assignLifetimes(test.graph, Semantics::kTorchScript);
+  for (const NodeId& release : lifetimes.released_after) EXPECT_FALSE(release.valid());
 }
 
 TEST(SimulateLiveBytes, TemporariesCountWhileTheirNodeRuns) {
@@ -160,10 +160,10 @@ TEST(SimulateLiveBytes, TemporariesCountWhileTheirNodeRuns) {
   ValueId b = test.opWithTemporary({a}, 1000, 700);
   test.graph.outputs.push_back(b);
   LiveBytesPeak peak = simulateLiveBytes(
-      test.graph, buildTimeline(test.graph, assignLifetimes(test.graph, Semantics::TorchScript)));
-  EXPECT_EQ(peak.peakBytes, 2700);  // a, the temporary and b at once
-  EXPECT_EQ(peak.peakNode, NodeId(1u));
-  EXPECT_EQ(peak.liveAtPeak.size(), 3u);
+      test.graph, buildTimeline(test.graph, assignLifetimes(test.graph, Semantics::kTorchScript)));
+  EXPECT_EQ(peak.peak_bytes, 2700);  // a, the temporary and b at once
+  EXPECT_EQ(peak.peak_node, NodeId(1u));
+  EXPECT_EQ(peak.live_at_peak.size(), 3u);
 }
 
 TEST(SimulateLiveBytes, ListsWhatIsLiveAtTheFirstPeak) {
@@ -174,11 +174,11 @@ TEST(SimulateLiveBytes, ListsWhatIsLiveAtTheFirstPeak) {
   ValueId c = test.op({b}, 100);   // node 2
   test.graph.outputs.push_back(c);
   LiveBytesPeak peak = simulateLiveBytes(
-      test.graph, buildTimeline(test.graph, assignLifetimes(test.graph, Semantics::TorchScript)));
-  EXPECT_EQ(peak.peakBytes, 4500);
-  EXPECT_EQ(peak.peakNode, NodeId(1u));
+      test.graph, buildTimeline(test.graph, assignLifetimes(test.graph, Semantics::kTorchScript)));
+  EXPECT_EQ(peak.peak_bytes, 4500);
+  EXPECT_EQ(peak.peak_node, NodeId(1u));
   std::vector<StorageId> expected = {test.storageOf(a), test.storageOf(b)};
-  EXPECT_EQ(peak.liveAtPeak, expected);
+  EXPECT_EQ(peak.live_at_peak, expected);
 }
 
 }  // namespace

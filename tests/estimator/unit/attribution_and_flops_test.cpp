@@ -3,7 +3,7 @@
 
 #include "estimator/passes/attribute_peak.h"
 #include "estimator/passes/count_flops.h"
-#include "test_graph.h"
+#include "graph_builder_for_tests.h"
 
 namespace memtrace::estimator {
 namespace {
@@ -18,33 +18,35 @@ TEST(AttributePeak, GroupsByInnermostFrameUserFrameAndModule) {
   ValueId a = test.op({x}, 3000);
   ValueId b = test.op({x}, 2000);
   ValueId c = test.op({x}, 1000);
-  const std::string torchFile = "/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py";
-  test.graph.node(NodeId(0u)).stack = {{torchFile, 134, "forward"}, {"/m/model.py", 10, "forward"}};
-  test.graph.node(NodeId(0u)).modulePath = "encoder.fc";
-  test.graph.node(NodeId(1u)).stack = {{torchFile, 134, "forward"}, {"/m/model.py", 11, "forward"}};
-  test.graph.node(NodeId(1u)).modulePath = "decoder.fc";
+  const std::string torch_file = "/usr/lib/python3.11/site-packages/torch/nn/modules/linear.py";
+  test.graph.node(NodeId(0u)).stack = {{torch_file, 134, "forward"},
+                                       {"/m/model.py", 10, "forward"}};
+  test.graph.node(NodeId(0u)).module_path = "encoder.fc";
+  test.graph.node(NodeId(1u)).stack = {{torch_file, 134, "forward"},
+                                       {"/m/model.py", 11, "forward"}};
+  test.graph.node(NodeId(1u)).module_path = "decoder.fc";
   test.graph.node(NodeId(2u)).stack = {{"/m/model.py", 12, "forward"}};
-  test.graph.node(NodeId(2u)).modulePath = "decoder";
+  test.graph.node(NodeId(2u)).module_path = "decoder";
   PeakAttribution attribution =
       attributePeak(test.graph, {test.storageOf(c), test.storageOf(a), test.storageOf(b)});
 
-  ASSERT_EQ(attribution.byFrame.size(), 2u);
-  EXPECT_EQ(attribution.byFrame[0].frame.file, torchFile);
-  EXPECT_EQ(attribution.byFrame[0].bytes, 5000);
-  EXPECT_EQ(attribution.byFrame[0].tensors, 2);
-  EXPECT_EQ(attribution.byFrame[1].frame.line, 12);
+  ASSERT_EQ(attribution.by_frame.size(), 2u);
+  EXPECT_EQ(attribution.by_frame[0].frame.file, torch_file);
+  EXPECT_EQ(attribution.by_frame[0].bytes, 5000);
+  EXPECT_EQ(attribution.by_frame[0].tensors, 2);
+  EXPECT_EQ(attribution.by_frame[1].frame.line, 12);
 
-  ASSERT_EQ(attribution.byUserFrame.size(), 3u);
-  EXPECT_EQ(attribution.byUserFrame[0].frame.line, 10);
-  EXPECT_EQ(attribution.byUserFrame[0].bytes, 3000);
-  EXPECT_EQ(attribution.byUserFrame[1].frame.line, 11);
-  EXPECT_EQ(attribution.byUserFrame[2].frame.line, 12);
+  ASSERT_EQ(attribution.by_user_frame.size(), 3u);
+  EXPECT_EQ(attribution.by_user_frame[0].frame.line, 10);
+  EXPECT_EQ(attribution.by_user_frame[0].bytes, 3000);
+  EXPECT_EQ(attribution.by_user_frame[1].frame.line, 11);
+  EXPECT_EQ(attribution.by_user_frame[2].frame.line, 12);
 
-  ASSERT_EQ(attribution.byModule.size(), 3u);
-  EXPECT_EQ(attribution.byModule[0].modulePath, "encoder.fc");
+  ASSERT_EQ(attribution.by_module.size(), 3u);
+  EXPECT_EQ(attribution.by_module[0].module_path, "encoder.fc");
 
-  std::vector<StorageId> largestFirst = {test.storageOf(a), test.storageOf(b), test.storageOf(c)};
-  EXPECT_EQ(attribution.storages, largestFirst);
+  std::vector<StorageId> largest_first = {test.storageOf(a), test.storageOf(b), test.storageOf(c)};
+  EXPECT_EQ(attribution.storages, largest_first);
 }
 
 TEST(UserCode, LeavesOutTheStandardLibraryPackagesAndTorch) {
@@ -57,17 +59,17 @@ TEST(UserCode, LeavesOutTheStandardLibraryPackagesAndTorch) {
   EXPECT_FALSE(isUserCode(""));
 }
 
-Graph flopsGraph(const std::string& op, std::vector<std::vector<int64_t>> inputShapes,
-                 std::vector<int64_t> outputShape) {
+Graph flopsGraph(const std::string& op, std::vector<std::vector<int64_t>> input_shapes,
+                 std::vector<int64_t> output_shape) {
   TestGraph test;
   std::vector<ValueId> inputs;
-  for (const auto& shape : inputShapes) {
+  for (const auto& shape : input_shapes) {
     ValueId input = test.input(4);
     test.graph.value(input).shape = shape;
     inputs.push_back(input);
   }
   ValueId output = test.op(inputs, 4, ScopeId(), op);
-  test.graph.value(output).shape = outputShape;
+  test.graph.value(output).shape = output_shape;
   countFlops(test.graph);
   return test.graph;
 }

@@ -116,11 +116,11 @@ TEST(DeviceProfile, ShippedProfilesParse) {
   for (const std::string& name : listDeviceProfiles(MEMTRACE_PROFILE_DIRECTORY)) {
     DeviceProfile profile = loadDeviceProfile(name, MEMTRACE_PROFILE_DIRECTORY);
     EXPECT_EQ(profile.name, name);
-    EXPECT_EQ(profile.allocator.minimumBlockBytes, 512);
-    EXPECT_EQ(profile.allocator.largeSegmentBytes, 20 << 20);
+    EXPECT_EQ(profile.allocator.minimum_block_bytes, 512);
+    EXPECT_EQ(profile.allocator.large_segment_bytes, 20 << 20);
   }
-  EXPECT_EQ(loadDeviceProfile("cuda", MEMTRACE_PROFILE_DIRECTORY).cublasWorkspaceBytes, 8519680);
-  EXPECT_EQ(loadDeviceProfile("cuda-sm90", MEMTRACE_PROFILE_DIRECTORY).cublasWorkspaceBytes,
+  EXPECT_EQ(loadDeviceProfile("cuda", MEMTRACE_PROFILE_DIRECTORY).cublas_workspace_bytes, 8519680);
+  EXPECT_EQ(loadDeviceProfile("cuda-sm90", MEMTRACE_PROFILE_DIRECTORY).cublas_workspace_bytes,
             32 << 20);
 }
 

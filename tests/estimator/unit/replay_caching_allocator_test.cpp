@@ -4,7 +4,7 @@
 #include "estimator/passes/assign_lifetimes.h"
 #include "estimator/passes/replay_caching_allocator.h"
 #include "estimator/timeline.h"
-#include "test_graph.h"
+#include "graph_builder_for_tests.h"
 
 namespace memtrace::estimator {
 namespace {
@@ -15,18 +15,18 @@ constexpr int64_t kKiB = 1024;
 constexpr int64_t kMiB = 1024 * 1024;
 
 // PyTorch's defaults, as the shipped profiles state them.
-DeviceProfile pytorchDefaults(int64_t cublasWorkspace = 0) {
+DeviceProfile pytorchDefaults(int64_t cublas_workspace = 0) {
   DeviceProfile profile;
   profile.name = "test";
   profile.allocator = {512, 1 * kMiB, 2 * kMiB, 10 * kMiB, 20 * kMiB, 2 * kMiB};
-  profile.cublasWorkspaceBytes = cublasWorkspace;
-  profile.cublasOps = {"aten::linear"};
-  profile.convolutionOps = {"aten::conv2d"};
+  profile.cublas_workspace_bytes = cublas_workspace;
+  profile.cublas_ops = {"aten::linear"};
+  profile.convolution_ops = {"aten::conv2d"};
   return profile;
 }
 
 AllocatorReplay replay(const Graph& graph, const DeviceProfile& profile) {
-  Lifetimes lifetimes = assignLifetimes(graph, Semantics::TorchScript);
+  Lifetimes lifetimes = assignLifetimes(graph, Semantics::kTorchScript);
   return replayCachingAllocator(graph, buildTimeline(graph, lifetimes), profile);
 }
 
@@ -35,11 +35,11 @@ TEST(ReplayCachingAllocator, RoundsRequestsToBlocksOf512Bytes) {
   ValueId x = test.input(1);
   test.graph.outputs.push_back(test.op({x}, 513));
   AllocatorReplay result = replay(test.graph, pytorchDefaults());
-  EXPECT_EQ(result.baselineRequestedBytes, 1);
-  EXPECT_EQ(result.baselineAllocatedBytes, 512);  // at least one block
-  EXPECT_EQ(result.peakRequestedBytes, 514);
-  EXPECT_EQ(result.peakAllocatedBytes, 512 + 1024);
-  EXPECT_EQ(result.peakReservedBytes, 2 * kMiB);  // one small segment holds both
+  EXPECT_EQ(result.baseline_requested_bytes, 1);
+  EXPECT_EQ(result.baseline_allocated_bytes, 512);  // at least one block
+  EXPECT_EQ(result.peak_requested_bytes, 514);
+  EXPECT_EQ(result.peak_allocated_bytes, 512 + 1024);
+  EXPECT_EQ(result.peak_reserved_bytes, 2 * kMiB);  // one small segment holds both
   EXPECT_EQ(result.segments, 1);
 }
 
@@ -48,9 +48,9 @@ TEST(ReplayCachingAllocator, LargeRequestsBelow10MiBShare20MiBSegments) {
   ValueId x = test.input(5 * kMiB);
   test.graph.outputs.push_back(test.op({x}, 5 * kMiB));
   AllocatorReplay result = replay(test.graph, pytorchDefaults());
-  EXPECT_EQ(result.peakReservedBytes, 20 * kMiB);
+  EXPECT_EQ(result.peak_reserved_bytes, 20 * kMiB);
   EXPECT_EQ(result.segments, 1);
-  EXPECT_EQ(result.peakAllocatedBytes, 10 * kMiB);
+  EXPECT_EQ(result.peak_allocated_bytes, 10 * kMiB);
 }
 
 TEST(ReplayCachingAllocator, LargerRequestsRoundTo2MiBSegments) {
@@ -58,11 +58,11 @@ TEST(ReplayCachingAllocator, LargerRequestsRoundTo2MiBSegments) {
   ValueId x = test.input(11 * kMiB);
   test.graph.outputs.push_back(x);
   AllocatorReplay result = replay(test.graph, pytorchDefaults());
-  EXPECT_EQ(result.peakReservedBytes, 12 * kMiB);
+  EXPECT_EQ(result.peak_reserved_bytes, 12 * kMiB);
   // The 1 MiB left in the new segment is not more than kSmallSize: no split, and the whole
   // segment counts as allocated.
-  EXPECT_EQ(result.peakAllocatedBytes, 12 * kMiB);
-  EXPECT_EQ(result.peakRequestedBytes, 11 * kMiB);
+  EXPECT_EQ(result.peak_allocated_bytes, 12 * kMiB);
+  EXPECT_EQ(result.peak_requested_bytes, 11 * kMiB);
 }
 
 TEST(ReplayCachingAllocator, ReusedLargeBlockIsNotSplitForARemainderOf1MiBOrLess) {
@@ -75,10 +75,10 @@ TEST(ReplayCachingAllocator, ReusedLargeBlockIsNotSplitForARemainderOf1MiBOrLess
   ValueId c = test.op({b}, 11 * kMiB + 512 * kKiB);
   test.graph.outputs.push_back(c);
   AllocatorReplay result = replay(test.graph, pytorchDefaults());
-  EXPECT_EQ(result.peakReservedBytes, 12 * kMiB + 2 * kMiB);  // no second large segment
+  EXPECT_EQ(result.peak_reserved_bytes, 12 * kMiB + 2 * kMiB);  // no second large segment
   // After a is freed: x, b (small) and c in a's whole block.
-  EXPECT_EQ(result.peakAllocatedBytes, 12 * kMiB + 1024);
-  EXPECT_EQ(result.peakRequestedBytes, 12 * kMiB + 1024);  // while a and b were live
+  EXPECT_EQ(result.peak_allocated_bytes, 12 * kMiB + 1024);
+  EXPECT_EQ(result.peak_requested_bytes, 12 * kMiB + 1024);  // while a and b were live
 }
 
 TEST(ReplayCachingAllocator, ReusedLargeBlockIsSplitForARemainderAbove1MiB) {
@@ -90,7 +90,7 @@ TEST(ReplayCachingAllocator, ReusedLargeBlockIsSplitForARemainderAbove1MiB) {
   ValueId d = test.op({c}, 2 * kMiB);   // fits in the remainder: no new segment
   test.graph.outputs.push_back(d);
   AllocatorReplay result = replay(test.graph, pytorchDefaults());
-  EXPECT_EQ(result.peakReservedBytes, 12 * kMiB + 2 * kMiB);
+  EXPECT_EQ(result.peak_reserved_bytes, 12 * kMiB + 2 * kMiB);
   EXPECT_EQ(result.segments, 2);
 }
 
@@ -105,7 +105,7 @@ TEST(ReplayCachingAllocator, FreedNeighboursMergeIntoOneBlock) {
   ValueId big = test.op({joined}, 15 * kMiB);
   test.graph.outputs.push_back(big);
   AllocatorReplay result = replay(test.graph, pytorchDefaults());
-  EXPECT_EQ(result.peakReservedBytes, 2 * kMiB + 20 * kMiB);
+  EXPECT_EQ(result.peak_reserved_bytes, 2 * kMiB + 20 * kMiB);
   EXPECT_EQ(result.segments, 2);
 }
 
@@ -124,7 +124,7 @@ TEST(ReplayCachingAllocator, BestFitTakesTheSmallestBlockLargeEnough) {
   test.graph.outputs.push_back(test.op({small, large, keep}, 512));
   AllocatorReplay result = replay(test.graph, pytorchDefaults());
   EXPECT_EQ(result.segments, 2);  // the small segment and the one large segment
-  EXPECT_EQ(result.peakReservedBytes, 22 * kMiB);
+  EXPECT_EQ(result.peak_reserved_bytes, 22 * kMiB);
 }
 
 TEST(ReplayCachingAllocator, CublasWorkspaceComesWithTheFirstCublasOpAndStays) {
@@ -135,10 +135,10 @@ TEST(ReplayCachingAllocator, CublasWorkspaceComesWithTheFirstCublasOpAndStays) {
   ValueId c = test.op({b}, 2 * kMiB, ScopeId(), "aten::linear");
   test.graph.outputs.push_back(c);
   AllocatorReplay result = replay(test.graph, pytorchDefaults(8519680));
-  EXPECT_EQ(result.cublasWorkspaceBytes, 8519680);
-  EXPECT_EQ(result.cublasWorkspaceNode, NodeId(1u));
+  EXPECT_EQ(result.cublas_workspace_bytes, 8519680);
+  EXPECT_EQ(result.cublas_workspace_node, NodeId(1u));
   // During the second linear: x, b, c and the workspace (allocated once).
-  EXPECT_EQ(result.peakRequestedBytes, 1 * kMiB + 4 * kMiB + 8519680);
+  EXPECT_EQ(result.peak_requested_bytes, 1 * kMiB + 4 * kMiB + 8519680);
 }
 
 TEST(ReplayCachingAllocator, NoCublasOpNoWorkspace) {
@@ -146,8 +146,8 @@ TEST(ReplayCachingAllocator, NoCublasOpNoWorkspace) {
   ValueId x = test.input(1 * kMiB);
   test.graph.outputs.push_back(test.op({x}, 2 * kMiB, ScopeId(), "aten::relu"));
   AllocatorReplay result = replay(test.graph, pytorchDefaults(8519680));
-  EXPECT_EQ(result.cublasWorkspaceBytes, 0);
-  EXPECT_FALSE(result.cublasWorkspaceNode.valid());
+  EXPECT_EQ(result.cublas_workspace_bytes, 0);
+  EXPECT_FALSE(result.cublas_workspace_node.valid());
 }
 
 TEST(ReplayCachingAllocator, ConvolutionWorkspaceBoundIsTakenForTheCallOnly) {
@@ -157,23 +157,23 @@ TEST(ReplayCachingAllocator, ConvolutionWorkspaceBoundIsTakenForTheCallOnly) {
   ValueId b = test.op({a}, 1 * kMiB, ScopeId(), "aten::conv2d");
   test.graph.outputs.push_back(b);
   DeviceProfile profile = pytorchDefaults();
-  profile.convolutionWorkspaceBoundBytes = 4 * kMiB;
+  profile.convolution_workspace_bound_bytes = 4 * kMiB;
   AllocatorReplay result = replay(test.graph, profile);
-  EXPECT_EQ(result.convolutionWorkspaceBoundBytes, 4 * kMiB);
+  EXPECT_EQ(result.convolution_workspace_bound_bytes, 4 * kMiB);
   // x, a, b and one workspace at a time.
-  EXPECT_EQ(result.peakRequestedBytes, 3 * kMiB + 4 * kMiB);
+  EXPECT_EQ(result.peak_requested_bytes, 3 * kMiB + 4 * kMiB);
 }
 
 TEST(ReplayCachingAllocator, WeightsComeBeforeInputsInTheBaseline) {
   TestGraph test;
   ValueId x = test.input(100);
   ValueId w = test.weight(3 * kMiB);
-  ValueId b = test.weight(100, StorageOrigin::Buffer);
+  ValueId b = test.weight(100, StorageOrigin::kBuffer);
   test.graph.outputs.push_back(test.op({x, w, b}, 100));
   AllocatorReplay result = replay(test.graph, pytorchDefaults());
-  EXPECT_EQ(result.baselineRequestedBytes, 3 * kMiB + 200);
-  EXPECT_EQ(result.baselineAllocatedBytes, 3 * kMiB + 1024);
-  EXPECT_EQ(result.baselineReservedBytes, 20 * kMiB + 2 * kMiB);
+  EXPECT_EQ(result.baseline_requested_bytes, 3 * kMiB + 200);
+  EXPECT_EQ(result.baseline_allocated_bytes, 3 * kMiB + 1024);
+  EXPECT_EQ(result.baseline_reserved_bytes, 20 * kMiB + 2 * kMiB);
 }
 
 TEST(ReplayCachingAllocator, AtTheLimitCachedSegmentsAreReleasedBeforeGivingUp) {
@@ -187,23 +187,23 @@ TEST(ReplayCachingAllocator, AtTheLimitCachedSegmentsAreReleasedBeforeGivingUp) 
   ValueId b = test.op({a}, 512);
   ValueId c = test.op({b}, 14 * kMiB);
   test.graph.outputs.push_back(c);
-  Lifetimes lifetimes = assignLifetimes(test.graph, Semantics::TorchScript);
+  Lifetimes lifetimes = assignLifetimes(test.graph, Semantics::kTorchScript);
   std::vector<TimelineEvent> timeline = buildTimeline(test.graph, lifetimes);
   AllocatorReplay unlimited = replayCachingAllocator(test.graph, timeline, pytorchDefaults());
-  EXPECT_FALSE(unlimited.outOfMemory);
-  EXPECT_EQ(unlimited.peakReservedBytes, 2 * kMiB + 12 * kMiB + 14 * kMiB);
+  EXPECT_FALSE(unlimited.out_of_memory);
+  EXPECT_EQ(unlimited.peak_reserved_bytes, 2 * kMiB + 12 * kMiB + 14 * kMiB);
   AllocatorReplay roomy =
       replayCachingAllocator(test.graph, timeline, pytorchDefaults(), 20 * kMiB);
-  EXPECT_FALSE(roomy.outOfMemory);
-  EXPECT_EQ(roomy.peakReservedBytes, 2 * kMiB + 14 * kMiB);
+  EXPECT_FALSE(roomy.out_of_memory);
+  EXPECT_EQ(roomy.peak_reserved_bytes, 2 * kMiB + 14 * kMiB);
   EXPECT_EQ(roomy.segments, 2);
   AllocatorReplay tight =
       replayCachingAllocator(test.graph, timeline, pytorchDefaults(), 15 * kMiB);
-  EXPECT_TRUE(tight.outOfMemory);
-  EXPECT_EQ(tight.outOfMemoryNode, NodeId(2u));
+  EXPECT_TRUE(tight.out_of_memory);
+  EXPECT_EQ(tight.out_of_memory_node, NodeId(2u));
   AllocatorReplay tiny = replayCachingAllocator(test.graph, timeline, pytorchDefaults(), kMiB);
-  EXPECT_TRUE(tiny.outOfMemory);
-  EXPECT_FALSE(tiny.outOfMemoryNode.valid());  // the input does not fit
+  EXPECT_TRUE(tiny.out_of_memory);
+  EXPECT_FALSE(tiny.out_of_memory_node.valid());  // the input does not fit
 }
 
 TEST(ReplayCachingAllocator, ZeroByteRequestsAllocateNothing) {
@@ -211,8 +211,8 @@ TEST(ReplayCachingAllocator, ZeroByteRequestsAllocateNothing) {
   ValueId x = test.input(0);
   test.graph.outputs.push_back(test.op({x}, 0));
   AllocatorReplay result = replay(test.graph, pytorchDefaults());
-  EXPECT_EQ(result.peakAllocatedBytes, 0);
-  EXPECT_EQ(result.peakReservedBytes, 0);
+  EXPECT_EQ(result.peak_allocated_bytes, 0);
+  EXPECT_EQ(result.peak_reserved_bytes, 0);
 }
 
 }  // namespace
