@@ -57,6 +57,47 @@ cudaError_t freeAsyncHook(Real real, const void* caller, void* pointer, cudaStre
   return real(pointer, stream);
 }
 
+// What a synchronous allocation's result codes mean, and where its event comes from, for
+// each of the two APIs. The device is asked only after the real call, and only when the
+// call is recorded: a re-entered hook calls nothing but the real function.
+template <typename Result>
+struct SyncApi;
+
+template <>
+struct SyncApi<cudaError_t> {
+  static constexpr cudaError_t kNotInitialized = cudaErrorInitializationError;
+  static constexpr cudaError_t kSuccess = cudaSuccess;
+  static constexpr cudaError_t kOutOfMemory = cudaErrorMemoryAllocation;
+  static EventSource source(Api api, const void* caller) {
+    return runtimeSource(api, hooks::runtimeDevice(), nullptr, caller);
+  }
+};
+
+template <>
+struct SyncApi<CUresult> {
+  static constexpr CUresult kNotInitialized = CUDA_ERROR_NOT_INITIALIZED;
+  static constexpr CUresult kSuccess = CUDA_SUCCESS;
+  static constexpr CUresult kOutOfMemory = CUDA_ERROR_OUT_OF_MEMORY;
+  static EventSource source(Api api, const void* caller) {
+    return driverSource(api, nullptr, caller);
+  }
+};
+
+// cudaMalloc, cudaMallocManaged, cuMemAlloc_v2: `rest` are the arguments after the size.
+template <typename Real, typename Pointer>
+auto syncAllocHook(Real real, Api api, const void* caller, Pointer* pointer, size_t size,
+                   auto... rest) {
+  using Codes = SyncApi<decltype(real(pointer, size, rest...))>;
+  if (!real) return Codes::kNotInitialized;
+  if (RecursionGuard::active()) return real(pointer, size, rest...);
+  RecursionGuard guard;
+  auto result = real(pointer, size, rest...);
+  hooks::recordAllocResult(guard, result == Codes::kSuccess, result == Codes::kOutOfMemory,
+                           Codes::source(api, caller),
+                           pointer ? reinterpret_cast<void*>(*pointer) : nullptr, size);
+  return result;
+}
+
 }  // namespace
 
 extern "C" {
@@ -70,15 +111,8 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr*, size_t, CUstream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 
 MEMTRACE_EXPORT cudaError_t cudaMalloc(void** pointer, size_t size) {
-  auto real = MEMTRACE_REAL(kRuntime, cudaMalloc);
-  if (!real) return cudaErrorInitializationError;
-  if (RecursionGuard::active()) return real(pointer, size);
-  RecursionGuard guard;
-  cudaError_t result = real(pointer, size);
-  hooks::recordAllocResult(guard, result == cudaSuccess, result == cudaErrorMemoryAllocation,
-                           runtimeSource(Api::kCudaMalloc, hooks::runtimeDevice(), nullptr, MEMTRACE_CALLER),
-                           pointer ? *pointer : nullptr, size);
-  return result;
+  return syncAllocHook(MEMTRACE_REAL(kRuntime, cudaMalloc), Api::kCudaMalloc, MEMTRACE_CALLER,
+                       pointer, size);
 }
 
 MEMTRACE_EXPORT cudaError_t cudaFree(void* pointer) {
@@ -92,16 +126,8 @@ MEMTRACE_EXPORT cudaError_t cudaFree(void* pointer) {
 }
 
 MEMTRACE_EXPORT cudaError_t cudaMallocManaged(void** pointer, size_t size, unsigned int flags) {
-  auto real = MEMTRACE_REAL(kRuntime, cudaMallocManaged);
-  if (!real) return cudaErrorInitializationError;
-  if (RecursionGuard::active()) return real(pointer, size, flags);
-  RecursionGuard guard;
-  cudaError_t result = real(pointer, size, flags);
-  hooks::recordAllocResult(guard, result == cudaSuccess, result == cudaErrorMemoryAllocation,
-                           runtimeSource(Api::kCudaMallocManaged, hooks::runtimeDevice(), nullptr,
-                                         MEMTRACE_CALLER),
-                           pointer ? *pointer : nullptr, size);
-  return result;
+  return syncAllocHook(MEMTRACE_REAL(kRuntime, cudaMallocManaged), Api::kCudaMallocManaged,
+                       MEMTRACE_CALLER, pointer, size, flags);
 }
 
 MEMTRACE_EXPORT cudaError_t cudaMallocAsync(void** pointer, size_t size, cudaStream_t stream) {
@@ -137,15 +163,8 @@ MEMTRACE_EXPORT cudaError_t cudaFreeAsync_ptsz(void* pointer, cudaStream_t strea
 }
 
 MEMTRACE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t size) {
-  auto real = MEMTRACE_REAL(kDriver, cuMemAlloc_v2);
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  if (RecursionGuard::active()) return real(pointer, size);
-  RecursionGuard guard;
-  CUresult result = real(pointer, size);
-  hooks::recordAllocResult(guard, result == CUDA_SUCCESS, result == CUDA_ERROR_OUT_OF_MEMORY,
-                           driverSource(Api::kCuMemAlloc, nullptr, MEMTRACE_CALLER),
-                           pointer ? reinterpret_cast<void*>(*pointer) : nullptr, size);
-  return result;
+  return syncAllocHook(MEMTRACE_REAL(kDriver, cuMemAlloc_v2), Api::kCuMemAlloc, MEMTRACE_CALLER,
+                       pointer, size);
 }
 
 MEMTRACE_EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {

@@ -197,7 +197,7 @@ bool moduleTableCovers(uintptr_t ip) {
 void refreshModuleTable() {
   // dl_iterate_phdr holds the loader's lock while it calls back; the callback takes only
   // g_modules_mutex, which is never held while taking the loader's lock, so the order is
-  // always loader -> modules (Note [Lock order] in recorder.cpp).
+  // always loader -> modules (Note [Lock order] in recorder_state.h).
   struct Guard {
     Guard() { pthread_mutex_lock(&g_modules_mutex); }
     ~Guard() { pthread_mutex_unlock(&g_modules_mutex); }

@@ -1,6 +1,7 @@
 // The recorder: what the hooks in allocator/ call, and what the C API (memtrace.h) drives.
 // It owns the live table and the counters, the trace file and its tables, the flusher
-// thread and the fork handlers. One lock guards all of it (Note [Lock order]).
+// thread and the fork handlers. One lock guards all of it (Note [Lock order] in
+// recorder_state.h, which lists the files each part lives in).
 //
 // The record path has four steps: guard (the caller's RecursionGuard), capture (stacks,
 // outside the lock), lock, write.

@@ -1,0 +1,41 @@
+// fork(): the child must not inherit a lock held by a thread that does not exist in it,
+// nor write into its parent's file.
+#include <pthread.h>
+
+#include "recorder/native_stack.h"
+#include "recorder/recorder_state.h"
+#include "recorder/thread_state.h"
+
+namespace memtrace::detail {
+namespace {
+
+// Both locks are taken in their order (Note [Lock order]) and held across fork(), so the
+// child starts with the recorder's state and the module table consistent.
+void forkPrepare() {
+  pthread_mutex_lock(&g_mutex);
+  native::Module* ignored;
+  native::lockModules(&ignored);
+}
+
+void forkParent() {
+  native::unlockModules();
+  pthread_mutex_unlock(&g_mutex);
+}
+
+void forkChild() {
+  native::unlockModules();
+  pthread_mutex_init(&g_mutex, nullptr);
+  // The parent's buffer and file are the parent's: drop them unwritten. The child traces
+  // into a file of its own, opened at its first event.
+  g_file.abandon();
+  g_flusher_running = false;
+  g_write_failed = false;
+  g_open_phases = 0;
+  resetThreadIdAfterFork();
+}
+
+}  // namespace
+
+void installForkHandlers() { pthread_atfork(forkPrepare, forkParent, forkChild); }
+
+}  // namespace memtrace::detail

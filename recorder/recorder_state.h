@@ -1,0 +1,123 @@
+// Internal to recorder/: the state that the record path (recorder.cpp), the file session
+// (session.cpp), the flusher (flusher.cpp), the fork handlers (fork.cpp) and the C API
+// (c_api.cpp) share, and the lock that guards it. Nothing outside recorder/ includes this.
+//
+// Every object here is defined in recorder_state.cpp, in one translation unit, so that
+// their initialization order (g_writer refers to g_file) is the order written there.
+#pragma once
+
+#include <pthread.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "common/flat_map.h"
+#include "format/records.h"
+#include "recorder/config.h"
+#include "recorder/record_writer.h"
+#include "recorder/trace_file.h"
+
+// Note [Lock order]
+// Three locks are involved in recording, always taken in this order:
+//   recorder (g_mutex)  ->  module table (native_stack.cpp)
+//   dynamic loader      ->  module table
+// The recorder's lock is never held while taking the loader's (dl_iterate_phdr, dlopen,
+// libunwind's unwinding, which reads the loaded objects): those all run in the capture step
+// or after the lock is released. A library constructor that allocates CUDA memory while
+// the loader holds its lock therefore cannot deadlock against a thread that records.
+// Python's GIL is never taken by us: stacks are walked only by a thread that already holds
+// it, and a thread that holds the GIL while it waits for our lock is always inside a hook
+// that will not ask for the GIL either.
+
+namespace memtrace::detail {
+
+constexpr int kMaxDevices = 64;  // devices past this are counted only in the total
+
+// An allocation the recorder has seen and not yet seen freed.
+struct LiveBlock {
+  uint64_t size;
+  int16_t device;
+  format::Level level;
+  format::Api api;
+};
+
+extern pthread_mutex_t g_mutex;
+
+// Everything below is guarded by g_mutex unless it says otherwise.
+extern Config g_config;
+extern TraceFile g_file;
+extern RecordWriter g_writer;
+extern FlatMap<uint64_t, LiveBlock> g_live;
+extern uint64_t g_current[kMaxDevices + 1];  // [0]: all devices; [d + 1]: device d
+extern uint64_t g_peak[kMaxDevices + 1];
+extern bool g_file_wanted;      // a file should be open (started, or autostart)
+extern bool g_write_failed;     // writing failed; nothing is written until the next start
+extern bool g_exiting;          // after exit began, every record is written through
+extern bool g_flusher_running;
+extern int g_open_phases;
+extern char g_path_pattern[4096];  // the pattern the next file opens with
+extern char g_last_error[512];
+
+extern std::atomic<bool> g_tracing;  // capture stacks (read without the lock)
+
+// Holds g_mutex for its scope (Note [Lock order]).
+class MutexLock {
+ public:
+  MutexLock() { pthread_mutex_lock(&g_mutex); }
+  ~MutexLock() { pthread_mutex_unlock(&g_mutex); }
+  MutexLock(const MutexLock&) = delete;
+  MutexLock& operator=(const MutexLock&) = delete;
+};
+
+inline uint64_t monotonicNow() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return uint64_t(now.tv_sec) * 1000000000u + uint64_t(now.tv_nsec);
+}
+
+// The index of a device's counters in g_current and g_peak, or -1 past kMaxDevices.
+inline int counterIndex(int device) {
+  return device >= 0 && device < kMaxDevices ? device + 1 : -1;
+}
+
+// Sets memtrace_last_error()'s text. Called with g_mutex held.
+void setError(const char* message, const char* detail = nullptr);
+
+// ---- The file session (session.cpp); all called with g_mutex held ----
+
+// Expands %p to the pid.
+void expandPath(const char* pattern, char* out, size_t out_size);
+
+// Opens the trace file if one is wanted and none is open. False when no file is open
+// after it (none wanted, or the open failed).
+bool openFile();
+inline bool ensureFileOpen() { return g_file.isOpen() || openFile(); }
+
+// Writes the closing marker `why` and closes the file, if one is open.
+void closeFile(format::MarkerKind why);
+
+// Writing failed: warn, stop recording until the next memtrace_start; the program goes on.
+void failWrite();
+
+// After writing a record: in the exit path, write it through at once.
+inline void afterRecord() {
+  if (g_exiting && g_file.isOpen() && !g_file.flush()) failWrite();
+}
+
+// The atexit handler: marks the exit and switches to writing every record through.
+void onExit();
+
+// ---- The flusher thread (flusher.cpp) ----
+
+// Starts the thread that flushes the file every 100 ms, unless it runs. g_mutex held.
+void startFlusher();
+
+// ---- Fork (fork.cpp) ----
+
+// Registers the pthread_atfork handlers that keep g_mutex and the module table
+// consistent across fork() and give the child a file of its own.
+void installForkHandlers();
+
+}  // namespace memtrace::detail
