@@ -218,6 +218,8 @@ def _to_torchscript(model: Any, example_inputs: Sequence[Any], directory: Path,
         if example_kwargs:
             raise MemTracerError("estimate(): a saved TorchScript file takes positional inputs only")
         return "file", "a saved TorchScript file", Path(model), list(example_inputs), False
+    import warnings
+
     import torch
 
     path = directory / "model.pt"
@@ -232,7 +234,9 @@ def _to_torchscript(model: Any, example_inputs: Sequence[Any], directory: Path,
             reason = "inputs that are not tensors"
         else:
             try:
-                torch.jit.script(model).save(str(path))
+                with warnings.catch_warnings():  # what scripting trips over is not the user's
+                    warnings.simplefilter("ignore")
+                    torch.jit.script(model).save(str(path))
                 return "script", "scripted with torch.jit.script", path, positional, False
             except Exception as error:  # noqa: BLE001 - any scripting failure falls back to tracing
                 reason = _first_line(error)

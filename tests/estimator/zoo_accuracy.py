@@ -98,8 +98,10 @@ def flags_of(document):
         flags.append("lower bound")
     for op in document.get("unknown_ops", []):
         flags.append(f"unsized {op['op']} x{op.get('count', 1)}")
+    kinds = {}
     for assumption in document.get("assumptions", []):
-        flags.append(f"assumed {assumption['kind']} ({assumption.get('op', '?')})")
+        kinds[assumption["kind"]] = kinds.get(assumption["kind"], 0) + 1
+    flags += [f"assumed {kind} x{count}" for kind, count in kinds.items()]
     for warning in document.get("warnings", []):
         flags.append(f"warning {warning if isinstance(warning, str) else json.dumps(warning)}")
     return flags
