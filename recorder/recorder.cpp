@@ -228,14 +228,12 @@ void recordAlloc(const RecursionGuard&, const EventSource& source, const void* a
   // live table, so that it is written once.
   bool writing = ensureFileOpen();
   LiveBlock live{size, static_cast<int16_t>(source.device), source.level, source.api};
-  bool inserted = false;
-  LiveBlock* slot = g_live.insert(reinterpret_cast<uintptr_t>(address), live, &inserted);
-  if (slot && !inserted) {
-    // A free we never saw (freed through a path we do not hook): the new allocation replaces
-    // it. The reader does the same (docs/trace-format.md).
-    countFree(slot->device, slot->size);
-    *slot = live;
-  }
+  LiveBlock replaced;
+  // A free we never saw (freed through a path we do not hook): the new allocation replaces
+  // it, by the rule the reader applies too (format/live_table.h).
+  if (g_live.allocate(reinterpret_cast<uintptr_t>(address), live, &replaced) ==
+      format::AllocOutcome::kReplaced)
+    countFree(replaced.device, replaced.size);
   countAlloc(source.device, size);
   if (!writing) return;
   uint32_t python_stack = 0, native_stack = 0;
@@ -253,7 +251,7 @@ void recordFree(const RecursionGuard&, const EventSource& source, const void* ad
   uint64_t time = monotonicNow();
   bool writing = ensureFileOpen();
   LiveBlock live;
-  if (!g_live.erase(reinterpret_cast<uintptr_t>(address), &live)) return;
+  if (!g_live.free(reinterpret_cast<uintptr_t>(address), &live)) return;
   countFree(live.device, live.size);
   if (!writing) return;
   uint32_t python_stack = 0, native_stack = 0;

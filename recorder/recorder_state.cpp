@@ -10,7 +10,7 @@ pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
 Config g_config;
 TraceFile g_file;
 RecordWriter g_writer(g_file);
-FlatMap<uint64_t, LiveBlock> g_live;
+format::LiveTable<LiveBlock> g_live;
 uint64_t g_current[kMaxDevices + 1];
 uint64_t g_peak[kMaxDevices + 1];
 bool g_file_wanted = false;

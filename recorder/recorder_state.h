@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/flat_map.h"
+#include "format/live_table.h"
 #include "format/records.h"
 #include "recorder/config.h"
 #include "recorder/record_writer.h"
@@ -49,7 +49,7 @@ extern pthread_mutex_t g_mutex;
 extern Config g_config;
 extern TraceFile g_file;
 extern RecordWriter g_writer;
-extern FlatMap<uint64_t, LiveBlock> g_live;
+extern format::LiveTable<LiveBlock> g_live;
 extern uint64_t g_current[kMaxDevices + 1];  // [0]: all devices; [d + 1]: device d
 extern uint64_t g_peak[kMaxDevices + 1];
 extern bool g_file_wanted;      // a file should be open (started, or autostart)
