@@ -13,10 +13,14 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 from . import _native
 from .errors import MemTracerError
+
+# How long a value lives: as the eager nn.Module keeps it (Python names) or as the TorchScript
+# interpreter does (freed at last use); memtrace-estimate's --semantics.
+Semantics = Literal["eager", "torchscript"]
 
 
 @dataclass
@@ -287,7 +291,7 @@ def _device_profile(device: str) -> str:
 
 def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
              batch_sizes: Sequence[int] | None = None, budget: int | str | None = None, *,
-             example_kwargs: Mapping[str, Any] | None = None, semantics: str = "eager",
+             example_kwargs: Mapping[str, Any] | None = None, semantics: Semantics = "eager",
              device: str = "auto", output: str | os.PathLike[str] | None = None) -> Estimate:
     """Predicts the GPU memory of one forward pass, without running it on a GPU.
 
@@ -362,25 +366,21 @@ def _unwrapped(module_path: str, wrapped: bool) -> str:
     return module_path.removeprefix("model.")
 
 
-def report_with_prediction(trace: Path, predict: Any, *, top: int, group_by: str, frame: str,
-                           own: bool = False) -> str:
-    """The report of `trace` with the estimator's prediction beside it (report_stats(predict=...)).
+def write_prediction(predict: Any, directory: Path) -> Path:
+    """The estimate JSON for report_stats(predict=...), written into `directory` if it must be.
 
     ``predict``: an Estimate, a saved estimate JSON path, or (model, example_inputs) /
     (saved TorchScript path, example_inputs) to estimate now."""
-    from .report import _report_arguments, _run
-
-    with tempfile.TemporaryDirectory(prefix="mem_tracer-") as work:
-        if isinstance(predict, Estimate):
-            json_path = Path(work) / "estimate.json"
-            json_path.write_text(json.dumps(predict.raw))
-        elif isinstance(predict, (str, os.PathLike)) and str(predict).endswith(".json"):
-            json_path = Path(predict)
-        elif isinstance(predict, (tuple, list)) and len(predict) == 2:
-            model, example_inputs = predict
-            json_path = Path(work) / "estimate.json"
-            estimate(model, example_inputs, output=json_path)
-        else:
-            raise MemTracerError("report_stats(predict=...) takes (model, example_inputs), "
-                                 "(saved_model.pt, example_inputs), an Estimate or an estimate .json")
-        return _run(_report_arguments(trace, top, group_by, frame, own) + ["--estimate", str(json_path)])
+    if isinstance(predict, Estimate):
+        json_path = directory / "estimate.json"
+        json_path.write_text(json.dumps(predict.raw))
+        return json_path
+    if isinstance(predict, (str, os.PathLike)) and str(predict).endswith(".json"):
+        return Path(predict)
+    if isinstance(predict, (tuple, list)) and len(predict) == 2:
+        model, example_inputs = predict
+        json_path = directory / "estimate.json"
+        estimate(model, example_inputs, output=json_path)
+        return json_path
+    raise MemTracerError("report_stats(predict=...) takes (model, example_inputs), "
+                         "(saved_model.pt, example_inputs), an Estimate or an estimate .json")

@@ -7,13 +7,19 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+import tempfile
+from typing import Any, Literal, TextIO, get_args
 
 from . import _native
 from .errors import MemTracerError
+from .estimate import write_prediction
 from .tracing import last_trace
 
-GROUPINGS = ("line", "function", "file", "stack", "module")
+# memtrace-report's --group-by and --frame.
+GroupBy = Literal["line", "function", "file", "stack", "module"]
+Frame = Literal["innermost", "user"]
+GROUPINGS: tuple[str, ...] = get_args(GroupBy)
+FRAMES: tuple[str, ...] = get_args(Frame)
 
 
 def _report_arguments(trace: Path, top: int, group_by: str, frame: str, own: bool = False) -> list[str]:
@@ -21,8 +27,8 @@ def _report_arguments(trace: Path, top: int, group_by: str, frame: str, own: boo
     where tracing was last stopped (allocations made after stop_tracing() do not count)."""
     if group_by not in GROUPINGS:
         raise MemTracerError(f"group_by must be one of {', '.join(GROUPINGS)}, not {group_by!r}")
-    if frame not in ("innermost", "user"):
-        raise MemTracerError(f"frame must be 'innermost' or 'user', not {frame!r}")
+    if frame not in FRAMES:
+        raise MemTracerError(f"frame must be one of {', '.join(FRAMES)}, not {frame!r}")
     return [str(_native.tool_path("memtrace-report")), str(trace), "--top", str(top),
             "--group-by", group_by, "--frame", frame, "--until", "stop" if own else "end"]
 
@@ -34,8 +40,8 @@ def _run(command: list[str]) -> str:
     return result.stdout
 
 
-def report_stats(top: int = 20, group_by: str = "line", file: TextIO | None = None, *,
-                 frame: str = "innermost", trace: str | os.PathLike[str] | None = None,
+def report_stats(top: int = 20, group_by: GroupBy = "line", file: TextIO | None = None, *,
+                 frame: Frame = "innermost", trace: str | os.PathLike[str] | None = None,
                  predict: Any = None) -> None:
     """Prints the peak and what was live there, by source location: the columns
     ``Mem, Cumulative Mem, Median, Count, Location``, largest first.
@@ -53,14 +59,14 @@ def report_stats(top: int = 20, group_by: str = "line", file: TextIO | None = No
     path = Path(trace) if trace is not None else last_trace()
     out = file if file is not None else sys.stdout
     if predict is not None:
-        from .estimate import report_with_prediction
-
-        out.write(report_with_prediction(path, predict, top=top, group_by=group_by, frame=frame, own=own))
+        with tempfile.TemporaryDirectory(prefix="mem_tracer-") as work:
+            prediction = write_prediction(predict, Path(work))
+            out.write(_run(_report_arguments(path, top, group_by, frame, own) + ["--estimate", str(prediction)]))
         return
     out.write(_run(_report_arguments(path, top, group_by, frame, own)))
 
 
-def report_data(top: int = 20, group_by: str = "line", *, frame: str = "innermost",
+def report_data(top: int = 20, group_by: GroupBy = "line", *, frame: Frame = "innermost",
                 trace: str | os.PathLike[str] | None = None, at: str = "peak") -> dict[str, Any]:
     """The report as data (memtrace-report's JSON): summary, devices, marks, and the rows of
     the table under ``["live"]["rows"]``."""
