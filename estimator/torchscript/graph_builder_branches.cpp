@@ -1,0 +1,186 @@
+#include "estimator/torchscript/graph_builder_internal.h"
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+
+namespace memtrace::estimator::torchscript::internal {
+
+namespace {
+
+constexpr int64_t kMaxLoopIterations = 1'000'000;  // a guard against runaway while-loops
+
+}  // namespace
+
+std::vector<GraphBuilder::Slot> GraphBuilder::runBranch(jit::Block* block, Frame& frame,
+                                                        Environment& environment) {
+  runBlock(block, frame, environment);
+  std::vector<Slot> outputs;
+  for (const jit::Value* output : block->outputs()) outputs.push_back(environment.at(output));
+  return outputs;
+}
+
+GraphBuilder::Snapshot GraphBuilder::snapshot() const {
+  return {graph_,        tensor_values_, storages_, container_values_, attribute_writes_,
+          meta_weights_, constants_};
+}
+
+void GraphBuilder::restore(Snapshot snapshot) {
+  graph_ = std::move(snapshot.graph);
+  tensor_values_ = std::move(snapshot.tensor_values);
+  storages_ = std::move(snapshot.storages);
+  container_values_ = std::move(snapshot.container_values);
+  attribute_writes_ = std::move(snapshot.attribute_writes);
+  meta_weights_ = std::move(snapshot.meta_weights);
+  constants_ = std::move(snapshot.constants);
+}
+
+int64_t GraphBuilder::bytesAllocatedSince(size_t first_node) const {
+  int64_t bytes = 0;
+  for (size_t index = first_node; index < graph_.nodes.size(); ++index) {
+    for (const MemoryEvent& event : graph_.nodes[index].events) {
+      if (event.kind == MemoryEventKind::kAllocate) bytes += graph_.storage(event.storage).bytes;
+    }
+  }
+  return bytes;
+}
+
+void GraphBuilder::runIf(jit::Node* node, Frame& frame, Environment& environment) {
+  const Slot& condition = environment.at(node->input(0));
+  Location location = locate(node, frame);
+  std::vector<Slot> outputs;
+  if (condition.known) {
+    outputs = runBranch(node->blocks()[condition.value.toBool() ? 0 : 1], frame, environment);
+  } else {
+    // Run both; keep the one that allocates more. A branch that raises is not taken.
+    size_t first_node = graph_.nodes.size();
+    Snapshot before = snapshot();
+    Frame frame_before = frame;
+    std::optional<std::vector<Slot>> then_outputs;
+    std::optional<ModelRaised> then_raised;
+    try {
+      then_outputs = runBranch(node->blocks()[0], frame, environment);
+    } catch (const ModelRaised& raised) {
+      then_raised = raised;
+    }
+    int64_t then_bytes = then_outputs ? bytesAllocatedSince(first_node) : -1;
+    Snapshot after_then = snapshot();
+    Frame frame_after_then = frame;
+    restore(std::move(before));
+    frame = frame_before;
+    std::optional<std::vector<Slot>> else_outputs;
+    try {
+      else_outputs = runBranch(node->blocks()[1], frame, environment);
+    } catch (const ModelRaised&) {
+      if (!then_outputs) throw;  // raises either way
+    }
+    int64_t else_bytes = else_outputs ? bytesAllocatedSince(first_node) : -1;
+    bool take_then = then_bytes >= else_bytes;
+    if (take_then) {
+      restore(std::move(after_then));
+      frame = std::move(frame_after_then);
+      outputs = std::move(*then_outputs);
+    } else {
+      outputs = std::move(*else_outputs);
+    }
+    std::string detail = "the condition depends on tensor data; assumed the " +
+                         std::string(take_then ? "`if`" : "`else`") +
+                         " branch, the one that allocates more";
+    if (then_raised || !else_outputs)
+      detail = "the condition depends on tensor data; the other branch raises";
+    graph_.assumptions.push_back({AssumptionKind::kDataDependentBranch, "prim::If", location.stack,
+                                  detail, /*makes_lower_bound=*/false});
+  }
+  for (size_t index = 0; index < node->outputs().size(); ++index) {
+    environment[node->outputs()[index]] = outputs[index];
+  }
+  emitDropPoint(node, location, frame, environment);
+  bindOutputs(node, location, outputs);
+}
+
+void GraphBuilder::runLoop(jit::Node* node, Frame& frame, Environment& environment) {
+  Location location = locate(node, frame);
+  const Slot& trip_count = environment.at(node->input(0));
+  Slot condition = environment.at(node->input(1));
+  std::vector<Slot> carried;
+  for (size_t index = 2; index < node->inputs().size(); ++index) {
+    carried.push_back(environment.at(node->input(index)));
+  }
+  jit::Block* body = node->blocks()[0];
+  auto flag = [&](const std::string& detail) {
+    graph_.assumptions.push_back({AssumptionKind::kDataDependentLoop, "prim::Loop", location.stack,
+                                  detail, /*makes_lower_bound=*/true});
+  };
+  int64_t iterations = trip_count.known ? trip_count.value.toInt() : kMaxLoopIterations;
+  bool running = true;
+  int64_t iteration = 0;
+  while (running && iteration < iterations) {
+    if (!condition.known) {
+      flag("the loop's continuation depends on tensor data; simulated " +
+           std::to_string(iteration + 1) + " iteration(s), the true count may be higher");
+      running = false;  // this one iteration still runs
+    } else if (!condition.value.toBool()) {
+      break;
+    }
+    if (iteration == kMaxLoopIterations - 1) {
+      flag("stopped after " + std::to_string(kMaxLoopIterations) + " iterations");
+      running = false;
+    }
+    environment[body->inputs()[0]] = Slot{c10::IValue(iteration), true, ValueId()};
+    for (size_t index = 0; index < carried.size(); ++index) {
+      environment[body->inputs()[index + 1]] = carried[index];
+    }
+    runBlock(body, frame, environment);
+    condition = environment.at(body->outputs()[0]);
+    for (size_t index = 0; index < carried.size(); ++index) {
+      carried[index] = environment.at(body->outputs()[index + 1]);
+    }
+    ++iteration;
+  }
+  for (size_t index = 0; index < node->outputs().size(); ++index) {
+    environment[node->outputs()[index]] = carried[index];
+  }
+  emitDropPoint(node, location, frame, environment);
+  bindOutputs(node, location, carried);
+}
+
+// The values defined outside an if or a loop that its blocks use, in first-use order.
+const std::vector<const jit::Value*>& GraphBuilder::freeVariables(const jit::Node* node) {
+  auto cached = free_variables_.find(node);
+  if (cached != free_variables_.end()) return cached->second;
+  std::unordered_set<const jit::Value*> defined;
+  std::unordered_set<const jit::Value*> listed;
+  std::vector<const jit::Value*> free;
+  auto use = [&](const jit::Value* value) {
+    if (!defined.count(value) && listed.insert(value).second) free.push_back(value);
+  };
+  std::function<void(const jit::Block*)> visit = [&](const jit::Block* block) {
+    for (const jit::Value* input : block->inputs()) defined.insert(input);
+    for (const jit::Node* inner : block->nodes()) {
+      for (const jit::Value* input : inner->inputs()) use(input);
+      for (const jit::Block* nested : inner->blocks()) visit(nested);
+      for (const jit::Value* output : inner->outputs()) defined.insert(output);
+    }
+    for (const jit::Value* output : block->outputs()) use(output);
+  };
+  for (const jit::Block* block : node->blocks()) visit(block);
+  return free_variables_.emplace(node, std::move(free)).first->second;
+}
+
+// The TorchScript interpreter drops a value whose last use is inside an if or a loop only once
+// that if or loop is done, whichever branch ran (Note [Eager and TorchScript lifetimes]).
+void GraphBuilder::emitDropPoint(const jit::Node* node, const Location& location,
+                                 const Frame& frame, const Environment& environment) {
+  std::vector<Slot> held;
+  for (const jit::Value* value : freeVariables(node)) {
+    auto slot = environment.find(value);
+    if (slot != environment.end()) held.push_back(slot->second);
+  }
+  bool holds_values = std::any_of(held.begin(), held.end(),
+                                  [&](const Slot& slot) { return !valuesOf(slot).empty(); });
+  if (!holds_values) return;
+  NodeId id = emitNode(node, location, frame, held);
+  graph_.node(id).torch_script_only = true;
+}
+
+}  // namespace memtrace::estimator::torchscript::internal

@@ -1,0 +1,219 @@
+#pragma once
+
+// The GraphBuilder behind buildGraph (graph_builder.h), shared by the files that implement it;
+// not part of the estimator's API. Where to find what:
+//   graph_builder.cpp           the driver: build() and the forward's inputs, node dispatch,
+//                               calls into other graphs
+//   graph_builder_branches.cpp  prim::If and prim::Loop, and where their values are dropped
+//   graph_builder_names.cpp     Python stacks and names: locations, statements of traced graphs
+//   graph_builder_ops.cpp       running one op: registered operators, interpreter instructions,
+//                               constants, unsized ops, the memory events of a node
+//   graph_builder_values.cpp    weights, module attributes, the neutral value of a runtime one
+
+#include <ATen/ATen.h>
+#include <torch/csrc/jit/api/module.h>
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "estimator/graph.h"
+#include "estimator/input_spec.h"
+#include "estimator/python_source.h"
+#include "estimator/torchscript/graph_builder.h"
+#include "estimator/torchscript/meta_allocation_recorder.h"
+#include "estimator/torchscript/shape_functions.h"
+#include "estimator/torchscript/source_locations.h"
+
+// Note [Abstract execution]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// The front end executes forward the way the TorchScript interpreter would, on values that
+// carry everything but data:
+//   - each node's registered Operation runs on a stack of IValues in which tensors are meta
+//     tensors (shapes, strides, dtypes and storage aliasing, no data) and everything else is
+//     real: shape arithmetic such as x.size(-1) // self.heads is exact, and so are conditions
+//     on shapes and module flags (self.training);
+//   - calls (prim::CallMethod, prim::CallFunction) are followed into the callee's own graph
+//     rather than inlined first: each invocation is a Scope with its own Python names, which
+//     eager lifetimes need (Note [Eager and TorchScript lifetimes]), and the chain of call
+//     sites is the Python stack of a scripted node;
+//   - prim::If runs the branch its condition picks. A condition on tensor data (x.sum() > 0)
+//     has no value on meta tensors: both branches run, the one that allocates more is kept,
+//     and the estimate says so;
+//   - prim::Loop runs every iteration of its trip count (the recorded graph is unrolled); a
+//     loop whose continuation depends on tensor data stops where that becomes unknown, which
+//     makes the estimate a lower bound;
+//   - 0-dim tensors made from Python numbers (prim::NumToTensor, scalar constants of traced
+//     graphs) stay real CPU tensors: they stay on the host when the model runs on a GPU, and
+//     their values let aten::Int(...) recover sizes in traced graphs;
+//   - an op without a meta kernel is sized by PyTorch's shape function for its schema
+//     (ShapeFunctionSizer). An op with neither, or whose output size depends on data
+//     (nonzero, item), gets outputs of unknown size: they count as 0 bytes, are listed, and
+//     the estimate becomes a lower bound;
+//   - a device argument naming CUDA is taken as meta, and prim::is_cuda answers true: the
+//     model runs as on the GPU it is estimated for.
+// What each op allocates, temporaries included, comes from the meta allocator
+// (Note [Meta allocations]).
+
+namespace memtrace::estimator::torchscript::internal {
+
+namespace jit = torch::jit;
+
+// A `raise` the model executes for the given inputs.
+struct ModelRaised {
+  std::string message;
+  std::vector<SourceFrame> stack;
+};
+
+// The estimator's name of an ATen dtype (input_spec.h's canonical names), and back.
+std::string dtypeName(at::ScalarType type);
+at::ScalarType scalarTypeOf(std::string_view dtype);
+
+bool holdsTensors(const c10::TypePtr& type);
+
+class GraphBuilder {
+ public:
+  GraphBuilder(const jit::Module& module, BuildCaches& caches)
+      : module_(module),
+        locations_(caches.locations),
+        source_files_(caches.source_files),
+        shape_functions_(caches.shape_functions) {}
+
+  Graph build(const std::vector<InputSpec>& inputs);
+
+ private:
+  // What a TorchScript value holds during abstract execution. `known` is false when its value
+  // depends on tensor data or on an op that could not be sized; a tensor or container of
+  // unknown content still has a neutral Value (`unknown_value`) so that uses are recorded.
+  struct Slot {
+    c10::IValue value;
+    bool known = true;
+    ValueId unknown_value;
+  };
+  using Environment = std::unordered_map<const jit::Value*, Slot>;
+
+  // A statement of a traced model's Python code that is still running, and the values its last
+  // node so far produced (after node `after`): when the next node belongs to another statement,
+  // those are what the statement assigns.
+  struct PendingStatement {
+    SourceFrame statement;
+    ScopeId scope;
+    std::vector<ValueId> values;
+    NodeId after;
+    std::string last_callee;  // the module the statement last called
+  };
+
+  // One function invocation.
+  struct Frame {
+    ScopeId scope;
+    std::string module_path;
+    std::string function;
+    std::vector<SourceFrame> callers;  // call sites, innermost first (scripted code)
+    std::vector<SourceFrame> last_stack;
+    std::string last_statement;
+    bool last_traced = false;
+    size_t module_depth = 0;                      // nn.Module calls from the root module
+    std::vector<SourceFrame> first_traced_stack;  // of the first traced node run in this call
+    // Traced graphs (Note [Names in traced graphs]): the statements the last node belongs to,
+    // outermost first, and the scopes of the Python functions they are in.
+    std::vector<PendingStatement> statements;
+    std::map<std::string, ScopeId> traced_scopes;
+  };
+
+  // Where a node runs: its Python stack, the statement it belongs to, the scope it binds in.
+  struct Location {
+    std::vector<SourceFrame> stack;
+    std::vector<std::string> targets;  // names the statement binds
+    ScopeId scope;
+    std::string module_path;
+    bool traced = false;
+  };
+
+  // What an If needs to put back before trying its other branch.
+  struct Snapshot {
+    Graph graph;
+    std::unordered_map<const c10::TensorImpl*, ValueId> tensor_values;
+    std::unordered_map<const c10::StorageImpl*, StorageId> storages;
+    std::unordered_map<const void*, ValueId> container_values;
+    std::map<std::pair<const void*, std::string>, Slot> attribute_writes;
+    // Weights and constants met for the first time inside a branch go with it.
+    std::unordered_map<const c10::TensorImpl*, at::Tensor> meta_weights;
+    std::unordered_map<const jit::Node*, c10::IValue> constants;
+  };
+
+  void registerModuleTensors(const jit::Module& module, const std::string& path);
+  ValueId registerWeight(const at::Tensor& tensor, StorageOrigin origin, const std::string& name);
+  c10::IValue attributeValue(const c10::IValue& value, const std::string& name);
+
+  std::vector<Slot> callGraph(jit::Graph& graph, std::vector<Slot> arguments, Frame& frame);
+  void runBlock(jit::Block* block, Frame& frame, Environment& environment);
+  void runNode(jit::Node* node, Frame& frame, Environment& environment);
+  void runConstant(jit::Node* node, Environment& environment);
+  void runGetAttr(jit::Node* node, Environment& environment);
+  void runSetAttr(jit::Node* node, Environment& environment);
+  void runCall(jit::Node* node, Frame& frame, Environment& environment);
+  void runIf(jit::Node* node, Frame& frame, Environment& environment);
+  void runLoop(jit::Node* node, Frame& frame, Environment& environment);
+  void runOperator(jit::Node* node, Frame& frame, Environment& environment);
+  void runUnsized(jit::Node* node, Frame& frame, Environment& environment,
+                  const std::vector<Slot>& inputs, const std::string& reason, AssumptionKind kind);
+  std::vector<Slot> runBranch(jit::Block* block, Frame& frame, Environment& environment);
+
+  Location locate(const jit::Node* node, Frame& frame);
+  std::vector<std::string> targetsOf(const SourceFrame& statement);
+  void enterStatements(Frame& frame, const std::vector<SourceFrame>& stack, Location& location,
+                       const std::string* callee = nullptr);
+  void noteStatementValues(Frame& frame, const std::vector<ValueId>& values);
+  void finishStatements(Frame& frame, size_t keep);
+  void emitDropPoint(const jit::Node* node, const Location& location, const Frame& frame,
+                     const Environment& environment);
+  const std::vector<const jit::Value*>& freeVariables(const jit::Node* node);
+  void bindOutputs(const jit::Node* node, const Location& location,
+                   const std::vector<Slot>& outputs);
+  NodeId emitNode(const jit::Node* node, const Location& location, const Frame& frame,
+                  const std::vector<Slot>& inputs);
+  void recordOutputs(NodeId id, const std::vector<c10::IValue>& outputs,
+                     const std::vector<MetaAllocationEvent>& allocations);
+  std::vector<ValueId> valuesOf(const Slot& slot);
+  ValueId valueOf(const c10::IValue& value, NodeId producer);
+  ValueId tensorValue(const at::Tensor& tensor, NodeId producer);
+  void refreshContainer(ValueId container, const c10::IValue& value, NodeId producer);
+  void collectValues(const c10::IValue& value, std::vector<ValueId>& ids);
+  NodeId lastNode() const;
+  Snapshot snapshot() const;
+  void restore(Snapshot snapshot);
+  int64_t bytesAllocatedSince(size_t first_node) const;
+  void forgetNamesIfFrozen();
+  [[noreturn]] void failOp(const jit::Node* node, const Location& location,
+                           const std::vector<Slot>& inputs, const std::string& why);
+
+  const jit::Module& module_;
+  Graph graph_;
+  MetaAllocationRecorder recorder_;
+  SourceLocations& locations_;
+  SourceFileCache& source_files_;
+  ShapeFunctionSizer& shape_functions_;
+
+  // Identity of runtime objects: tensors by TensorImpl, storages by StorageImpl (meta storages
+  // and, for weights, the real ones), lists, tuples and dicts by their payload. Every IValue
+  // the builder has seen is kept alive, so no address is reused while it runs.
+  std::unordered_map<const c10::TensorImpl*, ValueId> tensor_values_;
+  std::unordered_map<const c10::StorageImpl*, StorageId> storages_;
+  std::unordered_map<const void*, ValueId> container_values_;
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> meta_weights_;
+  std::unordered_map<const c10::ivalue::Object*, std::string> module_paths_;
+  std::map<std::pair<const void*, std::string>, Slot> attribute_writes_;
+  std::unordered_map<const jit::Node*, c10::IValue> constants_;
+  std::unordered_map<const jit::Node*, jit::Operation> operations_;
+  std::unordered_set<const c10::FunctionSchema*> without_meta_kernel_;
+  std::unordered_map<const jit::Node*, std::vector<const jit::Value*>> free_variables_;
+  std::vector<c10::IValue> keep_alive_;
+  // kActivation storages registered since the current node started, with their meta storage.
+  std::vector<std::pair<StorageId, const c10::StorageImpl*>> new_storages_;
+};
+
+}  // namespace memtrace::estimator::torchscript::internal

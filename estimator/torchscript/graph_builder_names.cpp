@@ -1,0 +1,198 @@
+#include "estimator/torchscript/graph_builder_internal.h"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+
+namespace memtrace::estimator::torchscript::internal {
+
+namespace {
+
+// Strips the digits TorchScript's printer appends to make a rebound name unique (att, att0,
+// att1 in the saved code are all Python's `att`).
+std::string withoutTrailingDigits(std::string name) {
+  while (!name.empty() && std::isdigit(static_cast<unsigned char>(name.back()))) name.pop_back();
+  return name;
+}
+
+// A module path split before its last component: "layers.0" -> {"layers", "0"}.
+std::pair<std::string_view, std::string_view> splitLastComponent(std::string_view path) {
+  size_t dot = path.rfind('.');
+  if (dot == std::string_view::npos) return {{}, path};
+  return {path.substr(0, dot), path.substr(dot + 1)};
+}
+
+// Whether two module paths are one module, or two entries of one container (`layers.0` and
+// `layers.1`).
+bool isRepeatedCall(std::string_view previous, std::string_view next) {
+  if (previous.empty() || next.empty()) return false;
+  if (previous == next) return true;
+  auto numeric = [](std::string_view text) {
+    return !text.empty() && std::all_of(text.begin(), text.end(), [](char character) {
+      return std::isdigit(static_cast<unsigned char>(character));
+    });
+  };
+  auto [previous_parent, previous_last] = splitLastComponent(previous);
+  auto [next_parent, next_last] = splitLastComponent(next);
+  return previous_parent == next_parent && numeric(previous_last) && numeric(next_last);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Locations and names
+
+// Note [Names in traced graphs]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A traced graph keeps no reliable Python names: a value is named after whichever variable the
+// tracer found holding it (F.softmax's parameter `input`, say), most values not at all, and
+// module calls have no source range. What it keeps is the whole Python stack of every op, and
+// the model's source file is usually still on disk. So the front end follows statements: the
+// frames of this module's segment of the stack (splitByModuleCalls), outermost first, are the
+// statements running at each level of Python calls (the forward's line, then the line in a
+// helper it called). A statement's value is what its last node produced; when the next node
+// belongs to another statement at that level, the statement is done and its value is bound to
+// the name on the left of its `=` (read from the file), in the scope of the function the
+// statement is in. A module call is a node of its caller's statement, found in the stack of
+// the first node the callee ran. Statements that unpack into several names use the debug
+// names, which the tracer sets from those very variables.
+
+std::vector<std::string> GraphBuilder::targetsOf(const SourceFrame& statement) {
+  if (!statement.known()) return {};
+  std::optional<std::string> line = source_files_.line(statement.file, statement.line);
+  return line ? assignmentTargets(*line) : std::vector<std::string>();
+}
+
+void GraphBuilder::enterStatements(Frame& frame, const std::vector<SourceFrame>& stack,
+                                   Location& location, const std::string* callee) {
+  std::vector<std::vector<SourceFrame>> segments = splitByModuleCalls(stack);
+  std::vector<SourceFrame> levels;
+  if (frame.module_depth + 1 < segments.size()) {
+    levels.assign(segments[frame.module_depth + 1].rbegin(),
+                  segments[frame.module_depth + 1].rend());
+  }
+  size_t common = 0;
+  while (common < levels.size() && common < frame.statements.size() &&
+         frame.statements[common].statement == levels[common]) {
+    ++common;
+  }
+  // The same line calling the same module again, or the next one of a ModuleList or Sequential,
+  // is a loop going round (`for layer in self.layers: x = layer(x)`), not one statement calling
+  // two modules (`x = self.pool(self.conv(x))`): the previous round's assignment is done.
+  if (callee && common == levels.size() && common > 0 &&
+      isRepeatedCall(frame.statements[common - 1].last_callee, *callee)) {
+    --common;
+  }
+  finishStatements(frame, common);
+  // The outermost level is the module's forward, which is this frame's own scope (module calls
+  // it makes are scopes inside it); the functions it calls get scopes of their own.
+  std::string key;
+  for (size_t level = 0; level < levels.size(); ++level) {
+    key += levels[level].file + ":" + levels[level].function + "/";
+    if (level < common) continue;
+    ScopeId scope = frame.scope;
+    if (level > 0) {
+      auto [entry, inserted] = frame.traced_scopes.try_emplace(key);
+      if (inserted) {
+        entry->second =
+            graph_.addScope({frame.statements[level - 1].scope, levels[level].function});
+      }
+      scope = entry->second;
+    }
+    frame.statements.push_back({levels[level], scope, {}, NodeId(), {}});
+  }
+  if (callee && !frame.statements.empty()) frame.statements.back().last_callee = *callee;
+  location.traced = true;
+  location.scope = frame.statements.empty() ? frame.scope : frame.statements.back().scope;
+  location.targets =
+      frame.statements.empty() ? std::vector<std::string>() : targetsOf(levels.back());
+}
+
+void GraphBuilder::noteStatementValues(Frame& frame, const std::vector<ValueId>& values) {
+  if (values.empty()) return;
+  for (PendingStatement& pending : frame.statements) {
+    pending.values = values;
+    pending.after = lastNode();
+  }
+}
+
+// Binds what the finished statements (those past the first `keep`) assigned.
+void GraphBuilder::finishStatements(Frame& frame, size_t keep) {
+  while (frame.statements.size() > keep) {
+    PendingStatement& pending = frame.statements.back();
+    std::vector<std::string> targets = targetsOf(pending.statement);
+    if (targets.size() == 1) {
+      for (ValueId id : pending.values) {
+        graph_.value(id).bindings.push_back({pending.scope, targets.front(), pending.after});
+      }
+    }
+    frame.statements.pop_back();
+  }
+}
+
+GraphBuilder::Location GraphBuilder::locate(const jit::Node* node, Frame& frame) {
+  const RangeLocation& range = locations_.resolve(node->sourceRange());
+  Location location;
+  location.scope = frame.scope;
+  location.module_path = frame.module_path;
+  if (!range.known) {
+    // prim nodes (ListUnpack, GetAttr) carry no range: they belong to the statement before.
+    location.stack = frame.last_stack.empty() ? frame.callers : frame.last_stack;
+    if (frame.last_traced && !frame.statements.empty()) {
+      location.traced = true;
+      location.scope = frame.statements.back().scope;
+      location.targets = targetsOf(frame.statements.back().statement);
+    } else {
+      location.targets = assignmentTargets(frame.last_statement);
+    }
+    return location;
+  }
+  if (range.traced) {
+    location.stack = range.frames;
+    enterStatements(frame, location.stack, location);
+    if (frame.first_traced_stack.empty()) frame.first_traced_stack = location.stack;
+    frame.last_statement.clear();
+  } else {
+    SourceFrame here = range.frames.front();
+    here.function = frame.function;
+    location.stack.reserve(frame.callers.size() + 1);
+    location.stack.push_back(std::move(here));
+    location.stack.insert(location.stack.end(), frame.callers.begin(), frame.callers.end());
+    location.targets = assignmentTargets(range.statement);
+    frame.last_statement = range.statement;
+  }
+  frame.last_stack = location.stack;
+  frame.last_traced = range.traced;
+  return location;
+}
+
+// Eager lifetimes need to know which Python name holds each value (Note [Eager and
+// TorchScript lifetimes]). TorchScript keeps the names as debug names (`out.1`, renamed
+// `out0` when the saved code binds `out` again); the statement the node comes from says which
+// names it binds, and settles what a debug name does not (a traced value is named after the
+// first variable the tracer found holding it).
+void GraphBuilder::bindOutputs(const jit::Node* node, const Location& location,
+                               const std::vector<Slot>& outputs) {
+  NodeId after = lastNode();
+  for (size_t index = 0; index < node->outputs().size() && index < outputs.size(); ++index) {
+    const jit::Value* output = node->outputs()[index];
+    if (!output->hasDebugName()) continue;
+    std::vector<ValueId> ids = valuesOf(outputs[index]);
+    if (ids.empty()) continue;
+    std::string name = output->debugNameBase();
+    const std::vector<std::string>& targets = location.targets;
+    auto bound = [&](const std::string& candidate) {
+      return std::find(targets.begin(), targets.end(), candidate) != targets.end();
+    };
+    if (!bound(name) && bound(withoutTrailingDigits(name))) name = withoutTrailingDigits(name);
+    if (location.traced) {
+      // Only unpacking statements are left to debug names (Note [Names in traced graphs]).
+      if (targets.size() < 2 || !bound(name)) continue;
+    } else if (!bound(name) && targets.size() == 1) {
+      name = targets.front();
+    }
+    for (ValueId id : ids) graph_.value(id).bindings.push_back({location.scope, name, after});
+  }
+}
+
+}  // namespace memtrace::estimator::torchscript::internal
