@@ -1,5 +1,6 @@
 #include "estimator/estimate.h"
 
+#include <algorithm>
 #include <map>
 
 #include "estimator/passes/count_flops.h"
@@ -54,6 +55,18 @@ Estimate estimateMemory(Graph& graph, const EstimateOptions& options) {
   estimate.allocator =
       replayCachingAllocator(graph, timeline, options.profile, options.memory_limit_bytes);
   estimate.attribution = attributePeak(graph, estimate.activations.live_at_peak);
+  if (options.semantics == Semantics::kEager && !graph.unnamed_values.empty()) {
+    auto peak_with = [&](const Lifetimes& other) {
+      return simulateLiveBytes(graph, buildTimeline(graph, other)).peak_bytes;
+    };
+    EagerBracket bracket;
+    bracket.torchscript = peak_with(assignLifetimes(graph, Semantics::kTorchScript));
+    bracket.low = std::min(estimate.activations.peak_bytes, bracket.torchscript);
+    bracket.high = std::max(estimate.activations.peak_bytes,
+                            peak_with(assignLifetimes(graph, Semantics::kEager, true)));
+    bracket.unnamed_values = graph.unnamed_values.size();
+    estimate.eager_bracket = bracket;
+  }
   estimate.unknown_ops = collectUnknownOps(graph);
   estimate.lower_bound = graph.lowerBound();
   return estimate;

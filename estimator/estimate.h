@@ -29,6 +29,16 @@ struct UnknownOp {
   std::string detail;
 };
 
+// An eager figure resting on names the front end could not recover (Graph::unnamed_values):
+// the true eager activation peak lies between `low` (their values freed at last use, or the
+// torchscript figure if lower) and `high` (held until their function returns).
+struct EagerBracket {
+  int64_t low = 0;
+  int64_t high = 0;
+  int64_t torchscript = 0;  // the torchscript semantics' activation peak
+  size_t unnamed_values = 0;
+};
+
 struct Estimate {
   Semantics semantics = Semantics::kEager;
   int64_t parameter_bytes = 0;
@@ -41,6 +51,7 @@ struct Estimate {
   int64_t total_flops = 0;
   std::vector<UnknownOp> unknown_ops;
   bool lower_bound = false;  // some sizes are unknown: the true peak may be higher
+  std::optional<EagerBracket> eager_bracket;  // eager only, when names are missing
 
   int64_t weightBytes() const { return parameter_bytes + buffer_bytes + constant_bytes; }
 };

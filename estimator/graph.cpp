@@ -50,6 +50,17 @@ bool Graph::lowerBound() const {
                      [](const Assumption& assumption) { return assumption.makes_lower_bound; });
 }
 
+void noteTakenOut(Value& container, const std::vector<ValueId>& held, NodeId after) {
+  auto holds = [&](ValueId id) { return std::find(held.begin(), held.end(), id) != held.end(); };
+  std::erase_if(container.taken_out, [&](const auto& entry) { return holds(entry.first); });
+  for (ValueId element : container.elements) {
+    if (holds(element)) continue;
+    bool noted = std::any_of(container.taken_out.begin(), container.taken_out.end(),
+                             [&](const auto& entry) { return entry.first == element; });
+    if (!noted) container.taken_out.emplace_back(element, after);
+  }
+}
+
 bool isUserCode(const std::string& file) { return memtrace::isUserCode(file); }
 
 SourceFrame innermostUserFrame(const std::vector<SourceFrame>& stack) {

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace memtrace::estimator {
@@ -101,6 +102,9 @@ struct Value {
   bool size_known = true;         // false: an op the front end could not size produced it
   NodeId producer;                // none for inputs, weights and constants
   std::vector<ValueId> elements;  // containers: the values they hold
+  // Containers: elements taken out again (list.pop(), clear, an overwritten slot), each held
+  // by the container only until the node after which it was taken out.
+  std::vector<std::pair<ValueId, NodeId>> taken_out;
   std::vector<Binding> bindings;  // eager semantics: the Python names that hold it
 };
 
@@ -152,6 +156,15 @@ struct Assumption {
   bool makes_lower_bound = false;
 };
 
+// Eager semantics: a value some Python name may hold that the front end could not name (the
+// statement's source file cannot be read). The eager figure frees it at its last use; held
+// until `scope` ends, it gives the other end of the bracket (Note [Eager and TorchScript
+// lifetimes]).
+struct UnnamedValue {
+  ValueId value;
+  ScopeId scope;
+};
+
 struct Graph {
   std::vector<Storage> storages;
   std::vector<Value> values;
@@ -160,6 +173,7 @@ struct Graph {
   std::vector<ValueId> inputs;
   std::vector<ValueId> outputs;  // alive when the forward returns
   std::vector<Assumption> assumptions;
+  std::vector<UnnamedValue> unnamed_values;
 
   Storage& storage(StorageId id) { return storages[id.value]; }
   const Storage& storage(StorageId id) const { return storages[id.value]; }
@@ -177,6 +191,10 @@ struct Graph {
 
   bool lowerBound() const;
 };
+
+// Records what `container` no longer holds, given what it holds now (`held`), as taken out after
+// node `after`; an element it holds again is held for as long as the container lives.
+void noteTakenOut(Value& container, const std::vector<ValueId>& held, NodeId after);
 
 // Whether a file belongs to the user's own code: common/user_code.h, the one rule the report's
 // "innermost frame in user code" grouping uses too, so both sides name the same line.

@@ -76,6 +76,51 @@ std::vector<std::string> assignmentTargets(std::string_view line) {
   return names;
 }
 
+std::optional<std::vector<std::string>> returnedNames(std::string_view line) {
+  size_t position = 0;
+  skipSpaces(line, position);
+  if (line.substr(position, 6) != "return" || position + 6 >= line.size() ||
+      isIdentifierPart(line[position + 6])) {
+    return std::nullopt;
+  }
+  position += 6;
+  // Split at the commas outside brackets; a line whose brackets do not close (the statement
+  // goes on) or that holds a string or comment is left alone.
+  std::vector<std::string_view> elements;
+  int depth = 0;
+  size_t start = position;
+  for (; position < line.size(); ++position) {
+    char character = line[position];
+    if (character == '#' || character == '"' || character == '\'' || character == '\\') {
+      return std::nullopt;
+    }
+    if (character == '(' || character == '[' || character == '{') ++depth;
+    if (character == ')' || character == ']' || character == '}') --depth;
+    if (depth < 0) return std::nullopt;
+    if (character == ',' && depth == 0) {
+      elements.push_back(line.substr(start, position - start));
+      start = position + 1;
+    }
+  }
+  if (depth != 0) return std::nullopt;
+  elements.push_back(line.substr(start));
+  if (elements.size() > 1 && elements.back().find_first_not_of(" \t") == std::string_view::npos) {
+    elements.pop_back();  // `return a, b,`
+  }
+  std::vector<std::string> names;
+  for (std::string_view element : elements) {
+    size_t first = element.find_first_not_of(" \t");
+    size_t last = element.find_last_not_of(" \t");
+    std::string_view text = first == std::string_view::npos
+                                ? std::string_view()
+                                : element.substr(first, last - first + 1);
+    bool bare = !text.empty() && isIdentifierStart(text.front()) &&
+                std::all_of(text.begin(), text.end(), isIdentifierPart);
+    names.emplace_back(bare ? text : std::string_view());
+  }
+  return names;
+}
+
 std::optional<std::vector<SourceFrame>> parsePythonStack(std::string_view text) {
   std::vector<SourceFrame> frames;
   size_t start = 0;

@@ -17,6 +17,11 @@ namespace memtrace::estimator {
 // is not an assignment (`return f(x)`, `if x == y:`).
 std::vector<std::string> assignmentTargets(std::string_view line);
 
+// What a `return` statement returns, one entry per element of the returned tuple: the name
+// when the element is a bare name, empty when it is an expression: `return self.proj(out),
+// weights` -> {"", "weights"}. Nothing when the line is not a whole return statement.
+std::optional<std::vector<std::string>> returnedNames(std::string_view line);
+
 // A traced TorchScript node's source text is the Python stack at trace time, innermost first,
 // one frame a line: "/path/model.py(42): forward". Returns the frames, or nothing when the
 // text is not such a stack (a scripted node's text is the source expression itself). Frames

@@ -61,6 +61,18 @@ std::vector<ValueId> firstValueOfStorage(const Graph& graph) {
   return first;
 }
 
+// null when the eager figure rests on recovered names only (or the semantics is torchscript).
+json eagerBracketJson(const Estimate& estimate) {
+  if (!estimate.eager_bracket) return nullptr;
+  const EagerBracket& bracket = *estimate.eager_bracket;
+  int64_t figure = estimate.activations.peak_bytes;
+  return {{"activation_peak_low_bytes", bracket.low},
+          {"activation_peak_high_bytes", bracket.high},
+          {"torchscript_activation_peak_bytes", bracket.torchscript},
+          {"off_by_at_most_bytes", std::max(figure - bracket.low, bracket.high - figure)},
+          {"unnamed_values", bracket.unnamed_values}};
+}
+
 json summaryJson(const Estimate& estimate) {
   const AllocatorReplay& allocator = estimate.allocator;
   json bound = nullptr;
@@ -134,6 +146,7 @@ json estimateJson(const Graph& graph, const Estimate& estimate, const RenderOpti
   document["inputs"] = inputsJson(graph);
   document["lower_bound"] = estimate.lower_bound;
   document["summary"] = summaryJson(estimate);
+  document["eager_approximate"] = eagerBracketJson(estimate);
 
   json peak = nodeJson(graph, estimate.activations.peak_node);
   if (peak.is_null()) peak = json::object();
@@ -216,6 +229,7 @@ std::string renderSweepJson(const std::vector<SweepPoint>& points,
                 {"input_shapes", point.input_shapes},
                 {"semantics", semanticsName(point.estimate.semantics)},
                 {"lower_bound", point.estimate.lower_bound},
+                {"eager_approximate", eagerBracketJson(point.estimate)},
                 {"summary", summaryJson(point.estimate)}};
   };
   json sweep = json::array();

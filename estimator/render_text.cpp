@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -99,6 +100,15 @@ std::string renderText(const Graph& graph, const Estimate& estimate, const Rende
   out << "\n";
   if (estimate.lower_bound) {
     out << "LOWER BOUND: some sizes are unknown (see below); the true peak may be higher\n";
+  }
+  if (estimate.eager_bracket) {
+    const EagerBracket& bracket = *estimate.eager_bracket;
+    int64_t figure = estimate.activations.peak_bytes;
+    out << "APPROXIMATE: the Python names of " << bracket.unnamed_values
+        << " value(s) could not be recovered (see below); the eager activation peak is between "
+        << formatBytes(bracket.low) << " and " << formatBytes(bracket.high) << " (off by at most "
+        << formatBytes(std::max(figure - bracket.low, bracket.high - figure))
+        << "; torchscript semantics: " << formatBytes(bracket.torchscript) << ")\n";
   }
   out << "\n";
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <string>
 #include <tuple>
 
 // Note [Eager and TorchScript lifetimes]
@@ -25,7 +26,8 @@
 //   - a call: a caller keeps every argument on its value stack until the callee returns
 //     (Module.__call__ also keeps its *args tuple), whatever the callee does with its own
 //     parameter names;
-//   - a container: a list or tuple keeps its elements alive as long as it lives itself.
+//   - a container: a list or tuple keeps its elements alive as long as it lives itself, or
+//     until they are taken out of it (`skip = skips.pop()`: the list's hold ends there).
 // The front end records names as Bindings in the scope (function invocation) that binds them,
 // and call arguments as Bindings of the callee's scope that are never rebound.
 // Both semantics keep what the forward returns, and containers hold their elements in both.
@@ -60,7 +62,7 @@ std::vector<int64_t> findScopeExits(const Graph& graph) {
   return exits;
 }
 
-void extendByBindings(const Graph& graph, std::vector<int64_t>& value_ends) {
+void extendByBindings(const Graph& graph, std::vector<int64_t>& value_ends, bool hold_unnamed) {
   struct Held {
     int64_t after;
     ValueId value;
@@ -71,6 +73,15 @@ void extendByBindings(const Graph& graph, std::vector<int64_t>& value_ends) {
     for (const Binding& binding : graph.values[index].bindings) {
       int64_t after = binding.after.valid() ? binding.after.value : kNotSet;
       by_name[{binding.scope.value, binding.variable}].push_back({after, ValueId(index)});
+    }
+  }
+  if (hold_unnamed) {
+    // Each as if bound to a name of its own that nothing binds again.
+    for (size_t index = 0; index < graph.unnamed_values.size(); ++index) {
+      const UnnamedValue& unnamed = graph.unnamed_values[index];
+      NodeId producer = graph.value(unnamed.value).producer;
+      by_name[{unnamed.scope.value, "(unnamed " + std::to_string(index) + ")"}].push_back(
+          {producer.valid() ? producer.value : kNotSet, unnamed.value});
     }
   }
   std::vector<int64_t> scope_exits = findScopeExits(graph);
@@ -99,9 +110,15 @@ void extendByContainers(const Graph& graph, std::vector<int64_t>& value_ends) {
       const Value& value = graph.values[index];
       if (value.kind != ValueKind::kContainer) continue;
       for (ValueId element : value.elements) {
+        int64_t held_until = value_ends[index];
+        for (const auto& [taken, after] : value.taken_out) {
+          if (taken == element && after.valid()) {
+            held_until = std::min(held_until, static_cast<int64_t>(after.value));
+          }
+        }
         int64_t& end = value_ends[element.value];
-        if (end < value_ends[index]) {
-          end = value_ends[index];
+        if (end < held_until) {
+          end = held_until;
           changed = true;
         }
       }
@@ -111,7 +128,7 @@ void extendByContainers(const Graph& graph, std::vector<int64_t>& value_ends) {
 
 }  // namespace
 
-Lifetimes assignLifetimes(const Graph& graph, Semantics semantics) {
+Lifetimes assignLifetimes(const Graph& graph, Semantics semantics, bool hold_unnamed) {
   std::vector<int64_t> value_ends(graph.values.size(), kNotSet);
   for (size_t index = 0; index < graph.values.size(); ++index) {
     const Value& value = graph.values[index];
@@ -127,7 +144,7 @@ Lifetimes assignLifetimes(const Graph& graph, Semantics semantics) {
     }
   }
   for (ValueId output : graph.outputs) value_ends[output.value] = kForever;
-  if (semantics == Semantics::kEager) extendByBindings(graph, value_ends);
+  if (semantics == Semantics::kEager) extendByBindings(graph, value_ends, hold_unnamed);
   extendByContainers(graph, value_ends);
 
   std::vector<int64_t> storage_ends(graph.storages.size(), kNotSet);

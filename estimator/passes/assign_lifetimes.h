@@ -24,6 +24,9 @@ struct Lifetimes {
   std::vector<NodeId> released_after;
 };
 
-Lifetimes assignLifetimes(const Graph& graph, Semantics semantics);
+// `hold_unnamed` (eager only): the values no name could be recovered for (Graph::unnamed_values)
+// are held until their scope ends, as a Python name would hold them at most; by default they
+// are freed at last use. The two give the bracket of an approximate eager figure.
+Lifetimes assignLifetimes(const Graph& graph, Semantics semantics, bool hold_unnamed = false);
 
 }  // namespace memtrace::estimator

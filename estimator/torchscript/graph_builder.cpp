@@ -120,6 +120,7 @@ void GraphBuilder::runCall(jit::Node* node, Frame& frame, Environment& environme
   }
   if (frame.first_traced_stack.empty()) frame.first_traced_stack = callee.first_traced_stack;
   bindOutputs(node, location, outputs);
+  if (location.traced) bindReturnedNames(callee, location);
 }
 
 // torch.jit.freeze turns the weights into constants and inlines every call into forward, and

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "estimator/eager_names.h"
 #include "estimator/graph.h"
 #include "estimator/input_spec.h"
 #include "estimator/python_source.h"
@@ -122,6 +123,7 @@ class GraphBuilder {
     // outermost first, and the scopes of the Python functions they are in.
     std::vector<PendingStatement> statements;
     std::map<std::string, ScopeId> traced_scopes;
+    SourceFrame last_outer_statement;  // traced: the forward's last line run (its return)
   };
 
   // Where a node runs: its Python stack, the statement it belongs to, the scope it binds in.
@@ -169,6 +171,7 @@ class GraphBuilder {
                        const std::string* callee = nullptr);
   void noteStatementValues(Frame& frame, const std::vector<ValueId>& values);
   void finishStatements(Frame& frame, size_t keep);
+  void bindReturnedNames(const Frame& callee, const Location& location);
   void emitDropPoint(const jit::Node* node, const Location& location, const Frame& frame,
                      const Environment& environment);
   const std::vector<const jit::Value*>& freeVariables(const jit::Node* node);

@@ -15,6 +15,14 @@ std::string withoutTrailingDigits(std::string name) {
   return name;
 }
 
+// Whether a statement of `scope` binds `value` to the Python name `name` (printed with or
+// without the digits TorchScript's printer appends).
+bool isBoundAs(const Value& value, ScopeId scope, const std::string& name) {
+  return std::any_of(value.bindings.begin(), value.bindings.end(), [&](const Binding& binding) {
+    return binding.scope == scope && withoutTrailingDigits(binding.variable) == name;
+  });
+}
+
 // A module path split before its last component: "layers.0" -> {"layers", "0"}.
 std::pair<std::string_view, std::string_view> splitLastComponent(std::string_view path) {
   size_t dot = path.rfind('.');
@@ -83,9 +91,12 @@ void GraphBuilder::enterStatements(Frame& frame, const std::vector<SourceFrame>&
       isRepeatedCall(frame.statements[common - 1].last_callee, *callee)) {
     --common;
   }
+  size_t running = frame.statements.size();
   finishStatements(frame, common);
   // The outermost level is the module's forward, which is this frame's own scope (module calls
-  // it makes are scopes inside it); the functions it calls get scopes of their own.
+  // it makes are scopes inside it); the functions it calls get scopes of their own, one per
+  // call: a function whose caller is at a new statement, or that had no statement running, was
+  // called again, and its names are new (torch.utils.checkpoint's `ret`, once per block).
   std::string key;
   for (size_t level = 0; level < levels.size(); ++level) {
     key += levels[level].file + ":" + levels[level].function + "/";
@@ -93,13 +104,14 @@ void GraphBuilder::enterStatements(Frame& frame, const std::vector<SourceFrame>&
     ScopeId scope = frame.scope;
     if (level > 0) {
       auto [entry, inserted] = frame.traced_scopes.try_emplace(key);
-      if (inserted) {
+      if (inserted || level > common || level >= running) {
         entry->second =
             graph_.addScope({frame.statements[level - 1].scope, levels[level].function});
       }
       scope = entry->second;
     }
     frame.statements.push_back({levels[level], scope, {}, NodeId(), {}});
+    if (level == 0) frame.last_outer_statement = levels[0];
   }
   if (callee && !frame.statements.empty()) frame.statements.back().last_callee = *callee;
   location.traced = true;
@@ -125,6 +137,10 @@ void GraphBuilder::finishStatements(Frame& frame, size_t keep) {
       for (ValueId id : pending.values) {
         graph_.value(id).bindings.push_back({pending.scope, targets.front(), pending.after});
       }
+    } else if (pending.statement.known() &&
+               !source_files_.line(pending.statement.file, pending.statement.line)) {
+      for (ValueId id : pending.values) graph_.unnamed_values.push_back({id, pending.scope});
+      noteSourceMissing(graph_, pending.statement);
     }
     frame.statements.pop_back();
   }
@@ -174,17 +190,30 @@ GraphBuilder::Location GraphBuilder::locate(const jit::Node* node, Frame& frame)
 void GraphBuilder::bindOutputs(const jit::Node* node, const Location& location,
                                const std::vector<Slot>& outputs) {
   NodeId after = lastNode();
+  const std::vector<std::string>& targets = location.targets;
+  // `a, _ = f(x)`: TorchScript leaves `_` unnamed, yet Python binds it; the statement's
+  // targets name an unpacking node's outputs by position.
+  bool unpacking = (node->kind() == jit::prim::TupleUnpack ||
+                    node->kind() == jit::prim::ListUnpack) &&
+                   targets.size() == node->outputs().size();
   for (size_t index = 0; index < node->outputs().size() && index < outputs.size(); ++index) {
     const jit::Value* output = node->outputs()[index];
-    if (!output->hasDebugName()) continue;
+    if (!output->hasDebugName() && !unpacking) continue;
     std::vector<ValueId> ids = valuesOf(outputs[index]);
     if (ids.empty()) continue;
-    std::string name = output->debugNameBase();
-    const std::vector<std::string>& targets = location.targets;
+    std::string name = unpacking ? targets[index] : output->debugNameBase();
     auto bound = [&](const std::string& candidate) {
       return std::find(targets.begin(), targets.end(), candidate) != targets.end();
     };
     if (!bound(name) && bound(withoutTrailingDigits(name))) name = withoutTrailingDigits(name);
+    // An if or a loop binds no name of its own: its outputs are the Python variables its
+    // blocks assigned (printed `h0`, `h1` where the source rebinds `h`), bound there already.
+    if ((node->kind() == jit::prim::If || node->kind() == jit::prim::Loop) &&
+        std::all_of(ids.begin(), ids.end(), [&](ValueId id) {
+          return isBoundAs(graph_.value(id), location.scope, withoutTrailingDigits(name));
+        })) {
+      continue;
+    }
     if (location.traced) {
       // Only unpacking statements are left to debug names (Note [Names in traced graphs]).
       if (targets.size() < 2 || !bound(name)) continue;
@@ -192,6 +221,27 @@ void GraphBuilder::bindOutputs(const jit::Node* node, const Location& location,
       name = targets.front();
     }
     for (ValueId id : ids) graph_.value(id).bindings.push_back({location.scope, name, after});
+  }
+}
+
+// `x, _ = self.attention(x)` on a traced module: the trace keeps only what the caller used, but
+// Python binds every element of the returned tuple. The callee's return line says which of its
+// names each element was (`return self.proj(out), weights`): the caller's name holds the value
+// the callee's name held as it returned.
+void GraphBuilder::bindReturnedNames(const Frame& callee, const Location& location) {
+  const std::vector<std::string>& targets = location.targets;
+  if (targets.size() < 2 || !callee.last_outer_statement.known()) return;
+  std::optional<std::string> line =
+      source_files_.line(callee.last_outer_statement.file, callee.last_outer_statement.line);
+  std::optional<std::vector<std::string>> returned = line ? returnedNames(*line) : std::nullopt;
+  if (!returned || returned->size() != targets.size()) return;
+  NodeId after = lastNode();
+  for (size_t index = 0; index < targets.size(); ++index) {
+    if ((*returned)[index].empty()) continue;
+    std::optional<ValueId> held = lastBoundTo(graph_, callee.scope, (*returned)[index]);
+    if (held) {
+      graph_.value(*held).bindings.push_back({location.scope, targets[index], after});
+    }
   }
 }
 

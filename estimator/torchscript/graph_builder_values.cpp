@@ -211,11 +211,14 @@ ValueId GraphBuilder::valueOf(const c10::IValue& value, NodeId producer) {
   return entry->second;
 }
 
-// Lists grow (aten::append): whatever a container holds now, it keeps alive.
+// Lists grow (aten::append): whatever a container holds now, it keeps alive. They shrink too
+// (list.pop() in a U-Net's decoder): what it no longer holds, it held until `producer`.
 void GraphBuilder::refreshContainer(ValueId container, const c10::IValue& value, NodeId producer) {
+  std::vector<ValueId> held;
   auto add = [&](const c10::IValue& element) {
     ValueId id = valueOf(element, producer);
     if (!id.valid()) return;
+    held.push_back(id);
     std::vector<ValueId>& elements = graph_.value(container).elements;
     if (std::find(elements.begin(), elements.end(), id) == elements.end()) {
       elements.push_back(id);
@@ -231,6 +234,7 @@ void GraphBuilder::refreshContainer(ValueId container, const c10::IValue& value,
       add(entry.value());
     }
   }
+  noteTakenOut(graph_.value(container), held, producer);
 }
 
 std::vector<ValueId> GraphBuilder::valuesOf(const Slot& slot) {

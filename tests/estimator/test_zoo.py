@@ -26,10 +26,6 @@ from memory_tracker import measure_call
 # output saying so, today. Each is an estimator bug; fixing one fails
 # test_known_silent_rows_are_still_wrong until its row is taken off this list.
 KNOWN_SILENT = {
-    # Under torch.utils.checkpoint (non-reentrant, no grad) the eager prediction keeps one
-    # block's hidden activation alive longer than Python does: +11.1 % at both batches.
-    "checkpointed-mlp/traced/b1/eager",
-    "checkpointed-mlp/traced/b3/eager",
     # The scripted nn.GRU at batch 1: the prediction is 41.7 % low, not marked a lower bound
     # (batch 3 is within 2 %; the traced GRU is refused: aten::gru rejects the shapes).
     "gru/scripted/b1/eager",

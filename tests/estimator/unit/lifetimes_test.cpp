@@ -121,6 +121,43 @@ TEST(AssignLifetimes, ContainersHoldTheirElements) {
   }
 }
 
+TEST(AssignLifetimes, AnElementTakenOutIsNoLongerHeldByItsContainer) {
+  // skips = [a, b]; ...; x = skips.pop() (b); ...; the list lives on to node 5
+  TestGraph test;
+  ValueId x = test.input(100);
+  ValueId a = test.op({x}, 1000);    // node 0
+  ValueId b = test.op({x}, 1000);    // node 1
+  ValueId list = test.list({a, b});  // node 2
+  test.op({x}, 10);                  // node 3: pops b
+  test.op({x}, 10);                  // node 4
+  test.use({list});                  // node 5: the last use of the list
+  noteTakenOut(test.graph.value(list), {a}, NodeId(3u));
+  ASSERT_EQ(test.graph.value(list).taken_out.size(), 1u);
+  for (Semantics semantics : {Semantics::kEager, Semantics::kTorchScript}) {
+    EXPECT_EQ(releaseOf(test.graph, semantics, test.storageOf(a)), NodeId(5u));
+    EXPECT_EQ(releaseOf(test.graph, semantics, test.storageOf(b)), NodeId(3u));
+  }
+  // Put back (skips.append(b)), it is held as long as the list again.
+  noteTakenOut(test.graph.value(list), {a, b}, NodeId(4u));
+  EXPECT_TRUE(test.graph.value(list).taken_out.empty());
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kEager, test.storageOf(b)), NodeId(5u));
+}
+
+TEST(AssignLifetimes, UnnamedValuesAreHeldToTheirScopeEndOnlyForTheBracket) {
+  TestGraph test;
+  ValueId x = test.input(100);
+  ScopeId body = test.call(test.root);
+  ValueId h = test.op({x}, 1000, body);  // node 0: its statement's name is unknown
+  ValueId out = test.op({h}, 2000, body);  // node 1
+  test.op({out}, 3000, body);              // node 2
+  test.graph.unnamed_values.push_back({h, body});
+  EXPECT_EQ(assignLifetimes(test.graph, Semantics::kEager).released_after[test.storageOf(h).value],
+            NodeId(1u));
+  EXPECT_EQ(assignLifetimes(test.graph, Semantics::kEager, true)
+                .released_after[test.storageOf(h).value],
+            NodeId(2u));
+}
+
 TEST(AssignLifetimes, StorageLivesWhileAnyViewLives) {
   TestGraph test;
   ValueId x = test.input(100);

@@ -72,6 +72,17 @@ TEST(AssignmentTargets, FindsTheNamesAStatementBinds) {
   EXPECT_TRUE(assignmentTargets("f(x=1)").empty());
 }
 
+TEST(ReturnedNames, NamesTheElementsThatAreBareNames) {
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(returnedNames("        return self.proj(out), weights"), (Names{"", "weights"}));
+  EXPECT_EQ(returnedNames("return x"), Names{"x"});
+  EXPECT_EQ(returnedNames("return f(a, b), (c, d), e,"), (Names{"", "", "e"}));
+  EXPECT_EQ(returnedNames("returned = x"), std::nullopt);
+  EXPECT_EQ(returnedNames("x = y"), std::nullopt);
+  EXPECT_EQ(returnedNames("return f(a,"), std::nullopt);  // goes on on the next line
+  EXPECT_EQ(returnedNames("return x  # weights"), std::nullopt);
+}
+
 TEST(PythonStack, ParsesATracedNodesStackInnermostFirst) {
   std::string text =
       "/venv/lib/python3.11/site-packages/torch/nn/functional.py(2207): softmax\n"

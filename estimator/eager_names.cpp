@@ -1,0 +1,37 @@
+#include "estimator/eager_names.h"
+
+#include <algorithm>
+
+namespace memtrace::estimator {
+
+std::optional<ValueId> lastBoundTo(const Graph& graph, ScopeId scope, const std::string& name) {
+  std::optional<ValueId> found;
+  int64_t latest = -1;
+  for (size_t index = 0; index < graph.values.size(); ++index) {
+    for (const Binding& binding : graph.values[index].bindings) {
+      if (binding.scope != scope || binding.variable != name) continue;
+      int64_t after = binding.after.valid() ? binding.after.value : -1;
+      if (!found || after >= latest) {
+        found = ValueId(static_cast<uint32_t>(index));
+        latest = after;
+      }
+    }
+  }
+  return found;
+}
+
+void noteSourceMissing(Graph& graph, const SourceFrame& statement) {
+  std::string detail = "the source file " + statement.file +
+                       " cannot be read: the Python names its statements bind are unknown, so "
+                       "the eager figure frees their values at last use and is approximate";
+  bool noted = std::any_of(graph.assumptions.begin(), graph.assumptions.end(),
+                           [&](const Assumption& assumption) {
+                             return assumption.kind == AssumptionKind::kSemantics &&
+                                    assumption.detail == detail;
+                           });
+  if (noted) return;
+  graph.assumptions.push_back({AssumptionKind::kSemantics, "", {statement}, std::move(detail),
+                               /*makes_lower_bound=*/false});
+}
+
+}  // namespace memtrace::estimator

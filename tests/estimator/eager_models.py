@@ -1,0 +1,168 @@
+"""Models whose eager peak depends on how Python's names hold tensors (issue 10, item 6).
+
+Each reproduces one pattern that made the eager estimate silently wrong: names reused across
+an unrolled loop and the branches of an `if`, tuple unpacking into `_`, `list.pop()`,
+torch.utils.checkpoint blocks that all bind one `ret`, and a view (and an `arange`) that Python
+keeps bound while their base would otherwise die. Sizes are chosen so that getting the pattern
+wrong moves the peak by far more than the 1 % bar.
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.utils.checkpoint
+
+WIDTH = 64
+SEQUENCE = 32
+
+
+class BranchyLoop(nn.Module):
+    """A loop over layers whose body rebinds `h` in both branches of an `if` (scripted, the
+    ModuleList loop is unrolled and every `if` output gets a name of its own). The condition
+    involves the input's shape so that scripting cannot fold the `if` away."""
+
+    def __init__(self, layers=6, width=WIDTH):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(layers)])
+
+    def forward(self, x):
+        h = x
+        for i, layer in enumerate(self.layers):
+            if (i + h.size(0)) % 2 == 0:
+                h = layer(h)
+            else:
+                h = torch.relu(layer(h))
+        return h
+
+
+class AttentionWithWeights(nn.Module):
+    """BERT/ViT-style attention returning (output, attention weights)."""
+
+    def __init__(self, width=WIDTH, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x):
+        batch, length, width = x.shape
+        qkv = self.qkv(x).view(batch, length, 3, self.heads, width // self.heads)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(width // self.heads)
+        weights = scores.softmax(-1)
+        out = (weights @ v).transpose(1, 2).reshape(batch, length, width)
+        return self.proj(out), weights
+
+
+class UnderscoreEncoder(nn.Module):
+    """`x, _ = self.attention(...)`: `_` keeps the attention weights alive in Python."""
+
+    def __init__(self, layers=2, width=WIDTH):
+        super().__init__()
+        self.attentions = nn.ModuleList([AttentionWithWeights(width) for _ in range(layers)])
+        self.ffs = nn.ModuleList([nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(),
+                                                nn.Linear(4 * width, width))
+                                  for _ in range(layers)])
+
+    def forward(self, x):
+        for attention, ff in zip(self.attentions, self.ffs):
+            a, _ = attention(x)
+            x = x + a
+            x = x + ff(x)
+        return x
+
+
+class PopUNet(nn.Module):
+    """A U-Net that keeps its skips in a list and pops them on the way up."""
+
+    def __init__(self, channels=(8, 16, 32)):
+        super().__init__()
+        self.downs = nn.ModuleList()
+        previous = 3
+        for width in channels:
+            self.downs.append(nn.Conv2d(previous, width, 3, padding=1))
+            previous = width
+        self.middle = nn.Conv2d(previous, previous, 3, padding=1)
+        self.ups = nn.ModuleList()
+        for width in reversed(channels):
+            self.ups.append(nn.Conv2d(previous + width, width, 3, padding=1))
+            previous = width
+        self.head = nn.Conv2d(previous, 3, 1)
+
+    def forward(self, x):
+        skips = []
+        for down in self.downs:
+            x = F.relu(down(x))
+            skips.append(x)
+            x = F.max_pool2d(x, 2)
+        x = F.relu(self.middle(x))
+        for up in self.ups:
+            x = F.interpolate(x, scale_factor=2.0, mode="nearest")
+            x = F.relu(up(torch.cat([x, skips.pop()], dim=1)))
+        return self.head(x)
+
+
+class CheckpointedBlocks(nn.Module):
+    """Blocks under torch.utils.checkpoint (non-reentrant): each call binds checkpoint's `ret`."""
+
+    def __init__(self, blocks=3, width=WIDTH):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(),
+                                                   nn.Linear(4 * width, width))
+                                     for _ in range(blocks)])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)
+            x = torch.tanh(x)
+        return x
+
+
+class BoundView(nn.Module):
+    """Whisper's encoder head: a permute view and an `arange` stay bound to names while the
+    layers after them run, and the view keeps its base alive."""
+
+    def __init__(self, channels=16, width=WIDTH, length=SEQUENCE):
+        super().__init__()
+        self.conv1 = nn.Conv1d(channels, width, 3, padding=1)
+        self.conv2 = nn.Conv1d(width, width, 3, padding=1)
+        self.positions = nn.Embedding(length, width)
+        self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(2)])
+
+    def forward(self, features):
+        embeds = F.gelu(self.conv1(features))
+        embeds = F.gelu(self.conv2(embeds))
+        embeds = embeds.permute(0, 2, 1)
+        positions = torch.arange(embeds.shape[1], device=embeds.device)
+        hidden = embeds + self.positions(positions)
+        for layer in self.layers:
+            hidden = F.gelu(layer(hidden))
+        return hidden
+
+
+MODELS = {
+    "branchy-loop": BranchyLoop,
+    "underscore-encoder": UnderscoreEncoder,
+    "pop-unet": PopUNet,
+    "checkpointed-blocks": CheckpointedBlocks,
+    "bound-view": BoundView,
+}
+
+# Models torch.jit.script cannot take (torch.utils.checkpoint is Python only).
+TRACE_ONLY = {"checkpointed-blocks"}
+
+
+def make_model(name):
+    torch.manual_seed(0)
+    return MODELS[name]().eval()
+
+
+def make_input(name, batch):
+    torch.manual_seed(1)
+    if name == "pop-unet":
+        return torch.randn(batch, 3, 32, 32)
+    if name == "bound-view":
+        return torch.randn(batch, 16, SEQUENCE)
+    return torch.randn(batch, SEQUENCE, WIDTH)
