@@ -13,7 +13,7 @@
 // A payload is a sequence of records. Each record starts with one type byte; the fields
 // after it are varints (LEB128), zigzag varints for signed deltas, or byte strings
 // (varint length + bytes). Records never span chunks. Ids in the tables (strings,
-// frames, stacks, modules) are implicit: the n-th record of a table has id n, from 1;
+// frames, stacks, loaded objects) are implicit: the n-th record of a table has id n, from 1;
 // id 0 means "none". Delta bases (time, address, previous stacks) carry over chunks.
 #pragma once
 
@@ -51,10 +51,11 @@ enum class RecordType : uint8_t {
   // A node of the native stack trie. Fields: parent stack id (0 = root: outermost),
   // instruction pointer as a zigzag delta from the parent's (from 0 at the root).
   kNativeStack = 0x05,
-  // A loaded module native instruction pointers resolve against. Fields: path string id,
-  // load bias, build id (byte string, may be empty), segment count, then per executable
-  // PT_LOAD segment: start address, size.
-  kModule = 0x06,
+  // An ELF object the process has loaded (the executable, a shared library, the vDSO),
+  // which native instruction pointers resolve against. Fields: path string id, load bias,
+  // build id (byte string, may be empty), segment count, then per executable PT_LOAD
+  // segment: start address, size. ("Module" in this format always means an nn.Module.)
+  kLoadedObject = 0x06,
   // A device seen by the trace. Fields: device index (zigzag), name string id, total
   // memory bytes (0 if unknown).
   kDevice = 0x07,

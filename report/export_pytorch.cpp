@@ -105,10 +105,8 @@ class SnapshotWriter {
     for (uint32_t id = native_stack; id; id = tables_.native_stacks[id].parent) {
       const NativeFrame& frame = symbolizer_.resolve(tables_.native_stacks[id].ip, innermost);
       innermost = false;
-      bool interpreter =
-          frame.module.rfind("python", 0) == 0 || frame.module.rfind("libpython", 0) == 0;
-      if (python_stack && interpreter) break;
-      frame_(frame.file.empty() ? frame.module : frame.file, frame.line, frame.function);
+      if (python_stack && isInterpreterObject(frame.object)) break;
+      frame_(frame.file.empty() ? frame.object : frame.file, frame.line, frame.function);
     }
     for (uint32_t id = python_stack; id; id = tables_.python_stacks[id].parent) {
       const reader::PythonFrame& frame = tables_.python_frames[tables_.python_stacks[id].frame];

@@ -11,10 +11,10 @@
 namespace memtrace::report {
 namespace {
 
-// Native frames inside these modules are the allocation machinery, not its caller.
-bool isAllocatorModule(const std::string& module) {
+// Native frames inside these loaded objects are the allocation machinery, not its caller.
+bool isAllocatorObject(const std::string& object) {
   for (const char* prefix : {"libcudart", "libcuda.so", "libmemtrace"})
-    if (module.rfind(prefix, 0) == 0) return true;
+    if (object.rfind(prefix, 0) == 0) return true;
   return false;
 }
 
@@ -116,7 +116,7 @@ uint64_t Locator::interestingIp(uint32_t native_stack) {
   for (uint32_t node = native_stack; node; node = tables_.native_stacks[node].parent) {
     uint64_t ip = tables_.native_stacks[node].ip;
     if (!first) first = ip;
-    if (!isAllocatorModule(symbolizer().resolve(ip, innermost).module)) return ip;
+    if (!isAllocatorObject(symbolizer().resolve(ip, innermost).object)) return ip;
     innermost = false;
   }
   return first;
@@ -191,7 +191,7 @@ Location Locator::describe(const LiveAllocation& allocation) {
     location.kind = LocationKind::kNative;
     auto name = [](const NativeFrame& frame) {
       std::string text = frame.function;
-      if (!frame.module.empty()) text += " [" + frame.module + "]";
+      if (!frame.object.empty()) text += " [" + frame.object + "]";
       if (!frame.file.empty()) text += " " + displayPath(frame.file) + ":" + std::to_string(frame.line);
       return text;
     };

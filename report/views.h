@@ -7,7 +7,7 @@
 #include <string>
 
 #include "report/escape.h"
-#include "report/estimate.h"
+#include "report/prediction.h"
 #include "report/flame.h"
 #include "report/render.h"
 #include "report/timeline.h"
@@ -27,7 +27,7 @@ struct HtmlReport {
   const Report& report;  // summary, live set and table, as the text report has them
   const Timeline& timeline;
   const FlameGraph& flame;
-  const Estimate* estimate = nullptr;  // optional
+  const Prediction* prediction = nullptr;  // optional
 };
 
 // One self-contained file: d3 (with its license), the glue script and the data inlined.

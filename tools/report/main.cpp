@@ -236,8 +236,8 @@ int run(const Options& options) {
     return 0;
   }
   // Read before the trace, so that a bad estimate fails at once.
-  std::optional<Estimate> estimate;
-  if (!options.estimate.empty()) estimate = loadEstimate(options.estimate);
+  std::optional<Prediction> prediction;
+  if (!options.estimate.empty()) prediction = loadPrediction(options.estimate);
 
   Progress progress(options.trace, trace.fileSize());
   Report report;
@@ -266,7 +266,7 @@ int run(const Options& options) {
   report.table = locator.group(report.live_set);
   if (options.command == "report") {
     progress.done();
-    report.estimate = estimate ? &*estimate : nullptr;
+    report.prediction = prediction ? &*prediction : nullptr;
     if (options.format == "json") renderJson(out, report);
     else if (options.format == "csv") renderCsv(out, report);
     else renderText(out, report);
@@ -297,7 +297,7 @@ int run(const Options& options) {
   Timeline timeline =
       computeTimeline(trace, report.summary, locator, report.table, timeline_options);
   progress.done();
-  renderHtml(out, HtmlReport{report, timeline, flame, estimate ? &*estimate : nullptr});
+  renderHtml(out, HtmlReport{report, timeline, flame, prediction ? &*prediction : nullptr});
   writeOutput(options, out.str());
   return 0;
 }
