@@ -31,6 +31,10 @@ inline constexpr size_t kChunkHeaderSize = 12;
 inline constexpr uint32_t kMaxChunkPayload = 16u << 20;
 // Strings longer than this are cut (a command line can be long; a record must fit a chunk).
 inline constexpr size_t kMaxStringBytes = 64u << 10;
+// The recorder describes devices 0 to kMaxDevices - 1 (a kDevice record each) and keeps a
+// peak for each; events on a device past them are still written, with their index, and count
+// only in the total (a snapshot writes their live allocations with device -1).
+inline constexpr int kMaxDevices = 64;
 
 // The type byte. Values below 0x80 are table and control records; a set top bit is a
 // memory event with its flags in the low bits (EventBits).
@@ -145,6 +149,7 @@ inline bool wantsNative(StackMode mode) {
   return mode == StackMode::kNative || mode == StackMode::kAll;
 }
 
+// The names memtrace-report prints (records.cpp).
 const char* apiName(Api api);
 const char* levelName(Level level);
 const char* markerName(MarkerKind kind);

@@ -281,7 +281,7 @@ bool RecordWriter::writeModuleScope(ThreadState& thread) {
 }
 
 bool RecordWriter::deviceWritten(int device) const {
-  return device < 0 || device >= 64 || (devices_written_ >> device & 1);
+  return device < 0 || device >= format::kMaxDevices || (devices_written_ >> device & 1);
 }
 
 bool RecordWriter::writeDevice(int device, const char* name, uint64_t total_bytes) {
@@ -294,7 +294,7 @@ bool RecordWriter::writeDevice(int device, const char* name, uint64_t total_byte
   p = putVarint(p, name_id);
   p = putVarint(p, total_bytes);
   file_.commit(p);
-  if (device >= 0 && device < 64) devices_written_ |= uint64_t{1} << device;
+  if (device >= 0 && device < format::kMaxDevices) devices_written_ |= uint64_t{1} << device;
   return true;
 }
 

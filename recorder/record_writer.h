@@ -134,6 +134,7 @@ class RecordWriter {
   NodeMap native_nodes_;
   uint32_t native_node_count_ = 0;
   uint64_t devices_written_ = 0;  // bit d: device d has its kDevice record
+  static_assert(format::kMaxDevices <= 64, "devices_written_ has a bit per device");
 
   // Delta bases of the event encoding (Note [Event bit layout]).
   uint64_t last_time_ns_ = 0;

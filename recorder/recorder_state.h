@@ -33,7 +33,7 @@
 
 namespace memtrace::detail {
 
-constexpr int kMaxDevices = 64;  // devices past this are counted only in the total
+using format::kMaxDevices;  // devices past this are counted only in the total
 
 // An allocation the recorder has seen and not yet seen freed.
 struct LiveBlock {

@@ -17,6 +17,8 @@
 //   - events whose device is unknown (-1) are put on device 0.
 // The history ends at the point asked for (--at, the end by default) and the segments are
 // what was live there.
+#include "report/export_pytorch.h"
+
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -24,7 +26,7 @@
 
 #include "reader/live_set.h"
 #include "report/pickle_writer.h"
-#include "report/views.h"
+#include "report/symbolizer.h"
 
 namespace memtrace::report {
 namespace {

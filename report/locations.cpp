@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <unordered_map>
 
 #include "common/user_code.h"
@@ -50,22 +49,6 @@ std::string groupByName(GroupBy group_by) {
     case GroupBy::kModule: return "module";
   }
   return "?";
-}
-
-std::string humanBytes(uint64_t bytes) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 5) {
-    value /= 1024;
-    ++unit;
-  }
-  // Four significant digits, like the seed tracer's table.
-  char text[32];
-  std::snprintf(text, sizeof(text), value >= 100 ? "%.1f %s" : value >= 10 ? "%.2f %s" : "%.3f %s",
-                value, kUnits[unit]);
-  return text;
 }
 
 Locator::Locator(const reader::Tables& tables, GroupBy group_by, FramePolicy frame_policy)

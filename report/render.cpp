@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "common/byte_format.h"
+
 namespace memtrace::report {
 namespace {
 
@@ -84,10 +86,10 @@ void renderText(std::ostream& out, const Report& report) {
   out << fmt::format("  level      {}\n", levelText(s));
   for (const DeviceSummary& device : s.devices) {
     std::string name = device.name.empty() ? "(unnamed)" : device.name;
-    if (device.total_bytes) name += ", " + humanBytes(device.total_bytes);
+    if (device.total_bytes) name += ", " + formatBytes(device.total_bytes);
     out << fmt::format("  device {:<3} {}: peak {} at {}\n",
                        device.device < 0 ? std::string("?") : std::to_string(device.device), name,
-                       humanBytes(device.peak_bytes), seconds(device.peak_time_ns));
+                       formatBytes(device.peak_bytes), seconds(device.peak_time_ns));
   }
   if (s.cut_offset)
     out << fmt::format("  note       the file ends in a partial chunk at byte {} of {} (the "
@@ -106,17 +108,17 @@ void renderText(std::ostream& out, const Report& report) {
   out << "\n";
   std::string scope = s.device_filter == kAllDevices ? "" : fmt::format(" on device {}", s.device_filter);
   out << fmt::format("Peak memory{}: {} ({} bytes) at {}, event {}\n", scope,
-                     humanBytes(s.peak_bytes), s.peak_bytes, seconds(s.peak_time_ns),
+                     formatBytes(s.peak_bytes), s.peak_bytes, seconds(s.peak_time_ns),
                      s.peak_event);
-  out << fmt::format("Total allocated: {}; live at the end: {}\n", humanBytes(s.allocated_bytes),
-                     humanBytes(s.end_bytes));
+  out << fmt::format("Total allocated: {}; live at the end: {}\n", formatBytes(s.allocated_bytes),
+                     formatBytes(s.end_bytes));
   if (const Prediction* prediction = report.prediction) {
     double error = s.peak_bytes
                        ? 100.0 * (double(prediction->peak_requested_bytes) - double(s.peak_bytes)) /
                              double(s.peak_bytes)
                        : 0.0;
     out << fmt::format("Predicted peak: {} ({} bytes) by {}: {} against the measured peak\n",
-                       humanBytes(prediction->peak_requested_bytes),
+                       formatBytes(prediction->peak_requested_bytes),
                        prediction->peak_requested_bytes, predictionSource(*prediction),
                        percent(error));
   }
@@ -138,7 +140,7 @@ void renderText(std::ostream& out, const Report& report) {
   const LocationTable& table = report.table;
   size_t shown = shownRows(report);
   out << fmt::format("Live at {} ({} in {} allocations), by {}{}", pointName(report.live_set.point),
-                     humanBytes(report.live_set.bytes), report.live_set.allocations.size(),
+                     formatBytes(report.live_set.bytes), report.live_set.allocations.size(),
                      groupByName(table.group_by),
                      table.frame_policy == FramePolicy::kUser ? " in user code" : "");
   if (shown < table.rows.size()) out << fmt::format(", top {} of {}", shown, table.rows.size());
@@ -152,15 +154,15 @@ void renderText(std::ostream& out, const Report& report) {
     const TableRow& row = table.rows[i];
     std::string predicted_cell;
     if (report.prediction)
-      predicted_cell = fmt::format("{:<11} ", predicted[i] ? humanBytes(*predicted[i]) : "-");
-    out << fmt::format("{:<11} {}{:<15} {:<11} {:>7}  {}\n", humanBytes(row.bytes), predicted_cell,
-                       humanBytes(row.cumulative_bytes), humanBytes(row.median_bytes), row.count,
+      predicted_cell = fmt::format("{:<11} ", predicted[i] ? formatBytes(*predicted[i]) : "-");
+    out << fmt::format("{:<11} {}{:<15} {:<11} {:>7}  {}\n", formatBytes(row.bytes), predicted_cell,
+                       formatBytes(row.cumulative_bytes), formatBytes(row.median_bytes), row.count,
                        row.location.name);
   }
   if (shown < table.rows.size()) {
     uint64_t rest = table.total_bytes - table.rows[shown - 1].cumulative_bytes;
     out << fmt::format("... {} more locations hold {}\n", table.rows.size() - shown,
-                       humanBytes(rest));
+                       formatBytes(rest));
   }
   if (report.prediction) {
     std::vector<PredictionFrameEntry> unmatched = unmatchedEntries(*report.prediction, table);
@@ -175,7 +177,7 @@ void renderText(std::ostream& out, const Report& report) {
         std::string where = entry.file.empty() ? "<no source line>"
                                                : displayPath(entry.file) + ":" + std::to_string(entry.line) +
                                                      " (" + entry.function + ")";
-        out << fmt::format("{:<11} {}\n", humanBytes(entry.bytes), where);
+        out << fmt::format("{:<11} {}\n", formatBytes(entry.bytes), where);
       }
     }
   }

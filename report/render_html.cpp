@@ -7,12 +7,15 @@
 // <script type="application/json">, escaped by jsonForScript() so that it can never end
 // that element; report.js puts it into the page with d3's .text() and .attr(), never as
 // markup. The only trace string written as HTML is the page title, escaped by escapeXml().
+#include "report/render_html.h"
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
+#include "report/escape.h"
 #include "report/html_assets.h"
-#include "report/views.h"
+#include "report/render.h"
 
 namespace memtrace::report {
 namespace {

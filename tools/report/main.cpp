@@ -2,7 +2,7 @@
 //
 //   memtrace-report trace.bin [options]     the peak, and what was live there by location
 //   memtrace-report parse trace.bin         every record as text
-//   memtrace-report html trace.bin          the self-contained HTML report (views.h)
+//   memtrace-report html trace.bin          the self-contained HTML report (render_html.h)
 //   memtrace-report flamegraph trace.bin    folded stacks or SVG of what was live
 //   memtrace-report export perfetto|pytorch trace.bin
 //
@@ -21,13 +21,21 @@
 #include <string>
 #include <vector>
 
+#include "common/byte_format.h"
+#include "reader/reader.h"
 #include "report/analysis.h"
+#include "report/export_perfetto.h"
+#include "report/export_pytorch.h"
+#include "report/flame.h"
 #include "report/locations.h"
 #include "report/parse_command.h"
+#include "report/prediction.h"
 #include "report/progress.h"
 #include "report/render.h"
-#include "report/views.h"
-#include "reader/reader.h"
+#include "report/render_flame.h"
+#include "report/render_html.h"
+#include "report/symbolizer.h"
+#include "report/timeline.h"
 
 namespace {
 
@@ -283,7 +291,7 @@ int run(const Options& options) {
     else
       renderFlameSvg(out, flame,
                      fmt::format("memtrace: live at {} ({}), {}", pointName(options.point),
-                                 humanBytes(report.live_set.bytes), options.trace));
+                                 memtrace::formatBytes(report.live_set.bytes), options.trace));
     writeOutput(options, out.str());
     return 0;
   }
