@@ -8,7 +8,6 @@
 //
 // Exit status: 0 done; 2 bad input or bad usage, with one line on stderr saying why.
 #include <fmt/format.h>
-#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
@@ -36,6 +35,7 @@
 #include "report/render_html.h"
 #include "report/symbolizer.h"
 #include "report/timeline.h"
+#include "tools/common/tool_main.h"
 
 namespace {
 
@@ -313,15 +313,9 @@ int run(const Options& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto logger = spdlog::stderr_logger_st("memtrace-report");
-  logger->set_pattern("%n: %l: %v");
-  spdlog::set_default_logger(logger);
-  try {
-    return run(parseArguments(argc, argv));
-  } catch (const UsageError& error) {
-    spdlog::error("{} (memtrace-report --help shows the usage)", error.what());
-  } catch (const std::exception& error) {
-    spdlog::error("{}", error.what());
-  }
-  return 2;
+  // A trace or estimate the tool cannot read is bad input too: every failure exits 2.
+  memtrace::tools::ErrorPolicy policy;
+  policy.user_error_suffix = " (memtrace-report --help shows the usage)";
+  return memtrace::tools::toolMain<UsageError>("memtrace-report", policy,
+                                               [&] { return run(parseArguments(argc, argv)); });
 }
