@@ -13,7 +13,7 @@
 // A payload is a sequence of records. Each record starts with one type byte; the fields
 // after it are varints (LEB128), zigzag varints for signed deltas, or byte strings
 // (varint length + bytes). Records never span chunks. Ids in the tables (strings,
-// frames, stacks, modules) are implicit: the n-th record of a table has id n, from 1;
+// frames, stacks, loaded objects) are implicit: the n-th record of a table has id n, from 1;
 // id 0 means "none". Delta bases (time, address, previous stacks) carry over chunks.
 #pragma once
 
@@ -31,6 +31,10 @@ inline constexpr size_t kChunkHeaderSize = 12;
 inline constexpr uint32_t kMaxChunkPayload = 16u << 20;
 // Strings longer than this are cut (a command line can be long; a record must fit a chunk).
 inline constexpr size_t kMaxStringBytes = 64u << 10;
+// The recorder describes devices 0 to kMaxDevices - 1 (a kDevice record each) and keeps a
+// peak for each; events on a device past them are still written, with their index, and count
+// only in the total (a snapshot writes their live allocations with device -1).
+inline constexpr int kMaxDevices = 64;
 
 // The type byte. Values below 0x80 are table and control records; a set top bit is a
 // memory event with its flags in the low bits (EventBits).
@@ -51,10 +55,11 @@ enum class RecordType : uint8_t {
   // A node of the native stack trie. Fields: parent stack id (0 = root: outermost),
   // instruction pointer as a zigzag delta from the parent's (from 0 at the root).
   kNativeStack = 0x05,
-  // A loaded module native instruction pointers resolve against. Fields: path string id,
-  // load bias, build id (byte string, may be empty), segment count, then per executable
-  // PT_LOAD segment: start address, size.
-  kModule = 0x06,
+  // An ELF object the process has loaded (the executable, a shared library, the vDSO),
+  // which native instruction pointers resolve against. Fields: path string id, load bias,
+  // build id (byte string, may be empty), segment count, then per executable PT_LOAD
+  // segment: start address, size. ("Module" in this format always means an nn.Module.)
+  kLoadedObject = 0x06,
   // A device seen by the trace. Fields: device index (zigzag), name string id, total
   // memory bytes (0 if unknown).
   kDevice = 0x07,
@@ -144,6 +149,7 @@ inline bool wantsNative(StackMode mode) {
   return mode == StackMode::kNative || mode == StackMode::kAll;
 }
 
+// The names memtrace-report prints (records.cpp).
 const char* apiName(Api api);
 const char* levelName(Level level);
 const char* markerName(MarkerKind kind);

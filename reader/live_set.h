@@ -65,7 +65,9 @@ class LiveReplay {
   void onPythonFrame(uint32_t id, const PythonFrame& frame) { consumer_.onPythonFrame(id, frame); }
   void onPythonStack(uint32_t id, const StackNode& node) { consumer_.onPythonStack(id, node); }
   void onNativeStack(uint32_t id, const NativeNode& node) { consumer_.onNativeStack(id, node); }
-  void onModule(uint32_t id, const Module& module) { consumer_.onModule(id, module); }
+  void onLoadedObject(uint32_t id, const LoadedObject& object) {
+    consumer_.onLoadedObject(id, object);
+  }
   void onDevice(const Device& device) { consumer_.onDevice(device); }
   void onContext(const Context& context) { consumer_.onContext(context); }
   void onModuleScope(int64_t thread, uint32_t module) { consumer_.onModuleScope(thread, module); }

@@ -1,6 +1,6 @@
 // The reading end of the trace format (records.h): streams a trace file's records to a
-// visitor, keeping only the tables (strings, frames, stacks, modules, devices), which grow
-// with the number of distinct stacks, never with the number of events.
+// visitor, keeping only the tables (strings, frames, stacks, loaded objects, devices), which
+// grow with the number of distinct stacks, never with the number of events.
 //
 // Errors throw TraceError, whose message names the file, the byte offset and what was
 // expected. A file cut short (the writer was killed) is not an error: reading stops at the
@@ -24,6 +24,7 @@ class TraceError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The kProcessInfo record, as read (the recorder writes it from ProcessInfoFields).
 struct ProcessInfo {
   int64_t pid = 0;
   int64_t parent_pid = 0;
@@ -55,7 +56,8 @@ struct NativeNode {
   uint64_t ip;
 };
 
-struct Module {
+// An ELF object the traced process had loaded (RecordType::kLoadedObject).
+struct LoadedObject {
   uint32_t path;  // string id
   uint64_t bias;
   std::string build_id;  // raw bytes
@@ -104,7 +106,7 @@ struct Tables {
   std::vector<PythonFrame> python_frames{PythonFrame{0, 0, 0}};
   std::vector<StackNode> python_stacks{StackNode{0, 0}};
   std::vector<NativeNode> native_stacks{NativeNode{0, 0}};
-  std::vector<Module> modules{Module{}};
+  std::vector<LoadedObject> loaded_objects{LoadedObject{}};
   std::vector<Device> devices;
 
   std::string_view string(uint32_t id) const {
@@ -121,7 +123,7 @@ struct RecordVisitor {
   void onPythonFrame(uint32_t /*id*/, const PythonFrame&) {}
   void onPythonStack(uint32_t /*id*/, const StackNode&) {}
   void onNativeStack(uint32_t /*id*/, const NativeNode&) {}
-  void onModule(uint32_t /*id*/, const Module&) {}
+  void onLoadedObject(uint32_t /*id*/, const LoadedObject&) {}
   void onDevice(const Device&) {}
   void onContext(const Context&) {}
   void onModuleScope(int64_t /*thread_id*/, uint32_t /*module*/) {}
@@ -311,20 +313,21 @@ void TraceReader::readRecord(Visitor& visitor) {
       visitor.onNativeStack(static_cast<uint32_t>(tables_.native_stacks.size() - 1), node);
       return;
     }
-    case RecordType::kModule: {
-      Module module;
-      module.path = static_cast<uint32_t>(varint());
-      checkId(module.path, tables_.strings.size(), "string");
-      module.bias = varint();
-      module.build_id = bytes();
+    case RecordType::kLoadedObject: {
+      LoadedObject object;
+      object.path = static_cast<uint32_t>(varint());
+      checkId(object.path, tables_.strings.size(), "string");
+      object.bias = varint();
+      object.build_id = bytes();
       uint64_t count = varint();
-      if (count > 64) fail("a module with more than 64 segments");
+      if (count > 64) fail("a loaded object with more than 64 segments");
       for (uint64_t i = 0; i < count; ++i) {
         uint64_t start = varint();
-        module.segments.emplace_back(start, varint());
+        object.segments.emplace_back(start, varint());
       }
-      tables_.modules.push_back(std::move(module));
-      visitor.onModule(static_cast<uint32_t>(tables_.modules.size() - 1), tables_.modules.back());
+      tables_.loaded_objects.push_back(std::move(object));
+      visitor.onLoadedObject(static_cast<uint32_t>(tables_.loaded_objects.size() - 1),
+                             tables_.loaded_objects.back());
       return;
     }
     case RecordType::kDevice: {

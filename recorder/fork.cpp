@@ -10,20 +10,20 @@ namespace memtrace::detail {
 namespace {
 
 // Both locks are taken in their order (Note [Lock order]) and held across fork(), so the
-// child starts with the recorder's state and the module table consistent.
+// child starts with the recorder's state and the object table consistent.
 void forkPrepare() {
   pthread_mutex_lock(&g_mutex);
-  native::Module* ignored;
-  native::lockModules(&ignored);
+  native::LoadedObject* ignored;
+  native::lockObjects(&ignored);
 }
 
 void forkParent() {
-  native::unlockModules();
+  native::unlockObjects();
   pthread_mutex_unlock(&g_mutex);
 }
 
 void forkChild() {
-  native::unlockModules();
+  native::unlockObjects();
   pthread_mutex_init(&g_mutex, nullptr);
   // The parent's buffer and file are the parent's: drop them unwritten. The child traces
   // into a file of its own, opened at its first event.

@@ -29,20 +29,20 @@ std::atomic<int> g_unwinder{0};  // 0 not loaded, 1 libunwind, 2 glibc backtrace
 uintptr_t g_self_start = 0;
 uintptr_t g_self_end = 0;
 
-constexpr size_t kMaxModules = 4096;
-pthread_mutex_t g_modules_mutex = PTHREAD_MUTEX_INITIALIZER;
-Module g_modules[kMaxModules];
-size_t g_module_count = 0;
-Arena g_module_arena;  // module paths; guarded by g_modules_mutex
+constexpr size_t kMaxLoadedObjects = 4096;
+pthread_mutex_t g_objects_mutex = PTHREAD_MUTEX_INITIALIZER;
+LoadedObject g_objects[kMaxLoadedObjects];
+size_t g_object_count = 0;
+Arena g_object_arena;  // object paths; guarded by g_objects_mutex
 
 struct Range {
   uintptr_t start;
   uintptr_t end;
 };
-Range g_ranges[kMaxModules];  // executable ranges of g_modules, sorted by start
+Range g_ranges[kMaxLoadedObjects];  // executable ranges of g_objects, sorted by start
 size_t g_range_count = 0;
 
-void readBuildId(const dl_phdr_info* info, Module* module) {
+void readBuildId(const dl_phdr_info* info, LoadedObject* object) {
   for (int i = 0; i < info->dlpi_phnum; ++i) {
     const ElfW(Phdr)& header = info->dlpi_phdr[i];
     if (header.p_type != PT_NOTE) continue;
@@ -55,9 +55,9 @@ void readBuildId(const dl_phdr_info* info, Module* module) {
       const uint8_t* next = desc + ((nhdr->n_descsz + 3) & ~3u);
       if (next > end) break;
       if (nhdr->n_type == NT_GNU_BUILD_ID && nhdr->n_namesz == 4 &&
-          std::memcmp(name, "GNU", 4) == 0 && nhdr->n_descsz <= sizeof(module->build_id)) {
-        std::memcpy(module->build_id, desc, nhdr->n_descsz);
-        module->build_id_size = nhdr->n_descsz;
+          std::memcmp(name, "GNU", 4) == 0 && nhdr->n_descsz <= sizeof(object->build_id)) {
+        std::memcpy(object->build_id, desc, nhdr->n_descsz);
+        object->build_id_size = nhdr->n_descsz;
         return;
       }
       note = next;
@@ -65,12 +65,12 @@ void readBuildId(const dl_phdr_info* info, Module* module) {
   }
 }
 
-bool sameModule(const Module& module, const dl_phdr_info* info, const char* path) {
-  return module.bias == info->dlpi_addr && std::strcmp(module.path, path) == 0;
+bool sameObject(const LoadedObject& object, const dl_phdr_info* info, const char* path) {
+  return object.bias == info->dlpi_addr && std::strcmp(object.path, path) == 0;
 }
 
-// Called by dl_iterate_phdr with the loader's lock held: adds modules not seen before.
-int addModule(dl_phdr_info* info, size_t, void*) {
+// Called by dl_iterate_phdr with the loader's lock held: adds objects not seen before.
+int addObject(dl_phdr_info* info, size_t, void*) {
   const char* path = info->dlpi_name;
   char exe[4096];
   if (!path || !*path) {  // the main program
@@ -79,30 +79,30 @@ int addModule(dl_phdr_info* info, size_t, void*) {
     exe[length] = '\0';
     path = exe;
   }
-  for (size_t i = 0; i < g_module_count; ++i)
-    if (sameModule(g_modules[i], info, path)) return 0;
-  if (g_module_count == kMaxModules) return 1;
+  for (size_t i = 0; i < g_object_count; ++i)
+    if (sameObject(g_objects[i], info, path)) return 0;
+  if (g_object_count == kMaxLoadedObjects) return 1;
 
-  Module module{};
-  module.bias = info->dlpi_addr;
-  for (int i = 0; i < info->dlpi_phnum && module.segment_count < kMaxSegments; ++i) {
+  LoadedObject object{};
+  object.bias = info->dlpi_addr;
+  for (int i = 0; i < info->dlpi_phnum && object.segment_count < kMaxSegments; ++i) {
     const ElfW(Phdr)& header = info->dlpi_phdr[i];
     if (header.p_type == PT_LOAD && (header.p_flags & PF_X))
-      module.segments[module.segment_count++] = {info->dlpi_addr + header.p_vaddr, header.p_memsz};
+      object.segments[object.segment_count++] = {info->dlpi_addr + header.p_vaddr, header.p_memsz};
   }
-  if (module.segment_count == 0) return 0;
-  module.path = g_module_arena.copyString(path, std::strlen(path));
-  if (!module.path) return 1;
-  readBuildId(info, &module);
-  g_modules[g_module_count++] = module;
+  if (object.segment_count == 0) return 0;
+  object.path = g_object_arena.copyString(path, std::strlen(path));
+  if (!object.path) return 1;
+  readBuildId(info, &object);
+  g_objects[g_object_count++] = object;
   return 0;
 }
 
 void rebuildRanges() {
   g_range_count = 0;
-  for (size_t i = 0; i < g_module_count; ++i)
-    for (uint32_t s = 0; s < g_modules[i].segment_count && g_range_count < kMaxModules; ++s) {
-      const Segment& segment = g_modules[i].segments[s];
+  for (size_t i = 0; i < g_object_count; ++i)
+    for (uint32_t s = 0; s < g_objects[i].segment_count && g_range_count < kMaxLoadedObjects; ++s) {
+      const Segment& segment = g_objects[i].segments[s];
       g_ranges[g_range_count++] = {segment.start, segment.start + segment.size};
     }
   std::sort(g_ranges, g_ranges + g_range_count,
@@ -143,7 +143,7 @@ bool loadUnwinder() {
     void* warm[4];
     state = backtrace(warm, 4) > 0 ? 2 : 3;
   }
-  refreshModuleTable();
+  refreshObjectTable();
   g_unwinder.store(state, std::memory_order_release);
   return state != 3;
 }
@@ -184,40 +184,40 @@ size_t captureStack(uintptr_t* ips, size_t max, const void* caller) {
   return kept;
 }
 
-bool moduleTableCovers(uintptr_t ip) {
-  pthread_mutex_lock(&g_modules_mutex);
+bool objectTableCovers(uintptr_t ip) {
+  pthread_mutex_lock(&g_objects_mutex);
   // The last range starting at or before ip.
   const Range* it = std::upper_bound(g_ranges, g_ranges + g_range_count, ip,
                                      [](uintptr_t value, const Range& r) { return value < r.start; });
   bool covered = it != g_ranges && ip < (it - 1)->end;
-  pthread_mutex_unlock(&g_modules_mutex);
+  pthread_mutex_unlock(&g_objects_mutex);
   return covered;
 }
 
-void refreshModuleTable() {
+void refreshObjectTable() {
   // dl_iterate_phdr holds the loader's lock while it calls back; the callback takes only
-  // g_modules_mutex, which is never held while taking the loader's lock, so the order is
-  // always loader -> modules (Note [Lock order] in recorder_state.h).
+  // g_objects_mutex, which is never held while taking the loader's lock, so the order is
+  // always loader -> objects (Note [Lock order] in recorder_state.h).
   struct Guard {
-    Guard() { pthread_mutex_lock(&g_modules_mutex); }
-    ~Guard() { pthread_mutex_unlock(&g_modules_mutex); }
+    Guard() { pthread_mutex_lock(&g_objects_mutex); }
+    ~Guard() { pthread_mutex_unlock(&g_objects_mutex); }
   };
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t size, void* data) {
         Guard guard;
-        return addModule(info, size, data);
+        return addObject(info, size, data);
       },
       nullptr);
   Guard guard;
   rebuildRanges();
 }
 
-size_t lockModules(Module** modules) {
-  pthread_mutex_lock(&g_modules_mutex);
-  *modules = g_modules;
-  return g_module_count;
+size_t lockObjects(LoadedObject** objects) {
+  pthread_mutex_lock(&g_objects_mutex);
+  *objects = g_objects;
+  return g_object_count;
 }
 
-void unlockModules() { pthread_mutex_unlock(&g_modules_mutex); }
+void unlockObjects() { pthread_mutex_unlock(&g_objects_mutex); }
 
 }  // namespace memtrace::native

@@ -1,5 +1,5 @@
 // Native stacks: raw instruction pointers from libunwind (loaded with dlopen, never linked:
-// Note [libunwind is never linked]), and the map of loaded modules that the report needs
+// Note [libunwind is never linked]), and the map of loaded objects that the report needs
 // to symbolize them offline. The recorder never symbolizes.
 #pragma once
 
@@ -15,7 +15,9 @@ struct Segment {
   uintptr_t size;
 };
 
-struct Module {
+// An ELF object the dynamic loader mapped (the executable, a shared library, the vDSO): what
+// native instruction pointers resolve against. (A "module" is always an nn.Module.)
+struct LoadedObject {
   const char* path;
   uintptr_t bias;  // dlpi_addr: what the ELF's virtual addresses are shifted by
   uint8_t build_id[32];
@@ -37,29 +39,29 @@ size_t captureStack(uintptr_t* ips, size_t max, const void* caller);
 // Which unwinder captureStack uses ("libunwind", "glibc-backtrace" or "none").
 const char* unwinderName();
 
-// The loaded modules. covers() and forEachUnwritten() may be called under the recorder's
+// The loaded objects. covers() and forEachUnwritten() may be called under the recorder's
 // lock; refresh() must not be (it takes the dynamic loader's lock).
-bool moduleTableCovers(uintptr_t ip);
-void refreshModuleTable();
-// Calls fn(const Module&) for every module not yet written to `generation`'s file, and
+bool objectTableCovers(uintptr_t ip);
+void refreshObjectTable();
+// Calls fn(const LoadedObject&) for every object not yet written to `generation`'s file, and
 // marks it written.
 template <typename Fn>
-void forEachUnwrittenModule(uint32_t generation, Fn&& fn);
+void forEachUnwrittenObject(uint32_t generation, Fn&& fn);
 
-// Implementation detail of forEachUnwrittenModule.
-size_t lockModules(Module** modules);
-void unlockModules();
+// Implementation detail of forEachUnwrittenObject.
+size_t lockObjects(LoadedObject** objects);
+void unlockObjects();
 
 template <typename Fn>
-void forEachUnwrittenModule(uint32_t generation, Fn&& fn) {
-  Module* modules = nullptr;
-  size_t count = lockModules(&modules);
+void forEachUnwrittenObject(uint32_t generation, Fn&& fn) {
+  LoadedObject* objects = nullptr;
+  size_t count = lockObjects(&objects);
   for (size_t i = 0; i < count; ++i) {
-    if (modules[i].written_generation == generation) continue;
-    modules[i].written_generation = generation;
-    fn(static_cast<const Module&>(modules[i]));
+    if (objects[i].written_generation == generation) continue;
+    objects[i].written_generation = generation;
+    fn(static_cast<const LoadedObject&>(objects[i]));
   }
-  unlockModules();
+  unlockObjects();
 }
 
 }  // namespace memtrace::native

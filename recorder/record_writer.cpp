@@ -66,7 +66,7 @@ uint64_t RecordWriter::timeDelta(uint64_t time_ns) {
   return delta;
 }
 
-bool RecordWriter::writeProcessInfo(const ProcessInfo& info) {
+bool RecordWriter::writeProcessInfo(const ProcessInfoFields& info) {
   size_t command_line_size = info.command_line_size > format::kMaxStringBytes
                                  ? format::kMaxStringBytes
                                  : info.command_line_size;
@@ -212,7 +212,7 @@ uint32_t RecordWriter::internPythonStack(ThreadState& thread, bool* ok) {
   return leaf;
 }
 
-uint32_t RecordWriter::internNativeStack(ThreadState& thread, bool* ok, bool* unknown_module) {
+uint32_t RecordWriter::internNativeStack(ThreadState& thread, bool* ok, bool* unknown_object) {
   if (thread.native_count == 0) return 0;
   syncThreadCache(thread);
   uint32_t leaf = internThroughCache(
@@ -226,8 +226,8 @@ uint32_t RecordWriter::internNativeStack(ThreadState& thread, bool* ok, bool* un
           p = putVarint(p, parent);
           p = putZigzag(p, static_cast<int64_t>(ip - (parent_ip ? *parent_ip : 0)));
           file_.commit(p);
-          // A new node is the only time an address is seen first: check its module then.
-          if (!native::moduleTableCovers(ip)) *unknown_module = true;
+          // A new node is the only time an address is seen first: check the object table then.
+          if (!native::objectTableCovers(ip)) *unknown_object = true;
           return true;
         });
       });
@@ -235,24 +235,25 @@ uint32_t RecordWriter::internNativeStack(ThreadState& thread, bool* ok, bool* un
   return leaf;
 }
 
-bool RecordWriter::writeNewModules() {
+bool RecordWriter::writeNewLoadedObjects() {
   bool ok = true;
-  native::forEachUnwrittenModule(generation_, [&](const native::Module& module) {
+  native::forEachUnwrittenObject(generation_, [&](const native::LoadedObject& object) {
     if (!ok) return;
-    uint32_t path = internString(module.path, std::strlen(module.path), &ok);
-    uint8_t* p = ok ? file_.reserve(64 + module.build_id_size + 20 * module.segment_count) : nullptr;
+    uint32_t path = internString(object.path, std::strlen(object.path), &ok);
+    uint8_t* p =
+        ok ? file_.reserve(64 + object.build_id_size + 20 * object.segment_count) : nullptr;
     if (!p) {
       ok = false;
       return;
     }
-    p = putType(p, RecordType::kModule);
+    p = putType(p, RecordType::kLoadedObject);
     p = putVarint(p, path);
-    p = putVarint(p, module.bias);
-    p = putBytes(p, module.build_id, module.build_id_size);
-    p = putVarint(p, module.segment_count);
-    for (uint32_t i = 0; i < module.segment_count; ++i) {
-      p = putVarint(p, module.segments[i].start);
-      p = putVarint(p, module.segments[i].size);
+    p = putVarint(p, object.bias);
+    p = putBytes(p, object.build_id, object.build_id_size);
+    p = putVarint(p, object.segment_count);
+    for (uint32_t i = 0; i < object.segment_count; ++i) {
+      p = putVarint(p, object.segments[i].start);
+      p = putVarint(p, object.segments[i].size);
     }
     file_.commit(p);
   });
@@ -280,7 +281,7 @@ bool RecordWriter::writeModuleScope(ThreadState& thread) {
 }
 
 bool RecordWriter::deviceWritten(int device) const {
-  return device < 0 || device >= 64 || (devices_written_ >> device & 1);
+  return device < 0 || device >= format::kMaxDevices || (devices_written_ >> device & 1);
 }
 
 bool RecordWriter::writeDevice(int device, const char* name, uint64_t total_bytes) {
@@ -293,7 +294,7 @@ bool RecordWriter::writeDevice(int device, const char* name, uint64_t total_byte
   p = putVarint(p, name_id);
   p = putVarint(p, total_bytes);
   file_.commit(p);
-  if (device >= 0 && device < 64) devices_written_ |= uint64_t{1} << device;
+  if (device >= 0 && device < format::kMaxDevices) devices_written_ |= uint64_t{1} << device;
   return true;
 }
 

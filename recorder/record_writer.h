@@ -18,7 +18,9 @@
 
 namespace memtrace {
 
-struct ProcessInfo {
+// The fields of the kProcessInfo record as the writer takes them: borrowed C strings, nothing
+// allocated. (reader::ProcessInfo is the same record as the reader hands it out.)
+struct ProcessInfoFields {
   pid_t pid;
   pid_t parent_pid;
   uint64_t start_unix_ns;
@@ -53,7 +55,7 @@ class RecordWriter {
   // Identifies the current file's tables (caches elsewhere compare against it).
   uint32_t generation() const { return generation_; }
 
-  bool writeProcessInfo(const ProcessInfo& info);
+  bool writeProcessInfo(const ProcessInfoFields& info);
   bool writeDevice(int device, const char* name, uint64_t total_bytes);
   bool writeMarker(uint64_t time_ns, format::MarkerKind kind, const char* name);
   bool setContext(const EventContext& context);
@@ -63,8 +65,8 @@ class RecordWriter {
                  uint32_t native_stack);
   bool writeFailedAlloc(uint64_t time_ns, uint64_t size, uint32_t python_stack,
                         uint32_t native_stack);
-  // Writes the modules this file has not got yet.
-  bool writeNewModules();
+  // Writes the loaded objects (kLoadedObject records) this file has not got yet.
+  bool writeNewLoadedObjects();
   // Writes a module scope record if `thread`'s running nn.Module is not the one the file
   // last said for it. Call after setContext() for that thread.
   bool writeModuleScope(ThreadState& thread);
@@ -73,9 +75,9 @@ class RecordWriter {
   // first), writing the strings, frames and nodes it needs. 0 for an empty stack or a
   // failure (*ok is then false).
   uint32_t internPythonStack(ThreadState& thread, bool* ok);
-  // Likewise for thread.native_ips. *unknown_module is set when an instruction pointer
-  // lies outside every module known: the caller refreshes the module table.
-  uint32_t internNativeStack(ThreadState& thread, bool* ok, bool* unknown_module);
+  // Likewise for thread.native_ips. *unknown_object is set when an instruction pointer
+  // lies outside every loaded object known: the caller refreshes the object table.
+  uint32_t internNativeStack(ThreadState& thread, bool* ok, bool* unknown_object);
 
   bool deviceWritten(int device) const;
 
@@ -132,6 +134,7 @@ class RecordWriter {
   NodeMap native_nodes_;
   uint32_t native_node_count_ = 0;
   uint64_t devices_written_ = 0;  // bit d: device d has its kDevice record
+  static_assert(format::kMaxDevices <= 64, "devices_written_ has a bit per device");
 
   // Delta bases of the event encoding (Note [Event bit layout]).
   uint64_t last_time_ns_ = 0;

@@ -104,22 +104,22 @@ Capture captureStacks(bool is_free, const void* caller, bool walk_python) {
   return capture;
 }
 
-// Interns the captured stacks (with g_mutex held). *unknown_module asks the caller to
-// refresh the module table once the lock is released.
+// Interns the captured stacks (with g_mutex held). *unknown_object asks the caller to
+// refresh the object table once the lock is released.
 bool internStacks(const Capture& capture, uint32_t* python_stack, uint32_t* native_stack,
-                  bool* unknown_module) {
+                  bool* unknown_object) {
   bool ok = true;
   *python_stack = capture.python ? g_writer.internPythonStack(*capture.thread, &ok) : 0;
   *native_stack =
-      ok && capture.native ? g_writer.internNativeStack(*capture.thread, &ok, unknown_module) : 0;
+      ok && capture.native ? g_writer.internNativeStack(*capture.thread, &ok, unknown_object) : 0;
   return ok;
 }
 
-void refreshModulesIfNeeded(bool unknown_module) {
-  if (!unknown_module) return;
-  native::refreshModuleTable();
+void refreshObjectsIfNeeded(bool unknown_object) {
+  if (!unknown_object) return;
+  native::refreshObjectTable();
   MutexLock lock;
-  if (g_file.isOpen() && !g_writer.writeNewModules()) failWrite();
+  if (g_file.isOpen() && !g_writer.writeNewLoadedObjects()) failWrite();
 }
 
 // The calling thread's nn.Module, if it changed since the file last said (g_mutex held).
@@ -180,8 +180,8 @@ namespace {
 //   - the GcPause member outlives the lock: the stacks are interned under g_mutex, and the
 //     Python frames' metadata resolved there must not start a collection either
 //     (Note [No Python code runs in a hook]);
-//   - the module-table refresh (the destructor) runs after g_mutex is released: it takes
-//     the loader's lock, then g_mutex itself to write the new modules; with g_mutex still
+//   - the object-table refresh (the destructor) runs after g_mutex is released: it takes
+//     the loader's lock, then g_mutex itself to write the new loaded objects; with g_mutex still
 //     held that would invert the lock order and deadlock on the non-recursive mutex.
 
 // The steps of recording an event before the lock (capture) and the records that go before
@@ -195,8 +195,8 @@ class EventRecording {
         capture_(captureStacks(is_free, source.caller, walk_python_)) {}
 
   // After the lock is released (Note [Recording scope before the lock]): a native frame
-  // outside every known module asks for a refresh of the module table.
-  ~EventRecording() { refreshModulesIfNeeded(unknown_module_); }
+  // outside every known loaded object asks for a refresh of the object table.
+  ~EventRecording() { refreshObjectsIfNeeded(unknown_object_); }
 
   // With g_mutex held: the device (once a file), the context, the thread's module scope and
   // the stacks of the event. False when the file could not take them.
@@ -205,14 +205,14 @@ class EventRecording {
     EventContext context{capture_.thread ? capture_.thread->thread_id : currentThreadId(), device,
                          source.stream, source.api, level};
     return writeDeviceIfNew(device) && g_writer.setContext(context) && writeModuleScope() &&
-           internStacks(capture_, python_stack, native_stack, &unknown_module_);
+           internStacks(capture_, python_stack, native_stack, &unknown_object_);
   }
 
  private:
   bool walk_python_;
   python::GcPause gc_pause_;  // from before the Python walk until the stacks are interned
   Capture capture_;
-  bool unknown_module_ = false;
+  bool unknown_object_ = false;
 };
 
 }  // namespace

@@ -21,8 +21,8 @@
 
 // Note [Lock order]
 // Three locks are involved in recording, always taken in this order:
-//   recorder (g_mutex)  ->  module table (native_stack.cpp)
-//   dynamic loader      ->  module table
+//   recorder (g_mutex)  ->  object table (native_stack.cpp)
+//   dynamic loader      ->  object table
 // The recorder's lock is never held while taking the loader's (dl_iterate_phdr, dlopen,
 // libunwind's unwinding, which reads the loaded objects): those all run in the capture step
 // or after the lock is released. A library constructor that allocates CUDA memory while
@@ -33,7 +33,7 @@
 
 namespace memtrace::detail {
 
-constexpr int kMaxDevices = 64;  // devices past this are counted only in the total
+using format::kMaxDevices;  // devices past this are counted only in the total
 
 // An allocation the recorder has seen and not yet seen freed.
 struct LiveBlock {
@@ -116,7 +116,7 @@ void startFlusher();
 
 // ---- Fork (fork.cpp) ----
 
-// Registers the pthread_atfork handlers that keep g_mutex and the module table
+// Registers the pthread_atfork handlers that keep g_mutex and the object table
 // consistent across fork() and give the child a file of its own.
 void installForkHandlers();
 

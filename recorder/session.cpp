@@ -58,7 +58,7 @@ void failWrite() {
   g_tracing.store(false, std::memory_order_relaxed);
 }
 
-// Header, process information, modules, then every allocation live now (as untraced: the
+// Header, process information, loaded objects, then every allocation live now (as untraced: the
 // file's live bytes are right from its first event), then the start mark if tracing.
 bool openFile() {
   if (g_file.isOpen()) return true;
@@ -97,7 +97,7 @@ bool openFile() {
   host_name[sizeof(host_name) - 1] = '\0';
 
   g_writer.beginFile(start);
-  ProcessInfo info{};
+  ProcessInfoFields info{};
   info.pid = getpid();
   info.parent_pid = getppid();
   info.start_unix_ns = uint64_t(wall.tv_sec) * 1000000000u + uint64_t(wall.tv_nsec);
@@ -111,7 +111,7 @@ bool openFile() {
   info.native_depth = g_config.native_depth;
   info.free_stacks = g_config.free_stacks;
   bool ok = g_writer.writeProcessInfo(info);
-  if (ok && format::wantsNative(g_config.stack_mode)) ok = g_writer.writeNewModules();
+  if (ok && format::wantsNative(g_config.stack_mode)) ok = g_writer.writeNewLoadedObjects();
 
   // The snapshot, device by device so that the context changes once per device.
   EventContext context{0, -1, 0, format::Api::kSnapshot, format::Level::kTensor};

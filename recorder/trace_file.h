@@ -14,7 +14,7 @@ class TraceFile {
   // thread this bounds what a killed process can lose (the issue: every 100 ms or 1 MiB).
   static constexpr size_t kFlushBytes = 1 << 20;
   // Room after kFlushBytes for the largest record (a string of kMaxStringBytes, or a
-  // module with all its segments).
+  // loaded object with all its segments).
   static constexpr size_t kBufferBytes = kFlushBytes + (128 << 10);
 
   TraceFile() = default;

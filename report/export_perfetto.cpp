@@ -1,11 +1,15 @@
 // Chrome trace event JSON (the "JSON trace format" that Perfetto and chrome://tracing
 // open): one counter track of live bytes per device, instant events for the marks, the
 // peaks and the failed allocations, and begin/end slices for phases.
+#include "report/export_perfetto.h"
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
-#include "report/views.h"
+#include "common/byte_format.h"
+#include "report/locations.h"
+#include "report/timeline.h"
 
 namespace memtrace::report {
 namespace {
@@ -86,7 +90,7 @@ void exportPerfetto(std::ostream& out, reader::TraceReader& trace, const TraceSu
           {"cat", "peak"},
           {"pid", pid},
           {"tid", kMarksTrack},
-          {"name", fmt::format("peak {} on {}", humanBytes(timeline.peak_bytes),
+          {"name", fmt::format("peak {} on {}", formatBytes(timeline.peak_bytes),
                                deviceName(device.device))},
           {"ts", micros(timeline.peak_time_ns)},
           {"args",
@@ -99,7 +103,7 @@ void exportPerfetto(std::ostream& out, reader::TraceReader& trace, const TraceSu
             {"cat", "oom"},
             {"pid", pid},
             {"tid", kMarksTrack},
-            {"name", fmt::format("out of memory: {} on {}", humanBytes(failure.size),
+            {"name", fmt::format("out of memory: {} on {}", formatBytes(failure.size),
                                  deviceName(device.device))},
             {"ts", micros(failure.time_ns)},
             {"args", {{"size", failure.size}, {"device", device.device}}}});

@@ -17,6 +17,8 @@
 //   - events whose device is unknown (-1) are put on device 0.
 // The history ends at the point asked for (--at, the end by default) and the segments are
 // what was live there.
+#include "report/export_pytorch.h"
+
 #include <algorithm>
 #include <map>
 #include <utility>
@@ -24,7 +26,7 @@
 
 #include "reader/live_set.h"
 #include "report/pickle_writer.h"
-#include "report/views.h"
+#include "report/symbolizer.h"
 
 namespace memtrace::report {
 namespace {
@@ -105,10 +107,8 @@ class SnapshotWriter {
     for (uint32_t id = native_stack; id; id = tables_.native_stacks[id].parent) {
       const NativeFrame& frame = symbolizer_.resolve(tables_.native_stacks[id].ip, innermost);
       innermost = false;
-      bool interpreter =
-          frame.module.rfind("python", 0) == 0 || frame.module.rfind("libpython", 0) == 0;
-      if (python_stack && interpreter) break;
-      frame_(frame.file.empty() ? frame.module : frame.file, frame.line, frame.function);
+      if (python_stack && isInterpreterObject(frame.object)) break;
+      frame_(frame.file.empty() ? frame.object : frame.file, frame.line, frame.function);
     }
     for (uint32_t id = python_stack; id; id = tables_.python_stacks[id].parent) {
       const reader::PythonFrame& frame = tables_.python_frames[tables_.python_stacks[id].frame];

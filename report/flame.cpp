@@ -9,13 +9,9 @@
 namespace memtrace::report {
 namespace {
 
-bool isInterpreterModule(std::string_view module) {
-  return module.rfind("python", 0) == 0 || module.rfind("libpython", 0) == 0;
-}
-
 std::string nativeName(const NativeFrame& frame) {
   std::string text = frame.function;
-  if (!frame.module.empty()) text += " [" + frame.module + "]";
+  if (!frame.object.empty()) text += " [" + frame.object + "]";
   if (!frame.file.empty()) text += " " + displayPath(frame.file) + ":" + std::to_string(frame.line);
   return text;
 }
@@ -78,7 +74,7 @@ class FlameBuilder {
     for (uint32_t id = allocation.native_stack; id; id = tables_.native_stacks[id].parent) {
       const NativeFrame& frame = symbolizer_.resolve(tables_.native_stacks[id].ip, innermost);
       innermost = false;
-      if (allocation.python_stack && isInterpreterModule(frame.module)) break;
+      if (allocation.python_stack && isInterpreterObject(frame.object)) break;
       native.push_back(nativeName(frame));
     }
     for (auto it = native.rbegin(); it != native.rend(); ++it)

@@ -19,7 +19,7 @@ enum class FrameKind : uint8_t {
   kRoot,
   kDevice,   // "cuda:N", only when the live set spans several devices
   kPython,   // "file:line (function)", as the report names a line
-  kNative,   // "function [module] file:line"
+  kNative,   // "function [object] file:line"
   kSpecial,  // "untraced", "<no Python frame>", "<no stack>"
 };
 
@@ -43,8 +43,9 @@ struct FlameGraph {
 // a call made from Python also holds the interpreter's own frames (from _start through
 // _PyEval_EvalFrameDefault); the Python frames already stand for those, so the native
 // frames are cut at the first frame, going outwards from the innermost, that lies in the
-// Python interpreter (a module named python* or libpython*). Without Python frames (a C++
-// program, a thread without the GIL) the whole native stack is kept.
+// Python interpreter (a loaded object named python* or libpython*: isInterpreterObject).
+// Without Python frames (a C++ program, a thread without the GIL) the whole native stack is
+// kept.
 FlameGraph buildFlameGraph(const reader::Tables& tables, const LiveSet& live_set, Locator& locator,
                            Symbolizer& symbolizer);
 

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <unordered_map>
 
 #include "common/user_code.h"
@@ -11,10 +10,10 @@
 namespace memtrace::report {
 namespace {
 
-// Native frames inside these modules are the allocation machinery, not its caller.
-bool isAllocatorModule(const std::string& module) {
+// Native frames inside these loaded objects are the allocation machinery, not its caller.
+bool isAllocatorObject(const std::string& object) {
   for (const char* prefix : {"libcudart", "libcuda.so", "libmemtrace"})
-    if (module.rfind(prefix, 0) == 0) return true;
+    if (object.rfind(prefix, 0) == 0) return true;
   return false;
 }
 
@@ -50,22 +49,6 @@ std::string groupByName(GroupBy group_by) {
     case GroupBy::kModule: return "module";
   }
   return "?";
-}
-
-std::string humanBytes(uint64_t bytes) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  if (bytes < 1024) return std::to_string(bytes) + " B";
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (value >= 1024 && unit < 5) {
-    value /= 1024;
-    ++unit;
-  }
-  // Four significant digits, like the seed tracer's table.
-  char text[32];
-  std::snprintf(text, sizeof(text), value >= 100 ? "%.1f %s" : value >= 10 ? "%.2f %s" : "%.3f %s",
-                value, kUnits[unit]);
-  return text;
 }
 
 Locator::Locator(const reader::Tables& tables, GroupBy group_by, FramePolicy frame_policy)
@@ -116,7 +99,7 @@ uint64_t Locator::interestingIp(uint32_t native_stack) {
   for (uint32_t node = native_stack; node; node = tables_.native_stacks[node].parent) {
     uint64_t ip = tables_.native_stacks[node].ip;
     if (!first) first = ip;
-    if (!isAllocatorModule(symbolizer().resolve(ip, innermost).module)) return ip;
+    if (!isAllocatorObject(symbolizer().resolve(ip, innermost).object)) return ip;
     innermost = false;
   }
   return first;
@@ -191,7 +174,7 @@ Location Locator::describe(const LiveAllocation& allocation) {
     location.kind = LocationKind::kNative;
     auto name = [](const NativeFrame& frame) {
       std::string text = frame.function;
-      if (!frame.module.empty()) text += " [" + frame.module + "]";
+      if (!frame.object.empty()) text += " [" + frame.object + "]";
       if (!frame.file.empty()) text += " " + displayPath(frame.file) + ":" + std::to_string(frame.line);
       return text;
     };

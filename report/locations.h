@@ -90,6 +90,5 @@ class Locator {
 const char* locationKindName(LocationKind kind);  // "python", "untraced", ...
 std::string displayPath(std::string_view path);
 std::string groupByName(GroupBy group_by);
-std::string humanBytes(uint64_t bytes);  // "13.54 GiB"
 
 }  // namespace memtrace::report

@@ -46,14 +46,15 @@ struct Printer : reader::LiveVisitor {
   void onNativeStack(uint32_t id, const reader::NativeNode& node) {
     out << fmt::format("native {} parent={} ip={:#x}\n", id, node.parent, node.ip);
   }
-  void onModule(uint32_t id, const reader::Module& module) {
+  // Printed as "module", the word this output has always used for the record (scripts and
+  // tests/preload parse it); everywhere else a module is an nn.Module.
+  void onLoadedObject(uint32_t id, const reader::LoadedObject& object) {
     std::string build_id;
-    for (unsigned char c : module.build_id) build_id += fmt::format("{:02x}", c);
+    for (unsigned char c : object.build_id) build_id += fmt::format("{:02x}", c);
     std::string segments;
-    for (auto [start, size] : module.segments)
-      segments += fmt::format(" {:#x}+{:#x}", start, size);
-    out << fmt::format("module {} path={} bias={:#x} build_id={} segments={}\n", id, module.path,
-                       module.bias, build_id.empty() ? "-" : build_id, segments.substr(1));
+    for (auto [start, size] : object.segments) segments += fmt::format(" {:#x}+{:#x}", start, size);
+    out << fmt::format("module {} path={} bias={:#x} build_id={} segments={}\n", id, object.path,
+                       object.bias, build_id.empty() ? "-" : build_id, segments.substr(1));
   }
   void onDevice(const reader::Device& device) {
     out << fmt::format("device {} name={} total_bytes={}\n", device.device, device.name,

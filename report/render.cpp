@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <optional>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <optional>
+
+#include "common/byte_format.h"
 
 namespace memtrace::report {
 namespace {
@@ -44,14 +46,14 @@ std::string percent(double value) { return fmt::format("{:+.1f} %", value); }
 
 // What the estimator said, per shown row (empty without an estimate).
 std::vector<std::optional<uint64_t>> predictions(const Report& report) {
-  if (!report.estimate) return {};
-  return predictedBytes(*report.estimate, report.table);
+  if (!report.prediction) return {};
+  return predictedBytes(*report.prediction, report.table);
 }
 
-std::string estimateSource(const Estimate& estimate) {
+std::string predictionSource(const Prediction& prediction) {
   std::string text = "memtrace-estimate";
-  if (!estimate.semantics.empty()) text += ", " + estimate.semantics + " semantics";
-  if (estimate.lower_bound) text += ", a lower bound: some ops were unknown to it";
+  if (!prediction.semantics.empty()) text += ", " + prediction.semantics + " semantics";
+  if (prediction.lower_bound) text += ", a lower bound: some ops were unknown to it";
   return text;
 }
 
@@ -84,10 +86,10 @@ void renderText(std::ostream& out, const Report& report) {
   out << fmt::format("  level      {}\n", levelText(s));
   for (const DeviceSummary& device : s.devices) {
     std::string name = device.name.empty() ? "(unnamed)" : device.name;
-    if (device.total_bytes) name += ", " + humanBytes(device.total_bytes);
+    if (device.total_bytes) name += ", " + formatBytes(device.total_bytes);
     out << fmt::format("  device {:<3} {}: peak {} at {}\n",
                        device.device < 0 ? std::string("?") : std::to_string(device.device), name,
-                       humanBytes(device.peak_bytes), seconds(device.peak_time_ns));
+                       formatBytes(device.peak_bytes), seconds(device.peak_time_ns));
   }
   if (s.cut_offset)
     out << fmt::format("  note       the file ends in a partial chunk at byte {} of {} (the "
@@ -105,17 +107,20 @@ void renderText(std::ostream& out, const Report& report) {
                        s.unmatched_frees, s.replaced_allocations);
   out << "\n";
   std::string scope = s.device_filter == kAllDevices ? "" : fmt::format(" on device {}", s.device_filter);
-  out << fmt::format("Peak memory{}: {} ({} bytes) at {}, event {}\n", scope, humanBytes(s.peak_bytes),
-                     s.peak_bytes, seconds(s.peak_time_ns), s.peak_event);
-  out << fmt::format("Total allocated: {}; live at the end: {}\n", humanBytes(s.allocated_bytes),
-                     humanBytes(s.end_bytes));
-  if (const Estimate* estimate = report.estimate) {
-    double error = s.peak_bytes ? 100.0 * (double(estimate->peak_requested_bytes) - double(s.peak_bytes)) /
-                                      double(s.peak_bytes)
-                                : 0.0;
+  out << fmt::format("Peak memory{}: {} ({} bytes) at {}, event {}\n", scope,
+                     formatBytes(s.peak_bytes), s.peak_bytes, seconds(s.peak_time_ns),
+                     s.peak_event);
+  out << fmt::format("Total allocated: {}; live at the end: {}\n", formatBytes(s.allocated_bytes),
+                     formatBytes(s.end_bytes));
+  if (const Prediction* prediction = report.prediction) {
+    double error = s.peak_bytes
+                       ? 100.0 * (double(prediction->peak_requested_bytes) - double(s.peak_bytes)) /
+                             double(s.peak_bytes)
+                       : 0.0;
     out << fmt::format("Predicted peak: {} ({} bytes) by {}: {} against the measured peak\n",
-                       humanBytes(estimate->peak_requested_bytes), estimate->peak_requested_bytes,
-                       estimateSource(*estimate), percent(error));
+                       formatBytes(prediction->peak_requested_bytes),
+                       prediction->peak_requested_bytes, predictionSource(*prediction),
+                       percent(error));
   }
   if (!s.markers.empty()) {
     out << "Marks:";
@@ -135,31 +140,32 @@ void renderText(std::ostream& out, const Report& report) {
   const LocationTable& table = report.table;
   size_t shown = shownRows(report);
   out << fmt::format("Live at {} ({} in {} allocations), by {}{}", pointName(report.live_set.point),
-                     humanBytes(report.live_set.bytes), report.live_set.allocations.size(),
+                     formatBytes(report.live_set.bytes), report.live_set.allocations.size(),
                      groupByName(table.group_by),
                      table.frame_policy == FramePolicy::kUser ? " in user code" : "");
   if (shown < table.rows.size()) out << fmt::format(", top {} of {}", shown, table.rows.size());
   out << ":\n";
   std::vector<std::optional<uint64_t>> predicted = predictions(report);
   // With an estimate, its prediction for the same location stands beside what was measured.
-  std::string predicted_header = report.estimate ? fmt::format("{:<11} ", "Predicted") : "";
+  std::string predicted_header = report.prediction ? fmt::format("{:<11} ", "Predicted") : "";
   out << fmt::format("{:<11} {}{:<15} {:<11} {:>7}  {}\n", "Mem", predicted_header,
                      "Cumulative Mem", "Median", "Count", "Location");
   for (size_t i = 0; i < shown; ++i) {
     const TableRow& row = table.rows[i];
     std::string predicted_cell;
-    if (report.estimate)
-      predicted_cell = fmt::format("{:<11} ", predicted[i] ? humanBytes(*predicted[i]) : "-");
-    out << fmt::format("{:<11} {}{:<15} {:<11} {:>7}  {}\n", humanBytes(row.bytes), predicted_cell,
-                       humanBytes(row.cumulative_bytes), humanBytes(row.median_bytes), row.count,
+    if (report.prediction)
+      predicted_cell = fmt::format("{:<11} ", predicted[i] ? formatBytes(*predicted[i]) : "-");
+    out << fmt::format("{:<11} {}{:<15} {:<11} {:>7}  {}\n", formatBytes(row.bytes), predicted_cell,
+                       formatBytes(row.cumulative_bytes), formatBytes(row.median_bytes), row.count,
                        row.location.name);
   }
   if (shown < table.rows.size()) {
     uint64_t rest = table.total_bytes - table.rows[shown - 1].cumulative_bytes;
-    out << fmt::format("... {} more locations hold {}\n", table.rows.size() - shown, humanBytes(rest));
+    out << fmt::format("... {} more locations hold {}\n", table.rows.size() - shown,
+                       formatBytes(rest));
   }
-  if (report.estimate) {
-    std::vector<EstimateFrameEntry> unmatched = unmatchedEntries(*report.estimate, table);
+  if (report.prediction) {
+    std::vector<PredictionFrameEntry> unmatched = unmatchedEntries(*report.prediction, table);
     std::sort(unmatched.begin(), unmatched.end(),
               [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
     if (!unmatched.empty()) {
@@ -167,11 +173,11 @@ void renderText(std::ostream& out, const Report& report) {
           << ":\n";
       size_t listed = report.top ? std::min(report.top, unmatched.size()) : unmatched.size();
       for (size_t i = 0; i < listed; ++i) {
-        const EstimateFrameEntry& entry = unmatched[i];
+        const PredictionFrameEntry& entry = unmatched[i];
         std::string where = entry.file.empty() ? "<no source line>"
                                                : displayPath(entry.file) + ":" + std::to_string(entry.line) +
                                                      " (" + entry.function + ")";
-        out << fmt::format("{:<11} {}\n", humanBytes(entry.bytes), where);
+        out << fmt::format("{:<11} {}\n", formatBytes(entry.bytes), where);
       }
     }
   }
@@ -221,12 +227,12 @@ nlohmann::json devicesJson(const TraceSummary& s) {
   return devices;
 }
 
-nlohmann::json rowsJson(const Report& report, const Estimate* estimate) {
+nlohmann::json rowsJson(const Report& report, const Prediction* prediction) {
   using nlohmann::json;
   json rows = json::array();
   size_t shown = shownRows(report);
   std::vector<std::optional<uint64_t>> predicted;
-  if (estimate) predicted = predictedBytes(*estimate, report.table);
+  if (prediction) predicted = predictedBytes(*prediction, report.table);
   for (size_t i = 0; i < shown; ++i) {
     const TableRow& row = report.table.rows[i];
     json entry = {{"bytes", row.bytes},
@@ -239,7 +245,7 @@ nlohmann::json rowsJson(const Report& report, const Estimate* estimate) {
     if (row.location.line) entry["line"] = row.location.line;
     if (!row.location.function.empty()) entry["function"] = row.location.function;
     if (!row.location.module.empty()) entry["module"] = row.location.module;
-    if (estimate) entry["predicted_bytes"] = predicted[i] ? json(*predicted[i]) : json(nullptr);
+    if (prediction) entry["predicted_bytes"] = predicted[i] ? json(*predicted[i]) : json(nullptr);
     rows.push_back(std::move(entry));
   }
   return rows;
@@ -253,7 +259,7 @@ void renderJson(std::ostream& out, const Report& report) {
     markers.push_back({{"time_ns", marker.time_ns},
                        {"kind", format::markerName(marker.kind)},
                        {"name", marker.name}});
-  json rows = rowsJson(report, report.estimate);
+  json rows = rowsJson(report, report.prediction);
   json document = {
       {"trace", report.trace_path},
       {"process", processJson(s)},
@@ -270,16 +276,16 @@ void renderJson(std::ostream& out, const Report& report) {
         {"frame", report.table.frame_policy == FramePolicy::kUser ? "user" : "innermost"},
         {"locations", report.table.rows.size()},
         {"rows", rows}}}};
-  if (const Estimate* estimate = report.estimate) {
+  if (const Prediction* prediction = report.prediction) {
     json unmatched = json::array();
-    for (const EstimateFrameEntry& entry : unmatchedEntries(*estimate, report.table))
+    for (const PredictionFrameEntry& entry : unmatchedEntries(*prediction, report.table))
       unmatched.push_back({{"file", entry.file}, {"line", entry.line}, {"function", entry.function},
                            {"bytes", entry.bytes}});
-    document["estimate"] = {{"path", estimate->path},
-                            {"semantics", estimate->semantics},
-                            {"lower_bound", estimate->lower_bound},
-                            {"peak_requested_bytes", estimate->peak_requested_bytes},
-                            {"peak_allocated_bytes", estimate->peak_allocated_bytes},
+    document["estimate"] = {{"path", prediction->path},
+                            {"semantics", prediction->semantics},
+                            {"lower_bound", prediction->lower_bound},
+                            {"peak_requested_bytes", prediction->peak_requested_bytes},
+                            {"peak_allocated_bytes", prediction->peak_allocated_bytes},
                             {"predicted_only", unmatched}};
   }
   // Names come from the traced program and may be any bytes: replace invalid UTF-8.
@@ -293,7 +299,7 @@ void renderCsv(std::ostream& out, const Report& report) {
     return quoted + "\"";
   };
   out << "mem_bytes,cumulative_bytes,median_bytes,count,location,file,line,function";
-  out << (report.estimate ? ",predicted_bytes\n" : "\n");
+  out << (report.prediction ? ",predicted_bytes\n" : "\n");
   size_t shown = shownRows(report);
   std::vector<std::optional<uint64_t>> predicted = predictions(report);
   for (size_t i = 0; i < shown; ++i) {
@@ -301,7 +307,7 @@ void renderCsv(std::ostream& out, const Report& report) {
     out << row.bytes << ',' << row.cumulative_bytes << ',' << row.median_bytes << ',' << row.count
         << ',' << quote(row.location.name) << ',' << quote(row.location.file) << ','
         << row.location.line << ',' << quote(row.location.function);
-    if (report.estimate) {
+    if (report.prediction) {
       out << ',';
       if (predicted[i]) out << *predicted[i];
     }

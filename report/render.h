@@ -8,8 +8,8 @@
 #include <string>
 
 #include "report/analysis.h"
-#include "report/estimate.h"
 #include "report/locations.h"
+#include "report/prediction.h"
 
 namespace memtrace::report {
 
@@ -20,7 +20,7 @@ struct Report {
   LocationTable table;
   size_t top = 20;  // rows shown (0: all)
   // memtrace-estimate's prediction, shown beside the measurement when given (--estimate).
-  const Estimate* estimate = nullptr;
+  const Prediction* prediction = nullptr;
 };
 
 std::string pointName(const Point& point);
@@ -30,7 +30,7 @@ nlohmann::json processJson(const TraceSummary& summary);
 nlohmann::json summaryJson(const TraceSummary& summary);
 nlohmann::json devicesJson(const TraceSummary& summary);
 // The table's shown rows; with an estimate, each with its predicted bytes.
-nlohmann::json rowsJson(const Report& report, const Estimate* estimate);
+nlohmann::json rowsJson(const Report& report, const Prediction* prediction);
 
 void renderText(std::ostream& out, const Report& report);
 void renderJson(std::ostream& out, const Report& report);

@@ -1,10 +1,14 @@
 // The flame graph as folded stacks (flamegraph.pl, speedscope) and as a static SVG icicle.
+#include "report/render_flame.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <functional>
 
-#include "report/views.h"
+#include "common/byte_format.h"
+#include "report/escape.h"
+#include "report/locations.h"
 
 namespace memtrace::report {
 namespace {
@@ -77,7 +81,7 @@ void renderFlameSvg(std::ostream& out, const FlameGraph& graph, const std::strin
     out << fmt::format(
         "<g class=\"frame\"><title>{} ({} bytes, {}, {:.2f}%, {} allocations)</title>"
         "<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" rx=\"2\"/>",
-        escapeXml(node.name), node.bytes, humanBytes(node.bytes), share, node.allocations, x, y,
+        escapeXml(node.name), node.bytes, formatBytes(node.bytes), share, node.allocations, x, y,
         std::max(width - 0.5, 0.1), kRowHeight - 1, colorOf(node));
     std::string text = label(node.name, width);
     if (!text.empty())

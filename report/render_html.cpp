@@ -7,12 +7,15 @@
 // <script type="application/json">, escaped by jsonForScript() so that it can never end
 // that element; report.js puts it into the page with d3's .text() and .attr(), never as
 // markup. The only trace string written as HTML is the page title, escaped by escapeXml().
+#include "report/render_html.h"
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
 
+#include "report/escape.h"
 #include "report/html_assets.h"
-#include "report/views.h"
+#include "report/render.h"
 
 namespace memtrace::report {
 namespace {
@@ -44,10 +47,10 @@ json pageSummaryJson(const Report& report) {
   return summary;
 }
 
-json tableJson(const Report& report, const Estimate* estimate) {
+json tableJson(const Report& report, const Prediction* prediction) {
   const LocationTable& table = report.table;
   size_t shown = report.top == 0 ? table.rows.size() : std::min(report.top, table.rows.size());
-  json rows = rowsJson(report, estimate);
+  json rows = rowsJson(report, prediction);
   uint64_t shown_bytes = shown ? table.rows[shown - 1].cumulative_bytes : 0;
   return {{"at", pointName(report.live_set.point)},
           {"time_ns", report.live_set.time_ns},
@@ -102,24 +105,24 @@ json flameJson(const FlameGraph& graph) {
   return {{"nodes", nodes}};
 }
 
-json estimateJson(const Estimate* estimate) {
-  if (!estimate) return nullptr;
-  return {{"path", estimate->path},
-          {"model", estimate->model},
-          {"semantics", estimate->semantics},
-          {"lower_bound", estimate->lower_bound},
-          {"peak_requested_bytes", estimate->peak_requested_bytes},
-          {"peak_allocated_bytes", estimate->peak_allocated_bytes}};
+json predictionJson(const Prediction* prediction) {
+  if (!prediction) return nullptr;
+  return {{"path", prediction->path},
+          {"model", prediction->model},
+          {"semantics", prediction->semantics},
+          {"lower_bound", prediction->lower_bound},
+          {"peak_requested_bytes", prediction->peak_requested_bytes},
+          {"peak_allocated_bytes", prediction->peak_allocated_bytes}};
 }
 
 }  // namespace
 
 void renderHtml(std::ostream& out, const HtmlReport& html) {
   json data = {{"summary", pageSummaryJson(html.report)},
-               {"table", tableJson(html.report, html.estimate)},
+               {"table", tableJson(html.report, html.prediction)},
                {"timeline", timelineJson(html.timeline)},
                {"flame", flameJson(html.flame)},
-               {"estimate", estimateJson(html.estimate)}};
+               {"estimate", predictionJson(html.prediction)}};
   // Invalid UTF-8 from the trace becomes U+FFFD rather than an error.
   std::string data_text = jsonForScript(data.dump(-1, ' ', false, json::error_handler_t::replace));
 

@@ -40,12 +40,12 @@ Symbolizer::Symbolizer(const reader::Tables& tables) : state_(std::make_unique<S
   state_->dwfl = dwfl_begin(&kCallbacks);
   if (!state_->dwfl) return;
   dwfl_report_begin(state_->dwfl);
-  for (size_t i = 1; i < tables.modules.size(); ++i) {
-    const reader::Module& module = tables.modules[i];
-    std::string path(tables.string(module.path));
-    // Modules that are not files (the vDSO) or are gone are skipped: their frames keep
+  for (size_t i = 1; i < tables.loaded_objects.size(); ++i) {
+    const reader::LoadedObject& object = tables.loaded_objects[i];
+    std::string path(tables.string(object.path));
+    // Objects that are not files (the vDSO) or are gone are skipped: their frames keep
     // their address.
-    dwfl_report_elf(state_->dwfl, path.c_str(), path.c_str(), -1, module.bias, false);
+    dwfl_report_elf(state_->dwfl, path.c_str(), path.c_str(), -1, object.bias, false);
   }
   dwfl_report_end(state_->dwfl, nullptr, nullptr);
 }
@@ -63,13 +63,14 @@ const NativeFrame& Symbolizer::resolve(uint64_t ip, bool innermost) {
   std::snprintf(hex, sizeof(hex), "0x%llx", static_cast<unsigned long long>(ip));
   frame.function = hex;
   if (!state_->dwfl) return frame;
-  Dwfl_Module* module = dwfl_addrmodule(state_->dwfl, address);
-  if (!module) return frame;
-  const char* module_name = dwfl_module_info(module, nullptr, nullptr, nullptr, nullptr,
-                                             nullptr, nullptr, nullptr);
-  if (module_name) frame.module = baseName(module_name);
-  if (const char* name = dwfl_module_addrname(module, address)) frame.function = demangle(name);
-  if (Dwfl_Line* line = dwfl_module_getsrc(module, address)) {
+  // libdw calls a loaded object a Dwfl_Module.
+  Dwfl_Module* object = dwfl_addrmodule(state_->dwfl, address);
+  if (!object) return frame;
+  const char* object_name =
+      dwfl_module_info(object, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+  if (object_name) frame.object = baseName(object_name);
+  if (const char* name = dwfl_module_addrname(object, address)) frame.function = demangle(name);
+  if (Dwfl_Line* line = dwfl_module_getsrc(object, address)) {
     int line_number = 0;
     if (const char* file = dwfl_lineinfo(line, nullptr, &line_number, nullptr, nullptr, nullptr)) {
       frame.file = file;

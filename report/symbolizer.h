@@ -1,10 +1,11 @@
 // Native instruction pointers to function names and source lines, offline, with elfutils'
-// libdw, from the module map the trace recorded (the recorder never symbolizes).
+// libdw, from the loaded objects the trace recorded (the recorder never symbolizes).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "reader/reader.h"
@@ -13,10 +14,16 @@ namespace memtrace::report {
 
 struct NativeFrame {
   std::string function;  // demangled, or "0x..." when unknown
-  std::string module;    // the module's file name (no directories), or ""
+  std::string object;    // the loaded object's file name (no directories), or ""
   std::string file;      // source file, when debug information has it
   int line = 0;
 };
+
+// Whether a loaded object (its file name) is the Python interpreter: native frames from
+// there on outward are what the Python stack already shows.
+inline bool isInterpreterObject(std::string_view object) {
+  return object.rfind("python", 0) == 0 || object.rfind("libpython", 0) == 0;
+}
 
 class Symbolizer {
  public:

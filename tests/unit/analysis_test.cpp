@@ -209,15 +209,6 @@ TEST_F(Fixture, ModulesAreTrackedPerThread) {
                       {"<no module>", 2016}}));
 }
 
-TEST(HumanBytes, FourSignificantDigits) {
-  EXPECT_EQ(report::humanBytes(0), "0 B");
-  EXPECT_EQ(report::humanBytes(1023), "1023 B");
-  EXPECT_EQ(report::humanBytes(1024), "1.000 KiB");
-  EXPECT_EQ(report::humanBytes(5 << 20), "5.000 MiB");
-  EXPECT_EQ(report::humanBytes(uint64_t{13540} << 20), "13.22 GiB");
-  EXPECT_EQ(report::humanBytes(uint64_t{200} << 30), "200.0 GiB");
-}
-
 }  // namespace
 }  // namespace memtrace::testing
 

@@ -224,13 +224,14 @@ TEST(Recorder, NativeStacksShareTheirCommonFrames) {
   // The shorter stack shares all its frames with the longer one but its innermost (the
   // return from alloc() into allocateDeep(0) hangs off a different parent): one new node.
   EXPECT_EQ(tables.native_stacks.size() - 1, size_t(depth(first)) + 1);
-  // Every instruction pointer lies in a recorded module.
-  ASSERT_GT(tables.modules.size(), 1u);
+  // Every instruction pointer lies in a recorded loaded object.
+  ASSERT_GT(tables.loaded_objects.size(), 1u);
   for (size_t node = 1; node < tables.native_stacks.size(); ++node) {
     uint64_t ip = tables.native_stacks[node].ip;
     bool covered = false;
-    for (size_t m = 1; m < tables.modules.size() && !covered; ++m)
-      for (auto [start, size] : tables.modules[m].segments) covered |= ip >= start && ip < start + size;
+    for (size_t m = 1; m < tables.loaded_objects.size() && !covered; ++m)
+      for (auto [start, size] : tables.loaded_objects[m].segments)
+        covered |= ip >= start && ip < start + size;
     EXPECT_TRUE(covered) << std::hex << ip;
   }
   std::remove(path.c_str());

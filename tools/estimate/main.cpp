@@ -1,7 +1,6 @@
 // memtrace-estimate: predicts the GPU memory a TorchScript model needs for one forward pass,
 // from its IR alone, on a CPU. `memtrace-estimate --help` lists the options; the JSON it writes
 // is described in docs/estimate-format.md.
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -24,6 +23,7 @@
 #include "estimator/input_spec.h"
 #include "estimator/render.h"
 #include "estimator/torchscript/torchscript_model.h"
+#include "tools/common/tool_main.h"
 
 namespace {
 
@@ -302,17 +302,11 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto logger = spdlog::stderr_color_mt("memtrace-estimate");
-  logger->set_pattern("memtrace-estimate: %l: %v");
-  spdlog::set_default_logger(logger);
-  try {
-    return run(argc, argv);
-  } catch (const EstimateError& error) {
-    spdlog::error("{}", error.what());
-    return kExitBadInput;
-  } catch (const std::exception& error) {
-    std::string message = error.what();
-    spdlog::error("internal error: {}", message.substr(0, message.find('\n')));
-    return kExitInternalError;
-  }
+  memtrace::tools::ErrorPolicy policy;
+  policy.user_error_status = kExitBadInput;
+  policy.other_status = kExitInternalError;
+  policy.other_prefix = "internal error: ";
+  policy.other_first_line_only = true;
+  return memtrace::tools::toolMain<EstimateError>("memtrace-estimate", policy,
+                                                  [&] { return run(argc, argv); });
 }

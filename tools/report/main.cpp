@@ -2,13 +2,12 @@
 //
 //   memtrace-report trace.bin [options]     the peak, and what was live there by location
 //   memtrace-report parse trace.bin         every record as text
-//   memtrace-report html trace.bin          the self-contained HTML report (views.h)
+//   memtrace-report html trace.bin          the self-contained HTML report (render_html.h)
 //   memtrace-report flamegraph trace.bin    folded stacks or SVG of what was live
 //   memtrace-report export perfetto|pytorch trace.bin
 //
 // Exit status: 0 done; 2 bad input or bad usage, with one line on stderr saying why.
 #include <fmt/format.h>
-#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
@@ -21,13 +20,22 @@
 #include <string>
 #include <vector>
 
+#include "common/byte_format.h"
+#include "reader/reader.h"
 #include "report/analysis.h"
+#include "report/export_perfetto.h"
+#include "report/export_pytorch.h"
+#include "report/flame.h"
 #include "report/locations.h"
 #include "report/parse_command.h"
+#include "report/prediction.h"
 #include "report/progress.h"
 #include "report/render.h"
-#include "report/views.h"
-#include "reader/reader.h"
+#include "report/render_flame.h"
+#include "report/render_html.h"
+#include "report/symbolizer.h"
+#include "report/timeline.h"
+#include "tools/common/tool_main.h"
 
 namespace {
 
@@ -236,8 +244,8 @@ int run(const Options& options) {
     return 0;
   }
   // Read before the trace, so that a bad estimate fails at once.
-  std::optional<Estimate> estimate;
-  if (!options.estimate.empty()) estimate = loadEstimate(options.estimate);
+  std::optional<Prediction> prediction;
+  if (!options.estimate.empty()) prediction = loadPrediction(options.estimate);
 
   Progress progress(options.trace, trace.fileSize());
   Report report;
@@ -266,7 +274,7 @@ int run(const Options& options) {
   report.table = locator.group(report.live_set);
   if (options.command == "report") {
     progress.done();
-    report.estimate = estimate ? &*estimate : nullptr;
+    report.prediction = prediction ? &*prediction : nullptr;
     if (options.format == "json") renderJson(out, report);
     else if (options.format == "csv") renderCsv(out, report);
     else renderText(out, report);
@@ -283,7 +291,7 @@ int run(const Options& options) {
     else
       renderFlameSvg(out, flame,
                      fmt::format("memtrace: live at {} ({}), {}", pointName(options.point),
-                                 humanBytes(report.live_set.bytes), options.trace));
+                                 memtrace::formatBytes(report.live_set.bytes), options.trace));
     writeOutput(options, out.str());
     return 0;
   }
@@ -297,7 +305,7 @@ int run(const Options& options) {
   Timeline timeline =
       computeTimeline(trace, report.summary, locator, report.table, timeline_options);
   progress.done();
-  renderHtml(out, HtmlReport{report, timeline, flame, estimate ? &*estimate : nullptr});
+  renderHtml(out, HtmlReport{report, timeline, flame, prediction ? &*prediction : nullptr});
   writeOutput(options, out.str());
   return 0;
 }
@@ -305,15 +313,9 @@ int run(const Options& options) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto logger = spdlog::stderr_logger_st("memtrace-report");
-  logger->set_pattern("%n: %l: %v");
-  spdlog::set_default_logger(logger);
-  try {
-    return run(parseArguments(argc, argv));
-  } catch (const UsageError& error) {
-    spdlog::error("{} (memtrace-report --help shows the usage)", error.what());
-  } catch (const std::exception& error) {
-    spdlog::error("{}", error.what());
-  }
-  return 2;
+  // A trace or estimate the tool cannot read is bad input too: every failure exits 2.
+  memtrace::tools::ErrorPolicy policy;
+  policy.user_error_suffix = " (memtrace-report --help shows the usage)";
+  return memtrace::tools::toolMain<UsageError>("memtrace-report", policy,
+                                               [&] { return run(parseArguments(argc, argv)); });
 }

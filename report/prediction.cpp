@@ -1,4 +1,4 @@
-#include "report/estimate.h"
+#include "report/prediction.h"
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -22,16 +22,16 @@ std::string stringOrEmpty(const json& object, const char* key) {
   return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-std::vector<EstimateFrameEntry> frameEntries(const json& peak, const char* key,
-                                             const std::string& path) {
-  std::vector<EstimateFrameEntry> entries;
+std::vector<PredictionFrameEntry> frameEntries(const json& peak, const char* key,
+                                               const std::string& path) {
+  std::vector<PredictionFrameEntry> entries;
   auto list = peak.find(key);
   if (list == peak.end()) return entries;
   if (!list->is_array()) throw std::runtime_error(path + ": \"peak." + key + "\" is not a list");
   for (const json& item : *list) {
     std::string where = path + ": an entry of \"peak." + key + "\"";
     if (!item.is_object()) throw std::runtime_error(where + " is not an object");
-    EstimateFrameEntry entry;
+    PredictionFrameEntry entry;
     entry.file = stringOrEmpty(item, "file");
     auto line = item.find("line");
     if (line != item.end() && line->is_number_integer()) entry.line = line->get<int>();
@@ -45,7 +45,7 @@ std::vector<EstimateFrameEntry> frameEntries(const json& peak, const char* key,
 
 }  // namespace
 
-Estimate loadEstimate(const std::string& path) {
+Prediction loadPrediction(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
   if (!file) throw std::runtime_error(path + ": cannot open the estimate");
   json document = json::parse(file, nullptr, /*allow_exceptions=*/false);
@@ -57,43 +57,43 @@ Estimate loadEstimate(const std::string& path) {
     throw std::runtime_error(path + ": estimate format version " +
                              document.value("version", json()).dump() +
                              ", but this memtrace reads version 1");
-  Estimate estimate;
-  estimate.path = path;
-  estimate.model = stringOrEmpty(document, "model");
-  estimate.semantics = stringOrEmpty(document, "semantics");
-  estimate.lower_bound = document.value("lower_bound", json(false)) == true;
+  Prediction prediction;
+  prediction.path = path;
+  prediction.model = stringOrEmpty(document, "model");
+  prediction.semantics = stringOrEmpty(document, "semantics");
+  prediction.lower_bound = document.value("lower_bound", json(false)) == true;
   auto summary = document.find("summary");
   if (summary == document.end() || !summary->is_object())
     throw std::runtime_error(path + ": the estimate has no \"summary\" object");
-  estimate.peak_requested_bytes =
+  prediction.peak_requested_bytes =
       unsignedField(*summary, "peak_requested_bytes", path + ": summary");
   if (summary->contains("peak_allocated_bytes"))
-    estimate.peak_allocated_bytes =
+    prediction.peak_allocated_bytes =
         unsignedField(*summary, "peak_allocated_bytes", path + ": summary");
   auto peak = document.find("peak");
   if (peak != document.end()) {
     if (!peak->is_object()) throw std::runtime_error(path + ": \"peak\" is not an object");
-    estimate.by_frame = frameEntries(*peak, "by_frame", path);
-    estimate.by_user_frame = frameEntries(*peak, "by_user_frame", path);
+    prediction.by_frame = frameEntries(*peak, "by_frame", path);
+    prediction.by_user_frame = frameEntries(*peak, "by_user_frame", path);
     if (auto modules = peak->find("by_module"); modules != peak->end()) {
       if (!modules->is_array())
         throw std::runtime_error(path + ": \"peak.by_module\" is not a list");
       for (const json& item : *modules) {
         std::string where = path + ": an entry of \"peak.by_module\"";
         if (!item.is_object()) throw std::runtime_error(where + " is not an object");
-        estimate.by_module.push_back(
-            EstimateModuleEntry{stringOrEmpty(item, "module_path"), unsignedField(item, "bytes", where)});
+        prediction.by_module.push_back(PredictionModuleEntry{stringOrEmpty(item, "module_path"),
+                                                             unsignedField(item, "bytes", where)});
       }
     }
   }
-  return estimate;
+  return prediction;
 }
 
 namespace {
 
-const std::vector<EstimateFrameEntry>& entriesFor(const Estimate& estimate,
-                                                  const LocationTable& table) {
-  return table.frame_policy == FramePolicy::kUser ? estimate.by_user_frame : estimate.by_frame;
+const std::vector<PredictionFrameEntry>& entriesFor(const Prediction& prediction,
+                                                    const LocationTable& table) {
+  return table.frame_policy == FramePolicy::kUser ? prediction.by_user_frame : prediction.by_frame;
 }
 
 // Whether a row can be compared with the estimate at all.
@@ -104,7 +104,8 @@ bool comparable(const LocationTable& table, const Location& location) {
 }
 
 // Whether an entry of the estimate belongs to a row, at the table's grain.
-bool matches(const LocationTable& table, const Location& location, const EstimateFrameEntry& entry) {
+bool matches(const LocationTable& table, const Location& location,
+             const PredictionFrameEntry& entry) {
   if (entry.file != location.file) return false;
   return table.group_by == GroupBy::kFile ||
          (table.group_by == GroupBy::kFunction && entry.function == location.function) ||
@@ -127,7 +128,7 @@ std::string_view pathUnderRoot(std::string_view module) {
 
 }  // namespace
 
-std::vector<std::optional<uint64_t>> predictedBytes(const Estimate& estimate,
+std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction,
                                                     const LocationTable& table) {
   std::vector<std::optional<uint64_t>> predicted;
   if (table.group_by == GroupBy::kModule) {
@@ -137,7 +138,7 @@ std::vector<std::optional<uint64_t>> predictedBytes(const Estimate& estimate,
         continue;
       }
       uint64_t bytes = 0;
-      for (const EstimateModuleEntry& entry : estimate.by_module)
+      for (const PredictionModuleEntry& entry : prediction.by_module)
         if (entry.module_path == pathUnderRoot(row.location.module)) bytes += entry.bytes;
       predicted.emplace_back(bytes);
     }
@@ -149,18 +150,18 @@ std::vector<std::optional<uint64_t>> predictedBytes(const Estimate& estimate,
       continue;
     }
     uint64_t bytes = 0;
-    for (const EstimateFrameEntry& entry : entriesFor(estimate, table))
+    for (const PredictionFrameEntry& entry : entriesFor(prediction, table))
       if (matches(table, row.location, entry)) bytes += entry.bytes;
     predicted.emplace_back(bytes);
   }
   return predicted;
 }
 
-std::vector<EstimateFrameEntry> unmatchedEntries(const Estimate& estimate,
-                                                 const LocationTable& table) {
-  std::vector<EstimateFrameEntry> unmatched;
+std::vector<PredictionFrameEntry> unmatchedEntries(const Prediction& prediction,
+                                                   const LocationTable& table) {
+  std::vector<PredictionFrameEntry> unmatched;
   if (table.group_by == GroupBy::kStack || table.group_by == GroupBy::kModule) return unmatched;
-  for (const EstimateFrameEntry& entry : entriesFor(estimate, table)) {
+  for (const PredictionFrameEntry& entry : entriesFor(prediction, table)) {
     bool found = false;
     for (const TableRow& row : table.rows)
       if (comparable(table, row.location) && matches(table, row.location, entry)) found = true;

@@ -1,0 +1,17 @@
+// The flame graph as folded stacks (flamegraph.pl, speedscope) and as a static SVG icicle
+// (memtrace-report flamegraph). The graph itself is built in flame.h.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "report/flame.h"
+
+namespace memtrace::report {
+
+// flamegraph.pl / speedscope input: "frame;frame;frame bytes" lines.
+void renderFolded(std::ostream& out, const FlameGraph& graph);
+// A static icicle (root on top), with a tooltip (<title>) on each frame.
+void renderFlameSvg(std::ostream& out, const FlameGraph& graph, const std::string& title);
+
+}  // namespace memtrace::report
