@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "recorder/arena.h"
+#include "recorder/immortal.h"
 
 namespace memtrace::native {
 namespace {
@@ -33,7 +34,9 @@ constexpr size_t kMaxModules = 4096;
 pthread_mutex_t g_modules_mutex = PTHREAD_MUTEX_INITIALIZER;
 Module g_modules[kMaxModules];
 size_t g_module_count = 0;
-Arena g_module_arena;  // module paths; guarded by g_modules_mutex
+// Module paths; guarded by g_modules_mutex. Never destroyed (recorder/immortal.h).
+Immortal<Arena> g_module_arena_storage;
+Arena& g_module_arena = g_module_arena_storage.value;
 
 struct Range {
   uintptr_t start;
