@@ -1,14 +1,21 @@
 // exit() from a worker thread while other threads allocate and free (issue 12, row 1):
 // static destructors run on the exiting thread while the others are still in the hooks.
-// Exits 3 from the worker; any other status (a crash) is the recorder's doing.
+// Exits 3 from the worker; any other status (a crash) is the recorder's doing. Its output
+// is fully buffered, as a program writing to a pipe or file has it: exit() writes it out
+// after every static destructor has run, while the other threads still allocate.
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
+
+#include <cstdio>
 
 #include <atomic>
 #include <thread>
 #include <vector>
 
 int main() {
+  static char buffer[4 << 20];
+  std::setvbuf(stdout, buffer, _IOFBF, sizeof(buffer));
+  for (int line = 0; line < 40000; ++line) std::printf("line %d of the program's output\n", line);
   std::atomic<long> made{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
