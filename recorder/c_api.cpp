@@ -23,11 +23,12 @@ int writeMarkerNow(MarkerKind kind, const char* name) {
     return -1;
   }
   if (!ensureFileOpen()) return -1;
-  if (!g_writer.writeMarker(monotonicNow(), kind, name)) {
+  uint64_t time = monotonicNow();
+  if (!g_writer.writeMarker(time, kind, name)) {
     failWrite();
     return -1;
   }
-  afterRecord();
+  afterRecord(time);
   return 0;
 }
 

@@ -10,7 +10,7 @@ namespace memtrace::detail {
 namespace {
 
 void* flusherMain(void*) {
-  timespec interval{0, 100 * 1000 * 1000};  // the bound: flushed at least every 100 ms
+  timespec interval{0, static_cast<long>(kFlushPeriodNs)};  // Note [When records reach the file]
   for (;;) {
     nanosleep(&interval, nullptr);
     MutexLock lock;

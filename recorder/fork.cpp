@@ -31,6 +31,9 @@ void forkChild() {
   g_flusher_running = false;
   g_write_failed = false;
   g_open_phases = 0;
+  // The child's flusher does not run until its file opens, and children often end with
+  // _exit(): every record it makes is written at once (Note [When records reach the file]).
+  g_write_through = true;
   resetThreadIdAfterFork();
 }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "recorder/arena.h"
+#include "recorder/immortal.h"
 
 namespace memtrace::native {
 namespace {
@@ -33,7 +34,9 @@ constexpr size_t kMaxLoadedObjects = 4096;
 pthread_mutex_t g_objects_mutex = PTHREAD_MUTEX_INITIALIZER;
 LoadedObject g_objects[kMaxLoadedObjects];
 size_t g_object_count = 0;
-Arena g_object_arena;  // object paths; guarded by g_objects_mutex
+// Object paths; guarded by g_objects_mutex. Never destroyed (recorder/immortal.h).
+Immortal<Arena> g_object_arena_storage;
+Arena& g_object_arena = g_object_arena_storage.value;
 
 struct Range {
   uintptr_t start;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "recorder/arena.h"
+#include "recorder/immortal.h"
 #include "common/flat_map.h"
 
 namespace memtrace::python {
@@ -96,8 +97,11 @@ struct RawFrameHash {
 // kept for the life of the process; trace files come and go (fork, reopen) but the
 // meaning of a frame does not. Guarded by the recorder's lock, and only ever touched with
 // the GIL held.
-FlatMap<RawFrame, FrameInfo*, RawFrameHash> g_frame_cache;
-Arena g_frame_arena;
+// Never destroyed (Note [The recorder's state outlives every thread]).
+Immortal<FlatMap<RawFrame, FrameInfo*, RawFrameHash>> g_frame_cache_storage;
+FlatMap<RawFrame, FrameInfo*, RawFrameHash>& g_frame_cache = g_frame_cache_storage.value;
+Immortal<Arena> g_frame_arena_storage;
+Arena& g_frame_arena = g_frame_arena_storage.value;
 
 }  // namespace
 

@@ -241,7 +241,7 @@ void recordAlloc(const RecursionGuard&, const EventSource& source, const void* a
       !g_writer.writeAlloc(time, reinterpret_cast<uintptr_t>(address), size, python_stack,
                            native_stack))
     failWrite();
-  afterRecord();
+  afterRecord(time);
 }
 
 void recordFree(const RecursionGuard&, const EventSource& source, const void* address) {
@@ -258,7 +258,7 @@ void recordFree(const RecursionGuard&, const EventSource& source, const void* ad
   if (!recording.writePrelude(source, live.device, live.level, &python_stack, &native_stack) ||
       !g_writer.writeFree(time, reinterpret_cast<uintptr_t>(address), python_stack, native_stack))
     failWrite();
-  afterRecord();
+  afterRecord(time);
 }
 
 void recordFailedAlloc(const RecursionGuard&, const EventSource& source, uint64_t size) {

@@ -2,20 +2,29 @@
 
 #include <stdio.h>
 
+#include "recorder/immortal.h"
+
 namespace memtrace::detail {
 
 // The definitions stay together and in this order: g_writer is constructed from g_file.
+// Never destroyed (Note [The recorder's state outlives every thread]).
 pthread_mutex_t g_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 Config g_config;
-TraceFile g_file;
-RecordWriter g_writer(g_file);
-format::LiveTable<LiveBlock> g_live;
+namespace {
+Immortal<TraceFile> g_file_storage;
+Immortal<RecordWriter> g_writer_storage(g_file_storage.value);
+Immortal<format::LiveTable<LiveBlock>> g_live_storage;
+}  // namespace
+TraceFile& g_file = g_file_storage.value;
+RecordWriter& g_writer = g_writer_storage.value;
+format::LiveTable<LiveBlock>& g_live = g_live_storage.value;
 uint64_t g_current[kMaxDevices + 1];
 uint64_t g_peak[kMaxDevices + 1];
 bool g_file_wanted = false;
 bool g_write_failed = false;
-bool g_exiting = false;
+bool g_write_through = false;
+uint64_t g_write_through_until_ns = 0;
 bool g_flusher_running = false;
 int g_open_phases = 0;
 char g_path_pattern[4096];

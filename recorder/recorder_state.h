@@ -47,14 +47,15 @@ extern pthread_mutex_t g_mutex;
 
 // Everything below is guarded by g_mutex unless it says otherwise.
 extern Config g_config;
-extern TraceFile g_file;
-extern RecordWriter g_writer;
-extern format::LiveTable<LiveBlock> g_live;
+extern TraceFile& g_file;  // these three are never destroyed (recorder/immortal.h)
+extern RecordWriter& g_writer;
+extern format::LiveTable<LiveBlock>& g_live;
 extern uint64_t g_current[kMaxDevices + 1];  // [0]: all devices; [d + 1]: device d
 extern uint64_t g_peak[kMaxDevices + 1];
 extern bool g_file_wanted;      // a file should be open (started, or autostart)
 extern bool g_write_failed;     // writing failed; nothing is written until the next start
-extern bool g_exiting;          // after exit began, every record is written through
+extern bool g_write_through;     // every record is written at once (Note [When records reach the file])
+extern uint64_t g_write_through_until_ns;  // ... and every record made before this time
 extern bool g_flusher_running;
 extern int g_open_phases;
 extern char g_path_pattern[4096];  // the pattern the next file opens with
@@ -101,9 +102,31 @@ void closeFile(format::MarkerKind why);
 // Writing failed: warn, stop recording until the next memtrace_start; the program goes on.
 void failWrite();
 
-// After writing a record: in the exit path, write it through at once.
-inline void afterRecord() {
-  if (g_exiting && g_file.isOpen() && !g_file.flush()) failWrite();
+// Note [When records reach the file]
+// A record in the buffer is lost if the process ends before it is written, and the
+// recorder is not told of most endings: _exit() (how multiprocessing's forked workers and
+// many servers end), abort(), a fatal signal, SIGKILL. What survives all of them is what a
+// write() already gave the kernel (the page cache). So records are written:
+//   - by the flusher, at least every kFlushPeriodNs: a process that ends unannounced loses
+//     at most that much;
+//   - at once (each record its own chunk: a write per event, a few more bytes per event)
+//     where losing that much is not acceptable or the flusher cannot be relied on:
+//       * in a forked child (g_write_through from fork on): it typically ends with _exit(),
+//         and its flusher may never have run; a short child would leave no event at all;
+//       * during a file's first flush period (g_write_through_until_ns): a process killed
+//         early would otherwise leave a trace without a single event;
+//       * once exit() has begun (onExit): static destructors and teardown frees follow.
+//   - the opening chunk (process, modules, snapshot) is written when the file opens, so a
+//     trace file on disk always holds at least one whole chunk.
+// A parent process in steady state keeps the buffered path: its cost per event has no
+// system call (docs/performance.md), and it loses at most one flush period to a sudden end.
+inline constexpr uint64_t kFlushPeriodNs = 100 * 1000 * 1000;
+
+// After writing a record made at `time_ns`: write it through when the policy says so.
+inline void afterRecord(uint64_t time_ns) {
+  if ((g_write_through || time_ns < g_write_through_until_ns) && g_file.isOpen() &&
+      !g_file.flush())
+    failWrite();
 }
 
 // The atexit handler: marks the exit and switches to writing every record through.

@@ -126,10 +126,12 @@ bool openFile() {
   }
   if (ok && g_tracing.load(std::memory_order_relaxed))
     ok = g_writer.writeMarker(start, MarkerKind::kTracingStarted, nullptr);
-  if (!ok) {
+  // The opening chunk goes to the file now (Note [When records reach the file]).
+  if (!ok || !g_file.flush()) {
     failWrite();
     return false;
   }
+  g_write_through_until_ns = start + kFlushPeriodNs;
   startFlusher();
   return true;
 }
@@ -146,9 +148,10 @@ void onExit() {
         !g_file.flush())
       failWrite();
   }
-  // Teardown frees after this point (static destructors, CUDA context teardown) are still
-  // recorded, each written through.
-  g_exiting = true;
+  // Teardown frees after this point (static destructors, CUDA context teardown, other
+  // threads still running) are still recorded, each written through; nothing is freed
+  // (Note [The recorder's state outlives every thread]).
+  g_write_through = true;
 }
 
 }  // namespace memtrace::detail

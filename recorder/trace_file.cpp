@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -14,27 +15,25 @@
 namespace memtrace {
 namespace {
 
-// Writes all of [iov, iov+count), retrying short writes and EINTR.
-bool writeAll(int fd, iovec* iov, int count, int* error) {
-  while (count > 0) {
-    ssize_t written = writev(fd, iov, count);
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      *error = errno;
-      return false;
-    }
-    auto left = static_cast<size_t>(written);
-    while (count > 0 && left >= iov->iov_len) {
-      left -= iov->iov_len;
-      ++iov;
-      --count;
-    }
-    if (count > 0) {
-      iov->iov_base = static_cast<uint8_t*>(iov->iov_base) + left;
-      iov->iov_len -= left;
-    }
+size_t totalBytes(const iovec* iov, int count) {
+  size_t total = 0;
+  for (int i = 0; i < count; ++i) total += iov[i].iov_len;
+  return total;
+}
+
+// Whether `end` (a file size) is within RLIMIT_FSIZE; *error = EFBIG when it is not.
+bool withinFileSizeLimit(uint64_t end, int* error) {
+  rlimit limit;
+  if (getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY ||
+      end <= limit.rlim_cur)
+    return true;
+  *error = EFBIG;
+  return false;
+}
+
+void truncateTo(int fd, uint64_t size) {
+  while (ftruncate(fd, static_cast<off_t>(size)) != 0 && errno == EINTR) {
   }
-  return true;
 }
 
 }  // namespace
@@ -74,12 +73,14 @@ TraceFile::OpenResult TraceFile::open(const char* path, const char** error) {
   codec::putU32(header + 8, format::kVersion);
   codec::putU32(header + 12, 0);
   iovec iov{header, sizeof(header)};
-  if (!writeAll(fd, &iov, 1, &last_errno_)) {
+  fd_ = fd;
+  seekable_ = lseek(fd, 0, SEEK_CUR) >= 0;
+  if (!writeAt(0, &iov, 1)) {
     *error = strerror(last_errno_);
     ::close(fd);
+    fd_ = -1;
     return OpenResult::kFailed;
   }
-  fd_ = fd;
   used_ = 0;
   bytes_written_ = sizeof(header);
   strncpy(path_, path, sizeof(path_) - 1);
@@ -102,9 +103,7 @@ bool TraceFile::flush() {
   codec::putU32(header + 4, codec::crc32c(buffer_, used_));
   codec::putU32(header + 8, codec::crc32c(header, 8));
   iovec iov[2] = {{header, sizeof(header)}, {buffer_, used_}};
-  if (!writeAll(fd_, iov, 2, &last_errno_)) {
-    // The file now ends in a partial chunk, which readers treat as a cut: everything
-    // before it stays readable.
+  if (!writeAt(bytes_written_, iov, 2)) {
     ::close(fd_);
     fd_ = -1;
     used_ = 0;
@@ -112,6 +111,36 @@ bool TraceFile::flush() {
   }
   bytes_written_ += sizeof(header) + used_;
   used_ = 0;
+  return true;
+}
+
+bool TraceFile::writeAt(uint64_t offset, iovec* iov, int count) {
+  if (!withinFileSizeLimit(offset + totalBytes(iov, count), &last_errno_)) return false;
+  uint64_t at = offset;
+  while (count > 0) {
+    // A pipe (MEMTRACE_OUTPUT=/dev/stdout) has no offsets: it is written in order.
+    ssize_t written = seekable_ ? pwritev(fd_, iov, count, static_cast<off_t>(at))
+                                : writev(fd_, iov, count);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) {
+      last_errno_ = written < 0 ? errno : EIO;
+      // Where truncating fails (a device, a pipe) the partial chunk stays: readers then
+      // stop at it, as at the end of a killed writer's file.
+      if (at != offset && seekable_) truncateTo(fd_, offset);
+      return false;
+    }
+    at += static_cast<uint64_t>(written);
+    auto left = static_cast<size_t>(written);
+    while (count > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --count;
+    }
+    if (count > 0) {
+      iov->iov_base = static_cast<uint8_t*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
   return true;
 }
 

@@ -1,7 +1,19 @@
 // The writing end of a trace file: a buffer that becomes framed, checksummed chunks
 // (records.h). It never allocates after open() and never throws; every failure is
 // reported by a false return and remembered, and then the recorder stops writing.
+//
+// Note [Only whole chunks reach the file]
+// Every byte goes through one write path (writeAt): a chunk is written with pwritev at the
+// end of the last whole chunk, retrying EINTR and short writes. When the file cannot take
+// it (ENOSPC, EFBIG, EIO, a write that stops short), the file is truncated back to the end
+// of the last whole chunk, so a failed write never leaves a partial chunk that a reader
+// would have to treat as the end (and, before the first chunk, as no trace at all). A write
+// that would cross RLIMIT_FSIZE is not attempted: the kernel would send SIGXFSZ, whose
+// default action kills the program; it fails as EFBIG instead. The limit is read before
+// every write, so a program that lowers it while running is seen too.
 #pragma once
+
+#include <sys/uio.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -34,7 +46,8 @@ class TraceFile {
   uint8_t* reserve(size_t bytes);
   void commit(uint8_t* end) { used_ = static_cast<size_t>(end - buffer_); }
 
-  // Writes the buffer as one chunk. Returns false when the write failed.
+  // Writes the buffer as one chunk. Returns false when the write failed (the file then
+  // ends at its last whole chunk, Note [Only whole chunks reach the file]).
   bool flush();
   bool hasPendingBytes() const { return used_ > 0; }
   uint64_t bytesWritten() const { return bytes_written_; }
@@ -49,10 +62,15 @@ class TraceFile {
   int lastErrno() const { return last_errno_; }
 
  private:
+  // Writes [iov, iov + count) at `offset`, all of it or (truncating back to `offset`)
+  // nothing of it. False, with last_errno_ set, when it could not.
+  bool writeAt(uint64_t offset, iovec* iov, int count);
+
   int fd_ = -1;
+  bool seekable_ = true;
   uint8_t* buffer_ = nullptr;
   size_t used_ = 0;
-  uint64_t bytes_written_ = 0;
+  uint64_t bytes_written_ = 0;  // the end of the last whole chunk
   int last_errno_ = 0;
   char path_[4096] = {};
 };
