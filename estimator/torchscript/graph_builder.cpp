@@ -45,8 +45,11 @@
 //     (ShapeFunctionSizer). An op with neither, or whose output size depends on data
 //     (nonzero, item), gets outputs of unknown size: they count as 0 bytes, are listed, and
 //     the estimate becomes a lower bound;
-//   - a device argument naming CUDA is taken as meta, and prim::is_cuda answers true: the
-//     model runs as on the GPU it is estimated for.
+//   - a device argument naming CUDA or the profile's device is taken as meta, and
+//     prim::device, is_cuda and is_cpu answer for the profile's device (cuda:0 or cpu): the
+//     model runs as on the device it is estimated for, fast paths included;
+//   - ops in the rule table (Note [Op rules]) are sized by their rule: fused kernels as the
+//     profile's device runs them, the kernel chosen named in the output.
 // What each op allocates, temporaries included, comes from the meta allocator
 // (Note [Meta allocations]).
 
@@ -271,7 +274,8 @@ class GraphBuilder {
       : module_(module),
         locations_(caches.locations),
         source_files_(caches.source_files),
-        shape_functions_(caches.shape_functions) {}
+        shape_functions_(caches.shape_functions),
+        op_rules_(caches.op_rules) {}
 
   Graph build(const std::vector<InputSpec>& inputs);
 
@@ -349,6 +353,19 @@ class GraphBuilder {
   void runIf(jit::Node* node, Frame& frame, Environment& environment);
   void runLoop(jit::Node* node, Frame& frame, Environment& environment);
   void runOperator(jit::Node* node, Frame& frame, Environment& environment);
+  // prim::device, is_cuda and is_cpu of a meta tensor answer for the profile's device.
+  c10::Device profileDevice() const {
+    return op_rules_.kernels().device == "cpu" ? c10::Device(at::kCPU) : c10::Device(at::kCUDA, 0);
+  }
+  static bool answersDevice(const jit::Node* node) {
+    static const c10::Symbol kIsCpu = c10::Symbol::fromQualString("prim::is_cpu");
+    return node->kind() == jit::prim::device || node->kind() == jit::prim::is_cuda ||
+           node->kind() == kIsCpu;
+  }
+  c10::IValue deviceAnswer(const jit::Node* node) const {
+    if (node->kind() == jit::prim::device) return profileDevice();
+    return (node->kind() == jit::prim::is_cuda) == profileDevice().is_cuda();
+  }
   void runUnsized(jit::Node* node, Frame& frame, Environment& environment,
                   const std::vector<Slot>& inputs, const std::string& reason, AssumptionKind kind);
   std::vector<Slot> runBranch(jit::Block* block, Frame& frame, Environment& environment);
@@ -387,6 +404,7 @@ class GraphBuilder {
   SourceLocations& locations_;
   SourceFileCache& source_files_;
   ShapeFunctionSizer& shape_functions_;
+  const OpRules& op_rules_;
 
   // Identity of runtime objects: tensors by TensorImpl, storages by StorageImpl (meta storages
   // and, for weights, the real ones), lists, tuples and dicts by their payload. Every IValue
@@ -1254,11 +1272,15 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
   }
 
   bool touches_tensors = false;
+  bool makes_tensors = std::any_of(node->outputs().begin(), node->outputs().end(),
+                                   [](const jit::Value* out) { return holdsTensors(out->type()); });
   jit::Stack stack;
   stack.reserve(inputs.size());
   for (const Slot& slot : inputs) {
     const c10::IValue& value = slot.value;
-    if (value.isDevice() && value.toDevice().is_cuda()) {
+    // Only where a tensor is made: device.type and comparisons see the profile's device.
+    if (value.isDevice() && makes_tensors &&
+        (value.toDevice().is_cuda() || value.toDevice().type() == profileDevice().type())) {
       stack.emplace_back(c10::Device(at::kMeta));  // Note [Abstract execution]
     } else {
       stack.push_back(value);
@@ -1274,9 +1296,27 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
   std::vector<MetaAllocationEvent> allocations;
   const c10::FunctionSchema* schema = node->maybeSchema();
   bool skip_meta = schema && without_meta_kernel_.count(schema);
-  if (node->kind() == jit::prim::is_cuda && stack.front().isTensor() &&
-      stack.front().toTensor().is_meta()) {
-    outputs.emplace_back(true);
+  if (answersDevice(node) && stack.front().isTensor() && stack.front().toTensor().is_meta()) {
+    outputs.emplace_back(deviceAnswer(node));  // the profile's device: Note [Abstract execution]
+  } else if (schema && OpRules::handles(*schema)) {
+    recorder_.begin();
+    std::optional<OpRuleResult> ruled;
+    try {
+      ruled = op_rules_.run(*schema, std::vector<c10::IValue>(stack.begin(), stack.end()));
+    } catch (const std::exception& error) {
+      recorder_.end();
+      failOp(node, locate(node, frame), inputs, errorMessage(error));
+    }
+    allocations = recorder_.end();
+    if (!ruled) {
+      skip_meta = true;  // declined: sized below as an op without a meta kernel
+    } else {
+      outputs = std::move(ruled->outputs);
+      if (!ruled->kernel.empty()) {
+        graph_.kernel_choices.push_back(
+            {node->kind().toQualString(), ruled->kernel, ruled->why, locate(node, frame).stack});
+      }
+    }
   } else if (!skip_meta) {
     auto operation = operations_.find(node);
     if (operation == operations_.end()) {
