@@ -39,6 +39,70 @@ std::vector<std::string> opNames(const json& object, const std::string& where) {
   return names;
 }
 
+int64_t positiveInteger(const json& object, const char* key, int64_t fallback,
+                        const std::string& where) {
+  auto found = object.find(key);
+  if (found == object.end() || found->is_null()) return fallback;
+  if (!found->is_number_integer() || found->get<int64_t>() < 0) {
+    throw EstimateError(where + ": \"" + key + "\" must be a non-negative integer");
+  }
+  return found->get<int64_t>();
+}
+
+bool flag(const json& object, const char* key, bool fallback, const std::string& where) {
+  auto found = object.find(key);
+  if (found == object.end()) return fallback;
+  if (!found->is_boolean()) throw EstimateError(where + ": \"" + key + "\" must be true or false");
+  return found->get<bool>();
+}
+
+KernelRules parseKernels(const json& kernels, const std::string& origin) {
+  std::string where = origin + ": kernels";
+  if (!kernels.is_object()) throw EstimateError(where + " must be an object");
+  KernelRules rules;
+  rules.device = kernels.value("device", "cuda");
+  if (rules.device != "cuda" && rules.device != "cpu") {
+    throw EstimateError(where + ": \"device\" must be \"cuda\" or \"cpu\"");
+  }
+  rules.count_kernel_scratch = flag(kernels, "count_kernel_scratch", true, where);
+  rules.scratch_source = kernels.value("scratch_source", "");
+  auto sdpa = kernels.find("sdpa");
+  if (sdpa == kernels.end()) return rules;
+  where += ": sdpa";
+  rules.sdpa_source = sdpa->value("source", "");
+  const json& order = member(*sdpa, "order", where);
+  if (!order.is_array()) throw EstimateError(where + ": \"order\" must be a list of kernels");
+  for (const json& name : order) {
+    if (!name.is_string()) throw EstimateError(where + ": \"order\" must be a list of kernels");
+    std::string kernel_name = name.get<std::string>();
+    if (kernel_name == "math") break;  // the fallback: what the meta decomposition runs
+    static const std::vector<std::string> kKnown = {"flash", "efficient", "cudnn", "flash_cpu"};
+    if (std::find(kKnown.begin(), kKnown.end(), kernel_name) == kKnown.end()) {
+      throw EstimateError(where + ": unknown sdpa kernel \"" + kernel_name +
+                          "\" (known: flash, efficient, cudnn, flash_cpu, math)");
+    }
+    std::string at = where + ": " + kernel_name;
+    const json& entry = member(*sdpa, kernel_name.c_str(), where);
+    SdpaKernel kernel;
+    kernel.name = kernel_name;
+    for (const json& dtype : member(entry, "dtypes", at)) kernel.dtypes.push_back(dtype);
+    kernel.max_head_dim = positiveInteger(entry, "max_head_dim", 0, at);
+    kernel.head_dim_multiple = std::max<int64_t>(1, positiveInteger(entry, "head_dim_multiple", 1, at));
+    kernel.head_dim_alignment_bytes =
+        std::max<int64_t>(1, positiveInteger(entry, "head_dim_alignment_bytes", 1, at));
+    kernel.same_head_dims = flag(entry, "same_head_dims", false, at);
+    kernel.mask = flag(entry, "mask", true, at);
+    kernel.dropout = flag(entry, "dropout", true, at);
+    kernel.causal_needs_square = flag(entry, "causal_needs_square", false, at);
+    kernel.pad_head_dim_to = std::max<int64_t>(1, positiveInteger(entry, "pad_head_dim_to", 1, at));
+    kernel.pad_mask_to = std::max<int64_t>(1, positiveInteger(entry, "pad_mask_to", 1, at));
+    kernel.logsumexp = flag(entry, "logsumexp", false, at);
+    kernel.bhld_output = flag(entry, "bhld_output", false, at);
+    rules.sdpa.push_back(std::move(kernel));
+  }
+  return rules;
+}
+
 }  // namespace
 
 DeviceProfile parseDeviceProfile(const std::string& json_text, const std::string& origin) {
@@ -67,6 +131,7 @@ DeviceProfile parseDeviceProfile(const std::string& json_text, const std::string
   rules.large_segment_bytes = nonNegativeBytes(allocator, "large_segment_bytes", where);
   rules.large_segment_rounding_bytes =
       nonNegativeBytes(allocator, "large_segment_rounding_bytes", where);
+  rules.caches_freed_blocks = flag(allocator, "caches_freed_blocks", true, where);
   if (rules.minimum_block_bytes == 0 || rules.large_segment_rounding_bytes == 0) {
     throw EstimateError(where + ": block and rounding sizes must be positive");
   }
@@ -86,6 +151,8 @@ DeviceProfile parseDeviceProfile(const std::string& json_text, const std::string
     profile.convolution_workspace_bound_bytes = nonNegativeBytes(convolution, "bound_bytes", where);
   }
   profile.convolution_ops = opNames(convolution, where);
+  auto kernels = document.find("kernels");
+  if (kernels != document.end()) profile.kernels = parseKernels(*kernels, origin);
   return profile;
 }
 

@@ -18,6 +18,41 @@ struct CachingAllocatorRules {
   int64_t large_segment_threshold_bytes = 0;  // kMinLargeAlloc: below it a large request...
   int64_t large_segment_bytes = 0;            // kLargeBuffer: ...gets a segment of this size
   int64_t large_segment_rounding_bytes = 0;   // kRoundLarge: larger requests round up to it
+  // False for an allocator that gives freed memory back at once (the CPU's): reserved bytes
+  // are then the allocated bytes.
+  bool caches_freed_blocks = true;
+};
+
+// One sdpa kernel's constraints and allocations, as aten/src/ATen/native/transformers/cuda/
+// sdp_utils.cpp (CUDA) and sdp_utils_cpp.cpp (CPU) check them. Every backend also needs 4-d
+// inputs, a unit stride in the last dim, non-empty sequences and as many key heads as query
+// heads (or a divisor of them with enable_gqa).
+struct SdpaKernel {
+  std::string name;                 // flash, efficient, cudnn, flash_cpu
+  std::vector<std::string> dtypes;  // of the query, estimator names (float16, ...)
+  int64_t max_head_dim = 0;         // 0: no limit
+  int64_t head_dim_multiple = 1;    // of q's and v's head dim, in elements
+  int64_t head_dim_alignment_bytes = 1;  // of q's and v's head dim, in bytes
+  bool same_head_dims = false;      // q, k and v's head dims equal (else q and k's)
+  bool mask = true;                 // takes an attn_mask
+  bool dropout = true;              // takes dropout_p > 0
+  bool causal_needs_square = false; // is_causal only when L == S
+  int64_t pad_head_dim_to = 1;      // copies q, k, v padded to a multiple of this
+  int64_t pad_mask_to = 1;          // copies the expanded mask padded to a multiple of this
+  bool logsumexp = false;           // allocates a float logsumexp (B, H, L) in inference
+  bool bhld_output = false;         // output (B, H, L, E) contiguous; else (B, L, H, E)
+};
+
+// How the device's fused kernels are chosen and what they allocate (Note [Op rules]).
+struct KernelRules {
+  std::string device = "cuda";  // what prim::device answers: cuda or cpu
+  std::string sdpa_source;
+  std::vector<SdpaKernel> sdpa;  // in priority order; the math fallback comes last
+  // Whether the device's memory counter sees what a fused kernel allocates internally (the
+  // caching allocator does; the CPU ground truth, live storages seen by the dispatcher, does
+  // not).
+  bool count_kernel_scratch = true;
+  std::string scratch_source;
 };
 
 struct DeviceProfile {
@@ -32,6 +67,7 @@ struct DeviceProfile {
   // prediction. None: no bound stated, convolution workspaces are left out (and said so).
   std::optional<int64_t> convolution_workspace_bound_bytes;
   std::vector<std::string> convolution_ops;
+  KernelRules kernels;
 };
 
 // Parses a profile; `origin` names it in error messages. Throws EstimateError.

@@ -165,6 +165,15 @@ struct UnnamedValue {
   ScopeId scope;
 };
 
+// A fused kernel the estimate assumes the device runs (sdpa: flash, efficient, cudnn,
+// flash_cpu or math), and why: the profile's rules for the call's inputs.
+struct KernelChoice {
+  std::string op;
+  std::string kernel;
+  std::string why;
+  std::vector<SourceFrame> stack;
+};
+
 struct Graph {
   std::vector<Storage> storages;
   std::vector<Value> values;
@@ -174,6 +183,7 @@ struct Graph {
   std::vector<ValueId> outputs;  // alive when the forward returns
   std::vector<Assumption> assumptions;
   std::vector<UnnamedValue> unnamed_values;
+  std::vector<KernelChoice> kernel_choices;
 
   Storage& storage(StorageId id) { return storages[id.value]; }
   const Storage& storage(StorageId id) const { return storages[id.value]; }

@@ -1,4 +1,6 @@
+#include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "estimator/render.h"
 
@@ -207,6 +209,24 @@ json estimateJson(const Graph& graph, const Estimate& estimate, const RenderOpti
                            {"lower_bound", assumption.makes_lower_bound}});
   }
   document["assumptions"] = std::move(assumptions);
+
+  // Grouped by (op, kernel, why), in first-call order, with the first call's place.
+  json kernels = json::array();
+  std::map<std::tuple<std::string, std::string, std::string>, size_t> kernel_rows;
+  for (const KernelChoice& choice : graph.kernel_choices) {
+    auto [row, inserted] =
+        kernel_rows.try_emplace({choice.op, choice.kernel, choice.why}, kernels.size());
+    if (inserted) {
+      kernels.push_back({{"op", choice.op},
+                         {"kernel", choice.kernel},
+                         {"why", choice.why},
+                         {"count", 0},
+                         {"frame", frameJson(innermostFrame(choice.stack))},
+                         {"user_frame", frameJson(innermostUserFrame(choice.stack))}});
+    }
+    kernels[row->second]["count"] = kernels[row->second]["count"].get<int64_t>() + 1;
+  }
+  document["kernels"] = std::move(kernels);
   return document;
 }
 

@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <sstream>
+#include <tuple>
 
 #include "estimator/byte_size.h"
 #include "estimator/render.h"
@@ -164,6 +166,19 @@ std::string renderText(const Graph& graph, const Estimate& estimate, const Rende
     SourceFrame where = user.known() ? user : innermostFrame(assumption.stack);
     out << "  " << (where.known() ? frameText(where) + ": " : std::string()) << assumption.detail
         << "\n";
+  }
+  std::map<std::tuple<std::string, std::string, std::string>, std::pair<int64_t, SourceFrame>>
+      kernels;
+  for (const KernelChoice& choice : graph.kernel_choices) {
+    auto& [count, first] = kernels[{choice.op, choice.kernel, choice.why}];
+    if (count++ == 0) first = innermostUserFrame(choice.stack);
+  }
+  if (!kernels.empty()) out << "\nkernels assumed (device profile " << options.profile.name << "):\n";
+  for (const auto& [key, seen] : kernels) {
+    const auto& [op, kernel, why] = key;
+    out << "  " << op << " x" << seen.first << " -> " << kernel
+        << (seen.second.known() ? " (first at " + frameText(seen.second) + ")" : std::string())
+        << ": " << why << "\n";
   }
   return out.str();
 }

@@ -111,6 +111,7 @@ class CachingAllocatorModel {
       absorbNext(merged);
     }
     pool.insert(key(merged));
+    if (!rules_.caches_freed_blocks) releaseCachedSegments();
   }
 
   int64_t requested() const { return requested_; }

@@ -7,6 +7,7 @@
 #include "estimator/graph.h"
 #include "estimator/input_spec.h"
 #include "estimator/python_source.h"
+#include "estimator/torchscript/op_rules.h"
 #include "estimator/torchscript/shape_functions.h"
 #include "estimator/torchscript/source_locations.h"
 
@@ -18,6 +19,7 @@ struct BuildCaches {
   SourceLocations locations;
   SourceFileCache source_files;
   ShapeFunctionSizer shape_functions;
+  OpRules op_rules;  // and the device's kernel rules
 };
 
 // Runs `module.forward` abstractly for inputs of the given shapes (Note [Abstract execution])

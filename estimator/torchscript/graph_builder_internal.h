@@ -55,8 +55,11 @@
 //     (ShapeFunctionSizer). An op with neither, or whose output size depends on data
 //     (nonzero, item), gets outputs of unknown size: they count as 0 bytes, are listed, and
 //     the estimate becomes a lower bound;
-//   - a device argument naming CUDA is taken as meta, and prim::is_cuda answers true: the
-//     model runs as on the GPU it is estimated for.
+//   - a device argument naming CUDA or the profile's device is taken as meta, and
+//     prim::device, is_cuda and is_cpu answer for the profile's device (cuda:0 or cpu): the
+//     model runs as on the device it is estimated for, fast paths included;
+//   - ops in the rule table (Note [Op rules]) are sized by their rule: fused kernels as the
+//     profile's device runs them, the kernel chosen named in the output.
 // What each op allocates, temporaries included, comes from the meta allocator
 // (Note [Meta allocations]).
 
@@ -82,7 +85,8 @@ class GraphBuilder {
       : module_(module),
         locations_(caches.locations),
         source_files_(caches.source_files),
-        shape_functions_(caches.shape_functions) {}
+        shape_functions_(caches.shape_functions),
+        op_rules_(caches.op_rules) {}
 
   Graph build(const std::vector<InputSpec>& inputs);
 
@@ -161,6 +165,19 @@ class GraphBuilder {
   void runIf(jit::Node* node, Frame& frame, Environment& environment);
   void runLoop(jit::Node* node, Frame& frame, Environment& environment);
   void runOperator(jit::Node* node, Frame& frame, Environment& environment);
+  // prim::device, is_cuda and is_cpu of a meta tensor answer for the profile's device.
+  c10::Device profileDevice() const {
+    return op_rules_.kernels().device == "cpu" ? c10::Device(at::kCPU) : c10::Device(at::kCUDA, 0);
+  }
+  static bool answersDevice(const jit::Node* node) {
+    static const c10::Symbol kIsCpu = c10::Symbol::fromQualString("prim::is_cpu");
+    return node->kind() == jit::prim::device || node->kind() == jit::prim::is_cuda ||
+           node->kind() == kIsCpu;
+  }
+  c10::IValue deviceAnswer(const jit::Node* node) const {
+    if (node->kind() == jit::prim::device) return profileDevice();
+    return (node->kind() == jit::prim::is_cuda) == profileDevice().is_cuda();
+  }
   void runUnsized(jit::Node* node, Frame& frame, Environment& environment,
                   const std::vector<Slot>& inputs, const std::string& reason, AssumptionKind kind);
   std::vector<Slot> runBranch(jit::Block* block, Frame& frame, Environment& environment);
@@ -200,6 +217,7 @@ class GraphBuilder {
   SourceLocations& locations_;
   SourceFileCache& source_files_;
   ShapeFunctionSizer& shape_functions_;
+  const OpRules& op_rules_;
 
   // Identity of runtime objects: tensors by TensorImpl, storages by StorageImpl (meta storages
   // and, for weights, the real ones), lists, tuples and dicts by their payload. Every IValue

@@ -332,11 +332,15 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
   }
 
   bool touches_tensors = false;
+  bool makes_tensors = std::any_of(node->outputs().begin(), node->outputs().end(),
+                                   [](const jit::Value* out) { return holdsTensors(out->type()); });
   jit::Stack stack;
   stack.reserve(inputs.size());
   for (const Slot& slot : inputs) {
     const c10::IValue& value = slot.value;
-    if (value.isDevice() && value.toDevice().is_cuda()) {
+    // Only where a tensor is made: device.type and comparisons see the profile's device.
+    if (value.isDevice() && makes_tensors &&
+        (value.toDevice().is_cuda() || value.toDevice().type() == profileDevice().type())) {
       stack.emplace_back(c10::Device(at::kMeta));  // Note [Abstract execution]
     } else {
       stack.push_back(value);
@@ -352,9 +356,27 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
   std::vector<MetaAllocationEvent> allocations;
   const c10::FunctionSchema* schema = node->maybeSchema();
   bool skip_meta = schema && without_meta_kernel_.count(schema);
-  if (node->kind() == jit::prim::is_cuda && stack.front().isTensor() &&
-      stack.front().toTensor().is_meta()) {
-    outputs.emplace_back(true);
+  if (answersDevice(node) && stack.front().isTensor() && stack.front().toTensor().is_meta()) {
+    outputs.emplace_back(deviceAnswer(node));  // the profile's device: Note [Abstract execution]
+  } else if (schema && OpRules::handles(*schema)) {
+    recorder_.begin();
+    std::optional<OpRuleResult> ruled;
+    try {
+      ruled = op_rules_.run(*schema, std::vector<c10::IValue>(stack.begin(), stack.end()));
+    } catch (const std::exception& error) {
+      recorder_.end();
+      failOp(node, locate(node, frame), inputs, errorMessage(error));
+    }
+    allocations = recorder_.end();
+    if (!ruled) {
+      skip_meta = true;  // declined: sized below as an op without a meta kernel
+    } else {
+      outputs = std::move(ruled->outputs);
+      if (!ruled->kernel.empty()) {
+        graph_.kernel_choices.push_back(
+            {node->kind().toQualString(), ruled->kernel, ruled->why, locate(node, frame).stack});
+      }
+    }
   } else if (!skip_meta) {
     auto operation = operations_.find(node);
     if (operation == operations_.end()) {

@@ -77,6 +77,10 @@ Graph TorchScriptModel::buildGraph(const std::vector<InputSpec>& inputs) const {
   return torchscript::buildGraph(state_->module, inputs, state_->caches);
 }
 
+void TorchScriptModel::useDevice(const DeviceProfile& profile) {
+  state_->caches.op_rules.useKernels(profile.kernels);
+}
+
 std::string TorchScriptModel::forwardSignature() const {
   const c10::FunctionSchema& schema = state_->module.get_method("forward").function().getSchema();
   std::string text = "forward(";

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "estimator/device_profile.h"
 #include "estimator/graph.h"
 #include "estimator/input_spec.h"
 
@@ -27,6 +28,10 @@ class TorchScriptModel {
   // Throws EstimateError for the wrong number of inputs, inputs the model rejects (an op or an
   // assertion fails on their shapes) and constructs the front end cannot follow.
   Graph buildGraph(const std::vector<InputSpec>& inputs) const;
+
+  // Builds run as on this profile's device (its kernel rules, Note [Op rules]); until called,
+  // as on a CUDA device whose sdpa is the math fallback.
+  void useDevice(const DeviceProfile& profile);
 
   // "forward(x: Tensor, mask: Tensor)": for messages.
   std::string forwardSignature() const;

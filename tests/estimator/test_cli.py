@@ -139,7 +139,8 @@ def test_bad_options(saved):
     assert_bad_input(run_estimator(saved["small"], "--input", "1x3x8x8", "--budget", "lots"))
     assert_bad_input(run_estimator(saved["small"], "--input", "1x3x8x8", "--frobnicate"))
     assert_bad_input(
-        run_estimator(saved["small"], "--input", "1x3x8x8", "--device", "tpu"), "known: cuda"
+        run_estimator(saved["small"], "--input", "1x3x8x8", "--device", "tpu"),
+        "known: cpu, cuda, cuda-no-cublas-workspace"
     )
 
 
@@ -221,6 +222,7 @@ def test_device_profiles_change_the_workspace(saved, tmp_path):
     listing = run_estimator("--list-devices")
     assert listing.returncode == 0
     assert {line.split(":")[0] for line in listing.stdout.splitlines()} == {
+        "cpu",
         "cuda",
         "cuda-sm90",
         "cuda-no-cublas-workspace",

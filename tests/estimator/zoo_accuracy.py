@@ -77,7 +77,7 @@ class EstimatorError(Exception):
 def device_arguments(binary):
     """`--device cpu` where the tool has a CPU profile; else the default (as test_accuracy)."""
     result = subprocess.run([binary, "--list-devices"], capture_output=True, text=True)
-    names = {line.split()[0] for line in result.stdout.splitlines() if line.strip()}
+    names = {line.split(":")[0] for line in result.stdout.splitlines() if line.strip()}
     return ["--device", "cpu"] if "cpu" in names else []
 
 

@@ -227,6 +227,7 @@ int run(int argc, char** argv) {
 
   auto start = std::chrono::steady_clock::now();
   torchscript::TorchScriptModel model = torchscript::TorchScriptModel::load(options.model);
+  model.useDevice(render.profile);
   spdlog::debug("loaded {} in {:.1f} ms: {}", options.model, millisecondsSince(start),
                 model.forwardSignature());
 

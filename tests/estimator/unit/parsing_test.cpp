@@ -127,9 +127,22 @@ TEST(DeviceProfile, ShippedProfilesParse) {
   for (const std::string& name : listDeviceProfiles(MEMTRACE_PROFILE_DIRECTORY)) {
     DeviceProfile profile = loadDeviceProfile(name, MEMTRACE_PROFILE_DIRECTORY);
     EXPECT_EQ(profile.name, name);
+    if (name == "cpu") continue;  // no caching allocator: below
     EXPECT_EQ(profile.allocator.minimum_block_bytes, 512);
     EXPECT_EQ(profile.allocator.large_segment_bytes, 20 << 20);
+    EXPECT_EQ(profile.kernels.device, "cuda");
+    ASSERT_FALSE(profile.kernels.sdpa.empty());
   }
+  DeviceProfile cpu = loadDeviceProfile("cpu", MEMTRACE_PROFILE_DIRECTORY);
+  EXPECT_FALSE(cpu.allocator.caches_freed_blocks);
+  EXPECT_EQ(cpu.allocator.minimum_block_bytes, 1);
+  EXPECT_EQ(cpu.cublas_workspace_bytes, 0);
+  EXPECT_EQ(cpu.kernels.device, "cpu");
+  EXPECT_FALSE(cpu.kernels.count_kernel_scratch);
+  ASSERT_EQ(cpu.kernels.sdpa.size(), 1u);
+  EXPECT_EQ(cpu.kernels.sdpa[0].name, "flash_cpu");
+  EXPECT_EQ(loadDeviceProfile("cuda-sm90", MEMTRACE_PROFILE_DIRECTORY).kernels.sdpa[0].name,
+            "cudnn");
   EXPECT_EQ(loadDeviceProfile("cuda", MEMTRACE_PROFILE_DIRECTORY).cublas_workspace_bytes, 8519680);
   EXPECT_EQ(loadDeviceProfile("cuda-sm90", MEMTRACE_PROFILE_DIRECTORY).cublas_workspace_bytes,
             32 << 20);
@@ -142,7 +155,22 @@ TEST(DeviceProfile, RejectsBadProfiles) {
   try {
     loadDeviceProfile("no-such-device", MEMTRACE_PROFILE_DIRECTORY);
   } catch (const EstimateError& error) {
-    EXPECT_NE(std::string(error.what()).find("known: cuda"), std::string::npos);
+    EXPECT_NE(std::string(error.what()).find("known: cpu, cuda, cuda-no-cublas-workspace"),
+              std::string::npos);
+  }
+  // A kernel rules section naming a kernel PyTorch does not have.
+  const std::string bad_kernel = R"({"name": "x", "caching_allocator": {
+      "minimum_block_bytes": 512, "small_request_limit_bytes": 1048576,
+      "small_segment_bytes": 2097152, "large_segment_threshold_bytes": 10485760,
+      "large_segment_bytes": 20971520, "large_segment_rounding_bytes": 2097152},
+      "cublas_workspace": {"bytes": 0, "ops": []},
+      "convolution_workspace": {"bound_bytes": null, "ops": []},
+      "kernels": {"device": "cuda", "sdpa": {"order": ["turbo", "math"]}}})";
+  try {
+    parseDeviceProfile(bad_kernel, "bad.json");
+    ADD_FAILURE() << "an unknown sdpa kernel was accepted";
+  } catch (const EstimateError& error) {
+    EXPECT_NE(std::string(error.what()).find("unknown sdpa kernel"), std::string::npos);
   }
 }
 

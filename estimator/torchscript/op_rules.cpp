@@ -1,0 +1,345 @@
+#include "estimator/torchscript/op_rules.h"
+
+#include <ATen/ATen.h>
+#include <ATen/AccumulateType.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <mutex>
+
+namespace memtrace::estimator::torchscript {
+
+namespace {
+
+// --- Meta kernels LibTorch lacks ----------------------------------------------------------------
+// Registered into the dispatcher's Meta key, so that they also run where a composite op calls
+// them (sdpa's math fallback calls _safe_softmax, group_norm calls native_group_norm). Each
+// allocates what the CPU kernel returns, with its strides and dtypes.
+
+at::Tensor safeSoftmaxMeta(const at::Tensor& self, int64_t dim,
+                           std::optional<at::ScalarType> dtype) {
+  // aten/src/ATen/native/SoftMax.cpp: softmax, then zero the rows that are all -inf.
+  return at::empty_like(self, self.options().dtype(dtype.value_or(self.scalar_type())),
+                        at::MemoryFormat::Contiguous);
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeGroupNormMeta(
+    const at::Tensor& input, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&,
+    c10::SymInt batch, c10::SymInt, c10::SymInt, int64_t group, double) {
+  // aten/src/ATen/native/group_norm.cpp: the output in the input's memory format, mean and
+  // rstd (N, group) in the input's dtype.
+  at::Tensor output = at::empty_like(input, at::MemoryFormat::Contiguous);
+  at::Tensor mean = at::empty({batch.expect_int(), group}, input.options());
+  at::Tensor rstd = at::empty({batch.expect_int(), group}, input.options());
+  return {output, mean, rstd};
+}
+
+std::tuple<at::Tensor, at::Tensor> weightNormInterfaceMeta(const at::Tensor& v,
+                                                           const at::Tensor& g, int64_t) {
+  // aten/src/ATen/native/WeightNorm.cpp: w like v; the norms like g in g's accumulate type.
+  at::Tensor w = at::empty_like(v, at::MemoryFormat::Contiguous);
+  at::Tensor norms =
+      at::empty(g.sizes(), g.options().dtype(at::toAccumulateType(g.scalar_type(), true)));
+  return {w, norms};
+}
+
+void registerMetaKernels() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // Leaked on purpose: a registration lasts as long as its Library object.
+    auto* library = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::Meta,
+                                       __FILE__, __LINE__);
+    library->impl("_safe_softmax", TORCH_FN(safeSoftmaxMeta));
+    library->impl("native_group_norm", TORCH_FN(nativeGroupNormMeta));
+    library->impl("_weight_norm_interface", TORCH_FN(weightNormInterfaceMeta));
+  });
+}
+
+// --- Fused kernels chosen by the profile --------------------------------------------------------
+
+struct Arguments {
+  const c10::FunctionSchema& schema;
+  const std::vector<c10::IValue>& values;
+
+  const c10::IValue& operator[](const char* name) const {
+    std::optional<int> index = schema.argumentIndexWithName(name);
+    TORCH_CHECK(index && static_cast<size_t>(*index) < values.size(), "no argument ", name);
+    return values[*index];
+  }
+  std::optional<at::Tensor> optionalTensor(const char* name) const {
+    std::optional<int> index = schema.argumentIndexWithName(name);
+    if (!index || static_cast<size_t>(*index) >= values.size()) return std::nullopt;
+    const c10::IValue& value = values[*index];
+    if (!value.isTensor() || !value.toTensor().defined()) return std::nullopt;
+    return value.toTensor();
+  }
+};
+
+std::string dtypeName(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat:
+      return "float32";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kDouble:
+      return "float64";
+    default:
+      return c10::toString(type);
+  }
+}
+
+// Why `kernel` cannot run these inputs; empty when it can.
+std::string sdpaRejects(const SdpaKernel& kernel, const at::Tensor& q, const at::Tensor& k,
+                        const at::Tensor& v, const std::optional<at::Tensor>& mask, double dropout,
+                        bool is_causal, bool enable_gqa) {
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return "inputs are not 4-d";
+  std::string dtype = dtypeName(q.scalar_type());
+  if (std::find(kernel.dtypes.begin(), kernel.dtypes.end(), dtype) == kernel.dtypes.end()) {
+    return "dtype " + dtype + " not supported";
+  }
+  if (dropout > 0 && !kernel.dropout) return "dropout_p > 0";
+  if (mask && !kernel.mask) return "an attn_mask is given";
+  int64_t dq = q.size(-1), dk = k.size(-1), dv = v.size(-1);
+  if (dq != dk || (kernel.same_head_dims && dq != dv)) return "head dims differ";
+  if (kernel.max_head_dim && (dq > kernel.max_head_dim || dv > kernel.max_head_dim)) {
+    return "head dim above " + std::to_string(kernel.max_head_dim);
+  }
+  int64_t element = static_cast<int64_t>(q.element_size());
+  for (int64_t dim : {dq, dv}) {
+    if (dim % kernel.head_dim_multiple != 0 || (dim * element) % kernel.head_dim_alignment_bytes) {
+      return "head dim " + std::to_string(dim) + " not aligned";
+    }
+  }
+  if (q.size(0) != k.size(0) || k.size(0) != v.size(0)) return "batch sizes differ";
+  if (k.size(1) != v.size(1) ||
+      (q.size(1) != k.size(1) && !(enable_gqa && q.size(1) % k.size(1) == 0))) {
+    return "query and key heads differ";
+  }
+  for (const at::Tensor* tensor : {&q, &k, &v}) {
+    if (tensor->size(-1) != 1 && tensor->stride(-1) != 1) return "last dim not contiguous";
+    if (tensor->size(-2) == 0) return "an empty sequence";
+  }
+  if (kernel.causal_needs_square && is_causal && q.size(2) != k.size(2)) {
+    return "is_causal with L != S";
+  }
+  return {};
+}
+
+// sdpa's bool masks become additive ones in the query's dtype (convert_boolean_attn_mask):
+// two scalar tensors and a where.
+std::optional<at::Tensor> additiveMask(const std::optional<at::Tensor>& mask,
+                                       const at::Tensor& query) {
+  if (!mask || mask->scalar_type() != at::kBool) return mask;
+  at::Tensor zero = at::scalar_tensor(0.0, query.options());
+  at::Tensor minus_infinity =
+      at::scalar_tensor(-std::numeric_limits<double>::infinity(), query.options());
+  // at::where has no meta kernel in LibTorch: its output is the mask's shape, contiguous.
+  return at::empty(mask->sizes(), query.options());
+}
+
+at::Tensor sdpaFused(const SdpaKernel& kernel, const at::Tensor& q, const at::Tensor& k,
+                     const at::Tensor& v, const std::optional<at::Tensor>& given_mask) {
+  int64_t batch = q.size(0), heads = q.size(1), length = q.size(2), source = k.size(2);
+  int64_t head_dim = v.size(-1);
+  std::optional<at::Tensor> mask = additiveMask(given_mask, q);
+  if (mask && kernel.pad_mask_to > 1) {
+    // preprocess_mask (attention.cpp): expanded to (B, H, L, S) and padded when S is not
+    // aligned, which materializes B x H x L x S.
+    at::Tensor expanded = mask->expand({batch, heads, length, source});
+    if (source % kernel.pad_mask_to != 0) {
+      int64_t pad = kernel.pad_mask_to - source % kernel.pad_mask_to;
+      mask = at::constant_pad_nd(expanded, {0, pad}).slice(-1, 0, source);
+    } else {
+      mask = expanded;
+    }
+  }
+  std::vector<at::Tensor> padded;
+  int64_t padded_dim = head_dim;
+  if (head_dim % kernel.pad_head_dim_to != 0) {
+    // Flash pads the head dim of q, k and v (copies) and slices the output.
+    int64_t pad = kernel.pad_head_dim_to - head_dim % kernel.pad_head_dim_to;
+    padded_dim += pad;
+    for (const at::Tensor* tensor : {&q, &k, &v}) {
+      padded.push_back(at::constant_pad_nd(*tensor, {0, pad}));
+    }
+  }
+  at::Tensor output =
+      kernel.bhld_output
+          ? at::empty({batch, heads, length, padded_dim}, q.options())
+          : at::empty({batch, length, heads, padded_dim}, q.options()).transpose(1, 2);
+  at::Tensor logsumexp;
+  if (kernel.logsumexp) {
+    at::ScalarType accumulate = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+    logsumexp = kernel.bhld_output
+                    ? at::empty({batch, length, heads}, q.options().dtype(accumulate)).transpose(1, 2)
+                    : at::empty({batch, heads, length}, q.options().dtype(accumulate));
+  }
+  if (padded_dim != head_dim) output = output.slice(-1, 0, head_dim);
+  return output;
+}
+
+std::optional<OpRuleResult> sdpaRule(const KernelRules& kernels, const Arguments& arguments) {
+  at::Tensor q = arguments["query"].toTensor();
+  at::Tensor k = arguments["key"].toTensor();
+  at::Tensor v = arguments["value"].toTensor();
+  std::optional<at::Tensor> mask = arguments.optionalTensor("attn_mask");
+  double dropout = arguments["dropout_p"].toDouble();
+  bool is_causal = arguments["is_causal"].toBool();
+  bool enable_gqa = arguments.schema.argumentIndexWithName("enable_gqa") &&
+                    arguments["enable_gqa"].toBool();
+  std::string rejected;
+  for (const SdpaKernel& kernel : kernels.sdpa) {
+    std::string why = sdpaRejects(kernel, q, k, v, mask, dropout, is_causal, enable_gqa);
+    if (why.empty()) {
+      OpRuleResult result;
+      result.outputs.emplace_back(sdpaFused(kernel, q, k, v, mask));
+      result.kernel = kernel.name;
+      result.why = rejected.empty() ? "the profile's first choice that takes these inputs"
+                                    : rejected.substr(2);
+      return result;
+    }
+    rejected += "; not " + kernel.name + ": " + why;
+  }
+  // The math fallback: what the meta decomposition runs (with _safe_softmax's meta kernel).
+  std::optional<double> scale;
+  const c10::IValue& given_scale = arguments["scale"];
+  if (given_scale.isDouble()) scale = given_scale.toDouble();
+  OpRuleResult result;
+  result.outputs.emplace_back(
+      at::scaled_dot_product_attention(q, k, v, mask, dropout, is_causal, scale, enable_gqa));
+  result.kernel = "math";
+  result.why = rejected.empty() ? "the profile names no fused kernel" : rejected.substr(2);
+  return result;
+}
+
+// nn.MultiheadAttention's fast path (need_weights=False) as native_multi_head_attention runs
+// it on both devices since 2.0: one packed projection, sdpa, the output projection.
+at::Tensor multiHeadAttention(const KernelRules& kernels, const at::Tensor& query,
+                              int64_t embed_dim, int64_t heads, const at::Tensor& qkv_weight,
+                              const at::Tensor& qkv_bias, const at::Tensor& proj_weight,
+                              const at::Tensor& proj_bias, const std::optional<at::Tensor>& mask,
+                              std::string& kernel, std::string& why) {
+  int64_t batch = query.size(0);
+  at::Tensor qkv = at::linear(query, qkv_weight, qkv_bias);
+  std::vector<at::Tensor> chunks = qkv.chunk(3, -1);
+  for (at::Tensor& chunk : chunks) {
+    chunk = chunk.view({batch, -1, heads, embed_dim / heads}).transpose(1, 2);
+  }
+  const c10::FunctionSchema& schema =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("aten::scaled_dot_product_attention", "")
+          .schema();
+  std::vector<c10::IValue> values = {chunks[0], chunks[1], chunks[2],
+                                     mask ? c10::IValue(*mask) : c10::IValue(),
+                                     0.0, false, c10::IValue(), false};
+  OpRuleResult attention = *sdpaRule(kernels, Arguments{schema, values});
+  kernel = attention.kernel;
+  why = attention.why;
+  at::Tensor joined = attention.outputs.front().toTensor().transpose(1, 2).reshape(
+      {batch, -1, embed_dim});
+  return at::linear(joined, proj_weight, proj_bias);
+}
+
+std::optional<OpRuleResult> nativeMultiHeadAttentionRule(const KernelRules& kernels,
+                                                         const Arguments& arguments) {
+  at::Tensor query = arguments["query"].toTensor();
+  if (query.dim() != 3 || arguments["need_weights"].toBool()) return std::nullopt;
+  OpRuleResult result;
+  if (!kernels.count_kernel_scratch) {
+    result.outputs.emplace_back(at::empty_like(query, at::MemoryFormat::Contiguous));
+  } else {
+    result.outputs.emplace_back(multiHeadAttention(
+        kernels, query, arguments["embed_dim"].toInt(), arguments["num_head"].toInt(),
+        arguments["qkv_weight"].toTensor(), arguments["qkv_bias"].toTensor(),
+        arguments["proj_weight"].toTensor(), arguments["proj_bias"].toTensor(),
+        arguments.optionalTensor("mask"), result.kernel, result.why));
+  }
+  result.outputs.emplace_back(at::Tensor());
+  if (result.kernel.empty()) result.why = kernels.scratch_source;
+  return result;
+}
+
+std::optional<OpRuleResult> encoderLayerRule(const KernelRules& kernels,
+                                             const Arguments& arguments) {
+  at::Tensor source = arguments["src"].toTensor();
+  if (source.dim() != 3) return std::nullopt;
+  OpRuleResult result;
+  if (!kernels.count_kernel_scratch) {
+    // The one tensor the dispatcher sees (Note [Op rules]).
+    result.outputs.emplace_back(at::empty_like(source, at::MemoryFormat::Contiguous));
+    result.why = kernels.scratch_source;
+    return result;
+  }
+  // transformer_encoder_layer_forward (aten/src/ATen/native/transformers/transformer.cpp).
+  int64_t embed_dim = arguments["embed_dim"].toInt();
+  bool norm_first = arguments["norm_first"].toBool();
+  double eps = arguments["eps"].toDouble();
+  auto norm = [&](const at::Tensor& x, const char* weight, const char* bias) {
+    return at::layer_norm(x, {embed_dim}, arguments[weight].toTensor(),
+                          arguments[bias].toTensor(), eps);
+  };
+  auto attention = [&](const at::Tensor& x) {
+    return multiHeadAttention(kernels, x, embed_dim, arguments["num_heads"].toInt(),
+                              arguments["qkv_weight"].toTensor(), arguments["qkv_bias"].toTensor(),
+                              arguments["proj_weight"].toTensor(),
+                              arguments["proj_bias"].toTensor(), arguments.optionalTensor("mask"),
+                              result.kernel, result.why);
+  };
+  auto feed_forward = [&](const at::Tensor& x) {
+    at::Tensor hidden = at::linear(x, arguments["ffn_weight_1"].toTensor(),
+                                   arguments["ffn_bias_1"].toTensor());
+    hidden = arguments["use_gelu"].toBool() ? at::gelu(hidden) : at::relu(hidden);
+    return at::linear(hidden, arguments["ffn_weight_2"].toTensor(),
+                      arguments["ffn_bias_2"].toTensor());
+  };
+  at::Tensor x = source;
+  if (norm_first) {
+    x = x + attention(norm(x, "norm_weight_1", "norm_bias_1"));
+    x = x + feed_forward(norm(x, "norm_weight_2", "norm_bias_2"));
+  } else {
+    x = norm(x + attention(x), "norm_weight_1", "norm_bias_1");
+    x = norm(x + feed_forward(x), "norm_weight_2", "norm_bias_2");
+  }
+  result.outputs.emplace_back(x);
+  return result;
+}
+
+using Rule = std::function<std::optional<OpRuleResult>(const KernelRules&, const Arguments&)>;
+
+// The table (Note [Op rules]). Meta kernels registered in the dispatcher are listed by
+// registerMetaKernels above; these are the rules that depend on the device profile.
+const std::vector<std::pair<std::string, Rule>>& ruleTable() {
+  static const std::vector<std::pair<std::string, Rule>> kTable = {
+      {"aten::scaled_dot_product_attention", sdpaRule},
+      {"aten::_native_multi_head_attention", nativeMultiHeadAttentionRule},
+      {"aten::_transformer_encoder_layer_fwd", encoderLayerRule},
+  };
+  return kTable;
+}
+
+const Rule* findRule(const c10::FunctionSchema& schema) {
+  if (!schema.overload_name().empty()) return nullptr;  // the .out variants write given tensors
+  for (const auto& [name, rule] : ruleTable()) {
+    if (schema.name() == name) return &rule;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+OpRules::OpRules() { registerMetaKernels(); }
+
+bool OpRules::handles(const c10::FunctionSchema& schema) { return findRule(schema) != nullptr; }
+
+std::optional<OpRuleResult> OpRules::run(const c10::FunctionSchema& schema,
+                                         const std::vector<c10::IValue>& inputs) const {
+  const Rule* rule = findRule(schema);
+  if (!rule) return std::nullopt;
+  return (*rule)(kernels_, Arguments{schema, inputs});
+}
+
+}  // namespace memtrace::estimator::torchscript

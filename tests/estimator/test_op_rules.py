@@ -1,0 +1,133 @@
+"""Each rule of estimator/torchscript/op_rules.cpp against the real CPU op (Note [Op rules]).
+
+A scripted module calls the op; the estimator, under the `cpu` profile and TorchScript
+semantics, must predict exactly the peak of live storages that memory_tracker.py measures when
+the TorchScript interpreter runs the module on CPU tensors: output shapes, strides (a wrong
+stride makes a later reshape copy), dtypes, and what the op allocates and drops.
+"""
+
+from typing import Optional
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from conftest import estimate_json
+from memory_tracker import measure_call
+
+
+class Sdpa(nn.Module):
+    def __init__(self, causal: bool = False, dropout: float = 0.0):
+        super().__init__()
+        self.causal = causal
+        self.dropout = dropout
+
+    def forward(self, q, k, v, mask: Optional[torch.Tensor] = None):
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout,
+                                           is_causal=self.causal)
+        # A reshape after the transpose copies unless the output's strides are right.
+        return y.transpose(1, 2).reshape(y.size(0), y.size(2), -1) * 2
+
+
+class GroupNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.GroupNorm(3, 6)
+
+    def forward(self, x):
+        return self.norm(x) + 1
+
+
+class WeightNorm(nn.Module):
+    def forward(self, v, g):
+        return torch._weight_norm(v, g, 0) * 2
+
+
+def _tensors(*shapes, dtype=torch.float32):
+    torch.manual_seed(0)
+    return [torch.randn(*shape).to(dtype) for shape in shapes]
+
+
+CASES = {
+    # name: (module, inputs, expected sdpa kernel under the cpu profile or None)
+    "sdpa": (Sdpa(), _tensors((2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 8)), "flash_cpu"),
+    "sdpa-causal": (Sdpa(causal=True), _tensors((2, 3, 7, 8), (2, 3, 7, 8), (2, 3, 7, 8)),
+                    "flash_cpu"),
+    "sdpa-bool-mask": (Sdpa(), [*_tensors((2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 8)),
+                                torch.rand(2, 1, 5, 7) > 0.3], "flash_cpu"),
+    "sdpa-float-mask": (Sdpa(), [*_tensors((2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 8)),
+                                 torch.randn(5, 7)], "flash_cpu"),
+    "sdpa-float64": (Sdpa(), _tensors((2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 8),
+                                      dtype=torch.float64), "flash_cpu"),
+    # Different value head dim: flash for CPU declines, the math fallback runs _safe_softmax.
+    "sdpa-math": (Sdpa(), _tensors((2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 4)), "math"),
+    "sdpa-3d-math": (Sdpa(), _tensors((3, 5, 8), (3, 7, 8), (3, 7, 8)), "math"),
+    "group_norm": (GroupNorm(), _tensors((2, 6, 5, 3)), None),
+    "weight_norm": (WeightNorm(), _tensors((4, 3, 5), (4, 1, 1)), None),
+}
+
+
+def _argument(tensor):
+    dtype = str(tensor.dtype).replace("torch.", "")
+    return "x".join(map(str, tensor.shape)) + f":{dtype}"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_rule_matches_the_cpu_op(name, tmp_path):
+    module, inputs, kernel = CASES[name]
+    path = tmp_path / f"{name}.pt"
+    torch.jit.script(module.eval()).save(str(path))
+    loaded = torch.jit.load(str(path))
+    for _ in range(3):  # let the profiling executor settle its plan
+        measure_call(loaded, inputs, {})
+    measured = measure_call(loaded, inputs, {}).peak
+    arguments = [a for t in inputs for a in ("--input", _argument(t))]
+    document = estimate_json(path, *arguments, "--device", "cpu", "--semantics", "torchscript")
+    assert not document["unknown_ops"], document["unknown_ops"]
+    assert not document["lower_bound"]
+    assert document["summary"]["activation_peak_requested_bytes"] == measured
+    kernels = {entry["kernel"] for entry in document["kernels"]}
+    assert kernels == ({kernel} if kernel else set()), document["kernels"]
+    if kernel:
+        assert all(entry["why"] for entry in document["kernels"])
+
+
+def test_sdpa_kernel_follows_the_cuda_profiles(tmp_path):
+    """fp16 without a mask: flash before Hopper, cuDNN on sm90; fp32: memory-efficient; a
+    dropout-free fp32 call with an unaligned head dim: math, which materializes L x S."""
+    path = tmp_path / "sdpa.pt"
+    torch.jit.script(Sdpa().eval()).save(str(path))
+
+    def chosen(device, dtype, head_dim):
+        shape = f"2x4x64x{head_dim}:{dtype}"
+        document = estimate_json(path, "--input", shape, "--input", shape, "--input", shape,
+                                 "--device", device)
+        assert not document["unknown_ops"]
+        (entry,) = document["kernels"]
+        return entry["kernel"], document["summary"]["activation_peak_requested_bytes"]
+
+    assert chosen("cuda", "float16", 64)[0] == "flash"
+    assert chosen("cuda-sm90", "float16", 64)[0] == "cudnn"
+    assert chosen("cuda", "float32", 64)[0] == "efficient"
+    math_kernel, math_peak = chosen("cuda", "float32", 6)  # 24 bytes: not 16-byte aligned
+    assert math_kernel == "math"
+    scores = 2 * 4 * 64 * 64 * 4
+    assert math_peak >= scores
+
+
+def test_device_queries_answer_the_profile(tmp_path):
+    class Where(nn.Module):
+        def forward(self, x):
+            if x.is_cuda:
+                return x * 2
+            if x.device.type == "cpu" and x.is_cpu:
+                return torch.cat([x, x])
+            return x
+
+    path = tmp_path / "where.pt"
+    torch.jit.script(Where()).save(str(path))
+    on_cpu = estimate_json(path, "--input", "4x8", "--device", "cpu")
+    on_cuda = estimate_json(path, "--input", "4x8", "--device", "cuda")
+    assert on_cpu["summary"]["activation_peak_requested_bytes"] == 2 * 4 * 8 * 4
+    assert on_cuda["summary"]["activation_peak_requested_bytes"] == 4 * 8 * 4
