@@ -73,6 +73,13 @@ if ! "$PYTHON" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] !
   pip_install torch==2.13.0
 fi
 
+# The real-model zoo (tests/estimator/zoo.py) builds Hugging Face models from configs.
+if ! "$PYTHON" -c "import transformers, sys; sys.exit(transformers.__version__ != '5.23.0')" \
+    2>/dev/null; then
+  echo "setup: installing transformers==5.23.0"
+  pip_install transformers==5.23.0
+fi
+
 if ! command -v nvcc >/dev/null 2>&1 && [[ -z "${CUDAToolkit_ROOT:-}" && ! -d /usr/local/cuda ]]; then
   echo "setup: the CUDA toolkit is not installed (no nvcc, no /usr/local/cuda); install it first" >&2
   exit 1

@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from . import _native
 from .errors import MemTracerError
@@ -74,6 +74,21 @@ class Estimate:
     raw: dict[str, Any] = field(default_factory=dict)  # the estimator's JSON, as written
     path: Path | None = None  # that JSON's file
 
+    def __str__(self) -> str:
+        def mib(size: int) -> str:
+            return f"{size / 2**20:.2f} MiB"
+
+        lines = [f"memtrace-estimate ({self.semantics} semantics): peak {mib(self.peak_requested_bytes)} "
+                 f"requested, {mib(self.peak_allocated_bytes)} allocated, "
+                 f"{mib(self.peak_reserved_bytes)} reserved"
+                 + (" (a lower bound: some sizes were unknown)" if self.lower_bound else ""),
+                 f"  weights {mib(self.weight_bytes)}, inputs {mib(self.input_bytes)}, "
+                 f"activations at their peak {mib(self.activation_peak_bytes)}",
+                 f"  exported by {self.method}: {self.method_note}"]
+        for entry in self.by_user_line[:5]:
+            lines.append(f"  {mib(entry.bytes):>12}  {entry.file}:{entry.line} ({entry.function})")
+        return "\n".join(lines)
+
 
 _DTYPES = {"float32": "float32", "float16": "float16", "bfloat16": "bfloat16", "float64": "float64",
            "int64": "int64", "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8",
@@ -95,30 +110,149 @@ def _input_spec(value: Any) -> str:
     raise MemTracerError(f"estimate(): an example input must be a tensor or a shape, not {type(value).__name__}")
 
 
-def _to_torchscript(model: Any, example_inputs: Sequence[Any], directory: Path) -> tuple[str, str, Path]:
-    """Saves `model` as TorchScript; returns (method, note, path)."""
+def _tensors_of(value: Any, depth: int = 0) -> list[Any]:
+    """The tensors in a model's output, in order: through tuples, lists, dicts (a Hugging Face
+    ModelOutput is one) and plain objects (a KV cache), so that a trace can return them all."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if depth > 8 or value is None or isinstance(value, (str, bytes, int, float, bool)):
+        return []
+    if isinstance(value, Mapping):
+        items = list(value.values())
+    elif isinstance(value, (tuple, list)):
+        items = list(value)
+    elif hasattr(value, "__dict__"):
+        items = list(vars(value).values())
+    else:
+        return []
+    return [tensor for item in items for tensor in _tensors_of(item, depth + 1)]
+
+
+def _flattening_module(model: Any, positional: int, keywords: Sequence[str],
+                       constants: Mapping[str, Any]) -> Any:
+    """model wrapped so that its forward takes tensors positionally (the estimator's --input
+    order) and returns a tuple of tensors: what torch.jit.trace can record for any call."""
+    import torch
+
+    class CallFlattened(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *tensors: Any) -> tuple[Any, ...]:
+            arguments = dict(zip(keywords, tensors[positional:]), **constants)
+            return tuple(_tensors_of(self.model(*tensors[:positional], **arguments)))
+
+    return CallFlattened()
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def trace_model(model: Any, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
+                ) -> tuple[Any, list[Any], str]:
+    """Traces ``model(*args, **kwargs)`` with torch.jit.trace(strict=False) for the estimator.
+
+    Returns (traced module, its tensor inputs in order, how it was traced). Tensor keyword arguments
+    become inputs after the positional ones; other keyword arguments (use_cache=False) are
+    baked into the trace. A call with keyword inputs, or whose output is not tensors, tuples,
+    lists and dicts of tensors (a KV cache object), is traced through a wrapper whose forward
+    takes every tensor positionally and returns the output's tensors as a tuple; its module
+    paths then start with "model."."""
+    import warnings
+
+    import torch
+
+    kwargs = dict(kwargs or {})
+    args = tuple(args)
+    if not all(isinstance(value, torch.Tensor) for value in args):
+        raise MemTracerError("estimate(): tracing needs example tensors, not shapes")
+    keywords = [key for key, value in kwargs.items() if isinstance(value, torch.Tensor)]
+    constants = {key: value for key, value in kwargs.items() if key not in keywords}
+    inputs = [*args, *(kwargs[key] for key in keywords)]
+    with torch.no_grad(), warnings.catch_warnings():
+        # TracerWarnings (a Python int taken from a shape...) are the trace's, not the user's.
+        warnings.simplefilter("ignore")
+        if not kwargs:
+            try:
+                traced = torch.jit.trace(model, args, strict=False, check_trace=False)
+                return traced, inputs, "strict=False"
+            except Exception as error:  # noqa: BLE001 - the wrapper below records any output
+                reason = f"a direct trace failed: {_first_line(error)}"
+        else:
+            reason = "keyword inputs " + ", ".join(keywords or list(constants))
+        wrapper = _flattening_module(model, len(args), keywords, constants)
+        traced = torch.jit.trace(wrapper, tuple(inputs), strict=False, check_trace=False)
+    return traced, inputs, (f"strict=False, through a wrapper that passes the inputs positionally "
+                            f"and returns the output's tensors as a tuple ({reason})")
+
+
+def _scriptable_call(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any] | None:
+    """The call's inputs in forward's order when they fill its first parameters (so a scripted
+    forward can take them positionally); None otherwise."""
+    import inspect
+
+    if not kwargs:
+        return list(args)
+    try:
+        parameters = list(inspect.signature(model.forward).parameters)
+    except (TypeError, ValueError):
+        return None
+    order = parameters[len(args):len(args) + len(kwargs)]
+    if sorted(order) != sorted(kwargs):
+        return None
+    return [*args, *(kwargs[name] for name in order)]
+
+
+def _to_torchscript(model: Any, example_inputs: Sequence[Any], directory: Path,
+                    example_kwargs: Mapping[str, Any] | None = None
+                    ) -> tuple[str, str, Path, list[Any], bool]:
+    """Saves `model` as TorchScript; returns (method, note, path, inputs in the saved forward's
+    order, whether the module paths are under the tracing wrapper's "model.")."""
+    example_kwargs = dict(example_kwargs or {})
     if isinstance(model, (str, os.PathLike)):
-        return "file", "a saved TorchScript file", Path(model)
+        if example_kwargs:
+            raise MemTracerError("estimate(): a saved TorchScript file takes positional inputs only")
+        return "file", "a saved TorchScript file", Path(model), list(example_inputs), False
+    import warnings
+
     import torch
 
     path = directory / "model.pt"
     was_training = getattr(model, "training", False)
     model.eval()
     try:
-        try:
-            torch.jit.script(model).save(str(path))
-            return "script", "scripted with torch.jit.script", path
-        except Exception as error:  # noqa: BLE001 - any scripting failure falls back to tracing
-            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        tensors = tuple(x for x in example_inputs)
-        if not all(isinstance(x, torch.Tensor) for x in tensors):
+        positional = _scriptable_call(model, example_inputs, example_kwargs)
+        if positional is None:
+            reason = ("keyword inputs " + ", ".join(example_kwargs) +
+                      " are not forward's first parameters")
+        elif not all(isinstance(value, torch.Tensor) or _is_shape(value) for value in positional):
+            reason = "inputs that are not tensors"
+        else:
+            try:
+                with warnings.catch_warnings():  # what scripting trips over is not the user's
+                    warnings.simplefilter("ignore")
+                    torch.jit.script(model).save(str(path))
+                return "script", "scripted with torch.jit.script", path, positional, False
+            except Exception as error:  # noqa: BLE001 - any scripting failure falls back to tracing
+                reason = _first_line(error)
+        if not all(isinstance(x, torch.Tensor) for x in example_inputs):
             raise MemTracerError(f"estimate(): the model cannot be scripted ({reason}) and tracing it "
                                  "needs example tensors, not shapes")
-        with torch.no_grad():
-            torch.jit.trace(model, tensors, check_trace=False).save(str(path))
-        return "trace", f"traced with torch.jit.trace (scripting failed: {reason})", path
+        traced, inputs, how = trace_model(model, example_inputs, example_kwargs)
+        traced.save(str(path))
+        return ("trace", f"traced with torch.jit.trace (scripting failed: {reason}); {how}", path,
+                inputs, "wrapper" in how)
     finally:
         model.train(was_training)
+
+
+def _is_shape(value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and all(isinstance(size, int) for size in value)
 
 
 def _run_estimator(model_path: Path, inputs: list[str], extra: list[str], out: Path) -> dict[str, Any]:
@@ -151,14 +285,20 @@ def _device_profile(device: str) -> str:
     return "cuda"
 
 
-def estimate(model: Any, example_inputs: Sequence[Any], batch_sizes: Sequence[int] | None = None,
-             budget: int | str | None = None, *, semantics: str = "eager", device: str = "auto",
-             output: str | os.PathLike[str] | None = None) -> Estimate:
+def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
+             batch_sizes: Sequence[int] | None = None, budget: int | str | None = None, *,
+             example_kwargs: Mapping[str, Any] | None = None, semantics: str = "eager",
+             device: str = "auto", output: str | os.PathLike[str] | None = None) -> Estimate:
     """Predicts the GPU memory of one forward pass, without running it on a GPU.
 
-    ``model``: an nn.Module (scripted, or traced when scripting fails; ``Estimate.method``
-    says which) or the path of a saved TorchScript file. ``example_inputs``: one per
-    ``forward`` argument, tensors (their shape and dtype are used) or shapes.
+    ``model``: an nn.Module or the path of a saved TorchScript file. A module is scripted
+    (torch.jit.script); when that fails (it does on most Hugging Face models) it is traced
+    with torch.jit.trace(strict=False), so dict and ModelOutput outputs trace too.
+    ``Estimate.method`` and ``Estimate.method_note`` (and ``str(Estimate)``) say which and why.
+    ``example_inputs``: one per positional ``forward`` argument, tensors (their shape and
+    dtype are used) or shapes; or a dict of keyword inputs (a tokenizer's output).
+    ``example_kwargs``: keyword inputs (``attention_mask=...``); non-tensor ones
+    (``use_cache=False``) are fixed in the trace.
     ``batch_sizes`` sweeps the batch dimension (``Estimate.batches``); ``budget`` (bytes, or
     a string such as "24GiB") finds the largest batch that fits (``Estimate.largest_batch``).
     ``semantics``: "eager" (default; what Python runs) or "torchscript". ``device``: a
@@ -167,12 +307,18 @@ def estimate(model: Any, example_inputs: Sequence[Any], batch_sizes: Sequence[in
     --estimate reads it)."""
     if semantics not in ("eager", "torchscript"):
         raise MemTracerError(f"estimate(): semantics must be 'eager' or 'torchscript', not {semantics!r}")
-    if not isinstance(example_inputs, (tuple, list)):
+    kwargs = dict(example_kwargs or {})
+    if isinstance(example_inputs, Mapping):
+        kwargs = {**example_inputs, **kwargs}
+        example_inputs = ()
+    elif not isinstance(example_inputs, (tuple, list)):
         example_inputs = (example_inputs,)
-    inputs = [_input_spec(value) for value in example_inputs]
+    if not example_inputs and not kwargs:
+        raise MemTracerError("estimate(): give example inputs (positional, a dict, or example_kwargs)")
     with tempfile.TemporaryDirectory(prefix="mem_tracer-") as work:
         work = Path(work)
-        method, note, model_path = _to_torchscript(model, example_inputs, work)
+        method, note, model_path, ordered, wrapped = _to_torchscript(model, example_inputs, work, kwargs)
+        inputs = [_input_spec(value) for value in ordered]
         options = ["--semantics", semantics, "--device", _device_profile(device)]
         json_path = Path(output) if output is not None else work / "estimate.json"
         document = _run_estimator(model_path, inputs, options, json_path)
@@ -188,7 +334,7 @@ def estimate(model: Any, example_inputs: Sequence[Any], batch_sizes: Sequence[in
             weight_bytes=summary["weight_bytes"], input_bytes=summary["input_bytes"],
             lower_bound=bool(document.get("lower_bound")),
             by_line=_lines(peak.get("by_frame", [])), by_user_line=_lines(peak.get("by_user_frame", [])),
-            by_module=[ModuleEntry(e["module_path"], e["bytes"], e.get("tensors", 0))
+            by_module=[ModuleEntry(_unwrapped(e["module_path"], wrapped), e["bytes"], e.get("tensors", 0))
                        for e in peak.get("by_module", [])],
             raw=document, path=json_path if output is not None else None)
         if batch_sizes or budget is not None:
@@ -205,6 +351,15 @@ def estimate(model: Any, example_inputs: Sequence[Any], batch_sizes: Sequence[in
             if sweep.get("budget"):
                 result.largest_batch = sweep["budget"].get("largest_batch")
         return result
+
+
+def _unwrapped(module_path: str, wrapped: bool) -> str:
+    """A module path of the traced wrapper ("model.encoder") as the user's model names it."""
+    if not wrapped:
+        return module_path
+    if module_path in ("", "model"):
+        return ""
+    return module_path.removeprefix("model.")
 
 
 def report_with_prediction(trace: Path, predict: Any, *, top: int, group_by: str, frame: str,

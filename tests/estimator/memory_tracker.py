@@ -70,10 +70,16 @@ class LiveStorageTracker(TorchDispatchMode):
 
 def measure(module, example, source_file=None):
     """Peak live activation bytes of one forward of `module` on `example` (no grad)."""
-    preexisting = [example, *module.parameters(), *module.buffers()]
+    return measure_call(module, (example,), {}, source_file)
+
+
+def measure_call(module, args, kwargs, source_file=None):
+    """measure() of `module(*args, **kwargs)`: every tensor among the arguments is an input."""
+    preexisting = [*tree_leaves((args, kwargs)), *module.parameters(), *module.buffers()]
+    preexisting = [t for t in preexisting if isinstance(t, torch.Tensor)]
     with torch.no_grad():
         tracker = LiveStorageTracker(preexisting, source_file)
         with tracker:
-            output = module(example)
+            output = module(*args, **kwargs)
         del output
     return tracker

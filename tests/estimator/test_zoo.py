@@ -1,0 +1,145 @@
+"""The estimator on the real-model zoo (zoo.py), against the CPU ground truth.
+
+What must stay true: no figure is silently wrong. Every compared row is within 3 % of the
+measured activation peak, or the estimator's own output says why it is not (a lower bound
+that is below the truth, or an assumption it made). The rows that are silently wrong today
+are named in KNOWN_SILENT, and a test asserts that they still are, so a fix must take its row
+off the list. A row the estimator refuses with a clear one-line error is not silent; an
+internal error (exit 1, a crash) fails.
+
+mem_tracer.estimate() on the zoo's transformers models is tested here too: bare models with
+keyword inputs and ModelOutput results, which scripting cannot take.
+"""
+
+import functools
+
+import pytest
+import torch
+
+import zoo
+import zoo_accuracy
+from conftest import estimator_binary
+from mem_tracer import estimate
+from memory_tracker import measure_call
+
+# Rows ("model/export/bBATCH/semantics") off by more than 3 % with nothing in the estimator's
+# output saying so, today. Each is an estimator bug; fixing one fails
+# test_known_silent_rows_are_still_wrong until its row is taken off this list.
+KNOWN_SILENT = {
+    # Under torch.utils.checkpoint (non-reentrant, no grad) the eager prediction keeps one
+    # block's hidden activation alive longer than Python does: +11.1 % at both batches.
+    "checkpointed-mlp/traced/b1/eager",
+    "checkpointed-mlp/traced/b3/eager",
+    # The scripted nn.GRU at batch 1: the prediction is 41.7 % low, not marked a lower bound
+    # (batch 3 is within 2 %; the traced GRU is refused: aten::gru rejects the shapes).
+    "gru/scripted/b1/eager",
+    "gru/scripted/b1/torchscript",
+}
+
+
+@functools.lru_cache(maxsize=None)
+def rows_of(name):
+    directory = zoo_accuracy.tempfile.mkdtemp(prefix="zoo-")
+    binary = str(estimator_binary())
+    return zoo_accuracy.rows_for(binary, zoo.ZOO[name], directory, device())
+
+
+@functools.lru_cache(maxsize=None)
+def device():
+    return tuple(zoo_accuracy.device_arguments(str(estimator_binary())))
+
+
+@pytest.mark.parametrize("name", list(zoo.ZOO))
+def test_no_figure_is_silently_wrong(name):
+    rows = rows_of(name)
+    assert rows, name
+    crashed = [f"{row.key}: {row.message}" for row in rows if row.status == "crashed"]
+    assert not crashed, f"the estimator failed internally: {crashed}"
+    silent = {row.key: f"predicted {row.predicted}, measured {row.measured} "
+                       f"({row.error_pct:+.2f} %)"
+              for row in rows if row.status == "silent" and row.key not in KNOWN_SILENT}
+    assert not silent, f"silently wrong (not in KNOWN_SILENT): {silent}"
+    for row in rows:
+        if row.status == "ok":
+            assert abs(row.predicted - row.measured) <= zoo_accuracy.TOLERANCE * row.measured
+        if row.status == "flagged":
+            assert row.flags, row.key
+
+
+@pytest.mark.parametrize("name", list(zoo.ZOO))
+def test_every_model_reaches_the_estimator(name):
+    # A zoo change that made every row an export or ground-truth failure would pass the test
+    # above vacuously: every model traces, and the estimator answers on batch 1 of the trace.
+    asked = [row for row in rows_of(name)
+             if row.export == "traced" and row.batch == 1 and row.status != "error"]
+    assert len(asked) == 2, [f"{row.key}: {row.message}" for row in rows_of(name)]
+
+
+@pytest.mark.parametrize("key", sorted(KNOWN_SILENT))
+def test_known_silent_rows_are_still_wrong(key):
+    name = key.split("/")[0]
+    rows = {row.key: row for row in rows_of(name)}
+    assert key in rows, f"{key} is no longer a row"
+    assert rows[key].status == "silent", (
+        f"{key} is now {rows[key].status}: take it off KNOWN_SILENT")
+
+
+# --- mem_tracer.estimate() on transformers models -----------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def estimator_on_path(monkeypatch):
+    """estimate() runs the memtrace-estimate of this build."""
+    monkeypatch.setenv("MEMTRACE_BIN_DIR", str(estimator_binary().parent))
+
+
+def weight_bytes(model):
+    return (sum(p.numel() * p.element_size() for p in model.parameters())
+            + sum(b.numel() * b.element_size() for b in model.buffers()))
+
+
+def test_estimate_bert_with_keyword_inputs():
+    entry = zoo.ZOO["bert-sdpa"]
+    model = entry.build()
+    _, inputs = entry.example(2)
+    result = estimate(model, inputs, device="cuda")
+    # Scripting a transformers model fails; the note says why and how it was traced instead.
+    assert result.method == "trace"
+    assert result.method_note.startswith("traced with torch.jit.trace (scripting failed: ")
+    assert "strict=False" in result.method_note and "keyword inputs" in result.method_note
+    assert f"exported by trace: {result.method_note}" in str(result)
+    assert result.raw["summary"]["parameter_bytes"] == sum(
+        p.numel() * p.element_size() for p in model.parameters())
+    assert result.input_bytes == sum(t.numel() * t.element_size() for t in inputs.values())
+    # Module paths are the user's model's, not the tracing wrapper's.
+    names = dict(model.named_modules())
+    assert result.by_module and all(entry.module_path in names for entry in result.by_module)
+    assert model.training is False
+    # example_kwargs is the same call as a dict of inputs.
+    again = estimate(model, (), example_kwargs=inputs, device="cuda")
+    assert again.activation_peak_bytes == result.activation_peak_bytes
+
+
+def test_estimate_gpt2_positional_traces_without_a_wrapper():
+    entry = zoo.ZOO["gpt2-eager"]
+    model = entry.build()
+    _, inputs = entry.example(1)
+    ids = inputs["input_ids"]
+    # No batch sweep: transformers 5's causal mask indexes by the traced batch size, so the
+    # trace at batch 1 refuses batch 4 (memtrace-estimate says so; zoo rows gpt2-*/traced/b3).
+    result = estimate(model, (ids,), device="cuda")
+    # GPT-2 returns a ModelOutput (a dict): trace(strict=False) takes it without a wrapper.
+    assert result.method == "trace"
+    assert result.method_note.endswith("; strict=False"), result.method_note
+    assert result.input_bytes == ids.numel() * ids.element_size()
+    assert result.weight_bytes >= weight_bytes(model)
+    measured = measure_call(model, (ids,), {}).peak
+    if not result.lower_bound:
+        assert abs(result.activation_peak_bytes - measured) <= zoo_accuracy.TOLERANCE * measured, (
+            f"predicted {result.activation_peak_bytes}, measured {measured}")
+
+
+def test_estimate_keeps_scripting_plain_models():
+    model = zoo.ZOO["gru"].build()
+    result = estimate(model, (torch.randint(0, zoo.VOCABULARY, (2, zoo.SEQUENCE)),), device="cuda")
+    assert result.method == "script" and result.method_note == "scripted with torch.jit.script"
