@@ -9,6 +9,7 @@
 
 #include "estimator/graph.h"
 #include "estimator/input_spec.h"
+#include "estimator/torchscript/build_options.h"
 
 namespace memtrace::estimator::torchscript {
 
@@ -26,7 +27,7 @@ class TorchScriptModel {
   // Not thread-safe: builds of one model share caches.
   // Throws EstimateError for the wrong number of inputs, inputs the model rejects (an op or an
   // assertion fails on their shapes) and constructs the front end cannot follow.
-  Graph buildGraph(const std::vector<InputSpec>& inputs) const;
+  Graph buildGraph(const std::vector<InputSpec>& inputs, const BuildOptions& options = {}) const;
 
   // "forward(x: Tensor, mask: Tensor)": for messages.
   std::string forwardSignature() const;
