@@ -146,6 +146,7 @@ enum class AssumptionKind : uint8_t {
   kDataDependentLoop,    // a loop whose trip count depends on tensor data
   kUnsizedDependency,    // outputs unsized because an input was (counted, not listed)
   kSemantics,            // how a semantics was approximated for this graph
+  kDataDependentSize,    // how many elements nonzero or a mask selects: example or worst case
 };
 
 struct Assumption {

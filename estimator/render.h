@@ -39,7 +39,15 @@ struct BudgetAnswer {
   int64_t search_limit = 0;
   std::optional<int64_t> largest_batch;  // none: batch 1 does not fit
   std::optional<SweepPoint> at_largest;
+  // The first batch that does not fit (largest + 1, or 1), replayed without a limit: what it
+  // asks for. None when the search stopped at its limit.
+  std::optional<SweepPoint> at_next;
 };
+
+// Which figure of a replay breaks a budget: "requested" (the bytes the model asks for, before
+// the allocator rounds them, are over it alone), "reserved" (they fit; the segments the caching
+// allocator reserves for them do not), or "" (neither).
+std::string budgetBreaker(const Estimate& estimate, int64_t budget_bytes);
 
 std::string renderSweepText(const std::vector<SweepPoint>& points,
                             const std::optional<BudgetAnswer>& budget,

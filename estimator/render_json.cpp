@@ -134,6 +134,8 @@ const char* assumptionKindName(AssumptionKind kind) {
       return "unsized_dependency";
     case AssumptionKind::kSemantics:
       return "semantics";
+    case AssumptionKind::kDataDependentSize:
+      return "data_dependent_size";
   }
   return "unknown";
 }
@@ -262,6 +264,11 @@ std::string renderSweepJson(const std::vector<SweepPoint>& points,
                    {"largest_batch", nullptr}};
     if (budget->largest_batch) answer["largest_batch"] = *budget->largest_batch;
     if (budget->at_largest) answer["at_largest_batch"] = point_json(*budget->at_largest);
+    if (budget->at_next) {
+      answer["next_batch"] = point_json(*budget->at_next);
+      std::string breaker = budgetBreaker(budget->at_next->estimate, budget->budget_bytes);
+      answer["next_batch_breaks_budget"] = breaker.empty() ? json(nullptr) : json(breaker);
+    }
     document["budget"] = std::move(answer);
   }
   return document.dump(2) + "\n";

@@ -269,8 +269,34 @@ std::string renderSweepText(const std::vector<SweepPoint>& points,
       }
       out << "\n";
     }
+    // The verdict explained: the bytes asked for and the segments reserved for them, at the
+    // answer and at the batch after it.
+    auto explain = [&](const SweepPoint& point, bool fits) {
+      const AllocatorReplay& replay = point.estimate.allocator;
+      std::string breaker = budgetBreaker(point.estimate, budget->budget_bytes);
+      out << "  batch " << point.batch << ": requested " << formatBytes(replay.peak_requested_bytes)
+          << ", reserved " << formatBytes(replay.peak_reserved_bytes) << ": ";
+      if (fits) {
+        out << "fits\n";
+      } else if (breaker == "requested") {
+        out << "does not fit: the bytes requested alone are over the budget\n";
+      } else {
+        out << "does not fit: the bytes requested fit, the segments the caching allocator "
+               "reserves for them (rounding, fragmentation) do not\n";
+      }
+    };
+    if (budget->at_largest) explain(*budget->at_largest, true);
+    if (budget->at_next) explain(*budget->at_next, false);
   }
   return out.str();
+}
+
+std::string budgetBreaker(const Estimate& estimate, int64_t budget_bytes) {
+  if (estimate.allocator.peak_requested_bytes > budget_bytes) return "requested";
+  if (estimate.allocator.peak_reserved_bytes > budget_bytes || estimate.allocator.out_of_memory) {
+    return "reserved";
+  }
+  return "";
 }
 
 }  // namespace memtrace::estimator

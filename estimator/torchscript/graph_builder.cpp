@@ -224,8 +224,8 @@ Graph GraphBuilder::build(const std::vector<InputSpec>& inputs) {
 namespace memtrace::estimator::torchscript {
 
 Graph buildGraph(const torch::jit::Module& module, const std::vector<InputSpec>& inputs,
-                 BuildCaches& caches) {
-  internal::GraphBuilder builder(module, caches);
+                 BuildCaches& caches, const BuildOptions& options) {
+  internal::GraphBuilder builder(module, caches, options);
   return builder.build(inputs);
 }
 

@@ -7,6 +7,7 @@
 #include "estimator/graph.h"
 #include "estimator/input_spec.h"
 #include "estimator/python_source.h"
+#include "estimator/torchscript/build_options.h"
 #include "estimator/torchscript/op_rules.h"
 #include "estimator/torchscript/shape_functions.h"
 #include "estimator/torchscript/source_locations.h"
@@ -25,6 +26,6 @@ struct BuildCaches {
 // Runs `module.forward` abstractly for inputs of the given shapes (Note [Abstract execution])
 // and records what it executes as a neutral graph. Throws EstimateError on bad input.
 Graph buildGraph(const torch::jit::Module& module, const std::vector<InputSpec>& inputs,
-                 BuildCaches& caches);
+                 BuildCaches& caches, const BuildOptions& options = {});
 
 }  // namespace memtrace::estimator::torchscript

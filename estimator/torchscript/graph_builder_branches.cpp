@@ -3,12 +3,47 @@
 #include <algorithm>
 #include <functional>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace memtrace::estimator::torchscript::internal {
 
 namespace {
 
 constexpr int64_t kMaxLoopIterations = 1'000'000;  // a guard against runaway while-loops
+
+// What the estimate says about an `if` whose condition depends on tensor data. A branch that
+// raised has -1 bytes.
+std::string branchDetail(bool take_then, int64_t then_bytes, int64_t else_bytes,
+                         size_t unknown_values) {
+  std::string detail = "the condition depends on tensor data; ";
+  if (then_bytes < 0 || else_bytes < 0) {
+    detail += std::string("sizes follow the ") + (take_then ? "`if`" : "`else`") +
+              " branch: the other one raises";
+  } else {
+    int64_t taken = take_then ? then_bytes : else_bytes;
+    int64_t other = take_then ? else_bytes : then_bytes;
+    detail += std::string("sizes follow the ") + (take_then ? "`if`" : "`else`") + " branch, " +
+              (taken == other ? "as both allocate " + std::to_string(taken) + " bytes"
+                              : "the one that allocates more (" + std::to_string(taken) +
+                                    " bytes against " + std::to_string(other) + ")");
+  }
+  if (unknown_values > 0) {
+    detail += "; " + std::to_string(unknown_values) +
+              " non-tensor value(s) that differ between the branches are unknown";
+  }
+  return detail;
+}
+
+// Whether two non-tensor values a branch produces are the same value.
+bool sameValue(const c10::IValue& first, const c10::IValue& second) {
+  if (first.isObject() || second.isObject()) return first.is(second);
+  try {
+    return first == second;
+  } catch (const std::exception&) {
+    return false;  // not comparable: not known to be the same
+  }
+}
 
 }  // namespace
 
@@ -18,6 +53,32 @@ std::vector<GraphBuilder::Slot> GraphBuilder::runBranch(jit::Block* block, Frame
   std::vector<Slot> outputs;
   for (const jit::Value* output : block->outputs()) outputs.push_back(environment.at(output));
   return outputs;
+}
+
+// Note [Unknown means unknown]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// When an `if` condition depends on tensor data, both branches run and the sizes follow the one
+// that allocates more: an upper bound on memory that the estimate states. Its non-tensor
+// results are another matter. Taking the constants of one branch as known would decide
+// conditions further on that the model decides at run time, and can send the estimate down
+// a path the model never takes (nn.MultiheadAttention: `any_nested = q.is_nested or ...` was
+// taken as True, and the model "raised"). So a non-tensor output (a number, flag, string,
+// device) whose value differs between the branches is unknown; conditions on it are in turn
+// data-dependent, and uses of it are unsized. Tensor outputs keep the taken branch's sizes.
+
+// The non-tensor outputs of an `if` whose value differs between its two branches.
+std::vector<size_t> GraphBuilder::differingValues(const jit::Node* node,
+                                                  const std::vector<Slot>& then_outputs,
+                                                  const std::vector<Slot>& else_outputs) {
+  std::vector<size_t> differing;
+  for (size_t index = 0; index < node->outputs().size(); ++index) {
+    if (holdsTensors(node->outputs()[index]->type())) continue;
+    const Slot& first = then_outputs[index];
+    const Slot& second = else_outputs[index];
+    if (first.known && second.known && sameValue(first.value, second.value)) continue;
+    differing.push_back(index);
+  }
+  return differing;
 }
 
 GraphBuilder::Snapshot GraphBuilder::snapshot() const {
@@ -76,6 +137,10 @@ void GraphBuilder::runIf(jit::Node* node, Frame& frame, Environment& environment
     }
     int64_t else_bytes = else_outputs ? bytesAllocatedSince(first_node) : -1;
     bool take_then = then_bytes >= else_bytes;
+    // Note [Unknown means unknown]
+    std::vector<size_t> unknown = then_outputs && else_outputs
+                                      ? differingValues(node, *then_outputs, *else_outputs)
+                                      : std::vector<size_t>();
     if (take_then) {
       restore(std::move(after_then));
       frame = std::move(frame_after_then);
@@ -83,13 +148,10 @@ void GraphBuilder::runIf(jit::Node* node, Frame& frame, Environment& environment
     } else {
       outputs = std::move(*else_outputs);
     }
-    std::string detail = "the condition depends on tensor data; assumed the " +
-                         std::string(take_then ? "`if`" : "`else`") +
-                         " branch, the one that allocates more";
-    if (then_raised || !else_outputs)
-      detail = "the condition depends on tensor data; the other branch raises";
+    for (size_t index : unknown) outputs[index] = Slot{c10::IValue(), false, ValueId()};
     graph_.assumptions.push_back({AssumptionKind::kDataDependentBranch, "prim::If", location.stack,
-                                  detail, /*makes_lower_bound=*/false});
+                                  branchDetail(take_then, then_bytes, else_bytes, unknown.size()),
+                                  /*makes_lower_bound=*/false});
   }
   for (size_t index = 0; index < node->outputs().size(); ++index) {
     environment[node->outputs()[index]] = outputs[index];

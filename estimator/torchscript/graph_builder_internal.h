@@ -14,6 +14,7 @@
 #include <torch/csrc/jit/api/module.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -55,9 +56,10 @@
 //     (ShapeFunctionSizer). An op with neither, or whose output size depends on data
 //     (nonzero, item), gets outputs of unknown size: they count as 0 bytes, are listed, and
 //     the estimate becomes a lower bound;
-//   - a device argument naming CUDA or the profile's device is taken as meta, and
-//     prim::device, is_cuda and is_cpu answer for the profile's device (cuda:0 or cpu): the
-//     model runs as on the device it is estimated for, fast paths included;
+//   - every device argument of an op that makes tensors, whichever device a trace recorded,
+//     is taken as meta, the device estimated for (the profile's: cuda:0 or cpu); prim::device,
+//     is_cuda and is_cpu answer for that device, so the model runs as it would there, fast
+//     paths included (Note [Traces from any device]);
 //   - ops in the rule table (Note [Op rules]) are sized by their rule: fused kernels as the
 //     profile's device runs them, the kernel chosen named in the output.
 // What each op allocates, temporaries included, comes from the meta allocator
@@ -79,10 +81,14 @@ at::ScalarType scalarTypeOf(std::string_view dtype);
 
 bool holdsTensors(const c10::TypePtr& type);
 
+// Whether input `index` of a node is a factory's `device=None` (Note [Traces from any device]).
+bool isDefaultDevice(const jit::Node* node, size_t index, const c10::IValue& value);
+
 class GraphBuilder {
  public:
-  GraphBuilder(const jit::Module& module, BuildCaches& caches)
+  GraphBuilder(const jit::Module& module, BuildCaches& caches, const BuildOptions& options)
       : module_(module),
+        options_(options),
         locations_(caches.locations),
         source_files_(caches.source_files),
         shape_functions_(caches.shape_functions),
@@ -165,22 +171,11 @@ class GraphBuilder {
   void runIf(jit::Node* node, Frame& frame, Environment& environment);
   void runLoop(jit::Node* node, Frame& frame, Environment& environment);
   void runOperator(jit::Node* node, Frame& frame, Environment& environment);
-  // prim::device, is_cuda and is_cpu of a meta tensor answer for the profile's device.
-  c10::Device profileDevice() const {
-    return op_rules_.kernels().device == "cpu" ? c10::Device(at::kCPU) : c10::Device(at::kCUDA, 0);
-  }
-  static bool answersDevice(const jit::Node* node) {
-    static const c10::Symbol kIsCpu = c10::Symbol::fromQualString("prim::is_cpu");
-    return node->kind() == jit::prim::device || node->kind() == jit::prim::is_cuda ||
-           node->kind() == kIsCpu;
-  }
-  c10::IValue deviceAnswer(const jit::Node* node) const {
-    if (node->kind() == jit::prim::device) return profileDevice();
-    return (node->kind() == jit::prim::is_cuda) == profileDevice().is_cuda();
-  }
   void runUnsized(jit::Node* node, Frame& frame, Environment& environment,
                   const std::vector<Slot>& inputs, const std::string& reason, AssumptionKind kind);
   std::vector<Slot> runBranch(jit::Block* block, Frame& frame, Environment& environment);
+  std::vector<size_t> differingValues(const jit::Node* node, const std::vector<Slot>& then_outputs,
+                                      const std::vector<Slot>& else_outputs);
 
   Location locate(const jit::Node* node, Frame& frame);
   std::vector<std::string> targetsOf(const SourceFrame& statement);
@@ -208,10 +203,22 @@ class GraphBuilder {
   void restore(Snapshot snapshot);
   int64_t bytesAllocatedSince(size_t first_node) const;
   void forgetNamesIfFrozen();
+  // Note [Data-dependent sizes]
+  bool isDataDependent(const jit::Node* node, const jit::Stack& stack) const;
+  std::optional<int64_t> countFor(const jit::Node* node, int64_t elements, std::string& how);
+  std::optional<std::vector<c10::IValue>> sizeDataDependent(const jit::Node* node,
+                                                            const jit::Stack& stack,
+                                                            std::string& how);
+  // Note [Traces from any device]
+  c10::Device estimatedDevice() const;
+  bool keepsHostDevice(const jit::Node* node, const std::vector<Slot>& inputs) const;
+  std::optional<c10::IValue> tensorProperty(const jit::Node* node,
+                                            const std::vector<Slot>& inputs) const;
   [[noreturn]] void failOp(const jit::Node* node, const Location& location,
                            const std::vector<Slot>& inputs, const std::string& why);
 
   const jit::Module& module_;
+  const BuildOptions& options_;
   Graph graph_;
   MetaAllocationRecorder recorder_;
   SourceLocations& locations_;
@@ -233,6 +240,7 @@ class GraphBuilder {
   std::unordered_set<const c10::FunctionSchema*> without_meta_kernel_;
   std::unordered_map<const jit::Node*, std::vector<const jit::Value*>> free_variables_;
   std::vector<c10::IValue> keep_alive_;
+  size_t next_example_count_ = 0;  // into options_.example_counts
   // kActivation storages registered since the current node started, with their meta storage.
   std::vector<std::pair<StorageId, const c10::StorageImpl*>> new_storages_;
 };

@@ -274,6 +274,20 @@ void GraphBuilder::runUnsized(jit::Node* node, Frame& frame, Environment& enviro
     graph_.assumptions.push_back({kind, node->kind().toQualString(), location.stack, reason,
                                   /*makes_lower_bound=*/true});
   }
+  // A container the op would have changed in place (aten::append of an unknown value) did not
+  // change: what it holds is unknown from here on, not what it held before.
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (!schema) return;
+  ValueId container = graph_.node(id).outputs.empty() ? ValueId() : graph_.node(id).outputs[0];
+  for (size_t index = 0; index < schema->arguments().size() && index < node->inputs().size();
+       ++index) {
+    const c10::Argument& argument = schema->arguments()[index];
+    bool container_type = argument.type()->kind() == c10::TypeKind::ListType ||
+                          argument.type()->kind() == c10::TypeKind::DictType;
+    if (container_type && argument.alias_info() && argument.alias_info()->isWrite()) {
+      environment[node->input(index)] = Slot{c10::IValue(), false, container};
+    }
+  }
 }
 
 void GraphBuilder::runConstant(jit::Node* node, Environment& environment) {
@@ -326,6 +340,12 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
         (where.known() ? " at " + where.file + ":" + std::to_string(where.line) : std::string()) +
         ": the estimator cannot run it abstractly");
   }
+  if (std::optional<c10::IValue> answer = tensorProperty(node, inputs)) {
+    // Still a use of the tensor: it is live until here.
+    emitNode(node, locate(node, frame), frame, inputs);
+    environment[node->output()] = Slot{*answer, true, ValueId()};
+    return;
+  }
   if (!all_known) {
     return runUnsized(node, frame, environment, inputs, "an input's size or value is unknown",
                       AssumptionKind::kUnsizedDependency);
@@ -336,12 +356,14 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
                                    [](const jit::Value* out) { return holdsTensors(out->type()); });
   jit::Stack stack;
   stack.reserve(inputs.size());
-  for (const Slot& slot : inputs) {
-    const c10::IValue& value = slot.value;
-    // Only where a tensor is made: device.type and comparisons see the profile's device.
-    if (value.isDevice() && makes_tensors &&
-        (value.toDevice().is_cuda() || value.toDevice().type() == profileDevice().type())) {
-      stack.emplace_back(c10::Device(at::kMeta));  // Note [Abstract execution]
+  bool keeps_host = keepsHostDevice(node, inputs);
+  for (size_t index = 0; index < inputs.size(); ++index) {
+    const c10::IValue& value = inputs[index].value;
+    // Only where a tensor is made: comparisons of devices (x.device.type == "cpu") see the
+    // device estimated for, which prim::device answers (Note [Traces from any device]).
+    if ((value.isDevice() || isDefaultDevice(node, index, value)) && makes_tensors &&
+        !keeps_host) {
+      stack.emplace_back(c10::Device(at::kMeta));  // Note [Traces from any device]
     } else {
       stack.push_back(value);
     }
@@ -356,8 +378,30 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
   std::vector<MetaAllocationEvent> allocations;
   const c10::FunctionSchema* schema = node->maybeSchema();
   bool skip_meta = schema && without_meta_kernel_.count(schema);
-  if (answersDevice(node) && stack.front().isTensor() && stack.front().toTensor().is_meta()) {
-    outputs.emplace_back(deviceAnswer(node));  // the profile's device: Note [Abstract execution]
+  bool data_dependent = isDataDependent(node, stack);
+  if (data_dependent) {
+    std::string how;
+    std::optional<std::vector<c10::IValue>> sized;
+    recorder_.begin();
+    try {
+      sized = sizeDataDependent(node, stack, how);
+    } catch (const std::exception& error) {
+      recorder_.end();
+      failOp(node, locate(node, frame), inputs, errorMessage(error));
+    }
+    allocations = recorder_.end();
+    if (!sized) {
+      return runUnsized(node, frame, environment, inputs,
+                        "how many elements it selects depends on the data: --assume-worst-case "
+                        "bounds it; mem_tracer.estimate passes the example input's counts",
+                        AssumptionKind::kUnknownOp);
+    }
+    outputs = std::move(*sized);
+    graph_.assumptions.push_back({AssumptionKind::kDataDependentSize,
+                                  node->kind().toQualString(), locate(node, frame).stack,
+                                  std::string(node->kind().toQualString()) + ": " + how,
+                                  /*makes_lower_bound=*/false});
+    skip_meta = false;
   } else if (schema && OpRules::handles(*schema)) {
     recorder_.begin();
     std::optional<OpRuleResult> ruled;

@@ -278,9 +278,16 @@ std::optional<OpRuleResult> encoderLayerRule(const KernelRules& kernels,
   int64_t embed_dim = arguments["embed_dim"].toInt();
   bool norm_first = arguments["norm_first"].toBool();
   double eps = arguments["eps"].toDouble();
-  auto norm = [&](const at::Tensor& x, const char* weight, const char* bias) {
-    return at::layer_norm(x, {embed_dim}, arguments[weight].toTensor(),
-                          arguments[bias].toTensor(), eps);
+  // at::layer_norm has no meta kernel in LibTorch (its composite calls native_batch_norm), so
+  // the norm is written out as the kernel allocates: the output, and the per-row mean and rstd
+  // of native_layer_norm (float for reduced-precision inputs) that layer_norm drops.
+  auto norm = [&](const at::Tensor& x, const char* /*weight*/, const char* /*bias*/) {
+    (void)eps;
+    int64_t rows = x.numel() / embed_dim;
+    at::ScalarType statistics = at::toAccumulateType(x.scalar_type(), /*is_cuda=*/true);
+    at::Tensor mean = at::empty({rows}, x.options().dtype(statistics));
+    at::Tensor rstd = at::empty({rows}, x.options().dtype(statistics));
+    return at::empty_like(x, at::MemoryFormat::Contiguous);
   };
   auto attention = [&](const at::Tensor& x) {
     return multiHeadAttention(kernels, x, embed_dim, arguments["num_heads"].toInt(),
@@ -292,7 +299,8 @@ std::optional<OpRuleResult> encoderLayerRule(const KernelRules& kernels,
   auto feed_forward = [&](const at::Tensor& x) {
     at::Tensor hidden = at::linear(x, arguments["ffn_weight_1"].toTensor(),
                                    arguments["ffn_bias_1"].toTensor());
-    hidden = arguments["use_gelu"].toBool() ? at::gelu(hidden) : at::relu(hidden);
+    // relu and gelu have no meta kernel in LibTorch: the activation is a new tensor of its size.
+    hidden = at::empty_like(hidden, at::MemoryFormat::Contiguous);
     return at::linear(hidden, arguments["ffn_weight_2"].toTensor(),
                       arguments["ffn_bias_2"].toTensor());
   };

@@ -73,8 +73,9 @@ TorchScriptModel TorchScriptModel::load(const std::string& path) {
   return TorchScriptModel(std::move(state));
 }
 
-Graph TorchScriptModel::buildGraph(const std::vector<InputSpec>& inputs) const {
-  return torchscript::buildGraph(state_->module, inputs, state_->caches);
+Graph TorchScriptModel::buildGraph(const std::vector<InputSpec>& inputs,
+                                   const BuildOptions& options) const {
+  return torchscript::buildGraph(state_->module, inputs, state_->caches, options);
 }
 
 void TorchScriptModel::useDevice(const DeviceProfile& profile) {

@@ -10,6 +10,7 @@
 #include "estimator/device_profile.h"
 #include "estimator/graph.h"
 #include "estimator/input_spec.h"
+#include "estimator/torchscript/build_options.h"
 
 namespace memtrace::estimator::torchscript {
 
@@ -27,7 +28,7 @@ class TorchScriptModel {
   // Not thread-safe: builds of one model share caches.
   // Throws EstimateError for the wrong number of inputs, inputs the model rejects (an op or an
   // assertion fails on their shapes) and constructs the front end cannot follow.
-  Graph buildGraph(const std::vector<InputSpec>& inputs) const;
+  Graph buildGraph(const std::vector<InputSpec>& inputs, const BuildOptions& options = {}) const;
 
   // Builds run as on this profile's device (its kernel rules, Note [Op rules]); until called,
   // as on a CUDA device whose sdpa is the math fallback.

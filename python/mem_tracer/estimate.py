@@ -259,6 +259,31 @@ def _is_shape(value: Any) -> bool:
     return isinstance(value, (tuple, list)) and all(isinstance(size, int) for size in value)
 
 
+def _data_dependent_options(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any],
+                            assume_worst_case: bool, work: Path) -> list[str]:
+    """--assume-worst-case, or the example input's counts of nonzero and boolean masks (one
+    forward pass on the example, recorded by example_counts), or nothing for shapes."""
+    if assume_worst_case:
+        return ["--assume-worst-case"]
+    import torch
+
+    from . import example_counts
+    values = [*args, *kwargs.values()]
+    if not callable(model) or not any(isinstance(value, torch.Tensor) for value in values):
+        return []  # shapes only, or a saved file: nothing to run
+    if any(_is_shape(value) for value in values):
+        return []
+    try:
+        counts = example_counts.record(lambda: model(*args, **kwargs))
+    except Exception:  # the estimate still runs; those sizes are then unknown, and said so
+        return []
+    if not counts:
+        return []
+    path = work / "example_counts.txt"
+    example_counts.write(counts, path)
+    return ["--example-counts", str(path)]
+
+
 def _run_estimator(model_path: Path, inputs: list[str], extra: list[str], out: Path) -> dict[str, Any]:
     command = [str(_native.tool_path("memtrace-estimate")), str(model_path), *(arg for spec in inputs for arg in ("--input", spec)),
                "--format", "json", "--output", str(out), *extra]
@@ -292,7 +317,8 @@ def _device_profile(device: str) -> str:
 def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
              batch_sizes: Sequence[int] | None = None, budget: int | str | None = None, *,
              example_kwargs: Mapping[str, Any] | None = None, semantics: Semantics = "eager",
-             device: str = "auto", output: str | os.PathLike[str] | None = None) -> Estimate:
+             device: str = "auto", output: str | os.PathLike[str] | None = None,
+             assume_worst_case: bool = False) -> Estimate:
     """Predicts the GPU memory of one forward pass, without running it on a GPU.
 
     ``model``: an nn.Module or the path of a saved TorchScript file. A module is scripted
@@ -305,6 +331,10 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     (``use_cache=False``) are fixed in the trace.
     ``batch_sizes`` sweeps the batch dimension (``Estimate.batches``); ``budget`` (bytes, or
     a string such as "24GiB") finds the largest batch that fits (``Estimate.largest_batch``).
+    Data-dependent ops (nonzero, boolean masks, where(cond), MoE routing): with example tensors,
+    the model runs once on them and their counts size those ops (scaled to other batches);
+    ``assume_worst_case=True`` bounds them instead (every element selected). The estimate's
+    assumptions say which.
     ``semantics``: "eager" (default; what Python runs) or "torchscript". ``device``: a
     profile of memtrace-estimate (``cuda``, ``cuda-sm90``, ``cuda-no-cublas-workspace``), or
     "auto" for the GPU in hand. ``output`` keeps the estimator's JSON there (memtrace-report
@@ -324,6 +354,7 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
         method, note, model_path, ordered, wrapped = _to_torchscript(model, example_inputs, work, kwargs)
         inputs = [_input_spec(value) for value in ordered]
         options = ["--semantics", semantics, "--device", _device_profile(device)]
+        options += _data_dependent_options(model, example_inputs, kwargs, assume_worst_case, work)
         json_path = Path(output) if output is not None else work / "estimate.json"
         document = _run_estimator(model_path, inputs, options, json_path)
         summary, peak = document["summary"], document.get("peak") or {}

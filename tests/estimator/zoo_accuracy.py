@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPOSITORY / "python"))
 import models  # noqa: E402
 import zoo  # noqa: E402
 from memory_tracker import measure_call  # noqa: E402
+from mem_tracer import example_counts  # noqa: E402
 from mem_tracer.estimate import trace_model  # noqa: E402
 
 BATCHES = (1, 3)
@@ -143,10 +144,28 @@ def measured_peak(module, args, warm_up):
     return measure_call(module, args, {}).peak
 
 
+def counts_arguments(entry, batch, directory):
+    """--example-counts for the batch's example, as mem_tracer.estimate passes them: how many
+    elements each data-dependent selection (nonzero, boolean mask) picked on it."""
+    args, kwargs = entry.example(batch)
+    model = entry.build()
+    try:
+        counts = example_counts.record(lambda: model(*args, **kwargs))
+    except Exception:  # noqa: BLE001 - those sizes stay unknown, and the estimate says so
+        return []
+    if not counts:
+        return []
+    path = Path(directory) / f"{entry.name}_b{batch}_counts.txt"
+    example_counts.write(counts, path)
+    return ["--example-counts", str(path)]
+
+
 def rows_for(binary, entry, directory, device):
     rows = []
     eager = {}
+    counts = {}
     for batch in BATCHES:
+        counts[batch] = counts_arguments(entry, batch, directory)
         try:
             args, kwargs = entry.example(batch)
             eager[batch] = measure_call(entry.build(), args, kwargs).peak
@@ -170,7 +189,8 @@ def rows_for(binary, entry, directory, device):
                 rows.append(row)
                 truth = eager[batch] if semantics == "eager" else interpreted
                 try:
-                    document = estimate(binary, path, tensors, semantics, device)
+                    document = estimate(binary, path, tensors, semantics,
+                                        [*device, *counts[batch]])
                     row.predicted = document["summary"]["activation_peak_requested_bytes"]
                     row.flags = flags_of(document)
                 except EstimatorError as error:

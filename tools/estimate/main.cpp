@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,11 @@ Predicts the GPU memory one forward pass of a TorchScript model takes, from its 
   --batch N,N,...          sweep the batch dimension (dimension 0 of every input)
   --budget SIZE            the largest batch that runs on a device with SIZE for PyTorch's
                            caching allocator (24GiB)
+  --assume-worst-case      size data-dependent selections (nonzero, boolean masks, where)
+                           as if every element were selected: an upper bound
+  --example-counts FILE    how many elements each data-dependent selection picked on the
+                           example input, a line each in the order they ran: OP ELEMENTS COUNT
+                           (mem_tracer.estimate records and passes them)
   --output FILE            write the result to FILE (written whole, or not at all)
   --rows N                 rows per table in the text output (default 10)
   -v, --verbose            log what it does, with timings, on stderr
@@ -70,6 +76,7 @@ struct Options {
   std::vector<int64_t> batches;
   std::optional<int64_t> budget_bytes;
   std::optional<std::string> output;
+  torchscript::BuildOptions build;
   size_t rows = 10;
   bool list_devices = false;
   bool verbose = false;
@@ -83,6 +90,27 @@ int64_t parsePositive(const std::string& text, const std::string& option) {
     throw EstimateError(option + " " + text + ": expected a positive integer");
   }
   return value;
+}
+
+// --example-counts: "OP ELEMENTS COUNT" a line, in the order the selections ran.
+std::vector<torchscript::ExampleCount> readExampleCounts(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) throw EstimateError("--example-counts " + path + ": cannot be read");
+  std::vector<torchscript::ExampleCount> counts;
+  std::string line;
+  for (int number = 1; std::getline(file, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    std::istringstream fields(line);
+    torchscript::ExampleCount count;
+    std::string rest;
+    if (!(fields >> count.op >> count.elements >> count.count) || (fields >> rest) ||
+        count.elements < 0 || count.count < 0 || count.count > count.elements) {
+      throw EstimateError("--example-counts " + path + ":" + std::to_string(number) +
+                          ": expected OP ELEMENTS COUNT with 0 <= COUNT <= ELEMENTS");
+    }
+    counts.push_back(std::move(count));
+  }
+  return counts;
 }
 
 Options parseArguments(int argc, char** argv) {
@@ -130,6 +158,10 @@ Options parseArguments(int argc, char** argv) {
       if (!options.budget_bytes || *options.budget_bytes == 0) {
         throw EstimateError("--budget " + text + ": expected a size such as 24GiB or 8000MB");
       }
+    } else if (argument == "--assume-worst-case") {
+      options.build.assume_worst_case = true;
+    } else if (argument == "--example-counts") {
+      options.build.example_counts = readExampleCounts(value());
     } else if (argument == "--output") {
       options.output = value();
     } else if (argument == "--rows") {
@@ -223,6 +255,8 @@ int run(int argc, char** argv) {
   render.model_path = std::filesystem::absolute(options.model).string();
   render.rows = options.rows;
   render.profile = loadDeviceProfile(options.device, profiles);
+  // The device type the model is estimated for (Note [Traces from any device]).
+  options.build.device = render.profile.kernels.device;
   spdlog::debug("device profile {} from {}", render.profile.name, profiles);
 
   auto start = std::chrono::steady_clock::now();
@@ -234,7 +268,7 @@ int run(int argc, char** argv) {
   EstimateOptions estimate_options{options.semantics, render.profile, std::nullopt};
   auto estimate_for = [&](const std::vector<InputSpec>& inputs, Graph& graph) {
     auto begin = std::chrono::steady_clock::now();
-    graph = model.buildGraph(inputs);
+    graph = model.buildGraph(inputs, options.build);
     double built = millisecondsSince(begin);
     Estimate estimate = estimateMemory(graph, estimate_options);
     spdlog::debug("{} nodes, {} values, {} storages: graph {:.1f} ms, analyses {:.1f} ms",
@@ -276,7 +310,7 @@ int run(int argc, char** argv) {
       result.batch = batch;
       std::vector<InputSpec> inputs = withBatch(options.inputs, batch);
       for (const InputSpec& input : inputs) result.input_shapes.push_back(input.shape);
-      Graph graph = model.buildGraph(inputs);
+      Graph graph = model.buildGraph(inputs, options.build);
       result.estimate = estimateMemory(graph, limited);
       return result;
     };
@@ -294,6 +328,8 @@ int run(int argc, char** argv) {
         },
         kBudgetSearchLimit);
     if (budget->largest_batch) budget->at_largest = limited_point(*budget->largest_batch);
+    int64_t next = budget->largest_batch ? *budget->largest_batch + 1 : 1;
+    if (next <= kBudgetSearchLimit) budget->at_next = point(next);  // without the limit
   }
   writeOutput(options.output, options.format == "json" ? renderSweepJson(points, budget, render)
                                                        : renderSweepText(points, budget, render));

@@ -1,0 +1,173 @@
+"""memtrace-estimate on what the model's data decides: `if` conditions on tensor data (non-tensor
+results unknown, never bound), traces recorded on the CPU (device constants mapped to the device
+estimated for), data-dependent selections (example counts or the worst case), and the budget
+verdict explained. Every size is checked against the real CPU op under the memory tracker."""
+
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+
+from conftest import REPOSITORY, estimate_json, run_estimator
+from memory_tracker import measure
+
+sys.path.insert(0, str(REPOSITORY / "python"))
+
+
+class DecidedByData(nn.Module):
+    # `n` is 2 or 3 by the data; the old rule bound the `if` branch's constant (2) and raised.
+    def forward(self, x):
+        if bool(x.sum() > 0):
+            n = 2
+        else:
+            n = 3
+        if n == 2:
+            raise ValueError("n is 2")
+        return x * n
+
+
+class DeviceConstants(nn.Module):
+    # Traced on the CPU: device=cpu constants in zeros/arange and an aten::to(device, dtype).
+    def forward(self, x):
+        h = torch.zeros(x.shape[0], 64, device=x.device)
+        steps = torch.arange(64, device=x.device).to(x.dtype)
+        y = x.to(x.device, torch.float64) + (h + steps).double()
+        return y.relu()
+
+
+class Selection(nn.Module):
+    def forward(self, x):
+        rows = torch.nonzero(x > 0)
+        picked = x[x > 0]
+        return rows.sum() + picked.sum()
+
+
+class Routed(nn.Module):
+    # Top-1 routing as MoE layers do it: rows per expert by nonzero.
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(16, 2)
+        self.experts = nn.ModuleList([nn.Linear(16, 64), nn.Linear(16, 64)])
+
+    def forward(self, x):
+        choice = self.gate(x).argmax(-1)
+        out = torch.zeros(x.shape[0], 64)  # the default device: the one estimated for
+        for index, expert in enumerate(self.experts):
+            rows = torch.nonzero(choice == index).squeeze(1)
+            out = out.index_add(0, rows, expert(x[rows]))
+        return out
+
+
+def saved(tmp_path, name, module):
+    path = tmp_path / f"{name}.pt"
+    module.save(str(path))
+    return path
+
+
+def test_values_that_differ_between_branches_are_unknown(tmp_path):
+    path = saved(tmp_path, "decided", torch.jit.script(DecidedByData()))
+    document = estimate_json(path, "--input", "4x8")
+    details = [a["detail"] for a in document["assumptions"] if a["kind"] == "data_dependent_branch"]
+    assert any("differ between the branches are unknown" in detail for detail in details), details
+    # The second `if` is on the unknown `n`: its raising branch is not taken, and it says so.
+    assert any("the other one raises" in detail for detail in details), details
+    assert any("sizes follow the `if` branch" in detail for detail in details), details
+
+
+def test_scripted_transformer_encoder_runs(tmp_path):
+    layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+    encoder = torch.jit.script(nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval())
+    path = saved(tmp_path, "encoder", encoder)
+    result = run_estimator(path, "--input", "2x8x32")
+    assert result.returncode == 0, result.stderr
+
+
+def test_cpu_trace_device_constants_are_mapped(tmp_path):
+    example = torch.randn(4, 64)
+    traced = torch.jit.trace(DeviceConstants(), example)
+    assert "cpu" in str(traced.inlined_graph)  # the trace did record the CPU
+    path = saved(tmp_path, "devices", traced)
+    document = estimate_json(path, "--input", "4x64")
+    assert document["lower_bound"] is False, document["unknown_ops"]
+    truth = measure(DeviceConstants(), example).peak
+    assert document["summary"]["activation_peak_requested_bytes"] == truth
+
+
+def test_nonzero_and_mask_use_example_counts_or_the_worst_case(tmp_path):
+    path = saved(tmp_path, "selection", torch.jit.script(Selection()))
+    module = torch.jit.load(str(path))
+    # Unknown without either: a lower bound that names the way out.
+    plain = estimate_json(path, "--input", "4x8", "--semantics", "torchscript")
+    assert plain["lower_bound"] is True
+    assert any("--assume-worst-case" in op["detail"] for op in plain["unknown_ops"])
+    # The worst case is an input where every element is selected.
+    worst = estimate_json(path, "--input", "4x8", "--semantics", "torchscript",
+                          "--assume-worst-case")
+    assert worst["lower_bound"] is False
+    # x[mask] runs nonzero on the mask inside the kernel ([k, 2] int64), on a GPU as on the CPU;
+    # the tracker sees storages between ops only, so the prediction is that temporary higher.
+    temporary = 32 * 2 * 8
+    assert worst["summary"]["activation_peak_requested_bytes"] == measure(
+        module, torch.ones(4, 8)).peak + temporary
+    kinds = [a["kind"] for a in worst["assumptions"]]
+    assert kinds.count("data_dependent_size") == 2
+    # Example counts: 5 of the 32 elements positive, for both selections.
+    example = torch.zeros(4, 8)
+    example.view(-1)[[0, 3, 9, 17, 30]] = 1.0
+    from mem_tracer import example_counts
+    counts = example_counts.record(lambda: module(example))
+    assert counts == [("aten::nonzero", 32, 5), ("aten::index", 32, 5)]
+    counts_path = tmp_path / "counts.txt"
+    example_counts.write(counts, counts_path)
+    sized = estimate_json(path, "--input", "4x8", "--semantics", "torchscript",
+                          "--example-counts", counts_path)
+    assert sized["lower_bound"] is False
+    assert sized["summary"]["activation_peak_requested_bytes"] == measure(
+        module, example).peak + 5 * 2 * 8
+    details = [a["detail"] for a in sized["assumptions"] if a["kind"] == "data_dependent_size"]
+    assert details and all("as on the example input" in detail for detail in details)
+
+
+def test_bad_example_counts_file(tmp_path):
+    path = saved(tmp_path, "selection", torch.jit.script(Selection()))
+    counts = tmp_path / "bad.txt"
+    counts.write_text("aten::nonzero 4 9\n")
+    result = run_estimator(path, "--input", "4x8", "--example-counts", counts)
+    assert result.returncode == 2
+    assert "bad.txt:1: expected OP ELEMENTS COUNT" in result.stderr
+
+
+def test_moe_routing_from_the_python_api_is_exact():
+    from mem_tracer import estimate
+
+    model = Routed().eval()
+    torch.manual_seed(0)
+    example = torch.randn(6, 16)
+    result = estimate(model, (example,), device="cuda")
+    assert not result.lower_bound
+    kinds = [a["kind"] for a in result.raw["assumptions"]]
+    assert kinds.count("data_dependent_size") >= 2
+    assert result.activation_peak_bytes == measure(model, example).peak
+
+
+def test_budget_verdict_says_what_breaks_it(tmp_path):
+    path = saved(tmp_path, "devices", torch.jit.trace(DeviceConstants(), torch.randn(4, 64)))
+    need = estimate_json(path, "--input", "1x64", "--batch", "4000")["sweep"][0]["summary"]
+    budget = need["peak_reserved_bytes"]
+    answer = estimate_json(path, "--input", "1x64", "--budget", budget)["budget"]
+    largest = answer["largest_batch"]
+    assert answer["at_largest_batch"]["batch"] == largest
+    following = answer["next_batch"]
+    assert following["batch"] == largest + 1
+    summary = following["summary"]
+    breaker = answer["next_batch_breaks_budget"]
+    assert breaker == ("requested" if summary["peak_requested_bytes"] > budget else "reserved")
+    assert summary["peak_reserved_bytes"] > budget or summary["peak_requested_bytes"] > budget
+    text = run_estimator(path, "--input", "1x64", "--budget", budget).stdout
+    assert f"batch {largest}: requested" in text and ": fits" in text
+    assert f"batch {largest + 1}: requested" in text and "does not fit" in text
+    tight = estimate_json(path, "--input", "1x64", "--budget", "1000")["budget"]
+    assert tight["largest_batch"] is None
+    assert tight["next_batch"]["batch"] == 1
+    assert tight["next_batch_breaks_budget"] == "requested"
