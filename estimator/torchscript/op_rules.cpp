@@ -1,5 +1,7 @@
 #include "estimator/torchscript/op_rules.h"
 
+#include "estimator/torchscript/graph_builder_internal.h"
+
 #include <ATen/ATen.h>
 #include <ATen/AccumulateType.h>
 #include <torch/library.h>
@@ -77,27 +79,12 @@ struct Arguments {
   }
 };
 
-std::string dtypeName(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat:
-      return "float32";
-    case at::kHalf:
-      return "float16";
-    case at::kBFloat16:
-      return "bfloat16";
-    case at::kDouble:
-      return "float64";
-    default:
-      return c10::toString(type);
-  }
-}
-
 // Why `kernel` cannot run these inputs; empty when it can.
 std::string sdpaRejects(const SdpaKernel& kernel, const at::Tensor& q, const at::Tensor& k,
                         const at::Tensor& v, const std::optional<at::Tensor>& mask, double dropout,
                         bool is_causal, bool enable_gqa) {
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return "inputs are not 4-d";
-  std::string dtype = dtypeName(q.scalar_type());
+  std::string dtype = internal::dtypeName(q.scalar_type());
   if (std::find(kernel.dtypes.begin(), kernel.dtypes.end(), dtype) == kernel.dtypes.end()) {
     return "dtype " + dtype + " not supported";
   }
