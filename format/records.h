@@ -31,6 +31,10 @@ inline constexpr size_t kChunkHeaderSize = 12;
 inline constexpr uint32_t kMaxChunkPayload = 16u << 20;
 // Strings longer than this are cut (a command line can be long; a record must fit a chunk).
 inline constexpr size_t kMaxStringBytes = 64u << 10;
+// Device indices a trace may name: -1 (unknown) and 0 to kMaxDevices - 1. The reader refuses
+// any other, so that no command sizes anything by an index a damaged or crafted file chose
+// (a device list, a per-device loop) and work stays proportional to the records read.
+inline constexpr int kMaxDevices = 64;
 
 // The type byte. Values below 0x80 are table and control records; a set top bit is a
 // memory event with its flags in the low bits (EventBits).
