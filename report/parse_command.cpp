@@ -53,7 +53,8 @@ struct Printer : reader::LiveVisitor {
     for (auto [start, size] : module.segments)
       segments += fmt::format(" {:#x}+{:#x}", start, size);
     out << fmt::format("module {} path={} bias={:#x} build_id={} segments={}\n", id, module.path,
-                       module.bias, build_id.empty() ? "-" : build_id, segments.substr(1));
+                       module.bias, build_id.empty() ? "-" : build_id,
+                       segments.empty() ? "-" : segments.substr(1));
   }
   void onDevice(const reader::Device& device) {
     out << fmt::format("device {} name={} total_bytes={}\n", device.device, device.name,
