@@ -3,7 +3,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: help setup configure build test demo bench format clean
+.PHONY: help setup configure build test test-sanitize demo bench format clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -18,8 +18,32 @@ configure: setup
 build: configure ## build the library, the tools and the tests
 	@cmake --build $(BUILD) -j$$(nproc)
 
-test: build ## run every test (unit, preload, Python; GPU tests run only where there is a GPU)
+# make test SANITIZE=0 skips the sanitizer build (quicker while iterating; CI runs it).
+SANITIZE ?= 1
+SANITIZE_BUILD ?= build-sanitize
+FUZZ_BUILD ?= build-fuzz
+SANITIZE_FLAGS := -DMEMTRACE_SANITIZE=ON -DMEMTRACE_BUILD_ESTIMATOR=OFF -DMEMTRACE_BUILD_BENCH=OFF
+# Python and the test programs are not all instrumented: libmemtrace.so is preloaded after
+# them (verify_asan_link_order=0), and the interpreter's own allocations are not ours to
+# check for leaks (detect_leaks=0).
+SANITIZE_ENV := ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+test: build ## run every test (unit, preload, Python, then the sanitizer build; GPU tests only with a GPU)
 	@ctest --test-dir $(BUILD) --output-on-failure -j$$(nproc)
+	@if [ "$(SANITIZE)" = 1 ]; then $(MAKE) --no-print-directory test-sanitize; fi
+
+test-sanitize: setup ## the unit, preload, report and fuzz tests under ASan+UBSan (no estimator: LibTorch is not sanitizer-built)
+	@mkdir -p $(SANITIZE_BUILD) && cmake -S . -B $(SANITIZE_BUILD) -G "$(GENERATOR)" $(SANITIZE_FLAGS) \
+	  >$(SANITIZE_BUILD)/configure.log 2>&1 || { cat $(SANITIZE_BUILD)/configure.log; exit 1; }
+	@cmake --build $(SANITIZE_BUILD) -j$$(nproc)
+	@$(SANITIZE_ENV) ctest --test-dir $(SANITIZE_BUILD) --output-on-failure -j$$(nproc) \
+	  -E '^(python|gpu.*)$$'
+	@mkdir -p $(FUZZ_BUILD) && CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G "$(GENERATOR)" \
+	  $(SANITIZE_FLAGS) -DMEMTRACE_FUZZ=ON >$(FUZZ_BUILD)/configure.log 2>&1 \
+	  || { cat $(FUZZ_BUILD)/configure.log; exit 1; }
+	@cmake --build $(FUZZ_BUILD) --target fuzz_report -j$$(nproc)
+	@$(SANITIZE_ENV) ctest --test-dir $(FUZZ_BUILD) --output-on-failure -R '^fuzz\.run$$'
 
 demo: build ## trace a built-in example and print its report
 	@tools/demo.sh $(BUILD)
@@ -30,5 +54,5 @@ bench: build ## run the benchmarks whose figures docs/performance.md records
 format: ## clang-format the C++ sources
 	@find allocator format recorder reader report common tools tests bench estimator -name '*.cpp' -o -name '*.h' 2>/dev/null | xargs clang-format -i
 
-clean: ## remove the build directory
-	@rm -rf $(BUILD)
+clean: ## remove the build directories
+	@rm -rf $(BUILD) $(SANITIZE_BUILD) $(FUZZ_BUILD)

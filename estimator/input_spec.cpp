@@ -19,7 +19,27 @@ constexpr std::pair<std::string_view, std::string_view> kDtypeNames[] = {
     {"bool", "bool"},       {"complex64", "complex64"}, {"complex128", "complex128"},
 };
 
+// Bytes per element of each canonical dtype.
+constexpr std::pair<std::string_view, int64_t> kDtypeBytes[] = {
+    {"float32", 4}, {"float16", 2}, {"bfloat16", 2}, {"float64", 8},    {"int64", 8},
+    {"int32", 4},   {"int16", 2},   {"int8", 1},     {"uint8", 1},      {"bool", 1},
+    {"complex64", 8}, {"complex128", 16},
+};
+
 }  // namespace
+
+void checkInputFits(const InputSpec& spec, std::string_view given) {
+  int64_t bytes = 1;
+  for (const auto& [name, size] : kDtypeBytes)
+    if (name == spec.dtype) bytes = size;
+  for (int64_t dimension : spec.shape) {
+    // Checked here, before LibTorch sees it: its own overflow check surfaces as an
+    // internal error, not as the bad input it is.
+    if (__builtin_mul_overflow(bytes, dimension, &bytes))
+      throw EstimateError(std::string(given) + ": " + describeInputSpec(spec) +
+                          " is too large (more than 2^63 - 1 bytes)");
+  }
+}
 
 std::optional<std::string> canonicalDtype(std::string_view name) {
   for (const auto& [alias, canonical] : kDtypeNames) {
@@ -60,6 +80,7 @@ InputSpec parseInputSpec(std::string_view text) {
     spec.shape.push_back(dimension);
     start = end + 1;
   }
+  checkInputFits(spec, "--input " + std::string(text));
   return spec;
 }
 

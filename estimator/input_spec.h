@@ -23,4 +23,8 @@ std::optional<std::string> canonicalDtype(std::string_view name);
 
 std::string describeInputSpec(const InputSpec& spec);
 
+// Throws EstimateError, naming `given` (the option that set it), when the input's bytes
+// (elements times the dtype's size) would not fit in an int64, as no tensor's can.
+void checkInputFits(const InputSpec& spec, std::string_view given);
+
 }  // namespace memtrace::estimator

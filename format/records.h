@@ -31,9 +31,12 @@ inline constexpr size_t kChunkHeaderSize = 12;
 inline constexpr uint32_t kMaxChunkPayload = 16u << 20;
 // Strings longer than this are cut (a command line can be long; a record must fit a chunk).
 inline constexpr size_t kMaxStringBytes = 64u << 10;
+// Device indices a trace may name: -1 (unknown) and 0 to kMaxDevices - 1. The reader refuses
+// any other, so that no command sizes anything by an index a damaged or crafted file chose
+// (a device list, a per-device loop) and work stays proportional to the records read.
 // The recorder describes devices 0 to kMaxDevices - 1 (a kDevice record each) and keeps a
-// peak for each; events on a device past them are still written, with their index, and count
-// only in the total (a snapshot writes their live allocations with device -1).
+// peak for each; an event on a device past them is written with device -1 and counts only in
+// the total.
 inline constexpr int kMaxDevices = 64;
 
 // The type byte. Values below 0x80 are table and control records; a set top bit is a

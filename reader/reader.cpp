@@ -147,4 +147,12 @@ void TraceReader::checkId(uint32_t id, size_t count, const char* table) const {
          ", which is not defined before it");
 }
 
+int TraceReader::deviceIndex(int64_t index, const char* record) const {
+  if (index < -1 || index >= format::kMaxDevices)
+    fail(std::string(record) + " on device " + std::to_string(index) +
+         ", past the devices a trace can name (-1 to " + std::to_string(format::kMaxDevices - 1) +
+         ")");
+  return static_cast<int>(index);
+}
+
 }  // namespace memtrace::reader

@@ -165,6 +165,8 @@ class TraceReader {
   uint8_t byte();
   std::string bytes();
   void checkId(uint32_t id, size_t count, const char* table) const;
+  // The one bound on device indices (format::kMaxDevices) every command relies on.
+  int deviceIndex(int64_t index, const char* record) const;
   uint64_t recordOffset() const;
 
   template <typename Visitor>
@@ -225,9 +227,11 @@ void TraceReader::readRecord(Visitor& visitor) {
     event.index = event_count_++;
     last_time_ += varint();
     event.time_ns = last_time_;
-    int64_t delta = zigzag();
+    // Unsigned: a delta times 256 wraps like the addresses do, where a signed one could
+    // overflow (undefined) on a crafted file.
+    uint64_t delta = static_cast<uint64_t>(zigzag());
     if (type & EventBits::kAddressIn256) delta *= 256;
-    last_address_ += static_cast<uint64_t>(delta);
+    last_address_ += delta;
     event.address = last_address_;
     event.size = kind ? 0 : varint();
     if (!(type & EventBits::kSamePythonStack)) {
@@ -332,7 +336,7 @@ void TraceReader::readRecord(Visitor& visitor) {
     }
     case RecordType::kDevice: {
       Device device;
-      device.device = static_cast<int>(zigzag());
+      device.device = deviceIndex(zigzag(), "a device record");
       device.name = static_cast<uint32_t>(varint());
       checkId(device.name, tables_.strings.size(), "string");
       device.total_bytes = varint();
@@ -342,7 +346,7 @@ void TraceReader::readRecord(Visitor& visitor) {
     }
     case RecordType::kContext: {
       context_.thread_id = static_cast<int64_t>(varint());
-      context_.device = static_cast<int>(zigzag());
+      context_.device = deviceIndex(zigzag(), "a context");
       context_.stream = varint();
       uint8_t api = byte();
       uint8_t level = byte();

@@ -317,7 +317,10 @@ bool RecordWriter::setContext(const EventContext& context) {
   if (!p) return false;
   p = putType(p, RecordType::kContext);
   p = putVarint(p, static_cast<uint64_t>(context.thread_id));
-  p = putZigzag(p, context.device);
+  // A device past the ones a trace may name (format::kMaxDevices) is written as unknown: the
+  // reader refuses any other index.
+  bool named = context.device >= -1 && context.device < format::kMaxDevices;
+  p = putZigzag(p, named ? context.device : -1);
   p = putVarint(p, context.stream);
   *p++ = static_cast<uint8_t>(context.api);
   *p++ = static_cast<uint8_t>(context.level);

@@ -56,6 +56,8 @@ struct SummaryVisitor : reader::LiveVisitor {
   }
 
   void onEvent(const Event& event) {
+    int index = event.context->device;  // -1 to 63: the reader's bound
+    if (index >= 0) devices_with_events |= uint64_t{1} << index;
     ++summary.events;
     summary.duration_ns = std::max(summary.duration_ns, event.time_ns);
     if (event.context->level == format::Level::kSegment) summary.segment_level = true;
@@ -106,6 +108,7 @@ struct SummaryVisitor : reader::LiveVisitor {
   TraceSummary& summary;
   const reader::Tables& tables;
   uint64_t current = 0;
+  uint64_t devices_with_events = 0;  // bit d: an event ran on device d (the whole file)
   TraceSummary at_last_stop;
   bool stopped = false;  // tracing is stopped at this point of the trace
 };
@@ -153,6 +156,19 @@ TraceSummary summarize(reader::TraceReader& trace, int device_filter, Until unti
     summary.duration_ns = summary.window_end_ns;
   }
   const reader::Tables& tables = trace.tables();
+  if (device_filter != kAllDevices && !tables.device(device_filter) &&
+      !(device_filter >= 0 && device_filter < format::kMaxDevices &&
+        (visitor.devices_with_events >> device_filter & 1))) {
+    // A filter on a device the trace never names would report 0 B as if it were measured.
+    std::string seen;
+    for (int index = 0; index < format::kMaxDevices; ++index)
+      if (visitor.devices_with_events >> index & 1)
+        seen += (seen.empty() ? "" : ", ") + std::to_string(index);
+    throw reader::TraceError(trace.path() + ": device " + std::to_string(device_filter) +
+                             " is not in the trace (" +
+                             (seen.empty() ? "no event names a device" : "devices: " + seen) +
+                             ")");
+  }
   summary.process = tables.process;
   summary.file_bytes = trace.fileSize();
   summary.cut_offset = trace.cutOffset();

@@ -200,14 +200,20 @@ void exportPytorchSnapshot(std::ostream& out, reader::TraceReader& trace,
 
   pickle.name("device_traces");
   pickle.beginList();
+  // One pass over the history, device by device: the reader bounds device indices
+  // (format::kMaxDevices), and sorting keeps the work proportional to the events.
+  std::stable_sort(
+      history.events.begin(), history.events.end(),
+      [](const SnapshotEvent& a, const SnapshotEvent& b) { return a.device < b.device; });
+  auto next = history.events.cbegin();
   for (int32_t device = 0; device < devices; ++device) {
     // Live bytes on this device as the history goes, for the device_free of "oom" events.
     uint64_t live_bytes = 0;
     const reader::Device* record = tables.device(device);
     uint64_t device_total = record ? record->total_bytes : 0;
     pickle.beginList();
-    for (const SnapshotEvent& event : history.events) {
-      if (event.device != device) continue;
+    for (; next != history.events.cend() && next->device == device; ++next) {
+      const SnapshotEvent& event = *next;
       switch (event.action) {
         case Action::kAlloc:
           writer.event("segment_alloc", event, start);

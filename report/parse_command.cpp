@@ -52,9 +52,11 @@ struct Printer : reader::LiveVisitor {
     std::string build_id;
     for (unsigned char c : object.build_id) build_id += fmt::format("{:02x}", c);
     std::string segments;
-    for (auto [start, size] : object.segments) segments += fmt::format(" {:#x}+{:#x}", start, size);
+    for (auto [start, size] : object.segments)
+      segments += fmt::format(" {:#x}+{:#x}", start, size);
     out << fmt::format("module {} path={} bias={:#x} build_id={} segments={}\n", id, object.path,
-                       object.bias, build_id.empty() ? "-" : build_id, segments.substr(1));
+                       object.bias, build_id.empty() ? "-" : build_id,
+                       segments.empty() ? "-" : segments.substr(1));
   }
   void onDevice(const reader::Device& device) {
     out << fmt::format("device {} name={} total_bytes={}\n", device.device, device.name,

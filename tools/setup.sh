@@ -27,6 +27,8 @@ debian_packages=(
   libbenchmark-dev      # bench/
   node-d3               # d3.js, inlined into the self-contained HTML report (memtrace-report html)
   chromium              # headless browser: the tests open the HTML report in it
+  clang                 # libFuzzer and the sanitizer build (tests/fuzz, make test-sanitize)
+  libclang-rt-14-dev    # clang's runtimes: libFuzzer, ASan, UBSan
 )
 
 missing=()

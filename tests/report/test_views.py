@@ -124,7 +124,9 @@ def test_folded_stacks_of_the_peak(build, trace):
 
 def test_folded_stacks_at_the_end_and_per_device(build, trace):
     assert report("flamegraph", trace, "--format", "folded", "--at", "end").stdout == f"{MAIN};{FORWARD} 2500\n"
-    assert report("flamegraph", trace, "--format", "folded", "--device", "3").stdout == ""
+    # A device the trace does not have is refused, not drawn empty (issue 12).
+    fails(["flamegraph", trace, "--format", "folded", "--device", "3"],
+          "device 3 is not in the trace")
 
 
 def test_flame_svg_is_well_formed_and_escaped(build, trace, work):

@@ -220,7 +220,9 @@ void writeOutput(const std::optional<std::string>& path, const std::string& text
 
 std::vector<InputSpec> withBatch(std::vector<InputSpec> inputs, int64_t batch) {
   for (InputSpec& input : inputs) {
-    if (!input.shape.empty()) input.shape.front() = batch;
+    if (input.shape.empty()) continue;
+    input.shape.front() = batch;
+    checkInputFits(input, "batch " + std::to_string(batch));
   }
   return inputs;
 }

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "common/byte_format.h"
 #include "reader/reader.h"
 #include "report/analysis.h"
@@ -178,7 +180,12 @@ Options parseArguments(int argc, char** argv) {
         options.point.time_ns = static_cast<uint64_t>(seconds * 1e9);
       }
     } else if (arg == "--device") {
-      options.device = static_cast<int>(parseUnsigned(value(arg), "--device"));
+      uint64_t device = parseUnsigned(value(arg), "--device");
+      // Past an int it used to wrap (2^32 read as device 0); the summary says whether a
+      // smaller index is in the trace.
+      if (device > static_cast<uint64_t>(INT32_MAX))
+        throw UsageError(fmt::format("--device takes a device index, not {}", device));
+      options.device = static_cast<int>(device);
     } else if (arg == "--until") {
       std::string v = value(arg);
       if (v == "end") options.until = Until::kEnd;
@@ -200,6 +207,11 @@ Options parseArguments(int argc, char** argv) {
       throw UsageError("unknown option '" + arg + "'");
     } else if (options.trace.empty()) {
       options.trace = arg;
+    } else if (options.command == "report" && options.trace == args[0] &&
+               access(args[0].c_str(), F_OK) != 0) {
+      // `memtrace-report exprot trace.bin`: a misspelt command, not two trace files.
+      throw UsageError("unknown command '" + args[0] +
+                       "' (commands: report, parse, html, flamegraph, export)");
     } else {
       throw UsageError("more than one trace file given ('" + options.trace + "', '" + arg + "')");
     }

@@ -1,0 +1,100 @@
+"""Writes the fuzz harness's seed corpus (tests/fuzz/corpus/): small traces that between
+them use every record type, marker kind, API and level of docs/trace-format.md, so that
+the fuzzer starts from inputs that reach deep into every command. Run it again after a
+format change:  python3 tests/fuzz/make_corpus.py"""
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "report"))
+from trace_writer import (ANNOTATION, MODULE, NATIVE_STACK, PHASE_BEGIN, PHASE_END,  # noqa: E402
+                          PROCESS_EXIT, TRACE_CLOSED, TRACING_STARTED, TRACING_STOPPED,
+                          TraceWriter, byte_string, varint, zigzag)
+
+
+def native_stack(w, parent, ip_delta):
+    w.chunk += bytes([NATIVE_STACK]) + varint(parent) + varint(zigzag(ip_delta))
+    w.native_stacks += 1
+    return w.native_stacks
+
+
+def module(w, path, bias, segments):
+    w.chunk += bytes([MODULE]) + varint(path) + varint(bias) + byte_string(b"\x12\x34") \
+        + varint(len(segments)) + b"".join(varint(s) + varint(n) for s, n in segments)
+
+
+def python_only():
+    w = TraceWriter()
+    f = w.string("model.py")
+    g = w.string("forward")
+    s = w.python_stack(0, w.frame(f, g, 10))
+    s2 = w.python_stack(s, w.frame(f, w.string("layer"), 20))
+    w.device(0, w.string("GPU 0"), 1 << 34).context(7, 0)
+    w.marker(1, TRACING_STARTED)
+    w.alloc(10, 0x7f0000000000, 4096, s)
+    w.alloc(20, 0x7f0000100000, 1 << 20, s2)
+    w.free(30, 0x7f0000000000)
+    w.marker(40, ANNOTATION, w.string("step"))
+    w.marker(50, TRACE_CLOSED)
+    return w
+
+
+def everything():
+    w = TraceWriter(stacks=3)
+    path = w.string("/usr/lib/libtorch_cuda.so")
+    module(w, path, 0x7f1000000000, [(0x1000, 0x20000), (0x40000, 0x1000)])
+    root = native_stack(w, 0, 0x7f1000001234)
+    leaf = native_stack(w, root, -0x200)
+    f = w.string("train.py")
+    s = w.python_stack(0, w.frame(f, w.string("main"), 3))
+    s = w.python_stack(s, w.frame(w.string("torch/nn/modules/linear.py"), w.string("forward"), 125))
+    for device in (0, 1):
+        w.device(device, w.string(f"GPU {device}"), 1 << 33)
+    w.marker(1, TRACING_STARTED)
+    w.marker(2, PHASE_BEGIN, w.string("forward"))
+    time = 10
+    for api in range(7):
+        for level in range(2):
+            w.context(100 + api, api % 2, stream=0x1000 * api, api=api, level=level)
+            w.module_scope(w.string(f"model.layers.{api}"))
+            w.alloc(time, 0x7f2000000000 + (api * 2 + level) * 0x100000, 512 * (api + 1), s, leaf)
+            time += 10
+    w.alloc(time, 0x7f2000000000, 64, s, root)  # over a live allocation: an implied free
+    w.free(time + 1, 0x7f2000100000)
+    w.free(time + 2, 0x7f2fff000000)  # not live
+    w.failed_alloc(time + 3, 1 << 40, s)
+    w.marker(time + 4, PHASE_END)
+    w.flush()
+    w.marker(time + 5, TRACING_STOPPED)
+    w.alloc(time + 6, 0x7f3000000000, 1 << 21)
+    w.marker(time + 7, TRACING_STARTED)
+    w.alloc(time + 8, 0x7f3000200000, 1 << 21, s, leaf)
+    w.marker(time + 9, PROCESS_EXIT)
+    w.free(time + 10, 0x7f3000000000)
+    return w
+
+
+def unknown_device():
+    w = TraceWriter(stacks=0)
+    w.context(1, -1)
+    w.alloc(5, 0x1000, 100)
+    w.alloc(6, 0x2000, 200)
+    w.failed_alloc(7, 300)
+    w.free(8, 0x1000)
+    return w
+
+
+def main():
+    corpus = HERE / "corpus"
+    corpus.mkdir(exist_ok=True)
+    for name, make in [("python_only", python_only), ("everything", everything),
+                       ("unknown_device", unknown_device)]:
+        data = make().write(corpus / f"{name}.bin").read_bytes()
+        # The same trace cut inside its last chunk: read up to the last whole one.
+        (corpus / f"{name}_cut.bin").write_bytes(data[:len(data) - 5])
+    (corpus / "header_only.bin").write_bytes(TraceWriter().write(corpus / "tmp").read_bytes()[:16])
+    (corpus / "tmp").unlink()
+
+
+if __name__ == "__main__":
+    main()
