@@ -21,13 +21,17 @@ int streamDevice(cudaStream_t stream);
 // The device of the current driver context, or -1.
 int driverDevice();
 
-inline uint64_t streamId(const void* stream) { return reinterpret_cast<uintptr_t>(stream); }
+inline uint64_t streamId(const void* stream) {
+  return reinterpret_cast<uintptr_t>(stream);
+}
 
 // Records the outcome of a real allocation call.
 inline void recordAllocResult(const RecursionGuard& guard, bool succeeded, bool out_of_memory,
                               const EventSource& source, const void* address, uint64_t size) {
-  if (succeeded && address) recordAlloc(guard, source, address, size);
-  else if (out_of_memory) recordFailedAlloc(guard, source, size);
+  if (succeeded && address)
+    recordAlloc(guard, source, address, size);
+  else if (out_of_memory)
+    recordFailedAlloc(guard, source, size);
 }
 
 }  // namespace memtrace::hooks

@@ -42,8 +42,8 @@ void choosePytorchBackend() {
   const char* conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
   if (!conf || !*conf) conf = getenv("PYTORCH_ALLOC_CONF");
   if (conf && strstr(conf, "backend")) {
-    g_preload_level = strstr(conf, "cudaMallocAsync") ? format::Level::kTensor
-                                                      : format::Level::kSegment;
+    g_preload_level =
+        strstr(conf, "cudaMallocAsync") ? format::Level::kTensor : format::Level::kSegment;
     return;
   }
   if (config.keep_torch_allocator) {
@@ -66,7 +66,9 @@ __attribute__((constructor)) void initializeLibrary() {
 
 }  // namespace
 
-format::Level preloadLevel() { return g_preload_level.load(std::memory_order_relaxed); }
+format::Level preloadLevel() {
+  return g_preload_level.load(std::memory_order_relaxed);
+}
 
 int runtimeDevice() {
   auto get_device = MEMTRACE_CUDA(kRuntime, cudaGetDevice);

@@ -27,13 +27,15 @@ constexpr int kMaxPoolDevices = 64;
 std::atomic<bool> g_pool_ready[kMaxPoolDevices];
 
 void raiseReleaseThreshold(int device) {
-  if (device < 0 || device >= kMaxPoolDevices || g_pool_ready[device].load(std::memory_order_acquire))
+  if (device < 0 || device >= kMaxPoolDevices ||
+      g_pool_ready[device].load(std::memory_order_acquire))
     return;
   auto get_pool = MEMTRACE_CUDA(kRuntime, cudaDeviceGetDefaultMemPool);
   auto set_attribute = MEMTRACE_CUDA(kRuntime, cudaMemPoolSetAttribute);
   cudaMemPool_t pool;
   if (!get_pool || !set_attribute || get_pool(&pool, device) != cudaSuccess) return;
-  uint64_t threshold = UINT64_MAX;  // keep everything: PyTorch's own cudaMallocAsync backend does too
+  uint64_t threshold =
+      UINT64_MAX;  // keep everything: PyTorch's own cudaMallocAsync backend does too
   if (set_attribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold) == cudaSuccess)
     g_pool_ready[device].store(true, std::memory_order_release);
 }

@@ -43,9 +43,10 @@ cudaError_t mallocAsyncHook(Real real, const void* caller, void** pointer, size_
   if (RecursionGuard::active()) return real(pointer, size, rest..., stream);
   RecursionGuard guard;
   cudaError_t result = real(pointer, size, rest..., stream);
-  hooks::recordAllocResult(guard, result == cudaSuccess, result == cudaErrorMemoryAllocation,
-                           runtimeSource(Api::kCudaMallocAsync, hooks::streamDevice(stream), stream, caller),
-                           pointer ? *pointer : nullptr, size);
+  hooks::recordAllocResult(
+      guard, result == cudaSuccess, result == cudaErrorMemoryAllocation,
+      runtimeSource(Api::kCudaMallocAsync, hooks::streamDevice(stream), stream, caller),
+      pointer ? *pointer : nullptr, size);
   return result;
 }
 
@@ -132,34 +133,40 @@ MEMTRACE_EXPORT cudaError_t cudaMallocManaged(void** pointer, size_t size, unsig
 
 MEMTRACE_EXPORT cudaError_t cudaMallocAsync(void** pointer, size_t size, cudaStream_t stream) {
   auto real = MEMTRACE_REAL(kRuntime, cudaMallocAsync);
-  return real ? mallocAsyncHook(real, MEMTRACE_CALLER, pointer, size, stream) : cudaErrorInitializationError;
+  return real ? mallocAsyncHook(real, MEMTRACE_CALLER, pointer, size, stream)
+              : cudaErrorInitializationError;
 }
 
 MEMTRACE_EXPORT cudaError_t cudaMallocAsync_ptsz(void** pointer, size_t size, cudaStream_t stream) {
   auto real = MEMTRACE_REAL(kRuntime, cudaMallocAsync_ptsz);
-  return real ? mallocAsyncHook(real, MEMTRACE_CALLER, pointer, size, stream) : cudaErrorInitializationError;
+  return real ? mallocAsyncHook(real, MEMTRACE_CALLER, pointer, size, stream)
+              : cudaErrorInitializationError;
 }
 
-MEMTRACE_EXPORT cudaError_t cudaMallocFromPoolAsync(void** pointer, size_t size,
-                                                    cudaMemPool_t pool, cudaStream_t stream) {
+MEMTRACE_EXPORT cudaError_t cudaMallocFromPoolAsync(void** pointer, size_t size, cudaMemPool_t pool,
+                                                    cudaStream_t stream) {
   auto real = MEMTRACE_REAL(kRuntime, cudaMallocFromPoolAsync);
-  return real ? mallocAsyncHook(real, MEMTRACE_CALLER, pointer, size, stream, pool) : cudaErrorInitializationError;
+  return real ? mallocAsyncHook(real, MEMTRACE_CALLER, pointer, size, stream, pool)
+              : cudaErrorInitializationError;
 }
 
 MEMTRACE_EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void** pointer, size_t size,
                                                          cudaMemPool_t pool, cudaStream_t stream) {
   auto real = MEMTRACE_REAL(kRuntime, cudaMallocFromPoolAsync_ptsz);
-  return real ? mallocAsyncHook(real, MEMTRACE_CALLER, pointer, size, stream, pool) : cudaErrorInitializationError;
+  return real ? mallocAsyncHook(real, MEMTRACE_CALLER, pointer, size, stream, pool)
+              : cudaErrorInitializationError;
 }
 
 MEMTRACE_EXPORT cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
   auto real = MEMTRACE_REAL(kRuntime, cudaFreeAsync);
-  return real ? freeAsyncHook(real, MEMTRACE_CALLER, pointer, stream) : cudaErrorInitializationError;
+  return real ? freeAsyncHook(real, MEMTRACE_CALLER, pointer, stream)
+              : cudaErrorInitializationError;
 }
 
 MEMTRACE_EXPORT cudaError_t cudaFreeAsync_ptsz(void* pointer, cudaStream_t stream) {
   auto real = MEMTRACE_REAL(kRuntime, cudaFreeAsync_ptsz);
-  return real ? freeAsyncHook(real, MEMTRACE_CALLER, pointer, stream) : cudaErrorInitializationError;
+  return real ? freeAsyncHook(real, MEMTRACE_CALLER, pointer, stream)
+              : cudaErrorInitializationError;
 }
 
 MEMTRACE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t size) {
@@ -214,8 +221,8 @@ MEMTRACE_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* pointer, size_t size, CUst
 }
 
 MEMTRACE_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* pointer, size_t size, CUstream stream) {
-  return driverAllocAsync(MEMTRACE_REAL(kDriver, cuMemAllocAsync_ptsz), MEMTRACE_CALLER, pointer, size,
-                          stream);
+  return driverAllocAsync(MEMTRACE_REAL(kDriver, cuMemAllocAsync_ptsz), MEMTRACE_CALLER, pointer,
+                          size, stream);
 }
 
 MEMTRACE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
@@ -223,7 +230,8 @@ MEMTRACE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {
 }
 
 MEMTRACE_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr pointer, CUstream stream) {
-  return driverFreeAsync(MEMTRACE_REAL(kDriver, cuMemFreeAsync_ptsz), MEMTRACE_CALLER, pointer, stream);
+  return driverFreeAsync(MEMTRACE_REAL(kDriver, cuMemFreeAsync_ptsz), MEMTRACE_CALLER, pointer,
+                         stream);
 }
 
 }  // extern "C"

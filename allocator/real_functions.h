@@ -25,18 +25,18 @@ Fn realFunction(std::atomic<Fn>& cache, const char* name, Library library, Fn se
 }  // namespace memtrace::cuda
 
 // In a hook's body: the real function the hook stands in front of.
-#define MEMTRACE_REAL(library, name)                                                         \
-  ([]() {                                                                                     \
-    static std::atomic<decltype(&name)> cache{nullptr};                                       \
-    return ::memtrace::cuda::realFunction(cache, #name, ::memtrace::cuda::Library::library,   \
-                                          &name);                                             \
+#define MEMTRACE_REAL(library, name)                                                        \
+  ([]() {                                                                                   \
+    static std::atomic<decltype(&name)> cache{nullptr};                                     \
+    return ::memtrace::cuda::realFunction(cache, #name, ::memtrace::cuda::Library::library, \
+                                          &name);                                           \
   }())
 
 // A CUDA function memtrace calls but does not hook (cudaGetDevice, ...). decltype only
 // reads its declaration: the library gets no link-time reference to CUDA.
-#define MEMTRACE_CUDA(library, name)                                                          \
-  ([]() {                                                                                     \
-    static std::atomic<decltype(&name)> cache{nullptr};                                       \
-    return ::memtrace::cuda::realFunction<decltype(&name)>(                                   \
-        cache, #name, ::memtrace::cuda::Library::library, nullptr);                           \
+#define MEMTRACE_CUDA(library, name)                                \
+  ([]() {                                                           \
+    static std::atomic<decltype(&name)> cache{nullptr};             \
+    return ::memtrace::cuda::realFunction<decltype(&name)>(         \
+        cache, #name, ::memtrace::cuda::Library::library, nullptr); \
   }())

@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
     uint32_t frame = trace.frame(file, function, 100 + line);
     uint32_t parent = trace.pythonStack(root, frame);
     for (int leaf = 0; leaf < 5; ++leaf)
-      stacks.push_back(trace.pythonStack(parent, trace.frame(file, function, 1000 + 10 * line + leaf)));
+      stacks.push_back(
+          trace.pythonStack(parent, trace.frame(file, function, 1000 + 10 * line + leaf)));
   }
   trace.context(1, 0).marker(0, MarkerKind::kTracingStarted);
 

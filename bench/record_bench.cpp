@@ -33,7 +33,8 @@ Fn api(const char* name) {
 
 std::string tracePath() {
   const char* dir = getenv("MEMTRACE_BENCH_DIR");
-  return std::string(dir && *dir ? dir : "/tmp") + "/memtrace-bench-" + std::to_string(getpid()) + ".bin";
+  return std::string(dir && *dir ? dir : "/tmp") + "/memtrace-bench-" + std::to_string(getpid()) +
+         ".bin";
 }
 
 // Tracing with `stacks` around the benchmark's loop; reports bytes written per event.
@@ -63,9 +64,9 @@ class Tracing {
 
 void report(benchmark::State& state, uint64_t ns, long pairs) {
   state.SetIterationTime(static_cast<double>(ns) / 1e9);
-  state.counters["ns_per_pair"] = benchmark::Counter(
-      static_cast<double>(pairs), benchmark::Counter::kIsIterationInvariantRate |
-                                      benchmark::Counter::kInvert);
+  state.counters["ns_per_pair"] =
+      benchmark::Counter(static_cast<double>(pairs), benchmark::Counter::kIsIterationInvariantRate |
+                                                         benchmark::Counter::kInvert);
 }
 
 void BM_Direct(benchmark::State& state) {
@@ -83,15 +84,20 @@ void tracedLoop(benchmark::State& state, const char* stacks, int depth) {
   long before = tracing.fileBytes();
   long events = 0;
   for (auto _ : state) {
-    report(state, depth ? bench_hooked_deep(depth, kPairs, 4096) : bench_hooked(kPairs, 4096), kPairs);
+    report(state, depth ? bench_hooked_deep(depth, kPairs, 4096) : bench_hooked(kPairs, 4096),
+           kPairs);
     events += 2 * kPairs;
   }
   state.counters["bytes_per_event"] =
       static_cast<double>(tracing.fileBytes() - before) / static_cast<double>(events);
 }
 
-void BM_TracedNoStack(benchmark::State& state) { tracedLoop(state, "none", 0); }
-void BM_TracedNative32(benchmark::State& state) { tracedLoop(state, "native", 40); }
+void BM_TracedNoStack(benchmark::State& state) {
+  tracedLoop(state, "none", 0);
+}
+void BM_TracedNative32(benchmark::State& state) {
+  tracedLoop(state, "native", 40);
+}
 
 BENCHMARK(BM_Direct)->UseManualTime()->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(BM_HookedNotTracing)->UseManualTime()->Repetitions(5)->ReportAggregatesOnly(true);

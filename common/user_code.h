@@ -20,7 +20,8 @@ inline bool isUserCode(std::string_view path) {
     size_t rest = at + std::string_view("/lib/python").size();
     if (rest < path.size() && path[rest] >= '0' && path[rest] <= '9') return false;
   }
-  for (std::string_view torch : {"/torch/nn/", "/torch/jit/", "/torch/_tensor.py", "/torch/functional.py"})
+  for (std::string_view torch :
+       {"/torch/nn/", "/torch/jit/", "/torch/_tensor.py", "/torch/functional.py"})
     if (path.find(torch) != std::string_view::npos) return false;
   return true;
 }

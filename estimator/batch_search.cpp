@@ -5,7 +5,7 @@ namespace memtrace::estimator {
 std::optional<int64_t> largestBatchWithin(const std::function<BatchCheck(int64_t)>& check,
                                           int64_t limit) {
   if (limit < 1) return std::nullopt;
-  std::optional<int64_t> fits;   // the largest power of two seen to fit
+  std::optional<int64_t> fits;    // the largest power of two seen to fit
   int64_t too_large = limit + 1;  // the power of two after it (or past the limit)
   for (int64_t batch = 1; batch <= limit; batch *= 2) {
     BatchCheck result = check(batch);

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <string>
 
+#include "common/byte_format.h"
+
 namespace memtrace::estimator {
 
 std::optional<int64_t> parseByteSize(std::string_view text) {
@@ -51,23 +53,7 @@ std::optional<int64_t> parseByteSize(std::string_view text) {
 }
 
 std::string formatBytes(int64_t bytes) {
-  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double value = static_cast<double>(bytes);
-  int unit = 0;
-  while (std::fabs(value) >= 1024 && unit < 4) {
-    value /= 1024;
-    ++unit;
-  }
-  char text[32];
-  if (unit == 0)
-    std::snprintf(text, sizeof text, "%lld B", static_cast<long long>(bytes));
-  else if (std::fabs(value) >= 100)
-    std::snprintf(text, sizeof text, "%.0f %s", value, kUnits[unit]);
-  else if (std::fabs(value) >= 10)
-    std::snprintf(text, sizeof text, "%.1f %s", value, kUnits[unit]);
-  else
-    std::snprintf(text, sizeof text, "%.2f %s", value, kUnits[unit]);
-  return text;
+  return memtrace::formatSignedBytes(bytes, /*significant_digits=*/3);
 }
 
 }  // namespace memtrace::estimator

@@ -87,7 +87,8 @@ KernelRules parseKernels(const json& kernels, const std::string& origin) {
     kernel.name = kernel_name;
     for (const json& dtype : member(entry, "dtypes", at)) kernel.dtypes.push_back(dtype);
     kernel.max_head_dim = positiveInteger(entry, "max_head_dim", 0, at);
-    kernel.head_dim_multiple = std::max<int64_t>(1, positiveInteger(entry, "head_dim_multiple", 1, at));
+    kernel.head_dim_multiple =
+        std::max<int64_t>(1, positiveInteger(entry, "head_dim_multiple", 1, at));
     kernel.head_dim_alignment_bytes =
         std::max<int64_t>(1, positiveInteger(entry, "head_dim_alignment_bytes", 1, at));
     kernel.same_head_dims = flag(entry, "same_head_dims", false, at);

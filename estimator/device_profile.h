@@ -28,19 +28,19 @@ struct CachingAllocatorRules {
 // inputs, a unit stride in the last dim, non-empty sequences and as many key heads as query
 // heads (or a divisor of them with enable_gqa).
 struct SdpaKernel {
-  std::string name;                 // flash, efficient, cudnn, flash_cpu
-  std::vector<std::string> dtypes;  // of the query, estimator names (float16, ...)
-  int64_t max_head_dim = 0;         // 0: no limit
-  int64_t head_dim_multiple = 1;    // of q's and v's head dim, in elements
+  std::string name;                      // flash, efficient, cudnn, flash_cpu
+  std::vector<std::string> dtypes;       // of the query, estimator names (float16, ...)
+  int64_t max_head_dim = 0;              // 0: no limit
+  int64_t head_dim_multiple = 1;         // of q's and v's head dim, in elements
   int64_t head_dim_alignment_bytes = 1;  // of q's and v's head dim, in bytes
-  bool same_head_dims = false;      // q, k and v's head dims equal (else q and k's)
-  bool mask = true;                 // takes an attn_mask
-  bool dropout = true;              // takes dropout_p > 0
-  bool causal_needs_square = false; // is_causal only when L == S
-  int64_t pad_head_dim_to = 1;      // copies q, k, v padded to a multiple of this
-  int64_t pad_mask_to = 1;          // copies the expanded mask padded to a multiple of this
-  bool logsumexp = false;           // allocates a float logsumexp (B, H, L) in inference
-  bool bhld_output = false;         // output (B, H, L, E) contiguous; else (B, L, H, E)
+  bool same_head_dims = false;           // q, k and v's head dims equal (else q and k's)
+  bool mask = true;                      // takes an attn_mask
+  bool dropout = true;                   // takes dropout_p > 0
+  bool causal_needs_square = false;      // is_causal only when L == S
+  int64_t pad_head_dim_to = 1;           // copies q, k, v padded to a multiple of this
+  int64_t pad_mask_to = 1;               // copies the expanded mask padded to a multiple of this
+  bool logsumexp = false;                // allocates a float logsumexp (B, H, L) in inference
+  bool bhld_output = false;              // output (B, H, L, E) contiguous; else (B, L, H, E)
 };
 
 // How the device's fused kernels are chosen and what they allocate (Note [Op rules]).

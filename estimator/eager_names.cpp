@@ -24,13 +24,15 @@ void noteSourceMissing(Graph& graph, const SourceFrame& statement) {
   std::string detail = "the source file " + statement.file +
                        " cannot be read: the Python names its statements bind are unknown, so "
                        "the eager figure frees their values at last use and is approximate";
-  bool noted = std::any_of(graph.assumptions.begin(), graph.assumptions.end(),
-                           [&](const Assumption& assumption) {
-                             return assumption.kind == AssumptionKind::kSemantics &&
-                                    assumption.detail == detail;
-                           });
+  bool noted = std::any_of(
+      graph.assumptions.begin(), graph.assumptions.end(), [&](const Assumption& assumption) {
+        return assumption.kind == AssumptionKind::kSemantics && assumption.detail == detail;
+      });
   if (noted) return;
-  graph.assumptions.push_back({AssumptionKind::kSemantics, "", {statement}, std::move(detail),
+  graph.assumptions.push_back({AssumptionKind::kSemantics,
+                               "",
+                               {statement},
+                               std::move(detail),
                                /*makes_lower_bound=*/false});
 }
 

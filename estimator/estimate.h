@@ -50,7 +50,7 @@ struct Estimate {
   PeakAttribution attribution;  // what is live at the activation peak
   int64_t total_flops = 0;
   std::vector<UnknownOp> unknown_ops;
-  bool lower_bound = false;  // some sizes are unknown: the true peak may be higher
+  bool lower_bound = false;                   // some sizes are unknown: the true peak may be higher
   std::optional<EagerBracket> eager_bracket;  // eager only, when names are missing
 
   int64_t weightBytes() const { return parameter_bytes + buffer_bytes + constant_bytes; }

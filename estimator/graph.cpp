@@ -61,7 +61,9 @@ void noteTakenOut(Value& container, const std::vector<ValueId>& held, NodeId aft
   }
 }
 
-bool isUserCode(const std::string& file) { return memtrace::isUserCode(file); }
+bool isUserCode(const std::string& file) {
+  return memtrace::isUserCode(file);
+}
 
 SourceFrame innermostUserFrame(const std::vector<SourceFrame>& stack) {
   for (const SourceFrame& frame : stack) {

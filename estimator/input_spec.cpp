@@ -21,9 +21,9 @@ constexpr std::pair<std::string_view, std::string_view> kDtypeNames[] = {
 
 // Bytes per element of each canonical dtype.
 constexpr std::pair<std::string_view, int64_t> kDtypeBytes[] = {
-    {"float32", 4}, {"float16", 2}, {"bfloat16", 2}, {"float64", 8},    {"int64", 8},
-    {"int32", 4},   {"int16", 2},   {"int8", 1},     {"uint8", 1},      {"bool", 1},
-    {"complex64", 8}, {"complex128", 16},
+    {"float32", 4}, {"float16", 2}, {"bfloat16", 2},  {"float64", 8},
+    {"int64", 8},   {"int32", 4},   {"int16", 2},     {"int8", 1},
+    {"uint8", 1},   {"bool", 1},    {"complex64", 8}, {"complex128", 16},
 };
 
 }  // namespace

@@ -173,7 +173,8 @@ std::string renderText(const Graph& graph, const Estimate& estimate, const Rende
     auto& [count, first] = kernels[{choice.op, choice.kernel, choice.why}];
     if (count++ == 0) first = innermostUserFrame(choice.stack);
   }
-  if (!kernels.empty()) out << "\nkernels assumed (device profile " << options.profile.name << "):\n";
+  if (!kernels.empty())
+    out << "\nkernels assumed (device profile " << options.profile.name << "):\n";
   for (const auto& [key, seen] : kernels) {
     const auto& [op, kernel, why] = key;
     out << "  " << op << " x" << seen.first << " -> " << kernel

@@ -30,7 +30,9 @@ inline int64_t unzigzag(uint64_t value) {
   return static_cast<int64_t>(value >> 1) ^ -static_cast<int64_t>(value & 1);
 }
 
-inline uint8_t* putZigzag(uint8_t* out, int64_t value) { return putVarint(out, zigzag(value)); }
+inline uint8_t* putZigzag(uint8_t* out, int64_t value) {
+  return putVarint(out, zigzag(value));
+}
 
 inline uint8_t* putBytes(uint8_t* out, const void* data, size_t size) {
   out = putVarint(out, size);

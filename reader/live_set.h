@@ -25,9 +25,8 @@ struct Allocation {
 };
 
 inline Allocation allocationOf(const Event& event) {
-  return Allocation{event.size,         event.context->stream, event.python_stack,
-                    event.native_stack, event.module,          event.context->device,
-                    event.traced};
+  return Allocation{event.size,   event.context->stream, event.python_stack, event.native_stack,
+                    event.module, event.context->device, event.traced};
 }
 
 // What a consumer of LiveReplay receives; derive from it and hide the members you need
@@ -97,8 +96,10 @@ class LiveReplay {
       }
       case EventKind::kFree: {
         Allocation freed;
-        if (live_.free(event.address, &freed)) consumer_.onFree(event, freed);
-        else consumer_.onUnmatchedFree(event);
+        if (live_.free(event.address, &freed))
+          consumer_.onFree(event, freed);
+        else
+          consumer_.onUnmatchedFree(event);
         return;
       }
       case EventKind::kFailedAlloc:

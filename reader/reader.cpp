@@ -126,7 +126,9 @@ uint64_t TraceReader::varint() {
   return value;
 }
 
-int64_t TraceReader::zigzag() { return codec::unzigzag(varint()); }
+int64_t TraceReader::zigzag() {
+  return codec::unzigzag(varint());
+}
 
 uint8_t TraceReader::byte() {
   if (cursor_ == end_) fail("a record cut off by the end of its chunk");

@@ -60,7 +60,7 @@ struct NativeNode {
 struct LoadedObject {
   uint32_t path;  // string id
   uint64_t bias;
-  std::string build_id;  // raw bytes
+  std::string build_id;                                 // raw bytes
   std::vector<std::pair<uint64_t, uint64_t>> segments;  // (start, size)
 };
 
@@ -88,7 +88,7 @@ struct Event {
   uint64_t size;     // allocations and failed allocations; 0 for frees
   uint32_t python_stack;
   uint32_t native_stack;
-  bool traced;  // written while tracing was on (stacks were being captured)
+  bool traced;      // written while tracing was on (stacks were being captured)
   uint32_t module;  // string id of the nn.Module running on the event's thread (0: none)
   const Context* context;
 };
@@ -351,7 +351,8 @@ void TraceReader::readRecord(Visitor& visitor) {
       uint8_t api = byte();
       uint8_t level = byte();
       if (api >= static_cast<uint8_t>(format::Api::kCount)) fail("an unknown API in a context");
-      if (level >= static_cast<uint8_t>(format::Level::kCount)) fail("an unknown level in a context");
+      if (level >= static_cast<uint8_t>(format::Level::kCount))
+        fail("an unknown level in a context");
       context_.api = static_cast<format::Api>(api);
       context_.level = static_cast<format::Level>(level);
       current_module_ = 0;

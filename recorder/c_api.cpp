@@ -201,6 +201,8 @@ MEMTRACE_EXPORT const char* memtrace_diagnostics(void) {
   return text;
 }
 
-MEMTRACE_EXPORT const char* memtrace_last_error(void) { return g_last_error; }
+MEMTRACE_EXPORT const char* memtrace_last_error(void) {
+  return g_last_error;
+}
 
 }  // extern "C"

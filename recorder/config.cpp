@@ -53,20 +53,25 @@ Config readConfig() {
 
   config.stack_mode = format::StackMode::kPython;
   if (const char* stacks = getenv("MEMTRACE_STACKS"); stacks && *stacks) {
-    if (!strcmp(stacks, "python")) config.stack_mode = format::StackMode::kPython;
-    else if (!strcmp(stacks, "native")) config.stack_mode = format::StackMode::kNative;
-    else if (!strcmp(stacks, "all")) config.stack_mode = format::StackMode::kAll;
-    else if (!strcmp(stacks, "none")) config.stack_mode = format::StackMode::kNone;
-    else warn("MEMTRACE_STACKS must be python, native, all or none; using python, not ", stacks);
+    if (!strcmp(stacks, "python"))
+      config.stack_mode = format::StackMode::kPython;
+    else if (!strcmp(stacks, "native"))
+      config.stack_mode = format::StackMode::kNative;
+    else if (!strcmp(stacks, "all"))
+      config.stack_mode = format::StackMode::kAll;
+    else if (!strcmp(stacks, "none"))
+      config.stack_mode = format::StackMode::kNone;
+    else
+      warn("MEMTRACE_STACKS must be python, native, all or none; using python, not ", stacks);
   }
 
   config.python_depth = 128;
-  if (const char* depth = getenv("MEMTRACE_PYTHON_DEPTH"); depth && *depth &&
-      !parseUnsigned(depth, 1, kMaxPythonDepth, &config.python_depth))
+  if (const char* depth = getenv("MEMTRACE_PYTHON_DEPTH");
+      depth && *depth && !parseUnsigned(depth, 1, kMaxPythonDepth, &config.python_depth))
     warn("MEMTRACE_PYTHON_DEPTH must be 1..256; using 128, not ", depth);
   config.native_depth = 32;
-  if (const char* depth = getenv("MEMTRACE_NATIVE_DEPTH"); depth && *depth &&
-      !parseUnsigned(depth, 1, kMaxNativeDepth, &config.native_depth))
+  if (const char* depth = getenv("MEMTRACE_NATIVE_DEPTH");
+      depth && *depth && !parseUnsigned(depth, 1, kMaxNativeDepth, &config.native_depth))
     warn("MEMTRACE_NATIVE_DEPTH must be 1..256; using 32, not ", depth);
 
   config.free_stacks = parseFlag("MEMTRACE_FREE_STACKS") == 1;
@@ -74,7 +79,8 @@ Config readConfig() {
   config.keep_torch_allocator = parseFlag("MEMTRACE_KEEP_TORCH_ALLOCATOR") == 1;
   config.verbose = parseFlag("MEMTRACE_VERBOSE") == 1;
   if (const char* walker = getenv("MEMTRACE_PYTHON_WALKER"); walker && *walker) {
-    if (!strcmp(walker, "api")) config.python_public_api_only = true;
+    if (!strcmp(walker, "api"))
+      config.python_public_api_only = true;
     else if (strcmp(walker, "auto") != 0)
       warn("MEMTRACE_PYTHON_WALKER must be auto or api; using auto, not ", walker);
   }

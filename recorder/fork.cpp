@@ -39,6 +39,8 @@ void forkChild() {
 
 }  // namespace
 
-void installForkHandlers() { pthread_atfork(forkPrepare, forkParent, forkChild); }
+void installForkHandlers() {
+  pthread_atfork(forkPrepare, forkParent, forkChild);
+}
 
 }  // namespace memtrace::detail

@@ -153,9 +153,12 @@ bool loadUnwinder() {
 
 const char* unwinderName() {
   switch (g_unwinder.load(std::memory_order_acquire)) {
-    case 1: return "libunwind";
-    case 2: return "glibc-backtrace";
-    default: return "none";
+    case 1:
+      return "libunwind";
+    case 2:
+      return "glibc-backtrace";
+    default:
+      return "none";
   }
 }
 
@@ -166,9 +169,14 @@ size_t captureStack(uintptr_t* ips, size_t max, const void* caller) {
   int want = static_cast<int>(std::min<size_t>(max, 256)) + kOwnFramesMargin;
   int count = 0;
   switch (g_unwinder.load(std::memory_order_acquire)) {
-    case 1: count = g_unw_backtrace.load(std::memory_order_relaxed)(buffer, want); break;
-    case 2: count = backtrace(buffer, want); break;
-    default: return 0;
+    case 1:
+      count = g_unw_backtrace.load(std::memory_order_relaxed)(buffer, want);
+      break;
+    case 2:
+      count = backtrace(buffer, want);
+      break;
+    default:
+      return 0;
   }
   int first = 0;
   if (caller) {
@@ -183,15 +191,17 @@ size_t captureStack(uintptr_t* ips, size_t max, const void* caller) {
     }
   }
   size_t kept = 0;
-  for (int i = first; i < count && kept < max; ++i) ips[kept++] = reinterpret_cast<uintptr_t>(buffer[i]);
+  for (int i = first; i < count && kept < max; ++i)
+    ips[kept++] = reinterpret_cast<uintptr_t>(buffer[i]);
   return kept;
 }
 
 bool objectTableCovers(uintptr_t ip) {
   pthread_mutex_lock(&g_objects_mutex);
   // The last range starting at or before ip.
-  const Range* it = std::upper_bound(g_ranges, g_ranges + g_range_count, ip,
-                                     [](uintptr_t value, const Range& r) { return value < r.start; });
+  const Range* it =
+      std::upper_bound(g_ranges, g_ranges + g_range_count, ip,
+                       [](uintptr_t value, const Range& r) { return value < r.start; });
   bool covered = it != g_ranges && ip < (it - 1)->end;
   pthread_mutex_unlock(&g_objects_mutex);
   return covered;
@@ -221,6 +231,8 @@ size_t lockObjects(LoadedObject** objects) {
   return g_object_count;
 }
 
-void unlockObjects() { pthread_mutex_unlock(&g_objects_mutex); }
+void unlockObjects() {
+  pthread_mutex_unlock(&g_objects_mutex);
+}
 
 }  // namespace memtrace::native

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/flat_map.h"
 #include "recorder/arena.h"
 #include "recorder/immortal.h"
-#include "common/flat_map.h"
 
 namespace memtrace::python {
 namespace {
@@ -19,8 +19,8 @@ namespace {
 struct Api {
   int (*Py_IsInitialized)();
   int (*PyGILState_Check)();
-  void* (*PyThreadState_UncheckedGet)();  // _PyThreadState_UncheckedGet (<= 3.12) or
-                                          // PyThreadState_GetUnchecked (3.13)
+  void* (*PyThreadState_UncheckedGet)();   // _PyThreadState_UncheckedGet (<= 3.12) or
+                                           // PyThreadState_GetUnchecked (3.13)
   void* (*PyThreadState_GetFrame)(void*);  // 3.9
   void* (*PyFrame_GetBack)(void*);         // 3.9
   void* (*PyFrame_GetCode)(void*);         // 3.9
@@ -32,9 +32,9 @@ struct Api {
   void (*PyErr_Clear)();
   void (*Py_IncRef)(void*);
   void (*Py_DecRef)(void*);
-  int (*PyGC_Disable)();  // 3.10
-  int (*PyGC_Enable)();   // 3.10
-  int (*Py_IsFinalizing)();  // 3.13; _Py_IsFinalizing before
+  int (*PyGC_Disable)();            // 3.10
+  int (*PyGC_Enable)();             // 3.10
+  int (*Py_IsFinalizing)();         // 3.13; _Py_IsFinalizing before
   const unsigned long* Py_Version;  // 3.11: the version as PY_VERSION_HEX
 };
 
@@ -55,12 +55,12 @@ struct FrameLayout {
   size_t frame_object_to_frame;  // PyFrameObject::f_frame
   size_t code;                   // _PyInterpreterFrame::f_code (f_executable in 3.13)
   size_t previous;
-  size_t instruction;            // prev_instr (3.11, 3.12) or instr_ptr (3.13)
+  size_t instruction;  // prev_instr (3.11, 3.12) or instr_ptr (3.13)
   size_t owner;
   int owned_by_generator;
-  int owned_by_c_stack;          // -1: no such owner (3.11)
-  size_t code_units;             // PyCodeObject::co_code_adaptive
-  size_t first_traceable;        // PyCodeObject::_co_firsttraceable (an int)
+  int owned_by_c_stack;    // -1: no such owner (3.11)
+  size_t code_units;       // PyCodeObject::co_code_adaptive
+  size_t first_traceable;  // PyCodeObject::_co_firsttraceable (an int)
 };
 
 constexpr FrameLayout kLayout311 = {24, 32, 48, 56, 69, 1, -1, 184, 168};
@@ -133,10 +133,17 @@ bool loadApi() {
   lookUp(&api.Py_Version, "Py_Version");
   if (api.Py_Version && api.PyFrame_GetLasti) {
     switch (*api.Py_Version >> 16) {  // PY_VERSION_HEX: major, minor, micro, level
-      case 0x030B: g_layout = &kLayout311; break;
-      case 0x030C: g_layout = &kLayout312; break;
-      case 0x030D: g_layout = &kLayout313; break;
-      default: g_layout = nullptr;
+      case 0x030B:
+        g_layout = &kLayout311;
+        break;
+      case 0x030C:
+        g_layout = &kLayout312;
+        break;
+      case 0x030D:
+        g_layout = &kLayout313;
+        break;
+      default:
+        g_layout = nullptr;
     }
   }
   if (!g_layout) g_fast_walk.store(FastWalk::kOff);
@@ -177,8 +184,8 @@ size_t walkWithApi(void* frame, RawFrame* frames, size_t max) {
   size_t count = 0;
   while (frame && count < max) {
     void* code = g_api.PyFrame_GetCode(frame);  // a new reference
-    int position = g_api.PyFrame_GetLasti ? g_api.PyFrame_GetLasti(frame)
-                                          : g_api.PyFrame_GetLineNumber(frame);
+    int position =
+        g_api.PyFrame_GetLasti ? g_api.PyFrame_GetLasti(frame) : g_api.PyFrame_GetLineNumber(frame);
     // The frame keeps its code object alive until resolveFrame takes its own reference.
     g_api.Py_DecRef(code);
     frames[count++] = RawFrame{code, position};
@@ -195,8 +202,7 @@ size_t walkWithApi(void* frame, RawFrame* frames, size_t max) {
 size_t walkDirectly(const void* frame, RawFrame* frames, size_t max, bool check, size_t count) {
   const FrameLayout& layout = *g_layout;
   size_t walked = 0;
-  for (; frame && walked < max;
-       frame = field<const void*>(frame, layout.previous)) {
+  for (; frame && walked < max; frame = field<const void*>(frame, layout.previous)) {
     int owner = field<char>(frame, layout.owner);
     if (owner == layout.owned_by_c_stack) continue;
     const char* code = field<const char*>(frame, layout.code);
@@ -233,14 +239,15 @@ size_t captureStack(RawFrame* frames, size_t max) {
     g_api.Py_DecRef(top);  // it stays alive: it is running
     return walkDirectly(frame, frames, max, false, 0);
   }
-  const void* frame = mode == FastWalk::kOff ? nullptr
-                                             : field<const void*>(top, g_layout->frame_object_to_frame);
+  const void* frame =
+      mode == FastWalk::kOff ? nullptr : field<const void*>(top, g_layout->frame_object_to_frame);
   size_t count = walkWithApi(top, frames, max);
   if (mode != FastWalk::kOff) {
     if (walkDirectly(frame, frames, max, true, count) == SIZE_MAX) {
       g_fast_walk.store(FastWalk::kOff, std::memory_order_relaxed);
     } else if (mode == FastWalk::kChecking &&
-               g_fast_agreements.fetch_add(1, std::memory_order_relaxed) + 1 >= kAgreementsToTrust) {
+               g_fast_agreements.fetch_add(1, std::memory_order_relaxed) + 1 >=
+                   kAgreementsToTrust) {
       FastWalk expected = FastWalk::kChecking;
       g_fast_walk.compare_exchange_strong(expected, FastWalk::kTrusted);
     }
@@ -248,13 +255,18 @@ size_t captureStack(RawFrame* frames, size_t max) {
   return count;
 }
 
-void usePublicApiOnly() { g_fast_walk.store(FastWalk::kOff, std::memory_order_relaxed); }
+void usePublicApiOnly() {
+  g_fast_walk.store(FastWalk::kOff, std::memory_order_relaxed);
+}
 
 const char* walkerName() {
   switch (g_fast_walk.load(std::memory_order_relaxed)) {
-    case FastWalk::kTrusted: return "direct";
-    case FastWalk::kChecking: return "checking";
-    case FastWalk::kOff: return "public-api";
+    case FastWalk::kTrusted:
+      return "direct";
+    case FastWalk::kChecking:
+      return "checking";
+    case FastWalk::kOff:
+      return "public-api";
   }
   return "?";
 }

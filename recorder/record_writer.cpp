@@ -19,7 +19,8 @@ constexpr char kVersionString[] = "memtrace 0.1.0";
 // FNV-1a: strings are interned once per distinct frame, so a simple hash is enough.
 uint64_t hashBytes(const char* data, size_t size) {
   uint64_t hash = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < size; ++i) hash = (hash ^ static_cast<uint8_t>(data[i])) * 0x100000001b3ULL;
+  for (size_t i = 0; i < size; ++i)
+    hash = (hash ^ static_cast<uint8_t>(data[i])) * 0x100000001b3ULL;
   return hash;
 }
 
@@ -267,7 +268,8 @@ bool RecordWriter::writeModuleScope(ThreadState& thread) {
   bool ok = true;
   uint32_t path = 0;
   if (thread.module_depth > 0) {
-    size_t top = (thread.module_depth < kMaxModuleDepth ? thread.module_depth : kMaxModuleDepth) - 1;
+    size_t top =
+        (thread.module_depth < kMaxModuleDepth ? thread.module_depth : kMaxModuleDepth) - 1;
     path = internString(thread.module_paths[top], thread.module_lengths[top], &ok);
   }
   uint8_t* p = ok ? file_.reserve(16) : nullptr;
@@ -331,8 +333,7 @@ bool RecordWriter::setContext(const EventContext& context) {
 }
 
 bool RecordWriter::writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address,
-                              const uint64_t* size, uint32_t python_stack,
-                              uint32_t native_stack) {
+                              const uint64_t* size, uint32_t python_stack, uint32_t native_stack) {
   uint8_t* p = file_.reserve(64);
   if (!p) return false;
   uint8_t* type = p++;

@@ -9,10 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "recorder/arena.h"
 #include "common/flat_map.h"
-#include "recorder/python_stack.h"
 #include "format/records.h"
+#include "recorder/arena.h"
+#include "recorder/python_stack.h"
 #include "recorder/thread_state.h"
 #include "recorder/trace_file.h"
 
@@ -61,8 +61,7 @@ class RecordWriter {
   bool setContext(const EventContext& context);
   bool writeAlloc(uint64_t time_ns, uintptr_t address, uint64_t size, uint32_t python_stack,
                   uint32_t native_stack);
-  bool writeFree(uint64_t time_ns, uintptr_t address, uint32_t python_stack,
-                 uint32_t native_stack);
+  bool writeFree(uint64_t time_ns, uintptr_t address, uint32_t python_stack, uint32_t native_stack);
   bool writeFailedAlloc(uint64_t time_ns, uint64_t size, uint32_t python_stack,
                         uint32_t native_stack);
   // Writes the loaded objects (kLoadedObject records) this file has not got yet.

@@ -161,9 +161,13 @@ void initialize() {
 
 }  // namespace
 
-bool loadedByPreload() { return pathMentionsSelf(getenv("LD_PRELOAD")); }
+bool loadedByPreload() {
+  return pathMentionsSelf(getenv("LD_PRELOAD"));
+}
 
-void ensureRecorderInitialized() { pthread_once(&g_init_once, initialize); }
+void ensureRecorderInitialized() {
+  pthread_once(&g_init_once, initialize);
+}
 
 void setDeviceDescriber(DeviceDescriber describer) {
   g_describer.store(describer, std::memory_order_release);

@@ -52,9 +52,10 @@ extern RecordWriter& g_writer;
 extern format::LiveTable<LiveBlock>& g_live;
 extern uint64_t g_current[kMaxDevices + 1];  // [0]: all devices; [d + 1]: device d
 extern uint64_t g_peak[kMaxDevices + 1];
-extern bool g_file_wanted;      // a file should be open (started, or autostart)
-extern bool g_write_failed;     // writing failed; nothing is written until the next start
-extern bool g_write_through;     // every record is written at once (Note [When records reach the file])
+extern bool g_file_wanted;   // a file should be open (started, or autostart)
+extern bool g_write_failed;  // writing failed; nothing is written until the next start
+extern bool
+    g_write_through;  // every record is written at once (Note [When records reach the file])
 extern uint64_t g_write_through_until_ns;  // ... and every record made before this time
 extern bool g_flusher_running;
 extern int g_open_phases;
@@ -94,7 +95,9 @@ void expandPath(const char* pattern, char* out, size_t out_size);
 // Opens the trace file if one is wanted and none is open. False when no file is open
 // after it (none wanted, or the open failed).
 bool openFile();
-inline bool ensureFileOpen() { return g_file.isOpen() || openFile(); }
+inline bool ensureFileOpen() {
+  return g_file.isOpen() || openFile();
+}
 
 // Writes the closing marker `why` and closes the file, if one is open.
 void closeFile(format::MarkerKind why);
@@ -124,8 +127,7 @@ inline constexpr uint64_t kFlushPeriodNs = 100 * 1000 * 1000;
 
 // After writing a record made at `time_ns`: write it through when the policy says so.
 inline void afterRecord(uint64_t time_ns) {
-  if ((g_write_through || time_ns < g_write_through_until_ns) && g_file.isOpen() &&
-      !g_file.flush())
+  if ((g_write_through || time_ns < g_write_through_until_ns) && g_file.isOpen() && !g_file.flush())
     failWrite();
 }
 

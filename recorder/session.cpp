@@ -49,8 +49,8 @@ void expandPath(const char* pattern, char* out, size_t out_size) {
 
 void failWrite() {
   char detail[600];
-  snprintf(detail, sizeof(detail), "%s: %s; recording stopped, the program goes on",
-           g_file.path(), strerror(g_file.lastErrno() ? g_file.lastErrno() : EIO));
+  snprintf(detail, sizeof(detail), "%s: %s; recording stopped, the program goes on", g_file.path(),
+           strerror(g_file.lastErrno() ? g_file.lastErrno() : EIO));
   warn("cannot write the trace file ", detail);
   setError("cannot write the trace file ", detail);
   g_file.abandon();
@@ -144,8 +144,7 @@ void closeFile(MarkerKind why) {
 void onExit() {
   MutexLock lock;
   if (g_file.isOpen()) {
-    if (!g_writer.writeMarker(monotonicNow(), MarkerKind::kProcessExit, nullptr) ||
-        !g_file.flush())
+    if (!g_writer.writeMarker(monotonicNow(), MarkerKind::kProcessExit, nullptr) || !g_file.flush())
       failWrite();
   }
   // Teardown frees after this point (static destructors, CUDA context teardown, other

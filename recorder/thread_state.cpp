@@ -25,7 +25,9 @@ void releaseState(void* state) {
   unmapPages(state, sizeof(ThreadState));
 }
 
-void createKey() { pthread_key_create(&g_state_key, releaseState); }
+void createKey() {
+  pthread_key_create(&g_state_key, releaseState);
+}
 
 }  // namespace
 

@@ -8,8 +8,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "format/codec.h"
 #include "common/flat_map.h"
+#include "format/codec.h"
 #include "format/records.h"
 
 namespace memtrace {
@@ -119,8 +119,8 @@ bool TraceFile::writeAt(uint64_t offset, iovec* iov, int count) {
   uint64_t at = offset;
   while (count > 0) {
     // A pipe (MEMTRACE_OUTPUT=/dev/stdout) has no offsets: it is written in order.
-    ssize_t written = seekable_ ? pwritev(fd_, iov, count, static_cast<off_t>(at))
-                                : writev(fd_, iov, count);
+    ssize_t written =
+        seekable_ ? pwritev(fd_, iov, count, static_cast<off_t>(at)) : writev(fd_, iov, count);
     if (written < 0 && errno == EINTR) continue;
     if (written <= 0) {
       last_errno_ = written < 0 ? errno : EIO;

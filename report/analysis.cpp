@@ -60,8 +60,10 @@ struct SummaryVisitor : reader::LiveVisitor {
     if (index >= 0) devices_with_events |= uint64_t{1} << index;
     ++summary.events;
     summary.duration_ns = std::max(summary.duration_ns, event.time_ns);
-    if (event.context->level == format::Level::kSegment) summary.segment_level = true;
-    else summary.tensor_level = true;
+    if (event.context->level == format::Level::kSegment)
+      summary.segment_level = true;
+    else
+      summary.tensor_level = true;
   }
 
   void onFailedAlloc(const Event& event) {
@@ -133,10 +135,14 @@ struct LiveSetVisitor : reader::LiveVisitor {
 bool pastPoint(const TraceSummary& summary, const Point& point, const reader::Event& event) {
   if (event.index >= summary.window_events) return true;
   switch (point.kind) {
-    case Point::Kind::kPeak: return event.index > summary.peak_event;
-    case Point::Kind::kOom: return event.index > summary.first_failed_event;
-    case Point::Kind::kTime: return event.time_ns > point.time_ns;
-    case Point::Kind::kEnd: return false;
+    case Point::Kind::kPeak:
+      return event.index > summary.peak_event;
+    case Point::Kind::kOom:
+      return event.index > summary.first_failed_event;
+    case Point::Kind::kTime:
+      return event.time_ns > point.time_ns;
+    case Point::Kind::kEnd:
+      return false;
   }
   return false;
 }
@@ -166,8 +172,7 @@ TraceSummary summarize(reader::TraceReader& trace, int device_filter, Until unti
         seen += (seen.empty() ? "" : ", ") + std::to_string(index);
     throw reader::TraceError(trace.path() + ": device " + std::to_string(device_filter) +
                              " is not in the trace (" +
-                             (seen.empty() ? "no event names a device" : "devices: " + seen) +
-                             ")");
+                             (seen.empty() ? "no event names a device" : "devices: " + seen) + ")");
   }
   summary.process = tables.process;
   summary.file_bytes = trace.fileSize();

@@ -17,7 +17,9 @@ namespace memtrace::report {
 inline constexpr int kAllDevices = -1;
 
 // Whether `device`'s bytes count under the filter (kAllDevices or a device index).
-inline bool selected(int filter, int device) { return filter == kAllDevices || filter == device; }
+inline bool selected(int filter, int device) {
+  return filter == kAllDevices || filter == device;
+}
 
 struct DeviceSummary {
   int device = -1;
@@ -44,10 +46,10 @@ struct TraceSummary {
   int device_filter = kAllDevices;
 
   // For the bytes selected by device_filter:
-  uint64_t peak_bytes = 0;     // the high-water mark of live bytes
-  uint64_t peak_event = 0;     // the allocation that reached it first (its index)
+  uint64_t peak_bytes = 0;  // the high-water mark of live bytes
+  uint64_t peak_event = 0;  // the allocation that reached it first (its index)
   uint64_t peak_time_ns = 0;
-  uint64_t end_bytes = 0;      // live at the end of the trace
+  uint64_t end_bytes = 0;        // live at the end of the trace
   uint64_t allocated_bytes = 0;  // all allocations summed
 
   uint64_t events = 0;
@@ -72,7 +74,7 @@ struct TraceSummary {
 
 // How far into the trace a report looks.
 enum class Until {
-  kEnd,       // the whole trace
+  kEnd,  // the whole trace
   // Up to the last "tracing stopped" mark, if tracing was stopped and not started again:
   // what a program traced between start_tracing() and stop_tracing(), without what it
   // allocated afterwards (still written, untraced, so that a later start stays right).

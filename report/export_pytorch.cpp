@@ -49,7 +49,9 @@ struct SnapshotEvent {
 };
 
 // Events whose device is unknown (-1) go on device 0.
-int32_t snapshotDevice(int device) { return std::max(device, 0); }
+int32_t snapshotDevice(int device) {
+  return std::max(device, 0);
+}
 
 struct HistoryVisitor : reader::LiveVisitor {
   HistoryVisitor(const TraceSummary& summary, Point point) : summary(summary), point(point) {}

@@ -8,10 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "reader/reader.h"
 #include "report/analysis.h"
 #include "report/locations.h"
 #include "report/symbolizer.h"
-#include "reader/reader.h"
 
 namespace memtrace::report {
 

@@ -31,22 +31,32 @@ std::string displayPath(std::string_view path) {
 
 const char* locationKindName(LocationKind kind) {
   switch (kind) {
-    case LocationKind::kPython: return "python";
-    case LocationKind::kUntraced: return "untraced";
-    case LocationKind::kNative: return "native";
-    case LocationKind::kNoStack: return "none";
-    case LocationKind::kModule: return "module";
+    case LocationKind::kPython:
+      return "python";
+    case LocationKind::kUntraced:
+      return "untraced";
+    case LocationKind::kNative:
+      return "native";
+    case LocationKind::kNoStack:
+      return "none";
+    case LocationKind::kModule:
+      return "module";
   }
   return "?";
 }
 
 std::string groupByName(GroupBy group_by) {
   switch (group_by) {
-    case GroupBy::kLine: return "line";
-    case GroupBy::kFunction: return "function";
-    case GroupBy::kFile: return "file";
-    case GroupBy::kStack: return "stack";
-    case GroupBy::kModule: return "module";
+    case GroupBy::kLine:
+      return "line";
+    case GroupBy::kFunction:
+      return "function";
+    case GroupBy::kFile:
+      return "file";
+    case GroupBy::kStack:
+      return "stack";
+    case GroupBy::kModule:
+      return "module";
   }
   return "?";
 }
@@ -113,11 +123,15 @@ Locator::Key Locator::keyOf(const LiveAllocation& allocation) {
     uint32_t frame_id = chosenFrame(allocation.python_stack);
     const reader::PythonFrame& frame = tables_.python_frames[frame_id];
     switch (group_by_) {
-      case GroupBy::kLine: return Key{3, frame_id};
-      case GroupBy::kFunction: return Key{4, uint64_t{frame.file} << 32 | frame.function};
-      case GroupBy::kFile: return Key{5, frame.file};
+      case GroupBy::kLine:
+        return Key{3, frame_id};
+      case GroupBy::kFunction:
+        return Key{4, uint64_t{frame.file} << 32 | frame.function};
+      case GroupBy::kFile:
+        return Key{5, frame.file};
       case GroupBy::kStack:
-      case GroupBy::kModule: break;
+      case GroupBy::kModule:
+        break;
     }
   }
   if (allocation.native_stack) {
@@ -155,7 +169,9 @@ Location Locator::describe(const LiveAllocation& allocation) {
     location.function = std::string(tables_.string(frame.function));
     location.line = frame.line;
     switch (group_by_) {
-      case GroupBy::kLine: location.name = frameName(frame_id); break;
+      case GroupBy::kLine:
+        location.name = frameName(frame_id);
+        break;
       case GroupBy::kFunction:
         location.name = displayPath(location.file) + " (" + location.function + ")";
         location.line = 0;
@@ -166,7 +182,8 @@ Location Locator::describe(const LiveAllocation& allocation) {
         location.line = 0;
         break;
       case GroupBy::kStack:
-      case GroupBy::kModule: break;
+      case GroupBy::kModule:
+        break;
     }
     return location;
   }
@@ -175,13 +192,15 @@ Location Locator::describe(const LiveAllocation& allocation) {
     auto name = [](const NativeFrame& frame) {
       std::string text = frame.function;
       if (!frame.object.empty()) text += " [" + frame.object + "]";
-      if (!frame.file.empty()) text += " " + displayPath(frame.file) + ":" + std::to_string(frame.line);
+      if (!frame.file.empty())
+        text += " " + displayPath(frame.file) + ":" + std::to_string(frame.line);
       return text;
     };
     if (group_by_ == GroupBy::kStack) {
       std::vector<std::string> frames;
       bool innermost = true;
-      for (uint32_t node = allocation.native_stack; node; node = tables_.native_stacks[node].parent) {
+      for (uint32_t node = allocation.native_stack; node;
+           node = tables_.native_stacks[node].parent) {
         frames.push_back(name(symbolizer().resolve(tables_.native_stacks[node].ip, innermost)));
         innermost = false;
       }
@@ -203,7 +222,8 @@ Location Locator::describe(const LiveAllocation& allocation) {
   location.kind = LocationKind::kNoStack;
   // Python stacks were wanted but this thread did not hold the GIL (autograd's threads,
   // C++ threads): say so, rather than that stacks were off.
-  location.name = format::wantsPython(tables_.process.stack_mode) ? "<no Python frame>" : "<no stack>";
+  location.name =
+      format::wantsPython(tables_.process.stack_mode) ? "<no Python frame>" : "<no stack>";
   return location;
 }
 

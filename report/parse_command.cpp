@@ -10,9 +10,12 @@ namespace {
 std::string quoted(std::string_view text) {
   std::string out = "\"";
   for (unsigned char c : text) {
-    if (c == '"' || c == '\\') out += fmt::format("\\{}", static_cast<char>(c));
-    else if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
-    else out += static_cast<char>(c);
+    if (c == '"' || c == '\\')
+      out += fmt::format("\\{}", static_cast<char>(c));
+    else if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += static_cast<char>(c);
   }
   return out + "\"";
 }
@@ -52,8 +55,7 @@ struct Printer : reader::LiveVisitor {
     std::string build_id;
     for (unsigned char c : object.build_id) build_id += fmt::format("{:02x}", c);
     std::string segments;
-    for (auto [start, size] : object.segments)
-      segments += fmt::format(" {:#x}+{:#x}", start, size);
+    for (auto [start, size] : object.segments) segments += fmt::format(" {:#x}+{:#x}", start, size);
     out << fmt::format("module {} path={} bias={:#x} build_id={} segments={}\n", id, object.path,
                        object.bias, build_id.empty() ? "-" : build_id,
                        segments.empty() ? "-" : segments.substr(1));
@@ -94,9 +96,9 @@ struct Printer : reader::LiveVisitor {
     return event.traced ? "traced" : "untraced";
   }
   void printFree(const reader::Event& event, const std::string& size) {
-    out << fmt::format("free #{} t={} address={:#x} size={} pystack={} native={} {}\n",
-                       event.index, event.time_ns, event.address, size, event.python_stack,
-                       event.native_stack, traced(event));
+    out << fmt::format("free #{} t={} address={:#x} size={} pystack={} native={} {}\n", event.index,
+                       event.time_ns, event.address, size, event.python_stack, event.native_stack,
+                       traced(event));
   }
 
   std::ostream& out;

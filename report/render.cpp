@@ -12,14 +12,15 @@
 namespace memtrace::report {
 namespace {
 
-std::string seconds(uint64_t ns) { return fmt::format("{:.3f} s", static_cast<double>(ns) / 1e9); }
+std::string seconds(uint64_t ns) {
+  return fmt::format("{:.3f} s", static_cast<double>(ns) / 1e9);
+}
 
 std::string commandLine(const reader::ProcessInfo& process) {
   std::string text;
   for (const std::string& argument : process.command_line) {
     if (!text.empty()) text += ' ';
-    bool plain = !argument.empty() &&
-                 argument.find_first_of(" \t\"'\\$`") == std::string::npos;
+    bool plain = !argument.empty() && argument.find_first_of(" \t\"'\\$`") == std::string::npos;
     text += plain ? argument : "'" + argument + "'";
   }
   return text;
@@ -42,7 +43,9 @@ std::string levelText(const TraceSummary& summary) {
   return "tensors (each event is one allocation request)";
 }
 
-std::string percent(double value) { return fmt::format("{:+.1f} %", value); }
+std::string percent(double value) {
+  return fmt::format("{:+.1f} %", value);
+}
 
 // What the estimator said, per shown row (empty without an estimate).
 std::vector<std::optional<uint64_t>> predictions(const Report& report) {
@@ -58,17 +61,22 @@ std::string predictionSource(const Prediction& prediction) {
 }
 
 size_t shownRows(const Report& report) {
-  return report.top == 0 ? report.table.rows.size() : std::min(report.top, report.table.rows.size());
+  return report.top == 0 ? report.table.rows.size()
+                         : std::min(report.top, report.table.rows.size());
 }
 
 }  // namespace
 
 std::string pointName(const Point& point) {
   switch (point.kind) {
-    case Point::Kind::kPeak: return "peak";
-    case Point::Kind::kEnd: return "end";
-    case Point::Kind::kOom: return "oom";
-    case Point::Kind::kTime: return fmt::format("{:.6g} s", static_cast<double>(point.time_ns) / 1e9);
+    case Point::Kind::kPeak:
+      return "peak";
+    case Point::Kind::kEnd:
+      return "end";
+    case Point::Kind::kOom:
+      return "oom";
+    case Point::Kind::kTime:
+      return fmt::format("{:.6g} s", static_cast<double>(point.time_ns) / 1e9);
   }
   return "?";
 }
@@ -92,21 +100,25 @@ void renderText(std::ostream& out, const Report& report) {
                        formatBytes(device.peak_bytes), seconds(device.peak_time_ns));
   }
   if (s.cut_offset)
-    out << fmt::format("  note       the file ends in a partial chunk at byte {} of {} (the "
-                       "process was killed?): read up to there\n",
-                       s.cut_offset, s.file_bytes);
+    out << fmt::format(
+        "  note       the file ends in a partial chunk at byte {} of {} (the "
+        "process was killed?): read up to there\n",
+        s.cut_offset, s.file_bytes);
   else if (!s.ended_cleanly)
     out << "  note       the trace has no end mark: the process was killed or is still running\n";
   if (s.window_events != UINT64_MAX)
-    out << fmt::format("  window     up to where tracing was last stopped, at {}: what came after is "
-                       "not counted\n",
-                       seconds(s.window_end_ns));
+    out << fmt::format(
+        "  window     up to where tracing was last stopped, at {}: what came after is "
+        "not counted\n",
+        seconds(s.window_end_ns));
   if (s.unmatched_frees || s.replaced_allocations)
-    out << fmt::format("  note       {} frees of unknown addresses, {} allocations over live "
-                       "ones (frees made through unhooked calls)\n",
-                       s.unmatched_frees, s.replaced_allocations);
+    out << fmt::format(
+        "  note       {} frees of unknown addresses, {} allocations over live "
+        "ones (frees made through unhooked calls)\n",
+        s.unmatched_frees, s.replaced_allocations);
   out << "\n";
-  std::string scope = s.device_filter == kAllDevices ? "" : fmt::format(" on device {}", s.device_filter);
+  std::string scope =
+      s.device_filter == kAllDevices ? "" : fmt::format(" on device {}", s.device_filter);
   out << fmt::format("Peak memory{}: {} ({} bytes) at {}, event {}\n", scope,
                      formatBytes(s.peak_bytes), s.peak_bytes, seconds(s.peak_time_ns),
                      s.peak_event);
@@ -128,7 +140,8 @@ void renderText(std::ostream& out, const Report& report) {
     for (size_t i = 0; i < shown; ++i) {
       const MarkerSummary& marker = s.markers[i];
       const char* prefix = marker.kind == format::MarkerKind::kPhaseBegin ? "begin "
-                           : marker.kind == format::MarkerKind::kPhaseEnd ? "end" : "";
+                           : marker.kind == format::MarkerKind::kPhaseEnd ? "end"
+                                                                          : "";
       out << fmt::format(" {}{}@{}", prefix, marker.name, seconds(marker.time_ns));
       if (i + 1 < shown) out << ",";
     }
@@ -169,14 +182,15 @@ void renderText(std::ostream& out, const Report& report) {
     std::sort(unmatched.begin(), unmatched.end(),
               [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
     if (!unmatched.empty()) {
-      out << "\nPredicted live at the estimator's peak, but not live at the measured " << pointName(report.live_set.point)
-          << ":\n";
+      out << "\nPredicted live at the estimator's peak, but not live at the measured "
+          << pointName(report.live_set.point) << ":\n";
       size_t listed = report.top ? std::min(report.top, unmatched.size()) : unmatched.size();
       for (size_t i = 0; i < listed; ++i) {
         const PredictionFrameEntry& entry = unmatched[i];
-        std::string where = entry.file.empty() ? "<no source line>"
-                                               : displayPath(entry.file) + ":" + std::to_string(entry.line) +
-                                                     " (" + entry.function + ")";
+        std::string where = entry.file.empty()
+                                ? "<no source line>"
+                                : displayPath(entry.file) + ":" + std::to_string(entry.line) +
+                                      " (" + entry.function + ")";
         out << fmt::format("{:<11} {}\n", formatBytes(entry.bytes), where);
       }
     }
@@ -207,7 +221,9 @@ nlohmann::json summaryJson(const TraceSummary& s) {
           {"untraced_allocations", s.untraced_allocations},
           {"unmatched_frees", s.unmatched_frees},
           {"duration_ns", s.duration_ns},
-          {"level", s.segment_level && s.tensor_level ? "mixed" : s.segment_level ? "segment" : "tensor"},
+          {"level", s.segment_level && s.tensor_level ? "mixed"
+                    : s.segment_level                 ? "segment"
+                                                      : "tensor"},
           {"ended_cleanly", s.ended_cleanly},
           {"window_end_ns", s.window_events == UINT64_MAX ? json(nullptr) : json(s.window_end_ns)},
           {"cut_offset", s.cut_offset}};
@@ -279,7 +295,9 @@ void renderJson(std::ostream& out, const Report& report) {
   if (const Prediction* prediction = report.prediction) {
     json unmatched = json::array();
     for (const PredictionFrameEntry& entry : unmatchedEntries(*prediction, report.table))
-      unmatched.push_back({{"file", entry.file}, {"line", entry.line}, {"function", entry.function},
+      unmatched.push_back({{"file", entry.file},
+                           {"line", entry.line},
+                           {"function", entry.function},
                            {"bytes", entry.bytes}});
     document["estimate"] = {{"path", prediction->path},
                             {"semantics", prediction->semantics},

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "reader/reader.h"
 #include "report/analysis.h"
 #include "report/locations.h"
-#include "reader/reader.h"
 
 namespace memtrace::report {
 

@@ -29,6 +29,7 @@ debian_packages=(
   chromium              # headless browser: the tests open the HTML report in it
   clang                 # libFuzzer and the sanitizer build (tests/fuzz, make test-sanitize)
   libclang-rt-14-dev    # clang's runtimes: libFuzzer, ASan, UBSan
+  clang-format          # the format check (tools/format.sh; ctest entry `format`)
 )
 
 missing=()

@@ -101,11 +101,10 @@ int main(int argc, char** argv) {
       continue;
     }
     auto start = std::chrono::steady_clock::now();
-    loaded.push_back(std::make_unique<torchscript::TorchScriptModel>(
-        torchscript::TorchScriptModel::load(path)));
+    loaded.push_back(
+        std::make_unique<torchscript::TorchScriptModel>(torchscript::TorchScriptModel::load(path)));
     double milliseconds =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count();
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::cerr << "loaded " << name << " in " << milliseconds << " ms\n";
     const torchscript::TorchScriptModel* model = loaded.back().get();
     benchmark::RegisterBenchmark(("estimate/" + name).c_str(), benchmarkEstimate, model, &spec)

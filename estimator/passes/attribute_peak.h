@@ -10,7 +10,7 @@ namespace memtrace::estimator {
 
 // Live bytes at the peak that share a key: a source line, or a module instance.
 struct LiveGroup {
-  SourceFrame frame;       // the line; unknown for module groups
+  SourceFrame frame;        // the line; unknown for module groups
   std::string module_path;  // the module; empty for line groups
   int64_t bytes = 0;
   int64_t tensors = 0;
@@ -22,7 +22,7 @@ struct PeakAttribution {
   std::vector<LiveGroup> by_frame;       // innermost source range
   std::vector<LiveGroup> by_user_frame;  // innermost frame in the user's own code
   std::vector<LiveGroup> by_module;      // module instance path
-  std::vector<StorageId> storages;     // the live storages, largest first
+  std::vector<StorageId> storages;       // the live storages, largest first
 };
 
 PeakAttribution attributePeak(const Graph& graph, const std::vector<StorageId>& live);

@@ -1,10 +1,10 @@
-#include "estimator/torchscript/graph_builder_internal.h"
-
 #include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "estimator/torchscript/graph_builder_internal.h"
 
 namespace memtrace::estimator::torchscript::internal {
 

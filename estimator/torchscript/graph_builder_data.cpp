@@ -79,8 +79,8 @@ std::optional<int64_t> GraphBuilder::countFor(const jit::Node* node, int64_t ele
 }
 
 std::optional<std::vector<c10::IValue>> GraphBuilder::sizeDataDependent(const jit::Node* node,
-                                                                         const jit::Stack& stack,
-                                                                         std::string& how) {
+                                                                        const jit::Stack& stack,
+                                                                        std::string& how) {
   const at::Tensor& self = stack.front().toTensor();
   at::TensorOptions indices = self.options().dtype(at::kLong);
   switch (node->kind()) {

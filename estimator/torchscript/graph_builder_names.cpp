@@ -1,8 +1,8 @@
-#include "estimator/torchscript/graph_builder_internal.h"
-
 #include <algorithm>
 #include <cctype>
 #include <optional>
+
+#include "estimator/torchscript/graph_builder_internal.h"
 
 namespace memtrace::estimator::torchscript::internal {
 
@@ -193,9 +193,9 @@ void GraphBuilder::bindOutputs(const jit::Node* node, const Location& location,
   const std::vector<std::string>& targets = location.targets;
   // `a, _ = f(x)`: TorchScript leaves `_` unnamed, yet Python binds it; the statement's
   // targets name an unpacking node's outputs by position.
-  bool unpacking = (node->kind() == jit::prim::TupleUnpack ||
-                    node->kind() == jit::prim::ListUnpack) &&
-                   targets.size() == node->outputs().size();
+  bool unpacking =
+      (node->kind() == jit::prim::TupleUnpack || node->kind() == jit::prim::ListUnpack) &&
+      targets.size() == node->outputs().size();
   for (size_t index = 0; index < node->outputs().size() && index < outputs.size(); ++index) {
     const jit::Value* output = node->outputs()[index];
     if (!output->hasDebugName() && !unpacking) continue;

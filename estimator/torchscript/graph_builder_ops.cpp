@@ -1,5 +1,3 @@
-#include "estimator/torchscript/graph_builder_internal.h"
-
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/runtime/jit_exception.h>
 
@@ -8,6 +6,7 @@
 #include <sstream>
 
 #include "estimator/errors.h"
+#include "estimator/torchscript/graph_builder_internal.h"
 
 namespace memtrace::estimator::torchscript::internal {
 
@@ -361,8 +360,7 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
     const c10::IValue& value = inputs[index].value;
     // Only where a tensor is made: comparisons of devices (x.device.type == "cpu") see the
     // device estimated for, which prim::device answers (Note [Traces from any device]).
-    if ((value.isDevice() || isDefaultDevice(node, index, value)) && makes_tensors &&
-        !keeps_host) {
+    if ((value.isDevice() || isDefaultDevice(node, index, value)) && makes_tensors && !keeps_host) {
       stack.emplace_back(c10::Device(at::kMeta));  // Note [Traces from any device]
     } else {
       stack.push_back(value);
@@ -397,8 +395,8 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
                         AssumptionKind::kUnknownOp);
     }
     outputs = std::move(*sized);
-    graph_.assumptions.push_back({AssumptionKind::kDataDependentSize,
-                                  node->kind().toQualString(), locate(node, frame).stack,
+    graph_.assumptions.push_back({AssumptionKind::kDataDependentSize, node->kind().toQualString(),
+                                  locate(node, frame).stack,
                                   std::string(node->kind().toQualString()) + ": " + how,
                                   /*makes_lower_bound=*/false});
     skip_meta = false;

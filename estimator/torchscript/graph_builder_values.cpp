@@ -1,8 +1,7 @@
-#include "estimator/torchscript/graph_builder_internal.h"
-
 #include <algorithm>
 
 #include "estimator/errors.h"
+#include "estimator/torchscript/graph_builder_internal.h"
 
 namespace memtrace::estimator::torchscript::internal {
 

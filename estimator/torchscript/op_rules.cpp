@@ -1,7 +1,5 @@
 #include "estimator/torchscript/op_rules.h"
 
-#include "estimator/torchscript/graph_builder_internal.h"
-
 #include <ATen/ATen.h>
 #include <ATen/AccumulateType.h>
 #include <torch/library.h>
@@ -10,6 +8,8 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+
+#include "estimator/torchscript/graph_builder_internal.h"
 
 namespace memtrace::estimator::torchscript {
 
@@ -38,8 +38,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> nativeGroupNormMeta(
   return {output, mean, rstd};
 }
 
-std::tuple<at::Tensor, at::Tensor> weightNormInterfaceMeta(const at::Tensor& v,
-                                                           const at::Tensor& g, int64_t) {
+std::tuple<at::Tensor, at::Tensor> weightNormInterfaceMeta(const at::Tensor& v, const at::Tensor& g,
+                                                           int64_t) {
   // aten/src/ATen/native/WeightNorm.cpp: w like v; the norms like g in g's accumulate type.
   at::Tensor w = at::empty_like(v, at::MemoryFormat::Contiguous);
   at::Tensor norms =
@@ -161,9 +161,10 @@ at::Tensor sdpaFused(const SdpaKernel& kernel, const at::Tensor& q, const at::Te
   at::Tensor logsumexp;
   if (kernel.logsumexp) {
     at::ScalarType accumulate = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
-    logsumexp = kernel.bhld_output
-                    ? at::empty({batch, length, heads}, q.options().dtype(accumulate)).transpose(1, 2)
-                    : at::empty({batch, heads, length}, q.options().dtype(accumulate));
+    logsumexp =
+        kernel.bhld_output
+            ? at::empty({batch, length, heads}, q.options().dtype(accumulate)).transpose(1, 2)
+            : at::empty({batch, heads, length}, q.options().dtype(accumulate));
   }
   if (padded_dim != head_dim) output = output.slice(-1, 0, head_dim);
   return output;
@@ -176,8 +177,8 @@ std::optional<OpRuleResult> sdpaRule(const KernelRules& kernels, const Arguments
   std::optional<at::Tensor> mask = arguments.optionalTensor("attn_mask");
   double dropout = arguments["dropout_p"].toDouble();
   bool is_causal = arguments["is_causal"].toBool();
-  bool enable_gqa = arguments.schema.argumentIndexWithName("enable_gqa") &&
-                    arguments["enable_gqa"].toBool();
+  bool enable_gqa =
+      arguments.schema.argumentIndexWithName("enable_gqa") && arguments["enable_gqa"].toBool();
   std::string rejected;
   for (const SdpaKernel& kernel : kernels.sdpa) {
     std::string why = sdpaRejects(kernel, q, k, v, mask, dropout, is_causal, enable_gqa);
@@ -220,14 +221,14 @@ at::Tensor multiHeadAttention(const KernelRules& kernels, const at::Tensor& quer
       c10::Dispatcher::singleton()
           .findSchemaOrThrow("aten::scaled_dot_product_attention", "")
           .schema();
-  std::vector<c10::IValue> values = {chunks[0], chunks[1], chunks[2],
-                                     mask ? c10::IValue(*mask) : c10::IValue(),
-                                     0.0, false, c10::IValue(), false};
+  std::vector<c10::IValue> values = {
+      chunks[0], chunks[1], chunks[2],     mask ? c10::IValue(*mask) : c10::IValue(),
+      0.0,       false,     c10::IValue(), false};
   OpRuleResult attention = *sdpaRule(kernels, Arguments{schema, values});
   kernel = attention.kernel;
   why = attention.why;
-  at::Tensor joined = attention.outputs.front().toTensor().transpose(1, 2).reshape(
-      {batch, -1, embed_dim});
+  at::Tensor joined =
+      attention.outputs.front().toTensor().transpose(1, 2).reshape({batch, -1, embed_dim});
   return at::linear(joined, proj_weight, proj_bias);
 }
 
@@ -284,8 +285,8 @@ std::optional<OpRuleResult> encoderLayerRule(const KernelRules& kernels,
                               result.kernel, result.why);
   };
   auto feed_forward = [&](const at::Tensor& x) {
-    at::Tensor hidden = at::linear(x, arguments["ffn_weight_1"].toTensor(),
-                                   arguments["ffn_bias_1"].toTensor());
+    at::Tensor hidden =
+        at::linear(x, arguments["ffn_weight_1"].toTensor(), arguments["ffn_bias_1"].toTensor());
     // relu and gelu have no meta kernel in LibTorch: the activation is a new tensor of its size.
     hidden = at::empty_like(hidden, at::MemoryFormat::Contiguous);
     return at::linear(hidden, arguments["ffn_weight_2"].toTensor(),
@@ -326,9 +327,13 @@ const Rule* findRule(const c10::FunctionSchema& schema) {
 
 }  // namespace
 
-OpRules::OpRules() { registerMetaKernels(); }
+OpRules::OpRules() {
+  registerMetaKernels();
+}
 
-bool OpRules::handles(const c10::FunctionSchema& schema) { return findRule(schema) != nullptr; }
+bool OpRules::handles(const c10::FunctionSchema& schema) {
+  return findRule(schema) != nullptr;
+}
 
 std::optional<OpRuleResult> OpRules::run(const c10::FunctionSchema& schema,
                                          const std::vector<c10::IValue>& inputs) const {

@@ -18,18 +18,18 @@
 
 #include "format/codec.h"
 #include "format/records.h"
+#include "reader/reader.h"
 #include "report/analysis.h"
-#include "report/locations.h"
-#include "report/parse_command.h"
-#include "report/render.h"
-#include "report/symbolizer.h"
 #include "report/export_perfetto.h"
 #include "report/export_pytorch.h"
 #include "report/flame.h"
+#include "report/locations.h"
+#include "report/parse_command.h"
+#include "report/render.h"
 #include "report/render_flame.h"
 #include "report/render_html.h"
+#include "report/symbolizer.h"
 #include "report/timeline.h"
-#include "reader/reader.h"
 
 namespace {
 
@@ -102,15 +102,15 @@ void everyCommand(const std::string& path) {
   }
   for (Until until : {Until::kEnd, Until::kLastStop}) {
     TraceSummary summary = summarize(trace, kAllDevices, until);
-    for (Point::Kind kind : {Point::Kind::kPeak, Point::Kind::kEnd, Point::Kind::kOom,
-                             Point::Kind::kTime}) {
+    for (Point::Kind kind :
+         {Point::Kind::kPeak, Point::Kind::kEnd, Point::Kind::kOom, Point::Kind::kTime}) {
       Point point{kind, summary.duration_ns / 2};
       if (kind == Point::Kind::kOom && summary.first_failed_event == UINT64_MAX) continue;
       bool first = until == Until::kEnd && kind == Point::Kind::kPeak;
       reportAt(trace, summary, point, GroupBy::kLine, FramePolicy::kInnermost, true);
       if (first) {
-        for (GroupBy group_by : {GroupBy::kFunction, GroupBy::kFile, GroupBy::kStack,
-                                 GroupBy::kModule})
+        for (GroupBy group_by :
+             {GroupBy::kFunction, GroupBy::kFile, GroupBy::kStack, GroupBy::kModule})
           reportAt(trace, summary, point, group_by, FramePolicy::kUser, false);
       }
       std::ostringstream out;

@@ -1,7 +1,7 @@
 """Issue 12, rows 1-4 and the SIGKILL loop: the host program never dies of the recorder, and
 the trace it leaves always reads, up to its last whole chunk, with nothing lost that the
 write policy promises (Note [When records reach the file], recorder/recorder_state.h).
-docs/reliability-recorder.md lists what each test tries."""
+docs/reliability.md ("The injected library") lists what each test tries."""
 import os
 import random
 import re

@@ -68,15 +68,19 @@ CUresult release(CUdeviceptr pointer) {
   auto it = g_blocks->find(pointer);
   if (it == g_blocks->end()) return CUDA_ERROR_INVALID_VALUE;
   g_live[it->second.device] -= it->second.size;
-  if (it->second.mapped) munmap(reinterpret_cast<void*>(pointer), it->second.size);
-  else free(reinterpret_cast<void*>(pointer));
+  if (it->second.mapped)
+    munmap(reinterpret_cast<void*>(pointer), it->second.size);
+  else
+    free(reinterpret_cast<void*>(pointer));
   g_blocks->erase(it);
   return CUDA_SUCCESS;
 }
 
 }  // namespace
 
-EXPORT CUresult cuInit(unsigned int) { return CUDA_SUCCESS; }
+EXPORT CUresult cuInit(unsigned int) {
+  return CUDA_SUCCESS;
+}
 
 EXPORT CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   if (ordinal < 0 || ordinal >= testcuda_device_count()) return CUDA_ERROR_INVALID_DEVICE;
@@ -99,16 +103,24 @@ EXPORT CUresult cuCtxGetDevice(CUdevice* device) {
   return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t size) { return allocate(pointer, size); }
-EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) { return release(pointer); }
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t size) {
+  return allocate(pointer, size);
+}
+EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {
+  return release(pointer);
+}
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr* pointer, size_t size, CUstream) {
   return allocate(pointer, size);
 }
-EXPORT CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream) { return release(pointer); }
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream) {
+  return release(pointer);
+}
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* pointer, size_t size, CUstream) {
   return allocate(pointer, size);
 }
-EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr pointer, CUstream) { return release(pointer); }
+EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr pointer, CUstream) {
+  return release(pointer);
+}
 
 EXPORT uint64_t testcuda_live_bytes(int device) {
   std::lock_guard<std::mutex> lock(g_mutex);
@@ -133,11 +145,21 @@ EXPORT int testcuda_trim_count(void) {
   std::lock_guard<std::mutex> lock(g_mutex);
   return g_trims;
 }
-EXPORT int testcuda_capture_mode_at_last_alloc(void) { return t_mode_at_last_alloc; }
-EXPORT int* testcuda_capture_mode_slot(void) { return &t_capture_mode; }
-EXPORT void testcuda_note_capture_mode(void) { t_mode_at_last_alloc = t_capture_mode; }
-EXPORT int testcuda_current_device(void) { return t_device; }
-EXPORT void testcuda_set_current_device(int device) { t_device = device; }
+EXPORT int testcuda_capture_mode_at_last_alloc(void) {
+  return t_mode_at_last_alloc;
+}
+EXPORT int* testcuda_capture_mode_slot(void) {
+  return &t_capture_mode;
+}
+EXPORT void testcuda_note_capture_mode(void) {
+  t_mode_at_last_alloc = t_capture_mode;
+}
+EXPORT int testcuda_current_device(void) {
+  return t_device;
+}
+EXPORT void testcuda_set_current_device(int device) {
+  t_device = device;
+}
 EXPORT int testcuda_device_count(void) {
   const char* text = getenv("MEMTRACE_TEST_DEVICES");
   int count = text && *text ? atoi(text) : 2;

@@ -12,10 +12,14 @@ namespace {
 
 cudaError_t fromDriver(CUresult result) {
   switch (result) {
-    case CUDA_SUCCESS: return cudaSuccess;
-    case CUDA_ERROR_OUT_OF_MEMORY: return cudaErrorMemoryAllocation;
-    case CUDA_ERROR_INVALID_DEVICE: return cudaErrorInvalidDevice;
-    default: return cudaErrorInvalidValue;
+    case CUDA_SUCCESS:
+      return cudaSuccess;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      return cudaErrorMemoryAllocation;
+    case CUDA_ERROR_INVALID_DEVICE:
+      return cudaErrorInvalidDevice;
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -118,9 +122,12 @@ EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mo
 
 EXPORT const char* cudaGetErrorString(cudaError_t error) {
   switch (error) {
-    case cudaSuccess: return "no error";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    default: return "test runtime error";
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorMemoryAllocation:
+      return "out of memory";
+    default:
+      return "test runtime error";
   }
 }
 

@@ -4,9 +4,9 @@
 
 #include <cstdio>
 
-#include "tests/unit/trace_builder.h"
-#include "report/locations.h"
 #include "common/user_code.h"
+#include "report/locations.h"
+#include "tests/unit/trace_builder.h"
 
 namespace memtrace::testing {
 namespace {
@@ -46,13 +46,13 @@ struct Fixture : ::testing::Test {
 TEST_F(Fixture, PeakIsTheFirstAllocationToReachTheHighWaterMark) {
   trace.alloc(0, 0x1000, 500);  // untraced weights
   trace.marker(1, MarkerKind::kTracingStarted);
-  trace.alloc(10, 0x10000, 300, at_10);   // 800
-  trace.free(20, 0x10000);                // 500
-  trace.alloc(30, 0x20000, 300, at_11);   // 800 again: not a new peak
+  trace.alloc(10, 0x10000, 300, at_10);     // 800
+  trace.free(20, 0x10000);                  // 500
+  trace.alloc(30, 0x20000, 300, at_11);     // 800 again: not a new peak
   trace.alloc(40, 0x30000, 100, in_torch);  // 900: the peak, event 4
   trace.free(50, 0x30000);
   trace.free(60, 0x20000);
-  trace.alloc(70, 0x40000, 399, at_10);   // 899: below the peak
+  trace.alloc(70, 0x40000, 399, at_10);  // 899: below the peak
   trace.marker(80, MarkerKind::kProcessExit);
   reader::TraceReader reader(write());
   report::TraceSummary summary = report::summarize(reader);
@@ -107,11 +107,11 @@ TEST_F(Fixture, DevicesAreCountedApartAndTogether) {
   trace.marker(0, MarkerKind::kTracingStarted);
   trace.alloc(10, 0x10000, 1000, at_10);  // device 0
   trace.context(1, 1);
-  trace.alloc(20, 0x20000, 700, at_11);   // device 1: total 1700
+  trace.alloc(20, 0x20000, 700, at_11);  // device 1: total 1700
   trace.context(1, 0);
-  trace.free(30, 0x10000);                // device 0 back to 0
+  trace.free(30, 0x10000);  // device 0 back to 0
   trace.context(1, 1);
-  trace.alloc(40, 0x30000, 800, at_11);   // device 1: 1500, the device's peak
+  trace.alloc(40, 0x30000, 800, at_11);  // device 1: 1500, the device's peak
   reader::TraceReader reader(write());
   report::TraceSummary all = report::summarize(reader);
   EXPECT_EQ(all.peak_bytes, 1700u);
@@ -131,8 +131,8 @@ TEST_F(Fixture, OomPointAndAnomalies) {
   trace.alloc(10, 0x10000, 1000, at_10);
   trace.alloc(20, 0x20000, 2000, at_11);
   trace.failedAlloc(30, 1ull << 34, at_11);
-  trace.free(40, 0x99999);                 // never allocated
-  trace.alloc(50, 0x10000, 10, at_11);     // over a live address: replaces it
+  trace.free(40, 0x99999);              // never allocated
+  trace.alloc(50, 0x10000, 10, at_11);  // over a live address: replaces it
   reader::TraceReader reader(write());
   report::TraceSummary summary = report::summarize(reader);
   EXPECT_EQ(summary.failed_allocations, 1u);
@@ -165,7 +165,8 @@ TEST_F(Fixture, UntilTheLastStopLeavesOutWhatCameAfter) {
   report::TraceSummary whole = report::summarize(reader);
   EXPECT_EQ(whole.peak_bytes, 6000u);
   EXPECT_EQ(whole.window_events, UINT64_MAX);
-  report::TraceSummary traced = report::summarize(reader, report::kAllDevices, report::Until::kLastStop);
+  report::TraceSummary traced =
+      report::summarize(reader, report::kAllDevices, report::Until::kLastStop);
   EXPECT_EQ(traced.peak_bytes, 1000u);
   EXPECT_EQ(traced.end_bytes, 1000u);
   EXPECT_EQ(traced.events, 1u);
@@ -191,11 +192,11 @@ TEST_F(Fixture, ModulesAreTrackedPerThread) {
   trace.alloc(10, 0x10000, 1000, at_10);  // thread 1, attention
   trace.context(2, 0);                    // thread 2 has no module yet
   trace.alloc(20, 0x20000, 2000, at_10);
-  trace.moduleScope(mlp);                 // thread 2 enters the MLP
+  trace.moduleScope(mlp);  // thread 2 enters the MLP
   trace.alloc(30, 0x30000, 4000, at_11);
-  trace.context(1, 0);                    // back on thread 1: still in attention
+  trace.context(1, 0);  // back on thread 1: still in attention
   trace.alloc(40, 0x40000, 8000, at_11);
-  trace.moduleScope(0);                   // thread 1 leaves its modules
+  trace.moduleScope(0);  // thread 1 leaves its modules
   trace.alloc(50, 0x50000, 16, at_11);
   reader::TraceReader reader(write());
   report::TraceSummary summary = report::summarize(reader);
@@ -204,9 +205,9 @@ TEST_F(Fixture, ModulesAreTrackedPerThread) {
   report::LocationTable table = by_module.group(live);
   std::vector<std::pair<std::string, uint64_t>> rows;
   for (const report::TableRow& row : table.rows) rows.emplace_back(row.location.name, row.bytes);
-  EXPECT_EQ(rows, (std::vector<std::pair<std::string, uint64_t>>{
-                      {"model.layers.0.attn", 9000}, {"model.layers.0.mlp", 4000},
-                      {"<no module>", 2016}}));
+  EXPECT_EQ(rows, (std::vector<std::pair<std::string, uint64_t>>{{"model.layers.0.attn", 9000},
+                                                                 {"model.layers.0.mlp", 4000},
+                                                                 {"<no module>", 2016}}));
 }
 
 }  // namespace

@@ -21,8 +21,17 @@ uint64_t roundTrip(uint64_t value, size_t* length) {
 }
 
 TEST(Varint, RoundTripsBoundaries) {
-  const uint64_t values[] = {0, 1, 127, 128, 16383, 16384, (1ull << 32) - 1, 1ull << 32,
-                             (1ull << 63) - 1, 1ull << 63, std::numeric_limits<uint64_t>::max()};
+  const uint64_t values[] = {0,
+                             1,
+                             127,
+                             128,
+                             16383,
+                             16384,
+                             (1ull << 32) - 1,
+                             1ull << 32,
+                             (1ull << 63) - 1,
+                             1ull << 63,
+                             std::numeric_limits<uint64_t>::max()};
   const size_t lengths[] = {1, 1, 1, 2, 2, 3, 5, 5, 9, 10, 10};
   for (size_t i = 0; i < std::size(values); ++i) {
     size_t length = 0;

@@ -95,10 +95,9 @@ TEST_F(LiveSetTest, AFreeOfAnUnknownAddressIsIgnored) {
   Log log;
   EXPECT_TRUE(replay(log).empty());
   EXPECT_EQ(log.events, 4u);
-  EXPECT_EQ(log.lines, (std::vector<std::string>{"alloc #0 256 size=1000 device=0 py=0",
-                                                 "unmatched-free #1",
-                                                 "free #2 256 size=1000 device=0 py=0",
-                                                 "unmatched-free #3"}));
+  EXPECT_EQ(log.lines,
+            (std::vector<std::string>{"alloc #0 256 size=1000 device=0 py=0", "unmatched-free #1",
+                                      "free #2 256 size=1000 device=0 py=0", "unmatched-free #3"}));
 }
 
 TEST_F(LiveSetTest, AnAllocationOverALiveAddressImpliesTheFreeOfTheOld) {
@@ -132,23 +131,22 @@ TEST_F(LiveSetTest, AnAddressFreedCanBeReused) {
 TEST_F(LiveSetTest, EachAllocationKeepsItsDeviceAndAFreeFollowsIt) {
   trace.alloc(10, 256, 1000);  // device 0
   trace.context(1, 1, /*stream=*/7);
-  trace.alloc(20, 512, 700);   // device 1, stream 7
+  trace.alloc(20, 512, 700);  // device 1, stream 7
   trace.context(1, 0);
-  trace.free(30, 512);         // written under device 0's context: still device 1's bytes
+  trace.free(30, 512);  // written under device 0's context: still device 1's bytes
   trace.context(1, 1);
   trace.alloc(40, 768, 800);
   trace.context(1, 0);
-  trace.alloc(50, 768, 5);     // over device 1's live allocation, from device 0
+  trace.alloc(50, 768, 5);  // over device 1's live allocation, from device 0
   trace.failedAlloc(60, 1 << 30);
   Log log;
   auto live = replay(log);
-  EXPECT_EQ(log.lines, (std::vector<std::string>{"alloc #0 256 size=1000 device=0 py=0",
-                                                 "alloc #1 512 size=700 device=1 py=0",
-                                                 "free #2 512 size=700 device=1 py=0",
-                                                 "alloc #3 768 size=800 device=1 py=0",
-                                                 "implied-free #4 768 size=800 device=1 py=0",
-                                                 "alloc #4 768 size=5 device=0 py=0",
-                                                 "failed #5"}));
+  EXPECT_EQ(log.lines,
+            (std::vector<std::string>{
+                "alloc #0 256 size=1000 device=0 py=0", "alloc #1 512 size=700 device=1 py=0",
+                "free #2 512 size=700 device=1 py=0", "alloc #3 768 size=800 device=1 py=0",
+                "implied-free #4 768 size=800 device=1 py=0", "alloc #4 768 size=5 device=0 py=0",
+                "failed #5"}));
   ASSERT_EQ(live.size(), 2u);
   EXPECT_EQ(live[0].second.device, 0);
   EXPECT_EQ(live[1].second.device, 0);
@@ -192,7 +190,7 @@ TEST(LiveTable, AppliesTheRuleWithoutAReader) {
   EXPECT_TRUE(table.free(0x100, &old));
   EXPECT_EQ(old, 20u);
   EXPECT_EQ(table.size(), 0u);
-  EXPECT_FALSE(table.free(0x100));  // a double free: ignored
+  EXPECT_FALSE(table.free(0x100));                                   // a double free: ignored
   EXPECT_EQ(table.allocate(0x100, 30), format::AllocOutcome::kNew);  // reuse after a free
 }
 

@@ -34,8 +34,8 @@ struct Collector : reader::RecordVisitor {
 };
 
 void writeBytes(const std::string& path, const std::vector<uint8_t>& data) {
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(data.data()),
-                                               static_cast<std::streamsize>(data.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
 }
 
 // A small trace with every kind of record, over three chunks.
@@ -157,10 +157,11 @@ TEST(Reader, AFileCutAnywhereReadsUpToItsLastWholeChunk) {
       EXPECT_EQ(trace.cutOffset(), last_whole == size ? 0 : last_whole) << "cut at " << size;
     } catch (const TraceError& error) {
       // Refused only while not one whole chunk is there: nothing was recorded yet.
-      std::string expected = size == 0 ? "the file is empty"
+      std::string expected = size == 0                        ? "the file is empty"
                              : size < format::kFileHeaderSize ? "the file header is cut short"
-                             : size == format::kFileHeaderSize ? "the trace holds no records"
-                                                               : "ends before its first whole chunk";
+                             : size == format::kFileHeaderSize
+                                 ? "the trace holds no records"
+                                 : "ends before its first whole chunk";
       EXPECT_LT(size, boundaries[1]);
       EXPECT_NE(std::string(error.what()).find(expected), std::string::npos)
           << "cut at " << size << ": " << error.what();
@@ -202,8 +203,9 @@ TEST(Reader, RefusesWhatIsNotATrace) {
   EXPECT_EQ(message({'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E', 1, 0}),
             path + ": the file header is cut short (10 of 16 bytes)");
   EXPECT_EQ(message(TraceBuilder().bytes()), path + ": the trace holds no records");
-  EXPECT_NE(message(TraceBuilder().processInfo().raw({0x7e}).bytes()).find("unknown record type 126"),
-            std::string::npos);
+  EXPECT_NE(
+      message(TraceBuilder().processInfo().raw({0x7e}).bytes()).find("unknown record type 126"),
+      std::string::npos);
   EXPECT_NE(message(TraceBuilder().processInfo().raw({0x81}).bytes()).find("reserved bits"),
             std::string::npos);
   {

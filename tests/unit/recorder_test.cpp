@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
-#include "tests/unit/trace_builder.h"
-#include "recorder/memtrace.h"
 #include "reader/reader.h"
+#include "recorder/memtrace.h"
+#include "tests/unit/trace_builder.h"
 
 namespace memtrace::testing {
 namespace {
@@ -22,7 +22,9 @@ EventSource source(int device, const void* caller) {
   return EventSource{format::Api::kPluggable, format::Level::kTensor, device, 0x5, caller};
 }
 
-void* address(uint64_t value) { return reinterpret_cast<void*>(value); }
+void* address(uint64_t value) {
+  return reinterpret_cast<void*>(value);
+}
 
 // These stand in for the hooks: noinline, so that their return address is a frame.
 __attribute__((noinline)) void alloc(uint64_t where, uint64_t size, int device = 0) {
@@ -58,8 +60,8 @@ TEST(Recorder, EventsRoundTripExactly) {
   std::string path = temporaryPath("roundtrip.bin");
   ASSERT_EQ(memtrace_start(path.c_str()), 0) << memtrace_last_error();
   // Addresses that exercise every delta: aligned and not, up and down, near the top.
-  const uint64_t addresses[] = {0x7f0000000000, 0x7f0000000100, 0x12345, 0x7f00000fff00,
-                                0xffffffffffff0000, 0x10, 0x7f0000000200};
+  const uint64_t addresses[] = {0x7f0000000000,     0x7f0000000100, 0x12345,       0x7f00000fff00,
+                                0xffffffffffff0000, 0x10,           0x7f0000000200};
   const uint64_t sizes[] = {1, 256, 1ull << 40, (1ull << 63) + 5, 3, 512, 7};
   for (size_t i = 0; i < std::size(addresses); ++i) alloc(addresses[i], sizes[i], int(i % 3));
   for (size_t i = std::size(addresses); i-- > 0;) release(addresses[i]);
@@ -103,7 +105,7 @@ TEST(Recorder, CountsEverythingAndSnapshotsWhatWasLiveBeforeTheStart) {
   alloc(0x300000, 100);
   ASSERT_EQ(memtrace_stop(), 0);
   EXPECT_EQ(memtrace_stop(), -1) << "stopping twice is an error";
-  alloc(0x400000, 200);  // while stopped: written, untraced
+  alloc(0x400000, 200);                   // while stopped: written, untraced
   ASSERT_EQ(memtrace_start(nullptr), 0);  // the same file goes on
   ASSERT_EQ(memtrace_annotate("again"), 0);
   release(0x400000);
@@ -165,7 +167,7 @@ TEST(Recorder, ModuleScopesFollowEachThread) {
   memtrace_module_exit();
   alloc(0x800500, 6);  // back in model
   memtrace_module_exit();
-  alloc(0x800600, 7);  // no module
+  alloc(0x800600, 7);          // no module
   std::string deep(400, 'x');  // longer than a path may be: cut, not overflowed
   memtrace_module_enter(deep.c_str());
   alloc(0x800700, 8);

@@ -131,8 +131,9 @@ class TraceBuilder {
   }
   std::string write(const std::string& path) {
     std::vector<uint8_t> data = bytes();
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(data.data()),
-                                                 static_cast<std::streamsize>(data.size()));
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(data.data()),
+               static_cast<std::streamsize>(data.size()));
     return path;
   }
 

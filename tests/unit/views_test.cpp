@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <numeric>
 
-#include "tests/unit/trace_builder.h"
 #include "report/escape.h"
 #include "report/flame.h"
 #include "report/timeline.h"
+#include "tests/unit/trace_builder.h"
 
 namespace memtrace::testing {
 namespace {

@@ -9,6 +9,7 @@
 // Exit status: 0 done; 2 bad input or bad usage, with one line on stderr saying why.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -19,8 +20,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "common/byte_format.h"
 #include "reader/reader.h"
@@ -43,7 +42,8 @@ namespace {
 
 using namespace memtrace::report;
 
-constexpr const char* kUsage = R"(usage: memtrace-report [report] TRACE [--estimate est.json] [options]
+constexpr const char* kUsage =
+    R"(usage: memtrace-report [report] TRACE [--estimate est.json] [options]
        memtrace-report parse TRACE
        memtrace-report html TRACE [-o report.html] [--estimate est.json] [options]
        memtrace-report flamegraph TRACE [--format svg|folded] [-o FILE] [--at ...] [--device N]
@@ -152,25 +152,37 @@ Options parseArguments(int argc, char** argv) {
       std::exit(0);
     } else if (arg == "--group-by") {
       std::string v = value(arg);
-      if (v == "line") options.group_by = GroupBy::kLine;
-      else if (v == "function") options.group_by = GroupBy::kFunction;
-      else if (v == "file") options.group_by = GroupBy::kFile;
-      else if (v == "stack") options.group_by = GroupBy::kStack;
-      else if (v == "module") options.group_by = GroupBy::kModule;
-      else throw UsageError("--group-by takes line, function, file, stack or module, not '" + v + "'");
+      if (v == "line")
+        options.group_by = GroupBy::kLine;
+      else if (v == "function")
+        options.group_by = GroupBy::kFunction;
+      else if (v == "file")
+        options.group_by = GroupBy::kFile;
+      else if (v == "stack")
+        options.group_by = GroupBy::kStack;
+      else if (v == "module")
+        options.group_by = GroupBy::kModule;
+      else
+        throw UsageError("--group-by takes line, function, file, stack or module, not '" + v + "'");
     } else if (arg == "--frame") {
       std::string v = value(arg);
-      if (v == "innermost") options.frame = FramePolicy::kInnermost;
-      else if (v == "user") options.frame = FramePolicy::kUser;
-      else throw UsageError("--frame takes innermost or user, not '" + v + "'");
+      if (v == "innermost")
+        options.frame = FramePolicy::kInnermost;
+      else if (v == "user")
+        options.frame = FramePolicy::kUser;
+      else
+        throw UsageError("--frame takes innermost or user, not '" + v + "'");
     } else if (arg == "--top") {
       options.top = parseUnsigned(value(arg), "--top");
     } else if (arg == "--at") {
       std::string v = value(arg);
       options.point_given = true;
-      if (v == "peak") options.point.kind = Point::Kind::kPeak;
-      else if (v == "end") options.point.kind = Point::Kind::kEnd;
-      else if (v == "oom") options.point.kind = Point::Kind::kOom;
+      if (v == "peak")
+        options.point.kind = Point::Kind::kPeak;
+      else if (v == "end")
+        options.point.kind = Point::Kind::kEnd;
+      else if (v == "oom")
+        options.point.kind = Point::Kind::kOom;
       else {
         char* end = nullptr;
         double seconds = std::strtod(v.c_str(), &end);
@@ -188,9 +200,12 @@ Options parseArguments(int argc, char** argv) {
       options.device = static_cast<int>(device);
     } else if (arg == "--until") {
       std::string v = value(arg);
-      if (v == "end") options.until = Until::kEnd;
-      else if (v == "stop") options.until = Until::kLastStop;
-      else throw UsageError("--until takes end or stop, not '" + v + "'");
+      if (v == "end")
+        options.until = Until::kEnd;
+      else if (v == "stop")
+        options.until = Until::kLastStop;
+      else
+        throw UsageError("--until takes end or stop, not '" + v + "'");
     } else if (arg == "--format") {
       options.format = value(arg);
     } else if (arg == "--estimate") {
@@ -266,8 +281,9 @@ int run(const Options& options) {
   progress.pass("finding the peak");
   report.summary = summarize(trace, options.device, options.until);
   if (trace.cutOffset())
-    spdlog::warn("{}: ends in a partial chunk at byte {} (the process was killed?); read up to there",
-                 options.trace, trace.cutOffset());
+    spdlog::warn(
+        "{}: ends in a partial chunk at byte {} (the process was killed?); read up to there",
+        options.trace, trace.cutOffset());
   if (options.command == "export") {
     if (options.export_kind == "perfetto") {
       progress.pass("writing the counters");
@@ -287,9 +303,12 @@ int run(const Options& options) {
   if (options.command == "report") {
     progress.done();
     report.prediction = prediction ? &*prediction : nullptr;
-    if (options.format == "json") renderJson(out, report);
-    else if (options.format == "csv") renderCsv(out, report);
-    else renderText(out, report);
+    if (options.format == "json")
+      renderJson(out, report);
+    else if (options.format == "csv")
+      renderCsv(out, report);
+    else
+      renderText(out, report);
     writeOutput(options, out.str());
     return 0;
   }
@@ -299,7 +318,8 @@ int run(const Options& options) {
   FlameGraph flame = buildFlameGraph(trace.tables(), report.live_set, locator, symbolizer);
   if (options.command == "flamegraph") {
     progress.done();
-    if (options.format == "folded") renderFolded(out, flame);
+    if (options.format == "folded")
+      renderFolded(out, flame);
     else
       renderFlameSvg(out, flame,
                      fmt::format("memtrace: live at {} ({}), {}", pointName(options.point),

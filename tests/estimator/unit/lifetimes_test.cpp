@@ -147,15 +147,15 @@ TEST(AssignLifetimes, UnnamedValuesAreHeldToTheirScopeEndOnlyForTheBracket) {
   TestGraph test;
   ValueId x = test.input(100);
   ScopeId body = test.call(test.root);
-  ValueId h = test.op({x}, 1000, body);  // node 0: its statement's name is unknown
+  ValueId h = test.op({x}, 1000, body);    // node 0: its statement's name is unknown
   ValueId out = test.op({h}, 2000, body);  // node 1
   test.op({out}, 3000, body);              // node 2
   test.graph.unnamed_values.push_back({h, body});
   EXPECT_EQ(assignLifetimes(test.graph, Semantics::kEager).released_after[test.storageOf(h).value],
             NodeId(1u));
-  EXPECT_EQ(assignLifetimes(test.graph, Semantics::kEager, true)
-                .released_after[test.storageOf(h).value],
-            NodeId(2u));
+  EXPECT_EQ(
+      assignLifetimes(test.graph, Semantics::kEager, true).released_after[test.storageOf(h).value],
+      NodeId(2u));
 }
 
 TEST(AssignLifetimes, StorageLivesWhileAnyViewLives) {

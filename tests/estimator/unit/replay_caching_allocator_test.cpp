@@ -1,8 +1,9 @@
 // replayCachingAllocator against the rules of c10/cuda/CUDACachingAllocator.cpp, one at a time.
+#include "estimator/passes/replay_caching_allocator.h"
+
 #include <gtest/gtest.h>
 
 #include "estimator/passes/assign_lifetimes.h"
-#include "estimator/passes/replay_caching_allocator.h"
 #include "estimator/timeline.h"
 #include "graph_builder_for_tests.h"
 

@@ -1,16 +1,15 @@
 // Without LD_PRELOAD: loads libmemtrace.so with dlopen, as PyTorch's pluggable allocator
 // does, and drives it through the C API and the pluggable entry points. Prints what the
 // test checks: the library's counters and what the test runtime saw.
+#include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 
-#include <cuda_runtime_api.h>
-
-#include "tests/testcudart/testcuda.h"
 #include "recorder/memtrace.h"
+#include "tests/testcudart/testcuda.h"
 
 #define LOAD(name) auto name = reinterpret_cast<decltype(&::name)>(dlsym(library, #name))
 
@@ -61,11 +60,10 @@ int main(int argc, char** argv) {
   void* z = memtrace_alloc(500, 0, stream);  // while stopped: untraced
   memtrace_free(z, 500, 0, stream);
   std::printf("zero_size %p\n", memtrace_alloc(0, 0, stream));
-  std::printf("current %llu peak %llu current0 %llu peak1 %llu\n",
-              (unsigned long long)memtrace_current_bytes(-1),
-              (unsigned long long)memtrace_peak_bytes(-1),
-              (unsigned long long)memtrace_current_bytes(0),
-              (unsigned long long)memtrace_peak_bytes(1));
+  std::printf(
+      "current %llu peak %llu current0 %llu peak1 %llu\n",
+      (unsigned long long)memtrace_current_bytes(-1), (unsigned long long)memtrace_peak_bytes(-1),
+      (unsigned long long)memtrace_current_bytes(0), (unsigned long long)memtrace_peak_bytes(1));
   memtrace_reset_peak(-1);
   std::printf("peak_after_reset %llu\n", (unsigned long long)memtrace_peak_bytes(-1));
   std::printf("threshold0 %llu threshold1 %llu capture_mode %d\n",

@@ -40,9 +40,8 @@ int main() {
     long lifetime_ms;
     bool by_signal;
   };
-  const Plan plans[] = {{1, 0, false},   {3, 1, false},   {40, 20, false},
-                        {200, 60, false}, {50, 250, false}, {5000, 0, false},
-                        {30, 30, true}};
+  const Plan plans[] = {{1, 0, false},    {3, 1, false},    {40, 20, false}, {200, 60, false},
+                        {50, 250, false}, {5000, 0, false}, {30, 30, true}};
   void* before = nullptr;
   cudaMalloc(&before, 1 << 20);  // the parent traces too; its children inherit this
   for (const Plan& plan : plans) {

@@ -6,9 +6,8 @@
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 
-#include <cstdio>
-
 #include <atomic>
+#include <cstdio>
 #include <thread>
 #include <vector>
 

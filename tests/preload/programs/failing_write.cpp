@@ -74,7 +74,8 @@ size_t total(const iovec* iov, int count) {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) ssize_t pwritev(int fd, const iovec* iov, int count, off_t offset) {
+extern "C" __attribute__((visibility("default"))) ssize_t pwritev(int fd, const iovec* iov,
+                                                                  int count, off_t offset) {
   static auto next = real<ssize_t (*)(int, const iovec*, int, off_t)>("pwritev");
   if (!matches(fd) || count > 64) return next(fd, iov, count, offset);
   ssize_t allowed = allowance(total(iov, count));
@@ -85,7 +86,8 @@ extern "C" __attribute__((visibility("default"))) ssize_t pwritev(int fd, const 
   return written;
 }
 
-extern "C" __attribute__((visibility("default"))) ssize_t writev(int fd, const iovec* iov, int count) {
+extern "C" __attribute__((visibility("default"))) ssize_t writev(int fd, const iovec* iov,
+                                                                 int count) {
   static auto next = real<ssize_t (*)(int, const iovec*, int)>("writev");
   if (!matches(fd) || count > 64) return next(fd, iov, count);
   ssize_t allowed = allowance(total(iov, count));
@@ -96,7 +98,8 @@ extern "C" __attribute__((visibility("default"))) ssize_t writev(int fd, const i
   return written;
 }
 
-extern "C" __attribute__((visibility("default"))) ssize_t write(int fd, const void* data, size_t size) {
+extern "C" __attribute__((visibility("default"))) ssize_t write(int fd, const void* data,
+                                                                size_t size) {
   static auto next = real<ssize_t (*)(int, const void*, size_t)>("write");
   if (!matches(fd)) return next(fd, data, size);
   ssize_t allowed = allowance(size);
