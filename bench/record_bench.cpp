@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <thread>
 
 extern "C" uint64_t bench_hooked(long pairs, long size);
 extern "C" uint64_t bench_direct(long pairs, long size);
@@ -38,11 +40,16 @@ std::string tracePath() {
 }
 
 // Tracing with `stacks` around the benchmark's loop; reports bytes written per event.
+// A file's first flush period is written through, a write per record (Note [When records
+// reach the file], recorder/recorder_state.h): `steady` waits past it, so that the loop
+// measures the buffered path every later event takes; BM_TracedNoStackFirstPeriod measures
+// the window itself.
 class Tracing {
  public:
-  explicit Tracing(const char* stacks) : path_(tracePath()) {
+  explicit Tracing(const char* stacks, bool steady = true) : path_(tracePath()) {
     setenv("MEMTRACE_STACKS", stacks, 1);
     if (api<int (*)(const char*)>("memtrace_start")(path_.c_str()) != 0) std::exit(3);
+    if (steady) std::this_thread::sleep_for(std::chrono::milliseconds(110));
   }
   ~Tracing() {
     api<int (*)()>("memtrace_close")();
@@ -95,6 +102,22 @@ void tracedLoop(benchmark::State& state, const char* stacks, int depth) {
 void BM_TracedNoStack(benchmark::State& state) {
   tracedLoop(state, "none", 0);
 }
+
+// A fresh file each iteration, and few enough pairs to stay inside its first flush period:
+// what every event costs while it is written through (a forked child's whole life, too).
+void BM_TracedNoStackFirstPeriod(benchmark::State& state) {
+  constexpr long kWindowPairs = 2000;
+  long events = 0;
+  long bytes = 0;
+  for (auto _ : state) {
+    Tracing tracing("none", /*steady=*/false);
+    long before = tracing.fileBytes();
+    report(state, bench_hooked(kWindowPairs, 4096), kWindowPairs);
+    bytes += tracing.fileBytes() - before;
+    events += 2 * kWindowPairs;
+  }
+  state.counters["bytes_per_event"] = static_cast<double>(bytes) / static_cast<double>(events);
+}
 void BM_TracedNative32(benchmark::State& state) {
   tracedLoop(state, "native", 40);
 }
@@ -102,6 +125,7 @@ void BM_TracedNative32(benchmark::State& state) {
 BENCHMARK(BM_Direct)->UseManualTime()->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(BM_HookedNotTracing)->UseManualTime()->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(BM_TracedNoStack)->UseManualTime()->Repetitions(5)->ReportAggregatesOnly(true);
+BENCHMARK(BM_TracedNoStackFirstPeriod)->UseManualTime()->Repetitions(5)->ReportAggregatesOnly(true);
 BENCHMARK(BM_TracedNative32)->UseManualTime()->Repetitions(5)->ReportAggregatesOnly(true);
 
 }  // namespace

@@ -76,6 +76,9 @@ def main():
               f"{direct:.0f} | {(r['HookedNotTracing']['ns_per_pair'] - direct) / 2:.0f} | |")
         print(f"| traced, no stack | {r['TracedNoStack']['ns_per_pair']:.0f} | {direct:.0f} | "
               f"{no_stack_event:.0f} | {r['TracedNoStack']['bytes_per_event']:.2f} |")
+        window = r["TracedNoStackFirstPeriod"]
+        print(f"| traced, no stack, a file's first 100 ms (written through) | {window['ns_per_pair']:.0f} | "
+              f"{direct:.0f} | {(window['ns_per_pair'] - direct) / 2:.0f} | {window['bytes_per_event']:.2f} |")
         native = r["TracedNative32"]
         print(f"| traced, native stack 32 deep (allocation) | {native['ns_per_pair']:.0f} | {direct:.0f} | "
               f"{native['ns_per_pair'] - direct - no_stack_event:.0f} | {native['bytes_per_event']:.2f} |")
