@@ -97,3 +97,17 @@ def events(trace):
 def report_json(trace, *args):
     """`memtrace-report --format json`, parsed."""
     return json.loads(run([Build.report, trace, "--format", "json", *args]).stdout)
+
+
+def report_fails(args, *expected, timeout=30):
+    """memtrace-report refuses `args`: exit 2, one line on stderr naming what is wrong (each of
+    `expected` in it), nothing on stdout. Returns the line."""
+    result = run([Build.report, *map(str, args)], check=False, timeout=timeout)
+    assert result.returncode == 2, result
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("memtrace-report: error: "), lines[0]
+    for text in expected:
+        assert text in lines[0], lines[0]
+    assert result.stdout == ""
+    return lines[0]

@@ -9,6 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from memtrace_testing import Build, run  # noqa: E402
+from memtrace_testing import report_fails as fails  # noqa: E402
 from trace_writer import PROCESS_EXIT, TraceWriter  # noqa: E402
 
 COMMANDS = [[], ["parse"], ["html"], ["flamegraph"], ["export", "perfetto"],
@@ -25,18 +26,6 @@ def one_device_trace(path, device=0, context_device=None):
     w.free(9000, 0x7f0000000000)
     w.marker(10000, PROCESS_EXIT)
     return w.write(path)
-
-
-def fails(args, *expected, timeout=30):
-    result = run([Build.report, *map(str, args)], check=False, timeout=timeout)
-    assert result.returncode == 2, result
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("memtrace-report: error: "), lines[0]
-    for text in expected:
-        assert text in lines[0], lines[0]
-    assert result.stdout == ""
-    return lines[0]
 
 
 @pytest.mark.parametrize("device", [10**9, 64, -2, -(2**40)])

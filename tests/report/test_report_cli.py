@@ -7,7 +7,7 @@ import json
 import pytest
 
 
-from memtrace_testing import Build, preloaded, report_json, run
+from memtrace_testing import Build, preloaded, report_fails as fails, report_json, run
 
 
 @pytest.fixture(scope="module")
@@ -15,17 +15,6 @@ def sequence_trace(tmp_path_factory):
     trace = tmp_path_factory.mktemp("report") / "sequence.bin"
     run([Build.program("sequence")], preloaded(trace, MEMTRACE_TEST_DEVICE_MEMORY=10**9))
     return trace
-
-
-def fails(args, *expected):
-    result = run([Build.report, *args], check=False, timeout=30)
-    assert result.returncode == 2, result
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("memtrace-report: error: "), lines[0]
-    for text in expected:
-        assert text in lines[0], lines[0]
-    return lines[0]
 
 
 def test_bad_files_are_refused_in_one_line(build, tmp_path, sequence_trace):
