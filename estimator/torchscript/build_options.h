@@ -17,10 +17,6 @@ struct ExampleCount {
 };
 
 struct BuildOptions {
-  // The device type the model is estimated for, "cuda" or "cpu". Every device the model's code
-  // names (a trace's recorded device=cpu, cuda:1) is taken as this one (Note [Traces from any
-  // device]); prim::is_cuda and prim::device answer it.
-  std::string device = "cuda";
   // Data-dependent sizes (Note [Data-dependent sizes]): the example run's counts, in the order
   // the ops ran, and whether to bound every one by its worst case instead.
   std::vector<ExampleCount> example_counts;

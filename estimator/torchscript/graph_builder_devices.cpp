@@ -17,7 +17,7 @@ namespace memtrace::estimator::torchscript::internal {
 // for, the profile's (its kernels.device), so device checks take the path they take there.
 
 c10::Device GraphBuilder::estimatedDevice() const {
-  return options_.device == "cpu" ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, 0);
+  return op_rules_.kernels().device == "cpu" ? c10::Device(c10::kCPU) : c10::Device(c10::kCUDA, 0);
 }
 
 bool GraphBuilder::keepsHostDevice(const jit::Node* node, const std::vector<Slot>& inputs) const {

@@ -258,7 +258,6 @@ int run(int argc, char** argv) {
   render.rows = options.rows;
   render.profile = loadDeviceProfile(options.device, profiles);
   // The device type the model is estimated for (Note [Traces from any device]).
-  options.build.device = render.profile.kernels.device;
   spdlog::debug("device profile {} from {}", render.profile.name, profiles);
 
   auto start = std::chrono::steady_clock::now();
