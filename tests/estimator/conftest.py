@@ -33,3 +33,19 @@ def estimate_json(*arguments):
     result = run_estimator(*arguments, "--format", "json")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+BAD_INPUT = 2  # memtrace-estimate's exit status for input it refuses
+
+
+def assert_bad_input(result, *fragments):
+    """memtrace-estimate refused its input: exit 2, one line on stderr naming what is wrong
+    (each of `fragments` in it; never an internal error), nothing on stdout."""
+    assert result.returncode == BAD_INPUT, result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("memtrace-estimate: error: "), lines[0]
+    assert "internal error" not in lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]

@@ -8,10 +8,8 @@ import torch
 import torch.nn as nn
 
 import models
-from conftest import REPOSITORY, estimate_json, run_estimator
+from conftest import BAD_INPUT, REPOSITORY, assert_bad_input, estimate_json, run_estimator
 from memory_tracker import measure
-
-BAD_INPUT = 2  # the exit status the issue asks for
 
 
 class Small(nn.Module):
@@ -84,16 +82,6 @@ def saved(tmp_path_factory):
     resnet.save(str(paths["frozen"]))
     paths["directory"] = directory
     return paths
-
-
-def assert_bad_input(result, *fragments):
-    assert result.returncode == BAD_INPUT, result.stderr
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("memtrace-estimate: error: ")
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 def test_missing_file(saved):

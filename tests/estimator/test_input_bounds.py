@@ -6,9 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import run_estimator
-
-BAD_INPUT = 2
+from conftest import assert_bad_input, run_estimator
 
 
 class Double(nn.Module):
@@ -23,17 +21,6 @@ def model(tmp_path_factory):
     return path
 
 
-def refused(result, *fragments):
-    assert result.returncode == BAD_INPUT, result.stderr
-    assert result.stdout == ""
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("memtrace-estimate: error: "), lines[0]
-    assert "internal error" not in lines[0]
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-
-
 @pytest.mark.parametrize("shape, named", [
     ("9223372036854775807x8", "--input 9223372036854775807x8"),
     ("4294967296x4294967296", "--input 4294967296x4294967296"),
@@ -42,14 +29,14 @@ def refused(result, *fragments):
     ("1x1152921504606846976:complex128", "--input 1x1152921504606846976:complex128"),
 ])
 def test_an_input_past_int64_bytes_is_named(model, shape, named):
-    refused(run_estimator(model, "--input", shape), named, "too large")
+    assert_bad_input(run_estimator(model, "--input", shape), named, "too large")
 
 
 def test_a_batch_past_int64_bytes_is_named(model):
-    refused(run_estimator(model, "--input", "2x8", "--batch", "9223372036854775807"),
+    assert_bad_input(run_estimator(model, "--input", "2x8", "--batch", "9223372036854775807"),
             "batch 9223372036854775807", "9223372036854775807x8:float32", "too large")
     # Whichever batch of a sweep is too large.
-    refused(run_estimator(model, "--input", "2x8", "--batch", "1,2,1152921504606846976"),
+    assert_bad_input(run_estimator(model, "--input", "2x8", "--batch", "1,2,1152921504606846976"),
             "batch 1152921504606846976", "too large")
 
 
