@@ -99,6 +99,7 @@ KernelRules parseKernels(const json& kernels, const std::string& origin) {
     kernel.pad_mask_to = std::max<int64_t>(1, positiveInteger(entry, "pad_mask_to", 1, at));
     kernel.logsumexp = flag(entry, "logsumexp", false, at);
     kernel.bhld_output = flag(entry, "bhld_output", false, at);
+    kernel.output_like_query = flag(entry, "output_like_query", false, at);
     rules.sdpa.push_back(std::move(kernel));
   }
   return rules;

@@ -41,6 +41,7 @@ struct SdpaKernel {
   int64_t pad_mask_to = 1;               // copies the expanded mask padded to a multiple of this
   bool logsumexp = false;                // allocates a float logsumexp (B, H, L) in inference
   bool bhld_output = false;              // output (B, H, L, E) contiguous; else (B, L, H, E)
+  bool output_like_query = false;        // the output takes the query's layout (empty_like)
 };
 
 // How the device's fused kernels are chosen and what they allocate (Note [Op rules]).

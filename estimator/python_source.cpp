@@ -192,4 +192,93 @@ std::optional<std::string> SourceFileCache::line(const std::string& file, int64_
   return (*lines)[line_number - 1];
 }
 
+namespace {
+
+// Where a line leaves Python's tokenizer: the bracket depth, whether a triple-quoted string is
+// still open (and with which quote), whether the line ends in a backslash.
+struct LineState {
+  int depth = 0;
+  char triple = 0;
+  bool backslash = false;
+};
+
+void scanLine(std::string_view text, LineState& state) {
+  state.backslash = false;
+  char quote = 0;
+  for (size_t position = 0; position < text.size(); ++position) {
+    char character = text[position];
+    bool triple_here = position + 2 < text.size() && text[position + 1] == character &&
+                       text[position + 2] == character;
+    if (state.triple) {
+      if (character == '\\') {
+        ++position;
+      } else if (character == state.triple && triple_here) {
+        state.triple = 0;
+        position += 2;
+      }
+      continue;
+    }
+    if (quote) {
+      if (character == '\\') {
+        ++position;
+      } else if (character == quote) {
+        quote = 0;
+      }
+      continue;
+    }
+    if (character == '#') return;
+    if (character == '"' || character == '\'') {
+      if (triple_here) {
+        state.triple = character;
+        position += 2;
+      } else {
+        quote = character;
+      }
+      continue;
+    }
+    if (character == '(' || character == '[' || character == '{') ++state.depth;
+    if (character == ')' || character == ']' || character == '}') {
+      // Below zero: the scan began inside a statement's brackets; they close here.
+      state.depth = std::max(state.depth - 1, 0);
+    }
+  }
+  size_t last = text.find_last_not_of(" \t");
+  state.backslash = last != std::string_view::npos && text[last] == '\\';
+}
+
+}  // namespace
+
+int64_t SourceFileCache::statementStart(const std::string& file, int64_t line_number) {
+  auto [cached, inserted] = statement_starts_.try_emplace({file, line_number}, line_number);
+  if (!inserted) return cached->second;
+  int64_t& start = cached->second;
+  // Tokenize forward from the `def` the line is in, where no bracket or string is open (from
+  // an arbitrary line above, a docstring's closing quotes would read as opening ones): a line
+  // that begins at depth zero, outside a string and after no backslash, starts a statement.
+  constexpr int64_t kMostLinesAbove = 2000;
+  int64_t first = 0;
+  for (int64_t number = line_number; number >= 1 && number > line_number - kMostLinesAbove;
+       --number) {
+    std::optional<std::string> text = line(file, number);
+    if (!text) return start;
+    size_t indentation = text->find_first_not_of(" \t");
+    std::string_view code = indentation == std::string::npos
+                                ? std::string_view()
+                                : std::string_view(*text).substr(indentation);
+    if (code.starts_with("def ") || code.starts_with("async def ")) {
+      first = number;
+      break;
+    }
+  }
+  if (first == 0) return start;  // no function found: the line itself
+  LineState state;
+  for (int64_t number = first; number <= line_number; ++number) {
+    std::optional<std::string> text = line(file, number);
+    if (!text) return start = line_number;
+    if (state.depth == 0 && !state.triple && !state.backslash) start = number;
+    scanLine(*text, state);
+  }
+  return start;
+}
+
 }  // namespace memtrace::estimator

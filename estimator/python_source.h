@@ -43,8 +43,15 @@ class SourceFileCache {
   // The line (1-based), without its newline, or nothing when the file cannot be read.
   std::optional<std::string> line(const std::string& file, int64_t line_number);
 
+  // The first line of the statement that `line_number` belongs to. Python 3.11 reports the
+  // line of the sub-expression running (`    2, 0, 3, 1, 4).unbind(0)`), not of the statement
+  // (`q, k, v = qkv(x).reshape(...).permute(`); the statement starts where the brackets
+  // open before that line close, or at `line_number` when the file cannot be read.
+  int64_t statementStart(const std::string& file, int64_t line_number);
+
  private:
   std::map<std::string, std::optional<std::vector<std::string>>> files_;
+  std::map<std::pair<std::string, int64_t>, int64_t> statement_starts_;
 };
 
 }  // namespace memtrace::estimator

@@ -111,6 +111,9 @@ void GraphBuilder::runCall(jit::Node* node, Frame& frame, Environment& environme
   // the caller's statement in its stack.
   if (!locations_.resolve(node->sourceRange()).known && !callee.first_traced_stack.empty()) {
     enterStatements(frame, callee.first_traced_stack, location, &callee.module_path);
+    // The call belongs to the statement found only now, perhaps in a function the forward
+    // called (`feed_forward_chunk`): that function's scope lasts until the module returns.
+    if (location.scope.valid()) graph_.scope(callee.scope).parent = location.scope;
     std::vector<ValueId> values;
     for (const Slot& output : outputs) {
       for (ValueId id : valuesOf(output)) values.push_back(id);

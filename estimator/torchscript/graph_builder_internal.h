@@ -116,6 +116,11 @@ class GraphBuilder {
     std::vector<ValueId> values;
     NodeId after;
     std::string last_callee;  // the module the statement last called
+    // The Python function the statement last called (a deeper level that finished): its scope,
+    // the last statement it ran, and the node that statement ended with.
+    ScopeId callee_scope;
+    SourceFrame callee_statement;
+    NodeId callee_after;
   };
 
   // One function invocation.
@@ -184,6 +189,8 @@ class GraphBuilder {
   void noteStatementValues(Frame& frame, const std::vector<ValueId>& values);
   void finishStatements(Frame& frame, size_t keep);
   void bindReturnedNames(const Frame& callee, const Location& location);
+  std::optional<std::vector<std::string>> returnedNamesAfter(const SourceFrame& last);
+  bool bindThroughCallee(const PendingStatement& pending, const std::vector<std::string>& targets);
   void emitDropPoint(const jit::Node* node, const Location& location, const Frame& frame,
                      const Environment& environment);
   const std::vector<const jit::Value*>& freeVariables(const jit::Node* node);

@@ -79,6 +79,10 @@ void GraphBuilder::enterStatements(Frame& frame, const std::vector<SourceFrame>&
     levels.assign(segments[frame.module_depth + 1].rbegin(),
                   segments[frame.module_depth + 1].rend());
   }
+  // A statement over several lines is one statement, whichever of its lines is running.
+  for (SourceFrame& level : levels) {
+    if (level.known()) level.line = source_files_.statementStart(level.file, level.line);
+  }
   size_t common = 0;
   while (common < levels.size() && common < frame.statements.size() &&
          frame.statements[common].statement == levels[common]) {
@@ -110,7 +114,10 @@ void GraphBuilder::enterStatements(Frame& frame, const std::vector<SourceFrame>&
       }
       scope = entry->second;
     }
-    frame.statements.push_back({levels[level], scope, {}, NodeId(), {}});
+    PendingStatement pending;
+    pending.statement = levels[level];
+    pending.scope = scope;
+    frame.statements.push_back(std::move(pending));
     if (level == 0) frame.last_outer_statement = levels[0];
   }
   if (callee && !frame.statements.empty()) frame.statements.back().last_callee = *callee;
@@ -133,7 +140,9 @@ void GraphBuilder::finishStatements(Frame& frame, size_t keep) {
   while (frame.statements.size() > keep) {
     PendingStatement& pending = frame.statements.back();
     std::vector<std::string> targets = targetsOf(pending.statement);
-    if (targets.size() == 1) {
+    if (bindThroughCallee(pending, targets)) {
+      // Bound to what the function it called returned.
+    } else if (targets.size() == 1) {
       for (ValueId id : pending.values) {
         graph_.value(id).bindings.push_back({pending.scope, targets.front(), pending.after});
       }
@@ -142,8 +151,85 @@ void GraphBuilder::finishStatements(Frame& frame, size_t keep) {
       for (ValueId id : pending.values) graph_.unnamed_values.push_back({id, pending.scope});
       noteSourceMissing(graph_, pending.statement);
     }
+    if (frame.statements.size() >= 2) {
+      PendingStatement& caller = frame.statements[frame.statements.size() - 2];
+      caller.callee_scope = pending.scope;
+      caller.callee_statement = pending.statement;
+      caller.callee_after = pending.after;
+    }
     frame.statements.pop_back();
   }
+}
+
+// Note [Names returned by a function]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `attn_output, attn_weights = attention_interface(...)`, or `out = helper(x)`: Python binds
+// the caller's names to the objects the callee's names held as it returned, and a tuple bound
+// to one name holds all of its elements. The `return` line usually runs no op (`return
+// attn_output, attn_weights`), so no node's stack names it; it is the first `return` in the
+// source at or after the callee's last statement run, at that statement's indentation or
+// less (a deeper one sits in a block that may not have run). Its bare names are looked up in
+// the callee's scope. Only when the call is the statement's last node (`a, b = f(x)`, not
+// `a, b = f(x).chunk(2)`), and only for returns the line parser reads whole.
+std::optional<std::vector<std::string>> GraphBuilder::returnedNamesAfter(const SourceFrame& last) {
+  if (!last.known()) return std::nullopt;
+  auto indentation = [](const std::string& text) {
+    size_t first = text.find_first_not_of(" \t");
+    return first == std::string::npos ? text.size() : first;
+  };
+  std::optional<std::string> first_line = source_files_.line(last.file, last.line);
+  if (!first_line) return std::nullopt;
+  size_t statement_indentation = indentation(*first_line);
+  constexpr int64_t kLinesToScan = 80;
+  for (int64_t number = last.line; number < last.line + kLinesToScan; ++number) {
+    std::optional<std::string> line = source_files_.line(last.file, number);
+    if (!line) return std::nullopt;
+    size_t depth = indentation(*line);
+    std::string_view text = std::string_view(*line).substr(std::min(depth, line->size()));
+    if (number > last.line && (text.starts_with("def ") || text.starts_with("class ") ||
+                               text.starts_with("async def ") || text.starts_with("@"))) {
+      return std::nullopt;  // past the end of the function
+    }
+    if (!text.starts_with("return") || depth > statement_indentation) continue;
+    return returnedNames(*line);
+  }
+  return std::nullopt;
+}
+
+bool GraphBuilder::bindThroughCallee(const PendingStatement& pending,
+                                     const std::vector<std::string>& targets) {
+  if (targets.empty() || !pending.callee_scope.valid() || !pending.after.valid() ||
+      !pending.callee_after.valid() || pending.callee_after.value != pending.after.value) {
+    return false;
+  }
+  std::optional<std::vector<std::string>> returned = returnedNamesAfter(pending.callee_statement);
+  if (!returned) return false;
+  std::vector<std::optional<ValueId>> held;
+  for (const std::string& name : *returned) {
+    held.push_back(name.empty() ? std::nullopt : lastBoundTo(graph_, pending.callee_scope, name));
+  }
+  if (targets.size() == 1) {
+    // One name: the returned value, or the whole tuple, which holds every element.
+    if (returned->size() == 1 && !held.front()) return false;
+    for (const std::optional<ValueId>& value : held) {
+      if (value) {
+        graph_.value(*value).bindings.push_back({pending.scope, targets.front(), pending.after});
+      }
+    }
+    if (returned->size() > 1) {
+      for (ValueId id : pending.values) {
+        graph_.value(id).bindings.push_back({pending.scope, targets.front(), pending.after});
+      }
+    }
+    return true;
+  }
+  if (returned->size() != targets.size()) return false;
+  for (size_t index = 0; index < targets.size(); ++index) {
+    if (held[index]) {
+      graph_.value(*held[index]).bindings.push_back({pending.scope, targets[index], pending.after});
+    }
+  }
+  return true;
 }
 
 GraphBuilder::Location GraphBuilder::locate(const jit::Node* node, Frame& frame) {
@@ -230,10 +316,9 @@ void GraphBuilder::bindOutputs(const jit::Node* node, const Location& location,
 // the callee's name held as it returned.
 void GraphBuilder::bindReturnedNames(const Frame& callee, const Location& location) {
   const std::vector<std::string>& targets = location.targets;
-  if (targets.size() < 2 || !callee.last_outer_statement.known()) return;
-  std::optional<std::string> line =
-      source_files_.line(callee.last_outer_statement.file, callee.last_outer_statement.line);
-  std::optional<std::vector<std::string>> returned = line ? returnedNames(*line) : std::nullopt;
+  if (targets.size() < 2) return;
+  std::optional<std::vector<std::string>> returned =
+      returnedNamesAfter(callee.last_outer_statement);
   if (!returned || returned->size() != targets.size()) return;
   NodeId after = lastNode();
   for (size_t index = 0; index < targets.size(); ++index) {

@@ -154,10 +154,16 @@ at::Tensor sdpaFused(const SdpaKernel& kernel, const at::Tensor& q, const at::Te
       padded.push_back(at::constant_pad_nd(*tensor, {0, pad}));
     }
   }
-  at::Tensor output =
-      kernel.bhld_output
-          ? at::empty({batch, heads, length, padded_dim}, q.options())
-          : at::empty({batch, length, heads, padded_dim}, q.options()).transpose(1, 2);
+  at::Tensor output;
+  if (kernel.output_like_query) {
+    // Transposed inputs (B, L, H, E viewed as B, H, L, E, as most models make them) give a
+    // transposed output, whose transpose back is contiguous: no copy after the call.
+    output = at::empty_like(padded.empty() ? q : padded.front());
+  } else {
+    output = kernel.bhld_output
+                 ? at::empty({batch, heads, length, padded_dim}, q.options())
+                 : at::empty({batch, length, heads, padded_dim}, q.options()).transpose(1, 2);
+  }
   at::Tensor logsumexp;
   if (kernel.logsumexp) {
     at::ScalarType accumulate = q.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
@@ -304,6 +310,69 @@ std::optional<OpRuleResult> encoderLayerRule(const KernelRules& kernels,
   return result;
 }
 
+// aten/src/ATen/native/RNN.cpp, FullLayer: on the CPU each layer (and direction) first
+// projects the whole sequence through its input weights, one (T*B, gates*H) matrix product, and
+// then runs the steps on rows of it; on any other device, meta included, every step projects
+// its own input. The decomposition run on meta misses that matrix, which lives while its layer
+// runs: it is held here for the whole call (every layer's is the same size). Checked against
+// the real op for GRU, one direction (tests/estimator/test_op_rules.py); a bidirectional GRU
+// keeps both directions' outputs besides (not modelled: the rule declines), and the CPU runs
+// LSTM through oneDNN (mkldnn_rnn), which allocates otherwise.
+std::optional<OpRuleResult> recurrentRule(int64_t gates, const KernelRules& kernels,
+                                          const Arguments& arguments,
+                                          const std::function<c10::IValue()>& run) {
+  if (kernels.device != "cpu" || arguments["bidirectional"].toBool()) return std::nullopt;
+  at::Tensor input = arguments["input"].toTensor();
+  const c10::IValue& hx = arguments["hx"];
+  at::Tensor hidden_state = hx.isTensor() ? hx.toTensor() : hx.toTensorList().get(0);
+  if (input.dim() < 2 || hidden_state.dim() < 1) return std::nullopt;
+  int64_t rows = input.numel() / std::max<int64_t>(1, input.size(-1));
+  at::Tensor projection = at::empty({rows, gates * hidden_state.size(-1)}, input.options(),
+                                    at::MemoryFormat::Contiguous);
+  OpRuleResult result;
+  c10::IValue outputs = run();
+  for (const c10::IValue& output : outputs.toTupleRef().elements()) {
+    result.outputs.push_back(output);
+  }
+  return result;
+}
+
+std::optional<OpRuleResult> gruRule(const KernelRules& kernels, const Arguments& arguments) {
+  return recurrentRule(3, kernels, arguments, [&] {
+    auto [output, hidden] =
+        at::gru(arguments["input"].toTensor(), arguments["hx"].toTensor(),
+                arguments["params"].toTensorVector(), arguments["has_biases"].toBool(),
+                arguments["num_layers"].toInt(), arguments["dropout"].toDouble(),
+                arguments["train"].toBool(), arguments["bidirectional"].toBool(),
+                arguments["batch_first"].toBool());
+    return c10::IValue(c10::ivalue::Tuple::create({output, hidden}));
+  });
+}
+
+// LibTorch's meta kernel for index_add and index_reduce (index_func_meta_impl) checks its
+// TensorIterator on the slices at index 0 of self and source, so it rejects a source that is
+// empty along `dim`, which the CPU and CUDA kernels take and leave self as it was: a
+// mixture-of-experts layer whose expert got no rows. For that case the rule makes what the
+// kernel makes (out of place, the structured kernel's output: self's sizes, contiguous; in
+// place, nothing); otherwise the meta kernel runs.
+std::optional<OpRuleResult> indexAccumulateRule(const KernelRules&, const Arguments& arguments) {
+  const at::Tensor& self = arguments["self"].toTensor();
+  const at::Tensor& source = arguments["source"].toTensor();
+  int64_t dim = at::maybe_wrap_dim(arguments["dim"].toInt(), self.dim());
+  bool in_place = !arguments.schema.name().empty() && arguments.schema.name().back() == '_';
+  OpRuleResult result;
+  if (source.dim() > 0 && dim < source.dim() && source.size(dim) == 0) {
+    result.outputs.emplace_back(in_place ? self : at::empty(self.sizes(), self.options()));
+    return result;
+  }
+  torch::jit::Stack stack(arguments.values.begin(), arguments.values.end());
+  c10::Dispatcher::singleton()
+      .findSchemaOrThrow(arguments.schema.name().c_str(), arguments.schema.overload_name().c_str())
+      .callBoxed(stack);
+  result.outputs.assign(stack.begin(), stack.end());
+  return result;
+}
+
 using Rule = std::function<std::optional<OpRuleResult>(const KernelRules&, const Arguments&)>;
 
 // The table (Note [Op rules]). Meta kernels registered in the dispatcher are listed by
@@ -313,14 +382,23 @@ const std::vector<std::pair<std::string, Rule>>& ruleTable() {
       {"aten::scaled_dot_product_attention", sdpaRule},
       {"aten::_native_multi_head_attention", nativeMultiHeadAttentionRule},
       {"aten::_transformer_encoder_layer_fwd", encoderLayerRule},
+      {"aten::gru.input", gruRule},
+      {"aten::index_add", indexAccumulateRule},
+      {"aten::index_add_", indexAccumulateRule},
+      {"aten::index_reduce", indexAccumulateRule},
+      {"aten::index_reduce_", indexAccumulateRule},
   };
   return kTable;
 }
 
+// Entries name an overload where the op has several (`aten::gru.input`, not `.data`, the
+// packed sequence); a bare name takes only the overload without a name (not the .out variants,
+// which write given tensors).
 const Rule* findRule(const c10::FunctionSchema& schema) {
-  if (!schema.overload_name().empty()) return nullptr;  // the .out variants write given tensors
-  for (const auto& [name, rule] : ruleTable()) {
-    if (schema.name() == name) return &rule;
+  std::string name = schema.name();
+  if (!schema.overload_name().empty()) name += "." + schema.overload_name();
+  for (const auto& [entry, rule] : ruleTable()) {
+    if (name == entry) return &rule;
   }
   return nullptr;
 }

@@ -3,11 +3,13 @@
 //
 // Note [Op rules]
 // ~~~~~~~~~~~~~~~
-// Two kinds of op need one:
+// Three kinds of op need one:
 //   - ops whose meta kernel PyTorch registers from Python only (torch/_meta_registrations.py),
 //     so LibTorch has none and PyTorch keeps no shape function either: _safe_softmax (which
 //     sdpa's math fallback calls), native_group_norm, _weight_norm_interface, and the fused
 //     nn.TransformerEncoderLayer / nn.MultiheadAttention fast path;
+//   - ops whose LibTorch meta kernel rejects inputs the real kernels take: index_add and
+//     index_reduce with a source empty along `dim` (an expert that got no rows);
 //   - fused kernels whose allocations are not those of their meta decomposition: on meta,
 //     scaled_dot_product_attention always falls to the math path, which materializes the L x S
 //     attention matrix; the device runs flash, memory-efficient or cuDNN attention instead,

@@ -1,7 +1,7 @@
 """Models whose eager peak depends on how Python's names hold tensors (issue 10, item 6).
 
 Each reproduces one pattern that made the eager estimate silently wrong: names reused across
-an unrolled loop and the branches of an `if`, tuple unpacking into `_`, `list.pop()`,
+an unrolled loop and the branches of an `if`, tuple unpacking into `_`, names a function returns, `list.pop()`,
 torch.utils.checkpoint blocks that all bind one `ret`, and a view (and an `arange`) that Python
 keeps bound while their base would otherwise die. Sizes are chosen so that getting the pattern
 wrong moves the peak by far more than the 1 % bar.
@@ -142,12 +142,53 @@ class BoundView(nn.Module):
         return hidden
 
 
+def attend(q, k, v):
+    weights = (q @ k.transpose(-2, -1)).softmax(-1)
+    out = weights @ v
+    return out, weights
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, width=WIDTH):
+        super().__init__()
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        out, weights = attend(q, k, v)
+        out = self.proj(out)
+        return out, weights
+
+
+class ReturnedNames(nn.Module):
+    """Hugging Face's layers: a helper function returns `out, weights` from a return line that
+    runs no op, the attention module passes both up, the layer drops the weights into `_`
+    (held until the layer returns) and runs its feed-forward in a helper method."""
+
+    def __init__(self, width=WIDTH):
+        super().__init__()
+        self.attention = SelfAttention(width)
+        self.up = nn.Linear(width, 4 * width)
+        self.down = nn.Linear(4 * width, width)
+
+    def feed_forward(self, x):
+        hidden = F.gelu(self.up(x))
+        return self.down(hidden)
+
+    def forward(self, x):
+        a, _ = self.attention(x)
+        x = x + a
+        return self.feed_forward(x)
+
+
 MODELS = {
     "branchy-loop": BranchyLoop,
     "underscore-encoder": UnderscoreEncoder,
     "pop-unet": PopUNet,
     "checkpointed-blocks": CheckpointedBlocks,
     "bound-view": BoundView,
+    "returned-names": ReturnedNames,
 }
 
 # Models torch.jit.script cannot take (torch.utils.checkpoint is Python only).

@@ -304,3 +304,68 @@ def test_frozen_weights_are_constants_not_activations(saved):
     assert summary["activation_peak_requested_bytes"] < summary["constant_bytes"]
     eager = estimate_json(saved["frozen"], "--input", "2x3x64x64")
     assert any(a["kind"] == "semantics" for a in eager["assumptions"])
+
+
+# ---- the command line (CLI11): --version, help, -f, progress --------------------------------
+
+def test_version_and_help():
+    version = (REPOSITORY / "VERSION").read_text().strip()
+    result = run_estimator("--version")
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"memtrace-estimate {version}\n", "")
+    text = run_estimator("--help").stdout
+    assert "usage: memtrace-estimate MODEL.pt --input SHAPE[:DTYPE]" in text
+    assert "examples:" in text and "--budget 24GiB" in text
+    assert all(len(line) <= 100 for line in text.splitlines()), text
+    assert_bad_input(run_estimator(saved_path := "m.pt", "--input"), "--input needs a value")
+    assert_bad_input(run_estimator(saved_path, "n.pt", "--input", "1x3"), "more than one model given")
+
+
+def test_an_output_is_never_overwritten_without_force(saved, tmp_path):
+    output = tmp_path / "estimate.json"
+    output.write_text("mine\n")
+    for arguments in ([saved["small"], "--input", "1x3x8x8", "--format", "json"], ["--list-devices"]):
+        for flag in ("--output", "-o"):
+            result = run_estimator(*arguments, flag, output)
+            assert_bad_input(result, f"{output} already exists", "-f/--force")
+            assert output.read_text() == "mine\n"
+            assert [p.name for p in tmp_path.iterdir()] == ["estimate.json"]
+    result = run_estimator(saved["small"], "--input", "1x3x8x8", "--format", "json", "-o", output, "-f")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(output.read_text())["format"] == "memtrace-estimate"
+    result = run_estimator("--list-devices", "--force", "--output", output)
+    assert result.returncode == 0 and output.read_text().startswith("cpu: ")
+    # Written to, not replaced: a device is not a file to refuse.
+    assert run_estimator("--list-devices", "-o", "/dev/null").returncode == 0
+
+
+def test_loading_shows_progress_on_a_terminal(saved):
+    import os
+    import pty
+    import re
+    import subprocess
+
+    from conftest import estimator_binary
+
+    controller, terminal = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
+    env["MEMTRACE_PROGRESS_DELAY_MS"] = "0"  # at once; by default only a load past 0.5 s
+    process = subprocess.Popen([str(estimator_binary()), str(saved["small"]), "--input", "1x3x8x8"],
+                               stdout=subprocess.DEVNULL, stderr=terminal, stdin=subprocess.DEVNULL, env=env)
+    os.close(terminal)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # EIO: the other side closed
+            break
+        if not chunk:
+            break
+        output += chunk
+    assert process.wait(timeout=120) == 0
+    os.close(controller)
+    text = output.decode()
+    shown = re.findall(r"\r\x1b\[Kmemtrace-estimate: \S*small\.pt: ([a-z ]+?) +\d+%", text)
+    assert shown and set(shown) == {"loading the model"}, text  # shown again every 200 ms
+    assert text.endswith("\r\x1b[K")
+    # Not a terminal: nothing on stderr.
+    assert run_estimator(saved["small"], "--input", "1x3x8x8").stderr == ""

@@ -138,12 +138,16 @@ def test_bad_example_counts_file(tmp_path):
     assert "bad.txt:1: expected OP ELEMENTS COUNT" in result.stderr
 
 
-def test_moe_routing_from_the_python_api_is_exact():
+@pytest.mark.parametrize("seed", [0, 6])
+def test_moe_routing_from_the_python_api_is_exact(seed):
     from mem_tracer import estimate
 
+    torch.manual_seed(seed)
     model = Routed().eval()
-    torch.manual_seed(0)
     example = torch.randn(6, 16)
+    rows = torch.bincount(model.gate(example).argmax(-1), minlength=2).tolist()
+    # Seed 6 routes every row to expert 0: expert 1 gets none (an empty index_add).
+    assert (0 in rows) == (seed == 6), rows
     result = estimate(model, (example,), device="cuda")
     assert not result.lower_bound
     kinds = [a["kind"] for a in result.raw["assumptions"]]

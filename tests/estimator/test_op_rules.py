@@ -30,6 +30,26 @@ class Sdpa(nn.Module):
         return y.transpose(1, 2).reshape(y.size(0), y.size(2), -1) * 2
 
 
+class SdpaTransposed(nn.Module):
+    """q, k, v made as most models make them: (B, L, H, E) transposed to (B, H, L, E). The CPU
+    kernel's output takes the query's layout, so the transpose back needs no copy."""
+
+    def forward(self, q, k, v):
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                           v.transpose(1, 2))
+        return y.transpose(1, 2).contiguous() * 2
+
+
+class Recurrent(nn.Module):
+    def __init__(self, layers: int):
+        super().__init__()
+        self.rnn = nn.GRU(8, 16, num_layers=layers, batch_first=True)
+
+    def forward(self, x):
+        out, _ = self.rnn(x)
+        return out * 2
+
+
 class GroupNorm(nn.Module):
     def __init__(self):
         super().__init__()
@@ -42,6 +62,23 @@ class GroupNorm(nn.Module):
 class WeightNorm(nn.Module):
     def forward(self, v, g):
         return torch._weight_norm(v, g, 0) * 2
+
+
+class IndexAdd(nn.Module):
+    def forward(self, x, index, source):
+        return x.index_add(0, index, source) * 2
+
+
+class IndexAddInPlace(nn.Module):
+    def forward(self, x, index, source):
+        y = x * 1
+        y.index_add_(0, index, source)
+        return y * 2
+
+
+def _index_inputs(rows):
+    torch.manual_seed(0)
+    return [torch.randn(6, 4), torch.arange(rows) * 2, torch.randn(rows, 4)]
 
 
 def _tensors(*shapes, dtype=torch.float32):
@@ -63,8 +100,17 @@ CASES = {
     # Different value head dim: flash for CPU declines, the math fallback runs _safe_softmax.
     "sdpa-math": (Sdpa(), _tensors((2, 3, 5, 8), (2, 3, 7, 8), (2, 3, 7, 4)), "math"),
     "sdpa-3d-math": (Sdpa(), _tensors((3, 5, 8), (3, 7, 8), (3, 7, 8)), "math"),
+    "sdpa-transposed": (SdpaTransposed(), _tensors((2, 5, 3, 8), (2, 7, 3, 8), (2, 7, 3, 8)),
+                        "flash_cpu"),
+    # The CPU's GRU projects the whole sequence through its input weights first.
+    "gru-b1": (Recurrent(2), _tensors((1, 12, 8)), None),
+    "gru-b3": (Recurrent(2), _tensors((3, 12, 8)), None),
     "group_norm": (GroupNorm(), _tensors((2, 6, 5, 3)), None),
     "weight_norm": (WeightNorm(), _tensors((4, 3, 5), (4, 1, 1)), None),
+    # LibTorch's meta kernel rejects an empty source (an expert with no rows); the CPU's takes it.
+    "index_add": (IndexAdd(), _index_inputs(2), None),
+    "index_add-empty": (IndexAdd(), _index_inputs(0), None),
+    "index_add_-empty": (IndexAddInPlace(), _index_inputs(0), None),
 }
 
 

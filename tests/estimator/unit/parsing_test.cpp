@@ -123,6 +123,42 @@ TEST(PythonStack, SplitsAtModuleCalls) {
   EXPECT_EQ(segments[2][0].function, "_conv_forward");
 }
 
+TEST(SourceFileCache, FindsTheFirstLineOfAStatement) {
+  std::string path = ::testing::TempDir() + "statement_start.py";
+  {
+    std::ofstream file(path);
+    file << "def forward(self, x):\n"                                          // 1
+         << "    \"\"\"Docstring with a bracket ( that never closes.\"\"\"\n"  // 2
+         << "    q, k, v = self.qkv(x).reshape(\n"                             // 3
+         << "        1, 2).permute(\n"                                         // 4
+         << "        2, 0).unbind(0)\n"                                        // 5
+         << "    y = f(q, ')')  # (\n"                                         // 6
+         << "    z = y + \\\n"                                                 // 7
+         << "        k\n"                                                      // 8
+         << "    return z\n";                                                  // 9
+  }
+  SourceFileCache cache;
+  EXPECT_EQ(cache.statementStart(path, 3), 3);
+  EXPECT_EQ(cache.statementStart(path, 4), 3);
+  EXPECT_EQ(cache.statementStart(path, 5), 3);
+  EXPECT_EQ(cache.statementStart(path, 6), 6);  // the string's bracket and the comment's
+  EXPECT_EQ(cache.statementStart(path, 8), 7);  // a backslash continues the line
+  EXPECT_EQ(cache.statementStart(path, 9), 9);
+  EXPECT_EQ(cache.statementStart(path + ".gone", 5), 5);  // unreadable: the line itself
+
+  // A long docstring: its closing quotes must not read as opening ones.
+  std::string long_path = ::testing::TempDir() + "statement_start_docstring.py";
+  {
+    std::ofstream file(long_path);
+    file << "def forward(self, x):\n    \"\"\"\n";
+    for (int line = 0; line < 60; ++line) file << "    Text (with brackets.\n";
+    file << "    \"\"\"\n"
+         << "    if x is None:\n"
+         << "        y = self.wte(x)\n";  // line 66
+  }
+  EXPECT_EQ(cache.statementStart(long_path, 66), 66);
+}
+
 TEST(DeviceProfile, ShippedProfilesParse) {
   for (const std::string& name : listDeviceProfiles(MEMTRACE_PROFILE_DIRECTORY)) {
     DeviceProfile profile = loadDeviceProfile(name, MEMTRACE_PROFILE_DIRECTORY);
