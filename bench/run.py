@@ -105,5 +105,15 @@ def main():
                       f"{events / best / 1e6:.1f} M | {rss / 1024:.0f} MiB |")
             trace.unlink()
 
+    hooks = json.loads(subprocess.run([sys.executable, ROOT / "bench" / "training_hooks.py", BUILD],
+                                      capture_output=True, text=True, check=True).stdout)
+    print(f"\n| training step: {hooks['model']} | CPU time (ms) | over untraced |")
+    print("|---|---:|---:|")
+    print(f"| untraced | {hooks['untraced_ms']:.2f} | |")
+    for kind, label in (("categories", "start_tracing(model=model, modules=False): categories, phases, steps"),
+                        ("modules", "start_tracing(): module attribution, optimizer hooks"),
+                        ("training", "start_tracing(model=model): all, with backward modules")):
+        print(f"| {label} | {hooks[kind + '_ms']:.2f} | {hooks[kind + '_overhead_percent']:+.1f} % |")
+
 
 main()

@@ -44,6 +44,7 @@ class LiveTable {
   bool free(uint64_t address, Value* freed = nullptr) { return live_.erase(address, freed); }
 
   const Value* find(uint64_t address) const { return live_.find(address); }
+  Value* find(uint64_t address) { return live_.find(address); }
   size_t size() const { return live_.size(); }
 
   // Calls fn(address, value) for every live allocation, in no particular order.

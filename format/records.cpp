@@ -72,4 +72,42 @@ const char* stackModeName(StackMode mode) {
   return "?";
 }
 
+const char* categoryName(Category category) {
+  switch (category) {
+    case Category::kUnknown:
+      return "unknown";
+    case Category::kParameter:
+      return "parameter";
+    case Category::kGradient:
+      return "gradient";
+    case Category::kOptimizerState:
+      return "optimizer_state";
+    case Category::kActivation:
+      return "activation";
+    case Category::kInput:
+      return "input";
+    case Category::kTemporary:
+      return "temporary";
+    case Category::kCount:
+      break;
+  }
+  return "?";
+}
+
+const char* trainingPhaseName(TrainingPhase phase) {
+  switch (phase) {
+    case TrainingPhase::kNone:
+      return "none";
+    case TrainingPhase::kForward:
+      return "forward";
+    case TrainingPhase::kBackward:
+      return "backward";
+    case TrainingPhase::kOptimizer:
+      return "optimizer";
+    case TrainingPhase::kCount:
+      break;
+  }
+  return "?";
+}
+
 }  // namespace memtrace::format

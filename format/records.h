@@ -77,7 +77,32 @@ enum class RecordType : uint8_t {
   // The nn.Module running on the context's thread, for that thread's events after it,
   // until its next kModuleScope. Fields: module path string id (0 = none).
   kModuleScope = 0x0b,
+  // What an allocation holds in training (Note [Training records]). Fields: the address the
+  // live allocation starts at (varint, absolute), Category byte. No time: it says what the
+  // allocation is for its whole life, and may come any time while it is live.
+  kCategory = 0x0c,
+  // The training phase of the whole process from now on. Fields: time delta, TrainingPhase
+  // byte.
+  kTrainingPhase = 0x0d,
+  // A training step ended (the optimizer's step() returned). Fields: time delta, the step's
+  // number (from 1).
+  kStepEnd = 0x0e,
 };
+
+// Note [Training records]
+// The Python package (mem_tracer/training.py) learns what a tensor is only at certain
+// moments: a parameter when tracing starts or at a step boundary, a .grad when the
+// optimizer's step() begins, optimizer state when it ends, a saved activation when autograd
+// saves it. So a kCategory record names a live allocation by its start address some time
+// after it was allocated, and holds for that allocation's whole life (from its allocation to
+// its free): a reader resolves it backwards. A later kCategory for the same allocation
+// replaces an earlier one. An address that is not the start of a live allocation (a tensor
+// inside a segment of PyTorch's caching allocator, Level::kSegment) is ignored.
+// An allocation told no category is kTemporary in a trace that has training records (a
+// kCategory, kTrainingPhase or kStepEnd) and was made while tracing; kUnknown otherwise.
+// These records came after version 1 was first written; they are additions, not changes,
+// so the version stays 1: a reader from before them refuses such a file at the first one
+// ("an unknown record type"), and new readers read old files unchanged.
 
 // Note [Event bit layout]
 // A memory event is the common record, so it is packed (docs/trace-format.md has the
@@ -138,6 +163,27 @@ enum class MarkerKind : uint8_t {
   kCount
 };
 
+// What a live allocation holds, in training (kCategory). The numbers are the file's.
+enum class Category : uint8_t {
+  kUnknown = 0,
+  kParameter = 1,
+  kGradient = 2,
+  kOptimizerState = 3,
+  kActivation = 4,  // a tensor autograd saved for backward (not a parameter or an input)
+  kInput = 5,       // an argument of the root module's forward
+  kTemporary = 6,   // everything else, in a trace with training records
+  kCount
+};
+
+// The phase of a training step (kTrainingPhase).
+enum class TrainingPhase : uint8_t {
+  kNone = 0,  // outside forward, backward and the optimizer's step (data loading, zero_grad)
+  kForward = 1,
+  kBackward = 2,
+  kOptimizer = 3,
+  kCount
+};
+
 enum class StackMode : uint8_t {
   kNone = 0,
   kPython = 1,
@@ -157,5 +203,7 @@ const char* apiName(Api api);
 const char* levelName(Level level);
 const char* markerName(MarkerKind kind);
 const char* stackModeName(StackMode mode);
+const char* categoryName(Category category);         // "parameter", "optimizer_state", ...
+const char* trainingPhaseName(TrainingPhase phase);  // "none", "forward", ...
 
 }  // namespace memtrace::format

@@ -22,6 +22,8 @@ struct Allocation {
   uint32_t module;  // string id of the nn.Module (0: none)
   int32_t device;
   bool traced;
+  // As told so far (kCategory records); kUnknown when none was.
+  format::Category category = format::Category::kUnknown;
 };
 
 inline Allocation allocationOf(const Event& event) {
@@ -40,7 +42,10 @@ inline Allocation allocationOf(const Event& event) {
 //   onFree(event, freed)                 a free of a live allocation
 //   onUnmatchedFree(event)               a free of an address not live (ignored by the rule)
 //   onFailedAlloc(event)                 a failed allocation (the live set is unchanged)
+// and for a kCategory record, onCategory(address, category, allocation): the live allocation
+// it now applies to, already updated, or nullptr when the address starts none (ignored).
 struct LiveVisitor : RecordVisitor {
+  void onCategory(uint64_t /*address*/, format::Category, const Allocation* /*allocation*/) {}
   bool stopBefore(const Event&) { return false; }
   void onAlloc(const Event&, const Allocation&) {}
   void onImpliedFree(const Event& /*allocation*/, const Allocation& /*replaced*/) {}
@@ -71,6 +76,16 @@ class LiveReplay {
   void onContext(const Context& context) { consumer_.onContext(context); }
   void onModuleScope(int64_t thread, uint32_t module) { consumer_.onModuleScope(thread, module); }
   void onMarker(const Marker& marker) { consumer_.onMarker(marker); }
+  void onTrainingPhase(uint64_t time_ns, format::TrainingPhase phase) {
+    consumer_.onTrainingPhase(time_ns, phase);
+  }
+  void onStepEnd(uint64_t time_ns, uint64_t step) { consumer_.onStepEnd(time_ns, step); }
+  void onCategory(uint64_t address, format::Category category) {
+    if (stopped_) return;
+    Allocation* allocation = live_.find(address);
+    if (allocation) allocation->category = category;
+    consumer_.onCategory(address, category, static_cast<const Allocation*>(allocation));
+  }
 
   void onEvent(const Event& event) {
     if (consumer_.stopBefore(event)) {

@@ -128,6 +128,10 @@ struct RecordVisitor {
   void onContext(const Context&) {}
   void onModuleScope(int64_t /*thread_id*/, uint32_t /*module*/) {}
   void onMarker(const Marker&) {}
+  // The training records (format/records.h, Note [Training records]).
+  void onCategory(uint64_t /*address*/, format::Category) {}
+  void onTrainingPhase(uint64_t /*time_ns*/, format::TrainingPhase) {}
+  void onStepEnd(uint64_t /*time_ns*/, uint64_t /*step*/) {}
   void onEvent(const Event&) {}
   // Return true to stop reading (after the record just seen).
   bool done() const { return false; }
@@ -407,6 +411,29 @@ void TraceReader::readRecord(Visitor& visitor) {
       event.module = current_module_;
       event.context = &context_;
       visitor.onEvent(event);
+      return;
+    }
+    case RecordType::kCategory: {
+      uint64_t address = varint();
+      uint8_t category = byte();
+      if (category >= static_cast<uint8_t>(format::Category::kCount))
+        fail("an unknown category " + std::to_string(category));
+      visitor.onCategory(address, static_cast<format::Category>(category));
+      return;
+    }
+    case RecordType::kTrainingPhase: {
+      last_time_ += varint();
+      uint8_t phase = byte();
+      if (phase >= static_cast<uint8_t>(format::TrainingPhase::kCount))
+        fail("an unknown training phase " + std::to_string(phase));
+      visitor.onTrainingPhase(last_time_, static_cast<format::TrainingPhase>(phase));
+      return;
+    }
+    case RecordType::kStepEnd: {
+      last_time_ += varint();
+      uint64_t step = varint();
+      if (step == 0) fail("a step end numbered 0 (steps count from 1)");
+      visitor.onStepEnd(last_time_, step);
       return;
     }
   }

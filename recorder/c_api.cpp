@@ -32,6 +32,25 @@ int writeMarkerNow(MarkerKind kind, const char* name) {
   return 0;
 }
 
+// Writes one training record through `write` (Note [Training records]): under the lock, into
+// the open file, opening it if one is wanted.
+template <typename Write>
+int writeTrainingRecord(Write&& write) {
+  MutexLock lock;
+  if (!g_file_wanted) {
+    setError("tracing has not started: call memtrace_start() first");
+    return -1;
+  }
+  if (!ensureFileOpen()) return -1;
+  uint64_t time = monotonicNow();
+  if (!write(time)) {
+    failWrite();
+    return -1;
+  }
+  afterRecord(time);
+  return 0;
+}
+
 }  // namespace
 
 extern "C" {
@@ -114,6 +133,36 @@ MEMTRACE_EXPORT int memtrace_phase_end(void) {
     --g_open_phases;
   }
   return writeMarkerNow(MarkerKind::kPhaseEnd, nullptr);
+}
+
+MEMTRACE_EXPORT int memtrace_set_category(uint64_t address, int category) {
+  ensureRecorderInitialized();
+  if (category < 0 || category >= static_cast<int>(format::Category::kCount)) {
+    MutexLock lock;
+    setError("memtrace_set_category: the category is not one of memtrace_category's");
+    return -1;
+  }
+  return writeTrainingRecord([&](uint64_t) {
+    return g_writer.writeCategory(static_cast<uintptr_t>(address),
+                                  static_cast<format::Category>(category));
+  });
+}
+
+MEMTRACE_EXPORT int memtrace_training_phase(int phase) {
+  ensureRecorderInitialized();
+  if (phase < 0 || phase >= static_cast<int>(format::TrainingPhase::kCount)) {
+    MutexLock lock;
+    setError("memtrace_training_phase: the phase is not one of memtrace_training_phase's");
+    return -1;
+  }
+  return writeTrainingRecord([&](uint64_t time) {
+    return g_writer.writeTrainingPhase(time, static_cast<format::TrainingPhase>(phase));
+  });
+}
+
+MEMTRACE_EXPORT int memtrace_step_end(uint64_t step) {
+  ensureRecorderInitialized();
+  return writeTrainingRecord([&](uint64_t time) { return g_writer.writeStepEnd(time, step); });
 }
 
 MEMTRACE_EXPORT int memtrace_module_enter(const char* path) {

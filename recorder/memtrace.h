@@ -44,6 +44,17 @@ MEMTRACE_EXPORT int memtrace_phase_end(void);
 MEMTRACE_EXPORT int memtrace_module_enter(const char* path);
 MEMTRACE_EXPORT int memtrace_module_exit(void);
 
+/* Training (docs/trace-format.md, "Training"): what the Python package learns from
+ * PyTorch's hooks. memtrace_set_category says what the live allocation starting at
+ * `address` holds, for its whole life, at any time while it is live: 0 unknown, 1 parameter,
+ * 2 gradient, 3 optimizer state, 4 activation (saved for backward), 5 input, 6 temporary.
+ * memtrace_training_phase says which phase the process is in from now on: 0 none,
+ * 1 forward, 2 backward, 3 optimizer. memtrace_step_end says that training step `step`
+ * (from 1) ended. Each writes one small record; none allocates. */
+MEMTRACE_EXPORT int memtrace_set_category(uint64_t address, int category);
+MEMTRACE_EXPORT int memtrace_training_phase(int phase);
+MEMTRACE_EXPORT int memtrace_step_end(uint64_t step);
+
 /* Writes what is buffered to the file now. */
 MEMTRACE_EXPORT int memtrace_flush(void);
 

@@ -313,6 +313,36 @@ bool RecordWriter::writeMarker(uint64_t time_ns, format::MarkerKind kind, const 
   return true;
 }
 
+bool RecordWriter::writeCategory(uintptr_t address, format::Category category) {
+  uint8_t* p = file_.reserve(16);
+  if (!p) return false;
+  p = putType(p, RecordType::kCategory);
+  p = putVarint(p, address);
+  *p++ = static_cast<uint8_t>(category);
+  file_.commit(p);
+  return true;
+}
+
+bool RecordWriter::writeTrainingPhase(uint64_t time_ns, format::TrainingPhase phase) {
+  uint8_t* p = file_.reserve(16);
+  if (!p) return false;
+  p = putType(p, RecordType::kTrainingPhase);
+  p = putVarint(p, timeDelta(time_ns));
+  *p++ = static_cast<uint8_t>(phase);
+  file_.commit(p);
+  return true;
+}
+
+bool RecordWriter::writeStepEnd(uint64_t time_ns, uint64_t step) {
+  uint8_t* p = file_.reserve(24);
+  if (!p) return false;
+  p = putType(p, RecordType::kStepEnd);
+  p = putVarint(p, timeDelta(time_ns));
+  p = putVarint(p, step);
+  file_.commit(p);
+  return true;
+}
+
 bool RecordWriter::setContext(const EventContext& context) {
   if (context_written_ && context == context_) return true;
   uint8_t* p = file_.reserve(40);

@@ -58,6 +58,10 @@ class RecordWriter {
   bool writeProcessInfo(const ProcessInfoFields& info);
   bool writeDevice(int device, const char* name, uint64_t total_bytes);
   bool writeMarker(uint64_t time_ns, format::MarkerKind kind, const char* name);
+  // The training records (Note [Training records]).
+  bool writeCategory(uintptr_t address, format::Category category);
+  bool writeTrainingPhase(uint64_t time_ns, format::TrainingPhase phase);
+  bool writeStepEnd(uint64_t time_ns, uint64_t step);
   bool setContext(const EventContext& context);
   bool writeAlloc(uint64_t time_ns, uintptr_t address, uint64_t size, uint32_t python_stack,
                   uint32_t native_stack);

@@ -1,6 +1,7 @@
 #include "report/analysis.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "reader/live_set.h"
 
@@ -55,6 +56,31 @@ struct SummaryVisitor : reader::LiveVisitor {
     }
   }
 
+  void onCategory(uint64_t, format::Category, const Allocation* allocation) {
+    summary.training = true;
+    ++summary.categories_told;
+    if (!allocation) ++summary.categories_ignored;
+  }
+
+  void onTrainingPhase(uint64_t time_ns, format::TrainingPhase new_phase) {
+    summary.training = true;
+    summary.duration_ns = std::max(summary.duration_ns, time_ns);
+    phase = new_phase;
+  }
+
+  void onStepEnd(uint64_t time_ns, uint64_t number) {
+    summary.training = true;
+    summary.duration_ns = std::max(summary.duration_ns, time_ns);
+    step.step = number;
+    step.finished = true;
+    step.end_ns = time_ns;
+    summary.steps.push_back(step);
+    step_modules.push_back(step_module);
+    step = StepSummary{};
+    step.step = number + 1;
+    step.begin_ns = time_ns;
+  }
+
   void onEvent(const Event& event) {
     int index = event.context->device;  // -1 to 63: the reader's bound
     if (index >= 0) devices_with_events |= uint64_t{1} << index;
@@ -104,6 +130,14 @@ struct SummaryVisitor : reader::LiveVisitor {
         summary.peak_event = event.index;
         summary.peak_time_ns = event.time_ns;
       }
+      // A step's peak, like the trace's, is checked after its allocations.
+      if (current > step.peak_bytes) {
+        step.peak_bytes = current;
+        step.peak_event = event.index;
+        step.peak_time_ns = event.time_ns;
+        step.peak_phase = phase;
+        step_module = event.module;
+      }
     }
   }
 
@@ -113,7 +147,77 @@ struct SummaryVisitor : reader::LiveVisitor {
   uint64_t devices_with_events = 0;  // bit d: an event ran on device d (the whole file)
   TraceSummary at_last_stop;
   bool stopped = false;  // tracing is stopped at this point of the trace
+  format::TrainingPhase phase = format::TrainingPhase::kNone;
+  StepSummary step;                    // the step the trace is in
+  uint32_t step_module = 0;            // the module of its peak's allocation
+  std::vector<uint32_t> step_modules;  // of summary.steps'
 };
+
+// Replays the trace once and copies the live set right after each event of `targets`
+// (sorted), then goes on reading to apply the categories told later to those copies, each
+// until its allocation is freed: what the allocation was, told when the package learnt it.
+struct SnapshotVisitor : reader::LiveVisitor {
+  SnapshotVisitor(const TraceSummary& summary, std::vector<uint64_t> targets)
+      : summary(summary), targets(std::move(targets)), snapshots(this->targets.size()) {}
+
+  bool stopBefore(const Event& event) const { return event.index >= summary.window_events; }
+
+  void unwatch(uint64_t address) { watches.erase(address); }
+  // Each of these comes after its event changed the live set.
+  void onFree(const Event& event, const Allocation&) {
+    unwatch(event.address);
+    snapshotAfter(event);
+  }
+  void onImpliedFree(const Event& event, const Allocation&) { unwatch(event.address); }
+  void onAlloc(const Event& event, const Allocation&) { snapshotAfter(event); }
+  void onUnmatchedFree(const Event& event) { snapshotAfter(event); }
+  void onFailedAlloc(const Event& event) { snapshotAfter(event); }
+
+  void snapshotAfter(const Event& event) {
+    while (next < targets.size() && targets[next] == event.index) {
+      std::vector<LiveAllocation>& copy = snapshots[next];
+      live->forEach([&](uint64_t address, const Allocation& entry) {
+        if (!selected(summary.device_filter, entry.device)) return;
+        copy.push_back(LiveAllocation{address, entry.size, entry.python_stack, entry.native_stack,
+                                      entry.device, entry.traced, entry.module, entry.category});
+      });
+      std::sort(copy.begin(), copy.end(), [](const LiveAllocation& a, const LiveAllocation& b) {
+        return a.address < b.address;
+      });
+      for (size_t i = 0; i < copy.size(); ++i) watches[copy[i].address].emplace_back(next, i);
+      ++next;
+    }
+  }
+
+  void onCategory(uint64_t address, format::Category category, const Allocation* allocation) {
+    if (!allocation) return;
+    auto found = watches.find(address);
+    if (found == watches.end()) return;
+    for (auto [snapshot, index] : found->second) snapshots[snapshot][index].category = category;
+  }
+
+  const TraceSummary& summary;
+  std::vector<uint64_t> targets;
+  std::vector<std::vector<LiveAllocation>> snapshots;
+  const format::LiveTable<Allocation>* live = nullptr;
+  size_t next = 0;
+  // Live allocations copied into a snapshot, by address: (snapshot, index in it).
+  std::unordered_map<uint64_t, std::vector<std::pair<size_t, size_t>>> watches;
+};
+
+// The live sets right after the events `targets` (sorted, unique), categories resolved.
+std::vector<std::vector<LiveAllocation>> snapshotsAt(reader::TraceReader& trace,
+                                                     const TraceSummary& summary,
+                                                     std::vector<uint64_t> targets) {
+  SnapshotVisitor visitor(summary, std::move(targets));
+  reader::LiveReplay replay(visitor);
+  visitor.live = &replay.live();
+  trace.read(replay);
+  for (std::vector<LiveAllocation>& snapshot : visitor.snapshots)
+    for (LiveAllocation& allocation : snapshot)
+      allocation.category = categoryOf(allocation.category, allocation.traced, summary.training);
+  return std::move(visitor.snapshots);
+}
 
 // Replays to the point; the replay's live set is then the answer.
 struct LiveSetVisitor : reader::LiveVisitor {
@@ -130,7 +234,91 @@ struct LiveSetVisitor : reader::LiveVisitor {
   const TraceSummary& summary;
 };
 
+// Like SnapshotVisitor, for many points at once (every step's peak), keeping only their
+// bytes by category, so that memory stays the live set's however many steps a trace has: an
+// allocation live at some of the points is in every one from the first after its allocation
+// to the last before its free, so a category told later moves its bytes in that range.
+struct CategoryBytesVisitor : reader::LiveVisitor {
+  CategoryBytesVisitor(const TraceSummary& summary, const std::vector<uint64_t>& targets)
+      : summary(summary), targets(targets), bytes(targets.size()) {}
+
+  bool stopBefore(const Event& event) const { return event.index >= summary.window_events; }
+
+  void onFree(const Event& event, const Allocation&) {
+    watches.erase(event.address);
+    bytesAfter(event);
+  }
+  void onImpliedFree(const Event& event, const Allocation&) { watches.erase(event.address); }
+  void onAlloc(const Event& event, const Allocation&) { bytesAfter(event); }
+  void onUnmatchedFree(const Event& event) { bytesAfter(event); }
+  void onFailedAlloc(const Event& event) { bytesAfter(event); }
+
+  void bytesAfter(const Event& event) {
+    while (next < targets.size() && targets[next] == event.index) {
+      live->forEach([&](uint64_t address, const Allocation& entry) {
+        if (!selected(summary.device_filter, entry.device)) return;
+        format::Category category = categoryOf(entry.category, entry.traced, summary.training);
+        bytes[next][static_cast<size_t>(category)] += entry.size;
+        watches.try_emplace(address, Watch{next, entry.size, category});
+      });
+      ++next;
+    }
+  }
+
+  void onCategory(uint64_t address, format::Category told, const Allocation* allocation) {
+    if (!allocation) return;
+    auto found = watches.find(address);
+    if (found == watches.end()) return;
+    Watch& watch = found->second;
+    format::Category category = categoryOf(told, allocation->traced, summary.training);
+    for (size_t i = watch.first; i < next; ++i) {
+      bytes[i][static_cast<size_t>(watch.category)] -= watch.size;
+      bytes[i][static_cast<size_t>(category)] += watch.size;
+    }
+    watch.category = category;
+  }
+
+  struct Watch {
+    size_t first;  // the first point it was live at
+    uint64_t size;
+    format::Category category;  // as counted at the points so far
+  };
+  const TraceSummary& summary;
+  const std::vector<uint64_t>& targets;
+  std::vector<CategoryBytes> bytes;
+  const format::LiveTable<Allocation>* live = nullptr;
+  size_t next = 0;
+  std::unordered_map<uint64_t, Watch> watches;  // live allocations counted at some point
+};
+
+// The event index of each live allocation, and the categories told to them.
+struct ToldVisitor : reader::LiveVisitor {
+  void onAlloc(const Event& event, const Allocation&) { index_of[event.address] = event.index; }
+  void onFree(const Event& event, const Allocation&) { index_of.erase(event.address); }
+  void onCategory(uint64_t address, format::Category category, const Allocation* allocation) {
+    auto found = index_of.find(address);
+    if (allocation && found != index_of.end()) told[found->second] = category;
+  }
+
+  std::unordered_map<uint64_t, uint64_t> index_of;
+  std::unordered_map<uint64_t, format::Category> told;
+};
+
 }  // namespace
+
+format::Category categoryOf(format::Category told, bool traced, bool training) {
+  if (told != format::Category::kUnknown) return told;
+  return training && traced ? format::Category::kTemporary : format::Category::kUnknown;
+}
+
+std::unordered_map<uint64_t, format::Category> toldCategories(reader::TraceReader& trace,
+                                                              const TraceSummary& summary) {
+  ToldVisitor visitor;
+  if (!summary.training) return {};
+  reader::LiveReplay replay(visitor);
+  trace.read(replay);
+  return std::move(visitor.told);
+}
 
 bool pastPoint(const TraceSummary& summary, const Point& point, const reader::Event& event) {
   if (event.index >= summary.window_events) return true;
@@ -188,6 +376,14 @@ TraceSummary summarize(reader::TraceReader& trace, int device_filter, Until unti
   summary.end_bytes = 0;
   for (const DeviceSummary& device : summary.devices)
     if (selected(device_filter, device.device)) summary.end_bytes += device.end_bytes;
+  if (!summary.steps.empty() && until == Until::kEnd && visitor.step.peak_event != UINT64_MAX) {
+    // The trace ended inside a step (an OOM, a killed run, the evaluation after training).
+    visitor.step.end_ns = summary.duration_ns;
+    summary.steps.push_back(visitor.step);
+    visitor.step_modules.push_back(visitor.step_module);
+  }
+  for (size_t i = 0; i < summary.steps.size() && i < visitor.step_modules.size(); ++i)
+    summary.steps[i].peak_module = std::string(tables.string(visitor.step_modules[i]));
   return summary;
 }
 
@@ -203,13 +399,46 @@ LiveSet liveSetAt(reader::TraceReader& trace, const TraceSummary& summary, Point
     if (!selected(summary.device_filter, entry.device)) return;
     result.allocations.push_back(LiveAllocation{address, entry.size, entry.python_stack,
                                                 entry.native_stack, entry.device, entry.traced,
-                                                entry.module});
+                                                entry.module, entry.category});
     result.bytes += entry.size;
   });
   // Table order depends on hashing; sort by address for a deterministic result.
   std::sort(result.allocations.begin(), result.allocations.end(),
             [](const LiveAllocation& a, const LiveAllocation& b) { return a.address < b.address; });
+  if (summary.training && !result.allocations.empty()) {
+    // Categories told after the point (Note [Training records]) need the rest of the file.
+    result.allocations = std::move(snapshotsAt(trace, summary, {result.event})[0]);
+  } else {
+    for (LiveAllocation& allocation : result.allocations)
+      allocation.category = categoryOf(allocation.category, allocation.traced, summary.training);
+  }
   return result;
+}
+
+CategoryBytes categoryBytes(const std::vector<LiveAllocation>& allocations) {
+  CategoryBytes bytes{};
+  for (const LiveAllocation& allocation : allocations)
+    bytes[static_cast<size_t>(allocation.category)] += allocation.size;
+  return bytes;
+}
+
+void resolveTraining(reader::TraceReader& trace, TraceSummary& summary) {
+  if (!summary.training) return;
+  std::vector<uint64_t> targets;
+  if (summary.allocations) targets.push_back(summary.peak_event);
+  for (const StepSummary& step : summary.steps)
+    if (step.peak_event != UINT64_MAX) targets.push_back(step.peak_event);
+  std::sort(targets.begin(), targets.end());
+  targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+  std::vector<std::vector<LiveAllocation>> snapshots = snapshotsAt(trace, summary, targets);
+  auto bytesAt = [&](uint64_t event) {
+    size_t index = std::lower_bound(targets.begin(), targets.end(), event) - targets.begin();
+    return index < targets.size() && targets[index] == event ? categoryBytes(snapshots[index])
+                                                             : CategoryBytes{};
+  };
+  if (summary.allocations) summary.peak_categories = bytesAt(summary.peak_event);
+  for (StepSummary& step : summary.steps)
+    if (step.peak_event != UINT64_MAX) step.peak_categories = bytesAt(step.peak_event);
 }
 
 }  // namespace memtrace::report

@@ -4,9 +4,11 @@
 // Both hold only the live set in memory, never the file.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "reader/reader.h"
@@ -38,6 +40,23 @@ struct MarkerSummary {
   std::string name;
 };
 
+// Bytes by format::Category, indexed by its number.
+using CategoryBytes = std::array<uint64_t, static_cast<size_t>(format::Category::kCount)>;
+
+// One training step (between two kStepEnd records; the first from the trace's start).
+struct StepSummary {
+  uint64_t step = 0;      // its number, as the trace says (the last unfinished one: previous + 1)
+  bool finished = false;  // its kStepEnd was read (false: the trace ended inside it)
+  uint64_t begin_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t peak_bytes = 0;           // the most live bytes within the step
+  uint64_t peak_event = UINT64_MAX;  // the allocation that reached it (UINT64_MAX: none)
+  uint64_t peak_time_ns = 0;
+  format::TrainingPhase peak_phase = format::TrainingPhase::kNone;
+  std::string peak_module;          // the nn.Module of the allocation that reached it
+  CategoryBytes peak_categories{};  // what was live at the peak (resolveTraining)
+};
+
 struct TraceSummary {
   reader::ProcessInfo process;
   uint64_t file_bytes = 0;
@@ -66,6 +85,13 @@ struct TraceSummary {
 
   std::vector<DeviceSummary> devices;  // every device seen, by index
   std::vector<MarkerSummary> markers;  // annotations and phases, in order
+
+  // Training (Note [Training records]): the trace has kCategory, kTrainingPhase or kStepEnd.
+  bool training = false;
+  uint64_t categories_told = 0;     // kCategory records
+  uint64_t categories_ignored = 0;  // of them, at an address no live allocation starts at
+  std::vector<StepSummary> steps;   // in order; empty without kStepEnd records
+  CategoryBytes peak_categories{};  // at the peak (resolveTraining)
 
   // The report covers the first `window_events` events (Until::kLastStop); UINT64_MAX: all.
   uint64_t window_events = UINT64_MAX;
@@ -100,6 +126,8 @@ struct LiveAllocation {
   int device;
   bool traced;
   uint32_t module;  // string id of the nn.Module path (0: none)
+  // Resolved: told at any time of the allocation's life, or the default (categoryOf).
+  format::Category category = format::Category::kUnknown;
 };
 
 struct LiveSet {
@@ -112,6 +140,24 @@ struct LiveSet {
 
 // Pass 2. Throws reader::TraceError when the point does not exist (no OOM in the trace).
 LiveSet liveSetAt(reader::TraceReader& trace, const TraceSummary& summary, Point point);
+
+// Pass 3, for a trace with training records: the category bytes at the peak and at each
+// step's peak, with the categories told after those points (a .grad found at the step's end)
+// resolved. Fills summary.peak_categories and each step's peak_categories.
+void resolveTraining(reader::TraceReader& trace, TraceSummary& summary);
+
+// The category of every allocation of the trace (by its event index) as a view that shows
+// allocations (not only what was live at one point) needs it, for a trace with training
+// records: the one told at any time of its life, else the default (categoryOf). Only
+// allocations told a category are in the map; categoryOf() gives the others'.
+std::unordered_map<uint64_t, format::Category> toldCategories(reader::TraceReader& trace,
+                                                              const TraceSummary& summary);
+// What an allocation stands under: the category told, else temporary in a training trace
+// when it was made while tracing, else unknown (Note [Training records]).
+format::Category categoryOf(format::Category told, bool traced, bool training);
+
+// The bytes of `allocations` by category.
+CategoryBytes categoryBytes(const std::vector<LiveAllocation>& allocations);
 
 // Whether a replay to `point` stops before `event`: the event lies past the point, or past
 // the summary's window. (A failed allocation changes no live set: the OOM point includes

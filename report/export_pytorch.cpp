@@ -14,13 +14,18 @@
 //   - frames are innermost first, as in PyTorch: native frames down to the interpreter
 //     (Note [Mixed stacks in the flame graph]), then Python frames; untraced allocations
 //     have none, which memory_viz shows as "allocated before _record_history was enabled";
-//   - events whose device is unknown (-1) are put on device 0.
+//   - events whose device is unknown (-1) are put on device 0;
+//   - in a trace with training records, each "alloc" and each block carries its
+//     "category", named as PyTorch's memory profiler names them (parameter, gradient,
+//     optimizer_state, activation, input, temporary, unknown: torch/profiler/
+//     _memory_profiler.py's Category, lower case, which memory_viz colours by).
 // The history ends at the point asked for (--at, the end by default) and the segments are
 // what was live there.
 #include "report/export_pytorch.h"
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -46,6 +51,7 @@ struct SnapshotEvent {
   uint32_t python_stack;
   uint32_t native_stack;
   bool traced;
+  uint64_t index = 0;  // the allocation's event index (kAlloc)
 };
 
 // Events whose device is unknown (-1) go on device 0.
@@ -75,10 +81,12 @@ struct HistoryVisitor : reader::LiveVisitor {
   }
 
   void onAlloc(const Event& event, const Allocation& allocation) {
+    if (training) index_of[event.address] = event.index;
     if (selected(summary.device_filter, allocation.device))
       events.push_back(SnapshotEvent{Action::kAlloc, snapshotDevice(allocation.device),
                                      event.address, event.size, allocation.stream, event.time_ns,
-                                     event.python_stack, event.native_stack, event.traced});
+                                     event.python_stack, event.native_stack, event.traced,
+                                     event.index});
   }
 
   void free(const Allocation& removed, uint64_t address, uint64_t time_ns) {
@@ -92,6 +100,8 @@ struct HistoryVisitor : reader::LiveVisitor {
   const TraceSummary& summary;
   Point point;
   std::vector<SnapshotEvent> events;
+  bool training = summary.training;
+  std::unordered_map<uint64_t, uint64_t> index_of;  // live allocations' event indices
 };
 
 class SnapshotWriter {
@@ -120,7 +130,8 @@ class SnapshotWriter {
     it->second = pickle_.memoize();
   }
 
-  void event(const char* action, const SnapshotEvent& event, uint64_t start_unix_ns) {
+  void event(const char* action, const SnapshotEvent& event, uint64_t start_unix_ns,
+             const char* category = nullptr) {
     pickle_.beginDict();
     pickle_.name("action"), pickle_.name(action);
     pickle_.name("addr"), pickle_.unsignedInteger(event.address);
@@ -128,6 +139,7 @@ class SnapshotWriter {
     pickle_.name("stream"), pickle_.unsignedInteger(event.stream);
     pickle_.name("time_us"), pickle_.unsignedInteger((start_unix_ns + event.time_ns) / 1000);
     pickle_.name("frames"), frames(event.traced, event.python_stack, event.native_stack);
+    if (category) pickle_.name("category"), pickle_.name(category);
     pickle_.endDict();
   }
 
@@ -152,6 +164,14 @@ void exportPytorchSnapshot(std::ostream& out, reader::TraceReader& trace,
                            const TraceSummary& summary, const Point& point) {
   if (point.kind == Point::Kind::kOom && summary.first_failed_event == UINT64_MAX)
     throw reader::TraceError(trace.path() + ": the trace has no failed allocation (no OOM)");
+  // Categories are told after allocations (Note [Training records]): a first pass gathers them.
+  std::unordered_map<uint64_t, format::Category> told = toldCategories(trace, summary);
+  auto categoryName = [&](uint64_t index, bool traced) -> const char* {
+    if (!summary.training) return nullptr;
+    auto found = told.find(index);
+    format::Category category = found == told.end() ? format::Category::kUnknown : found->second;
+    return format::categoryName(categoryOf(category, traced, true));
+  };
   HistoryVisitor history(summary, point);
   reader::LiveReplay replay(history);
   trace.read(replay);
@@ -165,6 +185,10 @@ void exportPytorchSnapshot(std::ostream& out, reader::TraceReader& trace,
     entry.device = snapshotDevice(entry.device);
     if (selected(summary.device_filter, entry.device)) live.emplace_back(address, entry);
   });
+  auto liveCategory = [&](uint64_t address, bool traced) -> const char* {
+    auto found = history.index_of.find(address);
+    return categoryName(found == history.index_of.end() ? UINT64_MAX : found->second, traced);
+  };
   std::sort(live.begin(), live.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [address, entry] : live) devices = std::max(devices, entry.device + 1);
@@ -194,6 +218,8 @@ void exportPytorchSnapshot(std::ostream& out, reader::TraceReader& trace,
     pickle.name("requested_size"), pickle.unsignedInteger(entry.size);
     pickle.name("state"), pickle.name("active_allocated");
     pickle.name("frames"), writer.frames(entry.traced, entry.python_stack, entry.native_stack);
+    if (const char* category = liveCategory(address, entry.traced))
+      pickle.name("category"), pickle.name(category);
     pickle.endDict();
     pickle.endList();
     pickle.endDict();
@@ -219,7 +245,7 @@ void exportPytorchSnapshot(std::ostream& out, reader::TraceReader& trace,
       switch (event.action) {
         case Action::kAlloc:
           writer.event("segment_alloc", event, start);
-          writer.event("alloc", event, start);
+          writer.event("alloc", event, start, categoryName(event.index, event.traced));
           live_bytes += event.size;
           break;
         case Action::kFree:

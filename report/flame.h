@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -24,13 +25,31 @@ enum class FrameKind : uint8_t {
 };
 
 struct FlameNode {
-  std::string name;
+  std::string name;  // in full, as the report names a location (and folded stacks hold)
   FrameKind kind = FrameKind::kRoot;
   uint64_t bytes = 0;        // this node and everything under it
   uint64_t allocations = 0;  // how many live allocations that is
   uint32_t parent = 0;
   std::vector<uint32_t> children;  // largest first
+  std::string label;               // the name with its path shortened (Note [Short frame names])
+  bool library = false;  // not user code (isUserCode) or in libtorch (isLibraryObject): hideable
 };
+
+// Note [Short frame names]
+// A flame graph's frames are narrow, and full paths leave no room for what tells frames
+// apart: "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/torch/nn/modules/..."
+// shows as its first 60 characters. A frame's label shortens its path: everything up to
+// site-packages/ or dist-packages/ (an installed package is named from its import path), up
+// to lib/pythonX.Y/ (the standard library), or up to the root of the source tree holding it
+// (the nearest directory with a .git, looked up on this machine) goes. Absolute paths none
+// of these apply to (a trace read on another machine) lose the directory they all share.
+// The full name stays in the tooltip, the folded stacks and the search.
+std::string shortPath(std::string_view path);
+
+// Library frames, which the page's "hide library frames" hides: Python frames outside the
+// user's code (isUserCode: the standard library, installed packages, torch, <frozen ...>)
+// and native frames in libtorch and libc10.
+bool isLibraryObject(std::string_view object);
 
 struct FlameGraph {
   std::vector<FlameNode> nodes;  // nodes[0] is the root ("all")

@@ -11,5 +11,6 @@ extern const std::string_view kD3License;   // node-d3's copyright file: d3's li
 extern const std::string_view kReportHtml;  // html/report.html: the page, with {{SLOTS}}
 extern const std::string_view kReportCss;   // html/report.css
 extern const std::string_view kReportJs;    // html/report.js: the glue between data and d3
+extern const std::string_view kFlameSvgJs;  // html/flame_svg.js: the SVG flame graph's script
 
 }  // namespace memtrace::report::assets

@@ -41,6 +41,8 @@ const char* locationKindName(LocationKind kind) {
       return "none";
     case LocationKind::kModule:
       return "module";
+    case LocationKind::kCategory:
+      return "category";
   }
   return "?";
 }
@@ -57,6 +59,8 @@ std::string groupByName(GroupBy group_by) {
       return "stack";
     case GroupBy::kModule:
       return "module";
+    case GroupBy::kCategory:
+      return "category";
   }
   return "?";
 }
@@ -116,6 +120,8 @@ uint64_t Locator::interestingIp(uint32_t native_stack) {
 }
 
 Locator::Key Locator::keyOf(const LiveAllocation& allocation) {
+  // A category holds for untraced allocations too (parameters placed before tracing began).
+  if (group_by_ == GroupBy::kCategory) return Key{10, static_cast<uint64_t>(allocation.category)};
   if (!allocation.traced) return Key{1, 0};
   if (group_by_ == GroupBy::kModule) return Key{9, allocation.module};
   if (allocation.python_stack) {
@@ -131,6 +137,7 @@ Locator::Key Locator::keyOf(const LiveAllocation& allocation) {
         return Key{5, frame.file};
       case GroupBy::kStack:
       case GroupBy::kModule:
+      case GroupBy::kCategory:
         break;
     }
   }
@@ -143,6 +150,11 @@ Locator::Key Locator::keyOf(const LiveAllocation& allocation) {
 
 Location Locator::describe(const LiveAllocation& allocation) {
   Location location;
+  if (group_by_ == GroupBy::kCategory) {
+    location.kind = LocationKind::kCategory;
+    location.name = format::categoryName(allocation.category);
+    return location;
+  }
   if (!allocation.traced) {
     location.kind = LocationKind::kUntraced;
     location.name = "untraced";
@@ -183,6 +195,7 @@ Location Locator::describe(const LiveAllocation& allocation) {
         break;
       case GroupBy::kStack:
       case GroupBy::kModule:
+      case GroupBy::kCategory:
         break;
     }
     return location;

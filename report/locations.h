@@ -13,7 +13,7 @@
 
 namespace memtrace::report {
 
-enum class GroupBy { kLine, kFunction, kFile, kStack, kModule };
+enum class GroupBy { kLine, kFunction, kFile, kStack, kModule, kCategory };
 
 // Which Python frame stands for an allocation: the innermost (where the allocating call
 // is, which can be inside torch), or the innermost in the user's own code (outside the
@@ -27,6 +27,7 @@ enum class LocationKind {
   kNative,    // no Python frame (a thread without the GIL), a native frame
   kNoStack,   // traced, but without any stack (MEMTRACE_STACKS=none, or no GIL)
   kModule,    // grouped by nn.Module path (or none: "<no module>")
+  kCategory,  // grouped by training category (parameter, gradient, ...)
 };
 
 struct Location {

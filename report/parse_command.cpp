@@ -76,6 +76,16 @@ struct Printer : reader::LiveVisitor {
     out << fmt::format("marker t={} kind={} name={}\n", marker.time_ns,
                        format::markerName(marker.kind), marker.name);
   }
+  void onCategory(uint64_t address, format::Category category, const reader::Allocation* live) {
+    out << fmt::format("category address={:#x} category={}{}\n", address,
+                       format::categoryName(category), live ? "" : " not-live");
+  }
+  void onTrainingPhase(uint64_t time_ns, format::TrainingPhase phase) {
+    out << fmt::format("training-phase t={} phase={}\n", time_ns, format::trainingPhaseName(phase));
+  }
+  void onStepEnd(uint64_t time_ns, uint64_t step) {
+    out << fmt::format("step-end t={} step={}\n", time_ns, step);
+  }
   // Every record as written: an implied free is not a record, so it prints nothing.
   void onAlloc(const reader::Event& event, const reader::Allocation&) {
     out << fmt::format("alloc #{} t={} address={:#x} size={} pystack={} native={} {}\n",

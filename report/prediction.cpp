@@ -160,7 +160,9 @@ std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction
 std::vector<PredictionFrameEntry> unmatchedEntries(const Prediction& prediction,
                                                    const LocationTable& table) {
   std::vector<PredictionFrameEntry> unmatched;
-  if (table.group_by == GroupBy::kStack || table.group_by == GroupBy::kModule) return unmatched;
+  if (table.group_by == GroupBy::kStack || table.group_by == GroupBy::kModule ||
+      table.group_by == GroupBy::kCategory)
+    return unmatched;
   for (const PredictionFrameEntry& entry : entriesFor(prediction, table)) {
     bool found = false;
     for (const TableRow& row : table.rows)

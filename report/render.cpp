@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "common/byte_format.h"
+#include "report/training.h"
 
 namespace memtrace::report {
 namespace {
@@ -125,14 +126,16 @@ void renderText(std::ostream& out, const Report& report) {
   out << fmt::format("Total allocated: {}; live at the end: {}\n", formatBytes(s.allocated_bytes),
                      formatBytes(s.end_bytes));
   if (const Prediction* prediction = report.prediction) {
-    double error = s.peak_bytes
-                       ? 100.0 * (double(prediction->peak_requested_bytes) - double(s.peak_bytes)) /
-                             double(s.peak_bytes)
-                       : 0.0;
-    out << fmt::format("Predicted peak: {} ({} bytes) by {}: {} against the measured peak\n",
+    // Against a measured peak of 0 B no percentage means anything: none is given.
+    std::string against =
+        s.peak_bytes
+            ? percent(100.0 * (double(prediction->peak_requested_bytes) - double(s.peak_bytes)) /
+                      double(s.peak_bytes)) +
+                  " against the measured peak"
+            : "nothing measured to compare with";
+    out << fmt::format("Predicted peak: {} ({} bytes) by {}: {}\n",
                        formatBytes(prediction->peak_requested_bytes),
-                       prediction->peak_requested_bytes, predictionSource(*prediction),
-                       percent(error));
+                       prediction->peak_requested_bytes, predictionSource(*prediction), against);
   }
   if (!s.markers.empty()) {
     out << "Marks:";
@@ -149,6 +152,7 @@ void renderText(std::ostream& out, const Report& report) {
     out << "\n";
   }
   out << "\n";
+  renderTrainingText(out, s);
 
   const LocationTable& table = report.table;
   size_t shown = shownRows(report);
@@ -292,6 +296,7 @@ void renderJson(std::ostream& out, const Report& report) {
         {"frame", report.table.frame_policy == FramePolicy::kUser ? "user" : "innermost"},
         {"locations", report.table.rows.size()},
         {"rows", rows}}}};
+  if (s.training) document["training"] = trainingJson(s);
   if (const Prediction* prediction = report.prediction) {
     json unmatched = json::array();
     for (const PredictionFrameEntry& entry : unmatchedEntries(*prediction, report.table))

@@ -1,4 +1,5 @@
-// The flame graph as folded stacks (flamegraph.pl, speedscope) and as a static SVG icicle.
+// The flame graph as folded stacks (flamegraph.pl, speedscope) and as an interactive SVG
+// icicle.
 #include "report/render_flame.h"
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 
 #include "common/byte_format.h"
 #include "report/escape.h"
+#include "report/html_assets.h"
 #include "report/locations.h"
 
 namespace memtrace::report {
@@ -15,7 +17,7 @@ namespace {
 
 constexpr double kWidth = 1200;
 constexpr double kRowHeight = 17;
-constexpr double kTop = 34;
+constexpr double kTop = 58;       // under the title and the controls
 constexpr double kCharWidth = 7;  // of the 12 px monospace labels
 
 std::string colorOf(const FlameNode& node) {
@@ -60,13 +62,32 @@ void renderFlameSvg(std::ostream& out, const FlameGraph& graph, const std::strin
   };
   if (!graph.nodes.empty()) measure(0, 0);
   double height = kTop + depth * kRowHeight + 10;
+  // Note [Interactive SVG flame graph]
+  // As flamegraph.pl's: a script inside the SVG (html/flame_svg.js, inlined at build time)
+  // zooms to a clicked frame, resets, searches and hides library frames, with nothing
+  // loaded from anywhere.
+  // Each frame's <g> carries what the script needs (its id, its parent's, its bytes, its
+  // full name and label) as attributes, escaped like the text; the search box is an HTML
+  // <input> in a <foreignObject>, which a browser shows in a standalone SVG. Without the
+  // script (an image viewer) the SVG is the whole graph, as drawn here.
   out << fmt::format(
       "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
       "viewBox=\"0 0 {0} {1}\" font-family=\"monospace\" font-size=\"12\">\n"
+      "<style>.frame {{ cursor: pointer; }} .frame text {{ pointer-events: none; }} "
+      ".button {{ cursor: pointer; fill: #0645ad; }} .ancestor rect {{ opacity: 0.55; }}"
+      "</style>\n"
       "<rect x=\"0\" y=\"0\" width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
-      "<text x=\"{2}\" y=\"20\" font-size=\"15\" text-anchor=\"middle\">{3}</text>\n",
-      kWidth, height, kWidth / 2, escapeXml(title));
+      "<text x=\"{2}\" y=\"20\" font-size=\"15\" text-anchor=\"middle\">{3}</text>\n"
+      "<text id=\"reset\" class=\"button\" x=\"8\" y=\"46\" visibility=\"hidden\">"
+      "Reset zoom</text>\n"
+      "<text id=\"matched\" x=\"{4}\" y=\"{5}\" text-anchor=\"end\"></text>\n"
+      "<foreignObject x=\"{6}\" y=\"28\" width=\"400\" height=\"24\">"
+      "<div xmlns=\"http://www.w3.org/1999/xhtml\" style=\"font: 12px monospace\">"
+      "<label><input id=\"hide-library\" type=\"checkbox\"/>hide library frames</label> "
+      "<input id=\"search\" type=\"search\" placeholder=\"search frames\" "
+      "style=\"width: 210px; font: 12px monospace\"/></div></foreignObject>\n",
+      kWidth, height, kWidth / 2, escapeXml(title), kWidth - 8, height - 2, kWidth - 408);
   uint64_t total = graph.total_bytes();
   if (total == 0) {
     out << "<text x=\"10\" y=\"50\">nothing was live</text>\n</svg>\n";
@@ -79,15 +100,16 @@ void renderFlameSvg(std::ostream& out, const FlameGraph& graph, const std::strin
     double y = kTop + level * kRowHeight;
     double share = 100.0 * static_cast<double>(node.bytes) / static_cast<double>(total);
     out << fmt::format(
-        "<g class=\"frame\"><title>{} ({} bytes, {}, {:.2f}%, {} allocations)</title>"
-        "<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" rx=\"2\"/>",
+        "<g class=\"frame\" data-id=\"{}\" data-parent=\"{}\" data-bytes=\"{}\" "
+        "data-name=\"{}\" data-label=\"{}\"{}>"
+        "<title>{} ({} bytes, {}, {:.2f}%, {} allocations)</title>"
+        "<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{}\" fill=\"{}\" rx=\"2\"/>"
+        "<text x=\"{:.2f}\" y=\"{:.1f}\">{}</text></g>\n",
+        index, index == 0 ? -1 : static_cast<int64_t>(node.parent), node.bytes,
+        escapeXml(node.name), escapeXml(node.label), node.library ? " data-library=\"1\"" : "",
         escapeXml(node.name), node.bytes, formatBytes(node.bytes), share, node.allocations, x, y,
-        std::max(width - 0.5, 0.1), kRowHeight - 1, colorOf(node));
-    std::string text = label(node.name, width);
-    if (!text.empty())
-      out << fmt::format("<text x=\"{:.2f}\" y=\"{:.1f}\">{}</text>", x + 3, y + kRowHeight - 5,
-                         escapeXml(text));
-    out << "</g>\n";
+        std::max(width - 0.5, 0.1), kRowHeight - 1, colorOf(node), x + 3, y + kRowHeight - 5,
+        escapeXml(label(node.label, width)));
     double child_x = x;
     for (uint32_t child : node.children) {
       draw(child, level + 1, child_x);
@@ -96,7 +118,7 @@ void renderFlameSvg(std::ostream& out, const FlameGraph& graph, const std::strin
     }
   };
   draw(0, 0, 0);
-  out << "</svg>\n";
+  out << "<script><![CDATA[\n" << assets::kFlameSvgJs << "]]></script>\n</svg>\n";
 }
 
 }  // namespace memtrace::report

@@ -1,4 +1,4 @@
-// The flame graph as folded stacks (flamegraph.pl, speedscope) and as a static SVG icicle
+// The flame graph as folded stacks (flamegraph.pl, speedscope) and as an SVG icicle
 // (memtrace-report flamegraph). The graph itself is built in flame.h.
 #pragma once
 
@@ -11,7 +11,8 @@ namespace memtrace::report {
 
 // flamegraph.pl / speedscope input: "frame;frame;frame bytes" lines.
 void renderFolded(std::ostream& out, const FlameGraph& graph);
-// A static icicle (root on top), with a tooltip (<title>) on each frame.
+// An icicle (root on top), with a tooltip (<title>) on each frame, that zooms to a clicked
+// frame and searches (Note [Interactive SVG flame graph] in render_flame.cpp).
 void renderFlameSvg(std::ostream& out, const FlameGraph& graph, const std::string& title);
 
 }  // namespace memtrace::report

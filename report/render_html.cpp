@@ -89,6 +89,7 @@ json timelineJson(const Timeline& timeline) {
           {"failures", failures},
           {"duration_ns", timeline.duration_ns},
           {"bucket_ns", timeline.bucket_ns},
+          {"first_traced_ns", timeline.first_traced_ns},
           {"events", timeline.events},
           {"peak",
            {{"bytes", timeline.peak_bytes},
@@ -97,11 +98,12 @@ json timelineJson(const Timeline& timeline) {
 }
 
 json flameJson(const FlameGraph& graph) {
-  // Flat: [parent, name, kind, bytes, allocations] per node, parents before children.
+  // Flat: [parent, name, kind, bytes, allocations, label, library] per node, parents before
+  // children.
   json nodes = json::array();
   for (const FlameNode& node : graph.nodes)
-    nodes.push_back(json::array(
-        {node.parent, node.name, frameKindName(node.kind), node.bytes, node.allocations}));
+    nodes.push_back(json::array({node.parent, node.name, frameKindName(node.kind), node.bytes,
+                                 node.allocations, node.label, node.library}));
   return {{"nodes", nodes}};
 }
 

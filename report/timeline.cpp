@@ -157,6 +157,10 @@ struct TimelineVisitor : reader::LiveVisitor {
     if (!selected(summary.device_filter, allocation.device)) return;
     total += event.size;
     current[lane] += event.size;
+    if (allocation.traced && !seen_traced) {
+      seen_traced = true;
+      timeline.first_traced_ns = event.time_ns;
+    }
     if (total > timeline.peak_bytes) {
       timeline.peak_bytes = total;
       timeline.peak_time_ns = event.time_ns;
@@ -172,6 +176,7 @@ struct TimelineVisitor : reader::LiveVisitor {
   uint64_t bucket_ns;
   std::vector<uint64_t> current;
   uint64_t total = 0;
+  bool seen_traced = false;
   Bucket bucket;
 };
 
@@ -196,6 +201,7 @@ Timeline computeTimeline(reader::TraceReader& trace, const TraceSummary& summary
   reader::LiveReplay replay(visitor);
   trace.read(replay);
   visitor.flush();
+  if (!visitor.seen_traced) timeline.first_traced_ns = timeline.duration_ns;
   // The line goes on to the end of the trace at the last value.
   const TimelineSample& last = timeline.samples.back();
   if (last.time_ns < timeline.duration_ns) {

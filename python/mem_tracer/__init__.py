@@ -12,17 +12,45 @@ The Python door onto memtrace. In three lines::
 or, with no code change: ``python -m mem_tracer run script.py``.
 """
 from .errors import MemTracerError
-from .estimate import BatchPoint, Estimate, LineEntry, ModuleEntry, estimate
-from .report import report_data, report_stats
-from .tracing import (annotate, is_tracing, last_trace, max_memory_allocated, memory_allocated, phase,
-                      reset_peak_memory_stats, start_tracing, stop_tracing, switch_allocator, trace)
+from .estimate import (
+    BatchPoint,
+    Device,
+    Estimate,
+    LineEntry,
+    Method,
+    ModuleEntry,
+    Semantics,
+    estimate,
+)
+from .report import At, Frame, GroupBy, report_data, report_stats
+from .tracing import (
+    Stacks,
+    annotate,
+    is_tracing,
+    last_trace,
+    max_memory_allocated,
+    memory_allocated,
+    phase,
+    reset_peak_memory_stats,
+    start_tracing,
+    stop_tracing,
+    switch_allocator,
+    trace,
+)
 
 __all__ = [
+    "At",
     "BatchPoint",
+    "Device",
     "Estimate",
+    "Frame",
+    "GroupBy",
     "LineEntry",
     "MemTracerError",
+    "Method",
     "ModuleEntry",
+    "Semantics",
+    "Stacks",
     "annotate",
     "estimate",
     "is_tracing",
@@ -38,4 +66,21 @@ __all__ = [
     "switch_allocator",
     "trace",
 ]
-__version__ = "0.1.0"
+
+
+def _version() -> str:
+    """The file VERSION when run from the source tree (python/mem_tracer beside it), else the
+    installed distribution's version (pyproject.toml read the same file when it was built)."""
+    import importlib.metadata
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parent.parent.parent / "VERSION"
+    if Path(__file__).resolve().parent.parent.name == "python" and source.is_file():
+        return source.read_text().strip()
+    try:
+        return importlib.metadata.version("mem_tracer")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+__version__ = _version()

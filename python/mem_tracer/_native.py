@@ -7,8 +7,10 @@ override both, for unusual layouts."""
 from __future__ import annotations
 
 import ctypes
+import importlib.metadata
+import importlib.util
 import os
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from .errors import MemTracerError
@@ -51,6 +53,39 @@ def tool_path(name: str) -> Path:
                          "memtrace checkout, or install the package with pip")
 
 
+def _release(version: str) -> str:
+    """"2.13.0" of "2.13.0+cpu": builds of one release share LibTorch's C++ ABI."""
+    return version.split("+")[0]
+
+
+def estimator_path() -> Path:
+    """memtrace-estimate, once it can load LibTorch; else MemTracerError saying in one line
+    what to install. It links LibTorch from the torch package beside this one (Note [Finding
+    LibTorch from the wheel] in tools/CMakeLists.txt), and LibTorch has no stable C++ ABI:
+    without torch, or with another release, it would fail to load or misbehave."""
+    if importlib.util.find_spec("torch") is None:
+        raise MemTracerError("memtrace-estimate needs PyTorch: pip install torch")
+    try:
+        path = tool_path("memtrace-estimate")
+    except MemTracerError:
+        if (_PACKAGE / "bin" / "memtrace-report").is_file():  # an installed package
+            raise MemTracerError("this mem_tracer was built where torch was absent, without "
+                                 "memtrace-estimate: reinstall it now that torch is installed"
+                                 ) from None
+        raise
+    built = path.with_name("memtrace-estimate.torch")  # only in an installed package
+    if built.is_file():
+        wanted = built.read_text().strip()
+        try:
+            installed = importlib.metadata.version("torch")
+        except importlib.metadata.PackageNotFoundError:
+            installed = None
+        if installed is not None and _release(installed) != _release(wanted):
+            raise MemTracerError(f"memtrace-estimate was built against torch {_release(wanted)}, "
+                                 f"not {installed}: pip install torch=={_release(wanted)}")
+    return path
+
+
 def _preloaded() -> Path | None:
     """libmemtrace.so if LD_PRELOAD put it in this process."""
     try:
@@ -68,7 +103,7 @@ def is_preloaded() -> bool:
     return _preloaded() is not None
 
 
-@lru_cache(maxsize=None)
+@cache
 def library() -> ctypes.PyDLL:
     """libmemtrace.so, loaded once, with the C API's signatures set.
 
@@ -102,7 +137,7 @@ def library() -> ctypes.PyDLL:
         function = getattr(lib, name)
         function.argtypes = arguments
         function.restype = result
-    lib.path = path
+    lib.path = path  # type: ignore[attr-defined]  # read by tracing.switch_allocator()
     return lib
 
 

@@ -11,9 +11,10 @@ import json
 import os
 import subprocess
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 from . import _native
 from .errors import MemTracerError
@@ -21,6 +22,11 @@ from .errors import MemTracerError
 # How long a value lives: as the eager nn.Module keeps it (Python names) or as the TorchScript
 # interpreter does (freed at last use); memtrace-estimate's --semantics.
 Semantics = Literal["eager", "torchscript"]
+# How the model reached TorchScript: scripted, traced, or given as a saved file.
+Method = Literal["script", "trace", "file"]
+# memtrace-estimate's device profiles (`memtrace-estimate --list-devices`), or "auto": the GPU
+# in hand. A profile of one's own is a .json file, given as a path object.
+Device = Literal["auto", "cuda", "cuda-sm90", "cuda-no-cublas-workspace", "cpu"]
 
 
 @dataclass
@@ -59,10 +65,12 @@ class BatchPoint:
 class Estimate:
     """What one forward pass of the model is predicted to take on a GPU. Sizes in bytes."""
 
-    method: str  # how the model reached TorchScript: "script", "trace", or "file" (a saved .pt)
+    method: Method  # how the model reached TorchScript: "script", "trace", or "file" (a saved .pt)
     method_note: str  # why, in a sentence (e.g. why scripting failed)
-    model_path: Path  # the TorchScript file the estimator read
-    semantics: str  # "eager" (Python frees tensors) or "torchscript" (freed at last use)
+    # The TorchScript file the estimator read: the file given, or estimate(keep_model=...)'s;
+    # None when estimate() exported the model to a temporary file, deleted when it returned.
+    model_path: Path | None
+    semantics: Semantics  # "eager" (Python frees tensors) or "torchscript" (freed at last use)
     peak_requested_bytes: int  # torch.cuda.memory_stats()["requested_bytes.all.peak"]
     peak_allocated_bytes: int  # torch.cuda.max_memory_allocated()
     peak_reserved_bytes: int  # torch.cuda.max_memory_reserved()
@@ -70,12 +78,15 @@ class Estimate:
     weight_bytes: int  # parameters, buffers and constants
     input_bytes: int
     lower_bound: bool  # some sizes were unknown: the true peak may be higher
-    by_line: list[LineEntry]  # live at the peak, by innermost frame
-    by_user_line: list[LineEntry]  # live at the peak, by innermost frame in user code
-    by_module: list[ModuleEntry]
-    batches: list[BatchPoint] = field(default_factory=list)  # with batch_sizes
+    # The tables and the JSON are left out of repr(), which they would make thousands of
+    # characters long; str() summarizes them.
+    by_line: list[LineEntry] = field(repr=False)  # live at the peak, by innermost frame
+    # live at the peak, by innermost frame in user code
+    by_user_line: list[LineEntry] = field(repr=False)
+    by_module: list[ModuleEntry] = field(repr=False)
+    batches: list[BatchPoint] = field(default_factory=list, repr=False)  # with batch_sizes
     largest_batch: int | None = None  # with budget: the largest batch that fits
-    raw: dict[str, Any] = field(default_factory=dict)  # the estimator's JSON, as written
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)  # the estimator's JSON
     path: Path | None = None  # that JSON's file
 
     def __str__(self) -> str:
@@ -86,9 +97,20 @@ class Estimate:
                  f"requested, {mib(self.peak_allocated_bytes)} allocated, "
                  f"{mib(self.peak_reserved_bytes)} reserved"
                  + (" (a lower bound: some sizes were unknown)" if self.lower_bound else ""),
-                 f"  weights {mib(self.weight_bytes)}, inputs {mib(self.input_bytes)}, "
-                 f"activations at their peak {mib(self.activation_peak_bytes)}",
-                 f"  exported by {self.method}: {self.method_note}"]
+                 (f"  weights {mib(self.weight_bytes)}, inputs {mib(self.input_bytes)}, "
+                  f"activations at their peak {mib(self.activation_peak_bytes)}"),
+                 f"  exported by {self.method}: {self.method_note}",
+                 f"  model file: {self.model_path}" if self.model_path is not None else
+                 "  model file: none kept (estimate(..., keep_model=PATH) keeps it)"]
+        if self.batches:
+            shown = self.batches[:8]  # a summary: Estimate.batches has them all
+            lines.append("  by batch: " + ", ".join(
+                f"{point.batch}: {mib(point.peak_reserved_bytes)} reserved" for point in shown)
+                + (", ..." if len(self.batches) > len(shown) else ""))
+        if self.largest_batch is not None:
+            lines.append(f"  the largest batch within the budget: {self.largest_batch}")
+        if self.by_user_line:
+            lines.append("  live at the peak, by line of your code:")
         for entry in self.by_user_line[:5]:
             lines.append(f"  {mib(entry.bytes):>12}  {entry.file}:{entry.line} ({entry.function})")
         return "\n".join(lines)
@@ -209,11 +231,12 @@ def _scriptable_call(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any])
     return [*args, *(kwargs[name] for name in order)]
 
 
-def _to_torchscript(model: Any, example_inputs: Sequence[Any], directory: Path,
+def _to_torchscript(model: Any, example_inputs: Sequence[Any], path: Path,
                     example_kwargs: Mapping[str, Any] | None = None
-                    ) -> tuple[str, str, Path, list[Any], bool]:
-    """Saves `model` as TorchScript; returns (method, note, path, inputs in the saved forward's
-    order, whether the module paths are under the tracing wrapper's "model.")."""
+                    ) -> tuple[Method, str, Path, list[Any], bool]:
+    """Saves `model` as TorchScript at `path`; returns (method, note, the file the estimator
+    reads, inputs in the saved forward's order, whether the module paths are under the tracing
+    wrapper's "model.")."""
     example_kwargs = dict(example_kwargs or {})
     if isinstance(model, (str, os.PathLike)):
         if example_kwargs:
@@ -223,7 +246,6 @@ def _to_torchscript(model: Any, example_inputs: Sequence[Any], directory: Path,
 
     import torch
 
-    path = directory / "model.pt"
     was_training = getattr(model, "training", False)
     model.eval()
     try:
@@ -272,7 +294,7 @@ def _data_dependent_options(model: Any, args: Sequence[Any], kwargs: Mapping[str
         return []
     try:
         counts = example_counts.record(lambda: model(*args, **kwargs))
-    except Exception:  # the estimate still runs; those sizes are then unknown, and said so
+    except Exception:  # noqa: BLE001 - the estimate still runs; those sizes are then unknown, and said so
         return []
     if not counts:
         return []
@@ -282,13 +304,16 @@ def _data_dependent_options(model: Any, args: Sequence[Any], kwargs: Mapping[str
 
 
 def _run_estimator(model_path: Path, inputs: list[str], extra: list[str], out: Path) -> dict[str, Any]:
-    command = [str(_native.tool_path("memtrace-estimate")), str(model_path), *(arg for spec in inputs for arg in ("--input", spec)),
-               "--format", "json", "--output", str(out), *extra]
-    result = subprocess.run(command, capture_output=True, text=True)
+    command = [str(_native.estimator_path()), str(model_path),
+               *(arg for spec in inputs for arg in ("--input", spec)),
+               "--format", "json", "--output", str(out), "--force", *extra]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        message = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exited {result.returncode}"
+        stderr = result.stderr.strip()
+        message = stderr.splitlines()[-1] if stderr else f"exited {result.returncode}"
         raise MemTracerError(f"estimate(): {message.removeprefix('memtrace-estimate: error: ')}")
-    return json.loads(out.read_text())
+    document: dict[str, Any] = json.loads(out.read_text())
+    return document
 
 
 def _lines(entries: list[dict[str, Any]]) -> list[LineEntry]:
@@ -296,25 +321,27 @@ def _lines(entries: list[dict[str, Any]]) -> list[LineEntry]:
             for e in entries]
 
 
-def _device_profile(device: str) -> str:
+def _device_profile(device: Device | os.PathLike[str]) -> str:
     """"auto": the profile of the GPU PyTorch sees (cuBLAS keeps 32 MiB on sm90 and newer,
     8.125 MiB before), or "cuda" without one."""
     if device != "auto":
-        return device
+        return os.fspath(device)
     try:
         import torch
 
         if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9:
             return "cuda-sm90"
     except Exception:  # noqa: BLE001 - no usable CUDA: the default profile
-        pass
+        return "cuda"
     return "cuda"
 
 
 def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
              batch_sizes: Sequence[int] | None = None, budget: int | str | None = None, *,
              example_kwargs: Mapping[str, Any] | None = None, semantics: Semantics = "eager",
-             device: str = "auto", output: str | os.PathLike[str] | None = None,
+             device: Device | os.PathLike[str] = "auto",
+             output: str | os.PathLike[str] | None = None,
+             keep_model: str | os.PathLike[str] | None = None,
              assume_worst_case: bool = False) -> Estimate:
     """Predicts the GPU memory of one forward pass, without running it on a GPU.
 
@@ -334,10 +361,15 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     assumptions say which.
     ``semantics``: "eager" (default; what Python runs) or "torchscript". ``device``: a
     profile of memtrace-estimate (``cuda``, ``cuda-sm90``, ``cuda-no-cublas-workspace``), or
-    "auto" for the GPU in hand. ``output`` keeps the estimator's JSON there (memtrace-report
-    --estimate reads it)."""
+    "auto" for the GPU in hand, or the path of a profile .json. ``output`` keeps the
+    estimator's JSON there (memtrace-report --estimate reads it), replacing a file of that name.
+    ``keep_model``: where to keep the TorchScript the model was exported to (then
+    ``Estimate.model_path`` names it, for memtrace-estimate and ``memtrace plan``). Without it
+    the export is a temporary file, deleted before estimate() returns: ``model_path`` is
+    None, and so is the JSON's ``"model"``."""
     if semantics not in ("eager", "torchscript"):
         raise MemTracerError(f"estimate(): semantics must be 'eager' or 'torchscript', not {semantics!r}")
+    _native.estimator_path()  # without torch, say so in one line before anything imports it
     kwargs = dict(example_kwargs or {})
     if isinstance(example_inputs, Mapping):
         kwargs = {**example_inputs, **kwargs}
@@ -346,18 +378,27 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
         example_inputs = (example_inputs,)
     if not example_inputs and not kwargs:
         raise MemTracerError("estimate(): give example inputs (positional, a dict, or example_kwargs)")
-    with tempfile.TemporaryDirectory(prefix="mem_tracer-") as work:
-        work = Path(work)
-        method, note, model_path, ordered, wrapped = _to_torchscript(model, example_inputs, work, kwargs)
+    with tempfile.TemporaryDirectory(prefix="mem_tracer-") as temporary:
+        work = Path(temporary)
+        export = Path(keep_model) if keep_model is not None else work / "model.pt"
+        method, note, model_path, ordered, wrapped = _to_torchscript(model, example_inputs, export,
+                                                                     kwargs)
         inputs = [_input_spec(value) for value in ordered]
         options = ["--semantics", semantics, "--device", _device_profile(device)]
         options += _data_dependent_options(model, example_inputs, kwargs, assume_worst_case, work)
         json_path = Path(output) if output is not None else work / "estimate.json"
         document = _run_estimator(model_path, inputs, options, json_path)
+        kept = method == "file" or keep_model is not None
+        if not kept:
+            # The JSON must not name a file that is gone when the user (or the HTML page)
+            # reads it.
+            document["model"] = None
+            if output is not None:
+                json_path.write_text(json.dumps(document, indent=2) + "\n")
         summary, peak = document["summary"], document.get("peak") or {}
         result = Estimate(
             method=method, method_note=note,
-            model_path=Path(model_path) if method == "file" else Path(document.get("model", model_path)),
+            model_path=Path(model_path).resolve() if kept else None,
             semantics=document.get("semantics", semantics),
             peak_requested_bytes=summary["peak_requested_bytes"],
             peak_allocated_bytes=summary["peak_allocated_bytes"],

@@ -8,8 +8,9 @@ input under this mode and passes the counts, in the order the ops ran, with --ex
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -21,10 +22,11 @@ def _is_mask(value: Any) -> bool:
 
 class _Counts(TorchDispatchMode):
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # torch leaves it untyped
         self.counts: list[tuple[str, int, int]] = []
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
         name = func._schema.name  # "aten::nonzero"

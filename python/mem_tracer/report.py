@@ -6,8 +6,8 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 import tempfile
+from pathlib import Path
 from typing import Any, Literal, TextIO, get_args
 
 from . import _native
@@ -16,10 +16,12 @@ from .estimate import write_prediction
 from .tracing import last_trace
 
 # memtrace-report's --group-by and --frame.
-GroupBy = Literal["line", "function", "file", "stack", "module"]
+GroupBy = Literal["line", "function", "file", "stack", "module", "category"]
 Frame = Literal["innermost", "user"]
 GROUPINGS: tuple[str, ...] = get_args(GroupBy)
 FRAMES: tuple[str, ...] = get_args(Frame)
+# memtrace-report's --at: a point of the trace by name, or seconds after its start.
+At = Literal["peak", "end", "oom"]
 
 
 def _report_arguments(trace: Path, top: int, group_by: str, frame: str, own: bool = False) -> list[str]:
@@ -34,7 +36,7 @@ def _report_arguments(trace: Path, top: int, group_by: str, frame: str, own: boo
 
 
 def _run(command: list[str]) -> str:
-    result = subprocess.run(command, capture_output=True, text=True)
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         raise MemTracerError(result.stderr.strip() or f"{command[0]} exited {result.returncode}")
     return result.stdout
@@ -67,9 +69,12 @@ def report_stats(top: int = 20, group_by: GroupBy = "line", file: TextIO | None 
 
 
 def report_data(top: int = 20, group_by: GroupBy = "line", *, frame: Frame = "innermost",
-                trace: str | os.PathLike[str] | None = None, at: str = "peak") -> dict[str, Any]:
+                trace: str | os.PathLike[str] | None = None, at: At | float = "peak") -> dict[str, Any]:
     """The report as data (memtrace-report's JSON): summary, devices, marks, and the rows of
-    the table under ``["live"]["rows"]``."""
+    the table under ``["live"]["rows"]``. ``at``: "peak", "end", "oom" (the first failed
+    allocation), or seconds after the start."""
     own = trace is None
     path = Path(trace) if trace is not None else last_trace()
-    return json.loads(_run(_report_arguments(path, top, group_by, frame, own) + ["--format", "json", "--at", at]))
+    data: dict[str, Any] = json.loads(_run(_report_arguments(path, top, group_by, frame, own)
+                                            + ["--format", "json", "--at", str(at)]))
+    return data

@@ -4,21 +4,29 @@ allocator."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import sys
 import threading
 import warnings
 import weakref
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Literal, get_args
 
-from . import _native
+from . import _native, training
 from .errors import MemTracerError
+
+# The stacks recorded with each allocation (the library's MEMTRACE_STACKS): Python frames,
+# native frames, both, or none (sizes and times only).
+Stacks = Literal["python", "native", "all", "none"]
+STACK_MODES: tuple[str, ...] = get_args(Stacks)
 
 _lock = threading.Lock()
 _last_trace: Path | None = None  # the file of the last start_tracing(), open or closed
 _switched = False
 _module_hooks: list[Any] = []
-_module_names: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+_module_names: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 def switch_allocator() -> None:
@@ -56,44 +64,117 @@ def switch_allocator() -> None:
     _switched = True
 
 
+def _preload_list_at_exec() -> list[str]:
+    """LD_PRELOAD as the dynamic loader read it when this process started: /proc/self/environ
+    is the environment given to exec, which later changes of os.environ do not touch."""
+    try:
+        environment = Path("/proc/self/environ").read_bytes().split(b"\0")
+    except OSError:
+        return []
+    for entry in environment:
+        if entry.startswith(b"LD_PRELOAD="):
+            value = os.fsdecode(entry[len(b"LD_PRELOAD="):])
+            return value.replace(":", " ").split()
+    return []
+
+
+def _loaded_by_preload() -> bool:
+    """Whether LD_PRELOAD put libmemtrace.so in this process, so that its hooks see every
+    CUDA allocation: the loader was asked to preload it at exec, and the library in hand is
+    in the global scope, where the loader's own lookup (dlsym(RTLD_DEFAULT)) finds its C
+    API. A library loaded later (ctypes, as _native.library() does without a preloaded one)
+    is local: its hooks route nothing, and that lookup does not find it.
+
+    Note: not "is libmemtrace.so mapped": _native.library() maps it, so that would always
+    be true once tracing starts."""
+    if not any(Path(entry).name == "libmemtrace.so" for entry in _preload_list_at_exec()):
+        return False
+    ours = _native.library().memtrace_is_tracing
+    try:
+        global_scope = ctypes.CDLL(None).memtrace_is_tracing
+    except AttributeError:
+        return False
+    return ctypes.cast(global_scope, ctypes.c_void_p).value == ctypes.cast(ours, ctypes.c_void_p).value
+
+
 def _library_routes_allocations() -> bool:
-    return _switched or _native.is_preloaded()
+    return _switched or _loaded_by_preload()
 
 
 def start_tracing(output: str | os.PathLike[str] | None = None, *, model: Any = None,
-                  modules: bool = True) -> Path:
+                  modules: bool = True, stacks: Stacks | None = None) -> Path:
     """Starts recording every CUDA allocation with its Python stack (and nn.Module).
 
     ``output`` names the trace file (``%p`` becomes the pid); by default the file already
     open, or $MEMTRACE_OUTPUT, or ``memtrace-%p.bin``. Allocations live before the start are
     written as ``untraced``, so the peak is right. ``model`` names the root of module paths
     (``model.layers.3.attn``); without it a module called with no module running is a root,
-    named by its class. ``modules=False`` leaves nn.Module attribution off.
+    named by its class. ``modules=False`` leaves nn.Module attribution off. ``stacks``: the
+    stacks recorded with each allocation from now on, "python", "native", "all" or "none"
+    (default: $MEMTRACE_STACKS, else "python"); a file already open keeps the mode its
+    header names.
 
     Returns the trace file's path."""
+    if stacks is not None and stacks not in STACK_MODES:
+        raise MemTracerError(f"start_tracing(): stacks must be one of {', '.join(STACK_MODES)}, "
+                             f"not {stacks!r}")
     library = _native.library()
     if not _library_routes_allocations():
         warnings.warn("mem_tracer.start_tracing(): PyTorch's allocations do not go through memtrace "
                       "in this process; call mem_tracer.switch_allocator() first, or run the script "
                       "with `python -m mem_tracer run`", stacklevel=2)
     path = None if output is None else os.fsencode(os.fspath(output))
-    if library.memtrace_start(path) != 0:
+    with _stack_mode(stacks):
+        started = library.memtrace_start(path)
+    if started != 0:
         raise MemTracerError(f"start_tracing(): {_native.last_error()}")
     if model is not None:
         _name_modules(model, "model")
     if modules:
         _install_module_hooks()
+    training.install(model, modules=modules)
     global _last_trace
     _last_trace = output_path()
     return _last_trace
 
 
+@contextlib.contextmanager
+def _stack_mode(stacks: Stacks | None) -> Iterator[None]:
+    """MEMTRACE_STACKS set for memtrace_start, which reads its settings from the environment
+    at each start; put back after, so that the program's children do not inherit it."""
+    if stacks is None:
+        yield
+        return
+    before = os.environ.get("MEMTRACE_STACKS")
+    os.environ["MEMTRACE_STACKS"] = stacks
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["MEMTRACE_STACKS"]
+        else:
+            os.environ["MEMTRACE_STACKS"] = before
+
+
 def stop_tracing() -> None:
     """Stops capturing stacks. Allocations go on being counted (and written, as ``untraced``),
-    so the trace stays right; the file is flushed, ready for report_stats()."""
+    so the trace stays right; the file is flushed, ready for report_stats().
+
+    MemTracerError when tracing is not running, or when the trace could not be written (the
+    message says why: a full disk...)."""
     _remove_module_hooks()
-    if _native.library().memtrace_stop() != 0:
+    training.uninstall()
+    library = _native.library()
+    was_tracing = bool(library.memtrace_is_tracing())
+    earlier_error = _native.last_error()  # a failed write stops tracing, and says why here
+    if library.memtrace_stop() == 0:
+        return
+    if was_tracing:  # the stop mark or the flush could not be written
+        raise MemTracerError(f"stop_tracing(): {_native.last_error()}")
+    if _last_trace is None:
         raise MemTracerError("stop_tracing(): tracing has not started (call start_tracing() first)")
+    why = f"; the last error: {earlier_error}" if earlier_error else ""
+    raise MemTracerError(f"stop_tracing(): tracing is not running (it was stopped already{why})")
 
 
 def is_tracing() -> bool:
@@ -125,18 +206,49 @@ def output_path() -> Path:
 
 @contextlib.contextmanager
 def trace(output: str | os.PathLike[str] | None = None, *, model: Any = None,
-          modules: bool = True) -> Iterator[Path]:
+          modules: bool = True, stacks: Stacks | None = None) -> Iterator[Path]:
     """``with mem_tracer.trace("out.bin"):`` traces the block and closes the file after it.
 
-    Yields the trace file's path."""
-    path = start_tracing(output, model=model, modules=modules)
+    Yields the trace file's path. A trace that could not be written whole raises
+    MemTracerError after the block; when the block itself raised, its exception goes on and
+    the trace's error is added to it as a note."""
+    path = start_tracing(output, model=model, modules=modules, stacks=stacks)
     try:
         yield path
-    finally:
-        _remove_module_hooks()
-        library = _native.library()
-        library.memtrace_stop()
-        library.memtrace_close()
+    except BaseException as error:
+        problems = _finish_trace()
+        if problems:
+            _add_note(error, f"mem_tracer.trace(): {'; '.join(problems)}")
+        raise
+    problems = _finish_trace()
+    if problems:
+        raise MemTracerError(f"trace(): {'; '.join(problems)}")
+
+
+def _finish_trace() -> list[str]:
+    """Stops and closes the trace of trace(); returns what went wrong, a message each."""
+    _remove_module_hooks()
+    training.uninstall()
+    library = _native.library()
+    problems: list[str] = []
+    file_open = bool(library.memtrace_output_path())
+    if library.memtrace_is_tracing():
+        if library.memtrace_stop() != 0:
+            problems.append(_native.last_error())
+    elif not file_open and _native.last_error():
+        # A write failed inside the block: the library stopped and let the file go then.
+        problems.append(_native.last_error())
+    if library.memtrace_close() != 0 and _native.last_error() not in problems:
+        problems.append(_native.last_error())
+    return problems
+
+
+def _add_note(error: BaseException, note: str) -> None:
+    """BaseException.add_note where there is one (3.11); a warning before."""
+    if sys.version_info >= (3, 11):
+        error.add_note(note)
+    else:
+        warnings.warn(note, RuntimeWarning, stacklevel=3)
 
 
 def annotate(name: str) -> None:

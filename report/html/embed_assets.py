@@ -4,7 +4,8 @@
 
 Each file becomes `extern const std::string_view NAME`, declared in
 report/html_assets.h. The files are checked so that inlining them into the page is
-safe: a script must not contain "</script" or "<!--", and the license, which goes into a
+safe: a script must not contain "</script" or "<!--" (nor, the SVG's, "]]>", which would
+end its CDATA section), and the license, which goes into a
 /* comment */, must not contain "*/"."""
 import sys
 from pathlib import Path
@@ -22,8 +23,10 @@ def main():
         name, _, path = argument.partition("=")
         text = Path(path).read_text(encoding="utf-8")
         lowered = text.lower()
-        if name in ("kD3Js", "kReportJs") and ("</script" in lowered or "<!--" in lowered):
+        if name in ("kD3Js", "kReportJs", "kFlameSvgJs") and ("</script" in lowered or "<!--" in lowered):
             sys.exit(f"embed_assets.py: {path} contains '</script' or '<!--': it cannot be inlined")
+        if name == "kFlameSvgJs" and "]]>" in text:
+            sys.exit(f"embed_assets.py: {path} contains ']]>': it cannot go into a CDATA section")
         if name == "kD3License" and "*/" in text:
             sys.exit(f"embed_assets.py: {path} contains '*/': it cannot go into a comment")
         if f"){DELIMITER}\"" in text:

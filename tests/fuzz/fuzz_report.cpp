@@ -1,9 +1,10 @@
 // libFuzzer harness over the reader and every memtrace-report command, in process: each
 // input is a trace file, read as memtrace-report reads it (tools/report/main.cpp), by
-// parse, the report in its three formats and five groupings, flamegraph, html and both
-// exports, at every point. Bad input may be refused (reader::TraceError, which the tool
-// prints in one line with exit status 2); anything else is a finding: a crash, a sanitizer
-// report, another exception, a hang (-timeout) or memory out of proportion (-rss_limit_mb).
+// parse, the report in its three formats and six groupings (with the training pass),
+// flamegraph, html and both exports, at every point. Bad input may be refused (reader::TraceError,
+// which the tool prints in one line with exit status 2); anything else is a finding: a crash, a
+// sanitizer report, another exception, a hang (-timeout) or memory out of proportion
+// (-rss_limit_mb).
 //
 // Built with clang's -fsanitize=fuzzer in the sanitizer build (make test-sanitize); built
 // with replay_main.cpp instead in every build, to replay the corpus and the crashes.
@@ -102,6 +103,7 @@ void everyCommand(const std::string& path) {
   }
   for (Until until : {Until::kEnd, Until::kLastStop}) {
     TraceSummary summary = summarize(trace, kAllDevices, until);
+    resolveTraining(trace, summary);
     for (Point::Kind kind :
          {Point::Kind::kPeak, Point::Kind::kEnd, Point::Kind::kOom, Point::Kind::kTime}) {
       Point point{kind, summary.duration_ns / 2};
@@ -109,8 +111,8 @@ void everyCommand(const std::string& path) {
       bool first = until == Until::kEnd && kind == Point::Kind::kPeak;
       reportAt(trace, summary, point, GroupBy::kLine, FramePolicy::kInnermost, true);
       if (first) {
-        for (GroupBy group_by :
-             {GroupBy::kFunction, GroupBy::kFile, GroupBy::kStack, GroupBy::kModule})
+        for (GroupBy group_by : {GroupBy::kFunction, GroupBy::kFile, GroupBy::kStack,
+                                 GroupBy::kModule, GroupBy::kCategory})
           reportAt(trace, summary, point, group_by, FramePolicy::kUser, false);
       }
       std::ostringstream out;

@@ -7,9 +7,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "report"))
-from trace_writer import (ANNOTATION, MODULE, NATIVE_STACK, PHASE_BEGIN, PHASE_END,  # noqa: E402
-                          PROCESS_EXIT, TRACE_CLOSED, TRACING_STARTED, TRACING_STOPPED,
-                          TraceWriter, byte_string, varint, zigzag)
+from trace_writer import (ACTIVATION, ANNOTATION, BACKWARD, FORWARD, GRADIENT,  # noqa: E402
+                          LOADED_OBJECT, NATIVE_STACK, NO_PHASE, OPTIMIZER, OPTIMIZER_STATE, PARAMETER,
+                          PHASE_BEGIN, PHASE_END, PROCESS_EXIT, TRACE_CLOSED, TRACING_STARTED,
+                          TRACING_STOPPED, TraceWriter, byte_string, varint, zigzag)
 
 
 def native_stack(w, parent, ip_delta):
@@ -19,7 +20,7 @@ def native_stack(w, parent, ip_delta):
 
 
 def module(w, path, bias, segments):
-    w.chunk += bytes([MODULE]) + varint(path) + varint(bias) + byte_string(b"\x12\x34") \
+    w.chunk += bytes([LOADED_OBJECT]) + varint(path) + varint(bias) + byte_string(b"\x12\x34") \
         + varint(len(segments)) + b"".join(varint(s) + varint(n) for s, n in segments)
 
 
@@ -74,6 +75,35 @@ def everything():
     return w
 
 
+def training():
+    # The training records (Note [Training records]): categories told before and after the
+    # peak, at a live address and at one that is not, phases, two steps and an unfinished one.
+    w = TraceWriter(stacks=1)
+    s = w.python_stack(0, w.frame(w.string("train.py"), w.string("main"), 7))
+    w.device(0, w.string("GPU 0"), 1 << 33).context(1, 0)
+    w.marker(1, TRACING_STARTED)
+    w.alloc(2, 0x7f0000000000, 4096)
+    w.category(0x7f0000000000, PARAMETER)
+    time = 10
+    for step in (1, 2):
+        w.training_phase(time, FORWARD)
+        w.alloc(time + 1, 0x7f0000100000, 1024, s)
+        w.category(0x7f0000100000, ACTIVATION)
+        w.training_phase(time + 2, BACKWARD)
+        w.alloc(time + 3, 0x7f0000200000, 4096, s)
+        w.free(time + 4, 0x7f0000100000)
+        w.training_phase(time + 5, OPTIMIZER)
+        w.category(0x7f0000200000, GRADIENT)
+        w.category(0x7f0000300000, OPTIMIZER_STATE)  # not live: ignored
+        w.step_end(time + 6, step)
+        w.training_phase(time + 6, NO_PHASE)
+        w.free(time + 7, 0x7f0000200000)
+        time += 10
+    w.alloc(time, 0x7f0000400000, 100, s)
+    w.marker(time + 1, TRACE_CLOSED)
+    return w
+
+
 def unknown_device():
     w = TraceWriter(stacks=0)
     w.context(1, -1)
@@ -88,7 +118,7 @@ def main():
     corpus = HERE / "corpus"
     corpus.mkdir(exist_ok=True)
     for name, make in [("python_only", python_only), ("everything", everything),
-                       ("unknown_device", unknown_device)]:
+                       ("unknown_device", unknown_device), ("training", training)]:
         data = make().write(corpus / f"{name}.bin").read_bytes()
         # The same trace cut inside its last chunk: read up to the last whole one.
         (corpus / f"{name}_cut.bin").write_bytes(data[:len(data) - 5])

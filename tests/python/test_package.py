@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memtrace_testing import ROOT, run
+from memtrace_testing import ROOT, parse_records, run
 
 SCRIPTS = Path(__file__).parent / "scripts"
 PACKAGE = ROOT / "python"
@@ -93,7 +93,7 @@ def test_run_traces_an_unmodified_script(build, tmp_path):
     assert "script done" in result.stdout
     traces = list(tmp_path.glob("run-*.bin"))
     assert len(traces) == 1
-    report = result.stdout.split("== mem_tracer: ")[1]
+    report = result.stdout.split("== memtrace: ")[1]
     assert "Peak memory: 97.00 MiB" in report
     assert f"unmodified.py:{lines['big']} (build)" in report
     assert f"unmodified.py:{lines['small']} (<module>)" in report
@@ -105,7 +105,8 @@ def test_run_without_cuda_allocations_writes_no_trace(build, tmp_path):
                     check=False, cwd=tmp_path)
     assert result.returncode == 0
     assert "usage:" in result.stdout and "json.tool" in result.stdout
-    assert "made no CUDA allocation: no trace was written" in result.stderr
+    assert result.stderr.splitlines() == [
+        "memtrace: json.tool ended without a CUDA allocation: no trace was written"]
     assert not list(tmp_path.glob("x-*.bin"))
 
 
@@ -157,6 +158,123 @@ for call in (mem_tracer.stop_tracing, mem_tracer.report_stats, lambda: mem_trace
         "tracing has not started: call mem_tracer.start_tracing() (or use `with mem_tracer.trace(...)`) "
         "before asking for a report",
         "annotate(): tracing has not started: call memtrace_start() first"]
+
+
+# A process that loads the test CUDA runtime as PyTorch does, then libmemtrace.so through the
+# package; `fill_disk` makes the trace file's next write fail (RLIMIT_FSIZE at its size now).
+WRITE_FAILS = """
+import ctypes, os, resource, signal, sys, warnings
+ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+import mem_tracer
+from mem_tracer import _native
+lib = _native.library()
+
+def fill_disk(path):
+    lib.memtrace_flush()
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(path), resource.RLIM_INFINITY))
+    lib.memtrace_alloc(1 << 20, 0, None)
+
+def unlimit():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+"""
+
+
+def test_start_tracing_warns_unless_allocations_go_through_memtrace(build, tmp_path):
+    code = WRITE_FAILS + """
+if sys.argv[3] == "environ":  # named after the start: the loader never saw it
+    os.environ["LD_PRELOAD"] = str(_native.library_path())
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    mem_tracer.start_tracing(sys.argv[2])
+print(len(caught))
+for warning in caught:
+    print(warning.message)
+"""
+    warning = ("mem_tracer.start_tracing(): PyTorch's allocations do not go through memtrace in "
+               "this process; call mem_tracer.switch_allocator() first, or run the script with "
+               "`python -m mem_tracer run`")
+    for how in ("plain", "environ"):
+        said = python("-c", code, build.cudart, tmp_path / f"{how}.bin", how).stdout.splitlines()
+        assert said == ["1", warning], how
+    # Preloaded by the loader: its hooks see every allocation, nothing to warn about.
+    said = python("-c", code, build.cudart, tmp_path / "preloaded.bin", "plain",
+                  env={"LD_PRELOAD": str(build.library), "MEMTRACE_AUTOSTART": "0"}).stdout
+    assert said.splitlines() == ["0"]
+
+
+def test_stop_tracing_raises_a_write_error(build, tmp_path):
+    code = WRITE_FAILS + """
+fill_disk(mem_tracer.start_tracing(sys.argv[2]))
+for attempt in range(2):
+    try:
+        mem_tracer.stop_tracing()
+        print("stopped")
+    except mem_tracer.MemTracerError as error:
+        print(error)
+"""
+    trace = tmp_path / "full.bin"
+    said = python("-c", code, build.cudart, trace).stdout.splitlines()
+    assert said == [
+        f"stop_tracing(): cannot write the trace file {trace}: File too large; recording stopped, "
+        "the program goes on",
+        "stop_tracing(): tracing is not running (it was stopped already; the last error: cannot "
+        f"write the trace file {trace}: File too large; recording stopped, the program goes on)"]
+
+
+def test_trace_raises_errors_at_stop_and_close(build, tmp_path):
+    code = WRITE_FAILS + """
+try:
+    with mem_tracer.trace(sys.argv[2]) as path:
+        fill_disk(path)
+    print("no error")
+except mem_tracer.MemTracerError as error:
+    print(error)
+# The block's own exception goes on, the trace's error noted on it.
+unlimit()
+try:
+    with mem_tracer.trace(sys.argv[2] + ".2") as path:
+        fill_disk(path)
+        raise KeyError("the block's")
+except KeyError as error:
+    print(repr(error), error.__notes__)
+# A block that stops tracing itself, and writes fine, is no error.
+unlimit()
+with mem_tracer.trace(sys.argv[2] + ".3"):
+    mem_tracer.stop_tracing()
+print("clean")
+"""
+    trace = tmp_path / "full.bin"
+    said = python("-c", code, build.cudart, trace).stdout.splitlines()
+    failed = "cannot write the trace file {}: File too large; recording stopped, the program goes on"
+    assert said == [f"trace(): {failed.format(trace)}",
+                    f"KeyError(\"the block's\") ['mem_tracer.trace(): {failed.format(f'{trace}.2')}']",
+                    "clean"]
+
+
+def test_start_tracing_with_the_stacks_asked_for(build, tmp_path):
+    code = WRITE_FAILS + """
+for mode in ("none", "all"):
+    with mem_tracer.trace(f"{sys.argv[2]}.{mode}", stacks=mode):
+        lib.memtrace_alloc(4096, 0, None)
+print(os.environ.get("MEMTRACE_STACKS"))
+try:
+    mem_tracer.start_tracing(sys.argv[2], stacks="python-only")
+except mem_tracer.MemTracerError as error:
+    print(error)
+"""
+    trace = tmp_path / "stacks.bin"
+    said = python("-c", code, build.cudart, trace).stdout.splitlines()
+    # The environment is the program's again after the start; a mode that does not exist is refused.
+    assert said == ["None", "start_tracing(): stacks must be one of python, native, all, none, "
+                    "not 'python-only'"]
+    for mode, python_stack in (("none", False), ("all", True)):
+        records = parse_records(tmp_path / f"stacks.bin.{mode}")
+        assert [r["stacks"] for r in records if r["record"] == "process"] == [mode]
+        # (The second file starts with the first one's allocation, live then: untraced.)
+        (alloc,) = [r for r in records if r["record"] == "alloc" and "traced" in r["words"]]
+        # Stack 0 is the empty one.
+        assert (int(alloc["pystack"]) != 0, int(alloc["native"]) != 0) == (python_stack,) * 2, alloc
 
 
 def test_library_not_found(build, tmp_path):
@@ -243,3 +361,35 @@ def test_report_with_the_prediction_beside_the_measurement(build, tmp_path):
     # Measured at the peak (eager: h and a live while l2's output is made) beside predicted.
     assert rows == {lines["l1"]: ("32.00 KiB", "32.00 KiB", 1), lines["relu"]: ("32.00 KiB", "32.00 KiB", 1),
                     lines["l2"]: ("1.250 KiB", "1.250 KiB", 1)}
+
+
+def test_estimate_names_no_deleted_file_and_prints_short(build, tmp_path):
+    (tmp_path / "tiny.py").write_text(ESTIMATE_MODEL)
+    code = """
+import json, os, sys, torch, mem_tracer, tiny
+x = torch.randn(32, 64)
+temporary = mem_tracer.estimate(tiny.Mlp(), (x,), output="temporary.json", budget="1GiB")
+kept = mem_tracer.estimate(tiny.Mlp(), (x,), output="kept.json", keep_model="kept.pt")
+print(json.dumps({"temporary": str(temporary.model_path), "kept": str(kept.model_path),
+                  "raw": [temporary.raw["model"], kept.raw["model"]],
+                  "files": [json.load(open(name))["model"] for name in ("temporary.json", "kept.json")],
+                  "repr": repr(temporary), "str": str(temporary)}))
+"""
+    said = json.loads(python("-c", code, env={"PYTHONPATH": f"{PACKAGE}:{tmp_path}"}, cwd=tmp_path).stdout)
+    # An export to a temporary file, deleted by now, is named nowhere; a kept one everywhere.
+    assert said["temporary"] == "None"
+    kept = tmp_path / "kept.pt"
+    assert said["kept"] == str(kept) and kept.is_file()
+    assert said["raw"] == [None, str(kept)] and said["files"] == [None, str(kept)]
+    # The tables and the estimator's JSON stay out of repr(); str() is a summary for people.
+    assert said["repr"].startswith("Estimate(method='script', method_note='scripted with "
+                                   "torch.jit.script', model_path=None, semantics='eager', ")
+    assert len(said["repr"]) < 500 and "raw=" not in said["repr"]
+    lines = said["str"].splitlines()
+    assert lines[0].startswith("memtrace-estimate (eager semantics): peak ")
+    assert "  model file: none kept (estimate(..., keep_model=PATH) keeps it)" in lines
+    assert any(line.startswith("  the largest batch within the budget: ") for line in lines)
+    assert lines[-2] == "  live at the peak, by line of your code:"
+    line = ESTIMATE_MODEL.splitlines().index("        h = torch.relu(self.l1(x))") + 1
+    assert lines[-1].endswith(f"tiny.py:{line} (forward)")
+    assert len(said["str"]) < 800

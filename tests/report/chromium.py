@@ -151,8 +151,25 @@ class Browser:
         self.mouse("mousePressed", x, y)
         self.mouse("mouseReleased", x, y)
 
-    def screenshot(self, path):
-        data = self.page("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"]
+    def wheel(self, x, y, delta_y):
+        """A mouse wheel turn at (x, y): negative `delta_y` scrolls up (d3 zooms in)."""
+        self.page("Input.dispatchMouseEvent", type="mouseWheel", x=x, y=y, deltaX=0, deltaY=delta_y)
+
+    def double_click(self, x, y):
+        self.mouse("mouseMoved", x, y)
+        for count in (1, 2):
+            for kind in ("mousePressed", "mouseReleased"):
+                self.page("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=count)
+
+    def type_text(self, text):
+        """Types `text` into the focused element, as a keyboard's input would."""
+        self.page("Input.insertText", text=text)
+
+    def screenshot(self, path, clip=None):
+        """Saves the page as a PNG; `clip` ({x, y, width, height}, in CSS pixels) keeps a part."""
+        options = {"clip": dict(clip, scale=1)} if clip else {}
+        data = self.page("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                         **options)["data"]
         with open(path, "wb") as file:
             file.write(base64.b64decode(data))
 

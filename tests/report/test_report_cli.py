@@ -71,7 +71,7 @@ def test_a_cut_trace_is_read_with_a_warning(build, tmp_path):
 def test_usage_errors(build, sequence_trace):
     fails([], "no trace file given")
     fails([sequence_trace, "--frobnicate"], "unknown option '--frobnicate'")
-    fails([sequence_trace, "--group-by", "colour"], "--group-by takes line, function, file, stack or module")
+    fails([sequence_trace, "--group-by", "colour"], "--group-by takes line, function, file, stack, module or category")
     fails([sequence_trace, "--top", "-3"], "--top must be a non-negative integer")
     fails([sequence_trace, "--at", "yesterday"], "--at takes peak, end, oom or a number of seconds")
     fails([sequence_trace, "--format", "xml"], "--format takes text, json or csv")
@@ -138,3 +138,136 @@ def test_names_that_are_not_utf8_are_replaced_not_fatal(build, tmp_path):
         assert "bad\udcffname" in result.stdout
     row = report_json(trace)["live"]["rows"][0]  # JSON must be UTF-8: replaced
     assert row["function"] == "bad\ufffdname"
+
+
+# ---- the command line (CLI11): help, --version, commands, -f -------------------------------
+
+def test_version(build):
+    version = (Build.root / "VERSION").read_text().strip()
+    result = run([Build.report, "--version"])
+    assert result.stdout == f"memtrace-report {version}\n" and result.stderr == ""
+
+
+@pytest.mark.parametrize("command", [["report"], ["parse"], ["html"], ["flamegraph"], ["export"],
+                                     ["export", "perfetto"], ["export", "pytorch"]])
+def test_every_command_has_help_with_an_example(build, command):
+    text = run([Build.report, *command, "--help"]).stdout
+    assert f"memtrace-report {' '.join(command)}" in text
+    assert "example" in text
+    assert all(len(line) <= 100 for line in text.splitlines()), text
+
+
+def test_top_level_help_lists_the_commands_and_examples(build):
+    text = run([Build.report, "-h"]).stdout
+    for command in ("report", "parse", "html", "flamegraph", "export"):
+        assert f"\n  {command} " in text
+    assert "examples:" in text and "memtrace-report html trace.bin -o report.html" in text
+
+
+def test_an_option_of_another_command_is_named(build, sequence_trace):
+    fails(["parse", sequence_trace, "--top", "3"], "--top is for the report and html, not parse")
+    fails(["export", "perfetto", sequence_trace, "--at", "end"],
+          "--at is for the report, html, flamegraph and export pytorch, not export perfetto")
+    fails(["html", sequence_trace, "--frobnicate=2"], "unknown option '--frobnicate'")
+    fails(["html", sequence_trace, "--lanes"], "--lanes needs a value")
+
+
+def test_unknown_commands_and_export_kinds(build, sequence_trace):
+    # Used to read as two trace files.
+    fails(["exprot", sequence_trace], "unknown command 'exprot'")
+    fails(["export", "perfeto", sequence_trace], "export takes perfetto or pytorch", "'perfeto'")
+    fails(["export"], "export takes perfetto or pytorch")
+
+
+OUTPUT_COMMANDS = [[], ["report"], ["parse"], ["html"], ["flamegraph"], ["export", "perfetto"],
+                   ["export", "pytorch"]]
+
+
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS, ids=lambda c: " ".join(c) or "default")
+def test_an_output_is_never_overwritten_without_force(build, tmp_path, sequence_trace, command):
+    output = tmp_path / "out"
+    output.write_bytes(b"mine\n")
+    line = fails([*command, sequence_trace, "-o", output], f"{output} already exists", "-f/--force")
+    assert "--help" not in line  # not a usage mistake: the file is named, and the flag
+    assert output.read_bytes() == b"mine\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temporary file left either
+    for flag in ("-f", "--force"):
+        result = run([Build.report, *command, sequence_trace, flag, "-o", output])
+        assert result.stdout == "" and output.read_bytes() != b"mine\n"
+        output.write_bytes(b"mine\n")
+    # A new file needs no flag, and nothing is left beside it.
+    run([Build.report, *command, sequence_trace, "-o", tmp_path / "new"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "out"]
+    # Nor does a device, which is written to, not replaced.
+    run([Build.report, *command, sequence_trace, "-o", "/dev/null"])
+
+
+def test_an_output_that_cannot_be_written_is_one_line(build, tmp_path, sequence_trace):
+    fails([sequence_trace, "-o", tmp_path / "missing" / "out.txt"],
+          str(tmp_path / "missing" / "out.txt"), "cannot write")
+
+
+def test_a_prediction_against_nothing_measured_gives_no_percentage(build, tmp_path):
+    from trace_writer import TRACING_STARTED, TraceWriter
+
+    writer = TraceWriter()
+    writer.device(0, writer.string("GPU"), 1 << 30)
+    writer.context(1, 0)
+    writer.marker(0, TRACING_STARTED)
+    trace = writer.write(tmp_path / "nothing.bin")
+    estimate = tmp_path / "est.json"
+    estimate.write_text(json.dumps({
+        "format": "memtrace-estimate", "version": 1, "model": "m", "semantics": "eager",
+        "lower_bound": False,
+        "summary": {"peak_requested_bytes": 6000, "peak_allocated_bytes": 6144,
+                    "activation_peak_requested_bytes": 2000, "weight_bytes": 4000, "input_bytes": 0},
+        "peak": {"by_frame": [], "by_user_frame": [], "by_module": []}}))
+    text = run([Build.report, trace, "--estimate", estimate]).stdout
+    assert "Peak memory: 0 B" in text
+    line = [line for line in text.splitlines() if line.startswith("Predicted peak:")][0]
+    assert line.endswith(": nothing measured to compare with"), line
+    assert "%" not in line
+
+
+def progress_on_a_terminal(command):
+    """Runs `command` with stderr on a pseudo-terminal and progress shown at once; returns
+    what it wrote there."""
+    import os
+    import pty
+    import subprocess
+
+    controller, terminal = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
+    env["MEMTRACE_PROGRESS_DELAY_MS"] = "0"
+    process = subprocess.Popen([str(c) for c in command], stdout=subprocess.DEVNULL,
+                               stderr=terminal, stdin=subprocess.DEVNULL, env=env)
+    os.close(terminal)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # EIO: the other side closed
+            break
+        if not chunk:
+            break
+        output += chunk
+    assert process.wait(timeout=60) == 0
+    os.close(controller)
+    return output.decode()
+
+
+@pytest.mark.parametrize("command, passes", [
+    (["parse"], ["reading the records"]),
+    ([], ["finding the peak", "replaying to the peak"]),
+    (["flamegraph"], ["finding the peak", "replaying to the peak"]),
+    (["export", "perfetto"], ["finding the peak", "writing the counters"]),
+    (["export", "pytorch"], ["finding the peak", "writing the snapshot"]),
+], ids=["parse", "report", "flamegraph", "perfetto", "pytorch"])
+def test_every_command_shows_its_passes_on_a_terminal(build, sequence_trace, command, passes):
+    import re
+
+    text = progress_on_a_terminal([Build.report, *command, sequence_trace])
+    shown = re.findall(r"\r\x1b\[Kmemtrace-report: \S*sequence\.bin: ([a-z ]+?) +\d+%", text)
+    # A pass is shown when it begins, and again every 200 ms while it lasts.
+    assert [name for i, name in enumerate(shown) if i == 0 or shown[i - 1] != name] == passes, text
+    assert text.endswith("\r\x1b[K")

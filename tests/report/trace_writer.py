@@ -8,7 +8,10 @@ VERSION = 1
 
 # Record types and marker kinds (format/records.h).
 PROCESS_INFO, STRING, PYTHON_FRAME, PYTHON_STACK, NATIVE_STACK, LOADED_OBJECT, DEVICE, CONTEXT, \
-    MARKER, FAILED_ALLOC, MODULE_SCOPE = range(1, 12)
+    MARKER, FAILED_ALLOC, MODULE_SCOPE, CATEGORY, TRAINING_PHASE, STEP_END = range(1, 15)
+# Categories and training phases (Note [Training records]).
+UNKNOWN, PARAMETER, GRADIENT, OPTIMIZER_STATE, ACTIVATION, INPUT, TEMPORARY = range(7)
+NO_PHASE, FORWARD, BACKWARD, OPTIMIZER = range(4)
 TRACING_STARTED, TRACING_STOPPED, ANNOTATION, PHASE_BEGIN, PHASE_END, PROCESS_EXIT, TRACE_CLOSED = range(7)
 EVENT, FREE, ADDRESS_IN_256 = 0x80, 0x40, 0x20
 
@@ -103,6 +106,19 @@ class TraceWriter:
     def module_scope(self, path):
         """The nn.Module (a string id; 0: none) running on the current context's thread."""
         self.chunk += bytes([MODULE_SCOPE]) + varint(path)
+        return self
+
+    def category(self, address, category):
+        """What the live allocation at `address` holds (no time: it holds for its whole life)."""
+        self.chunk += bytes([CATEGORY]) + varint(address) + bytes([category])
+        return self
+
+    def training_phase(self, time, phase):
+        self.chunk += bytes([TRAINING_PHASE]) + self._delta(time) + bytes([phase])
+        return self
+
+    def step_end(self, time, step):
+        self.chunk += bytes([STEP_END]) + self._delta(time) + varint(step)
         return self
 
     def marker(self, time, kind, name=0):

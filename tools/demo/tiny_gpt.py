@@ -85,16 +85,21 @@ def main():
     else:  # the test CUDA runtime, through the stand-in for PyTorch's allocator
         ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "site-packages"))
+        import warnings
+
         from host_cuda import HostCuda
 
         host_cuda = HostCuda()
         host_cuda.place([*model.parameters(), *model.buffers(), tokens])  # as .cuda() would
+        # The stand-in, not PyTorch, routes the tensors through memtrace here: start_tracing()'s
+        # warning that PyTorch's allocations do not go through it is expected.
+        warnings.filterwarnings("ignore", "mem_tracer.start_tracing", UserWarning)
         with mem_tracer.trace(trace, model=model), torch.no_grad(), host_cuda:
             model(tokens)
         # The stand-in makes no cuBLAS workspace: predict for a device without one.
         device = "cuda-no-cublas-workspace"
     prediction = mem_tracer.estimate(model.cpu(), (tokens.cpu(),), budget="24GiB", device=device,
-                                     output="tiny_gpt.estimate.json")
+                                     output="tiny_gpt.estimate.json", keep_model="tiny_gpt.pt")
     print(f"$ mem_tracer.estimate(model, (tokens,)): {prediction.method_note}; "
           f"weights {prediction.weight_bytes / 2**20:.2f} MiB, activations at their peak "
           f"{prediction.activation_peak_bytes / 2**20:.2f} MiB; the largest batch for 24 GiB: "

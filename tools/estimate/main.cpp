@@ -2,18 +2,16 @@
 // from its IR alone, on a CPU. `memtrace-estimate --help` lists the options; the JSON it writes
 // is described in docs/estimate-format.md.
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <charconv>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "estimator/batch_search.h"
@@ -24,6 +22,9 @@
 #include "estimator/input_spec.h"
 #include "estimator/render.h"
 #include "estimator/torchscript/torchscript_model.h"
+#include "tools/common/cli.h"
+#include "tools/common/output.h"
+#include "tools/common/progress.h"
 #include "tools/common/tool_main.h"
 
 namespace {
@@ -37,35 +38,24 @@ constexpr int kExitInternalError = 1;
 constexpr int64_t kBudgetSearchLimit = 1 << 16;
 
 constexpr const char* kUsage =
-    R"(usage: memtrace-estimate MODEL.pt --input SHAPE[:DTYPE] [--input ...] [options]
+    "usage: memtrace-estimate MODEL.pt --input SHAPE[:DTYPE] [--input ...] [options]\n"
+    "       memtrace-estimate --list-devices";
 
-Predicts the GPU memory one forward pass of a TorchScript model takes, from its IR alone.
-
-  --input SHAPE[:DTYPE]    one per forward argument, in order: 1x3x224x224, 4x128:int64
-                           (dtypes: float32 float16 bfloat16 float64 int64 int32 int16 int8
-                           uint8 bool, with PyTorch's aliases float half double long int)
-  --format text|json|graph text for people (default), JSON for tools (docs/estimate-format.md),
-                           or the neutral graph the estimate ran on, a node a line
-  --semantics eager|torchscript
-                           who frees tensors: Python (eager, default) or the TorchScript
-                           interpreter (at last use)
-  --device PROFILE         a device profile name or a .json path (default: cuda)
-  --list-devices           list the known device profiles and exit
-  --batch N,N,...          sweep the batch dimension (dimension 0 of every input)
-  --budget SIZE            the largest batch that runs on a device with SIZE for PyTorch's
-                           caching allocator (24GiB)
-  --assume-worst-case      size data-dependent selections (nonzero, boolean masks, where)
-                           as if every element were selected: an upper bound
-  --example-counts FILE    how many elements each data-dependent selection picked on the
-                           example input, a line each in the order they ran: OP ELEMENTS COUNT
-                           (mem_tracer.estimate records and passes them)
-  --output FILE            write the result to FILE (written whole, or not at all)
-  --rows N                 rows per table in the text output (default 10)
-  -v, --verbose            log what it does, with timings, on stderr
-  -h, --help               this help
-
+constexpr const char* kDescription =
+    R"(Predicts the GPU memory one forward pass of a TorchScript model takes, from its IR alone.
 Exit status: 0 on success, 2 on bad input (with one line saying what), 1 on an internal error.
 )";
+
+constexpr const char* kExamples = R"(
+examples:
+  memtrace-estimate model.pt --input 8x3x224x224              one forward pass, as text
+  memtrace-estimate model.pt --input 4x128:int64 --format json -o est.json
+  memtrace-estimate model.pt --input 1x3x224x224 --batch 1,8,32    a sweep of the batch
+  memtrace-estimate model.pt --input 1x3x224x224 --budget 24GiB    the largest batch that fits
+  memtrace-estimate model.pt --input 2x16 --semantics torchscript --device cuda-sm90
+
+The JSON is described in docs/estimate-format.md; memtrace-report --estimate reads it. An
+output file is never overwritten without -f/--force.)";
 
 struct Options {
   std::string model;
@@ -75,12 +65,12 @@ struct Options {
   std::string device = "cuda";
   std::vector<int64_t> batches;
   std::optional<int64_t> budget_bytes;
-  std::optional<std::string> output;
+  std::string output;  // empty: standard output
+  bool force = false;
   torchscript::BuildOptions build;
   size_t rows = 10;
   bool list_devices = false;
   bool verbose = false;
-  bool help = false;
 };
 
 int64_t parsePositive(const std::string& text, const std::string& option) {
@@ -113,67 +103,90 @@ std::vector<torchscript::ExampleCount> readExampleCounts(const std::string& path
   return counts;
 }
 
-Options parseArguments(int argc, char** argv) {
+// The command line, parsed by CLI11 into text, then checked here (with the messages the
+// tool has always given). Returns the exit status of --help or --version instead, if asked.
+std::variant<Options, int> parseArguments(int argc, char** argv) {
+  CLI::App app("", "memtrace-estimate");
+  memtrace::tools::setUpApp(app, "memtrace-estimate", kUsage);
+  app.description(kDescription);
+  app.footer(kExamples);
+  app.allow_extras();  // an unknown option is named below, in the tool's words
   Options options;
+  std::vector<std::string> inputs;
+  std::string semantics, batches, budget, example_counts, rows;
+  app.add_option("MODEL", options.model, "the TorchScript model (torch.jit.save)")->type_name("");
+  app.add_option("--input", inputs,
+                 "one per forward argument, in order: 1x3x224x224, 4x128:int64 (dtypes: "
+                 "float32 float16 bfloat16 float64 int64 int32 int16 int8 uint8 bool, with "
+                 "PyTorch's aliases float half double long int)")
+      ->type_name("SHAPE[:DTYPE]")
+      ->allow_extra_args(false)
+      ->take_all();
+  app.add_option("--format", options.format,
+                 "text for people (default), JSON for tools (docs/estimate-format.md), or the "
+                 "neutral graph the estimate ran on, a node a line")
+      ->type_name("text|json|graph");
+  app.add_option("--semantics", semantics,
+                 "who frees tensors: Python (eager, default) or the TorchScript interpreter (at "
+                 "last use)")
+      ->type_name("eager|torchscript");
+  app.add_option("--device", options.device,
+                 "a device profile name or a .json path (default: cuda)")
+      ->type_name("PROFILE");
+  app.add_flag("--list-devices", options.list_devices, "list the known device profiles and exit");
+  app.add_option("--batch", batches, "sweep the batch dimension (dimension 0 of every input)")
+      ->type_name("N,N,...");
+  app.add_option("--budget", budget,
+                 "the largest batch that runs on a device with SIZE for PyTorch's caching "
+                 "allocator (24GiB)")
+      ->type_name("SIZE");
+  app.add_flag("--assume-worst-case", options.build.assume_worst_case,
+               "size data-dependent selections (nonzero, boolean masks, where) as if every "
+               "element were selected: an upper bound");
+  app.add_option("--example-counts", example_counts,
+                 "how many elements each data-dependent selection picked on the example input, "
+                 "a line each in the order they ran: OP ELEMENTS COUNT (mem_tracer.estimate "
+                 "records and passes them)")
+      ->type_name("FILE");
+  app.add_option("-o,--output", options.output,
+                 "write the result to FILE (written whole, or not at all)")
+      ->type_name("FILE");
+  app.add_flag("-f,--force", options.force, "overwrite the output file if it exists");
+  app.add_option("--rows", rows, "rows per table in the text output (default 10)")->type_name("N");
+  app.add_flag("-v,--verbose", options.verbose, "log what it does, with timings, on stderr");
+
   std::vector<std::string> arguments(argv + 1, argv + argc);
-  for (size_t index = 0; index < arguments.size(); ++index) {
-    const std::string& argument = arguments[index];
-    auto value = [&]() -> const std::string& {
-      if (index + 1 >= arguments.size()) throw EstimateError(argument + " needs a value");
-      return arguments[++index];
-    };
-    if (argument == "-h" || argument == "--help") {
-      options.help = true;
-    } else if (argument == "-v" || argument == "--verbose") {
-      options.verbose = true;
-    } else if (argument == "--list-devices") {
-      options.list_devices = true;
-    } else if (argument == "--input") {
-      options.inputs.push_back(parseInputSpec(value()));
-    } else if (argument == "--format") {
-      options.format = value();
-      if (options.format != "text" && options.format != "json" && options.format != "graph") {
-        throw EstimateError("--format " + options.format + ": expected text, json or graph");
-      }
-    } else if (argument == "--semantics") {
-      const std::string& text = value();
-      std::optional<Semantics> semantics = parseSemantics(text);
-      if (!semantics)
-        throw EstimateError("--semantics " + text + ": expected eager or torchscript");
-      options.semantics = *semantics;
-    } else if (argument == "--device") {
-      options.device = value();
-    } else if (argument == "--batch") {
-      std::string list = value();
-      size_t start = 0;
-      while (start <= list.size()) {
-        size_t end = list.find(',', start);
-        if (end == std::string::npos) end = list.size();
-        options.batches.push_back(parsePositive(list.substr(start, end - start), "--batch"));
-        start = end + 1;
-      }
-    } else if (argument == "--budget") {
-      const std::string& text = value();
-      options.budget_bytes = parseByteSize(text);
-      if (!options.budget_bytes || *options.budget_bytes == 0) {
-        throw EstimateError("--budget " + text + ": expected a size such as 24GiB or 8000MB");
-      }
-    } else if (argument == "--assume-worst-case") {
-      options.build.assume_worst_case = true;
-    } else if (argument == "--example-counts") {
-      options.build.example_counts = readExampleCounts(value());
-    } else if (argument == "--output") {
-      options.output = value();
-    } else if (argument == "--rows") {
-      options.rows = static_cast<size_t>(parsePositive(value(), "--rows"));
-    } else if (!argument.empty() && argument.front() == '-') {
-      throw EstimateError("unknown option " + argument + " (see --help)");
-    } else if (options.model.empty()) {
-      options.model = argument;
-    } else {
-      throw EstimateError("more than one model given: " + options.model + " and " + argument);
+  if (std::optional<int> status = memtrace::tools::parseCommandLine(app, arguments)) return *status;
+  if (std::string unknown = memtrace::tools::firstUnknownOption(app); !unknown.empty())
+    throw EstimateError("unknown option " + unknown + " (see --help)");
+  if (std::string extra = memtrace::tools::firstExtraArgument(app); !extra.empty())
+    throw EstimateError("more than one model given: " + options.model + " and " + extra);
+  for (const std::string& input : inputs) options.inputs.push_back(parseInputSpec(input));
+  if (options.format != "text" && options.format != "json" && options.format != "graph")
+    throw EstimateError("--format " + options.format + ": expected text, json or graph");
+  if (app.count("--semantics")) {
+    std::optional<Semantics> parsed = parseSemantics(semantics);
+    if (!parsed)
+      throw EstimateError("--semantics " + semantics + ": expected eager or torchscript");
+    options.semantics = *parsed;
+  }
+  if (app.count("--batch")) {
+    size_t start = 0;
+    while (start <= batches.size()) {
+      size_t end = batches.find(',', start);
+      if (end == std::string::npos) end = batches.size();
+      options.batches.push_back(parsePositive(batches.substr(start, end - start), "--batch"));
+      start = end + 1;
     }
   }
+  if (app.count("--budget")) {
+    options.budget_bytes = parseByteSize(budget);
+    if (!options.budget_bytes || *options.budget_bytes == 0)
+      throw EstimateError("--budget " + budget + ": expected a size such as 24GiB or 8000MB");
+  }
+  if (app.count("--example-counts"))
+    options.build.example_counts = readExampleCounts(example_counts);
+  if (app.count("--rows")) options.rows = static_cast<size_t>(parsePositive(rows, "--rows"));
   return options;
 }
 
@@ -192,32 +205,6 @@ std::string profileDirectory() {
   return (directory / "profiles").string();
 }
 
-// Writes all of `text` or nothing: a temporary file renamed into place.
-void writeOutput(const std::optional<std::string>& path, const std::string& text) {
-  if (!path) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    return;
-  }
-  std::string temporary = *path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    if (!file) throw EstimateError("--output " + *path + ": cannot write");
-    file << text;
-    file.close();
-    if (!file) {
-      std::filesystem::remove(temporary);
-      throw EstimateError("--output " + *path + ": write failed");
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, *path, error);
-  if (error) {
-    std::filesystem::remove(temporary);
-    throw EstimateError("--output " + *path + ": " + error.message());
-  }
-}
-
 std::vector<InputSpec> withBatch(std::vector<InputSpec> inputs, int64_t batch) {
   for (InputSpec& input : inputs) {
     if (input.shape.empty()) continue;
@@ -233,11 +220,11 @@ double millisecondsSince(std::chrono::steady_clock::time_point start) {
 }
 
 int run(int argc, char** argv) {
-  Options options = parseArguments(argc, argv);
-  if (options.help) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
+  std::variant<Options, int> parsed = parseArguments(argc, argv);
+  if (const int* status = std::get_if<int>(&parsed)) return *status;
+  Options& options = std::get<Options>(parsed);
+  // Before anything is loaded: a refused command writes nothing and costs nothing.
+  memtrace::tools::refuseToOverwrite(options.output, options.force);
   spdlog::set_level(options.verbose ? spdlog::level::debug : spdlog::level::warn);
   std::string profiles = profileDirectory();
   if (options.list_devices) {
@@ -246,7 +233,7 @@ int run(int argc, char** argv) {
       DeviceProfile profile = loadDeviceProfile(name, profiles);
       text += name + ": " + profile.description + "\n";
     }
-    writeOutput(options.output, text);
+    memtrace::tools::writeOutput(options.output, text);
     return 0;
   }
   if (options.model.empty()) throw EstimateError("no model given (see --help)");
@@ -261,7 +248,14 @@ int run(int argc, char** argv) {
   spdlog::debug("device profile {} from {}", render.profile.name, profiles);
 
   auto start = std::chrono::steady_clock::now();
+  std::error_code size_error;
+  uint64_t model_bytes = std::filesystem::file_size(options.model, size_error);
+  // A model of a GB takes seconds to load (1.2 s warm, 5 s from disk for 1 GiB of weights).
+  memtrace::tools::Progress progress("memtrace-estimate", options.model,
+                                     size_error ? 0 : model_bytes);
+  progress.pass("loading the model");
   torchscript::TorchScriptModel model = torchscript::TorchScriptModel::load(options.model);
+  progress.done();
   model.useDevice(render.profile);
   spdlog::debug("loaded {} in {:.1f} ms: {}", options.model, millisecondsSince(start),
                 model.forwardSignature());
@@ -284,7 +278,7 @@ int run(int argc, char** argv) {
     std::string text = options.format == "json"    ? renderJson(graph, estimate, render)
                        : options.format == "graph" ? renderGraphText(graph)
                                                    : renderText(graph, estimate, render);
-    writeOutput(options.output, text);
+    memtrace::tools::writeOutput(options.output, text);
     return 0;
   }
 
@@ -332,8 +326,9 @@ int run(int argc, char** argv) {
     int64_t next = budget->largest_batch ? *budget->largest_batch + 1 : 1;
     if (next <= kBudgetSearchLimit) budget->at_next = point(next);  // without the limit
   }
-  writeOutput(options.output, options.format == "json" ? renderSweepJson(points, budget, render)
-                                                       : renderSweepText(points, budget, render));
+  memtrace::tools::writeOutput(options.output, options.format == "json"
+                                                   ? renderSweepJson(points, budget, render)
+                                                   : renderSweepText(points, budget, render));
   return 0;
 }
 

@@ -8,17 +8,17 @@
 //
 // Exit status: 0 done; 2 bad input or bad usage, with one line on stderr saying why.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <iostream>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "common/byte_format.h"
@@ -30,12 +30,14 @@
 #include "report/locations.h"
 #include "report/parse_command.h"
 #include "report/prediction.h"
-#include "report/progress.h"
 #include "report/render.h"
 #include "report/render_flame.h"
 #include "report/render_html.h"
 #include "report/symbolizer.h"
 #include "report/timeline.h"
+#include "tools/common/cli.h"
+#include "tools/common/output.h"
+#include "tools/common/progress.h"
 #include "tools/common/tool_main.h"
 
 namespace {
@@ -44,63 +46,34 @@ using namespace memtrace::report;
 
 constexpr const char* kUsage =
     R"(usage: memtrace-report [report] TRACE [--estimate est.json] [options]
-       memtrace-report parse TRACE
+       memtrace-report parse TRACE [-o FILE]
        memtrace-report html TRACE [-o report.html] [--estimate est.json] [options]
        memtrace-report flamegraph TRACE [--format svg|folded] [-o FILE] [--at ...] [--device N]
        memtrace-report export perfetto TRACE [-o trace.json] [--device N] [--points N]
        memtrace-report export pytorch TRACE [-o snapshot.pickle] [--at ...] [--device N]
+       memtrace-report COMMAND --help         the options of COMMAND)";
 
-Reads a trace written by libmemtrace.so and prints the peak of live CUDA memory and
-what was live there, grouped by source location (Mem, Cumulative Mem, Median, Count,
-Location), largest first.
-
-options:
-  --group-by line|function|file|stack|module
-                                         how to group the live allocations (line); module:
-                                         by the nn.Module that was running (Python package)
-  --frame innermost|user                 the Python frame that stands for an allocation:
-                                         the innermost, or the innermost in your own code
-                                         (outside the standard library, site-packages
-                                         and torch) (innermost)
-  --top N                                rows to show; 0 shows all (20)
-  --at peak|end|oom|SECONDS              where to look: the peak, the end, the first
-                                         failed allocation, or SECONDS after the start (peak)
-  --device N                             only device N's memory (all devices)
-  --until end|stop                       how far to read: the whole trace, or up to where
-                                         tracing was last stopped (what was traced, without
-                                         what the program allocated afterwards) (end)
-  --format text|json|csv                 (text); for flamegraph: svg|folded (svg)
-  --estimate FILE                        memtrace-estimate's JSON: its predicted peak beside
-                                         the measured one, and a Predicted column (the bytes
-                                         it predicted live at its peak, same location)
-  -o, --output FILE                      write there instead of standard output
-  -h, --help                             this help
-
-parse prints every record of TRACE as a line of text.
-
-html writes one self-contained HTML file (no network needed): the live bytes over time,
-stacked by the top locations, with the peak and the marks; a flame graph of what was live
-at --at; the summary and the table of the text report.
-  --estimate FILE                        also draws the predicted peak on the timeline
-  --lanes N                              locations stacked on the timeline; the rest
-                                         are "other" (10)
-  --points N                             time buckets of the timeline, each keeping its
-                                         lowest, highest and last value (2000)
-
-flamegraph writes what was live at --at by full stack (Python frames, then native
-frames): an SVG icicle, or folded stacks for flamegraph.pl and speedscope.
-
-export perfetto writes Chrome trace event JSON for ui.perfetto.dev and chrome://tracing:
-a counter of live bytes per device (--points buckets, 100000 by default), marks, peaks
-and failed allocations as instant events, phases as slices.
-export pytorch writes PyTorch's memory snapshot pickle for pytorch.org/memory_viz and
-torch.cuda._memory_viz: the events up to --at (the end by default) and what was live there.
+constexpr const char* kDescription =
+    R"(Reads a trace written by libmemtrace.so. Without a command (or with `report`) it prints
+the peak of live CUDA memory and what was live there, grouped by source location (Mem,
+Cumulative Mem, Median, Count, Location), largest first.
+Exit status: 0 done; 2 bad input or bad usage, with one line on stderr saying why.
 )";
 
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+constexpr const char* kExamples = R"(
+examples:
+  memtrace-report trace.bin                            the peak and what was live there
+  memtrace-report trace.bin --group-by module --top 10
+  memtrace-report trace.bin --at oom --frame user      at the first failed allocation
+  memtrace-report trace.bin --estimate est.json        the prediction beside the measurement
+  memtrace-report html trace.bin -o report.html        the self-contained HTML page
+  memtrace-report flamegraph trace.bin --format folded -o live.folded
+  memtrace-report export perfetto trace.bin -o trace.json   (ui.perfetto.dev)
+  memtrace-report export pytorch trace.bin -o snapshot.pickle   (pytorch.org/memory_viz)
+
+An output file is never overwritten without -f/--force.)";
+
+using memtrace::tools::UsageError;
 
 struct Options {
   Until until = Until::kEnd;
@@ -114,10 +87,19 @@ struct Options {
   int device = kAllDevices;
   std::string format;  // "" until given: text, or svg for flamegraph
   std::string output;
+  bool force = false;
   std::string estimate;
   size_t lanes = 10;
   size_t points = 0;  // 0: the command's default
   bool point_given = false;
+};
+
+// The command line as CLI11 leaves it: text, turned into Options (with the messages the
+// tool has always given) by toOptions().
+struct Arguments {
+  std::string trace;
+  std::string group_by, frame, top, at, device, until, format, estimate, output, lanes, points;
+  bool force = false;
 };
 
 uint64_t parseUnsigned(const std::string& text, const char* what) {
@@ -129,152 +111,331 @@ uint64_t parseUnsigned(const std::string& text, const char* what) {
   return value;
 }
 
-Options parseArguments(int argc, char** argv) {
-  Options options;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  size_t i = 0;
-  if (i < args.size() && (args[i] == "report" || args[i] == "parse" || args[i] == "html" ||
-                          args[i] == "flamegraph" || args[i] == "export"))
-    options.command = args[i++];
-  if (options.command == "export") {
-    if (i >= args.size() || (args[i] != "perfetto" && args[i] != "pytorch"))
-      throw UsageError("export takes perfetto or pytorch, then the trace");
-    options.export_kind = args[i++];
+constexpr const char* kCommands = "report, parse, html, flamegraph, export";
+
+bool isCommand(const std::string& word) {
+  return word == "report" || word == "parse" || word == "html" || word == "flamegraph" ||
+         word == "export";
+}
+
+// The subcommands and their options. Each takes only the options it uses: an option of
+// another command is named as such (toOptions()).
+class CommandLine {
+ public:
+  CommandLine() : app_("", "memtrace-report") {
+    memtrace::tools::setUpApp(app_, "memtrace-report", kUsage);
+    app_.description(kDescription);
+    app_.footer(kExamples);
+    app_.require_subcommand(0, 1);
+    CLI::App* report =
+        addCommand(app_, "report", "the peak, and what was live there by location", "report");
+    addLiveSet(report, true);
+    report->add_option("--format", arguments_.format, "text (default), json or csv")
+        ->type_name("text|json|csv");
+    addEstimate(report, "its predicted peak beside the measured one, and a Predicted column");
+    addOutput(report);
+    report->footer(R"(
+examples:
+  memtrace-report trace.bin --top 10 --group-by function
+  memtrace-report report trace.bin --format json -o report.json
+  memtrace-report trace.bin --until stop --frame user)");
+
+    CLI::App* parse =
+        addCommand(app_, "parse", "every record of the trace as a line of text", "parse");
+    addOutput(parse);
+    parse->footer("\nexample:\n  memtrace-report parse trace.bin | grep failed-alloc");
+
+    CLI::App* html = addCommand(
+        app_, "html",
+        "one self-contained HTML file (no network needed): the live bytes over time, stacked "
+        "by the top locations, with the peak and the marks; a flame graph of what was live at "
+        "--at; the summary and the table of the text report",
+        "html");
+    addLiveSet(html, true);
+    addEstimate(html, "also draws the predicted peak on the timeline");
+    html->add_option("--lanes", arguments_.lanes,
+                     "locations stacked on the timeline; the rest are \"other\" (10)")
+        ->type_name("N");
+    html->add_option("--points", arguments_.points,
+                     "time buckets of the timeline, each keeping its lowest, highest and last "
+                     "value (2000)")
+        ->type_name("N");
+    addOutput(html);
+    html->footer(
+        "\nexamples:\n  memtrace-report html trace.bin -o report.html\n"
+        "  memtrace-report html trace.bin --estimate est.json --at end -f -o report.html");
+
+    CLI::App* flamegraph = addCommand(
+        app_, "flamegraph",
+        "what was live at --at by full stack (Python frames, then native frames): an SVG "
+        "icicle, or folded stacks for flamegraph.pl and speedscope",
+        "flamegraph");
+    addLiveSet(flamegraph, false);
+    flamegraph->add_option("--format", arguments_.format, "svg (default) or folded")
+        ->type_name("svg|folded");
+    addOutput(flamegraph);
+    flamegraph->footer(
+        "\nexamples:\n  memtrace-report flamegraph trace.bin -o live.svg\n"
+        "  memtrace-report flamegraph trace.bin --at end --format folded | flamegraph.pl");
+
+    export_ = app_.add_subcommand("export",
+                                  "perfetto: Chrome trace event JSON; pytorch: "
+                                  "PyTorch's memory snapshot pickle");
+    export_->allow_extras();  // `export svg`: named by toOptions()
+    CLI::App* perfetto = addCommand(
+        *export_, "perfetto",
+        "Chrome trace event JSON for ui.perfetto.dev and chrome://tracing: a counter of live "
+        "bytes per device, marks, peaks and failed allocations as instant events, phases as "
+        "slices",
+        "export perfetto");
+    perfetto->add_option("--device", arguments_.device, "only device N's memory (all devices)")
+        ->type_name("N");
+    addUntil(perfetto);
+    perfetto
+        ->add_option("--points", arguments_.points,
+                     "buckets of the counter, each keeping its lowest, highest and last "
+                     "value (100000)")
+        ->type_name("N");
+    addOutput(perfetto);
+    perfetto->footer("\nexample:\n  memtrace-report export perfetto trace.bin -o trace.json");
+    CLI::App* pytorch = addCommand(
+        *export_, "pytorch",
+        "PyTorch's memory snapshot pickle for pytorch.org/memory_viz and "
+        "torch.cuda._memory_viz: the events up to --at (the end by default) and what was "
+        "live there",
+        "export pytorch");
+    addPoint(pytorch, "(end)");
+    pytorch->add_option("--device", arguments_.device, "only device N's memory (all devices)")
+        ->type_name("N");
+    addUntil(pytorch);
+    addOutput(pytorch);
+    pytorch->footer("\nexample:\n  memtrace-report export pytorch trace.bin -o snapshot.pickle");
+    export_->footer(
+        "\nexamples:\n  memtrace-report export perfetto trace.bin -o trace.json\n"
+        "  memtrace-report export pytorch trace.bin -o snapshot.pickle");
   }
-  auto value = [&](const std::string& flag) -> std::string {
-    if (i + 1 >= args.size()) throw UsageError(flag + " needs a value");
-    return args[++i];
-  };
-  for (; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "-h" || arg == "--help") {
-      std::cout << kUsage;
-      std::exit(0);
-    } else if (arg == "--group-by") {
-      std::string v = value(arg);
-      if (v == "line")
-        options.group_by = GroupBy::kLine;
-      else if (v == "function")
-        options.group_by = GroupBy::kFunction;
-      else if (v == "file")
-        options.group_by = GroupBy::kFile;
-      else if (v == "stack")
-        options.group_by = GroupBy::kStack;
-      else if (v == "module")
-        options.group_by = GroupBy::kModule;
-      else
-        throw UsageError("--group-by takes line, function, file, stack or module, not '" + v + "'");
-    } else if (arg == "--frame") {
-      std::string v = value(arg);
-      if (v == "innermost")
-        options.frame = FramePolicy::kInnermost;
-      else if (v == "user")
-        options.frame = FramePolicy::kUser;
-      else
-        throw UsageError("--frame takes innermost or user, not '" + v + "'");
-    } else if (arg == "--top") {
-      options.top = parseUnsigned(value(arg), "--top");
-    } else if (arg == "--at") {
-      std::string v = value(arg);
+
+  // Returns the options, or the exit status of --help or --version.
+  std::variant<Options, int> parse(int argc, char** argv) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    // `report` is the default command: `memtrace-report trace.bin` and
+    // `memtrace-report --format json trace.bin` read as `memtrace-report report ...`.
+    bool command_given = !args.empty() && (isCommand(args[0]) || args[0] == "-h" ||
+                                           args[0] == "--help" || args[0] == "--version");
+    if (!command_given) args.insert(args.begin(), "report");
+    if (std::optional<int> status = memtrace::tools::parseCommandLine(app_, args)) return *status;
+    return toOptions(command_given ? std::string() : args.size() > 1 ? args[1] : std::string());
+  }
+
+ private:
+  CLI::App* addCommand(CLI::App& parent, const char* name, const char* description,
+                       const char* label) {
+    CLI::App* command = parent.add_subcommand(name, description);
+    // Options the command does not take stay behind, for toOptions() to name.
+    command->allow_extras();
+    command->add_option("TRACE", arguments_.trace, "the trace file libmemtrace.so wrote")
+        ->type_name("");
+    commands_.push_back({command, label});
+    return command;
+  }
+
+  void addPoint(CLI::App* command, const char* default_point) {
+    command
+        ->add_option("--at", arguments_.at,
+                     std::string("where to look: the peak, the end, the first failed "
+                                 "allocation, or SECONDS after the start ") +
+                         default_point)
+        ->type_name("peak|end|oom|SECONDS");
+  }
+
+  void addUntil(CLI::App* command) {
+    command
+        ->add_option("--until", arguments_.until,
+                     "how far to read: the whole trace, or up to where tracing was last "
+                     "stopped (what was traced, without what the program allocated "
+                     "afterwards) (end)")
+        ->type_name("end|stop");
+  }
+
+  // What was live, where, and how it is grouped: the options of the report, html and
+  // flamegraph.
+  void addLiveSet(CLI::App* command, bool with_top) {
+    command
+        ->add_option("--group-by", arguments_.group_by,
+                     "how to group the live allocations (line); module: by the nn.Module "
+                     "that was running (Python package); category: parameter, gradient, "
+                     "optimizer_state, ... (training, start_tracing(model=...))")
+        ->type_name("line|function|file|stack|module|category");
+    command
+        ->add_option("--frame", arguments_.frame,
+                     "the Python frame that stands for an allocation: the innermost, or the "
+                     "innermost in your own code (outside the standard library, "
+                     "site-packages and torch) (innermost)")
+        ->type_name("innermost|user");
+    if (with_top)
+      command->add_option("--top", arguments_.top, "rows to show; 0 shows all (20)")
+          ->type_name("N");
+    addPoint(command, "(peak)");
+    command->add_option("--device", arguments_.device, "only device N's memory (all devices)")
+        ->type_name("N");
+    addUntil(command);
+  }
+
+  void addEstimate(CLI::App* command, const char* what) {
+    command
+        ->add_option("--estimate", arguments_.estimate,
+                     std::string("memtrace-estimate's JSON: ") + what)
+        ->type_name("FILE");
+  }
+
+  void addOutput(CLI::App* command) {
+    command->add_option("-o,--output", arguments_.output, "write there instead of standard output")
+        ->type_name("FILE");
+    command->add_flag("-f,--force", arguments_.force, "overwrite the output file if it exists");
+  }
+
+  // `first_word`: the first argument, when the command was not given (report was assumed).
+  Options toOptions(const std::string& first_word) {
+    Options options;
+    const CLI::App* active = nullptr;
+    std::string label;
+    for (const auto& [command, command_label] : commands_) {
+      if (command->parsed()) {
+        active = command;
+        label = command_label;
+      }
+    }
+    if (!active) {
+      std::vector<std::string> extra = export_->remaining();
+      throw UsageError("export takes perfetto or pytorch, then the trace" +
+                       (extra.empty() ? std::string() : ", not '" + extra.front() + "'"));
+    }
+    options.command = active->get_parent() == export_ ? "export" : active->get_name();
+    if (options.command == "export") options.export_kind = active->get_name();
+    if (std::string unknown = memtrace::tools::firstUnknownOption(*active); !unknown.empty()) {
+      std::vector<std::string> takers;
+      for (const auto& [command, command_label] : commands_)
+        if (command->get_option_no_throw(unknown)) takers.push_back(command_label);
+      if (takers.empty()) throw UsageError("unknown option '" + unknown + "'");
+      if (takers.front() == "report") takers.front() = "the report";
+      std::string list = takers.back();
+      if (takers.size() > 1) {
+        takers.pop_back();
+        list = fmt::format("{} and {}", fmt::join(takers, ", "), list);
+      }
+      throw UsageError(fmt::format("{} is for {}, not {}", unknown, list, label));
+    }
+    const Arguments& a = arguments_;
+    if (a.trace.empty()) throw UsageError("no trace file given");
+    if (std::string extra = memtrace::tools::firstExtraArgument(*active); !extra.empty()) {
+      // `memtrace-report exprot trace.bin`: a misspelt command, not two trace files.
+      if (!first_word.empty() && a.trace == first_word && access(first_word.c_str(), F_OK))
+        throw UsageError(fmt::format("unknown command '{}' (commands: {})", first_word, kCommands));
+      throw UsageError("more than one trace file given ('" + a.trace + "', '" + extra + "')");
+    }
+    options.trace = a.trace;
+    options.output = a.output;
+    options.force = a.force;
+    options.estimate = a.estimate;
+    options.format = a.format;
+    if (a.group_by.empty() || a.group_by == "line")
+      options.group_by = GroupBy::kLine;
+    else if (a.group_by == "function")
+      options.group_by = GroupBy::kFunction;
+    else if (a.group_by == "file")
+      options.group_by = GroupBy::kFile;
+    else if (a.group_by == "stack")
+      options.group_by = GroupBy::kStack;
+    else if (a.group_by == "module")
+      options.group_by = GroupBy::kModule;
+    else if (a.group_by == "category")
+      options.group_by = GroupBy::kCategory;
+    else
+      throw UsageError("--group-by takes line, function, file, stack, module or category, not '" +
+                       a.group_by + "'");
+    if (options.group_by == GroupBy::kCategory && options.command != "report")
+      throw UsageError("--group-by category is for the report, not " + options.command);
+    if (a.frame.empty() || a.frame == "innermost")
+      options.frame = FramePolicy::kInnermost;
+    else if (a.frame == "user")
+      options.frame = FramePolicy::kUser;
+    else
+      throw UsageError("--frame takes innermost or user, not '" + a.frame + "'");
+    if (!a.top.empty()) options.top = parseUnsigned(a.top, "--top");
+    if (!a.at.empty()) {
       options.point_given = true;
-      if (v == "peak")
+      if (a.at == "peak") {
         options.point.kind = Point::Kind::kPeak;
-      else if (v == "end")
+      } else if (a.at == "end") {
         options.point.kind = Point::Kind::kEnd;
-      else if (v == "oom")
+      } else if (a.at == "oom") {
         options.point.kind = Point::Kind::kOom;
-      else {
+      } else {
         char* end = nullptr;
-        double seconds = std::strtod(v.c_str(), &end);
-        if (v.empty() || *end || !(seconds >= 0) || seconds > 1e9)
-          throw UsageError("--at takes peak, end, oom or a number of seconds, not '" + v + "'");
+        double seconds = std::strtod(a.at.c_str(), &end);
+        if (*end || !(seconds >= 0) || seconds > 1e9)
+          throw UsageError("--at takes peak, end, oom or a number of seconds, not '" + a.at + "'");
         options.point.kind = Point::Kind::kTime;
         options.point.time_ns = static_cast<uint64_t>(seconds * 1e9);
       }
-    } else if (arg == "--device") {
-      uint64_t device = parseUnsigned(value(arg), "--device");
+    }
+    if (!a.device.empty()) {
+      uint64_t device = parseUnsigned(a.device, "--device");
       // Past an int it used to wrap (2^32 read as device 0); the summary says whether a
       // smaller index is in the trace.
       if (device > static_cast<uint64_t>(INT32_MAX))
         throw UsageError(fmt::format("--device takes a device index, not {}", device));
       options.device = static_cast<int>(device);
-    } else if (arg == "--until") {
-      std::string v = value(arg);
-      if (v == "end")
-        options.until = Until::kEnd;
-      else if (v == "stop")
-        options.until = Until::kLastStop;
-      else
-        throw UsageError("--until takes end or stop, not '" + v + "'");
-    } else if (arg == "--format") {
-      options.format = value(arg);
-    } else if (arg == "--estimate") {
-      options.estimate = value(arg);
-    } else if (arg == "--lanes") {
-      options.lanes = parseUnsigned(value(arg), "--lanes");
-    } else if (arg == "--points") {
-      options.points = parseUnsigned(value(arg), "--points");
+    }
+    if (a.until.empty() || a.until == "end")
+      options.until = Until::kEnd;
+    else if (a.until == "stop")
+      options.until = Until::kLastStop;
+    else
+      throw UsageError("--until takes end or stop, not '" + a.until + "'");
+    if (!a.lanes.empty()) options.lanes = parseUnsigned(a.lanes, "--lanes");
+    if (!a.points.empty()) {
+      options.points = parseUnsigned(a.points, "--points");
       if (options.points == 0 || options.points > 10000000)
         throw UsageError("--points takes a number from 1 to 10000000");
-    } else if (arg == "-o" || arg == "--output") {
-      options.output = value(arg);
-    } else if (!arg.empty() && arg[0] == '-') {
-      throw UsageError("unknown option '" + arg + "'");
-    } else if (options.trace.empty()) {
-      options.trace = arg;
-    } else if (options.command == "report" && options.trace == args[0] &&
-               access(args[0].c_str(), F_OK) != 0) {
-      // `memtrace-report exprot trace.bin`: a misspelt command, not two trace files.
-      throw UsageError("unknown command '" + args[0] +
-                       "' (commands: report, parse, html, flamegraph, export)");
-    } else {
-      throw UsageError("more than one trace file given ('" + options.trace + "', '" + arg + "')");
     }
+    if (options.command == "flamegraph") {
+      if (options.format.empty()) options.format = "svg";
+      if (options.format != "svg" && options.format != "folded")
+        throw UsageError("--format takes svg or folded for flamegraph, not '" + options.format +
+                         "'");
+    } else if (options.command == "report") {
+      if (options.format.empty()) options.format = "text";
+      if (options.format != "text" && options.format != "json" && options.format != "csv")
+        throw UsageError("--format takes text, json or csv, not '" + options.format + "'");
+    }
+    if (options.command == "export" && options.export_kind == "pytorch" && !options.point_given)
+      options.point.kind = Point::Kind::kEnd;  // the whole history, as memory_viz shows it
+    return options;
   }
-  if (options.trace.empty()) throw UsageError("no trace file given");
-  if (options.command == "flamegraph") {
-    if (options.format.empty()) options.format = "svg";
-    if (options.format != "svg" && options.format != "folded")
-      throw UsageError("--format takes svg or folded for flamegraph, not '" + options.format + "'");
-  } else if (options.command == "report") {
-    if (options.format.empty()) options.format = "text";
-    if (options.format != "text" && options.format != "json" && options.format != "csv")
-      throw UsageError("--format takes text, json or csv, not '" + options.format + "'");
-  } else if (!options.format.empty()) {
-    throw UsageError("--format is for the report and flamegraph, not " + options.command);
-  }
-  if (!options.estimate.empty() && options.command != "html" && options.command != "report")
-    throw UsageError("--estimate is for the report and html, not " + options.command);
-  if (options.command == "export" && options.export_kind == "pytorch" && !options.point_given)
-    options.point.kind = Point::Kind::kEnd;  // the whole history, as memory_viz shows it
-  return options;
-}
 
-void writeOutput(const Options& options, const std::string& text) {
-  if (options.output.empty()) {
-    std::cout << text;
-    std::cout.flush();
-    return;
-  }
-  std::ofstream file(options.output, std::ios::binary | std::ios::trunc);
-  file << text;
-  file.close();
-  if (!file) throw std::runtime_error(options.output + ": cannot write: " + std::strerror(errno));
-}
+  CLI::App app_;
+  CLI::App* export_ = nullptr;
+  Arguments arguments_;
+  std::vector<std::pair<CLI::App*, std::string>> commands_;  // the leaves, with their names
+};
 
 int run(const Options& options) {
   memtrace::reader::TraceReader trace(options.trace);
   std::ostringstream out;
   if (options.command == "parse") {
+    memtrace::tools::Progress progress("memtrace-report", options.trace, trace.fileSize());
+    progress.pass("reading the records");
     printRecords(trace, out);
-    writeOutput(options, out.str());
+    progress.done();
+    memtrace::tools::writeOutput(options.output, out.str());
     return 0;
   }
   // Read before the trace, so that a bad estimate fails at once.
   std::optional<Prediction> prediction;
   if (!options.estimate.empty()) prediction = loadPrediction(options.estimate);
 
-  Progress progress(options.trace, trace.fileSize());
+  memtrace::tools::Progress progress("memtrace-report", options.trace, trace.fileSize());
   Report report;
   report.trace_path = options.trace;
   report.top = options.top;
@@ -293,7 +454,7 @@ int run(const Options& options) {
       exportPytorchSnapshot(out, trace, report.summary, options.point);
     }
     progress.done();
-    writeOutput(options, out.str());
+    memtrace::tools::writeOutput(options.output, out.str());
     return 0;
   }
   progress.pass("replaying to the " + pointName(options.point));
@@ -301,6 +462,10 @@ int run(const Options& options) {
   Locator locator(trace.tables(), options.group_by, options.frame);
   report.table = locator.group(report.live_set);
   if (options.command == "report") {
+    if (report.summary.training) {
+      progress.pass("resolving the training categories");
+      resolveTraining(trace, report.summary);
+    }
     progress.done();
     report.prediction = prediction ? &*prediction : nullptr;
     if (options.format == "json")
@@ -309,7 +474,7 @@ int run(const Options& options) {
       renderCsv(out, report);
     else
       renderText(out, report);
-    writeOutput(options, out.str());
+    memtrace::tools::writeOutput(options.output, out.str());
     return 0;
   }
   // The tables now hold every stack and module up to the point: what the flame graph of
@@ -324,7 +489,7 @@ int run(const Options& options) {
       renderFlameSvg(out, flame,
                      fmt::format("memtrace: live at {} ({}), {}", pointName(options.point),
                                  memtrace::formatBytes(report.live_set.bytes), options.trace));
-    writeOutput(options, out.str());
+    memtrace::tools::writeOutput(options.output, out.str());
     return 0;
   }
   // html. The timeline assigns allocations to the table's top rows through the same
@@ -338,7 +503,7 @@ int run(const Options& options) {
       computeTimeline(trace, report.summary, locator, report.table, timeline_options);
   progress.done();
   renderHtml(out, HtmlReport{report, timeline, flame, prediction ? &*prediction : nullptr});
-  writeOutput(options, out.str());
+  memtrace::tools::writeOutput(options.output, out.str());
   return 0;
 }
 
@@ -348,6 +513,13 @@ int main(int argc, char** argv) {
   // A trace or estimate the tool cannot read is bad input too: every failure exits 2.
   memtrace::tools::ErrorPolicy policy;
   policy.user_error_suffix = " (memtrace-report --help shows the usage)";
-  return memtrace::tools::toolMain<UsageError>("memtrace-report", policy,
-                                               [&] { return run(parseArguments(argc, argv)); });
+  return memtrace::tools::toolMain<UsageError>("memtrace-report", policy, [&] {
+    CommandLine command_line;
+    std::variant<Options, int> parsed = command_line.parse(argc, argv);
+    if (const int* status = std::get_if<int>(&parsed)) return *status;
+    const Options& options = std::get<Options>(parsed);
+    // Before anything is read: a refused command writes nothing and costs nothing.
+    memtrace::tools::refuseToOverwrite(options.output, options.force);
+    return run(options);
+  });
 }

@@ -1,4 +1,4 @@
-#include "report/progress.h"
+#include "tools/common/progress.h"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 
-namespace memtrace::report {
+namespace memtrace::tools {
 namespace {
 
 uint64_t bytesReadSoFar() {
@@ -36,8 +36,11 @@ constexpr auto kEvery = std::chrono::milliseconds(200);
 
 }  // namespace
 
-Progress::Progress(std::string trace_name, uint64_t file_bytes)
-    : trace_name_(std::move(trace_name)), file_bytes_(file_bytes), quiet_ms_(quietMs()) {
+Progress::Progress(std::string tool, std::string file_name, uint64_t file_bytes)
+    : tool_(std::move(tool)),
+      file_name_(std::move(file_name)),
+      file_bytes_(file_bytes),
+      quiet_ms_(quietMs()) {
   enabled_ = isatty(STDERR_FILENO) == 1 && file_bytes_ > 0;
   if (enabled_) thread_ = std::thread([this] { run(); });
 }
@@ -58,7 +61,7 @@ void Progress::pass(const std::string& what) {
 void Progress::show() {
   uint64_t read = bytesReadSoFar() - pass_start_bytes_;
   double share = std::min(1.0, static_cast<double>(read) / static_cast<double>(file_bytes_));
-  std::fprintf(stderr, "\r\x1b[Kmemtrace-report: %s: %s %3.0f%%", trace_name_.c_str(),
+  std::fprintf(stderr, "\r\x1b[K%s: %s: %s %3.0f%%", tool_.c_str(), file_name_.c_str(),
                what_.c_str(), share * 100);
   std::fflush(stderr);
   shown_ = true;
@@ -85,4 +88,4 @@ void Progress::run() {
   }
 }
 
-}  // namespace memtrace::report
+}  // namespace memtrace::tools

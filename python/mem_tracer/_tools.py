@@ -1,0 +1,38 @@
+"""The memtrace-report and memtrace-estimate commands of an installed package: each replaces
+this Python process with the program bundled in mem_tracer/bin/ (os.execv), so that its
+arguments reach it untouched and its exit status, output and signals are its own."""
+from __future__ import annotations
+
+import os
+import sys
+
+from . import _native
+from .errors import MemTracerError
+
+
+def _exec(name: str, argv: list[str] | None) -> int:
+    try:
+        path = _native.estimator_path() if name == "memtrace-estimate" else _native.tool_path(name)
+    except MemTracerError as error:
+        print(f"{name}: error: {error}", file=sys.stderr)
+        return 2
+    arguments = sys.argv[1:] if argv is None else argv
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(path, [name, *arguments])
+    except OSError as error:  # execv returns only on failure
+        print(f"{name}: error: cannot run {path}: {error.strerror}", file=sys.stderr)
+    return 126
+
+
+def report(argv: list[str] | None = None) -> int:
+    """memtrace-report: the offline report (mem_tracer/bin/memtrace-report)."""
+    return _exec("memtrace-report", argv)
+
+
+def estimate(argv: list[str] | None = None) -> int:
+    """memtrace-estimate: the static estimator (mem_tracer/bin/memtrace-estimate). It needs
+    the torch package; without it, one line says to install it."""
+    return _exec("memtrace-estimate", argv)
+

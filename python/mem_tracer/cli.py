@@ -1,0 +1,277 @@
+"""memtrace: the one command line of memtrace (also `python -m mem_tracer`).
+
+`run` traces a program; report, html, flamegraph, export and parse read a trace with
+memtrace-report; estimate and plan predict with memtrace-estimate. The native tools' options
+are theirs: they are passed on untouched, so that the two command lines never disagree."""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__, _native
+from .errors import MemTracerError
+from .report import FRAMES, GROUPINGS, report_stats
+from .tracing import STACK_MODES
+
+# Exit status for a command line memtrace refuses (argparse's, and the native tools').
+EXIT_BAD_INPUT = 2
+
+
+@dataclass(frozen=True)
+class _Forwarded:
+    """A command carried out by a native tool: `tool [leading...] ARGS...`."""
+
+    tool: str
+    leading: tuple[str, ...]
+    summary: str
+    usage: str
+    description: str
+    examples: tuple[str, ...]
+
+
+_REPORT = "memtrace-report"
+_ESTIMATE = "memtrace-estimate"
+
+_FORWARDED: dict[str, _Forwarded] = {
+    "report": _Forwarded(
+        _REPORT, ("report",), "print the peak and what was live there, by source line",
+        "TRACE [--group-by ...] [--frame ...] [--top N] [--at ...] [--format text|json|csv] "
+        "[--estimate est.json] [-o FILE]",
+        "Reads a trace and prints the peak of live CUDA memory and what was live there, grouped "
+        "by source location, largest first.",
+        ("memtrace report trace.bin",
+         "memtrace report trace.bin --frame user --group-by function --top 10",
+         "memtrace report trace.bin --at oom --format json -o oom.json")),
+    "html": _Forwarded(
+        _REPORT, ("html",), "write one self-contained HTML page: timeline, flame graph, table",
+        "TRACE [-o report.html] [--estimate est.json] [--at ...] [--lanes N] [--points N]",
+        "Writes one self-contained HTML file (no network needed): the live bytes over time, "
+        "a flame graph of what was live at the peak, and the table of the text report.",
+        ("memtrace html trace.bin -o report.html",
+         "memtrace html trace.bin -o report.html --estimate est.json")),
+    "flamegraph": _Forwarded(
+        _REPORT, ("flamegraph",), "write what was live at the peak by full stack (SVG or folded)",
+        "TRACE [--format svg|folded] [-o FILE] [--at ...] [--device N]",
+        "Writes what was live at --at by full stack: an SVG, or folded stacks for "
+        "flamegraph.pl and speedscope.",
+        ("memtrace flamegraph trace.bin -o peak.svg",
+         "memtrace flamegraph trace.bin --format folded -o peak.folded")),
+    "export": _Forwarded(
+        _REPORT, ("export",), "convert a trace for Perfetto or PyTorch's memory_viz",
+        "(perfetto | pytorch) TRACE [-o FILE] [--device N] [--points N] [--at ...]",
+        "perfetto: Chrome trace event JSON for ui.perfetto.dev; pytorch: PyTorch's memory "
+        "snapshot pickle for pytorch.org/memory_viz.",
+        ("memtrace export perfetto trace.bin -o trace.json",
+         "memtrace export pytorch trace.bin -o snapshot.pickle")),
+    "parse": _Forwarded(
+        _REPORT, ("parse",), "print every record of a trace as a line of text",
+        "TRACE", "Prints every record of a trace as a line of text (for tests and debugging).",
+        ("memtrace parse trace.bin | head",)),
+    "estimate": _Forwarded(
+        _ESTIMATE, (), "predict the GPU memory of one forward pass of a TorchScript model",
+        "MODEL.pt --input SHAPE[:DTYPE] [--input ...] [--semantics eager|torchscript] "
+        "[--device PROFILE] [--format text|json|graph] [--output FILE]",
+        "Predicts the GPU memory one forward pass of a TorchScript model takes, from its IR "
+        "alone, on a CPU (docs/estimate-format.md).",
+        ("memtrace estimate model.pt --input 8x3x224x224",
+         ("memtrace estimate model.pt --input 4x128:int64 --device cuda-sm90 --format json "
+          "--output est.json"))),
+    "plan": _Forwarded(
+        _ESTIMATE, (), "find the largest batch that fits a memory budget, or sweep batches",
+        "--budget SIZE | --batch N,N,... MODEL.pt --input SHAPE[:DTYPE] [--input ...] "
+        "[estimate's options]",
+        "Sweeps the batch dimension (dimension 0 of every input) of a TorchScript model and, "
+        "with --budget, finds the largest batch whose forward pass fits SIZE for PyTorch's "
+        "caching allocator, replaying it on each candidate batch.",
+        ("memtrace plan --budget 24GiB model.pt --input 1x3x224x224",
+         "memtrace plan --batch 1,8,32 model.pt --input 1x128:int64 --format json")),
+}
+
+_RUN_EXAMPLES = (
+    "memtrace run train.py --epochs 1",
+    "memtrace run -o trace.bin --frame user train.py",
+    "memtrace run --stacks all -m my_package.train --config small.yaml",
+    "memtrace train.py        (the same as memtrace run train.py)",
+)
+
+
+def _fill(text: str) -> str:
+    return textwrap.fill(text, width=79)
+
+
+def _examples(lines: tuple[str, ...]) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _program_name() -> str:
+    """How the user called us, for usage lines: `memtrace`, or `python -m mem_tracer`."""
+    return "python -m mem_tracer" if Path(sys.argv[0]).name == "__main__.py" else "memtrace"
+
+
+def _parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=_fill("Where does my GPU memory go: trace a program's CUDA allocations with "
+                          "their Python lines, read the trace, predict a model's peak before "
+                          "running it."),
+        epilog=_examples(("memtrace run train.py --epochs 1",
+                          "memtrace report memtrace-1234.bin --frame user",
+                          "memtrace html memtrace-1234.bin -o report.html",
+                          "memtrace plan --budget 24GiB model.pt --input 1x3x224x224"))
+        + "\n\n" + _fill(f"`{prog} COMMAND --help` explains a command. `{prog} script.py ...` "
+                         f"is `{prog} run script.py ...`, and `{prog} -m module ...` is "
+                         f"`{prog} run -m module ...`."))
+    parser.add_argument("--version", action="version", version=f"memtrace {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    run = commands.add_parser(
+        "run", help="run a Python program with memtrace preloaded, then print the report",
+        usage=f"{prog} run [options] (script.py | -m module) [args...]",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=_fill("Traces an unmodified Python program (LD_PRELOAD, set up for you) and "
+                          "prints the report when it ends. Everything after the script (or -m "
+                          "MODULE) is the program's own, passed on untouched; its exit status "
+                          "is passed on."),
+        epilog=_examples(_RUN_EXAMPLES))
+    run.add_argument("--version", action="version", version=f"memtrace {__version__}")
+    run.add_argument("--output", "-o", default="memtrace-%p.bin",
+                     help="trace file; %%p becomes the program's pid (default: %(default)s)")
+    run.add_argument("--stacks", choices=STACK_MODES, default="python",
+                     help="stacks to record with each allocation (default: %(default)s)")
+    run.add_argument("--top", type=int, default=20, help="rows of the report (default: %(default)s)")
+    run.add_argument("--group-by", choices=GROUPINGS, default="line",
+                     help="how to group the report's rows (default: %(default)s)")
+    run.add_argument("--frame", choices=FRAMES, default="innermost",
+                     help="the Python frame an allocation is attributed to (default: %(default)s)")
+    run.add_argument("--quiet", "-q", action="store_true", help="write the trace, print no report")
+    # REMAINDER: -m takes the module and, untouched, every argument after it.
+    run.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE",
+                     help="-m MODULE [args...]: run a library module as a script, as python -m "
+                          "does")
+    run.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args...]",
+                     help="the script and its own arguments")
+    for name, command in _FORWARDED.items():
+        # No option is the front door's: prefix_chars no argument starts with makes every
+        # argument a plain value, passed on as given (--help is answered in _forward).
+        commands.add_parser(name, help=command.summary, add_help=False, prefix_chars="\0",
+                            usage=f"{prog} {name} {command.usage}").add_argument(
+            "arguments", nargs=argparse.REMAINDER)
+    return parser
+
+
+def _forwarded_help(prog: str, name: str, command: _Forwarded) -> str:
+    parser = argparse.ArgumentParser(
+        prog=f"{prog} {name}", usage=f"{prog} {name} {command.usage}", add_help=False,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=_fill(command.description),
+        epilog=_examples(command.examples))
+    text = parser.format_help()
+    try:
+        tool = _native.tool_path(command.tool)
+    except MemTracerError as error:
+        return f"{text}\n(the options are {command.tool}'s, and it is not here: {error})\n"
+    # The tool's help for this command (its subcommand's options), not its top-level help.
+    options = subprocess.run([str(tool), *command.leading, "--help"], capture_output=True,
+                             text=True, check=False)
+    return f"{text}\nThe options are {command.tool}'s, passed on as given:\n\n{options.stdout}"
+
+
+def _exit_status(status: int) -> int:
+    """A child's status as a shell reports it: 128 + N for a child killed by signal N."""
+    return 128 - status if status < 0 else status
+
+
+def _call(command: list[str], environment: dict[str, str] | None = None) -> tuple[int, int]:
+    """Runs `command`; returns (its exit status, its pid). Ctrl-C reaches the child too (same
+    process group): let it finish and take its status."""
+    process = subprocess.Popen(command, env=environment)
+    while True:
+        try:
+            return _exit_status(process.wait()), process.pid
+        except KeyboardInterrupt:
+            continue
+
+
+class _BadInput(MemTracerError):
+    """A command line the front door refuses: exit status 2, as argparse's."""
+
+
+def _forward(prog: str, name: str, arguments: list[str]) -> int:
+    command = _FORWARDED[name]
+    if any(argument in ("-h", "--help") for argument in arguments):
+        sys.stdout.write(_forwarded_help(prog, name, command))
+        return 0
+    if name == "plan" and not any(argument.split("=")[0] in ("--budget", "--batch")
+                                  for argument in arguments):
+        raise _BadInput("plan needs --budget SIZE (the largest batch that fits) or --batch N,N,... "
+                        f"(see {prog} plan --help)")
+    tool = str(_native.tool_path(command.tool))
+    return _call([tool, *command.leading, *arguments])[0]
+
+
+def run(arguments: argparse.Namespace) -> int:
+    """Runs the program under LD_PRELOAD and reports on its trace; returns its exit status."""
+    if arguments.module is not None:
+        if not arguments.module:
+            raise _BadInput("run: -m needs a module name")
+        module, *program_arguments = arguments.module
+        command = [sys.executable, "-m", module, *program_arguments]
+        name = module
+    else:
+        program = list(arguments.program)
+        if program[:1] == ["--"]:
+            program = program[1:]
+        if not program:
+            raise _BadInput("run: give a script (memtrace run script.py) or -m module")
+        name = program[0]
+        if not os.path.exists(name):
+            raise _BadInput(f"run: {name} does not exist")
+        command = [sys.executable, *program]
+    library = _native.library_path()
+    environment = dict(os.environ)
+    environment["LD_PRELOAD"] = " ".join(filter(None, [str(library), environment.get("LD_PRELOAD")]))
+    environment["MEMTRACE_OUTPUT"] = os.path.abspath(arguments.output)
+    environment["MEMTRACE_STACKS"] = arguments.stacks
+    status, pid = _call(command, environment)
+    trace = Path(os.path.abspath(arguments.output).replace("%p", str(pid)))
+    if not trace.exists():
+        ended = f"exited with status {status}" if status else "ended"
+        print(f"memtrace: {name} {ended} without a CUDA allocation: no trace was written",
+              file=sys.stderr)
+        return status
+    if not arguments.quiet:
+        print(f"\n== memtrace: {trace}", flush=True)
+        report_stats(top=arguments.top, group_by=arguments.group_by, frame=arguments.frame,
+                     trace=trace)
+    return status
+
+
+def _with_command(argv: list[str]) -> list[str]:
+    """`memtrace script.py ...` is `memtrace run script.py ...`: a first argument that is no
+    command and no option, but a Python file (or any existing file), is a program to run; and
+    `memtrace -m module ...` is `memtrace run -m module ...`."""
+    if argv[:1] == ["-m"]:
+        return ["run", *argv]
+    if not argv or argv[0].startswith("-") or argv[0] in ("run", *_FORWARDED):
+        return argv
+    return ["run", *argv] if argv[0].endswith(".py") or os.path.isfile(argv[0]) else argv
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The `memtrace` command (and `python -m mem_tracer`); returns the exit status."""
+    prog = _program_name()
+    arguments = _parser(prog).parse_args(_with_command(sys.argv[1:] if argv is None else argv))
+    try:
+        if arguments.command == "run":
+            return run(arguments)
+        return _forward(prog, arguments.command, arguments.arguments)
+    except _BadInput as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except MemTracerError as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 1

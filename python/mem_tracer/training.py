@@ -1,0 +1,367 @@
+"""Training categories, phases and steps (docs/trace-format.md, "Training").
+
+What each CUDA allocation holds in training (parameter, gradient, optimizer state, saved
+activation, input, temporary), which phase the step is in (forward, backward, optimizer), and
+where each step ends, learnt from PyTorch's own hooks with no change to the training loop:
+
+- PyTorch's global optimizer step hooks (every optimizer, no need to know it): before
+  ``step()`` the parameters of its param_groups and their ``.grad``; after it, the tensors of
+  ``optimizer.state``, then the step's end. These need no model, so any ``start_tracing()``
+  records parameters, gradients, optimizer state and steps.
+- With ``start_tracing(model=model)``, hooks on that root module: its forward's tensor
+  arguments are inputs; tensors autograd saves for backward during its forward (not
+  parameters, not inputs) are activations (a ``saved_tensors_hooks`` pair, pushed for the
+  forward only and chained to any pair already in force, so the program's own hooks still
+  run); the phase becomes forward there, and backward when autograd reaches the root's output.
+- Backward runs on autograd's threads on a GPU, where no Python frame of the program is on
+  the stack: each module's output node, reached in backward, sets that thread's nn.Module
+  (Note [Backward modules]).
+
+Storages are named to the recorder by their address, at the moment the package learns what
+they are: a ``.grad`` is only known at the step's end, long after backward allocated it; the
+reader applies a category to the allocation's whole life. Tensors inside segments of
+PyTorch's caching allocator (LD_PRELOAD without the cudaMallocAsync backend) are not
+allocations of their own, so their categories are ignored: exact categories need tensor-level
+events (``switch_allocator()``, or ``PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync``)."""
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterable
+from typing import Any, Callable
+
+from . import _native
+
+# The numbers the trace format gives them (format/records.h: Category, TrainingPhase).
+CATEGORIES = ("unknown", "parameter", "gradient", "optimizer_state", "activation", "input",
+              "temporary")
+_PARAMETER, _GRADIENT, _OPTIMIZER_STATE, _ACTIVATION, _INPUT = 1, 2, 3, 4, 5
+_NONE, _FORWARD, _BACKWARD, _OPTIMIZER = 0, 1, 2, 3
+
+_lock = threading.Lock()
+_handles: list[Any] = []
+_model: weakref.ref[Any] | None = None
+_steps = 0
+_parameters: set[int] = set()  # addresses of the parameters' storages, as last seen
+_inputs: set[int] = set()  # of the running root forward's inputs
+_forward_depth = 0  # the root module's forward calls running (it may call itself)
+_pushed_hooks: list[bool] = []  # per running root forward: whether it pushed a hooks pair
+_thread = threading.local()  # .backward_module: a module this thread entered in backward
+_torch: Any = None  # torch and tracing._module_path, bound by install() (tracing imports us)
+_module_path: Any = None
+
+
+def _default_address(tensor: Any) -> int | None:
+    # CPU storages are not memtrace's allocations. The start of the storage, not of the tensor
+    # (a view starts inside it), without making a storage object (this runs per saved tensor).
+    if not tensor.is_cuda:
+        return None
+    offset = tensor.storage_offset()
+    if offset == 0:
+        return int(tensor.data_ptr()) or None
+    return int(tensor.untyped_storage().data_ptr()) or None
+
+
+# How a tensor's storage is named to the recorder. Tests that mirror CPU tensors into memtrace
+# (the test CUDA runtime) replace it with the mirror's addresses.
+_address_of: Callable[[Any], int | None] = _default_address
+
+
+def _set_address_resolver(resolver: Callable[[Any], int | None] | None) -> None:
+    global _address_of
+    _address_of = resolver or _default_address
+
+
+_bound: list[Any] = []  # the library whose training functions have their signatures set
+
+
+def _library() -> Any:
+    library = _native.library()
+    if not _bound or _bound[0] is not library:
+        import ctypes
+        library.memtrace_set_category.argtypes = [ctypes.c_uint64, ctypes.c_int]
+        library.memtrace_set_category.restype = ctypes.c_int
+        library.memtrace_training_phase.argtypes = [ctypes.c_int]
+        library.memtrace_training_phase.restype = ctypes.c_int
+        library.memtrace_step_end.argtypes = [ctypes.c_uint64]
+        library.memtrace_step_end.restype = ctypes.c_int
+        _bound[:] = [library]
+    return library
+
+
+def _address(tensor: Any) -> int | None:
+    try:
+        return _address_of(tensor)
+    except (RuntimeError, NotImplementedError):  # sparse, meta, wrapper subclasses
+        return None
+
+
+def _tell(tensors: Iterable[Any], category: int) -> None:
+    set_category = _library().memtrace_set_category
+    for tensor in tensors:
+        address = _address(tensor)
+        if address is not None:
+            set_category(address, category)
+
+
+# Parameters and optimizer state live across steps: each is told once per allocation. A
+# tensor still alive at the address it was told at is the same allocation (a storage swapped
+# for another is allocated before the old one is freed, so at another address).
+_told: dict[int, tuple[weakref.ref[Any], int]] = {}
+
+
+def _tell_lasting(tensors: Iterable[Any], category: int) -> None:
+    set_category = _library().memtrace_set_category
+    for tensor in tensors:
+        address = _address(tensor)
+        if address is None:
+            continue
+        known = _told.get(address)
+        if known is not None and known[1] == category and known[0]() is tensor:
+            continue
+        set_category(address, category)
+        _told[address] = (weakref.ref(tensor), category)
+        if category == _PARAMETER:
+            _parameters.add(address)
+
+
+def _phase(phase: int) -> None:
+    _library().memtrace_training_phase(phase)
+
+
+def _tensors(value: Any) -> list[Any]:
+    """The tensors in `value` (a tensor, or containers of them), found without pytree in the
+    common cases: this runs at every module call."""
+    tensor_type = _torch.Tensor
+    if isinstance(value, tensor_type):
+        return [value]
+    if isinstance(value, (tuple, list)) and all(
+            item is None or isinstance(item, tensor_type) for item in value):
+        return [item for item in value if item is not None]
+    from torch.utils._pytree import tree_leaves
+    return [leaf for leaf in tree_leaves(value) if isinstance(leaf, tensor_type)]
+
+
+# ---- the optimizer: parameters, gradients, optimizer state, steps -----------------------
+
+
+def _optimizer_parameters(optimizer: Any) -> list[Any]:
+    return [p for group in optimizer.param_groups for p in group["params"]]
+
+
+def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    _leave_backward_module()
+    _phase(_OPTIMIZER)
+    parameters = _optimizer_parameters(optimizer)
+    _tell_lasting(parameters, _PARAMETER)
+    _tell([p.grad for p in parameters if p.grad is not None], _GRADIENT)
+
+
+def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+    global _steps
+    tensor_type = _torch.Tensor
+    _tell_lasting([value for state in optimizer.state.values() for value in state.values()
+                   if isinstance(value, tensor_type)], _OPTIMIZER_STATE)
+    _steps += 1
+    library = _library()
+    library.memtrace_step_end(_steps)
+    library.memtrace_training_phase(_NONE)
+
+
+# ---- the root module: inputs, activations, phases ---------------------------------------
+
+
+def _pack(tensor: Any) -> Any:
+    address = _address(tensor)
+    if address is not None and address not in _parameters and address not in _inputs:
+        _library().memtrace_set_category(address, _ACTIVATION)
+    return tensor
+
+
+def _unpack(tensor: Any) -> Any:
+    return tensor
+
+
+def _chained(outer: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None) -> tuple[Any, Any]:
+    if outer is None:
+        return _pack, _unpack
+    outer_pack, outer_unpack = outer
+
+    def pack(tensor: Any) -> Any:
+        _pack(tensor)
+        return outer_pack(tensor)
+
+    return pack, outer_unpack
+
+
+def _root_forward_begins(module: Any, args: Any, kwargs: Any) -> None:
+    global _forward_depth
+    import torch
+    autograd = torch._C._autograd
+    _forward_depth += 1
+    if _forward_depth > 1 or torch.compiler.is_compiling():
+        # Nested, or being traced by torch.compile: its graph must not capture these hooks.
+        _pushed_hooks.append(False)
+        return
+    _leave_backward_module()
+    _phase(_FORWARD)
+    _inputs.clear()
+    inputs = _tensors((args, kwargs))
+    _tell(inputs, _INPUT)
+    for tensor in inputs:
+        address = _address(tensor)
+        if address is not None:
+            _inputs.add(address)
+    pushed = False
+    hooks_enabled = getattr(autograd, "_saved_tensors_hooks_is_enabled", lambda: True)
+    if torch.is_grad_enabled() and hooks_enabled():
+        pack, unpack = _chained(autograd._top_saved_tensors_default_hooks(False))
+        autograd._push_saved_tensors_default_hooks(pack, unpack)
+        pushed = True
+    _pushed_hooks.append(pushed)
+
+
+def _root_forward_ends(module: Any, args: Any, kwargs: Any, output: Any) -> None:
+    global _forward_depth
+    _forward_depth = max(0, _forward_depth - 1)
+    if _pushed_hooks and _pushed_hooks.pop():
+        import torch
+        torch._C._autograd._pop_saved_tensors_default_hooks()
+    if _forward_depth == 0:
+        _watch_backward(output, None)
+
+
+def _backward_begins(*_: Any) -> None:
+    import torch
+    _phase(_BACKWARD)
+    try:
+        torch.autograd.Variable._execution_engine.queue_callback(_backward_ends)
+    except RuntimeError:  # not inside a backward (a hook called some other way)
+        pass
+
+
+def _backward_ends() -> None:
+    _leave_backward_module()
+    _phase(_NONE)
+
+
+# Note [Backward modules]
+# Autograd runs a module's backward on the thread of the device (a GPU's autograd thread;
+# on the CPU the caller's), without any of the program's Python frames. Full backward
+# hooks (register_full_backward_pre_hook) would say when a module's backward begins, but they
+# wrap the module's inputs and outputs in an autograd Function, which changes the graph and
+# makes an in-place op on an output fail ("a view created inside a custom Function"): a
+# ResNet's ReLU(inplace=True) would break. Instead, when a module's forward returns, a pre-hook
+# goes on its output's grad_fn (no change to the graph): when backward reaches that node, the
+# module's backward begins, and the thread running it enters that module (replacing the one it
+# entered before). Nested modules that end on the same node register in the order their
+# forwards return, innermost first, so the first to fire on a node wins.
+
+
+def _enter_backward_module(path: bytes, node_id: int) -> None:
+    state = _thread.__dict__
+    if state.get("node") == node_id:
+        return  # an enclosing module ending on the same node: the innermost keeps it
+    state["node"] = node_id
+    library = _native.library()
+    if state.get("backward_module"):
+        library.memtrace_module_exit()
+    library.memtrace_module_enter(path)
+    state["backward_module"] = True
+
+
+def _leave_backward_module() -> None:
+    state = _thread.__dict__
+    state["node"] = None
+    if state.get("backward_module"):
+        _native.library().memtrace_module_exit()
+        state["backward_module"] = False
+
+
+def _watch_backward(output: Any, path: bytes | None, inputs: Any = ()) -> None:
+    """Pre-hooks on the grad_fn of `output`'s tensors: the root's (path None: the backward
+    phase begins) or a module's (its backward begins on the thread that runs it). Nodes of
+    `inputs` are not the module's: a module that passes a tensor through (Dropout(0),
+    Identity) did not make its node."""
+    nodes = [tensor.grad_fn for tensor in _tensors(output) if tensor.grad_fn is not None]
+    if not nodes:
+        return
+    seen = {id(tensor.grad_fn) for tensor in _tensors(inputs) if tensor.grad_fn is not None}
+    for node in nodes:
+        node_id = id(node)
+        if node_id in seen:
+            continue
+        seen.add(node_id)
+        if path is None:
+            node.register_prehook(_backward_begins)
+        else:
+            node.register_prehook(
+                lambda grad_outputs, path=path, node_id=node_id: _enter_backward_module(path, node_id))
+
+
+_encoded_paths: weakref.WeakKeyDictionary[Any, bytes] = weakref.WeakKeyDictionary()
+
+
+def _module_forward_ends(module: Any, args: Any, output: Any) -> None:
+    # Leaf modules only: where a container and its last child end on the same node the child
+    # wins anyway, and a container's own ops (a residual add) cost little in backward next to
+    # what a hook on every container costs in forward.
+    if module._modules or not _torch.is_grad_enabled() or _torch.compiler.is_compiling():
+        return
+    path = _encoded_paths.get(module)
+    if path is None:
+        path = _encoded_paths[module] = _module_path(module).encode()
+    _watch_backward(output, path, args)
+
+
+# ---- install / uninstall ----------------------------------------------------------------
+
+
+def install(model: Any = None, *, modules: bool = True) -> None:
+    """Installs the hooks (start_tracing() calls it): the optimizer's always, the root
+    module's when `model` is given, and the backward module attribution when `modules`."""
+    global _model, _torch, _module_path
+    with _lock:
+        if _handles:
+            # Tracing started again (maybe into another file): tell the parameters again.
+            _told.clear()
+            if model is not None and _model is not None and _model() is model:
+                _tell_lasting(list(model.parameters()), _PARAMETER)
+            return
+        try:
+            import torch
+            from torch.nn.modules import module as torch_module
+            from torch.optim import optimizer as torch_optimizer
+        except ImportError:
+            return
+        _torch = torch
+        from .tracing import _module_path
+        _handles.append(torch_optimizer.register_optimizer_step_pre_hook(_before_step))
+        _handles.append(torch_optimizer.register_optimizer_step_post_hook(_after_step))
+        _library().memtrace_training_phase(_NONE)  # the trace has training records from here
+        if model is None or not isinstance(model, torch.nn.Module):
+            return
+        _model = weakref.ref(model)
+        parameters = list(model.parameters())
+        _tell_lasting(parameters, _PARAMETER)
+        _handles.append(model.register_forward_pre_hook(_root_forward_begins, with_kwargs=True))
+        _handles.append(model.register_forward_hook(_root_forward_ends, with_kwargs=True,
+                                                    always_call=True))
+        if modules:
+            _handles.append(torch_module.register_module_forward_hook(_module_forward_ends))
+
+
+def uninstall() -> None:
+    """Removes the hooks (stop_tracing() calls it)."""
+    global _model, _forward_depth
+    with _lock:
+        while _handles:
+            _handles.pop().remove()
+        _model = None
+        _forward_depth = 0
+        _pushed_hooks.clear()
+        _inputs.clear()
+        _told.clear()
+        _parameters.clear()
+        _encoded_paths.clear()
+    _leave_backward_module()

@@ -1,0 +1,183 @@
+"""The `memtrace` front door (python -m mem_tracer, mem_tracer/cli.py): its own commands and
+options, and the native tools' commands passed on untouched."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from memtrace_testing import ROOT, Build, run
+
+SCRIPTS = Path(__file__).parent / "scripts"
+PACKAGE = ROOT / "python"
+COMMANDS = ("run", "report", "html", "flamegraph", "export", "parse", "estimate", "plan")
+
+
+def memtrace(*args, check=True, cwd=None, env=None):
+    """`python -m mem_tracer ARGS` (what the `memtrace` console script runs)."""
+    environment = {"PYTHONPATH": str(PACKAGE), **(env or {})}
+    return run([sys.executable, "-m", "mem_tracer", *args], environment, check=check, cwd=cwd,
+               timeout=120)
+
+
+def refused(result, message):
+    """Exit 2, the usage error alone on stderr, nothing on stdout."""
+    assert result.returncode == 2, result
+    assert result.stderr.splitlines() == [f"python -m mem_tracer: error: {message}"], result.stderr
+    assert result.stdout == ""
+
+
+@pytest.fixture(scope="module")
+def a_trace(tmp_path_factory):
+    """A trace of scripts/unmodified.py: 97 MiB live at the peak."""
+    directory = tmp_path_factory.mktemp("trace")
+    memtrace("run", "-q", "-o", directory / "t-%p.bin", SCRIPTS / "unmodified.py", Build.cudart)
+    (trace,) = directory.glob("t-*.bin")
+    return trace
+
+
+def test_version():
+    assert memtrace("--version").stdout == "memtrace 0.1.0\n"
+    assert memtrace("run", "--version").stdout == "memtrace 0.1.0\n"
+    version = run([sys.executable, "-c", "import mem_tracer; print(mem_tracer.__version__)"],
+                  {"PYTHONPATH": str(PACKAGE)}).stdout
+    assert version == "0.1.0\n"
+
+
+def test_the_console_script_is_the_front_door():
+    code = "import mem_tracer.__main__ as m, mem_tracer.cli as c; print(m.main is c.main)"
+    assert run([sys.executable, "-c", code], {"PYTHONPATH": str(PACKAGE)}).stdout == "True\n"
+
+
+def test_help_lists_every_command_with_examples():
+    text = memtrace("--help").stdout
+    assert text.startswith("usage: python -m mem_tracer [-h] [--version] COMMAND ...")
+    for command in COMMANDS:
+        assert f"\n    {command} " in text or f"\n    {command}\n" in text, command
+    assert "examples:\n  memtrace run train.py" in text
+    run_help = memtrace("run", "--help").stdout
+    assert run_help.startswith("usage: python -m mem_tracer run [options] (script.py | -m module)")
+    assert "--group-by {line,function,file,stack,module,category}" in run_help
+    assert "examples:\n  memtrace run train.py --epochs 1" in run_help
+
+
+@pytest.mark.parametrize("command, tool_option", [
+    ("report", "--group-by"), ("html", "--lanes"), ("flamegraph", "--format"),
+    ("export", "perfetto"), ("parse", "parse"), ("estimate", "--semantics"), ("plan", "--budget")])
+def test_help_of_a_native_command(command, tool_option):
+    result = memtrace(command, "--help")
+    text = result.stdout
+    assert text.startswith(f"usage: python -m mem_tracer {command} "), text
+    assert "\nexamples:\n  memtrace " + command in text
+    # Then the tool's own options, which are the command's.
+    tool = "memtrace-estimate" if command in ("estimate", "plan") else "memtrace-report"
+    assert f"The options are {tool}'s, passed on as given:" in text
+    assert tool_option in text.split("passed on as given:")[1]
+
+
+def test_unknown_command():
+    result = memtrace("reprot", "x.bin", check=False)
+    assert result.returncode == 2
+    assert "argument COMMAND: invalid choice: 'reprot'" in result.stderr.splitlines()[-1]
+
+
+def test_report_and_parse_are_memtrace_reports(a_trace):
+    for args in ((a_trace, "--top", "1", "--format", "json"),  # the trace first
+                 ("--format", "json", "--frame", "user", a_trace)):  # an option first
+        ours = memtrace("report", *args)
+        native = run([Build.report, *args])
+        assert ours.stdout == native.stdout and ours.stdout
+        assert json.loads(ours.stdout)["summary"]["peak_bytes"] == 97 << 20
+    assert memtrace("parse", a_trace).stdout == run([Build.report, "parse", a_trace]).stdout
+
+
+def test_html_flamegraph_export_write_their_files(a_trace, tmp_path):
+    memtrace("html", a_trace, "-o", tmp_path / "page.html")
+    assert "<html" in (tmp_path / "page.html").read_text()[:200].lower()
+    memtrace("flamegraph", a_trace, "--format", "folded", "-o", tmp_path / "peak.folded")
+    assert "unmodified.py" in (tmp_path / "peak.folded").read_text()
+    memtrace("export", "perfetto", a_trace, "-o", tmp_path / "perfetto.json")
+    assert "traceEvents" in json.loads((tmp_path / "perfetto.json").read_text())
+
+
+def test_a_native_tool_refusal_and_its_status_come_through(tmp_path):
+    result = memtrace("report", tmp_path / "absent.bin", check=False)
+    assert result.returncode == 2
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("memtrace-report: error: ") and "absent.bin" in line
+
+
+def test_run_a_missing_script_says_only_that(tmp_path):
+    refused(memtrace("run", "missing.py", check=False, cwd=tmp_path),
+            "run: missing.py does not exist")
+    # The same without the subcommand.
+    refused(memtrace("missing.py", check=False, cwd=tmp_path), "run: missing.py does not exist")
+
+
+def test_a_script_without_a_command_is_run(tmp_path):
+    result = memtrace(SCRIPTS / "unmodified.py", Build.cudart, "4", check=False, cwd=tmp_path)
+    assert result.returncode == 4, result.stderr  # the script's own status
+    assert "script done" in result.stdout
+    (trace,) = tmp_path.glob("memtrace-*.bin")
+    assert f"== memtrace: {trace}" in result.stdout
+    assert "Peak memory: 97.00 MiB" in result.stdout
+
+
+def test_the_programs_arguments_pass_through_untouched(tmp_path):
+    script = tmp_path / "argv.py"
+    script.write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    theirs = ["--top", "3", "-o", "x.bin", "--", "-m", "json.tool", "--help", "--version", "-q"]
+    result = memtrace("run", "--top", "2", "-o", tmp_path / "a-%p.bin", script, *theirs,
+                      cwd=tmp_path)
+    assert json.loads(result.stdout.splitlines()[0]) == theirs
+    # `--` before the script ends memtrace's options; after it, the program's own.
+    result = memtrace("run", "--", script, "--", "-x", cwd=tmp_path)
+    assert json.loads(result.stdout.splitlines()[0]) == ["--", "-x"]
+    # -m MODULE: every argument after it is the module's.
+    (tmp_path / "argvmod.py").write_text(script.read_text())
+    result = memtrace("run", "-m", "argvmod", "--output", "o", "-m", "x", cwd=tmp_path,
+                      env={"PYTHONPATH": f"{PACKAGE}:{tmp_path}"})
+    assert json.loads(result.stdout.splitlines()[0]) == ["--output", "o", "-m", "x"]
+    assert result.stderr.splitlines() == [
+        "memtrace: argvmod ended without a CUDA allocation: no trace was written"]
+    # The same without the subcommand.
+    result = memtrace("-m", "argvmod", "--top", "-h", cwd=tmp_path,
+                      env={"PYTHONPATH": f"{PACKAGE}:{tmp_path}"})
+    assert json.loads(result.stdout.splitlines()[0]) == ["--top", "-h"]
+
+
+def test_run_a_failing_program_without_allocations(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("raise SystemExit(7)\n")
+    result = memtrace("run", script, check=False, cwd=tmp_path)
+    assert result.returncode == 7
+    assert result.stderr.splitlines() == [
+        f"memtrace: {script} exited with status 7 without a CUDA allocation: no trace was written"]
+
+
+@pytest.fixture(scope="module")
+def scripted_model(tmp_path_factory):
+    """A TorchScript model: Linear(8, 16) then relu, saved."""
+    path = tmp_path_factory.mktemp("model") / "mlp.pt"
+    code = (f"import torch\nmodel = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU())\n"
+            f"torch.jit.script(model).save({str(path)!r})\n")
+    run([sys.executable, "-c", code])
+    return path
+
+
+def test_estimate_is_memtrace_estimate(scripted_model):
+    result = memtrace("estimate", scripted_model, "--input", "4x8", "--format", "json")
+    document = json.loads(result.stdout)
+    assert document["summary"]["weight_bytes"] == (8 * 16 + 16) * 4
+    assert document["summary"]["input_bytes"] == 4 * 8 * 4
+
+
+def test_plan_finds_the_largest_batch_within_a_budget(scripted_model):
+    result = memtrace("plan", "--budget", "1GiB", scripted_model, "--input", "1x8", "--format",
+                      "json")
+    budget = json.loads(result.stdout)["budget"]
+    assert budget["budget_bytes"] == 1 << 30
+    assert budget["largest_batch"] > 1
+    refused(memtrace("plan", scripted_model, "--input", "1x8", check=False),
+            "plan needs --budget SIZE (the largest batch that fits) or --batch N,N,... "
+            "(see python -m mem_tracer plan --help)")

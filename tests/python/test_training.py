@@ -1,0 +1,162 @@
+"""Training categories, phases and steps (issue 13, part 1), measured under the test CUDA
+runtime: a small MLP and a small transformer trained for 3 steps with SGD (momentum) and
+AdamW, every tensor storage mirrored into memtrace (scripts/host_mirror.py). The script works
+out what the report must say by itself (its own count of live bytes, the parameters, each
+step's .grads, the optimizer's state, the tensors autograd saved through its own
+saved_tensors_hooks), never from the report."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from memtrace_testing import ROOT, Build, parse_records, run
+
+SCRIPTS = Path(__file__).parent / "scripts"
+PACKAGE = ROOT / "python"
+CATEGORIES = ["unknown", "parameter", "gradient", "optimizer_state", "activation", "input",
+              "temporary"]
+
+
+def train(tmp_path, model, optimizer, *extra):
+    trace = tmp_path / f"{model}-{optimizer}.bin"
+    result = run([sys.executable, SCRIPTS / "train.py", Build.cudart, trace, model, optimizer, "3",
+                  *extra], {"PYTHONPATH": f"{PACKAGE}:{SCRIPTS}"}, timeout=300)
+    return trace, json.loads(result.stdout.splitlines()[-1])
+
+
+def report(trace, *options):
+    return run([Build.report, trace, *options]).stdout
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+@pytest.mark.parametrize("model", ["mlp", "transformer"])
+def test_category_bytes_at_the_peak_are_exact(build, tmp_path, model, optimizer):
+    trace, expected = train(tmp_path, model, optimizer)
+    said = json.loads(report(trace, "--format", "json", "--group-by", "category", "--top", "0"))
+    assert said["summary"]["peak_bytes"] == expected["peak_bytes"]
+    training = said["training"]
+    assert training["categories_at_peak"] == expected["categories"]
+    assert sum(training["categories_at_peak"].values()) == said["summary"]["peak_bytes"]
+    assert training["categories_ignored"] == 0
+    # The grouped table is the same breakdown, row by row.
+    rows = {row["location"]: row["bytes"] for row in said["live"]["rows"]}
+    assert rows == {name: size for name, size in expected["categories"].items() if size}
+    # Each step: its own peak and what was live there.
+    steps = training["steps"]
+    assert [step["step"] for step in steps] == [1, 2, 3]
+    assert all(step["finished"] for step in steps)
+    assert [step["peak_bytes"] for step in steps] == [s["peak_bytes"] for s in expected["steps"]]
+    assert [step["categories"] for step in steps] == [s["categories"] for s in expected["steps"]]
+    for step in steps:
+        assert sum(step["categories"].values()) == step["peak_bytes"]
+        assert step["peak_phase"] in ("forward", "backward", "optimizer")
+    # Step 1 creates the optimizer state: none is live before its optimizer phase, and all of
+    # it at step 2's peak.
+    assert expected["steps"][1]["categories"]["optimizer_state"] > 0
+    assert training["first_step"]["optimizer_state_bytes"] == \
+        expected["steps"][1]["categories"]["optimizer_state"]
+    if model == "transformer":
+        # Its peak is in backward, with the saved activations live.
+        assert expected["categories"]["activation"] > 0
+    text = report(trace)
+    assert "Steps (3):" in text and "step 1 created the optimizer state" in text
+    csv = report(trace, "--format", "csv", "--group-by", "category").splitlines()
+    assert csv[1].split(",")[4] == f'"{max(rows, key=rows.get)}"'
+
+
+def test_without_a_model_the_optimizer_hooks_alone_tell_parameters_gradients_and_state(
+        build, tmp_path):
+    # start_tracing() without model=: no inputs or activations (those need the root module's
+    # hooks): they count as temporary.
+    trace, expected = train(tmp_path, "transformer", "adamw", "nomodel")
+    training = json.loads(report(trace, "--format", "json"))["training"]
+    assert training["categories_at_peak"] == expected["categories"]
+    assert expected["categories"]["activation"] == expected["categories"]["input"] == 0
+    assert expected["categories"]["parameter"] > 0 and expected["categories"]["gradient"] > 0
+    assert len(training["steps"]) == 3
+
+
+def test_backward_allocations_carry_the_module_whose_backward_runs(build, tmp_path):
+    # On the CPU autograd runs backward on the caller's thread; the hooks are the ones a
+    # GPU's autograd thread would run (they set the module of the thread that runs them).
+    trace, _ = train(tmp_path, "mlp", "sgd")
+    records = parse_records(trace)
+    strings = {r["id"]: r["words"][0] if r.get("words") else None for r in records
+               if r["record"] == "string"}
+    phase, module, in_backward = None, None, set()
+    for record in records:
+        if record["record"] == "training-phase":
+            phase = record["phase"]
+        elif record["record"] == "scope":
+            module = record["module"]
+        elif record["record"] == "alloc" and phase == "backward":
+            in_backward.add(module)
+    names = {strings.get(module, "").strip('"') for module in in_backward if module != "0"}
+    assert {"model.0", "model.2"} <= names, names
+
+
+def test_a_trace_without_training_records_reads_as_before(build):
+    # Written before the training records existed (tests/fuzz/corpus, committed).
+    trace = ROOT / "tests" / "fuzz" / "corpus" / "everything.bin"
+    said = json.loads(report(trace, "--format", "json", "--group-by", "category"))
+    assert "training" not in said
+    assert [row["location"] for row in said["live"]["rows"]] == ["unknown"]
+    assert "Steps" not in report(trace) and "Categories" not in report(trace)
+
+
+def test_the_hooks_change_nothing_the_program_computes(build, tmp_path):
+    # Same seed, same steps, with and without start_tracing(model=...): the same weights, bit
+    # for bit (the hooks only read tensors: pack returns the tensor, the pre-hooks return None).
+    code = f"""
+import ctypes, sys, warnings
+ctypes.CDLL({str(Build.cudart)!r}, mode=ctypes.RTLD_GLOBAL)
+import torch
+from torch import nn
+import mem_tracer
+
+def train(traced):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(inplace=True), nn.Dropout(0.5), nn.Linear(32, 4))
+    optimizer = torch.optim.AdamW(model.parameters())
+    if traced:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mem_tracer.start_tracing({str(tmp_path / "same.bin")!r}, model=model)
+    for _ in range(3):
+        loss = model(torch.randn(8, 16)).square().mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    if traced:
+        mem_tracer.stop_tracing()
+    return [p.detach().clone() for p in model.parameters()]
+
+untraced, traced = train(False), train(True)
+print(all(torch.equal(a, b) for a, b in zip(untraced, traced)))
+"""
+    result = run([sys.executable, "-c", code], {"PYTHONPATH": str(PACKAGE)})
+    assert result.stdout.split() == ["True"]
+
+
+def test_the_c_api_refuses_what_the_format_cannot_hold(build, tmp_path):
+    code = f"""
+import ctypes
+ctypes.CDLL({str(Build.cudart)!r}, mode=ctypes.RTLD_GLOBAL)
+from mem_tracer import _native, training
+lib = training._library()
+print(lib.memtrace_set_category(4096, 1), _native.last_error())
+lib.memtrace_start({str(tmp_path / "api.bin")!r}.encode())
+print(lib.memtrace_set_category(4096, 7), _native.last_error())
+print(lib.memtrace_training_phase(4), _native.last_error())
+print(lib.memtrace_set_category(4096, 6), lib.memtrace_training_phase(2), lib.memtrace_step_end(1))
+lib.memtrace_close()
+"""
+    lines = run([sys.executable, "-c", code], {"PYTHONPATH": str(PACKAGE)}).stdout.splitlines()
+    assert lines[0] == "-1 tracing has not started: call memtrace_start() first"
+    assert lines[1].startswith("-1 memtrace_set_category: the category is not")
+    assert lines[2].startswith("-1 memtrace_training_phase: the phase is not")
+    assert lines[3] == "0 0 0"
+    records = [r["record"] for r in parse_records(tmp_path / "api.bin")]
+    assert records.count("category") == 1 and records.count("training-phase") == 1
+    assert records.count("step-end") == 1

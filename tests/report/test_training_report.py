@@ -1,0 +1,131 @@
+"""The report on traces with training records (Note [Training records]), written by hand so
+that every byte is known: categories told after the allocation apply to its whole life, a
+category for an address that starts no live allocation is ignored, the per-step table, the
+PyTorch snapshot's categories, and damaged training records refused in one line."""
+import json
+import pickle
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from memtrace_testing import Build, run  # noqa: E402
+from memtrace_testing import report_fails as fails  # noqa: E402
+from trace_writer import (ACTIVATION, BACKWARD, CATEGORY, FORWARD, GRADIENT, INPUT,  # noqa: E402
+                          NO_PHASE, OPTIMIZER, OPTIMIZER_STATE, PARAMETER, STEP_END,
+                          TRACE_CLOSED, TRACING_STARTED, TRAINING_PHASE, TraceWriter, varint)
+
+KIB = 1024
+P, A, G, S, X, T = (0x7f0000000000 + (i << 20) for i in range(6))
+
+
+def two_steps(path):
+    """Parameter P (4 KiB, before tracing), per step: input X (1 KiB), activation A (2 KiB),
+    temporary T (8 KiB, in backward), gradient G (4 KiB, told at the optimizer's step),
+    optimizer state S (4 KiB, made in step 1's optimizer phase and kept)."""
+    w = TraceWriter()
+    w.device(0, w.string("GPU 0"), 1 << 30).context(1, 0)
+    w.alloc(1, P, 4 * KIB)
+    w.marker(2, TRACING_STARTED)
+    w.category(P, PARAMETER)
+    time = 10
+    for step in (1, 2):
+        w.alloc(time, X, KIB)
+        w.training_phase(time + 1, FORWARD)
+        w.category(X, INPUT)
+        w.alloc(time + 2, A, 2 * KIB)
+        w.category(A, ACTIVATION)
+        w.training_phase(time + 3, BACKWARD)
+        w.alloc(time + 4, G, 4 * KIB)  # the step's peak, before T in step 2 (S is live)
+        w.alloc(time + 5, T, 8 * KIB)
+        w.free(time + 6, T)
+        w.free(time + 7, A)
+        w.training_phase(time + 8, OPTIMIZER)
+        w.category(G, GRADIENT)
+        if step == 1:
+            w.alloc(time + 9, S, 4 * KIB)
+        w.category(S, OPTIMIZER_STATE)
+        w.category(0x1234, OPTIMIZER_STATE)  # no allocation starts there: ignored
+        w.step_end(time + 10, step)
+        w.training_phase(time + 10, NO_PHASE)
+        w.free(time + 11, G)
+        w.free(time + 12, X)
+        time += 100
+    w.marker(time, TRACE_CLOSED)
+    return w.write(path)
+
+
+def test_categories_told_late_apply_to_the_whole_allocation(build, tmp_path):
+    trace = two_steps(tmp_path / "steps.bin")
+    said = json.loads(run([build.report, trace, "--format", "json", "--group-by", "category"]).stdout)
+    # The peak: step 2, at T (P + S + X + A + G + T).
+    assert said["summary"]["peak_bytes"] == (4 + 4 + 1 + 2 + 4 + 8) * KIB
+    training = said["training"]
+    assert training["categories_at_peak"] == {
+        "parameter": 4 * KIB, "gradient": 4 * KIB, "optimizer_state": 4 * KIB,
+        "activation": 2 * KIB, "input": KIB, "temporary": 8 * KIB, "unknown": 0}
+    assert training["categories_told"] == 11 and training["categories_ignored"] == 2
+    steps = training["steps"]
+    assert [(s["step"], s["finished"], s["peak_bytes"], s["peak_phase"]) for s in steps] == [
+        (1, True, (4 + 1 + 2 + 4 + 8) * KIB, "backward"),
+        (2, True, (4 + 4 + 1 + 2 + 4 + 8) * KIB, "backward")]
+    assert steps[0]["categories"]["optimizer_state"] == 0
+    assert steps[1]["categories"]["optimizer_state"] == 4 * KIB
+    assert training["first_step"] == {"optimizer_state_bytes": 4 * KIB,
+                                      "peak_difference_bytes": 4 * KIB}
+    rows = {row["location"]: row["bytes"] for row in said["live"]["rows"]}
+    assert rows == {"temporary": 8 * KIB, "parameter": 4 * KIB, "gradient": 4 * KIB,
+                    "optimizer_state": 4 * KIB, "activation": 2 * KIB, "input": KIB}
+    text = run([build.report, trace]).stdout
+    assert "Steps (2):" in text
+    assert "step 1 created the optimizer state: 4.000 KiB" in text
+
+
+def test_at_the_end_categories_hold_and_untold_untraced_is_unknown(build, tmp_path):
+    trace = two_steps(tmp_path / "steps.bin")
+    said = json.loads(run([build.report, trace, "--format", "json", "--group-by", "category",
+                           "--at", "end"]).stdout)
+    rows = {row["location"]: row["bytes"] for row in said["live"]["rows"]}
+    assert rows == {"parameter": 4 * KIB, "optimizer_state": 4 * KIB}
+
+
+def test_the_pytorch_snapshot_carries_memory_viz_categories(build, tmp_path):
+    trace = two_steps(tmp_path / "steps.bin")
+    out = tmp_path / "snapshot.pickle"
+    run([build.report, "export", "pytorch", trace, "--at", "peak", "-o", out])
+    snapshot = pickle.loads(out.read_bytes())
+    allocs = [(e["addr"], e["category"]) for e in snapshot["device_traces"][0]
+              if e["action"] == "alloc"]
+    assert allocs[:6] == [(P, "parameter"), (X, "input"), (A, "activation"), (G, "gradient"),
+                          (T, "temporary"), (S, "optimizer_state")]
+    blocks = {b["address"]: b["category"] for s in snapshot["segments"] for b in s["blocks"]}
+    assert blocks == {P: "parameter", S: "optimizer_state", X: "input", A: "activation",
+                      G: "gradient", T: "temporary"}
+
+
+def test_a_trace_cut_inside_a_step_shows_it_unfinished(build, tmp_path):
+    w = TraceWriter()
+    w.context(1, 0).marker(1, TRACING_STARTED)
+    w.alloc(2, P, KIB).training_phase(3, FORWARD).step_end(4, 1)
+    w.alloc(5, A, 2 * KIB)
+    said = json.loads(run([build.report, w.write(tmp_path / "cut.bin"), "--format", "json"]).stdout)
+    steps = said["training"]["steps"]
+    assert [(s["step"], s["finished"], s["peak_bytes"]) for s in steps] == [
+        (1, True, KIB), (2, False, 3 * KIB)]
+    assert "first_step" not in said["training"]
+
+
+@pytest.mark.parametrize("record, message", [
+    (bytes([CATEGORY]) + varint(P) + bytes([7]), "an unknown category 7"),
+    (bytes([TRAINING_PHASE]) + varint(1) + bytes([4]), "an unknown training phase 4"),
+    (bytes([STEP_END]) + varint(1) + varint(0), "a step end numbered 0"),
+    (bytes([CATEGORY]) + b"\xff\xff", "a record cut off by the end of its chunk"),
+])
+def test_damaged_training_records_are_refused_in_one_line(build, tmp_path, record, message):
+    w = TraceWriter()
+    w.context(1, 0).alloc(1, P, KIB)
+    w.chunk += record
+    trace = w.write(tmp_path / "bad.bin")
+    for command in ([], ["parse"], ["export", "pytorch"]):
+        fails([*command, trace], message, timeout=10)
