@@ -159,12 +159,17 @@ def test_sigkill_at_random_moments(build, tmp_path):
             # Killed before its first allocation reached the recorder.
             assert not progress, (attempt, delay)
             continue
-        summary = report_json(trace)["summary"]  # reads, whole chunks only
-        assert not summary["ended_cleanly"]
         # Whatever the program had done a flush period (and the slack) before the kill is
         # in the trace.
         bound = killed_at - int((FLUSH_PERIOD_S + SCHEDULING_SLACK_S) * 1e9)
         old = [(a, f) for a, f, at in progress if at < bound]
+        if trace.stat().st_size == 0:
+            # Killed between creating the file and writing its header (the first allocation
+            # opens it): nothing was owed to it yet. Seen under ASan on a loaded machine.
+            assert not old, (attempt, delay, old[-1])
+            continue
+        summary = report_json(trace)["summary"]  # reads, whole chunks only
+        assert not summary["ended_cleanly"]
         if old:
             assert summary["allocations"] >= old[-1][0], (attempt, delay, summary, old[-1])
             assert summary["frees"] >= old[-1][1], (attempt, delay, summary, old[-1])
