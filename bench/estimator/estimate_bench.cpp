@@ -34,16 +34,14 @@ const std::map<std::string, BenchModel> kModels = {
     {"resnet50_traced", {"resnet50_traced.pt", {parseInputSpec("1x3x224x224")}}},
     {"gpt2_scripted", {"gpt2_scripted.pt", {parseInputSpec("1x1024:int64")}}},
     {"gpt2_traced", {"gpt2_traced.pt", {parseInputSpec("1x1024:int64")}}},
+    {"gpt2_medium_traced", {"gpt2_medium_traced.pt", {parseInputSpec("1x1024:int64")}}},
+    {"llama_1b_traced", {"llama_1b_traced.pt", {parseInputSpec("1x1024:int64")}}},
 };
 
-// PyTorch's default caching allocator and cuBLAS workspace, as estimator/profiles/cuda.json.
-DeviceProfile defaultProfile() {
-  DeviceProfile profile;
-  profile.name = "cuda";
-  profile.allocator = {512, 1 << 20, 2 << 20, 10 << 20, 20 << 20, 2 << 20};
-  profile.cublas_workspace_bytes = 8519680;
-  profile.cublas_ops = {"aten::mm", "aten::addmm", "aten::bmm", "aten::matmul", "aten::linear"};
-  profile.convolution_ops = {"aten::conv2d"};
+// The profile memtrace-estimate uses by default: PyTorch's caching allocator, cuBLAS
+// workspace and kernel choice on a GPU (estimator/profiles/cuda.json).
+const DeviceProfile& defaultProfile() {
+  static const DeviceProfile profile = loadDeviceProfile("cuda", MEMTRACE_PROFILE_DIRECTORY);
   return profile;
 }
 
@@ -71,6 +69,21 @@ void benchmarkEstimate(benchmark::State& state, const torchscript::TorchScriptMo
   EstimateOptions options{Semantics::kEager, defaultProfile(), std::nullopt};
   for (auto _ : state) {
     Graph graph = model->buildGraph(spec->inputs);
+    Estimate estimate = estimateMemory(graph, options);
+    benchmark::DoNotOptimize(estimate.activations.peak_bytes);
+  }
+}
+
+// The TorchScript semantics walks the interpreter's graph: inlined, the executor's passes run
+// on it first (Note [The interpreter's graph]), once per estimate.
+void benchmarkEstimateTorchScript(benchmark::State& state,
+                                  const torchscript::TorchScriptModel* model,
+                                  const BenchModel* spec) {
+  EstimateOptions options{Semantics::kTorchScript, defaultProfile(), std::nullopt};
+  torchscript::BuildOptions build;
+  build.interpreter_graph = true;
+  for (auto _ : state) {
+    Graph graph = model->buildGraph(spec->inputs, build);
     Estimate estimate = estimateMemory(graph, options);
     benchmark::DoNotOptimize(estimate.activations.peak_bytes);
   }
@@ -106,12 +119,16 @@ int main(int argc, char** argv) {
     double milliseconds =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     std::cerr << "loaded " << name << " in " << milliseconds << " ms\n";
+    loaded.back()->useDevice(defaultProfile());
     const torchscript::TorchScriptModel* model = loaded.back().get();
     benchmark::RegisterBenchmark(("estimate/" + name).c_str(), benchmarkEstimate, model, &spec)
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("build_graph/" + name).c_str(), benchmarkBuildGraph, model, &spec)
         ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("analyses/" + name).c_str(), benchmarkAnalyses, model, &spec)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("estimate_torchscript/" + name).c_str(),
+                                 benchmarkEstimateTorchScript, model, &spec)
         ->Unit(benchmark::kMillisecond);
   }
   int count = static_cast<int>(rest.size());

@@ -6,7 +6,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-build}
 shift || true
 models=${MEMTRACE_BENCH_MODELS:-${TMPDIR:-/tmp}/memtrace-estimator-bench-models}
-if [[ ! -f $models/gpt2_traced.pt ]]; then
+if [[ ! -f $models/llama_1b_traced.pt ]]; then
   python3 "$here/export_models.py" "$models"
 fi
 exec "$build/bench/estimator/memtrace-estimate-bench" --models "$models" "$@"
