@@ -17,4 +17,11 @@ std::optional<ValueId> lastBoundTo(const Graph& graph, ScopeId scope, const std:
 // their values are bound to are unknown and the eager figure is approximate.
 void noteSourceMissing(Graph& graph, const SourceFrame& statement);
 
+// Records values a statement stored into an object (`self.keys = ...`, storedTarget): no
+// Python name holds them, the object does, for as long as it lives, which the IR does not
+// show. The eager figure frees them at last use and is approximate; its bracket holds them
+// until the forward returns (Graph::unnamed_values with the root scope). Said once per target.
+void noteStoredInObject(Graph& graph, const SourceFrame& statement, const std::string& target,
+                        const std::vector<ValueId>& values);
+
 }  // namespace memtrace::estimator

@@ -60,8 +60,8 @@ Estimate estimateMemory(Graph& graph, const EstimateOptions& options) {
       return simulateLiveBytes(graph, buildTimeline(graph, other)).peak_bytes;
     };
     EagerBracket bracket;
-    bracket.torchscript = peak_with(assignLifetimes(graph, Semantics::kTorchScript));
-    bracket.low = std::min(estimate.activations.peak_bytes, bracket.torchscript);
+    bracket.at_last_use = peak_with(assignLifetimes(graph, Semantics::kTorchScript));
+    bracket.low = std::min(estimate.activations.peak_bytes, bracket.at_last_use);
     bracket.high = std::max(estimate.activations.peak_bytes,
                             peak_with(assignLifetimes(graph, Semantics::kEager, true)));
     bracket.unnamed_values = graph.unnamed_values.size();

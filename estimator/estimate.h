@@ -35,7 +35,7 @@ struct UnknownOp {
 struct EagerBracket {
   int64_t low = 0;
   int64_t high = 0;
-  int64_t torchscript = 0;  // the torchscript semantics' activation peak
+  int64_t at_last_use = 0;  // the peak with every value freed at its last use in this graph
   size_t unnamed_values = 0;
 };
 

@@ -76,6 +76,38 @@ std::vector<std::string> assignmentTargets(std::string_view line) {
   return names;
 }
 
+std::optional<std::string> storedTarget(std::string_view line) {
+  size_t position = 0;
+  skipSpaces(line, position);
+  size_t start = position;
+  if (position >= line.size() || !isIdentifierStart(line[position])) return std::nullopt;
+  // A dotted name with subscripts: self.cache.keys[i]; a comma (unpacking) or a call is not
+  // a plain store.
+  bool stores = false;
+  while (position < line.size()) {
+    char character = line[position];
+    if (isIdentifierPart(character)) {
+      ++position;
+    } else if (character == '.' && position + 1 < line.size() &&
+               isIdentifierStart(line[position + 1])) {
+      stores = true;
+      ++position;
+    } else if (character == '[') {
+      size_t close = line.find(']', position);
+      if (close == std::string_view::npos) return std::nullopt;
+      stores = true;
+      position = close + 1;
+    } else {
+      break;
+    }
+  }
+  size_t end = position;
+  skipSpaces(line, position);
+  size_t length = 0;
+  if (!stores || !isAssignmentOperator(line, position, length)) return std::nullopt;
+  return std::string(line.substr(start, end - start));
+}
+
 std::optional<std::vector<std::string>> returnedNames(std::string_view line) {
   size_t position = 0;
   skipSpaces(line, position);

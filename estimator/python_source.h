@@ -17,6 +17,11 @@ namespace memtrace::estimator {
 // is not an assignment (`return f(x)`, `if x == y:`).
 std::vector<std::string> assignmentTargets(std::string_view line);
 
+// The target of a statement that stores into an object rather than binding a name:
+// `self.keys = torch.cat(...)` -> "self.keys", `cache[i] = x` -> "cache[i]". Nothing for any
+// other statement. The value lives as long as the object, which the IR does not show.
+std::optional<std::string> storedTarget(std::string_view line);
+
 // What a `return` statement returns, one entry per element of the returned tuple: the name
 // when the element is a bare name, empty when it is an expression: `return self.proj(out),
 // weights` -> {"", "weights"}. Nothing when the line is not a whole return statement.

@@ -70,7 +70,7 @@ json eagerBracketJson(const Estimate& estimate) {
   int64_t figure = estimate.activations.peak_bytes;
   return {{"activation_peak_low_bytes", bracket.low},
           {"activation_peak_high_bytes", bracket.high},
-          {"torchscript_activation_peak_bytes", bracket.torchscript},
+          {"at_last_use_activation_peak_bytes", bracket.at_last_use},
           {"off_by_at_most_bytes", std::max(figure - bracket.low, bracket.high - figure)},
           {"unnamed_values", bracket.unnamed_values}};
 }

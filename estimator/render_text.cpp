@@ -106,11 +106,12 @@ std::string renderText(const Graph& graph, const Estimate& estimate, const Rende
   if (estimate.eager_bracket) {
     const EagerBracket& bracket = *estimate.eager_bracket;
     int64_t figure = estimate.activations.peak_bytes;
-    out << "APPROXIMATE: the Python names of " << bracket.unnamed_values
-        << " value(s) could not be recovered (see below); the eager activation peak is between "
+    out << "APPROXIMATE: how long Python holds " << bracket.unnamed_values
+        << " value(s) is unknown (no name recovered, or stored into an object: see below); the "
+           "eager activation peak is between "
         << formatBytes(bracket.low) << " and " << formatBytes(bracket.high) << " (off by at most "
         << formatBytes(std::max(figure - bracket.low, bracket.high - figure))
-        << "; torchscript semantics: " << formatBytes(bracket.torchscript) << ")\n";
+        << "; every value freed at its last use: " << formatBytes(bracket.at_last_use) << ")\n";
   }
   out << "\n";
 

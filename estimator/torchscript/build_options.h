@@ -21,6 +21,9 @@ struct BuildOptions {
   // the ops ran, and whether to bound every one by its worst case instead.
   std::vector<ExampleCount> example_counts;
   bool assume_worst_case = false;
+  // TorchScript semantics: walk the graph the interpreter runs, calls inlined and the
+  // executor's graph passes applied (Note [The interpreter's graph]), not the saved one.
+  bool interpreter_graph = false;
 };
 
 }  // namespace memtrace::estimator::torchscript

@@ -1,6 +1,17 @@
 #include "estimator/torchscript/graph_builder.h"
 
 #include <torch/csrc/jit/api/function_impl.h>
+#include <torch/csrc/jit/passes/canonicalize_graph_fuser_ops.h>
+#include <torch/csrc/jit/passes/common_subexpression_elimination.h>
+#include <torch/csrc/jit/passes/constant_pooling.h>
+#include <torch/csrc/jit/passes/constant_propagation.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/decompose_ops.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/passes/lower_grad_of.h>
+#include <torch/csrc/jit/passes/lower_tuples.h>
+#include <torch/csrc/jit/passes/peephole.h>
+#include <torch/csrc/jit/passes/remove_expands.h>
 
 #include "estimator/errors.h"
 #include "estimator/torchscript/graph_builder_internal.h"
@@ -150,6 +161,41 @@ void GraphBuilder::forgetNamesIfFrozen() {
        /*makes_lower_bound=*/false});
 }
 
+// Note [The interpreter's graph]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The TorchScript interpreter does not run the graph torch.jit.save wrote: its executor first
+// inlines every call (each callee's optimized_graph(), itself inlined and peephole-optimized)
+// and runs the profiling-insensitive passes of ProfilingGraphExecutorImpl
+// (runtime/profiling_graph_executor_impl.cpp) over the result, on the first run already. The
+// two differ in memory where a traced module's graphs were cut at module calls: a Llama KV
+// cache's `cat([empty, past])` passed into the decoder is, once inlined, folded into the cat
+// with the new keys, and never made (+45 % on the zoo's llama-kv-cache before this). So the
+// TorchScript semantics walks that graph: Inline, then the same passes in the same order.
+// Module paths and Python stacks then come from each node's inlined call stack
+// (locateInlined). The eager semantics keeps the saved graph and its calls: Python runs the
+// code as written, and its names live in the scopes of those calls.
+namespace {
+
+std::shared_ptr<jit::Graph> interpreterGraph(jit::Graph& saved) {
+  std::shared_ptr<jit::Graph> graph = saved.copy();
+  jit::Inline(*graph);
+  jit::LowerGradOf(*graph);
+  jit::RemoveExpands(graph);
+  jit::CanonicalizeOps(graph);
+  jit::EliminateDeadCode(graph);
+  jit::DecomposeOps(graph);
+  jit::ConstantPropagation(graph);
+  jit::EliminateDeadCode(graph);
+  jit::EliminateCommonSubexpression(graph);
+  jit::ConstantPooling(graph);
+  jit::PeepholeOptimize(graph);
+  jit::EliminateDeadCode(graph);
+  jit::LowerSimpleTuples(graph);
+  return graph;
+}
+
+}  // namespace
+
 Graph GraphBuilder::build(const std::vector<InputSpec>& inputs) {
   // No autograd bookkeeping: nothing here is differentiated, and inference is what is estimated.
   c10::InferenceMode inference;
@@ -206,7 +252,12 @@ Graph GraphBuilder::build(const std::vector<InputSpec>& inputs) {
   root.function = "forward";
   std::vector<Slot> outputs;
   try {
-    outputs = callGraph(*forward.graph(), std::move(arguments), root);
+    if (options_.interpreter_graph && !interpreter_graph_) {
+      interpreter_graph_ = interpreterGraph(*forward.graph());
+    }
+    std::shared_ptr<jit::Graph> graph =
+        options_.interpreter_graph ? interpreter_graph_ : forward.graph();
+    outputs = callGraph(*graph, std::move(arguments), root);
   } catch (const ModelRaised& raised) {
     SourceFrame user = innermostUserFrame(raised.stack);
     SourceFrame where = user.known() ? user : innermostFrame(raised.stack);

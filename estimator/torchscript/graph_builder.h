@@ -21,6 +21,8 @@ struct BuildCaches {
   SourceFileCache source_files;
   ShapeFunctionSizer shape_functions;
   OpRules op_rules;  // and the device's kernel rules
+  // forward as the interpreter runs it (Note [The interpreter's graph]), made on first use.
+  std::shared_ptr<torch::jit::Graph> interpreter_graph;
 };
 
 // Runs `module.forward` abstractly for inputs of the given shapes (Note [Abstract execution])

@@ -133,4 +133,181 @@ std::optional<std::vector<c10::IValue>> GraphBuilder::sizeDataDependent(const ji
   }
 }
 
+// Note [Index values known on the host]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Meta tensors carry no values, so an index out of range goes unnoticed: a graph the
+// interpreter cannot run at the given shapes would still get a figure. That happens to traces,
+// which bake the example's Python decisions into the graph: GPT-2 traced at batch 1 keeps
+// transformers' packed-sequence mask, built for one row, and indexes it with
+// arange(batch) at batch 3 ("index 1 is out of bounds"). Index tensors are mostly made from
+// shapes and constants (arange, add, unsqueeze, expand), so the builder keeps a host copy of
+// every small integer tensor whose inputs are all known (no data of the model's inputs in it),
+// computed by the op's CPU kernel alongside the meta one. An index op whose known indices fall
+// outside the dimension they index cannot run: under the TorchScript semantics that is the
+// interpreter's error, and the estimate refuses; under eager semantics the graph is a proxy of
+// Python code that may take another path at these shapes, so the figure stands with an
+// assumption saying so.
+
+namespace {
+
+constexpr int64_t kMaxKnownElements = 1 << 16;
+
+bool smallInteger(const at::Tensor& tensor) {
+  return tensor.defined() && tensor.numel() <= kMaxKnownElements &&
+         (at::isIntegralType(tensor.scalar_type(), /*includeBool=*/true));
+}
+
+}  // namespace
+
+std::optional<at::Tensor> GraphBuilder::knownValue(const c10::IValue& value) const {
+  if (!value.isTensor() || !value.toTensor().defined()) return std::nullopt;
+  const at::Tensor& tensor = value.toTensor();
+  if (!tensor.is_meta()) return tensor;  // a host tensor (a number, a traced scalar constant)
+  auto known = known_values_.find(tensor.unsafeGetTensorImpl());
+  if (known == known_values_.end()) return std::nullopt;
+  return known->second;
+}
+
+void GraphBuilder::trackKnownValues(jit::Node* node, const std::vector<Slot>& inputs,
+                                    const std::vector<c10::IValue>& outputs) {
+  bool wanted = std::any_of(outputs.begin(), outputs.end(), [](const c10::IValue& output) {
+    return output.isTensor() && output.toTensor().is_meta() && smallInteger(output.toTensor());
+  });
+  // An op that writes into a tensor whose value was known and is not recomputed here leaves
+  // that copy stale: forget it.
+  auto forget_written = [&] {
+    const c10::FunctionSchema* schema = node->maybeSchema();
+    if (!schema) return;
+    for (size_t index = 0; index < schema->arguments().size() && index < inputs.size(); ++index) {
+      const c10::AliasInfo* alias = schema->arguments()[index].alias_info();
+      if (alias && alias->isWrite() && inputs[index].value.isTensor()) {
+        known_values_.erase(inputs[index].value.toTensor().unsafeGetTensorImpl());
+      }
+    }
+  };
+  if (!wanted || node->isNondeterministic() || node->hasSideEffects()) return forget_written();
+  jit::Stack stack;
+  for (const Slot& slot : inputs) {
+    const c10::IValue& value = slot.value;
+    if (value.isTensor() && value.toTensor().defined()) {
+      std::optional<at::Tensor> known = knownValue(value);
+      if (!known) return forget_written();
+      stack.emplace_back(*known);
+    } else if (value.isTensorList()) {
+      c10::List<at::Tensor> list;
+      for (const at::Tensor& element : value.toTensorList().vec()) {
+        std::optional<at::Tensor> known = knownValue(element);
+        if (!known) return forget_written();
+        list.push_back(*known);
+      }
+      stack.emplace_back(list);
+    } else if (value.isDevice()) {
+      stack.emplace_back(c10::Device(at::kCPU));
+    } else {
+      stack.push_back(value);
+    }
+  }
+  try {
+    node->getOperation()(stack);
+  } catch (const std::exception&) {
+    return forget_written();
+  }
+  for (size_t index = 0; index < outputs.size() && index < stack.size(); ++index) {
+    if (!outputs[index].isTensor() || !stack[index].isTensor()) continue;
+    const at::Tensor& meta = outputs[index].toTensor();
+    const at::Tensor& host = stack[index].toTensor();
+    if (meta.is_meta() && smallInteger(meta) && host.defined() && host.sizes() == meta.sizes()) {
+      known_values_[meta.unsafeGetTensorImpl()] = host;
+      keep_alive_.push_back(meta);
+    }
+  }
+}
+
+void GraphBuilder::checkIndexBounds(const jit::Node* node, const std::vector<Slot>& inputs,
+                                    Frame& frame) {
+  // (index tensor, the size of the dimension it indexes, negative indices allowed)
+  std::vector<std::tuple<at::Tensor, int64_t, int64_t, bool>> checks;
+  auto tensor_of = [&](size_t index) -> std::optional<at::Tensor> {
+    if (index >= inputs.size() || !inputs[index].known || !inputs[index].value.isTensor()) {
+      return std::nullopt;
+    }
+    const at::Tensor& tensor = inputs[index].value.toTensor();
+    return tensor.defined() ? std::optional<at::Tensor>(tensor) : std::nullopt;
+  };
+  switch (node->kind()) {
+    case jit::aten::index: {
+      std::optional<at::Tensor> self = tensor_of(0);
+      if (!self || inputs.size() < 2 || !inputs[1].known || !inputs[1].value.isList()) return;
+      int64_t dimension = 0;
+      for (const c10::IValue& index : inputs[1].value.toList()) {
+        if (index.isTensor() && index.toTensor().defined()) {
+          const at::Tensor& tensor = index.toTensor();
+          if (tensor.scalar_type() == at::kBool || tensor.scalar_type() == at::kByte) return;
+          if (std::optional<at::Tensor> known = knownValue(index);
+              known && dimension < self->dim()) {
+            checks.emplace_back(*known, dimension, self->size(dimension), true);
+          }
+        }
+        ++dimension;
+      }
+      break;
+    }
+    case jit::aten::index_select:
+    case jit::aten::gather: {
+      std::optional<at::Tensor> self = tensor_of(0);
+      std::optional<at::Tensor> index = tensor_of(2);
+      if (!self || !index || self->dim() == 0 || !inputs[1].value.isInt()) return;
+      int64_t dimension = at::maybe_wrap_dim(inputs[1].value.toInt(), self->dim());
+      if (std::optional<at::Tensor> known = knownValue(*index)) {
+        checks.emplace_back(*known, dimension, self->size(dimension), false);
+      }
+      break;
+    }
+    case jit::aten::embedding: {
+      std::optional<at::Tensor> weight = tensor_of(0);
+      std::optional<at::Tensor> index = tensor_of(1);
+      if (!weight || !index || weight->dim() == 0) return;
+      if (std::optional<at::Tensor> known = knownValue(*index)) {
+        checks.emplace_back(*known, 0, weight->size(0), false);
+      }
+      break;
+    }
+    default:
+      return;
+  }
+  for (const auto& [values, dimension, size, negative] : checks) {
+    if (values.numel() == 0 || !at::isIntegralType(values.scalar_type(), false)) continue;
+    int64_t lowest = values.min().item<int64_t>();
+    int64_t highest = values.max().item<int64_t>();
+    int64_t bad = highest >= size ? highest : (lowest < (negative ? -size : 0) ? lowest : 0);
+    if (highest < size && lowest >= (negative ? -size : 0)) continue;
+    Location location = locate(node, frame);
+    std::string why = "index " + std::to_string(bad) + " is out of bounds for dimension " +
+                      std::to_string(dimension) + " with size " + std::to_string(size);
+    if (!options_.interpreter_graph) {
+      std::string detail =
+          std::string(node->kind().toQualString()) + ": " + why +
+          ": the graph cannot run at these input shapes (the TorchScript interpreter raises "
+          "here); the figure follows the graph's path, which the Python code may not take at "
+          "these shapes" +
+          (location.traced
+               ? " (a trace keeps the example's path: trace the model at the shapes you estimate)"
+               : "");
+      bool noted = std::any_of(graph_.assumptions.begin(), graph_.assumptions.end(),
+                               [&](const Assumption& other) { return other.detail == detail; });
+      if (!noted) {
+        graph_.assumptions.push_back({AssumptionKind::kSemantics, node->kind().toQualString(),
+                                      location.stack, std::move(detail),
+                                      /*makes_lower_bound=*/false});
+      }
+      return;
+    }
+    throw ModelRaised{why + (location.traced ? ": the traced graph cannot run at these input "
+                                               "shapes (a trace keeps the example's path: trace "
+                                               "the model at the shapes you estimate)"
+                                             : ""),
+                      location.stack};
+  }
+}
+
 }  // namespace memtrace::estimator::torchscript::internal

@@ -92,7 +92,8 @@ class GraphBuilder {
         locations_(caches.locations),
         source_files_(caches.source_files),
         shape_functions_(caches.shape_functions),
-        op_rules_(caches.op_rules) {}
+        op_rules_(caches.op_rules),
+        interpreter_graph_(caches.interpreter_graph) {}
 
   Graph build(const std::vector<InputSpec>& inputs);
 
@@ -183,6 +184,10 @@ class GraphBuilder {
                                       const std::vector<Slot>& else_outputs);
 
   Location locate(const jit::Node* node, Frame& frame);
+  // Note [The interpreter's graph]: a node inlined from a call, located through its call stack.
+  void locateInlined(const jit::Node* node, const jit::InlinedCallStackPtr& callstack,
+                     Location& location);
+  std::string inlinedModulePath(const jit::InlinedCallStackPtr& callstack);
   std::vector<std::string> targetsOf(const SourceFrame& statement);
   void enterStatements(Frame& frame, const std::vector<SourceFrame>& stack, Location& location,
                        const std::string* callee = nullptr);
@@ -216,6 +221,11 @@ class GraphBuilder {
   std::optional<std::vector<c10::IValue>> sizeDataDependent(const jit::Node* node,
                                                             const jit::Stack& stack,
                                                             std::string& how);
+  // Note [Index values known on the host]
+  void checkIndexBounds(const jit::Node* node, const std::vector<Slot>& inputs, Frame& frame);
+  void trackKnownValues(jit::Node* node, const std::vector<Slot>& inputs,
+                        const std::vector<c10::IValue>& outputs);
+  std::optional<at::Tensor> knownValue(const c10::IValue& value) const;
   // Note [Traces from any device]
   c10::Device estimatedDevice() const;
   bool keepsHostDevice(const jit::Node* node, const std::vector<Slot>& inputs) const;
@@ -232,6 +242,7 @@ class GraphBuilder {
   SourceFileCache& source_files_;
   ShapeFunctionSizer& shape_functions_;
   const OpRules& op_rules_;
+  std::shared_ptr<jit::Graph>& interpreter_graph_;  // BuildCaches', shared by every build
 
   // Identity of runtime objects: tensors by TensorImpl, storages by StorageImpl (meta storages
   // and, for weights, the real ones), lists, tuples and dicts by their payload. Every IValue
@@ -241,6 +252,7 @@ class GraphBuilder {
   std::unordered_map<const void*, ValueId> container_values_;
   std::unordered_map<const c10::TensorImpl*, at::Tensor> meta_weights_;
   std::unordered_map<const c10::ivalue::Object*, std::string> module_paths_;
+  std::unordered_map<const jit::InlinedCallStack*, std::string> inlined_module_paths_;
   std::map<std::pair<const void*, std::string>, Slot> attribute_writes_;
   std::unordered_map<const jit::Node*, c10::IValue> constants_;
   std::unordered_map<const jit::Node*, jit::Operation> operations_;
@@ -248,6 +260,9 @@ class GraphBuilder {
   std::unordered_map<const jit::Node*, std::vector<const jit::Value*>> free_variables_;
   std::vector<c10::IValue> keep_alive_;
   size_t next_example_count_ = 0;  // into options_.example_counts
+  // Host copies of small integer meta tensors whose values follow from constants and shapes
+  // (Note [Index values known on the host]).
+  std::unordered_map<const c10::TensorImpl*, at::Tensor> known_values_;
   // kActivation storages registered since the current node started, with their meta storage.
   std::vector<std::pair<StorageId, const c10::StorageImpl*>> new_storages_;
 };

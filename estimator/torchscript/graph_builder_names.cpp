@@ -146,10 +146,16 @@ void GraphBuilder::finishStatements(Frame& frame, size_t keep) {
       for (ValueId id : pending.values) {
         graph_.value(id).bindings.push_back({pending.scope, targets.front(), pending.after});
       }
-    } else if (pending.statement.known() &&
-               !source_files_.line(pending.statement.file, pending.statement.line)) {
+    } else if (std::optional<std::string> line =
+                   pending.statement.known()
+                       ? source_files_.line(pending.statement.file, pending.statement.line)
+                       : std::nullopt;
+               !line && pending.statement.known()) {
       for (ValueId id : pending.values) graph_.unnamed_values.push_back({id, pending.scope});
       noteSourceMissing(graph_, pending.statement);
+    } else if (std::optional<std::string> target = line ? storedTarget(*line) : std::nullopt;
+               target && !pending.values.empty()) {
+      noteStoredInObject(graph_, pending.statement, *target, pending.values);
     }
     if (frame.statements.size() >= 2) {
       PendingStatement& caller = frame.statements[frame.statements.size() - 2];
@@ -237,6 +243,14 @@ GraphBuilder::Location GraphBuilder::locate(const jit::Node* node, Frame& frame)
   Location location;
   location.scope = frame.scope;
   location.module_path = frame.module_path;
+  if (std::optional<jit::InlinedCallStackPtr> callstack = node->callstack()) {
+    locateInlined(node, *callstack, location);
+    if (!range.traced) {
+      frame.last_stack = location.stack;
+      frame.last_traced = false;
+      return location;
+    }
+  }
   if (!range.known) {
     // prim nodes (ListUnpack, GetAttr) carry no range: they belong to the statement before.
     location.stack = frame.last_stack.empty() ? frame.callers : frame.last_stack;
@@ -266,6 +280,69 @@ GraphBuilder::Location GraphBuilder::locate(const jit::Node* node, Frame& frame)
   frame.last_stack = location.stack;
   frame.last_traced = range.traced;
   return location;
+}
+
+// A node inlined from calls (Note [The interpreter's graph]): its module is found by following
+// the call stack's module instances down from the root module, and a scripted node's Python
+// stack is its own line, then the call sites, innermost first (a traced node's range holds its
+// whole stack already).
+void GraphBuilder::locateInlined(const jit::Node* node, const jit::InlinedCallStackPtr& callstack,
+                                 Location& location) {
+  location.module_path = inlinedModulePath(callstack);
+  const RangeLocation& range = locations_.resolve(node->sourceRange());
+  if (!range.known || range.traced) return;
+  std::vector<jit::InlinedCallStackEntry> entries = callstack->vec();
+  SourceFrame here = range.frames.front();
+  here.function = std::get<0>(entries.back()) ? std::get<0>(entries.back())->name() : "";
+  location.stack.push_back(std::move(here));
+  for (size_t index = entries.size(); index-- > 0;) {
+    const RangeLocation& call = locations_.resolve(std::get<1>(entries[index]));
+    if (!call.known || call.traced) continue;
+    SourceFrame site = call.frames.front();
+    site.function = index > 0 && std::get<0>(entries[index - 1])
+                        ? std::get<0>(entries[index - 1])->name()
+                        : std::string("forward");
+    location.stack.push_back(std::move(site));
+  }
+  location.targets = assignmentTargets(range.statement);
+}
+
+// The module a call stack's innermost method belongs to. The stack names each module by the
+// attribute its caller fetched it from (`0` for `self.layers[0]`, not `layers.0`) and its
+// class: the module is the nearest one below its caller with that attribute name and class.
+std::string GraphBuilder::inlinedModulePath(const jit::InlinedCallStackPtr& callstack) {
+  auto cached = inlined_module_paths_.find(callstack.get());
+  if (cached != inlined_module_paths_.end()) return cached->second;
+  c10::intrusive_ptr<c10::ivalue::Object> object = module_._ivalue();
+  for (const jit::InlinedCallStackEntry& entry : callstack->vec()) {
+    const std::optional<jit::ModuleInstanceInfo>& instance = std::get<2>(entry);
+    if (!instance || instance->instance_name() == "SELF") continue;  // a function, or self
+    // Breadth first, a few levels down: containers (ModuleList, ModuleDict) are not called.
+    std::vector<c10::intrusive_ptr<c10::ivalue::Object>> level = {object};
+    c10::intrusive_ptr<c10::ivalue::Object> found;
+    for (int depth = 0; depth < 4 && !found && !level.empty(); ++depth) {
+      std::vector<c10::intrusive_ptr<c10::ivalue::Object>> next;
+      for (const auto& parent : level) {
+        const c10::ClassTypePtr& type = parent->type();
+        for (size_t slot = 0; slot < type->numAttributes() && !found; ++slot) {
+          const c10::IValue& value = parent->getSlot(slot);
+          if (!value.isObject() || !value.toObject()->type()->is_module()) continue;
+          if (type->getAttributeName(slot) == instance->instance_name() &&
+              value.toObject()->type() == instance->class_type()) {
+            found = value.toObject();
+          }
+          next.push_back(value.toObject());
+        }
+      }
+      level = std::move(next);
+    }
+    if (!found) break;  // the path found so far
+    object = found;
+  }
+  auto path = module_paths_.find(object.get());
+  std::string result = path == module_paths_.end() ? std::string() : path->second;
+  inlined_module_paths_.emplace(callstack.get(), result);
+  return result;
 }
 
 // Eager lifetimes need to know which Python name holds each value (Note [Eager and

@@ -163,7 +163,7 @@ NodeId GraphBuilder::emitNode(const jit::Node* node, const Location& location, c
     }
   }
   neutral.stack = location.stack;
-  neutral.module_path = frame.module_path;
+  neutral.module_path = location.module_path;
   neutral.scope = location.scope;
   return graph_.addNode(std::move(neutral));
 }
@@ -420,6 +420,7 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
       }
     }
   } else if (!skip_meta) {
+    checkIndexBounds(node, inputs, frame);
     auto operation = operations_.find(node);
     if (operation == operations_.end()) {
       operation =
@@ -482,6 +483,7 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
     environment[node->outputs()[index]] = Slot{outputs[index], true, ValueId()};
   }
   if (!touches_tensors) return;
+  if (!data_dependent) trackKnownValues(node, inputs, outputs);
   Location location = locate(node, frame);
   NodeId id = emitNode(node, location, frame, inputs);
   recordOutputs(id, outputs, allocations);

@@ -175,3 +175,69 @@ def test_budget_verdict_says_what_breaks_it(tmp_path):
     assert tight["largest_batch"] is None
     assert tight["next_batch"]["batch"] == 1
     assert tight["next_batch_breaks_budget"] == "requested"
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 64)
+        self.out = nn.Linear(64, 16)
+
+    def forward(self, x):
+        return self.out(self.fc(x).relu())
+
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(), Block()])
+        self.head = nn.Sequential(nn.Linear(16, 256), nn.ReLU())
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = x + block(x)
+        return self.head(x)
+
+
+@pytest.mark.parametrize("export", ["script", "trace"])
+def test_torchscript_semantics_names_the_modules_of_the_inlined_graph(tmp_path, export):
+    # The interpreter's graph has every call inlined (Note [The interpreter's graph]); modules
+    # are found again from each node's inlined call stack, through the ModuleList.
+    example = torch.randn(4, 16)
+    module = torch.jit.script(Stack()) if export == "script" else torch.jit.trace(Stack(), example)
+    path = saved(tmp_path, "stack", module)
+    document = estimate_json(path, "--input", "4x16", "--semantics", "torchscript")
+    names = dict(Stack().named_modules())
+    modules = {entry["module_path"] for entry in document["peak"]["by_module"]}
+    assert modules and modules <= set(names), modules
+    assert document["peak"]["module_path"] == "head.1"  # the ReLU, beside its 4x256 input
+    assert document["summary"]["activation_peak_requested_bytes"] == measure(
+        torch.jit.load(str(path)), example).peak
+    # A scripted node's stack is its own line, then its call sites, innermost first.
+    if export == "script":
+        stack = document["peak"]["stack"]
+        assert [frame["function"] for frame in stack[-2:]] == ["forward", "forward"], stack
+        assert stack[-1]["file"] == __file__, stack
+
+
+class PackedMask(nn.Module):
+    # As transformers' GPT-2 at batch 1: a mask built for one row, indexed by arange(batch).
+    def forward(self, x):
+        mask = torch.ones(1, x.shape[1], dtype=torch.long).cumsum(-1)
+        rows = torch.arange(x.shape[0]).unsqueeze(1)
+        columns = torch.arange(x.shape[1]).unsqueeze(0)
+        return x * mask[rows, columns]
+
+
+def test_an_index_out_of_range_at_these_shapes_is_said(tmp_path):
+    path = saved(tmp_path, "packed", torch.jit.trace(PackedMask(), torch.randn(1, 8)))
+    assert estimate_json(path, "--input", "1x8", "--semantics", "torchscript")["assumptions"] == []
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        torch.jit.load(str(path))(torch.randn(3, 8))  # what the interpreter does at batch 3
+    refused = run_estimator(path, "--input", "3x8", "--semantics", "torchscript")
+    assert refused.returncode == 2
+    assert "index 2 is out of bounds for dimension 0 with size 1" in refused.stderr
+    assert "trace the model at the shapes you estimate" in refused.stderr
+    eager = estimate_json(path, "--input", "3x8", "--semantics", "eager")
+    details = [a["detail"] for a in eager["assumptions"] if a["kind"] == "semantics"]
+    assert any("cannot run at these input shapes" in detail for detail in details), details

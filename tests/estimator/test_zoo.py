@@ -2,10 +2,8 @@
 
 What must stay true: no figure is silently wrong. Every compared row is within 3 % of the
 measured activation peak, or the estimator's own output says why it is not (a lower bound
-that is below the truth, or an assumption it made). The rows that are silently wrong today
-are named in KNOWN_SILENT, and a test asserts that they still are, so a fix must take its row
-off the list. A row the estimator refuses with a clear one-line error is not silent; an
-internal error (exit 1, a crash) fails.
+that is below the truth, or an assumption it made). A row the estimator refuses with a clear
+one-line error is not silent; an internal error (exit 1, a crash) fails.
 
 mem_tracer.estimate() on the zoo's transformers models is tested here too: bare models with
 keyword inputs and ModelOutput results, which scripting cannot take.
@@ -21,21 +19,6 @@ import zoo_accuracy
 from conftest import estimator_binary
 from mem_tracer import estimate
 from memory_tracker import measure_call
-
-# Rows ("model/export/bBATCH/semantics") off by more than 3 % with nothing in the estimator's
-# output saying so, today. Each is an estimator bug; fixing one fails
-# test_known_silent_rows_are_still_wrong until its row is taken off this list.
-KNOWN_SILENT = {
-    # The traced Llama KV-cache step (one decoding step on a DynamicCache). TorchScript
-    # semantics, +23 % to +53 %: the interpreter runs the graph its executor's passes made, in
-    # which the cache's `cat([empty, past])` copies are folded into the `cat` with the new keys
-    # and values (torch.jit.last_executed_optimized_graph()), while the estimator runs the
-    # saved graph as it is. Eager, -4 % to +10 %: not diagnosed.
-    *(f"llama-kv-cache-{attention}/traced/b{batch}/{semantics}"
-      for attention in ("sdpa", "eager") for batch in (1, 3)
-      for semantics in ("eager", "torchscript")),
-}
-
 
 @functools.lru_cache(maxsize=None)
 def rows_of(name):
@@ -57,13 +40,20 @@ def test_no_figure_is_silently_wrong(name):
     assert not crashed, f"the estimator failed internally: {crashed}"
     silent = {row.key: f"predicted {row.predicted}, measured {row.measured} "
                        f"({row.error_pct:+.2f} %)"
-              for row in rows if row.status == "silent" and row.key not in KNOWN_SILENT}
-    assert not silent, f"silently wrong (not in KNOWN_SILENT): {silent}"
+              for row in rows if row.status == "silent"}
+    assert not silent, f"silently wrong: {silent}"
     for row in rows:
         if row.status == "ok":
             assert abs(row.predicted - row.measured) <= zoo_accuracy.TOLERANCE * row.measured
         if row.status == "flagged":
             assert row.flags, row.key
+        # An approximate eager figure's bracket holds the truth.
+        if row.bracket and row.measured is not None:
+            assert row.bracket[0] <= row.measured <= row.bracket[1], (row.key, row.bracket)
+        # The interpreter cannot run the graph, and the estimator says so instead of a figure.
+        if row.status == "cannot run":
+            assert row.semantics == "torchscript", row.key
+            assert "cannot run at these input shapes" in row.message, row.message
         # Only a model torch.jit.script refuses is "not scriptable"; a failed trace is an error.
         if row.status == "not scriptable":
             assert row.export == "scripted" and row.batch is None, row.key
@@ -77,15 +67,6 @@ def test_every_model_reaches_the_estimator(name):
     asked = [row for row in rows_of(name)
              if row.export == "traced" and row.batch == 1 and row.status != "error"]
     assert len(asked) == 2, [f"{row.key}: {row.message}" for row in rows_of(name)]
-
-
-@pytest.mark.parametrize("key", sorted(KNOWN_SILENT))
-def test_known_silent_rows_are_still_wrong(key):
-    name = key.split("/")[0]
-    rows = {row.key: row for row in rows_of(name)}
-    assert key in rows, f"{key} is no longer a row"
-    assert rows[key].status == "silent", (
-        f"{key} is now {rows[key].status}: take it off KNOWN_SILENT")
 
 
 # --- mem_tracer.estimate() on transformers models -----------------------------------------------
@@ -130,7 +111,8 @@ def test_estimate_gpt2_positional_traces_without_a_wrapper():
     _, inputs = entry.example(1)
     ids = inputs["input_ids"]
     # No batch sweep: transformers 5's causal mask indexes by the traced batch size, so the
-    # trace at batch 1 refuses batch 4 (memtrace-estimate says so; zoo rows gpt2-*/traced/b3).
+    # trace at batch 1 cannot run at batch 4 (memtrace-estimate says so; zoo rows
+    # gpt2-*/traced/b3).
     result = estimate(model, (ids,), device="cuda")
     # GPT-2 returns a ModelOutput (a dict): trace(strict=False) takes it without a wrapper.
     assert result.method == "trace"
@@ -138,10 +120,10 @@ def test_estimate_gpt2_positional_traces_without_a_wrapper():
     assert result.input_bytes == ids.numel() * ids.element_size()
     assert result.weight_bytes >= weight_bytes(model)
     measured = measure_call(model, (ids,), {}).peak
-    # The same figure as the zoo row gpt2-eager/traced/b1/eager: checked once that row is fixed.
-    if not result.lower_bound and "gpt2-eager/traced/b1/eager" not in KNOWN_SILENT:
-        assert abs(result.activation_peak_bytes - measured) <= zoo_accuracy.TOLERANCE * measured, (
-            f"predicted {result.activation_peak_bytes}, measured {measured}")
+    # The same figure as the zoo row gpt2-eager/traced/b1/eager.
+    assert not result.lower_bound
+    assert abs(result.activation_peak_bytes - measured) <= zoo_accuracy.TOLERANCE * measured, (
+        f"predicted {result.activation_peak_bytes}, measured {measured}")
 
 
 def test_estimate_keeps_scripting_plain_models():

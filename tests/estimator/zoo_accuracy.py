@@ -12,7 +12,9 @@ a row with its one-line error; the run itself never stops on one.
 
 Each row gets a status: `ok` (within the bar), `flagged` (off, but the estimator said the
 figure is a lower bound and it is one, or made an assumption), `silent` (off with nothing said:
-the estimator's bug), `refused` (the estimator exited with a clear error), `not scriptable`
+the estimator's bug), `refused` (the estimator exited with a clear error), `cannot run` (the
+estimator refused and the ground truth failed too: both say the graph cannot run at these
+shapes), `not scriptable`
 (torch.jit.script does not take the model, as it takes no transformers model: the issue asks
 for the scripted export "where it scripts", so this is no row to compare, and no failure),
 `error` (the trace or the ground truth failed; not the estimator's verdict).
@@ -56,6 +58,8 @@ class Row:
     measured: int | None = None
     error_pct: float | None = None
     flags: list[str] = field(default_factory=list)
+    # The eager figure's bracket, (low, high), when the estimator says it is approximate.
+    bracket: tuple[int, int] | None = None
     status: str = "error"
     message: str = ""
 
@@ -199,9 +203,17 @@ def rows_for(binary, entry, directory, device):
                                         [*device, *counts[batch]])
                     row.predicted = document["summary"]["activation_peak_requested_bytes"]
                     row.flags = flags_of(document)
+                    if document.get("eager_approximate"):
+                        approximate = document["eager_approximate"]
+                        row.bracket = (approximate["activation_peak_low_bytes"],
+                                       approximate["activation_peak_high_bytes"])
                 except EstimatorError as error:
                     row.status = "crashed" if error.internal else "refused"
                     row.message = str(error)[:300]
+                    if not error.internal and isinstance(truth, Exception):
+                        # Both say this graph cannot run at these shapes: they agree.
+                        row.status = "cannot run"
+                        row.message += f"; ground truth: {one_line(truth)}"[:200]
                     continue
                 except Exception as error:  # noqa: BLE001
                     row.message = f"estimate failed: {one_line(error)}"
@@ -238,7 +250,8 @@ def markdown(rows):
 
     for row in rows:
         error = "" if row.error_pct is None else f"{row.error_pct:+.2f} %"
-        said = "; ".join(row.flags + ([row.message] if row.message else []))
+        bracket = [f"eager bracket {row.bracket[0]:,} to {row.bracket[1]:,}"] if row.bracket else []
+        said = "; ".join(row.flags + bracket + ([row.message] if row.message else []))
         said = said.replace("|", "\\|")
         lines.append(f"| {row.model} | {row.export} | {row.batch or ''} | {row.semantics or ''} | "
                      f"{number(row.predicted)} | {number(row.measured)} | {error} | {row.status} | "

@@ -169,6 +169,7 @@ std::variant<Options, int> parseArguments(int argc, char** argv) {
     if (!parsed)
       throw EstimateError("--semantics " + semantics + ": expected eager or torchscript");
     options.semantics = *parsed;
+    options.build.interpreter_graph = options.semantics == Semantics::kTorchScript;
   }
   if (app.count("--batch")) {
     size_t start = 0;

@@ -72,6 +72,18 @@ TEST(AssignmentTargets, FindsTheNamesAStatementBinds) {
   EXPECT_TRUE(assignmentTargets("f(x=1)").empty());
 }
 
+TEST(StoredTarget, NamesWhatAStatementStoresIntoAnObject) {
+  EXPECT_EQ(storedTarget("        self.keys = torch.cat([self.keys, key_states], dim=-2)"),
+            "self.keys");
+  EXPECT_EQ(storedTarget("cache[layer] = x"), "cache[layer]");
+  EXPECT_EQ(storedTarget("self.cache.values[i] += x"), "self.cache.values[i]");
+  EXPECT_EQ(storedTarget("out = self.conv1(x)"), std::nullopt);  // a name, not an object
+  EXPECT_EQ(storedTarget("self.a, self.b = pair"), std::nullopt);
+  EXPECT_EQ(storedTarget("self.fc(x)"), std::nullopt);
+  EXPECT_EQ(storedTarget("if self.x == y:"), std::nullopt);
+  EXPECT_EQ(storedTarget("d[key == 1]"), std::nullopt);
+}
+
 TEST(ReturnedNames, NamesTheElementsThatAreBareNames) {
   using Names = std::vector<std::string>;
   EXPECT_EQ(returnedNames("        return self.proj(out), weights"), (Names{"", "weights"}));
