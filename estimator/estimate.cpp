@@ -22,6 +22,22 @@ std::vector<UnknownOp> collectUnknownOps(const Graph& graph) {
   return unknown;
 }
 
+TrainingPeak trainingPeak(const Graph& graph, const LiveBytesPeak& activations) {
+  TrainingPeak peak;
+  auto add = [&](const Storage& storage) {
+    peak.by_category[static_cast<size_t>(storage.category)] += storage.bytes;
+    peak.peak_bytes += storage.bytes;
+  };
+  for (const Storage& storage : graph.storages) {
+    if (storage.origin != StorageOrigin::kActivation && storage.origin != StorageOrigin::kHost) {
+      add(storage);
+    }
+  }
+  for (StorageId storage : activations.live_at_peak) add(graph.storage(storage));
+  peak.node = activations.peak_node;
+  return peak;
+}
+
 }  // namespace
 
 Estimate estimateMemory(Graph& graph, const EstimateOptions& options) {
@@ -40,6 +56,9 @@ Estimate estimateMemory(Graph& graph, const EstimateOptions& options) {
         break;
       case StorageOrigin::kInput:
         estimate.input_bytes += storage.bytes;
+        break;
+      case StorageOrigin::kOptimizerState:
+        estimate.optimizer_state_bytes += storage.bytes;
         break;
       case StorageOrigin::kActivation:
       case StorageOrigin::kHost:
@@ -67,6 +86,7 @@ Estimate estimateMemory(Graph& graph, const EstimateOptions& options) {
     bracket.unnamed_values = graph.unnamed_values.size();
     estimate.eager_bracket = bracket;
   }
+  if (graph.training_step) estimate.training = trainingPeak(graph, estimate.activations);
   estimate.unknown_ops = collectUnknownOps(graph);
   estimate.lower_bound = graph.lowerBound();
   return estimate;

@@ -1,6 +1,7 @@
 // The estimator's analyses, run in order over a neutral graph (Note [The neutral graph]).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,19 +40,35 @@ struct EagerBracket {
   size_t unnamed_values = 0;
 };
 
+// A training step's peak (Graph::training_step): every storage live at once, the persistent
+// ones (parameters and buffers, optimizer state, inputs) and those the step allocated, by
+// category, and the node where it is reached (with its phase and module). The step's own
+// storages peak where the activations do, since the persistent ones do not change.
+struct TrainingPeak {
+  int64_t peak_bytes = 0;
+  std::array<int64_t, static_cast<size_t>(format::Category::kCount)> by_category{};
+  NodeId node;
+
+  int64_t bytesOf(format::Category category) const {
+    return by_category[static_cast<size_t>(category)];
+  }
+};
+
 struct Estimate {
   Semantics semantics = Semantics::kEager;
   int64_t parameter_bytes = 0;
   int64_t buffer_bytes = 0;
   int64_t constant_bytes = 0;
   int64_t input_bytes = 0;
-  LiveBytesPeak activations;    // exact live activation bytes, and where they peak
-  AllocatorReplay allocator;    // what the caching allocator would report
-  PeakAttribution attribution;  // what is live at the activation peak
+  int64_t optimizer_state_bytes = 0;  // training steps
+  LiveBytesPeak activations;          // exact live activation bytes, and where they peak
+  AllocatorReplay allocator;          // what the caching allocator would report
+  PeakAttribution attribution;        // what is live at the activation peak
   int64_t total_flops = 0;
   std::vector<UnknownOp> unknown_ops;
   bool lower_bound = false;                   // some sizes are unknown: the true peak may be higher
   std::optional<EagerBracket> eager_bracket;  // eager only, when names are missing
+  std::optional<TrainingPeak> training;       // training steps only
 
   int64_t weightBytes() const { return parameter_bytes + buffer_bytes + constant_bytes; }
 };

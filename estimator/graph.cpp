@@ -21,6 +21,8 @@ const char* originName(StorageOrigin origin) {
       return "activation";
     case StorageOrigin::kHost:
       return "host";
+    case StorageOrigin::kOptimizerState:
+      return "optimizer_state";
   }
   return "unknown";
 }

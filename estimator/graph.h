@@ -17,9 +17,10 @@
 // liveness (what a program holds). A storage is freed when the last value on it dies; when a
 // value dies depends on the execution semantics (Note [Eager and TorchScript lifetimes]).
 //
-// The TorchScript front end (torchscript/) is one producer; a torch.export front end can fill
-// the same tables from FakeTensor `meta['val']` (shape, dtype, storage identity through
-// untyped_storage()), `meta['stack_trace']` and `meta['nn_module_stack']`.
+// The TorchScript front end (torchscript/) is one producer; graph files (graph_file.h) are
+// the other: a training step or a forward recorded on fake tensors (mem_tracer.step_graph),
+// whose nodes say which storages they allocate and release, and whose storages say what they
+// hold in training (a category, as the tracer's records name them).
 #pragma once
 
 #include <compare>
@@ -28,6 +29,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "format/records.h"
 
 namespace memtrace::estimator {
 
@@ -49,13 +52,14 @@ using StorageId = Index<struct StorageTag>;
 using ScopeId = Index<struct ScopeTag>;
 
 enum class StorageOrigin : uint8_t {
-  kParameter,   // an nn.Parameter of the module tree, on the device before the forward
-  kBuffer,      // a registered buffer of a module, on the device before the forward
-  kConstant,    // a tensor baked into the code (frozen weights, traced constants)
-  kInput,       // a forward argument: allocated by the caller, alive throughout
-  kActivation,  // allocated by a node during the forward: outputs and temporaries
-  kHost,        // stays in host memory when the model runs on a GPU (0-dim scalars, plain
-                // tensor attributes that Module.to() does not move): never device memory
+  kParameter,       // an nn.Parameter of the module tree, on the device before the forward
+  kBuffer,          // a registered buffer of a module, on the device before the forward
+  kConstant,        // a tensor baked into the code (frozen weights, traced constants)
+  kInput,           // a forward argument: allocated by the caller, alive throughout
+  kActivation,      // allocated by a node during the forward: outputs and temporaries
+  kHost,            // stays in host memory when the model runs on a GPU (0-dim scalars, plain
+                    // tensor attributes that Module.to() does not move): never device memory
+  kOptimizerState,  // a training step's optimizer state: made by the first step, kept after
 };
 
 const char* originName(StorageOrigin origin);
@@ -69,6 +73,8 @@ struct Storage {
   int64_t bytes = 0;  // what the program asks the allocator for (nbytes), before rounding
   NodeId producer;    // kActivation: the node that allocates it
   std::string name;   // weights and inputs: "layer1.0.conv1.weight", "input 0"
+  // In a training step (graph files): what it holds, for its whole life.
+  format::Category category = format::Category::kUnknown;
 };
 
 struct SourceFrame {
@@ -132,6 +138,7 @@ struct Node {
   // which holds every outer value its blocks use (Note [Eager and TorchScript lifetimes]).
   // Its inputs are uses in TorchScript semantics only.
   bool torch_script_only = false;
+  format::TrainingPhase phase = format::TrainingPhase::kNone;  // graph files of a training step
 };
 
 // One function invocation (module forward, functional, helper). Scopes nest dynamically.
@@ -184,6 +191,11 @@ struct Graph {
   std::vector<ValueId> outputs;  // alive when the forward returns
   std::vector<Assumption> assumptions;
   std::vector<UnnamedValue> unnamed_values;
+  // A training step's graph (graph files): storages have categories, nodes phases, and the
+  // estimate reports the step's peak by category (Estimate::training).
+  bool training_step = false;
+  // The front end counted each node's FLOPs itself (graph files): countFlops keeps them.
+  bool flops_counted = false;
   std::vector<KernelChoice> kernel_choices;
 
   Storage& storage(StorageId id) { return storages[id.value]; }

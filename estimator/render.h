@@ -13,10 +13,26 @@
 
 namespace memtrace::estimator {
 
+// What a graph file says of the step it recorded (graph_file.h).
+struct StepInfo {
+  bool training = false;
+  std::string model;
+  std::string device;
+  std::string optimizer;
+  int64_t accumulate = 1;
+  std::string autocast;
+  // --budget: whether the step fits a device of that size (the caching allocator replayed
+  // there, releasing its cached segments and retrying as PyTorch does), and what breaks it.
+  std::optional<int64_t> budget_bytes;
+  bool fits_budget = false;
+  std::string budget_breaker;  // budgetBreaker()'s answer
+};
+
 struct RenderOptions {
   std::string model_path;
   DeviceProfile profile;
-  size_t rows = 10;  // text: rows per table (JSON lists everything)
+  size_t rows = 10;              // text: rows per table (JSON lists everything)
+  std::optional<StepInfo> step;  // graph files
 };
 
 std::string renderText(const Graph& graph, const Estimate& estimate, const RenderOptions& options);

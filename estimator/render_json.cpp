@@ -75,6 +75,8 @@ json eagerBracketJson(const Estimate& estimate) {
           {"unnamed_values", bracket.unnamed_values}};
 }
 
+json trainingBreakdownJson(const Estimate& estimate);
+
 json summaryJson(const Estimate& estimate) {
   const AllocatorReplay& allocator = estimate.allocator;
   json bound = nullptr;
@@ -99,7 +101,44 @@ json summaryJson(const Estimate& estimate) {
       {"convolution_workspace_bound_bytes", bound},
       {"segments", allocator.segments},
       {"total_flops", estimate.total_flops},
+      {"optimizer_state_bytes", estimate.optimizer_state_bytes},
+      {"training_peak_bytes",
+       estimate.training ? json(estimate.training->peak_bytes) : json(nullptr)},
+      {"training_breakdown", trainingBreakdownJson(estimate)},
   };
+}
+
+// The six categories a training step's storages fall in, at the step's peak.
+json trainingBreakdownJson(const Estimate& estimate) {
+  if (!estimate.training) return nullptr;
+  json breakdown = json::object();
+  for (uint8_t value = 1; value < static_cast<uint8_t>(format::Category::kCount); ++value) {
+    auto category = static_cast<format::Category>(value);
+    breakdown[format::categoryName(category)] = estimate.training->bytesOf(category);
+  }
+  return breakdown;
+}
+
+json stepJson(const Graph& graph, const Estimate& estimate, const RenderOptions& options) {
+  if (!options.step) return nullptr;
+  const StepInfo& step = *options.step;
+  json object = {{"kind", step.training ? "training" : "inference"},
+                 {"model", step.model},
+                 {"device", step.device},
+                 {"optimizer", step.optimizer.empty() ? json(nullptr) : json(step.optimizer)},
+                 {"accumulate", step.accumulate},
+                 {"autocast", step.autocast.empty() ? json(nullptr) : json(step.autocast)}};
+  NodeId peak = estimate.activations.peak_node;
+  object["peak_phase"] =
+      peak.valid() ? json(format::trainingPhaseName(graph.node(peak).phase)) : json(nullptr);
+  object["budget"] = nullptr;
+  if (step.budget_bytes) {
+    object["budget"] = {
+        {"budget_bytes", *step.budget_bytes},
+        {"fits", step.fits_budget},
+        {"breaks", step.budget_breaker.empty() ? json(nullptr) : json(step.budget_breaker)}};
+  }
+  return object;
 }
 
 json profileJson(const DeviceProfile& profile) {
@@ -151,10 +190,14 @@ json estimateJson(const Graph& graph, const Estimate& estimate, const RenderOpti
   document["lower_bound"] = estimate.lower_bound;
   document["summary"] = summaryJson(estimate);
   document["eager_approximate"] = eagerBracketJson(estimate);
+  document["step"] = stepJson(graph, estimate, options);
 
   json peak = nodeJson(graph, estimate.activations.peak_node);
   if (peak.is_null()) peak = json::object();
   peak["live_activation_bytes"] = estimate.activations.peak_bytes;
+  if (graph.training_step && estimate.activations.peak_node.valid()) {
+    peak["phase"] = format::trainingPhaseName(graph.node(estimate.activations.peak_node).phase);
+  }
   peak["by_frame"] = groupsJson(estimate.attribution.by_frame, false);
   peak["by_user_frame"] = groupsJson(estimate.attribution.by_user_frame, false);
   peak["by_module"] = groupsJson(estimate.attribution.by_module, true);

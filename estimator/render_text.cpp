@@ -71,9 +71,40 @@ void groupTable(std::ostringstream& out, const char* title, const std::vector<Li
   if (groups.size() > rows) out << "  ... " << groups.size() - rows << " more\n";
 }
 
+// A training step's peak, by category (graph files of a training step).
+void trainingLines(std::ostringstream& out, const Graph& graph, const Estimate& estimate,
+                   const RenderOptions& options) {
+  const TrainingPeak& peak = *estimate.training;
+  const StepInfo& step = options.step ? *options.step : StepInfo{};
+  out << "training step of " << (step.model.empty() ? "the model" : step.model);
+  if (!step.optimizer.empty()) out << " with " << step.optimizer;
+  if (step.accumulate > 1) out << ", " << step.accumulate << " micro-batches accumulated";
+  if (!step.autocast.empty()) out << ", autocast " << step.autocast;
+  out << " (recorded on fake " << (step.device.empty() ? "" : step.device + " ") << "tensors)\n";
+  std::string phase = peak.node.valid() ? format::trainingPhaseName(graph.node(peak.node).phase)
+                                        : std::string("none");
+  out << "step peak        " << padded(formatBytes(peak.peak_bytes), 10) << "   in the " << phase
+      << " phase, during " << nodeText(graph, peak.node) << "\n";
+  for (uint8_t value = 1; value < static_cast<uint8_t>(format::Category::kCount); ++value) {
+    auto category = static_cast<format::Category>(value);
+    std::string name = format::categoryName(category);
+    out << "  " << name << std::string(name.size() < 15 ? 15 - name.size() : 1, ' ')
+        << padded(formatBytes(peak.bytesOf(category)), 10) << " "
+        << percent(peak.bytesOf(category), peak.peak_bytes) << "\n";
+  }
+  if (step.budget_bytes) {
+    out << "budget " << formatBytes(*step.budget_bytes) << ": "
+        << (step.fits_budget ? "fits"
+                             : "does not fit (the " + step.budget_breaker + " bytes are over it)")
+        << "\n";
+  }
+  out << "\n";
+}
+
 void summaryLines(std::ostringstream& out, const Estimate& estimate) {
   const AllocatorReplay& allocator = estimate.allocator;
-  out << "predicted torch.cuda.memory_stats() after one forward on a fresh process:\n"
+  out << "predicted torch.cuda.memory_stats() after one "
+      << (estimate.training ? "training step" : "forward") << " on a fresh process:\n"
       << "  peak requested   " << padded(formatBytes(allocator.peak_requested_bytes), 10)
       << "   requested_bytes.all.peak (exact sizes)\n"
       << "  peak allocated   " << padded(formatBytes(allocator.peak_allocated_bytes), 10)
@@ -81,11 +112,13 @@ void summaryLines(std::ostringstream& out, const Estimate& estimate) {
       << "  peak reserved    " << padded(formatBytes(allocator.peak_reserved_bytes), 10)
       << "   max_memory_reserved() (segments)\n"
       << "  baseline         " << padded(formatBytes(allocator.baseline_allocated_bytes), 10)
-      << "   allocated by the weights and inputs before the forward\n"
+      << (estimate.training
+              ? "   allocated by the weights, optimizer state and inputs before the step\n"
+              : "   allocated by the weights and inputs before the forward\n")
       << "  peak - baseline  "
       << padded(formatBytes(allocator.peak_allocated_bytes - allocator.baseline_allocated_bytes),
                 10)
-      << "   what the forward adds\n";
+      << (estimate.training ? "   what the step adds\n" : "   what the forward adds\n");
 }
 
 }  // namespace
@@ -120,6 +153,9 @@ std::string renderText(const Graph& graph, const Estimate& estimate, const Rende
       << formatBytes(estimate.parameter_bytes) << ", buffers " << formatBytes(estimate.buffer_bytes)
       << ", constants " << formatBytes(estimate.constant_bytes) << "\n";
   out << "inputs           " << padded(formatBytes(estimate.input_bytes), 10) << "\n";
+  if (estimate.optimizer_state_bytes > 0) {
+    out << "optimizer state  " << padded(formatBytes(estimate.optimizer_state_bytes), 10) << "\n";
+  }
   out << "activations      " << padded(formatBytes(estimate.activations.peak_bytes), 10)
       << "   live at the peak, during " << nodeText(graph, estimate.activations.peak_node) << "\n";
   if (allocator.cublas_workspace_bytes > 0) {
@@ -136,6 +172,7 @@ std::string renderText(const Graph& graph, const Estimate& estimate, const Rende
   }
   out << "FLOPs            " << padded(flopsText(estimate.total_flops), 10)
       << "   convolutions, linear layers and matrix products (" << estimate.total_flops << ")\n\n";
+  if (estimate.training) trainingLines(out, graph, estimate, options);
   summaryLines(out, estimate);
   out << "  the allocated peak is reached during " << nodeText(graph, allocator.peak_allocated_node)
       << "\n\n";

@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "format/records.h"
+
 namespace memtrace::report {
 namespace {
 
@@ -70,6 +72,20 @@ Prediction loadPrediction(const std::string& path) {
   if (summary->contains("peak_allocated_bytes"))
     prediction.peak_allocated_bytes =
         unsignedField(*summary, "peak_allocated_bytes", path + ": summary");
+  if (auto training = summary->find("training_peak_bytes");
+      training != summary->end() && !training->is_null()) {
+    prediction.training_peak_bytes =
+        unsignedField(*summary, "training_peak_bytes", path + ": summary");
+    auto breakdown = summary->find("training_breakdown");
+    if (breakdown == summary->end() || !breakdown->is_object())
+      throw std::runtime_error(path + ": summary: \"training_breakdown\" is not an object");
+    // In the trace format's order of categories (parameter, gradient, optimizer state, ...).
+    for (uint8_t value = 1; value < static_cast<uint8_t>(format::Category::kCount); ++value) {
+      const char* name = format::categoryName(static_cast<format::Category>(value));
+      prediction.by_category.emplace_back(
+          name, unsignedField(*breakdown, name, path + ": summary.training_breakdown"));
+    }
+  }
   auto peak = document.find("peak");
   if (peak != document.end()) {
     if (!peak->is_object()) throw std::runtime_error(path + ": \"peak\" is not an object");
@@ -131,6 +147,17 @@ std::string_view pathUnderRoot(std::string_view module) {
 std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction,
                                                     const LocationTable& table) {
   std::vector<std::optional<uint64_t>> predicted;
+  if (table.group_by == GroupBy::kCategory) {
+    // A training step's estimate speaks to every category; an inference one to none.
+    for (const TableRow& row : table.rows) {
+      std::optional<uint64_t> bytes;
+      for (const auto& [name, size] : prediction.by_category)
+        if (name == row.location.name) bytes = size;
+      if (!bytes && !prediction.by_category.empty()) bytes = 0;
+      predicted.push_back(bytes);
+    }
+    return predicted;
+  }
   if (table.group_by == GroupBy::kModule) {
     for (const TableRow& row : table.rows) {
       if (row.location.kind != LocationKind::kModule || row.location.module.empty()) {

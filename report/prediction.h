@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "report/locations.h"
@@ -36,6 +37,10 @@ struct Prediction {
   std::vector<PredictionFrameEntry> by_frame;       // keyed like --frame innermost
   std::vector<PredictionFrameEntry> by_user_frame;  // keyed like --frame user
   std::vector<PredictionModuleEntry> by_module;     // keyed like --group-by module
+  // A training step's estimate: the step's peak and its categories there ("parameter", ...;
+  // summary.training_breakdown), keyed like --group-by category. Empty otherwise.
+  std::optional<uint64_t> training_peak_bytes;
+  std::vector<std::pair<std::string, uint64_t>> by_category;
 };
 
 // Reads and checks an estimate file. Throws std::runtime_error, whose message names the

@@ -136,6 +136,13 @@ void renderText(std::ostream& out, const Report& report) {
     out << fmt::format("Predicted peak: {} ({} bytes) by {}: {}\n",
                        formatBytes(prediction->peak_requested_bytes),
                        prediction->peak_requested_bytes, predictionSource(*prediction), against);
+    if (!prediction->by_category.empty()) {
+      std::string categories;
+      for (const auto& [name, bytes] : prediction->by_category)
+        categories +=
+            fmt::format("{}{} {}", categories.empty() ? "" : ", ", name, formatBytes(bytes));
+      out << fmt::format("Predicted categories at the step's peak: {}\n", categories);
+    }
   }
   if (!s.markers.empty()) {
     out << "Marks:";

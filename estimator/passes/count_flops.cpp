@@ -82,6 +82,7 @@ int64_t flopsOf(const Graph& graph, const Node& node) {
 }  // namespace
 
 void countFlops(Graph& graph) {
+  if (graph.flops_counted) return;
   for (Node& node : graph.nodes) node.flops = flopsOf(graph, node);
 }
 

@@ -217,10 +217,14 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
   CachingAllocatorModel model(profile.allocator, memory_limit_bytes);
   std::vector<int32_t> blocks(graph.storages.size(), CachingAllocatorModel::kNoBlock);
 
-  // Module.to(device) moves the weights before anything else, then the caller makes inputs.
-  for (size_t index = 0; index < graph.storages.size(); ++index) {
-    if (isWeight(graph.storages[index].origin)) {
-      blocks[index] = model.allocate(graph.storages[index].bytes);
+  // Module.to(device) moves the weights before anything else, then (training) the first
+  // optimizer step makes the optimizer's state, then the caller makes inputs.
+  for (StorageOrigin first : {StorageOrigin::kParameter, StorageOrigin::kOptimizerState}) {
+    for (size_t index = 0; index < graph.storages.size(); ++index) {
+      StorageOrigin origin = graph.storages[index].origin;
+      if (first == StorageOrigin::kParameter ? isWeight(origin) : origin == first) {
+        blocks[index] = model.allocate(graph.storages[index].bytes);
+      }
     }
   }
   for (size_t index = 0; index < graph.storages.size(); ++index) {

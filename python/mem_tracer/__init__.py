@@ -22,6 +22,7 @@ from .estimate import (
     Semantics,
     estimate,
 )
+from .plan import Plan, checkpoint_modules, plan
 from .report import At, Frame, GroupBy, report_data, report_stats
 from .tracing import (
     Stacks,
@@ -49,15 +50,18 @@ __all__ = [
     "MemTracerError",
     "Method",
     "ModuleEntry",
+    "Plan",
     "Semantics",
     "Stacks",
     "annotate",
+    "checkpoint_modules",
     "estimate",
     "is_tracing",
     "last_trace",
     "max_memory_allocated",
     "memory_allocated",
     "phase",
+    "plan",
     "report_data",
     "report_stats",
     "reset_peak_memory_stats",

@@ -11,7 +11,7 @@ import json
 import os
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -22,8 +22,9 @@ from .errors import MemTracerError
 # How long a value lives: as the eager nn.Module keeps it (Python names) or as the TorchScript
 # interpreter does (freed at last use); memtrace-estimate's --semantics.
 Semantics = Literal["eager", "torchscript"]
-# How the model reached TorchScript: scripted, traced, or given as a saved file.
-Method = Literal["script", "trace", "file"]
+# How the model reached the estimator: scripted, traced, given as a saved TorchScript file, or
+# recorded on fake tensors (a training step, or a torch.export archive; mem_tracer.step_graph).
+Method = Literal["script", "trace", "file", "record"]
 # memtrace-estimate's device profiles (`memtrace-estimate --list-devices`), or "auto": the GPU
 # in hand. A profile of one's own is a .json file, given as a path object.
 Device = Literal["auto", "cuda", "cuda-sm90", "cuda-no-cublas-workspace", "cpu"]
@@ -88,6 +89,12 @@ class Estimate:
     largest_batch: int | None = None  # with budget: the largest batch that fits
     raw: dict[str, Any] = field(default_factory=dict, repr=False)  # the estimator's JSON
     path: Path | None = None  # that JSON's file
+    # training=True: the step's peak, every storage live at once (parameters, gradients,
+    # optimizer state, activations, inputs, temporaries), and those six at the peak.
+    training_peak_bytes: int | None = None
+    training_breakdown: dict[str, int] | None = None
+    optimizer_state_bytes: int = 0
+    training_peak_phase: str | None = None  # "forward", "backward", "optimizer" or "none"
 
     def __str__(self) -> str:
         def mib(size: int) -> str:
@@ -102,6 +109,10 @@ class Estimate:
                  f"  exported by {self.method}: {self.method_note}",
                  f"  model file: {self.model_path}" if self.model_path is not None else
                  "  model file: none kept (estimate(..., keep_model=PATH) keeps it)"]
+        if self.training_peak_bytes is not None and self.training_breakdown is not None:
+            lines.append(f"  training step peak {mib(self.training_peak_bytes)}"
+                         f" (in the {self.training_peak_phase} phase): " + ", ".join(
+                             f"{name} {mib(size)}" for name, size in self.training_breakdown.items()))
         if self.batches:
             shown = self.batches[:8]  # a summary: Estimate.batches has them all
             lines.append("  by batch: " + ", ".join(
@@ -342,8 +353,12 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
              device: Device | os.PathLike[str] = "auto",
              output: str | os.PathLike[str] | None = None,
              keep_model: str | os.PathLike[str] | None = None,
-             assume_worst_case: bool = False) -> Estimate:
-    """Predicts the GPU memory of one forward pass, without running it on a GPU.
+             assume_worst_case: bool = False, training: bool = False,
+             loss_fn: Callable[..., Any] | None = None, targets: Sequence[Any] = (),
+             optimizer: Any = None, autocast: Any = None, scaler: bool = False,
+             accumulate: int = 1) -> Estimate:
+    """Predicts the GPU memory of one forward pass (or, with ``training=True``, of one training
+    step), without running it on a GPU.
 
     ``model``: an nn.Module or the path of a saved TorchScript file. A module is scripted
     (torch.jit.script); when that fails (it does on most Hugging Face models) it is traced
@@ -366,7 +381,18 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     ``keep_model``: where to keep the TorchScript the model was exported to (then
     ``Estimate.model_path`` names it, for memtrace-estimate and ``memtrace plan``). Without it
     the export is a temporary file, deleted before estimate() returns: ``model_path`` is
-    None, and so is the JSON's ``"model"``."""
+    None, and so is the JSON's ``"model"``.
+
+    ``training=True`` predicts one steady-state training step instead: forward, the loss
+    (``loss_fn(output, *targets)``; by default the output's ``loss``, else the sum of its
+    first floating-point tensor), backward, ``optimizer.step()`` and
+    ``zero_grad(set_to_none=True)``, with ``accumulate`` micro-batches, ``autocast`` (a dtype:
+    ``torch.bfloat16``) and a ``GradScaler`` (``scaler=True``). The step is recorded on fake
+    tensors (no memory, no compute; mem_tracer.step_graph) and estimated by memtrace-estimate:
+    ``Estimate.training_peak_bytes`` and ``Estimate.training_breakdown`` (parameter, gradient,
+    optimizer_state, activation, input, temporary) are its figures, ``batch_sizes`` and
+    ``budget`` record it again per batch. A ``model`` path ending in ``.pt2`` (torch.export)
+    is recorded the same way, one forward."""
     if semantics not in ("eager", "torchscript"):
         raise MemTracerError(f"estimate(): semantics must be 'eager' or 'torchscript', not {semantics!r}")
     _native.estimator_path()  # without torch, say so in one line before anything imports it
@@ -378,6 +404,13 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
         example_inputs = (example_inputs,)
     if not example_inputs and not kwargs:
         raise MemTracerError("estimate(): give example inputs (positional, a dict, or example_kwargs)")
+    if training or _is_export_archive(model):
+        return _estimate_recorded(
+            model, list(example_inputs), kwargs, profile=_device_profile(device), output=output,
+            batch_sizes=batch_sizes, budget=budget,
+            step={"training": training, "loss_fn": loss_fn, "targets": tuple(targets),
+                  "optimizer": optimizer, "autocast": autocast, "scaler": scaler,
+                  "accumulate": accumulate})
     with tempfile.TemporaryDirectory(prefix="mem_tracer-") as temporary:
         work = Path(temporary)
         export = Path(keep_model) if keep_model is not None else work / "model.pt"
@@ -424,6 +457,150 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
             if sweep.get("budget"):
                 result.largest_batch = sweep["budget"].get("largest_batch")
         return result
+
+
+def _is_export_archive(model: Any) -> bool:
+    return isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".pt2")
+
+
+def _recording_device(profile: str, model: Any) -> str:
+    """Where the step is recorded: on fake tensors of the device estimated for when this
+    PyTorch can make them (a CUDA build makes fake CUDA tensors without a GPU), else of the
+    CPU (then the CPU's kernels and optimizer implementation are recorded, and the estimate's
+    step.device says so)."""
+    import torch
+    wants_cuda = not profile.startswith("cpu")
+    if wants_cuda and torch.backends.cuda.is_built():
+        return "cuda"
+    return "cpu"
+
+
+def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any], profile: str,
+                         step: Mapping[str, Any], work: Path, json_path: Path,
+                         batch: int | None = None, budget: int | str | None = None,
+                         prepare: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+    from . import step_graph
+    try:
+        document = step_graph.record(model, args, example_kwargs=kwargs,
+                                     device=_recording_device(profile, model), batch=batch,
+                                     prepare=prepare, **step)
+    except step_graph.StepGraphError as error:
+        raise MemTracerError(f"estimate(): {error}") from error
+    graph = step_graph.write(document, work / f"step-{batch or 0}.json")
+    options = ["--device", profile]
+    if budget is not None:
+        options += ["--budget", str(budget)]
+    return _run_estimator(graph, [], options, json_path)
+
+
+def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, profile: str,
+                       output: str | os.PathLike[str] | None,
+                       batch_sizes: Sequence[int] | None, budget: int | str | None,
+                       step: dict[str, Any]) -> Estimate:
+    """estimate() of a training step, or of a torch.export archive: recorded on fake tensors
+    (mem_tracer.step_graph), estimated from the graph file."""
+    training = bool(step["training"])
+    if _is_export_archive(model):
+        import torch
+        path = Path(os.fspath(model))
+        try:
+            model = torch.export.load(str(path)).module()
+        except Exception as error:
+            raise MemTracerError(f"estimate(): {path}: cannot load as a torch.export archive: "
+                                 f"{_first_line(error)}") from error
+        note = f"{path} (torch.export) recorded on fake tensors"
+    else:
+        note = "recorded on fake tensors: " + (
+            f"one training step ({type(step['optimizer']).__name__ if step['optimizer'] else 'no optimizer'}"
+            f"{', ' + str(step['accumulate']) + ' micro-batches' if step['accumulate'] > 1 else ''})"
+            if training else "one forward")
+    with tempfile.TemporaryDirectory(prefix="mem_tracer-") as temporary:
+        work = Path(temporary)
+        json_path = Path(output) if output is not None else work / "estimate.json"
+        document = _record_and_estimate(model, args, kwargs, profile, step, work, json_path)
+        document["model"] = None
+        if output is not None:
+            json_path.write_text(json.dumps(document, indent=2) + "\n")
+        result = _estimate_from(document, "record", note, json_path if output is not None else None)
+        if batch_sizes:
+            for batch in batch_sizes:
+                point = _record_and_estimate(model, args, kwargs, profile, step, work,
+                                             work / f"batch-{batch}.json", batch=int(batch))
+                summary = point["summary"]
+                result.batches.append(BatchPoint(int(batch), summary["peak_requested_bytes"],
+                                                 summary["peak_allocated_bytes"],
+                                                 summary["peak_reserved_bytes"],
+                                                 bool(point.get("lower_bound"))))
+        if budget is not None:
+            result.largest_batch = _largest_batch(
+                lambda batch: _fits(_record_and_estimate(model, args, kwargs, profile, step, work,
+                                                         work / f"fit-{batch}.json", batch=batch,
+                                                         budget=budget)))
+        return result
+
+
+def _fits(document: Mapping[str, Any]) -> tuple[bool, bool]:
+    """(fits, far beyond): the step's verdict for its budget, and whether it asks for more
+    than twice the budget (no larger batch will fit again)."""
+    verdict = document["step"]["budget"]
+    requested = document["summary"]["peak_requested_bytes"]
+    return bool(verdict["fits"]), requested > 2 * verdict["budget_bytes"]
+
+
+def _largest_batch(check: Callable[[int], tuple[bool, bool]], limit: int = 1 << 16) -> int | None:
+    """The largest batch in [1, limit] that fits: doubling past a misfit until one is far
+    beyond the budget, then bisecting (estimator/batch_search.h says why fitting is not
+    monotonic in the batch)."""
+    fits, _ = check(1)
+    if not fits:
+        return None
+    best, batch = 1, 2
+    while batch <= limit:
+        fits, far = check(batch)
+        if fits:
+            best = batch
+        elif far:
+            break
+        batch *= 2
+    low, high = best, min(max(best * 2, 2), limit + 1)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if check(middle)[0]:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _estimate_from(document: dict[str, Any], method: Method, note: str,
+                   path: Path | None) -> Estimate:
+    summary, peak = document["summary"], document.get("peak") or {}
+    step = document.get("step") or {}
+    return Estimate(
+        method=method, method_note=note, model_path=None,
+        semantics=document.get("semantics", "eager"),
+        peak_requested_bytes=summary["peak_requested_bytes"],
+        peak_allocated_bytes=summary["peak_allocated_bytes"],
+        peak_reserved_bytes=summary["peak_reserved_bytes"],
+        activation_peak_bytes=summary["activation_peak_requested_bytes"],
+        weight_bytes=summary["weight_bytes"], input_bytes=summary["input_bytes"],
+        lower_bound=bool(document.get("lower_bound")),
+        by_line=_lines(peak.get("by_frame", [])), by_user_line=_lines(peak.get("by_user_frame", [])),
+        by_module=[ModuleEntry(e["module_path"], e["bytes"], e.get("tensors", 0))
+                   for e in peak.get("by_module", [])],
+        raw=document, path=path,
+        training_peak_bytes=summary.get("training_peak_bytes"),
+        training_breakdown=_in_order(summary.get("training_breakdown")),
+        optimizer_state_bytes=summary.get("optimizer_state_bytes", 0),
+        training_peak_phase=step.get("peak_phase") if summary.get("training_peak_bytes") else None)
+
+
+def _in_order(breakdown: Mapping[str, int] | None) -> dict[str, int] | None:
+    """The categories in the order step_graph.CATEGORIES names them (the JSON sorts them)."""
+    if breakdown is None:
+        return None
+    from .step_graph import CATEGORIES
+    return {name: int(breakdown.get(name, 0)) for name in CATEGORIES}
 
 
 def _unwrapped(module_path: str, wrapped: bool) -> str:

@@ -160,3 +160,23 @@ lib.memtrace_close()
     records = [r["record"] for r in parse_records(tmp_path / "api.bin")]
     assert records.count("category") == 1 and records.count("training-phase") == 1
     assert records.count("step-end") == 1
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+@pytest.mark.parametrize("model", ["mlp", "transformer"])
+def test_the_predicted_step_stands_beside_the_measured_one(build, tmp_path, model, optimizer):
+    # The script estimates its own training step (mem_tracer.estimate(training=True), recorded
+    # on fake tensors) before it trains: the report shows the prediction beside each category.
+    estimate = tmp_path / "estimate.json"
+    trace, expected = train(tmp_path, model, optimizer, f"estimate={estimate}")
+    predicted = json.loads(estimate.read_text())["summary"]
+    assert predicted["training_peak_bytes"] == expected["peak_bytes"]
+    assert predicted["training_breakdown"] == {
+        name: size for name, size in expected["categories"].items() if name != "unknown"}
+    said = json.loads(report(trace, "--format", "json", "--group-by", "category", "--top", "0",
+                             "--estimate", estimate))
+    rows = {row["location"]: (row["bytes"], row["predicted_bytes"]) for row in said["live"]["rows"]}
+    assert rows and all(measured == predicted for measured, predicted in rows.values()), rows
+    text = report(trace, "--group-by", "category", "--estimate", estimate)
+    assert "Predicted categories at the step's peak: parameter" in text
+    assert f"Predicted peak: " in text and "+0.0 % against the measured peak" in text

@@ -19,6 +19,7 @@
 #include "estimator/device_profile.h"
 #include "estimator/errors.h"
 #include "estimator/estimate.h"
+#include "estimator/graph_file.h"
 #include "estimator/input_spec.h"
 #include "estimator/render.h"
 #include "estimator/torchscript/torchscript_model.h"
@@ -39,6 +40,7 @@ constexpr int64_t kBudgetSearchLimit = 1 << 16;
 
 constexpr const char* kUsage =
     "usage: memtrace-estimate MODEL.pt --input SHAPE[:DTYPE] [--input ...] [options]\n"
+    "       memtrace-estimate STEP.json [options]      (a graph file mem_tracer recorded)\n"
     "       memtrace-estimate --list-devices";
 
 constexpr const char* kDescription =
@@ -220,6 +222,42 @@ double millisecondsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+// A graph file (graph_file.h): its shapes and lifetimes are recorded, so the inputs, the
+// semantics and batch sweeps are the recording's (mem_tracer.plan records again per batch).
+int estimateGraphFile(const Options& options, RenderOptions& render) {
+  if (!options.inputs.empty() || !options.batches.empty()) {
+    throw EstimateError(options.model +
+                        ": a graph file has the shapes it was recorded with: --input and --batch "
+                        "do not apply (mem_tracer.estimate and mem_tracer.plan record it again "
+                        "per batch)");
+  }
+  GraphFile file = readGraphFile(options.model);
+  StepInfo& step = render.step.emplace();
+  step.training = file.training;
+  step.model = file.model;
+  step.device = file.device;
+  step.optimizer = file.optimizer;
+  step.accumulate = file.accumulate;
+  step.autocast = file.autocast;
+  // Recorded from Python's own execution: eager lifetimes, all explicit (Note [Graph files]).
+  EstimateOptions estimate_options{Semantics::kEager, render.profile, std::nullopt};
+  Estimate estimate = estimateMemory(file.graph, estimate_options);
+  if (options.budget_bytes) {
+    // The verdict for the recorded batch; mem_tracer.plan searches the batch.
+    EstimateOptions limited = estimate_options;
+    limited.memory_limit_bytes = *options.budget_bytes;
+    Estimate replayed = estimateMemory(file.graph, limited);
+    step.budget_bytes = *options.budget_bytes;
+    step.fits_budget = !replayed.allocator.out_of_memory;
+    step.budget_breaker = budgetBreaker(estimate, *options.budget_bytes);
+  }
+  std::string text = options.format == "json"    ? renderJson(file.graph, estimate, render)
+                     : options.format == "graph" ? renderGraphText(file.graph)
+                                                 : renderText(file.graph, estimate, render);
+  memtrace::tools::writeOutput(options.output, text);
+  return 0;
+}
+
 int run(int argc, char** argv) {
   std::variant<Options, int> parsed = parseArguments(argc, argv);
   if (const int* status = std::get_if<int>(&parsed)) return *status;
@@ -238,13 +276,20 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (options.model.empty()) throw EstimateError("no model given (see --help)");
-  if (options.inputs.empty()) {
-    throw EstimateError("no --input given: one is needed per forward argument");
-  }
   RenderOptions render;
   render.model_path = std::filesystem::absolute(options.model).string();
   render.rows = options.rows;
   render.profile = loadDeviceProfile(options.device, profiles);
+  if (options.model.ends_with(".pt2")) {
+    throw EstimateError(options.model +
+                        ": a torch.export archive is recorded through Python: run `memtrace "
+                        "estimate " +
+                        options.model + " --input ...` (the mem_tracer package)");
+  }
+  if (isGraphFile(options.model)) return estimateGraphFile(options, render);
+  if (options.inputs.empty()) {
+    throw EstimateError("no --input given: one is needed per forward argument");
+  }
   // The device type the model is estimated for (Note [Traces from any device]).
   spdlog::debug("device profile {} from {}", render.profile.name, profiles);
 

@@ -20,7 +20,6 @@ from mem_tracer import training  # noqa: E402
 from host_mirror import HostMirror  # noqa: E402
 
 trace_path, model_kind, optimizer_kind, steps = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
-with_model = sys.argv[6:] != ["nomodel"]
 torch.manual_seed(0)
 if model_kind == "mlp":
     model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10))
@@ -49,6 +48,15 @@ def pack(tensor):
         saved.add(serial)
     return tensor
 
+
+# "estimate=PATH": the estimator's prediction of this training step, written there first (the
+# same model, optimizer, loss and batch shapes, recorded on fake tensors).
+for option in sys.argv[6:]:
+    if option.startswith("estimate="):
+        x, y = make_batch()
+        mem_tracer.estimate(model, (x,), training=True, optimizer=optimizer, loss_fn=loss_of,
+                            targets=(y,), device="cpu", output=option.removeprefix("estimate="))
+with_model = "nomodel" not in sys.argv[6:]
 
 mem_tracer.start_tracing(trace_path, model=model if with_model else None)
 step_peaks = []

@@ -1,0 +1,184 @@
+"""plan(): the largest batch whose training step fits a memory budget, and which modules to
+wrap in activation checkpointing to fit a larger one.
+
+Every candidate batch is a training step recorded on fake tensors and estimated by
+memtrace-estimate (estimate(training=True)): nothing runs, nothing is allocated. Fitting is
+decided by the estimator's replay of PyTorch's caching allocator on a device of the budget's
+size, so rounding and segments count, not only the bytes the tensors ask for.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import MemTracerError
+from .estimate import Device, _device_profile, _largest_batch, _record_and_estimate
+
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_bytes(size: int | str) -> int:
+    """A byte count: an int, or "24GiB", "8 MiB", "1.5GB" (binary and decimal units, as
+    memtrace-estimate --budget reads them)."""
+    if isinstance(size, int) and not isinstance(size, bool):
+        if size <= 0:
+            raise MemTracerError(f"plan(): the budget must be positive, not {size}")
+        return size
+    text = str(size).strip().lower().replace(" ", "")
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(number):]
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if unit not in _UNITS or value <= 0:
+        raise MemTracerError(f"plan(): cannot read the budget {size!r} (say 24GiB or 8000000000)")
+    return int(value * _UNITS[unit])
+
+
+@dataclass
+class Plan:
+    """What plan() found. Batches are the size of the inputs' first dimension."""
+
+    budget_bytes: int
+    largest_batch: int | None  # without checkpointing; None: batch 1 does not fit
+    peak_bytes: int | None  # the step's peak (requested) at largest_batch
+    # checkpoint=True: the modules to wrap (their paths in named_modules()), the largest batch
+    # that fits with them wrapped, and what the recomputation costs per step at that batch.
+    checkpoint_modules: list[str] = field(default_factory=list)
+    largest_batch_checkpointed: int | None = None
+    peak_bytes_checkpointed: int | None = None
+    recompute_flops: int = 0  # the wrapped modules' forward, run again in backward
+
+    def apply(self, model: Any) -> Any:
+        """Wraps the planned modules of `model` in torch.utils.checkpoint (non-reentrant), in
+        place; returns the model."""
+        return checkpoint_modules(model, self.checkpoint_modules)
+
+    def __str__(self) -> str:
+        def mib(size: int | None) -> str:
+            return "-" if size is None else f"{size / 2**20:.2f} MiB"
+
+        lines = [f"plan for a budget of {mib(self.budget_bytes)}: "
+                 + (f"batch {self.largest_batch} ({mib(self.peak_bytes)} at the step's peak)"
+                    if self.largest_batch else "not even batch 1 fits")]
+        if self.checkpoint_modules:
+            lines.append(f"  with activation checkpointing of {len(self.checkpoint_modules)} "
+                         f"module(s) ({', '.join(self.checkpoint_modules[:6])}"
+                         f"{', ...' if len(self.checkpoint_modules) > 6 else ''}): batch "
+                         f"{self.largest_batch_checkpointed} ({mib(self.peak_bytes_checkpointed)}"
+                         f"), recomputing {self.recompute_flops / 1e9:.3f} GFLOP a step")
+        return "\n".join(lines)
+
+
+def checkpoint_modules(model: Any, paths: Sequence[str]) -> Any:
+    """Wraps each named module's forward in torch.utils.checkpoint.checkpoint (non-reentrant:
+    the default PyTorch recommends), in place."""
+    import torch.utils.checkpoint
+
+    for path in paths:
+        module = model.get_submodule(path)
+        original = module.forward
+
+        def forward(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
+            return torch.utils.checkpoint.checkpoint(_original, *args, use_reentrant=False,
+                                                     **kwargs)
+
+        module.forward = forward
+    return model
+
+
+def _blocks(model: Any) -> list[str]:
+    """The modules worth checkpointing: the layers of the model's ModuleLists and Sequentials
+    (a transformer's blocks, a ResNet's stages' blocks), else the root's children that hold
+    parameters."""
+    from torch import nn
+
+    found: list[str] = []
+    for name, module in model.named_modules():
+        if isinstance(module, (nn.ModuleList, nn.Sequential)) and name:
+            for child, layer in module.named_children():
+                if any(True for _ in layer.parameters()) and layer._modules:
+                    found.append(f"{name}.{child}")
+    if found:
+        # Only the outermost: a block inside another block goes with it.
+        return [path for path in found
+                if not any(path.startswith(other + ".") for other in found)]
+    return [name for name, child in model.named_children()
+            if any(True for _ in child.parameters())]
+
+
+def plan(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (), *,
+         budget: int | str, optimizer: Any = None, loss_fn: Callable[..., Any] | None = None,
+         targets: Sequence[Any] = (), example_kwargs: Mapping[str, Any] | None = None,
+         autocast: Any = None, scaler: bool = False, accumulate: int = 1,
+         checkpoint: bool = False, device: Device | os.PathLike[str] = "auto",
+         limit: int = 1 << 16) -> Plan:
+    """The largest batch whose training step (as estimate(training=True) predicts it) fits
+    ``budget`` (bytes, or "24GiB"), searched up to ``limit``; the example inputs' first
+    dimension is the batch (they are repeated to make larger ones, on fake tensors).
+
+    ``checkpoint=True`` also finds modules to wrap in activation checkpointing
+    (torch.utils.checkpoint) to fit a larger batch: the model's blocks (the layers of its
+    ModuleLists and Sequentials), all of them first (the largest batch checkpointing reaches),
+    then as few as still fit that batch, each left out in turn; and what recomputing their
+    forward in backward costs, in FLOPs (torch.utils.flop_counter's count). ``Plan.apply(model)``
+    wraps them."""
+    budget_bytes = parse_bytes(budget)
+    kwargs = dict(example_kwargs or {})
+    if isinstance(example_inputs, Mapping):
+        kwargs = {**example_inputs, **kwargs}
+        example_inputs = ()
+    elif not isinstance(example_inputs, (tuple, list)):
+        example_inputs = (example_inputs,)
+    args = list(example_inputs)
+    profile = _device_profile(device)
+    step = {"training": True, "loss_fn": loss_fn, "targets": tuple(targets),
+            "optimizer": optimizer, "autocast": autocast, "scaler": scaler,
+            "accumulate": accumulate}
+    with tempfile.TemporaryDirectory(prefix="mem_tracer-plan-") as temporary:
+        work = Path(temporary)
+
+        def run(batch: int, modules: Sequence[str] = ()) -> dict[str, Any]:
+            prepare = (lambda copy: checkpoint_modules(copy, modules)) if modules else None
+            return _record_and_estimate(model, args, kwargs, profile, step, work,
+                                        work / "plan.json", batch=batch, budget=budget_bytes,
+                                        prepare=prepare)
+
+        def check(modules: Sequence[str]) -> Callable[[int], tuple[bool, bool]]:
+            def fits(batch: int) -> tuple[bool, bool]:
+                document = run(batch, modules)
+                requested = document["summary"]["peak_requested_bytes"]
+                return bool(document["step"]["budget"]["fits"]), requested > 2 * budget_bytes
+            return fits
+
+        largest = _largest_batch(check(()), limit)
+        result = Plan(budget_bytes, largest,
+                      run(largest)["summary"]["peak_requested_bytes"] if largest else None)
+        if not checkpoint:
+            return result
+        blocks = _blocks(model)
+        if not blocks:
+            raise MemTracerError("plan(): found no modules to checkpoint (no ModuleList, "
+                                 "Sequential or child module with parameters)")
+        reached = _largest_batch(check(blocks), limit)
+        if reached is None or (largest is not None and reached <= largest):
+            return result  # checkpointing does not fit a larger batch
+        chosen = list(blocks)
+        for block in list(blocks):  # as few as still fit that batch
+            fewer = [other for other in chosen if other != block]
+            if fewer and check(fewer)(reached)[0]:
+                chosen = fewer
+        with_checkpoints = run(reached, chosen)
+        without = run(reached)
+        result.checkpoint_modules = chosen
+        result.largest_batch_checkpointed = reached
+        result.peak_bytes_checkpointed = with_checkpoints["summary"]["peak_requested_bytes"]
+        result.recompute_flops = max(0, with_checkpoints["summary"]["total_flops"]
+                                     - without["summary"]["total_flops"])
+        return result

@@ -1,0 +1,171 @@
+"""Ground truth for a training step on the CPU: every storage alive at once during step 2.
+
+The model is copied (real tensors) and trained for one step with a fresh optimizer of the same
+kind, so that the optimizer's state exists; then a TorchDispatchMode watches step 2 (forward,
+loss, backward, optimizer.step(), zero_grad(set_to_none=True)): after each op it drops the
+storages that died and adds the new ones, parameters, buffers, optimizer state and inputs
+counted from the start. The peak is the largest total. At the peak, each live storage is told
+apart by what it is, independently of mem_tracer's code: a parameter or buffer of the model,
+the `.grad` of a parameter, a tensor of `optimizer.state`, an argument of the forward, a tensor
+autograd saved during the forward (seen by a saved_tensors_hooks pack, if it is none of the
+others), or a temporary (the loss's targets among them).
+"""
+
+import contextlib
+import copy
+from dataclasses import dataclass, field
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+
+def _key(tensor):
+    return tensor.untyped_storage()._cdata
+
+
+def _tensors(value):
+    return [leaf for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+
+
+@dataclass
+class StepTruth:
+    peak: int = 0
+    categories: dict = field(default_factory=dict)  # at the peak
+    phase: str = ""  # at the peak
+
+
+class _Tracker(TorchDispatchMode):
+    """Live storages, each with an id of its own (a freed storage's address can be reused)."""
+
+    def __init__(self):
+        super().__init__()
+        self.live = {}  # storage key -> (weak ref, bytes, id)
+        self.current = 0
+        self.next_id = 0
+        self.peak = 0
+        self.peak_live = []  # (id, bytes)
+        self.phase = "none"
+        self.peak_phase = ""
+
+    def add(self, tensor):
+        key = _key(tensor)
+        if key not in self.live:
+            storage = tensor.untyped_storage()
+            self.live[key] = (StorageWeakRef(storage), storage.nbytes(), self.next_id)
+            self.next_id += 1
+            self.current += storage.nbytes()
+        return self.live[key][2]
+
+    def id_of(self, tensor):
+        entry = self.live.get(_key(tensor))
+        return None if entry is None or entry[0].expired() else entry[2]
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for key in [key for key, entry in self.live.items() if entry[0].expired()]:
+            self.current -= self.live.pop(key)[1]
+        for tensor in _tensors(out):
+            if tensor.device.type != "meta":
+                self.add(tensor)
+        if self.current > self.peak:
+            self.peak = self.current
+            self.peak_phase = self.phase
+            self.peak_live = [(entry[2], entry[1]) for entry in self.live.values()]
+        return out
+
+
+def measure_step(model, args=(), kwargs=None, *, loss_fn=None, targets=(), optimizer=None,
+                 autocast=None, scaler=False, accumulate=1, prepare=None):
+    """The live-storage peak of step 2 of training a copy of `model` (see the module's doc).
+    `optimizer` is an optimizer of `model` whose kind and hyperparameters are copied;
+    `prepare(model_copy)` may change the copy before training (activation checkpointing).
+    Categories are those of a storage's whole life, as memtrace gives them: a storage that
+    becomes a parameter's `.grad` is a gradient from its allocation on."""
+    kwargs = dict(kwargs or {})
+    torch.manual_seed(0)
+    model = copy.deepcopy(model).train()
+    if prepare is not None:
+        prepare(model)
+    args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    if optimizer is not None:
+        groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": list(model.parameters())}
+                  for g in optimizer.param_groups[:1]]
+        optimizer = type(optimizer)(groups)
+    scaler_object = torch.amp.GradScaler("cpu") if scaler else None
+    tracker = _Tracker()
+    saved, gradients = set(), set()
+
+    def pack(tensor):
+        found = tracker.id_of(tensor)
+        if found is not None and tracker.phase == "forward":
+            saved.add(found)
+        return tensor
+
+    def loss_of(output):
+        if loss_fn is not None:
+            return loss_fn(output, *targets)
+        loss = getattr(output, "loss", None)
+        if isinstance(loss, torch.Tensor):
+            return loss
+        return [t for t in _tensors(output) if t.is_floating_point()][0].float().sum()
+
+    def step():
+        # The loop names the output and the loss until the step ends, then drops them.
+        for _ in range(accumulate):
+            tracker.phase = "forward"
+            context = torch.autocast("cpu", dtype=autocast) if autocast else contextlib.nullcontext()
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), context:
+                out = model(*args, **kwargs)
+                loss = loss_of(out)
+            tracker.phase = "backward"
+            (scaler_object.scale(loss) if scaler_object else loss).backward()
+        tracker.phase = "optimizer"
+        for parameter in model.parameters():
+            if parameter.grad is not None and tracker.id_of(parameter.grad) is not None:
+                gradients.add(tracker.id_of(parameter.grad))
+        if optimizer is not None:
+            if scaler_object:
+                scaler_object.step(optimizer)
+                scaler_object.update()
+            else:
+                optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        else:
+            for parameter in model.parameters():
+                parameter.grad = None
+        tracker.phase = "none"
+        del out, loss
+
+    step()  # step 1 makes the optimizer's state (nothing is tracked yet)
+    saved.clear()
+    gradients.clear()
+    persistent = {}
+    for tensor in [*model.parameters(), *model.buffers()]:
+        persistent.setdefault(tracker.add(tensor), "parameter")
+    if optimizer is not None:
+        for state in optimizer.state.values():
+            for value in state.values():
+                if isinstance(value, torch.Tensor):
+                    persistent.setdefault(tracker.add(value), "optimizer_state")
+    for tensor in _tensors((args, kwargs)):
+        persistent.setdefault(tracker.add(tensor), "input")
+    for tensor in _tensors(list(targets)):  # no argument of the forward: a temporary
+        persistent.setdefault(tracker.add(tensor), "temporary")
+    with tracker:
+        step()
+
+    totals = dict.fromkeys(("parameter", "gradient", "optimizer_state", "activation", "input",
+                            "temporary"), 0)
+    for storage, size in tracker.peak_live:
+        if storage in persistent:
+            category = persistent[storage]
+        elif storage in gradients:
+            category = "gradient"
+        elif storage in saved:
+            category = "activation"
+        else:
+            category = "temporary"
+        totals[category] += size
+    return StepTruth(tracker.peak, totals, tracker.peak_phase)
