@@ -3,8 +3,9 @@ transformer: the step with and without start_tracing(model=model), the budget be
 (issue 13). On the CPU no tensor goes through memtrace, so what is measured is the hooks
 alone: the optimizer's step hooks, the root module's forward hooks, the saved_tensors_hooks
 pair (one call per tensor autograd saves), the grad_fn pre-hooks of every module's output
-and the records they write (categories, phases, steps), plus the module attribution that
-start_tracing() installs anyway (measured on its own too).
+and the records they write (categories, phases, steps; each storage named by its host
+address, so that every category call a GPU's run makes is made), plus the module attribution
+that start_tracing() installs anyway (measured on its own too).
 
     python3 bench/training_hooks.py [BUILD_DIR]       (bench/run.py runs it)
 
@@ -66,6 +67,13 @@ KINDS = {
 
 
 def main():
+    # On the CPU no storage is memtrace's, so the package would name none to the recorder and
+    # skip the calls that a GPU's run makes: each storage is named by its host address
+    # instead, so that every category a GPU's run tells (one per saved tensor, per .grad, per
+    # state tensor) is a call here too (the recorder ignores an address it has no allocation
+    # at, after looking it up, as it would look up a real one).
+    from mem_tracer import training
+    training._set_address_resolver(lambda tensor: tensor.untyped_storage().data_ptr() or None)
     differences = {kind: [] for kind in KINDS if KINDS[kind] is not None}
     untraced_times = []
     with tempfile.TemporaryDirectory() as work, warnings.catch_warnings():

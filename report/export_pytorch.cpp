@@ -234,6 +234,7 @@ void exportPytorchSnapshot(std::ostream& out, reader::TraceReader& trace,
       history.events.begin(), history.events.end(),
       [](const SnapshotEvent& a, const SnapshotEvent& b) { return a.device < b.device; });
   auto next = history.events.cbegin();
+  bool unknown_named = false;
   for (int32_t device = 0; device < devices; ++device) {
     // Live bytes on this device as the history goes, for the device_free of "oom" events.
     uint64_t live_bytes = 0;
@@ -243,11 +244,18 @@ void exportPytorchSnapshot(std::ostream& out, reader::TraceReader& trace,
     for (; next != history.events.cend() && next->device == device; ++next) {
       const SnapshotEvent& event = *next;
       switch (event.action) {
-        case Action::kAlloc:
-          writer.event("segment_alloc", event, start);
-          writer.event("alloc", event, start, categoryName(event.index, event.traced));
+        case Action::kAlloc: {
+          const char* category = categoryName(event.index, event.traced);
+          // memory_viz's annotate_snapshot adds "unknown" to a snapshot whose categories lack
+          // it, through a misspelt field (`snapshot.categores.push`), and so throws: the first
+          // segment of a categorized snapshot names "unknown" (segments are not coloured by it).
+          writer.event("segment_alloc", event, start,
+                       category && !unknown_named ? "unknown" : nullptr);
+          unknown_named = unknown_named || category;
+          writer.event("alloc", event, start, category);
           live_bytes += event.size;
           break;
+        }
         case Action::kFree:
           writer.event("free_requested", event, start);
           writer.event("free_completed", event, start);

@@ -18,14 +18,29 @@ using reader::Event;
 // per event.
 class LaneAssigner {
  public:
-  LaneAssigner(Locator& locator, const LocationTable& table, size_t lanes)
-      : locator_(locator), by_module_(table.group_by == GroupBy::kModule) {
+  LaneAssigner(Locator& locator, const LocationTable& table, size_t lanes,
+               const std::unordered_map<uint64_t, format::Category>* categories, bool training)
+      : locator_(locator),
+        by_module_(table.group_by == GroupBy::kModule),
+        categories_(categories),
+        training_(training) {
     size_t named = std::min(lanes, table.rows.size());
     for (size_t i = 0; i < named; ++i) lane_of_name_.emplace(table.rows[i].location.name, i);
     other_ = static_cast<uint32_t>(named);
   }
 
   uint32_t other() const { return other_; }
+
+  // By category: the allocation's category for its whole life, by its event index.
+  uint32_t laneOfAllocation(const Event& event, const Allocation& allocation) {
+    if (!categories_ || lane_of_name_.empty()) return laneOf(allocation);
+    auto told = categories_->find(event.index);
+    format::Category category = categoryOf(
+        told == categories_->end() ? format::Category::kUnknown : told->second, allocation.traced,
+        training_);
+    auto it = lane_of_name_.find(format::categoryName(category));
+    return it == lane_of_name_.end() ? other_ : static_cast<uint32_t>(it->second);
+  }
 
   // Cached, so the lane of a free (from the allocation it frees) is its allocation's lane.
   uint32_t laneOf(const Allocation& allocation) {
@@ -64,6 +79,8 @@ class LaneAssigner {
   std::vector<int32_t> by_python_stack_;
   std::vector<int32_t> by_native_stack_;
   bool by_module_;
+  const std::unordered_map<uint64_t, format::Category>* categories_;
+  bool training_;
   std::vector<int32_t> lane_by_module_;
   int64_t untraced_ = -1;
   int64_t no_stack_ = -1;
@@ -120,9 +137,19 @@ struct TimelineVisitor : reader::LiveVisitor {
     bucket.last.lanes = current;
   }
 
-  void remove(const Allocation& removed) {
+  // The lane an allocation went to (by its address while it is live): by category it is not
+  // a function of the allocation alone.
+  uint32_t laneAtFree(uint64_t address, const Allocation& removed) {
+    auto found = lane_by_address.find(address);
+    if (found == lane_by_address.end()) return lanes.laneOf(removed);
+    uint32_t lane = found->second;
+    lane_by_address.erase(found);
+    return lane;
+  }
+
+  void remove(uint64_t address, const Allocation& removed) {
+    uint32_t lane = laneAtFree(address, removed);
     if (!selected(summary.device_filter, removed.device)) return;
-    uint32_t lane = lanes.laneOf(removed);
     total -= std::min(total, removed.size);
     current[lane] -= std::min(current[lane], removed.size);
   }
@@ -136,6 +163,25 @@ struct TimelineVisitor : reader::LiveVisitor {
         TimelineMark{marker.time_ns, marker.kind, std::string(tables->string(marker.name))});
   }
 
+  // Training phases as bands, steps as annotations (timeline.h).
+  void onTrainingPhase(uint64_t time_ns, format::TrainingPhase phase) {
+    if (summary.window_events != UINT64_MAX && time_ns > summary.window_end_ns) return;
+    if (phase == training_phase) return;
+    if (training_phase != format::TrainingPhase::kNone)
+      timeline.marks.push_back(TimelineMark{time_ns, format::MarkerKind::kPhaseEnd,
+                                            format::trainingPhaseName(training_phase)});
+    if (phase != format::TrainingPhase::kNone)
+      timeline.marks.push_back(TimelineMark{time_ns, format::MarkerKind::kPhaseBegin,
+                                            format::trainingPhaseName(phase)});
+    training_phase = phase;
+  }
+
+  void onStepEnd(uint64_t time_ns, uint64_t step) {
+    if (summary.window_events != UINT64_MAX && time_ns > summary.window_end_ns) return;
+    timeline.marks.push_back(
+        TimelineMark{time_ns, format::MarkerKind::kAnnotation, "step " + std::to_string(step)});
+  }
+
   void onEvent(const Event&) { ++timeline.events; }
 
   void onFailedAlloc(const Event& event) {
@@ -144,16 +190,19 @@ struct TimelineVisitor : reader::LiveVisitor {
   }
 
   void onFree(const Event& event, const Allocation& freed) {
-    remove(freed);
+    remove(event.address, freed);
     if (selected(summary.device_filter, freed.device)) record(event);
   }
 
   // An allocation over a live address replaces it, as in summarize(): the sample is taken
   // after the allocation.
-  void onImpliedFree(const Event&, const Allocation& replaced) { remove(replaced); }
+  void onImpliedFree(const Event& event, const Allocation& replaced) {
+    remove(event.address, replaced);
+  }
 
   void onAlloc(const Event& event, const Allocation& allocation) {
-    uint32_t lane = lanes.laneOf(allocation);
+    uint32_t lane = lanes.laneOfAllocation(event, allocation);
+    if (by_category) lane_by_address[event.address] = lane;
     if (!selected(summary.device_filter, allocation.device)) return;
     total += event.size;
     current[lane] += event.size;
@@ -178,6 +227,9 @@ struct TimelineVisitor : reader::LiveVisitor {
   uint64_t total = 0;
   bool seen_traced = false;
   Bucket bucket;
+  bool by_category = false;
+  std::unordered_map<uint64_t, uint32_t> lane_by_address;
+  format::TrainingPhase training_phase = format::TrainingPhase::kNone;
 };
 
 }  // namespace
@@ -185,7 +237,12 @@ struct TimelineVisitor : reader::LiveVisitor {
 Timeline computeTimeline(reader::TraceReader& trace, const TraceSummary& summary, Locator& locator,
                          const LocationTable& table, const TimelineOptions& options) {
   Timeline timeline;
-  LaneAssigner lanes(locator, table, options.lanes);
+  // Categories are told after allocations (Note [Training records]): a first pass gathers them.
+  std::unordered_map<uint64_t, format::Category> categories;
+  bool by_category = table.group_by == GroupBy::kCategory;
+  if (by_category) categories = toldCategories(trace, summary);
+  LaneAssigner lanes(locator, table, options.lanes, by_category ? &categories : nullptr,
+                     summary.training);
   for (uint32_t i = 0; i < lanes.other(); ++i)
     timeline.lanes.push_back(table.rows[i].location.name);
   timeline.lanes.push_back(options.lanes == 0 ? "all" : "other");
@@ -196,11 +253,15 @@ Timeline computeTimeline(reader::TraceReader& trace, const TraceSummary& summary
 
   TimelineVisitor visitor(timeline, summary, lanes, timeline.lanes.size(), timeline.bucket_ns);
   visitor.tables = &trace.tables();
+  visitor.by_category = by_category;
   timeline.samples.push_back(
       TimelineSample{0, 0, 0, std::vector<uint64_t>(timeline.lanes.size(), 0)});
   reader::LiveReplay replay(visitor);
   trace.read(replay);
   visitor.flush();
+  if (visitor.training_phase != format::TrainingPhase::kNone)
+    timeline.marks.push_back(TimelineMark{timeline.duration_ns, format::MarkerKind::kPhaseEnd,
+                                          format::trainingPhaseName(visitor.training_phase)});
   if (!visitor.seen_traced) timeline.first_traced_ns = timeline.duration_ns;
   // The line goes on to the end of the trace at the last value.
   const TimelineSample& last = timeline.samples.back();

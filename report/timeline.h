@@ -65,9 +65,13 @@ struct Timeline {
 struct TimelineOptions {
   size_t buckets = 2000;
   // Lanes are the first `lanes` rows of `table` (grouped as `locator` groups); every other
-  // allocation goes to "other". 0 lanes: one lane, "all".
+  // allocation goes to "other". 0 lanes: one lane, "all". A table grouped by category gets a
+  // lane per category, each allocation in its category for its whole life (told later or not).
   size_t lanes = 10;
 };
+
+// The marks of a training trace: each training phase (forward, backward, optimizer) a band
+// (kPhaseBegin / kPhaseEnd named after it), each step's end an annotation "step N".
 
 // One pass over `trace` (the bytes `summary.device_filter` selects). `locator` must group
 // as `table` was grouped; its names assign allocations to lanes.

@@ -12,6 +12,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from . import __version__, _native
 from .errors import MemTracerError
@@ -74,10 +75,13 @@ _FORWARDED: dict[str, _Forwarded] = {
         ("memtrace parse trace.bin | head",)),
     "estimate": _Forwarded(
         _ESTIMATE, (), "predict the GPU memory of one forward pass of a TorchScript model",
-        "MODEL.pt --input SHAPE[:DTYPE] [--input ...] [--semantics eager|torchscript] "
-        "[--device PROFILE] [--format text|json|graph] [--output FILE]",
+        "(MODEL.pt | MODEL.pt2 | STEP.json) --input SHAPE[:DTYPE] [--input ...] "
+        "[--semantics eager|torchscript] [--device PROFILE] [--format text|json|graph] "
+        "[--output FILE]",
         "Predicts the GPU memory one forward pass of a TorchScript model takes, from its IR "
-        "alone, on a CPU (docs/estimate-format.md).",
+        "alone, on a CPU (docs/estimate-format.md). A torch.export archive (.pt2) is recorded "
+        "on fake tensors first; a graph file (.json, mem_tracer.estimate(training=True)) is "
+        "read as it is.",
         ("memtrace estimate model.pt --input 8x3x224x224",
          ("memtrace estimate model.pt --input 4x128:int64 --device cuda-sm90 --format json "
           "--output est.json"))),
@@ -210,7 +214,68 @@ def _forward(prog: str, name: str, arguments: list[str]) -> int:
         raise _BadInput("plan needs --budget SIZE (the largest batch that fits) or --batch N,N,... "
                         f"(see {prog} plan --help)")
     tool = str(_native.tool_path(command.tool))
+    if name == "estimate" and any(argument.endswith(".pt2") for argument in arguments):
+        return _estimate_export_archive(tool, arguments)
     return _call([tool, *command.leading, *arguments])[0]
+
+
+def _estimate_export_archive(tool: str, arguments: list[str]) -> int:
+    """`memtrace estimate model.pt2 --input ...`: the torch.export archive is recorded on fake
+    tensors (one forward, mem_tracer.step_graph) into a graph file, which memtrace-estimate
+    reads with the other options."""
+    import tempfile
+
+    archive = next(argument for argument in arguments if argument.endswith(".pt2"))
+    rest: list[str] = []
+    specs: list[str] = []
+    pending = iter(arguments)
+    for argument in pending:
+        if argument == archive:
+            continue
+        if argument == "--input":
+            specs.append(next(pending, ""))
+        elif argument.startswith("--input="):
+            specs.append(argument.removeprefix("--input="))
+        elif argument in ("--semantics", "--batch", "--budget", "--example-counts"):
+            raise _BadInput(f"estimate: {argument} does not apply to a torch.export archive "
+                            "(mem_tracer.estimate and mem_tracer.plan sweep its batch)")
+        else:
+            rest.append(argument)
+    if not specs:
+        raise _BadInput("estimate: give the archive's inputs with --input SHAPE[:DTYPE]")
+    try:
+        import torch
+
+        from . import step_graph
+        import warnings
+        with warnings.catch_warnings():  # torch.export's own deprecations are not the user's
+            warnings.simplefilter("ignore")
+            module = torch.export.load(archive).module()
+        inputs = [_example_tensor(torch, spec) for spec in specs]
+        document = step_graph.record(module, inputs, training=False)
+    except ImportError as error:
+        raise MemTracerError(f"estimate: {archive} needs torch (pip install torch): "
+                             f"{error}") from error
+    except step_graph.StepGraphError as error:
+        raise MemTracerError(f"estimate: {archive}: {error}") from error
+    except (RuntimeError, ValueError, OSError) as error:
+        raise MemTracerError(f"estimate: {archive}: {str(error).strip().splitlines()[0]}") from error
+    with tempfile.TemporaryDirectory(prefix="mem_tracer-") as work:
+        graph = step_graph.write(document, Path(work) / "forward.json")
+        return _call([tool, str(graph), *rest])[0]
+
+
+def _example_tensor(torch: Any, spec: str) -> Any:
+    """A tensor of the shape and dtype `SHAPE[:DTYPE]` names (zeros: only its shape is used)."""
+    shape_text, _, dtype_text = spec.partition(":")
+    try:
+        shape = [int(size) for size in shape_text.split("x")] if shape_text else []
+    except ValueError:
+        raise _BadInput(f"estimate: --input {spec}: expected SHAPE[:DTYPE], e.g. 4x128:int64") from None
+    dtype = getattr(torch, dtype_text or "float32", None)
+    if not isinstance(dtype, torch.dtype):
+        raise _BadInput(f"estimate: --input {spec}: unknown dtype {dtype_text}")
+    return torch.zeros(shape, dtype=dtype)
 
 
 def run(arguments: argparse.Namespace) -> int:
@@ -219,7 +284,7 @@ def run(arguments: argparse.Namespace) -> int:
         if not arguments.module:
             raise _BadInput("run: -m needs a module name")
         module, *program_arguments = arguments.module
-        command = [sys.executable, "-m", module, *program_arguments]
+        command = [sys.executable, "-m", "mem_tracer._run", "-m", module, *program_arguments]
         name = module
     else:
         program = list(arguments.program)
@@ -230,7 +295,8 @@ def run(arguments: argparse.Namespace) -> int:
         name = program[0]
         if not os.path.exists(name):
             raise _BadInput(f"run: {name} does not exist")
-        command = [sys.executable, *program]
+        # Through mem_tracer._run: the training hooks first (categories, phases, steps).
+        command = [sys.executable, "-m", "mem_tracer._run", *program]
     library = _native.library_path()
     environment = dict(os.environ)
     environment["LD_PRELOAD"] = " ".join(filter(None, [str(library), environment.get("LD_PRELOAD")]))

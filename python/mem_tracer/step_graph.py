@@ -364,13 +364,28 @@ def record(model: Any, example_inputs: Sequence[Any] = (), *,
                  training=training, loss_fn=loss_fn, optimizer=optimizer, autocast=autocast,
                  scaler=scaler, accumulate=accumulate, device=device, batch=batch,
                  prepare=prepare)
+    with _quiet_fake_tensors():
+        try:
+            return step.record(replay=None)
+        except StepGraphError as error:
+            if not isinstance(error.__cause__, (DataDependentOutputException,
+                                                DynamicOutputShapeException)):
+                raise
+        return step.record(replay=step.example_values())
+
+
+@contextlib.contextmanager
+def _quiet_fake_tensors() -> Iterator[None]:
+    """FakeTensorMode logs the error of an op that fails on fake tensors, with its stack, on
+    top of raising it: the error is said once, in StepGraphError's one line."""
+    import logging
+    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
     try:
-        return step.record(replay=None)
-    except StepGraphError as error:
-        if not isinstance(error.__cause__, (DataDependentOutputException,
-                                            DynamicOutputShapeException)):
-            raise
-    return step.record(replay=step.example_values())
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 class _Step:

@@ -317,9 +317,10 @@ def _module_forward_ends(module: Any, args: Any, output: Any) -> None:
 # ---- install / uninstall ----------------------------------------------------------------
 
 
-def install(model: Any = None, *, modules: bool = True) -> None:
+def install(model: Any = None, *, modules: bool = True, announce: bool = True) -> None:
     """Installs the hooks (start_tracing() calls it): the optimizer's always, the root
-    module's when `model` is given, and the backward module attribution when `modules`."""
+    module's when `model` is given, and the backward module attribution when `modules`.
+    `announce` writes the first training record now (the trace is a training one from here)."""
     global _model, _torch, _module_path
     with _lock:
         if _handles:
@@ -338,7 +339,8 @@ def install(model: Any = None, *, modules: bool = True) -> None:
         from .tracing import _module_path
         _handles.append(torch_optimizer.register_optimizer_step_pre_hook(_before_step))
         _handles.append(torch_optimizer.register_optimizer_step_post_hook(_after_step))
-        _library().memtrace_training_phase(_NONE)  # the trace has training records from here
+        if announce:
+            _library().memtrace_training_phase(_NONE)  # the trace has training records from here
         if model is None or not isinstance(model, torch.nn.Module):
             return
         _model = weakref.ref(model)
@@ -351,10 +353,45 @@ def install(model: Any = None, *, modules: bool = True) -> None:
             _handles.append(torch_module.register_module_forward_hook(_module_forward_ends))
 
 
+_automatic_roots: list[bool] = []  # per module forward running: whether it is a root's
+
+
+def _automatic_begins(module: Any, args: Any) -> None:
+    # A root: called with no module's forward running, and with gradients on (a forward under
+    # no_grad is inference, which gets no training records).
+    root = not _automatic_roots and _torch.is_grad_enabled()
+    _automatic_roots.append(root)
+    if root:
+        _root_forward_begins(module, args, {})
+
+
+def _automatic_ends(module: Any, args: Any, output: Any) -> None:
+    if _automatic_roots and _automatic_roots.pop():
+        _root_forward_ends(module, args, {}, output)
+
+
+def install_automatic() -> None:
+    """The hooks for a program that does not call start_tracing(model=...) (`memtrace run
+    script.py`): the optimizer's, and the root module's for whichever module is called with
+    no module's forward running and gradients on (its positional arguments are its inputs).
+    Nothing is written until the program trains: a program that only infers, or never
+    allocates, gets no training records (and no file)."""
+    install(None, announce=False)
+    with _lock:
+        if _torch is None:
+            return
+        from torch.nn.modules import module as torch_module
+        _handles.append(torch_module.register_module_forward_pre_hook(_automatic_begins))
+        _handles.append(torch_module.register_module_forward_hook(_automatic_ends,
+                                                                  always_call=True))
+        _handles.append(torch_module.register_module_forward_hook(_module_forward_ends))
+
+
 def uninstall() -> None:
     """Removes the hooks (stop_tracing() calls it)."""
     global _model, _forward_depth
     with _lock:
+        _automatic_roots.clear()
         while _handles:
             _handles.pop().remove()
         _model = None

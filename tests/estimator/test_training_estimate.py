@@ -7,6 +7,9 @@ routing. Then plan() proven by running its plan, the graph file's refusals, and 
 archive."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -15,7 +18,7 @@ import torch.nn as nn
 import models
 import training_accuracy
 import zoo
-from conftest import BAD_INPUT, estimator_binary, run_estimator
+from conftest import BAD_INPUT, REPOSITORY, estimator_binary, run_estimator
 from memory_tracker import measure_call
 from training_truth import measure_step
 
@@ -220,6 +223,12 @@ def test_a_torch_export_archive_is_estimated(tmp_path):
         truth = measure_call(model, (x,), {}).peak
     assert result.activation_peak_bytes == truth
     assert result.training_peak_bytes is None
-    # The tool itself says where such a file goes.
+    # The tool itself says where such a file goes: the front door, which records it.
     refused = run_estimator(path, "--input", "4x16")
     assert refused.returncode == BAD_INPUT and "memtrace estimate" in refused.stderr
+    front = subprocess.run([sys.executable, "-m", "mem_tracer", "estimate", str(path), "--input",
+                            "4x16", "--device", "cpu", "--format", "json"],
+                           capture_output=True, text=True, check=False,
+                           env={**os.environ, "PYTHONPATH": str(REPOSITORY / "python")})
+    assert front.returncode == 0, front.stderr
+    assert json.loads(front.stdout)["summary"]["activation_peak_requested_bytes"] == truth

@@ -5,6 +5,7 @@ out what the report must say by itself (its own count of live bytes, the paramet
 step's .grads, the optimizer's state, the tensors autograd saved through its own
 saved_tensors_hooks), never from the report."""
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -180,3 +181,43 @@ def test_the_predicted_step_stands_beside_the_measured_one(build, tmp_path, mode
     text = report(trace, "--group-by", "category", "--estimate", estimate)
     assert "Predicted categories at the step's peak: parameter" in text
     assert f"Predicted peak: " in text and "+0.0 % against the measured peak" in text
+
+
+def test_memtrace_run_records_categories_of_an_unmodified_script(build, tmp_path):
+    # `python -m mem_tracer run train.py`: the script calls no start_tracing(); the bootstrap
+    # installs the training hooks, and the first module called is the root (its arguments the
+    # inputs, what autograd saves in its forward the activations).
+    traces = tmp_path / "run-%p.bin"
+    result = run([sys.executable, "-m", "mem_tracer", "run", "-q", "-o", traces, SCRIPTS / "train.py",
+                  Build.cudart, tmp_path / "unused.bin", "transformer", "adamw", "3", "unmodified"],
+                 {"PYTHONPATH": f"{PACKAGE}:{SCRIPTS}"}, timeout=300)
+    expected = json.loads(result.stdout.splitlines()[-1])
+    (trace,) = tmp_path.glob("run-*.bin")
+    training = json.loads(report(trace, "--format", "json"))["training"]
+    assert training["categories_at_peak"] == expected["categories"]
+    assert expected["categories"]["activation"] > 0 and expected["categories"]["input"] > 0
+    assert [step["peak_bytes"] for step in training["steps"]] == [
+        step["peak_bytes"] for step in expected["steps"]]
+
+
+def test_the_page_stacks_the_timeline_by_category_with_phases_and_steps(build, tmp_path):
+    trace, expected = train(tmp_path, "transformer", "adamw")
+    page = tmp_path / "categories.html"
+    run([Build.report, "html", "--group-by", "category", trace, "-o", page])
+    match = re.search(r'<script type="application/json" id="memtrace-data">(.*?)</script>',
+                      page.read_text(), re.S)
+    timeline = json.loads(match.group(1))["timeline"]
+    lanes = timeline["lane_names"]
+    assert set(lanes) - {"other"} == {name for name, size in expected["categories"].items() if size}
+    # Each sample's lanes are the categories live then; at the peak, the report's breakdown.
+    peak = timeline["bytes"].index(max(timeline["bytes"]))
+    at_peak = {name: timeline["lanes"][lane][peak] for lane, name in enumerate(lanes)}
+    assert {name: size for name, size in at_peak.items() if size} == {
+        name: size for name, size in expected["categories"].items() if size}
+    # Three steps: a forward, backward and optimizer band each, and each step's end marked.
+    marks = timeline["marks"]
+    begins = [mark["name"] for mark in marks if mark["kind"] == "phase-begin"]
+    assert begins == ["forward", "backward", "optimizer"] * 3
+    assert len([mark for mark in marks if mark["kind"] == "phase-end"]) == 9
+    assert [mark["name"] for mark in marks if mark["kind"] == "annotation"] == [
+        "step 1", "step 2", "step 3"]

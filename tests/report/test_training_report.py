@@ -102,6 +102,12 @@ def test_the_pytorch_snapshot_carries_memory_viz_categories(build, tmp_path):
     blocks = {b["address"]: b["category"] for s in snapshot["segments"] for b in s["blocks"]}
     assert blocks == {P: "parameter", S: "optimizer_state", X: "input", A: "activation",
                       G: "gradient", T: "temporary"}
+    # memory_viz throws on a snapshot whose categories lack "unknown" (annotate_snapshot's
+    # `snapshot.categores.push('unknown')`): the first segment names it.
+    categories = {e["category"] for e in snapshot["device_traces"][0] if "category" in e}
+    assert "unknown" in categories
+    first_segment = next(e for e in snapshot["device_traces"][0] if e["action"] == "segment_alloc")
+    assert first_segment["category"] == "unknown"
 
 
 def test_a_trace_cut_inside_a_step_shows_it_unfinished(build, tmp_path):

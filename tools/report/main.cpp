@@ -353,8 +353,10 @@ examples:
     else
       throw UsageError("--group-by takes line, function, file, stack, module or category, not '" +
                        a.group_by + "'");
-    if (options.group_by == GroupBy::kCategory && options.command != "report")
-      throw UsageError("--group-by category is for the report, not " + options.command);
+    if (options.group_by == GroupBy::kCategory && options.command != "report" &&
+        options.command != "html")
+      throw UsageError("--group-by category is for the report and the HTML page, not " +
+                       options.command);
     if (a.frame.empty() || a.frame == "innermost")
       options.frame = FramePolicy::kInnermost;
     else if (a.frame == "user")

@@ -1,7 +1,8 @@
 """A few training steps under the test CUDA runtime, with mem_tracer's training categories.
 
 argv: libcudart path, trace path, model (mlp | transformer), optimizer (sgd | adamw), steps,
-and optionally "nomodel": start_tracing() without model= (only the optimizer's hooks).
+and options: "nomodel" (start_tracing() without model=: only the optimizer's hooks),
+"unmodified" (no start_tracing(): `memtrace run` traces the script), "estimate=PATH".
 Prints, as its last line, what the test expects the report to say, computed here without
 the report: the peak and its bytes by category, and each step's peak, from the mirror's own
 count and from what this script sees (the parameters, each step's .grads, the optimizer's
@@ -57,8 +58,12 @@ for option in sys.argv[6:]:
         mem_tracer.estimate(model, (x,), training=True, optimizer=optimizer, loss_fn=loss_of,
                             targets=(y,), device="cpu", output=option.removeprefix("estimate="))
 with_model = "nomodel" not in sys.argv[6:]
+# "unmodified": the script does not trace itself; `memtrace run` traces it (its bootstrap installs
+# the training hooks, the root module being the first one called).
+unmodified = "unmodified" in sys.argv[6:]
 
-mem_tracer.start_tracing(trace_path, model=model if with_model else None)
+if not unmodified:
+    mem_tracer.start_tracing(trace_path, model=model if with_model else None)
 step_peaks = []
 with mirror:
     for _ in range(steps):
@@ -75,7 +80,8 @@ with mirror:
         step_peaks.append(mirror.end_step())
         optimizer.zero_grad(set_to_none=True)
         del x, y, out, loss
-mem_tracer.stop_tracing()
+if not unmodified:
+    mem_tracer.stop_tracing()
 training._set_address_resolver(None)
 
 
