@@ -21,19 +21,13 @@ std::optional<ValueId> lastBoundTo(const Graph& graph, ScopeId scope, const std:
 }
 
 void noteSourceMissing(Graph& graph, const SourceFrame& statement) {
-  std::string detail = "the source file " + statement.file +
-                       " cannot be read: the Python names its statements bind are unknown, so "
-                       "the eager figure frees their values at last use and is approximate";
-  bool noted = std::any_of(
-      graph.assumptions.begin(), graph.assumptions.end(), [&](const Assumption& assumption) {
-        return assumption.kind == AssumptionKind::kSemantics && assumption.detail == detail;
-      });
-  if (noted) return;
-  graph.assumptions.push_back({AssumptionKind::kSemantics,
-                               "",
-                               {statement},
-                               std::move(detail),
-                               /*makes_lower_bound=*/false});
+  graph.assumeOnce({AssumptionKind::kSemantics,
+                    "",
+                    {statement},
+                    "the source file " + statement.file +
+                        " cannot be read: the Python names its statements bind are unknown, so "
+                        "the eager figure frees their values at last use and is approximate",
+                    /*makes_lower_bound=*/false});
 }
 
 void noteStoredInObject(Graph& graph, const SourceFrame& statement, const std::string& target,
@@ -41,20 +35,14 @@ void noteStoredInObject(Graph& graph, const SourceFrame& statement, const std::s
   ScopeId root;
   if (!graph.scopes.empty()) root = ScopeId(0u);  // the forward's: the first scope made
   for (ValueId value : values) graph.unnamed_values.push_back({value, root});
-  std::string detail = "values stored into an object (`" + target + " = ...` at " + statement.file +
-                       ":" + std::to_string(statement.line) +
-                       ") live as long as the object, which the graph does not show: the "
-                       "eager figure frees them at last use and is approximate";
-  bool noted = std::any_of(
-      graph.assumptions.begin(), graph.assumptions.end(), [&](const Assumption& assumption) {
-        return assumption.kind == AssumptionKind::kSemantics && assumption.detail == detail;
-      });
-  if (noted) return;
-  graph.assumptions.push_back({AssumptionKind::kSemantics,
-                               "",
-                               {statement},
-                               std::move(detail),
-                               /*makes_lower_bound=*/false});
+  graph.assumeOnce({AssumptionKind::kSemantics,
+                    "",
+                    {statement},
+                    "values stored into an object (`" + target + " = ...` at " + statement.file +
+                        ":" + std::to_string(statement.line) +
+                        ") live as long as the object, which the graph does not show: the "
+                        "eager figure frees them at last use and is approximate",
+                    /*makes_lower_bound=*/false});
 }
 
 }  // namespace memtrace::estimator

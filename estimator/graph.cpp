@@ -42,6 +42,13 @@ NodeId Graph::addNode(Node node) {
   return NodeId(nodes.size() - 1);
 }
 
+void Graph::assumeOnce(Assumption assumption) {
+  bool noted = std::any_of(assumptions.begin(), assumptions.end(), [&](const Assumption& other) {
+    return other.kind == assumption.kind && other.detail == assumption.detail;
+  });
+  if (!noted) assumptions.push_back(std::move(assumption));
+}
+
 ScopeId Graph::addScope(Scope scope) {
   scopes.push_back(std::move(scope));
   return ScopeId(scopes.size() - 1);

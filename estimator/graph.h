@@ -211,6 +211,8 @@ struct Graph {
   ValueId addValue(Value value);
   NodeId addNode(Node node);
   ScopeId addScope(Scope scope);
+  // Adds `assumption` unless one of its kind saying the same is there already.
+  void assumeOnce(Assumption assumption);
 
   bool lowerBound() const;
 };

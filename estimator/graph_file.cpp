@@ -100,6 +100,21 @@ class Reader {
     }
   }
 
+  // An entry's "stack": indices into "frames", innermost first.
+  std::vector<SourceFrame> stackOf(const json& entry, const std::string& where) const {
+    const json& stack = member(entry, "stack", where);
+    if (!stack.is_array()) fail(where + ": \"stack\" must be an array");
+    std::vector<SourceFrame> frames;
+    for (const json& frame : stack) {
+      int64_t at = integer(frame, where + "'s stack");
+      if (at < 0 || static_cast<size_t>(at) >= frames_.size()) {
+        fail(where + ": no frame " + std::to_string(at));
+      }
+      frames.push_back(frames_[at]);
+    }
+    return frames;
+  }
+
   // What the recording assumed (Note [Data-dependent values] in step_graph.py): sizes of
   // data-dependent ops as on the example input.
   void readAssumptions(const json& assumptions, Graph& graph) {
@@ -116,15 +131,7 @@ class Reader {
                             {},
                             text(entry, "detail", where),
                             /*makes_lower_bound=*/false};
-      const json& stack = member(entry, "stack", where);
-      if (!stack.is_array()) fail(where + ": \"stack\" must be an array");
-      for (const json& frame : stack) {
-        int64_t at = integer(frame, where + "'s stack");
-        if (at < 0 || static_cast<size_t>(at) >= frames_.size()) {
-          fail(where + ": no frame " + std::to_string(at));
-        }
-        assumption.stack.push_back(frames_[at]);
-      }
+      assumption.stack = stackOf(entry, where);
       graph.assumptions.push_back(std::move(assumption));
     }
   }
@@ -203,15 +210,7 @@ class Reader {
       if (auto flops = entry.find("flops"); flops != entry.end()) {
         node.flops = integer(*flops, where + "'s flops");
       }
-      const json& stack = member(entry, "stack", where);
-      if (!stack.is_array()) fail(where + ": \"stack\" must be an array");
-      for (const json& frame : stack) {
-        int64_t at = integer(frame, where + "'s stack");
-        if (at < 0 || static_cast<size_t>(at) >= frames_.size()) {
-          fail(where + ": no frame " + std::to_string(at));
-        }
-        node.stack.push_back(frames_[at]);
-      }
+      node.stack = stackOf(entry, where);
       const json& releases = member(entry, "releases", where);
       if (!releases.is_array()) fail(where + ": \"releases\" must be an array");
       for (const json& release : releases) {

@@ -35,9 +35,9 @@ class LaneAssigner {
   uint32_t laneOfAllocation(const Event& event, const Allocation& allocation) {
     if (!categories_ || lane_of_name_.empty()) return laneOf(allocation);
     auto told = categories_->find(event.index);
-    format::Category category = categoryOf(
-        told == categories_->end() ? format::Category::kUnknown : told->second, allocation.traced,
-        training_);
+    format::Category category =
+        categoryOf(told == categories_->end() ? format::Category::kUnknown : told->second,
+                   allocation.traced, training_);
     auto it = lane_of_name_.find(format::categoryName(category));
     return it == lane_of_name_.end() ? other_ : static_cast<uint32_t>(it->second);
   }
@@ -171,8 +171,8 @@ struct TimelineVisitor : reader::LiveVisitor {
       timeline.marks.push_back(TimelineMark{time_ns, format::MarkerKind::kPhaseEnd,
                                             format::trainingPhaseName(training_phase)});
     if (phase != format::TrainingPhase::kNone)
-      timeline.marks.push_back(TimelineMark{time_ns, format::MarkerKind::kPhaseBegin,
-                                            format::trainingPhaseName(phase)});
+      timeline.marks.push_back(
+          TimelineMark{time_ns, format::MarkerKind::kPhaseBegin, format::trainingPhaseName(phase)});
     training_phase = phase;
   }
 

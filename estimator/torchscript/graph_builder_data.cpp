@@ -293,13 +293,8 @@ void GraphBuilder::checkIndexBounds(const jit::Node* node, const std::vector<Slo
           (location.traced
                ? " (a trace keeps the example's path: trace the model at the shapes you estimate)"
                : "");
-      bool noted = std::any_of(graph_.assumptions.begin(), graph_.assumptions.end(),
-                               [&](const Assumption& other) { return other.detail == detail; });
-      if (!noted) {
-        graph_.assumptions.push_back({AssumptionKind::kSemantics, node->kind().toQualString(),
-                                      location.stack, std::move(detail),
-                                      /*makes_lower_bound=*/false});
-      }
+      graph_.assumeOnce({AssumptionKind::kSemantics, node->kind().toQualString(), location.stack,
+                         std::move(detail), /*makes_lower_bound=*/false});
       return;
     }
     throw ModelRaised{why + (location.traced ? ": the traced graph cannot run at these input "

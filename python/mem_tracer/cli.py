@@ -244,10 +244,11 @@ def _estimate_export_archive(tool: str, arguments: list[str]) -> int:
     if not specs:
         raise _BadInput("estimate: give the archive's inputs with --input SHAPE[:DTYPE]")
     try:
+        import warnings
+
         import torch
 
         from . import step_graph
-        import warnings
         with warnings.catch_warnings():  # torch.export's own deprecations are not the user's
             warnings.simplefilter("ignore")
             module = torch.export.load(archive).module()

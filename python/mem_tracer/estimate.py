@@ -428,21 +428,10 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
             document["model"] = None
             if output is not None:
                 json_path.write_text(json.dumps(document, indent=2) + "\n")
-        summary, peak = document["summary"], document.get("peak") or {}
-        result = Estimate(
-            method=method, method_note=note,
-            model_path=Path(model_path).resolve() if kept else None,
-            semantics=document.get("semantics", semantics),
-            peak_requested_bytes=summary["peak_requested_bytes"],
-            peak_allocated_bytes=summary["peak_allocated_bytes"],
-            peak_reserved_bytes=summary["peak_reserved_bytes"],
-            activation_peak_bytes=summary["activation_peak_requested_bytes"],
-            weight_bytes=summary["weight_bytes"], input_bytes=summary["input_bytes"],
-            lower_bound=bool(document.get("lower_bound")),
-            by_line=_lines(peak.get("by_frame", [])), by_user_line=_lines(peak.get("by_user_frame", [])),
-            by_module=[ModuleEntry(_unwrapped(e["module_path"], wrapped), e["bytes"], e.get("tensors", 0))
-                       for e in peak.get("by_module", [])],
-            raw=document, path=json_path if output is not None else None)
+        result = _estimate_from(document, method, note,
+                                json_path if output is not None else None,
+                                model_path=Path(model_path).resolve() if kept else None,
+                                wrapped=wrapped)
         if batch_sizes or budget is not None:
             sweep_options = list(options)
             if batch_sizes:
@@ -572,12 +561,13 @@ def _largest_batch(check: Callable[[int], tuple[bool, bool]], limit: int = 1 << 
     return low
 
 
-def _estimate_from(document: dict[str, Any], method: Method, note: str,
-                   path: Path | None) -> Estimate:
+def _estimate_from(document: dict[str, Any], method: Method, note: str, path: Path | None, *,
+                   model_path: Path | None = None, wrapped: bool = False) -> Estimate:
+    """The Estimate of memtrace-estimate's JSON (`path`: where it was kept, if it was)."""
     summary, peak = document["summary"], document.get("peak") or {}
     step = document.get("step") or {}
     return Estimate(
-        method=method, method_note=note, model_path=None,
+        method=method, method_note=note, model_path=model_path,
         semantics=document.get("semantics", "eager"),
         peak_requested_bytes=summary["peak_requested_bytes"],
         peak_allocated_bytes=summary["peak_allocated_bytes"],
@@ -586,8 +576,8 @@ def _estimate_from(document: dict[str, Any], method: Method, note: str,
         weight_bytes=summary["weight_bytes"], input_bytes=summary["input_bytes"],
         lower_bound=bool(document.get("lower_bound")),
         by_line=_lines(peak.get("by_frame", [])), by_user_line=_lines(peak.get("by_user_frame", [])),
-        by_module=[ModuleEntry(e["module_path"], e["bytes"], e.get("tensors", 0))
-                   for e in peak.get("by_module", [])],
+        by_module=[ModuleEntry(_unwrapped(e["module_path"], wrapped), e["bytes"],
+                               e.get("tensors", 0)) for e in peak.get("by_module", [])],
         raw=document, path=path,
         training_peak_bytes=summary.get("training_peak_bytes"),
         training_breakdown=_in_order(summary.get("training_breakdown")),
