@@ -316,7 +316,11 @@ def test_write_failure_midway_warns_once_and_keeps_what_was_written(build, tmp_p
     assert len(warnings) == 1 and "cannot write the trace file" in warnings[0], stderr
     assert trace.stat().st_size <= FILE_SIZE_LIMIT
     summary = report_json(trace)["summary"]
-    assert summary["allocations"] > 1000 and summary["cut_offset"] == 0
+    # What the 60 kB held is there, read whole. How many events that is depends on how many
+    # were written through (a chunk each, about 30 bytes an event, in a file's first 100 ms)
+    # rather than buffered (about 5): under ASan on a loaded machine most are, and the 60 kB
+    # hold about 1000 allocations and their frees; buffered, several times more.
+    assert summary["allocations"] > 500 and summary["cut_offset"] == 0
 
 
 def test_unwritable_path_warns_once_and_the_program_goes_on(build, tmp_path):
