@@ -98,11 +98,6 @@ def _preloaded() -> Path | None:
     return None
 
 
-def is_preloaded() -> bool:
-    """Whether this process runs with libmemtrace.so preloaded (python -m mem_tracer run)."""
-    return _preloaded() is not None
-
-
 @cache
 def library() -> ctypes.PyDLL:
     """libmemtrace.so, loaded once, with the C API's signatures set.

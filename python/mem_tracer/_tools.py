@@ -11,12 +11,16 @@ from .errors import MemTracerError
 
 
 def _exec(name: str, argv: list[str] | None) -> int:
+    arguments = sys.argv[1:] if argv is None else argv
     try:
         path = _native.estimator_path() if name == "memtrace-estimate" else _native.tool_path(name)
     except MemTracerError as error:
+        if arguments == ["--version"]:  # the program would say the package's own version
+            from . import __version__
+            print(f"{name} {__version__}")
+            return 0
         print(f"{name}: error: {error}", file=sys.stderr)
         return 2
-    arguments = sys.argv[1:] if argv is None else argv
     sys.stdout.flush()
     sys.stderr.flush()
     try:

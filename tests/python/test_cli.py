@@ -37,11 +37,12 @@ def a_trace(tmp_path_factory):
 
 
 def test_version():
-    assert memtrace("--version").stdout == "memtrace 0.1.0\n"
-    assert memtrace("run", "--version").stdout == "memtrace 0.1.0\n"
+    expected = (ROOT / "VERSION").read_text().strip()  # the one version source
+    assert memtrace("--version").stdout == f"memtrace {expected}\n"
+    assert memtrace("run", "--version").stdout == f"memtrace {expected}\n"
     version = run([sys.executable, "-c", "import mem_tracer; print(mem_tracer.__version__)"],
                   {"PYTHONPATH": str(PACKAGE)}).stdout
-    assert version == "0.1.0\n"
+    assert version == f"{expected}\n"
 
 
 def test_the_console_script_is_the_front_door():

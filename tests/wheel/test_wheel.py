@@ -146,6 +146,9 @@ def test_installed_without_torch(wheel, build, tmp_path):
     assert refused.returncode != 0
     assert refused.stderr == ("memtrace-estimate: error: memtrace-estimate needs PyTorch: "
                               "pip install torch\n")
+    # Its version it says all the same (the package's, which the program shares).
+    answered = in_venv(bin_dir, "memtrace-estimate", "--version", cwd=elsewhere).stdout
+    assert answered == f"memtrace-estimate {version}\n"
     api = in_venv(bin_dir, "python", "-c", "import mem_tracer\ntry:\n    mem_tracer.estimate("
                   "'model.pt', [(32, 64)])\nexcept mem_tracer.MemTracerError as error:\n"
                   "    print(error)", cwd=elsewhere).stdout
