@@ -396,17 +396,12 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     if semantics not in ("eager", "torchscript"):
         raise MemTracerError(f"estimate(): semantics must be 'eager' or 'torchscript', not {semantics!r}")
     _native.estimator_path()  # without torch, say so in one line before anything imports it
-    kwargs = dict(example_kwargs or {})
-    if isinstance(example_inputs, Mapping):
-        kwargs = {**example_inputs, **kwargs}
-        example_inputs = ()
-    elif not isinstance(example_inputs, (tuple, list)):
-        example_inputs = (example_inputs,)
+    example_inputs, kwargs = call_inputs(example_inputs, example_kwargs)
     if not example_inputs and not kwargs:
         raise MemTracerError("estimate(): give example inputs (positional, a dict, or example_kwargs)")
     if training or _is_export_archive(model):
         return _estimate_recorded(
-            model, list(example_inputs), kwargs, profile=_device_profile(device), output=output,
+            model, example_inputs, kwargs, profile=_device_profile(device), output=output,
             batch_sizes=batch_sizes, budget=budget,
             step={"training": training, "loss_fn": loss_fn, "targets": tuple(targets),
                   "optimizer": optimizer, "autocast": autocast, "scaler": scaler,
@@ -446,6 +441,19 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
             if sweep.get("budget"):
                 result.largest_batch = sweep["budget"].get("largest_batch")
         return result
+
+
+def call_inputs(example_inputs: Sequence[Any] | Mapping[str, Any] | Any,
+                example_kwargs: Mapping[str, Any] | None) -> tuple[list[Any], dict[str, Any]]:
+    """The positional and keyword inputs of one call, however they were given: a sequence of
+    positional ones, one input alone, or a dict of keyword ones (a tokenizer's output), with
+    `example_kwargs` added."""
+    kwargs = dict(example_kwargs or {})
+    if isinstance(example_inputs, Mapping):
+        return [], {**example_inputs, **kwargs}
+    if not isinstance(example_inputs, (tuple, list)):
+        return [example_inputs], kwargs
+    return list(example_inputs), kwargs
 
 
 def _is_export_archive(model: Any) -> bool:

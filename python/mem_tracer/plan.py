@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import MemTracerError
-from .estimate import Device, _device_profile, _largest_batch, _record_and_estimate
+from .estimate import Device, _device_profile, _largest_batch, _record_and_estimate, call_inputs
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -130,13 +130,7 @@ def plan(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (), *,
     forward in backward costs, in FLOPs (torch.utils.flop_counter's count). ``Plan.apply(model)``
     wraps them."""
     budget_bytes = parse_bytes(budget)
-    kwargs = dict(example_kwargs or {})
-    if isinstance(example_inputs, Mapping):
-        kwargs = {**example_inputs, **kwargs}
-        example_inputs = ()
-    elif not isinstance(example_inputs, (tuple, list)):
-        example_inputs = (example_inputs,)
-    args = list(example_inputs)
+    args, kwargs = call_inputs(example_inputs, example_kwargs)
     profile = _device_profile(device)
     step = {"training": True, "loss_fn": loss_fn, "targets": tuple(targets),
             "optimizer": optimizer, "autocast": autocast, "scaler": scaler,
