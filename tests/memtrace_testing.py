@@ -111,3 +111,28 @@ def report_fails(args, *expected, timeout=30):
         assert text in lines[0], lines[0]
     assert result.stdout == ""
     return lines[0]
+
+
+def progress_on_a_terminal(command):
+    """Runs `command` with stderr on a pseudo-terminal and progress shown at once; returns
+    what it wrote there."""
+    import pty
+
+    controller, terminal = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
+    env["MEMTRACE_PROGRESS_DELAY_MS"] = "0"
+    process = subprocess.Popen([str(c) for c in command], stdout=subprocess.DEVNULL,
+                               stderr=terminal, stdin=subprocess.DEVNULL, env=env)
+    os.close(terminal)
+    output = b""
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:  # EIO: the other side closed
+            break
+        if not chunk:
+            break
+        output += chunk
+    assert process.wait(timeout=120) == 0
+    os.close(controller)
+    return output.decode()

@@ -343,31 +343,12 @@ def test_an_output_is_never_overwritten_without_force(saved, tmp_path):
 
 
 def test_loading_shows_progress_on_a_terminal(saved):
-    import os
-    import pty
     import re
-    import subprocess
 
     from conftest import estimator_binary
+    from memtrace_testing import progress_on_a_terminal
 
-    controller, terminal = pty.openpty()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
-    env["MEMTRACE_PROGRESS_DELAY_MS"] = "0"  # at once; by default only a load past 0.5 s
-    process = subprocess.Popen([str(estimator_binary()), str(saved["small"]), "--input", "1x3x8x8"],
-                               stdout=subprocess.DEVNULL, stderr=terminal, stdin=subprocess.DEVNULL, env=env)
-    os.close(terminal)
-    output = b""
-    while True:
-        try:
-            chunk = os.read(controller, 4096)
-        except OSError:  # EIO: the other side closed
-            break
-        if not chunk:
-            break
-        output += chunk
-    assert process.wait(timeout=120) == 0
-    os.close(controller)
-    text = output.decode()
+    text = progress_on_a_terminal([estimator_binary(), saved["small"], "--input", "1x3x8x8"])
     shown = re.findall(r"\r\x1b\[Kmemtrace-estimate: \S*small\.pt: ([a-z ]+?) +\d+%", text)
     assert shown and set(shown) == {"loading the model"}, text  # shown again every 200 ms
     assert text.endswith("\r\x1b[K")

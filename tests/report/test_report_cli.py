@@ -7,7 +7,8 @@ import json
 import pytest
 
 
-from memtrace_testing import Build, preloaded, report_fails as fails, report_json, run
+from memtrace_testing import (Build, preloaded, progress_on_a_terminal, report_fails as fails,
+                              report_json, run)
 
 
 @pytest.fixture(scope="module")
@@ -227,33 +228,6 @@ def test_a_prediction_against_nothing_measured_gives_no_percentage(build, tmp_pa
     line = [line for line in text.splitlines() if line.startswith("Predicted peak:")][0]
     assert line.endswith(": nothing measured to compare with"), line
     assert "%" not in line
-
-
-def progress_on_a_terminal(command):
-    """Runs `command` with stderr on a pseudo-terminal and progress shown at once; returns
-    what it wrote there."""
-    import os
-    import pty
-    import subprocess
-
-    controller, terminal = pty.openpty()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
-    env["MEMTRACE_PROGRESS_DELAY_MS"] = "0"
-    process = subprocess.Popen([str(c) for c in command], stdout=subprocess.DEVNULL,
-                               stderr=terminal, stdin=subprocess.DEVNULL, env=env)
-    os.close(terminal)
-    output = b""
-    while True:
-        try:
-            chunk = os.read(controller, 4096)
-        except OSError:  # EIO: the other side closed
-            break
-        if not chunk:
-            break
-        output += chunk
-    assert process.wait(timeout=60) == 0
-    os.close(controller)
-    return output.decode()
 
 
 @pytest.mark.parametrize("command, passes", [

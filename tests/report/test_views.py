@@ -4,11 +4,8 @@ with torch's own _memory_viz.py). Most checks run on a hand-written trace whose 
 byte count is known, with file, function and annotation names that try to inject script.
 """
 import json
-import os
 import pickle
-import pty
 import re
-import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -17,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import chromium  # noqa: E402
-from memtrace_testing import Build, preloaded, report_json, run  # noqa: E402
+from memtrace_testing import Build, preloaded, progress_on_a_terminal, report_json, run  # noqa: E402
 from trace_writer import (ANNOTATION, PHASE_BEGIN, PHASE_END, PROCESS_EXIT,  # noqa: E402
                           TRACING_STARTED, TraceWriter)
 
@@ -506,24 +503,7 @@ def test_progress_only_on_a_terminal(build, trace, work):
     assert report(trace, "--top", "1").stderr == ""
     # A terminal: each pass is named with a percentage (shown at once: no delay), and the
     # line is erased at the end.
-    controller, terminal = pty.openpty()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
-    env["MEMTRACE_PROGRESS_DELAY_MS"] = "0"
-    process = subprocess.Popen([Build.report, "html", trace, "-o", work / "progress.html"],
-                               stdout=subprocess.DEVNULL, stderr=terminal, stdin=subprocess.DEVNULL, env=env)
-    os.close(terminal)
-    output = b""
-    while True:
-        try:
-            chunk = os.read(controller, 4096)
-        except OSError:  # EIO: the other side closed
-            break
-        if not chunk:
-            break
-        output += chunk
-    assert process.wait(timeout=60) == 0
-    os.close(controller)
-    text = output.decode()
+    text = progress_on_a_terminal([Build.report, "html", trace, "-o", work / "progress.html"])
     passes = re.findall(r"\r\x1b\[Kmemtrace-report: \S*hand\.bin: ([a-z ]+?) +\d+%", text)
     assert passes == ["finding the peak", "replaying to the peak", "drawing the timeline"], text
     assert text.endswith("\r\x1b[K")
