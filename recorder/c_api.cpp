@@ -16,26 +16,10 @@ using format::MarkerKind;
 
 namespace {
 
-int writeMarkerNow(MarkerKind kind, const char* name) {
-  MutexLock lock;
-  if (!g_file_wanted) {
-    setError("tracing has not started: call memtrace_start() first");
-    return -1;
-  }
-  if (!ensureFileOpen()) return -1;
-  uint64_t time = monotonicNow();
-  if (!g_writer.writeMarker(time, kind, name)) {
-    failWrite();
-    return -1;
-  }
-  afterRecord(time);
-  return 0;
-}
-
-// Writes one training record through `write` (Note [Training records]): under the lock, into
-// the open file, opening it if one is wanted.
+// Writes one record through `write` (a marker, or a training record: Note [Training records]):
+// under the lock, into the open file, opening it if one is wanted.
 template <typename Write>
-int writeTrainingRecord(Write&& write) {
+int writeRecordNow(Write&& write) {
   MutexLock lock;
   if (!g_file_wanted) {
     setError("tracing has not started: call memtrace_start() first");
@@ -49,6 +33,10 @@ int writeTrainingRecord(Write&& write) {
   }
   afterRecord(time);
   return 0;
+}
+
+int writeMarkerNow(MarkerKind kind, const char* name) {
+  return writeRecordNow([&](uint64_t time) { return g_writer.writeMarker(time, kind, name); });
 }
 
 }  // namespace
@@ -142,7 +130,7 @@ MEMTRACE_EXPORT int memtrace_set_category(uint64_t address, int category) {
     setError("memtrace_set_category: the category is not one of memtrace_category's");
     return -1;
   }
-  return writeTrainingRecord([&](uint64_t) {
+  return writeRecordNow([&](uint64_t) {
     return g_writer.writeCategory(static_cast<uintptr_t>(address),
                                   static_cast<format::Category>(category));
   });
@@ -155,14 +143,14 @@ MEMTRACE_EXPORT int memtrace_training_phase(int phase) {
     setError("memtrace_training_phase: the phase is not one of memtrace_training_phase's");
     return -1;
   }
-  return writeTrainingRecord([&](uint64_t time) {
+  return writeRecordNow([&](uint64_t time) {
     return g_writer.writeTrainingPhase(time, static_cast<format::TrainingPhase>(phase));
   });
 }
 
 MEMTRACE_EXPORT int memtrace_step_end(uint64_t step) {
   ensureRecorderInitialized();
-  return writeTrainingRecord([&](uint64_t time) { return g_writer.writeStepEnd(time, step); });
+  return writeRecordNow([&](uint64_t time) { return g_writer.writeStepEnd(time, step); });
 }
 
 MEMTRACE_EXPORT int memtrace_module_enter(const char* path) {
