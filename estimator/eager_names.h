@@ -18,10 +18,19 @@ std::optional<ValueId> lastBoundTo(const Graph& graph, ScopeId scope, const std:
 void noteSourceMissing(Graph& graph, const SourceFrame& statement);
 
 // Records values a statement stored into an object (`self.keys = ...`, storedTarget): no
-// Python name holds them, the object does, for as long as it lives, which the IR does not
-// show. The eager figure frees them at last use and is approximate; its bracket holds them
-// until the forward returns (Graph::unnamed_values with the root scope). Said once per target.
-void noteStoredInObject(Graph& graph, const SourceFrame& statement, const std::string& target,
-                        const std::vector<ValueId>& values);
+// Python name holds them, the object does (Note [Values stored into objects]). Said once per
+// target: the eager figure rests on the object's lifetime, which the IR does not show, so it is
+// approximate, bracketed by freeing them at last use and holding them until forward returns.
+// The function storing them (`scope`) also binds the target, as a name, until it returns,
+// so that `return self.keys, self.values` names what it returns.
+void noteStoredInObject(Graph& graph, const SourceFrame& statement, ScopeId scope,
+                        const std::string& target, const std::vector<ValueId>& values,
+                        NodeId after);
+
+// Once the graph is built (a statement is finished only after the calls it makes return):
+// gives each value stored into an object the slot of the stored value it replaces, if any,
+// and drops the holds of call arguments that are stored values: the tracer passed them to a
+// call it lifted them into, where Python passed the object (Note [Values stored into objects]).
+void resolveObjectStores(Graph& graph);
 
 }  // namespace memtrace::estimator

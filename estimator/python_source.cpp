@@ -146,8 +146,12 @@ std::optional<std::vector<std::string>> returnedNames(std::string_view line) {
     std::string_view text = first == std::string_view::npos
                                 ? std::string_view()
                                 : element.substr(first, last - first + 1);
-    bool bare = !text.empty() && isIdentifierStart(text.front()) &&
-                std::all_of(text.begin(), text.end(), isIdentifierPart);
+    // A name, or an attribute a statement stored (`return self.keys, self.values`).
+    bool bare = !text.empty() && isIdentifierStart(text.front()) && text.back() != '.' &&
+                text.find("..") == std::string_view::npos &&
+                std::all_of(text.begin(), text.end(), [](char character) {
+                  return isIdentifierPart(character) || character == '.';
+                });
     names.emplace_back(bare ? text : std::string_view());
   }
   return names;

@@ -23,7 +23,8 @@ std::vector<std::string> assignmentTargets(std::string_view line);
 std::optional<std::string> storedTarget(std::string_view line);
 
 // What a `return` statement returns, one entry per element of the returned tuple: the name
-// when the element is a bare name, empty when it is an expression: `return self.proj(out),
+// when the element is a bare name or a dotted one (`self.keys`, which a statement of the
+// function may have stored), empty when it is an expression: `return self.proj(out),
 // weights` -> {"", "weights"}. Nothing when the line is not a whole return statement.
 std::optional<std::vector<std::string>> returnedNames(std::string_view line);
 

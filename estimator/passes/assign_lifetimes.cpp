@@ -27,9 +27,12 @@
 //     (Module.__call__ also keeps its *args tuple), whatever the callee does with its own
 //     parameter names;
 //   - a container: a list or tuple keeps its elements alive as long as it lives itself, or
-//     until they are taken out of it (`skip = skips.pop()`: the list's hold ends there).
+//     until they are taken out of it (`skip = skips.pop()`: the list's hold ends there);
+//   - an object: `self.keys = torch.cat([self.keys, k])` holds the value until the attribute
+//     is stored again or the object dies (Note [Values stored into objects]).
 // The front end records names as Bindings in the scope (function invocation) that binds them,
-// and call arguments as Bindings of the callee's scope that are never rebound.
+// call arguments as Bindings of the callee's scope that are never rebound, and objects'
+// attributes as Bindings of the forward's scope.
 // Both semantics keep what the forward returns, and containers hold their elements in both.
 
 namespace memtrace::estimator {

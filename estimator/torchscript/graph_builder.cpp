@@ -134,7 +134,7 @@ void GraphBuilder::runCall(jit::Node* node, Frame& frame, Environment& environme
   }
   if (frame.first_traced_stack.empty()) frame.first_traced_stack = callee.first_traced_stack;
   bindOutputs(node, location, outputs);
-  if (location.traced) bindReturnedNames(callee, location);
+  if (location.traced) bindReturnedNames(callee, location, outputs);
 }
 
 // torch.jit.freeze turns the weights into constants and inlines every call into forward, and
@@ -269,6 +269,7 @@ Graph GraphBuilder::build(const std::vector<InputSpec>& inputs) {
   for (const Slot& output : outputs) {
     for (ValueId id : valuesOf(output)) graph_.outputs.push_back(id);
   }
+  resolveObjectStores(graph_);
   forgetNamesIfFrozen();
   return std::move(graph_);
 }

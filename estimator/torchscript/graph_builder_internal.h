@@ -193,7 +193,8 @@ class GraphBuilder {
                        const std::string* callee = nullptr);
   void noteStatementValues(Frame& frame, const std::vector<ValueId>& values);
   void finishStatements(Frame& frame, size_t keep);
-  void bindReturnedNames(const Frame& callee, const Location& location);
+  void bindReturnedNames(const Frame& callee, const Location& location,
+                         const std::vector<Slot>& outputs);
   std::optional<std::vector<std::string>> returnedNamesAfter(const SourceFrame& last);
   bool bindThroughCallee(const PendingStatement& pending, const std::vector<std::string>& targets);
   void emitDropPoint(const jit::Node* node, const Location& location, const Frame& frame,

@@ -155,7 +155,8 @@ void GraphBuilder::finishStatements(Frame& frame, size_t keep) {
       noteSourceMissing(graph_, pending.statement);
     } else if (std::optional<std::string> target = line ? storedTarget(*line) : std::nullopt;
                target && !pending.values.empty()) {
-      noteStoredInObject(graph_, pending.statement, *target, pending.values);
+      noteStoredInObject(graph_, pending.statement, pending.scope, *target, pending.values,
+                         pending.after);
     }
     if (frame.statements.size() >= 2) {
       PendingStatement& caller = frame.statements[frame.statements.size() - 2];
@@ -390,20 +391,40 @@ void GraphBuilder::bindOutputs(const jit::Node* node, const Location& location,
 // `x, _ = self.attention(x)` on a traced module: the trace keeps only what the caller used, but
 // Python binds every element of the returned tuple. The callee's return line says which of its
 // names each element was (`return self.proj(out), weights`): the caller's name holds the value
-// the callee's name held as it returned.
-void GraphBuilder::bindReturnedNames(const Frame& callee, const Location& location) {
+// the callee's name held as it returned. The elements the return line computes rather than
+// names (`self.proj(out)`) are the call's outputs no callee name accounts for, in order; they
+// are bound when as many are left as there are such elements.
+void GraphBuilder::bindReturnedNames(const Frame& callee, const Location& location,
+                                     const std::vector<Slot>& outputs) {
   const std::vector<std::string>& targets = location.targets;
   if (targets.size() < 2) return;
   std::optional<std::vector<std::string>> returned =
       returnedNamesAfter(callee.last_outer_statement);
   if (!returned || returned->size() != targets.size()) return;
   NodeId after = lastNode();
+  std::vector<ValueId> named;
+  std::vector<size_t> computed;
   for (size_t index = 0; index < targets.size(); ++index) {
-    if ((*returned)[index].empty()) continue;
+    if ((*returned)[index].empty()) {
+      computed.push_back(index);
+      continue;
+    }
     std::optional<ValueId> held = lastBoundTo(graph_, callee.scope, (*returned)[index]);
     if (held) {
       graph_.value(*held).bindings.push_back({location.scope, targets[index], after});
+      named.push_back(*held);
     }
+  }
+  std::vector<ValueId> unaccounted;
+  for (const Slot& output : outputs) {
+    for (ValueId id : valuesOf(output)) {
+      if (std::find(named.begin(), named.end(), id) == named.end()) unaccounted.push_back(id);
+    }
+  }
+  if (unaccounted.size() != computed.size()) return;
+  for (size_t index = 0; index < computed.size(); ++index) {
+    graph_.value(unaccounted[index])
+        .bindings.push_back({location.scope, targets[computed[index]], after});
   }
 }
 

@@ -487,7 +487,13 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
   Location location = locate(node, frame);
   NodeId id = emitNode(node, location, frame, inputs);
   recordOutputs(id, outputs, allocations);
-  if (location.traced) noteStatementValues(frame, graph_.node(id).outputs);
+  // A list or tuple the tracer built without a source location holds the arguments of the
+  // op after it (`torch.cat([self.keys, key_states])`), which may be the next statement's:
+  // it is no statement's value (a statement's value is what its last op produced).
+  bool argument_pack =
+      !locations_.resolve(node->sourceRange()).known &&
+      (node->kind() == jit::prim::ListConstruct || node->kind() == jit::prim::TupleConstruct);
+  if (location.traced && !argument_pack) noteStatementValues(frame, graph_.node(id).outputs);
   // Containers the op changed in place (aten::append) hold what was added.
   for (const Slot& slot : inputs) {
     if (slot.value.isList()) {

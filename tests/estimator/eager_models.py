@@ -1,7 +1,8 @@
 """Models whose eager peak depends on how Python's names hold tensors (issue 10, item 6).
 
 Each reproduces one pattern that made the eager estimate silently wrong: names reused across
-an unrolled loop and the branches of an `if`, tuple unpacking into `_`, names a function returns, `list.pop()`,
+an unrolled loop and the branches of an `if`, tuple unpacking into `_`, names a function returns,
+`list.pop()`, tensors stored into a cache object (`self.keys = torch.cat([self.keys, k])`),
 torch.utils.checkpoint blocks that all bind one `ret`, and a view (and an `arange`) that Python
 keeps bound while their base would otherwise die. Sizes are chosen so that getting the pattern
 wrong moves the peak by far more than the 1 % bar.
@@ -182,6 +183,57 @@ class ReturnedNames(nn.Module):
         return self.feed_forward(x)
 
 
+class CacheLayer:
+    """One layer's entry of a KV cache, as transformers' DynamicLayer keeps it: the tensors are
+    stored into the object, never bound to a name, and each step's keys replace the last."""
+
+    def __init__(self, keys, values):
+        self.keys = keys.clone()
+        self.values = values.clone()
+
+    def update(self, keys, values):
+        self.keys = torch.cat([self.keys, keys], dim=-2)
+        self.values = torch.cat([self.values, values], dim=-2)
+        return self.keys, self.values
+
+
+class CachedAttention(nn.Module):
+    def __init__(self, width=WIDTH):
+        super().__init__()
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x, cache):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        k, v = cache.update(k, v)
+        weights = torch.softmax(q @ k.transpose(-2, -1) / 8.0, dim=-1)
+        return self.proj(weights @ v)
+
+
+class ObjectCache(nn.Module):
+    """One decoding step over a KV cache object, as generate() makes one: each layer's past
+    keys and values are computed from the input's prefix into a cache object, and each layer's
+    attention grows its entry by a cat. The tracer passes the stored tensors to the attention
+    calls as arguments; Python passed the object, which holds them until forward returns."""
+
+    STEP = 4
+
+    def __init__(self, layers=3, width=WIDTH):
+        super().__init__()
+        self.past = nn.ModuleList([nn.Linear(width, 2 * width) for _ in range(layers)])
+        self.attentions = nn.ModuleList([CachedAttention(width) for _ in range(layers)])
+
+    def forward(self, x):
+        prefix, step = x[:, :-self.STEP], x[:, -self.STEP:]
+        caches = []
+        for past in self.past:
+            keys, values = past(prefix).chunk(2, dim=-1)
+            caches.append(CacheLayer(keys, values))
+        for attention, cache in zip(self.attentions, caches):
+            step = step + attention(step, cache)
+        return step
+
+
 MODELS = {
     "branchy-loop": BranchyLoop,
     "underscore-encoder": UnderscoreEncoder,
@@ -189,10 +241,16 @@ MODELS = {
     "checkpointed-blocks": CheckpointedBlocks,
     "bound-view": BoundView,
     "returned-names": ReturnedNames,
+    "object-cache": ObjectCache,
 }
 
-# Models torch.jit.script cannot take (torch.utils.checkpoint is Python only).
-TRACE_ONLY = {"checkpointed-blocks"}
+# Models torch.jit.script cannot take (torch.utils.checkpoint is Python only, and so is a
+# cache object of a plain Python class).
+TRACE_ONLY = {"checkpointed-blocks", "object-cache"}
+
+# Models whose eager figure rests on how long an object holds what was stored into it, which
+# the graph does not show: it must say it is approximate, with a bracket.
+STORES_INTO_OBJECTS = {"object-cache"}
 
 
 def make_model(name):

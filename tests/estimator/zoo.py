@@ -96,14 +96,14 @@ def _llama(attention):
     return _hf("LlamaForCausalLM", "LlamaConfig", attention, **_llama_config(use_cache=False))
 
 
-class LlamaWithCache(nn.Module):
-    """One decoding step of Llama with a KV cache of PAST positions, as generate() calls it:
-    the cache is a DynamicCache, so the past keys and values come in as tensors."""
+class WithCache(nn.Module):
+    """One decoding step of a causal LM with a KV cache of PAST positions, as generate() calls
+    it: the cache is a DynamicCache, so the past keys and values come in as tensors of
+    (batch, layers, kv heads, PAST, head dim)."""
 
-    def __init__(self, attention):
+    def __init__(self, model):
         super().__init__()
-        self.model = _hf("LlamaForCausalLM", "LlamaConfig", attention,
-                         **_llama_config(use_cache=True))
+        self.model = model
 
     def forward(self, input_ids, past_keys, past_values):
         from transformers import DynamicCache
@@ -118,10 +118,31 @@ class LlamaWithCache(nn.Module):
 PAST = 12
 
 
-def _llama_cache_inputs(batch):
-    # (batch, layers, kv heads, past positions, head dim)
-    return OrderedDict(input_ids=_ids(batch, 4), past_keys=torch.randn(batch, 2, 1, PAST, 16),
-                       past_values=torch.randn(batch, 2, 1, PAST, 16))
+def _cache_inputs(kv_heads, head_dim, layers=2):
+    def inputs(batch):
+        past = (batch, layers, kv_heads, PAST, head_dim)
+        return OrderedDict(input_ids=_ids(batch, 4), past_keys=torch.randn(past),
+                           past_values=torch.randn(past))
+    return inputs
+
+
+def _llama_with_cache(attention):
+    return WithCache(_hf("LlamaForCausalLM", "LlamaConfig", attention,
+                         **_llama_config(use_cache=True)))
+
+
+def _gpt2_with_cache(attention):
+    return WithCache(_hf("GPT2LMHeadModel", "GPT2Config", attention, vocab_size=VOCABULARY,
+                         n_embd=32, n_layer=2, n_head=2, n_positions=64, use_cache=True,
+                         bos_token_id=1, eos_token_id=2))
+
+
+def _qwen2_with_cache(attention):
+    return WithCache(_hf("Qwen2ForCausalLM", "Qwen2Config", attention, vocab_size=VOCABULARY,
+                         hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=64, use_cache=True, bos_token_id=1,
+                         eos_token_id=2))
 
 
 def _bart(attention):
@@ -162,7 +183,9 @@ HF = {
     "bert": (_bert, lambda b: OrderedDict(input_ids=_ids(b), attention_mask=_padded_mask(b))),
     "gpt2": (_gpt2, lambda b: OrderedDict(input_ids=_ids(b))),
     "llama": (_llama, lambda b: OrderedDict(input_ids=_ids(b), attention_mask=_padded_mask(b))),
-    "llama-kv-cache": (LlamaWithCache, _llama_cache_inputs),
+    "llama-kv-cache": (_llama_with_cache, _cache_inputs(kv_heads=1, head_dim=16)),
+    "gpt2-kv-cache": (_gpt2_with_cache, _cache_inputs(kv_heads=2, head_dim=16)),
+    "qwen2-kv-cache": (_qwen2_with_cache, _cache_inputs(kv_heads=2, head_dim=8)),
     "t5": (_t5, lambda b: OrderedDict(input_ids=_ids(b), decoder_input_ids=_ids(b, 8))),
     "bart": (_bart, lambda b: OrderedDict(input_ids=_ids(b), attention_mask=_padded_mask(b),
                                           decoder_input_ids=_ids(b, 8))),

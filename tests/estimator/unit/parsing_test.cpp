@@ -88,6 +88,10 @@ TEST(ReturnedNames, NamesTheElementsThatAreBareNames) {
   using Names = std::vector<std::string>;
   EXPECT_EQ(returnedNames("        return self.proj(out), weights"), (Names{"", "weights"}));
   EXPECT_EQ(returnedNames("return x"), Names{"x"});
+  // Attributes a statement stored (DynamicLayer.update's return).
+  EXPECT_EQ(returnedNames("        return self.keys, self.values"),
+            (Names{"self.keys", "self.values"}));
+  EXPECT_EQ(returnedNames("return self.keys.float(), a..b, c."), (Names{"", "", ""}));
   EXPECT_EQ(returnedNames("return f(a, b), (c, d), e,"), (Names{"", "", "e"}));
   EXPECT_EQ(returnedNames("returned = x"), std::nullopt);
   EXPECT_EQ(returnedNames("x = y"), std::nullopt);
