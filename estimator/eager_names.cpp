@@ -6,6 +6,16 @@
 
 namespace memtrace::estimator {
 
+namespace {
+
+constexpr std::string_view kArgumentPrefix = "(argument ";
+
+}  // namespace
+
+std::string argumentHoldName(size_t index) {
+  return std::string(kArgumentPrefix) + std::to_string(index) + ")";
+}
+
 std::optional<ValueId> lastBoundTo(const Graph& graph, ScopeId scope, const std::string& name) {
   std::optional<ValueId> found;
   int64_t latest = -1;
@@ -132,7 +142,7 @@ void resolveObjectStores(Graph& graph) {
       }
     }
     std::erase_if(value.bindings, [](const Binding& binding) {
-      return binding.variable.starts_with("(argument ");
+      return binding.variable.starts_with(kArgumentPrefix);
     });
   }
 }

@@ -13,6 +13,10 @@ namespace memtrace::estimator {
 // or nothing when no statement of that scope binds it.
 std::optional<ValueId> lastBoundTo(const Graph& graph, ScopeId scope, const std::string& name);
 
+// The name of the Binding that holds a call's argument `index` in the callee's scope until the
+// callee returns (Note [Eager and TorchScript lifetimes]): no Python name, so none to rebind.
+std::string argumentHoldName(size_t index);
+
 // Says once per file that the statements of `statement`'s file cannot be read, so the names
 // their values are bound to are unknown and the eager figure is approximate.
 void noteSourceMissing(Graph& graph, const SourceFrame& statement);

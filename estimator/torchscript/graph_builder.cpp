@@ -109,8 +109,7 @@ void GraphBuilder::runCall(jit::Node* node, Frame& frame, Environment& environme
   size_t first = node->kind() == jit::prim::CallMethod ? 1 : 0;
   for (size_t index = first; index < arguments.size(); ++index) {
     for (ValueId id : valuesOf(arguments[index])) {
-      graph_.value(id).bindings.push_back(
-          {callee.scope, "(argument " + std::to_string(index) + ")", after});
+      graph_.value(id).bindings.push_back({callee.scope, argumentHoldName(index), after});
     }
   }
   std::vector<Slot> outputs =

@@ -2,6 +2,7 @@
 // the exact live-bytes peak that follows.
 #include <gtest/gtest.h>
 
+#include "estimator/eager_names.h"
 #include "estimator/passes/assign_lifetimes.h"
 #include "estimator/passes/simulate_live_bytes.h"
 #include "estimator/timeline.h"
@@ -156,6 +157,38 @@ TEST(AssignLifetimes, UnnamedValuesAreHeldToTheirScopeEndOnlyForTheBracket) {
   EXPECT_EQ(
       assignLifetimes(test.graph, Semantics::kEager, true).released_after[test.storageOf(h).value],
       NodeId(2u));
+}
+
+TEST(AssignLifetimes, ObjectStoresAreReplacedThroughDataFlow) {
+  // Two layers' caches, each `self.keys = x` then, inside a module call the tracer passed the
+  // stored keys to, `self.keys = torch.cat([self.keys, k])` (Note [Values stored into objects]).
+  TestGraph test;
+  const SourceFrame statement{"cache_utils.py", 136, "update"};
+  ValueId x = test.input(100);
+  ScopeId update0 = test.call(test.root, "update");
+  ValueId first = test.op({x}, 1000, update0);  // node 0: layer 0's cache
+  ScopeId update1 = test.call(test.root, "update");
+  ValueId second = test.op({x}, 1000, update1);  // node 1: layer 1's cache
+  ScopeId call = test.call(test.root);
+  test.bind(first, argumentHoldName(1), call);
+  test.bind(second, argumentHoldName(2), call);
+  ValueId grown = test.op({first}, 2000, call);   // node 2: reads layer 0's keys
+  test.op({x}, 10, call);                         // node 3
+  ValueId other = test.op({second}, 2000, call);  // node 4: reads layer 1's keys
+  test.op({x}, 10, test.root);                    // node 5
+  // Noted in the order their statements finished: the call's before the caller's.
+  noteStoredInObject(test.graph, statement, call, "self.keys", {grown}, NodeId(2u));
+  noteStoredInObject(test.graph, statement, call, "self.keys", {other}, NodeId(4u));
+  noteStoredInObject(test.graph, statement, update0, "self.keys", {first}, NodeId(0u));
+  noteStoredInObject(test.graph, statement, update1, "self.keys", {second}, NodeId(1u));
+  resolveObjectStores(test.graph);
+  // Each replaced by the store computed from it, not held as the call's argument until node 4.
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kEager, test.storageOf(first)), NodeId(2u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kEager, test.storageOf(second)), NodeId(4u));
+  // The new keys are held by their objects until forward returns, long past their last use.
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kEager, test.storageOf(grown)), NodeId(5u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kTorchScript, test.storageOf(grown)), NodeId(2u));
+  EXPECT_EQ(test.graph.assumptions.size(), 1u);  // said once for the target
 }
 
 TEST(AssignLifetimes, StorageLivesWhileAnyViewLives) {
