@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <string_view>
 
 namespace memtrace::estimator {
@@ -67,33 +68,47 @@ ScopeId rootScope(const Graph& graph) {
   return graph.scopes.empty() ? ScopeId() : ScopeId(0u);  // the forward's: the first scope made
 }
 
-// The slot of a value stored into `target` that the node producing `value` read, directly or
-// as an element of a list it read.
+// The slot of a value stored into the attribute `prefix` names that `value` was computed from:
+// read by the node producing it, directly or as an element of a list it read, or through the
+// values the storing function (`scope`) computed on the way (`full = torch.cat([self.keys, k])`
+// then `self.keys = full[:, :, -window:]`). Values other functions computed are not followed:
+// the layer before also stored into `self.keys`, and this layer's keys come from its output.
 std::optional<std::string> slotReplacedBy(const Graph& graph, ValueId value,
-                                          const std::string& prefix) {
-  NodeId producer = graph.value(value).producer;
-  if (!producer.valid()) return std::nullopt;
-  std::vector<ValueId> read = graph.node(producer).inputs;
-  for (size_t index = 0; index < read.size(); ++index) {
-    const Value& input = graph.value(read[index]);
-    if (input.kind == ValueKind::kContainer) {
-      read.insert(read.end(), input.elements.begin(), input.elements.end());
-      continue;
-    }
-    for (const Binding& binding : input.bindings) {
-      if (binding.variable.starts_with(prefix)) return binding.variable;
+                                          const std::string& prefix, ScopeId scope) {
+  std::vector<NodeId> producers = {graph.value(value).producer};
+  std::set<uint32_t> visited;
+  for (size_t next = 0; next < producers.size(); ++next) {
+    if (!producers[next].valid() || !visited.insert(producers[next].value).second) continue;
+    std::vector<ValueId> read = graph.node(producers[next]).inputs;
+    for (size_t index = 0; index < read.size(); ++index) {
+      const Value& input = graph.value(read[index]);
+      if (input.kind == ValueKind::kContainer) {
+        read.insert(read.end(), input.elements.begin(), input.elements.end());
+        continue;
+      }
+      for (const Binding& binding : input.bindings) {
+        if (binding.variable.starts_with(prefix)) return binding.variable;
+      }
+      if (input.producer.valid() && graph.node(input.producer).scope == scope) {
+        producers.push_back(input.producer);
+      }
     }
   }
   return std::nullopt;
 }
 
-bool isStoredIntoObject(const Value& value) {
-  return std::any_of(value.bindings.begin(), value.bindings.end(), [](const Binding& binding) {
-    return binding.variable.starts_with(kSlotPrefix);
-  });
-}
-
 }  // namespace
+
+std::optional<std::string> storedIntoOf(const Value& value) {
+  for (const Binding& binding : value.bindings) {
+    if (!binding.variable.starts_with(kSlotPrefix)) continue;
+    // "(stored into self.keys #12)" -> "self.keys"
+    size_t end = binding.variable.rfind(" #");
+    if (end == std::string::npos || end < kSlotPrefix.size()) continue;
+    return binding.variable.substr(kSlotPrefix.size(), end - kSlotPrefix.size());
+  }
+  return std::nullopt;
+}
 
 void noteStoredInObject(Graph& graph, const SourceFrame& statement, ScopeId scope,
                         const std::string& target, const std::vector<ValueId>& values,
@@ -123,7 +138,7 @@ void resolveObjectStores(Graph& graph) {
   // were finished (a statement is finished only after the calls it makes return).
   std::vector<ValueId> stored;
   for (size_t index = 0; index < graph.values.size(); ++index) {
-    if (isStoredIntoObject(graph.values[index])) stored.push_back(ValueId(index));
+    if (storedIntoOf(graph.values[index])) stored.push_back(ValueId(index));
   }
   auto made = [&](ValueId id) {
     NodeId producer = graph.value(id).producer;
@@ -135,9 +150,15 @@ void resolveObjectStores(Graph& graph) {
     Value& value = graph.value(id);
     for (Binding& binding : value.bindings) {
       if (!binding.variable.starts_with(kSlotPrefix)) continue;
-      // "(stored into self.keys #12)" -> "(stored into self.keys "
+      // "(stored into self.keys #12)" -> "(stored into self.keys ", and the function that
+      // stored it, which bound "self.keys" in its own scope (noteStoredInObject).
       std::string prefix = binding.variable.substr(0, binding.variable.rfind('#'));
-      if (std::optional<std::string> slot = slotReplacedBy(graph, id, prefix)) {
+      std::string target =
+          prefix.substr(kSlotPrefix.size(), prefix.size() - kSlotPrefix.size() - 1);
+      auto storing = std::find_if(value.bindings.begin(), value.bindings.end(),
+                                  [&](const Binding& other) { return other.variable == target; });
+      if (storing == value.bindings.end()) continue;
+      if (std::optional<std::string> slot = slotReplacedBy(graph, id, prefix, storing->scope)) {
         binding.variable = *slot;
       }
     }

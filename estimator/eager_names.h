@@ -31,6 +31,9 @@ void noteStoredInObject(Graph& graph, const SourceFrame& statement, ScopeId scop
                         const std::string& target, const std::vector<ValueId>& values,
                         NodeId after);
 
+// The attribute a value was stored into (`self.keys`), if noteStoredInObject recorded one.
+std::optional<std::string> storedIntoOf(const Value& value);
+
 // Once the graph is built (a statement is finished only after the calls it makes return):
 // gives each value stored into an object the slot of the stored value it replaces, if any,
 // and drops the holds of call arguments that are stored values: the tracer passed them to a

@@ -268,6 +268,7 @@ Graph GraphBuilder::build(const std::vector<InputSpec>& inputs) {
   for (const Slot& output : outputs) {
     for (ValueId id : valuesOf(output)) graph_.outputs.push_back(id);
   }
+  noteDroppedStores();
   resolveObjectStores(graph_);
   forgetNamesIfFrozen();
   return std::move(graph_);

@@ -216,6 +216,9 @@ class GraphBuilder {
   void restore(Snapshot snapshot);
   int64_t bytesAllocatedSince(size_t first_node) const;
   void forgetNamesIfFrozen();
+  void noteDroppedStores();
+  std::optional<SourceFrame> droppedStoreAfter(const SourceFrame& read, ScopeId scope,
+                                               const std::string& target);
   // Note [Data-dependent sizes]
   bool isDataDependent(const jit::Node* node, const jit::Stack& stack) const;
   std::optional<int64_t> countFor(const jit::Node* node, int64_t elements, std::string& how);

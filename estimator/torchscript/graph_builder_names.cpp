@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
+#include <set>
 
 #include "estimator/torchscript/graph_builder_internal.h"
 
@@ -175,9 +176,11 @@ void GraphBuilder::finishStatements(Frame& frame, size_t keep) {
 // to one name holds all of its elements. The `return` line usually runs no op (`return
 // attn_output, attn_weights`), so no node's stack names it; it is the first `return` in the
 // source at or after the callee's last statement run, at that statement's indentation or
-// less (a deeper one sits in a block that may not have run). Its bare names are looked up in
-// the callee's scope. Only when the call is the statement's last node (`a, b = f(x)`, not
-// `a, b = f(x).chunk(2)`), and only for returns the line parser reads whole.
+// less (a deeper one sits in a block that may not have run); failing that, when every branch
+// returns, the one deeper return that only names values (no op ran after the last statement,
+// so a return that computes did not run). Its bare names are looked up in the callee's scope. Only
+// when the call is the statement's last node (`a, b = f(x)`, not `a, b = f(x).chunk(2)`), and only
+// for returns the line parser reads whole.
 std::optional<std::vector<std::string>> GraphBuilder::returnedNamesAfter(const SourceFrame& last) {
   if (!last.known()) return std::nullopt;
   auto indentation = [](const std::string& text) {
@@ -187,19 +190,31 @@ std::optional<std::vector<std::string>> GraphBuilder::returnedNamesAfter(const S
   std::optional<std::string> first_line = source_files_.line(last.file, last.line);
   if (!first_line) return std::nullopt;
   size_t statement_indentation = indentation(*first_line);
+  // Returns in deeper blocks that only name values: no op ran after `last`, so a return that
+  // computes something did not run, and one of these did.
+  std::vector<std::vector<std::string>> naming_only;
   constexpr int64_t kLinesToScan = 80;
   for (int64_t number = last.line; number < last.line + kLinesToScan; ++number) {
     std::optional<std::string> line = source_files_.line(last.file, number);
-    if (!line) return std::nullopt;
+    if (!line) break;  // the end of the file ends the function too
     size_t depth = indentation(*line);
     std::string_view text = std::string_view(*line).substr(std::min(depth, line->size()));
     if (number > last.line && (text.starts_with("def ") || text.starts_with("class ") ||
                                text.starts_with("async def ") || text.starts_with("@"))) {
-      return std::nullopt;  // past the end of the function
+      break;  // past the end of the function
     }
-    if (!text.starts_with("return") || depth > statement_indentation) continue;
-    return returnedNames(*line);
+    if (!text.starts_with("return")) continue;
+    if (depth <= statement_indentation) return returnedNames(*line);
+    std::optional<std::vector<std::string>> names = returnedNames(*line);
+    if (names && std::none_of(names->begin(), names->end(),
+                              [](const std::string& name) { return name.empty(); })) {
+      naming_only.push_back(*names);
+    }
   }
+  // No return at the statement's depth (both branches of an if return): the one that names
+  // what it returns, when it is the only one (DynamicSlidingWindowLayer.update's
+  // `return full_key_states, full_value_states`, beside a return of two slices).
+  if (naming_only.size() == 1) return naming_only.front();
   return std::nullopt;
 }
 
@@ -426,6 +441,70 @@ void GraphBuilder::bindReturnedNames(const Frame& callee, const Location& locati
     graph_.value(unaccounted[index])
         .bindings.push_back({location.scope, targets[computed[index]], after});
   }
+}
+
+// Note [Stores the trace dropped]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A sliding-window cache (transformers' DynamicSlidingWindowLayer) computes the full keys
+// (`full_key_states = torch.cat([self.keys, key_states])`), returns them, and stores a view of
+// them (`self.keys = full_key_states[:, :, -window:]`). Nothing later in the traced call reads
+// that view, so the tracer drops the slicing ops, and with them every trace of the store; but
+// Python's object still holds the full keys through the view, and let the old ones go. So when
+// a function reads a stored value and its source stores into the same attribute later on, by a
+// statement no node of that call ran, the first tensor it computed from the stored value is
+// taken as what that statement stored (Note [Values stored into objects] then has it replace
+// the old value). It stays approximate, as every store does.
+void GraphBuilder::noteDroppedStores() {
+  // (scope, stored value read) pairs already handled: one store per call and attribute.
+  std::set<std::pair<uint32_t, uint32_t>> handled;
+  for (size_t index = 0; index < graph_.nodes.size(); ++index) {
+    const Node& node = graph_.nodes[index];
+    if (node.stack.empty() || !node.stack.front().known()) continue;
+    std::vector<ValueId> tensors;
+    for (ValueId output : node.outputs) {
+      if (graph_.value(output).kind == ValueKind::kTensor) tensors.push_back(output);
+    }
+    if (tensors.empty()) continue;
+    std::vector<ValueId> read = node.inputs;
+    for (size_t at = 0; at < read.size(); ++at) {
+      const Value& input = graph_.value(read[at]);
+      if (input.kind == ValueKind::kContainer) {
+        read.insert(read.end(), input.elements.begin(), input.elements.end());
+        continue;
+      }
+      std::optional<std::string> target = storedIntoOf(input);
+      if (!target || !handled.insert({node.scope.value, read[at].value}).second) continue;
+      std::optional<SourceFrame> store = droppedStoreAfter(node.stack.front(), node.scope, *target);
+      if (!store) continue;
+      noteStoredInObject(graph_, *store, node.scope, *target, tensors,
+                         NodeId(static_cast<uint32_t>(index)));
+    }
+  }
+}
+
+// The first statement after `read` in its function that stores into `target`, if no node of
+// `scope` ran it.
+std::optional<SourceFrame> GraphBuilder::droppedStoreAfter(const SourceFrame& read, ScopeId scope,
+                                                           const std::string& target) {
+  constexpr int64_t kLinesToScan = 80;
+  for (int64_t number = read.line + 1; number < read.line + kLinesToScan; ++number) {
+    std::optional<std::string> line = source_files_.line(read.file, number);
+    if (!line) return std::nullopt;
+    std::string_view text = *line;
+    text.remove_prefix(std::min(text.size(), text.find_first_not_of(" \t")));
+    if (text.starts_with("def ") || text.starts_with("class ") || text.starts_with("async def ") ||
+        text.starts_with("@")) {
+      return std::nullopt;  // past the end of the function
+    }
+    if (storedTarget(*line) != target) continue;
+    bool ran = std::any_of(graph_.nodes.begin(), graph_.nodes.end(), [&](const Node& node) {
+      return node.scope == scope && !node.stack.empty() && node.stack.front().file == read.file &&
+             node.stack.front().line == number;
+    });
+    if (ran) return std::nullopt;
+    return SourceFrame{read.file, number, read.function};
+  }
+  return std::nullopt;
 }
 
 }  // namespace memtrace::estimator::torchscript::internal

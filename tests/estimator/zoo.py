@@ -137,6 +137,16 @@ def _gpt2_with_cache(attention):
                          bos_token_id=1, eos_token_id=2))
 
 
+def _mistral_with_cache(attention):
+    # A sliding window: DynamicSlidingWindowLayer stores a view of the full keys, which the
+    # trace drops (Note [Stores the trace dropped]).
+    return WithCache(_hf("MistralForCausalLM", "MistralConfig", attention, vocab_size=VOCABULARY,
+                         hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=64, sliding_window=8, use_cache=True,
+                         bos_token_id=1, eos_token_id=2))
+
+
 def _qwen2_with_cache(attention):
     return WithCache(_hf("Qwen2ForCausalLM", "Qwen2Config", attention, vocab_size=VOCABULARY,
                          hidden_size=32, intermediate_size=64, num_hidden_layers=2,
@@ -186,6 +196,7 @@ HF = {
     "llama-kv-cache": (_llama_with_cache, _cache_inputs(kv_heads=1, head_dim=16)),
     "gpt2-kv-cache": (_gpt2_with_cache, _cache_inputs(kv_heads=2, head_dim=16)),
     "qwen2-kv-cache": (_qwen2_with_cache, _cache_inputs(kv_heads=2, head_dim=8)),
+    "mistral-kv-cache": (_mistral_with_cache, _cache_inputs(kv_heads=2, head_dim=8)),
     "t5": (_t5, lambda b: OrderedDict(input_ids=_ids(b), decoder_input_ids=_ids(b, 8))),
     "bart": (_bart, lambda b: OrderedDict(input_ids=_ids(b), attention_mask=_padded_mask(b),
                                           decoder_input_ids=_ids(b, 8))),
