@@ -47,6 +47,15 @@ std::tuple<at::Tensor, at::Tensor> weightNormInterfaceMeta(const at::Tensor& v, 
   return {w, norms};
 }
 
+at::Tensor whereMeta(const at::Tensor& condition, const at::Tensor& self, const at::Tensor& other) {
+  // aten/src/ATen/native/TensorCompare.cpp: a TensorIterator over the three, broadcast, in the
+  // type self and other promote to (sdpa's math fallback makes a bool mask additive with it).
+  std::vector<int64_t> shape =
+      at::infer_size(at::infer_size(condition.sizes(), self.sizes()), other.sizes());
+  // On meta, whichever of them is a CPU scalar (a Python number).
+  return at::empty(shape, self.options().dtype(at::result_type(self, other)).device(at::kMeta));
+}
+
 void registerMetaKernels() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -56,6 +65,7 @@ void registerMetaKernels() {
     library->impl("_safe_softmax", TORCH_FN(safeSoftmaxMeta));
     library->impl("native_group_norm", TORCH_FN(nativeGroupNormMeta));
     library->impl("_weight_norm_interface", TORCH_FN(weightNormInterfaceMeta));
+    library->impl("where.self", TORCH_FN(whereMeta));
   });
 }
 

@@ -9,7 +9,9 @@
 //     sdpa's math fallback calls), native_group_norm, _weight_norm_interface, and the fused
 //     nn.TransformerEncoderLayer / nn.MultiheadAttention fast path;
 //   - ops whose LibTorch meta kernel rejects inputs the real kernels take: index_add and
-//     index_reduce with a source empty along `dim` (an expert that got no rows);
+//     index_reduce with a source empty along `dim` (an expert that got no rows), where.self
+//     with a 0-dim CPU tensor beside meta ones (sdpa's math fallback making a bool mask
+//     additive: Falcon);
 //   - fused kernels whose allocations are not those of their meta decomposition: on meta,
 //     scaled_dot_product_attention always falls to the math path, which materializes the L x S
 //     attention matrix; the device runs flash, memory-efficient or cuDNN attention instead,

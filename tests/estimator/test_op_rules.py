@@ -76,6 +76,19 @@ class IndexAddInPlace(nn.Module):
         return y * 2
 
 
+class Where(nn.Module):
+    def forward(self, mask, x, y):
+        return torch.where(mask, x, y) * 2
+
+
+class WhereScalar(nn.Module):
+    """sdpa's math fallback turns a bool mask additive with a 0-dim CPU tensor (a Python
+    number): the output is on the other tensor's device, in the two's promoted type."""
+
+    def forward(self, mask, x):
+        return torch.where(mask, x, torch.tensor(-1.0, dtype=torch.float64)) * 2
+
+
 def _index_inputs(rows):
     torch.manual_seed(0)
     return [torch.randn(6, 4), torch.arange(rows) * 2, torch.randn(rows, 4)]
@@ -107,6 +120,10 @@ CASES = {
     "gru-b3": (Recurrent(2), _tensors((3, 12, 8)), None),
     "group_norm": (GroupNorm(), _tensors((2, 6, 5, 3)), None),
     "weight_norm": (WeightNorm(), _tensors((4, 3, 5), (4, 1, 1)), None),
+    "where": (Where(), [torch.rand(2, 1, 5, 7) > 0.5,
+                        *_tensors((5, 1)), *_tensors((2, 3, 1, 7), dtype=torch.float64)], None),
+    "where-scalar": (WhereScalar(), [torch.rand(2, 1, 5, 7) > 0.5,
+                                     *_tensors((3, 5, 1), dtype=torch.float16)], None),
     # LibTorch's meta kernel rejects an empty source (an expert with no rows); the CPU's takes it.
     "index_add": (IndexAdd(), _index_inputs(2), None),
     "index_add-empty": (IndexAdd(), _index_inputs(0), None),
