@@ -94,7 +94,11 @@ void extendByBindings(const Graph& graph, std::vector<int64_t>& value_ends, bool
     int64_t scope_exit = scope_exits[key.first];
     for (size_t position = 0; position < bindings.size(); ++position) {
       const Held& held = bindings[position];
-      int64_t release = position + 1 < bindings.size() ? bindings[position + 1].after : scope_exit;
+      // Values bound together (a tuple bound to one name holds all its elements) are released
+      // together, by the next binding after them.
+      size_t next = position + 1;
+      while (next < bindings.size() && bindings[next].after == held.after) ++next;
+      int64_t release = next < bindings.size() ? bindings[next].after : scope_exit;
       // A scope that ran no node at all (nn.Identity) holds nothing past the binding itself.
       release = std::max(release, held.after);
       int64_t& end = value_ends[held.value.value];

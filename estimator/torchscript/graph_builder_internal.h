@@ -139,7 +139,9 @@ class GraphBuilder {
     // outermost first, and the scopes of the Python functions they are in.
     std::vector<PendingStatement> statements;
     std::map<std::string, ScopeId> traced_scopes;
-    SourceFrame last_outer_statement;  // traced: the forward's last line run (its return)
+    // Traced: the statements the last node run belonged to, outermost first (the forward's
+    // last line, then the line in each function it called), with their functions' scopes.
+    std::vector<std::pair<SourceFrame, ScopeId>> last_statements;
   };
 
   // Where a node runs: its Python stack, the statement it belongs to, the scope it binds in.

@@ -119,9 +119,12 @@ void GraphBuilder::enterStatements(Frame& frame, const std::vector<SourceFrame>&
     pending.statement = levels[level];
     pending.scope = scope;
     frame.statements.push_back(std::move(pending));
-    if (level == 0) frame.last_outer_statement = levels[0];
   }
   if (callee && !frame.statements.empty()) frame.statements.back().last_callee = *callee;
+  frame.last_statements.clear();
+  for (const PendingStatement& pending : frame.statements) {
+    frame.last_statements.emplace_back(pending.statement, pending.scope);
+  }
   location.traced = true;
   location.scope = frame.statements.empty() ? frame.scope : frame.statements.back().scope;
   location.targets =
@@ -408,15 +411,44 @@ void GraphBuilder::bindOutputs(const jit::Node* node, const Location& location,
 // names each element was (`return self.proj(out), weights`): the caller's name holds the value
 // the callee's name held as it returned. The elements the return line computes rather than
 // names (`self.proj(out)`) are the call's outputs no callee name accounts for, in order; they
-// are bound when as many are left as there are such elements.
+// are bound when as many are left as there are such elements. One name for several elements
+// holds them all (the call's outputs are bound to it as the statement's values already).
 void GraphBuilder::bindReturnedNames(const Frame& callee, const Location& location,
                                      const std::vector<Slot>& outputs) {
   const std::vector<std::string>& targets = location.targets;
-  if (targets.size() < 2) return;
-  std::optional<std::vector<std::string>> returned =
-      returnedNamesAfter(callee.last_outer_statement);
-  if (!returned || returned->size() != targets.size()) return;
+  if (targets.empty()) return;
+  // A forward wrapped by a decorator (transformers' GradientCheckpointingLayer: `return
+  // forward(self, *args, **kwargs)`) returns what the function it calls returns: the names
+  // are that function's.
+  size_t level = 0;
+  const std::vector<std::pair<SourceFrame, ScopeId>>& chain = callee.last_statements;
+  while (level + 1 < chain.size()) {
+    std::optional<std::string> line =
+        chain[level].first.known()
+            ? source_files_.line(chain[level].first.file, chain[level].first.line)
+            : std::nullopt;
+    std::optional<std::vector<std::string>> passed = line ? returnedNames(*line) : std::nullopt;
+    if (!passed || passed->size() != 1 || !passed->front().empty()) break;
+    ++level;
+  }
+  if (chain.empty()) return;
+  std::optional<std::vector<std::string>> returned = returnedNamesAfter(chain[level].first);
+  if (!returned) return;
+  ScopeId scope = level == 0 ? callee.scope : chain[level].second;
   NodeId after = lastNode();
+  if (targets.size() == 1 && returned->size() > 1) {
+    // `outputs = block(x)` (Falcon's layers): one name holds the whole tuple, so every element,
+    // the ones the trace dropped too, until `outputs` is bound again.
+    for (const std::string& name : *returned) {
+      if (name.empty()) continue;
+      if (std::optional<ValueId> held = lastBoundTo(graph_, scope, name)) {
+        graph_.value(*held).bindings.push_back({location.scope, targets.front(), after});
+      }
+    }
+    return;
+  }
+  // One name for one element is bound as the statement's value already.
+  if (targets.size() < 2 || returned->size() != targets.size()) return;
   std::vector<ValueId> named;
   std::vector<size_t> computed;
   for (size_t index = 0; index < targets.size(); ++index) {
@@ -424,7 +456,7 @@ void GraphBuilder::bindReturnedNames(const Frame& callee, const Location& locati
       computed.push_back(index);
       continue;
     }
-    std::optional<ValueId> held = lastBoundTo(graph_, callee.scope, (*returned)[index]);
+    std::optional<ValueId> held = lastBoundTo(graph_, scope, (*returned)[index]);
     if (held) {
       graph_.value(*held).bindings.push_back({location.scope, targets[index], after});
       named.push_back(*held);

@@ -82,6 +82,22 @@ TEST(AssignLifetimes, EagerRebindingReleasesThePreviousValue) {
   EXPECT_EQ(releaseOf(test.graph, Semantics::kEager, test.storageOf(third)), NodeId(3u));
 }
 
+TEST(AssignLifetimes, ValuesBoundTogetherAreReleasedTogether) {
+  // outputs = block(x) (a tuple: hidden and weights); outputs = block(x)
+  TestGraph test;
+  ValueId x = test.input(100);
+  ValueId hidden = test.op({x}, 1000);   // node 0
+  ValueId weights = test.op({x}, 3000);  // node 1
+  test.bind(hidden, "outputs");          // both bound when the call returns
+  test.bind(weights, "outputs");
+  ValueId hidden2 = test.op({x}, 1000);  // node 2
+  test.bind(hidden2, "outputs");
+  test.op({hidden2}, 10);  // node 3
+  // Neither element of the first tuple releases the other: both go when `outputs` is rebound.
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kEager, test.storageOf(hidden)), NodeId(2u));
+  EXPECT_EQ(releaseOf(test.graph, Semantics::kEager, test.storageOf(weights)), NodeId(2u));
+}
+
 TEST(AssignLifetimes, EagerCallArgumentsLiveUntilTheCallReturns) {
   // The callee rebinds its parameter, but the caller still holds the argument.
   TestGraph test;
