@@ -188,6 +188,107 @@ def _wav2vec2(attention):
                num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=2)
 
 
+def _distilbert(attention):
+    return _hf("DistilBertModel", "DistilBertConfig", attention, vocab_size=VOCABULARY, dim=32,
+               n_layers=2, n_heads=2, hidden_dim=64, max_position_embeddings=64)
+
+
+def _roberta(attention):
+    return _hf("RobertaModel", "RobertaConfig", attention, vocab_size=VOCABULARY,
+               hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+               max_position_embeddings=80, pad_token_id=1)
+
+
+def _electra(attention):
+    return _hf("ElectraModel", "ElectraConfig", attention, vocab_size=VOCABULARY,
+               embedding_size=16, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+               intermediate_size=64, max_position_embeddings=64)
+
+
+def _opt(attention):
+    return _hf("OPTForCausalLM", "OPTConfig", attention, vocab_size=VOCABULARY, hidden_size=32,
+               num_hidden_layers=2, ffn_dim=64, num_attention_heads=2,
+               max_position_embeddings=64, word_embed_proj_dim=32, use_cache=False,
+               pad_token_id=1, bos_token_id=2, eos_token_id=2)
+
+
+def _gpt_neox(attention):
+    return _hf("GPTNeoXForCausalLM", "GPTNeoXConfig", attention, vocab_size=VOCABULARY,
+               hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+               max_position_embeddings=64, use_cache=False)
+
+
+def _mistral(attention):
+    return _hf("MistralForCausalLM", "MistralConfig", attention, vocab_size=VOCABULARY,
+               hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+               num_key_value_heads=2, max_position_embeddings=64, use_cache=False)
+
+
+def _phi(attention):
+    return _hf("PhiForCausalLM", "PhiConfig", attention, vocab_size=VOCABULARY, hidden_size=32,
+               intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+               max_position_embeddings=64, use_cache=False)
+
+
+def _gemma(attention):
+    return _hf("GemmaForCausalLM", "GemmaConfig", attention, vocab_size=VOCABULARY,
+               hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+               num_key_value_heads=1, head_dim=16, max_position_embeddings=64, use_cache=False)
+
+
+def _mbart(attention):
+    return _hf("MBartModel", "MBartConfig", attention, vocab_size=VOCABULARY, d_model=32,
+               encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+               decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+               max_position_embeddings=64, use_cache=False)
+
+
+def _falcon(attention):
+    return _hf("FalconForCausalLM", "FalconConfig", attention, vocab_size=VOCABULARY,
+               hidden_size=32, num_hidden_layers=2, num_attention_heads=2, use_cache=False)
+
+
+def _qwen3(attention):
+    return _hf("Qwen3ForCausalLM", "Qwen3Config", attention, vocab_size=VOCABULARY,
+               hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+               num_key_value_heads=2, head_dim=8, max_position_embeddings=64, use_cache=False)
+
+
+def _deit(attention):
+    return _hf("DeiTModel", "DeiTConfig", attention, image_size=32, patch_size=8, hidden_size=32,
+               num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+
+
+def _swin(attention):
+    return _hf("SwinModel", "SwinConfig", attention, image_size=32, patch_size=2, embed_dim=16,
+               depths=[1, 1], num_heads=[2, 2], window_size=4)
+
+
+def _clip_vision(attention):
+    return _hf("CLIPVisionModel", "CLIPVisionConfig", attention, image_size=32, patch_size=8,
+               hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+
+
+def _hubert(attention):
+    return _hf("HubertModel", "HubertConfig", attention, hidden_size=32, num_hidden_layers=1,
+               num_attention_heads=2, intermediate_size=64, conv_dim=(16, 16),
+               conv_kernel=(10, 3), conv_stride=(5, 2), num_conv_pos_embeddings=8,
+               num_conv_pos_embedding_groups=2)
+
+
+def _image(batch):
+    return OrderedDict(pixel_values=torch.randn(batch, 3, 32, 32))
+
+
+def _text(batch):
+    return OrderedDict(input_ids=_ids(batch), attention_mask=_padded_mask(batch))
+
+
+def _text_to_text(batch):
+    return OrderedDict(input_ids=_ids(batch), attention_mask=_padded_mask(batch),
+                       decoder_input_ids=_ids(batch, 8))
+
+
 HF = {
     # name: (constructor of attention, inputs)
     "bert": (_bert, lambda b: OrderedDict(input_ids=_ids(b), attention_mask=_padded_mask(b))),
@@ -204,6 +305,22 @@ HF = {
     "whisper": (_whisper, lambda b: OrderedDict(input_features=torch.randn(b, 16, 32),
                                                 decoder_input_ids=_ids(b, 8))),
     "wav2vec2": (_wav2vec2, lambda b: OrderedDict(input_values=torch.randn(b, 400))),
+    # More of each kind, so that no rule is tuned to one model's code.
+    "distilbert": (_distilbert, _text),
+    "roberta": (_roberta, _text),
+    "electra": (_electra, _text),
+    "opt": (_opt, _text),
+    "gpt-neox": (_gpt_neox, _text),
+    "mistral": (_mistral, _text),
+    "phi": (_phi, _text),
+    "gemma": (_gemma, _text),
+    "mbart": (_mbart, _text_to_text),
+    "falcon": (_falcon, _text),
+    "qwen3": (_qwen3, _text),
+    "deit": (_deit, _image),
+    "swin": (_swin, _image),
+    "clip-vision": (_clip_vision, _image),
+    "hubert": (_hubert, lambda b: OrderedDict(input_values=torch.randn(b, 400))),
 }
 
 
