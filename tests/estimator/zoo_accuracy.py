@@ -209,7 +209,7 @@ def rows_for(binary, entry, directory, device):
                                        approximate["activation_peak_high_bytes"])
                 except EstimatorError as error:
                     row.status = "crashed" if error.internal else "refused"
-                    row.message = str(error)[:300]
+                    row.message = str(error)  # the estimator's one line, whole
                     if not error.internal and isinstance(truth, Exception):
                         # Both say this graph cannot run at these shapes: they agree.
                         row.status = "cannot run"

@@ -55,6 +55,7 @@ TEST(UserCode, LeavesOutTheStandardLibraryPackagesAndTorch) {
   EXPECT_FALSE(isUserCode("/usr/lib/python3/dist-packages/numpy/core.py"));
   EXPECT_FALSE(isUserCode("/usr/lib/python3.11/contextlib.py"));
   EXPECT_FALSE(isUserCode("/src/pytorch/torch/nn/modules/conv.py"));
+  EXPECT_FALSE(isUserCode("/src/memtrace/python/mem_tracer/estimate.py"));
   EXPECT_FALSE(isUserCode("<string>"));
   EXPECT_FALSE(isUserCode(""));
 }
