@@ -201,6 +201,20 @@ void GraphBuilder::trackKnownValues(jit::Node* node, const std::vector<Slot>& in
         list.push_back(*known);
       }
       stack.emplace_back(list);
+    } else if (value.isList()) {
+      // Tensor?[] (aten::index's indices): each tensor must be known too, else the host run
+      // would mix meta tensors into it.
+      c10::impl::GenericList list(value.toList().elementType());
+      for (const c10::IValue& element : value.toList()) {
+        if (element.isTensor() && element.toTensor().defined()) {
+          std::optional<at::Tensor> known = knownValue(element);
+          if (!known) return forget_written();
+          list.push_back(*known);
+        } else {
+          list.push_back(element);
+        }
+      }
+      stack.emplace_back(list);
     } else if (value.isDevice()) {
       stack.emplace_back(c10::Device(at::kCPU));
     } else {
@@ -216,7 +230,8 @@ void GraphBuilder::trackKnownValues(jit::Node* node, const std::vector<Slot>& in
     if (!outputs[index].isTensor() || !stack[index].isTensor()) continue;
     const at::Tensor& meta = outputs[index].toTensor();
     const at::Tensor& host = stack[index].toTensor();
-    if (meta.is_meta() && smallInteger(meta) && host.defined() && host.sizes() == meta.sizes()) {
+    if (meta.is_meta() && smallInteger(meta) && host.defined() && !host.is_meta() &&
+        host.sizes() == meta.sizes()) {
       known_values_[meta.unsafeGetTensorImpl()] = host;
       keep_alive_.push_back(meta);
     }

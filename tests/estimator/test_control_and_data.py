@@ -241,3 +241,30 @@ def test_an_index_out_of_range_at_these_shapes_is_said(tmp_path):
     eager = estimate_json(path, "--input", "3x8", "--semantics", "eager")
     details = [a["detail"] for a in eager["assumptions"] if a["kind"] == "semantics"]
     assert any("cannot run at these input shapes" in detail for detail in details), details
+
+
+class TopTwo(nn.Module):
+    def forward(self, x):
+        return torch.topk(x, 2, dim=-1)
+
+
+class SortedExperts(nn.Module):
+    # As transformers' MoE experts: a router module returns (weights, expert ids); the ids,
+    # sorted, index the weights. The ids come from the data, so no host copy of them exists.
+    def __init__(self):
+        super().__init__()
+        self.router = TopTwo()
+
+    def forward(self, x):
+        weights, ids = self.router(x)
+        _, order = torch.sort(ids.reshape(-1))
+        return weights.reshape(-1)[order] * 2
+
+
+def test_an_index_the_data_decides_is_not_known_on_the_host(tmp_path):
+    path = saved(tmp_path, "sorted", torch.jit.trace(SortedExperts(), torch.randn(2, 8)))
+    for semantics in ("eager", "torchscript"):
+        document = estimate_json(path, "--input", "2x8", "--device", "cpu", "--semantics",
+                                 semantics)
+        assert not document["lower_bound"]
+        assert not document["unknown_ops"]
