@@ -56,6 +56,55 @@ at::Tensor whereMeta(const at::Tensor& condition, const at::Tensor& self, const 
   return at::empty(shape, self.options().dtype(at::result_type(self, other)).device(at::kMeta));
 }
 
+at::Tensor histcMeta(const at::Tensor& self, int64_t bins, const at::Scalar&, const at::Scalar&) {
+  // aten/src/ATen/native/Histogram.cpp: `bins` counts in the input's type (the bin edges it
+  // makes on the way are dropped inside the kernel).
+  TORCH_CHECK(bins > 0, "torch.histc(): bins must be > 0, but got ", bins);
+  return at::empty({bins}, self.options());
+}
+
+at::Tensor floorDivideMeta(const at::Tensor& self, const at::Tensor& other) {
+  // aten/src/ATen/native/BinaryOps.cpp: the TensorIterator of div(..., rounding_mode="floor"),
+  // whose structured meta kernel LibTorch has (broadcast, promoted, in the inputs' layout).
+  return at::div(self, other, "floor");
+}
+
+at::Tensor& floorDivideInPlaceMeta(at::Tensor& self, const at::Tensor& other) {
+  return self.div_(other, "floor");
+}
+
+at::Tensor groupedMmMeta(const at::Tensor& a, const at::Tensor& b,
+                         const std::optional<at::Tensor>& offs, const std::optional<at::Tensor>&,
+                         std::optional<at::ScalarType> out_dtype) {
+  // aten/src/ATen/native/GroupedMMUtils.h: its composite kernel reads `offs` on the host,
+  // which meta cannot. The output is made as create_grouped_gemm_output_tensor makes it, on
+  // every device: rows padded to 16 bytes (TMA), so an unaligned last dim allocates more.
+  TORCH_CHECK(a.dim() == 2 || a.dim() == 3, "mat_a has to be 2 or 3d");
+  TORCH_CHECK(b.dim() == 2 || b.dim() == 3, "mat_b has to be 2 or 3d");
+  bool a_2d = a.dim() == 2;
+  bool b_2d = b.dim() == 2;
+  TORCH_CHECK(offs.has_value() == (a_2d || b_2d),
+              "Have to provide offsets if there is a 2d matrix, or no offset if both matrices "
+              "are 3d");
+  if (!a_2d || !b_2d) {
+    TORCH_CHECK(a.size(-1) == b.size(-2), "contraction dimension of mat_a and mat_b must match");
+  }
+  std::vector<int64_t> size;
+  if (a_2d) {
+    size = b_2d ? std::vector<int64_t>{offs->size(0), a.size(0), b.size(1)}
+                : std::vector<int64_t>{a.size(0), b.size(-1)};
+  } else {
+    size = b_2d ? std::vector<int64_t>{a.size(1), b.size(1)}
+                : std::vector<int64_t>{a.size(0), a.size(1), b.size(-1)};
+  }
+  at::ScalarType dtype = out_dtype.value_or(a.scalar_type());
+  int64_t alignment = 16 / static_cast<int64_t>(c10::elementSize(dtype));
+  int64_t padded = (size.back() + alignment - 1) / alignment * alignment;
+  std::vector<int64_t> strides = a_2d != b_2d ? std::vector<int64_t>{padded, 1}
+                                              : std::vector<int64_t>{size[1] * padded, padded, 1};
+  return at::empty_strided(size, strides, a.options().dtype(dtype));
+}
+
 void registerMetaKernels() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -66,6 +115,10 @@ void registerMetaKernels() {
     library->impl("native_group_norm", TORCH_FN(nativeGroupNormMeta));
     library->impl("_weight_norm_interface", TORCH_FN(weightNormInterfaceMeta));
     library->impl("where.self", TORCH_FN(whereMeta));
+    library->impl("histc", TORCH_FN(histcMeta));
+    library->impl("floor_divide", TORCH_FN(floorDivideMeta));
+    library->impl("floor_divide_.Tensor", TORCH_FN(floorDivideInPlaceMeta));
+    library->impl("_grouped_mm", TORCH_FN(groupedMmMeta));
   });
 }
 

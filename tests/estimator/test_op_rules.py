@@ -89,6 +89,33 @@ class WhereScalar(nn.Module):
         return torch.where(mask, x, torch.tensor(-1.0, dtype=torch.float64)) * 2
 
 
+class Histc(nn.Module):
+    def forward(self, x):
+        return torch.histc(x, bins=5, min=0, max=4) * 2
+
+
+class FloorDivide(nn.Module):
+    """As transformers' MoE experts: token positions from sorted (token, expert) pairs."""
+
+    def forward(self, x):
+        order = torch.argsort(x.reshape(-1))
+        return order // torch.tensor(2) + 1
+
+
+class GroupedMm(nn.Module):
+    """transformers' grouped-mm experts: rows sorted by expert, `offs` their ends, weights
+    (experts, out, in) transposed; an `out` not a multiple of 16 bytes pads the output's rows."""
+
+    def forward(self, x, weight, offs):
+        return torch._grouped_mm(x, weight.transpose(-2, -1), offs) * 2
+
+
+def _grouped_inputs(out_features):
+    torch.manual_seed(0)
+    return [torch.randn(10, 8), torch.randn(3, out_features, 8),
+            torch.tensor([4, 4, 10], dtype=torch.int32)]
+
+
 def _index_inputs(rows):
     torch.manual_seed(0)
     return [torch.randn(6, 4), torch.arange(rows) * 2, torch.randn(rows, 4)]
@@ -124,6 +151,11 @@ CASES = {
                         *_tensors((5, 1)), *_tensors((2, 3, 1, 7), dtype=torch.float64)], None),
     "where-scalar": (WhereScalar(), [torch.rand(2, 1, 5, 7) > 0.5,
                                      *_tensors((3, 5, 1), dtype=torch.float16)], None),
+    # Meta kernels PyTorch registers from Python only (transformers' MoE experts).
+    "histc": (Histc(), [torch.rand(3, 7) * 4], None),
+    "floor_divide": (FloorDivide(), _tensors((4, 6)), None),
+    "grouped_mm": (GroupedMm(), _grouped_inputs(8), None),
+    "grouped_mm-padded": (GroupedMm(), _grouped_inputs(6), None),
     # LibTorch's meta kernel rejects an empty source (an expert with no rows); the CPU's takes it.
     "index_add": (IndexAdd(), _index_inputs(2), None),
     "index_add-empty": (IndexAdd(), _index_inputs(0), None),
