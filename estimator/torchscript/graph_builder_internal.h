@@ -194,6 +194,7 @@ class GraphBuilder {
   void enterStatements(Frame& frame, const std::vector<SourceFrame>& stack, Location& location,
                        const std::string* callee = nullptr);
   void noteStatementValues(Frame& frame, const std::vector<ValueId>& values);
+  bool writesIntoATensor(NodeId last) const;
   void finishStatements(Frame& frame, size_t keep);
   void bindReturnedNames(const Frame& callee, const Location& location,
                          const std::vector<Slot>& outputs);

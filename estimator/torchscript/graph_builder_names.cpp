@@ -139,6 +139,16 @@ void GraphBuilder::noteStatementValues(Frame& frame, const std::vector<ValueId>&
   }
 }
 
+// `inv_perm[perm] = torch.arange(n)`, `self.keys[:, :, position] = k`: a store that ends in an
+// in-place op (index_put_, copy_ into a slice, fill_) copies into a tensor, which holds
+// nothing of what was stored, unlike an object's attribute or a list's element.
+bool GraphBuilder::writesIntoATensor(NodeId last) const {
+  if (!last.valid()) return false;
+  const std::string& op = graph_.node(last).op;
+  return op.rfind("aten::", 0) == 0 && op.size() > 7 && op.back() == '_' &&
+         op[op.size() - 2] != '_';
+}
+
 // Binds what the finished statements (those past the first `keep`) assigned.
 void GraphBuilder::finishStatements(Frame& frame, size_t keep) {
   while (frame.statements.size() > keep) {
@@ -158,7 +168,7 @@ void GraphBuilder::finishStatements(Frame& frame, size_t keep) {
       for (ValueId id : pending.values) graph_.unnamed_values.push_back({id, pending.scope});
       noteSourceMissing(graph_, pending.statement);
     } else if (std::optional<std::string> target = line ? storedTarget(*line) : std::nullopt;
-               target && !pending.values.empty()) {
+               target && !pending.values.empty() && !writesIntoATensor(pending.after)) {
       noteStoredInObject(graph_, pending.statement, pending.scope, *target, pending.values,
                          pending.after);
     }

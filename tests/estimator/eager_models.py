@@ -3,8 +3,9 @@
 Each reproduces one pattern that made the eager estimate silently wrong: names reused across
 an unrolled loop and the branches of an `if`, tuple unpacking into `_`, names a function returns,
 `list.pop()`, tensors stored into a cache object (`self.keys = torch.cat([self.keys, k])`),
-torch.utils.checkpoint blocks that all bind one `ret`, a returned tuple bound to one name, and
-a view (and an `arange`) that Python keeps bound while their base would otherwise die. Sizes are chosen so that getting the pattern
+torch.utils.checkpoint blocks that all bind one `ret`, a returned tuple bound to one name, a
+store into a tensor (which holds nothing), and a view (and an `arange`) that Python keeps bound
+while their base would otherwise die. Sizes are chosen so that getting the pattern
 wrong moves the peak by far more than the 1 % bar.
 """
 
@@ -229,6 +230,35 @@ class OneNameForATuple(nn.Module):
         return self.head(x)
 
 
+class Widen(nn.Module):
+    def __init__(self, width=WIDTH):
+        super().__init__()
+        self.left = nn.Linear(width, 2 * width)
+        self.right = nn.Linear(width, 2 * width)
+        self.down = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        half = 2 * x.shape[2]
+        out = torch.zeros(x.shape[0], x.shape[1], 2 * half)
+        out[:, :, :half] = self.left(x)
+        out[:, :, half:] = self.right(x)
+        return self.down(out)
+
+
+class TensorStore(nn.Module):
+    """`out[..., :half] = self.left(x)`: a store into a tensor copies and holds nothing; `out`
+    dies when Widen returns, unlike a value stored into an object's attribute (transformers'
+    MoE: `inv_perm[perm] = torch.arange(n)`)."""
+
+    def __init__(self, width=WIDTH):
+        super().__init__()
+        self.widen = Widen(width)
+        self.up = nn.Linear(width, 8 * width)
+
+    def forward(self, x):
+        return self.up(self.widen(x))
+
+
 class CacheLayer:
     """One layer's entry of a KV cache, as transformers' DynamicLayer keeps it: the tensors are
     stored into the object, never bound to a name, and each step's keys replace the last."""
@@ -289,6 +319,7 @@ MODELS = {
     "returned-names": ReturnedNames,
     "object-cache": ObjectCache,
     "one-name-for-a-tuple": OneNameForATuple,
+    "tensor-store": TensorStore,
 }
 
 # Models torch.jit.script cannot take (torch.utils.checkpoint is Python only, and so are a
