@@ -276,6 +276,24 @@ def _hubert(attention):
                num_conv_pos_embedding_groups=2)
 
 
+def _decoder(**extra):
+    return dict(vocab_size=VOCABULARY, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                use_cache=False, **extra)
+
+
+def _mixtral(attention):
+    # transformers' MoE experts: tokens sorted by expert, one grouped matmul (_grouped_mm).
+    return _hf("MixtralForCausalLM", "MixtralConfig", attention,
+               **_decoder(num_local_experts=4, num_experts_per_tok=2))
+
+
+def _qwen2_moe(attention):
+    return _hf("Qwen2MoeForCausalLM", "Qwen2MoeConfig", attention,
+               **_decoder(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32,
+                          shared_expert_intermediate_size=32))
+
+
 def _image(batch):
     return OrderedDict(pixel_values=torch.randn(batch, 3, 32, 32))
 
@@ -320,6 +338,8 @@ HF = {
     "deit": (_deit, _image),
     "swin": (_swin, _image),
     "clip-vision": (_clip_vision, _image),
+    "mixtral": (_mixtral, _text),
+    "qwen2-moe": (_qwen2_moe, _text),
     "hubert": (_hubert, lambda b: OrderedDict(input_values=torch.randn(b, 400))),
 }
 
