@@ -93,8 +93,14 @@ std::optional<std::string> storedTarget(std::string_view line) {
       stores = true;
       ++position;
     } else if (character == '[') {
-      size_t close = line.find(']', position);
-      if (close == std::string_view::npos) return std::nullopt;
+      // To the matching bracket: a subscript may hold one (`x[a.shape[0]] = v`).
+      int depth = 0;
+      size_t close = position;
+      for (; close < line.size(); ++close) {
+        if (line[close] == '[') ++depth;
+        if (line[close] == ']' && --depth == 0) break;
+      }
+      if (close >= line.size()) return std::nullopt;
       stores = true;
       position = close + 1;
     } else {

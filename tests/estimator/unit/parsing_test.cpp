@@ -76,6 +76,8 @@ TEST(StoredTarget, NamesWhatAStatementStoresIntoAnObject) {
   EXPECT_EQ(storedTarget("        self.keys = torch.cat([self.keys, key_states], dim=-2)"),
             "self.keys");
   EXPECT_EQ(storedTarget("cache[layer] = x"), "cache[layer]");
+  EXPECT_EQ(storedTarget("out[..., : 2 * x.shape[2]] = y"), "out[..., : 2 * x.shape[2]]");
+  EXPECT_EQ(storedTarget("out[x.shape[0]"), std::nullopt);  // not closed
   EXPECT_EQ(storedTarget("self.cache.values[i] += x"), "self.cache.values[i]");
   EXPECT_EQ(storedTarget("out = self.conv1(x)"), std::nullopt);  // a name, not an object
   EXPECT_EQ(storedTarget("self.a, self.b = pair"), std::nullopt);
