@@ -155,11 +155,15 @@ def _qwen2_with_cache(attention):
                          eos_token_id=2))
 
 
-def _bart(attention):
-    return _hf("BartModel", "BartConfig", attention, vocab_size=VOCABULARY, d_model=32,
+def _bart_like(model, config, attention):
+    return _hf(model, config, attention, vocab_size=VOCABULARY, d_model=32,
                encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
                decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
                max_position_embeddings=64, use_cache=False)
+
+
+def _bart(attention):
+    return _bart_like("BartModel", "BartConfig", attention)
 
 
 def _t5(attention):
@@ -237,10 +241,7 @@ def _gemma(attention):
 
 
 def _mbart(attention):
-    return _hf("MBartModel", "MBartConfig", attention, vocab_size=VOCABULARY, d_model=32,
-               encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-               decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
-               max_position_embeddings=64, use_cache=False)
+    return _bart_like("MBartModel", "MBartConfig", attention)
 
 
 def _falcon(attention):
