@@ -76,6 +76,11 @@ std::vector<std::string> assignmentTargets(std::string_view line) {
   return names;
 }
 
+bool beginsADefinition(std::string_view code) {
+  return code.starts_with("def ") || code.starts_with("async def ") || code.starts_with("class ") ||
+         code.starts_with("@");
+}
+
 std::optional<std::string> storedTarget(std::string_view line) {
   size_t position = 0;
   skipSpaces(line, position);

@@ -28,6 +28,10 @@ std::optional<std::string> storedTarget(std::string_view line);
 // weights` -> {"", "weights"}. Nothing when the line is not a whole return statement.
 std::optional<std::vector<std::string>> returnedNames(std::string_view line);
 
+// Whether a line (its indentation stripped) begins a definition: `def`, `async def`, `class`
+// or a decorator. Scanning down from a statement, such a line is past the end of its function.
+bool beginsADefinition(std::string_view code);
+
 // A traced TorchScript node's source text is the Python stack at trace time, innermost first,
 // one frame a line: "/path/model.py(42): forward". Returns the frames, or nothing when the
 // text is not such a stack (a scripted node's text is the source expression itself). Frames

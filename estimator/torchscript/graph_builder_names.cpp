@@ -212,8 +212,7 @@ std::optional<std::vector<std::string>> GraphBuilder::returnedNamesAfter(const S
     if (!line) break;  // the end of the file ends the function too
     size_t depth = indentation(*line);
     std::string_view text = std::string_view(*line).substr(std::min(depth, line->size()));
-    if (number > last.line && (text.starts_with("def ") || text.starts_with("class ") ||
-                               text.starts_with("async def ") || text.starts_with("@"))) {
+    if (number > last.line && beginsADefinition(text)) {
       break;  // past the end of the function
     }
     if (!text.starts_with("return")) continue;
@@ -534,10 +533,7 @@ std::optional<SourceFrame> GraphBuilder::droppedStoreAfter(const SourceFrame& re
     if (!line) return std::nullopt;
     std::string_view text = *line;
     text.remove_prefix(std::min(text.size(), text.find_first_not_of(" \t")));
-    if (text.starts_with("def ") || text.starts_with("class ") || text.starts_with("async def ") ||
-        text.starts_with("@")) {
-      return std::nullopt;  // past the end of the function
-    }
+    if (beginsADefinition(text)) return std::nullopt;  // past the end of the function
     if (storedTarget(*line) != target) continue;
     bool ran = std::any_of(graph_.nodes.begin(), graph_.nodes.end(), [&](const Node& node) {
       return node.scope == scope && !node.stack.empty() && node.stack.front().file == read.file &&
