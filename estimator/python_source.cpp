@@ -40,7 +40,10 @@ bool isAssignmentOperator(std::string_view text, size_t position, size_t& length
 
 }  // namespace
 
-std::vector<std::string> assignmentTargets(std::string_view line) {
+namespace {
+
+// The names an assignment binds, and where its right-hand side begins.
+std::optional<std::pair<std::vector<std::string>, size_t>> parseAssignment(std::string_view line) {
   std::vector<std::string> names;
   size_t position = 0;
   skipSpaces(line, position);
@@ -48,7 +51,7 @@ std::vector<std::string> assignmentTargets(std::string_view line) {
   if (parenthesized) ++position;
   while (true) {
     skipSpaces(line, position);
-    if (position >= line.size() || !isIdentifierStart(line[position])) return {};
+    if (position >= line.size() || !isIdentifierStart(line[position])) return std::nullopt;
     size_t start = position;
     while (position < line.size() && isIdentifierPart(line[position])) ++position;
     names.emplace_back(line.substr(start, position - start));
@@ -60,20 +63,108 @@ std::vector<std::string> assignmentTargets(std::string_view line) {
     break;
   }
   if (parenthesized) {
-    if (position >= line.size() || line[position] != ')') return {};
+    if (position >= line.size() || line[position] != ')') return std::nullopt;
     ++position;
     skipSpaces(line, position);
   }
   if (position < line.size() && line[position] == ':' && names.size() == 1) {
     // An annotation: `x: Tensor = ...`. Skip to the `=`.
     size_t equals = line.find('=', position);
-    if (equals == std::string_view::npos) return {};
+    if (equals == std::string_view::npos) return std::nullopt;
     position = equals;
   }
   size_t length = 0;
-  if (!isAssignmentOperator(line, position, length)) return {};
-  if (names.size() == 1 && (names.front() == "return" || names.front() == "yield")) return {};
-  return names;
+  if (!isAssignmentOperator(line, position, length)) return std::nullopt;
+  if (names.size() == 1 && (names.front() == "return" || names.front() == "yield")) {
+    return std::nullopt;
+  }
+  return std::make_pair(std::move(names), position + length);
+}
+
+// Where the bracket opening at `open` closes, skipping strings and comments; npos when the
+// text ends first.
+size_t matchingBracket(std::string_view text, size_t open) {
+  int depth = 0;
+  char quote = 0;
+  for (size_t position = open; position < text.size(); ++position) {
+    char character = text[position];
+    if (quote) {
+      if (character == '\\') {
+        ++position;
+      } else if (character == quote) {
+        quote = 0;
+      }
+      continue;
+    }
+    if (character == '"' || character == '\'') {
+      quote = character;
+    } else if (character == '#') {
+      position = text.find('\n', position);
+      if (position == std::string_view::npos) return position;
+    } else if (character == '(' || character == '[' || character == '{') {
+      ++depth;
+    } else if ((character == ')' || character == ']' || character == '}') && --depth == 0) {
+      return position;
+    }
+  }
+  return std::string_view::npos;
+}
+
+// Whether `text` holds nothing but spaces, line breaks and a comment.
+bool onlyLayout(std::string_view text) {
+  size_t first = text.find_first_not_of(" \t\r\n\\");
+  return first == std::string_view::npos || text[first] == '#';
+}
+
+// Whether `text` has a comma outside every bracket and string.
+bool hasTopLevelComma(std::string_view text) {
+  for (size_t position = 0; position < text.size(); ++position) {
+    char character = text[position];
+    if (character == '(' || character == '[' || character == '{' || character == '"' ||
+        character == '\'') {
+      if (character == '"' || character == '\'') {
+        size_t close = text.find(character, position + 1);
+        if (close == std::string_view::npos) return false;
+        position = close;
+        continue;
+      }
+      position = matchingBracket(text, position);
+      if (position == std::string_view::npos) return false;
+    } else if (character == '#') {
+      position = text.find('\n', position);
+      if (position == std::string_view::npos) return false;
+    } else if (character == ',') {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<std::string> assignmentTargets(std::string_view line) {
+  auto assignment = parseAssignment(line);
+  return assignment ? std::move(assignment->first) : std::vector<std::string>();
+}
+
+bool bindsAContainerDisplay(std::string_view statement) {
+  auto assignment = parseAssignment(statement);
+  if (!assignment || assignment->first.size() != 1) return false;
+  size_t position = assignment->second;
+  skipSpaces(statement, position);
+  if (position >= statement.size()) return false;
+  std::string_view value = statement.substr(position);
+  char open = value.front();
+  if (open == '{' || open == '[' || open == '(') {
+    size_t close = matchingBracket(value, 0);
+    if (close == std::string_view::npos) return false;
+    // Something after the brackets (`[x, y][0]`, `(a, b)[0] + c`): a tuple only with a comma.
+    if (!onlyLayout(value.substr(close + 1))) return hasTopLevelComma(value);
+    // A dict or list display (or comprehension) holds its elements; a parenthesized
+    // expression is a tuple only with a comma inside.
+    return open != '(' || hasTopLevelComma(value.substr(1, close - 1));
+  }
+  return hasTopLevelComma(value);  // `pair = f(x), g(x)`
 }
 
 bool beginsADefinition(std::string_view code) {
@@ -294,6 +385,21 @@ void scanLine(std::string_view text, LineState& state) {
 }
 
 }  // namespace
+
+std::optional<std::string> SourceFileCache::statement(const std::string& file, int64_t first_line) {
+  constexpr int64_t kMostLines = 200;
+  std::string text;
+  LineState state;
+  for (int64_t number = first_line; number < first_line + kMostLines; ++number) {
+    std::optional<std::string> next = line(file, number);
+    if (!next) return number == first_line ? std::nullopt : std::optional<std::string>(text);
+    if (number > first_line) text += '\n';
+    text += *next;
+    scanLine(*next, state);
+    if (state.depth == 0 && !state.triple && !state.backslash) break;
+  }
+  return text;
+}
 
 int64_t SourceFileCache::statementStart(const std::string& file, int64_t line_number) {
   auto [cached, inserted] = statement_starts_.try_emplace({file, line_number}, line_number);

@@ -17,6 +17,12 @@ namespace memtrace::estimator {
 // is not an assignment (`return f(x)`, `if x == y:`).
 std::vector<std::string> assignmentTargets(std::string_view line);
 
+// Whether an assignment (the whole statement, over its lines) binds one name to a container
+// it builds: `masks = {"full": f(x), "sliding": g(x)}`, `outs = [f(x), g(x)]` (or a
+// comprehension), `pair = f(x), g(x)`. Python's name then holds every element the statement
+// made, not only what its last op returned.
+bool bindsAContainerDisplay(std::string_view statement);
+
 // The target of a statement that stores into an object rather than binding a name:
 // `self.keys = torch.cat(...)` -> "self.keys", `cache[i] = x` -> "cache[i]". Nothing for any
 // other statement. The value lives as long as the object, which the IR does not show.
@@ -52,6 +58,10 @@ class SourceFileCache {
  public:
   // The line (1-based), without its newline, or nothing when the file cannot be read.
   std::optional<std::string> line(const std::string& file, int64_t line_number);
+
+  // The statement that begins at `first_line`, its lines joined by '\n' up to where its
+  // brackets close; nothing when the file cannot be read.
+  std::optional<std::string> statement(const std::string& file, int64_t first_line);
 
   // The first line of the statement that `line_number` belongs to. Python 3.11 reports the
   // line of the sub-expression running (`    2, 0, 3, 1, 4).unbind(0)`), not of the statement

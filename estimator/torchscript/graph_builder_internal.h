@@ -122,6 +122,9 @@ class GraphBuilder {
     ScopeId callee_scope;
     SourceFrame callee_statement;
     NodeId callee_after;
+    // What the statement held as each of its calls began, and the node that made it: the
+    // elements of a container it builds (Note [Containers a statement builds]).
+    std::vector<std::pair<ValueId, NodeId>> parts;
   };
 
   // One function invocation.
@@ -196,6 +199,8 @@ class GraphBuilder {
   void noteStatementValues(Frame& frame, const std::vector<ValueId>& values);
   bool writesIntoATensor(NodeId last) const;
   void finishStatements(Frame& frame, size_t keep);
+  static void notePart(PendingStatement& pending);
+  void bindContainerParts(const PendingStatement& pending, const std::string& target);
   void bindReturnedNames(const Frame& callee, const Location& location,
                          const std::vector<Slot>& outputs);
   std::optional<std::vector<std::string>> returnedNamesAfter(const SourceFrame& last);

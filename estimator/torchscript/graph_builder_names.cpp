@@ -95,6 +95,8 @@ void GraphBuilder::enterStatements(Frame& frame, const std::vector<SourceFrame>&
   if (callee && common == levels.size() && common > 0 &&
       isRepeatedCall(frame.statements[common - 1].last_callee, *callee)) {
     --common;
+  } else if (callee && common == levels.size() && common > 0) {
+    notePart(frame.statements.back());  // the statement calls another module
   }
   size_t running = frame.statements.size();
   finishStatements(frame, common);
@@ -107,6 +109,7 @@ void GraphBuilder::enterStatements(Frame& frame, const std::vector<SourceFrame>&
     key += levels[level].file + ":" + levels[level].function + "/";
     if (level < common) continue;
     ScopeId scope = frame.scope;
+    if (level > 0 && level == common) notePart(frame.statements[level - 1]);  // calls a function
     if (level > 0) {
       auto [entry, inserted] = frame.traced_scopes.try_emplace(key);
       if (inserted || level > common || level >= running) {
@@ -139,6 +142,50 @@ void GraphBuilder::noteStatementValues(Frame& frame, const std::vector<ValueId>&
   }
 }
 
+// Note [Containers a statement builds]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A statement's value is what its last op produced, but a statement that builds a container
+// binds its name to every element: `causal_mask_mapping = {"full_attention":
+// create_causal_mask(...), "sliding_attention": create_sliding_window_causal_mask(...)}`
+// (transformers' decoders) holds both masks until the name is rebound, though only the second
+// was made last. A trace shows no dict (the tracer saw Python build it), so the elements are
+// found from the statement: as each call of the statement begins (a Python function or a
+// module), what the statement last produced is the previous element, or an argument of the
+// new call. Of those, the ones no later op of the statement reads are the elements; when the
+// source says the statement builds a container (bindsAContainerDisplay), they are bound to its
+// name with its last value.
+
+void GraphBuilder::notePart(PendingStatement& pending) {
+  for (ValueId id : pending.values) pending.parts.emplace_back(id, pending.after);
+}
+
+void GraphBuilder::bindContainerParts(const PendingStatement& pending, const std::string& target) {
+  if (pending.parts.empty() || !pending.statement.known() || !pending.after.valid()) return;
+  std::optional<std::string> text =
+      source_files_.statement(pending.statement.file, pending.statement.line);
+  if (!text || !bindsAContainerDisplay(*text)) return;
+  for (const auto& [id, made_by] : pending.parts) {
+    if (std::find(pending.values.begin(), pending.values.end(), id) != pending.values.end()) {
+      continue;  // the last element, bound with the statement's value
+    }
+    bool read_later = false;
+    uint32_t first = made_by.valid() ? made_by.value + 1 : 0;
+    for (uint32_t index = first; index <= pending.after.value && !read_later; ++index) {
+      const Node& node = graph_.nodes[index];
+      read_later = !node.torch_script_only &&
+                   std::find(node.inputs.begin(), node.inputs.end(), id) != node.inputs.end();
+    }
+    if (read_later) continue;  // an argument of a later call, or an operand
+    Value& value = graph_.value(id);
+    bool bound =
+        std::any_of(value.bindings.begin(), value.bindings.end(), [&](const Binding& binding) {
+          return binding.scope == pending.scope && binding.variable == target &&
+                 binding.after == pending.after;
+        });
+    if (!bound) value.bindings.push_back({pending.scope, target, pending.after});
+  }
+}
+
 // `inv_perm[perm] = torch.arange(n)`, `self.keys[:, :, position] = k`: a store that ends in an
 // in-place op (index_put_, copy_ into a slice, fill_) copies into a tensor, which holds
 // nothing of what was stored, unlike an object's attribute or a list's element.
@@ -156,10 +203,12 @@ void GraphBuilder::finishStatements(Frame& frame, size_t keep) {
     std::vector<std::string> targets = targetsOf(pending.statement);
     if (bindThroughCallee(pending, targets)) {
       // Bound to what the function it called returned.
+      if (targets.size() == 1) bindContainerParts(pending, targets.front());
     } else if (targets.size() == 1) {
       for (ValueId id : pending.values) {
         graph_.value(id).bindings.push_back({pending.scope, targets.front(), pending.after});
       }
+      bindContainerParts(pending, targets.front());
     } else if (std::optional<std::string> line =
                    pending.statement.known()
                        ? source_files_.line(pending.statement.file, pending.statement.line)

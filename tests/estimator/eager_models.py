@@ -4,7 +4,8 @@ Each reproduces one pattern that made the eager estimate silently wrong: names r
 an unrolled loop and the branches of an `if`, tuple unpacking into `_`, names a function returns,
 `list.pop()`, tensors stored into a cache object (`self.keys = torch.cat([self.keys, k])`),
 torch.utils.checkpoint blocks that all bind one `ret`, a returned tuple bound to one name, a
-store into a tensor (which holds nothing), and a view (and an `arange`) that Python keeps bound
+store into a tensor (which holds nothing), a dict built in one statement (which holds every
+value), and a view (and an `arange`) that Python keeps bound
 while their base would otherwise die. Sizes are chosen so that getting the pattern
 wrong moves the peak by far more than the 1 % bar.
 """
@@ -310,6 +311,49 @@ class ObjectCache(nn.Module):
         return step
 
 
+def full_mask(x):
+    length = x.shape[1]
+    return torch.full((x.shape[0], 1, length, length), float("-inf")).triu(1)
+
+
+def window_mask(x, window: int = 4):
+    length = x.shape[1]
+    blocked = torch.ones(length, length, dtype=torch.bool).tril(-window)
+    return full_mask(x).masked_fill(blocked, float("-inf"))
+
+
+class MaskedAttention(nn.Module):
+    def __init__(self, width=WIDTH):
+        super().__init__()
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x, mask):
+        q, k, v = self.qkv(x).unsqueeze(1).chunk(3, dim=-1)
+        weights = torch.softmax(q @ k.transpose(-2, -1) / 8.0 + mask, dim=-1)
+        return self.proj((weights @ v).squeeze(1))
+
+
+class DictOfMasks(nn.Module):
+    """transformers' decoders: `causal_mask_mapping = {"full_attention": create_causal_mask(...),
+    "sliding_attention": create_sliding_window_causal_mask(...)}` holds both masks until forward
+    returns, though the statement's last op made only the second."""
+
+    def __init__(self, layers=2, width=WIDTH):
+        super().__init__()
+        self.layers = nn.ModuleList([MaskedAttention(width) for _ in range(layers)])
+        self.head = nn.Linear(width, 4 * width)
+
+    def forward(self, x):
+        masks = {
+            "full": full_mask(x),
+            "sliding": window_mask(x),
+        }
+        for index, layer in enumerate(self.layers):
+            x = x + layer(x, masks["full" if index % 2 == 0 else "sliding"])
+        return self.head(x)
+
+
 MODELS = {
     "branchy-loop": BranchyLoop,
     "underscore-encoder": UnderscoreEncoder,
@@ -320,6 +364,7 @@ MODELS = {
     "object-cache": ObjectCache,
     "one-name-for-a-tuple": OneNameForATuple,
     "tensor-store": TensorStore,
+    "dict-of-masks": DictOfMasks,
 }
 
 # Models torch.jit.script cannot take (torch.utils.checkpoint is Python only, and so are a

@@ -295,6 +295,14 @@ def _qwen2_moe(attention):
                           shared_expert_intermediate_size=32))
 
 
+def _gemma3(attention):
+    # Full and sliding-window layers, the full one first: the decoder builds both masks in one
+    # dict display (causal_mask_mapping = {...}), which holds the first past its last use.
+    return _hf("Gemma3ForCausalLM", "Gemma3TextConfig", attention,
+               **_decoder(head_dim=8, sliding_window=4,
+                          layer_types=["full_attention", "sliding_attention"]))
+
+
 def _image(batch):
     return OrderedDict(pixel_values=torch.randn(batch, 3, 32, 32))
 
@@ -341,6 +349,7 @@ HF = {
     "clip-vision": (_clip_vision, _image),
     "mixtral": (_mixtral, _text),
     "qwen2-moe": (_qwen2_moe, _text),
+    "gemma3": (_gemma3, _text),
     "hubert": (_hubert, lambda b: OrderedDict(input_values=torch.randn(b, 400))),
 }
 

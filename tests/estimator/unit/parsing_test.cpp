@@ -177,6 +177,40 @@ TEST(SourceFileCache, FindsTheFirstLineOfAStatement) {
   EXPECT_EQ(cache.statementStart(long_path, 66), 66);
 }
 
+TEST(PythonSource, ContainerDisplays) {
+  EXPECT_TRUE(bindsAContainerDisplay(
+      "causal_mask_mapping = {\n    \"full\": f(x),  # (\n    \"sliding\": g(x),\n}"));
+  EXPECT_TRUE(bindsAContainerDisplay("outs = [f(x), g(x)]"));
+  EXPECT_TRUE(bindsAContainerDisplay("outs = [layer(x) for layer in layers]"));
+  EXPECT_TRUE(bindsAContainerDisplay("pair = f(x), g(x)"));
+  EXPECT_TRUE(bindsAContainerDisplay("pair = (f(x), g(x))  # a tuple"));
+  EXPECT_FALSE(bindsAContainerDisplay("y = (f(x) + g(x))"));  // parentheses, no tuple
+  EXPECT_FALSE(bindsAContainerDisplay("y = [f(x), g(x)][0]"));
+  EXPECT_FALSE(bindsAContainerDisplay("y = f(x, g(x))"));
+  EXPECT_FALSE(bindsAContainerDisplay("y = f(\"a, b\")"));
+  EXPECT_FALSE(bindsAContainerDisplay("a, b = f(x), g(x)"));  // unpacked: each name its own
+  EXPECT_FALSE(bindsAContainerDisplay("self.masks = [f(x), g(x)]"));
+  EXPECT_FALSE(bindsAContainerDisplay("return f(x), g(x)"));
+}
+
+TEST(SourceFileCache, ReadsAWholeStatement) {
+  std::string path = ::testing::TempDir() + "whole_statement.py";
+  {
+    std::ofstream file(path);
+    file << "def forward(self, x):\n"      // 1
+         << "    masks = {\n"              // 2
+         << "        \"a\": f(x),  # }\n"  // 3
+         << "        \"b\": g(x),\n"       // 4
+         << "    }\n"                      // 5
+         << "    return masks\n";          // 6
+  }
+  SourceFileCache cache;
+  EXPECT_EQ(cache.statement(path, 2),
+            "    masks = {\n        \"a\": f(x),  # }\n        \"b\": g(x),\n    }");
+  EXPECT_EQ(cache.statement(path, 6), "    return masks");
+  EXPECT_FALSE(cache.statement(path + ".gone", 2));
+}
+
 TEST(DeviceProfile, ShippedProfilesParse) {
   for (const std::string& name : listDeviceProfiles(MEMTRACE_PROFILE_DIRECTORY)) {
     DeviceProfile profile = loadDeviceProfile(name, MEMTRACE_PROFILE_DIRECTORY);
