@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "recorder/recorder.h"
+#include "tracer/recorder/recorder.h"
 
 namespace memtrace::hooks {
 

@@ -8,7 +8,7 @@
 
 #include "allocator/hook_support.h"
 #include "allocator/real_functions.h"
-#include "recorder/config.h"
+#include "tracer/recorder/config.h"
 
 namespace memtrace::hooks {
 namespace {

@@ -13,8 +13,8 @@
 
 #include "allocator/hook_support.h"
 #include "allocator/real_functions.h"
-#include "recorder/config.h"
-#include "recorder/memtrace.h"
+#include "tracer/recorder/config.h"
+#include "tracer/recorder/memtrace.h"
 
 using memtrace::EventSource;
 using memtrace::RecursionGuard;

@@ -14,7 +14,7 @@
 // never the runtime's own calls: nothing is counted twice.
 #include "allocator/hook_support.h"
 #include "allocator/real_functions.h"
-#include "recorder/memtrace.h"
+#include "tracer/recorder/memtrace.h"
 
 using memtrace::EventSource;
 using memtrace::RecursionGuard;

@@ -41,7 +41,7 @@ std::string tracePath() {
 
 // Tracing with `stacks` around the benchmark's loop; reports bytes written per event.
 // A file's first flush period is written through, a write per record (Note [When records
-// reach the file], recorder/recorder_state.h): `steady` waits past it, so that the loop
+// reach the file], tracer/recorder/recorder_state.h): `steady` waits past it, so that the loop
 // measures the buffered path every later event takes; BM_TracedNoStackFirstPeriod measures
 // the window itself.
 class Tracing {

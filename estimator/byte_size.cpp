@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <string>
 
-#include "common/byte_format.h"
+#include "tracer/common/byte_format.h"
 
 namespace memtrace::estimator {
 

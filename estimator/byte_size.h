@@ -11,8 +11,8 @@ namespace memtrace::estimator {
 // TB) units, case-insensitive, B optional. Nothing on a malformed or negative size.
 std::optional<int64_t> parseByteSize(std::string_view text);
 
-// "9.95 MiB": the project's one byte formatter (common/byte_format.h) at the three significant
-// digits the estimator's tables use.
+// "9.95 MiB": the project's one byte formatter (tracer/common/byte_format.h) at the three
+// significant digits the estimator's tables use.
 std::string formatBytes(int64_t bytes);
 
 }  // namespace memtrace::estimator

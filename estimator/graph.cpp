@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string_view>
 
-#include "common/user_code.h"
+#include "tracer/common/user_code.h"
 
 namespace memtrace::estimator {
 

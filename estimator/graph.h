@@ -30,7 +30,7 @@
 #include <utility>
 #include <vector>
 
-#include "format/records.h"
+#include "tracer/format/records.h"
 
 namespace memtrace::estimator {
 
@@ -221,8 +221,8 @@ struct Graph {
 // node `after`; an element it holds again is held for as long as the container lives.
 void noteTakenOut(Value& container, const std::vector<ValueId>& held, NodeId after);
 
-// Whether a file belongs to the user's own code: common/user_code.h, the one rule the report's
-// "innermost frame in user code" grouping uses too, so both sides name the same line.
+// Whether a file belongs to the user's own code: tracer/common/user_code.h, the one rule the
+// report's "innermost frame in user code" grouping uses too, so both sides name the same line.
 bool isUserCode(const std::string& file);
 
 // The innermost frame of `stack` in user code, or an unknown frame if there is none.

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 from . import _native
 
-# The numbers the trace format gives them (format/records.h: Category, TrainingPhase).
+# The numbers the trace format gives them (tracer/format/records.h: Category, TrainingPhase).
 CATEGORIES = ("unknown", "parameter", "gradient", "optimizer_state", "activation", "input",
               "temporary")
 _PARAMETER, _GRADIENT, _OPTIMIZER_STATE, _ACTIVATION, _INPUT = 1, 2, 3, 4, 5

@@ -277,7 +277,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default=os.environ.get("MEMTRACE_BUILD_DIR",
                                                           str(REPOSITORY / "build")))
-    parser.add_argument("--csv", default="zoo_accuracy.csv")
+    parser.add_argument("--csv", default=str(REPOSITORY / "docs" / "zoo_accuracy.csv"))
     parser.add_argument("--only", default="", help="comma-separated zoo names")
     arguments = parser.parse_args()
     binary = str(Path(arguments.build) / "bin" / "memtrace-estimate")

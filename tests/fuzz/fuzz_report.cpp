@@ -17,20 +17,20 @@
 #include <string>
 #include <vector>
 
-#include "format/codec.h"
-#include "format/records.h"
-#include "reader/reader.h"
-#include "report/analysis.h"
-#include "report/export_perfetto.h"
-#include "report/export_pytorch.h"
-#include "report/flame.h"
-#include "report/locations.h"
-#include "report/parse_command.h"
-#include "report/render.h"
-#include "report/render_flame.h"
-#include "report/render_html.h"
-#include "report/symbolizer.h"
-#include "report/timeline.h"
+#include "tracer/format/codec.h"
+#include "tracer/format/records.h"
+#include "tracer/reader/reader.h"
+#include "tracer/report/analysis.h"
+#include "tracer/report/export_perfetto.h"
+#include "tracer/report/export_pytorch.h"
+#include "tracer/report/flame.h"
+#include "tracer/report/locations.h"
+#include "tracer/report/parse_command.h"
+#include "tracer/report/render.h"
+#include "tracer/report/render_flame.h"
+#include "tracer/report/render_html.h"
+#include "tracer/report/symbolizer.h"
+#include "tracer/report/timeline.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 """Issue 12, rows 1-4 and the SIGKILL loop: the host program never dies of the recorder, and
 the trace it leaves always reads, up to its last whole chunk, with nothing lost that the
-write policy promises (Note [When records reach the file], recorder/recorder_state.h).
+write policy promises (Note [When records reach the file], tracer/recorder/recorder_state.h).
 docs/reliability.md ("The injected library") lists what each test tries."""
 import os
 import random

@@ -6,7 +6,7 @@ import struct
 MAGIC = b"MEMTRACE"
 VERSION = 1
 
-# Record types and marker kinds (format/records.h).
+# Record types and marker kinds (tracer/format/records.h).
 PROCESS_INFO, STRING, PYTHON_FRAME, PYTHON_STACK, NATIVE_STACK, LOADED_OBJECT, DEVICE, CONTEXT, \
     MARKER, FAILED_ALLOC, MODULE_SCOPE, CATEGORY, TRAINING_PHASE, STEP_END = range(1, 15)
 # Categories and training phases (Note [Training records]).

@@ -1,12 +1,12 @@
-#include "report/analysis.h"
+#include "tracer/report/analysis.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
 
-#include "common/user_code.h"
-#include "report/locations.h"
 #include "tests/unit/trace_builder.h"
+#include "tracer/common/user_code.h"
+#include "tracer/report/locations.h"
 
 namespace memtrace::testing {
 namespace {

@@ -1,4 +1,4 @@
-#include "common/byte_format.h"
+#include "tracer/common/byte_format.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "format/codec.h"
+#include "tracer/format/codec.h"
 
 #include <gtest/gtest.h>
 

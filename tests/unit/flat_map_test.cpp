@@ -1,4 +1,4 @@
-#include "common/flat_map.h"
+#include "tracer/common/flat_map.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,7 @@
-// The live set's rule (format/live_table.h) and its one offline replay (reader/live_set.h),
-// which every view reads through: what each consumer hook receives, and the live set left.
-#include "reader/live_set.h"
+// The live set's rule (tracer/format/live_table.h) and its one offline replay
+// (tracer/reader/live_set.h), which every view reads through: what each consumer hook receives, and
+// the live set left.
+#include "tracer/reader/live_set.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "reader/reader.h"
+#include "tracer/reader/reader.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

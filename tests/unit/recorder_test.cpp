@@ -1,6 +1,6 @@
 // The recorder linked directly: what it writes, read back with the reader. The recorder is
 // process-wide, so every test frees what it allocated and closes its file.
-#include "recorder/recorder.h"
+#include "tracer/recorder/recorder.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
-#include "reader/reader.h"
-#include "recorder/memtrace.h"
 #include "tests/unit/trace_builder.h"
+#include "tracer/reader/reader.h"
+#include "tracer/recorder/memtrace.h"
 
 namespace memtrace::testing {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "format/codec.h"
-#include "format/records.h"
+#include "tracer/format/codec.h"
+#include "tracer/format/records.h"
 
 namespace memtrace::testing {
 

@@ -5,10 +5,10 @@
 #include <cstdio>
 #include <numeric>
 
-#include "report/escape.h"
-#include "report/flame.h"
-#include "report/timeline.h"
 #include "tests/unit/trace_builder.h"
+#include "tracer/report/escape.h"
+#include "tracer/report/flame.h"
+#include "tracer/report/timeline.h"
 
 namespace memtrace::testing {
 namespace {

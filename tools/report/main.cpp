@@ -21,24 +21,24 @@
 #include <variant>
 #include <vector>
 
-#include "common/byte_format.h"
-#include "reader/reader.h"
-#include "report/analysis.h"
-#include "report/export_perfetto.h"
-#include "report/export_pytorch.h"
-#include "report/flame.h"
-#include "report/locations.h"
-#include "report/parse_command.h"
-#include "report/prediction.h"
-#include "report/render.h"
-#include "report/render_flame.h"
-#include "report/render_html.h"
-#include "report/symbolizer.h"
-#include "report/timeline.h"
 #include "tools/common/cli.h"
 #include "tools/common/output.h"
 #include "tools/common/progress.h"
 #include "tools/common/tool_main.h"
+#include "tracer/common/byte_format.h"
+#include "tracer/reader/reader.h"
+#include "tracer/report/analysis.h"
+#include "tracer/report/export_perfetto.h"
+#include "tracer/report/export_pytorch.h"
+#include "tracer/report/flame.h"
+#include "tracer/report/locations.h"
+#include "tracer/report/parse_command.h"
+#include "tracer/report/prediction.h"
+#include "tracer/report/render.h"
+#include "tracer/report/render_flame.h"
+#include "tracer/report/render_html.h"
+#include "tracer/report/symbolizer.h"
+#include "tracer/report/timeline.h"
 
 namespace {
 

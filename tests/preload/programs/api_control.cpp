@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "recorder/memtrace.h"
 #include "tests/testcudart/testcuda.h"
+#include "tracer/recorder/memtrace.h"
 
 #define LOAD(name) auto name = reinterpret_cast<decltype(&::name)>(dlsym(library, #name))
 

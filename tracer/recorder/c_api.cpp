@@ -1,0 +1,245 @@
+// The C API (memtrace.h): what the Python package and C/C++ programs call to drive the
+// recorder.
+#include <stdio.h>
+#include <string.h>
+
+#include "tracer/recorder/memtrace.h"
+#include "tracer/recorder/native_stack.h"
+#include "tracer/recorder/python_stack.h"
+#include "tracer/recorder/recorder.h"
+#include "tracer/recorder/recorder_state.h"
+#include "tracer/recorder/thread_state.h"
+
+using namespace memtrace;
+using namespace memtrace::detail;
+using format::MarkerKind;
+
+namespace {
+
+// Writes one record through `write` (a marker, or a training record: Note [Training records]):
+// under the lock, into the open file, opening it if one is wanted.
+template <typename Write>
+int writeRecordNow(Write&& write) {
+  MutexLock lock;
+  if (!g_file_wanted) {
+    setError("tracing has not started: call memtrace_start() first");
+    return -1;
+  }
+  if (!ensureFileOpen()) return -1;
+  uint64_t time = monotonicNow();
+  if (!write(time)) {
+    failWrite();
+    return -1;
+  }
+  afterRecord(time);
+  return 0;
+}
+
+int writeMarkerNow(MarkerKind kind, const char* name) {
+  return writeRecordNow([&](uint64_t time) { return g_writer.writeMarker(time, kind, name); });
+}
+
+}  // namespace
+
+extern "C" {
+
+MEMTRACE_EXPORT int memtrace_start(const char* path) {
+  ensureRecorderInitialized();
+  // Settings may have changed since load (a Python program sets MEMTRACE_STACKS first).
+  // Loading may take the dynamic loader's lock, so it happens before g_mutex is taken
+  // (Note [Lock order]).
+  Config config = readConfig();
+  python::loadApi();
+  if (config.python_public_api_only) python::usePublicApiOnly();
+  if (format::wantsNative(config.stack_mode)) native::loadUnwinder();
+  MutexLock lock;
+  // The setting of the running file's stack mode is what its ProcessInfo said; a changed
+  // mode applies from the next file on, and to capture at once.
+  g_config = config;
+  if (path && *path) {
+    char wanted[4096];
+    expandPath(path, wanted, sizeof(wanted));
+    if (g_file.isOpen() && strcmp(wanted, g_file.path()) != 0) closeFile(MarkerKind::kTraceClosed);
+    strncpy(g_path_pattern, path, sizeof(g_path_pattern) - 1);
+  } else if (!g_file.isOpen()) {
+    strncpy(g_path_pattern, config.output_pattern, sizeof(g_path_pattern) - 1);
+  }
+  g_file_wanted = true;
+  g_write_failed = false;
+  bool was_open = g_file.isOpen();
+  bool was_tracing = g_tracing.exchange(true);
+  if (!ensureFileOpen()) return -1;
+  if (was_open && !was_tracing &&
+      !g_writer.writeMarker(monotonicNow(), MarkerKind::kTracingStarted, nullptr)) {
+    failWrite();
+    return -1;
+  }
+  g_last_error[0] = '\0';
+  return 0;
+}
+
+MEMTRACE_EXPORT int memtrace_stop(void) {
+  ensureRecorderInitialized();
+  MutexLock lock;
+  if (!g_tracing.exchange(false)) {
+    setError("tracing is not running");
+    return -1;
+  }
+  if (g_file.isOpen()) {
+    if (!g_writer.writeMarker(monotonicNow(), MarkerKind::kTracingStopped, nullptr) ||
+        !g_file.flush()) {
+      failWrite();
+      return -1;
+    }
+  }
+  return 0;
+}
+
+MEMTRACE_EXPORT int memtrace_annotate(const char* name) {
+  ensureRecorderInitialized();
+  return writeMarkerNow(MarkerKind::kAnnotation, name ? name : "");
+}
+
+MEMTRACE_EXPORT int memtrace_phase_begin(const char* name) {
+  ensureRecorderInitialized();
+  int result = writeMarkerNow(MarkerKind::kPhaseBegin, name ? name : "");
+  if (result == 0) {
+    MutexLock lock;
+    ++g_open_phases;
+  }
+  return result;
+}
+
+MEMTRACE_EXPORT int memtrace_phase_end(void) {
+  ensureRecorderInitialized();
+  {
+    MutexLock lock;
+    if (g_open_phases == 0) {
+      setError("no phase is open");
+      return -1;
+    }
+    --g_open_phases;
+  }
+  return writeMarkerNow(MarkerKind::kPhaseEnd, nullptr);
+}
+
+MEMTRACE_EXPORT int memtrace_set_category(uint64_t address, int category) {
+  ensureRecorderInitialized();
+  if (category < 0 || category >= static_cast<int>(format::Category::kCount)) {
+    MutexLock lock;
+    setError("memtrace_set_category: the category is not one of memtrace_category's");
+    return -1;
+  }
+  return writeRecordNow([&](uint64_t) {
+    return g_writer.writeCategory(static_cast<uintptr_t>(address),
+                                  static_cast<format::Category>(category));
+  });
+}
+
+MEMTRACE_EXPORT int memtrace_training_phase(int phase) {
+  ensureRecorderInitialized();
+  if (phase < 0 || phase >= static_cast<int>(format::TrainingPhase::kCount)) {
+    MutexLock lock;
+    setError("memtrace_training_phase: the phase is not one of memtrace_training_phase's");
+    return -1;
+  }
+  return writeRecordNow([&](uint64_t time) {
+    return g_writer.writeTrainingPhase(time, static_cast<format::TrainingPhase>(phase));
+  });
+}
+
+MEMTRACE_EXPORT int memtrace_step_end(uint64_t step) {
+  ensureRecorderInitialized();
+  return writeRecordNow([&](uint64_t time) { return g_writer.writeStepEnd(time, step); });
+}
+
+MEMTRACE_EXPORT int memtrace_module_enter(const char* path) {
+  ThreadState* thread = currentThreadState();
+  if (!thread) return -1;
+  if (thread->module_depth < kMaxModuleDepth) {
+    size_t length = path ? strnlen(path, kMaxModulePath - 1) : 0;
+    memcpy(thread->module_paths[thread->module_depth], path ? path : "", length);
+    thread->module_lengths[thread->module_depth] = static_cast<uint32_t>(length);
+  }
+  ++thread->module_depth;
+  ++thread->module_version;
+  return 0;
+}
+
+MEMTRACE_EXPORT int memtrace_module_exit(void) {
+  ThreadState* thread = currentThreadState();
+  if (!thread || thread->module_depth == 0) {
+    MutexLock lock;
+    setError("memtrace_module_exit: no module is running on this thread");
+    return -1;
+  }
+  --thread->module_depth;
+  ++thread->module_version;
+  return 0;
+}
+
+MEMTRACE_EXPORT int memtrace_flush(void) {
+  ensureRecorderInitialized();
+  MutexLock lock;
+  if (!g_file.isOpen()) {
+    setError("no trace file is open");
+    return -1;
+  }
+  if (!g_file.flush()) {
+    failWrite();
+    return -1;
+  }
+  return 0;
+}
+
+MEMTRACE_EXPORT int memtrace_close(void) {
+  ensureRecorderInitialized();
+  MutexLock lock;
+  g_tracing.store(false);
+  g_file_wanted = false;
+  g_open_phases = 0;
+  if (!g_file.isOpen()) return 0;
+  closeFile(MarkerKind::kTraceClosed);
+  return g_write_failed ? -1 : 0;
+}
+
+MEMTRACE_EXPORT int memtrace_is_tracing(void) {
+  return g_tracing.load(std::memory_order_relaxed) ? 1 : 0;
+}
+
+MEMTRACE_EXPORT const char* memtrace_output_path(void) {
+  MutexLock lock;
+  return g_file.path();
+}
+
+MEMTRACE_EXPORT uint64_t memtrace_current_bytes(int device) {
+  MutexLock lock;
+  int index = device < 0 ? 0 : counterIndex(device);
+  return index < 0 ? 0 : g_current[index];
+}
+
+MEMTRACE_EXPORT uint64_t memtrace_peak_bytes(int device) {
+  MutexLock lock;
+  int index = device < 0 ? 0 : counterIndex(device);
+  return index < 0 ? 0 : g_peak[index];
+}
+
+MEMTRACE_EXPORT void memtrace_reset_peak(int device) {
+  MutexLock lock;
+  for (int index = 0; index <= kMaxDevices; ++index)
+    if (device < 0 || index == counterIndex(device)) g_peak[index] = g_current[index];
+}
+
+MEMTRACE_EXPORT const char* memtrace_diagnostics(void) {
+  static char text[128];
+  MutexLock lock;
+  snprintf(text, sizeof(text), "python-walker=%s unwinder=%s", python::walkerName(),
+           native::unwinderName());
+  return text;
+}
+
+MEMTRACE_EXPORT const char* memtrace_last_error(void) {
+  return g_last_error;
+}
+
+}  // extern "C"

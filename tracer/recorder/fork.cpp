@@ -1,0 +1,46 @@
+// fork(): the child must not inherit a lock held by a thread that does not exist in it,
+// nor write into its parent's file.
+#include <pthread.h>
+
+#include "tracer/recorder/native_stack.h"
+#include "tracer/recorder/recorder_state.h"
+#include "tracer/recorder/thread_state.h"
+
+namespace memtrace::detail {
+namespace {
+
+// Both locks are taken in their order (Note [Lock order]) and held across fork(), so the
+// child starts with the recorder's state and the object table consistent.
+void forkPrepare() {
+  pthread_mutex_lock(&g_mutex);
+  native::LoadedObject* ignored;
+  native::lockObjects(&ignored);
+}
+
+void forkParent() {
+  native::unlockObjects();
+  pthread_mutex_unlock(&g_mutex);
+}
+
+void forkChild() {
+  native::unlockObjects();
+  pthread_mutex_init(&g_mutex, nullptr);
+  // The parent's buffer and file are the parent's: drop them unwritten. The child traces
+  // into a file of its own, opened at its first event.
+  g_file.abandon();
+  g_flusher_running = false;
+  g_write_failed = false;
+  g_open_phases = 0;
+  // The child's flusher does not run until its file opens, and children often end with
+  // _exit(): every record it makes is written at once (Note [When records reach the file]).
+  g_write_through = true;
+  resetThreadIdAfterFork();
+}
+
+}  // namespace
+
+void installForkHandlers() {
+  pthread_atfork(forkPrepare, forkParent, forkChild);
+}
+
+}  // namespace memtrace::detail

@@ -1,0 +1,238 @@
+#include "tracer/recorder/native_stack.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <execinfo.h>
+#include <link.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "tracer/recorder/arena.h"
+#include "tracer/recorder/immortal.h"
+
+namespace memtrace::native {
+namespace {
+
+// Note [libunwind is never linked]
+// A library that links libunwind.so.8 makes it the process's provider of _Unwind_*: every
+// C++ exception of the host (all of PyTorch's) would then unwind through it. So it is
+// loaded with dlopen(RTLD_LOCAL) and only unw_backtrace is looked up. Debian's libunwind.a
+// is not position-independent, so static linking is not an option either.
+using UnwBacktrace = int (*)(void**, int);
+std::atomic<UnwBacktrace> g_unw_backtrace{nullptr};
+std::atomic<int> g_unwinder{0};  // 0 not loaded, 1 libunwind, 2 glibc backtrace, 3 none
+
+// memtrace's own executable range: frames inside it (the hook, the recorder) are skipped.
+uintptr_t g_self_start = 0;
+uintptr_t g_self_end = 0;
+
+constexpr size_t kMaxLoadedObjects = 4096;
+pthread_mutex_t g_objects_mutex = PTHREAD_MUTEX_INITIALIZER;
+LoadedObject g_objects[kMaxLoadedObjects];
+size_t g_object_count = 0;
+// Object paths; guarded by g_objects_mutex. Never destroyed (tracer/recorder/immortal.h).
+Immortal<Arena> g_object_arena_storage;
+Arena& g_object_arena = g_object_arena_storage.value;
+
+struct Range {
+  uintptr_t start;
+  uintptr_t end;
+};
+Range g_ranges[kMaxLoadedObjects];  // executable ranges of g_objects, sorted by start
+size_t g_range_count = 0;
+
+void readBuildId(const dl_phdr_info* info, LoadedObject* object) {
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& header = info->dlpi_phdr[i];
+    if (header.p_type != PT_NOTE) continue;
+    auto* note = reinterpret_cast<const uint8_t*>(info->dlpi_addr + header.p_vaddr);
+    const uint8_t* end = note + header.p_memsz;
+    while (note + sizeof(ElfW(Nhdr)) <= end) {
+      auto* nhdr = reinterpret_cast<const ElfW(Nhdr)*>(note);
+      const uint8_t* name = note + sizeof(ElfW(Nhdr));
+      const uint8_t* desc = name + ((nhdr->n_namesz + 3) & ~3u);
+      const uint8_t* next = desc + ((nhdr->n_descsz + 3) & ~3u);
+      if (next > end) break;
+      if (nhdr->n_type == NT_GNU_BUILD_ID && nhdr->n_namesz == 4 &&
+          std::memcmp(name, "GNU", 4) == 0 && nhdr->n_descsz <= sizeof(object->build_id)) {
+        std::memcpy(object->build_id, desc, nhdr->n_descsz);
+        object->build_id_size = nhdr->n_descsz;
+        return;
+      }
+      note = next;
+    }
+  }
+}
+
+bool sameObject(const LoadedObject& object, const dl_phdr_info* info, const char* path) {
+  return object.bias == info->dlpi_addr && std::strcmp(object.path, path) == 0;
+}
+
+// Called by dl_iterate_phdr with the loader's lock held: adds objects not seen before.
+int addObject(dl_phdr_info* info, size_t, void*) {
+  const char* path = info->dlpi_name;
+  char exe[4096];
+  if (!path || !*path) {  // the main program
+    ssize_t length = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (length <= 0) return 0;
+    exe[length] = '\0';
+    path = exe;
+  }
+  for (size_t i = 0; i < g_object_count; ++i)
+    if (sameObject(g_objects[i], info, path)) return 0;
+  if (g_object_count == kMaxLoadedObjects) return 1;
+
+  LoadedObject object{};
+  object.bias = info->dlpi_addr;
+  for (int i = 0; i < info->dlpi_phnum && object.segment_count < kMaxSegments; ++i) {
+    const ElfW(Phdr)& header = info->dlpi_phdr[i];
+    if (header.p_type == PT_LOAD && (header.p_flags & PF_X))
+      object.segments[object.segment_count++] = {info->dlpi_addr + header.p_vaddr, header.p_memsz};
+  }
+  if (object.segment_count == 0) return 0;
+  object.path = g_object_arena.copyString(path, std::strlen(path));
+  if (!object.path) return 1;
+  readBuildId(info, &object);
+  g_objects[g_object_count++] = object;
+  return 0;
+}
+
+void rebuildRanges() {
+  g_range_count = 0;
+  for (size_t i = 0; i < g_object_count; ++i)
+    for (uint32_t s = 0; s < g_objects[i].segment_count && g_range_count < kMaxLoadedObjects; ++s) {
+      const Segment& segment = g_objects[i].segments[s];
+      g_ranges[g_range_count++] = {segment.start, segment.start + segment.size};
+    }
+  std::sort(g_ranges, g_ranges + g_range_count,
+            [](const Range& a, const Range& b) { return a.start < b.start; });
+}
+
+int findSelf(dl_phdr_info* info, size_t, void* self) {
+  auto address = reinterpret_cast<uintptr_t>(self);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& header = info->dlpi_phdr[i];
+    uintptr_t start = info->dlpi_addr + header.p_vaddr;
+    if (header.p_type == PT_LOAD && (header.p_flags & PF_X) && address >= start &&
+        address < start + header.p_memsz) {
+      g_self_start = start;
+      g_self_end = start + header.p_memsz;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool loadUnwinder() {
+  int state = g_unwinder.load(std::memory_order_acquire);
+  if (state != 0) return state != 3;
+  dl_iterate_phdr(findSelf, reinterpret_cast<void*>(&captureStack));
+  void* handle = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+  if (handle) {
+    auto fn = reinterpret_cast<UnwBacktrace>(dlsym(handle, "unw_backtrace"));
+    if (fn) {
+      g_unw_backtrace.store(fn, std::memory_order_release);
+      state = 1;
+    }
+  }
+  if (state == 0) {
+    // glibc's backtrace() loads libgcc_s on its first call: do that now, not in a hook.
+    void* warm[4];
+    state = backtrace(warm, 4) > 0 ? 2 : 3;
+  }
+  refreshObjectTable();
+  g_unwinder.store(state, std::memory_order_release);
+  return state != 3;
+}
+
+const char* unwinderName() {
+  switch (g_unwinder.load(std::memory_order_acquire)) {
+    case 1:
+      return "libunwind";
+    case 2:
+      return "glibc-backtrace";
+    default:
+      return "none";
+  }
+}
+
+size_t captureStack(uintptr_t* ips, size_t max, const void* caller) {
+  // Room for memtrace's own frames (hook, recorder, capture) on top of `max`.
+  constexpr int kOwnFramesMargin = 8;
+  void* buffer[256 + kOwnFramesMargin];
+  int want = static_cast<int>(std::min<size_t>(max, 256)) + kOwnFramesMargin;
+  int count = 0;
+  switch (g_unwinder.load(std::memory_order_acquire)) {
+    case 1:
+      count = g_unw_backtrace.load(std::memory_order_relaxed)(buffer, want);
+      break;
+    case 2:
+      count = backtrace(buffer, want);
+      break;
+    default:
+      return 0;
+  }
+  int first = 0;
+  if (caller) {
+    while (first < count && buffer[first] != caller) ++first;
+    if (first == count) first = 0;  // not found (an unwinder that gave up early)
+  }
+  if (first == 0) {
+    while (first < count) {
+      auto ip = reinterpret_cast<uintptr_t>(buffer[first]);
+      if (ip < g_self_start || ip >= g_self_end) break;
+      ++first;
+    }
+  }
+  size_t kept = 0;
+  for (int i = first; i < count && kept < max; ++i)
+    ips[kept++] = reinterpret_cast<uintptr_t>(buffer[i]);
+  return kept;
+}
+
+bool objectTableCovers(uintptr_t ip) {
+  pthread_mutex_lock(&g_objects_mutex);
+  // The last range starting at or before ip.
+  const Range* it =
+      std::upper_bound(g_ranges, g_ranges + g_range_count, ip,
+                       [](uintptr_t value, const Range& r) { return value < r.start; });
+  bool covered = it != g_ranges && ip < (it - 1)->end;
+  pthread_mutex_unlock(&g_objects_mutex);
+  return covered;
+}
+
+void refreshObjectTable() {
+  // dl_iterate_phdr holds the loader's lock while it calls back; the callback takes only
+  // g_objects_mutex, which is never held while taking the loader's lock, so the order is
+  // always loader -> objects (Note [Lock order] in recorder_state.h).
+  struct Guard {
+    Guard() { pthread_mutex_lock(&g_objects_mutex); }
+    ~Guard() { pthread_mutex_unlock(&g_objects_mutex); }
+  };
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t size, void* data) {
+        Guard guard;
+        return addObject(info, size, data);
+      },
+      nullptr);
+  Guard guard;
+  rebuildRanges();
+}
+
+size_t lockObjects(LoadedObject** objects) {
+  pthread_mutex_lock(&g_objects_mutex);
+  *objects = g_objects;
+  return g_object_count;
+}
+
+void unlockObjects() {
+  pthread_mutex_unlock(&g_objects_mutex);
+}
+
+}  // namespace memtrace::native

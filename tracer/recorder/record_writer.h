@@ -1,0 +1,151 @@
+// Encodes records (records.h) into a TraceFile and keeps the tables of one trace file:
+// strings, Python frames, the Python and native stack tries, and the delta bases of the
+// event encoding. Everything here runs under the recorder's lock and allocates nothing
+// but mmap'd table memory. Every write returns false when the file could not take it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tracer/common/flat_map.h"
+#include "tracer/format/records.h"
+#include "tracer/recorder/arena.h"
+#include "tracer/recorder/python_stack.h"
+#include "tracer/recorder/thread_state.h"
+#include "tracer/recorder/trace_file.h"
+
+namespace memtrace {
+
+// The fields of the kProcessInfo record as the writer takes them: borrowed C strings, nothing
+// allocated. (reader::ProcessInfo is the same record as the reader hands it out.)
+struct ProcessInfoFields {
+  pid_t pid;
+  pid_t parent_pid;
+  uint64_t start_unix_ns;
+  uint64_t start_monotonic_ns;
+  const char* command_line;  // arguments separated by NUL
+  size_t command_line_size;
+  const char* executable;
+  const char* host_name;
+  format::StackMode stack_mode;
+  uint32_t python_depth;
+  uint32_t native_depth;
+  bool free_stacks;
+};
+
+// The context of the events that follow (a kContext record is written when it changes).
+struct EventContext {
+  pid_t thread_id;
+  int device;
+  uint64_t stream;
+  format::Api api;
+  format::Level level;
+  bool operator==(const EventContext&) const = default;
+};
+
+class RecordWriter {
+ public:
+  explicit RecordWriter(TraceFile& file) : file_(file) {}
+
+  // Forgets the previous file's tables; the records that follow start a new file whose
+  // time base is `start_monotonic_ns`.
+  void beginFile(uint64_t start_monotonic_ns);
+  // Identifies the current file's tables (caches elsewhere compare against it).
+  uint32_t generation() const { return generation_; }
+
+  bool writeProcessInfo(const ProcessInfoFields& info);
+  bool writeDevice(int device, const char* name, uint64_t total_bytes);
+  bool writeMarker(uint64_t time_ns, format::MarkerKind kind, const char* name);
+  // The training records (Note [Training records]).
+  bool writeCategory(uintptr_t address, format::Category category);
+  bool writeTrainingPhase(uint64_t time_ns, format::TrainingPhase phase);
+  bool writeStepEnd(uint64_t time_ns, uint64_t step);
+  bool setContext(const EventContext& context);
+  bool writeAlloc(uint64_t time_ns, uintptr_t address, uint64_t size, uint32_t python_stack,
+                  uint32_t native_stack);
+  bool writeFree(uint64_t time_ns, uintptr_t address, uint32_t python_stack, uint32_t native_stack);
+  bool writeFailedAlloc(uint64_t time_ns, uint64_t size, uint32_t python_stack,
+                        uint32_t native_stack);
+  // Writes the loaded objects (kLoadedObject records) this file has not got yet.
+  bool writeNewLoadedObjects();
+  // Writes a module scope record if `thread`'s running nn.Module is not the one the file
+  // last said for it. Call after setContext() for that thread.
+  bool writeModuleScope(ThreadState& thread);
+
+  // The trie node of the stack in thread.python_frames[0, python_count) (innermost
+  // first), writing the strings, frames and nodes it needs. 0 for an empty stack or a
+  // failure (*ok is then false).
+  uint32_t internPythonStack(ThreadState& thread, bool* ok);
+  // Likewise for thread.native_ips. *unknown_object is set when an instruction pointer
+  // lies outside every loaded object known: the caller refreshes the object table.
+  uint32_t internNativeStack(ThreadState& thread, bool* ok, bool* unknown_object);
+
+  bool deviceWritten(int device) const;
+
+ private:
+  uint32_t internString(const char* data, size_t size, bool* ok);
+  uint32_t internFrame(python::FrameInfo* frame, bool* ok);
+  bool writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address, const uint64_t* size,
+                  uint32_t python_stack, uint32_t native_stack);
+  uint64_t timeDelta(uint64_t time_ns);
+  // Forgets the thread's cached stack if it belongs to another file's tables.
+  void syncThreadCache(ThreadState& thread) const;
+
+  struct StringEntry {
+    const char* data;
+    uint32_t size;
+    uint32_t id;
+  };
+  struct FrameKey {
+    uint32_t file;
+    uint32_t function;
+    int32_t line;
+    bool operator==(const FrameKey&) const = default;
+  };
+  struct FrameKeyHash {
+    uint64_t operator()(const FrameKey& k) const {
+      return mixBits((uint64_t{k.file} << 32 | k.function) ^ (uint64_t(uint32_t(k.line)) << 17));
+    }
+  };
+  struct NodeKey {
+    uint32_t parent;
+    uint32_t pad;
+    uint64_t child;  // a frame id (Python) or an instruction pointer (native)
+    bool operator==(const NodeKey&) const = default;
+  };
+  struct NodeKeyHash {
+    uint64_t operator()(const NodeKey& k) const { return mixBits(k.child * 31 + k.parent); }
+  };
+
+  using NodeMap = FlatMap<NodeKey, uint32_t, NodeKeyHash>;
+  // The node `key` of a stack trie, calling write() to write its record if it is new.
+  template <typename Write>
+  uint32_t internNode(NodeMap& nodes, uint32_t* count, NodeKey key, Write&& write);
+
+  TraceFile& file_;
+  uint32_t generation_ = 0;
+
+  Arena strings_arena_;
+  FlatMap<uint64_t, StringEntry> strings_;  // by content hash
+  uint32_t string_count_ = 0;
+  FlatMap<FrameKey, uint32_t, FrameKeyHash> frames_;
+  uint32_t frame_count_ = 0;
+  NodeMap python_nodes_;
+  uint32_t python_node_count_ = 0;
+  NodeMap native_nodes_;
+  uint32_t native_node_count_ = 0;
+  uint64_t devices_written_ = 0;  // bit d: device d has its kDevice record
+  static_assert(format::kMaxDevices <= 64, "devices_written_ has a bit per device");
+
+  // Delta bases of the event encoding (Note [Event bit layout]).
+  uint64_t last_time_ns_ = 0;
+  uintptr_t last_address_ = 0;
+  uint32_t last_python_stack_[2] = {0, 0};  // [alloc, free]
+  uint32_t last_native_stack_[2] = {0, 0};
+  EventContext context_{};
+  bool context_written_ = false;
+};
+
+}  // namespace memtrace

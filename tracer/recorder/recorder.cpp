@@ -1,0 +1,284 @@
+// The record path (recorder.h): guard (the caller's), capture outside the lock, lock, write;
+// and the recorder's one-time initialization.
+#include "tracer/recorder/recorder.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+#include <initializer_list>
+
+#include "tracer/recorder/native_stack.h"
+#include "tracer/recorder/python_stack.h"
+#include "tracer/recorder/recorder_state.h"
+#include "tracer/recorder/thread_state.h"
+
+namespace memtrace {
+
+using namespace detail;
+
+namespace {
+
+struct DeviceDescription {
+  std::atomic<int> state;  // 0 unknown, 1 being asked, 2 known
+  char name[256];
+  uint64_t total_bytes;
+};
+
+pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
+std::atomic<DeviceDescriber> g_describer{nullptr};
+DeviceDescription g_devices[kMaxDevices];  // written once per device, outside g_mutex
+
+void countAlloc(int device, uint64_t size) {
+  for (int index : {0, counterIndex(device)}) {
+    if (index < 0) continue;
+    g_current[index] += size;
+    if (g_current[index] > g_peak[index]) g_peak[index] = g_current[index];
+  }
+}
+
+void countFree(int device, uint64_t size) {
+  for (int index : {0, counterIndex(device)}) {
+    if (index < 0) continue;
+    g_current[index] -= size < g_current[index] ? size : g_current[index];
+  }
+}
+
+void describeDevice(int device) {
+  if (device < 0 || device >= kMaxDevices) return;
+  DeviceDescription& description = g_devices[device];
+  int expected = 0;
+  if (description.state.load(std::memory_order_acquire) == 2 ||
+      !description.state.compare_exchange_strong(expected, 1))
+    return;
+  DeviceDescriber describer = g_describer.load(std::memory_order_acquire);
+  if (!describer ||
+      !describer(device, description.name, sizeof(description.name), &description.total_bytes)) {
+    snprintf(description.name, sizeof(description.name), "device %d", device);
+    description.total_bytes = 0;
+  }
+  description.state.store(2, std::memory_order_release);
+}
+
+// Writes the device's record once per file. Called with g_mutex held.
+bool writeDeviceIfNew(int device) {
+  if (g_writer.deviceWritten(device)) return true;
+  if (g_devices[device].state.load(std::memory_order_acquire) != 2) return true;
+  return g_writer.writeDevice(device, g_devices[device].name, g_devices[device].total_bytes);
+}
+
+// The capture step, outside the lock.
+struct Capture {
+  ThreadState* thread = nullptr;
+  bool python = false;
+  bool native = false;
+};
+
+// Whether this event's stacks are captured at all (tracing, and frees only when asked).
+bool capturesStacks(bool is_free) {
+  return g_tracing.load(std::memory_order_relaxed) && (!is_free || g_config.free_stacks);
+}
+
+// `walk_python`: the thread holds the GIL and Python stacks are wanted (decided once per
+// event: it also decides the GcPause around the walk).
+Capture captureStacks(bool is_free, const void* caller, bool walk_python) {
+  Capture capture;
+  if (!capturesStacks(is_free)) return capture;
+  capture.thread = currentThreadState();
+  if (!capture.thread) return capture;
+  capture.thread->python_count = 0;
+  capture.thread->native_count = 0;
+  if (walk_python) {
+    capture.thread->python_count =
+        python::captureStack(capture.thread->python_frames, g_config.python_depth);
+    capture.python = capture.thread->python_count > 0;
+  }
+  if (format::wantsNative(g_config.stack_mode)) {
+    capture.thread->native_count =
+        native::captureStack(capture.thread->native_ips, g_config.native_depth, caller);
+    capture.native = capture.thread->native_count > 0;
+  }
+  return capture;
+}
+
+// Interns the captured stacks (with g_mutex held). *unknown_object asks the caller to
+// refresh the object table once the lock is released.
+bool internStacks(const Capture& capture, uint32_t* python_stack, uint32_t* native_stack,
+                  bool* unknown_object) {
+  bool ok = true;
+  *python_stack = capture.python ? g_writer.internPythonStack(*capture.thread, &ok) : 0;
+  *native_stack =
+      ok && capture.native ? g_writer.internNativeStack(*capture.thread, &ok, unknown_object) : 0;
+  return ok;
+}
+
+void refreshObjectsIfNeeded(bool unknown_object) {
+  if (!unknown_object) return;
+  native::refreshObjectTable();
+  MutexLock lock;
+  if (g_file.isOpen() && !g_writer.writeNewLoadedObjects()) failWrite();
+}
+
+// The calling thread's nn.Module, if it changed since the file last said (g_mutex held).
+bool writeModuleScope() {
+  ThreadState* thread = currentThreadState();
+  return !thread || g_writer.writeModuleScope(*thread);
+}
+
+pid_t currentThreadId() {
+  ThreadState* thread = currentThreadState();
+  return thread ? thread->thread_id : 0;
+}
+
+bool pathMentionsSelf(const char* preload) {
+  Dl_info info;
+  if (!preload || !dladdr(reinterpret_cast<void*>(&ensureRecorderInitialized), &info) ||
+      !info.dli_fname)
+    return false;
+  const char* base = strrchr(info.dli_fname, '/');
+  base = base ? base + 1 : info.dli_fname;
+  return strstr(preload, base) != nullptr;
+}
+
+void initialize() {
+  g_config = readConfig();
+  strncpy(g_path_pattern, g_config.output_pattern, sizeof(g_path_pattern) - 1);
+  bool preloaded = loadedByPreload();
+  bool autostart = g_config.autostart >= 0 ? g_config.autostart == 1 : preloaded;
+  python::loadApi();
+  if (g_config.python_public_api_only) python::usePublicApiOnly();
+  if (format::wantsNative(g_config.stack_mode)) native::loadUnwinder();
+  installForkHandlers();
+  atexit(onExit);
+  if (autostart) {
+    g_file_wanted = true;
+    g_tracing.store(true, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace
+
+bool loadedByPreload() {
+  return pathMentionsSelf(getenv("LD_PRELOAD"));
+}
+
+void ensureRecorderInitialized() {
+  pthread_once(&g_init_once, initialize);
+}
+
+void setDeviceDescriber(DeviceDescriber describer) {
+  g_describer.store(describer, std::memory_order_release);
+}
+
+namespace {
+
+// Note [Recording scope before the lock]
+// Each record function declares its EventRecording before its MutexLock. Locals are
+// constructed in order and destroyed in reverse, so that one line fixes three orderings:
+//   - the capture (the EventRecording's constructor) runs before g_mutex is taken: the
+//     native walk reads the loaded objects under the loader's lock, which is never taken
+//     while g_mutex is held (Note [Lock order]); and threads capture in parallel;
+//   - the GcPause member outlives the lock: the stacks are interned under g_mutex, and the
+//     Python frames' metadata resolved there must not start a collection either
+//     (Note [No Python code runs in a hook]);
+//   - the object-table refresh (the destructor) runs after g_mutex is released: it takes
+//     the loader's lock, then g_mutex itself to write the new loaded objects; with g_mutex still
+//     held that would invert the lock order and deadlock on the non-recursive mutex.
+
+// The steps of recording an event before the lock (capture) and the records that go before
+// the event itself, shared by allocations, frees and failed allocations.
+class EventRecording {
+ public:
+  EventRecording(const EventSource& source, bool is_free)
+      : walk_python_(capturesStacks(is_free) && format::wantsPython(g_config.stack_mode) &&
+                     python::threadHoldsGil()),
+        gc_pause_(walk_python_),
+        capture_(captureStacks(is_free, source.caller, walk_python_)) {}
+
+  // After the lock is released (Note [Recording scope before the lock]): a native frame
+  // outside every known loaded object asks for a refresh of the object table.
+  ~EventRecording() { refreshObjectsIfNeeded(unknown_object_); }
+
+  // With g_mutex held: the device (once a file), the context, the thread's module scope and
+  // the stacks of the event. False when the file could not take them.
+  bool writePrelude(const EventSource& source, int device, format::Level level,
+                    uint32_t* python_stack, uint32_t* native_stack) {
+    EventContext context{capture_.thread ? capture_.thread->thread_id : currentThreadId(), device,
+                         source.stream, source.api, level};
+    return writeDeviceIfNew(device) && g_writer.setContext(context) && writeModuleScope() &&
+           internStacks(capture_, python_stack, native_stack, &unknown_object_);
+  }
+
+ private:
+  bool walk_python_;
+  python::GcPause gc_pause_;  // from before the Python walk until the stacks are interned
+  Capture capture_;
+  bool unknown_object_ = false;
+};
+
+}  // namespace
+
+void recordAlloc(const RecursionGuard&, const EventSource& source, const void* address,
+                 uint64_t size) {
+  ensureRecorderInitialized();
+  describeDevice(source.device);
+  EventRecording recording(source, /*is_free=*/false);  // Note [Recording scope before the lock]
+  MutexLock lock;
+  uint64_t time = monotonicNow();
+  // The file opens (with its snapshot of the live table) before this allocation joins the
+  // live table, so that it is written once.
+  bool writing = ensureFileOpen();
+  LiveBlock live{size, static_cast<int16_t>(source.device), source.level, source.api};
+  LiveBlock replaced;
+  // A free we never saw (freed through a path we do not hook): the new allocation replaces
+  // it, by the rule the reader applies too (tracer/format/live_table.h).
+  if (g_live.allocate(reinterpret_cast<uintptr_t>(address), live, &replaced) ==
+      format::AllocOutcome::kReplaced)
+    countFree(replaced.device, replaced.size);
+  countAlloc(source.device, size);
+  if (!writing) return;
+  uint32_t python_stack = 0, native_stack = 0;
+  if (!recording.writePrelude(source, source.device, source.level, &python_stack, &native_stack) ||
+      !g_writer.writeAlloc(time, reinterpret_cast<uintptr_t>(address), size, python_stack,
+                           native_stack))
+    failWrite();
+  afterRecord(time);
+}
+
+void recordFree(const RecursionGuard&, const EventSource& source, const void* address) {
+  ensureRecorderInitialized();
+  EventRecording recording(source, /*is_free=*/true);  // Note [Recording scope before the lock]
+  MutexLock lock;
+  uint64_t time = monotonicNow();
+  bool writing = ensureFileOpen();
+  LiveBlock live;
+  if (!g_live.free(reinterpret_cast<uintptr_t>(address), &live)) return;
+  countFree(live.device, live.size);
+  if (!writing) return;
+  uint32_t python_stack = 0, native_stack = 0;
+  if (!recording.writePrelude(source, live.device, live.level, &python_stack, &native_stack) ||
+      !g_writer.writeFree(time, reinterpret_cast<uintptr_t>(address), python_stack, native_stack))
+    failWrite();
+  afterRecord(time);
+}
+
+void recordFailedAlloc(const RecursionGuard&, const EventSource& source, uint64_t size) {
+  ensureRecorderInitialized();
+  describeDevice(source.device);
+  EventRecording recording(source, /*is_free=*/false);  // Note [Recording scope before the lock]
+  MutexLock lock;
+  uint64_t time = monotonicNow();
+  if (!ensureFileOpen()) return;
+  uint32_t python_stack = 0, native_stack = 0;
+  if (!recording.writePrelude(source, source.device, source.level, &python_stack, &native_stack) ||
+      !g_writer.writeFailedAlloc(time, size, python_stack, native_stack))
+    failWrite();
+  // An OOM is often followed by the process dying: get it on disk now.
+  else if (!g_file.flush())
+    failWrite();
+}
+
+}  // namespace memtrace

@@ -1,0 +1,148 @@
+// Internal to recorder/: the state that the record path (recorder.cpp), the file session
+// (session.cpp), the flusher (flusher.cpp), the fork handlers (fork.cpp) and the C API
+// (c_api.cpp) share, and the lock that guards it. Nothing outside recorder/ includes this.
+//
+// Every object here is defined in recorder_state.cpp, in one translation unit, so that
+// their initialization order (g_writer refers to g_file) is the order written there.
+#pragma once
+
+#include <pthread.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "tracer/format/live_table.h"
+#include "tracer/format/records.h"
+#include "tracer/recorder/config.h"
+#include "tracer/recorder/record_writer.h"
+#include "tracer/recorder/trace_file.h"
+
+// Note [Lock order]
+// Three locks are involved in recording, always taken in this order:
+//   recorder (g_mutex)  ->  object table (native_stack.cpp)
+//   dynamic loader      ->  object table
+// The recorder's lock is never held while taking the loader's (dl_iterate_phdr, dlopen,
+// libunwind's unwinding, which reads the loaded objects): those all run in the capture step
+// or after the lock is released. A library constructor that allocates CUDA memory while
+// the loader holds its lock therefore cannot deadlock against a thread that records.
+// Python's GIL is never taken by us: stacks are walked only by a thread that already holds
+// it, and a thread that holds the GIL while it waits for our lock is always inside a hook
+// that will not ask for the GIL either.
+
+namespace memtrace::detail {
+
+using format::kMaxDevices;  // devices past this are counted only in the total
+
+// An allocation the recorder has seen and not yet seen freed.
+struct LiveBlock {
+  uint64_t size;
+  int16_t device;
+  format::Level level;
+  format::Api api;
+};
+
+extern pthread_mutex_t g_mutex;
+
+// Everything below is guarded by g_mutex unless it says otherwise.
+extern Config g_config;
+extern TraceFile& g_file;  // these three are never destroyed (tracer/recorder/immortal.h)
+extern RecordWriter& g_writer;
+extern format::LiveTable<LiveBlock>& g_live;
+extern uint64_t g_current[kMaxDevices + 1];  // [0]: all devices; [d + 1]: device d
+extern uint64_t g_peak[kMaxDevices + 1];
+extern bool g_file_wanted;   // a file should be open (started, or autostart)
+extern bool g_write_failed;  // writing failed; nothing is written until the next start
+extern bool
+    g_write_through;  // every record is written at once (Note [When records reach the file])
+extern uint64_t g_write_through_until_ns;  // ... and every record made before this time
+extern bool g_flusher_running;
+extern int g_open_phases;
+extern char g_path_pattern[4096];  // the pattern the next file opens with
+extern char g_last_error[512];
+
+extern std::atomic<bool> g_tracing;  // capture stacks (read without the lock)
+
+// Holds g_mutex for its scope (Note [Lock order]).
+class MutexLock {
+ public:
+  MutexLock() { pthread_mutex_lock(&g_mutex); }
+  ~MutexLock() { pthread_mutex_unlock(&g_mutex); }
+  MutexLock(const MutexLock&) = delete;
+  MutexLock& operator=(const MutexLock&) = delete;
+};
+
+inline uint64_t monotonicNow() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return uint64_t(now.tv_sec) * 1000000000u + uint64_t(now.tv_nsec);
+}
+
+// The index of a device's counters in g_current and g_peak, or -1 past kMaxDevices.
+inline int counterIndex(int device) {
+  return device >= 0 && device < kMaxDevices ? device + 1 : -1;
+}
+
+// Sets memtrace_last_error()'s text. Called with g_mutex held.
+void setError(const char* message, const char* detail = nullptr);
+
+// ---- The file session (session.cpp); all called with g_mutex held ----
+
+// Expands %p to the pid.
+void expandPath(const char* pattern, char* out, size_t out_size);
+
+// Opens the trace file if one is wanted and none is open. False when no file is open
+// after it (none wanted, or the open failed).
+bool openFile();
+inline bool ensureFileOpen() {
+  return g_file.isOpen() || openFile();
+}
+
+// Writes the closing marker `why` and closes the file, if one is open.
+void closeFile(format::MarkerKind why);
+
+// Writing failed: warn, stop recording until the next memtrace_start; the program goes on.
+void failWrite();
+
+// Note [When records reach the file]
+// A record in the buffer is lost if the process ends before it is written, and the
+// recorder is not told of most endings: _exit() (how multiprocessing's forked workers and
+// many servers end), abort(), a fatal signal, SIGKILL. What survives all of them is what a
+// write() already gave the kernel (the page cache). So records are written:
+//   - by the flusher, at least every kFlushPeriodNs: a process that ends unannounced loses
+//     at most that much;
+//   - at once (each record its own chunk: a write per event, a few more bytes per event)
+//     where losing that much is not acceptable or the flusher cannot be relied on:
+//       * in a forked child (g_write_through from fork on): it typically ends with _exit(),
+//         and its flusher may never have run; a short child would leave no event at all;
+//       * during a file's first flush period (g_write_through_until_ns): a process killed
+//         early would otherwise leave a trace without a single event;
+//       * once exit() has begun (onExit): static destructors and teardown frees follow.
+//   - the opening chunk (process, modules, snapshot) is written when the file opens, so a
+//     trace file on disk always holds at least one whole chunk.
+// A parent process in steady state keeps the buffered path: its cost per event has no
+// system call (docs/performance.md), and it loses at most one flush period to a sudden end.
+inline constexpr uint64_t kFlushPeriodNs = 100 * 1000 * 1000;
+
+// After writing a record made at `time_ns`: write it through when the policy says so.
+inline void afterRecord(uint64_t time_ns) {
+  if ((g_write_through || time_ns < g_write_through_until_ns) && g_file.isOpen() && !g_file.flush())
+    failWrite();
+}
+
+// The atexit handler: marks the exit and switches to writing every record through.
+void onExit();
+
+// ---- The flusher thread (flusher.cpp) ----
+
+// Starts the thread that flushes the file every 100 ms, unless it runs. g_mutex held.
+void startFlusher();
+
+// ---- Fork (fork.cpp) ----
+
+// Registers the pthread_atfork handlers that keep g_mutex and the object table
+// consistent across fork() and give the child a file of its own.
+void installForkHandlers();
+
+}  // namespace memtrace::detail

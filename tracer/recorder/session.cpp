@@ -1,0 +1,156 @@
+// The trace file's session: opening it (with the process's description and the snapshot of
+// what is live), closing it, a write that failed, and the exit path.
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tracer/recorder/recorder_state.h"
+
+namespace memtrace::detail {
+namespace {
+
+using format::MarkerKind;
+
+size_t readCommandLine(char* out, size_t size) {
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  size_t used = 0;
+  for (ssize_t n; used < size && (n = read(fd, out + used, size - used)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    used += static_cast<size_t>(n);
+  }
+  close(fd);
+  while (used && out[used - 1] == '\0') --used;  // the last argument's terminator
+  return used;
+}
+
+}  // namespace
+
+void expandPath(const char* pattern, char* out, size_t out_size) {
+  char pid[24];
+  snprintf(pid, sizeof(pid), "%d", getpid());
+  size_t used = 0;
+  for (const char* p = pattern; *p && used + 24 < out_size; ++p) {
+    if (p[0] == '%' && p[1] == 'p') {
+      used += snprintf(out + used, out_size - used, "%s", pid);
+      ++p;
+    } else {
+      out[used++] = *p;
+    }
+  }
+  out[used] = '\0';
+}
+
+void failWrite() {
+  char detail[600];
+  snprintf(detail, sizeof(detail), "%s: %s; recording stopped, the program goes on", g_file.path(),
+           strerror(g_file.lastErrno() ? g_file.lastErrno() : EIO));
+  warn("cannot write the trace file ", detail);
+  setError("cannot write the trace file ", detail);
+  g_file.abandon();
+  g_write_failed = true;
+  g_tracing.store(false, std::memory_order_relaxed);
+}
+
+// Header, process information, loaded objects, then every allocation live now (as untraced: the
+// file's live bytes are right from its first event), then the start mark if tracing.
+bool openFile() {
+  if (g_file.isOpen()) return true;
+  if (!g_file_wanted || g_write_failed) return false;
+  char path[4096];
+  expandPath(g_path_pattern, path, sizeof(path));
+  const char* error = nullptr;
+  TraceFile::OpenResult result = g_file.open(path, &error);
+  if (result == TraceFile::OpenResult::kBusy) {
+    // Another process is writing there (Note [Which process owns a trace file]).
+    size_t length = strlen(path);
+    snprintf(path + length, sizeof(path) - length, ".%d", getpid());
+    result = g_file.open(path, &error);
+    if (result == TraceFile::OpenResult::kBusy) error = "locked by another process";
+  }
+  if (result != TraceFile::OpenResult::kOpened) {
+    char detail[4200];
+    snprintf(detail, sizeof(detail), "%s: %s; the program goes on untraced", path, error);
+    warn("cannot open the trace file ", detail);
+    setError("cannot open the trace file ", detail);
+    g_write_failed = true;
+    g_tracing.store(false, std::memory_order_relaxed);
+    return false;
+  }
+  if (g_config.verbose) warn("tracing to ", path);
+
+  uint64_t start = monotonicNow();
+  timespec wall;
+  clock_gettime(CLOCK_REALTIME, &wall);
+  static char command_line[format::kMaxStringBytes];
+  static char executable[4096];
+  static char host_name[256];
+  ssize_t executable_size = readlink("/proc/self/exe", executable, sizeof(executable) - 1);
+  executable[executable_size > 0 ? executable_size : 0] = '\0';
+  if (gethostname(host_name, sizeof(host_name)) != 0) host_name[0] = '\0';
+  host_name[sizeof(host_name) - 1] = '\0';
+
+  g_writer.beginFile(start);
+  ProcessInfoFields info{};
+  info.pid = getpid();
+  info.parent_pid = getppid();
+  info.start_unix_ns = uint64_t(wall.tv_sec) * 1000000000u + uint64_t(wall.tv_nsec);
+  info.start_monotonic_ns = start;
+  info.command_line = command_line;
+  info.command_line_size = readCommandLine(command_line, sizeof(command_line));
+  info.executable = executable;
+  info.host_name = host_name;
+  info.stack_mode = g_config.stack_mode;
+  info.python_depth = g_config.python_depth;
+  info.native_depth = g_config.native_depth;
+  info.free_stacks = g_config.free_stacks;
+  bool ok = g_writer.writeProcessInfo(info);
+  if (ok && format::wantsNative(g_config.stack_mode)) ok = g_writer.writeNewLoadedObjects();
+
+  // The snapshot, device by device so that the context changes once per device.
+  EventContext context{0, -1, 0, format::Api::kSnapshot, format::Level::kTensor};
+  for (int device = -1; ok && device < kMaxDevices; ++device) {
+    g_live.forEach([&](uint64_t address, const LiveBlock& live) {
+      int live_device = live.device >= 0 && live.device < kMaxDevices ? live.device : -1;
+      if (!ok || live_device != device) return;
+      context.device = live.device;
+      context.level = live.level;
+      ok = g_writer.setContext(context) && g_writer.writeAlloc(start, address, live.size, 0, 0);
+    });
+  }
+  if (ok && g_tracing.load(std::memory_order_relaxed))
+    ok = g_writer.writeMarker(start, MarkerKind::kTracingStarted, nullptr);
+  // The opening chunk goes to the file now (Note [When records reach the file]).
+  if (!ok || !g_file.flush()) {
+    failWrite();
+    return false;
+  }
+  g_write_through_until_ns = start + kFlushPeriodNs;
+  startFlusher();
+  return true;
+}
+
+void closeFile(MarkerKind why) {
+  if (!g_file.isOpen()) return;
+  if (!g_writer.writeMarker(monotonicNow(), why, nullptr) || !g_file.close()) failWrite();
+}
+
+void onExit() {
+  MutexLock lock;
+  if (g_file.isOpen()) {
+    if (!g_writer.writeMarker(monotonicNow(), MarkerKind::kProcessExit, nullptr) || !g_file.flush())
+      failWrite();
+  }
+  // Teardown frees after this point (static destructors, CUDA context teardown, other
+  // threads still running) are still recorded, each written through; nothing is freed
+  // (Note [The recorder's state outlives every thread]).
+  g_write_through = true;
+}
+
+}  // namespace memtrace::detail

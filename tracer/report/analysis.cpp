@@ -1,0 +1,444 @@
+#include "tracer/report/analysis.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "tracer/reader/live_set.h"
+
+namespace memtrace::report {
+namespace {
+
+using reader::Allocation;
+using reader::Event;
+
+struct SummaryVisitor : reader::LiveVisitor {
+  explicit SummaryVisitor(TraceSummary& summary, const reader::Tables& tables)
+      : summary(summary), tables(tables) {}
+
+  DeviceSummary& device(int index) {
+    // Devices are few: a linear search beats a map.
+    for (DeviceSummary& d : summary.devices)
+      if (d.device == index) return d;
+    summary.devices.push_back(DeviceSummary{});
+    summary.devices.back().device = index;
+    return summary.devices.back();
+  }
+
+  void remove(uint64_t size, int device_index) {
+    DeviceSummary& d = device(device_index);
+    d.end_bytes -= std::min(size, d.end_bytes);
+    if (selected(summary.device_filter, device_index)) current -= std::min(size, current);
+  }
+
+  void onMarker(const reader::Marker& marker) {
+    summary.duration_ns = std::max(summary.duration_ns, marker.time_ns);
+    if (marker.kind == format::MarkerKind::kTracingStopped) {
+      // What the report says if the window ends here (Until::kLastStop).
+      at_last_stop = summary;
+      at_last_stop.window_events = summary.events;
+      at_last_stop.window_end_ns = marker.time_ns;
+      stopped = true;
+    }
+    if (marker.kind == format::MarkerKind::kTracingStarted) stopped = false;
+    switch (marker.kind) {
+      case format::MarkerKind::kProcessExit:
+      case format::MarkerKind::kTraceClosed:
+        summary.ended_cleanly = true;
+        break;
+      case format::MarkerKind::kAnnotation:
+      case format::MarkerKind::kPhaseBegin:
+      case format::MarkerKind::kPhaseEnd:
+        summary.markers.push_back(
+            MarkerSummary{marker.time_ns, marker.kind, std::string(tables.string(marker.name))});
+        break;
+      default:
+        break;
+    }
+  }
+
+  void onCategory(uint64_t, format::Category, const Allocation* allocation) {
+    summary.training = true;
+    ++summary.categories_told;
+    if (!allocation) ++summary.categories_ignored;
+  }
+
+  void onTrainingPhase(uint64_t time_ns, format::TrainingPhase new_phase) {
+    summary.training = true;
+    summary.duration_ns = std::max(summary.duration_ns, time_ns);
+    phase = new_phase;
+  }
+
+  void onStepEnd(uint64_t time_ns, uint64_t number) {
+    summary.training = true;
+    summary.duration_ns = std::max(summary.duration_ns, time_ns);
+    step.step = number;
+    step.finished = true;
+    step.end_ns = time_ns;
+    summary.steps.push_back(step);
+    step_modules.push_back(step_module);
+    step = StepSummary{};
+    step.step = number + 1;
+    step.begin_ns = time_ns;
+  }
+
+  void onEvent(const Event& event) {
+    int index = event.context->device;  // -1 to 63: the reader's bound
+    if (index >= 0) devices_with_events |= uint64_t{1} << index;
+    ++summary.events;
+    summary.duration_ns = std::max(summary.duration_ns, event.time_ns);
+    if (event.context->level == format::Level::kSegment)
+      summary.segment_level = true;
+    else
+      summary.tensor_level = true;
+  }
+
+  void onFailedAlloc(const Event& event) {
+    ++summary.failed_allocations;
+    summary.first_failed_event = std::min(summary.first_failed_event, event.index);
+  }
+
+  void onUnmatchedFree(const Event&) { ++summary.unmatched_frees; }
+
+  void onFree(const Event&, const Allocation& freed) {
+    ++summary.frees;
+    remove(freed.size, freed.device);
+  }
+
+  // A free we never saw: the new allocation replaces the old.
+  void onImpliedFree(const Event&, const Allocation& replaced) {
+    ++summary.replaced_allocations;
+    remove(replaced.size, replaced.device);
+  }
+
+  void onAlloc(const Event& event, const Allocation& allocation) {
+    ++summary.allocations;
+    if (!event.traced) ++summary.untraced_allocations;
+    DeviceSummary& d = device(allocation.device);
+    d.allocated_bytes += event.size;
+    d.end_bytes += event.size;
+    if (d.end_bytes > d.peak_bytes) {
+      d.peak_bytes = d.end_bytes;
+      d.peak_event = event.index;
+      d.peak_time_ns = event.time_ns;
+    }
+    if (selected(summary.device_filter, allocation.device)) {
+      summary.allocated_bytes += event.size;
+      current += event.size;
+      // The peak is checked after every allocation: a free can only lower it.
+      if (current > summary.peak_bytes) {
+        summary.peak_bytes = current;
+        summary.peak_event = event.index;
+        summary.peak_time_ns = event.time_ns;
+      }
+      // A step's peak, like the trace's, is checked after its allocations.
+      if (current > step.peak_bytes) {
+        step.peak_bytes = current;
+        step.peak_event = event.index;
+        step.peak_time_ns = event.time_ns;
+        step.peak_phase = phase;
+        step_module = event.module;
+      }
+    }
+  }
+
+  TraceSummary& summary;
+  const reader::Tables& tables;
+  uint64_t current = 0;
+  uint64_t devices_with_events = 0;  // bit d: an event ran on device d (the whole file)
+  TraceSummary at_last_stop;
+  bool stopped = false;  // tracing is stopped at this point of the trace
+  format::TrainingPhase phase = format::TrainingPhase::kNone;
+  StepSummary step;                    // the step the trace is in
+  uint32_t step_module = 0;            // the module of its peak's allocation
+  std::vector<uint32_t> step_modules;  // of summary.steps'
+};
+
+// Replays the trace once and copies the live set right after each event of `targets`
+// (sorted), then goes on reading to apply the categories told later to those copies, each
+// until its allocation is freed: what the allocation was, told when the package learnt it.
+struct SnapshotVisitor : reader::LiveVisitor {
+  SnapshotVisitor(const TraceSummary& summary, std::vector<uint64_t> targets)
+      : summary(summary), targets(std::move(targets)), snapshots(this->targets.size()) {}
+
+  bool stopBefore(const Event& event) const { return event.index >= summary.window_events; }
+
+  void unwatch(uint64_t address) { watches.erase(address); }
+  // Each of these comes after its event changed the live set.
+  void onFree(const Event& event, const Allocation&) {
+    unwatch(event.address);
+    snapshotAfter(event);
+  }
+  void onImpliedFree(const Event& event, const Allocation&) { unwatch(event.address); }
+  void onAlloc(const Event& event, const Allocation&) { snapshotAfter(event); }
+  void onUnmatchedFree(const Event& event) { snapshotAfter(event); }
+  void onFailedAlloc(const Event& event) { snapshotAfter(event); }
+
+  void snapshotAfter(const Event& event) {
+    while (next < targets.size() && targets[next] == event.index) {
+      std::vector<LiveAllocation>& copy = snapshots[next];
+      live->forEach([&](uint64_t address, const Allocation& entry) {
+        if (!selected(summary.device_filter, entry.device)) return;
+        copy.push_back(LiveAllocation{address, entry.size, entry.python_stack, entry.native_stack,
+                                      entry.device, entry.traced, entry.module, entry.category});
+      });
+      std::sort(copy.begin(), copy.end(), [](const LiveAllocation& a, const LiveAllocation& b) {
+        return a.address < b.address;
+      });
+      for (size_t i = 0; i < copy.size(); ++i) watches[copy[i].address].emplace_back(next, i);
+      ++next;
+    }
+  }
+
+  void onCategory(uint64_t address, format::Category category, const Allocation* allocation) {
+    if (!allocation) return;
+    auto found = watches.find(address);
+    if (found == watches.end()) return;
+    for (auto [snapshot, index] : found->second) snapshots[snapshot][index].category = category;
+  }
+
+  const TraceSummary& summary;
+  std::vector<uint64_t> targets;
+  std::vector<std::vector<LiveAllocation>> snapshots;
+  const format::LiveTable<Allocation>* live = nullptr;
+  size_t next = 0;
+  // Live allocations copied into a snapshot, by address: (snapshot, index in it).
+  std::unordered_map<uint64_t, std::vector<std::pair<size_t, size_t>>> watches;
+};
+
+// The live sets right after the events `targets` (sorted, unique), categories resolved.
+std::vector<std::vector<LiveAllocation>> snapshotsAt(reader::TraceReader& trace,
+                                                     const TraceSummary& summary,
+                                                     std::vector<uint64_t> targets) {
+  SnapshotVisitor visitor(summary, std::move(targets));
+  reader::LiveReplay replay(visitor);
+  visitor.live = &replay.live();
+  trace.read(replay);
+  for (std::vector<LiveAllocation>& snapshot : visitor.snapshots)
+    for (LiveAllocation& allocation : snapshot)
+      allocation.category = categoryOf(allocation.category, allocation.traced, summary.training);
+  return std::move(visitor.snapshots);
+}
+
+// Replays to the point; the replay's live set is then the answer.
+struct LiveSetVisitor : reader::LiveVisitor {
+  LiveSetVisitor(LiveSet& result, const TraceSummary& summary) : result(result), summary(summary) {}
+
+  bool stopBefore(const Event& event) const { return pastPoint(summary, result.point, event); }
+
+  void onEvent(const Event& event) {
+    result.event = event.index;
+    result.time_ns = event.time_ns;
+  }
+
+  LiveSet& result;
+  const TraceSummary& summary;
+};
+
+// Like SnapshotVisitor, for many points at once (every step's peak), keeping only their
+// bytes by category, so that memory stays the live set's however many steps a trace has: an
+// allocation live at some of the points is in every one from the first after its allocation
+// to the last before its free, so a category told later moves its bytes in that range.
+struct CategoryBytesVisitor : reader::LiveVisitor {
+  CategoryBytesVisitor(const TraceSummary& summary, const std::vector<uint64_t>& targets)
+      : summary(summary), targets(targets), bytes(targets.size()) {}
+
+  bool stopBefore(const Event& event) const { return event.index >= summary.window_events; }
+
+  void onFree(const Event& event, const Allocation&) {
+    watches.erase(event.address);
+    bytesAfter(event);
+  }
+  void onImpliedFree(const Event& event, const Allocation&) { watches.erase(event.address); }
+  void onAlloc(const Event& event, const Allocation&) { bytesAfter(event); }
+  void onUnmatchedFree(const Event& event) { bytesAfter(event); }
+  void onFailedAlloc(const Event& event) { bytesAfter(event); }
+
+  void bytesAfter(const Event& event) {
+    while (next < targets.size() && targets[next] == event.index) {
+      live->forEach([&](uint64_t address, const Allocation& entry) {
+        if (!selected(summary.device_filter, entry.device)) return;
+        format::Category category = categoryOf(entry.category, entry.traced, summary.training);
+        bytes[next][static_cast<size_t>(category)] += entry.size;
+        watches.try_emplace(address, Watch{next, entry.size, category});
+      });
+      ++next;
+    }
+  }
+
+  void onCategory(uint64_t address, format::Category told, const Allocation* allocation) {
+    if (!allocation) return;
+    auto found = watches.find(address);
+    if (found == watches.end()) return;
+    Watch& watch = found->second;
+    format::Category category = categoryOf(told, allocation->traced, summary.training);
+    for (size_t i = watch.first; i < next; ++i) {
+      bytes[i][static_cast<size_t>(watch.category)] -= watch.size;
+      bytes[i][static_cast<size_t>(category)] += watch.size;
+    }
+    watch.category = category;
+  }
+
+  struct Watch {
+    size_t first;  // the first point it was live at
+    uint64_t size;
+    format::Category category;  // as counted at the points so far
+  };
+  const TraceSummary& summary;
+  const std::vector<uint64_t>& targets;
+  std::vector<CategoryBytes> bytes;
+  const format::LiveTable<Allocation>* live = nullptr;
+  size_t next = 0;
+  std::unordered_map<uint64_t, Watch> watches;  // live allocations counted at some point
+};
+
+// The event index of each live allocation, and the categories told to them.
+struct ToldVisitor : reader::LiveVisitor {
+  void onAlloc(const Event& event, const Allocation&) { index_of[event.address] = event.index; }
+  void onFree(const Event& event, const Allocation&) { index_of.erase(event.address); }
+  void onCategory(uint64_t address, format::Category category, const Allocation* allocation) {
+    auto found = index_of.find(address);
+    if (allocation && found != index_of.end()) told[found->second] = category;
+  }
+
+  std::unordered_map<uint64_t, uint64_t> index_of;
+  std::unordered_map<uint64_t, format::Category> told;
+};
+
+}  // namespace
+
+format::Category categoryOf(format::Category told, bool traced, bool training) {
+  if (told != format::Category::kUnknown) return told;
+  return training && traced ? format::Category::kTemporary : format::Category::kUnknown;
+}
+
+std::unordered_map<uint64_t, format::Category> toldCategories(reader::TraceReader& trace,
+                                                              const TraceSummary& summary) {
+  ToldVisitor visitor;
+  if (!summary.training) return {};
+  reader::LiveReplay replay(visitor);
+  trace.read(replay);
+  return std::move(visitor.told);
+}
+
+bool pastPoint(const TraceSummary& summary, const Point& point, const reader::Event& event) {
+  if (event.index >= summary.window_events) return true;
+  switch (point.kind) {
+    case Point::Kind::kPeak:
+      return event.index > summary.peak_event;
+    case Point::Kind::kOom:
+      return event.index > summary.first_failed_event;
+    case Point::Kind::kTime:
+      return event.time_ns > point.time_ns;
+    case Point::Kind::kEnd:
+      return false;
+  }
+  return false;
+}
+
+TraceSummary summarize(reader::TraceReader& trace, int device_filter, Until until) {
+  TraceSummary summary;
+  summary.device_filter = device_filter;
+  SummaryVisitor visitor(summary, trace.tables());
+  reader::LiveReplay replay(visitor);
+  trace.read(replay);
+  if (until == Until::kLastStop && visitor.stopped) {
+    // Tracing ended stopped: the report ends at that stop (whether the process ended
+    // cleanly is still the whole file's to say).
+    bool ended_cleanly = summary.ended_cleanly;
+    summary = visitor.at_last_stop;
+    summary.ended_cleanly = ended_cleanly;
+    summary.duration_ns = summary.window_end_ns;
+  }
+  const reader::Tables& tables = trace.tables();
+  if (device_filter != kAllDevices && !tables.device(device_filter) &&
+      !(device_filter >= 0 && device_filter < format::kMaxDevices &&
+        (visitor.devices_with_events >> device_filter & 1))) {
+    // A filter on a device the trace never names would report 0 B as if it were measured.
+    std::string seen;
+    for (int index = 0; index < format::kMaxDevices; ++index)
+      if (visitor.devices_with_events >> index & 1)
+        seen += (seen.empty() ? "" : ", ") + std::to_string(index);
+    throw reader::TraceError(trace.path() + ": device " + std::to_string(device_filter) +
+                             " is not in the trace (" +
+                             (seen.empty() ? "no event names a device" : "devices: " + seen) + ")");
+  }
+  summary.process = tables.process;
+  summary.file_bytes = trace.fileSize();
+  summary.cut_offset = trace.cutOffset();
+  for (DeviceSummary& device : summary.devices) {
+    if (const reader::Device* record = tables.device(device.device)) {
+      device.name = std::string(tables.string(record->name));
+      device.total_bytes = record->total_bytes;
+    }
+  }
+  std::sort(summary.devices.begin(), summary.devices.end(),
+            [](const DeviceSummary& a, const DeviceSummary& b) { return a.device < b.device; });
+  summary.end_bytes = 0;
+  for (const DeviceSummary& device : summary.devices)
+    if (selected(device_filter, device.device)) summary.end_bytes += device.end_bytes;
+  if (!summary.steps.empty() && until == Until::kEnd && visitor.step.peak_event != UINT64_MAX) {
+    // The trace ended inside a step (an OOM, a killed run, the evaluation after training).
+    visitor.step.end_ns = summary.duration_ns;
+    summary.steps.push_back(visitor.step);
+    visitor.step_modules.push_back(visitor.step_module);
+  }
+  for (size_t i = 0; i < summary.steps.size() && i < visitor.step_modules.size(); ++i)
+    summary.steps[i].peak_module = std::string(tables.string(visitor.step_modules[i]));
+  return summary;
+}
+
+LiveSet liveSetAt(reader::TraceReader& trace, const TraceSummary& summary, Point point) {
+  if (point.kind == Point::Kind::kOom && summary.first_failed_event == UINT64_MAX)
+    throw reader::TraceError(trace.path() + ": the trace has no failed allocation (no OOM)");
+  LiveSet result;
+  result.point = point;
+  LiveSetVisitor visitor(result, summary);
+  reader::LiveReplay replay(visitor);
+  trace.read(replay);
+  replay.live().forEach([&](uint64_t address, const Allocation& entry) {
+    if (!selected(summary.device_filter, entry.device)) return;
+    result.allocations.push_back(LiveAllocation{address, entry.size, entry.python_stack,
+                                                entry.native_stack, entry.device, entry.traced,
+                                                entry.module, entry.category});
+    result.bytes += entry.size;
+  });
+  // Table order depends on hashing; sort by address for a deterministic result.
+  std::sort(result.allocations.begin(), result.allocations.end(),
+            [](const LiveAllocation& a, const LiveAllocation& b) { return a.address < b.address; });
+  if (summary.training && !result.allocations.empty()) {
+    // Categories told after the point (Note [Training records]) need the rest of the file.
+    result.allocations = std::move(snapshotsAt(trace, summary, {result.event})[0]);
+  } else {
+    for (LiveAllocation& allocation : result.allocations)
+      allocation.category = categoryOf(allocation.category, allocation.traced, summary.training);
+  }
+  return result;
+}
+
+CategoryBytes categoryBytes(const std::vector<LiveAllocation>& allocations) {
+  CategoryBytes bytes{};
+  for (const LiveAllocation& allocation : allocations)
+    bytes[static_cast<size_t>(allocation.category)] += allocation.size;
+  return bytes;
+}
+
+void resolveTraining(reader::TraceReader& trace, TraceSummary& summary) {
+  if (!summary.training) return;
+  std::vector<uint64_t> targets;
+  if (summary.allocations) targets.push_back(summary.peak_event);
+  for (const StepSummary& step : summary.steps)
+    if (step.peak_event != UINT64_MAX) targets.push_back(step.peak_event);
+  std::sort(targets.begin(), targets.end());
+  targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+  std::vector<std::vector<LiveAllocation>> snapshots = snapshotsAt(trace, summary, targets);
+  auto bytesAt = [&](uint64_t event) {
+    size_t index = std::lower_bound(targets.begin(), targets.end(), event) - targets.begin();
+    return index < targets.size() && targets[index] == event ? categoryBytes(snapshots[index])
+                                                             : CategoryBytes{};
+  };
+  if (summary.allocations) summary.peak_categories = bytesAt(summary.peak_event);
+  for (StepSummary& step : summary.steps)
+    if (step.peak_event != UINT64_MAX) step.peak_categories = bytesAt(step.peak_event);
+}
+
+}  // namespace memtrace::report

@@ -1,0 +1,167 @@
+// The analyses behind memtrace-report: pure functions over a trace's event stream.
+//   summarize()   first pass: the exact peak (checked after every allocation), totals, counts
+//   liveSetAt()   second pass: what was live at a point (the peak, the end, an OOM, a time)
+// Both hold only the live set in memory, never the file.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tracer/reader/reader.h"
+
+namespace memtrace::report {
+
+// Which bytes count: one device's, or all devices' together.
+inline constexpr int kAllDevices = -1;
+
+// Whether `device`'s bytes count under the filter (kAllDevices or a device index).
+inline bool selected(int filter, int device) {
+  return filter == kAllDevices || filter == device;
+}
+
+struct DeviceSummary {
+  int device = -1;
+  std::string name;          // from the trace's device record, "" if none
+  uint64_t total_bytes = 0;  // the device's memory, 0 if unknown
+  uint64_t peak_bytes = 0;
+  uint64_t peak_event = 0;
+  uint64_t peak_time_ns = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t end_bytes = 0;
+};
+
+struct MarkerSummary {
+  uint64_t time_ns;
+  format::MarkerKind kind;
+  std::string name;
+};
+
+// Bytes by format::Category, indexed by its number.
+using CategoryBytes = std::array<uint64_t, static_cast<size_t>(format::Category::kCount)>;
+
+// One training step (between two kStepEnd records; the first from the trace's start).
+struct StepSummary {
+  uint64_t step = 0;      // its number, as the trace says (the last unfinished one: previous + 1)
+  bool finished = false;  // its kStepEnd was read (false: the trace ended inside it)
+  uint64_t begin_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t peak_bytes = 0;           // the most live bytes within the step
+  uint64_t peak_event = UINT64_MAX;  // the allocation that reached it (UINT64_MAX: none)
+  uint64_t peak_time_ns = 0;
+  format::TrainingPhase peak_phase = format::TrainingPhase::kNone;
+  std::string peak_module;          // the nn.Module of the allocation that reached it
+  CategoryBytes peak_categories{};  // what was live at the peak (resolveTraining)
+};
+
+struct TraceSummary {
+  reader::ProcessInfo process;
+  uint64_t file_bytes = 0;
+  uint64_t cut_offset = 0;     // a partial last chunk began here (0: none)
+  bool ended_cleanly = false;  // a process-exit or trace-closed mark was written
+  int device_filter = kAllDevices;
+
+  // For the bytes selected by device_filter:
+  uint64_t peak_bytes = 0;  // the high-water mark of live bytes
+  uint64_t peak_event = 0;  // the allocation that reached it first (its index)
+  uint64_t peak_time_ns = 0;
+  uint64_t end_bytes = 0;        // live at the end of the trace
+  uint64_t allocated_bytes = 0;  // all allocations summed
+
+  uint64_t events = 0;
+  uint64_t allocations = 0;
+  uint64_t frees = 0;
+  uint64_t failed_allocations = 0;
+  uint64_t untraced_allocations = 0;  // written while tracing was stopped (or before it began)
+  uint64_t unmatched_frees = 0;       // frees of addresses not live (should be 0)
+  uint64_t replaced_allocations = 0;  // allocations over a live address (should be 0)
+  uint64_t first_failed_event = UINT64_MAX;
+  uint64_t duration_ns = 0;
+  bool segment_level = false;  // some events are segments of PyTorch's caching allocator
+  bool tensor_level = false;
+
+  std::vector<DeviceSummary> devices;  // every device seen, by index
+  std::vector<MarkerSummary> markers;  // annotations and phases, in order
+
+  // Training (Note [Training records]): the trace has kCategory, kTrainingPhase or kStepEnd.
+  bool training = false;
+  uint64_t categories_told = 0;     // kCategory records
+  uint64_t categories_ignored = 0;  // of them, at an address no live allocation starts at
+  std::vector<StepSummary> steps;   // in order; empty without kStepEnd records
+  CategoryBytes peak_categories{};  // at the peak (resolveTraining)
+
+  // The report covers the first `window_events` events (Until::kLastStop); UINT64_MAX: all.
+  uint64_t window_events = UINT64_MAX;
+  uint64_t window_end_ns = 0;  // the time of the mark that ends the window
+};
+
+// How far into the trace a report looks.
+enum class Until {
+  kEnd,  // the whole trace
+  // Up to the last "tracing stopped" mark, if tracing was stopped and not started again:
+  // what a program traced between start_tracing() and stop_tracing(), without what it
+  // allocated afterwards (still written, untraced, so that a later start stays right).
+  kLastStop,
+};
+
+// Pass 1.
+TraceSummary summarize(reader::TraceReader& trace, int device_filter = kAllDevices,
+                       Until until = Until::kEnd);
+
+// A point of the trace to look at the live set.
+struct Point {
+  enum class Kind { kPeak, kEnd, kOom, kTime } kind = Kind::kPeak;
+  uint64_t time_ns = 0;  // for kTime: since the trace's start
+};
+
+// One allocation live at the point.
+struct LiveAllocation {
+  uint64_t address;
+  uint64_t size;
+  uint32_t python_stack;
+  uint32_t native_stack;
+  int device;
+  bool traced;
+  uint32_t module;  // string id of the nn.Module path (0: none)
+  // Resolved: told at any time of the allocation's life, or the default (categoryOf).
+  format::Category category = format::Category::kUnknown;
+};
+
+struct LiveSet {
+  Point point;
+  uint64_t event = 0;    // the last event replayed
+  uint64_t time_ns = 0;  // its time
+  uint64_t bytes = 0;
+  std::vector<LiveAllocation> allocations;
+};
+
+// Pass 2. Throws reader::TraceError when the point does not exist (no OOM in the trace).
+LiveSet liveSetAt(reader::TraceReader& trace, const TraceSummary& summary, Point point);
+
+// Pass 3, for a trace with training records: the category bytes at the peak and at each
+// step's peak, with the categories told after those points (a .grad found at the step's end)
+// resolved. Fills summary.peak_categories and each step's peak_categories.
+void resolveTraining(reader::TraceReader& trace, TraceSummary& summary);
+
+// The category of every allocation of the trace (by its event index) as a view that shows
+// allocations (not only what was live at one point) needs it, for a trace with training
+// records: the one told at any time of its life, else the default (categoryOf). Only
+// allocations told a category are in the map; categoryOf() gives the others'.
+std::unordered_map<uint64_t, format::Category> toldCategories(reader::TraceReader& trace,
+                                                              const TraceSummary& summary);
+// What an allocation stands under: the category told, else temporary in a training trace
+// when it was made while tracing, else unknown (Note [Training records]).
+format::Category categoryOf(format::Category told, bool traced, bool training);
+
+// The bytes of `allocations` by category.
+CategoryBytes categoryBytes(const std::vector<LiveAllocation>& allocations);
+
+// Whether a replay to `point` stops before `event`: the event lies past the point, or past
+// the summary's window. (A failed allocation changes no live set: the OOM point includes
+// it.)
+bool pastPoint(const TraceSummary& summary, const Point& point, const reader::Event& event);
+
+}  // namespace memtrace::report

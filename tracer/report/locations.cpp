@@ -1,0 +1,286 @@
+#include "tracer/report/locations.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "tracer/common/user_code.h"
+
+namespace memtrace::report {
+namespace {
+
+// Native frames inside these loaded objects are the allocation machinery, not its caller.
+bool isAllocatorObject(const std::string& object) {
+  for (const char* prefix : {"libcudart", "libcuda.so", "libmemtrace"})
+    if (object.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+std::string displayPath(std::string_view path) {
+  static const std::string cwd = [] {
+    char buffer[4096];
+    return getcwd(buffer, sizeof(buffer)) ? std::string(buffer) + "/" : std::string();
+  }();
+  if (!cwd.empty() && path.size() > cwd.size() && path.substr(0, cwd.size()) == cwd)
+    return std::string(path.substr(cwd.size()));
+  return std::string(path);
+}
+
+const char* locationKindName(LocationKind kind) {
+  switch (kind) {
+    case LocationKind::kPython:
+      return "python";
+    case LocationKind::kUntraced:
+      return "untraced";
+    case LocationKind::kNative:
+      return "native";
+    case LocationKind::kNoStack:
+      return "none";
+    case LocationKind::kModule:
+      return "module";
+    case LocationKind::kCategory:
+      return "category";
+  }
+  return "?";
+}
+
+std::string groupByName(GroupBy group_by) {
+  switch (group_by) {
+    case GroupBy::kLine:
+      return "line";
+    case GroupBy::kFunction:
+      return "function";
+    case GroupBy::kFile:
+      return "file";
+    case GroupBy::kStack:
+      return "stack";
+    case GroupBy::kModule:
+      return "module";
+    case GroupBy::kCategory:
+      return "category";
+  }
+  return "?";
+}
+
+Locator::Locator(const reader::Tables& tables, GroupBy group_by, FramePolicy frame_policy)
+    : tables_(tables), group_by_(group_by), frame_policy_(frame_policy) {}
+
+Locator::~Locator() = default;
+
+Symbolizer& Locator::symbolizer() {
+  if (!symbolizer_) symbolizer_ = std::make_unique<Symbolizer>(tables_);
+  return *symbolizer_;
+}
+
+bool Locator::isLibraryPath(uint32_t file) const {
+  auto& known = library_file_;
+  if (known.size() <= file) known.resize(tables_.strings.size(), -1);
+  if (known[file] < 0) known[file] = isUserCode(tables_.string(file)) ? 0 : 1;
+  return known[file] == 1;
+}
+
+uint32_t Locator::chosenFrame(uint32_t python_stack) const {
+  if (python_stack == 0) return 0;
+  uint32_t innermost = tables_.python_stacks[python_stack].frame;
+  if (frame_policy_ == FramePolicy::kInnermost) return innermost;
+  for (uint32_t node = python_stack; node; node = tables_.python_stacks[node].parent) {
+    uint32_t frame = tables_.python_stacks[node].frame;
+    if (!isLibraryPath(tables_.python_frames[frame].file)) return frame;
+  }
+  return innermost;  // all library code: the innermost frame is the best we have
+}
+
+std::vector<uint32_t> Locator::framesOf(uint32_t python_stack) const {
+  std::vector<uint32_t> frames;
+  for (uint32_t node = python_stack; node; node = tables_.python_stacks[node].parent)
+    frames.push_back(tables_.python_stacks[node].frame);
+  std::reverse(frames.begin(), frames.end());
+  return frames;
+}
+
+std::string Locator::frameName(uint32_t frame_id) const {
+  const reader::PythonFrame& frame = tables_.python_frames[frame_id];
+  return displayPath(tables_.string(frame.file)) + ":" + std::to_string(frame.line) + " (" +
+         std::string(tables_.string(frame.function)) + ")";
+}
+
+uint64_t Locator::interestingIp(uint32_t native_stack) {
+  uint64_t first = 0;
+  bool innermost = true;
+  for (uint32_t node = native_stack; node; node = tables_.native_stacks[node].parent) {
+    uint64_t ip = tables_.native_stacks[node].ip;
+    if (!first) first = ip;
+    if (!isAllocatorObject(symbolizer().resolve(ip, innermost).object)) return ip;
+    innermost = false;
+  }
+  return first;
+}
+
+Locator::Key Locator::keyOf(const LiveAllocation& allocation) {
+  // A category holds for untraced allocations too (parameters placed before tracing began).
+  if (group_by_ == GroupBy::kCategory) return Key{10, static_cast<uint64_t>(allocation.category)};
+  if (!allocation.traced) return Key{1, 0};
+  if (group_by_ == GroupBy::kModule) return Key{9, allocation.module};
+  if (allocation.python_stack) {
+    if (group_by_ == GroupBy::kStack) return Key{2, allocation.python_stack};
+    uint32_t frame_id = chosenFrame(allocation.python_stack);
+    const reader::PythonFrame& frame = tables_.python_frames[frame_id];
+    switch (group_by_) {
+      case GroupBy::kLine:
+        return Key{3, frame_id};
+      case GroupBy::kFunction:
+        return Key{4, uint64_t{frame.file} << 32 | frame.function};
+      case GroupBy::kFile:
+        return Key{5, frame.file};
+      case GroupBy::kStack:
+      case GroupBy::kModule:
+      case GroupBy::kCategory:
+        break;
+    }
+  }
+  if (allocation.native_stack) {
+    if (group_by_ == GroupBy::kStack) return Key{6, allocation.native_stack};
+    return Key{7, interestingIp(allocation.native_stack)};
+  }
+  return Key{8, 0};
+}
+
+Location Locator::describe(const LiveAllocation& allocation) {
+  Location location;
+  if (group_by_ == GroupBy::kCategory) {
+    location.kind = LocationKind::kCategory;
+    location.name = format::categoryName(allocation.category);
+    return location;
+  }
+  if (!allocation.traced) {
+    location.kind = LocationKind::kUntraced;
+    location.name = "untraced";
+    return location;
+  }
+  if (group_by_ == GroupBy::kModule) {
+    location.kind = LocationKind::kModule;
+    location.module = std::string(tables_.string(allocation.module));
+    location.name = location.module.empty() ? "<no module>" : location.module;
+    return location;
+  }
+  if (allocation.python_stack) {
+    location.kind = LocationKind::kPython;
+    if (group_by_ == GroupBy::kStack) {
+      for (uint32_t frame : framesOf(allocation.python_stack)) {
+        if (!location.name.empty()) location.name += "; ";
+        location.name += frameName(frame);
+      }
+      return location;
+    }
+    uint32_t frame_id = chosenFrame(allocation.python_stack);
+    const reader::PythonFrame& frame = tables_.python_frames[frame_id];
+    location.file = std::string(tables_.string(frame.file));
+    location.function = std::string(tables_.string(frame.function));
+    location.line = frame.line;
+    switch (group_by_) {
+      case GroupBy::kLine:
+        location.name = frameName(frame_id);
+        break;
+      case GroupBy::kFunction:
+        location.name = displayPath(location.file) + " (" + location.function + ")";
+        location.line = 0;
+        break;
+      case GroupBy::kFile:
+        location.name = displayPath(location.file);
+        location.function.clear();
+        location.line = 0;
+        break;
+      case GroupBy::kStack:
+      case GroupBy::kModule:
+      case GroupBy::kCategory:
+        break;
+    }
+    return location;
+  }
+  if (allocation.native_stack) {
+    location.kind = LocationKind::kNative;
+    auto name = [](const NativeFrame& frame) {
+      std::string text = frame.function;
+      if (!frame.object.empty()) text += " [" + frame.object + "]";
+      if (!frame.file.empty())
+        text += " " + displayPath(frame.file) + ":" + std::to_string(frame.line);
+      return text;
+    };
+    if (group_by_ == GroupBy::kStack) {
+      std::vector<std::string> frames;
+      bool innermost = true;
+      for (uint32_t node = allocation.native_stack; node;
+           node = tables_.native_stacks[node].parent) {
+        frames.push_back(name(symbolizer().resolve(tables_.native_stacks[node].ip, innermost)));
+        innermost = false;
+      }
+      for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+        if (!location.name.empty()) location.name += "; ";
+        location.name += *it;
+      }
+      return location;
+    }
+    uint64_t ip = interestingIp(allocation.native_stack);
+    bool innermost = ip == tables_.native_stacks[allocation.native_stack].ip;
+    const NativeFrame& frame = symbolizer().resolve(ip, innermost);
+    location.name = "[native] " + name(frame);
+    location.file = frame.file;
+    location.function = frame.function;
+    location.line = frame.line;
+    return location;
+  }
+  location.kind = LocationKind::kNoStack;
+  // Python stacks were wanted but this thread did not hold the GIL (autograd's threads,
+  // C++ threads): say so, rather than that stacks were off.
+  location.name =
+      format::wantsPython(tables_.process.stack_mode) ? "<no Python frame>" : "<no stack>";
+  return location;
+}
+
+LocationTable Locator::group(const LiveSet& live_set) {
+  struct KeyHash {
+    size_t operator()(const Key& key) const { return key.value * 0x9E3779B97F4A7C15ULL + key.kind; }
+  };
+  struct Group {
+    uint64_t bytes = 0;
+    std::vector<uint64_t> sizes;
+    const LiveAllocation* representative = nullptr;
+  };
+  std::unordered_map<Key, Group, KeyHash> groups;
+  for (const LiveAllocation& allocation : live_set.allocations) {
+    Group& group = groups[keyOf(allocation)];
+    group.bytes += allocation.size;
+    group.sizes.push_back(allocation.size);
+    if (!group.representative) group.representative = &allocation;
+  }
+  LocationTable table;
+  table.group_by = group_by_;
+  table.frame_policy = frame_policy_;
+  table.total_bytes = live_set.bytes;
+  for (auto& [key, group] : groups) {
+    TableRow row;
+    row.bytes = group.bytes;
+    row.count = group.sizes.size();
+    // The lower median for an even count: a size that was really allocated.
+    auto middle = group.sizes.begin() + (group.sizes.size() - 1) / 2;
+    std::nth_element(group.sizes.begin(), middle, group.sizes.end());
+    row.median_bytes = *middle;
+    row.location = describe(*group.representative);
+    table.rows.push_back(std::move(row));
+  }
+  std::sort(table.rows.begin(), table.rows.end(), [](const TableRow& a, const TableRow& b) {
+    if (a.bytes != b.bytes) return a.bytes > b.bytes;
+    return a.location.name < b.location.name;  // a stable order for equal sizes
+  });
+  uint64_t cumulative = 0;
+  for (TableRow& row : table.rows) {
+    cumulative += row.bytes;
+    row.cumulative_bytes = cumulative;
+  }
+  return table;
+}
+
+}  // namespace memtrace::report

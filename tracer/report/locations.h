@@ -1,0 +1,95 @@
+// Where an allocation comes from, at the grain the report groups by, and the table of
+// what was live at a point grouped that way (Mem, Cumulative Mem, Median, Count, Location).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tracer/reader/reader.h"
+#include "tracer/report/analysis.h"
+#include "tracer/report/symbolizer.h"
+
+namespace memtrace::report {
+
+enum class GroupBy { kLine, kFunction, kFile, kStack, kModule, kCategory };
+
+// Which Python frame stands for an allocation: the innermost (where the allocating call
+// is, which can be inside torch), or the innermost in the user's own code (outside the
+// standard library, site-packages and torch). The estimator offers the same two.
+enum class FramePolicy { kInnermost, kUser };
+
+// How an allocation is attributed.
+enum class LocationKind {
+  kPython,    // a Python frame (or stack)
+  kUntraced,  // written while tracing was stopped, or live before the trace began
+  kNative,    // no Python frame (a thread without the GIL), a native frame
+  kNoStack,   // traced, but without any stack (MEMTRACE_STACKS=none, or no GIL)
+  kModule,    // grouped by nn.Module path (or none: "<no module>")
+  kCategory,  // grouped by training category (parameter, gradient, ...)
+};
+
+struct Location {
+  LocationKind kind = LocationKind::kNoStack;
+  std::string name;  // as the report prints it
+  // Of the Python frame that stands for it (kPython with line/function/file grouping):
+  std::string file;
+  std::string function;
+  int line = 0;
+  std::string module;  // the nn.Module path, with module grouping
+};
+
+struct TableRow {
+  uint64_t bytes = 0;
+  uint64_t cumulative_bytes = 0;
+  uint64_t median_bytes = 0;
+  uint64_t count = 0;
+  Location location;
+};
+
+struct LocationTable {
+  GroupBy group_by = GroupBy::kLine;
+  FramePolicy frame_policy = FramePolicy::kInnermost;
+  uint64_t total_bytes = 0;
+  std::vector<TableRow> rows;  // largest first; all of them (renderers cut to --top)
+};
+
+class Locator {
+ public:
+  Locator(const reader::Tables& tables, GroupBy group_by, FramePolicy frame_policy);
+  ~Locator();
+
+  LocationTable group(const LiveSet& live_set);
+  Location describe(const LiveAllocation& allocation);
+
+  // The frame id that stands for a Python stack under the policy (0 for none).
+  uint32_t chosenFrame(uint32_t python_stack) const;
+  // The Python stack from the outermost frame to the innermost.
+  std::vector<uint32_t> framesOf(uint32_t python_stack) const;
+  std::string frameName(uint32_t frame) const;  // "file:line (function)"
+
+ private:
+  struct Key {
+    uint8_t kind;
+    uint64_t value;
+    bool operator==(const Key&) const = default;
+  };
+  Key keyOf(const LiveAllocation& allocation);
+  uint64_t interestingIp(uint32_t native_stack);
+  Symbolizer& symbolizer();
+  bool isLibraryPath(uint32_t file) const;
+
+  const reader::Tables& tables_;
+  GroupBy group_by_;
+  FramePolicy frame_policy_;
+  std::unique_ptr<Symbolizer> symbolizer_;
+  mutable std::vector<int8_t> library_file_;  // per string id: -1 unknown, 0 user code, 1 library
+};
+
+// Helpers the renderers share.
+const char* locationKindName(LocationKind kind);  // "python", "untraced", ...
+std::string displayPath(std::string_view path);
+std::string groupByName(GroupBy group_by);
+
+}  // namespace memtrace::report

@@ -1,0 +1,127 @@
+#include "tracer/report/parse_command.h"
+
+#include <fmt/format.h>
+
+#include "tracer/reader/live_set.h"
+
+namespace memtrace::report {
+namespace {
+
+std::string quoted(std::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\')
+      out += fmt::format("\\{}", static_cast<char>(c));
+    else if (c < 0x20 || c == 0x7f)
+      out += fmt::format("\\x{:02x}", c);
+    else
+      out += static_cast<char>(c);
+  }
+  return out + "\"";
+}
+
+struct Printer : reader::LiveVisitor {
+  explicit Printer(std::ostream& out) : out(out) {}
+
+  void onProcessInfo(const reader::ProcessInfo& info) {
+    std::string command;
+    for (const std::string& argument : info.command_line)
+      command += (command.empty() ? "" : " ") + quoted(argument);
+    out << fmt::format(
+        "process pid={} ppid={} start_unix_ns={} start_monotonic_ns={} command=[{}] "
+        "executable={} host={} version={} stacks={} python_depth={} native_depth={} "
+        "free_stacks={}\n",
+        info.pid, info.parent_pid, info.start_unix_ns, info.start_monotonic_ns, command,
+        quoted(info.executable), quoted(info.host_name), quoted(info.tracer_version),
+        format::stackModeName(info.stack_mode), info.python_depth, info.native_depth,
+        info.free_stacks ? 1 : 0);
+  }
+  void onString(uint32_t id, std::string_view text) {
+    out << fmt::format("string {} {}\n", id, quoted(text));
+  }
+  void onPythonFrame(uint32_t id, const reader::PythonFrame& frame) {
+    out << fmt::format("frame {} file={} function={} line={}\n", id, frame.file, frame.function,
+                       frame.line);
+  }
+  void onPythonStack(uint32_t id, const reader::StackNode& node) {
+    out << fmt::format("pystack {} parent={} frame={}\n", id, node.parent, node.frame);
+  }
+  void onNativeStack(uint32_t id, const reader::NativeNode& node) {
+    out << fmt::format("native {} parent={} ip={:#x}\n", id, node.parent, node.ip);
+  }
+  // Printed as "module", the word this output has always used for the record (scripts and
+  // tests/preload parse it); everywhere else a module is an nn.Module.
+  void onLoadedObject(uint32_t id, const reader::LoadedObject& object) {
+    std::string build_id;
+    for (unsigned char c : object.build_id) build_id += fmt::format("{:02x}", c);
+    std::string segments;
+    for (auto [start, size] : object.segments) segments += fmt::format(" {:#x}+{:#x}", start, size);
+    out << fmt::format("module {} path={} bias={:#x} build_id={} segments={}\n", id, object.path,
+                       object.bias, build_id.empty() ? "-" : build_id,
+                       segments.empty() ? "-" : segments.substr(1));
+  }
+  void onDevice(const reader::Device& device) {
+    out << fmt::format("device {} name={} total_bytes={}\n", device.device, device.name,
+                       device.total_bytes);
+  }
+  void onContext(const reader::Context& context) {
+    out << fmt::format("context thread={} device={} stream={:#x} api={} level={}\n",
+                       context.thread_id, context.device, context.stream,
+                       format::apiName(context.api), format::levelName(context.level));
+  }
+  void onModuleScope(int64_t thread, uint32_t module) {
+    out << fmt::format("scope thread={} module={}\n", thread, module);
+  }
+  void onMarker(const reader::Marker& marker) {
+    out << fmt::format("marker t={} kind={} name={}\n", marker.time_ns,
+                       format::markerName(marker.kind), marker.name);
+  }
+  void onCategory(uint64_t address, format::Category category, const reader::Allocation* live) {
+    out << fmt::format("category address={:#x} category={}{}\n", address,
+                       format::categoryName(category), live ? "" : " not-live");
+  }
+  void onTrainingPhase(uint64_t time_ns, format::TrainingPhase phase) {
+    out << fmt::format("training-phase t={} phase={}\n", time_ns, format::trainingPhaseName(phase));
+  }
+  void onStepEnd(uint64_t time_ns, uint64_t step) {
+    out << fmt::format("step-end t={} step={}\n", time_ns, step);
+  }
+  // Every record as written: an implied free is not a record, so it prints nothing.
+  void onAlloc(const reader::Event& event, const reader::Allocation&) {
+    out << fmt::format("alloc #{} t={} address={:#x} size={} pystack={} native={} {}\n",
+                       event.index, event.time_ns, event.address, event.size, event.python_stack,
+                       event.native_stack, traced(event));
+  }
+  void onFree(const reader::Event& event, const reader::Allocation& freed) {
+    printFree(event, std::to_string(freed.size));
+  }
+  void onUnmatchedFree(const reader::Event& event) { printFree(event, "?"); }
+  void onFailedAlloc(const reader::Event& event) {
+    out << fmt::format("failed-alloc #{} t={} size={} pystack={} native={} {}\n", event.index,
+                       event.time_ns, event.size, event.python_stack, event.native_stack,
+                       traced(event));
+  }
+
+  static const char* traced(const reader::Event& event) {
+    return event.traced ? "traced" : "untraced";
+  }
+  void printFree(const reader::Event& event, const std::string& size) {
+    out << fmt::format("free #{} t={} address={:#x} size={} pystack={} native={} {}\n", event.index,
+                       event.time_ns, event.address, size, event.python_stack, event.native_stack,
+                       traced(event));
+  }
+
+  std::ostream& out;
+};
+
+}  // namespace
+
+void printRecords(reader::TraceReader& trace, std::ostream& out) {
+  Printer printer(out);
+  reader::LiveReplay replay(printer);
+  trace.read(replay);
+  if (trace.cutOffset())
+    out << fmt::format("cut at byte {} of {}\n", trace.cutOffset(), trace.fileSize());
+}
+
+}  // namespace memtrace::report

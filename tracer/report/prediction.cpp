@@ -1,0 +1,202 @@
+#include "tracer/report/prediction.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string_view>
+
+#include "tracer/format/records.h"
+
+namespace memtrace::report {
+namespace {
+
+using nlohmann::json;
+
+uint64_t unsignedField(const json& object, const char* key, const std::string& where) {
+  auto it = object.find(key);
+  if (it == object.end() || !it->is_number_integer() || it->get<int64_t>() < 0)
+    throw std::runtime_error(where + ": \"" + key + "\" is missing or not a non-negative integer");
+  return it->get<uint64_t>();
+}
+
+std::string stringOrEmpty(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+std::vector<PredictionFrameEntry> frameEntries(const json& peak, const char* key,
+                                               const std::string& path) {
+  std::vector<PredictionFrameEntry> entries;
+  auto list = peak.find(key);
+  if (list == peak.end()) return entries;
+  if (!list->is_array()) throw std::runtime_error(path + ": \"peak." + key + "\" is not a list");
+  for (const json& item : *list) {
+    std::string where = path + ": an entry of \"peak." + key + "\"";
+    if (!item.is_object()) throw std::runtime_error(where + " is not an object");
+    PredictionFrameEntry entry;
+    entry.file = stringOrEmpty(item, "file");
+    auto line = item.find("line");
+    if (line != item.end() && line->is_number_integer()) entry.line = line->get<int>();
+    entry.function = stringOrEmpty(item, "function");
+    entry.bytes = unsignedField(item, "bytes", where);
+    if (item.contains("tensors")) entry.tensors = unsignedField(item, "tensors", where);
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+}  // namespace
+
+Prediction loadPrediction(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw std::runtime_error(path + ": cannot open the estimate");
+  json document = json::parse(file, nullptr, /*allow_exceptions=*/false);
+  if (document.is_discarded()) throw std::runtime_error(path + ": the estimate is not valid JSON");
+  if (!document.is_object() || document.value("format", json()) != "memtrace-estimate")
+    throw std::runtime_error(path +
+                             ": not a memtrace estimate (no \"format\": \"memtrace-estimate\")");
+  if (document.value("version", json()) != 1)
+    throw std::runtime_error(path + ": estimate format version " +
+                             document.value("version", json()).dump() +
+                             ", but this memtrace reads version 1");
+  Prediction prediction;
+  prediction.path = path;
+  prediction.model = stringOrEmpty(document, "model");
+  prediction.semantics = stringOrEmpty(document, "semantics");
+  prediction.lower_bound = document.value("lower_bound", json(false)) == true;
+  auto summary = document.find("summary");
+  if (summary == document.end() || !summary->is_object())
+    throw std::runtime_error(path + ": the estimate has no \"summary\" object");
+  prediction.peak_requested_bytes =
+      unsignedField(*summary, "peak_requested_bytes", path + ": summary");
+  if (summary->contains("peak_allocated_bytes"))
+    prediction.peak_allocated_bytes =
+        unsignedField(*summary, "peak_allocated_bytes", path + ": summary");
+  if (auto training = summary->find("training_peak_bytes");
+      training != summary->end() && !training->is_null()) {
+    prediction.training_peak_bytes =
+        unsignedField(*summary, "training_peak_bytes", path + ": summary");
+    auto breakdown = summary->find("training_breakdown");
+    if (breakdown == summary->end() || !breakdown->is_object())
+      throw std::runtime_error(path + ": summary: \"training_breakdown\" is not an object");
+    // In the trace format's order of categories (parameter, gradient, optimizer state, ...).
+    for (uint8_t value = 1; value < static_cast<uint8_t>(format::Category::kCount); ++value) {
+      const char* name = format::categoryName(static_cast<format::Category>(value));
+      prediction.by_category.emplace_back(
+          name, unsignedField(*breakdown, name, path + ": summary.training_breakdown"));
+    }
+  }
+  auto peak = document.find("peak");
+  if (peak != document.end()) {
+    if (!peak->is_object()) throw std::runtime_error(path + ": \"peak\" is not an object");
+    prediction.by_frame = frameEntries(*peak, "by_frame", path);
+    prediction.by_user_frame = frameEntries(*peak, "by_user_frame", path);
+    if (auto modules = peak->find("by_module"); modules != peak->end()) {
+      if (!modules->is_array())
+        throw std::runtime_error(path + ": \"peak.by_module\" is not a list");
+      for (const json& item : *modules) {
+        std::string where = path + ": an entry of \"peak.by_module\"";
+        if (!item.is_object()) throw std::runtime_error(where + " is not an object");
+        prediction.by_module.push_back(PredictionModuleEntry{stringOrEmpty(item, "module_path"),
+                                                             unsignedField(item, "bytes", where)});
+      }
+    }
+  }
+  return prediction;
+}
+
+namespace {
+
+const std::vector<PredictionFrameEntry>& entriesFor(const Prediction& prediction,
+                                                    const LocationTable& table) {
+  return table.frame_policy == FramePolicy::kUser ? prediction.by_user_frame : prediction.by_frame;
+}
+
+// Whether a row can be compared with the estimate at all.
+bool comparable(const LocationTable& table, const Location& location) {
+  return location.kind == LocationKind::kPython &&
+         (table.group_by == GroupBy::kLine || table.group_by == GroupBy::kFunction ||
+          table.group_by == GroupBy::kFile);
+}
+
+// Whether an entry of the estimate belongs to a row, at the table's grain.
+bool matches(const LocationTable& table, const Location& location,
+             const PredictionFrameEntry& entry) {
+  if (entry.file != location.file) return false;
+  return table.group_by == GroupBy::kFile ||
+         (table.group_by == GroupBy::kFunction && entry.function == location.function) ||
+         (table.group_by == GroupBy::kLine && entry.line == location.line);
+}
+
+}  // namespace
+
+// Note [Module paths of the tracer and the estimator]
+// The Python package names a module by its root and named_modules()'s path under it
+// ("model.layers.3.attn", the root itself "model"); the estimator by named_modules()'s path
+// alone ("layers.3.attn", the root ""). Dropping the measured path's first component makes
+// them meet.
+namespace {
+
+std::string_view pathUnderRoot(std::string_view module) {
+  size_t dot = module.find('.');
+  return dot == std::string_view::npos ? std::string_view() : module.substr(dot + 1);
+}
+
+}  // namespace
+
+std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction,
+                                                    const LocationTable& table) {
+  std::vector<std::optional<uint64_t>> predicted;
+  if (table.group_by == GroupBy::kCategory) {
+    // A training step's estimate speaks to every category; an inference one to none.
+    for (const TableRow& row : table.rows) {
+      std::optional<uint64_t> bytes;
+      for (const auto& [name, size] : prediction.by_category)
+        if (name == row.location.name) bytes = size;
+      if (!bytes && !prediction.by_category.empty()) bytes = 0;
+      predicted.push_back(bytes);
+    }
+    return predicted;
+  }
+  if (table.group_by == GroupBy::kModule) {
+    for (const TableRow& row : table.rows) {
+      if (row.location.kind != LocationKind::kModule || row.location.module.empty()) {
+        predicted.emplace_back();
+        continue;
+      }
+      uint64_t bytes = 0;
+      for (const PredictionModuleEntry& entry : prediction.by_module)
+        if (entry.module_path == pathUnderRoot(row.location.module)) bytes += entry.bytes;
+      predicted.emplace_back(bytes);
+    }
+    return predicted;
+  }
+  for (const TableRow& row : table.rows) {
+    if (!comparable(table, row.location)) {
+      predicted.emplace_back();
+      continue;
+    }
+    uint64_t bytes = 0;
+    for (const PredictionFrameEntry& entry : entriesFor(prediction, table))
+      if (matches(table, row.location, entry)) bytes += entry.bytes;
+    predicted.emplace_back(bytes);
+  }
+  return predicted;
+}
+
+std::vector<PredictionFrameEntry> unmatchedEntries(const Prediction& prediction,
+                                                   const LocationTable& table) {
+  std::vector<PredictionFrameEntry> unmatched;
+  if (table.group_by == GroupBy::kStack || table.group_by == GroupBy::kModule ||
+      table.group_by == GroupBy::kCategory)
+    return unmatched;
+  for (const PredictionFrameEntry& entry : entriesFor(prediction, table)) {
+    bool found = false;
+    for (const TableRow& row : table.rows)
+      if (comparable(table, row.location) && matches(table, row.location, entry)) found = true;
+    if (!found && entry.bytes) unmatched.push_back(entry);
+  }
+  return unmatched;
+}
+
+}  // namespace memtrace::report

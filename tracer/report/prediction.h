@@ -1,0 +1,63 @@
+// The estimator's prediction (memtrace-estimate's JSON, "format": "memtrace-estimate"),
+// read so that the HTML report can draw it beside what the trace measured.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tracer/report/locations.h"
+
+namespace memtrace::report {
+
+struct PredictionFrameEntry {
+  std::string file;  // absolute, "" when the estimate has none
+  int line = 0;
+  std::string function;
+  uint64_t bytes = 0;
+  uint64_t tensors = 0;
+};
+
+struct PredictionModuleEntry {
+  std::string module_path;  // as named_modules() names it; "" is the root module
+  uint64_t bytes = 0;
+};
+
+// An estimate file as the report reads it: only what it shows beside the measurement. (The
+// estimator's own estimator::Estimate is the whole analysis that file was written from.)
+struct Prediction {
+  std::string path;
+  std::string model;
+  std::string semantics;  // "eager" or "torchscript"
+  bool lower_bound = false;
+  uint64_t peak_requested_bytes = 0;
+  uint64_t peak_allocated_bytes = 0;
+  std::vector<PredictionFrameEntry> by_frame;       // keyed like --frame innermost
+  std::vector<PredictionFrameEntry> by_user_frame;  // keyed like --frame user
+  std::vector<PredictionModuleEntry> by_module;     // keyed like --group-by module
+  // A training step's estimate: the step's peak and its categories there ("parameter", ...;
+  // summary.training_breakdown), keyed like --group-by category. Empty otherwise.
+  std::optional<uint64_t> training_peak_bytes;
+  std::vector<std::pair<std::string, uint64_t>> by_category;
+};
+
+// Reads and checks an estimate file. Throws std::runtime_error, whose message names the
+// file and what is wrong, for a file that is missing, not JSON, or not an estimate.
+Prediction loadPrediction(const std::string& path);
+
+// The predicted bytes for each row of `table`, from the entries keyed like the table's
+// frame policy, summed at the table's grain (a line; a file and function; a file), or by
+// nn.Module (Note [Module paths of the tracer and the estimator]). A row the estimate cannot
+// speak to (a stack, untraced or native memory) gets nullopt; a row it has no entry for 0.
+std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction,
+                                                    const LocationTable& table);
+
+// The estimate's entries (keyed like the table's frame policy) that match no row of the
+// table: what the estimator predicted live at its peak where nothing was live at the
+// measured point. Empty for a grouping the estimate cannot speak to (stack, module).
+std::vector<PredictionFrameEntry> unmatchedEntries(const Prediction& prediction,
+                                                   const LocationTable& table);
+
+}  // namespace memtrace::report

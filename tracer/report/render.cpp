@@ -1,0 +1,348 @@
+#include "tracer/report/render.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ctime>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "tracer/common/byte_format.h"
+#include "tracer/report/training.h"
+
+namespace memtrace::report {
+namespace {
+
+std::string seconds(uint64_t ns) {
+  return fmt::format("{:.3f} s", static_cast<double>(ns) / 1e9);
+}
+
+std::string commandLine(const reader::ProcessInfo& process) {
+  std::string text;
+  for (const std::string& argument : process.command_line) {
+    if (!text.empty()) text += ' ';
+    bool plain = !argument.empty() && argument.find_first_of(" \t\"'\\$`") == std::string::npos;
+    text += plain ? argument : "'" + argument + "'";
+  }
+  return text;
+}
+
+std::string wallClock(uint64_t unix_ns) {
+  std::time_t seconds = static_cast<std::time_t>(unix_ns / 1000000000u);
+  std::tm local;
+  localtime_r(&seconds, &local);
+  char text[64];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &local);
+  return text;
+}
+
+std::string levelText(const TraceSummary& summary) {
+  if (summary.segment_level && summary.tensor_level) return "mixed: tensors and segments";
+  if (summary.segment_level)
+    return "segments (PyTorch's caching allocator is in front: each event is a segment "
+           "holding tensors)";
+  return "tensors (each event is one allocation request)";
+}
+
+std::string percent(double value) {
+  return fmt::format("{:+.1f} %", value);
+}
+
+// What the estimator said, per shown row (empty without an estimate).
+std::vector<std::optional<uint64_t>> predictions(const Report& report) {
+  if (!report.prediction) return {};
+  return predictedBytes(*report.prediction, report.table);
+}
+
+std::string predictionSource(const Prediction& prediction) {
+  std::string text = "memtrace-estimate";
+  if (!prediction.semantics.empty()) text += ", " + prediction.semantics + " semantics";
+  if (prediction.lower_bound) text += ", a lower bound: some ops were unknown to it";
+  return text;
+}
+
+size_t shownRows(const Report& report) {
+  return report.top == 0 ? report.table.rows.size()
+                         : std::min(report.top, report.table.rows.size());
+}
+
+}  // namespace
+
+std::string pointName(const Point& point) {
+  switch (point.kind) {
+    case Point::Kind::kPeak:
+      return "peak";
+    case Point::Kind::kEnd:
+      return "end";
+    case Point::Kind::kOom:
+      return "oom";
+    case Point::Kind::kTime:
+      return fmt::format("{:.6g} s", static_cast<double>(point.time_ns) / 1e9);
+  }
+  return "?";
+}
+
+void renderText(std::ostream& out, const Report& report) {
+  const TraceSummary& s = report.summary;
+  out << fmt::format("memtrace report: {}\n", report.trace_path);
+  out << fmt::format("  command    {}\n", commandLine(s.process));
+  out << fmt::format("  process    pid {}, started {}, {}\n", s.process.pid,
+                     wallClock(s.process.start_unix_ns), s.process.tracer_version);
+  out << fmt::format("  duration   {}, {} events ({} allocations, {} frees, {} failed)\n",
+                     seconds(s.duration_ns), s.events, s.allocations, s.frees,
+                     s.failed_allocations);
+  out << fmt::format("  stacks     {}\n", format::stackModeName(s.process.stack_mode));
+  out << fmt::format("  level      {}\n", levelText(s));
+  for (const DeviceSummary& device : s.devices) {
+    std::string name = device.name.empty() ? "(unnamed)" : device.name;
+    if (device.total_bytes) name += ", " + formatBytes(device.total_bytes);
+    out << fmt::format("  device {:<3} {}: peak {} at {}\n",
+                       device.device < 0 ? std::string("?") : std::to_string(device.device), name,
+                       formatBytes(device.peak_bytes), seconds(device.peak_time_ns));
+  }
+  if (s.cut_offset)
+    out << fmt::format(
+        "  note       the file ends in a partial chunk at byte {} of {} (the "
+        "process was killed?): read up to there\n",
+        s.cut_offset, s.file_bytes);
+  else if (!s.ended_cleanly)
+    out << "  note       the trace has no end mark: the process was killed or is still running\n";
+  if (s.window_events != UINT64_MAX)
+    out << fmt::format(
+        "  window     up to where tracing was last stopped, at {}: what came after is "
+        "not counted\n",
+        seconds(s.window_end_ns));
+  if (s.unmatched_frees || s.replaced_allocations)
+    out << fmt::format(
+        "  note       {} frees of unknown addresses, {} allocations over live "
+        "ones (frees made through unhooked calls)\n",
+        s.unmatched_frees, s.replaced_allocations);
+  out << "\n";
+  std::string scope =
+      s.device_filter == kAllDevices ? "" : fmt::format(" on device {}", s.device_filter);
+  out << fmt::format("Peak memory{}: {} ({} bytes) at {}, event {}\n", scope,
+                     formatBytes(s.peak_bytes), s.peak_bytes, seconds(s.peak_time_ns),
+                     s.peak_event);
+  out << fmt::format("Total allocated: {}; live at the end: {}\n", formatBytes(s.allocated_bytes),
+                     formatBytes(s.end_bytes));
+  if (const Prediction* prediction = report.prediction) {
+    // Against a measured peak of 0 B no percentage means anything: none is given.
+    std::string against =
+        s.peak_bytes
+            ? percent(100.0 * (double(prediction->peak_requested_bytes) - double(s.peak_bytes)) /
+                      double(s.peak_bytes)) +
+                  " against the measured peak"
+            : "nothing measured to compare with";
+    out << fmt::format("Predicted peak: {} ({} bytes) by {}: {}\n",
+                       formatBytes(prediction->peak_requested_bytes),
+                       prediction->peak_requested_bytes, predictionSource(*prediction), against);
+    if (!prediction->by_category.empty()) {
+      std::string categories;
+      for (const auto& [name, bytes] : prediction->by_category)
+        categories +=
+            fmt::format("{}{} {}", categories.empty() ? "" : ", ", name, formatBytes(bytes));
+      out << fmt::format("Predicted categories at the step's peak: {}\n", categories);
+    }
+  }
+  if (!s.markers.empty()) {
+    out << "Marks:";
+    size_t shown = std::min<size_t>(s.markers.size(), 10);
+    for (size_t i = 0; i < shown; ++i) {
+      const MarkerSummary& marker = s.markers[i];
+      const char* prefix = marker.kind == format::MarkerKind::kPhaseBegin ? "begin "
+                           : marker.kind == format::MarkerKind::kPhaseEnd ? "end"
+                                                                          : "";
+      out << fmt::format(" {}{}@{}", prefix, marker.name, seconds(marker.time_ns));
+      if (i + 1 < shown) out << ",";
+    }
+    if (shown < s.markers.size()) out << fmt::format(" (and {} more)", s.markers.size() - shown);
+    out << "\n";
+  }
+  out << "\n";
+  renderTrainingText(out, s);
+
+  const LocationTable& table = report.table;
+  size_t shown = shownRows(report);
+  out << fmt::format("Live at {} ({} in {} allocations), by {}{}", pointName(report.live_set.point),
+                     formatBytes(report.live_set.bytes), report.live_set.allocations.size(),
+                     groupByName(table.group_by),
+                     table.frame_policy == FramePolicy::kUser ? " in user code" : "");
+  if (shown < table.rows.size()) out << fmt::format(", top {} of {}", shown, table.rows.size());
+  out << ":\n";
+  std::vector<std::optional<uint64_t>> predicted = predictions(report);
+  // With an estimate, its prediction for the same location stands beside what was measured.
+  std::string predicted_header = report.prediction ? fmt::format("{:<11} ", "Predicted") : "";
+  out << fmt::format("{:<11} {}{:<15} {:<11} {:>7}  {}\n", "Mem", predicted_header,
+                     "Cumulative Mem", "Median", "Count", "Location");
+  for (size_t i = 0; i < shown; ++i) {
+    const TableRow& row = table.rows[i];
+    std::string predicted_cell;
+    if (report.prediction)
+      predicted_cell = fmt::format("{:<11} ", predicted[i] ? formatBytes(*predicted[i]) : "-");
+    out << fmt::format("{:<11} {}{:<15} {:<11} {:>7}  {}\n", formatBytes(row.bytes), predicted_cell,
+                       formatBytes(row.cumulative_bytes), formatBytes(row.median_bytes), row.count,
+                       row.location.name);
+  }
+  if (shown < table.rows.size()) {
+    uint64_t rest = table.total_bytes - table.rows[shown - 1].cumulative_bytes;
+    out << fmt::format("... {} more locations hold {}\n", table.rows.size() - shown,
+                       formatBytes(rest));
+  }
+  if (report.prediction) {
+    std::vector<PredictionFrameEntry> unmatched = unmatchedEntries(*report.prediction, table);
+    std::sort(unmatched.begin(), unmatched.end(),
+              [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+    if (!unmatched.empty()) {
+      out << "\nPredicted live at the estimator's peak, but not live at the measured "
+          << pointName(report.live_set.point) << ":\n";
+      size_t listed = report.top ? std::min(report.top, unmatched.size()) : unmatched.size();
+      for (size_t i = 0; i < listed; ++i) {
+        const PredictionFrameEntry& entry = unmatched[i];
+        std::string where = entry.file.empty()
+                                ? "<no source line>"
+                                : displayPath(entry.file) + ":" + std::to_string(entry.line) +
+                                      " (" + entry.function + ")";
+        out << fmt::format("{:<11} {}\n", formatBytes(entry.bytes), where);
+      }
+    }
+  }
+}
+
+nlohmann::json processJson(const TraceSummary& s) {
+  return {{"pid", s.process.pid},
+          {"command_line", s.process.command_line},
+          {"executable", s.process.executable},
+          {"start_unix_ns", s.process.start_unix_ns},
+          {"tracer_version", s.process.tracer_version},
+          {"stacks", format::stackModeName(s.process.stack_mode)}};
+}
+
+nlohmann::json summaryJson(const TraceSummary& s) {
+  using nlohmann::json;
+  return {{"device_filter", s.device_filter},
+          {"peak_bytes", s.peak_bytes},
+          {"peak_event", s.peak_event},
+          {"peak_time_ns", s.peak_time_ns},
+          {"allocated_bytes", s.allocated_bytes},
+          {"end_bytes", s.end_bytes},
+          {"events", s.events},
+          {"allocations", s.allocations},
+          {"frees", s.frees},
+          {"failed_allocations", s.failed_allocations},
+          {"untraced_allocations", s.untraced_allocations},
+          {"unmatched_frees", s.unmatched_frees},
+          {"duration_ns", s.duration_ns},
+          {"level", s.segment_level && s.tensor_level ? "mixed"
+                    : s.segment_level                 ? "segment"
+                                                      : "tensor"},
+          {"ended_cleanly", s.ended_cleanly},
+          {"window_end_ns", s.window_events == UINT64_MAX ? json(nullptr) : json(s.window_end_ns)},
+          {"cut_offset", s.cut_offset}};
+}
+
+nlohmann::json devicesJson(const TraceSummary& s) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (const DeviceSummary& device : s.devices)
+    devices.push_back({{"device", device.device},
+                       {"name", device.name},
+                       {"total_bytes", device.total_bytes},
+                       {"peak_bytes", device.peak_bytes},
+                       {"peak_event", device.peak_event},
+                       {"peak_time_ns", device.peak_time_ns},
+                       {"allocated_bytes", device.allocated_bytes},
+                       {"end_bytes", device.end_bytes}});
+  return devices;
+}
+
+nlohmann::json rowsJson(const Report& report, const Prediction* prediction) {
+  using nlohmann::json;
+  json rows = json::array();
+  size_t shown = shownRows(report);
+  std::vector<std::optional<uint64_t>> predicted;
+  if (prediction) predicted = predictedBytes(*prediction, report.table);
+  for (size_t i = 0; i < shown; ++i) {
+    const TableRow& row = report.table.rows[i];
+    json entry = {{"bytes", row.bytes},
+                  {"cumulative_bytes", row.cumulative_bytes},
+                  {"median_bytes", row.median_bytes},
+                  {"count", row.count},
+                  {"location", row.location.name},
+                  {"kind", locationKindName(row.location.kind)}};
+    if (!row.location.file.empty()) entry["file"] = row.location.file;
+    if (row.location.line) entry["line"] = row.location.line;
+    if (!row.location.function.empty()) entry["function"] = row.location.function;
+    if (!row.location.module.empty()) entry["module"] = row.location.module;
+    if (prediction) entry["predicted_bytes"] = predicted[i] ? json(*predicted[i]) : json(nullptr);
+    rows.push_back(std::move(entry));
+  }
+  return rows;
+}
+
+void renderJson(std::ostream& out, const Report& report) {
+  using nlohmann::json;
+  const TraceSummary& s = report.summary;
+  json markers = json::array();
+  for (const MarkerSummary& marker : s.markers)
+    markers.push_back({{"time_ns", marker.time_ns},
+                       {"kind", format::markerName(marker.kind)},
+                       {"name", marker.name}});
+  json rows = rowsJson(report, report.prediction);
+  json document = {
+      {"trace", report.trace_path},
+      {"process", processJson(s)},
+      {"summary", summaryJson(s)},
+      {"devices", devicesJson(s)},
+      {"markers", markers},
+      {"live",
+       {{"at", pointName(report.live_set.point)},
+        {"event", report.live_set.event},
+        {"time_ns", report.live_set.time_ns},
+        {"bytes", report.live_set.bytes},
+        {"allocations", report.live_set.allocations.size()},
+        {"group_by", groupByName(report.table.group_by)},
+        {"frame", report.table.frame_policy == FramePolicy::kUser ? "user" : "innermost"},
+        {"locations", report.table.rows.size()},
+        {"rows", rows}}}};
+  if (s.training) document["training"] = trainingJson(s);
+  if (const Prediction* prediction = report.prediction) {
+    json unmatched = json::array();
+    for (const PredictionFrameEntry& entry : unmatchedEntries(*prediction, report.table))
+      unmatched.push_back({{"file", entry.file},
+                           {"line", entry.line},
+                           {"function", entry.function},
+                           {"bytes", entry.bytes}});
+    document["estimate"] = {{"path", prediction->path},
+                            {"semantics", prediction->semantics},
+                            {"lower_bound", prediction->lower_bound},
+                            {"peak_requested_bytes", prediction->peak_requested_bytes},
+                            {"peak_allocated_bytes", prediction->peak_allocated_bytes},
+                            {"predicted_only", unmatched}};
+  }
+  // Names come from the traced program and may be any bytes: replace invalid UTF-8.
+  out << document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+void renderCsv(std::ostream& out, const Report& report) {
+  auto quote = [](const std::string& text) {
+    std::string quoted = "\"";
+    for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    return quoted + "\"";
+  };
+  out << "mem_bytes,cumulative_bytes,median_bytes,count,location,file,line,function";
+  out << (report.prediction ? ",predicted_bytes\n" : "\n");
+  size_t shown = shownRows(report);
+  std::vector<std::optional<uint64_t>> predicted = predictions(report);
+  for (size_t i = 0; i < shown; ++i) {
+    const TableRow& row = report.table.rows[i];
+    out << row.bytes << ',' << row.cumulative_bytes << ',' << row.median_bytes << ',' << row.count
+        << ',' << quote(row.location.name) << ',' << quote(row.location.file) << ','
+        << row.location.line << ',' << quote(row.location.function);
+    if (report.prediction) {
+      out << ',';
+      if (predicted[i]) out << *predicted[i];
+    }
+    out << '\n';
+  }
+}
+
+}  // namespace memtrace::report

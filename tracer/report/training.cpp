@@ -1,0 +1,118 @@
+#include "tracer/report/training.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "tracer/common/byte_format.h"
+
+namespace memtrace::report {
+namespace {
+
+using format::Category;
+
+constexpr size_t kCategories = static_cast<size_t>(Category::kCount);
+
+// The order the report lists categories in: what persists across steps first.
+constexpr Category kOrder[] = {
+    Category::kParameter, Category::kGradient,  Category::kOptimizerState, Category::kActivation,
+    Category::kInput,     Category::kTemporary, Category::kUnknown};
+static_assert(sizeof(kOrder) / sizeof(kOrder[0]) == kCategories);
+
+uint64_t bytesOf(const CategoryBytes& bytes, Category category) {
+  return bytes[static_cast<size_t>(category)];
+}
+
+std::string breakdownText(const CategoryBytes& bytes) {
+  std::string text;
+  for (Category category : kOrder) {
+    if (!bytesOf(bytes, category)) continue;
+    if (!text.empty()) text += ", ";
+    text +=
+        fmt::format("{} {}", format::categoryName(category), formatBytes(bytesOf(bytes, category)));
+  }
+  return text.empty() ? "-" : text;
+}
+
+nlohmann::json breakdownJson(const CategoryBytes& bytes) {
+  nlohmann::json object = nlohmann::json::object();
+  for (Category category : kOrder)
+    object[format::categoryName(category)] = bytesOf(bytes, category);
+  return object;
+}
+
+std::string seconds(uint64_t ns) {
+  return fmt::format("{:.3f} s", double(ns) / 1e9);
+}
+
+}  // namespace
+
+void renderTrainingText(std::ostream& out, const TraceSummary& s) {
+  if (!s.training) return;
+  out << fmt::format("Categories at the peak: {}\n", breakdownText(s.peak_categories));
+  if (s.categories_ignored)
+    out << fmt::format(
+        "  note       {} of {} categories named no allocation's start (tensors inside "
+        "segments of PyTorch's caching allocator are not told apart)\n",
+        s.categories_ignored, s.categories_told);
+  if (s.steps.empty()) {
+    out << "\n";
+    return;
+  }
+  out << fmt::format("\nSteps ({}):\n", s.steps.size());
+  out << fmt::format("  {:>5}  {:>10}  {:>9}  {:<9}  {:<28}  {}\n", "step", "peak", "at", "phase",
+                     "module", "at the peak");
+  for (const StepSummary& step : s.steps) {
+    std::string number = std::to_string(step.step) + (step.finished ? "" : "*");
+    out << fmt::format(
+        "  {:>5}  {:>10}  {:>9}  {:<9}  {:<28}  {}\n", number, formatBytes(step.peak_bytes),
+        seconds(step.peak_time_ns), format::trainingPhaseName(step.peak_phase),
+        step.peak_module.empty() ? "-" : step.peak_module, breakdownText(step.peak_categories));
+  }
+  if (!s.steps.back().finished)
+    out << "  * unfinished: the trace ended before this step's optimizer step\n";
+  // The first step creates the optimizer's state (Adam's moments, SGD's momentum): it stays
+  // live from then on, so every later step's peak carries it and the first step's does not
+  // (or only part of it).
+  if (s.steps.size() >= 2) {
+    const StepSummary& first = s.steps[0];
+    const StepSummary& second = s.steps[1];
+    uint64_t state = bytesOf(second.peak_categories, Category::kOptimizerState);
+    int64_t difference = int64_t(second.peak_bytes) - int64_t(first.peak_bytes);
+    if (state)
+      out << fmt::format(
+          "  step 1 created the optimizer state: {}, live at step 2's peak and in every step "
+          "after (step 2's peak is {} {} step 1's)\n",
+          formatBytes(state), formatBytes(uint64_t(std::abs(difference))),
+          difference < 0 ? "below" : "above");
+  }
+  out << "\n";
+}
+
+nlohmann::json trainingJson(const TraceSummary& s) {
+  if (!s.training) return nullptr;
+  nlohmann::json steps = nlohmann::json::array();
+  for (const StepSummary& step : s.steps)
+    steps.push_back({{"step", step.step},
+                     {"finished", step.finished},
+                     {"begin_ns", step.begin_ns},
+                     {"end_ns", step.end_ns},
+                     {"peak_bytes", step.peak_bytes},
+                     {"peak_time_ns", step.peak_time_ns},
+                     {"peak_phase", format::trainingPhaseName(step.peak_phase)},
+                     {"peak_module", step.peak_module},
+                     {"categories", breakdownJson(step.peak_categories)}});
+  nlohmann::json training = {{"categories_at_peak", breakdownJson(s.peak_categories)},
+                             {"categories_told", s.categories_told},
+                             {"categories_ignored", s.categories_ignored},
+                             {"steps", steps}};
+  if (s.steps.size() >= 2 && bytesOf(s.steps[1].peak_categories, Category::kOptimizerState)) {
+    training["first_step"] = {
+        {"optimizer_state_bytes", bytesOf(s.steps[1].peak_categories, Category::kOptimizerState)},
+        {"peak_difference_bytes", int64_t(s.steps[1].peak_bytes) - int64_t(s.steps[0].peak_bytes)}};
+  }
+  return training;
+}
+
+}  // namespace memtrace::report
