@@ -85,7 +85,8 @@ def main():
         for walker, how in (("auto", "direct walk"), ("api", "public C API")):
             for result in python_benchmarks(work, walker):
                 cost = result["traced_ns_per_pair"] - result["direct_ns_per_pair"] - no_stack_event
-                print(f"| traced, Python stack {result['python_depth']} deep, {result['stack']}, {how} "
+                print(f"| traced, Python stack {result['python_depth']} deep, {result['stack']}, {how}, "
+                      f"GIL {result['gil']} "
                       f"(allocation) | {result['traced_ns_per_pair']:.0f} | {result['direct_ns_per_pair']:.0f} | "
                       f"{cost:.0f} | {result['bytes_per_event']:.2f} |")
 
