@@ -13,7 +13,8 @@
 struct MemtracePythonLayout {
   uint32_t minor; /* 10 for CPython 3.10 */
   /* The thread's innermost frame: tstate->frame (3.10), tstate->cframe->current_frame (3.11,
-   * 3.12), tstate->current_frame (3.13). thread_cframe < 0: read the frame from the thread state. */
+   * 3.12), tstate->current_frame (3.13). thread_cframe < 0: read the frame from the thread state.
+   */
   int32_t thread_cframe;
   int32_t current_frame;
   /* 3.10: a chain of PyFrameObjects, f_back / f_code / f_lasti (an int, in code units).
@@ -59,11 +60,11 @@ struct MemtraceAddressRange {
 };
 
 /* The same order as the fields of MemtracePythonLayout. */
-#define MEMTRACE_PYTHON_LAYOUTS                                                                 \
-  {10, -1, 24, 1, 32, 24, 96, -1, -1, -1, -1, -1, 104, 112, 40, 120, 48, 72, 16, 32, 16, 32}, \
-      {11, 56, 8, 0, 32, 48, 56, 69, 1, -1, 184, 168, 112, 120, 72, 136, 48, 72, 16, 32, 16,  \
-       32},                                                                                     \
-      {12, 56, 0, 0, 0, 8, 56, 70, 1, 3, 192, 176, 112, 120, 68, 136, 40, 56, 16, 32, 16, 32}, \
-      {13, -1, 72, 0, 0, 8, 56, 70, 1, 3, 200, 184, 112, 120, 68, 136, 40, 56, 16, 32, 16, 32}
+#define MEMTRACE_PYTHON_LAYOUTS                                                                   \
+  {10, -1, 24, 1, 32, 24, 96, -1, -1, -1, -1, -1, 104, 112, 40, 120, 48, 72, 16, 32, 16, 32},     \
+      {11, 56, 8, 0, 32, 48, 56, 69, 1, -1, 184, 168, 112, 120, 72, 136, 48, 72, 16, 32, 16, 32}, \
+      {12, 56, 0, 0, 0, 8, 56, 70, 1, 3, 192, 176, 112, 120, 68, 136, 40, 56, 16, 32, 16, 32}, {  \
+    13, -1, 72, 0, 0, 8, 56, 70, 1, 3, 200, 184, 112, 120, 68, 136, 40, 56, 16, 32, 16, 32        \
+  }
 
 #endif

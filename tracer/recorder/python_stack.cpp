@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "tracer/common/flat_map.h"
 #include "tracer/recorder/arena.h"
@@ -68,9 +69,11 @@ struct Api {
 //  - A code object's address can be reused once it is freed, and we do not own a reference
 //    (taking one without the GIL would race the interpreter's own, non-atomic counts). So a
 //    frame is known by its code object's address together with an identity read from it
-//    (RawFrame::identity: its file name, line table and first line), and a frame cached for
-//    a dead code object is not taken for a new one at the same address unless the new one
-//    has the same file name object, line table object and first line: the same source.
+//    (RawFrame::identity: the address of its line table, a bytes object it owns), and a frame
+//    cached for a dead code object is not taken for a new one at the same address unless the
+//    new one's line table also sits where the old one's was: both freed and both addresses
+//    handed out again to the same pair, the one mislabel left (a compile() in a loop could do
+//    it; a model's code objects live as long as its modules).
 //  - The file:line:function of a new (code, instruction) is resolved right there, under the
 //    recorder's lock, from those immutable fields: the strings are copied out of the str
 //    objects' own characters (never their cached UTF-8, which another thread may be
@@ -96,6 +99,7 @@ struct Api {
 // PyFrame_GetLasti's (2 * code units from the start; 3.10: f_lasti * 2).
 
 constexpr MemtracePythonLayout kLayouts[] = {MEMTRACE_PYTHON_LAYOUTS};
+constexpr size_t kLayoutCount = sizeof(kLayouts) / sizeof(kLayouts[0]);
 
 enum class Walker { kDirect, kPublicApi };
 std::atomic<Walker> g_walker{Walker::kPublicApi};
@@ -188,57 +192,67 @@ bool isCode(const void* object) {
   return object && field<const void*>(object, 8) == g_api.PyCode_Type;
 }
 
-// The calling thread's innermost frame (a PyFrameObject* in 3.10, an _PyInterpreterFrame*
-// after), read from its thread state without the GIL.
-const void* innermostFrame(const void* thread_state) {
-  const MemtracePythonLayout& layout = *g_layout;
-  const void* base = thread_state;
-  if (layout.thread_cframe >= 0) {
-    base = field<const void*>(thread_state, layout.thread_cframe);
-    if (!base) return nullptr;
-  }
-  return field<const void*>(base, layout.current_frame);
-}
-
+// The line table object's address: a new code object at a freed one's address has a new line
+// table, allocated while the old one's was still alive, so at another address; a line table
+// freed with its code object and reused by the next is the one case left (Note [Python frames
+// without the GIL]). One load a frame: the walk's cost is in loads
+// (bench/python_walk_instructions.py).
+template <const MemtracePythonLayout& layout>
 uint32_t identityOf(const void* code) {
-  const MemtracePythonLayout& layout = *g_layout;
-  uint64_t identity =
-      mixBits(reinterpret_cast<uintptr_t>(field<const void*>(code, layout.code_filename)) ^
-              (reinterpret_cast<uintptr_t>(field<const void*>(code, layout.code_line_table)) << 1) ^
-              static_cast<uint64_t>(field<int>(code, layout.code_first_line)));
-  return static_cast<uint32_t>(identity >> 32) | 1;  // never 0: 0 is a frame the API walked
+  auto table = reinterpret_cast<uintptr_t>(field<const void*>(code, layout.code_line_table));
+  return static_cast<uint32_t>(table >> 3) | 1;  // never 0: 0 is a frame the API walked
 }
 
-// Note [Python frames without the GIL]. Returns the count, or SIZE_MAX when a frame is not
-// what the layout says.
-size_t walkDirectly(const void* frame, RawFrame* frames, size_t max) {
-  const MemtracePythonLayout& layout = *g_layout;
+// Note [Python frames without the GIL]: the calling thread's frames, innermost first. Returns
+// the count, or SIZE_MAX when the innermost frame does not hold a code object where the layout
+// says (a layout that is wrong fails there; resolveFrame checks each new frame again before it
+// reads anything through it). One instance per CPython version, so that every offset is a
+// constant of the code (the walk costs ~25 instructions a frame).
+template <const MemtracePythonLayout& layout>
+size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max) {
+  const void* frame = thread_state;
+  if constexpr (layout.thread_cframe >= 0) {
+    frame = field<const void*>(thread_state, layout.thread_cframe);
+    if (!frame) return 0;
+  }
+  frame = field<const void*>(frame, layout.current_frame);
   size_t walked = 0;
   for (; frame && walked < max; frame = field<const void*>(frame, layout.frame_previous)) {
     int position;
     const char* code;
-    if (layout.frame_is_object) {
+    if constexpr (layout.frame_is_object) {
       code = field<const char*>(frame, layout.frame_code);
-      if (!isCode(code)) return SIZE_MAX;
+      if (walked == 0 && !isCode(code)) return SIZE_MAX;
       int lasti = field<int>(frame, layout.frame_instruction);
       position = lasti < 0 ? -1 : 2 * lasti;
     } else {
-      int owner = field<char>(frame, layout.frame_owner);
+      char owner = field<char>(frame, layout.frame_owner);
       if (owner == layout.owned_by_c_stack) continue;
       code = field<const char*>(frame, layout.frame_code);
-      if (!isCode(code)) return SIZE_MAX;
+      if (walked == 0 && !isCode(code)) return SIZE_MAX;
       const char* units = code + layout.code_units;
       const char* instruction = field<const char*>(frame, layout.frame_instruction);
       if (owner != layout.owned_by_generator &&
           instruction < units + 2 * field<int>(code, layout.code_first_traceable))
         continue;  // not started yet: PyFrame_GetBack skips it too
-      long units_in = (instruction - units) / 2;
-      position = units_in < 0 ? -1 : static_cast<int32_t>(2 * units_in);
+      ptrdiff_t bytes_in = instruction - units;
+      position = bytes_in < 0 ? -1 : static_cast<int32_t>(bytes_in & ~ptrdiff_t{1});
     }
-    frames[walked++] = RawFrame{code, position, identityOf(code)};
+    frames[walked++] = RawFrame{code, position, identityOf<layout>(code)};
   }
   return walked;
 }
+
+using DirectWalk = size_t (*)(const void*, RawFrame*, size_t);
+
+template <size_t... index>
+DirectWalk directWalkOf(uint32_t minor, std::index_sequence<index...>) {
+  DirectWalk walk = nullptr;
+  ((kLayouts[index].minor == minor ? (walk = &walkDirectly<kLayouts[index]>) : walk), ...);
+  return walk;
+}
+
+DirectWalk g_direct_walk = nullptr;  // for this interpreter's layout
 
 // The public API's walk, from the thread's top frame object, which it releases. The GIL is
 // held. The code objects it names are kept alive by resolveFrame (identity 0).
@@ -329,6 +343,10 @@ int lineOf(const void* code, int position) {
 
 void resolveDirectly(const RawFrame& frame, FrameInfo* info) {
   const MemtracePythonLayout& layout = *g_layout;
+  if (!isCode(frame.code)) {  // never seen: the walk names only code objects' frames
+    *info = FrameInfo{"?", "?", 1, 1, 0, 0, 0};
+    return;
+  }
   copyString(field<const void*>(frame.code, layout.code_filename), &info->file, &info->file_size);
   copyString(field<const void*>(frame.code, layout.code_name), &info->function,
              &info->function_size);
@@ -410,7 +428,9 @@ bool loadApi() {
                                                                                         : 0;
   g_api = api;
   g_layout = layoutOf(version);
-  if (g_layout && api.PyCode_CheckLineNumber && objectsLaidOutAsDefault())
+  if (g_layout)
+    g_direct_walk = directWalkOf(g_layout->minor, std::make_index_sequence<kLayoutCount>());
+  if (g_direct_walk && api.PyCode_CheckLineNumber && objectsLaidOutAsDefault())
     g_walker.store(Walker::kDirect, std::memory_order_relaxed);
   g_api_loaded.store(true, std::memory_order_release);
   return true;
@@ -445,7 +465,7 @@ size_t captureStack(RawFrame* frames, size_t max) {
   if (g_walker.load(std::memory_order_relaxed) == Walker::kDirect) {
     const void* thread_state = g_api.PyGILState_GetThisThreadState();
     if (!thread_state) return 0;  // a thread that never ran Python
-    size_t count = walkDirectly(innermostFrame(thread_state), frames, max);
+    size_t count = g_direct_walk(thread_state, frames, max);
     if (count != SIZE_MAX) return count;
     g_walker.store(Walker::kPublicApi, std::memory_order_relaxed);
     sayLayoutUnknownOnce("a frame did not hold a code object where its layout says");
