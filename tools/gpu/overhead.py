@@ -42,6 +42,12 @@ MODES = [
     ("preload-none", "LD_PRELOAD, `MEMTRACE_STACKS=none`", {"preload": "none"}),
     ("preload-python", "LD_PRELOAD, `MEMTRACE_STACKS=python` (the default)", {"preload": "python"}),
     ("preload-native", "LD_PRELOAD, `MEMTRACE_STACKS=native`", {"preload": "native"}),
+    # Where the cost is (issue 22, part 6): the hooks alone, counting but writing nothing (as the
+    # pluggable allocator before start_tracing()), and the default mode writing to memory.
+    ("preload-loaded", "LD_PRELOAD, `MEMTRACE_AUTOSTART=0` (hooks only, no file)",
+     {"preload": "python", "environment": {"MEMTRACE_AUTOSTART": "0"}}),
+    ("preload-python-shm", "LD_PRELOAD, `MEMTRACE_STACKS=python`, the trace in /dev/shm",
+     {"preload": "python", "trace_dir": "/dev/shm"}),
     ("switch", "`switch_allocator()` + `start_tracing()`", {"in_process": "switch"}),
     ("history-python", '`_record_memory_history(stacks="python")`',
      {"in_process": "history-python"}),
@@ -139,6 +145,8 @@ def measure(arguments, name, spec, trace):
                        MEMTRACE_BIN_DIR=str(Path(arguments.build) / "bin"),
                        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "python"),
                                                                 environment.get("PYTHONPATH")])))
+    if "trace_dir" in spec and Path(spec["trace_dir"]).is_dir():
+        trace = Path(spec["trace_dir"]) / trace.name
     if "preload" in spec:
         environment.update(LD_PRELOAD=str(library), MEMTRACE_OUTPUT=str(trace),
                            MEMTRACE_STACKS=spec["preload"])
@@ -159,6 +167,8 @@ def measure(arguments, name, spec, trace):
     if spec.get("preload") == "python" or spec.get("in_process") == "switch":  # Python stacks
         figures["python_line_share"] = named_share(Path(arguments.build) / "bin" /
                                                    "memtrace-report", trace)
+    if "trace_dir" in spec:
+        trace.unlink(missing_ok=True)  # not in the run's temporary folder
     return figures
 
 
