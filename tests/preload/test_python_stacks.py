@@ -133,13 +133,18 @@ def test_two_threads_each_event_on_its_own_threads_line(build, tmp_path, python)
     assert not wrong, wrong[:5]
 
 
+def traced_script(build, tmp_path, python, name, tag):
+    """Runs scripts/NAME.py under LD_PRELOAD: its allocations (allocation_stacks) and the lines
+    it marks `# TAG:...`."""
+    trace = tmp_path / f"{name}.bin"
+    run([python, SCRIPTS / f"{name}.py", build.cudart], preloaded(trace))
+    return allocation_stacks(trace), tagged_lines(SCRIPTS / f"{name}.py", tag)
+
+
 @pytest.mark.parametrize("python", SUPPORTED_PYTHONS)
 def test_unwinding_and_callbacks_name_their_lines(build, tmp_path, python):
-    trace = tmp_path / "unwinding.bin"
-    script = SCRIPTS / "unwinding.py"
-    run([python, script, build.cudart], preloaded(trace))
-    tagged = tagged_lines(script, "ALLOC")
-    named = {size: frames[-2][1] for _, size, frames in allocation_stacks(trace)}
+    allocations, tagged = traced_script(build, tmp_path, python, "unwinding", "ALLOC")
+    named = {size: frames[-2][1] for _, size, frames in allocations}
     assert named == {1 << 20: tagged["finally"], 2 << 20: tagged["handler"],
                      3 << 20: tagged["exit"], 4 << 20: tagged["callback"]}
 
@@ -161,11 +166,8 @@ def test_a_fork_while_tracing_names_the_childs_lines(build, tmp_path, python):
 
 @pytest.mark.parametrize("python", SUPPORTED_PYTHONS)
 def test_a_lent_stack_names_a_thread_without_python(build, tmp_path, python):
-    trace = tmp_path / "lend.bin"
-    script = SCRIPTS / "lend.py"
-    run([python, script, build.cudart], preloaded(trace))
-    lend = tagged_lines(script, "LEND")
-    stacks = {size: frames for _, size, frames in allocation_stacks(trace)}
+    allocations, lend = traced_script(build, tmp_path, python, "lend", "LEND")
+    stacks = {size: frames for _, size, frames in allocations}
     assert stacks[6 << 20] == []  # after the stack was taken back: nothing to name it
     file, line, function = stacks[5 << 20][-1]
     assert (Path(file).name, line, function) == ("lend.py", lend["call"], "backward")
