@@ -202,10 +202,9 @@ JobReport readJob(const std::vector<std::string>& paths, const JobOptions& optio
     if (header.distributed) jobs.emplace(header.distributed->job_id, header.path);
   if (jobs.size() > 1) {
     auto first = jobs.begin(), second = std::next(first);
-    throw reader::TraceError("the traces belong to " + std::to_string(jobs.size()) +
-                             " jobs ('" + first->first + "' in " + first->second + ", '" +
-                             second->first + "' in " + second->second +
-                             "): give the traces of one job");
+    throw reader::TraceError("the traces belong to " + std::to_string(jobs.size()) + " jobs ('" +
+                             first->first + "' in " + first->second + ", '" + second->first +
+                             "' in " + second->second + "): give the traces of one job");
   }
   if (!jobs.empty()) job.job_id = jobs.begin()->first;
   std::map<int64_t, const Header*> latest;  // rank -> its latest attempt

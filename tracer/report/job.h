@@ -57,8 +57,8 @@ struct TracePeak {
 
 struct JobReport {
   std::vector<TracePeak> ranks;  // by rank; traces that are no rank's after them, by path
-  std::string job_id;           // "" when the traces do not say
-  int64_t world_size = -1;      // as the ranks say (-1: they do not)
+  std::string job_id;            // "" when the traces do not say
+  int64_t world_size = -1;       // as the ranks say (-1: they do not)
   // Files of ranks that were restarted (elastic jobs): the earlier attempts, not read; each
   // rank is read from its latest attempt.
   std::vector<std::string> earlier_attempts;

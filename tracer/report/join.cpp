@@ -22,10 +22,11 @@ std::vector<JoinedRow> joinRows(const std::vector<const LocationTable*>& tables)
   std::unordered_map<std::string, size_t> index_of;
   for (size_t t = 0; t < tables.size(); ++t) {
     for (const TableRow& row : tables[t]->rows) {
-      auto [found, added] = index_of.try_emplace(rowKey(tables[t]->group_by, row.location),
-                                                 joined.size());
+      auto [found, added] =
+          index_of.try_emplace(rowKey(tables[t]->group_by, row.location), joined.size());
       if (added) {
-        joined.push_back(JoinedRow{row.location, std::vector<std::optional<uint64_t>>(tables.size()),
+        joined.push_back(JoinedRow{row.location,
+                                   std::vector<std::optional<uint64_t>>(tables.size()),
                                    std::vector<uint64_t>(tables.size())});
       }
       JoinedRow& entry = joined[found->second];

@@ -23,9 +23,9 @@ std::string seconds(uint64_t ns) {
   return fmt::format("{:.3f} s", static_cast<double>(ns) / 1e9);
 }
 
+// "+3.000 MiB", "-1.000 MiB": a change.
 std::string signedBytes(int64_t bytes) {
-  std::string text = formatBytes(static_cast<uint64_t>(bytes < 0 ? -bytes : bytes));
-  return (bytes < 0 ? "-" : "+") + text;
+  return (bytes < 0 ? "" : "+") + formatSignedBytes(bytes);
 }
 
 std::string percentText(double value) {
@@ -61,7 +61,7 @@ std::string overMedianText(const JobReport& job) {
                      formatBytes(median.summary.peak_bytes), median.label(), share);
 }
 
-json rankJson(const TracePeak& rank, size_t top) {
+json rankJson(const TracePeak& rank) {
   json categories = json::object();
   for (uint8_t value = 0; value < static_cast<uint8_t>(format::Category::kCount); ++value)
     if (rank.categories[value])
@@ -93,7 +93,6 @@ json rankJson(const TracePeak& rank, size_t top) {
     entry["world_size"] = d.world_size;
     entry["restart_count"] = d.restart_count;
   }
-  (void)top;
   return entry;
 }
 
@@ -108,7 +107,7 @@ json locationJson(const Location& location) {
 
 json jobJson(const JobReport& job, size_t top) {
   json ranks = json::array();
-  for (const TracePeak& rank : job.ranks) ranks.push_back(rankJson(rank, top));
+  for (const TracePeak& rank : job.ranks) ranks.push_back(rankJson(rank));
   json rows = json::array();
   for (size_t i = 0; i < shown(job.rows.size(), top); ++i) {
     const JoinedRow& row = job.rows[i];
@@ -122,26 +121,27 @@ json jobJson(const JobReport& job, size_t top) {
   }
   const TracePeak& peak = job.ranks[job.peak_rank];
   const TracePeak& median = job.ranks[job.median_rank];
-  return {{"format", "memtrace-job"},
-          {"job_id", job.job_id},
-          {"world_size", job.world_size},
-          {"ranks", ranks},
-          {"earlier_attempts", job.earlier_attempts},
-          {"missing_ranks", job.missing_ranks},
-          {"clocks", {{"aligned", "job start"}, {"one_host", job.one_host}, {"how", job.alignment}}},
-          {"peak",
-           {{"index", job.peak_rank},
-            {"label", peak.label()},
-            {"bytes", peak.summary.peak_bytes},
-            {"median_index", job.median_rank},
-            {"median_bytes", median.summary.peak_bytes},
-            {"over_median_bytes", peak.summary.peak_bytes - median.summary.peak_bytes}}},
-          {"table",
-           {{"group_by", groupByName(job.group_by)},
-            {"frame", job.frame == FramePolicy::kUser ? "user" : "innermost"},
-            {"rank", job.peak_rank},
-            {"locations", job.rows.size()},
-            {"rows", rows}}}};
+  return {
+      {"format", "memtrace-job"},
+      {"job_id", job.job_id},
+      {"world_size", job.world_size},
+      {"ranks", ranks},
+      {"earlier_attempts", job.earlier_attempts},
+      {"missing_ranks", job.missing_ranks},
+      {"clocks", {{"aligned", "job start"}, {"one_host", job.one_host}, {"how", job.alignment}}},
+      {"peak",
+       {{"index", job.peak_rank},
+        {"label", peak.label()},
+        {"bytes", peak.summary.peak_bytes},
+        {"median_index", job.median_rank},
+        {"median_bytes", median.summary.peak_bytes},
+        {"over_median_bytes", peak.summary.peak_bytes - median.summary.peak_bytes}}},
+      {"table",
+       {{"group_by", groupByName(job.group_by)},
+        {"frame", job.frame == FramePolicy::kUser ? "user" : "innermost"},
+        {"rank", job.peak_rank},
+        {"locations", job.rows.size()},
+        {"rows", rows}}}};
 }
 
 // The median of the values, the lower one of an even count.
@@ -161,16 +161,18 @@ void renderJobText(std::ostream& out, const JobReport& job, size_t top) {
   out << fmt::format("memtrace job report: {} traces{}{}\n", job.ranks.size(), id, world);
   out << fmt::format("  clocks     aligned {}\n", job.alignment);
   if (!job.missing_ranks.empty())
-    out << fmt::format("  note       no trace of rank {} (a rank that never allocated writes none)\n",
-                       fmt::join(job.missing_ranks, ", "));
+    out << fmt::format(
+        "  note       no trace of rank {} (a rank that never allocated writes none)\n",
+        fmt::join(job.missing_ranks, ", "));
   for (const std::string& path : job.earlier_attempts)
     out << fmt::format("  restarted  {}: an earlier attempt, set aside for the rank's latest\n",
                        path);
   for (const TracePeak& rank : job.ranks)
     if (!rank.summary.ended_cleanly)
-      out << fmt::format("  note       {} has no end mark: the process was killed or is still "
-                         "running\n",
-                         rank.label());
+      out << fmt::format(
+          "  note       {} has no end mark: the process was killed or is still "
+          "running\n",
+          rank.label());
   out << "\nPeak of every rank (times on the job's axis):\n";
   out << fmt::format("{:<9} {:<6} {:<12} {:<11} {:>9}  {:>5}  {:<9} {:<20} {}\n", "Rank", "Local",
                      "Host", "Peak", "At", "Step", "Phase", "Module", "Line");
@@ -180,12 +182,12 @@ void renderJobText(std::ostream& out, const JobReport& job, size_t top) {
                             ? std::to_string(rank.distributed->rank)
                             : rank.label();
     if (i == job.peak_rank) label += " *";
-    out << fmt::format(
-        "{:<9} {:<6} {:<12} {:<11} {:>9}  {:>5}  {:<9} {:<20} {}\n", label,
-        rank.distributed ? number(rank.distributed->local_rank) : "-", orDash(rank.host),
-        formatBytes(rank.summary.peak_bytes), seconds(rank.offset_ns + rank.summary.peak_time_ns),
-        rank.peak_step ? std::to_string(rank.peak_step) : "-", phaseText(rank),
-        orDash(rank.peak_module), orDash(rank.peak_line));
+    out << fmt::format("{:<9} {:<6} {:<12} {:<11} {:>9}  {:>5}  {:<9} {:<20} {}\n", label,
+                       rank.distributed ? number(rank.distributed->local_rank) : "-",
+                       orDash(rank.host), formatBytes(rank.summary.peak_bytes),
+                       seconds(rank.offset_ns + rank.summary.peak_time_ns),
+                       rank.peak_step ? std::to_string(rank.peak_step) : "-", phaseText(rank),
+                       orDash(rank.peak_module), orDash(rank.peak_line));
   }
   out << fmt::format("\n{} peaks highest: {}, {}.\n", peak.label(),
                      formatBytes(peak.summary.peak_bytes), overMedianText(job));
@@ -212,8 +214,7 @@ void renderJobText(std::ostream& out, const JobReport& job, size_t top) {
     for (size_t i = 0; i < job.ranks.size(); ++i) {
       if (i == job.peak_rank) continue;
       others.push_back(row.bytes[i].value_or(0));
-      if (columns)
-        line += fmt::format("{:<11} ", row.bytes[i] ? formatBytes(*row.bytes[i]) : "-");
+      if (columns) line += fmt::format("{:<11} ", row.bytes[i] ? formatBytes(*row.bytes[i]) : "-");
     }
     if (!columns)
       line += fmt::format("{:<11} {:<11} {:<11} ",
@@ -239,18 +240,17 @@ void renderJobCsv(std::ostream& out, const JobReport& job, size_t top) {
   for (size_t i = 0; i < job.ranks.size(); ++i) {
     const TracePeak& rank = job.ranks[i];
     std::string head = fmt::format(
-        "{},{},{},{},{},{},{},{},{},{}",
-        rank.distributed ? number(rank.distributed->rank) : "",
+        "{},{},{},{},{},{},{},{},{},{}", rank.distributed ? number(rank.distributed->rank) : "",
         rank.distributed ? number(rank.distributed->local_rank) : "", quote(rank.host),
         quote(rank.path), rank.summary.peak_bytes, rank.offset_ns + rank.summary.peak_time_ns,
         rank.peak_step ? std::to_string(rank.peak_step) : "",
-        rank.peak_phase ? format::trainingPhaseName(*rank.peak_phase) : "",
-        quote(rank.peak_module), quote(rank.peak_line));
+        rank.peak_phase ? format::trainingPhaseName(*rank.peak_phase) : "", quote(rank.peak_module),
+        quote(rank.peak_line));
     for (size_t r = 0; r < shown(job.rows.size(), top); ++r) {
       const JoinedRow& row = job.rows[r];
       out << head << ',' << row.bytes[i].value_or(0) << ',' << row.counts[i] << ','
-          << quote(row.location.name) << ',' << quote(row.location.file) << ','
-          << row.location.line << ',' << quote(row.location.function) << '\n';
+          << quote(row.location.name) << ',' << quote(row.location.file) << ',' << row.location.line
+          << ',' << quote(row.location.function) << '\n';
     }
   }
 }
@@ -261,9 +261,9 @@ void renderJobHtml(std::ostream& out, const JobReport& job, size_t top) {
   for (const TracePeak& rank : job.ranks) timelines.push_back(timelineJson(rank.timeline));
   data["timelines"] = timelines;
   data["over_median"] = overMedianText(job);
-  writePage(out, assets::kJobHtml, "memtrace: a job of " + std::to_string(job.ranks.size()) +
-                                       " traces",
-            assets::kJobJs, data);
+  writePage(out, assets::kJobHtml,
+            "memtrace: a job of " + std::to_string(job.ranks.size()) + " traces", assets::kJobJs,
+            data);
 }
 
 // ---- diff -------------------------------------------------------------------------------
@@ -280,7 +280,7 @@ std::string peakText(const TracePeak& peak) {
 }
 
 json sideJson(const TracePeak& peak) {
-  json side = rankJson(peak, 0);
+  json side = rankJson(peak);
   side.erase("offset_ns");
   side.erase("job_peak_time_ns");
   return side;
@@ -295,16 +295,16 @@ void renderDiffText(std::ostream& out, const TraceDiff& diff, size_t top,
   int64_t change = static_cast<int64_t>(diff.b.summary.peak_bytes) -
                    static_cast<int64_t>(diff.a.summary.peak_bytes);
   std::optional<double> percent = peakChangePercent(diff);
-  out << fmt::format("      B - A: {} bytes{}\n", change >= 0 ? "+" + std::to_string(change)
-                                                              : std::to_string(change),
+  out << fmt::format("      B - A: {} bytes{}\n",
+                     change >= 0 ? "+" + std::to_string(change) : std::to_string(change),
                      percent ? " (" + percentText(*percent) + ")" : "");
   if (!verdict.threshold.empty())
     out << fmt::format("      {} the threshold ({})\n", verdict.over ? "OVER" : "within",
                        verdict.threshold);
   for (const DiffTable& table : diff.tables) {
     size_t rows = shown(table.rows.size(), top);
-    out << fmt::format("\nBy {}, live at each one's peak: {} changed, {} the same", groupByName(table.group_by),
-                       table.rows.size(), table.unchanged);
+    out << fmt::format("\nBy {}, live at each one's peak: {} changed, {} the same",
+                       groupByName(table.group_by), table.rows.size(), table.unchanged);
     if (rows < table.rows.size()) out << fmt::format(" (the {} largest changes)", rows);
     out << (rows ? ":\n" : ".\n");
     if (!rows) continue;
