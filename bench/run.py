@@ -116,5 +116,9 @@ def main():
                         ("training", "start_tracing(model=model): all, with backward modules")):
         print(f"| {label} | {hooks[kind + '_ms']:.2f} | {hooks[kind + '_overhead_percent']:+.1f} % |")
 
+    # The job's report: 8 ranks x 10 M events (bench/job_report.py prints its own table).
+    print(subprocess.run([sys.executable, ROOT / "bench" / "job_report.py", BUILD], capture_output=True,
+                         text=True, check=True).stdout.split("\n", 2)[2])
+
 
 main()

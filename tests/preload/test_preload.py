@@ -157,6 +157,41 @@ def test_a_second_process_does_not_overwrite_a_live_trace(build, tmp_path):
     assert len(others) == 1 and len(events(others[0])) == 11
 
 
+RANK_ENVIRONMENT = {"RANK": 5, "WORLD_SIZE": 8, "LOCAL_RANK": 1, "LOCAL_WORLD_SIZE": 4,
+                    "GROUP_RANK": 1, "TORCHELASTIC_RESTART_COUNT": 2,
+                    "TORCHELASTIC_RUN_ID": "job/7 a"}
+
+
+def test_a_rank_names_its_file_and_says_which_rank_it_is(build, tmp_path):
+    # What torchrun tells each worker (Note [A job's ranks]); the job id's '/' and ' ' are
+    # not kept in a file name.
+    pattern = tmp_path / "%j-r%r-w%w-l%l-g%g-a%a-%p.bin"
+    result = run([build.program("sequence")], preloaded(pattern, MEMTRACE_TEST_DEVICE_MEMORY=10**9,
+                                                          **RANK_ENVIRONMENT))
+    (trace,) = tmp_path.iterdir()
+    pid = re.fullmatch(r"job_7_a-r5-w8-l1-g1-a2-(\d+)\.bin", trace.name).group(1)
+    records = parse_records(trace)
+    assert records[0]["record"] == "process" and records[0]["pid"] == pid
+    assert {k: v for k, v in records[1].items() if k not in ("words",)} == {
+        "record": "rank", "rank": "5", "world_size": "8", "local_rank": "1",
+        "local_world_size": "4", "group_rank": "1", "restart_count": "2", "job": "job/7 a"}
+    assert len(events(trace)) == len(expected_sequence(result.stdout))
+
+
+def test_a_restarted_rank_writes_a_new_file_and_a_lone_process_says_no_rank(build, tmp_path):
+    pattern = tmp_path / "rank%r-attempt%a.bin"
+    for attempt in (0, 1):
+        run([build.program("sequence")], preloaded(pattern, MEMTRACE_TEST_DEVICE_MEMORY=10**9,
+                                                   **{**RANK_ENVIRONMENT,
+                                                      "TORCHELASTIC_RESTART_COUNT": attempt}))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank5-attempt0.bin", "rank5-attempt1.bin"]
+    # Without torchrun's variables: no rank record, and "x" for what is unknown.
+    run([build.program("sequence")], preloaded(tmp_path / "alone-%r-%%.bin",
+                                               MEMTRACE_TEST_DEVICE_MEMORY=10**9))
+    records = parse_records(tmp_path / "alone-x-%.bin")
+    assert "rank" not in [record["record"] for record in records]
+
+
 def test_process_that_never_allocates_writes_no_file(build, tmp_path):
     trace = tmp_path / "quiet.bin"
     run(["/bin/true"], preloaded(trace))

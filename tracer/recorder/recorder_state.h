@@ -90,7 +90,7 @@ void setError(const char* message, const char* detail = nullptr);
 
 // ---- The file session (session.cpp); all called with g_mutex held ----
 
-// Expands %p to the pid.
+// Expands %p to the pid, and a rank's %r, %w, %l, %g, %a, %j (session.cpp).
 void expandPath(const char* pattern, char* out, size_t out_size);
 
 // Opens the trace file if one is wanted and none is open. False when no file is open
