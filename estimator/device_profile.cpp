@@ -1,6 +1,7 @@
 #include "estimator/device_profile.h"
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -147,6 +148,20 @@ DeviceProfile parseDeviceProfile(const std::string& json_text, const std::string
   profile.cublas_workspace_bytes = nonNegativeBytes(cublas, "bytes", where);
   profile.cublas_ops = opNames(cublas, where);
 
+  auto cublaslt = document.find("cublaslt_workspace");  // optional: profiles of one's own
+  if (cublaslt != document.end()) {
+    where = origin + ": cublaslt_workspace";
+    profile.cublaslt_workspace_bytes = nonNegativeBytes(*cublaslt, "bytes", where);
+    profile.cublaslt_ops = opNames(*cublaslt, where);
+    if (auto last = cublaslt->find("last_torch_release"); last != cublaslt->end()) {
+      profile.cublaslt_last_release =
+          last->is_string() ? parseTorchRelease(last->get<std::string>()) : std::nullopt;
+      if (!profile.cublaslt_last_release) {
+        throw EstimateError(where + ": \"last_torch_release\" must be a release such as \"2.11\"");
+      }
+    }
+  }
+
   where = origin + ": convolution_workspace";
   const json& convolution = member(document, "convolution_workspace", origin);
   if (!member(convolution, "bound_bytes", where).is_null()) {
@@ -155,6 +170,31 @@ DeviceProfile parseDeviceProfile(const std::string& json_text, const std::string
   profile.convolution_ops = opNames(convolution, where);
   auto kernels = document.find("kernels");
   if (kernels != document.end()) profile.kernels = parseKernels(*kernels, origin);
+  return profile;
+}
+
+std::optional<TorchRelease> parseTorchRelease(const std::string& text) {
+  TorchRelease release;
+  const char* begin = text.data();
+  const char* end = text.data() + text.size();
+  auto [after_major, major_error] = std::from_chars(begin, end, release.major);
+  if (major_error != std::errc() || after_major == end || *after_major != '.') return std::nullopt;
+  auto [after_minor, minor_error] = std::from_chars(after_major + 1, end, release.minor);
+  if (minor_error != std::errc()) return std::nullopt;
+  // A patch release and a local version may follow: "2.14.1+cu130".
+  if (after_minor != end && *after_minor != '.' && *after_minor != '+') return std::nullopt;
+  return release;
+}
+
+std::string torchReleaseText(TorchRelease release) {
+  return std::to_string(release.major) + "." + std::to_string(release.minor);
+}
+
+DeviceProfile applyTorchRelease(DeviceProfile profile, TorchRelease release) {
+  profile.torch_release = release;
+  if (profile.cublaslt_last_release && release > *profile.cublaslt_last_release) {
+    profile.cublaslt_workspace_bytes = 0;
+  }
   return profile;
 }
 

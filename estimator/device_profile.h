@@ -3,6 +3,7 @@
 // each number with the PyTorch source it comes from; docs/estimate-format.md lists the fields.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -56,6 +57,17 @@ struct KernelRules {
   std::string scratch_source;
 };
 
+// A PyTorch release, major.minor: what the device runs decides some of the profile's rules.
+struct TorchRelease {
+  int major = 0;
+  int minor = 0;
+  friend auto operator<=>(const TorchRelease&, const TorchRelease&) = default;
+};
+
+// "2.11", "2.13.0", "2.14.1+cu130": the release; nullopt for anything else.
+std::optional<TorchRelease> parseTorchRelease(const std::string& text);
+std::string torchReleaseText(TorchRelease release);
+
 struct DeviceProfile {
   std::string name;
   std::string description;
@@ -64,12 +76,24 @@ struct DeviceProfile {
   // by the first op that calls cuBLAS and never freed.
   int64_t cublas_workspace_bytes = 0;
   std::vector<std::string> cublas_ops;
+  // cuBLASLt's workspace beside cuBLAS's (Note [The cuBLASLt workspace]): allocated after it by
+  // the first op that runs through cuBLASLt, never freed; 0 where cuBLASLt shares cuBLAS's.
+  int64_t cublaslt_workspace_bytes = 0;
+  std::vector<std::string> cublaslt_ops;
+  // The last release that keeps the separate cuBLASLt workspace (none: every release does);
+  // applyTorchRelease() turns it off for later ones.
+  std::optional<TorchRelease> cublaslt_last_release;
+  // The release the device runs, once applyTorchRelease() has been given it.
+  std::optional<TorchRelease> torch_release;
   // cuDNN chooses a convolution algorithm, and its workspace, at run time: a bound, not a
   // prediction. None: no bound stated, convolution workspaces are left out (and said so).
   std::optional<int64_t> convolution_workspace_bound_bytes;
   std::vector<std::string> convolution_ops;
   KernelRules kernels;
 };
+
+// The profile's rules for the PyTorch release the device runs.
+DeviceProfile applyTorchRelease(DeviceProfile profile, TorchRelease release);
 
 // Parses a profile; `origin` names it in error messages. Throws EstimateError.
 DeviceProfile parseDeviceProfile(const std::string& json_text, const std::string& origin);

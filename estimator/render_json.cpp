@@ -98,6 +98,7 @@ json summaryJson(const Estimate& estimate) {
       {"peak_allocated_bytes", allocator.peak_allocated_bytes},
       {"peak_reserved_bytes", allocator.peak_reserved_bytes},
       {"cublas_workspace_bytes", allocator.cublas_workspace_bytes},
+      {"cublaslt_workspace_bytes", allocator.cublaslt_workspace_bytes},
       {"convolution_workspace_bound_bytes", bound},
       {"segments", allocator.segments},
       {"total_flops", estimate.total_flops},
@@ -146,7 +147,10 @@ json profileJson(const DeviceProfile& profile) {
   if (profile.convolution_workspace_bound_bytes) bound = *profile.convolution_workspace_bound_bytes;
   return {{"name", profile.name},
           {"description", profile.description},
+          {"torch_release",
+           profile.torch_release ? json(torchReleaseText(*profile.torch_release)) : json(nullptr)},
           {"cublas_workspace_bytes", profile.cublas_workspace_bytes},
+          {"cublaslt_workspace_bytes", profile.cublaslt_workspace_bytes},
           {"convolution_workspace_bound_bytes", bound}};
 }
 
@@ -222,6 +226,7 @@ json estimateJson(const Graph& graph, const Estimate& estimate, const RenderOpti
   document["peak"] = std::move(peak);
   document["allocated_peak"] = nodeJson(graph, estimate.allocator.peak_allocated_node);
   document["cublas_workspace_node"] = nodeJson(graph, estimate.allocator.cublas_workspace_node);
+  document["cublaslt_workspace_node"] = nodeJson(graph, estimate.allocator.cublaslt_workspace_node);
 
   json flops = json::array();
   for (size_t index = 0; index < graph.nodes.size(); ++index) {

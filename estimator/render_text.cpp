@@ -121,12 +121,24 @@ void summaryLines(std::ostringstream& out, const Estimate& estimate) {
       << (estimate.training ? "   what the step adds\n" : "   what the forward adds\n");
 }
 
+// Why the profile keeps a cuBLASLt workspace: Note [The cuBLASLt workspace].
+std::string cublasLtReleaseText(const DeviceProfile& profile) {
+  if (!profile.cublaslt_last_release) return "";
+  return " (torch " + torchReleaseText(*profile.cublaslt_last_release) +
+         " and earlier keep it beside cuBLAS's)";
+}
+
+std::string deviceText(const DeviceProfile& profile) {
+  if (!profile.torch_release) return profile.name;
+  return profile.name + " (torch " + torchReleaseText(*profile.torch_release) + ")";
+}
+
 }  // namespace
 
 std::string renderText(const Graph& graph, const Estimate& estimate, const RenderOptions& options) {
   std::ostringstream out;
   out << "memtrace-estimate: " << options.model_path << ", " << semanticsName(estimate.semantics)
-      << " semantics, device profile " << options.profile.name << "\n";
+      << " semantics, device profile " << deviceText(options.profile) << "\n";
   out << "inputs:";
   for (ValueId id : graph.inputs) {
     const Value& value = graph.value(id);
@@ -161,6 +173,11 @@ std::string renderText(const Graph& graph, const Estimate& estimate, const Rende
   if (allocator.cublas_workspace_bytes > 0) {
     out << "cuBLAS workspace " << padded(formatBytes(allocator.cublas_workspace_bytes), 10)
         << "   from " << nodeText(graph, allocator.cublas_workspace_node) << " on, never freed\n";
+  }
+  if (allocator.cublaslt_workspace_bytes > 0) {
+    out << "cuBLASLt workspace " << padded(formatBytes(allocator.cublaslt_workspace_bytes), 8)
+        << "   from " << nodeText(graph, allocator.cublaslt_workspace_node) << " on, never freed"
+        << cublasLtReleaseText(options.profile) << "\n";
   }
   if (allocator.convolution_workspace_bound_bytes > 0) {
     out << "cuDNN workspace  "
@@ -278,7 +295,8 @@ std::string renderSweepText(const std::vector<SweepPoint>& points,
                             const std::optional<BudgetAnswer>& budget,
                             const RenderOptions& options) {
   std::ostringstream out;
-  out << "memtrace-estimate: " << options.model_path << ", device profile " << options.profile.name;
+  out << "memtrace-estimate: " << options.model_path << ", device profile "
+      << deviceText(options.profile);
   if (!points.empty())
     out << ", " << semanticsName(points.front().estimate.semantics) << " semantics";
   out << "\n\n";

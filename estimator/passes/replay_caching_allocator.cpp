@@ -31,6 +31,26 @@
 // A zero-byte request allocates nothing (the allocator returns a null pointer for it).
 // The numbers come from the device profile (estimator/profiles/), not from this file.
 
+// Note [The cuBLASLt workspace]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// addmm with a 1-d bias (what nn.Linear runs for 2-d and contiguous 3-d inputs, and GPT-2's
+// Conv1D calls itself) runs through cuBLASLt, with the bias fused (at::native's
+// addmm_out_cuda_impl: useLtInterface, unless DISABLE_ADDMM_CUDA_LT=1); so does
+// _addmm_activation. Its workspace comes from at::cuda::getCUDABlasLtWorkspace()
+// (aten/src/ATen/cuda/CublasHandlePool.cpp), which first takes the cuBLAS handle (and with it
+// the cuBLAS workspace, if this is the first cuBLAS call), then:
+//   - torch 2.9 to 2.11: allocates a workspace of its own per (handle, stream) through the
+//     caching allocator, CUBLASLT_WORKSPACE_SIZE KiB (default 1024), capped at the cuBLAS
+//     workspace's size from 2.11 on, and keeps it: 1 MiB more than cuBLAS's on every model with
+//     a biased linear layer, as an H200 with torch 2.11 showed (../shared/gpu/README.md);
+//   - torch 2.12 and later (TORCH_CUBLASLT_UNIFIED_WORKSPACE unset counts as 1; checked in the
+//     machine code of 2.14.1's libtorch_cuda.so): hands out the cuBLAS workspace itself, so
+//     nothing is allocated beside it. TORCH_CUBLASLT_UNIFIED_WORKSPACE=0 brings the 2.11
+//     behaviour back (a profile of one's own without "last_torch_release").
+// The profile says the size and the last release that allocates it (applyTorchRelease). A
+// graph file records no op's inputs: there an addmm is taken to have its bias (what
+// F.linear dispatches to), an mm not.
+
 namespace memtrace::estimator {
 
 namespace {
@@ -208,6 +228,22 @@ bool contains(const std::vector<std::string>& names, std::string_view op) {
   return std::find(names.begin(), names.end(), op) != names.end();
 }
 
+size_t dimensions(const Graph& graph, ValueId value) {
+  return graph.value(value).shape.size();
+}
+
+// Whether the node runs through cuBLASLt: Note [The cuBLASLt workspace].
+bool runsThroughCublasLt(const Graph& graph, const Node& node, const DeviceProfile& profile) {
+  if (!contains(profile.cublaslt_ops, node.op)) return false;
+  if (node.inputs.empty()) return node.op != "aten::linear";  // a graph file: addmm has its bias
+  if (node.op == "aten::linear") {
+    // linear(input, weight, bias): a bias, and an input addmm takes (2-d, or 3-d flattened).
+    return node.inputs.size() >= 3 && dimensions(graph, node.inputs[2]) == 1 &&
+           (dimensions(graph, node.inputs[0]) == 2 || dimensions(graph, node.inputs[0]) == 3);
+  }
+  return dimensions(graph, node.inputs[0]) == 1;  // addmm(self, ...): self is the bias
+}
+
 }  // namespace
 
 AllocatorReplay replayCachingAllocator(const Graph& graph,
@@ -263,6 +299,7 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
   };
 
   bool cublas_workspace_allocated = false;
+  bool cublaslt_workspace_allocated = false;
   size_t position = 0;
   for (size_t index = 0; index < graph.nodes.size(); ++index) {
     NodeId node(index);
@@ -281,13 +318,23 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
     int32_t convolution_workspace = CachingAllocatorModel::kNoBlock;
     for (size_t at = begin; at <= end; ++at) {
       if (at == workspace_point) {
+        bool through_cublaslt = runsThroughCublasLt(graph, graph.nodes[index], profile);
         if (!cublas_workspace_allocated && profile.cublas_workspace_bytes > 0 &&
-            contains(profile.cublas_ops, op)) {
+            (through_cublaslt || contains(profile.cublas_ops, op))) {
           model.allocate(profile.cublas_workspace_bytes);  // kept for the process's lifetime
           if (model.outOfMemory()) return finish(node);
           cublas_workspace_allocated = true;
           result.cublas_workspace_bytes = profile.cublas_workspace_bytes;
           result.cublas_workspace_node = node;
+          note_peaks(node);
+        }
+        if (!cublaslt_workspace_allocated && profile.cublaslt_workspace_bytes > 0 &&
+            through_cublaslt) {
+          model.allocate(profile.cublaslt_workspace_bytes);  // kept, after cuBLAS's
+          if (model.outOfMemory()) return finish(node);
+          cublaslt_workspace_allocated = true;
+          result.cublaslt_workspace_bytes = profile.cublaslt_workspace_bytes;
+          result.cublaslt_workspace_node = node;
           note_peaks(node);
         }
         if (result.convolution_workspace_bound_bytes > 0 && contains(profile.convolution_ops, op)) {

@@ -29,6 +29,10 @@ struct AllocatorReplay {
   // The cuBLAS workspace, when a node calls cuBLAS: its size and the first such node.
   int64_t cublas_workspace_bytes = 0;
   NodeId cublas_workspace_node;
+  // cuBLASLt's own workspace, when a node runs through cuBLASLt and the profile keeps one
+  // (Note [The cuBLASLt workspace]): its size and the first such node.
+  int64_t cublaslt_workspace_bytes = 0;
+  NodeId cublaslt_workspace_node;
   // The convolution workspace bound applied to each convolution, 0 when none was stated.
   int64_t convolution_workspace_bound_bytes = 0;
   int64_t segments = 0;  // held when the forward returns

@@ -12,7 +12,10 @@ namespace memtrace::estimator::torchscript::internal {
 // tensor, which would meet meta tensors in the next op ("Expected all tensors to be on the same
 // device") or make aten::to unsized. Two exceptions keep the host: Python numbers made tensors
 // (aten::tensor, aten::scalar_tensor from numbers alone), and aten::to of such a 0-dim host
-// tensor, so that their values keep shape arithmetic exact, as for prim::NumToTensor. Questions
+// tensor, so that their values keep shape arithmetic exact, as for prim::NumToTensor; what such
+// an aten::to names (`cuda:0` in a trace made on a GPU: DeBERTa-v2's
+// `torch.tensor(mid - 1).type_as(relative_pos)`) is then the host, since a CPU-only LibTorch
+// cannot make a CUDA tensor ("not linked with support for cuda devices"). Questions
 // about a tensor's device (prim::device, is_cuda, is_cpu) are answered for the device estimated
 // for, the profile's (its kernels.device), so device checks take the path they take there.
 

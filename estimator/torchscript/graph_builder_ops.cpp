@@ -362,6 +362,8 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
     // device estimated for, which prim::device answers (Note [Traces from any device]).
     if ((value.isDevice() || isDefaultDevice(node, index, value)) && makes_tensors && !keeps_host) {
       stack.emplace_back(c10::Device(at::kMeta));  // Note [Traces from any device]
+    } else if (keeps_host && value.isDevice()) {
+      stack.emplace_back(c10::Device(at::kCPU));  // stays on the host: the same Note
     } else {
       stack.push_back(value);
     }

@@ -1,6 +1,7 @@
 #include "estimator/torchscript/torchscript_model.h"
 
 #include <torch/csrc/jit/serialization/import.h>
+#include <torch/version.h>
 
 #include <filesystem>
 #include <fstream>
@@ -76,6 +77,10 @@ TorchScriptModel TorchScriptModel::load(const std::string& path) {
 Graph TorchScriptModel::buildGraph(const std::vector<InputSpec>& inputs,
                                    const BuildOptions& options) const {
   return torchscript::buildGraph(state_->module, inputs, state_->caches, options);
+}
+
+TorchRelease linkedTorchRelease() {
+  return {TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR};
 }
 
 void TorchScriptModel::useDevice(const DeviceProfile& profile) {

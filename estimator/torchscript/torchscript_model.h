@@ -14,6 +14,10 @@
 
 namespace memtrace::estimator::torchscript {
 
+// The PyTorch release of the LibTorch this program is linked with (TORCH_VERSION_MAJOR and
+// _MINOR): what a device profile assumes the GPU runs unless told (memtrace-estimate --torch).
+TorchRelease linkedTorchRelease();
+
 class TorchScriptModel {
  public:
   // Loads the archive on the CPU. Throws EstimateError for a missing file, a file that is not

@@ -59,12 +59,46 @@ def _release(version: str) -> str:
     return version.split("+")[0]
 
 
+# Note [The torch Python imports]
+# memtrace-estimate links LibTorch, and LibTorch has no stable C++ ABI: it must run on the torch
+# release it was built against, and on the very torch package this Python imports (the one
+# mem_tracer.estimate() exports the model with). Its RUNPATH ($ORIGIN/../../torch/lib, Note
+# [Finding LibTorch from the wheel] in tools/CMakeLists.txt) finds a torch installed beside the
+# package only; torch can as well be in the system's site-packages under a venv made with
+# --system-site-packages, in a user site, in a conda prefix or on PYTHONPATH. So the package
+# finds the torch Python would import (importlib, without importing it: that takes seconds),
+# reads its release from torch/version.py, refuses in one line a release other than the one
+# memtrace-estimate was built against, and runs memtrace-estimate with that torch's lib/ first
+# on LD_LIBRARY_PATH (searched before RUNPATH). memtrace-estimate starts no program, so the
+# variable goes no further.
+
+
+def torch_directory() -> Path | None:
+    """The folder of the torch package this Python imports, or None without one."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _torch_release_at(directory: Path) -> str | None:
+    """torch.__version__ as torch/version.py says it, without importing torch."""
+    try:
+        text = (directory / "version.py").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, _, value = line.partition("=")
+        if name.strip() == "__version__":
+            return value.strip().strip("'\"").split(" ")[0]
+    return None
+
+
 def estimator_path() -> Path:
     """memtrace-estimate, once it can load LibTorch; else MemTracerError saying in one line
-    what to install. It links LibTorch from the torch package beside this one (Note [Finding
-    LibTorch from the wheel] in tools/CMakeLists.txt), and LibTorch has no stable C++ ABI:
-    without torch, or with another release, it would fail to load or misbehave."""
-    if importlib.util.find_spec("torch") is None:
+    what to install (Note [The torch Python imports])."""
+    torch = torch_directory()
+    if torch is None:
         raise MemTracerError("memtrace-estimate needs PyTorch: pip install torch")
     try:
         path = tool_path("memtrace-estimate")
@@ -77,14 +111,31 @@ def estimator_path() -> Path:
     built = path.with_name("memtrace-estimate.torch")  # only in an installed package
     if built.is_file():
         wanted = built.read_text().strip()
-        try:
-            installed = importlib.metadata.version("torch")
-        except importlib.metadata.PackageNotFoundError:
-            installed = None
+        installed = _torch_release_at(torch)
+        if installed is None:
+            try:
+                installed = importlib.metadata.version("torch")
+            except importlib.metadata.PackageNotFoundError:
+                installed = None
         if installed is not None and _release(installed) != _release(wanted):
-            raise MemTracerError(f"memtrace-estimate was built against torch {_release(wanted)}, "
-                                 f"not {installed}: pip install torch=={_release(wanted)}")
+            raise MemTracerError(
+                f"memtrace-estimate was built against torch {_release(wanted)}, and this Python "
+                f"imports torch {installed} ({torch}): pip install torch=={_release(wanted)}, or "
+                f"reinstall mem_tracer from source to build it against {_release(installed)}")
     return path
+
+
+def estimator_environment() -> dict[str, str]:
+    """The environment memtrace-estimate runs in: this one, with the lib/ of the torch this
+    Python imports first on LD_LIBRARY_PATH when the package is installed (Note [The torch
+    Python imports]); a checkout's build finds the LibTorch it was built with by itself."""
+    environment = dict(os.environ)
+    torch = torch_directory()
+    installed = (_PACKAGE / "bin" / "memtrace-estimate.torch").is_file()
+    if torch is not None and installed and (torch / "lib").is_dir():
+        before = environment.get("LD_LIBRARY_PATH")
+        environment["LD_LIBRARY_PATH"] = str(torch / "lib") + (f":{before}" if before else "")
+    return environment
 
 
 def _preloaded() -> Path | None:

@@ -23,8 +23,12 @@ def _exec(name: str, argv: list[str] | None) -> int:
         return 2
     sys.stdout.flush()
     sys.stderr.flush()
+    environment = _native.estimator_environment() if name == "memtrace-estimate" else None
     try:
-        os.execv(path, [name, *arguments])
+        if environment is None:
+            os.execv(path, [name, *arguments])
+        else:
+            os.execve(path, [name, *arguments], environment)
     except OSError as error:  # execv returns only on failure
         print(f"{name}: error: cannot run {path}: {error.strerror}", file=sys.stderr)
     return 126

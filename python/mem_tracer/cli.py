@@ -228,10 +228,12 @@ def _forward(prog: str, name: str, arguments: list[str]) -> int:
                                   for argument in arguments):
         raise _BadInput("plan needs --budget SIZE (the largest batch that fits) or --batch N,N,... "
                         f"(see {prog} plan --help)")
-    tool = str(_native.tool_path(command.tool))
+    estimator = command.tool == _ESTIMATE
+    tool = str(_native.estimator_path() if estimator else _native.tool_path(command.tool))
     if name == "estimate" and any(argument.endswith(".pt2") for argument in arguments):
         return _estimate_export_archive(tool, arguments)
-    return _call([tool, *command.leading, *arguments])[0]
+    environment = _native.estimator_environment() if estimator else None
+    return _call([tool, *command.leading, *arguments], environment)[0]
 
 
 def _estimate_export_archive(tool: str, arguments: list[str]) -> int:
@@ -278,7 +280,7 @@ def _estimate_export_archive(tool: str, arguments: list[str]) -> int:
         raise MemTracerError(f"estimate: {archive}: {str(error).strip().splitlines()[0]}") from error
     with tempfile.TemporaryDirectory(prefix="mem_tracer-") as work:
         graph = step_graph.write(document, Path(work) / "forward.json")
-        return _call([tool, str(graph), *rest])[0]
+        return _call([tool, str(graph), *rest], _native.estimator_environment())[0]
 
 
 def _example_tensor(torch: Any, spec: str) -> Any:

@@ -277,12 +277,20 @@ def _to_torchscript(model: Any, example_inputs: Sequence[Any], path: Path,
         if not all(isinstance(x, torch.Tensor) for x in example_inputs):
             raise MemTracerError(f"estimate(): the model cannot be scripted ({reason}) and tracing it "
                                  "needs example tensors, not shapes")
-        traced, inputs, how = trace_model(model, example_inputs, example_kwargs)
-        traced.save(str(path))
+        try:
+            traced, inputs, how = trace_model(model, example_inputs, example_kwargs)
+            traced.save(str(path))  # a Python autograd.Function traces, and fails here
+        except Exception as error:  # noqa: BLE001 - said, and recorded on fake tensors instead
+            raise _NotExportable(f"scripting failed: {reason}; tracing failed: "
+                                 f"{_first_line(error)}") from error
         return ("trace", f"traced with torch.jit.trace (scripting failed: {reason}); {how}", path,
                 inputs, "wrapper" in how)
     finally:
         model.train(was_training)
+
+
+class _NotExportable(Exception):
+    """Neither torch.jit.script nor torch.jit.trace takes the model (why, in a line)."""
 
 
 def _is_shape(value: Any) -> bool:
@@ -318,7 +326,8 @@ def _run_estimator(model_path: Path, inputs: list[str], extra: list[str], out: P
     command = [str(_native.estimator_path()), str(model_path),
                *(arg for spec in inputs for arg in ("--input", spec)),
                "--format", "json", "--output", str(out), "--force", *extra]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    result = subprocess.run(command, capture_output=True, text=True, check=False,
+                            env=_native.estimator_environment())
     if result.returncode != 0:
         stderr = result.stderr.strip()
         message = stderr.splitlines()[-1] if stderr else f"exited {result.returncode}"
@@ -333,15 +342,19 @@ def _lines(entries: list[dict[str, Any]]) -> list[LineEntry]:
 
 
 def _device_profile(device: Device | os.PathLike[str]) -> str:
-    """"auto": the profile of the GPU PyTorch sees (cuBLAS keeps 32 MiB on sm90 and newer,
-    8.125 MiB before), or "cuda" without one."""
+    """"auto": the profile of the GPU PyTorch sees, or "cuda" without one. cuBLAS keeps 32 MiB
+    on compute capability 9.0, and from torch 2.12 on also on 10.x to 12.x (Blackwell); 8.125
+    MiB elsewhere (the cuda-sm90 profile's source says where this was read)."""
     if device != "auto":
         return os.fspath(device)
     try:
         import torch
 
-        if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9:
-            return "cuda-sm90"
+        if torch.cuda.is_available():
+            major, minor = torch.cuda.get_device_capability()
+            release = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+            if (major, minor) == (9, 0) or (9 <= major <= 12 and release >= (2, 12)):
+                return "cuda-sm90"
     except Exception:  # noqa: BLE001 - no usable CUDA: the default profile
         return "cuda"
     return "cuda"
@@ -362,7 +375,9 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
 
     ``model``: an nn.Module or the path of a saved TorchScript file. A module is scripted
     (torch.jit.script); when that fails (it does on most Hugging Face models) it is traced
-    with torch.jit.trace(strict=False), so dict and ModelOutput outputs trace too.
+    with torch.jit.trace(strict=False), so dict and ModelOutput outputs trace too; when neither
+    takes it (BLOOM's Python autograd.Function), one forward is recorded on fake tensors, with
+    eager semantics (Note [A forward that cannot be exported]).
     ``Estimate.method`` and ``Estimate.method_note`` (and ``str(Estimate)``) say which and why.
     ``example_inputs``: one per positional ``forward`` argument, tensors (their shape and
     dtype are used) or shapes; or a dict of keyword inputs (a tokenizer's output).
@@ -409,13 +424,31 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     with tempfile.TemporaryDirectory(prefix="mem_tracer-") as temporary:
         work = Path(temporary)
         export = Path(keep_model) if keep_model is not None else work / "model.pt"
-        method, note, model_path, ordered, wrapped = _to_torchscript(model, example_inputs, export,
-                                                                     kwargs)
+        try:
+            method, note, model_path, ordered, wrapped = _to_torchscript(
+                model, example_inputs, export, kwargs)
+        except _NotExportable as error:
+            # Note [A forward that cannot be exported]
+            return _estimate_recorded(
+                model, example_inputs, kwargs, profile=_device_profile(device), output=output,
+                batch_sizes=batch_sizes, budget=budget, step=_FORWARD,
+                note=("recorded on fake tensors: one forward as Python runs it, eager "
+                      f"semantics ({error})"))
         inputs = [_input_spec(value) for value in ordered]
         options = ["--semantics", semantics, "--device", _device_profile(device)]
         options += _data_dependent_options(model, example_inputs, kwargs, assume_worst_case, work)
         json_path = Path(output) if output is not None else work / "estimate.json"
         document = _run_estimator(model_path, inputs, options, json_path)
+        approximate = document.get("eager_approximate")
+        if approximate and method != "file":
+            # Note [A forward that cannot be exported]: Python's lifetimes, recorded, for the
+            # values the export left without a name.
+            return _estimate_recorded(
+                model, example_inputs, kwargs, profile=_device_profile(device), output=output,
+                batch_sizes=batch_sizes, budget=budget, step=_FORWARD,
+                note=("recorded on fake tensors: one forward as Python runs it, eager semantics "
+                      f"(the {'scripted' if method == 'script' else 'traced'} model left how long "
+                      f"Python holds {approximate['unnamed_values']} value(s) unknown)"))
         kept = method == "file" or keep_model is not None
         if not kept:
             # The JSON must not name a file that is gone when the user (or the HTML page)
@@ -490,12 +523,26 @@ def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any],
     return _run_estimator(graph, [], options, json_path)
 
 
+# Note [A forward that cannot be exported]
+# torch.jit.script takes no transformers model and torch.jit.trace refuses some (a Python
+# autograd.Function: BLOOM's GeLUFunction). Such a forward is recorded on fake tensors instead,
+# the way a training step is (mem_tracer.step_graph, training=False: one no-grad forward, op by
+# op below autograd), where any Python runs and every tensor lives as long as Python holds it:
+# eager semantics by construction, with no TorchScript to interpret (so semantics="torchscript"
+# does not apply). Estimate.method is then "record" and method_note says why. TorchScript stays
+# the way for files and the command line, and for models it takes, unless its eager figure is
+# approximate (values the exported code names nowhere, whose lifetime is only bracketed): then
+# the recording gives Python's own lifetimes instead of the bracket.
+_FORWARD: dict[str, Any] = {"training": False, "loss_fn": None, "targets": (), "optimizer": None,
+                            "autocast": None, "scaler": False, "accumulate": 1}
+
+
 def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, profile: str,
                        output: str | os.PathLike[str] | None,
                        batch_sizes: Sequence[int] | None, budget: int | str | None,
-                       step: dict[str, Any]) -> Estimate:
-    """estimate() of a training step, or of a torch.export archive: recorded on fake tensors
-    (mem_tracer.step_graph), estimated from the graph file."""
+                       step: dict[str, Any], note: str | None = None) -> Estimate:
+    """estimate() of a training step, of a torch.export archive, or of a forward no exporter
+    takes: recorded on fake tensors (mem_tracer.step_graph), estimated from the graph file."""
     training = bool(step["training"])
     if _is_export_archive(model):
         import torch
@@ -506,7 +553,7 @@ def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, p
             raise MemTracerError(f"estimate(): {path}: cannot load as a torch.export archive: "
                                  f"{_first_line(error)}") from error
         note = f"{path} (torch.export) recorded on fake tensors"
-    else:
+    elif note is None:
         note = "recorded on fake tensors: " + (
             f"one training step ({type(step['optimizer']).__name__ if step['optimizer'] else 'no optimizer'}"
             f"{', ' + str(step['accumulate']) + ' micro-batches' if step['accumulate'] > 1 else ''})"

@@ -65,6 +65,40 @@ def saved(tmp_path, name, module):
     return path
 
 
+class HostNumberToTheDevice(nn.Module):
+    # DeBERTa-v2's make_log_bucket_position: a Python number made a tensor and moved to the
+    # input's device (`torch.tensor(mid - 1).type_as(relative_pos)`). Traced on a GPU it is an
+    # aten::to(0-dim host tensor, cuda:0); a CPU-only LibTorch cannot make a CUDA tensor.
+    def forward(self, ids):
+        mid = torch.tensor(3).to(ids.device)
+        return torch.where(ids < mid, mid, ids).float().softmax(-1)
+
+
+def as_if_traced_on_a_gpu(traced):
+    """The trace with the device constants a trace made on a GPU holds (cuda:0 for cpu)."""
+    changed = 0
+    for module in traced.modules():
+        for node in module.graph.findAllNodes("prim::Constant"):
+            if node.output().type().kind() == "DeviceObjType":
+                node.s_("value", "cuda:0")
+                changed += 1
+    assert changed, "the trace recorded no device"
+    return traced
+
+
+def test_gpu_trace_device_constants_are_mapped(tmp_path):
+    example = torch.randint(0, 9, (4, 64))
+    traced = as_if_traced_on_a_gpu(torch.jit.trace(HostNumberToTheDevice(), example))
+    path = saved(tmp_path, "gpu-made", traced)
+    assert "cuda:0" in str(torch.jit.load(str(path)).inlined_graph)
+    document = estimate_json(path, "--input", "4x64:int64")
+    assert document["lower_bound"] is False, document["unknown_ops"]
+    truth = measure(HostNumberToTheDevice(), example).peak
+    # The number stays on the host (Note [Traces from any device]): the CPU's ground truth
+    # counts its 8 bytes, device memory does not hold them.
+    assert document["summary"]["activation_peak_requested_bytes"] == truth - 8
+
+
 def test_values_that_differ_between_branches_are_unknown(tmp_path):
     path = saved(tmp_path, "decided", torch.jit.script(DecidedByData()))
     document = estimate_json(path, "--input", "4x8")

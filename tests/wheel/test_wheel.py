@@ -41,11 +41,11 @@ def make_venv(directory, *requirements):
     return bin_dir
 
 
-def in_venv(bin_dir, *command, cwd, check=True, timeout=300):
+def in_venv(bin_dir, *command, cwd, check=True, timeout=300, env=None):
     """Runs a command as a user of that environment would: its bin/ first on PATH, and no
-    variable of the build or of this test run."""
+    variable of the build or of this test run (but `env`'s)."""
     env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"),
-           "LANG": "C.UTF-8"}
+           "LANG": "C.UTF-8", **(env or {})}
     result = subprocess.run([str(c) for c in command], env=env, cwd=cwd, capture_output=True,
                             text=True, timeout=timeout)
     if check and result.returncode != 0:
@@ -153,3 +153,60 @@ def test_installed_without_torch(wheel, build, tmp_path):
                   "'model.pt', [(32, 64)])\nexcept mem_tracer.MemTracerError as error:\n"
                   "    print(error)", cwd=elsewhere).stdout
     assert api == "memtrace-estimate needs PyTorch: pip install torch\n"
+
+
+def estimates_with_the_torch_python_imports(bin_dir, cwd, env=None):
+    """memtrace-estimate and mem_tracer.estimate() work, with the torch this Python imports."""
+    model = cwd / "model.pt"
+    in_venv(bin_dir, "python", "-c", MODEL, model, cwd=cwd, env=env)
+    estimate = in_venv(bin_dir, "memtrace-estimate", model, "--input", "32x64", cwd=cwd,
+                       env=env).stdout
+    assert "peak allocated" in estimate and "8.27 MiB" in estimate, estimate
+    api = in_venv(bin_dir, "python", "-c", "import sys, mem_tracer; print(mem_tracer.estimate("
+                  "sys.argv[1], [(32, 64)]).peak_allocated_bytes)", model, cwd=cwd, env=env).stdout
+    assert int(api.split()[-1]) > 8 << 20
+
+
+def test_torch_where_python_finds_it(wheel, tmp_path):
+    """Note [The torch Python imports]: torch not beside the package, but where Python finds it
+    (conda's prefix is one more site-packages: not made here)."""
+    path, _ = wheel
+    work = tmp_path / "work"
+    work.mkdir()
+    # A venv over the system's site-packages, whose torch it uses: the package's RUNPATH
+    # ($ORIGIN/../../torch/lib) points into the venv, where no torch is.
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", tmp_path / "venv"],
+                   check=True, timeout=120)
+    bin_dir = tmp_path / "venv" / "bin"
+    run([bin_dir / "python", "-m", "pip", "install", "-q", "--no-deps", path], timeout=600)
+    assert not (site_package(bin_dir, work).parent / "torch").exists()
+    estimates_with_the_torch_python_imports(bin_dir, work)
+
+    # A user site (pip install --user) beside the system's torch.
+    user = {"PYTHONUSERBASE": str(tmp_path / "user")}
+    run([sys.executable, "-m", "pip", "install", "-q", "--user", "--no-deps", path], timeout=600,
+        env=user)
+    python_dir = Path(sys.executable).parent
+    (tmp_path / "user" / "bin" / "python").symlink_to(sys.executable)
+    assert str(tmp_path / "user") in in_venv(
+        tmp_path / "user" / "bin", "python", "-c", "import mem_tracer; print(mem_tracer.__file__)",
+        cwd=work, env={**user, "PATH": f"{tmp_path / 'user' / 'bin'}:{python_dir}:/usr/bin:/bin"}
+    ).stdout
+    estimates_with_the_torch_python_imports(
+        tmp_path / "user" / "bin", work,
+        env={**user, "PATH": f"{tmp_path / 'user' / 'bin'}:{python_dir}:/usr/bin:/bin"})
+
+    # Another torch release first on PYTHONPATH: refused in one line, before LibTorch loads.
+    other = tmp_path / "other" / "torch"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("")
+    (other / "version.py").write_text("__version__ = '2.99.0+cpu'\n")
+    refused = in_venv(bin_dir, "memtrace-estimate", "model.pt", "--input", "32x64", cwd=work,
+                      check=False, env={"PYTHONPATH": str(other.parent)})
+    built = importlib.metadata.version("torch").split("+")[0]
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.count("\n") == 1, refused.stderr
+    assert refused.stderr.startswith(
+        f"memtrace-estimate: error: memtrace-estimate was built against torch {built}, and this "
+        f"Python imports torch 2.99.0+cpu ({other}): pip install torch=={built}, or reinstall "
+        "mem_tracer from source to build it against 2.99.0"), refused.stderr

@@ -65,6 +65,7 @@ struct Options {
   std::string format = "text";
   Semantics semantics = Semantics::kEager;
   std::string device = "cuda";
+  std::string torch_release;  // empty: the linked LibTorch's
   std::vector<int64_t> batches;
   std::optional<int64_t> budget_bytes;
   std::string output;  // empty: standard output
@@ -135,6 +136,10 @@ std::variant<Options, int> parseArguments(int argc, char** argv) {
   app.add_option("--device", options.device,
                  "a device profile name or a .json path (default: cuda)")
       ->type_name("PROFILE");
+  app.add_option("--torch", options.torch_release,
+                 "the PyTorch release the GPU runs, where the profile's rules depend on it "
+                 "(default: the one memtrace-estimate is linked with)")
+      ->type_name("RELEASE");
   app.add_flag("--list-devices", options.list_devices, "list the known device profiles and exit");
   app.add_option("--batch", batches, "sweep the batch dimension (dimension 0 of every input)")
       ->type_name("N,N,...");
@@ -189,6 +194,8 @@ std::variant<Options, int> parseArguments(int argc, char** argv) {
   }
   if (app.count("--example-counts"))
     options.build.example_counts = readExampleCounts(example_counts);
+  if (app.count("--torch") && !parseTorchRelease(options.torch_release))
+    throw EstimateError("--torch " + options.torch_release + ": expected a release such as 2.11");
   if (app.count("--rows")) options.rows = static_cast<size_t>(parsePositive(rows, "--rows"));
   return options;
 }
@@ -279,7 +286,10 @@ int run(int argc, char** argv) {
   RenderOptions render;
   render.model_path = std::filesystem::absolute(options.model).string();
   render.rows = options.rows;
-  render.profile = loadDeviceProfile(options.device, profiles);
+  render.profile =
+      applyTorchRelease(loadDeviceProfile(options.device, profiles),
+                        options.torch_release.empty() ? torchscript::linkedTorchRelease()
+                                                      : *parseTorchRelease(options.torch_release));
   if (options.model.ends_with(".pt2")) {
     throw EstimateError(options.model +
                         ": a torch.export archive is recorded through Python: run `memtrace "

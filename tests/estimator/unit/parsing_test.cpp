@@ -234,6 +234,31 @@ TEST(DeviceProfile, ShippedProfilesParse) {
   EXPECT_EQ(loadDeviceProfile("cuda", MEMTRACE_PROFILE_DIRECTORY).cublas_workspace_bytes, 8519680);
   EXPECT_EQ(loadDeviceProfile("cuda-sm90", MEMTRACE_PROFILE_DIRECTORY).cublas_workspace_bytes,
             32 << 20);
+  // Note [The cuBLASLt workspace]: 1 MiB beside cuBLAS's up to torch 2.11, none after.
+  DeviceProfile hopper = loadDeviceProfile("cuda-sm90", MEMTRACE_PROFILE_DIRECTORY);
+  EXPECT_EQ(hopper.cublaslt_workspace_bytes, 1 << 20);
+  EXPECT_EQ(applyTorchRelease(hopper, {2, 11}).cublaslt_workspace_bytes, 1 << 20);
+  EXPECT_EQ(applyTorchRelease(hopper, {2, 12}).cublaslt_workspace_bytes, 0);
+  EXPECT_EQ(applyTorchRelease(hopper, {3, 0}).cublaslt_workspace_bytes, 0);
+  EXPECT_EQ(cpu.cublaslt_workspace_bytes, 0);
+}
+
+TEST(DeviceProfile, ParsesTorchReleases) {
+  EXPECT_EQ(parseTorchRelease("2.11"), (TorchRelease{2, 11}));
+  EXPECT_EQ(parseTorchRelease("2.14.1+cu130"), (TorchRelease{2, 14}));
+  EXPECT_EQ(parseTorchRelease("2.13.0"), (TorchRelease{2, 13}));
+  EXPECT_EQ(torchReleaseText({2, 9}), "2.9");
+  for (const char* bad : {"", "2", "2.", "two.eleven", "2.11x", ".11"}) {
+    EXPECT_FALSE(parseTorchRelease(bad).has_value()) << bad;
+  }
+  const std::string bad_release = R"({"name": "x", "caching_allocator": {
+      "minimum_block_bytes": 512, "small_request_limit_bytes": 1048576,
+      "small_segment_bytes": 2097152, "large_segment_threshold_bytes": 10485760,
+      "large_segment_bytes": 20971520, "large_segment_rounding_bytes": 2097152},
+      "cublas_workspace": {"bytes": 0, "ops": []},
+      "cublaslt_workspace": {"bytes": 1048576, "last_torch_release": "soon", "ops": []},
+      "convolution_workspace": {"bound_bytes": null, "ops": []}})";
+  EXPECT_THROW(parseDeviceProfile(bad_release, "bad.json"), EstimateError);
 }
 
 TEST(DeviceProfile, RejectsBadProfiles) {

@@ -142,6 +142,46 @@ TEST(ReplayCachingAllocator, CublasWorkspaceComesWithTheFirstCublasOpAndStays) {
   EXPECT_EQ(result.peak_requested_bytes, 1 * kMiB + 4 * kMiB + 8519680);
 }
 
+// Note [The cuBLASLt workspace]: a biased addmm takes cuBLAS's workspace, then cuBLASLt's.
+TEST(ReplayCachingAllocator, CublasLtWorkspaceFollowsCublassOnTheFirstBiasedAddmm) {
+  TestGraph test;
+  ValueId x = test.input(1 * kMiB);
+  ValueId bias = test.input(4 * kKiB);  // 1-d: the test graph's values are 1-d
+  ValueId a = test.op({x}, 2 * kMiB, ScopeId(), "aten::mm");
+  ValueId b = test.op({bias, a}, 2 * kMiB, ScopeId(), "aten::addmm");
+  test.graph.outputs.push_back(b);
+  DeviceProfile profile = pytorchDefaults(32 * kMiB);
+  profile.cublas_ops = {"aten::mm", "aten::addmm"};
+  profile.cublaslt_ops = {"aten::addmm"};
+  profile.cublaslt_workspace_bytes = 1 * kMiB;
+  profile.cublaslt_last_release = TorchRelease{2, 11};
+  AllocatorReplay older = replay(test.graph, applyTorchRelease(profile, {2, 11}));
+  EXPECT_EQ(older.cublas_workspace_node, NodeId(0u));  // mm: cuBLAS only
+  EXPECT_EQ(older.cublaslt_workspace_node, NodeId(1u));
+  EXPECT_EQ(older.cublaslt_workspace_bytes, 1 * kMiB);
+  EXPECT_EQ(older.peak_requested_bytes, 1 * kMiB + 4 * kKiB + 4 * kMiB + 33 * kMiB);
+  // From 2.12 on cuBLASLt shares cuBLAS's workspace: nothing beside it.
+  AllocatorReplay newer = replay(test.graph, applyTorchRelease(profile, {2, 12}));
+  EXPECT_EQ(newer.cublaslt_workspace_bytes, 0);
+  EXPECT_EQ(newer.peak_requested_bytes, older.peak_requested_bytes - 1 * kMiB);
+}
+
+TEST(ReplayCachingAllocator, AnAddmmWithoutBiasRunsThroughCublasOnly) {
+  TestGraph test;
+  ValueId x = test.input(1 * kMiB);
+  ValueId y = test.input(1 * kMiB);
+  ValueId matrix = test.op({x, y}, 8 * kKiB, ScopeId(), "aten::outer");
+  test.graph.values[matrix.value].shape = {32, 64};  // addmm(2-d self, ...): no fused bias
+  test.graph.outputs.push_back(test.op({matrix, x}, 8 * kKiB, ScopeId(), "aten::addmm"));
+  DeviceProfile profile = pytorchDefaults(32 * kMiB);
+  profile.cublas_ops = {"aten::addmm"};
+  profile.cublaslt_ops = {"aten::addmm"};
+  profile.cublaslt_workspace_bytes = 1 * kMiB;
+  AllocatorReplay result = replay(test.graph, profile);
+  EXPECT_EQ(result.cublas_workspace_bytes, 32 * kMiB);
+  EXPECT_EQ(result.cublaslt_workspace_bytes, 0);
+}
+
 TEST(ReplayCachingAllocator, NoCublasOpNoWorkspace) {
   TestGraph test;
   ValueId x = test.input(1 * kMiB);
