@@ -9,6 +9,8 @@ cudaTypedefs.h), the runtime reaches the driver through it (CUDA 11.4 and later)
 physical allocation is freed when its last reference and its last mapping are gone
 (cuMemRelease's documentation). The real runtime's and driver's behavior is checked on a GPU by
 tools/gpu/frameworks_check.sh."""
+import json
+
 import pytest
 
 from memtrace_testing import (live_and_peak, parse_records, preloaded, program_account,
@@ -197,3 +199,20 @@ def test_dlsym_keeps_the_callers_scope(build, tmp_path):
                      "next-cudaMalloc": "libcudart.so.13",
                      "next-cudaGetDevice": "libcudart.so.13"}
     assert scopes(preloaded(tmp_path / "scopes.bin")) == alone
+
+
+def test_gpu_frameworks_check_runs_dry_without_a_gpu(build, tmp_path):
+    """tools/gpu/frameworks_check.sh, which the GPU check runs, works here in its dry run: its
+    C++ jobs against the test CUDA runtime, the framework jobs said not run."""
+    run([build.root / "tools" / "gpu" / "frameworks_check.sh", build.dir, tmp_path, "--dry-run"],
+        timeout=300)
+    figures = json.loads((tmp_path / "frameworks.json").read_text())
+    assert figures["lookup-facts"]["ok"] is True
+    assert figures["lookup-facts"]["facts"]["cuMemAlloc@13000/0"] == 1
+    dynamic = figures["plain-cuda (dynamic runtime)"]
+    assert dynamic["ok"] is True and dynamic["apis"] == ["cudaMalloc", "cudaMallocAsync"]
+    for job in ("plain-cuda (static runtime)", "torch-expandable", "torch-graphs", "torch-nccl",
+                "cupy", "jax"):
+        assert figures[job]["ok"] is None, job
+    markdown = (tmp_path / "frameworks.md").read_text()
+    assert "dry run, no GPU" in markdown and markdown.count("| not run |") == 6
