@@ -21,6 +21,27 @@ EventSource physicalSource(int device, const void* caller) {
   return EventSource{Api::kCuMemCreate, Level::kSegment, device, 0, caller};
 }
 
+// A call that ends something: `record` (given the guard) runs before the real call.
+template <typename Real, typename Record>
+CUresult recordedBefore(Real real, Record record, auto... arguments) {
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  if (RecursionGuard::active()) return real(arguments...);
+  RecursionGuard guard;
+  record(guard);
+  return real(arguments...);
+}
+
+// A call that makes something: `record` runs after the real call succeeded.
+template <typename Real, typename Record>
+CUresult recordedAfter(Real real, Record record, auto... arguments) {
+  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
+  if (RecursionGuard::active()) return real(arguments...);
+  RecursionGuard guard;
+  CUresult result = real(arguments...);
+  if (result == CUDA_SUCCESS) record(guard);
+  return result;
+}
+
 }  // namespace
 
 extern "C" {
@@ -43,63 +64,61 @@ MEMTRACE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
 
 MEMTRACE_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle,
                                                      void* address) {
-  auto real = MEMTRACE_REAL(kDriver, cuMemRetainAllocationHandle);
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  if (RecursionGuard::active()) return real(handle, address);
-  RecursionGuard guard;
-  CUresult result = real(handle, address);
-  if (result == CUDA_SUCCESS && handle) memtrace::recordPhysicalRetain(guard, *handle);
-  return result;
+  return recordedAfter(
+      MEMTRACE_REAL(kDriver, cuMemRetainAllocationHandle),
+      [&](const RecursionGuard& guard) {
+        if (handle) memtrace::recordPhysicalRetain(guard, *handle);
+      },
+      handle, address);
 }
 
 MEMTRACE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-  auto real = MEMTRACE_REAL(kDriver, cuMemRelease);
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  if (RecursionGuard::active()) return real(handle);
-  RecursionGuard guard;
-  memtrace::recordPhysicalRelease(guard, physicalSource(-1, MEMTRACE_CALLER), handle);
-  return real(handle);
+  const void* caller = MEMTRACE_CALLER;
+  return recordedBefore(
+      MEMTRACE_REAL(kDriver, cuMemRelease),
+      [&](const RecursionGuard& guard) {
+        memtrace::recordPhysicalRelease(guard, physicalSource(-1, caller), handle);
+      },
+      handle);
 }
 
 MEMTRACE_EXPORT CUresult cuMemMap(CUdeviceptr address, size_t size, size_t offset,
                                   CUmemGenericAllocationHandle handle, unsigned long long flags) {
-  auto real = MEMTRACE_REAL(kDriver, cuMemMap);
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  if (RecursionGuard::active()) return real(address, size, offset, handle, flags);
-  RecursionGuard guard;
-  CUresult result = real(address, size, offset, handle, flags);
-  if (result == CUDA_SUCCESS) memtrace::recordMemoryMap(guard, address, size, offset, handle);
-  return result;
+  return recordedAfter(
+      MEMTRACE_REAL(kDriver, cuMemMap),
+      [&](const RecursionGuard& guard) {
+        memtrace::recordMemoryMap(guard, address, size, offset, handle);
+      },
+      address, size, offset, handle, flags);
 }
 
 MEMTRACE_EXPORT CUresult cuMemUnmap(CUdeviceptr address, size_t size) {
-  auto real = MEMTRACE_REAL(kDriver, cuMemUnmap);
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  if (RecursionGuard::active()) return real(address, size);
-  RecursionGuard guard;
-  memtrace::recordMemoryUnmap(guard, physicalSource(-1, MEMTRACE_CALLER), address, size);
-  return real(address, size);
+  const void* caller = MEMTRACE_CALLER;
+  return recordedBefore(
+      MEMTRACE_REAL(kDriver, cuMemUnmap),
+      [&](const RecursionGuard& guard) {
+        memtrace::recordMemoryUnmap(guard, physicalSource(-1, caller), address, size);
+      },
+      address, size);
 }
 
 MEMTRACE_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* address, size_t size, size_t alignment,
                                              CUdeviceptr wanted, unsigned long long flags) {
-  auto real = MEMTRACE_REAL(kDriver, cuMemAddressReserve);
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  if (RecursionGuard::active()) return real(address, size, alignment, wanted, flags);
-  RecursionGuard guard;
-  CUresult result = real(address, size, alignment, wanted, flags);
-  if (result == CUDA_SUCCESS && address)
-    memtrace::recordAddressRange(guard, /*reserved=*/true, *address, size);
-  return result;
+  return recordedAfter(
+      MEMTRACE_REAL(kDriver, cuMemAddressReserve),
+      [&](const RecursionGuard& guard) {
+        if (address) memtrace::recordAddressRange(guard, /*reserved=*/true, *address, size);
+      },
+      address, size, alignment, wanted, flags);
 }
 
 MEMTRACE_EXPORT CUresult cuMemAddressFree(CUdeviceptr address, size_t size) {
-  auto real = MEMTRACE_REAL(kDriver, cuMemAddressFree);
-  if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  if (RecursionGuard::active()) return real(address, size);
-  RecursionGuard guard;
-  memtrace::recordAddressRange(guard, /*reserved=*/false, address, size);
-  return real(address, size);
+  return recordedBefore(
+      MEMTRACE_REAL(kDriver, cuMemAddressFree),
+      [&](const RecursionGuard& guard) {
+        memtrace::recordAddressRange(guard, /*reserved=*/false, address, size);
+      },
+      address, size);
 }
 
 }  // extern "C"

@@ -9,7 +9,8 @@
 int main(int argc, char** argv) {
   void* driver = dlopen(argc > 1 ? argv[1] : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!driver) return 2;
-  using Lookup = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+  using Lookup =
+      CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
   auto lookup = reinterpret_cast<Lookup>(dlsym(driver, "cuGetProcAddress_v2"));
   auto init = reinterpret_cast<CUresult (*)(unsigned)>(dlsym(driver, "cuInit"));
   if (!lookup || !init || init(0) != CUDA_SUCCESS) return 3;
