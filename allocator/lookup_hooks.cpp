@@ -32,8 +32,10 @@
 // its hook (its per-thread-default-stream hook when the flags ask for those) is handed back.
 // An answer that is none of them (a variant newer than these headers, CUDA 13.0) is handed
 // back untouched, with a warning: those calls are not traced. cudaGetDriverEntryPoint answers
-// the same way, at the runtime's own version. The hooks call the driver's exported function
-// of the same variant, which has the caller's function's signature and behavior.
+// the same way, at the runtime's own version; an answer that is already a hook (the runtime
+// asked its cuGetProcAddress, which memtrace's dlsym had made the hook) stays. The hooks call
+// the driver's exported function of the same variant, which has the caller's function's
+// signature and behavior.
 #include <dlfcn.h>
 #include <string.h>
 
@@ -170,6 +172,10 @@ void* substituteDriverEntry(const char* symbol, void* found, cuuint64_t flags) {
   if (!found || !mayBeHooked(symbol)) return found;
   for (const DriverEntry& entry : kDriverEntries) {
     if (strcmp(entry.base_name, symbol) != 0) continue;
+    // Already a hook: the runtime's cudaGetDriverEntryPoint answers through its
+    // cuGetProcAddress, which memtrace's dlsym made the hook.
+    for (const DriverVariant& variant : entry.variants)
+      if (variant.hook && (found == variant.hook || found == variant.per_thread)) return found;
     for (const DriverVariant& variant : entry.variants) {
       if (!variant.hook) break;
       if (askDriver(symbol, variant.since, flags) != found) continue;
