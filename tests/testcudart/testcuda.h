@@ -48,6 +48,10 @@ TESTCUDA_EXPORT int* testcuda_capture_mode_slot(void);
 TESTCUDA_EXPORT void testcuda_note_capture_mode(void);
 TESTCUDA_EXPORT void testcuda_set_release_threshold(int device, uint64_t value);
 TESTCUDA_EXPORT void testcuda_note_trim(void);
+// The driver's allocation and free under names memtrace does not hook (0: success), for a
+// benchmark's untraced call (libcuda.so.1).
+TESTCUDA_EXPORT int testcuda_mem_alloc(uint64_t* pointer, size_t size);
+TESTCUDA_EXPORT int testcuda_mem_free(uint64_t pointer);
 // cudaMalloc through the global scope; NULL on failure (libcudart.so.13).
 TESTCUDA_EXPORT void* testcuda_malloc(size_t size);
 

@@ -128,10 +128,18 @@ void setDeviceMemoryReader(DeviceMemoryReader reader) {
 
 void recordDeviceMemory() {
   DeviceMemoryReader reader = g_device_memory_reader.load(std::memory_order_acquire);
+  if (!reader) return;
+  {
+    // Only a process with a file of its own events reads: a forked child that allocated
+    // nothing must never call the driver it inherited (CUDA is not fork-safe: its locks may
+    // have been held by a thread the child does not have), not even at exit.
+    MutexLock lock;
+    if (!g_file.isOpen()) return;
+  }
   int device = -1;
   uint64_t free_bytes = 0, total_bytes = 0;
   // The driver call, before the lock (Note [Lock order]).
-  if (!reader || !reader(&device, &free_bytes, &total_bytes)) return;
+  if (!reader(&device, &free_bytes, &total_bytes)) return;
   if (device < 0 || device >= kMaxDevices || free_bytes > total_bytes) return;
   MutexLock lock;
   if (!g_file.isOpen()) return;  // a reading alone opens no file
