@@ -22,68 +22,33 @@
 
         .text
 
-// void* dlsym(void* handle, const char* name): handle in %rdi, name in %rsi.
-        .globl  dlsym
-        .type   dlsym, @function
+// The stub of `name`: RTLD_DEFAULT (0) and RTLD_NEXT (-1) jump to the real function (found
+// by `resolve` the first time, its address kept in `real`), any other handle to `with_handle`.
+// The arguments (handle, name and dlvsym's version: %rdi, %rsi, %rdx) are kept across the
+// call to `resolve`; after three pushes the stack is 16-byte aligned for it again.
+        .macro  LOOKUP_STUB name, real, resolve, with_handle
+        .globl  \name
+        .type   \name, @function
         .p2align 4
-dlsym:
-        .cfi_startproc
-        endbr64
-        testq   %rdi, %rdi                      // RTLD_DEFAULT
-        je      1f
-        cmpq    $-1, %rdi                       // RTLD_NEXT
-        je      1f
-        jmp     memtrace_dlsym_with_handle
-1:      movq    memtrace_real_dlsym(%rip), %rax
-        testq   %rax, %rax
-        je      2f
-        jmp     *%rax
-        // Not found yet: find it, keeping the arguments (the stack is 16-byte aligned again
-        // after two pushes and 8 bytes, as the call needs).
-2:      pushq   %rdi
-        .cfi_adjust_cfa_offset 8
-        pushq   %rsi
-        .cfi_adjust_cfa_offset 8
-        subq    $8, %rsp
-        .cfi_adjust_cfa_offset 8
-        call    memtrace_resolve_dlsym
-        addq    $8, %rsp
-        .cfi_adjust_cfa_offset -8
-        popq    %rsi
-        .cfi_adjust_cfa_offset -8
-        popq    %rdi
-        .cfi_adjust_cfa_offset -8
-        testq   %rax, %rax
-        je      3f
-        jmp     *%rax
-3:      ret                                     // no C library dlsym: NULL
-        .cfi_endproc
-        .size   dlsym, .-dlsym
-
-// void* dlvsym(void* handle, const char* name, const char* version): %rdi, %rsi, %rdx.
-        .globl  dlvsym
-        .type   dlvsym, @function
-        .p2align 4
-dlvsym:
+\name:
         .cfi_startproc
         endbr64
         testq   %rdi, %rdi
         je      1f
         cmpq    $-1, %rdi
         je      1f
-        jmp     memtrace_dlvsym_with_handle
-1:      movq    memtrace_real_dlvsym(%rip), %rax
+        jmp     \with_handle
+1:      movq    \real(%rip), %rax
         testq   %rax, %rax
         je      2f
         jmp     *%rax
-        // Three pushes: aligned for the call.
 2:      pushq   %rdi
         .cfi_adjust_cfa_offset 8
         pushq   %rsi
         .cfi_adjust_cfa_offset 8
         pushq   %rdx
         .cfi_adjust_cfa_offset 8
-        call    memtrace_resolve_dlvsym
+        call    \resolve
         popq    %rdx
         .cfi_adjust_cfa_offset -8
         popq    %rsi
@@ -93,9 +58,15 @@ dlvsym:
         testq   %rax, %rax
         je      3f
         jmp     *%rax
-3:      ret
+3:      ret                                     // no C library function: NULL
         .cfi_endproc
-        .size   dlvsym, .-dlvsym
+        .size   \name, .-\name
+        .endm
+
+// void* dlsym(void* handle, const char* name)
+        LOOKUP_STUB dlsym, memtrace_real_dlsym, memtrace_resolve_dlsym, memtrace_dlsym_with_handle
+// void* dlvsym(void* handle, const char* name, const char* version)
+        LOOKUP_STUB dlvsym, memtrace_real_dlvsym, memtrace_resolve_dlvsym, memtrace_dlvsym_with_handle
 
 #endif
 
