@@ -51,11 +51,15 @@ inline void lookup(const char* name, const void* function) {
               info.dli_sname ? info.dli_sname : "?");
 }
 
-// `name` from a library's handle, as a function of type Fn.
+// `name` from a library's handle, as a function of type Fn. dlerror() stays clear after a
+// lookup that succeeded, as programs that tell a NULL symbol from a missing one rely on.
 template <typename Fn>
 Fn symbol(void* library, const char* name) {
+  dlerror();
   Fn function = reinterpret_cast<Fn>(dlsym(library, name));
-  require(function != nullptr, name);
+  const char* error = dlerror();
+  if (error) std::fprintf(stderr, "dlerror after dlsym(%s): %s\n", name, error);
+  require(function != nullptr && !error, name);
   lookup(name, reinterpret_cast<const void*>(function));
   return function;
 }
