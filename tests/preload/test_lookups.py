@@ -12,9 +12,15 @@ tools/gpu/frameworks_check.sh."""
 import json
 
 import pytest
-
-from memtrace_testing import (live_and_peak, parse_records, preloaded, program_account,
-                              recorded_events, report_json, run)
+from memtrace_testing import (
+    live_and_peak,
+    parse_records,
+    preloaded,
+    program_account,
+    recorded_events,
+    report_json,
+    run,
+)
 
 HOOK = "libmemtrace.so"
 
@@ -148,8 +154,8 @@ def test_virtual_memory_is_freed_when_the_driver_frees_it(build, tmp_path):
 
 def test_device_memory_outside_any_allocation_call(build, tmp_path):
     context = 300 << 20
-    account, other, _, trace = traced(build, tmp_path, "lookup_entry_point",
-                                      MEMTRACE_TEST_CONTEXT_BYTES=context)
+    _, other, _, trace = traced(build, tmp_path, "lookup_entry_point",
+                                MEMTRACE_TEST_CONTEXT_BYTES=context)
     # memtrace read the device's memory in relaxed capture mode (2), never the thread's own.
     assert other["memory-info-capture-mode"] == [["2"]]
     readings = [r for r in parse_records(trace) if r["record"] == "device-memory"]

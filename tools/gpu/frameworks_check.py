@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "tests"))
-from memtrace_testing import live_and_peak, program_account, recorded_events  # noqa: E402
+from memtrace_testing import live_and_peak, program_account, recorded_events
 
 GPU_JOBS = ["torch-expandable", "torch-graphs", "torch-nccl", "cupy", "jax"]
 ALL_JOBS = ["lookup-facts", "plain-cuda"] + GPU_JOBS
@@ -64,6 +64,7 @@ class Check:
         full = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
         full.update(env or {})
         return subprocess.run([str(c) for c in command], env=full, capture_output=True, text=True,
+                              check=False,
                               timeout=timeout)
 
     def preloaded(self, trace, **extra):

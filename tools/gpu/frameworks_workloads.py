@@ -16,7 +16,7 @@ def smi_used_bytes():
     """This process's GPU memory as nvidia-smi lists it (None without nvidia-smi)."""
     try:
         output = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
-                                 "--format=csv,noheader,nounits"], capture_output=True,
+                                 "--format=csv,noheader,nounits"], capture_output=True, check=False,
                                 text=True, timeout=30).stdout
     except (OSError, subprocess.TimeoutExpired):
         return None
