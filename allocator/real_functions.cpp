@@ -90,9 +90,10 @@ namespace {
 // sanitizer runtimes, loaded after libmemtrace.so in the sanitizer build, find their real
 // functions with dlsym(RTLD_NEXT) while they initialize. So finding the real dlsym calls no C
 // library function the sanitizers intercept (strcmp, dl_iterate_phdr: their interceptors are
-// not set up yet) and is not instrumented: the loaded objects are walked through the
-// dynamic linker's own list (_r_debug, the debugger interface glibc has always exported),
-// and names are compared here.
+// not set up yet) and is not instrumented (nor is any function it calls: no library
+// template's member either): the loaded objects are walked through the dynamic linker's own
+// list (_r_debug, the debugger interface glibc has always exported), and names are compared
+// here.
 #define MEMTRACE_BEFORE_INIT __attribute__((no_sanitize("address", "undefined")))
 
 MEMTRACE_BEFORE_INIT bool sameString(const char* a, const char* b) {
@@ -196,9 +197,11 @@ MEMTRACE_BEFORE_INIT void* objectSymbol(const link_map* object, const char* name
   return index ? reinterpret_cast<void*>(object->l_addr + tables.symbols[index].st_value) : nullptr;
 }
 
-// `name` in libc.so.6, else libdl.so.2 (glibc before 2.34).
+// `name` in libc.so.6, else libdl.so.2 (glibc before 2.34). Plain arrays, not
+// initializer lists: their member functions are not MEMTRACE_BEFORE_INIT.
 MEMTRACE_BEFORE_INIT void* cLibrarySymbol(const char* name) {
-  for (const char* library : {"libc.so.6", "libdl.so.2"})
+  static const char* const kLibraries[] = {"libc.so.6", "libdl.so.2"};
+  for (const char* library : kLibraries)
     for (const link_map* object = _r_debug.r_map; object; object = object->l_next)
       if (object->l_name && fileNameIs(object->l_name, library))
         if (void* found = objectSymbol(object, name)) return found;
@@ -231,7 +234,8 @@ MEMTRACE_BEFORE_INIT DlsymFunction realDlsym() {
       reinterpret_cast<DlsymFunction>(__atomic_load_n(&memtrace_real_dlsym, __ATOMIC_ACQUIRE));
   if (fn) return fn;
   if (DlvsymFunction dlvsym_function = realDlvsym()) {
-    for (const char* version : {"GLIBC_2.34", "GLIBC_2.2.5"}) {
+    static const char* const kVersions[] = {"GLIBC_2.34", "GLIBC_2.2.5"};
+    for (const char* version : kVersions) {
       fn = reinterpret_cast<DlsymFunction>(dlvsym_function(RTLD_NEXT, "dlsym", version));
       if (fn) break;
     }
