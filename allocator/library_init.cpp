@@ -28,15 +28,39 @@ bool describeDevice(int device, char* name, size_t name_size, uint64_t* total_by
   return true;
 }
 
+// Note [Device memory readings] (tracer/format/records.h): cuMemGetInfo of the current
+// context's device. The thread switches to relaxed stream capture mode around it, as c10 does
+// around its own calls, so that a CUDA graph being captured on another thread is never
+// invalidated by it; with no context current (or no driver) there is no reading.
+bool readDeviceMemory(int* device, uint64_t* free_bytes, uint64_t* total_bytes) {
+  auto context_device = MEMTRACE_CUDA(kDriver, cuCtxGetDevice);
+  auto memory_info = MEMTRACE_CUDA(kDriver, cuMemGetInfo_v2);
+  CUdevice current = -1;
+  if (!context_device || !memory_info || context_device(&current) != CUDA_SUCCESS) return false;
+  auto exchange_mode = MEMTRACE_CUDA(kDriver, cuThreadExchangeStreamCaptureMode);
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+  if (exchange_mode && exchange_mode(&mode) != CUDA_SUCCESS) exchange_mode = nullptr;
+  size_t free_memory = 0, total_memory = 0;
+  CUresult result = memory_info(&free_memory, &total_memory);
+  if (exchange_mode) exchange_mode(&mode);
+  if (result != CUDA_SUCCESS) return false;
+  *device = current;
+  *free_bytes = free_memory;
+  *total_bytes = total_memory;
+  return true;
+}
+
 // Note [PyTorch's allocator under LD_PRELOAD]
 // With PyTorch's caching allocator in front, cudaMalloc sees segments (2 MiB, 20 MiB,
 // rounded large blocks) that hold many tensors, not tensors. Its cudaMallocAsync backend
 // makes every tensor one cudaMallocAsync / cudaFreeAsync call and stays fast, so it is
 // chosen when the user has not chosen a backend. (PYTORCH_NO_CUDA_MEMORY_CACHING=1 would
 // show tensors too, but synchronizes on every free and so changes the program.)
-// MEMTRACE_KEEP_TORCH_ALLOCATOR=1, or a backend named in PYTORCH_CUDA_ALLOC_CONF, keeps the
-// user's choice; events are then marked segment-level unless that choice is cudaMallocAsync.
-// Expandable segments map memory with cuMemCreate/cuMemMap, which are not hooked.
+// MEMTRACE_KEEP_TORCH_ALLOCATOR=1, a backend named in PYTORCH_CUDA_ALLOC_CONF, or
+// expandable_segments:True there (which only the native backend has) keeps the user's
+// choice; events are then marked segment-level unless that choice is cudaMallocAsync.
+// Expandable segments map memory with cuMemCreate/cuMemMap, recorded as physical memory
+// (Note [Virtual memory management] in tracer/format/records.h), segment-level too.
 void choosePytorchBackend() {
   Config config = readConfig();
   const char* conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
@@ -46,7 +70,7 @@ void choosePytorchBackend() {
         strstr(conf, "cudaMallocAsync") ? format::Level::kTensor : format::Level::kSegment;
     return;
   }
-  if (config.keep_torch_allocator) {
+  if (config.keep_torch_allocator || (conf && strstr(conf, "expandable_segments:True"))) {
     g_preload_level = format::Level::kSegment;
     return;
   }
@@ -60,6 +84,7 @@ void choosePytorchBackend() {
 
 __attribute__((constructor)) void initializeLibrary() {
   setDeviceDescriber(describeDevice);
+  setDeviceMemoryReader(readDeviceMemory);
   if (loadedByPreload()) choosePytorchBackend();
   ensureRecorderInitialized();
 }

@@ -9,9 +9,12 @@
 //      function, so the address cannot be handed out again before its free is written.
 //   4. Pass the hook's own return address (MEMTRACE_CALLER): native stacks start there.
 //
-// Since CUDA 11.4 the runtime reaches the driver through cuGetProcAddress, so the cuMem*
-// hooks see only programs that call the driver API themselves (JAX/XLA, CuPy, custom code),
-// never the runtime's own calls: nothing is counted twice.
+// Programs reach these hooks by linking the functions, and by looking them up
+// (lookup_hooks.cpp: dlsym, cuGetProcAddress, cudaGetDriverEntryPoint), which is how CUDA's
+// runtime itself reaches the driver since CUDA 11.4. A runtime call that reaches a driver
+// hook either way is one event, the runtime's: the driver hook runs inside the runtime hook's
+// RecursionGuard (Note [Recursion guard]). Physical memory and its mappings (cuMemCreate and
+// kin) are in virtual_memory_hooks.cpp.
 #include "allocator/hook_support.h"
 #include "allocator/real_functions.h"
 #include "tracer/recorder/memtrace.h"
@@ -21,9 +24,6 @@ using memtrace::RecursionGuard;
 using memtrace::format::Api;
 using memtrace::format::Level;
 namespace hooks = memtrace::hooks;
-
-// The return address of the hook it is written in: the program's frame that called CUDA.
-#define MEMTRACE_CALLER __builtin_return_address(0)
 
 namespace {
 
@@ -84,7 +84,8 @@ struct SyncApi<CUresult> {
   }
 };
 
-// cudaMalloc, cudaMallocManaged, cuMemAlloc_v2: `rest` are the arguments after the size.
+// cudaMalloc, cudaMallocManaged, cuMemAlloc_v2, cuMemAllocManaged: `rest` are the arguments
+// after the size.
 template <typename Real, typename Pointer>
 auto syncAllocHook(Real real, Api api, const void* caller, Pointer* pointer, size_t size,
                    auto... rest) {
@@ -102,14 +103,6 @@ auto syncAllocHook(Real real, Api api, const void* caller, Pointer* pointer, siz
 }  // namespace
 
 extern "C" {
-
-// The per-thread-default-stream variants (programs built with --default-stream per-thread
-// call these names) have the same signatures.
-cudaError_t cudaMallocAsync_ptsz(void**, size_t, cudaStream_t);
-cudaError_t cudaFreeAsync_ptsz(void*, cudaStream_t);
-cudaError_t cudaMallocFromPoolAsync_ptsz(void**, size_t, cudaMemPool_t, cudaStream_t);
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr*, size_t, CUstream);
-CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 
 MEMTRACE_EXPORT cudaError_t cudaMalloc(void** pointer, size_t size) {
   return syncAllocHook(MEMTRACE_REAL(kRuntime, cudaMalloc), Api::kCudaMalloc, MEMTRACE_CALLER,
@@ -174,6 +167,11 @@ MEMTRACE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* pointer, size_t size) {
                        pointer, size);
 }
 
+MEMTRACE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* pointer, size_t size, unsigned int flags) {
+  return syncAllocHook(MEMTRACE_REAL(kDriver, cuMemAllocManaged), Api::kCuMemAllocManaged,
+                       MEMTRACE_CALLER, pointer, size, flags);
+}
+
 MEMTRACE_EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {
   auto real = MEMTRACE_REAL(kDriver, cuMemFree_v2);
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
@@ -188,13 +186,15 @@ MEMTRACE_EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {
 
 namespace {
 
+// cuMemAllocAsync and cuMemAllocFromPoolAsync: `rest` are the arguments between the size and
+// the stream (the pool).
 template <typename Real>
 CUresult driverAllocAsync(Real real, const void* caller, CUdeviceptr* pointer, size_t size,
-                          CUstream stream) {
+                          CUstream stream, auto... rest) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
-  if (RecursionGuard::active()) return real(pointer, size, stream);
+  if (RecursionGuard::active()) return real(pointer, size, rest..., stream);
   RecursionGuard guard;
-  CUresult result = real(pointer, size, stream);
+  CUresult result = real(pointer, size, rest..., stream);
   hooks::recordAllocResult(guard, result == CUDA_SUCCESS, result == CUDA_ERROR_OUT_OF_MEMORY,
                            driverSource(Api::kCuMemAllocAsync, stream, caller),
                            pointer ? reinterpret_cast<void*>(*pointer) : nullptr, size);
@@ -223,6 +223,18 @@ MEMTRACE_EXPORT CUresult cuMemAllocAsync(CUdeviceptr* pointer, size_t size, CUst
 MEMTRACE_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* pointer, size_t size, CUstream stream) {
   return driverAllocAsync(MEMTRACE_REAL(kDriver, cuMemAllocAsync_ptsz), MEMTRACE_CALLER, pointer,
                           size, stream);
+}
+
+MEMTRACE_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* pointer, size_t size,
+                                                 CUmemoryPool pool, CUstream stream) {
+  return driverAllocAsync(MEMTRACE_REAL(kDriver, cuMemAllocFromPoolAsync), MEMTRACE_CALLER, pointer,
+                          size, stream, pool);
+}
+
+MEMTRACE_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* pointer, size_t size,
+                                                      CUmemoryPool pool, CUstream stream) {
+  return driverAllocAsync(MEMTRACE_REAL(kDriver, cuMemAllocFromPoolAsync_ptsz), MEMTRACE_CALLER,
+                          pointer, size, stream, pool);
 }
 
 MEMTRACE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr pointer, CUstream stream) {

@@ -1,6 +1,7 @@
-// The real CUDA functions behind the hooks. Each lookup is done on first use and cached,
-// except a failed one, which is tried again on the next call (a library loaded later can
-// provide it).
+// The real functions behind the hooks: CUDA's (each lookup done on first use and cached,
+// except a failed one, which is tried again on the next call: a library loaded later can
+// provide it), and the dynamic linker's own dlsym and dlvsym, which libmemtrace.so interposes
+// too (Note [Interposing dlsym] in lookup_hooks.cpp).
 #pragma once
 
 #include <atomic>
@@ -9,7 +10,8 @@ namespace memtrace::cuda {
 
 enum class Library { kRuntime, kDriver };
 
-// The real definition of `name` (never memtrace's own, `self`), or nullptr.
+// The real definition of `name` (never memtrace's own, `self`), or nullptr. Never goes
+// through memtrace's dlsym: the lookup hooks call it.
 void* findRealFunction(const char* name, Library library, const void* self);
 
 // A cached lookup: REAL(cudaMalloc) is the real cudaMalloc with the hook's type.
@@ -23,6 +25,19 @@ Fn realFunction(std::atomic<Fn>& cache, const char* name, Library library, Fn se
 }
 
 }  // namespace memtrace::cuda
+
+namespace memtrace::dl {
+
+using DlsymFunction = void* (*)(void*, const char*);
+using DlvsymFunction = void* (*)(void*, const char*, const char*);
+
+// The C library's dlsym and dlvsym (or the next interposer's dlsym after memtrace's), found
+// without calling either (Note [Finding the real dlsym]); nullptr only if the C library has
+// neither, which a glibc never lacks.
+DlsymFunction realDlsym();
+DlvsymFunction realDlvsym();
+
+}  // namespace memtrace::dl
 
 // In a hook's body: the real function the hook stands in front of.
 #define MEMTRACE_REAL(library, name)                                                        \

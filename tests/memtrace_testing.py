@@ -116,6 +116,54 @@ def allocation_stacks(trace):
     return result
 
 
+def program_account(stdout):
+    """What a program of tests/preload printed about itself (programs/account.h): its memory
+    events [(kind, api, address, size)] in order, and its other lines by their first word
+    ([words after it] for each line)."""
+    events, other = [], {}
+    for line in stdout.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        if parts[0] == "alloc":
+            events.append(("alloc", parts[1], int(parts[2], 16), int(parts[3])))
+        elif parts[0] == "free":
+            events.append(("free", parts[1], int(parts[2], 16), None))
+        elif parts[0] == "oom":
+            events.append(("failed-alloc", parts[2] if len(parts) > 2 else "cudaMalloc", None,
+                           int(parts[1])))
+        else:
+            other.setdefault(parts[0], []).append(parts[1:])
+    return events, other
+
+
+def recorded_events(trace):
+    """The trace's memory events as [(kind, api, address, size, device)], each with the API and
+    device of the context in force (a free's size is None, as in program_account)."""
+    recorded, api, device = [], None, None
+    for record in parse_records(trace):
+        if record["record"] == "context":
+            api, device = record["api"], int(record["device"])
+        elif record["record"] in ("alloc", "free", "failed-alloc"):
+            address = int(record["address"], 16) if "address" in record else None
+            size = int(record["size"]) if record["record"] != "free" else None
+            recorded.append((record["record"], api, address, size, device))
+    return recorded
+
+
+def live_and_peak(account_events):
+    """The live bytes at the end and the peak of a program's account of its events."""
+    live, peak, sizes = 0, 0, {}
+    for kind, _, address, size in account_events:
+        if kind == "alloc":
+            sizes[address] = size
+            live += size
+            peak = max(peak, live)
+        elif kind == "free":
+            live -= sizes.pop(address)
+    return live, peak
+
+
 def report_json(trace, *args):
     """`memtrace-report --format json`, parsed."""
     return json.loads(run([Build.report, trace, "--format", "json", *args]).stdout)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "report"))
-from trace_writer import (ACTIVATION, ANNOTATION, BACKWARD, FORWARD, GRADIENT,  # noqa: E402
+from trace_writer import (ACTIVATION, ADDRESS_FREE, ADDRESS_RESERVE, ANNOTATION,  # noqa: E402
+                          BACKWARD, CU_MEM_CREATE, FORWARD, GRADIENT, MEMORY_UNMAP,
                           LOADED_OBJECT, NATIVE_STACK, NO_PHASE, OPTIMIZER, OPTIMIZER_STATE, PARAMETER,
                           PHASE_BEGIN, PHASE_END, PROCESS_EXIT, TRACE_CLOSED, TRACING_STARTED,
                           TRACING_STOPPED, TraceWriter, byte_string, varint, zigzag)
@@ -41,7 +42,7 @@ def python_only():
 
 
 def everything():
-    w = TraceWriter(stacks=3)
+    w = TraceWriter(stacks=3).distributed(1, 4, 1, 2, 0, 0, "job-1")  # a rank of a job
     path = w.string("/usr/lib/libtorch_cuda.so")
     module(w, path, 0x7f1000000000, [(0x1000, 0x20000), (0x40000, 0x1000)])
     root = native_stack(w, 0, 0x7f1000001234)
@@ -54,7 +55,7 @@ def everything():
     w.marker(1, TRACING_STARTED)
     w.marker(2, PHASE_BEGIN, w.string("forward"))
     time = 10
-    for api in range(7):
+    for api in range(9):
         for level in range(2):
             w.context(100 + api, api % 2, stream=0x1000 * api, api=api, level=level)
             w.module_scope(w.string(f"model.layers.{api}"))
@@ -104,6 +105,26 @@ def training():
     return w
 
 
+def virtual_memory():
+    # Physical memory by handle, its mappings into a reservation, device memory readings.
+    w = TraceWriter(stacks=1)
+    w.device(0, w.string("GPU 0"), 1 << 34).context(1, 0, api=CU_MEM_CREATE, level=1)
+    w.marker(1, TRACING_STARTED)
+    w.address_range(ADDRESS_RESERVE, 2, 0x7f0000000000, 8 << 21)
+    w.alloc(3, 0x10000, 1 << 21)
+    w.memory_map(4, 0x7f0000000000, 1 << 21, 0, 0x10000)
+    w.alloc(5, 0x10010, 1 << 21)
+    w.memory_map(6, 0x7f0000200000, 1 << 21, 0, 0x10010)
+    w.device_memory(7, 0, (1 << 34) - (600 << 20), 1 << 34)
+    w.address_range(MEMORY_UNMAP, 8, 0x7f0000000000, 2 << 21)
+    w.free(9, 0x10000)
+    w.free(10, 0x10010)
+    w.address_range(ADDRESS_FREE, 11, 0x7f0000000000, 8 << 21)
+    w.device_memory(12, 0, (1 << 34) - (500 << 20), 1 << 34)
+    w.marker(13, TRACE_CLOSED)
+    return w
+
+
 def unknown_device():
     w = TraceWriter(stacks=0)
     w.context(1, -1)
@@ -118,7 +139,8 @@ def main():
     corpus = HERE / "corpus"
     corpus.mkdir(exist_ok=True)
     for name, make in [("python_only", python_only), ("everything", everything),
-                       ("unknown_device", unknown_device), ("training", training)]:
+                       ("unknown_device", unknown_device), ("training", training),
+                       ("virtual_memory", virtual_memory)]:
         data = make().write(corpus / f"{name}.bin").read_bytes()
         # The same trace cut inside its last chunk: read up to the last whole one.
         (corpus / f"{name}_cut.bin").write_bytes(data[:len(data) - 5])

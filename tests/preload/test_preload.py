@@ -10,40 +10,28 @@ from pathlib import Path
 
 import pytest
 
-from memtrace_testing import events, parse_records, preloaded, report_json, run
+from memtrace_testing import (events, live_and_peak, parse_records, preloaded, program_account,
+                              recorded_events, report_json, run)
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
 
-def expected_sequence(stdout):
-    """The program's own account of what it did: [(kind, api, address, size)]."""
-    sequence = []
-    for line in stdout.splitlines():
-        parts = line.split()
-        if parts[0] == "alloc":
-            sequence.append(("alloc", parts[1], int(parts[2], 16), int(parts[3])))
-        elif parts[0] == "free":
-            sequence.append(("free", parts[1], int(parts[2], 16), None))
-        elif parts[0] == "oom":
-            sequence.append(("failed-alloc", "cudaMalloc", None, int(parts[1])))
-    return sequence
+# How the test runtime reaches the driver: through cuGetProcAddress (CUDA's runtime since 11.4)
+# or the PLT (up to 11.3). Either way the driver's hooks see the runtime's nested calls.
+RUNTIME_DRIVER_WAYS = ["proc-address", "link"]
 
 
-def test_every_entry_point_is_recorded_once_in_order(build, tmp_path):
+@pytest.mark.parametrize("driver_way", RUNTIME_DRIVER_WAYS)
+def test_every_entry_point_is_recorded_once_in_order(build, tmp_path, driver_way):
     trace = tmp_path / "sequence.bin"
-    result = run([build.program("sequence")], preloaded(trace, MEMTRACE_TEST_DEVICE_MEMORY=10**9))
-    expected = expected_sequence(result.stdout)
-    # What the trace says, with the API of the context in force at each event.
-    recorded, api, device = [], None, None
-    for record in parse_records(trace):
-        if record["record"] == "context":
-            api, device = record["api"], int(record["device"])
-        elif record["record"] in ("alloc", "free", "failed-alloc"):
-            address = int(record["address"], 16) if "address" in record else None
-            size = int(record["size"]) if record["record"] != "free" else None
-            recorded.append((record["record"], api, address, size, device))
-    # The test runtime's cudaMalloc calls the driver's cuMemAlloc_v2 through the PLT: the
-    # recursion guard must keep those nested calls out (one event per program call).
+    result = run([build.program("sequence")],
+                 preloaded(trace, MEMTRACE_TEST_DEVICE_MEMORY=10**9,
+                           MEMTRACE_TEST_CUDART_DRIVER=driver_way))
+    expected, _ = program_account(result.stdout)
+    recorded = recorded_events(trace)
+    # The test runtime's cudaMalloc calls the driver's cuMemAlloc_v2, a hook too (found through
+    # cuGetProcAddress or bound through the PLT): the recursion guard must keep those nested
+    # calls out (one event per program call, the runtime's).
     assert [r[:4] for r in recorded] == expected
     devices = [r[4] for r in recorded]
     apis = [r[1] for r in recorded]
@@ -55,14 +43,7 @@ def test_every_entry_point_is_recorded_once_in_order(build, tmp_path):
 def test_report_peak_matches_the_program(build, tmp_path):
     trace = tmp_path / "sequence.bin"
     result = run([build.program("sequence")], preloaded(trace, MEMTRACE_TEST_DEVICE_MEMORY=10**9))
-    live, peak, sizes = 0, 0, {}
-    for kind, _, address, size in expected_sequence(result.stdout):
-        if kind == "alloc":
-            sizes[address] = size
-            live += size
-            peak = max(peak, live)
-        elif kind == "free":
-            live -= sizes.pop(address)
+    live, peak = live_and_peak(program_account(result.stdout)[0])
     report = report_json(trace)
     assert report["summary"]["peak_bytes"] == peak
     assert report["summary"]["end_bytes"] == live
@@ -288,7 +269,7 @@ def test_write_failure_midway_warns_once_and_keeps_what_was_written(build, tmp_p
 
 def test_unwritable_path_warns_once_and_the_program_goes_on(build, tmp_path):
     result = run([build.program("sequence")], preloaded(tmp_path / "missing" / "x.bin"))
-    assert len(expected_sequence(result.stdout)) == 11
+    assert len(program_account(result.stdout)[0]) == 11
     warnings = [l for l in result.stderr.splitlines() if l.startswith("memtrace:")]
     assert len(warnings) == 1 and "cannot open the trace file" in warnings[0]
 

@@ -8,8 +8,9 @@ VERSION = 2
 
 # Record types and marker kinds (tracer/format/records.h).
 PROCESS_INFO, STRING, PYTHON_FRAME, PYTHON_STACK, NATIVE_STACK, LOADED_OBJECT, DEVICE, CONTEXT, \
-    MARKER, FAILED_ALLOC, MODULE_SCOPE, CATEGORY, TRAINING_PHASE, STEP_END = range(1, 15)
-DISTRIBUTED = 0x13  # a rank of a torch.distributed job (Note [A job's ranks])
+    MARKER, FAILED_ALLOC, MODULE_SCOPE, CATEGORY, TRAINING_PHASE, STEP_END, MEMORY_MAP, \
+    MEMORY_UNMAP, ADDRESS_RESERVE, ADDRESS_FREE, DISTRIBUTED, DEVICE_MEMORY = range(1, 21)
+CU_MEM_CREATE, CU_MEM_ALLOC_MANAGED = 7, 8  # APIs of version 2
 # Categories and training phases (Note [Training records]).
 UNKNOWN, PARAMETER, GRADIENT, OPTIMIZER_STATE, ACTIVATION, INPUT, TEMPORARY = range(7)
 NO_PHASE, FORWARD, BACKWARD, OPTIMIZER = range(4)
@@ -129,6 +130,21 @@ class TraceWriter:
 
     def step_end(self, time, step):
         self.chunk += bytes([STEP_END]) + self._delta(time) + varint(step)
+        return self
+
+    # Version 2 (Note [Virtual memory management], Note [Device memory readings]).
+    def memory_map(self, time, address, size, offset, handle):
+        self.chunk += bytes([MEMORY_MAP]) + self._delta(time) + varint(address) + varint(size) \
+            + varint(offset) + varint(handle)
+        return self
+
+    def address_range(self, record, time, address, size):
+        self.chunk += bytes([record]) + self._delta(time) + varint(address) + varint(size)
+        return self
+
+    def device_memory(self, time, device, free, total):
+        self.chunk += bytes([DEVICE_MEMORY]) + self._delta(time) + varint(zigzag(device)) \
+            + varint(free) + varint(total)
         return self
 
     def marker(self, time, kind, name=0):

@@ -1,15 +1,77 @@
-// The test runtime library (libcudart.so.13). Like the runtime of CUDA 11.3 and older it
-// reaches the driver through ordinary calls (the PLT), so under LD_PRELOAD memtrace's
-// driver hooks see these nested calls: the tests prove they are not counted twice.
+// The test runtime library (libcudart.so.13). It reaches the driver as CUDA's runtime does
+// since 11.4, through cuGetProcAddress (dlopen of libcuda.so.1, dlsym of cuGetProcAddress_v2,
+// every driver function it calls asked of that), or with MEMTRACE_TEST_CUDART_DRIVER=link as
+// runtimes up to 11.3 did, through ordinary calls (the PLT). Either way, under LD_PRELOAD
+// memtrace's driver hooks see these nested calls: the tests prove they are not counted twice.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cstdio>
 
 #include "tests/testcudart/testcuda.h"
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
 
+// The runtime's own version, which unversioned lookups (cudaGetDriverEntryPoint) ask at.
+#define TESTCUDA_RUNTIME_VERSION 13000
+
 namespace {
+
+// The driver functions the runtime calls.
+struct Driver {
+  decltype(&cuMemAlloc_v2) mem_alloc;
+  decltype(&cuMemFree_v2) mem_free;
+  decltype(&cuMemAllocAsync) mem_alloc_async;
+  decltype(&cuMemFreeAsync) mem_free_async;
+  decltype(&cuMemGetInfo_v2) mem_get_info;
+  decltype(&cuGetProcAddress_v2) get_proc_address;
+};
+
+template <typename Fn>
+void ask(decltype(&cuGetProcAddress_v2) get_proc_address, const char* name, Fn* out) {
+  void* function = nullptr;
+  CUdriverProcAddressQueryResult status;
+  if (get_proc_address(name, &function, TESTCUDA_RUNTIME_VERSION, CU_GET_PROC_ADDRESS_DEFAULT,
+                       &status) != CUDA_SUCCESS) {
+    std::fprintf(stderr, "test runtime: the driver has no %s\n", name);
+    abort();
+  }
+  *out = reinterpret_cast<Fn>(function);
+}
+
+Driver loadDriver() {
+  const char* mode = getenv("MEMTRACE_TEST_CUDART_DRIVER");
+  if (mode && strcmp(mode, "link") == 0)
+    return Driver{&cuMemAlloc_v2,  &cuMemFree_v2,    &cuMemAllocAsync,
+                  &cuMemFreeAsync, &cuMemGetInfo_v2, &cuGetProcAddress_v2};
+  void* library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  auto get_proc_address =
+      library
+          ? reinterpret_cast<decltype(&cuGetProcAddress_v2)>(dlsym(library, "cuGetProcAddress_v2"))
+          : nullptr;
+  if (!get_proc_address) {
+    std::fprintf(stderr, "test runtime: no cuGetProcAddress_v2 in libcuda.so.1\n");
+    abort();
+  }
+  Driver driver{};
+  driver.get_proc_address = get_proc_address;
+  ask(get_proc_address, "cuMemAlloc", &driver.mem_alloc);
+  ask(get_proc_address, "cuMemFree", &driver.mem_free);
+  ask(get_proc_address, "cuMemAllocAsync", &driver.mem_alloc_async);
+  ask(get_proc_address, "cuMemFreeAsync", &driver.mem_free_async);
+  ask(get_proc_address, "cuMemGetInfo", &driver.mem_get_info);
+  return driver;
+}
+
+// Loaded at the first runtime call, as CUDA's runtime initializes lazily.
+const Driver& driver() {
+  static const Driver loaded = loadDriver();
+  return loaded;
+}
 
 cudaError_t fromDriver(CUresult result) {
   switch (result) {
@@ -19,6 +81,8 @@ cudaError_t fromDriver(CUresult result) {
       return cudaErrorMemoryAllocation;
     case CUDA_ERROR_INVALID_DEVICE:
       return cudaErrorInvalidDevice;
+    case CUDA_ERROR_NOT_FOUND:
+      return cudaErrorSymbolNotFound;
     default:
       return cudaErrorInvalidValue;
   }
@@ -27,7 +91,7 @@ cudaError_t fromDriver(CUresult result) {
 cudaError_t mallocAsync(void** pointer, size_t size) {
   testcuda_note_capture_mode();
   CUdeviceptr device_pointer = 0;
-  cudaError_t result = fromDriver(cuMemAllocAsync(&device_pointer, size, nullptr));
+  cudaError_t result = fromDriver(driver().mem_alloc_async(&device_pointer, size, nullptr));
   if (result == cudaSuccess) *pointer = reinterpret_cast<void*>(device_pointer);
   return result;
 }
@@ -58,13 +122,13 @@ EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t, int* device) {
 EXPORT cudaError_t cudaMalloc(void** pointer, size_t size) {
   if (!pointer) return cudaErrorInvalidValue;
   CUdeviceptr device_pointer = 0;
-  cudaError_t result = fromDriver(cuMemAlloc_v2(&device_pointer, size));
+  cudaError_t result = fromDriver(driver().mem_alloc(&device_pointer, size));
   if (result == cudaSuccess) *pointer = reinterpret_cast<void*>(device_pointer);
   return result;
 }
 
 EXPORT cudaError_t cudaFree(void* pointer) {
-  return fromDriver(cuMemFree_v2(reinterpret_cast<CUdeviceptr>(pointer)));
+  return fromDriver(driver().mem_free(reinterpret_cast<CUdeviceptr>(pointer)));
 }
 
 EXPORT cudaError_t cudaMallocManaged(void** pointer, size_t size, unsigned int) {
@@ -87,10 +151,10 @@ EXPORT cudaError_t cudaMallocFromPoolAsync_ptsz(void** pointer, size_t size, cud
 }
 
 EXPORT cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
-  return fromDriver(cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(pointer), stream));
+  return fromDriver(driver().mem_free_async(reinterpret_cast<CUdeviceptr>(pointer), stream));
 }
 EXPORT cudaError_t cudaFreeAsync_ptsz(void* pointer, cudaStream_t stream) {
-  return fromDriver(cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(pointer), stream));
+  return fromDriver(driver().mem_free_async(reinterpret_cast<CUdeviceptr>(pointer), stream));
 }
 
 // A pool handle encodes its device: 0x1000 + device.
@@ -119,6 +183,60 @@ EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mo
   *slot = *mode;
   *mode = static_cast<cudaStreamCaptureMode>(previous);
   return cudaSuccess;
+}
+
+// Host memory: nothing is ever pending on a stream.
+EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaRuntimeGetVersion(int* version) {
+  *version = TESTCUDA_RUNTIME_VERSION;
+  return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  return fromDriver(driver().mem_get_info(free_bytes, total_bytes));
+}
+
+// The driver's functions, asked of the driver's cuGetProcAddress as CUDA's runtime does; the
+// _ptsz forms read "default" as per-thread default stream.
+namespace {
+
+cudaError_t driverEntryPoint(const char* symbol, void** function, unsigned int version,
+                             unsigned long long flags, bool per_thread_default,
+                             cudaDriverEntryPointQueryResult* status) {
+  if (per_thread_default && !(flags & (cudaEnableLegacyStream | cudaEnablePerThreadDefaultStream)))
+    flags |= cudaEnablePerThreadDefaultStream;
+  CUdriverProcAddressQueryResult found;
+  CUresult result =
+      driver().get_proc_address(symbol, function, static_cast<int>(version), flags, &found);
+  if (status) *status = static_cast<cudaDriverEntryPointQueryResult>(found);
+  return result == CUDA_ERROR_NOT_FOUND ? cudaSuccess : fromDriver(result);
+}
+
+}  // namespace
+
+EXPORT cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** function,
+                                           unsigned long long flags,
+                                           cudaDriverEntryPointQueryResult* status) {
+  return driverEntryPoint(symbol, function, TESTCUDA_RUNTIME_VERSION, flags, false, status);
+}
+EXPORT cudaError_t cudaGetDriverEntryPoint_ptsz(const char* symbol, void** function,
+                                                unsigned long long flags,
+                                                cudaDriverEntryPointQueryResult* status) {
+  return driverEntryPoint(symbol, function, TESTCUDA_RUNTIME_VERSION, flags, true, status);
+}
+EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** function,
+                                                    unsigned int version, unsigned long long flags,
+                                                    cudaDriverEntryPointQueryResult* status) {
+  return driverEntryPoint(symbol, function, version, flags, false, status);
+}
+EXPORT cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char* symbol, void** function,
+                                                         unsigned int version,
+                                                         unsigned long long flags,
+                                                         cudaDriverEntryPointQueryResult* status) {
+  return driverEntryPoint(symbol, function, version, flags, true, status);
 }
 
 EXPORT const char* cudaGetErrorString(cudaError_t error) {

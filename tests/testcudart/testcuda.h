@@ -7,6 +7,16 @@
 //   MEMTRACE_TEST_DEVICE_MEMORY   bytes per device before allocations fail with
 //                                 out-of-memory (64 GiB; large blocks are reserved, not
 //                                 touched, so this costs no host memory)
+//   MEMTRACE_TEST_CONTEXT_BYTES   bytes cuMemGetInfo counts as used on every device besides
+//                                 the live allocations: what a real device spends outside any
+//                                 allocation call (its context, its modules) (0)
+//   MEMTRACE_TEST_NO_CONTEXT      set: no context is current on any thread (cuCtxGetDevice
+//                                 says so, as the driver does before one is made)
+//   MEMTRACE_TEST_CUDART_DRIVER   how the runtime reaches the driver: "proc-address" (the
+//                                 default, as CUDA's runtime does since 11.4: dlopen
+//                                 libcuda.so.1, dlsym cuGetProcAddress_v2, every function
+//                                 through it) or "link" (direct calls through the PLT, as
+//                                 runtimes up to 11.3 did)
 #pragma once
 
 #include <stddef.h>
@@ -24,6 +34,9 @@ TESTCUDA_EXPORT uint64_t testcuda_live_bytes(int device);
 TESTCUDA_EXPORT uint64_t testcuda_release_threshold(int device);
 // The calling thread's stream capture mode during its last stream-ordered allocation.
 TESTCUDA_EXPORT int testcuda_capture_mode_at_last_alloc(void);
+// The calling thread's stream capture mode during its last cuMemGetInfo.
+TESTCUDA_EXPORT int testcuda_capture_mode_at_last_memory_info(void);
+TESTCUDA_EXPORT void testcuda_note_capture_mode_at_memory_info(void);
 // How many times cudaMemPoolTrimTo ran.
 TESTCUDA_EXPORT int testcuda_trim_count(void);
 // The current device of the calling thread (shared by runtime and driver, as a context is).
@@ -35,6 +48,10 @@ TESTCUDA_EXPORT int* testcuda_capture_mode_slot(void);
 TESTCUDA_EXPORT void testcuda_note_capture_mode(void);
 TESTCUDA_EXPORT void testcuda_set_release_threshold(int device, uint64_t value);
 TESTCUDA_EXPORT void testcuda_note_trim(void);
+// The driver's allocation and free under names memtrace does not hook (0: success), for a
+// benchmark's untraced call (libcuda.so.1).
+TESTCUDA_EXPORT int testcuda_mem_alloc(uint64_t* pointer, size_t size);
+TESTCUDA_EXPORT int testcuda_mem_free(uint64_t pointer);
 // cudaMalloc through the global scope; NULL on failure (libcudart.so.13).
 TESTCUDA_EXPORT void* testcuda_malloc(size_t size);
 // The same on a new thread that never ran Python, joined before it returns.

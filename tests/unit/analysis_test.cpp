@@ -229,5 +229,86 @@ TEST(UserCode, OneRuleForTheReportAndTheEstimator) {
   EXPECT_FALSE(isUserCode(""));
 }
 
+// Note [Device memory readings]: at a point, each device's reading nearest it, and its used
+// bytes less what was live on the device at the reading.
+TEST_F(Fixture, OutsideAnyAllocationCallIsTheNearestReadingLessWhatWasLiveThere) {
+  constexpr uint64_t kTotal = 1000000;
+  trace.alloc(10, 0x10000, 300);
+  trace.deviceMemory(11, 0, kTotal - 800, kTotal);   // 800 used, 300 live: 500 outside
+  trace.alloc(20, 0x20000, 200);                     // 500 live
+  trace.alloc(30, 0x30000, 100);                     // 600 live
+  trace.deviceMemory(45, 0, kTotal - 1150, kTotal);  // 1150 used, 600 live: 550 outside
+  trace.context(1, 1);
+  trace.alloc(50, 0x40000, 50);                    // device 1: 650 in all, the peak
+  trace.deviceMemory(51, 1, kTotal - 60, kTotal);  // 60 used, 50 live: 10 outside
+  trace.deviceMemory(52, 1, kTotal - 40, kTotal);  // managed memory not on the device yet
+  reader::TraceReader reader(write());
+  report::TraceSummary summary = report::summarize(reader);
+  ASSERT_EQ(summary.device_memory.size(), 4u);
+  EXPECT_EQ(summary.device_memory[1].live_bytes, 600u);
+
+  // At the peak (t=50): device 0's reading at 45 is nearer than the one at 11.
+  report::OutsideAllocations at_peak =
+      report::outsideAllocations(summary, report::liveSetAt(reader, summary, Point{}));
+  ASSERT_EQ(at_peak.devices.size(), 2u);
+  EXPECT_EQ(at_peak.devices[0].reading.time_ns, 45u);
+  EXPECT_EQ(at_peak.devices[0].from_point_ns, -5);
+  EXPECT_EQ(at_peak.devices[0].outside_bytes, 550u);
+  // Device 1: the reading at 51 (1 after) is nearer than the one at 52.
+  EXPECT_EQ(at_peak.devices[1].reading.time_ns, 51u);
+  EXPECT_EQ(at_peak.bytes, 560u);
+
+  // Early (t=15): the reading at 11 is nearer; device 1's is still its nearest.
+  report::OutsideAllocations early = report::outsideAllocations(
+      summary, report::liveSetAt(reader, summary, Point{Point::Kind::kTime, 15}));
+  EXPECT_EQ(early.devices[0].reading.time_ns, 11u);
+  EXPECT_EQ(early.devices[0].from_point_ns, 1);  // the point is the event at 10
+  EXPECT_EQ(early.devices[0].outside_bytes, 500u);
+
+  // At the end (the event at 50), device 1 only: its reading at 51 is nearer than the one at 52.
+  report::TraceSummary device_1 = report::summarize(reader, 1);
+  report::OutsideAllocations end = report::outsideAllocations(
+      device_1, report::liveSetAt(reader, device_1, Point{Point::Kind::kEnd}));
+  ASSERT_EQ(end.devices.size(), 1u);
+  EXPECT_EQ(end.devices[0].reading.time_ns, 51u);
+  EXPECT_EQ(end.devices[0].outside_bytes, 10u);
+}
+
+TEST_F(Fixture, LiveBeyondTheUsedMemoryIsSaidNotSubtracted) {
+  trace.alloc(10, 0x10000, 300);
+  trace.deviceMemory(11, 0, 900, 1000);  // 100 used, 300 live (managed memory)
+  reader::TraceReader reader(write());
+  report::TraceSummary summary = report::summarize(reader);
+  report::OutsideAllocations outside =
+      report::outsideAllocations(summary, report::liveSetAt(reader, summary, Point{}));
+  ASSERT_EQ(outside.devices.size(), 1u);
+  EXPECT_EQ(outside.devices[0].outside_bytes, 0u);
+  EXPECT_EQ(outside.devices[0].live_beyond_used_bytes, 200u);
+  EXPECT_EQ(outside.bytes, 0u);
+}
+
+TEST_F(Fixture, MappedAndReservedPeaks) {
+  using format::RecordType;
+  trace.context(1, 0, 0, format::Api::kCuMemCreate, format::Level::kSegment);
+  trace.addressRange(RecordType::kAddressReserve, 1, 0x7f0000000000, 8 << 20);
+  trace.alloc(2, 0x10000, 2 << 20);
+  trace.alloc(3, 0x10010, 2 << 20);
+  trace.memoryMap(4, 0x7f0000000000, 2 << 20, 0, 0x10000);
+  trace.memoryMap(5, 0x7f0000200000, 2 << 20, 0, 0x10010);
+  trace.memoryMap(6, 0x7f0000400000, 2 << 20, 0, 0x10010);  // the same handle again
+  trace.addressRange(RecordType::kMemoryUnmap, 7, 0x7f0000000000, 6 << 20);
+  trace.free(8, 0x10000);
+  trace.free(9, 0x10010);
+  trace.addressRange(RecordType::kAddressFree, 10, 0x7f0000000000, 8 << 20);
+  trace.addressRange(RecordType::kAddressReserve, 11, 0x7f0000000000, 2 << 20);
+  reader::TraceReader reader(write());
+  report::TraceSummary summary = report::summarize(reader);
+  EXPECT_EQ(summary.mapped_peak_bytes, 6u << 20);  // mapped bytes count a handle twice
+  EXPECT_EQ(summary.peak_bytes, 4u << 20);         // memory does not
+  EXPECT_EQ(summary.reserved_peak_bytes, 8u << 20);
+  EXPECT_TRUE(summary.physical_memory);
+  EXPECT_TRUE(summary.segment_level);
+}
+
 }  // namespace
 }  // namespace memtrace::testing

@@ -187,15 +187,15 @@ TEST(Reader, RefusesOtherVersionsWithAClearMessage) {
   std::remove(path.c_str());
 }
 
-// Version 2 only added records: a version-1 file reads as it always did.
+// Version 2 only added records (records.h): a version-1 file reads as it always did.
 TEST(Reader, ReadsVersionOneFiles) {
   std::string path = temporaryPath("version1.bin");
-  TraceBuilder(1).processInfo().alloc(10, 0x1000, 256).write(path);
+  TraceBuilder(1).processInfo().context(7, 0).alloc(10, 0x1000, 512).free(20, 0x1000).write(path);
   TraceReader trace(path);
-  Collector visitor;
-  trace.read(visitor);
-  ASSERT_EQ(visitor.events.size(), 1u);
-  EXPECT_EQ(visitor.events[0].size, 256u);
+  Collector collector;
+  trace.read(collector);
+  ASSERT_EQ(collector.events.size(), 2u);
+  EXPECT_EQ(collector.events[1].kind, EventKind::kFree);
   EXPECT_FALSE(trace.tables().distributed);
   std::remove(path.c_str());
 }
@@ -229,6 +229,74 @@ TEST(Reader, ReadsARanksDescription) {
   EXPECT_THROW(TraceReader(path).read(visitor), TraceError);
   TraceBuilder().processInfo().distributed(2, 2, 0, 2, 0, 0, "").write(path);
   EXPECT_THROW(TraceReader(path).read(visitor), TraceError);
+  std::remove(path.c_str());
+}
+
+TEST(Reader, DecodesVirtualMemoryAndDeviceMemoryRecords) {
+  std::string path = temporaryPath("vmm.bin");
+  TraceBuilder trace;
+  trace.processInfo().context(7, 1, 0, format::Api::kCuMemCreate, format::Level::kSegment);
+  trace.addressRange(format::RecordType::kAddressReserve, 5, 0x7f0000000000, 64 << 20);
+  trace.alloc(10, 0x10000, 2 << 20);  // physical memory: its handle is its address
+  trace.memoryMap(20, 0x7f0000000000, 2 << 20, 0, 0x10000);
+  trace.deviceMemory(25, 1, 70ull << 30, 80ull << 30);
+  trace.addressRange(format::RecordType::kMemoryUnmap, 30, 0x7f0000000000, 2 << 20);
+  trace.free(40, 0x10000);
+  trace.addressRange(format::RecordType::kAddressFree, 50, 0x7f0000000000, 64 << 20);
+  trace.write(path);
+  struct Collector : reader::RecordVisitor {
+    std::vector<std::string> seen;
+    void onMemoryMap(const reader::MemoryMap& map) {
+      seen.push_back("map " + std::to_string(map.time_ns) + " " + std::to_string(map.address) +
+                     " " + std::to_string(map.size) + " " + std::to_string(map.offset) + " " +
+                     std::to_string(map.handle));
+    }
+    void range(const char* name, const reader::AddressRange& range) {
+      seen.push_back(std::string(name) + " " + std::to_string(range.time_ns) + " " +
+                     std::to_string(range.address) + " " + std::to_string(range.size));
+    }
+    void onMemoryUnmap(const reader::AddressRange& r) { range("unmap", r); }
+    void onAddressReserve(const reader::AddressRange& r) { range("reserve", r); }
+    void onAddressFree(const reader::AddressRange& r) { range("address-free", r); }
+    void onDeviceMemory(const reader::DeviceMemory& reading) {
+      seen.push_back("memory " + std::to_string(reading.time_ns) + " " +
+                     std::to_string(reading.device) + " " + std::to_string(reading.usedBytes()));
+    }
+    void onEvent(const Event& event) {
+      seen.push_back("event " + std::to_string(event.time_ns) + " " +
+                     format::apiName(event.context->api));
+    }
+  } collector;
+  TraceReader reader(path);
+  reader.read(collector);
+  uint64_t va = 0x7f0000000000;
+  EXPECT_EQ(collector.seen,
+            (std::vector<std::string>{
+                "reserve 5 " + std::to_string(va) + " " + std::to_string(64 << 20),
+                "event 10 cuMemCreate", "map 20 " + std::to_string(va) + " 2097152 0 65536",
+                "memory 25 1 " + std::to_string(10ull << 30),
+                "unmap 30 " + std::to_string(va) + " 2097152", "event 40 cuMemCreate",
+                "address-free 50 " + std::to_string(va) + " " + std::to_string(64 << 20)}));
+  std::remove(path.c_str());
+}
+
+TEST(Reader, RefusesImpossibleDeviceMemoryReadings) {
+  std::string path = temporaryPath("reading.bin");
+  auto refusal = [&](int device, uint64_t free_bytes, uint64_t total) -> std::string {
+    TraceBuilder().processInfo().deviceMemory(1, device, free_bytes, total).write(path);
+    try {
+      TraceReader trace(path);
+      reader::RecordVisitor visitor;
+      trace.read(visitor);
+    } catch (const TraceError& error) {
+      return error.what();
+    }
+    return "accepted";
+  };
+  EXPECT_NE(refusal(-1, 1, 2).find("a device memory reading without a device"), std::string::npos);
+  EXPECT_NE(refusal(64, 1, 2).find("device"), std::string::npos);
+  EXPECT_NE(refusal(0, 3, 2).find("more free bytes than total"), std::string::npos);
+  EXPECT_EQ(refusal(0, 2, 2), "accepted");
   std::remove(path.c_str());
 }
 

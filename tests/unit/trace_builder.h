@@ -118,6 +118,34 @@ class TraceBuilder {
     varint(0);
     return *this;
   }
+  // Version 2's records (Note [Virtual memory management], Note [Device memory readings]).
+  TraceBuilder& memoryMap(uint64_t time, uint64_t address, uint64_t size, uint64_t offset,
+                          uint64_t handle) {
+    type(format::RecordType::kMemoryMap);
+    varint(timeDelta(time));
+    varint(address);
+    varint(size);
+    varint(offset);
+    varint(handle);
+    return *this;
+  }
+  // kMemoryUnmap, kAddressReserve or kAddressFree.
+  TraceBuilder& addressRange(format::RecordType record, uint64_t time, uint64_t address,
+                             uint64_t size) {
+    type(record);
+    varint(timeDelta(time));
+    varint(address);
+    varint(size);
+    return *this;
+  }
+  TraceBuilder& deviceMemory(uint64_t time, int device, uint64_t free_bytes, uint64_t total) {
+    type(format::RecordType::kDeviceMemory);
+    varint(timeDelta(time));
+    varint(codec::zigzag(device));
+    varint(free_bytes);
+    varint(total);
+    return *this;
+  }
   TraceBuilder& raw(std::initializer_list<uint8_t> bytes) {
     chunk_.insert(chunk_.end(), bytes);
     return *this;

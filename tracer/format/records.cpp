@@ -18,6 +18,10 @@ const char* apiName(Api api) {
       return "cuMemAllocAsync";
     case Api::kSnapshot:
       return "snapshot";
+    case Api::kCuMemCreate:
+      return "cuMemCreate";
+    case Api::kCuMemAllocManaged:
+      return "cuMemAllocManaged";
     case Api::kCount:
       break;
   }

@@ -23,8 +23,10 @@
 namespace memtrace::format {
 
 inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
-// Version 2 adds records (0x0f and up) and changes none before them: a reader of version 2
-// reads version-1 files unchanged (kOldestVersion).
+// The version written. Version 2 added records 0x0f to 0x14 and APIs 7 and 8 (Note [Virtual
+// memory management], Note [Device memory readings], Note [A job's ranks]); nothing before
+// them changed, so a version-1 file reads as it always did, and kOldestVersion is the oldest a
+// reader accepts.
 inline constexpr uint32_t kVersion = 2;
 inline constexpr uint32_t kOldestVersion = 1;
 inline constexpr size_t kFileHeaderSize = 16;
@@ -90,12 +92,27 @@ enum class RecordType : uint8_t {
   // A training step ended (the optimizer's step() returned). Fields: time delta, the step's
   // number (from 1).
   kStepEnd = 0x0e,
-  // (0x0f to 0x12 are taken by the records of another change of version 2.)
+  // Physical memory mapped at a range of virtual addresses (cuMemMap; Note [Virtual memory
+  // management]). Fields: time delta, virtual address, size, offset into the physical
+  // allocation, the physical allocation's handle (the address of its memory event).
+  kMemoryMap = 0x0f,
+  // A range of virtual addresses unmapped (cuMemUnmap). Fields: time delta, virtual address,
+  // size.
+  kMemoryUnmap = 0x10,
+  // A range of virtual addresses reserved (cuMemAddressReserve): address space, no memory.
+  // Fields: time delta, virtual address, size.
+  kAddressReserve = 0x11,
+  // A reserved range given back (cuMemAddressFree). Fields: time delta, virtual address, size.
+  kAddressFree = 0x12,
   // The process is one rank of a torch.distributed job (Note [A job's ranks]). Once, right
   // after kProcessInfo, only in a rank's trace. Fields: rank, world size, local rank, local
   // world size, group rank (the node's), restart count (each zigzag; -1 unknown), job id
   // (string: TORCHELASTIC_RUN_ID, may be empty).
   kDistributed = 0x13,
+  // The device's memory as its driver counts it (cuMemGetInfo; Note [Device memory
+  // readings]). Fields: time delta, device (zigzag; 0 to kMaxDevices - 1), free bytes, total
+  // bytes.
+  kDeviceMemory = 0x14,
 };
 
 // Note [A job's ranks]
@@ -107,6 +124,39 @@ enum class RecordType : uint8_t {
 // file by them (%r, %w, %l, %g, %a, %j): one folder holds a job's traces, and a restarted
 // rank writes a new file (%a) instead of overwriting the one its failed attempt left. The
 // host is ProcessInfo's. A process with none of these variables writes no kDistributed.
+
+// Note [Virtual memory management]
+// CUDA's virtual memory management splits an allocation in two: physical memory
+// (cuMemCreate, released by cuMemRelease) and its mappings at virtual addresses (cuMemMap,
+// cuMemUnmap, into ranges cuMemAddressReserve reserved). PyTorch's expandable segments and
+// NCCL (NCCL_CUMEM_ENABLE) allocate this way. What a device spends is the physical memory,
+// so each physical allocation on a device is one memory event, Api::kCuMemCreate at
+// Level::kSegment (an allocator hands it out in pieces):
+//   - its allocation when cuMemCreate returned it; its "address" is the allocation handle
+//     (CUmemGenericAllocationHandle), not a device address, so that it is found again by
+//     the calls that name the handle;
+//   - its free when the driver frees the memory: once the handle has been released as often
+//     as it was made or retained (cuMemRelease, cuMemRetainAllocationHandle) and no mapping
+//     of it is left (cuMemUnmap), whichever comes last. The free is written before the call
+//     that ends it, like every free.
+// kMemoryMap and kMemoryUnmap say where physical memory is visible; they change no live
+// bytes. Under expandable segments every page is created, mapped, unmapped and released
+// together, so the mapped bytes are the physical bytes; they differ when a handle is mapped
+// twice (counted once here) or made and not yet mapped (counted here). Physical memory made
+// on the host (a CU_MEM_LOCATION_TYPE_HOST* location) is not device memory: not recorded.
+
+// Note [Device memory readings]
+// kDeviceMemory is cuMemGetInfo on the thread of an allocation, where the allocation's
+// context is current (the recorder never makes a context current itself): total - free is
+// the device's used memory. It holds this process's allocations and what no allocation call
+// made: the CUDA context, the modules' code and data, libraries' own buffers, the free memory
+// that memory pools keep for reuse, and the memory of any other process on the same device.
+// The recorder takes one after a file's first event, after a device's peak rises (at most
+// once every kDeviceMemoryPeriodNs per device), when tracing stops and at exit (while a
+// context is still current); none where no driver or no context is there. A reader takes
+// used - live at a reading as the memory outside any allocation call then, and assumes it
+// unchanged until the next reading.
+inline constexpr uint64_t kDeviceMemoryPeriodNs = 100 * 1000 * 1000;
 
 // Note [Training records]
 // The Python package (mem_tracer/training.py) learns what a tensor is only at certain
@@ -156,8 +206,10 @@ enum class Api : uint8_t {
   kCudaMallocAsync = 2,    // cudaMallocAsync / cudaMallocFromPoolAsync / cudaFreeAsync
   kCudaMallocManaged = 3,  // cudaMallocManaged (freed through cudaFree)
   kCuMemAlloc = 4,         // cuMemAlloc_v2 / cuMemFree_v2 (driver API)
-  kCuMemAllocAsync = 5,    // cuMemAllocAsync / cuMemFreeAsync (driver API)
-  kSnapshot = 6,           // live before this trace began (written when the file opens)
+  kCuMemAllocAsync = 5,  // cuMemAllocAsync / cuMemAllocFromPoolAsync / cuMemFreeAsync (driver API)
+  kSnapshot = 6,         // live before this trace began (written when the file opens)
+  kCuMemCreate = 7,  // physical memory: cuMemCreate / its end (Note [Virtual memory management])
+  kCuMemAllocManaged = 8,  // cuMemAllocManaged (driver API; freed through cuMemFree_v2)
   kCount
 };
 
@@ -166,7 +218,8 @@ enum class Level : uint8_t {
   // One allocation as its caller asked for it: the pluggable allocator, PyTorch's
   // cudaMallocAsync backend, or a program calling CUDA itself.
   kTensor = 0,
-  // A segment of PyTorch's caching allocator, which then hands out tensors inside it.
+  // A block an allocator then hands out in pieces: a segment of PyTorch's caching allocator,
+  // or physical memory made with cuMemCreate (Note [Virtual memory management]).
   kSegment = 1,
   kCount
 };

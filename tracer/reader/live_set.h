@@ -81,6 +81,11 @@ class LiveReplay {
     consumer_.onTrainingPhase(time_ns, phase);
   }
   void onStepEnd(uint64_t time_ns, uint64_t step) { consumer_.onStepEnd(time_ns, step); }
+  void onMemoryMap(const MemoryMap& map) { consumer_.onMemoryMap(map); }
+  void onMemoryUnmap(const AddressRange& range) { consumer_.onMemoryUnmap(range); }
+  void onAddressReserve(const AddressRange& range) { consumer_.onAddressReserve(range); }
+  void onAddressFree(const AddressRange& range) { consumer_.onAddressFree(range); }
+  void onDeviceMemory(const DeviceMemory& reading) { consumer_.onDeviceMemory(reading); }
   void onCategory(uint64_t address, format::Category category) {
     if (stopped_) return;
     Allocation* allocation = live_.find(address);

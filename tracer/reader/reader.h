@@ -112,6 +112,32 @@ struct Marker {
   uint32_t name;  // string id, 0: none
 };
 
+// Virtual memory management (records.h, Note [Virtual memory management]).
+struct MemoryMap {  // kMemoryMap
+  uint64_t time_ns;
+  uint64_t address;  // the virtual address mapped
+  uint64_t size;
+  uint64_t offset;  // into the physical allocation
+  uint64_t handle;  // the physical allocation: the address of its memory event
+};
+
+struct AddressRange {  // kMemoryUnmap, kAddressReserve, kAddressFree
+  uint64_t time_ns;
+  uint64_t address;
+  uint64_t size;
+};
+
+// A reading of a device's memory (kDeviceMemory, Note [Device memory readings]).
+struct DeviceMemory {
+  uint64_t time_ns;
+  int device;
+  uint64_t free_bytes;
+  uint64_t total_bytes;
+  uint64_t usedBytes() const {
+    return total_bytes - free_bytes;
+  }  // the reader checks free <= total
+};
+
 // The tables a trace defines; ids index them from 1 (index 0 is a placeholder).
 struct Tables {
   ProcessInfo process;
@@ -147,6 +173,12 @@ struct RecordVisitor {
   void onCategory(uint64_t /*address*/, format::Category) {}
   void onTrainingPhase(uint64_t /*time_ns*/, format::TrainingPhase) {}
   void onStepEnd(uint64_t /*time_ns*/, uint64_t /*step*/) {}
+  // Virtual memory management and device memory readings (records.h).
+  void onMemoryMap(const MemoryMap&) {}
+  void onMemoryUnmap(const AddressRange&) {}
+  void onAddressReserve(const AddressRange&) {}
+  void onAddressFree(const AddressRange&) {}
+  void onDeviceMemory(const DeviceMemory&) {}
   void onEvent(const Event&) {}
   // Return true to stop reading (after the record just seen).
   bool done() const { return false; }
@@ -190,6 +222,12 @@ class TraceReader {
 
   template <typename Visitor>
   void readRecord(Visitor& visitor);
+  // One function per record type (version 2's records).
+  template <typename Visitor>
+  void readMemoryMap(Visitor& visitor);
+  AddressRange readAddressRange();
+  template <typename Visitor>
+  void readDeviceMemory(Visitor& visitor);
 
   std::string path_;
   std::FILE* file_ = nullptr;
@@ -466,8 +504,53 @@ void TraceReader::readRecord(Visitor& visitor) {
       visitor.onStepEnd(last_time_, step);
       return;
     }
+    case RecordType::kMemoryMap:
+      return readMemoryMap(visitor);
+    case RecordType::kMemoryUnmap:
+      return visitor.onMemoryUnmap(readAddressRange());
+    case RecordType::kAddressReserve:
+      return visitor.onAddressReserve(readAddressRange());
+    case RecordType::kAddressFree:
+      return visitor.onAddressFree(readAddressRange());
+    case RecordType::kDeviceMemory:
+      return readDeviceMemory(visitor);
   }
   fail("an unknown record type " + std::to_string(type));
+}
+
+template <typename Visitor>
+void TraceReader::readMemoryMap(Visitor& visitor) {
+  MemoryMap map;
+  last_time_ += varint();
+  map.time_ns = last_time_;
+  map.address = varint();
+  map.size = varint();
+  map.offset = varint();
+  map.handle = varint();
+  visitor.onMemoryMap(map);
+}
+
+inline AddressRange TraceReader::readAddressRange() {
+  AddressRange range;
+  last_time_ += varint();
+  range.time_ns = last_time_;
+  range.address = varint();
+  range.size = varint();
+  return range;
+}
+
+template <typename Visitor>
+void TraceReader::readDeviceMemory(Visitor& visitor) {
+  DeviceMemory reading;
+  last_time_ += varint();
+  reading.time_ns = last_time_;
+  reading.device = deviceIndex(zigzag(), "a device memory reading");
+  if (reading.device < 0) fail("a device memory reading without a device");
+  reading.free_bytes = varint();
+  reading.total_bytes = varint();
+  if (reading.free_bytes > reading.total_bytes)
+    fail("a device memory reading with more free bytes than total");
+  visitor.onDeviceMemory(reading);
 }
 
 }  // namespace memtrace::reader

@@ -80,6 +80,7 @@ MEMTRACE_EXPORT int memtrace_start(const char* path) {
 
 MEMTRACE_EXPORT int memtrace_stop(void) {
   ensureRecorderInitialized();
+  recordDeviceMemory();  // before the lock: it calls the driver
   MutexLock lock;
   if (!g_tracing.exchange(false)) {
     setError("tracing is not running");

@@ -346,6 +346,45 @@ bool RecordWriter::writeTrainingPhase(uint64_t time_ns, format::TrainingPhase ph
   return true;
 }
 
+bool RecordWriter::writeMemoryMap(uint64_t time_ns, uintptr_t address, uint64_t size,
+                                  uint64_t offset, uint64_t handle) {
+  uint8_t* p = file_.reserve(64);
+  if (!p) return false;
+  p = putType(p, RecordType::kMemoryMap);
+  p = putVarint(p, timeDelta(time_ns));
+  p = putVarint(p, address);
+  p = putVarint(p, size);
+  p = putVarint(p, offset);
+  p = putVarint(p, handle);
+  file_.commit(p);
+  return true;
+}
+
+bool RecordWriter::writeAddressRange(uint64_t time_ns, RecordType type, uintptr_t address,
+                                     uint64_t size) {
+  uint8_t* p = file_.reserve(40);
+  if (!p) return false;
+  p = putType(p, type);
+  p = putVarint(p, timeDelta(time_ns));
+  p = putVarint(p, address);
+  p = putVarint(p, size);
+  file_.commit(p);
+  return true;
+}
+
+bool RecordWriter::writeDeviceMemory(uint64_t time_ns, int device, uint64_t free_bytes,
+                                     uint64_t total_bytes) {
+  uint8_t* p = file_.reserve(40);
+  if (!p) return false;
+  p = putType(p, RecordType::kDeviceMemory);
+  p = putVarint(p, timeDelta(time_ns));
+  p = putZigzag(p, device);
+  p = putVarint(p, free_bytes);
+  p = putVarint(p, total_bytes);
+  file_.commit(p);
+  return true;
+}
+
 bool RecordWriter::writeStepEnd(uint64_t time_ns, uint64_t step) {
   uint8_t* p = file_.reserve(24);
   if (!p) return false;

@@ -74,6 +74,14 @@ class RecordWriter {
   bool writeCategory(uintptr_t address, format::Category category);
   bool writeTrainingPhase(uint64_t time_ns, format::TrainingPhase phase);
   bool writeStepEnd(uint64_t time_ns, uint64_t step);
+  // Virtual memory management (records.h, Note [Virtual memory management]): a mapping, and
+  // the records of one address range (kMemoryUnmap, kAddressReserve, kAddressFree).
+  bool writeMemoryMap(uint64_t time_ns, uintptr_t address, uint64_t size, uint64_t offset,
+                      uint64_t handle);
+  bool writeAddressRange(uint64_t time_ns, format::RecordType type, uintptr_t address,
+                         uint64_t size);
+  // A device memory reading (Note [Device memory readings]).
+  bool writeDeviceMemory(uint64_t time_ns, int device, uint64_t free_bytes, uint64_t total_bytes);
   bool setContext(const EventContext& context);
   bool writeAlloc(uint64_t time_ns, uintptr_t address, uint64_t size, uint32_t python_stack,
                   uint32_t native_stack);

@@ -33,12 +33,16 @@ pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
 std::atomic<DeviceDescriber> g_describer{nullptr};
 DeviceDescription g_devices[kMaxDevices];  // written once per device, outside g_mutex
 
-void countAlloc(int device, uint64_t size) {
+// Whether the device's peak rose.
+bool countAlloc(int device, uint64_t size) {
+  bool rose = false;
   for (int index : {0, counterIndex(device)}) {
     if (index < 0) continue;
     g_current[index] += size;
-    if (g_current[index] > g_peak[index]) g_peak[index] = g_current[index];
+    rose = g_current[index] > g_peak[index];
+    if (rose) g_peak[index] = g_current[index];
   }
+  return rose;
 }
 
 void countFree(int device, uint64_t size) {
@@ -253,11 +257,21 @@ class EventRecording {
 
 }  // namespace
 
+// A device memory reading an allocation asks for, taken once g_mutex is released (it is
+// declared before the MutexLock): the driver is never called with g_mutex held.
+struct DeviceMemoryAfterLock {
+  bool due = false;
+  ~DeviceMemoryAfterLock() {
+    if (due) recordDeviceMemory();
+  }
+};
+
 void recordAlloc(const RecursionGuard&, const EventSource& source, const void* address,
                  uint64_t size) {
   ensureRecorderInitialized();
   describeDevice(source.device);
   EventRecording recording(source, /*is_free=*/false);  // Note [Recording scope before the lock]
+  DeviceMemoryAfterLock device_memory;
   MutexLock lock;
   uint64_t time = monotonicNow();
   // The file opens (with its snapshot of the live table) before this allocation joins the
@@ -270,8 +284,9 @@ void recordAlloc(const RecursionGuard&, const EventSource& source, const void* a
   if (g_live.allocate(reinterpret_cast<uintptr_t>(address), live, &replaced) ==
       format::AllocOutcome::kReplaced)
     countFree(replaced.device, replaced.size);
-  countAlloc(source.device, size);
+  bool peak_rose = countAlloc(source.device, size);
   if (!writing) return;
+  device_memory.due = deviceMemoryDue(source.device, time, peak_rose);
   uint32_t python_stack = 0, native_stack = 0;
   if (!recording.writePrelude(source, source.device, source.level, &python_stack, &native_stack) ||
       !g_writer.writeAlloc(time, reinterpret_cast<uintptr_t>(address), size, python_stack,

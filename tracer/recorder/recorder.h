@@ -36,6 +36,36 @@ void recordFree(const RecursionGuard& guard, const EventSource& source, const vo
 // An allocation failed for lack of memory.
 void recordFailedAlloc(const RecursionGuard& guard, const EventSource& source, uint64_t size);
 
+// Virtual memory management (tracer/format/records.h, Note [Virtual memory management]).
+// Physical memory made by cuMemCreate is recorded with recordAlloc, its handle as the address
+// (source.api kCuMemCreate). These say what happens to it afterwards; each is a no-op for a
+// handle or an address the recorder has not seen made or mapped.
+// cuMemRetainAllocationHandle gave out one more reference to `handle`.
+void recordPhysicalRetain(const RecursionGuard& guard, uint64_t handle);
+// cuMemRelease is about to drop a reference: the free is recorded if it is the last one and
+// nothing maps the memory.
+void recordPhysicalRelease(const RecursionGuard& guard, const EventSource& source, uint64_t handle);
+// cuMemMap mapped [address, address + size) to `handle`'s memory from `offset`.
+void recordMemoryMap(const RecursionGuard& guard, uintptr_t address, uint64_t size, uint64_t offset,
+                     uint64_t handle);
+// cuMemUnmap is about to unmap [address, address + size): frees the physical memory whose
+// last mapping and last reference end there.
+void recordMemoryUnmap(const RecursionGuard& guard, const EventSource& source, uintptr_t address,
+                       uint64_t size);
+// cuMemAddressReserve reserved a range (`reserved`), or cuMemAddressFree is about to give
+// one back.
+void recordAddressRange(const RecursionGuard& guard, bool reserved, uintptr_t address,
+                        uint64_t size);
+
+// How the shim reads the memory of the device of the calling thread's current context
+// (cuMemGetInfo; Note [Device memory readings] in tracer/format/records.h). Returns false
+// when it cannot (no driver, no context); never makes a context current.
+using DeviceMemoryReader = bool (*)(int* device, uint64_t* free_bytes, uint64_t* total_bytes);
+void setDeviceMemoryReader(DeviceMemoryReader reader);
+// Reads the device memory now and writes it to the open file, if there is one. Called
+// without the recorder's lock: the driver call happens before the lock is taken.
+void recordDeviceMemory();
+
 // How the shim tells the recorder a device's name and memory (queried once per device,
 // outside the lock). Returns false when it cannot.
 using DeviceDescriber = bool (*)(int device, char* name, size_t name_size, uint64_t* total_bytes);

@@ -15,10 +15,12 @@ namespace {
 Immortal<TraceFile> g_file_storage;
 Immortal<RecordWriter> g_writer_storage(g_file_storage.value);
 Immortal<format::LiveTable<LiveBlock>> g_live_storage;
+Immortal<FlatMap<uint64_t, Mapping>> g_mappings_storage;
 }  // namespace
 TraceFile& g_file = g_file_storage.value;
 RecordWriter& g_writer = g_writer_storage.value;
 format::LiveTable<LiveBlock>& g_live = g_live_storage.value;
+FlatMap<uint64_t, Mapping>& g_mappings = g_mappings_storage.value;
 uint64_t g_current[kMaxDevices + 1];
 uint64_t g_peak[kMaxDevices + 1];
 bool g_file_wanted = false;
@@ -31,6 +33,9 @@ char g_path_pattern[4096];
 char g_last_error[512];
 
 std::atomic<bool> g_tracing{false};
+
+uint64_t g_device_memory_read_ns[kMaxDevices];
+uint32_t g_device_memory_file[kMaxDevices];
 
 void setError(const char* message, const char* detail) {
   snprintf(g_last_error, sizeof(g_last_error), "%s%s", message, detail ? detail : "");

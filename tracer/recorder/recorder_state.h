@@ -42,6 +42,18 @@ struct LiveBlock {
   int16_t device;
   format::Level level;
   format::Api api;
+  // Physical memory (api kCuMemCreate) only: its handle's references and the mappings of it
+  // (Note [Virtual memory management] in records.h). Saturating: a count that reached the
+  // top never comes down, so such memory is never freed early, only late.
+  uint16_t references = 1;
+  uint16_t mappings = 0;
+};
+static_assert(sizeof(LiveBlock) == 16, "the live table's value stays two words");
+
+// A mapping of physical memory (cuMemMap), by its virtual address.
+struct Mapping {
+  uint64_t size;
+  uint64_t handle;  // the physical memory's handle (its address in g_live)
 };
 
 extern pthread_mutex_t g_mutex;
@@ -51,7 +63,8 @@ extern Config g_config;
 extern TraceFile& g_file;  // these three are never destroyed (tracer/recorder/immortal.h)
 extern RecordWriter& g_writer;
 extern format::LiveTable<LiveBlock>& g_live;
-extern uint64_t g_current[kMaxDevices + 1];  // [0]: all devices; [d + 1]: device d
+extern FlatMap<uint64_t, Mapping>& g_mappings;  // of physical memory g_live holds
+extern uint64_t g_current[kMaxDevices + 1];     // [0]: all devices; [d + 1]: device d
 extern uint64_t g_peak[kMaxDevices + 1];
 extern bool g_file_wanted;   // a file should be open (started, or autostart)
 extern bool g_write_failed;  // writing failed; nothing is written until the next start
@@ -64,6 +77,25 @@ extern char g_path_pattern[4096];  // the pattern the next file opens with
 extern char g_last_error[512];
 
 extern std::atomic<bool> g_tracing;  // capture stacks (read without the lock)
+
+// Device memory readings (Note [Device memory readings] in records.h): when device d was last
+// read (or tried), and in which file (RecordWriter::generation()).
+extern uint64_t g_device_memory_read_ns[kMaxDevices];
+extern uint32_t g_device_memory_file[kMaxDevices];
+
+// Whether a reading of `device` is due after an allocation at `time_ns` that did (or did not)
+// raise the device's peak: the file has none of that device yet, or the peak rose and the last
+// try is a period old. Claims the reading (g_mutex held), so that one thread takes it.
+inline bool deviceMemoryDue(int device, uint64_t time_ns, bool peak_rose) {
+  if (device < 0 || device >= kMaxDevices) return false;
+  bool first = g_device_memory_file[device] != g_writer.generation();
+  if (!first &&
+      !(peak_rose && time_ns - g_device_memory_read_ns[device] >= format::kDeviceMemoryPeriodNs))
+    return false;
+  g_device_memory_file[device] = g_writer.generation();
+  g_device_memory_read_ns[device] = time_ns;
+  return true;
+}
 
 // Holds g_mutex for its scope (Note [Lock order]).
 class MutexLock {

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tracer/recorder/recorder.h"
 #include "tracer/recorder/recorder_state.h"
 
 namespace memtrace::detail {
@@ -228,6 +229,9 @@ void closeFile(MarkerKind why) {
 }
 
 void onExit() {
+  // The last device memory reading, while the exiting thread's context may still be current
+  // (the driver refuses the call once it is torn down: then there is none).
+  recordDeviceMemory();
   MutexLock lock;
   if (g_file.isOpen()) {
     if (!g_writer.writeMarker(monotonicNow(), MarkerKind::kProcessExit, nullptr) || !g_file.flush())

@@ -1,6 +1,7 @@
 #include "tracer/report/analysis.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <unordered_map>
 
 #include "tracer/reader/live_set.h"
@@ -90,6 +91,33 @@ struct SummaryVisitor : reader::LiveVisitor {
       summary.segment_level = true;
     else
       summary.tensor_level = true;
+    if (event.context->api == format::Api::kCuMemCreate) summary.physical_memory = true;
+  }
+
+  void onDeviceMemory(const reader::DeviceMemory& reading) {
+    summary.duration_ns = std::max(summary.duration_ns, reading.time_ns);
+    summary.device_memory.push_back(
+        DeviceMemoryReading{reading.time_ns, summary.events, reading.device, reading.usedBytes(),
+                            reading.total_bytes, device(reading.device).end_bytes});
+  }
+
+  // Mapped and reserved bytes go up and down by the records' sizes: cuMemUnmap and
+  // cuMemAddressFree take whole mappings and reservations.
+  static void change(uint64_t& bytes, uint64_t& peak, uint64_t size, bool up) {
+    bytes = up ? bytes + size : bytes - std::min(size, bytes);
+    peak = std::max(peak, bytes);
+  }
+  void onMemoryMap(const reader::MemoryMap& map) {
+    change(mapped, summary.mapped_peak_bytes, map.size, true);
+  }
+  void onMemoryUnmap(const reader::AddressRange& range) {
+    change(mapped, summary.mapped_peak_bytes, range.size, false);
+  }
+  void onAddressReserve(const reader::AddressRange& range) {
+    change(reserved, summary.reserved_peak_bytes, range.size, true);
+  }
+  void onAddressFree(const reader::AddressRange& range) {
+    change(reserved, summary.reserved_peak_bytes, range.size, false);
   }
 
   void onFailedAlloc(const Event& event) {
@@ -144,6 +172,8 @@ struct SummaryVisitor : reader::LiveVisitor {
   TraceSummary& summary;
   const reader::Tables& tables;
   uint64_t current = 0;
+  uint64_t mapped = 0;               // bytes mapped now
+  uint64_t reserved = 0;             // bytes of address space reserved now
   uint64_t devices_with_events = 0;  // bit d: an event ran on device d (the whole file)
   TraceSummary at_last_stop;
   bool stopped = false;  // tracing is stopped at this point of the trace
@@ -450,6 +480,39 @@ void resolveTraining(reader::TraceReader& trace, TraceSummary& summary) {
   if (summary.allocations) summary.peak_categories = bytesAt(summary.peak_event);
   for (StepSummary& step : summary.steps)
     if (step.peak_event != UINT64_MAX) step.peak_categories = bytesAt(step.peak_event);
+}
+
+OutsideAllocations outsideAllocations(const TraceSummary& summary, const LiveSet& live_set) {
+  OutsideAllocations outside;
+  for (const DeviceMemoryReading& reading : summary.device_memory) {
+    if (!selected(summary.device_filter, reading.device)) continue;
+    if (reading.events_before > summary.window_events) break;  // past the report's window
+    int64_t from_point = static_cast<int64_t>(reading.time_ns - live_set.time_ns);
+    auto same =
+        std::find_if(outside.devices.begin(), outside.devices.end(),
+                     [&](const OutsideReading& r) { return r.reading.device == reading.device; });
+    if (same == outside.devices.end()) {
+      outside.devices.push_back(OutsideReading{});
+      same = outside.devices.end() - 1;
+    } else if (std::llabs(same->from_point_ns) <= std::llabs(from_point)) {
+      continue;  // the nearer reading stays
+    }
+    same->reading = reading;
+    same->from_point_ns = from_point;
+  }
+  std::sort(outside.devices.begin(), outside.devices.end(),
+            [](const OutsideReading& a, const OutsideReading& b) {
+              return a.reading.device < b.reading.device;
+            });
+  for (OutsideReading& device : outside.devices) {
+    const DeviceMemoryReading& reading = device.reading;
+    if (reading.used_bytes >= reading.live_bytes)
+      device.outside_bytes = reading.used_bytes - reading.live_bytes;
+    else
+      device.live_beyond_used_bytes = reading.live_bytes - reading.used_bytes;
+    outside.bytes += device.outside_bytes;
+  }
+  return outside;
 }
 
 }  // namespace memtrace::report

@@ -58,6 +58,17 @@ struct StepSummary {
   CategoryBytes peak_categories{};  // what was live at the peak (resolveTraining)
 };
 
+// A device memory reading (tracer/format/records.h, Note [Device memory readings]), with what
+// the replay had live on its device there.
+struct DeviceMemoryReading {
+  uint64_t time_ns = 0;
+  uint64_t events_before = 0;  // the events read before it
+  int device = -1;
+  uint64_t used_bytes = 0;  // total - free
+  uint64_t total_bytes = 0;
+  uint64_t live_bytes = 0;  // in allocations on the device, at the reading
+};
+
 struct TraceSummary {
   reader::ProcessInfo process;
   uint64_t file_bytes = 0;
@@ -85,6 +96,15 @@ struct TraceSummary {
   bool tensor_level = false;
 
   std::vector<DeviceSummary> devices;  // every device seen, by index
+
+  // The device's memory as the driver counted it, in file order.
+  std::vector<DeviceMemoryReading> device_memory;
+  // Virtual memory management (Note [Virtual memory management]): physical memory events
+  // (api cuMemCreate), and the most bytes mapped (cuMemMap) and reserved (cuMemAddressReserve)
+  // at once, over all devices.
+  bool physical_memory = false;
+  uint64_t mapped_peak_bytes = 0;
+  uint64_t reserved_peak_bytes = 0;
   std::vector<MarkerSummary> markers;  // annotations and phases, in order
 
   // Training (Note [Training records]): the trace has kCategory, kTrainingPhase or kStepEnd.
@@ -164,6 +184,22 @@ format::Category categoryOf(format::Category told, bool traced, bool training);
 
 // The bytes of `allocations` by category.
 CategoryBytes categoryBytes(const std::vector<LiveAllocation>& allocations);
+
+// The memory outside any allocation call at a point (Note [Device memory readings]): for each
+// selected device with readings, the reading nearest the point, and its used bytes less the
+// bytes live in allocations at the reading. Approximate unless a reading is at the point:
+// it takes what lies outside any allocation call as unchanged between the two.
+struct OutsideReading {
+  DeviceMemoryReading reading;
+  int64_t from_point_ns = 0;            // the reading's time less the point's
+  uint64_t outside_bytes = 0;           // used - live, or 0 when live > used
+  uint64_t live_beyond_used_bytes = 0;  // live - used when live > used (managed memory)
+};
+struct OutsideAllocations {
+  uint64_t bytes = 0;  // the devices' outside_bytes, summed
+  std::vector<OutsideReading> devices;
+};
+OutsideAllocations outsideAllocations(const TraceSummary& summary, const LiveSet& live_set);
 
 // Whether a replay to `point` stops before `event`: the event lies past the point, or past
 // the summary's window. (A failed allocation changes no live set: the OOM point includes

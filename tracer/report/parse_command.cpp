@@ -93,6 +93,21 @@ struct Printer : reader::LiveVisitor {
   void onStepEnd(uint64_t time_ns, uint64_t step) {
     out << fmt::format("step-end t={} step={}\n", time_ns, step);
   }
+  void onMemoryMap(const reader::MemoryMap& map) {
+    out << fmt::format("map t={} address={:#x} size={} offset={} handle={:#x}\n", map.time_ns,
+                       map.address, map.size, map.offset, map.handle);
+  }
+  void printRange(const char* name, const reader::AddressRange& range) {
+    out << fmt::format("{} t={} address={:#x} size={}\n", name, range.time_ns, range.address,
+                       range.size);
+  }
+  void onMemoryUnmap(const reader::AddressRange& range) { printRange("unmap", range); }
+  void onAddressReserve(const reader::AddressRange& range) { printRange("reserve", range); }
+  void onAddressFree(const reader::AddressRange& range) { printRange("address-free", range); }
+  void onDeviceMemory(const reader::DeviceMemory& reading) {
+    out << fmt::format("device-memory t={} device={} free_bytes={} total_bytes={}\n",
+                       reading.time_ns, reading.device, reading.free_bytes, reading.total_bytes);
+  }
   // Every record as written: an implied free is not a record, so it prints nothing.
   void onAlloc(const reader::Event& event, const reader::Allocation&) {
     out << fmt::format("alloc #{} t={} address={:#x} size={} pystack={} native={} {}\n",

@@ -37,11 +37,52 @@ std::string wallClock(uint64_t unix_ns) {
 }
 
 std::string levelText(const TraceSummary& summary) {
-  if (summary.segment_level && summary.tensor_level) return "mixed: tensors and segments";
+  // Which allocators hand out pieces of the segments.
+  std::string segments = summary.physical_memory
+                             ? "physical memory made with cuMemCreate (expandable segments, "
+                               "NCCL) or segments of PyTorch's caching allocator"
+                             : "segments of PyTorch's caching allocator";
+  if (summary.segment_level && summary.tensor_level)
+    return "mixed: tensors, and " + segments + " holding tensors";
   if (summary.segment_level)
-    return "segments (PyTorch's caching allocator is in front: each event is a segment "
-           "holding tensors)";
+    return "segments (an allocator is in front: each event is one of the " + segments +
+           ", which hold tensors)";
   return "tensors (each event is one allocation request)";
+}
+
+// The milliseconds between a reading and the point, in words.
+std::string fromPoint(int64_t from_point_ns, const std::string& point) {
+  if (from_point_ns == 0) return "at the " + point;
+  double ms = static_cast<double>(from_point_ns < 0 ? -from_point_ns : from_point_ns) / 1e6;
+  return fmt::format("{:.1f} ms {} the {}", ms, from_point_ns < 0 ? "before" : "after", point);
+}
+
+// Note [Device memory readings]: the row of what no allocation call made, and what it is.
+void renderOutsideText(std::ostream& out, const Report& report, const OutsideAllocations& outside) {
+  if (outside.devices.empty()) return;
+  std::string point = pointName(report.live_set.point);
+  out << fmt::format(
+      "\nDevice memory at the {} as the driver counts it (cuMemGetInfo: total - "
+      "free), from the reading nearest it:\n",
+      point);
+  for (const OutsideReading& device : outside.devices) {
+    const DeviceMemoryReading& reading = device.reading;
+    out << fmt::format(
+        "  device {}: {} used, read at {} ({}): {} live in allocations + {} "
+        "outside any allocation call\n",
+        reading.device, formatBytes(reading.used_bytes), seconds(reading.time_ns),
+        fromPoint(device.from_point_ns, point), formatBytes(reading.live_bytes),
+        formatBytes(device.outside_bytes));
+    if (device.live_beyond_used_bytes)
+      out << fmt::format(
+          "    (live allocations exceed the used memory by {}: managed memory not yet on the "
+          "device, or memory freed to a pool the driver counts as free)\n",
+          formatBytes(device.live_beyond_used_bytes));
+  }
+  out << "Outside any allocation call: the CUDA context, the modules' code and data, libraries' "
+         "own buffers,\nthe free memory memory pools keep, and any other process's memory on "
+         "the device. Measured at\nthe reading and taken as unchanged to the "
+      << point << ": approximate by whatever changed in between.\n";
 }
 
 std::string percent(double value) {
@@ -93,6 +134,11 @@ void renderText(std::ostream& out, const Report& report) {
                      s.failed_allocations);
   out << fmt::format("  stacks     {}\n", format::stackModeName(s.process.stack_mode));
   out << fmt::format("  level      {}\n", levelText(s));
+  if (s.mapped_peak_bytes || s.reserved_peak_bytes)
+    out << fmt::format(
+        "  mapped     at most {} mapped (cuMemMap) into {} of reserved address "
+        "space (cuMemAddressReserve; no memory of its own)\n",
+        formatBytes(s.mapped_peak_bytes), formatBytes(s.reserved_peak_bytes));
   for (const DeviceSummary& device : s.devices) {
     std::string name = device.name.empty() ? "(unnamed)" : device.name;
     if (device.total_bytes) name += ", " + formatBytes(device.total_bytes);
@@ -188,6 +234,12 @@ void renderText(std::ostream& out, const Report& report) {
     out << fmt::format("... {} more locations hold {}\n", table.rows.size() - shown,
                        formatBytes(rest));
   }
+  OutsideAllocations outside = outsideAllocations(s, report.live_set);
+  if (!outside.devices.empty())
+    out << fmt::format("{:<11} {}{:<15} {:<11} {:>7}  {}\n", formatBytes(outside.bytes),
+                       report.prediction ? fmt::format("{:<11} ", "-") : "",
+                       formatBytes(table.total_bytes + outside.bytes), "-", "-",
+                       "outside any allocation call: context and libraries (below)");
   if (report.prediction) {
     std::vector<PredictionFrameEntry> unmatched = unmatchedEntries(*report.prediction, table);
     std::sort(unmatched.begin(), unmatched.end(),
@@ -206,6 +258,7 @@ void renderText(std::ostream& out, const Report& report) {
       }
     }
   }
+  renderOutsideText(out, report, outside);
 }
 
 nlohmann::json processJson(const TraceSummary& s) {
@@ -236,6 +289,9 @@ nlohmann::json summaryJson(const TraceSummary& s) {
                     : s.segment_level                 ? "segment"
                                                       : "tensor"},
           {"ended_cleanly", s.ended_cleanly},
+          {"mapped_peak_bytes", s.mapped_peak_bytes},
+          {"reserved_peak_bytes", s.reserved_peak_bytes},
+          {"device_memory_readings", s.device_memory.size()},
           {"window_end_ns", s.window_events == UINT64_MAX ? json(nullptr) : json(s.window_end_ns)},
           {"cut_offset", s.cut_offset}};
 }
@@ -303,6 +359,20 @@ void renderJson(std::ostream& out, const Report& report) {
         {"frame", report.table.frame_policy == FramePolicy::kUser ? "user" : "innermost"},
         {"locations", report.table.rows.size()},
         {"rows", rows}}}};
+  OutsideAllocations outside = outsideAllocations(s, report.live_set);
+  if (!outside.devices.empty()) {
+    json readings = json::array();
+    for (const OutsideReading& device : outside.devices)
+      readings.push_back({{"device", device.reading.device},
+                          {"time_ns", device.reading.time_ns},
+                          {"from_point_ns", device.from_point_ns},
+                          {"used_bytes", device.reading.used_bytes},
+                          {"total_bytes", device.reading.total_bytes},
+                          {"live_bytes", device.reading.live_bytes},
+                          {"outside_bytes", device.outside_bytes},
+                          {"live_beyond_used_bytes", device.live_beyond_used_bytes}});
+    document["live"]["outside_allocations"] = {{"bytes", outside.bytes}, {"devices", readings}};
+  }
   if (s.training) document["training"] = trainingJson(s);
   if (const Prediction* prediction = report.prediction) {
     json unmatched = json::array();

@@ -1,3 +1,5 @@
+// Loads a library with RTLD_LOCAL and calls one of its functions: `workload` unless another
+// is named. Usage: dlopen_local LIBRARY [FUNCTION]
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -9,8 +11,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", dlerror());
     return 65;
   }
-  auto workload = reinterpret_cast<int (*)()>(dlsym(library, "workload"));
-  int result = workload();
-  std::printf("workload %d\n", result);
+  const char* name = argc > 2 ? argv[2] : "workload";
+  auto function = reinterpret_cast<int (*)()>(dlsym(library, name));
+  if (!function) return 66;
+  int result = function();
+  std::printf("%s %d\n", name, result);
   return result;
 }
