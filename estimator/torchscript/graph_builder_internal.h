@@ -5,6 +5,10 @@
 //   graph_builder.cpp           the driver: build() and the forward's inputs, node dispatch,
 //                               calls into other graphs
 //   graph_builder_branches.cpp  prim::If and prim::Loop, and where their values are dropped
+//   graph_builder_data.cpp      ops whose size depends on the data (Note [Data-dependent
+//                               sizes]), index values known on the host
+//   graph_builder_devices.cpp   the device estimated for, and a trace's recorded devices
+//                               (Note [Traces from any device])
 //   graph_builder_names.cpp     Python stacks and names: locations, statements of traced graphs
 //   graph_builder_ops.cpp       running one op: registered operators, interpreter instructions,
 //                               constants, unsized ops, the four ways to size an op, the memory

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <initializer_list>
 
+#include "tracer/format/peak.h"
 #include "tracer/recorder/native_stack.h"
 #include "tracer/recorder/python_stack.h"
 #include "tracer/recorder/recorder_state.h"
@@ -36,7 +37,7 @@ void countAlloc(int device, uint64_t size) {
   for (int index : {0, counterIndex(device)}) {
     if (index < 0) continue;
     g_current[index] += size;
-    if (g_current[index] > g_peak[index]) g_peak[index] = g_current[index];
+    format::raisePeak(g_peak[index], g_current[index]);  // Note [New peak]
   }
 }
 
