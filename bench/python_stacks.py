@@ -1,6 +1,6 @@
 """The cost of recording an allocation+free with a Python stack 10 and 30 frames deep,
 against the untraced call in the same run. Run under LD_PRELOAD=libmemtrace.so with
-MEMTRACE_AUTOSTART=0 (bench/run.sh does).
+MEMTRACE_AUTOSTART=0 (bench/run.py does).
 
 The allocation loop runs in C (bench/workload.cpp), called through ctypes.CDLL, which releases
 the GIL around the call as PyTorch's bindings do around every op (gil "released"), and through

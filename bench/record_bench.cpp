@@ -1,5 +1,5 @@
 // The cost of recording an allocation and its free, against the untraced call in the same
-// run. Run under LD_PRELOAD=libmemtrace.so with MEMTRACE_AUTOSTART=0 (bench/run.sh does):
+// run. Run under LD_PRELOAD=libmemtrace.so with MEMTRACE_AUTOSTART=0 (bench/run.py does):
 // the hooks are then the ones a traced program goes through.
 //
 // Counters: ns_per_pair is one cudaMalloc + one cudaFree of the test runtime (host memory),

@@ -40,6 +40,185 @@ bool isAssignmentOperator(std::string_view text, size_t position, size_t& length
 
 }  // namespace
 
+// ---- PythonCursor ----------------------------------------------------------------------
+
+namespace {
+
+bool isOpening(char character) {
+  return character == '(' || character == '[' || character == '{';
+}
+
+bool isClosing(char character) {
+  return character == ')' || character == ']' || character == '}';
+}
+
+bool isQuote(char character) {
+  return character == '"' || character == '\'';
+}
+
+// The length of the string prefix at `position` (r, b, f, u, t in either case, one or two of
+// them, right before a quote), 0 when none begins there.
+size_t stringPrefixLength(std::string_view text, size_t position) {
+  if (position > 0 && isIdentifierPart(text[position - 1])) return 0;  // inside a longer name
+  size_t length = 0;
+  while (length < 2 && position + length < text.size() &&
+         std::string_view("rRbBfFuUtT").find(text[position + length]) != std::string_view::npos) {
+    ++length;
+  }
+  // The first letter alone (`r"`), or both (`rb"`).
+  for (size_t tried = length; tried >= 1; --tried) {
+    if (position + tried < text.size() && isQuote(text[position + tried])) return tried;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void PythonCursor::read(std::string_view text) {
+  text_ = text;
+  next_ = 0;
+  continues_ = false;
+  escaped_end_ = false;
+  last_was_backslash_ = false;
+}
+
+void PythonCursor::readAll(std::string_view text) {
+  read(text);
+  while (next()) {
+  }
+}
+
+bool PythonCursor::next() {
+  while (next_ < text_.size()) {
+    if (!open_.empty() && open_.back().quote) {
+      readInString();
+      continue;
+    }
+    if (!open_.empty() && open_.back().format_spec) {
+      readInFormatSpec();
+      continue;
+    }
+    // Code: outside every string, or in a replacement field.
+    char character = text_[next_];
+    if (character == '#') {
+      next_ = std::min(text_.find('\n', next_), text_.size());
+      passed_string_or_comment_ = true;
+      last_was_backslash_ = false;
+      continue;
+    }
+    size_t prefix = isQuote(character) ? 0 : stringPrefixLength(text_, next_);
+    if (isQuote(character) || prefix > 0) {
+      openStringAt(prefix);
+      continue;
+    }
+    size_t position = next_++;
+    if (!open_.empty()) {
+      readInField(character);
+      continue;
+    }
+    if (isOpening(character)) {
+      ++depth_;
+    } else if (isClosing(character)) {
+      if (depth_ > 0) {
+        --depth_;
+      } else {
+        closed_unopened_ = true;
+      }
+    }
+    if (character != ' ' && character != '\t' && character != '\r') {
+      last_was_backslash_ = character == '\\';
+    }
+    position_ = position;
+    return true;
+  }
+  if (!escaped_end_) endLine();
+  continues_ = open_.empty() && last_was_backslash_;
+  return false;
+}
+
+void PythonCursor::openStringAt(size_t prefix_length) {
+  std::string_view prefix = text_.substr(next_, prefix_length);
+  size_t quote_at = next_ + prefix_length;
+  Open string;
+  string.quote = text_[quote_at];
+  string.triple = text_.substr(quote_at, 3) == std::string(3, string.quote);
+  string.raw = prefix.find_first_of("rR") != std::string_view::npos;
+  string.formatted = prefix.find_first_of("fFtT") != std::string_view::npos;
+  open_.push_back(string);
+  next_ = quote_at + (string.triple ? 3 : 1);
+  passed_string_or_comment_ = true;
+  last_was_backslash_ = false;
+}
+
+void PythonCursor::readInString() {
+  const Open& string = open_.back();
+  size_t at = next_;
+  char character = text_[at];
+  char following = at + 1 < text_.size() ? text_[at + 1] : 0;
+  if (character == '\\') {
+    if (string.formatted && following == '{') {
+      next_ = at + 1;  // `\{`: the backslash is text, the field opens all the same
+    } else if (string.formatted && !string.raw && following == 'N' &&
+               text_.substr(at + 2, 1) == "{") {
+      // `\N{BULLET}`: a character's name, not a field.
+      next_ = std::min(text_.find('}', at), text_.size() - 1) + 1;
+    } else {
+      next_ = at + 2;  // the quote, backslash or line end after it is the string's
+      escaped_end_ = next_ > text_.size();
+    }
+    return;
+  }
+  ++next_;
+  if (character == '\n') {
+    endLine();
+  } else if (character == string.quote) {
+    if (!string.triple) {
+      open_.pop_back();
+    } else if (text_.substr(at, 3) == std::string(3, string.quote)) {
+      next_ = at + 3;
+      open_.pop_back();
+    }
+  } else if (string.formatted && (character == '{' || character == '}')) {
+    if (following == character) {
+      ++next_;  // `{{` or `}}`: the brace itself
+    } else if (character == '{') {
+      open_.push_back(Open{});  // a replacement field
+    }
+  }
+}
+
+void PythonCursor::readInField(char character) {
+  Open& field = open_.back();
+  if (isOpening(character)) {
+    ++field.depth;
+  } else if (isClosing(character)) {
+    if (field.depth > 0) {
+      --field.depth;
+    } else if (character == '}') {
+      open_.pop_back();  // back in the f-string's text
+    }
+  } else if (character == ':' && field.depth == 0) {
+    field.format_spec = true;  // `{x:>{width}}`: lambdas and slices need brackets in a field
+  }
+}
+
+void PythonCursor::readInFormatSpec() {
+  char character = text_[next_++];
+  if (character == '{') {
+    open_.push_back(Open{});  // a nested field: `{x:{width}}`
+  } else if (character == '}') {
+    open_.pop_back();
+  } else if (character == '\n') {
+    endLine();
+  }
+}
+
+void PythonCursor::endLine() {
+  // A line may end inside a triple-quoted string or a field (Python 3.12), not in the text of
+  // any other string.
+  if (!open_.empty() && open_.back().quote && !open_.back().triple) open_.pop_back();
+}
+
 namespace {
 
 // The names an assignment binds, and where its right-hand side begins.
@@ -81,31 +260,12 @@ std::optional<std::pair<std::vector<std::string>, size_t>> parseAssignment(std::
   return std::make_pair(std::move(names), position + length);
 }
 
-// Where the bracket opening at `open` closes, skipping strings and comments; npos when the
-// text ends first.
+// Where the bracket opening at `open` closes, past strings and comments; npos when the text
+// ends first.
 size_t matchingBracket(std::string_view text, size_t open) {
-  int depth = 0;
-  char quote = 0;
-  for (size_t position = open; position < text.size(); ++position) {
-    char character = text[position];
-    if (quote) {
-      if (character == '\\') {
-        ++position;
-      } else if (character == quote) {
-        quote = 0;
-      }
-      continue;
-    }
-    if (character == '"' || character == '\'') {
-      quote = character;
-    } else if (character == '#') {
-      position = text.find('\n', position);
-      if (position == std::string_view::npos) return position;
-    } else if (character == '(' || character == '[' || character == '{') {
-      ++depth;
-    } else if ((character == ')' || character == ']' || character == '}') && --depth == 0) {
-      return position;
-    }
+  PythonCursor cursor(text.substr(open));
+  while (cursor.next()) {
+    if (isClosing(cursor.character()) && cursor.depth() == 0) return open + cursor.position();
   }
   return std::string_view::npos;
 }
@@ -116,26 +276,11 @@ bool onlyLayout(std::string_view text) {
   return first == std::string_view::npos || text[first] == '#';
 }
 
-// Whether `text` has a comma outside every bracket and string.
+// Whether `text` has a comma outside every bracket, string and comment.
 bool hasTopLevelComma(std::string_view text) {
-  for (size_t position = 0; position < text.size(); ++position) {
-    char character = text[position];
-    if (character == '(' || character == '[' || character == '{' || character == '"' ||
-        character == '\'') {
-      if (character == '"' || character == '\'') {
-        size_t close = text.find(character, position + 1);
-        if (close == std::string_view::npos) return false;
-        position = close;
-        continue;
-      }
-      position = matchingBracket(text, position);
-      if (position == std::string_view::npos) return false;
-    } else if (character == '#') {
-      position = text.find('\n', position);
-      if (position == std::string_view::npos) return false;
-    } else if (character == ',') {
-      return true;
-    }
+  PythonCursor cursor(text);
+  while (cursor.next()) {
+    if (cursor.character() == ',' && cursor.depth() == 0) return true;
   }
   return false;
 }
@@ -190,13 +335,8 @@ std::optional<std::string> storedTarget(std::string_view line) {
       ++position;
     } else if (character == '[') {
       // To the matching bracket: a subscript may hold one (`x[a.shape[0]] = v`).
-      int depth = 0;
-      size_t close = position;
-      for (; close < line.size(); ++close) {
-        if (line[close] == '[') ++depth;
-        if (line[close] == ']' && --depth == 0) break;
-      }
-      if (close >= line.size()) return std::nullopt;
+      size_t close = matchingBracket(line, position);
+      if (close == std::string_view::npos) return std::nullopt;
       stores = true;
       position = close + 1;
     } else {
@@ -219,25 +359,20 @@ std::optional<std::vector<std::string>> returnedNames(std::string_view line) {
   }
   position += 6;
   // Split at the commas outside brackets; a line whose brackets do not close (the statement
-  // goes on) or that holds a string or comment is left alone.
+  // goes on, or a backslash continues it) or that holds a string or comment is left alone.
+  std::string_view returned = line.substr(position);
   std::vector<std::string_view> elements;
-  int depth = 0;
-  size_t start = position;
-  for (; position < line.size(); ++position) {
-    char character = line[position];
-    if (character == '#' || character == '"' || character == '\'' || character == '\\') {
-      return std::nullopt;
-    }
-    if (character == '(' || character == '[' || character == '{') ++depth;
-    if (character == ')' || character == ']' || character == '}') --depth;
-    if (depth < 0) return std::nullopt;
-    if (character == ',' && depth == 0) {
-      elements.push_back(line.substr(start, position - start));
-      start = position + 1;
+  size_t start = 0;
+  PythonCursor cursor(returned);
+  while (cursor.next()) {
+    if (cursor.character() == '\\' || cursor.closedUnopened()) return std::nullopt;
+    if (cursor.character() == ',' && cursor.depth() == 0) {
+      elements.push_back(returned.substr(start, cursor.position() - start));
+      start = cursor.position() + 1;
     }
   }
-  if (depth != 0) return std::nullopt;
-  elements.push_back(line.substr(start));
+  if (cursor.depth() != 0 || cursor.passedStringOrComment()) return std::nullopt;
+  elements.push_back(returned.substr(start));
   if (elements.size() > 1 && elements.back().find_first_not_of(" \t") == std::string_view::npos) {
     elements.pop_back();  // `return a, b,`
   }
@@ -330,73 +465,17 @@ std::optional<std::string> SourceFileCache::line(const std::string& file, int64_
   return (*lines)[line_number - 1];
 }
 
-namespace {
-
-// Where a line leaves Python's tokenizer: the bracket depth, whether a triple-quoted string is
-// still open (and with which quote), whether the line ends in a backslash.
-struct LineState {
-  int depth = 0;
-  char triple = 0;
-  bool backslash = false;
-};
-
-void scanLine(std::string_view text, LineState& state) {
-  state.backslash = false;
-  char quote = 0;
-  for (size_t position = 0; position < text.size(); ++position) {
-    char character = text[position];
-    bool triple_here = position + 2 < text.size() && text[position + 1] == character &&
-                       text[position + 2] == character;
-    if (state.triple) {
-      if (character == '\\') {
-        ++position;
-      } else if (character == state.triple && triple_here) {
-        state.triple = 0;
-        position += 2;
-      }
-      continue;
-    }
-    if (quote) {
-      if (character == '\\') {
-        ++position;
-      } else if (character == quote) {
-        quote = 0;
-      }
-      continue;
-    }
-    if (character == '#') return;
-    if (character == '"' || character == '\'') {
-      if (triple_here) {
-        state.triple = character;
-        position += 2;
-      } else {
-        quote = character;
-      }
-      continue;
-    }
-    if (character == '(' || character == '[' || character == '{') ++state.depth;
-    if (character == ')' || character == ']' || character == '}') {
-      // Below zero: the scan began inside a statement's brackets; they close here.
-      state.depth = std::max(state.depth - 1, 0);
-    }
-  }
-  size_t last = text.find_last_not_of(" \t");
-  state.backslash = last != std::string_view::npos && text[last] == '\\';
-}
-
-}  // namespace
-
 std::optional<std::string> SourceFileCache::statement(const std::string& file, int64_t first_line) {
   constexpr int64_t kMostLines = 200;
   std::string text;
-  LineState state;
+  PythonCursor cursor;
   for (int64_t number = first_line; number < first_line + kMostLines; ++number) {
     std::optional<std::string> next = line(file, number);
     if (!next) return number == first_line ? std::nullopt : std::optional<std::string>(text);
     if (number > first_line) text += '\n';
     text += *next;
-    scanLine(*next, state);
-    if (state.depth == 0 && !state.triple && !state.backslash) break;
+    cursor.readAll(*next);
+    if (cursor.endsStatement()) break;
   }
   return text;
 }
@@ -424,12 +503,12 @@ int64_t SourceFileCache::statementStart(const std::string& file, int64_t line_nu
     }
   }
   if (first == 0) return start;  // no function found: the line itself
-  LineState state;
+  PythonCursor cursor;
   for (int64_t number = first; number <= line_number; ++number) {
     std::optional<std::string> text = line(file, number);
     if (!text) return start = line_number;
-    if (state.depth == 0 && !state.triple && !state.backslash) start = number;
-    scanLine(*text, state);
+    if (cursor.endsStatement()) start = number;
+    cursor.readAll(*text);
   }
   return start;
 }

@@ -11,6 +11,74 @@
 
 namespace memtrace::estimator {
 
+// Python source read as Python's tokenizer reads it, one character of code at a time, past
+// strings and comments, with the depth of brackets. Every quote form is a string: '...',
+// "...", '''...''', """...""", with the prefixes r, b, f, u, t in either case and their
+// combinations (rb, Rb, fr, ...); a backslash escapes the character after it, in raw strings
+// too (r"\"" is one string: only the escape's meaning differs there); in f-strings `{{` and
+// `}}` are text and `{...}` a replacement field, read as code, whose strings may use the
+// f-string's own quote (Python 3.12, PEP 701). A string that is not triple-quoted ends with its
+// line unless a backslash escapes the line's end (an unterminated one, which Python rejects,
+// is read as closed there). Every reader of Python text in the estimator goes through it.
+//
+// A statement read line by line keeps its state from one line to the next: brackets open, a
+// triple-quoted string, an f-string's field.
+class PythonCursor {
+ public:
+  PythonCursor() = default;
+  explicit PythonCursor(std::string_view text) { read(text); }
+
+  // Goes on into `text` (the statement's next line, or a whole text), where the last left off.
+  void read(std::string_view text);
+  // read(text), then to its end.
+  void readAll(std::string_view text);
+  // Moves to the next character of code; false at the end of the text.
+  bool next();
+  // The character of code next() moved to, and where it is in the text.
+  char character() const { return text_[position_]; }
+  size_t position() const { return position_; }
+
+  // Brackets open, the character just read included. A closing bracket with none open closes
+  // one opened before the text began: the depth stays 0, and closedUnopened() says so.
+  int depth() const { return depth_; }
+  bool closedUnopened() const { return closed_unopened_; }
+  // Whether a string or a comment was passed over.
+  bool passedStringOrComment() const { return passed_string_or_comment_; }
+  // Whether the text read so far ends inside a string (or one of its fields).
+  bool inString() const { return !open_.empty(); }
+  // Whether the text read ends a statement: no bracket or string open, and its line does not
+  // end in a backslash. Meaningful once next() has returned false.
+  bool endsStatement() const { return depth_ == 0 && open_.empty() && !continues_; }
+
+ private:
+  // A string, or a replacement field of an f-string: what the cursor is inside of.
+  struct Open {
+    char quote = 0;  // the string's quote; 0: a replacement field
+    bool triple = false;
+    bool raw = false;
+    bool formatted = false;    // an f-string (or a t-string): `{` opens a field
+    int depth = 0;             // a field's own brackets
+    bool format_spec = false;  // a field past its `:`: text, and `{...}` nested fields
+  };
+
+  void openStringAt(size_t prefix_length);
+  void readInString();
+  void readInField(char character);
+  void readInFormatSpec();
+  void endLine();
+
+  std::string_view text_;
+  size_t next_ = 0;
+  size_t position_ = 0;
+  std::vector<Open> open_;  // outermost first
+  int depth_ = 0;
+  bool closed_unopened_ = false;
+  bool passed_string_or_comment_ = false;
+  bool continues_ = false;    // the text ends in a backslash outside strings
+  bool escaped_end_ = false;  // the text ends in a backslash inside a string
+  bool last_was_backslash_ = false;
+};
+
 // The names a Python statement binds: `out = ...` -> {out}; `q, k, v = ...` -> {q, k, v};
 // `(a, b) = ...`, `x: Tensor = ...`, `out += ...` likewise. Attribute and subscript targets
 // (`self.x = ...`, `d[k] = ...`) bind no local name and give nothing, as does anything that

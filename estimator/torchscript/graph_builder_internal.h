@@ -5,14 +5,20 @@
 //   graph_builder.cpp           the driver: build() and the forward's inputs, node dispatch,
 //                               calls into other graphs
 //   graph_builder_branches.cpp  prim::If and prim::Loop, and where their values are dropped
+//   graph_builder_data.cpp      ops whose size depends on the data (Note [Data-dependent
+//                               sizes]), index values known on the host
+//   graph_builder_devices.cpp   the device estimated for, and a trace's recorded devices
+//                               (Note [Traces from any device])
 //   graph_builder_names.cpp     Python stacks and names: locations, statements of traced graphs
 //   graph_builder_ops.cpp       running one op: registered operators, interpreter instructions,
-//                               constants, unsized ops, the memory events of a node
+//                               constants, unsized ops, the four ways to size an op, the memory
+//                               events of a node
 //   graph_builder_values.cpp    weights, module attributes, the neutral value of a runtime one
 
 #include <ATen/ATen.h>
 #include <torch/csrc/jit/api/module.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -182,6 +188,33 @@ class GraphBuilder {
   void runIf(jit::Node* node, Frame& frame, Environment& environment);
   void runLoop(jit::Node* node, Frame& frame, Environment& environment);
   void runOperator(jit::Node* node, Frame& frame, Environment& environment);
+  // An op's outputs, and what its kernels allocated and released making them.
+  struct SizedOp {
+    std::vector<c10::IValue> outputs;
+    std::vector<MetaAllocationEvent> allocations;
+  };
+  // The four ways runOperator sizes an op, each with the meta allocator recording. Nothing
+  // from sizeByCount and sizeByShapeFunction: the size is unknown; from sizeByRule: the rule
+  // declined; from sizeByMetaKernel: the op has no meta kernel.
+  std::optional<SizedOp> sizeByCount(jit::Node* node, Frame& frame, const std::vector<Slot>& inputs,
+                                     const jit::Stack& stack);
+  std::optional<SizedOp> sizeByRule(jit::Node* node, Frame& frame, const std::vector<Slot>& inputs,
+                                    const c10::FunctionSchema& schema, const jit::Stack& stack);
+  std::optional<SizedOp> sizeByMetaKernel(jit::Node* node, Frame& frame,
+                                          const std::vector<Slot>& inputs,
+                                          const std::optional<jit::Operation>& instruction,
+                                          jit::Stack& stack);
+  std::optional<SizedOp> sizeByShapeFunction(jit::Node* node, Frame& frame,
+                                             const std::vector<Slot>& inputs);
+  // Runs `size` with the meta allocator recording, and returns what it allocated and released;
+  // what it throws fails the op, its message after `failure` when one is given.
+  std::vector<MetaAllocationEvent> recordSizing(jit::Node* node, Frame& frame,
+                                                const std::vector<Slot>& inputs,
+                                                const std::function<void()>& size,
+                                                const std::string& failure = "");
+  // The op's outputs into the environment, and its node into the graph when it touches tensors.
+  void finishOperator(jit::Node* node, Frame& frame, Environment& environment,
+                      const std::vector<Slot>& inputs, const SizedOp& sized, bool data_dependent);
   void runUnsized(jit::Node* node, Frame& frame, Environment& environment,
                   const std::vector<Slot>& inputs, const std::string& reason, AssumptionKind kind);
   std::vector<Slot> runBranch(jit::Block* block, Frame& frame, Environment& environment);

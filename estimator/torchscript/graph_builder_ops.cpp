@@ -2,6 +2,7 @@
 #include <torch/csrc/jit/runtime/jit_exception.h>
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -18,6 +19,11 @@ std::string shapeText(const at::Tensor& tensor) {
     text += (text.size() > 1 ? ", " : "") + std::to_string(dimension);
   }
   return text + "]";
+}
+
+bool producesTensors(const jit::Node* node) {
+  return std::any_of(node->outputs().begin(), node->outputs().end(),
+                     [](const jit::Value* output) { return holdsTensors(output->type()); });
 }
 
 bool isMetaLimitation(const std::exception& error) {
@@ -266,10 +272,7 @@ void GraphBuilder::runUnsized(jit::Node* node, Frame& frame, Environment& enviro
     }
     environment[output] = slot;
   }
-  bool produces_tensors =
-      std::any_of(node->outputs().begin(), node->outputs().end(),
-                  [](const jit::Value* output) { return holdsTensors(output->type()); });
-  if (produces_tensors) {
+  if (producesTensors(node)) {
     graph_.assumptions.push_back({kind, node->kind().toQualString(), location.stack, reason,
                                   /*makes_lower_bound=*/true});
   }
@@ -350,9 +353,7 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
                       AssumptionKind::kUnsizedDependency);
   }
 
-  bool touches_tensors = false;
-  bool makes_tensors = std::any_of(node->outputs().begin(), node->outputs().end(),
-                                   [](const jit::Value* out) { return holdsTensors(out->type()); });
+  bool makes_tensors = producesTensors(node);
   jit::Stack stack;
   stack.reserve(inputs.size());
   bool keeps_host = keepsHostDevice(node, inputs);
@@ -367,128 +368,145 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
     } else {
       stack.push_back(value);
     }
-    touches_tensors = touches_tensors || value.isTensor() || value.isList() || value.isTuple() ||
-                      value.isGenericDict();
-  }
-  for (const jit::Value* output : node->outputs()) {
-    touches_tensors = touches_tensors || holdsTensors(output->type());
   }
 
-  std::vector<c10::IValue> outputs;
-  std::vector<MetaAllocationEvent> allocations;
-  const c10::FunctionSchema* schema = node->maybeSchema();
-  bool skip_meta = schema && without_meta_kernel_.count(schema);
+  // Four ways to size an op: a data-dependent one by its count (Note [Data-dependent sizes]),
+  // one of the rule table by its rule (Note [Op rules]), any other by its meta kernel; one
+  // whose rule declines or that has no meta kernel by PyTorch's shape function.
   bool data_dependent = isDataDependent(node, stack);
+  std::optional<SizedOp> sized;
   if (data_dependent) {
-    std::string how;
-    std::optional<std::vector<c10::IValue>> sized;
-    recorder_.begin();
-    try {
-      sized = sizeDataDependent(node, stack, how);
-    } catch (const std::exception& error) {
-      recorder_.end();
-      failOp(node, locate(node, frame), inputs, errorMessage(error));
-    }
-    allocations = recorder_.end();
+    sized = sizeByCount(node, frame, inputs, stack);
     if (!sized) {
       return runUnsized(node, frame, environment, inputs,
                         "how many elements it selects depends on the data: --assume-worst-case "
                         "bounds it; mem_tracer.estimate passes the example input's counts",
                         AssumptionKind::kUnknownOp);
     }
-    outputs = std::move(*sized);
-    graph_.assumptions.push_back({AssumptionKind::kDataDependentSize, node->kind().toQualString(),
-                                  locate(node, frame).stack,
-                                  std::string(node->kind().toQualString()) + ": " + how,
-                                  /*makes_lower_bound=*/false});
-    skip_meta = false;
-  } else if (schema && OpRules::handles(*schema)) {
-    recorder_.begin();
-    std::optional<OpRuleResult> ruled;
-    try {
-      ruled = op_rules_.run(*schema, std::vector<c10::IValue>(stack.begin(), stack.end()));
-    } catch (const std::exception& error) {
-      recorder_.end();
-      failOp(node, locate(node, frame), inputs, errorMessage(error));
+  } else {
+    const c10::FunctionSchema* schema = node->maybeSchema();
+    if (schema && OpRules::handles(*schema)) {
+      sized = sizeByRule(node, frame, inputs, *schema, stack);
+    } else if (!without_meta_kernel_.count(schema)) {
+      sized = sizeByMetaKernel(node, frame, inputs, instruction, stack);
     }
-    allocations = recorder_.end();
-    if (!ruled) {
-      skip_meta = true;  // declined: sized below as an op without a meta kernel
-    } else {
-      outputs = std::move(ruled->outputs);
-      if (!ruled->kernel.empty()) {
-        graph_.kernel_choices.push_back(
-            {node->kind().toQualString(), ruled->kernel, ruled->why, locate(node, frame).stack});
-      }
-    }
-  } else if (!skip_meta) {
-    checkIndexBounds(node, inputs, frame);
-    auto operation = operations_.find(node);
-    if (operation == operations_.end()) {
-      operation =
-          operations_.emplace(node, instruction ? *instruction : node->getOperation()).first;
-    }
-    recorder_.begin();
-    try {
-      operation->second(stack);
-      outputs.assign(std::make_move_iterator(stack.begin()), std::make_move_iterator(stack.end()));
-    } catch (const ModelRaised&) {
-      recorder_.end();
-      throw;
-    } catch (const jit::JITException& raised) {
-      recorder_.end();
-      throw ModelRaised{firstLineOf(raised.what()), locate(node, frame).stack};
-    } catch (const std::exception& error) {
-      if (!isMetaLimitation(error)) {
-        recorder_.end();
-        Location location = locate(node, frame);
-        failOp(node, location, inputs, errorMessage(error));
-      }
-      if (schema) without_meta_kernel_.insert(schema);
-      skip_meta = true;
-    }
-    allocations = recorder_.end();
-  }
-  if (skip_meta) {
-    bool produces_tensors =
-        std::any_of(node->outputs().begin(), node->outputs().end(),
-                    [](const jit::Value* output) { return holdsTensors(output->type()); });
-    if (!produces_tensors) {
+    if (!sized && !makes_tensors) {
       // A number read from tensor data (item, Bool, is_nonzero): unknown, and whatever
       // depends on it is resolved by the If and Loop rules.
       return runUnsized(node, frame, environment, inputs, "depends on tensor data",
                         AssumptionKind::kUnsizedDependency);
     }
-    std::vector<c10::IValue> values;
-    for (const Slot& slot : inputs) values.push_back(slot.value);
-    std::optional<std::vector<c10::IValue>> sized;
-    recorder_.begin();
-    try {
-      sized = shape_functions_.size(node, values);
-    } catch (const std::exception& error) {
-      recorder_.end();
-      Location location = locate(node, frame);
-      failOp(node, location, inputs,
-             "PyTorch's shape function for it fails (" + errorMessage(error) + ")");
-    }
-    allocations = recorder_.end();
+    if (!sized) sized = sizeByShapeFunction(node, frame, inputs);
     if (!sized) {
       return runUnsized(node, frame, environment, inputs,
                         "no meta kernel and no shape function: its output size is unknown (it "
                         "may depend on tensor data)",
                         AssumptionKind::kUnknownOp);
     }
-    outputs = std::move(*sized);
   }
+  finishOperator(node, frame, environment, inputs, *sized, data_dependent);
+}
 
+std::vector<MetaAllocationEvent> GraphBuilder::recordSizing(jit::Node* node, Frame& frame,
+                                                            const std::vector<Slot>& inputs,
+                                                            const std::function<void()>& size,
+                                                            const std::string& failure) {
+  MetaAllocationScope recording(recorder_);
+  try {
+    size();
+  } catch (const std::exception& error) {
+    failOp(node, locate(node, frame), inputs,
+           failure.empty() ? errorMessage(error) : failure + " (" + errorMessage(error) + ")");
+  }
+  return recording.events();
+}
+
+std::optional<GraphBuilder::SizedOp> GraphBuilder::sizeByCount(jit::Node* node, Frame& frame,
+                                                               const std::vector<Slot>& inputs,
+                                                               const jit::Stack& stack) {
+  std::string how;
+  std::optional<std::vector<c10::IValue>> outputs;
+  std::vector<MetaAllocationEvent> allocations =
+      recordSizing(node, frame, inputs, [&] { outputs = sizeDataDependent(node, stack, how); });
+  if (!outputs) return std::nullopt;
+  graph_.assumptions.push_back({AssumptionKind::kDataDependentSize, node->kind().toQualString(),
+                                locate(node, frame).stack,
+                                std::string(node->kind().toQualString()) + ": " + how,
+                                /*makes_lower_bound=*/false});
+  return SizedOp{std::move(*outputs), std::move(allocations)};
+}
+
+std::optional<GraphBuilder::SizedOp> GraphBuilder::sizeByRule(jit::Node* node, Frame& frame,
+                                                              const std::vector<Slot>& inputs,
+                                                              const c10::FunctionSchema& schema,
+                                                              const jit::Stack& stack) {
+  std::optional<OpRuleResult> ruled;
+  std::vector<MetaAllocationEvent> allocations = recordSizing(node, frame, inputs, [&] {
+    ruled = op_rules_.run(schema, std::vector<c10::IValue>(stack.begin(), stack.end()));
+  });
+  if (!ruled) return std::nullopt;  // declined
+  if (!ruled->kernel.empty()) {
+    graph_.kernel_choices.push_back(
+        {node->kind().toQualString(), ruled->kernel, ruled->why, locate(node, frame).stack});
+  }
+  return SizedOp{std::move(ruled->outputs), std::move(allocations)};
+}
+
+std::optional<GraphBuilder::SizedOp> GraphBuilder::sizeByMetaKernel(
+    jit::Node* node, Frame& frame, const std::vector<Slot>& inputs,
+    const std::optional<jit::Operation>& instruction, jit::Stack& stack) {
+  checkIndexBounds(node, inputs, frame);
+  auto operation = operations_.find(node);
+  if (operation == operations_.end()) {
+    operation = operations_.emplace(node, instruction ? *instruction : node->getOperation()).first;
+  }
+  MetaAllocationScope recording(recorder_);
+  try {
+    operation->second(stack);
+  } catch (const jit::JITException& raised) {
+    throw ModelRaised{firstLineOf(raised.what()), locate(node, frame).stack};
+  } catch (const std::exception& error) {
+    if (!isMetaLimitation(error)) failOp(node, locate(node, frame), inputs, errorMessage(error));
+    if (const c10::FunctionSchema* schema = node->maybeSchema()) {
+      without_meta_kernel_.insert(schema);
+    }
+    return std::nullopt;  // no meta kernel
+  }
+  std::vector<MetaAllocationEvent> allocations = recording.events();
+  return SizedOp{std::vector<c10::IValue>(std::make_move_iterator(stack.begin()),
+                                          std::make_move_iterator(stack.end())),
+                 std::move(allocations)};
+}
+
+std::optional<GraphBuilder::SizedOp> GraphBuilder::sizeByShapeFunction(
+    jit::Node* node, Frame& frame, const std::vector<Slot>& inputs) {
+  std::vector<c10::IValue> values;
+  for (const Slot& slot : inputs) values.push_back(slot.value);
+  std::optional<std::vector<c10::IValue>> outputs;
+  std::vector<MetaAllocationEvent> allocations = recordSizing(
+      node, frame, inputs, [&] { outputs = shape_functions_.size(node, values); },
+      "PyTorch's shape function for it fails");
+  if (!outputs) return std::nullopt;
+  return SizedOp{std::move(*outputs), std::move(allocations)};
+}
+
+void GraphBuilder::finishOperator(jit::Node* node, Frame& frame, Environment& environment,
+                                  const std::vector<Slot>& inputs, const SizedOp& sized,
+                                  bool data_dependent) {
+  const std::vector<c10::IValue>& outputs = sized.outputs;
   for (size_t index = 0; index < node->outputs().size() && index < outputs.size(); ++index) {
     environment[node->outputs()[index]] = Slot{outputs[index], true, ValueId()};
   }
+  bool touches_tensors =
+      producesTensors(node) || std::any_of(inputs.begin(), inputs.end(), [](const Slot& slot) {
+        const c10::IValue& value = slot.value;
+        return value.isTensor() || value.isList() || value.isTuple() || value.isGenericDict();
+      });
   if (!touches_tensors) return;
   if (!data_dependent) trackKnownValues(node, inputs, outputs);
   Location location = locate(node, frame);
   NodeId id = emitNode(node, location, frame, inputs);
-  recordOutputs(id, outputs, allocations);
+  recordOutputs(id, outputs, sized.allocations);
   // A list or tuple the tracer built without a source location holds the arguments of the
   // op after it (`torch.cat([self.keys, key_states])`), which may be the next statement's:
   // it is no statement's value (a statement's value is what its last op produced).

@@ -46,4 +46,28 @@ class MetaAllocationRecorder {
   c10::Allocator* previous_;
 };
 
+// The recording of one op: begin() when made, end() by events(), or by the destructor when the
+// op throws (what it allocated is then not kept).
+class MetaAllocationScope {
+ public:
+  explicit MetaAllocationScope(MetaAllocationRecorder& recorder) : recorder_(recorder) {
+    recorder_.begin();
+  }
+  ~MetaAllocationScope() {
+    if (open_) recorder_.end();
+  }
+  MetaAllocationScope(const MetaAllocationScope&) = delete;
+  MetaAllocationScope& operator=(const MetaAllocationScope&) = delete;
+
+  // Ends the recording: what the op allocated and released, in order.
+  std::vector<MetaAllocationEvent> events() {
+    open_ = false;
+    return recorder_.end();
+  }
+
+ private:
+  MetaAllocationRecorder& recorder_;
+  bool open_ = true;
+};
+
 }  // namespace memtrace::estimator::torchscript

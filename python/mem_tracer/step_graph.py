@@ -35,9 +35,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import training
+
 FORMAT = "memtrace-graph"
 VERSION = 1
-CATEGORIES = ("parameter", "gradient", "optimizer_state", "activation", "input", "temporary")
+# The categories a storage of the step gets: the trace format's (training.CATEGORIES) but
+# "unknown", which a trace gives an allocation nobody named; here every storage is decided at
+# the step's end (temporary when nothing else). Also the order of an estimate's breakdown.
+CATEGORIES = training.CATEGORIES[1:]
 _MAX_FRAMES = 48
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # torch's own machinery between the model's code and the dispatch mode: not where an op is.

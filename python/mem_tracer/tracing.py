@@ -7,14 +7,12 @@ import contextlib
 import ctypes
 import os
 import sys
-import threading
 import warnings
-import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from . import _native, training
+from . import _modules, _native, training
 from .errors import MemTracerError
 
 # The stacks recorded with each allocation (the library's MEMTRACE_STACKS): Python frames,
@@ -22,11 +20,8 @@ from .errors import MemTracerError
 Stacks = Literal["python", "native", "all", "none"]
 STACK_MODES: tuple[str, ...] = get_args(Stacks)
 
-_lock = threading.Lock()
 _last_trace: Path | None = None  # the file of the last start_tracing(), open or closed
 _switched = False
-_module_hooks: list[Any] = []
-_module_names: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 def switch_allocator() -> None:
@@ -129,9 +124,9 @@ def start_tracing(output: str | os.PathLike[str] | None = None, *, model: Any = 
     if started != 0:
         raise MemTracerError(f"start_tracing(): {_native.last_error()}")
     if model is not None:
-        _name_modules(model, "model")
+        _modules.name_modules(model, "model")
     if modules:
-        _install_module_hooks()
+        _modules.install_forward_hooks()
     training.install(model, modules=modules)
     global _last_trace
     _last_trace = output_path()
@@ -162,7 +157,7 @@ def stop_tracing() -> None:
 
     MemTracerError when tracing is not running, or when the trace could not be written (the
     message says why: a full disk...)."""
-    _remove_module_hooks()
+    _modules.remove_forward_hooks()
     training.uninstall()
     library = _native.library()
     was_tracing = bool(library.memtrace_is_tracing())
@@ -227,7 +222,7 @@ def trace(output: str | os.PathLike[str] | None = None, *, model: Any = None,
 
 def _finish_trace() -> list[str]:
     """Stops and closes the trace of trace(); returns what went wrong, a message each."""
-    _remove_module_hooks()
+    _modules.remove_forward_hooks()
     training.uninstall()
     library = _native.library()
     problems: list[str] = []
@@ -285,46 +280,3 @@ def reset_peak_memory_stats(device: int | None = None) -> None:
     """Sets the peak to what is live now (all devices, or one)."""
     _native.library().memtrace_reset_peak(-1 if device is None else device)
 
-
-# ---- nn.Module attribution ---------------------------------------------------------------
-
-
-def _name_modules(root: Any, prefix: str) -> None:
-    for name, module in root.named_modules():
-        _module_names.setdefault(module, f"{prefix}.{name}" if name else prefix)
-
-
-def _module_path(module: Any) -> str:
-    path = _module_names.get(module)
-    if path is None:
-        # Called with no known name: a root of its own, named by its class.
-        _name_modules(module, type(module).__name__)
-        path = _module_names[module]
-    return path
-
-
-def _enter_module(module: Any, args: Any) -> None:
-    _native.library().memtrace_module_enter(_module_path(module).encode())
-
-
-def _exit_module(module: Any, args: Any, output: Any) -> None:
-    _native.library().memtrace_module_exit()
-
-
-def _install_module_hooks() -> None:
-    with _lock:
-        if _module_hooks:
-            return
-        try:
-            from torch.nn.modules import module as torch_module
-        except ImportError:
-            return
-        _module_hooks.append(torch_module.register_module_forward_pre_hook(_enter_module))
-        # always_call: the exit runs even when forward raises, so the stacks stay balanced.
-        _module_hooks.append(torch_module.register_module_forward_hook(_exit_module, always_call=True))
-
-
-def _remove_module_hooks() -> None:
-    with _lock:
-        while _module_hooks:
-            _module_hooks.pop().remove()

@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any, Callable
 
-from . import _backward, _native
+from . import _backward, _modules, _native
 
 # The numbers the trace format gives them (tracer/format/records.h: Category, TrainingPhase).
 CATEGORIES = ("unknown", "parameter", "gradient", "optimizer_state", "activation", "input",
@@ -47,8 +47,7 @@ _inputs: set[int] = set()  # of the running root forward's inputs
 _forward_depth = 0  # the root module's forward calls running (it may call itself)
 _pushed_hooks: list[bool] = []  # per running root forward: whether it pushed a hooks pair
 _thread = threading.local()  # .backward_module: a module this thread entered in backward
-_torch: Any = None  # torch and tracing._module_path, bound by install() (tracing imports us)
-_module_path: Any = None
+_torch: Any = None  # torch, bound by install()
 
 
 def _default_address(tensor: Any) -> int | None:
@@ -310,7 +309,7 @@ def _module_forward_ends(module: Any, args: Any, output: Any) -> None:
         return
     path = _encoded_paths.get(module)
     if path is None:
-        path = _encoded_paths[module] = _module_path(module).encode()
+        path = _encoded_paths[module] = _modules.module_path(module).encode()
     _watch_backward(output, path, args)
 
 
@@ -321,7 +320,7 @@ def install(model: Any = None, *, modules: bool = True, announce: bool = True) -
     """Installs the hooks (start_tracing() calls it): the optimizer's always, the root
     module's when `model` is given, and the backward module attribution when `modules`.
     `announce` writes the first training record now (the trace is a training one from here)."""
-    global _model, _torch, _module_path
+    global _model, _torch
     with _lock:
         if _handles:
             # Tracing started again (maybe into another file): tell the parameters again.
@@ -336,7 +335,6 @@ def install(model: Any = None, *, modules: bool = True, announce: bool = True) -
         except ImportError:
             return
         _torch = torch
-        from .tracing import _module_path
         _handles.append(torch_optimizer.register_optimizer_step_pre_hook(_before_step))
         _handles.append(torch_optimizer.register_optimizer_step_post_hook(_after_step))
         lending = _backward.lend_stacks_to_autograd(torch)

@@ -30,10 +30,10 @@ from training_truth import measure_step  # noqa: E402
 
 import mem_tracer  # noqa: E402
 from mem_tracer.plan import _blocks  # noqa: E402
+from mem_tracer.step_graph import CATEGORIES  # noqa: E402
 
 TOLERANCE = 0.03
 BATCH = 2
-CATEGORIES = ("parameter", "gradient", "optimizer_state", "activation", "input", "temporary")
 OPTIMIZERS = {
     "sgd": lambda parameters: torch.optim.SGD(parameters, lr=0.01, momentum=0.9),
     "adamw": lambda parameters: torch.optim.AdamW(parameters, lr=1e-3),

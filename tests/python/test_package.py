@@ -1,5 +1,6 @@
 """The mem_tracer package, in subprocesses, against the test CUDA runtime (PyTorch's own
 registration of the allocator needs a CUDA build of torch: tests/gpu covers it)."""
+import ast
 import json
 import re
 import shutil
@@ -82,6 +83,43 @@ def test_module_attribution(build, tmp_path, naming):
         f"{root}.layers.0.attn": 3 << 20, f"{root}.layers.1.attn": 3 << 20,
         f"{root}.layers.0.mlp": 1 << 20, f"{root}.layers.1.mlp": 1 << 20,
         root: 7 << 20, "<no module>": 5 << 20}
+
+
+def package_imports():
+    """Each module of the package -> the package's modules it imports, at the top or inside a
+    function (a lazy import closes a circle as well)."""
+    modules = {path.stem: path for path in (PACKAGE / "mem_tracer").glob("*.py")}
+
+    def imported_by(node):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:  # from . import x, from .x import
+            return [node.module] if node.module else [a.name for a in node.names if a.name in modules]
+        if isinstance(node, ast.ImportFrom) and node.module.startswith("mem_tracer"):
+            return [node.module.removeprefix("mem_tracer").removeprefix(".") or "__init__"]
+        if isinstance(node, ast.Import):
+            return [a.name.removeprefix("mem_tracer").removeprefix(".") or "__init__"
+                    for a in node.names if a.name.split(".")[0] == "mem_tracer"]
+        return []
+
+    return {name: {imported.split(".")[0] for node in ast.walk(ast.parse(path.read_text()))
+                   for imported in imported_by(node)}
+            for name, path in modules.items()}
+
+
+def test_no_module_of_the_package_imports_one_that_imports_it():
+    imports = package_imports()
+    assert {"tracing", "training"} <= imports.keys() and "training" in imports["tracing"]
+
+    def circle_from(module, path):
+        for imported in sorted(imports[module]):
+            if imported in path:
+                return path[path.index(imported):] + [imported]
+            found = circle_from(imported, path + [imported])
+            if found:
+                return found
+        return None
+
+    for module in sorted(imports):
+        assert circle_from(module, [module]) is None, module
 
 
 def test_run_traces_an_unmodified_script(build, tmp_path):

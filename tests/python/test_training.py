@@ -15,8 +15,6 @@ from memtrace_testing import ROOT, Build, parse_records, run
 
 SCRIPTS = Path(__file__).parent / "scripts"
 PACKAGE = ROOT / "python"
-CATEGORIES = ["unknown", "parameter", "gradient", "optimizer_state", "activation", "input",
-              "temporary"]
 
 
 def train(tmp_path, model, optimizer, *extra):

@@ -8,6 +8,17 @@
 
 namespace memtrace::reader {
 
+namespace {
+
+// Adds a record's entry to its table; returns the id the entry gets.
+template <typename Entry>
+uint32_t append(std::vector<Entry>& table, Entry entry) {
+  table.push_back(std::move(entry));
+  return static_cast<uint32_t>(table.size() - 1);
+}
+
+}  // namespace
+
 const Device* Tables::device(int index) const {
   for (const Device& device : devices)
     if (device.device == index) return &device;
@@ -157,6 +168,231 @@ int TraceReader::deviceIndex(int64_t index, const char* record) const {
          ", past the devices a trace can name (-1 to " + std::to_string(format::kMaxDevices - 1) +
          ")");
   return static_cast<int>(index);
+}
+
+// ---- the records, one function each ----------------------------------------------------
+// In the order of RecordType (records.h); readEvent is in reader.h.
+
+const ProcessInfo& TraceReader::readProcessInfo() {
+  if (seen_process_info_) fail("a second process information record");
+  ProcessInfo& info = tables_.process;
+  info.pid = static_cast<int64_t>(varint());
+  info.parent_pid = static_cast<int64_t>(varint());
+  info.start_unix_ns = varint();
+  info.start_monotonic_ns = varint();
+  std::string command_line = bytes();
+  info.command_line.clear();
+  for (size_t begin = 0; begin <= command_line.size();) {
+    size_t end = command_line.find('\0', begin);
+    if (end == std::string::npos) end = command_line.size();
+    info.command_line.push_back(command_line.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  info.executable = bytes();
+  info.host_name = bytes();
+  info.tracer_version = bytes();
+  uint8_t mode = byte();
+  if (mode > static_cast<uint8_t>(format::StackMode::kAll)) fail("an unknown stack mode");
+  info.stack_mode = static_cast<format::StackMode>(mode);
+  info.python_depth = static_cast<uint32_t>(varint());
+  info.native_depth = static_cast<uint32_t>(varint());
+  info.free_stacks = byte() != 0;
+  seen_process_info_ = true;
+  last_time_ = 0;
+  return info;
+}
+
+uint32_t TraceReader::readString() {
+  return append(tables_.strings, bytes());
+}
+
+uint32_t TraceReader::readPythonFrame() {
+  PythonFrame frame;
+  frame.file = static_cast<uint32_t>(varint());
+  frame.function = static_cast<uint32_t>(varint());
+  frame.line = static_cast<int32_t>(varint());
+  checkId(frame.file, tables_.strings.size(), "string");
+  checkId(frame.function, tables_.strings.size(), "string");
+  return append(tables_.python_frames, frame);
+}
+
+uint32_t TraceReader::readPythonStack() {
+  StackNode node;
+  node.parent = static_cast<uint32_t>(varint());
+  node.frame = static_cast<uint32_t>(varint());
+  checkId(node.parent, tables_.python_stacks.size(), "Python stack");
+  checkId(node.frame, tables_.python_frames.size(), "Python frame");
+  if (node.frame == 0) fail("a Python stack node without a frame");
+  return append(tables_.python_stacks, node);
+}
+
+uint32_t TraceReader::readNativeStack() {
+  NativeNode node;
+  node.parent = static_cast<uint32_t>(varint());
+  checkId(node.parent, tables_.native_stacks.size(), "native stack");
+  uint64_t parent_ip = node.parent ? tables_.native_stacks[node.parent].ip : 0;
+  node.ip = parent_ip + static_cast<uint64_t>(zigzag());
+  return append(tables_.native_stacks, node);
+}
+
+uint32_t TraceReader::readLoadedObject() {
+  LoadedObject object;
+  object.path = static_cast<uint32_t>(varint());
+  checkId(object.path, tables_.strings.size(), "string");
+  object.bias = varint();
+  object.build_id = bytes();
+  uint64_t count = varint();
+  if (count > 64) fail("a loaded object with more than 64 segments");
+  for (uint64_t i = 0; i < count; ++i) {
+    uint64_t start = varint();
+    object.segments.emplace_back(start, varint());
+  }
+  return append(tables_.loaded_objects, std::move(object));
+}
+
+const Device& TraceReader::readDevice() {
+  Device device;
+  device.device = deviceIndex(zigzag(), "a device record");
+  device.name = static_cast<uint32_t>(varint());
+  checkId(device.name, tables_.strings.size(), "string");
+  device.total_bytes = varint();
+  tables_.devices.push_back(device);
+  return tables_.devices.back();
+}
+
+const Context& TraceReader::readContext() {
+  context_.thread_id = static_cast<int64_t>(varint());
+  context_.device = deviceIndex(zigzag(), "a context");
+  context_.stream = varint();
+  uint8_t api = byte();
+  uint8_t level = byte();
+  if (api >= static_cast<uint8_t>(format::Api::kCount)) fail("an unknown API in a context");
+  if (level >= static_cast<uint8_t>(format::Level::kCount)) fail("an unknown level in a context");
+  context_.api = static_cast<format::Api>(api);
+  context_.level = static_cast<format::Level>(level);
+  current_module_ = 0;
+  for (const auto& [thread, module] : module_by_thread_)
+    if (thread == context_.thread_id) current_module_ = module;
+  return context_;
+}
+
+Marker TraceReader::readMarker() {
+  Marker marker;
+  last_time_ += varint();
+  marker.time_ns = last_time_;
+  uint8_t kind = byte();
+  if (kind >= static_cast<uint8_t>(format::MarkerKind::kCount)) fail("an unknown marker kind");
+  marker.kind = static_cast<format::MarkerKind>(kind);
+  marker.name = static_cast<uint32_t>(varint());
+  checkId(marker.name, tables_.strings.size(), "string");
+  if (marker.kind == format::MarkerKind::kTracingStarted) tracing_ = true;
+  if (marker.kind == format::MarkerKind::kTracingStopped ||
+      marker.kind == format::MarkerKind::kTraceClosed)
+    tracing_ = false;
+  return marker;
+}
+
+Event TraceReader::readFailedAlloc() {
+  Event event;
+  event.kind = EventKind::kFailedAlloc;
+  event.index = event_count_++;
+  last_time_ += varint();
+  event.time_ns = last_time_;
+  event.address = 0;
+  event.size = varint();
+  event.python_stack = static_cast<uint32_t>(varint());
+  event.native_stack = static_cast<uint32_t>(varint());
+  checkId(event.python_stack, tables_.python_stacks.size(), "Python stack");
+  checkId(event.native_stack, tables_.native_stacks.size(), "native stack");
+  event.traced = tracing_;
+  event.module = current_module_;
+  event.context = &context_;
+  return event;
+}
+
+uint32_t TraceReader::readModuleScope() {
+  uint32_t module = static_cast<uint32_t>(varint());
+  checkId(module, tables_.strings.size(), "string");
+  bool known = false;
+  for (auto& [thread, current] : module_by_thread_)
+    if (thread == context_.thread_id) {
+      current = module;
+      known = true;
+    }
+  if (!known) module_by_thread_.emplace_back(context_.thread_id, module);
+  current_module_ = module;
+  return module;
+}
+
+std::pair<uint64_t, format::Category> TraceReader::readCategory() {
+  uint64_t address = varint();
+  uint8_t category = byte();
+  if (category >= static_cast<uint8_t>(format::Category::kCount))
+    fail("an unknown category " + std::to_string(category));
+  return {address, static_cast<format::Category>(category)};
+}
+
+std::pair<uint64_t, format::TrainingPhase> TraceReader::readTrainingPhase() {
+  last_time_ += varint();
+  uint8_t phase = byte();
+  if (phase >= static_cast<uint8_t>(format::TrainingPhase::kCount))
+    fail("an unknown training phase " + std::to_string(phase));
+  return {last_time_, static_cast<format::TrainingPhase>(phase)};
+}
+
+std::pair<uint64_t, uint64_t> TraceReader::readStepEnd() {
+  last_time_ += varint();
+  uint64_t step = varint();
+  if (step == 0) fail("a step end numbered 0 (steps count from 1)");
+  return {last_time_, step};
+}
+
+const DistributedInfo& TraceReader::readDistributed() {
+  if (tables_.distributed) fail("a second rank description");
+  DistributedInfo info;
+  for (int64_t* field : {&info.rank, &info.world_size, &info.local_rank, &info.local_world_size,
+                         &info.group_rank, &info.restart_count}) {
+    *field = zigzag();
+    if (*field < -1) fail("a rank description with a negative field");
+  }
+  info.job_id = bytes();
+  if (info.world_size >= 0 && info.rank >= info.world_size)
+    fail("a rank description whose rank is past its world size");
+  tables_.distributed = std::move(info);
+  return *tables_.distributed;
+}
+
+MemoryMap TraceReader::readMemoryMap() {
+  MemoryMap map;
+  last_time_ += varint();
+  map.time_ns = last_time_;
+  map.address = varint();
+  map.size = varint();
+  map.offset = varint();
+  map.handle = varint();
+  return map;
+}
+
+AddressRange TraceReader::readAddressRange() {
+  AddressRange range;
+  last_time_ += varint();
+  range.time_ns = last_time_;
+  range.address = varint();
+  range.size = varint();
+  return range;
+}
+
+DeviceMemory TraceReader::readDeviceMemory() {
+  DeviceMemory reading;
+  last_time_ += varint();
+  reading.time_ns = last_time_;
+  reading.device = deviceIndex(zigzag(), "a device memory reading");
+  if (reading.device < 0) fail("a device memory reading without a device");
+  reading.free_bytes = varint();
+  reading.total_bytes = varint();
+  if (reading.free_bytes > reading.total_bytes)
+    fail("a device memory reading with more free bytes than total");
+  return reading;
 }
 
 }  // namespace memtrace::reader

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tracer/format/records.h"
@@ -220,14 +221,34 @@ class TraceReader {
   int deviceIndex(int64_t index, const char* record) const;
   uint64_t recordOffset() const;
 
+  // Reads the record at cursor_ and hands it to `visitor`: the one place records are told
+  // apart (a new record type is a case there and a read function below).
   template <typename Visitor>
   void readRecord(Visitor& visitor);
-  // One function per record type (version 2's records).
-  template <typename Visitor>
-  void readMemoryMap(Visitor& visitor);
-  AddressRange readAddressRange();
-  template <typename Visitor>
-  void readDeviceMemory(Visitor& visitor);
+  // One function per record type, reading its fields after the type byte as RecordWriter writes
+  // them (tracer/recorder/record_writer.cpp), checking them, and adding what the record defines
+  // to the tables: the record (or the id it was given) is returned for the visitor.
+  const ProcessInfo& readProcessInfo();
+  uint32_t readString();
+  uint32_t readPythonFrame();
+  uint32_t readPythonStack();
+  uint32_t readNativeStack();
+  uint32_t readLoadedObject();
+  const Device& readDevice();
+  const Context& readContext();
+  Marker readMarker();
+  Event readEvent(uint8_t type);  // an allocation or a free: the type byte holds bits of it
+  Event readFailedAlloc();
+  uint32_t readModuleScope();  // the module now running on the context's thread
+  std::pair<uint64_t, format::Category> readCategory();            // address, category
+  std::pair<uint64_t, format::TrainingPhase> readTrainingPhase();  // time, phase
+  std::pair<uint64_t, uint64_t> readStepEnd();                     // time, step
+  // Version 2's records.
+  const DistributedInfo& readDistributed();  // a rank of a torch.distributed job
+  MemoryMap readMemoryMap();
+  AddressRange readAddressRange();  // an unmap, a reservation or its release
+  DeviceMemory readDeviceMemory();
+
 
   std::string path_;
   std::FILE* file_ = nullptr;
@@ -269,243 +290,97 @@ void TraceReader::read(Visitor& visitor) {
   }
 }
 
+// Inline, unlike the other records' functions (reader.cpp): it runs once per event.
+inline Event TraceReader::readEvent(uint8_t type) {
+  using format::EventBits;
+  if (type & EventBits::kReserved) fail("an event with reserved bits set");
+  int kind = (type & EventBits::kFree) ? 1 : 0;
+  Event event;
+  event.kind = kind ? EventKind::kFree : EventKind::kAlloc;
+  event.index = event_count_++;
+  last_time_ += varint();
+  event.time_ns = last_time_;
+  // Unsigned: a delta times 256 wraps like the addresses do, where a signed one could
+  // overflow (undefined) on a crafted file.
+  uint64_t delta = static_cast<uint64_t>(zigzag());
+  if (type & EventBits::kAddressIn256) delta *= 256;
+  last_address_ += delta;
+  event.address = last_address_;
+  event.size = kind ? 0 : varint();
+  if (!(type & EventBits::kSamePythonStack)) {
+    last_python_stack_[kind] = static_cast<uint32_t>(varint());
+    checkId(last_python_stack_[kind], tables_.python_stacks.size(), "Python stack");
+  }
+  if (!(type & EventBits::kSameNativeStack)) {
+    last_native_stack_[kind] = static_cast<uint32_t>(varint());
+    checkId(last_native_stack_[kind], tables_.native_stacks.size(), "native stack");
+  }
+  event.python_stack = last_python_stack_[kind];
+  event.native_stack = last_native_stack_[kind];
+  event.traced = tracing_;
+  event.module = current_module_;
+  event.context = &context_;
+  return event;
+}
+
 template <typename Visitor>
 void TraceReader::readRecord(Visitor& visitor) {
-  using format::EventBits;
   using format::RecordType;
   uint8_t type = byte();
   if (!seen_process_info_ && type != static_cast<uint8_t>(RecordType::kProcessInfo))
     fail("the first record is not the process information");
-  if (type & EventBits::kEvent) {
-    if (type & EventBits::kReserved) fail("an event with reserved bits set");
-    int kind = (type & EventBits::kFree) ? 1 : 0;
-    Event event;
-    event.kind = kind ? EventKind::kFree : EventKind::kAlloc;
-    event.index = event_count_++;
-    last_time_ += varint();
-    event.time_ns = last_time_;
-    // Unsigned: a delta times 256 wraps like the addresses do, where a signed one could
-    // overflow (undefined) on a crafted file.
-    uint64_t delta = static_cast<uint64_t>(zigzag());
-    if (type & EventBits::kAddressIn256) delta *= 256;
-    last_address_ += delta;
-    event.address = last_address_;
-    event.size = kind ? 0 : varint();
-    if (!(type & EventBits::kSamePythonStack)) {
-      last_python_stack_[kind] = static_cast<uint32_t>(varint());
-      checkId(last_python_stack_[kind], tables_.python_stacks.size(), "Python stack");
-    }
-    if (!(type & EventBits::kSameNativeStack)) {
-      last_native_stack_[kind] = static_cast<uint32_t>(varint());
-      checkId(last_native_stack_[kind], tables_.native_stacks.size(), "native stack");
-    }
-    event.python_stack = last_python_stack_[kind];
-    event.native_stack = last_native_stack_[kind];
-    event.traced = tracing_;
-    event.module = current_module_;
-    event.context = &context_;
-    visitor.onEvent(event);
-    return;
-  }
+  if (type & format::EventBits::kEvent) return visitor.onEvent(readEvent(type));
   switch (static_cast<RecordType>(type)) {
-    case RecordType::kProcessInfo: {
-      if (seen_process_info_) fail("a second process information record");
-      ProcessInfo& info = tables_.process;
-      info.pid = static_cast<int64_t>(varint());
-      info.parent_pid = static_cast<int64_t>(varint());
-      info.start_unix_ns = varint();
-      info.start_monotonic_ns = varint();
-      std::string command_line = bytes();
-      info.command_line.clear();
-      for (size_t begin = 0; begin <= command_line.size();) {
-        size_t end = command_line.find('\0', begin);
-        if (end == std::string::npos) end = command_line.size();
-        info.command_line.push_back(command_line.substr(begin, end - begin));
-        begin = end + 1;
-      }
-      info.executable = bytes();
-      info.host_name = bytes();
-      info.tracer_version = bytes();
-      uint8_t mode = byte();
-      if (mode > static_cast<uint8_t>(format::StackMode::kAll)) fail("an unknown stack mode");
-      info.stack_mode = static_cast<format::StackMode>(mode);
-      info.python_depth = static_cast<uint32_t>(varint());
-      info.native_depth = static_cast<uint32_t>(varint());
-      info.free_stacks = byte() != 0;
-      seen_process_info_ = true;
-      last_time_ = 0;
-      visitor.onProcessInfo(info);
-      return;
-    }
-    case RecordType::kDistributed: {
-      if (tables_.distributed) fail("a second rank description");
-      DistributedInfo info;
-      for (int64_t* field : {&info.rank, &info.world_size, &info.local_rank, &info.local_world_size,
-                             &info.group_rank, &info.restart_count}) {
-        *field = zigzag();
-        if (*field < -1) fail("a rank description with a negative field");
-      }
-      info.job_id = bytes();
-      if (info.world_size >= 0 && info.rank >= info.world_size)
-        fail("a rank description whose rank is past its world size");
-      tables_.distributed = std::move(info);
-      visitor.onDistributed(*tables_.distributed);
-      return;
-    }
+    case RecordType::kProcessInfo:
+      return visitor.onProcessInfo(readProcessInfo());
+    case RecordType::kDistributed:
+      return visitor.onDistributed(readDistributed());
     case RecordType::kString: {
-      tables_.strings.push_back(bytes());
-      visitor.onString(static_cast<uint32_t>(tables_.strings.size() - 1), tables_.strings.back());
-      return;
+      uint32_t id = readString();
+      return visitor.onString(id, tables_.strings[id]);
     }
     case RecordType::kPythonFrame: {
-      PythonFrame frame;
-      frame.file = static_cast<uint32_t>(varint());
-      frame.function = static_cast<uint32_t>(varint());
-      frame.line = static_cast<int32_t>(varint());
-      checkId(frame.file, tables_.strings.size(), "string");
-      checkId(frame.function, tables_.strings.size(), "string");
-      tables_.python_frames.push_back(frame);
-      visitor.onPythonFrame(static_cast<uint32_t>(tables_.python_frames.size() - 1), frame);
-      return;
+      uint32_t id = readPythonFrame();
+      return visitor.onPythonFrame(id, tables_.python_frames[id]);
     }
     case RecordType::kPythonStack: {
-      StackNode node;
-      node.parent = static_cast<uint32_t>(varint());
-      node.frame = static_cast<uint32_t>(varint());
-      checkId(node.parent, tables_.python_stacks.size(), "Python stack");
-      checkId(node.frame, tables_.python_frames.size(), "Python frame");
-      if (node.frame == 0) fail("a Python stack node without a frame");
-      tables_.python_stacks.push_back(node);
-      visitor.onPythonStack(static_cast<uint32_t>(tables_.python_stacks.size() - 1), node);
-      return;
+      uint32_t id = readPythonStack();
+      return visitor.onPythonStack(id, tables_.python_stacks[id]);
     }
     case RecordType::kNativeStack: {
-      NativeNode node;
-      node.parent = static_cast<uint32_t>(varint());
-      checkId(node.parent, tables_.native_stacks.size(), "native stack");
-      uint64_t parent_ip = node.parent ? tables_.native_stacks[node.parent].ip : 0;
-      node.ip = parent_ip + static_cast<uint64_t>(zigzag());
-      tables_.native_stacks.push_back(node);
-      visitor.onNativeStack(static_cast<uint32_t>(tables_.native_stacks.size() - 1), node);
-      return;
+      uint32_t id = readNativeStack();
+      return visitor.onNativeStack(id, tables_.native_stacks[id]);
     }
     case RecordType::kLoadedObject: {
-      LoadedObject object;
-      object.path = static_cast<uint32_t>(varint());
-      checkId(object.path, tables_.strings.size(), "string");
-      object.bias = varint();
-      object.build_id = bytes();
-      uint64_t count = varint();
-      if (count > 64) fail("a loaded object with more than 64 segments");
-      for (uint64_t i = 0; i < count; ++i) {
-        uint64_t start = varint();
-        object.segments.emplace_back(start, varint());
-      }
-      tables_.loaded_objects.push_back(std::move(object));
-      visitor.onLoadedObject(static_cast<uint32_t>(tables_.loaded_objects.size() - 1),
-                             tables_.loaded_objects.back());
-      return;
+      uint32_t id = readLoadedObject();
+      return visitor.onLoadedObject(id, tables_.loaded_objects[id]);
     }
-    case RecordType::kDevice: {
-      Device device;
-      device.device = deviceIndex(zigzag(), "a device record");
-      device.name = static_cast<uint32_t>(varint());
-      checkId(device.name, tables_.strings.size(), "string");
-      device.total_bytes = varint();
-      tables_.devices.push_back(device);
-      visitor.onDevice(device);
-      return;
-    }
-    case RecordType::kContext: {
-      context_.thread_id = static_cast<int64_t>(varint());
-      context_.device = deviceIndex(zigzag(), "a context");
-      context_.stream = varint();
-      uint8_t api = byte();
-      uint8_t level = byte();
-      if (api >= static_cast<uint8_t>(format::Api::kCount)) fail("an unknown API in a context");
-      if (level >= static_cast<uint8_t>(format::Level::kCount))
-        fail("an unknown level in a context");
-      context_.api = static_cast<format::Api>(api);
-      context_.level = static_cast<format::Level>(level);
-      current_module_ = 0;
-      for (const auto& [thread, module] : module_by_thread_)
-        if (thread == context_.thread_id) current_module_ = module;
-      visitor.onContext(context_);
-      return;
-    }
+    case RecordType::kDevice:
+      return visitor.onDevice(readDevice());
+    case RecordType::kContext:
+      return visitor.onContext(readContext());
+    case RecordType::kMarker:
+      return visitor.onMarker(readMarker());
+    case RecordType::kFailedAlloc:
+      return visitor.onEvent(readFailedAlloc());
     case RecordType::kModuleScope: {
-      uint32_t module = static_cast<uint32_t>(varint());
-      checkId(module, tables_.strings.size(), "string");
-      bool known = false;
-      for (auto& [thread, current] : module_by_thread_)
-        if (thread == context_.thread_id) {
-          current = module;
-          known = true;
-        }
-      if (!known) module_by_thread_.emplace_back(context_.thread_id, module);
-      current_module_ = module;
-      visitor.onModuleScope(context_.thread_id, module);
-      return;
-    }
-    case RecordType::kMarker: {
-      Marker marker;
-      last_time_ += varint();
-      marker.time_ns = last_time_;
-      uint8_t kind = byte();
-      if (kind >= static_cast<uint8_t>(format::MarkerKind::kCount)) fail("an unknown marker kind");
-      marker.kind = static_cast<format::MarkerKind>(kind);
-      marker.name = static_cast<uint32_t>(varint());
-      checkId(marker.name, tables_.strings.size(), "string");
-      if (marker.kind == format::MarkerKind::kTracingStarted) tracing_ = true;
-      if (marker.kind == format::MarkerKind::kTracingStopped ||
-          marker.kind == format::MarkerKind::kTraceClosed)
-        tracing_ = false;
-      visitor.onMarker(marker);
-      return;
-    }
-    case RecordType::kFailedAlloc: {
-      Event event;
-      event.kind = EventKind::kFailedAlloc;
-      event.index = event_count_++;
-      last_time_ += varint();
-      event.time_ns = last_time_;
-      event.address = 0;
-      event.size = varint();
-      event.python_stack = static_cast<uint32_t>(varint());
-      event.native_stack = static_cast<uint32_t>(varint());
-      checkId(event.python_stack, tables_.python_stacks.size(), "Python stack");
-      checkId(event.native_stack, tables_.native_stacks.size(), "native stack");
-      event.traced = tracing_;
-      event.module = current_module_;
-      event.context = &context_;
-      visitor.onEvent(event);
-      return;
+      uint32_t module = readModuleScope();
+      return visitor.onModuleScope(context_.thread_id, module);
     }
     case RecordType::kCategory: {
-      uint64_t address = varint();
-      uint8_t category = byte();
-      if (category >= static_cast<uint8_t>(format::Category::kCount))
-        fail("an unknown category " + std::to_string(category));
-      visitor.onCategory(address, static_cast<format::Category>(category));
-      return;
+      auto [address, category] = readCategory();
+      return visitor.onCategory(address, category);
     }
     case RecordType::kTrainingPhase: {
-      last_time_ += varint();
-      uint8_t phase = byte();
-      if (phase >= static_cast<uint8_t>(format::TrainingPhase::kCount))
-        fail("an unknown training phase " + std::to_string(phase));
-      visitor.onTrainingPhase(last_time_, static_cast<format::TrainingPhase>(phase));
-      return;
+      auto [time_ns, phase] = readTrainingPhase();
+      return visitor.onTrainingPhase(time_ns, phase);
     }
     case RecordType::kStepEnd: {
-      last_time_ += varint();
-      uint64_t step = varint();
-      if (step == 0) fail("a step end numbered 0 (steps count from 1)");
-      visitor.onStepEnd(last_time_, step);
-      return;
+      auto [time_ns, step] = readStepEnd();
+      return visitor.onStepEnd(time_ns, step);
     }
     case RecordType::kMemoryMap:
-      return readMemoryMap(visitor);
+      return visitor.onMemoryMap(readMemoryMap());
     case RecordType::kMemoryUnmap:
       return visitor.onMemoryUnmap(readAddressRange());
     case RecordType::kAddressReserve:
@@ -513,44 +388,9 @@ void TraceReader::readRecord(Visitor& visitor) {
     case RecordType::kAddressFree:
       return visitor.onAddressFree(readAddressRange());
     case RecordType::kDeviceMemory:
-      return readDeviceMemory(visitor);
+      return visitor.onDeviceMemory(readDeviceMemory());
   }
   fail("an unknown record type " + std::to_string(type));
-}
-
-template <typename Visitor>
-void TraceReader::readMemoryMap(Visitor& visitor) {
-  MemoryMap map;
-  last_time_ += varint();
-  map.time_ns = last_time_;
-  map.address = varint();
-  map.size = varint();
-  map.offset = varint();
-  map.handle = varint();
-  visitor.onMemoryMap(map);
-}
-
-inline AddressRange TraceReader::readAddressRange() {
-  AddressRange range;
-  last_time_ += varint();
-  range.time_ns = last_time_;
-  range.address = varint();
-  range.size = varint();
-  return range;
-}
-
-template <typename Visitor>
-void TraceReader::readDeviceMemory(Visitor& visitor) {
-  DeviceMemory reading;
-  last_time_ += varint();
-  reading.time_ns = last_time_;
-  reading.device = deviceIndex(zigzag(), "a device memory reading");
-  if (reading.device < 0) fail("a device memory reading without a device");
-  reading.free_bytes = varint();
-  reading.total_bytes = varint();
-  if (reading.free_bytes > reading.total_bytes)
-    fail("a device memory reading with more free bytes than total");
-  visitor.onDeviceMemory(reading);
 }
 
 }  // namespace memtrace::reader

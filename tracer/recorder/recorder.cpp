@@ -12,6 +12,7 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "tracer/format/peak.h"
 #include "tracer/recorder/native_stack.h"
 #include "tracer/recorder/python_stack.h"
 #include "tracer/recorder/recorder_state.h"
@@ -39,8 +40,7 @@ bool countAlloc(int device, uint64_t size) {
   for (int index : {0, counterIndex(device)}) {
     if (index < 0) continue;
     g_current[index] += size;
-    rose = g_current[index] > g_peak[index];
-    if (rose) g_peak[index] = g_current[index];
+    rose = format::raisePeak(g_peak[index], g_current[index]);  // Note [New peak]
   }
   return rose;
 }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <unordered_map>
 
+#include "tracer/format/peak.h"
 #include "tracer/reader/live_set.h"
 
 namespace memtrace::report {
@@ -144,23 +145,19 @@ struct SummaryVisitor : reader::LiveVisitor {
     DeviceSummary& d = device(allocation.device);
     d.allocated_bytes += event.size;
     d.end_bytes += event.size;
-    if (d.end_bytes > d.peak_bytes) {
-      d.peak_bytes = d.end_bytes;
+    if (format::raisePeak(d.peak_bytes, d.end_bytes)) {
       d.peak_event = event.index;
       d.peak_time_ns = event.time_ns;
     }
     if (selected(summary.device_filter, allocation.device)) {
       summary.allocated_bytes += event.size;
       current += event.size;
-      // The peak is checked after every allocation: a free can only lower it.
-      if (current > summary.peak_bytes) {
-        summary.peak_bytes = current;
+      // Note [New peak]: the trace's, and each step's.
+      if (format::raisePeak(summary.peak_bytes, current)) {
         summary.peak_event = event.index;
         summary.peak_time_ns = event.time_ns;
       }
-      // A step's peak, like the trace's, is checked after its allocations.
-      if (current > step.peak_bytes) {
-        step.peak_bytes = current;
+      if (format::raisePeak(step.peak_bytes, current)) {
         step.peak_event = event.index;
         step.peak_time_ns = event.time_ns;
         step.peak_phase = phase;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "tracer/format/peak.h"
 #include "tracer/reader/live_set.h"
 
 namespace memtrace::report {
@@ -210,8 +211,7 @@ struct TimelineVisitor : reader::LiveVisitor {
       seen_traced = true;
       timeline.first_traced_ns = event.time_ns;
     }
-    if (total > timeline.peak_bytes) {
-      timeline.peak_bytes = total;
+    if (format::raisePeak(timeline.peak_bytes, total)) {  // Note [New peak]
       timeline.peak_time_ns = event.time_ns;
       timeline.peak_event = event.index;
     }

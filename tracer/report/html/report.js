@@ -11,7 +11,7 @@
   const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
   const OTHER_COLOR = '#c7c7c7';
 
-  // As humanBytes() in tools/report/locations.cpp: four significant digits.
+  // As formatBytes() in tracer/common/byte_format.h with the report's four significant digits.
   function humanBytes(bytes) {
     if (bytes < 1024) return `${bytes} B`;
     let value = bytes;

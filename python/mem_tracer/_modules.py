@@ -1,0 +1,62 @@
+"""nn.Module attribution: the path each module is named by (``model.layers.3.attn``), and the
+global forward hooks that tell the recorder which module runs on each thread.
+
+tracing.py names the root it is given and installs the hooks; training.py names the module
+whose backward runs (Note [Backward modules]). Both import this module, which imports neither."""
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+from . import _native
+
+_lock = threading.Lock()
+_forward_hooks: list[Any] = []  # the handles of the global forward hooks, while installed
+_names: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def name_modules(root: Any, prefix: str) -> None:
+    """Names `root` `prefix` and each module under it by its attribute path from there
+    (``prefix.layers.3``). A module named before keeps its first name."""
+    for name, module in root.named_modules():
+        _names.setdefault(module, f"{prefix}.{name}" if name else prefix)
+
+
+def module_path(module: Any) -> str:
+    """The path `module` was named by; a module never named is a root of its own, named by
+    its class."""
+    path = _names.get(module)
+    if path is None:
+        name_modules(module, type(module).__name__)
+        path = _names[module]
+    return path
+
+
+def _enter(module: Any, args: Any) -> None:
+    _native.library().memtrace_module_enter(module_path(module).encode())
+
+
+def _exit(module: Any, args: Any, output: Any) -> None:
+    _native.library().memtrace_module_exit()
+
+
+def install_forward_hooks() -> None:
+    """Installs the global forward hooks that enter and leave each module (once; without torch,
+    nothing)."""
+    with _lock:
+        if _forward_hooks:
+            return
+        try:
+            from torch.nn.modules import module as torch_module
+        except ImportError:
+            return
+        _forward_hooks.append(torch_module.register_module_forward_pre_hook(_enter))
+        # always_call: the exit runs even when forward raises, so the stacks stay balanced.
+        _forward_hooks.append(torch_module.register_module_forward_hook(_exit, always_call=True))
+
+
+def remove_forward_hooks() -> None:
+    with _lock:
+        while _forward_hooks:
+            _forward_hooks.pop().remove()
