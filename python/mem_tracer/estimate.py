@@ -280,7 +280,7 @@ def _to_torchscript(model: Any, example_inputs: Sequence[Any], path: Path,
         try:
             traced, inputs, how = trace_model(model, example_inputs, example_kwargs)
             traced.save(str(path))  # a Python autograd.Function traces, and fails here
-        except Exception as error:  # noqa: BLE001 - said, and recorded on fake tensors instead
+        except Exception as error:  # said, and recorded on fake tensors instead
             raise _NotExportable(f"scripting failed: {reason}; tracing failed: "
                                  f"{_first_line(error)}") from error
         return ("trace", f"traced with torch.jit.trace (scripting failed: {reason}); {how}", path,
