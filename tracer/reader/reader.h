@@ -249,7 +249,6 @@ class TraceReader {
   AddressRange readAddressRange();  // an unmap, a reservation or its release
   DeviceMemory readDeviceMemory();
 
-
   std::string path_;
   std::FILE* file_ = nullptr;
   uint64_t file_size_ = 0;
