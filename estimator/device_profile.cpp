@@ -94,6 +94,7 @@ KernelRules parseKernels(const json& kernels, const std::string& origin) {
     kernel.same_head_dims = flag(entry, "same_head_dims", false, at);
     kernel.mask = flag(entry, "mask", true, at);
     kernel.dropout = flag(entry, "dropout", true, at);
+    kernel.dropout_resolution = positiveInteger(entry, "dropout_resolution", 0, at);
     kernel.causal_needs_square = flag(entry, "causal_needs_square", false, at);
     kernel.pad_head_dim_to = std::max<int64_t>(1, positiveInteger(entry, "pad_head_dim_to", 1, at));
     kernel.pad_mask_to = std::max<int64_t>(1, positiveInteger(entry, "pad_mask_to", 1, at));

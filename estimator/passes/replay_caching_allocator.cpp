@@ -208,6 +208,26 @@ bool contains(const std::vector<std::string>& names, std::string_view op) {
   return std::find(names.begin(), names.end(), op) != names.end();
 }
 
+// Note [cuBLAS workspaces of a training step]
+// cuBLAS keeps a workspace per (handle, stream), and PyTorch a cuBLAS handle per thread
+// (CublasHandlePool.cpp): the forward runs on the caller's thread, the backward on the autograd
+// engine's thread for the device, so a step that multiplies matrices in both holds two
+// workspaces. A recorded step is the steady state: step 1 made them, so they exist before the
+// step starts. (Seen on an H200: before step 2 of GPT-2 and BERT-base, 68 MiB above the
+// weights, the optimizer state and the inputs; ../shared/gpu/README.md.) Returns the bytes of
+// the step's workspaces, and its first cuBLAS node in `first`.
+int64_t stepWorkspaces(const Graph& graph, const DeviceProfile& profile, NodeId& first) {
+  bool caller_thread = false;
+  bool autograd_thread = false;
+  for (size_t index = 0; index < graph.nodes.size(); ++index) {
+    const Node& node = graph.nodes[index];
+    if (profile.cublas_workspace_bytes == 0 || !contains(profile.cublas_ops, node.op)) continue;
+    if (!first.valid()) first = NodeId(index);
+    (node.phase == format::TrainingPhase::kBackward ? autograd_thread : caller_thread) = true;
+  }
+  return (int64_t{caller_thread} + int64_t{autograd_thread}) * profile.cublas_workspace_bytes;
+}
+
 }  // namespace
 
 AllocatorReplay replayCachingAllocator(const Graph& graph,
@@ -227,13 +247,22 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
       }
     }
   }
+  AllocatorReplay result;
+  bool cublas_workspace_allocated = false;
+  if (graph.training_step) {
+    cublas_workspace_allocated = true;
+    result.cublas_workspace_bytes = stepWorkspaces(graph, profile, result.cublas_workspace_node);
+    for (int64_t bytes = result.cublas_workspace_bytes; bytes > 0;
+         bytes -= profile.cublas_workspace_bytes) {
+      model.allocate(profile.cublas_workspace_bytes);  // kept for the process's lifetime
+    }
+  }
   for (size_t index = 0; index < graph.storages.size(); ++index) {
     if (graph.storages[index].origin == StorageOrigin::kInput) {
       blocks[index] = model.allocate(graph.storages[index].bytes);
     }
   }
 
-  AllocatorReplay result;
   auto finish = [&](NodeId failed_at) {
     result.out_of_memory = model.outOfMemory();
     result.out_of_memory_node = failed_at;
@@ -262,7 +291,6 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
     }
   };
 
-  bool cublas_workspace_allocated = false;
   size_t position = 0;
   for (size_t index = 0; index < graph.nodes.size(); ++index) {
     NodeId node(index);

@@ -152,6 +152,12 @@ std::string sdpaRejects(const SdpaKernel& kernel, const at::Tensor& q, const at:
     return "dtype " + dtype + " not supported";
   }
   if (dropout > 0 && !kernel.dropout) return "dropout_p > 0";
+  if (kernel.dropout_resolution > 0) {
+    double steps = dropout * static_cast<double>(kernel.dropout_resolution);
+    if (steps != std::floor(steps)) {
+      return "dropout_p not a multiple of 1/" + std::to_string(kernel.dropout_resolution);
+    }
+  }
   if (mask && !kernel.mask) return "an attn_mask is given";
   int64_t dq = q.size(-1), dk = k.size(-1), dv = v.size(-1);
   if (dq != dk || (kernel.same_head_dims && dq != dv)) return "head dims differ";
