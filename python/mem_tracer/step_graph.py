@@ -392,9 +392,9 @@ def _call(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
 # CPU). The recorded loop is one of these, said with the figure:
 LOOPS = {
     # `out = model(x); loss = f(out, y); loss.backward(); opt.step(); opt.zero_grad()` in the
-    # loop's body, as PyTorch's examples (mnist, imagenet, word_language_model), Accelerate's
-    # and nanoGPT write it: both names keep their tensors into the next step, until its forward
-    # and its loss rebind them.
+    # loop's body, as PyTorch's mnist example, nanoGPT's train.py and scripts on Accelerate
+    # (`outputs = model(**batch); loss = outputs.loss`) write it: both names keep their tensors
+    # into the next step, until its forward and its loss rebind them.
     "until-next-forward": "the output and the loss stay named until the next step's forward "
                           "and loss rebind them (`out = model(x); loss = f(out, y)` in the "
                           "loop's body)",
