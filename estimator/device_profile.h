@@ -34,6 +34,7 @@ struct SdpaKernel {
   int64_t head_dim_multiple = 1;         // of q's and v's head dim, in elements
   int64_t head_dim_alignment_bytes = 1;  // of q's and v's head dim, in bytes
   bool same_head_dims = false;           // q, k and v's head dims equal (else q and k's)
+  bool gqa = true;                       // takes fewer key heads than query heads (enable_gqa)
   bool mask = true;                      // takes an attn_mask
   bool dropout = true;                   // takes dropout_p > 0
   int64_t dropout_resolution = 0;        // dropout_p * this must be whole (cuDNN: 16); 0: any

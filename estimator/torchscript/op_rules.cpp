@@ -172,7 +172,7 @@ std::string sdpaRejects(const SdpaKernel& kernel, const at::Tensor& q, const at:
   }
   if (q.size(0) != k.size(0) || k.size(0) != v.size(0)) return "batch sizes differ";
   if (k.size(1) != v.size(1) ||
-      (q.size(1) != k.size(1) && !(enable_gqa && q.size(1) % k.size(1) == 0))) {
+      (q.size(1) != k.size(1) && !(kernel.gqa && enable_gqa && q.size(1) % k.size(1) == 0))) {
     return "query and key heads differ";
   }
   for (const at::Tensor* tensor : {&q, &k, &v}) {

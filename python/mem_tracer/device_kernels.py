@@ -20,7 +20,10 @@ instead (its fake kernel sizes its outputs; autograd saves what its derivative f
 - dropout: an out-of-place dropout on CUDA is native_dropout, which saves a bool mask (one
   byte an element); the CPU's is bernoulli noise in the input's dtype (four bytes an element
   in float32). In-place and feature dropout are the same on both (dropout.cpp).
-The CPU's own profile changes nothing: the fake CPU tensors run the CPU's composites.
+The CPU's own profile changes nothing: the fake CPU tensors run the CPU's composites. Not
+applied: CUDA's autocast op lists (the recording runs the CPU's), cuDNN's RNN kernels, what a
+CUDA kernel allocates inside itself, and the model's own Python branches on
+`tensor.device.type` (they take the CPU's branch).
 """
 from __future__ import annotations
 
@@ -48,6 +51,7 @@ class SdpaKernel:
     head_dim_multiple: int = 1
     head_dim_alignment_bytes: int = 1
     same_head_dims: bool = False
+    gqa: bool = True  # takes fewer key heads than query heads (enable_gqa)
     mask: bool = True
     dropout: bool = True
     # dropout_p * dropout_resolution must be whole (cuDNN's resolution is 1/16); 0: any.
@@ -142,8 +146,8 @@ def sdpa_rejects(kernel: SdpaKernel, query: Any, key: Any, value: Any, attn_mask
             return f"head dim {size} not aligned"
     if not query.size(0) == key.size(0) == value.size(0):
         return "batch sizes differ"
-    if key.size(1) != value.size(1) or (
-            query.size(1) != key.size(1) and not (enable_gqa and query.size(1) % key.size(1) == 0)):
+    if key.size(1) != value.size(1) or (query.size(1) != key.size(1) and not (
+            kernel.gqa and enable_gqa and query.size(1) % key.size(1) == 0)):
         return "query and key heads differ"
     for tensor in (query, key, value):
         if tensor.size(-1) != 1 and tensor.stride(-1) != 1:
@@ -327,7 +331,16 @@ class DeviceKernels:
 
     def _sdpa(self, args: Sequence[Any], kwargs: dict[str, Any], mask_alignment: int,
               head_dim_padding: int) -> Any:
+        import torch
         call = {**_SDPA_DEFAULTS, **dict(zip(_SDPA_PARAMETERS, args)), **kwargs}
+        if torch.is_autocast_enabled("cpu"):
+            # Autocast casts sdpa's floating inputs to its dtype (lower_precision_fp on CUDA and
+            # on the CPU) before the kernel is chosen: choose for what the kernel gets.
+            dtype = torch.get_autocast_dtype("cpu")
+            for name in ("query", "key", "value", "attn_mask"):
+                value = call[name]
+                if value is not None and value.is_floating_point() and value.dtype != dtype:
+                    call[name] = value.to(dtype)
         kernel, why = sdpa_choice(self.rules, call["query"], call["key"], call["value"],
                                   call["attn_mask"], call["dropout_p"], call["is_causal"],
                                   call["enable_gqa"])

@@ -178,35 +178,41 @@ def test_the_fused_step_runs_the_fused_kernel():
 
 # -- the kernels --------------------------------------------------------------------------------
 
-def _qkv(dtype, head=64, batch=2, heads=4, length=128, source=None):
+def _qkv(dtype, head=64, batch=2, heads=4, length=128, key_heads=None):
     with torch.device("meta"):
         q = torch.empty(batch, length, heads, head, dtype=dtype).transpose(1, 2)
-        k = torch.empty(batch, source or length, heads, head, dtype=dtype).transpose(1, 2)
+        k = torch.empty(batch, length, key_heads or heads, head, dtype=dtype).transpose(1, 2)
         return q, k, k.clone()
 
 
 SDPA_CASES = [
-    # (dtype, head dim, mask, dropout_p, is_causal) -> kernel on cuda-sm90, on cuda
-    ((torch.float32, 64, False, 0.0, True), "efficient", "efficient"),
-    ((torch.bfloat16, 64, False, 0.0, True), "cudnn", "flash"),
-    ((torch.bfloat16, 64, False, 0.1, True), "flash", "flash"),  # cuDNN: multiples of 1/16 only
-    ((torch.bfloat16, 64, False, 0.125, False), "cudnn", "flash"),
-    ((torch.float16, 64, True, 0.0, False), "cudnn", "efficient"),  # flash takes no mask
-    ((torch.bfloat16, 160, False, 0.0, False), "flash", "flash"),  # cuDNN: head dim <= 128
-    ((torch.float32, 30, False, 0.0, False), "math", "math"),  # 120 bytes: not 16-aligned
-    ((torch.float64, 64, False, 0.0, False), "math", "math"),
+    # (dtype, head dim, mask, dropout_p, is_causal, key heads) -> kernel on cuda-sm90, on cuda
+    ((torch.float32, 64, False, 0.0, True, 4), "efficient", "efficient"),
+    ((torch.bfloat16, 64, False, 0.0, True, 4), "cudnn", "flash"),
+    ((torch.bfloat16, 64, False, 0.1, True, 4), "flash", "flash"),  # cuDNN: multiples of 1/16 only
+    ((torch.bfloat16, 64, False, 0.125, False, 4), "cudnn", "flash"),
+    ((torch.float16, 64, True, 0.0, False, 4), "cudnn", "efficient"),  # flash takes no mask
+    ((torch.bfloat16, 160, False, 0.0, False, 4), "flash", "flash"),  # cuDNN: head dim <= 128
+    ((torch.float32, 30, False, 0.0, False, 4), "math", "math"),  # 120 bytes: not 16-aligned
+    ((torch.float64, 64, False, 0.0, False, 4), "math", "math"),
+    # Grouped-query attention (2 key heads for 4): cuDNN and flash take it, efficient does not
+    ((torch.bfloat16, 64, False, 0.0, True, 2), "cudnn", "flash"),
+    ((torch.float32, 64, False, 0.0, True, 2), "math", "math"),
+    ((torch.float16, 64, True, 0.0, False, 2), "cudnn", "math"),
 ]
 
 
 @pytest.mark.parametrize("case, on_sm90, on_cuda", SDPA_CASES,
-                         ids=[f"{c[0][0]}-d{c[0][1]}-mask{c[0][2]}-p{c[0][3]}" for c in SDPA_CASES])
+                         ids=[f"{c[0][0]}-d{c[0][1]}-mask{c[0][2]}-p{c[0][3]}-kv{c[0][5]}"
+                              for c in SDPA_CASES])
 def test_the_sdpa_kernel_is_the_profiles(case, on_sm90, on_cuda):
-    dtype, head, masked, dropout, causal = case
-    q, k, v = _qkv(dtype, head)
+    dtype, head, masked, dropout, causal, key_heads = case
+    q, k, v = _qkv(dtype, head, key_heads=key_heads)
     mask = torch.ones(128, 128, dtype=torch.bool, device="meta") if masked else None
     for profile, expected in (("cuda-sm90", on_sm90), ("cuda", on_cuda)):
         rules = device_kernels.kernel_rules(profile)
-        kernel, why = device_kernels.sdpa_choice(rules, q, k, v, mask, dropout, causal and not masked)
+        kernel, why = device_kernels.sdpa_choice(rules, q, k, v, mask, dropout,
+                                                 causal and not masked, enable_gqa=True)
         assert kernel == expected, (profile, why)
 
 
@@ -271,28 +277,47 @@ def test_the_device_kernels_save_what_they_save(masked):
     assert on_cpu["kernels"] == []
 
 
+def test_grouped_query_attention_and_autocast_choose_as_the_kernel_sees_them():
+    """A Llama with 2 key heads for 4 (transformers passes enable_gqa without a mask): in
+    float32 no fused kernel takes it on cuda-sm90 (efficient takes no GQA: math); under bf16
+    autocast the kernel sees bf16 inputs (autocast casts sdpa's inputs first) and cuDNN takes
+    them. The recording runs either (the fake backward of each kernel gives the key's heads)."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2,
+                                      vocab_size=500)
+    model = transformers.LlamaForCausalLM(config).train()
+    ids = torch.randint(0, 500, (2, 16))
+    for autocast, kernel in ((None, "math"), (torch.bfloat16, "cudnn")):
+        document = step_graph.record(model, (ids,), autocast=autocast, profile="cuda-sm90",
+                                     optimizer=torch.optim.AdamW(model.parameters()))
+        assert [k["kernel"] for k in document["kernels"]] == [kernel, kernel]
+
+
 def test_python_and_the_torchscript_front_end_choose_alike(tmp_path):
     """The recording (Python) and memtrace-estimate's TorchScript front end (C++) read the
     same profile: for each case above, inference on both takes the same kernel."""
-    for (dtype, head, masked, dropout, causal), _, _ in SDPA_CASES:
+    for (dtype, head, masked, dropout, causal, key_heads), _, _ in SDPA_CASES:
         class Call(nn.Module):
             def forward(self, q, k, v):
                 return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout,
-                                                      is_causal=causal)
+                                                      is_causal=causal, enable_gqa=True)
 
         if masked:
             continue  # the traced mask would be a constant: covered by test_op_rules
         q = torch.randn(2, 4, 16, head, dtype=dtype)
+        k = torch.randn(2, key_heads, 16, head, dtype=dtype)
         path = tmp_path / "sdpa.pt"
-        torch.jit.trace(Call(), (q, q, q), check_trace=False).save(str(path))
-        spec = f"2x4x16x{head}:{str(dtype)[6:]}"
+        torch.jit.trace(Call(), (q, k, k), check_trace=False).save(str(path))
+        query, key = f"2x4x16x{head}:{str(dtype)[6:]}", f"2x{key_heads}x16x{head}:{str(dtype)[6:]}"
         for profile in ("cuda-sm90", "cuda"):
-            document = estimate_json(path, "--input", spec, "--input", spec, "--input", spec,
+            document = estimate_json(path, "--input", query, "--input", key, "--input", key,
                                      "--device", profile)
             chosen = [k["kernel"] for k in document["kernels"]] or ["math"]
             rules = device_kernels.kernel_rules(profile)
-            assert chosen == [device_kernels.sdpa_choice(rules, q, q, q, None, dropout,
-                                                         causal)[0]], (profile, dtype, head)
+            assert chosen == [device_kernels.sdpa_choice(rules, q, k, k, None, dropout, causal,
+                                                         True)[0]], (profile, dtype, head)
 
 
 # -- the loop -----------------------------------------------------------------------------------
