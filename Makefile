@@ -3,7 +3,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: help setup configure build test test-sanitize demo bench wheel format clean
+.PHONY: help setup configure build test test-sanitize test-cuda-torch demo bench wheel format clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -44,6 +44,16 @@ test-sanitize: setup ## the unit, preload, report and fuzz tests under ASan+UBSa
 	  || { cat $(FUZZ_BUILD)/configure.log; exit 1; }
 	@cmake --build $(FUZZ_BUILD) --target fuzz_report -j$$(nproc)
 	@$(SANITIZE_ENV) ctest --test-dir $(FUZZ_BUILD) --output-on-failure -R '^fuzz\.run$$'
+
+# A venv with a CUDA build of torch (about 5.5 GB, minutes to install: docs/performance.md),
+# for the tests of what a CUDA build does differently (estimator.cuda_build); kept between runs.
+CUDA_TORCH_VENV ?= $(BUILD)/venv-torch-cuda
+CUDA_TORCH_PACKAGES ?= torch==2.14.1 transformers==5.23.0 pytest numpy
+test-cuda-torch: build ## the estimator's device tests under a CUDA build of torch (makes its venv once)
+	@[ -x $(CUDA_TORCH_VENV)/bin/python ] || { python3 -m venv $(CUDA_TORCH_VENV) && \
+	  $(CUDA_TORCH_VENV)/bin/pip install -q $(CUDA_TORCH_PACKAGES); }
+	@MEMTRACE_CUDA_TORCH_PYTHON=$(abspath $(CUDA_TORCH_VENV))/bin/python \
+	  ctest --test-dir $(BUILD) --output-on-failure -R '^estimator\.cuda_build$$'
 
 demo: build ## trace a built-in example and print its report
 	@tools/demo.sh $(BUILD)

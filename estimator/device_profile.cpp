@@ -93,8 +93,10 @@ KernelRules parseKernels(const json& kernels, const std::string& origin) {
     kernel.head_dim_alignment_bytes =
         std::max<int64_t>(1, positiveInteger(entry, "head_dim_alignment_bytes", 1, at));
     kernel.same_head_dims = flag(entry, "same_head_dims", false, at);
+    kernel.gqa = flag(entry, "gqa", true, at);
     kernel.mask = flag(entry, "mask", true, at);
     kernel.dropout = flag(entry, "dropout", true, at);
+    kernel.dropout_resolution = positiveInteger(entry, "dropout_resolution", 0, at);
     kernel.causal_needs_square = flag(entry, "causal_needs_square", false, at);
     kernel.pad_head_dim_to = std::max<int64_t>(1, positiveInteger(entry, "pad_head_dim_to", 1, at));
     kernel.pad_mask_to = std::max<int64_t>(1, positiveInteger(entry, "pad_mask_to", 1, at));

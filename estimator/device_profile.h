@@ -35,8 +35,10 @@ struct SdpaKernel {
   int64_t head_dim_multiple = 1;         // of q's and v's head dim, in elements
   int64_t head_dim_alignment_bytes = 1;  // of q's and v's head dim, in bytes
   bool same_head_dims = false;           // q, k and v's head dims equal (else q and k's)
+  bool gqa = true;                       // takes fewer key heads than query heads (enable_gqa)
   bool mask = true;                      // takes an attn_mask
   bool dropout = true;                   // takes dropout_p > 0
+  int64_t dropout_resolution = 0;        // dropout_p * this must be whole (cuDNN: 16); 0: any
   bool causal_needs_square = false;      // is_causal only when L == S
   int64_t pad_head_dim_to = 1;           // copies q, k, v padded to a multiple of this
   int64_t pad_mask_to = 1;               // copies the expanded mask padded to a multiple of this

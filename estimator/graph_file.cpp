@@ -36,6 +36,14 @@ class Reader {
     return value.get<std::string>();
   }
 
+  // A string field added within version 1: absent or null is empty.
+  std::string optionalText(const json& object, const char* name) const {
+    auto found = object.find(name);
+    if (found == object.end() || found->is_null()) return {};
+    if (!found->is_string()) fail(std::string("\"") + name + "\" must be a string");
+    return found->get<std::string>();
+  }
+
   int64_t integer(const json& value, const std::string& where) const {
     if (!value.is_number_integer()) fail(where + " must be an integer");
     return value.get<int64_t>();
@@ -70,6 +78,10 @@ class Reader {
     if (const json& optimizer = member(document, "optimizer", "the file"); optimizer.is_string()) {
       result.optimizer = optimizer.get<std::string>();
     }
+    result.profile = optionalText(document, "profile");
+    result.optimizer_implementation = optionalText(document, "optimizer_implementation");
+    result.loop = optionalText(document, "loop");
+    result.loop_detail = optionalText(document, "loop_detail");
     result.accumulate = integer(member(document, "accumulate", "the file"), "\"accumulate\"");
     if (const json& autocast = member(document, "autocast", "the file"); autocast.is_string()) {
       result.autocast = autocast.get<std::string>();
@@ -81,6 +93,9 @@ class Reader {
     readNodes(member(document, "nodes", "the file"), graph);
     if (auto assumptions = document.find("assumptions"); assumptions != document.end()) {
       readAssumptions(*assumptions, graph);
+    }
+    if (auto kernels = document.find("kernels"); kernels != document.end()) {
+      readKernels(*kernels, graph);
     }
     return result;
   }
@@ -133,6 +148,19 @@ class Reader {
                             /*makes_lower_bound=*/false};
       assumption.stack = stackOf(entry, where);
       graph.assumptions.push_back(std::move(assumption));
+    }
+  }
+
+  // The kernels the recording ran as the device does (Note [The device's kernels on fake
+  // tensors] in device_kernels.py): each call's op, kernel, why, and stack.
+  void readKernels(const json& kernels, Graph& graph) {
+    if (!kernels.is_array()) fail("\"kernels\" must be an array");
+    for (size_t index = 0; index < kernels.size(); ++index) {
+      const json& entry = kernels[index];
+      std::string where = "kernel " + std::to_string(index);
+      if (!entry.is_object()) fail(where + " must be an object");
+      graph.kernel_choices.push_back({text(entry, "op", where), text(entry, "kernel", where),
+                                      text(entry, "why", where), stackOf(entry, where)});
     }
   }
 

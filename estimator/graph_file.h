@@ -27,8 +27,13 @@ struct GraphFile {
   Graph graph;
   bool training = false;  // kind "training" (else "inference": one forward)
   std::string model;      // the model's class
-  std::string device;     // where the fake tensors were: "cpu", "cuda"
+  std::string device;     // whose kernels the recording ran: "cpu", "cuda"
+  std::string profile;    // the device profile it followed; empty: the CPU's own kernels
   std::string optimizer;  // its class, training only; empty without one
+  // How the device runs it ("foreach", "fused", "for-loop"; device_optimizer.py).
+  std::string optimizer_implementation;
+  std::string loop;         // what the training loop's names hold (step_graph.LOOPS)
+  std::string loop_detail;  // that, in a sentence
   int64_t accumulate = 1;
   std::string autocast;  // the autocast dtype, empty without
 };

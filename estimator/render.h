@@ -18,7 +18,11 @@ struct StepInfo {
   bool training = false;
   std::string model;
   std::string device;
+  std::string profile;  // the profile whose kernels and optimizer the recording ran
   std::string optimizer;
+  std::string optimizer_implementation;
+  std::string loop;
+  std::string loop_detail;
   int64_t accumulate = 1;
   std::string autocast;
   // --budget: whether the step fits a device of that size (the caching allocator replayed

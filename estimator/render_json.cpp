@@ -123,12 +123,17 @@ json trainingBreakdownJson(const Estimate& estimate) {
 json stepJson(const Graph& graph, const Estimate& estimate, const RenderOptions& options) {
   if (!options.step) return nullptr;
   const StepInfo& step = *options.step;
-  json object = {{"kind", step.training ? "training" : "inference"},
-                 {"model", step.model},
-                 {"device", step.device},
-                 {"optimizer", step.optimizer.empty() ? json(nullptr) : json(step.optimizer)},
-                 {"accumulate", step.accumulate},
-                 {"autocast", step.autocast.empty() ? json(nullptr) : json(step.autocast)}};
+  json object = {
+      {"kind", step.training ? "training" : "inference"},
+      {"model", step.model},
+      {"device", step.device},
+      {"optimizer", step.optimizer.empty() ? json(nullptr) : json(step.optimizer)},
+      {"optimizer_implementation",
+       step.optimizer_implementation.empty() ? json(nullptr) : json(step.optimizer_implementation)},
+      {"recorded_for", step.profile.empty() ? json(nullptr) : json(step.profile)},
+      {"loop", step.loop.empty() ? json(nullptr) : json(step.loop)},
+      {"accumulate", step.accumulate},
+      {"autocast", step.autocast.empty() ? json(nullptr) : json(step.autocast)}};
   NodeId peak = estimate.activations.peak_node;
   object["peak_phase"] =
       peak.valid() ? json(format::trainingPhaseName(graph.node(peak).phase)) : json(nullptr);

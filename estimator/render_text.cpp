@@ -78,9 +78,15 @@ void trainingLines(std::ostringstream& out, const Graph& graph, const Estimate& 
   const StepInfo& step = options.step ? *options.step : StepInfo{};
   out << "training step of " << (step.model.empty() ? "the model" : step.model);
   if (!step.optimizer.empty()) out << " with " << step.optimizer;
+  if (!step.optimizer_implementation.empty()) out << " (" << step.optimizer_implementation << ")";
   if (step.accumulate > 1) out << ", " << step.accumulate << " micro-batches accumulated";
   if (!step.autocast.empty()) out << ", autocast " << step.autocast;
-  out << " (recorded on fake " << (step.device.empty() ? "" : step.device + " ") << "tensors)\n";
+  out << " (recorded on fake tensors"
+      << (step.device.empty() ? std::string() : ", running " + step.device + "'s kernels")
+      << (step.profile.empty() ? std::string() : " as profile " + step.profile + " states them")
+      << ")\n";
+  if (!step.loop.empty())
+    out << "loop             " << step.loop << ": " << step.loop_detail << "\n";
   std::string phase = peak.node.valid() ? format::trainingPhaseName(graph.node(peak.node).phase)
                                         : std::string("none");
   out << "step peak        " << padded(formatBytes(peak.peak_bytes), 10) << "   in the " << phase
@@ -113,7 +119,8 @@ void summaryLines(std::ostringstream& out, const Estimate& estimate) {
       << "   max_memory_reserved() (segments)\n"
       << "  baseline         " << padded(formatBytes(allocator.baseline_allocated_bytes), 10)
       << (estimate.training
-              ? "   allocated by the weights, optimizer state and inputs before the step\n"
+              ? "   allocated by the weights, optimizer state, inputs and workspaces before the "
+                "step\n"
               : "   allocated by the weights and inputs before the forward\n")
       << "  peak - baseline  "
       << padded(formatBytes(allocator.peak_allocated_bytes - allocator.baseline_allocated_bytes),
@@ -172,7 +179,10 @@ std::string renderText(const Graph& graph, const Estimate& estimate, const Rende
       << "   live at the peak, during " << nodeText(graph, estimate.activations.peak_node) << "\n";
   if (allocator.cublas_workspace_bytes > 0) {
     out << "cuBLAS workspace " << padded(formatBytes(allocator.cublas_workspace_bytes), 10)
-        << "   from " << nodeText(graph, allocator.cublas_workspace_node) << " on, never freed\n";
+        << (graph.training_step
+                ? "   one per thread that calls cuBLAS (the caller's, autograd's), from step 1 on\n"
+                : "   from " + nodeText(graph, allocator.cublas_workspace_node) +
+                      " on, never freed\n");
   }
   if (allocator.cublaslt_workspace_bytes > 0) {
     out << "cuBLASLt workspace " << padded(formatBytes(allocator.cublaslt_workspace_bytes), 8)

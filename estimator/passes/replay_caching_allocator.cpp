@@ -244,6 +244,38 @@ bool runsThroughCublasLt(const Graph& graph, const Node& node, const DeviceProfi
   return dimensions(graph, node.inputs[0]) == 1;  // addmm(self, ...): self is the bias
 }
 
+// Note [cuBLAS workspaces of a training step]
+// cuBLAS keeps a workspace per (handle, stream), and PyTorch a cuBLAS handle per thread
+// (CublasHandlePool.cpp): the forward runs on the caller's thread, the backward on the autograd
+// engine's thread for the device, so a step that multiplies matrices in both holds two
+// workspaces. A recorded step is the steady state: step 1 made them, so they exist before the
+// step starts. (Seen on an H200: before step 2 of GPT-2 and BERT-base, 68 MiB above the
+// weights, the optimizer state and the inputs; ../shared/gpu/README.md.) The cuBLASLt workspace
+// of the torch releases that keep one (Note [The cuBLASLt workspace]) is per handle too: one per
+// thread that runs a cuBLASLt op. Returns the bytes of the step's cuBLAS workspaces, with its
+// first cuBLAS node in `first`, and those of its cuBLASLt workspaces in `lt_bytes`, with its
+// first cuBLASLt node in `lt_first`.
+int64_t stepWorkspaces(const Graph& graph, const DeviceProfile& profile, NodeId& first,
+                       int64_t& lt_bytes, NodeId& lt_first) {
+  bool threads[2] = {false, false};     // a cuBLAS op on: the caller's thread, autograd's
+  bool lt_threads[2] = {false, false};  // a cuBLASLt op on them
+  for (size_t index = 0; index < graph.nodes.size(); ++index) {
+    const Node& node = graph.nodes[index];
+    bool lt = runsThroughCublasLt(graph, node, profile);
+    if (profile.cublas_workspace_bytes == 0 || !(lt || contains(profile.cublas_ops, node.op)))
+      continue;
+    int thread = node.phase == format::TrainingPhase::kBackward ? 1 : 0;
+    if (!first.valid()) first = NodeId(index);
+    threads[thread] = true;
+    if (lt && profile.cublaslt_workspace_bytes > 0) {
+      if (!lt_first.valid()) lt_first = NodeId(index);
+      lt_threads[thread] = true;
+    }
+  }
+  lt_bytes = (int64_t{lt_threads[0]} + int64_t{lt_threads[1]}) * profile.cublaslt_workspace_bytes;
+  return (int64_t{threads[0]} + int64_t{threads[1]}) * profile.cublas_workspace_bytes;
+}
+
 }  // namespace
 
 AllocatorReplay replayCachingAllocator(const Graph& graph,
@@ -263,13 +295,30 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
       }
     }
   }
+  AllocatorReplay result;
+  bool cublas_workspace_allocated = false;
+  bool cublaslt_workspace_allocated = false;
+  if (graph.training_step) {
+    cublas_workspace_allocated = cublaslt_workspace_allocated = true;
+    result.cublas_workspace_bytes =
+        stepWorkspaces(graph, profile, result.cublas_workspace_node,
+                       result.cublaslt_workspace_bytes, result.cublaslt_workspace_node);
+    // Kept for the process's lifetime: the cuBLAS workspaces, then the cuBLASLt ones.
+    for (int64_t bytes = result.cublas_workspace_bytes; bytes > 0;
+         bytes -= profile.cublas_workspace_bytes) {
+      model.allocate(profile.cublas_workspace_bytes);
+    }
+    for (int64_t bytes = result.cublaslt_workspace_bytes; bytes > 0;
+         bytes -= profile.cublaslt_workspace_bytes) {
+      model.allocate(profile.cublaslt_workspace_bytes);
+    }
+  }
   for (size_t index = 0; index < graph.storages.size(); ++index) {
     if (graph.storages[index].origin == StorageOrigin::kInput) {
       blocks[index] = model.allocate(graph.storages[index].bytes);
     }
   }
 
-  AllocatorReplay result;
   auto finish = [&](NodeId failed_at) {
     result.out_of_memory = model.outOfMemory();
     result.out_of_memory_node = failed_at;
@@ -298,8 +347,6 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
     }
   };
 
-  bool cublas_workspace_allocated = false;
-  bool cublaslt_workspace_allocated = false;
   size_t position = 0;
   for (size_t index = 0; index < graph.nodes.size(); ++index) {
     NodeId node(index);

@@ -152,6 +152,12 @@ std::string sdpaRejects(const SdpaKernel& kernel, const at::Tensor& q, const at:
     return "dtype " + dtype + " not supported";
   }
   if (dropout > 0 && !kernel.dropout) return "dropout_p > 0";
+  if (kernel.dropout_resolution > 0) {
+    double steps = dropout * static_cast<double>(kernel.dropout_resolution);
+    if (steps != std::floor(steps)) {
+      return "dropout_p not a multiple of 1/" + std::to_string(kernel.dropout_resolution);
+    }
+  }
   if (mask && !kernel.mask) return "an attn_mask is given";
   int64_t dq = q.size(-1), dk = k.size(-1), dv = v.size(-1);
   if (dq != dk || (kernel.same_head_dims && dq != dv)) return "head dims differ";
@@ -166,7 +172,7 @@ std::string sdpaRejects(const SdpaKernel& kernel, const at::Tensor& q, const at:
   }
   if (q.size(0) != k.size(0) || k.size(0) != v.size(0)) return "batch sizes differ";
   if (k.size(1) != v.size(1) ||
-      (q.size(1) != k.size(1) && !(enable_gqa && q.size(1) % k.size(1) == 0))) {
+      (q.size(1) != k.size(1) && !(kernel.gqa && enable_gqa && q.size(1) % k.size(1) == 0))) {
     return "query and key heads differ";
   }
   for (const at::Tensor* tensor : {&q, &k, &v}) {

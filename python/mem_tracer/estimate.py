@@ -25,6 +25,10 @@ Semantics = Literal["eager", "torchscript"]
 # How the model reached the estimator: scripted, traced, given as a saved TorchScript file, or
 # recorded on fake tensors (a training step, or a torch.export archive; mem_tracer.step_graph).
 Method = Literal["script", "trace", "file", "record"]
+# What the training loop's own names hold (step_graph.LOOPS, Note [What the loop holds]): the
+# output until the next step's forward rebinds it (`out = model(x)` in the loop's body, the
+# default), until the loss is made (transformers' Trainer), or until the step ends.
+Loop = Literal["until-next-forward", "until-loss", "until-step-end"]
 # memtrace-estimate's device profiles (`memtrace-estimate --list-devices`), or "auto": the GPU
 # in hand. A profile of one's own is a .json file, given as a path object.
 Device = Literal["auto", "cuda", "cuda-sm90", "cuda-no-cublas-workspace", "cpu"]
@@ -95,6 +99,10 @@ class Estimate:
     training_breakdown: dict[str, int] | None = None
     optimizer_state_bytes: int = 0
     training_peak_phase: str | None = None  # "forward", "backward", "optimizer" or "none"
+    # training=True: what the recorded step ran and assumed: the optimizer's implementation on
+    # the device ("foreach", "fused", "for-loop"), and the loop (LOOPS[loop] says it).
+    optimizer_implementation: str | None = None
+    loop: Loop | None = None
 
     def __str__(self) -> str:
         def mib(size: int) -> str:
@@ -110,9 +118,15 @@ class Estimate:
                  f"  model file: {self.model_path}" if self.model_path is not None else
                  "  model file: none kept (estimate(..., keep_model=PATH) keeps it)"]
         if self.training_peak_bytes is not None and self.training_breakdown is not None:
+            from .step_graph import LOOPS
             lines.append(f"  training step peak {mib(self.training_peak_bytes)}"
                          f" (in the {self.training_peak_phase} phase): " + ", ".join(
                              f"{name} {mib(size)}" for name, size in self.training_breakdown.items()))
+            if self.optimizer_implementation:
+                lines.append(f"  the optimizer as the device runs it: "
+                             f"{self.optimizer_implementation}")
+            if self.loop is not None:
+                lines.append(f"  assumed loop={self.loop!r}: {LOOPS[self.loop]}")
         if self.batches:
             shown = self.batches[:8]  # a summary: Estimate.batches has them all
             lines.append("  by batch: " + ", ".join(
@@ -369,7 +383,7 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
              assume_worst_case: bool = False, training: bool = False,
              loss_fn: Callable[..., Any] | None = None, targets: Sequence[Any] = (),
              optimizer: Any = None, autocast: Any = None, scaler: bool = False,
-             accumulate: int = 1) -> Estimate:
+             accumulate: int = 1, loop: Loop = "until-next-forward") -> Estimate:
     """Predicts the GPU memory of one forward pass (or, with ``training=True``, of one training
     step), without running it on a GPU.
 
@@ -406,7 +420,14 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     tensors (no memory, no compute; mem_tracer.step_graph) and estimated by memtrace-estimate:
     ``Estimate.training_peak_bytes`` and ``Estimate.training_breakdown`` (parameter, gradient,
     optimizer_state, activation, input, temporary) are its figures, ``batch_sizes`` and
-    ``budget`` record it again per batch. A ``model`` path ending in ``.pt2`` (torch.export)
+    ``budget`` record it again per batch. The step runs what the ``device`` profile's device
+    runs, wherever the model is: the optimizer's implementation PyTorch picks there (foreach by
+    default on CUDA; ``Estimate.optimizer_implementation``), its sdpa kernel and dropout.
+    ``loop`` says what the training loop's own names hold: ``"until-next-forward"`` (default:
+    ``out = model(x); loss = f(out, y)`` in the loop's body, as PyTorch's examples write it; the
+    output lives into the next step's forward), ``"until-loss"`` (``loss = f(model(x), y)``,
+    or a function returning the loss, as transformers' Trainer), ``"until-step-end"`` (a
+    train_step function, or ``del out, loss`` after zero_grad); str(Estimate) says it. A ``model`` path ending in ``.pt2`` (torch.export)
     is recorded the same way, one forward."""
     if semantics not in ("eager", "torchscript"):
         raise MemTracerError(f"estimate(): semantics must be 'eager' or 'torchscript', not {semantics!r}")
@@ -420,7 +441,7 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
             batch_sizes=batch_sizes, budget=budget,
             step={"training": training, "loss_fn": loss_fn, "targets": tuple(targets),
                   "optimizer": optimizer, "autocast": autocast, "scaler": scaler,
-                  "accumulate": accumulate})
+                  "accumulate": accumulate, "loop": loop})
     with tempfile.TemporaryDirectory(prefix="mem_tracer-") as temporary:
         work = Path(temporary)
         export = Path(keep_model) if keep_model is not None else work / "model.pt"
@@ -493,27 +514,14 @@ def _is_export_archive(model: Any) -> bool:
     return isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".pt2")
 
 
-def _recording_device(profile: str, model: Any) -> str:
-    """Where the step is recorded: on fake tensors of the device estimated for when this
-    PyTorch can make them (a CUDA build makes fake CUDA tensors without a GPU), else of the
-    CPU (then the CPU's kernels and optimizer implementation are recorded, and the estimate's
-    step.device says so)."""
-    import torch
-    wants_cuda = not profile.startswith("cpu")
-    if wants_cuda and torch.backends.cuda.is_built():
-        return "cuda"
-    return "cpu"
-
-
 def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any], profile: str,
                          step: Mapping[str, Any], work: Path, json_path: Path,
                          batch: int | None = None, budget: int | str | None = None,
                          prepare: Callable[[Any], Any] | None = None) -> dict[str, Any]:
     from . import step_graph
     try:
-        document = step_graph.record(model, args, example_kwargs=kwargs,
-                                     device=_recording_device(profile, model), batch=batch,
-                                     prepare=prepare, **step)
+        document = step_graph.record(model, args, example_kwargs=kwargs, profile=profile,
+                                     batch=batch, prepare=prepare, **step)
     except step_graph.StepGraphError as error:
         raise MemTracerError(f"estimate(): {error}") from error
     graph = step_graph.write(document, work / f"step-{batch or 0}.json")
@@ -637,7 +645,9 @@ def _estimate_from(document: dict[str, Any], method: Method, note: str, path: Pa
         training_peak_bytes=summary.get("training_peak_bytes"),
         training_breakdown=_in_order(summary.get("training_breakdown")),
         optimizer_state_bytes=summary.get("optimizer_state_bytes", 0),
-        training_peak_phase=step.get("peak_phase") if summary.get("training_peak_bytes") else None)
+        training_peak_phase=step.get("peak_phase") if summary.get("training_peak_bytes") else None,
+        optimizer_implementation=step.get("optimizer_implementation"),
+        loop=step.get("loop"))
 
 
 def _in_order(breakdown: Mapping[str, int] | None) -> dict[str, int] | None:

@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from .errors import MemTracerError
-from .estimate import Device, _device_profile, _largest_batch, _record_and_estimate, call_inputs
+from .estimate import (
+    Device,
+    Loop,
+    _device_profile,
+    _largest_batch,
+    _record_and_estimate,
+    call_inputs,
+)
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -118,7 +125,7 @@ def plan(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (), *,
          targets: Sequence[Any] = (), example_kwargs: Mapping[str, Any] | None = None,
          autocast: Any = None, scaler: bool = False, accumulate: int = 1,
          checkpoint: bool = False, device: Device | os.PathLike[str] = "auto",
-         limit: int = 1 << 16) -> Plan:
+         limit: int = 1 << 16, loop: Loop = "until-next-forward") -> Plan:
     """The largest batch whose training step (as estimate(training=True) predicts it) fits
     ``budget`` (bytes, or "24GiB"), searched up to ``limit``; the example inputs' first
     dimension is the batch (they are repeated to make larger ones, on fake tensors).
@@ -128,13 +135,13 @@ def plan(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (), *,
     ModuleLists and Sequentials), all of them first (the largest batch checkpointing reaches),
     then as few as still fit that batch, each left out in turn; and what recomputing their
     forward in backward costs, in FLOPs (torch.utils.flop_counter's count). ``Plan.apply(model)``
-    wraps them."""
+    wraps them. ``loop`` and ``device`` are estimate()'s."""
     budget_bytes = parse_bytes(budget)
     args, kwargs = call_inputs(example_inputs, example_kwargs)
     profile = _device_profile(device)
     step = {"training": True, "loss_fn": loss_fn, "targets": tuple(targets),
             "optimizer": optimizer, "autocast": autocast, "scaler": scaler,
-            "accumulate": accumulate}
+            "accumulate": accumulate, "loop": loop}
     with tempfile.TemporaryDirectory(prefix="mem_tracer-plan-") as temporary:
         work = Path(temporary)
 

@@ -47,7 +47,7 @@ _MAX_FRAMES = 48
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # torch's own machinery between the model's code and the dispatch mode: not where an op is.
 _MACHINERY = ("/torch/utils/_", "/torch/_subclasses/", "/torch/_dynamo/", "/torch/_compile.py",
-              "/torch/_ops.py")
+              "/torch/_ops.py", "/torch/overrides.py")
 
 
 class StepGraphError(Exception):
@@ -89,6 +89,14 @@ class _Recorder:
         self.replay: list[tuple[str, Any]] | None = None
         self.replayed = 0
         self.assumptions: list[dict[str, Any]] = []
+        # Note [The device's kernels on fake tensors] (device_kernels.py): the device's kernel
+        # choices, and the storages the device keeps in host memory (never counted).
+        self.device_kernels: Any = None
+        self.kernels: list[dict[str, Any]] = []
+        self.host: dict[int, Any] = {}  # storage key -> weak ref
+        # What the first step allocated (storage key -> weak ref, bytes, shape, dtype): what
+        # is still alive when the recorded step starts is what the loop carried over.
+        self.earlier: dict[int, tuple[Any, int, list[int], str]] = {}
 
     # -- storages ------------------------------------------------------------------------
 
@@ -98,7 +106,7 @@ class _Recorder:
         inputs): allocated before the first node, never released."""
         for index, tensor in enumerate(tensors):
             key = _storage_key(tensor)
-            if key in self.ids:
+            if key in self.ids or self.in_host_memory(tensor):
                 continue
             self.ids[key] = len(self.storages)
             self.storages.append({"bytes": int(tensor.untyped_storage().nbytes()),
@@ -141,13 +149,26 @@ class _Recorder:
             output = func(*args, **kwargs)
         if data_dependent and self.collect is not None:
             self.collect.append((name, _summary(output)))
+        if self.device_kernels is not None and self.device_kernels.making_host_tensor:
+            for tensor in _tensors(output):
+                self.host[_storage_key(tensor)] = self._weak(  # type: ignore[no-untyped-call]
+                    tensor.untyped_storage())
+            return output
         if not self.recording:
+            if self.collect is None:  # the unrecorded first step: what may outlive it
+                for tensor in _tensors(output):
+                    if tensor.device.type != "meta":
+                        storage = tensor.untyped_storage()
+                        weak = self._weak(storage)  # type: ignore[no-untyped-call]
+                        self.earlier[_storage_key(tensor)] = (
+                            weak, int(storage.nbytes()), list(tensor.shape), str(tensor.dtype)[6:])
             return output
         releases = self._sweep()
         allocates = []
         for tensor in _tensors(output):
             key = _storage_key(tensor)
-            if key in self.ids:
+            # A fused kernel's philox seed and offset are meta tensors: no memory anywhere.
+            if key in self.ids or tensor.device.type == "meta" or self.in_host_memory(tensor):
                 continue
             storage = tensor.untyped_storage()
             self.ids[key] = len(self.storages)
@@ -164,6 +185,35 @@ class _Recorder:
                 node["flops"] = flops
             self.nodes.append(node)
         return output
+
+    def carried(self) -> None:
+        """The recorded step starts: what the first step left alive beyond the persistent
+        storages (the loop's names: Note [What the loop holds]; a GradScaler's scale; what
+        the model keeps on itself) is allocated by a first node, and dies when Python drops it."""
+        allocates = []
+        for key, (ref, size, shape, dtype) in self.earlier.items():
+            host = self.host.get(key)
+            if ref.expired() or key in self.ids or (host is not None and not host.expired()):
+                continue
+            self.ids[key] = len(self.storages)
+            self.storages.append({"bytes": size, "origin": "activation", "category": "temporary",
+                                  "name": "held from the step before"})
+            self.live[key] = ref
+            allocates.append([self.ids[key], shape, dtype])
+        self.earlier.clear()
+        if allocates:
+            self.nodes.append({"op": "memtrace::step_before", "phase": "none", "module": "",
+                               "stack": [], "releases": [], "allocates": allocates})
+
+    def in_host_memory(self, tensor: Any) -> bool:
+        ref = self.host.get(_storage_key(tensor))
+        return ref is not None and not ref.expired()
+
+    def choice(self, made: Any) -> None:
+        """A kernel the device runs for a call (device_kernels.DeviceKernels.on_choice)."""
+        if self.recording:
+            self.kernels.append({"op": made.op, "kernel": made.kernel, "why": made.why,
+                                 "stack": self._stack()})
 
     def index_of(self, tensor: Any) -> int | None:
         """The storage's index, while it lives (a freed storage's key can be reused)."""
@@ -341,34 +391,71 @@ def _call(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
     return model(*args, **kwargs)
 
 
+# Note [What the loop holds]
+# How long the training loop's own names keep the model's output and the loss alive changes the
+# peak by the output (a language model's logits: 8.6 % to 15.9 % of a small GPT-2's step on the
+# CPU). The recorded loop is one of these, said with the figure:
+LOOPS = {
+    # `out = model(x); loss = f(out, y); loss.backward(); opt.step(); opt.zero_grad()` in the
+    # loop's body, as PyTorch's mnist example, nanoGPT's train.py and scripts on Accelerate
+    # (`outputs = model(**batch); loss = outputs.loss`) write it: both names keep their tensors
+    # into the next step, until its forward and its loss rebind them.
+    "until-next-forward": "the output and the loss stay named until the next step's forward "
+                          "and loss rebind them (`out = model(x); loss = f(out, y)` in the "
+                          "loop's body)",
+    # `loss = f(model(x), y)`, or a function that returns the loss alone: transformers'
+    # Trainer (compute_loss returns, dropping the outputs, before backward) and Lightning's
+    # training_step: the output dies once the loss is made; the loss lives until rebound.
+    "until-loss": "the output is dropped once the loss is made (`loss = f(model(x), y)`, or a "
+                  "function that returns the loss, as transformers' Trainer); the loss stays "
+                  "named until the next step's loss",
+    # A train_step function that returns after zero_grad, or `del out, loss` at the end.
+    "until-step-end": "the output and the loss stay named until the step ends, after zero_grad "
+                      "(a train_step function, or `del out, loss`)",
+}
+DEFAULT_LOOP = "until-next-forward"
+
+
 def record(model: Any, example_inputs: Sequence[Any] = (), *,
            example_kwargs: Mapping[str, Any] | None = None, training: bool = True,
            loss_fn: Callable[..., Any] | None = None, targets: Sequence[Any] = (),
            optimizer: Any = None, autocast: Any = None, scaler: bool = False,
-           accumulate: int = 1, device: str | None = None, batch: int | None = None,
-           prepare: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+           accumulate: int = 1, profile: str | os.PathLike[str] | None = None,
+           batch: int | None = None, prepare: Callable[[Any], Any] | None = None,
+           loop: str = DEFAULT_LOOP) -> dict[str, Any]:
     """Records one steady-state training step (``training=True``: forward, loss, backward,
     ``optimizer.step()``, ``zero_grad(set_to_none=True)``; ``accumulate`` micro-batches of
     forward and backward before the step) or one no-grad forward, on fake tensors, and returns
     the graph document. ``autocast`` is a dtype (``torch.bfloat16``) to run forward and loss
-    under ``torch.autocast``; ``scaler`` adds a ``GradScaler``. ``device`` is where the fake
-    model runs ("cpu", "cuda"; by default the model's own). ``batch`` makes every input and
-    target that many rows (dim 0), repeating the example's rows, on fake tensors: no memory.
+    under ``torch.autocast``; ``scaler`` adds a ``GradScaler``. ``profile`` is the device
+    profile whose kernels and optimizer implementation are recorded (a memtrace-estimate
+    profile name or .json path; None: the CPU's own). ``batch`` makes every input and target
+    that many rows (dim 0), repeating the example's rows, on fake tensors: no memory.
     ``prepare(model_copy)`` may change the fake copy before the step (activation
-    checkpointing, for plan()). The model and the optimizer are not touched: both are copied
-    onto fake tensors. A step with data-dependent ops runs once on a real copy first
-    (Note [Data-dependent values])."""
+    checkpointing, for plan()). ``loop`` names what the training loop holds (LOOPS). The model
+    and the optimizer are not touched, wherever they are: both are copied onto fake tensors.
+    A step with data-dependent ops runs once on a real copy first (Note [Data-dependent
+    values])."""
     from torch._subclasses.fake_tensor import (
         DataDependentOutputException,
         DynamicOutputShapeException,
     )
 
+    from .device_kernels import CPU_RULES, KernelRulesError, kernel_rules
+
     if accumulate < 1:
         raise StepGraphError(f"accumulate must be at least 1, not {accumulate}")
+    if loop not in LOOPS:
+        raise StepGraphError(f"loop must be one of {', '.join(LOOPS)}, not {loop!r}")
+    try:
+        rules = kernel_rules(profile) if profile is not None else CPU_RULES
+    except KernelRulesError as error:
+        raise StepGraphError(str(error)) from error
     step = _Step(model, list(example_inputs), dict(example_kwargs or {}), list(targets),
                  training=training, loss_fn=loss_fn, optimizer=optimizer, autocast=autocast,
-                 scaler=scaler, accumulate=accumulate, device=device, batch=batch,
-                 prepare=prepare)
+                 scaler=scaler, accumulate=accumulate, rules=rules,
+                 profile=os.fspath(profile) if profile is not None else None, batch=batch,
+                 prepare=prepare, loop=loop)
     with _quiet_fake_tensors():
         try:
             return step.record(replay=None)
@@ -393,49 +480,87 @@ def _quiet_fake_tensors() -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _fake_copy_mode(fake_mode: Any) -> Any:
+    """A TorchFunctionMode under which copy.deepcopy makes fake CPU tensors (Note [The
+    device's kernels on fake tensors] says why the CPU): each tensor, real or fake, on any
+    device, becomes one of its shape, strides, dtype and requires_grad, over a fake storage of
+    its storage's size shared with the tensors that share it. Only metadata is read, so a model
+    on a GPU is copied without touching its memory (torch's FakeCopyMode keeps each tensor's
+    device, and Module.to() on its copies fails: `_apply(): Couldn't swap`)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    storages: dict[int, Any] = {}
+
+    def fake(tensor: Any) -> Any:
+        key = _storage_key(tensor)
+        with fake_mode:
+            base = storages.get(key)
+            if base is None:
+                base = storages[key] = torch.empty(tensor.untyped_storage().nbytes(),
+                                                   dtype=torch.uint8)
+            copied = torch.empty(0, dtype=tensor.dtype)
+            copied.set_(base.untyped_storage(), tensor.storage_offset(), tensor.size(),
+                        tensor.stride())
+        return copied.requires_grad_(tensor.requires_grad)
+
+    class Mode(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (),
+                               kwargs: dict[str, Any] | None = None) -> Any:
+            kwargs = kwargs or {}
+            if func is torch._C.TensorBase.clone:  # nn.Parameter's __deepcopy__ clones
+                with fake_mode:
+                    return fake(args[0]).detach().clone(**kwargs)
+            if func is torch.Tensor.__deepcopy__:
+                tensor, memo = args
+                if id(tensor) not in memo:
+                    memo[id(tensor)] = fake(tensor)
+                return memo[id(tensor)]
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*args, **kwargs)
+
+    return Mode()
+
+
 class _Step:
     """One training step (or forward) of a copy of the model: on fake tensors, recorded; or
     on real ones, for the values of its data-dependent ops."""
 
     def __init__(self, model: Any, args: list[Any], kwargs: dict[str, Any], targets: list[Any],
                  *, training: bool, loss_fn: Callable[..., Any] | None, optimizer: Any,
-                 autocast: Any, scaler: bool, accumulate: int, device: str | None,
-                 batch: int | None, prepare: Callable[[Any], Any] | None) -> None:
+                 autocast: Any, scaler: bool, accumulate: int, rules: Any, profile: str | None,
+                 batch: int | None, prepare: Callable[[Any], Any] | None, loop: str) -> None:
+        from . import device_optimizer
+
         self.model, self.args, self.kwargs, self.targets = model, args, kwargs, targets
         self.training, self.optimizer, self.autocast = training, optimizer, autocast
         self.loss_of = loss_fn or _default_loss
         self.scaler, self.accumulate, self.batch, self.prepare = scaler, accumulate, batch, prepare
+        self.rules, self.loop, self.profile = rules, loop, profile
         first = next(iter(list(model.parameters()) + list(model.buffers())), None)
         self.model_device = first.device.type if first is not None else "cpu"
-        self.device = device or self.model_device
+        # Note [The device's optimizer on fake tensors] (device_optimizer.py).
+        self.optimizer_settings: list[dict[str, Any]] = []
+        self.optimizer_implementation: str | None = None
+        if optimizer is not None and training:
+            self.optimizer_settings, self.optimizer_implementation = \
+                device_optimizer.implementation(optimizer, rules.device)
 
     def _copies(self, mode: Any) -> tuple[Any, list[Any], dict[str, Any], list[Any]]:
-        """The model, inputs and targets copied (onto fake tensors when `mode` is a fake
-        mode), on the step's device, with `batch` rows, prepared."""
-        import torch
-        from torch._subclasses.fake_tensor import FakeCopyMode
-
-        copying = FakeCopyMode(mode) if mode is not None else contextlib.nullcontext()
+        """The model, inputs and targets copied (onto fake CPU tensors when `mode` is a fake
+        mode; else real copies where they are), with `batch` rows, prepared."""
+        copying = _fake_copy_mode(mode) if mode is not None else contextlib.nullcontext()
         within = mode if mode is not None else contextlib.nullcontext()
         with copying:
             model = copy.deepcopy(self.model)
             args = copy.deepcopy(self.args)
             kwargs = copy.deepcopy(self.kwargs)
             targets = copy.deepcopy(self.targets)
-        if self.model_device != self.device:
+        if self.batch is not None:
             with within:
-                model = model.to(self.device)
-
-        def place(value: Any) -> Any:
-            if not isinstance(value, torch.Tensor):
-                return value
-            value = value.to(self.device)
-            return _rows(value, self.batch) if self.batch is not None else value
-
-        with within:
-            args = [place(value) for value in args]
-            kwargs = {key: place(value) for key, value in kwargs.items()}
-            targets = [place(value) for value in targets]
+                args = [_rows(value, self.batch) for value in args]
+                kwargs = {key: _rows(value, self.batch) for key, value in kwargs.items()}
+                targets = [_rows(value, self.batch) for value in targets]
         model.train(self.training and self.model.training)
         if self.prepare is not None:
             self.prepare(model)
@@ -443,7 +568,7 @@ class _Step:
 
     def example_values(self) -> list[tuple[str, Any]]:
         """What the step's data-dependent ops give on the example input: the step run once on
-        a real copy (Note [Data-dependent values])."""
+        a real copy, where the model is (Note [Data-dependent values])."""
         import torch
         real = [*self.args, *self.kwargs.values(), *self.targets]
         if not any(isinstance(value, torch.Tensor) for value in real):
@@ -454,7 +579,7 @@ class _Step:
         try:
             with torch.random.fork_rng(devices=[]), _dispatch_mode(recorder):
                 torch.manual_seed(0)
-                self._run(recorder, *self._copies(None), steps=1)
+                self._run(recorder, *self._copies(None), steps=1, device=self.model_device)
         except Exception as error:
             raise StepGraphError(f"running the step on the example input (for its "
                                  f"data-dependent ops) failed: {_one_line(error)}") from error
@@ -464,15 +589,18 @@ class _Step:
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode
 
+        from .device_kernels import DeviceKernels
+
         fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         model, args, kwargs, targets = self._copies(fake_mode)
         recorder = _Recorder({id(module): name for name, module in model.named_modules()})
         recorder.replay = replay
+        kernels = recorder.device_kernels = DeviceKernels(self.rules, recorder.choice)
         try:
             with torch.random.fork_rng(devices=[]), fake_mode, _module_hooks(recorder), \
-                    _dispatch_mode(recorder):
+                    _dispatch_mode(recorder), kernels:
                 torch.manual_seed(0)
-                self._run(recorder, model, args, kwargs, targets, steps=2)
+                self._run(recorder, model, args, kwargs, targets, steps=2, device="cpu")
         except StepGraphError:
             raise
         except Exception as error:
@@ -481,30 +609,31 @@ class _Step:
         return {
             "format": FORMAT, "version": VERSION,
             "kind": "training" if self.training else "inference",
-            "model": type(self.model).__name__, "device": self.device,
+            "model": type(self.model).__name__, "device": self.rules.device,
+            "profile": self.profile,
             "optimizer": (type(self.optimizer).__name__
                           if self.optimizer is not None and self.training else None),
+            "optimizer_implementation": self.optimizer_implementation,
+            "loop": self.loop if self.training else None,
+            "loop_detail": LOOPS[self.loop] if self.training else None,
             "accumulate": self.accumulate if self.training else 1,
             "autocast": str(self.autocast)[6:] if self.autocast is not None else None,
             "frames": recorder.frames, "storages": recorder.storages, "nodes": recorder.nodes,
-            "assumptions": recorder.assumptions,
+            "kernels": recorder.kernels, "assumptions": recorder.assumptions,
         }
 
     def _run(self, recorder: _Recorder, model: Any, args: list[Any], kwargs: dict[str, Any],
-             targets: list[Any], steps: int) -> None:
-        """`steps` steps; the last one recorded when the recorder records (fake tensors): the
-        first makes the optimizer's state, so the last is the steady state."""
+             targets: list[Any], steps: int, device: str) -> None:
+        """`steps` steps on tensors of `device`; the last one recorded when the recorder
+        records (fake tensors): the first makes the optimizer's state, so the last is the
+        steady state."""
         import torch
-        optimizer = _fake_optimizer(self.optimizer, self.model, model) if self.training else None
-        scaler = torch.amp.GradScaler(self.device) if self.scaler and self.training else None
+        optimizer = (_fake_optimizer(self.optimizer, self.model, model, self.optimizer_settings)
+                     if self.training else None)
+        scaler = torch.amp.GradScaler(device) if self.scaler and self.training else None
         gradients: set[int] = set()  # the .grad storages (indices) when the optimizer steps
-
-        def forward() -> tuple[Any, Any]:
-            context = (torch.autocast(self.device, dtype=self.autocast)
-                       if self.autocast is not None else contextlib.nullcontext())
-            with context:
-                output = _call(model, args, kwargs)
-                return output, self.loss_of(output, *targets) if self.training else None
+        kernels = recorder.device_kernels
+        names: dict[str, Any] = {}  # what the loop's own names hold (Note [What the loop holds])
 
         def pack(tensor: Any) -> Any:
             if recorder.recording and recorder.phase == "forward":
@@ -513,25 +642,54 @@ class _Step:
                     recorder.saved.add(index)
             return tensor
 
+        def autocast() -> Any:
+            return (torch.autocast(device, dtype=self.autocast) if self.autocast is not None
+                    else contextlib.nullcontext())
+
+        def forward_and_loss() -> Any:
+            """The forward and the loss, binding the loop's names as LOOPS[self.loop] says;
+            returns the loss."""
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor), \
+                    autocast():
+                output = _call(model, args, kwargs)
+                if self.loop != "until-loss":
+                    names["output"] = output  # the previous step's output dies here
+                loss = self.loss_of(output, *targets)
+                del output
+                names["loss"] = loss
+            return loss
+
+        def optimizer_step() -> None:
+            if kernels is not None:
+                kernels.optimizer_phase = True  # its host tensors are the device's host's
+            try:
+                if optimizer is None:
+                    for parameter in model.parameters():
+                        parameter.grad = None
+                    return
+                if scaler is not None:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
+                recorder.phase = "none"  # as the tracer's phases: zero_grad is outside the step
+                optimizer.zero_grad(set_to_none=True)
+            finally:
+                if kernels is not None:
+                    kernels.optimizer_phase = False
+
         def step() -> None:
             recorder.replayed = 0
             if not self.training:
                 with torch.no_grad():
                     recorder.phase = "forward"
-                    output, _ = forward()
+                    output = _call(model, args, kwargs)
                     del output
                 recorder.phase = "none"
                 return
-            # Note [What the loop holds]: the output and the loss stay named until the step
-            # ends (after zero_grad), as in `out = model(x); loss = f(out, y); ...; del out,
-            # loss`; a micro-batch's replace the one before.
-            held: list[Any] = []
             for _ in range(self.accumulate):
                 recorder.phase = "forward"
-                with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-                    output, loss = forward()
-                held = [output, loss]
-                del output
+                loss = forward_and_loss()
                 recorder.phase = "backward"
                 recorder.backward_module = None
                 (scaler.scale(loss) if scaler is not None else loss).backward()
@@ -541,19 +699,10 @@ class _Step:
                 index = recorder.index_of(parameter.grad) if parameter.grad is not None else None
                 if index is not None:
                     gradients.add(index)
-            if optimizer is not None:
-                if scaler is not None:
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    optimizer.step()
-                recorder.phase = "none"  # as the tracer's phases: zero_grad is outside the step
-                optimizer.zero_grad(set_to_none=True)
-            else:
-                for parameter in model.parameters():
-                    parameter.grad = None
+            optimizer_step()
             recorder.phase = "none"
-            held.clear()
+            if self.loop == "until-step-end":
+                names.clear()
 
         for _ in range(steps - 1):
             step()  # the first step makes the optimizer's state: not the steady state
@@ -580,6 +729,7 @@ class _Step:
             recorder.persistent(labels, "input", "temporary",
                                 [f"target {index}" for index in range(len(labels))])
             recorder.recording = True
+            recorder.carried()
         gradients.clear()
         step()
         recorder.recording = False
@@ -601,14 +751,17 @@ def _rows(value: Any, batch: int) -> Any:
     return value[index].contiguous()
 
 
-def _fake_optimizer(optimizer: Any, model: Any, fake_model: Any) -> Any:
-    """The same optimizer (class, hyperparameters, parameter groups) over the fake model."""
+def _fake_optimizer(optimizer: Any, model: Any, fake_model: Any,
+                    implementation: Sequence[Mapping[str, Any]]) -> Any:
+    """The same optimizer (class, hyperparameters, parameter groups) over the fake model, each
+    group with the implementation the device runs (device_optimizer.implementation)."""
     if optimizer is None:
         return None
     fake_of = {id(real): fake for real, fake in zip(model.parameters(), fake_model.parameters())}
     groups = []
-    for group in optimizer.param_groups:
+    for index, group in enumerate(optimizer.param_groups):
         settings = {key: value for key, value in group.items() if key != "params"}
+        settings.update(implementation[index] if index < len(implementation) else {})
         parameters = [fake_of[id(p)] for p in group["params"] if id(p) in fake_of]
         if parameters:
             groups.append({**settings, "params": parameters})

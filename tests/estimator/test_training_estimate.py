@@ -170,7 +170,8 @@ def test_graph_file_on_the_command_line(tmp_path):
     path = step_graph.write(_step_file(), tmp_path / "step.json")
     text = run_estimator(path, "--device", "cpu")
     assert text.returncode == 0, text.stderr
-    assert "training step of Sequential with SGD (recorded on fake cpu tensors)" in text.stdout
+    assert ("training step of Sequential with SGD (for-loop) (recorded on fake tensors, running "
+            "cpu's kernels)") in text.stdout
     assert "step peak" in text.stdout and "gradient" in text.stdout
     fits = json.loads(run_estimator(path, "--device", "cpu", "--budget", "1GiB", "--format",
                                     "json").stdout)["step"]["budget"]

@@ -1,10 +1,12 @@
 """Ground truth for a training step on the CPU: every storage alive at once during step 2.
 
-The model is copied (real tensors) and trained for one step with a fresh optimizer of the same
-kind, so that the optimizer's state exists; then a TorchDispatchMode watches step 2 (forward,
-loss, backward, optimizer.step(), zero_grad(set_to_none=True)): after each op it drops the
-storages that died and adds the new ones, parameters, buffers, optimizer state and inputs
-counted from the start. The peak is the largest total. At the peak, each live storage is told
+The model is copied (real tensors) and trained for two steps with a fresh optimizer of the
+same kind, in a loop written out as a user writes it (the loop's names hold the output and the
+loss as long as Python says); a TorchDispatchMode watches both steps (forward, loss, backward,
+optimizer.step(), zero_grad(set_to_none=True)): after each op it drops the storages that died
+and adds the new ones. The peak is the largest total during step 2, counting from its start
+the parameters, buffers and inputs, the optimizer state step 1 made, and whatever else step 1
+left alive (what the loop still names). At the peak, each live storage is told
 apart by what it is, independently of mem_tracer's code: a parameter or buffer of the model,
 the `.grad` of a parameter, a tensor of `optimizer.state`, an argument of the forward, a tensor
 autograd saved during the forward (seen by a saved_tensors_hooks pack, if it is none of the
@@ -48,6 +50,7 @@ class _Tracker(TorchDispatchMode):
         self.peak_live = []  # (id, bytes)
         self.phase = "none"
         self.peak_phase = ""
+        self.counting = False  # the peak is step 2's: set when it starts
 
     def add(self, tensor):
         key = _key(tensor)
@@ -69,7 +72,7 @@ class _Tracker(TorchDispatchMode):
         for tensor in _tensors(out):
             if tensor.device.type != "meta":
                 self.add(tensor)
-        if self.current > self.peak:
+        if self.counting and self.current > self.peak:
             self.peak = self.current
             self.peak_phase = self.phase
             self.peak_live = [(entry[2], entry[1]) for entry in self.live.values()]
@@ -77,10 +80,13 @@ class _Tracker(TorchDispatchMode):
 
 
 def measure_step(model, args=(), kwargs=None, *, loss_fn=None, targets=(), optimizer=None,
-                 autocast=None, scaler=False, accumulate=1, prepare=None):
+                 autocast=None, scaler=False, accumulate=1, prepare=None,
+                 loop="until-next-forward"):
     """The live-storage peak of step 2 of training a copy of `model` (see the module's doc).
     `optimizer` is an optimizer of `model` whose kind and hyperparameters are copied;
     `prepare(model_copy)` may change the copy before training (activation checkpointing).
+    `loop` is how the training loop is written (mem_tracer's loop=, each written out below as
+    a user writes it): what it still names when step 2 starts counts from the start.
     Categories are those of a storage's whole life, as memtrace gives them: a storage that
     becomes a parameter's `.grad` is a gradient from its allocation on."""
     kwargs = dict(kwargs or {})
@@ -96,6 +102,7 @@ def measure_step(model, args=(), kwargs=None, *, loss_fn=None, targets=(), optim
     scaler_object = torch.amp.GradScaler("cpu") if scaler else None
     tracker = _Tracker()
     saved, gradients = set(), set()
+    persistent = {}
 
     def pack(tensor):
         found = tracker.id_of(tensor)
@@ -111,16 +118,11 @@ def measure_step(model, args=(), kwargs=None, *, loss_fn=None, targets=(), optim
             return loss
         return [t for t in _tensors(output) if t.is_floating_point()][0].float().sum()
 
-    def step():
-        # The loop names the output and the loss until the step ends, then drops them.
-        for _ in range(accumulate):
-            tracker.phase = "forward"
-            context = torch.autocast("cpu", dtype=autocast) if autocast else contextlib.nullcontext()
-            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), context:
-                out = model(*args, **kwargs)
-                loss = loss_of(out)
-            tracker.phase = "backward"
-            (scaler_object.scale(loss) if scaler_object else loss).backward()
+    def backward(loss):
+        tracker.phase = "backward"
+        (scaler_object.scale(loss) if scaler_object else loss).backward()
+
+    def optimizer_step():
         tracker.phase = "optimizer"
         for parameter in model.parameters():
             if parameter.grad is not None and tracker.id_of(parameter.grad) is not None:
@@ -131,30 +133,72 @@ def measure_step(model, args=(), kwargs=None, *, loss_fn=None, targets=(), optim
                 scaler_object.update()
             else:
                 optimizer.step()
+            tracker.phase = "none"
             optimizer.zero_grad(set_to_none=True)
         else:
             for parameter in model.parameters():
                 parameter.grad = None
         tracker.phase = "none"
-        del out, loss
 
-    step()  # step 1 makes the optimizer's state (nothing is tracked yet)
-    saved.clear()
-    gradients.clear()
-    persistent = {}
-    for tensor in [*model.parameters(), *model.buffers()]:
-        persistent.setdefault(tracker.add(tensor), "parameter")
-    if optimizer is not None:
-        for state in optimizer.state.values():
-            for value in state.values():
-                if isinstance(value, torch.Tensor):
-                    persistent.setdefault(tracker.add(value), "optimizer_state")
-    for tensor in _tensors((args, kwargs)):
-        persistent.setdefault(tracker.add(tensor), "input")
-    for tensor in _tensors(list(targets)):  # no argument of the forward: a temporary
-        persistent.setdefault(tracker.add(tensor), "temporary")
+    def begin(step):
+        """Step 2 starts: the peak counts from here, the persistent storages by category."""
+        if step == 0:
+            return
+        saved.clear()
+        gradients.clear()
+        for tensor in [*model.parameters(), *model.buffers()]:
+            persistent.setdefault(tracker.add(tensor), "parameter")
+        if optimizer is not None:
+            for state in optimizer.state.values():
+                for value in state.values():
+                    if isinstance(value, torch.Tensor):
+                        persistent.setdefault(tracker.add(value), "optimizer_state")
+        for tensor in _tensors((args, kwargs)):
+            persistent.setdefault(tracker.add(tensor), "input")
+        for tensor in _tensors(list(targets)):  # no argument of the forward: a temporary
+            persistent.setdefault(tracker.add(tensor), "temporary")
+        tracker.counting = True
+
+    hooks = lambda: torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)  # noqa: E731
+    amp = lambda: (torch.autocast("cpu", dtype=autocast) if autocast  # noqa: E731
+                   else contextlib.nullcontext())
     with tracker:
-        step()
+        # Step 1 makes the optimizer's state; the tracker sees it (and what the loop keeps
+        # into step 2) but counts from step 2 on.
+        if loop == "until-next-forward":
+            for step in range(2):
+                begin(step)
+                for _ in range(accumulate):
+                    tracker.phase = "forward"
+                    with hooks(), amp():
+                        out = model(*args, **kwargs)
+                        loss = loss_of(out)
+                    backward(loss)
+                optimizer_step()
+        elif loop == "until-loss":
+            for step in range(2):
+                begin(step)
+                for _ in range(accumulate):
+                    tracker.phase = "forward"
+                    with hooks(), amp():
+                        loss = loss_of(model(*args, **kwargs))
+                    backward(loss)
+                optimizer_step()
+        elif loop == "until-step-end":
+            def train_step():
+                for _ in range(accumulate):
+                    tracker.phase = "forward"
+                    with hooks(), amp():
+                        out = model(*args, **kwargs)
+                        loss = loss_of(out)
+                    backward(loss)
+                optimizer_step()
+
+            for step in range(2):
+                begin(step)
+                train_step()
+        else:
+            raise ValueError(f"unknown loop {loop!r}")
 
     totals = dict.fromkeys(("parameter", "gradient", "optimizer_state", "activation", "input",
                             "temporary"), 0)

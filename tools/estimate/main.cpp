@@ -244,6 +244,10 @@ int estimateGraphFile(const Options& options, RenderOptions& render) {
   step.model = file.model;
   step.device = file.device;
   step.optimizer = file.optimizer;
+  step.profile = file.profile;
+  step.optimizer_implementation = file.optimizer_implementation;
+  step.loop = file.loop;
+  step.loop_detail = file.loop_detail;
   step.accumulate = file.accumulate;
   step.autocast = file.autocast;
   // Recorded from Python's own execution: eager lifetimes, all explicit (Note [Graph files]).

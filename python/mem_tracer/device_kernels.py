@@ -1,0 +1,365 @@
+"""The kernels the estimated device runs, applied to a step recorded on fake tensors
+(mem_tracer.step_graph): the device profile's sdpa kernel and the device's dropout, and which
+of the optimizer's tensors the device keeps in host memory.
+
+Note [The device's kernels on fake tensors]
+The step is recorded on fake CPU tensors whatever the device estimated for: a fake CUDA tensor
+cannot take part in autograd in a CPU build of torch (its graph node asks CUDA for a stream
+and the process aborts), nor safely in a CUDA build without a GPU, and on a GPU its backward
+would run on the autograd engine's device thread, out of the recording's reach. ATen's
+composite ops that pick a kernel by device then take the CPU's. Where that changes memory, the
+device's choice is made here, from the profile, and the ATen op the device would run is called
+instead (its fake kernel sizes its outputs; autograd saves what its derivative formula names):
+- scaled_dot_product_attention: the profile's kernels in its order, each with the checks
+  sdp_utils.cpp makes (dtype, head dims, mask, dropout, causal, layout), the first that takes
+  the call wins; then what attention.cpp does around the chosen op: a bool mask made additive,
+  the efficient kernel's mask expanded to (B, H, L, S) and padded to 16 (preprocess_mask), the
+  head dim padded to 8 for flash, and in training (an input requires grad, grad mode on) a
+  logsumexp computed and saved for backward (should_compute_logsumexp). Without a fitting
+  fused kernel, the math fallback as attention.cpp writes it, with the device's dropout.
+- dropout: an out-of-place dropout on CUDA is native_dropout, which saves a bool mask (one
+  byte an element); the CPU's is bernoulli noise in the input's dtype (four bytes an element
+  in float32). In-place and feature dropout are the same on both (dropout.cpp).
+The CPU's own profile changes nothing: the fake CPU tensors run the CPU's composites. Not
+applied: CUDA's autocast op lists (the recording runs the CPU's), cuDNN's RNN kernels, what a
+CUDA kernel allocates inside itself, and the model's own Python branches on
+`tensor.device.type` (they take the CPU's branch).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class KernelRulesError(Exception):
+    """The device profile cannot be read (a missing file, a field of the wrong type)."""
+
+
+@dataclass(frozen=True)
+class SdpaKernel:
+    """One fused sdpa kernel's checks, as the profile's `kernels.sdpa.<name>` states them
+    (docs/estimate-format.md, "Device profiles")."""
+
+    name: str  # flash, efficient, cudnn (flash_cpu is the CPU's own)
+    dtypes: tuple[str, ...]
+    max_head_dim: int = 0  # 0: no limit
+    head_dim_multiple: int = 1
+    head_dim_alignment_bytes: int = 1
+    same_head_dims: bool = False
+    gqa: bool = True  # takes fewer key heads than query heads (enable_gqa)
+    mask: bool = True
+    dropout: bool = True
+    # dropout_p * dropout_resolution must be whole (cuDNN's resolution is 1/16); 0: any.
+    dropout_resolution: int = 0
+    causal_needs_square: bool = False
+    pad_head_dim_to: int = 1
+    pad_mask_to: int = 1
+
+
+@dataclass(frozen=True)
+class KernelRules:
+    """The profile's `kernels`: the device whose kernels run, and sdpa's kernels in order."""
+
+    device: str = "cpu"
+    sdpa: tuple[SdpaKernel, ...] = ()
+
+    @property
+    def recorded_as_is(self) -> bool:
+        """Whether the fake CPU tensors already run this device's kernels."""
+        return self.device == "cpu"
+
+
+CPU_RULES = KernelRules()
+
+
+def profile_path(profile: str | os.PathLike[str]) -> Path:
+    """The .json file of a profile name (memtrace-estimate --list-devices) or path."""
+    text = os.fspath(profile)
+    if "/" in text or text.endswith(".json"):
+        return Path(text)
+    from . import _native
+    return _native.estimator_path().parent / "profiles" / f"{text}.json"
+
+
+def kernel_rules(profile: str | os.PathLike[str]) -> KernelRules:
+    """The kernel rules of a device profile (a name, or the path of its .json)."""
+    path = profile_path(profile)
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise KernelRulesError(f"device profile {os.fspath(profile)}: cannot be read "
+                               f"({path}: {error})") from error
+    kernels = document.get("kernels") if isinstance(document, dict) else None
+    if kernels is None:
+        # Without `kernels` the estimator takes the device for CUDA with sdpa's math fallback.
+        return KernelRules(device="cuda")
+    sdpa = kernels.get("sdpa") or {}
+    chosen = []
+    for name in sdpa.get("order", []):
+        if name == "math":
+            break
+        entry = sdpa.get(name)
+        if not isinstance(entry, dict):
+            raise KernelRulesError(f"device profile {path}: sdpa kernel {name!r} has no entry")
+        fields = {key: value for key, value in entry.items()
+                  if key in SdpaKernel.__dataclass_fields__ and key != "name"}
+        fields["dtypes"] = tuple(fields.get("dtypes", ()))
+        chosen.append(SdpaKernel(name=name, **fields))
+    return KernelRules(device=str(kernels.get("device", "cuda")), sdpa=tuple(chosen))
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def sdpa_rejects(kernel: SdpaKernel, query: Any, key: Any, value: Any, attn_mask: Any,
+                 dropout_p: float, is_causal: bool, enable_gqa: bool) -> str:
+    """Why `kernel` cannot run this call; "" when it can (estimator/torchscript/op_rules.cpp's
+    sdpaRejects makes the same checks for TorchScript graphs)."""
+    if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
+        return "inputs are not 4-d"
+    if query.is_nested or key.is_nested or value.is_nested:
+        return "nested inputs"
+    dtype = _dtype_name(query.dtype)
+    if dtype not in kernel.dtypes:
+        return f"dtype {dtype} not supported"
+    if dropout_p > 0 and not kernel.dropout:
+        return "dropout_p > 0"
+    if kernel.dropout_resolution and \
+            dropout_p * kernel.dropout_resolution != math.floor(dropout_p * kernel.dropout_resolution):
+        return f"dropout_p not a multiple of 1/{kernel.dropout_resolution}"
+    if attn_mask is not None and not kernel.mask:
+        return "an attn_mask is given"
+    head_q, head_k, head_v = query.size(-1), key.size(-1), value.size(-1)
+    if head_q != head_k or (kernel.same_head_dims and head_q != head_v):
+        return "head dims differ"
+    if kernel.max_head_dim and (head_q > kernel.max_head_dim or head_v > kernel.max_head_dim):
+        return f"head dim above {kernel.max_head_dim}"
+    element = query.element_size()
+    for size in (head_q, head_v):
+        if size % kernel.head_dim_multiple or (size * element) % kernel.head_dim_alignment_bytes:
+            return f"head dim {size} not aligned"
+    if not query.size(0) == key.size(0) == value.size(0):
+        return "batch sizes differ"
+    if key.size(1) != value.size(1) or (query.size(1) != key.size(1) and not (
+            kernel.gqa and enable_gqa and query.size(1) % key.size(1) == 0)):
+        return "query and key heads differ"
+    for tensor in (query, key, value):
+        if tensor.size(-1) != 1 and tensor.stride(-1) != 1:
+            return "last dim not contiguous"
+        if tensor.size(-2) == 0:
+            return "an empty sequence"
+    if kernel.causal_needs_square and is_causal and query.size(2) != key.size(2):
+        return "is_causal with L != S"
+    return ""
+
+
+def sdpa_choice(rules: KernelRules, query: Any, key: Any, value: Any, attn_mask: Any = None,
+                dropout_p: float = 0.0, is_causal: bool = False,
+                enable_gqa: bool = False) -> tuple[str, str]:
+    """The kernel the device runs for this sdpa call, and why (the checks the kernels before
+    it failed): ("efficient", "not cudnn: dtype float32 not supported; ...")."""
+    rejected: list[str] = []
+    for kernel in rules.sdpa:
+        why = sdpa_rejects(kernel, query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+        if not why:
+            return kernel.name, ("; ".join(rejected) if rejected
+                                 else "the profile's first choice that takes these inputs")
+        rejected.append(f"not {kernel.name}: {why}")
+    return "math", "; ".join(rejected) if rejected else "the profile names no fused kernel"
+
+
+# -- what the device runs -----------------------------------------------------------------
+
+def device_dropout(input: Any, p: float) -> Any:
+    """Out-of-place dropout in training as CUDA runs it (dropout.cpp: is_fused_kernel_acceptable):
+    native_dropout, whose bool mask autograd saves."""
+    import torch
+    if 0 < p < 1 and input.numel() > 0:
+        return torch.ops.aten.native_dropout(input, p, True)[0]
+    return torch.dropout(input, p, True)
+
+
+def _additive_mask(mask: Any, dtype: Any) -> Any:
+    """convert_boolean_attn_mask: a bool mask becomes 0 / -inf in the query's dtype."""
+    import torch
+    if mask is None or mask.dtype != torch.bool:
+        return mask
+    return torch.where(mask.logical_not(), float("-inf"),
+                       torch.scalar_tensor(0.0, dtype=dtype, device=mask.device))
+
+
+def _padded_mask(mask: Any, query: Any, key: Any, alignment: int) -> Any:
+    """preprocess_mask: the efficient kernel's mask, expanded to (B, H, L, S), padded when S is
+    not aligned (a copy), made contiguous when its strides are not aligned."""
+    import torch.nn.functional as F
+    expanded = mask.expand(query.size(0), query.size(1), query.size(2), key.size(2))
+    source = expanded.size(-1)
+    if source % alignment:
+        return F.pad(expanded, (0, alignment - source % alignment))[..., :source]
+    if any(expanded.stride(dim) % alignment for dim in range(3)):
+        return expanded.contiguous()
+    return expanded
+
+
+def _math_attention(query: Any, key: Any, value: Any, attn_mask: Any, dropout_p: float,
+                    is_causal: bool, scale: float | None, enable_gqa: bool) -> Any:
+    """attention.cpp's _scaled_dot_product_attention_math, with the device's dropout."""
+    import torch
+    if enable_gqa and query.size(-3) != key.size(-3):
+        key = key.repeat_interleave(query.size(-3) // key.size(-3), -3)
+        value = value.repeat_interleave(query.size(-3) // value.size(-3), -3)
+    factor = math.sqrt(scale if scale is not None else 1 / math.sqrt(query.size(-1)))
+    query = query * factor
+    if is_causal:
+        causal = torch.ones(query.size(-2), key.size(-2), dtype=torch.bool,
+                            device=query.device).tril()
+        attn_mask = _additive_mask(causal, query.dtype)
+    attention = torch.matmul(query, key.transpose(-2, -1) * factor)
+    if attn_mask is not None:
+        attention.add_(attn_mask)
+    attention = torch.ops.aten._safe_softmax(attention, -1)
+    if dropout_p > 0:
+        attention = device_dropout(attention, dropout_p)
+    return torch.matmul(attention, value)
+
+
+def device_sdpa(kernel: str, query: Any, key: Any, value: Any, attn_mask: Any = None,
+                dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+                enable_gqa: bool = False, *, mask_alignment: int = 16,
+                head_dim_padding: int = 8) -> Any:
+    """scaled_dot_product_attention as attention.cpp runs it on CUDA once `kernel` is chosen."""
+    import torch
+    import torch.nn.functional as F
+    aten = torch.ops.aten
+    logsumexp = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
+    mask = _additive_mask(attn_mask, query.dtype)
+    if kernel == "cudnn":
+        return aten._scaled_dot_product_cudnn_attention(query, key, value, mask, logsumexp,
+                                                        dropout_p, is_causal, False,
+                                                        scale=scale)[0]
+    if kernel == "flash":
+        size = query.size(-1)
+        pad = (-size) % head_dim_padding
+        padded = [F.pad(t, (0, pad)) if pad else t for t in (query, key, value)]
+        output = aten._scaled_dot_product_flash_attention(
+            *padded, dropout_p, is_causal, False,
+            scale=scale if scale is not None else 1 / math.sqrt(size))[0]
+        return output[..., :size] if pad else output
+    if kernel == "efficient":
+        if mask is not None:
+            mask = _padded_mask(mask, query, key, mask_alignment)
+        return aten._scaled_dot_product_efficient_attention(query, key, value, mask, logsumexp,
+                                                            dropout_p, is_causal,
+                                                            scale=scale)[0]
+    return _math_attention(query, key, value, mask, dropout_p, is_causal, scale, enable_gqa)
+
+
+_SDPA_PARAMETERS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
+                    "enable_gqa")
+_SDPA_DEFAULTS: dict[str, Any] = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False,
+                                  "scale": None, "enable_gqa": False}
+
+# Factories that make a tensor where they are told (device=), else on the host: in torch.optim
+# the step counts of a group that is neither capturable nor fused (`torch.tensor(0.0)`,
+# `device="cpu"`), which the device never holds; `device=p.device` is the parameter's device.
+_FACTORIES = ("tensor", "zeros", "ones", "full", "empty", "as_tensor", "scalar_tensor")
+
+
+@dataclass
+class KernelChoice:
+    """One call the device runs with a kernel of its own: the op, the kernel, why."""
+
+    op: str
+    kernel: str
+    why: str
+    stack: list[int] = field(default_factory=list)
+
+
+class DeviceKernels:
+    """A TorchFunctionMode (entered with `with`) that runs the device's sdpa and dropout on the
+    recording's fake CPU tensors (Note [The device's kernels on fake tensors]), and tells the
+    tensors the optimizer makes in host memory while `optimizer_phase` is set. `on_choice`
+    hears each kernel chosen (the recorder adds the call's stack)."""
+
+    def __init__(self, rules: KernelRules,
+                 on_choice: Callable[[KernelChoice], None] | None = None) -> None:
+        import torch
+        from torch.overrides import TorchFunctionMode
+
+        self.rules = rules
+        self.on_choice = on_choice
+        self.optimizer_phase = False
+        self.making_host_tensor = 0  # > 0 while a host factory runs (its ops allocate host memory)
+        padding = next((k.pad_mask_to for k in rules.sdpa if k.name == "efficient"), 16)
+        head = next((k.pad_head_dim_to for k in rules.sdpa if k.name == "flash"), 8)
+        factories = {getattr(torch, name) for name in _FACTORIES}
+        owner = self
+
+        class Mode(TorchFunctionMode):
+            def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (),
+                                   kwargs: dict[str, Any] | None = None) -> Any:
+                kwargs = kwargs or {}
+                if owner.rules.recorded_as_is:
+                    return func(*args, **kwargs)
+                if func is torch.nn.functional.scaled_dot_product_attention:
+                    return owner._sdpa(args, kwargs, padding, head)
+                if func is torch.nn.functional.dropout or func is torch.dropout:
+                    return owner._dropout(func, args, kwargs)
+                if owner.optimizer_phase and func in factories and \
+                        kwargs.get("device") in (None, "cpu"):
+                    owner.making_host_tensor += 1
+                    try:
+                        return func(*args, **kwargs)
+                    finally:
+                        owner.making_host_tensor -= 1
+                return func(*args, **kwargs)
+
+        self._mode = Mode()
+
+    def __enter__(self) -> DeviceKernels:  # noqa: PYI034 - typing.Self needs Python 3.11
+        self._mode.__enter__()  # type: ignore[no-untyped-call]  # torch leaves it untyped
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._mode.__exit__(*exc)  # type: ignore[no-untyped-call]
+
+    def _sdpa(self, args: Sequence[Any], kwargs: dict[str, Any], mask_alignment: int,
+              head_dim_padding: int) -> Any:
+        import torch
+        call = {**_SDPA_DEFAULTS, **dict(zip(_SDPA_PARAMETERS, args)), **kwargs}
+        if torch.is_autocast_enabled("cpu"):
+            # Autocast casts sdpa's floating inputs to its dtype (lower_precision_fp on CUDA and
+            # on the CPU) before the kernel is chosen: choose for what the kernel gets.
+            dtype = torch.get_autocast_dtype("cpu")
+            for name in ("query", "key", "value", "attn_mask"):
+                value = call[name]
+                if value is not None and value.is_floating_point() and value.dtype != dtype:
+                    call[name] = value.to(dtype)
+        kernel, why = sdpa_choice(self.rules, call["query"], call["key"], call["value"],
+                                  call["attn_mask"], call["dropout_p"], call["is_causal"],
+                                  call["enable_gqa"])
+        if self.on_choice is not None:
+            self.on_choice(KernelChoice("aten::scaled_dot_product_attention", kernel, why))
+        return device_sdpa(kernel, **call, mask_alignment=mask_alignment,
+                           head_dim_padding=head_dim_padding)
+
+    def _dropout(self, func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        import torch
+        names = ("input", "p", "training", "inplace") if func is not torch.dropout else \
+            ("input", "p", "train")
+        call = {"p": 0.5, "training": True, "train": True, "inplace": False,
+                **dict(zip(names, args)), **kwargs}
+        if call["inplace"] or not (call["training"] and call["train"]):
+            return func(*args, **kwargs)
+        return device_dropout(call["input"], call["p"])
+
+
+__all__ = ["CPU_RULES", "DeviceKernels", "KernelChoice", "KernelRules", "KernelRulesError",
+           "SdpaKernel", "device_dropout", "device_sdpa", "kernel_rules", "profile_path",
+           "sdpa_choice", "sdpa_rejects"]

@@ -1,0 +1,460 @@
+"""A training step recorded as the estimated device runs it, whatever torch is at hand: the
+optimizer's implementation PyTorch picks there (mem_tracer.device_optimizer), the device's sdpa
+kernel and dropout (mem_tracer.device_kernels), what the training loop holds (loop=), and the
+model on the CPU or on the GPU.
+
+ctest runs this file twice: under the torch the build uses (estimator.device_step; a CPU build
+on CI) and under a CUDA build of torch without a GPU (estimator.cuda_build; `make
+test-cuda-torch` makes that venv): a CUDA build has torch.backends.cuda.is_built() True and
+torch.cuda.is_available() False there, which is where `estimate(training=True)` used to fail
+(`_apply(): Couldn't swap Embedding.weight`). What the tests assume of the real GPU is said
+where they assume it."""
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import models
+from conftest import REPOSITORY, estimate_json, estimator_binary
+from training_truth import measure_step
+
+sys.path.insert(0, str(REPOSITORY / "python"))
+import mem_tracer  # noqa: E402
+from mem_tracer import device_kernels, device_optimizer, step_graph  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def estimator_on_path(monkeypatch):
+    monkeypatch.setenv("MEMTRACE_BIN_DIR", str(estimator_binary().parent))
+
+
+def _mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 64), nn.GELU(),
+                         nn.Linear(64, 10))
+
+
+def _ops(document, phase=None):
+    return [node["op"] for node in document["nodes"] if phase in (None, node["phase"])]
+
+
+def _live_peak(document, tmp_path):
+    """The step's live-storage peak of a recording (the CPU profile's figure: no allocator)."""
+    path = step_graph.write(document, tmp_path / "step.json")
+    return estimate_json(path, "--device", "cpu")
+
+
+# -- the optimizer ----------------------------------------------------------------------------
+
+OPTIMIZERS = {
+    "SGD": lambda p, **k: torch.optim.SGD(p, lr=0.1, momentum=0.9, **k),
+    "Adam": lambda p, **k: torch.optim.Adam(p, **k),
+    "AdamW": lambda p, **k: torch.optim.AdamW(p, **k),
+    "RMSprop": lambda p, **k: torch.optim.RMSprop(p, **k),
+    "Adagrad": lambda p, **k: torch.optim.Adagrad(p, **k),
+    "Adafactor": lambda p, **k: torch.optim.Adafactor(p, **k),
+    "NAdam": lambda p, **k: torch.optim.NAdam(p, **k),
+}
+
+
+def _implementation_run(optimizer, model):
+    """Which implementation a real step of `optimizer` runs: its ops tell (the foreach ops,
+    a fused kernel, or neither)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    names = set()
+
+    class Ops(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            names.add(str(func))
+            return func(*args, **(kwargs or {}))
+
+    model(torch.randn(4, 32)).sum().backward()
+    with Ops():
+        optimizer.step()
+    if any("_fused_" in name for name in names):
+        return "fused"
+    return "foreach" if any("_foreach_" in name for name in names) else "for-loop"
+
+
+@pytest.mark.parametrize("settings", [{}, {"foreach": False}, {"foreach": True}],
+                         ids=["default", "foreach=False", "foreach=True"])
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_the_implementation_is_the_one_torch_runs(name, settings, monkeypatch):
+    """device_optimizer.implementation() against torch's own choice in a real step. A real
+    CUDA tensor needs a GPU: the stand-in is the CPU with CUDA's foreach support, made by
+    patching the one list torch asks (_get_foreach_kernels_supported_devices), so torch's own
+    code (_default_to_fused_or_foreach, each optimizer's exceptions) decides as on CUDA."""
+    model = _mlp()
+    optimizer = OPTIMIZERS[name](model.parameters(), **settings)
+    # On the CPU, as it is: torch runs the for-loop unless foreach=True.
+    _, predicted = device_optimizer.implementation(optimizer, "cpu")
+    assert predicted == _implementation_run(optimizer, model)
+    # On "CUDA": the CPU given CUDA's foreach kernels.
+    import torch.optim.optimizer as optimizer_module
+    import torch.utils._foreach_utils as foreach_utils
+    with_cpu = lambda: ["cuda", "cpu"]  # noqa: E731
+    monkeypatch.setattr(foreach_utils, "_get_foreach_kernels_supported_devices", with_cpu)
+    monkeypatch.setattr(optimizer_module, "_get_foreach_kernels_supported_devices", with_cpu)
+    model = _mlp()
+    optimizer = OPTIMIZERS[name](model.parameters(), **settings)
+    _, predicted = device_optimizer.implementation(optimizer, "cpu")
+    assert predicted == _implementation_run(optimizer, model)
+    monkeypatch.undo()
+    # And what it says for CUDA itself: foreach by default, except Adafactor (for-loop unless
+    # asked, its documentation says).
+    _, for_cuda = device_optimizer.implementation(OPTIMIZERS[name](_mlp().parameters(),
+                                                                   **settings), "cuda")
+    expected = ("for-loop" if settings.get("foreach") is False or
+                (name == "Adafactor" and "foreach" not in settings) else "foreach")
+    assert for_cuda == expected
+
+
+def test_fused_capturable_and_the_optimizers_without_a_choice():
+    model = _mlp()
+    assert device_optimizer.implementation(torch.optim.AdamW(model.parameters(), fused=True),
+                                           "cuda") == ([{}], "fused")
+    settings, name = device_optimizer.implementation(
+        torch.optim.Adam(model.parameters(), capturable=True), "cuda")
+    assert settings == [{"foreach": True}] and name == "foreach, capturable"
+    # A Tensor lr without capturable: Adam keeps the for-loop (adam.py).
+    assert device_optimizer.implementation(
+        torch.optim.Adam(model.parameters(), lr=torch.tensor(0.01)), "cuda")[1] == "for-loop"
+    assert device_optimizer.implementation(torch.optim.LBFGS(model.parameters()),
+                                           "cuda") == ([{}], "its own")
+    # Parameter groups each get their own.
+    groups = torch.optim.AdamW([{"params": model[0].parameters(), "foreach": False},
+                                {"params": model[2].parameters()}])
+    assert device_optimizer.implementation(groups, "cuda") == (
+        [{"foreach": False}, {"foreach": True}], "for-loop / foreach")
+
+
+def test_the_foreach_step_is_what_foreach_allocates(tmp_path):
+    """Recorded for CUDA, AdamW runs foreach: the step is the CPU's real foreach step (the same
+    Python, the same intermediate lists: exp_avg_sq's square roots, the parameters' size)
+    except for the step counters, which torch keeps in host memory unless capturable or fused,
+    and which the device never holds."""
+    model = _mlp()
+    x = torch.randn(8, 32)
+    parameters = list(model.parameters())
+    size = sum(p.numel() * p.element_size() for p in parameters)
+    document = step_graph.record(model, (x,), optimizer=torch.optim.AdamW(parameters),
+                                 profile="cuda")
+    assert document["optimizer_implementation"] == "foreach"
+    assert "aten::_foreach_sqrt" in _ops(document, "optimizer")
+    estimate = _live_peak(document, tmp_path)
+    truth = measure_step(model, (x,), optimizer=torch.optim.AdamW(parameters, foreach=True))
+    step_counters = 4 * len(parameters)  # one float32 0-dim tensor each
+    assert estimate["summary"]["training_peak_bytes"] == truth.peak - step_counters
+    assert estimate["step"]["peak_phase"] == truth.phase == "optimizer"
+    assert estimate["summary"]["optimizer_state_bytes"] == 2 * size
+    # At the peak, the list of square roots: the parameters' size, at once.
+    assert estimate["summary"]["training_breakdown"]["temporary"] >= size
+    loop = measure_step(model, (x,), optimizer=torch.optim.AdamW(parameters, foreach=False))
+    # Recorded for the CPU, the default is the for-loop, as torch runs it there.
+    on_cpu = step_graph.record(model, (x,), optimizer=torch.optim.AdamW(parameters))
+    assert on_cpu["optimizer_implementation"] == "for-loop"
+    assert not any(op.startswith("aten::_foreach_") for op in _ops(on_cpu, "optimizer"))
+    assert _live_peak(on_cpu, tmp_path)["summary"]["training_peak_bytes"] == loop.peak
+
+
+def test_the_fused_step_runs_the_fused_kernel():
+    model = _mlp()
+    document = step_graph.record(model, (torch.randn(8, 32),), profile="cuda-sm90",
+                                 optimizer=torch.optim.AdamW(model.parameters(), fused=True))
+    assert document["optimizer_implementation"] == "fused"
+    # One in-place kernel: nothing allocated in the optimizer's phase.
+    assert not any(node["allocates"] for node in document["nodes"]
+                   if node["phase"] == "optimizer")
+    # Fused keeps its step counters on the device: they count.
+    states = [s for s in document["storages"] if s["category"] == "optimizer_state"]
+    assert sum(1 for s in states if s["shape"] == []) == len(list(model.parameters()))
+
+
+# -- the kernels --------------------------------------------------------------------------------
+
+def _qkv(dtype, head=64, batch=2, heads=4, length=128, key_heads=None):
+    with torch.device("meta"):
+        q = torch.empty(batch, length, heads, head, dtype=dtype).transpose(1, 2)
+        k = torch.empty(batch, length, key_heads or heads, head, dtype=dtype).transpose(1, 2)
+        return q, k, k.clone()
+
+
+SDPA_CASES = [
+    # (dtype, head dim, mask, dropout_p, is_causal, key heads) -> kernel on cuda-sm90, on cuda
+    ((torch.float32, 64, False, 0.0, True, 4), "efficient", "efficient"),
+    ((torch.bfloat16, 64, False, 0.0, True, 4), "cudnn", "flash"),
+    ((torch.bfloat16, 64, False, 0.1, True, 4), "flash", "flash"),  # cuDNN: multiples of 1/16 only
+    ((torch.bfloat16, 64, False, 0.125, False, 4), "cudnn", "flash"),
+    ((torch.float16, 64, True, 0.0, False, 4), "cudnn", "efficient"),  # flash takes no mask
+    ((torch.bfloat16, 160, False, 0.0, False, 4), "flash", "flash"),  # cuDNN: head dim <= 128
+    ((torch.float32, 30, False, 0.0, False, 4), "math", "math"),  # 120 bytes: not 16-aligned
+    ((torch.float64, 64, False, 0.0, False, 4), "math", "math"),
+    # Grouped-query attention (2 key heads for 4): cuDNN and flash take it, efficient does not
+    ((torch.bfloat16, 64, False, 0.0, True, 2), "cudnn", "flash"),
+    ((torch.float32, 64, False, 0.0, True, 2), "math", "math"),
+    ((torch.float16, 64, True, 0.0, False, 2), "cudnn", "math"),
+]
+
+
+@pytest.mark.parametrize("case, on_sm90, on_cuda", SDPA_CASES,
+                         ids=[f"{c[0][0]}-d{c[0][1]}-mask{c[0][2]}-p{c[0][3]}-kv{c[0][5]}"
+                              for c in SDPA_CASES])
+def test_the_sdpa_kernel_is_the_profiles(case, on_sm90, on_cuda):
+    dtype, head, masked, dropout, causal, key_heads = case
+    q, k, v = _qkv(dtype, head, key_heads=key_heads)
+    mask = torch.ones(128, 128, dtype=torch.bool, device="meta") if masked else None
+    for profile, expected in (("cuda-sm90", on_sm90), ("cuda", on_cuda)):
+        rules = device_kernels.kernel_rules(profile)
+        kernel, why = device_kernels.sdpa_choice(rules, q, k, v, mask, dropout,
+                                                 causal and not masked, enable_gqa=True)
+        assert kernel == expected, (profile, why)
+
+
+class Attention(nn.Module):
+    """One attention layer calling F.scaled_dot_product_attention, as transformers' sdpa
+    attention does (q, k, v views of one projection, transposed)."""
+
+    def __init__(self, dim=64, heads=2, dropout=0.1, dtype=torch.float32):
+        super().__init__()
+        self.qkv = nn.Linear(dim, 3 * dim, dtype=dtype)
+        self.out = nn.Linear(dim, dim, dtype=dtype)
+        self.heads, self.dropout = heads, dropout
+
+    def forward(self, x, mask=None):
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                           dropout_p=self.dropout if self.training else 0.0,
+                                           is_causal=mask is None)
+        y = F.dropout(y.transpose(1, 2).reshape(b, t, c), self.dropout, self.training)
+        return self.out(y)
+
+
+def _saved(document):
+    """The storages autograd saved in the forward: (shape, dtype) of each."""
+    made = {entry[0]: (entry[1], entry[2]) for node in document["nodes"]
+            for entry in node["allocates"]}
+    return [made[index] for index, storage in enumerate(document["storages"])
+            if storage["category"] == "activation" and index in made]
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["causal", "masked"])
+def test_the_device_kernels_save_what_they_save(masked):
+    """On CUDA (fp32: the efficient kernel) the step saves the attention's output and a float
+    logsumexp of (B, H, ceil(L/32)*32), never the L x L scores; dropout saves a bool mask. The
+    sizes are the fake (meta) kernels' of torch, which torch.compile relies on to match the CUDA
+    kernels: assumed here, not measured. On the CPU profile the same model runs sdpa's math
+    fallback (dropout_p > 0): the scores are saved."""
+    batch, length, dim, heads = 2, 40, 64, 2
+    model = Attention(dim, heads).train()
+    x = torch.randn(batch, length, dim)
+    mask = (torch.rand(batch, 1, length, length) > 0.5) if masked else None
+    args = (x, mask) if masked else (x,)
+    on_cuda = step_graph.record(model, args, profile="cuda-sm90")
+    on_cpu = step_graph.record(model, args, profile="cpu")
+    assert [k["kernel"] for k in on_cuda["kernels"]] == ["efficient"]
+    assert "aten::_scaled_dot_product_efficient_attention" in _ops(on_cuda, "forward")
+    assert "aten::_scaled_dot_product_efficient_attention_backward" in _ops(on_cuda, "backward")
+    saved = _saved(on_cuda)
+    scores = [batch, heads, length, length]
+    assert [list(shape) for shape, _ in saved if list(shape) == scores] == [] or masked
+    assert ([batch, heads, math.ceil(length / 32) * 32], "float32") in \
+        [(list(shape), dtype) for shape, dtype in saved]
+    assert ([batch, length, dim], "bool") in [(list(shape), dtype) for shape, dtype in saved]
+    if masked:
+        # preprocess_mask: the bool mask made additive, expanded to (B, H, L, S) and padded to
+        # a multiple of 16 (a copy of B x H x L x 48 floats), saved as the kernel's bias.
+        assert ([batch, heads, length, 48], "float32") in \
+            [(list(shape), dtype) for shape, dtype in saved]
+    assert scores in [list(shape) for shape, _ in _saved(on_cpu)]
+    assert on_cpu["kernels"] == []
+
+
+def test_grouped_query_attention_and_autocast_choose_as_the_kernel_sees_them():
+    """A Llama with 2 key heads for 4 (transformers passes enable_gqa without a mask): in
+    float32 no fused kernel takes it on cuda-sm90 (efficient takes no GQA: math); under bf16
+    autocast the kernel sees bf16 inputs (autocast casts sdpa's inputs first) and cuDNN takes
+    them. The recording runs either (the fake backward of each kernel gives the key's heads)."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2,
+                                      vocab_size=500)
+    model = transformers.LlamaForCausalLM(config).train()
+    ids = torch.randint(0, 500, (2, 16))
+    for autocast, kernel in ((None, "math"), (torch.bfloat16, "cudnn")):
+        document = step_graph.record(model, (ids,), autocast=autocast, profile="cuda-sm90",
+                                     optimizer=torch.optim.AdamW(model.parameters()))
+        assert [k["kernel"] for k in document["kernels"]] == [kernel, kernel]
+
+
+def test_python_and_the_torchscript_front_end_choose_alike(tmp_path):
+    """The recording (Python) and memtrace-estimate's TorchScript front end (C++) read the
+    same profile: for each case above, inference on both takes the same kernel."""
+    for (dtype, head, masked, dropout, causal, key_heads), _, _ in SDPA_CASES:
+        class Call(nn.Module):
+            def forward(self, q, k, v):
+                return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout,
+                                                      is_causal=causal, enable_gqa=True)
+
+        if masked:
+            continue  # the traced mask would be a constant: covered by test_op_rules
+        q = torch.randn(2, 4, 16, head, dtype=dtype)
+        k = torch.randn(2, key_heads, 16, head, dtype=dtype)
+        path = tmp_path / "sdpa.pt"
+        torch.jit.trace(Call(), (q, k, k), check_trace=False).save(str(path))
+        query, key = f"2x4x16x{head}:{str(dtype)[6:]}", f"2x{key_heads}x16x{head}:{str(dtype)[6:]}"
+        for profile in ("cuda-sm90", "cuda"):
+            document = estimate_json(path, "--input", query, "--input", key, "--input", key,
+                                     "--device", profile)
+            chosen = [k["kernel"] for k in document["kernels"]] or ["math"]
+            rules = device_kernels.kernel_rules(profile)
+            assert chosen == [device_kernels.sdpa_choice(rules, q, k, k, None, dropout, causal,
+                                                         True)[0]], (profile, dtype, head)
+
+
+# -- the loop -----------------------------------------------------------------------------------
+
+def _cross_entropy(logits, targets):
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+
+@pytest.mark.parametrize("loop", list(step_graph.LOOPS))
+def test_the_loop_is_the_truths(loop):
+    """Each loop, written out as a user writes it in training_truth.py, against the estimate
+    recorded with that loop= (the CPU, where the truth is exact)."""
+    torch.manual_seed(0)
+    model = models.GPT2Like(vocabulary=512, embedding=32, heads=2, layers=2, context=32)
+    ids = torch.randint(0, 512, (2, 32))
+    targets = torch.randint(0, 512, (2, 32))
+    optimizer = torch.optim.AdamW(model.parameters())
+    result = mem_tracer.estimate(model, (ids,), training=True, optimizer=optimizer,
+                                 loss_fn=_cross_entropy, targets=(targets,), device="cpu",
+                                 loop=loop)
+    truth = measure_step(model, (ids,), optimizer=optimizer, loss_fn=_cross_entropy,
+                         targets=(targets,), loop=loop)
+    assert result.training_peak_bytes == truth.peak
+    assert result.training_breakdown == truth.categories
+    assert result.training_peak_phase == truth.phase
+    assert result.loop == loop and f"assumed loop={loop!r}: {step_graph.LOOPS[loop]}" in str(result)
+
+
+def test_the_loops_differ_by_the_output():
+    torch.manual_seed(0)
+    model = models.GPT2Like(vocabulary=2048, embedding=32, heads=2, layers=2, context=32)
+    ids = torch.randint(0, 2048, (4, 32))
+    logits = 4 * 32 * 2048 * 4
+    peaks = {loop: mem_tracer.estimate(model, (ids,), training=True, device="cpu",
+                                       optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                                       loop=loop).training_peak_bytes
+             for loop in step_graph.LOOPS}
+    assert peaks["until-next-forward"] >= peaks["until-step-end"] >= peaks["until-loss"]
+    assert peaks["until-next-forward"] - peaks["until-loss"] >= logits
+    default = mem_tracer.estimate(model, (ids,), training=True, device="cpu",
+                                  optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    assert default.loop == step_graph.DEFAULT_LOOP == "until-next-forward"
+    assert default.training_peak_bytes == peaks["until-next-forward"]
+    with pytest.raises(mem_tracer.MemTracerError, match="loop must be one of until-next-forward"):
+        mem_tracer.estimate(model, (ids,), training=True, device="cpu", loop="never")
+
+
+def test_the_text_output_says_what_was_recorded(tmp_path):
+    model = _mlp()
+    document = step_graph.record(model, (torch.randn(8, 32),), profile="cuda-sm90",
+                                 optimizer=torch.optim.AdamW(model.parameters()),
+                                 loop="until-loss")
+    path = step_graph.write(document, tmp_path / "step.json")
+    text = subprocess.run([str(estimator_binary()), str(path), "--device", "cuda-sm90"],
+                          capture_output=True, text=True, check=True).stdout
+    assert ("training step of Sequential with AdamW (foreach) (recorded on fake tensors, running "
+            "cuda's kernels as profile cuda-sm90 states them)") in text
+    assert f"loop             until-loss: {step_graph.LOOPS['until-loss']}" in text
+    step = estimate_json(path, "--device", "cuda-sm90")["step"]
+    assert step["optimizer_implementation"] == "foreach" and step["loop"] == "until-loss"
+    assert step["recorded_for"] == "cuda-sm90" and step["device"] == "cuda"
+
+
+# -- where the model is, which torch is installed ---------------------------------------------
+
+def _on_fake_gpu(model):
+    """A stand-in for a model the user moved to the GPU: its parameters and buffers are fake
+    CUDA tensors (shapes, strides, dtypes, no memory). Real CUDA tensors need a GPU; the copy
+    estimate() makes reads only what a fake one has too (shapes, strides, storage sizes)."""
+    import copy
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.overrides import TorchFunctionMode
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+
+    def fake(tensor):
+        with mode:
+            made = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype,
+                                       device="cuda")
+        return made.requires_grad_(tensor.requires_grad)
+
+    class ToGpu(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func is torch._C.TensorBase.clone:
+                return fake(args[0])
+            if func is torch.Tensor.__deepcopy__:
+                return args[1].setdefault(id(args[0]), fake(args[0]))
+            with torch._C.DisableTorchFunctionSubclass():
+                return func(*args, **(kwargs or {}))
+
+    with ToGpu():
+        return copy.deepcopy(model)
+
+
+def _tiny_gpt2():
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=1000,
+                                     n_positions=64)
+    return transformers.GPT2LMHeadModel(config).train()
+
+
+def test_the_model_on_the_cpu_or_the_gpu_gives_one_estimate():
+    """estimate(training=True) with the model where the user starts (the CPU) and where a user
+    who trains has it (the GPU, as fake CUDA tensors): one recording, one estimate. With a CUDA
+    build of torch (estimator.cuda_build), the CPU model is the configuration that failed with
+    `_apply(): Couldn't swap Embedding.weight`."""
+    model = _tiny_gpt2()
+    ids = torch.randint(0, 1000, (2, 16))
+    on_gpu = _on_fake_gpu(model)
+    assert {p.device.type for p in on_gpu.parameters()} == {"cuda"}
+    estimates = [mem_tracer.estimate(m, (x,), training=True, device="cuda-sm90",
+                                     optimizer=torch.optim.AdamW(m.parameters()))
+                 for m, x in ((model, ids), (on_gpu, _on_fake_gpu(ids)))]
+    first, second = estimates
+    assert first.training_peak_bytes == second.training_peak_bytes > 0
+    assert first.training_breakdown == second.training_breakdown
+    assert first.training_peak_phase == second.training_peak_phase
+    assert first.optimizer_implementation == second.optimizer_implementation == "foreach"
+    assert first.training_breakdown["activation"] > 0
+    # The user's model is untouched, where it was.
+    assert {p.device.type for p in model.parameters()} == {"cpu"}
+
+
+def test_plan_and_inference_with_this_torch():
+    """plan() and estimate() (inference, TorchScript) on the CPU model, with whichever build of
+    torch runs the test: a CUDA build without a GPU takes the `cuda` profile for "auto"."""
+    model = _tiny_gpt2()
+    ids = torch.randint(0, 1000, (2, 16))
+    plan = mem_tracer.plan(model, (ids,), budget="256MiB", device="cuda-sm90", limit=16,
+                           optimizer=torch.optim.AdamW(model.parameters()))
+    assert plan.largest_batch and plan.peak_bytes <= 256 * 2**20
+    inference = mem_tracer.estimate(model.eval(), (ids,))
+    assert inference.peak_requested_bytes > inference.weight_bytes
+    built = torch.backends.cuda.is_built()
+    assert mem_tracer.estimate.__module__  # the package imported from this checkout
+    assert str(REPOSITORY / "python") in mem_tracer.__file__
+    if built and not torch.cuda.is_available():
+        assert inference.raw["device_profile"]["name"] == "cuda"
