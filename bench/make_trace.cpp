@@ -1,8 +1,9 @@
 // Writes a large synthetic trace for the report benchmark: N events of a model-like
 // pattern (a few hundred allocations live, sizes from 512 B to 64 MiB, 200 distinct Python
 // stacks over 40 source lines, 1 % of them while tracing is stopped), framed in 1 MiB
-// chunks like the recorder's.
-//   make_trace OUT EVENTS
+// chunks like the recorder's. With RANK and WORLD it is that rank's trace of a job (its rank
+// record, and a random pattern of its own), for the job report's benchmark.
+//   make_trace OUT EVENTS [RANK WORLD]
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -15,13 +16,16 @@ using memtrace::format::MarkerKind;
 using memtrace::testing::TraceBuilder;
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: make_trace OUT EVENTS\n");
+  if (argc != 3 && argc != 5) {
+    std::fprintf(stderr, "usage: make_trace OUT EVENTS [RANK WORLD]\n");
     return 2;
   }
   long events = std::atol(argv[2]);
+  long rank = argc == 5 ? std::atol(argv[3]) : -1;
   TraceBuilder trace;
   trace.processInfo();
+  if (rank >= 0)
+    trace.distributed(rank, std::atol(argv[4]), rank, std::atol(argv[4]), 0, 0, "bench");
   uint32_t file = trace.string("/home/user/project/model.py");
   std::vector<uint32_t> stacks;
   uint32_t root = trace.pythonStack(0, trace.frame(file, trace.string("main"), 1));
@@ -35,7 +39,7 @@ int main(int argc, char** argv) {
   }
   trace.context(1, 0).marker(0, MarkerKind::kTracingStarted);
 
-  std::mt19937_64 random(42);
+  std::mt19937_64 random(42 + (rank >= 0 ? rank : 0));
   std::vector<uint64_t> live;
   uint64_t next_address = 0x7f0000000000, time = 0;
   bool traced = true;

@@ -2,8 +2,10 @@
 against the untraced call in the same run. Run under LD_PRELOAD=libmemtrace.so with
 MEMTRACE_AUTOSTART=0 (bench/run.sh does).
 
-The allocation loop runs in C (bench/workload.cpp), called through ctypes.PyDLL so that the
-GIL is held, as when PyTorch allocates a tensor for Python code. Two shapes of stack:
+The allocation loop runs in C (bench/workload.cpp), called through ctypes.CDLL, which releases
+the GIL around the call as PyTorch's bindings do around every op (gil "released"), and through
+ctypes.PyDLL, which keeps it held (gil "held": a free from a tensor's dealloc). Two shapes of
+stack:
   same      every allocation from the same Python stack (a loop)
   varying   the innermost frame alternates between 8 lines (a forward pass through layers)
 Prints one JSON object per case."""
@@ -17,10 +19,12 @@ import sys
 PAIRS = 20000
 REPEATS = 7
 
-workload = ctypes.PyDLL(sys.argv[1])  # PyDLL: the GIL stays held during the call
-for name in ("bench_hooked", "bench_direct"):
-    getattr(workload, name).restype = ctypes.c_uint64
-    getattr(workload, name).argtypes = (ctypes.c_long, ctypes.c_long)
+WORKLOADS = {"released": ctypes.CDLL(sys.argv[1]), "held": ctypes.PyDLL(sys.argv[1])}
+for library in WORKLOADS.values():
+    for name in ("bench_hooked", "bench_direct"):
+        getattr(library, name).restype = ctypes.c_uint64
+        getattr(library, name).argtypes = (ctypes.c_long, ctypes.c_long)
+workload = WORKLOADS["released"]
 memtrace = ctypes.PyDLL(None)  # the preloaded libmemtrace.so's C API
 memtrace.memtrace_start.argtypes = (ctypes.c_char_p,)
 
@@ -53,27 +57,30 @@ def measure(fn):
 
 
 def main():
+    global workload
     path = os.path.join(os.environ.get("MEMTRACE_BENCH_DIR", "/tmp"), f"memtrace-pybench-{os.getpid()}.bin")
     os.environ["MEMTRACE_STACKS"] = "python"
     results = []
-    for depth in (10, 30):
-        direct = measure(lambda: at_depth(depth, workload.bench_direct, PAIRS, 4096))
-        assert memtrace.memtrace_start(path.encode()) == 0
-        # Past the file's first flush period, which is written through (Note [When records
-        # reach the file]): the buffered path every later event takes is what is measured.
-        time.sleep(0.11)
-        same = measure(lambda: at_depth(depth, workload.bench_hooked, PAIRS, 4096))
-        changing = measure(lambda: at_depth(depth, varying, PAIRS, 4096))
-        memtrace.memtrace_flush()
-        size = os.path.getsize(path)
-        memtrace.memtrace_close()
-        os.remove(path)
-        events = 2 * PAIRS * REPEATS * 2
-        for shape, hooked in (("same", same), ("varying", changing)):
-            results.append({"python_depth": depth, "stack": shape, "direct_ns_per_pair": round(direct, 1),
-                            "traced_ns_per_pair": round(hooked, 1),
-                            "record_ns_per_event": round((hooked - direct) / 2, 1),
-                            "bytes_per_event": round(size / events, 2)})
+    for gil, workload in WORKLOADS.items():
+        for depth in (10, 30):
+            direct = measure(lambda: at_depth(depth, workload.bench_direct, PAIRS, 4096))
+            assert memtrace.memtrace_start(path.encode()) == 0
+            # Past the file's first flush period, which is written through (Note [When records
+            # reach the file]): the buffered path every later event takes is what is measured.
+            time.sleep(0.11)
+            same = measure(lambda: at_depth(depth, workload.bench_hooked, PAIRS, 4096))
+            changing = measure(lambda: at_depth(depth, varying, PAIRS, 4096))
+            memtrace.memtrace_flush()
+            size = os.path.getsize(path)
+            memtrace.memtrace_close()
+            os.remove(path)
+            events = 2 * PAIRS * REPEATS * 2
+            for shape, hooked in (("same", same), ("varying", changing)):
+                results.append({"gil": gil, "python_depth": depth, "stack": shape,
+                                "direct_ns_per_pair": round(direct, 1),
+                                "traced_ns_per_pair": round(hooked, 1),
+                                "record_ns_per_event": round((hooked - direct) / 2, 1),
+                                "bytes_per_event": round(size / events, 2)})
     for result in results:
         print(json.dumps(result))
 

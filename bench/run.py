@@ -85,7 +85,8 @@ def main():
         for walker, how in (("auto", "direct walk"), ("api", "public C API")):
             for result in python_benchmarks(work, walker):
                 cost = result["traced_ns_per_pair"] - result["direct_ns_per_pair"] - no_stack_event
-                print(f"| traced, Python stack {result['python_depth']} deep, {result['stack']}, {how} "
+                print(f"| traced, Python stack {result['python_depth']} deep, {result['stack']}, {how}, "
+                      f"GIL {result['gil']} "
                       f"(allocation) | {result['traced_ns_per_pair']:.0f} | {result['direct_ns_per_pair']:.0f} | "
                       f"{cost:.0f} | {result['bytes_per_event']:.2f} |")
 
@@ -114,6 +115,10 @@ def main():
                         ("modules", "start_tracing(): module attribution, optimizer hooks"),
                         ("training", "start_tracing(model=model): all, with backward modules")):
         print(f"| {label} | {hooks[kind + '_ms']:.2f} | {hooks[kind + '_overhead_percent']:+.1f} % |")
+
+    # The job's report: 8 ranks x 10 M events (bench/job_report.py prints its own table).
+    print(subprocess.run([sys.executable, ROOT / "bench" / "job_report.py", BUILD], capture_output=True,
+                         text=True, check=True).stdout.split("\n", 2)[2])
 
 
 main()

@@ -5,11 +5,12 @@
 #include <string>
 #include <string_view>
 
+#include "tracer/common/byte_format.h"
+
 namespace memtrace::estimator {
 
-// "24GiB", "512MiB", "1.5GB", "1000000": binary (KiB, MiB, GiB, TiB) and decimal (KB, MB, GB,
-// TB) units, case-insensitive, B optional. Nothing on a malformed or negative size.
-std::optional<int64_t> parseByteSize(std::string_view text);
+// The project's one parser of sizes (tracer/common/byte_format.h).
+using memtrace::parseByteSize;
 
 // "9.95 MiB": the project's one byte formatter (tracer/common/byte_format.h) at the three
 // significant digits the estimator's tables use.

@@ -94,6 +94,28 @@ def events(trace):
     return result
 
 
+def allocation_stacks(trace):
+    """Every allocation of the trace, in order, as (thread, size, frames): its Python stack
+    as a list of (file, line, function), outermost first ([] when it has none)."""
+    strings, frames, stacks, result, thread = {}, {}, {0: []}, [], None
+    for line in run([Build.report, "parse", trace]).stdout.splitlines():
+        if line.startswith("string "):
+            _, number, text = line.split(" ", 2)
+            strings[number] = json.loads(text)
+    for record in parse_records(trace):
+        kind = record["record"]
+        if kind == "frame":
+            frames[record["id"]] = (strings[record["file"]], int(record["line"]),
+                                    strings[record["function"]])
+        elif kind == "pystack":
+            stacks[int(record["id"])] = stacks[int(record["parent"])] + [frames[record["frame"]]]
+        elif kind == "context":
+            thread = int(record["thread"])
+        elif kind == "alloc":
+            result.append((thread, int(record["size"]), stacks[int(record["pystack"])]))
+    return result
+
+
 def report_json(trace, *args):
     """`memtrace-report --format json`, parsed."""
     return json.loads(run([Build.report, trace, "--format", "json", *args]).stdout)

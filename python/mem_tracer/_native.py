@@ -12,6 +12,7 @@ import importlib.util
 import os
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from .errors import MemTracerError
 
@@ -98,17 +99,20 @@ def _preloaded() -> Path | None:
     return None
 
 
+def _path() -> Path:
+    # A preloaded instance is used when there is one, so that the package and LD_PRELOAD's
+    # hooks share one recorder.
+    return _preloaded() or library_path()
+
+
 @cache
 def library() -> ctypes.PyDLL:
-    """libmemtrace.so, loaded once, with the C API's signatures set.
-
-    A preloaded instance is used when there is one, so that the package and LD_PRELOAD's
-    hooks share one recorder. PyDLL keeps the GIL held during calls: they are all short, and
-    memtrace_alloc, when a test calls it from Python, must see the caller's Python stack."""
-    path = _preloaded() or library_path()
+    """libmemtrace.so, loaded once, with the C API's signatures set. PyDLL keeps the GIL held
+    during calls: they are all short (memtrace_lend_python_stack reads the caller's frames)."""
+    path = _path()
     lib = ctypes.PyDLL(str(path))
-    c_char_p, c_int, c_uint64, c_void_p = ctypes.c_char_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_void_p
-    signatures = {
+    c_char_p, c_int, c_uint64 = ctypes.c_char_p, ctypes.c_int, ctypes.c_uint64
+    signatures: dict[str, tuple[list[Any], Any]] = {
         "memtrace_start": ([c_char_p], c_int),
         "memtrace_stop": ([], c_int),
         "memtrace_annotate": ([c_char_p], c_int),
@@ -124,16 +128,32 @@ def library() -> ctypes.PyDLL:
         "memtrace_peak_bytes": ([c_int], c_uint64),
         "memtrace_reset_peak": ([c_int], None),
         "memtrace_last_error": ([], c_char_p),
-        "memtrace_alloc": ([ctypes.c_ssize_t, c_int, c_void_p], c_void_p),
-        "memtrace_free": ([c_void_p, ctypes.c_ssize_t, c_int, c_void_p], None),
         "memtrace_empty_cache": ([c_int], None),
+        "memtrace_lend_python_stack": ([c_int], c_int),
+        "memtrace_end_lent_python_stack": ([], None),
     }
+    _sign(lib, signatures)
+    lib.path = path  # type: ignore[attr-defined]  # read by tracing.switch_allocator()
+    return lib
+
+
+@cache
+def allocator() -> ctypes.CDLL:
+    """The pluggable allocator's entry points, memtrace_alloc and memtrace_free, called as
+    PyTorch calls them: with the GIL released (ctypes.CDLL), from the allocating thread. What
+    stands for PyTorch's allocator in the tests and the demo calls them through this."""
+    lib = ctypes.CDLL(str(_path()))
+    c_int, c_void_p, c_ssize_t = ctypes.c_int, ctypes.c_void_p, ctypes.c_ssize_t
+    _sign(lib, {"memtrace_alloc": ([c_ssize_t, c_int, c_void_p], c_void_p),
+                "memtrace_free": ([c_void_p, c_ssize_t, c_int, c_void_p], None)})
+    return lib
+
+
+def _sign(lib: ctypes.CDLL, signatures: dict[str, tuple[list[Any], Any]]) -> None:
     for name, (arguments, result) in signatures.items():
         function = getattr(lib, name)
         function.argtypes = arguments
         function.restype = result
-    lib.path = path  # type: ignore[attr-defined]  # read by tracing.switch_allocator()
-    return lib
 
 
 def last_error() -> str:

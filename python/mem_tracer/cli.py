@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -41,13 +42,23 @@ _ESTIMATE = "memtrace-estimate"
 _FORWARDED: dict[str, _Forwarded] = {
     "report": _Forwarded(
         _REPORT, ("report",), "print the peak and what was live there, by source line",
-        "TRACE [--group-by ...] [--frame ...] [--top N] [--at ...] [--format text|json|csv] "
-        "[--estimate est.json] [-o FILE]",
+        "(TRACE | FOLDER | TRACE TRACE...) [--group-by ...] [--frame ...] [--top N] [--at ...] "
+        "[--format text|json|csv] [--estimate est.json] [-o FILE]",
         "Reads a trace and prints the peak of live CUDA memory and what was live there, grouped "
-        "by source location, largest first.",
+        "by source location, largest first. Given a folder or several traces (a torchrun job's "
+        "ranks), it reads them as one job.",
         ("memtrace report trace.bin",
          "memtrace report trace.bin --frame user --group-by function --top 10",
          "memtrace report trace.bin --at oom --format json -o oom.json")),
+    "diff": _Forwarded(
+        _REPORT, ("diff",), "compare two traces (two runs, two ranks) at their peaks",
+        "A B [--group-by ...] [--frame ...] [--top N] [--format text|json] [--fail-over 5%|SIZE] "
+        "[-o FILE]",
+        "Compares two traces at their peaks: the peaks, and by line, function, module and "
+        "category what grew, shrank, appeared and went. With --fail-over it exits 1 when B's peak "
+        "is over A's by more than that (a share of A's peak, or a size): a CI check.",
+        ("memtrace diff yesterday.bin today.bin",
+         "memtrace diff base.bin new.bin --fail-over 5% --format json -o diff.json")),
     "html": _Forwarded(
         _REPORT, ("html",), "write one self-contained HTML page: timeline, flame graph, table",
         "TRACE [-o report.html] [--estimate est.json] [--at ...] [--lanes N] [--points N]",
@@ -98,6 +109,7 @@ _FORWARDED: dict[str, _Forwarded] = {
 
 _RUN_EXAMPLES = (
     "memtrace run train.py --epochs 1",
+    "memtrace run torchrun --nproc-per-node 8 train.py   (a trace per rank, one folder)",
     "memtrace run -o trace.bin --frame user train.py",
     "memtrace run --stacks all -m my_package.train --config small.yaml",
     "memtrace train.py        (the same as memtrace run train.py)",
@@ -139,11 +151,14 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         description=_fill("Traces an unmodified Python program (LD_PRELOAD, set up for you) and "
                           "prints the report when it ends. Everything after the script (or -m "
                           "MODULE) is the program's own, passed on untouched; its exit status "
-                          "is passed on."),
+                          "is passed on. `run torchrun ...` traces every rank of the job "
+                          "into one folder (-o names it) and prints the job's report."),
         epilog=_examples(_RUN_EXAMPLES))
     run.add_argument("--version", action="version", version=f"memtrace {__version__}")
-    run.add_argument("--output", "-o", default="memtrace-%p.bin",
-                     help="trace file; %%p becomes the program's pid (default: %(default)s)")
+    run.add_argument("--output", "-o", default=None,
+                     help="trace file; %%p becomes the program's pid (default: memtrace-%%p.bin); "
+                          "under torchrun the folder of the ranks' traces (default: "
+                          "memtrace-job-PID, PID memtrace's own)")
     run.add_argument("--stacks", choices=STACK_MODES, default="python",
                      help="stacks to record with each allocation (default: %(default)s)")
     run.add_argument("--top", type=int, default=20, help="rows of the report (default: %(default)s)")
@@ -279,6 +294,72 @@ def _example_tensor(torch: Any, spec: str) -> Any:
     return torch.zeros(shape, dtype=dtype)
 
 
+# Note [Tracing a torchrun job]
+# torchrun starts one worker process per rank with the environment it was given, so LD_PRELOAD
+# and MEMTRACE_* reach every rank. Each worker is also started through mem_tracer._run (the
+# training hooks: categories, phases, steps), by torchrun's own -m option; torchrun's own
+# parser finds where its options end and the script begins. The ranks' files go to one folder,
+# named by the job id, rank, local rank and restart count the recorder reads from torchrun's
+# variables (Note [A job's ranks] in tracer/format/records.h), so that a restarted rank writes
+# a new file and keeps the failed attempt's.
+_RANK_FILE = "memtrace-%j-rank%r-local%l-attempt%a.bin"
+
+
+def _is_launcher(program: list[str]) -> bool:
+    return bool(program) and Path(program[0]).name == "torchrun"
+
+
+def _torchrun_through_bootstrap(program: list[str]) -> list[str]:
+    """`torchrun [options] script.py args` as `torchrun [options] -m mem_tracer._run script.py
+    args` (and `torchrun -m module` as `torchrun -m mem_tracer._run -m module`); unchanged with
+    --no-python, whose workers are not Python programs."""
+    try:
+        from torch.distributed.run import get_args_parser
+    except ImportError as error:
+        raise MemTracerError(f"run: torchrun needs torch (pip install torch): {error}") from error
+    arguments = program[1:]
+    parsed = get_args_parser().parse_args(arguments)
+    script = len(arguments) - len(parsed.training_script_args) - 1
+    if script < 0 or arguments[script] != parsed.training_script:
+        raise _BadInput(f"run: cannot tell where torchrun's options end in {' '.join(program)}")
+    options, rest = arguments[:script], arguments[script + 1:]
+    if parsed.no_python:
+        return program
+    if parsed.module:
+        return [program[0], *options, "mem_tracer._run", "-m", parsed.training_script, *rest]
+    return [program[0], *options, "-m", "mem_tracer._run", parsed.training_script, *rest]
+
+
+def _run_job(arguments: argparse.Namespace, program: list[str]) -> int:
+    """`memtrace run torchrun ...`: every rank traced into one folder, then the job's report."""
+    launcher = shutil.which(program[0]) or program[0]
+    command = _torchrun_through_bootstrap([launcher, *program[1:]])
+    folder = Path(os.path.abspath(arguments.output or f"memtrace-job-{os.getpid()}"))
+    folder.mkdir(parents=True, exist_ok=True)
+    environment = _traced_environment(str(folder / _RANK_FILE), arguments.stacks)
+    status, _ = _call(command, environment)
+    traces = sorted(folder.glob("*.bin"))
+    if not traces:
+        ended = f"exited with status {status}" if status else "ended"
+        print(f"memtrace: the job {ended} without a CUDA allocation in any rank: no trace was "
+              "written", file=sys.stderr)
+        return status
+    if not arguments.quiet:
+        print(f"\n== memtrace: {len(traces)} traces in {folder}", flush=True)
+        _call([str(_native.tool_path(_REPORT)), str(folder), "--top", str(arguments.top),
+               "--group-by", arguments.group_by, "--frame", arguments.frame])
+    return status
+
+
+def _traced_environment(output: str, stacks: str) -> dict[str, str]:
+    library = _native.library_path()
+    environment = dict(os.environ)
+    environment["LD_PRELOAD"] = " ".join(filter(None, [str(library), environment.get("LD_PRELOAD")]))
+    environment["MEMTRACE_OUTPUT"] = output
+    environment["MEMTRACE_STACKS"] = stacks
+    return environment
+
+
 def run(arguments: argparse.Namespace) -> int:
     """Runs the program under LD_PRELOAD and reports on its trace; returns its exit status."""
     if arguments.module is not None:
@@ -294,17 +375,15 @@ def run(arguments: argparse.Namespace) -> int:
         if not program:
             raise _BadInput("run: give a script (memtrace run script.py) or -m module")
         name = program[0]
+        if _is_launcher(program):
+            return _run_job(arguments, program)
         if not os.path.exists(name):
             raise _BadInput(f"run: {name} does not exist")
         # Through mem_tracer._run: the training hooks first (categories, phases, steps).
         command = [sys.executable, "-m", "mem_tracer._run", *program]
-    library = _native.library_path()
-    environment = dict(os.environ)
-    environment["LD_PRELOAD"] = " ".join(filter(None, [str(library), environment.get("LD_PRELOAD")]))
-    environment["MEMTRACE_OUTPUT"] = os.path.abspath(arguments.output)
-    environment["MEMTRACE_STACKS"] = arguments.stacks
-    status, pid = _call(command, environment)
-    trace = Path(os.path.abspath(arguments.output).replace("%p", str(pid)))
+    output = os.path.abspath(arguments.output or "memtrace-%p.bin")
+    status, pid = _call(command, _traced_environment(output, arguments.stacks))
+    trace = Path(output.replace("%p", str(pid)))
     if not trace.exists():
         ended = f"exited with status {status}" if status else "ended"
         print(f"memtrace: {name} {ended} without a CUDA allocation: no trace was written",

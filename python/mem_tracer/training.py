@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any, Callable
 
-from . import _native
+from . import _backward, _native
 
 # The numbers the trace format gives them (tracer/format/records.h: Category, TrainingPhase).
 CATEGORIES = ("unknown", "parameter", "gradient", "optimizer_state", "activation", "input",
@@ -339,6 +339,9 @@ def install(model: Any = None, *, modules: bool = True, announce: bool = True) -
         from .tracing import _module_path
         _handles.append(torch_optimizer.register_optimizer_step_pre_hook(_before_step))
         _handles.append(torch_optimizer.register_optimizer_step_post_hook(_after_step))
+        lending = _backward.lend_stacks_to_autograd(torch)
+        if lending is not None:
+            _handles.append(lending)
         if announce:
             _library().memtrace_training_phase(_NONE)  # the trace has training records from here
         if model is None or not isinstance(model, torch.nn.Module):

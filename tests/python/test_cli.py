@@ -10,7 +10,7 @@ from memtrace_testing import ROOT, Build, run
 
 SCRIPTS = Path(__file__).parent / "scripts"
 PACKAGE = ROOT / "python"
-COMMANDS = ("run", "report", "html", "flamegraph", "export", "parse", "estimate", "plan")
+COMMANDS = ("run", "report", "diff", "html", "flamegraph", "export", "parse", "estimate", "plan")
 
 
 def memtrace(*args, check=True, cwd=None, env=None):

@@ -60,7 +60,7 @@ import ctypes, sys
 ctypes.CDLL({str(build.cudart)!r}, mode=ctypes.RTLD_GLOBAL)
 import mem_tracer
 from mem_tracer import _native
-lib = _native.library()
+lib = _native.allocator()
 a = lib.memtrace_alloc(1000, 0, None)
 b = lib.memtrace_alloc(3000, 1, None)
 lib.memtrace_free(a, 1000, 0, None)
@@ -168,12 +168,13 @@ ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
 import mem_tracer
 from mem_tracer import _native
 lib = _native.library()
+allocator = _native.allocator()  # as PyTorch calls it: the GIL released
 
 def fill_disk(path):
     lib.memtrace_flush()
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(path), resource.RLIM_INFINITY))
-    lib.memtrace_alloc(1 << 20, 0, None)
+    allocator.memtrace_alloc(1 << 20, 0, None)
 
 def unlimit():
     resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
@@ -256,7 +257,7 @@ def test_start_tracing_with_the_stacks_asked_for(build, tmp_path):
     code = WRITE_FAILS + """
 for mode in ("none", "all"):
     with mem_tracer.trace(f"{sys.argv[2]}.{mode}", stacks=mode):
-        lib.memtrace_alloc(4096, 0, None)
+        allocator.memtrace_alloc(4096, 0, None)
 print(os.environ.get("MEMTRACE_STACKS"))
 try:
     mem_tracer.start_tracing(sys.argv[2], stacks="python-only")
@@ -393,3 +394,19 @@ print(json.dumps({"temporary": str(temporary.model_path), "kept": str(kept.model
     line = ESTIMATE_MODEL.splitlines().index("        h = torch.relu(self.l1(x))") + 1
     assert lines[-1].endswith(f"tiny.py:{line} (forward)")
     assert len(said["str"]) < 800
+
+
+def test_backward_on_a_device_thread_names_the_backward_line(build, tmp_path):
+    # Note [Stacks lent to threads without Python]: allocations of a thread that never ran
+    # Python, made while backward runs, name the line that called backward (--frame user).
+    trace = tmp_path / "backward.bin"
+    script = SCRIPTS / "device_backward.py"
+    result = python(script, build.cudart, trace,
+                    env={"LD_PRELOAD": str(build.library), "MEMTRACE_AUTOSTART": "0"})
+    # The engine is wrapped while tracing only, and backward computes what it did before.
+    assert result.stdout.split("\n")[0] == "True True [2.0, 2.0, 2.0] [2.0, 2.0, 2.0]"
+    lines = tagged_lines(script)
+    rows = run([build.report, trace, "--frame", "user", "--format", "json", "--at", "end"]).stdout
+    located = {(row.get("line"), row["bytes"]) for row in json.loads(rows)["live"]["rows"]}
+    assert located == {(lines["backward"], 5 << 20), (lines["grad"], 5 << 20), (None, 6 << 20)}
+

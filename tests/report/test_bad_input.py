@@ -83,7 +83,9 @@ def test_an_unknown_command_is_named(build, tmp_path):
     # Also seen: `memtrace-report exprot pytorch trace.bin` said "more than one trace file".
     trace = one_device_trace(tmp_path / "one.bin")
     fails(["exprot", "pytorch", trace], "unknown command 'exprot'",
-          "report, parse, html, flamegraph, export")
+          "report, diff, parse, html, flamegraph, export")
     fails(["flamegrahp", trace], "unknown command 'flamegrahp'")
-    # Two files that exist are still two trace files.
-    fails([trace, trace], "more than one trace file given")
+    # Two files that exist are two traces: a job's ranks, for the report; for a view of one trace
+    # they are one too many. One file given twice is a mistake.
+    fails(["flamegraph", trace, trace], "more than one trace file given")
+    fails([trace, trace], f"{trace} is given twice")

@@ -32,7 +32,7 @@ def test_bad_files_are_refused_in_one_line(build, tmp_path, sequence_trace):
         "missing.bin": "cannot open",
         "empty.bin": "the file is empty",
         "image.bin": "not a memtrace trace",
-        "version.bin": "trace format version 7, but this memtrace reads version 1",
+        "version.bin": "trace format version 7, but this memtrace reads versions 1 to 2",
         "short.bin": "the file header is cut short",
         "flipped.bin": "checksum mismatch",
     }
@@ -42,7 +42,10 @@ def test_bad_files_are_refused_in_one_line(build, tmp_path, sequence_trace):
             path.write_bytes(data)
         for command in ([path], ["parse", path], [path, "--format", "json"]):
             fails(command, str(path), messages[name])
-    fails([tmp_path], "not a regular file")
+    # A folder is a job's traces (test_job_report.py); for one trace's views it is no file.
+    fails(["parse", tmp_path], "is a folder: parse reads one trace")
+    (tmp_path / "empty").mkdir()
+    fails([tmp_path / "empty"], "a folder without a memtrace trace")
 
 
 def test_a_cut_trace_is_read_with_a_warning(build, tmp_path):
@@ -76,7 +79,7 @@ def test_usage_errors(build, sequence_trace):
     fails([sequence_trace, "--top", "-3"], "--top must be a non-negative integer")
     fails([sequence_trace, "--at", "yesterday"], "--at takes peak, end, oom or a number of seconds")
     fails([sequence_trace, "--format", "xml"], "--format takes text, json or csv")
-    fails([sequence_trace, sequence_trace], "more than one trace file")
+    fails([sequence_trace, sequence_trace], "is given twice")
     fails([sequence_trace, "--top"], "--top needs a value")
 
 
@@ -166,7 +169,7 @@ def test_top_level_help_lists_the_commands_and_examples(build):
 
 
 def test_an_option_of_another_command_is_named(build, sequence_trace):
-    fails(["parse", sequence_trace, "--top", "3"], "--top is for the report and html, not parse")
+    fails(["parse", sequence_trace, "--top", "3"], "--top is for the report, diff and html, not parse")
     fails(["export", "perfetto", sequence_trace, "--at", "end"],
           "--at is for the report, html, flamegraph and export pytorch, not export perfetto")
     fails(["html", sequence_trace, "--frobnicate=2"], "unknown option '--frobnicate'")

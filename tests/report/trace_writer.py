@@ -4,11 +4,12 @@ against traces whose every byte count is known."""
 import struct
 
 MAGIC = b"MEMTRACE"
-VERSION = 1
+VERSION = 2
 
 # Record types and marker kinds (tracer/format/records.h).
 PROCESS_INFO, STRING, PYTHON_FRAME, PYTHON_STACK, NATIVE_STACK, LOADED_OBJECT, DEVICE, CONTEXT, \
     MARKER, FAILED_ALLOC, MODULE_SCOPE, CATEGORY, TRAINING_PHASE, STEP_END = range(1, 15)
+DISTRIBUTED = 0x13  # a rank of a torch.distributed job (Note [A job's ranks])
 # Categories and training phases (Note [Training records]).
 UNKNOWN, PARAMETER, GRADIENT, OPTIMIZER_STATE, ACTIVATION, INPUT, TEMPORARY = range(7)
 NO_PHASE, FORWARD, BACKWARD, OPTIMIZER = range(4)
@@ -63,16 +64,25 @@ class TraceWriter:
     """Builds a trace in memory; ids are returned by the methods that define them.
     Times are absolute nanoseconds since the trace's start."""
 
-    def __init__(self, pid=4242, command=("python", "model.py"), stacks=1):
+    def __init__(self, pid=4242, command=("python", "model.py"), stacks=1, host="host",
+                 start_unix_ns=1700000000000000000, start_monotonic_ns=1000):
         self.chunk = bytearray()
         self.chunks = []
         self.strings = self.frames = self.python_stacks = self.native_stacks = 0
         self.last_time = 0
         self.last_address = 0
-        self.chunk += bytes([PROCESS_INFO]) + varint(pid) + varint(1) + varint(1700000000000000000) \
-            + varint(1000) + byte_string("\0".join(command)) + byte_string("/usr/bin/python3") \
-            + byte_string("host") + byte_string("memtrace test") + bytes([stacks]) + varint(128) \
-            + varint(32) + bytes([0])
+        self.chunk += bytes([PROCESS_INFO]) + varint(pid) + varint(1) + varint(start_unix_ns) \
+            + varint(start_monotonic_ns) + byte_string("\0".join(command)) \
+            + byte_string("/usr/bin/python3") + byte_string(host) + byte_string("memtrace test") \
+            + bytes([stacks]) + varint(128) + varint(32) + bytes([0])
+
+    def distributed(self, rank, world_size, local_rank=-1, local_world_size=-1, group_rank=-1,
+                    restart_count=0, job_id="job"):
+        """The rank's description, right after the process record (as the recorder writes it)."""
+        self.chunk += bytes([DISTRIBUTED]) + b"".join(
+            varint(zigzag(value)) for value in (rank, world_size, local_rank, local_world_size,
+                                                group_rank, restart_count)) + byte_string(job_id)
+        return self
 
     def _delta(self, time):
         assert time >= self.last_time, "times must not go back"

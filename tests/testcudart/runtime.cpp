@@ -3,6 +3,7 @@
 // driver hooks see these nested calls: the tests prove they are not counted twice.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 
 #include "tests/testcudart/testcuda.h"
 
@@ -137,4 +138,23 @@ EXPORT const char* cudaGetErrorString(cudaError_t error) {
 EXPORT void* testcuda_malloc(size_t size) {
   void* pointer = nullptr;
   return cudaMalloc(&pointer, size) == cudaSuccess ? pointer : nullptr;
+}
+
+// cudaMalloc on a thread of its own that never ran Python, joined before returning: what
+// autograd's engine does on a GPU, where backward runs on the device's own thread while the
+// thread that called backward waits (with the GIL released).
+EXPORT void* testcuda_malloc_on_new_thread(size_t size) {
+  struct Call {
+    size_t size;
+    void* pointer;
+  } call{size, nullptr};
+  pthread_t thread;
+  auto body = [](void* argument) -> void* {
+    auto* call = static_cast<Call*>(argument);
+    call->pointer = testcuda_malloc(call->size);
+    return nullptr;
+  };
+  if (pthread_create(&thread, nullptr, body, &call) != 0) return nullptr;
+  pthread_join(thread, nullptr);
+  return call.pointer;
 }

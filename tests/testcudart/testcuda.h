@@ -37,6 +37,8 @@ TESTCUDA_EXPORT void testcuda_set_release_threshold(int device, uint64_t value);
 TESTCUDA_EXPORT void testcuda_note_trim(void);
 // cudaMalloc through the global scope; NULL on failure (libcudart.so.13).
 TESTCUDA_EXPORT void* testcuda_malloc(size_t size);
+// The same on a new thread that never ran Python, joined before it returns.
+TESTCUDA_EXPORT void* testcuda_malloc_on_new_thread(size_t size);
 
 #ifdef __cplusplus
 }

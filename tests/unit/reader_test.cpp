@@ -173,14 +173,62 @@ TEST(Reader, AFileCutAnywhereReadsUpToItsLastWholeChunk) {
 
 TEST(Reader, RefusesOtherVersionsWithAClearMessage) {
   std::string path = temporaryPath("version.bin");
-  TraceBuilder(2).processInfo().write(path);
-  try {
-    TraceReader trace(path);
-    FAIL() << "version 2 was accepted";
-  } catch (const TraceError& error) {
-    EXPECT_EQ(std::string(error.what()),
-              path + ": trace format version 2, but this memtrace reads version 1");
+  for (uint32_t version : {0u, 3u}) {
+    TraceBuilder(version).processInfo().write(path);
+    try {
+      TraceReader trace(path);
+      FAIL() << "version " << version << " was accepted";
+    } catch (const TraceError& error) {
+      EXPECT_EQ(std::string(error.what()), path + ": trace format version " +
+                                               std::to_string(version) +
+                                               ", but this memtrace reads versions 1 to 2");
+    }
   }
+  std::remove(path.c_str());
+}
+
+// Version 2 only added records: a version-1 file reads as it always did.
+TEST(Reader, ReadsVersionOneFiles) {
+  std::string path = temporaryPath("version1.bin");
+  TraceBuilder(1).processInfo().alloc(10, 0x1000, 256).write(path);
+  TraceReader trace(path);
+  Collector visitor;
+  trace.read(visitor);
+  ASSERT_EQ(visitor.events.size(), 1u);
+  EXPECT_EQ(visitor.events[0].size, 256u);
+  EXPECT_FALSE(trace.tables().distributed);
+  std::remove(path.c_str());
+}
+
+TEST(Reader, ReadsARanksDescription) {
+  std::string path = temporaryPath("rank.bin");
+  TraceBuilder()
+      .processInfo()
+      .distributed(3, 8, 1, 2, 1, 4, "job-7")
+      .alloc(1, 0x1000, 64)
+      .write(path);
+  TraceReader trace(path);
+  Collector visitor;
+  trace.read(visitor);
+  ASSERT_TRUE(trace.tables().distributed);
+  const reader::DistributedInfo& rank = *trace.tables().distributed;
+  EXPECT_EQ(rank.rank, 3);
+  EXPECT_EQ(rank.world_size, 8);
+  EXPECT_EQ(rank.local_rank, 1);
+  EXPECT_EQ(rank.local_world_size, 2);
+  EXPECT_EQ(rank.group_rank, 1);
+  EXPECT_EQ(rank.restart_count, 4);
+  EXPECT_EQ(rank.job_id, "job-7");
+  EXPECT_EQ(visitor.events.size(), 1u);
+  // Twice is a damaged file, and so is a rank past the world.
+  TraceBuilder()
+      .processInfo()
+      .distributed(0, 2, 0, 2, 0, 0, "")
+      .distributed(0, 2, 0, 2, 0, 0, "")
+      .write(path);
+  EXPECT_THROW(TraceReader(path).read(visitor), TraceError);
+  TraceBuilder().processInfo().distributed(2, 2, 0, 2, 0, 0, "").write(path);
+  EXPECT_THROW(TraceReader(path).read(visitor), TraceError);
   std::remove(path.c_str());
 }
 

@@ -37,6 +37,16 @@ class TraceBuilder {
     chunk_.push_back(0);
     return *this;
   }
+  TraceBuilder& distributed(int64_t rank, int64_t world_size, int64_t local_rank,
+                            int64_t local_world_size, int64_t group_rank, int64_t restart_count,
+                            const std::string& job_id) {
+    type(format::RecordType::kDistributed);
+    for (int64_t value :
+         {rank, world_size, local_rank, local_world_size, group_rank, restart_count})
+      varint(codec::zigzag(value));
+    bytes(job_id);
+    return *this;
+  }
   uint32_t string(const std::string& text) {
     type(format::RecordType::kString);
     bytes(text);

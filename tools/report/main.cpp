@@ -5,11 +5,15 @@
 //   memtrace-report html trace.bin          the self-contained HTML report (render_html.h)
 //   memtrace-report flamegraph trace.bin    folded stacks or SVG of what was live
 //   memtrace-report export perfetto|pytorch trace.bin
+//   memtrace-report job/ | memtrace-report rank0.bin rank1.bin ...   a job's ranks read as one
+//   memtrace-report diff a.bin b.bin        two traces compared at their peaks
 //
-// Exit status: 0 done; 2 bad input or bad usage, with one line on stderr saying why.
+// Exit status: 0 done; 1 diff --fail-over: B's peak is over the threshold; 2 bad input or bad
+// usage, with one line on stderr saying why.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -28,15 +32,18 @@
 #include "tracer/common/byte_format.h"
 #include "tracer/reader/reader.h"
 #include "tracer/report/analysis.h"
+#include "tracer/report/diff.h"
 #include "tracer/report/export_perfetto.h"
 #include "tracer/report/export_pytorch.h"
 #include "tracer/report/flame.h"
+#include "tracer/report/job.h"
 #include "tracer/report/locations.h"
 #include "tracer/report/parse_command.h"
 #include "tracer/report/prediction.h"
 #include "tracer/report/render.h"
 #include "tracer/report/render_flame.h"
 #include "tracer/report/render_html.h"
+#include "tracer/report/render_job.h"
 #include "tracer/report/symbolizer.h"
 #include "tracer/report/timeline.h"
 
@@ -46,8 +53,10 @@ using namespace memtrace::report;
 
 constexpr const char* kUsage =
     R"(usage: memtrace-report [report] TRACE [--estimate est.json] [options]
+       memtrace-report [report] FOLDER | TRACE TRACE... [options]   a job's ranks as one
+       memtrace-report diff A B [--fail-over 5%|SIZE] [--format text|json] [options]
        memtrace-report parse TRACE [-o FILE]
-       memtrace-report html TRACE [-o report.html] [--estimate est.json] [options]
+       memtrace-report html TRACE | FOLDER | TRACE TRACE... [-o report.html] [options]
        memtrace-report flamegraph TRACE [--format svg|folded] [-o FILE] [--at ...] [--device N]
        memtrace-report export perfetto TRACE [-o trace.json] [--device N] [--points N]
        memtrace-report export pytorch TRACE [-o snapshot.pickle] [--at ...] [--device N]
@@ -56,8 +65,12 @@ constexpr const char* kUsage =
 constexpr const char* kDescription =
     R"(Reads a trace written by libmemtrace.so. Without a command (or with `report`) it prints
 the peak of live CUDA memory and what was live there, grouped by source location (Mem,
-Cumulative Mem, Median, Count, Location), largest first.
-Exit status: 0 done; 2 bad input or bad usage, with one line on stderr saying why.
+Cumulative Mem, Median, Count, Location), largest first. Given a folder or several traces
+(the ranks of a torch.distributed job: memtrace run torchrun ...), it reads them as one job:
+every rank's peak, which rank peaks and by how much over the median rank, and that rank's
+table beside the others' figures for the same rows.
+Exit status: 0 done; 1 diff --fail-over: B's peak went over the threshold; 2 bad input or bad
+usage, with one line on stderr saying why.
 )";
 
 constexpr const char* kExamples = R"(
@@ -67,6 +80,8 @@ examples:
   memtrace-report trace.bin --at oom --frame user      at the first failed allocation
   memtrace-report trace.bin --estimate est.json        the prediction beside the measurement
   memtrace-report html trace.bin -o report.html        the self-contained HTML page
+  memtrace-report memtrace-job-1234/                   every rank of a job, as one
+  memtrace-report diff yesterday.bin today.bin --fail-over 5%
   memtrace-report flamegraph trace.bin --format folded -o live.folded
   memtrace-report export perfetto trace.bin -o trace.json   (ui.perfetto.dev)
   memtrace-report export pytorch trace.bin -o snapshot.pickle   (pytorch.org/memory_viz)
@@ -92,6 +107,10 @@ struct Options {
   size_t lanes = 10;
   size_t points = 0;  // 0: the command's default
   bool point_given = false;
+  std::vector<std::string> traces;  // a job's (report, html) or a diff's two
+  bool job = false;                 // report or html of a folder or several traces
+  std::string fail_over;            // diff: as given ("5%", "100MiB")
+  bool group_by_given = false;
 };
 
 // The command line as CLI11 leaves it: text, turned into Options (with the messages the
@@ -99,6 +118,7 @@ struct Options {
 struct Arguments {
   std::string trace;
   std::string group_by, frame, top, at, device, until, format, estimate, output, lanes, points;
+  std::string fail_over;
   bool force = false;
 };
 
@@ -111,11 +131,50 @@ uint64_t parseUnsigned(const std::string& text, const char* what) {
   return value;
 }
 
-constexpr const char* kCommands = "report, parse, html, flamegraph, export";
+bool isFolder(const std::string& path) {
+  struct stat info;
+  return stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode);
+}
+
+// diff --fail-over: a share of A's peak ("5%") or a size ("100MiB").
+struct Threshold {
+  std::optional<double> percent;
+  uint64_t bytes = 0;
+};
+
+Threshold parseThreshold(const std::string& text) {
+  Threshold threshold;
+  if (!text.empty() && text.back() == '%') {
+    char* end = nullptr;
+    double value = std::strtod(text.c_str(), &end);
+    if (end == text.c_str() + text.size() - 1 && value >= 0 && value <= 1e6) {
+      threshold.percent = value;
+      return threshold;
+    }
+  } else if (std::optional<int64_t> bytes = memtrace::parseByteSize(text)) {
+    threshold.bytes = static_cast<uint64_t>(*bytes);
+    return threshold;
+  }
+  throw UsageError("--fail-over takes a share of A's peak (5%) or a size (100MiB), not '" + text +
+                   "'");
+}
+
+// Whether B's peak is over A's by more than the threshold.
+bool overThreshold(const TraceDiff& diff, const Threshold& threshold) {
+  uint64_t a = diff.a.summary.peak_bytes, b = diff.b.summary.peak_bytes;
+  if (b <= a) return false;
+  if (threshold.percent) {
+    std::optional<double> percent = peakChangePercent(diff);
+    return !percent || *percent > *threshold.percent;  // from 0 B, any growth is over
+  }
+  return b - a > threshold.bytes;
+}
+
+constexpr const char* kCommands = "report, diff, parse, html, flamegraph, export";
 
 bool isCommand(const std::string& word) {
-  return word == "report" || word == "parse" || word == "html" || word == "flamegraph" ||
-         word == "export";
+  return word == "report" || word == "diff" || word == "parse" || word == "html" ||
+         word == "flamegraph" || word == "export";
 }
 
 // The subcommands and their options. Each takes only the options it uses: an option of
@@ -139,6 +198,34 @@ examples:
   memtrace-report trace.bin --top 10 --group-by function
   memtrace-report report trace.bin --format json -o report.json
   memtrace-report trace.bin --until stop --frame user)");
+
+    CLI::App* diff = addCommand(
+        app_, "diff",
+        "two traces (two runs, or two ranks) compared at their peaks: the peaks, and by line, "
+        "function, module and category what grew, shrank, appeared and went",
+        "diff");
+    diff->add_option("--group-by", arguments_.group_by,
+                     "compare by this grouping only (line, function, module and category)")
+        ->type_name("line|function|file|stack|module|category");
+    diff->add_option("--frame", arguments_.frame,
+                     "the Python frame that stands for an allocation (innermost)")
+        ->type_name("innermost|user");
+    diff->add_option("--top", arguments_.top, "changed rows to show per grouping; 0 shows all (20)")
+        ->type_name("N");
+    diff->add_option("--device", arguments_.device, "only device N's memory (all devices)")
+        ->type_name("N");
+    addUntil(diff);
+    diff->add_option("--format", arguments_.format, "text (default) or json")
+        ->type_name("text|json");
+    diff->add_option("--fail-over", arguments_.fail_over,
+                     "exit with status 1 when B's peak is over A's by more than this: a share "
+                     "of A's peak (5%) or a size (100MiB)")
+        ->type_name("PERCENT%|SIZE");
+    addOutput(diff);
+    diff->footer(
+        "\nexamples:\n  memtrace-report diff yesterday.bin today.bin\n"
+        "  memtrace-report diff base.bin new.bin --fail-over 5% --format json -o diff.json\n"
+        "  memtrace-report diff job/rank0.bin job/rank1.bin --group-by line");
 
     CLI::App* parse =
         addCommand(app_, "parse", "every record of the trace as a line of text", "parse");
@@ -327,17 +414,35 @@ examples:
     }
     const Arguments& a = arguments_;
     if (a.trace.empty()) throw UsageError("no trace file given");
-    if (std::string extra = memtrace::tools::firstExtraArgument(*active); !extra.empty()) {
+    options.traces.push_back(a.trace);
+    for (const std::string& extra : active->remaining())
+      if (extra.empty() || extra[0] != '-' || extra == "-") options.traces.push_back(extra);
+    if (options.traces.size() > 1) {
       // `memtrace-report exprot trace.bin`: a misspelt command, not two trace files.
       if (!first_word.empty() && a.trace == first_word && access(first_word.c_str(), F_OK))
         throw UsageError(fmt::format("unknown command '{}' (commands: {})", first_word, kCommands));
-      throw UsageError("more than one trace file given ('" + a.trace + "', '" + extra + "')");
+      if (options.command != "report" && options.command != "html" && options.command != "diff")
+        throw UsageError("more than one trace file given ('" + a.trace + "', '" +
+                         options.traces[1] + "')");
     }
+    if (options.command == "diff" && options.traces.size() != 2)
+      throw UsageError(
+          fmt::format("diff compares two traces, A and B, not {}", options.traces.size()));
+    options.job = (options.command == "report" || options.command == "html") &&
+                  (options.traces.size() > 1 || isFolder(a.trace));
+    if (!options.job && options.command != "diff" && isFolder(a.trace))
+      throw UsageError(a.trace + " is a folder: " + options.command + " reads one trace");
+    if (options.job && !a.estimate.empty())
+      throw UsageError("--estimate is for one trace, not a job's (estimate each rank's trace)");
+    if (options.job && !a.at.empty() && a.at != "peak")
+      throw UsageError("a job is read at each rank's peak: --at " + a.at + " is for one trace");
+    options.fail_over = a.fail_over;
     options.trace = a.trace;
     options.output = a.output;
     options.force = a.force;
     options.estimate = a.estimate;
     options.format = a.format;
+    options.group_by_given = !a.group_by.empty();
     if (a.group_by.empty() || a.group_by == "line")
       options.group_by = GroupBy::kLine;
     else if (a.group_by == "function")
@@ -354,7 +459,7 @@ examples:
       throw UsageError("--group-by takes line, function, file, stack, module or category, not '" +
                        a.group_by + "'");
     if (options.group_by == GroupBy::kCategory && options.command != "report" &&
-        options.command != "html")
+        options.command != "html" && options.command != "diff")
       throw UsageError("--group-by category is for the report and the HTML page, not " +
                        options.command);
     if (a.frame.empty() || a.frame == "innermost")
@@ -406,6 +511,11 @@ examples:
       if (options.format != "svg" && options.format != "folded")
         throw UsageError("--format takes svg or folded for flamegraph, not '" + options.format +
                          "'");
+    } else if (options.command == "diff") {
+      if (options.format.empty()) options.format = "text";
+      if (options.format != "text" && options.format != "json")
+        throw UsageError("--format takes text or json for diff, not '" + options.format + "'");
+      if (!options.fail_over.empty()) parseThreshold(options.fail_over);
     } else if (options.command == "report") {
       if (options.format.empty()) options.format = "text";
       if (options.format != "text" && options.format != "json" && options.format != "csv")
@@ -422,7 +532,57 @@ examples:
   std::vector<std::pair<CLI::App*, std::string>> commands_;  // the leaves, with their names
 };
 
+JobOptions jobOptions(const Options& options) {
+  JobOptions job;
+  job.groupings = {options.group_by};
+  job.frame = options.frame;
+  job.device = options.device;
+  job.until = options.until;
+  return job;
+}
+
+int runJob(const Options& options) {
+  std::vector<std::string> files = traceFiles(options.traces);
+  if (files.size() == 1)
+    spdlog::info("{}: one trace; a job's report needs its ranks' traces", options.traces.front());
+  JobOptions job_options = jobOptions(options);
+  job_options.timelines = options.command == "html";
+  if (options.points) job_options.timeline_buckets = options.points;
+  JobReport job = readJob(files, job_options);
+  std::ostringstream out;
+  if (options.command == "html")
+    renderJobHtml(out, job, options.top);
+  else if (options.format == "json")
+    renderJobJson(out, job, options.top);
+  else if (options.format == "csv")
+    renderJobCsv(out, job, options.top);
+  else
+    renderJobText(out, job, options.top);
+  memtrace::tools::writeOutput(options.output, out.str());
+  return 0;
+}
+
+int runDiff(const Options& options, bool group_by_given) {
+  JobOptions diff_options = jobOptions(options);
+  diff_options.groupings = group_by_given ? std::vector<GroupBy>{options.group_by} : kDiffGroupings;
+  TraceDiff diff = diffTraces(options.traces[0], options.traces[1], diff_options);
+  DiffVerdict verdict;
+  if (!options.fail_over.empty()) {
+    verdict.threshold = options.fail_over;
+    verdict.over = overThreshold(diff, parseThreshold(options.fail_over));
+  }
+  std::ostringstream out;
+  if (options.format == "json")
+    renderDiffJson(out, diff, options.top, verdict);
+  else
+    renderDiffText(out, diff, options.top, verdict);
+  memtrace::tools::writeOutput(options.output, out.str());
+  return verdict.over ? 1 : 0;
+}
+
 int run(const Options& options) {
+  if (options.job) return runJob(options);
+  if (options.command == "diff") return runDiff(options, options.group_by_given);
   memtrace::reader::TraceReader trace(options.trace);
   std::ostringstream out;
   if (options.command == "parse") {

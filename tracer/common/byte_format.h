@@ -2,9 +2,14 @@
 // the same in every view; header-only, since both the report and the estimator use it.
 #pragma once
 
+#include <cctype>
+#include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace memtrace {
 
@@ -33,6 +38,50 @@ inline std::string formatSignedBytes(int64_t bytes, int significant_digits = 4) 
   if (bytes >= 0) return formatBytes(static_cast<uint64_t>(bytes), significant_digits);
   // Negated as unsigned, so that INT64_MIN has a magnitude too.
   return "-" + formatBytes(uint64_t{0} - static_cast<uint64_t>(bytes), significant_digits);
+}
+
+// "24GiB", "512MiB", "1.5GB", "1000000": binary (KiB, MiB, GiB, TiB) and decimal (KB, MB, GB,
+// TB) units, case-insensitive, B optional. Nothing on a malformed or negative size.
+inline std::optional<int64_t> parseByteSize(std::string_view text) {
+  size_t end = 0;
+  while (end < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.')) {
+    ++end;
+  }
+  if (end == 0) return std::nullopt;
+  double number = 0;
+  auto [parsed, error] = std::from_chars(text.data(), text.data() + end, number);
+  if (error != std::errc() || parsed != text.data() + end) return std::nullopt;
+  std::string unit;
+  for (char character : text.substr(end)) {
+    if (character != ' ')
+      unit += static_cast<char>(std::tolower(static_cast<unsigned char>(character)));
+  }
+  if (!unit.empty() && unit.back() == 'b') unit.pop_back();
+  double scale;
+  if (unit.empty())
+    scale = 1;
+  else if (unit == "ki")
+    scale = 1024.0;
+  else if (unit == "mi")
+    scale = 1024.0 * 1024;
+  else if (unit == "gi")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "ti")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "k")
+    scale = 1e3;
+  else if (unit == "m")
+    scale = 1e6;
+  else if (unit == "g")
+    scale = 1e9;
+  else if (unit == "t")
+    scale = 1e12;
+  else
+    return std::nullopt;
+  double bytes = std::floor(number * scale);
+  if (!(bytes >= 0) || bytes > 9.0e18) return std::nullopt;
+  return static_cast<int64_t>(bytes);
 }
 
 }  // namespace memtrace

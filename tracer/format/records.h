@@ -23,7 +23,10 @@
 namespace memtrace::format {
 
 inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
-inline constexpr uint32_t kVersion = 1;
+// Version 2 adds records (0x0f and up) and changes none before them: a reader of version 2
+// reads version-1 files unchanged (kOldestVersion).
+inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kOldestVersion = 1;
 inline constexpr size_t kFileHeaderSize = 16;
 inline constexpr size_t kChunkHeaderSize = 12;
 // The writer flushes a chunk at 1 MiB; the reader refuses sizes past this bound as
@@ -87,7 +90,23 @@ enum class RecordType : uint8_t {
   // A training step ended (the optimizer's step() returned). Fields: time delta, the step's
   // number (from 1).
   kStepEnd = 0x0e,
+  // (0x0f to 0x12 are taken by the records of another change of version 2.)
+  // The process is one rank of a torch.distributed job (Note [A job's ranks]). Once, right
+  // after kProcessInfo, only in a rank's trace. Fields: rank, world size, local rank, local
+  // world size, group rank (the node's), restart count (each zigzag; -1 unknown), job id
+  // (string: TORCHELASTIC_RUN_ID, may be empty).
+  kDistributed = 0x13,
 };
+
+// Note [A job's ranks]
+// torchrun (torch.distributed's launcher) starts one process per rank and tells each what it
+// is in its environment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (the
+// node's rank), TORCHELASTIC_RESTART_COUNT (how many times the agent restarted the workers)
+// and TORCHELASTIC_RUN_ID (the job id). The recorder reads them when it opens the file, so
+// that a rank's trace says which rank it is (kDistributed) and MEMTRACE_OUTPUT can name the
+// file by them (%r, %w, %l, %g, %a, %j): one folder holds a job's traces, and a restarted
+// rank writes a new file (%a) instead of overwriting the one its failed attempt left. The
+// host is ProcessInfo's. A process with none of these variables writes no kDistributed.
 
 // Note [Training records]
 // The Python package (mem_tracer/training.py) learns what a tensor is only at certain

@@ -65,6 +65,7 @@ class LiveReplay {
   const format::LiveTable<Allocation>& live() const { return live_; }
 
   void onProcessInfo(const ProcessInfo& info) { consumer_.onProcessInfo(info); }
+  void onDistributed(const DistributedInfo& info) { consumer_.onDistributed(info); }
   void onString(uint32_t id, std::string_view text) { consumer_.onString(id, text); }
   void onPythonFrame(uint32_t id, const PythonFrame& frame) { consumer_.onPythonFrame(id, frame); }
   void onPythonStack(uint32_t id, const StackNode& node) { consumer_.onPythonStack(id, node); }

@@ -58,9 +58,11 @@ void TraceReader::rewind() {
     throw TraceError(path_ + ": the file header is cut short (" + std::to_string(got) +
                      " of 16 bytes)");
   uint32_t version = codec::getU32(header + 8);
-  if (version != format::kVersion)
+  if (version < format::kOldestVersion || version > format::kVersion)
     throw TraceError(path_ + ": trace format version " + std::to_string(version) +
-                     ", but this memtrace reads version " + std::to_string(format::kVersion));
+                     ", but this memtrace reads versions " +
+                     std::to_string(format::kOldestVersion) + " to " +
+                     std::to_string(format::kVersion));
   if (codec::getU32(header + 12) != 0)
     throw TraceError(path_ + ": unknown flags in the file header (corrupted?)");
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -38,6 +39,18 @@ struct ProcessInfo {
   uint32_t python_depth = 0;
   uint32_t native_depth = 0;
   bool free_stacks = false;
+};
+
+// The kDistributed record: which rank of a torch.distributed job the process was (Note [A
+// job's ranks]); -1 where its launcher did not say.
+struct DistributedInfo {
+  int64_t rank = -1;
+  int64_t world_size = -1;
+  int64_t local_rank = -1;
+  int64_t local_world_size = -1;
+  int64_t group_rank = -1;  // the node's rank
+  int64_t restart_count = -1;
+  std::string job_id;
 };
 
 struct PythonFrame {
@@ -102,6 +115,7 @@ struct Marker {
 // The tables a trace defines; ids index them from 1 (index 0 is a placeholder).
 struct Tables {
   ProcessInfo process;
+  std::optional<DistributedInfo> distributed;  // a rank's trace only
   std::vector<std::string> strings{""};
   std::vector<PythonFrame> python_frames{PythonFrame{0, 0, 0}};
   std::vector<StackNode> python_stacks{StackNode{0, 0}};
@@ -119,6 +133,7 @@ struct Tables {
 // calls them statically, so an unused one costs nothing.
 struct RecordVisitor {
   void onProcessInfo(const ProcessInfo&) {}
+  void onDistributed(const DistributedInfo&) {}
   void onString(uint32_t /*id*/, std::string_view) {}
   void onPythonFrame(uint32_t /*id*/, const PythonFrame&) {}
   void onPythonStack(uint32_t /*id*/, const StackNode&) {}
@@ -282,6 +297,21 @@ void TraceReader::readRecord(Visitor& visitor) {
       seen_process_info_ = true;
       last_time_ = 0;
       visitor.onProcessInfo(info);
+      return;
+    }
+    case RecordType::kDistributed: {
+      if (tables_.distributed) fail("a second rank description");
+      DistributedInfo info;
+      for (int64_t* field : {&info.rank, &info.world_size, &info.local_rank, &info.local_world_size,
+                             &info.group_rank, &info.restart_count}) {
+        *field = zigzag();
+        if (*field < -1) fail("a rank description with a negative field");
+      }
+      info.job_id = bytes();
+      if (info.world_size >= 0 && info.rank >= info.world_size)
+        fail("a rank description whose rank is past its world size");
+      tables_.distributed = std::move(info);
+      visitor.onDistributed(*tables_.distributed);
       return;
     }
     case RecordType::kString: {

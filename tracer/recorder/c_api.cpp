@@ -178,6 +178,14 @@ MEMTRACE_EXPORT int memtrace_module_exit(void) {
   return 0;
 }
 
+MEMTRACE_EXPORT int memtrace_lend_python_stack(int skip) {
+  return lendPythonStack(skip > 0 ? static_cast<size_t>(skip) : 0);
+}
+
+MEMTRACE_EXPORT void memtrace_end_lent_python_stack(void) {
+  endLentPythonStack();
+}
+
 MEMTRACE_EXPORT int memtrace_flush(void) {
   ensureRecorderInitialized();
   MutexLock lock;

@@ -11,7 +11,8 @@
 //   MEMTRACE_KEEP_TORCH_ALLOCATOR  1: under LD_PRELOAD, leave PyTorch's caching allocator
 //                          in front (events are then segments)      (0)
 //   MEMTRACE_PYTHON_WALKER api: walk Python frames through the public C API only, never
-//                          directly (Note [Walking CPython's frames directly])  (auto)
+//                          directly (Note [Python frames without the GIL]): only
+//                          threads that hold the GIL are walked then  (auto)
 //   MEMTRACE_VERBOSE       1: say on stderr where the trace goes    (0)
 #pragma once
 

@@ -1,23 +1,35 @@
 #include "tracer/recorder/python_stack.h"
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "tracer/common/flat_map.h"
 #include "tracer/recorder/arena.h"
+#include "tracer/recorder/config.h"
 #include "tracer/recorder/immortal.h"
+#include "tracer/recorder/python_layouts.h"
 
 namespace memtrace::python {
 namespace {
 
-// The functions of the Python C API we use, all in the stable part of the API except
-// where noted. Opaque pointers stand for PyObject*, PyFrameObject*, PyThreadState*.
+// The functions of the Python C API we use. Opaque pointers stand for PyObject*,
+// PyFrameObject*, PyThreadState*. The first block is called without the GIL (each says why
+// that is safe); the rest only by a thread that holds it (the public-API walker).
 struct Api {
-  int (*Py_IsInitialized)();
+  int (*Py_IsInitialized)();                 // reads a flag of the runtime
+  int (*Py_IsFinalizing)();                  // 3.13; _Py_IsFinalizing before: an atomic load
+  void* (*PyGILState_GetThisThreadState)();  // a thread-specific key's value (any thread, any time)
+  int (*PyCode_CheckLineNumber)(int, void*);  // _PyCode_CheckLineNumber: reads the bounds only
+  const void* PyCode_Type;
+  const void* PyType_Type;
+  const unsigned long* Py_Version;  // 3.11: the version as PY_VERSION_HEX
+
   int (*PyGILState_Check)();
   void* (*PyThreadState_UncheckedGet)();   // _PyThreadState_UncheckedGet (<= 3.12) or
                                            // PyThreadState_GetUnchecked (3.13)
@@ -32,48 +44,67 @@ struct Api {
   void (*PyErr_Clear)();
   void (*Py_IncRef)(void*);
   void (*Py_DecRef)(void*);
-  int (*PyGC_Disable)();            // 3.10
-  int (*PyGC_Enable)();             // 3.10
-  int (*Py_IsFinalizing)();         // 3.13; _Py_IsFinalizing before
-  const unsigned long* Py_Version;  // 3.11: the version as PY_VERSION_HEX
+  int (*PyGC_Disable)();  // 3.10
+  int (*PyGC_Enable)();   // 3.10
 };
 
-// Note [Walking CPython's frames directly]
-// The public API costs about 12 ns a frame (five calls, two reference counts). CPython's
-// interpreter frames are a linked list we can read with a few loads a frame, if we know
-// their layout, which is fixed within a minor version (read from CPython's own headers,
-// Include/internal/pycore_frame.h and pycore_code.h, of 3.11.7, 3.12.1 and 3.13.0, x86_64):
-// offsets of the code object, the previous frame and the instruction pointer in
-// _PyInterpreterFrame, of its owner byte, and of the bytecode and of _co_firsttraceable in
-// PyCodeObject. Frames are skipped exactly as PyFrame_GetBack skips them
-// (_PyFrame_IsIncomplete: owned by the C stack, or not yet past the code's first traceable
-// instruction), and the position is PyFrame_GetLasti's (2 * code units from the start).
-// The layout is trusted only after the first 64 stacks walked both ways agree, and one
-// stack in 4096 is checked again; a disagreement (a debug or free-threaded build, a
-// layout we got wrong) sends every later stack through the public API.
-struct FrameLayout {
-  size_t frame_object_to_frame;  // PyFrameObject::f_frame
-  size_t code;                   // _PyInterpreterFrame::f_code (f_executable in 3.13)
-  size_t previous;
-  size_t instruction;  // prev_instr (3.11, 3.12) or instr_ptr (3.13)
-  size_t owner;
-  int owned_by_generator;
-  int owned_by_c_stack;    // -1: no such owner (3.11)
-  size_t code_units;       // PyCodeObject::co_code_adaptive
-  size_t first_traceable;  // PyCodeObject::_co_firsttraceable (an int)
-};
+// Note [Python frames without the GIL]
+// PyTorch's Python bindings release the GIL around every ATen op, so the allocations a model
+// makes reach us on a thread that holds its Python frames but not the GIL. We read that
+// thread's own frame chain directly, from its thread state, with the layout of the running
+// CPython (python_layouts.h, checked against every CPython's headers by the tests), and
+// never call into the interpreter. Why that is safe:
+//  - The thread is ours for the length of the hook: it is inside a C call (the op), so its
+//    chain cannot change. Its thread state is found without the GIL: PyGILState's
+//    thread-specific key holds it (PyGILState_GetThisThreadState reads the key, nothing else).
+//    Frames other threads push or pop are on their own chains; a frame object another thread
+//    materializes for one of ours (sys._current_frames, a profiler) only writes a field we do
+//    not read. A generator or coroutine running on this thread is in this chain, kept alive
+//    by its caller's reference, and no other thread can resume it while it runs.
+//  - Every frame's code object is a strong reference of the frame (f_code / f_executable), so
+//    it lives until the frame is gone: after the hook. The fields we read of it (file name,
+//    name, first line, line table) and the str and bytes objects they point to are
+//    immutable; the specializing interpreter and sys.monitoring rewrite the bytecode, never
+//    them. The GC moves nothing; it cannot free what a live frame holds.
+//  - A code object's address can be reused once it is freed, and we do not own a reference
+//    (taking one without the GIL would race the interpreter's own, non-atomic counts). So a
+//    frame is known by its code object's address together with an identity read from it
+//    (RawFrame::identity: the address of its line table, a bytes object it owns), and a frame
+//    cached for a dead code object is not taken for a new one at the same address unless the
+//    new one's line table also sits where the old one's was: both freed and both addresses
+//    handed out again to the same pair, the one mislabel left (a compile() in a loop could do
+//    it; a model's code objects live as long as its modules).
+//  - The file:line:function of a new (code, instruction) is resolved right there, under the
+//    recorder's lock, from those immutable fields: the strings are copied out of the str
+//    objects' own characters (never their cached UTF-8, which another thread may be
+//    writing), and the line comes from CPython's _PyCode_CheckLineNumber over the line table,
+//    which reads the table and nothing else (PyCode_Addr2Line would be the same call, but
+//    3.11's reads a lazily built line array another thread may be filling).
+//  - Finalization: once Py_IsFinalizing() says so, no walk starts (the thread states of
+//    daemon threads are freed then). A walk already under way when another thread starts
+//    finalizing finishes within microseconds on memory freed no earlier than after that
+//    thread has deleted every other thread state: the one race left, as in PyTorch's own
+//    frame capture.
+//  - Sub-interpreters: a thread's key holds the thread state it first had (the main
+//    interpreter's); while it runs code of another interpreter, the walk reads the frames that
+//    entered it, which are alive and suspended. Free-threaded and --with-trace-refs builds
+//    lay objects out differently: the check of PyCode_Type's type below tells them apart, and
+//    on them, as on a CPython whose layout we do not know, the walker says so once and only
+//    walks threads that hold the GIL, through the public API.
+// Every frame's code object is checked to be a code object (its type) before anything else
+// of it is read; a frame that fails the check means the layout is wrong: the walk returns
+// nothing, says so once, and later stacks are walked through the public API.
+// Frames are skipped exactly as PyFrame_GetBack skips them (_PyFrame_IsIncomplete: owned by
+// the C stack, or not yet past the code's first traceable instruction), and the position is
+// PyFrame_GetLasti's (2 * code units from the start; 3.10: f_lasti * 2).
 
-constexpr FrameLayout kLayout311 = {24, 32, 48, 56, 69, 1, -1, 184, 168};
-constexpr FrameLayout kLayout312 = {24, 0, 8, 56, 70, 1, 3, 192, 176};
-constexpr FrameLayout kLayout313 = {24, 0, 8, 56, 70, 1, 3, 200, 184};
+constexpr MemtracePythonLayout kLayouts[] = {MEMTRACE_PYTHON_LAYOUTS};
+constexpr size_t kLayoutCount = sizeof(kLayouts) / sizeof(kLayouts[0]);
 
-const FrameLayout* g_layout = nullptr;  // for this interpreter, if we know it
-enum class FastWalk { kChecking, kTrusted, kOff };
-std::atomic<FastWalk> g_fast_walk{FastWalk::kChecking};
-std::atomic<uint32_t> g_fast_agreements{0};
-std::atomic<uint32_t> g_walks{0};
-constexpr uint32_t kAgreementsToTrust = 64;
-constexpr uint32_t kRecheckEvery = 4096;
+enum class Walker { kDirect, kPublicApi };
+std::atomic<Walker> g_walker{Walker::kPublicApi};
+const MemtracePythonLayout* g_layout = nullptr;  // for this interpreter, if we know it
+std::atomic<bool> g_layout_failed_said{false};
 
 Api g_api;
 std::atomic<bool> g_api_loaded{false};
@@ -84,102 +115,147 @@ bool lookUp(Fn* slot, const char* name) {
   return *slot != nullptr;
 }
 
+template <typename T>
+T field(const void* base, int32_t offset) {
+  T value;
+  std::memcpy(&value, static_cast<const char*>(base) + offset, sizeof(T));
+  return value;
+}
+
 struct RawFrameHash {
   uint64_t operator()(const RawFrame& frame) const {
     return mixBits(reinterpret_cast<uintptr_t>(frame.code) ^
-                   (static_cast<uint64_t>(static_cast<uint32_t>(frame.position)) << 48));
+                   (static_cast<uint64_t>(static_cast<uint32_t>(frame.position)) << 32) ^
+                   frame.identity);
   }
 };
 
 // Note [Python frame cache]
-// Turning a frame into file:line:function costs a few hundred ns (attribute lookups and
-// the line table), so it is done once per distinct (code object, instruction offset) and
-// kept for the life of the process; trace files come and go (fork, reopen) but the
-// meaning of a frame does not. Guarded by the recorder's lock, and only ever touched with
-// the GIL held.
+// Turning a frame into file:line:function costs a few hundred ns, so it is done once per
+// distinct RawFrame and kept for the life of the process; trace files come and go (fork,
+// reopen) but the meaning of a frame does not. Guarded by the recorder's lock.
 // Never destroyed (Note [The recorder's state outlives every thread]).
 Immortal<FlatMap<RawFrame, FrameInfo*, RawFrameHash>> g_frame_cache_storage;
 FlatMap<RawFrame, FrameInfo*, RawFrameHash>& g_frame_cache = g_frame_cache_storage.value;
 Immortal<Arena> g_frame_arena_storage;
 Arena& g_frame_arena = g_frame_arena_storage.value;
 
-}  // namespace
+const MemtracePythonLayout* layoutOf(unsigned long version_hex) {
+  if ((version_hex >> 24) != 3) return nullptr;
+  uint32_t minor = (version_hex >> 16) & 0xff;
+  for (const MemtracePythonLayout& layout : kLayouts)
+    if (layout.minor == minor) return &layout;
+  return nullptr;
+}
 
-bool loadApi() {
-  if (g_api_loaded.load(std::memory_order_acquire)) return true;
-  Api api{};
-  bool ok = lookUp(&api.Py_IsInitialized, "Py_IsInitialized") &&
-            lookUp(&api.PyGILState_Check, "PyGILState_Check") &&
-            (lookUp(&api.PyThreadState_UncheckedGet, "PyThreadState_GetUnchecked") ||
-             lookUp(&api.PyThreadState_UncheckedGet, "_PyThreadState_UncheckedGet")) &&
-            lookUp(&api.PyThreadState_GetFrame, "PyThreadState_GetFrame") &&
-            lookUp(&api.PyFrame_GetBack, "PyFrame_GetBack") &&
-            lookUp(&api.PyFrame_GetCode, "PyFrame_GetCode") &&
-            lookUp(&api.PyFrame_GetLineNumber, "PyFrame_GetLineNumber") &&
-            lookUp(&api.PyObject_GetAttrString, "PyObject_GetAttrString") &&
-            lookUp(&api.PyUnicode_AsUTF8AndSize, "PyUnicode_AsUTF8AndSize") &&
-            lookUp(&api.PyErr_Clear, "PyErr_Clear") && lookUp(&api.Py_IncRef, "Py_IncRef") &&
-            lookUp(&api.Py_DecRef, "Py_DecRef");
-  if (!ok) return false;
-  // Optional: with PyFrame_GetLasti frames are told apart by instruction and the line is
-  // looked up once (PyCode_Addr2Line); without it (Python < 3.11) by line number.
-  if (lookUp(&api.PyFrame_GetLasti, "PyFrame_GetLasti") &&
-      !lookUp(&api.PyCode_Addr2Line, "PyCode_Addr2Line"))
-    api.PyFrame_GetLasti = nullptr;
-  lookUp(&api.PyGC_Disable, "PyGC_Disable");
-  lookUp(&api.PyGC_Enable, "PyGC_Enable");
-  if (!lookUp(&api.Py_IsFinalizing, "Py_IsFinalizing"))
-    lookUp(&api.Py_IsFinalizing, "_Py_IsFinalizing");
-  lookUp(&api.Py_Version, "Py_Version");
-  if (api.Py_Version && api.PyFrame_GetLasti) {
-    switch (*api.Py_Version >> 16) {  // PY_VERSION_HEX: major, minor, micro, level
-      case 0x030B:
-        g_layout = &kLayout311;
-        break;
-      case 0x030C:
-        g_layout = &kLayout312;
-        break;
-      case 0x030D:
-        g_layout = &kLayout313;
-        break;
-      default:
-        g_layout = nullptr;
-    }
+// The default build lays a PyObject out as {refcount, type}: a static type object's type is
+// PyType_Type at offset 8. Free-threaded builds put the type at 24, trace-refs builds at 24.
+bool objectsLaidOutAsDefault() {
+  return g_api.PyCode_Type && g_api.PyType_Type &&
+         field<const void*>(g_api.PyCode_Type, 8) == g_api.PyType_Type;
+}
+
+// "3.9.18", from Py_GetVersion (a string made once, at start-up); "?" without it.
+void pythonVersion(char* out, size_t size) {
+  auto get_version = reinterpret_cast<const char* (*)()>(dlsym(RTLD_DEFAULT, "Py_GetVersion"));
+  const char* text = get_version ? get_version() : "?";
+  size_t length = strcspn(text, " ");
+  snprintf(out, size, "%.*s", static_cast<int>(length < size ? length : size - 1), text);
+}
+
+void sayLayoutUnknownOnce(const char* why) {
+  if (g_layout_failed_said.exchange(true)) return;
+  char version[32], line[320];
+  pythonVersion(version, sizeof(version));
+  snprintf(line, sizeof(line),
+           "CPython %s: %s (3.10-3.13 are known): Python lines are recorded only for "
+           "allocations made while holding the GIL, and PyTorch's ops release it",
+           version, why);
+  warn(line);
+}
+
+// A Python too old for the API the walkers use (before 3.9): said once, when it runs.
+int (*g_unsupported_python_initialized)() = nullptr;
+
+void sayUnsupportedOnce() {
+  if (!g_unsupported_python_initialized || !g_unsupported_python_initialized() ||
+      g_layout_failed_said.exchange(true))
+    return;
+  char version[32], line[200];
+  pythonVersion(version, sizeof(version));
+  snprintf(line, sizeof(line),
+           "CPython %s is not supported (3.10-3.13 are): no Python line is recorded", version);
+  warn(line);
+}
+
+bool isCode(const void* object) {
+  return object && field<const void*>(object, 8) == g_api.PyCode_Type;
+}
+
+// The line table object's address: a new code object at a freed one's address has a new line
+// table, allocated while the old one's was still alive, so at another address; a line table
+// freed with its code object and reused by the next is the one case left (Note [Python frames
+// without the GIL]). One load a frame: the walk's cost is in loads
+// (bench/python_walk_instructions.py).
+template <const MemtracePythonLayout& layout>
+uint32_t identityOf(const void* code) {
+  auto table = reinterpret_cast<uintptr_t>(field<const void*>(code, layout.code_line_table));
+  return static_cast<uint32_t>(table >> 3) | 1;  // never 0: 0 is a frame the API walked
+}
+
+// Note [Python frames without the GIL]: the calling thread's frames, innermost first. Returns
+// the count, or SIZE_MAX when the innermost frame does not hold a code object where the layout
+// says (a layout that is wrong fails there; resolveFrame checks each new frame again before it
+// reads anything through it). One instance per CPython version, so that every offset is a
+// constant of the code (the walk costs ~25 instructions a frame).
+template <const MemtracePythonLayout& layout>
+size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max) {
+  const void* frame = thread_state;
+  if constexpr (layout.thread_cframe >= 0) {
+    frame = field<const void*>(thread_state, layout.thread_cframe);
+    if (!frame) return 0;
   }
-  if (!g_layout) g_fast_walk.store(FastWalk::kOff);
-  g_api = api;
-  g_api_loaded.store(true, std::memory_order_release);
-  return true;
+  frame = field<const void*>(frame, layout.current_frame);
+  size_t walked = 0;
+  for (; frame && walked < max; frame = field<const void*>(frame, layout.frame_previous)) {
+    int position;
+    const char* code;
+    if constexpr (layout.frame_is_object) {
+      code = field<const char*>(frame, layout.frame_code);
+      if (walked == 0 && !isCode(code)) return SIZE_MAX;
+      int lasti = field<int>(frame, layout.frame_instruction);
+      position = lasti < 0 ? -1 : 2 * lasti;
+    } else {
+      char owner = field<char>(frame, layout.frame_owner);
+      if (owner == layout.owned_by_c_stack) continue;
+      code = field<const char*>(frame, layout.frame_code);
+      if (walked == 0 && !isCode(code)) return SIZE_MAX;
+      const char* units = code + layout.code_units;
+      const char* instruction = field<const char*>(frame, layout.frame_instruction);
+      if (owner != layout.owned_by_generator &&
+          instruction < units + 2 * field<int>(code, layout.code_first_traceable))
+        continue;  // not started yet: PyFrame_GetBack skips it too
+      ptrdiff_t bytes_in = instruction - units;
+      position = bytes_in < 0 ? -1 : static_cast<int32_t>(bytes_in & ~ptrdiff_t{1});
+    }
+    frames[walked++] = RawFrame{code, position, identityOf<layout>(code)};
+  }
+  return walked;
 }
 
-bool threadHoldsGil() {
-  if (!g_api_loaded.load(std::memory_order_acquire)) return false;
-  if (!g_api.Py_IsInitialized()) return false;
-  if (g_api.Py_IsFinalizing && g_api.Py_IsFinalizing()) return false;
-  // PyGILState_Check answers 1 when it cannot tell (no thread state machinery yet), so
-  // the thread state is checked too.
-  return g_api.PyGILState_Check() && g_api.PyThreadState_UncheckedGet() != nullptr;
+using DirectWalk = size_t (*)(const void*, RawFrame*, size_t);
+
+template <size_t... index>
+DirectWalk directWalkOf(uint32_t minor, std::index_sequence<index...>) {
+  DirectWalk walk = nullptr;
+  ((kLayouts[index].minor == minor ? (walk = &walkDirectly<kLayouts[index]>) : walk), ...);
+  return walk;
 }
 
-GcPause::GcPause(bool active) {
-  if (active && g_api.PyGC_Disable) reenable_ = g_api.PyGC_Disable() == 1;
-}
+DirectWalk g_direct_walk = nullptr;  // for this interpreter's layout
 
-GcPause::~GcPause() {
-  if (reenable_) g_api.PyGC_Enable();
-}
-
-namespace {
-
-template <typename T>
-T field(const void* base, size_t offset) {
-  T value;
-  std::memcpy(&value, static_cast<const char*>(base) + offset, sizeof(T));
-  return value;
-}
-
-// The public API's walk (the reference), from the thread's top frame object, which it
-// releases.
+// The public API's walk, from the thread's top frame object, which it releases. The GIL is
+// held. The code objects it names are kept alive by resolveFrame (identity 0).
 size_t walkWithApi(void* frame, RawFrame* frames, size_t max) {
   size_t count = 0;
   while (frame && count < max) {
@@ -188,7 +264,7 @@ size_t walkWithApi(void* frame, RawFrame* frames, size_t max) {
         g_api.PyFrame_GetLasti ? g_api.PyFrame_GetLasti(frame) : g_api.PyFrame_GetLineNumber(frame);
     // The frame keeps its code object alive until resolveFrame takes its own reference.
     g_api.Py_DecRef(code);
-    frames[count++] = RawFrame{code, position};
+    frames[count++] = RawFrame{code, position, 0};
     void* back = g_api.PyFrame_GetBack(frame);  // a new reference, or null
     g_api.Py_DecRef(frame);
     frame = back;
@@ -197,83 +273,87 @@ size_t walkWithApi(void* frame, RawFrame* frames, size_t max) {
   return count;
 }
 
-// Note [Walking CPython's frames directly]. `check`: compare with frames[0, count) instead
-// of writing; returns count on agreement, SIZE_MAX otherwise.
-size_t walkDirectly(const void* frame, RawFrame* frames, size_t max, bool check, size_t count) {
-  const FrameLayout& layout = *g_layout;
-  size_t walked = 0;
-  for (; frame && walked < max; frame = field<const void*>(frame, layout.previous)) {
-    int owner = field<char>(frame, layout.owner);
-    if (owner == layout.owned_by_c_stack) continue;
-    const char* code = field<const char*>(frame, layout.code);
-    const char* units = code + layout.code_units;
-    const char* instruction = field<const char*>(frame, layout.instruction);
-    if (owner != layout.owned_by_generator &&
-        instruction < units + 2 * field<int>(code, layout.first_traceable))
-      continue;  // not started yet: PyFrame_GetBack skips it too
-    long units_in = (instruction - units) / 2;
-    RawFrame raw{code, units_in < 0 ? -1 : static_cast<int32_t>(2 * units_in)};
-    if (check) {
-      if (walked >= count || !(frames[walked] == raw)) return SIZE_MAX;
+bool pythonRunning() {
+  return g_api_loaded.load(std::memory_order_acquire) && g_api.Py_IsInitialized() &&
+         !(g_api.Py_IsFinalizing && g_api.Py_IsFinalizing());
+}
+
+// The UTF-8 of a str object, read from its own characters (Note [Python frames without the
+// GIL]), copied into the arena; "?" when it is not a compact string.
+void copyString(const void* text, const char** out, uint32_t* size) {
+  *out = "?";
+  *size = 1;
+  const MemtracePythonLayout& layout = *g_layout;
+  if (!text) return;
+  uint32_t state = field<uint32_t>(text, layout.unicode_state);
+  uint32_t kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+  if (!compact || (kind != 1 && kind != 2 && kind != 4)) return;
+  auto length = field<ssize_t>(text, layout.unicode_length);
+  if (length < 0 || length > (1 << 16)) return;
+  const char* characters = static_cast<const char*>(text) +
+                           (ascii ? layout.ascii_object_size : layout.compact_object_size);
+  if (ascii) {
+    if (const char* copy = g_frame_arena.copyString(characters, static_cast<size_t>(length))) {
+      *out = copy;
+      *size = static_cast<uint32_t>(length);
+    }
+    return;
+  }
+  auto* utf8 = static_cast<char*>(g_frame_arena.allocate(4 * static_cast<size_t>(length) + 1));
+  if (!utf8) return;
+  size_t used = 0;
+  for (ssize_t i = 0; i < length; ++i) {
+    uint32_t c = kind == 1   ? field<uint8_t>(characters, static_cast<int32_t>(i))
+                 : kind == 2 ? field<uint16_t>(characters, static_cast<int32_t>(2 * i))
+                             : field<uint32_t>(characters, static_cast<int32_t>(4 * i));
+    if (c < 0x80) {
+      utf8[used++] = static_cast<char>(c);
+    } else if (c < 0x800) {
+      utf8[used++] = static_cast<char>(0xc0 | (c >> 6));
+      utf8[used++] = static_cast<char>(0x80 | (c & 0x3f));
+    } else if (c < 0x10000) {
+      utf8[used++] = static_cast<char>(0xe0 | (c >> 12));
+      utf8[used++] = static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+      utf8[used++] = static_cast<char>(0x80 | (c & 0x3f));
     } else {
-      frames[walked] = raw;
-    }
-    ++walked;
-  }
-  if (check && walked != count) return SIZE_MAX;
-  return walked;
-}
-
-}  // namespace
-
-size_t captureStack(RawFrame* frames, size_t max) {
-  void* thread_state = g_api.PyThreadState_UncheckedGet();
-  if (!thread_state) return 0;
-  void* top = g_api.PyThreadState_GetFrame(thread_state);  // a new reference, or null
-  if (!top) return 0;
-  FastWalk mode = g_fast_walk.load(std::memory_order_relaxed);
-  bool recheck = mode == FastWalk::kTrusted &&
-                 g_walks.fetch_add(1, std::memory_order_relaxed) % kRecheckEvery == 0;
-  if (mode == FastWalk::kTrusted && !recheck) {
-    const void* frame = field<const void*>(top, g_layout->frame_object_to_frame);
-    g_api.Py_DecRef(top);  // it stays alive: it is running
-    return walkDirectly(frame, frames, max, false, 0);
-  }
-  const void* frame =
-      mode == FastWalk::kOff ? nullptr : field<const void*>(top, g_layout->frame_object_to_frame);
-  size_t count = walkWithApi(top, frames, max);
-  if (mode != FastWalk::kOff) {
-    if (walkDirectly(frame, frames, max, true, count) == SIZE_MAX) {
-      g_fast_walk.store(FastWalk::kOff, std::memory_order_relaxed);
-    } else if (mode == FastWalk::kChecking &&
-               g_fast_agreements.fetch_add(1, std::memory_order_relaxed) + 1 >=
-                   kAgreementsToTrust) {
-      FastWalk expected = FastWalk::kChecking;
-      g_fast_walk.compare_exchange_strong(expected, FastWalk::kTrusted);
+      utf8[used++] = static_cast<char>(0xf0 | (c >> 18));
+      utf8[used++] = static_cast<char>(0x80 | ((c >> 12) & 0x3f));
+      utf8[used++] = static_cast<char>(0x80 | ((c >> 6) & 0x3f));
+      utf8[used++] = static_cast<char>(0x80 | (c & 0x3f));
     }
   }
-  return count;
+  *out = utf8;
+  *size = static_cast<uint32_t>(used);
 }
 
-void usePublicApiOnly() {
-  g_fast_walk.store(FastWalk::kOff, std::memory_order_relaxed);
+// The line of a byte offset, from the code object's line table (Note [Python frames without
+// the GIL]); 0 where the instruction has none.
+int lineOf(const void* code, int position) {
+  const MemtracePythonLayout& layout = *g_layout;
+  int first_line = field<int>(code, layout.code_first_line);
+  if (position < 0) return first_line;  // PyCode_Addr2Line's answer too
+  const void* table = field<const void*>(code, layout.code_line_table);
+  if (!table) return 0;
+  auto length = field<ssize_t>(table, layout.bytes_size);
+  const auto* bytes = static_cast<const uint8_t*>(table) + layout.bytes_data;
+  MemtraceAddressRange range{-1, 0, -1, {first_line, bytes, bytes + length}};
+  int line = g_api.PyCode_CheckLineNumber(position, &range);
+  return line < 0 ? 0 : line;
 }
 
-const char* walkerName() {
-  switch (g_fast_walk.load(std::memory_order_relaxed)) {
-    case FastWalk::kTrusted:
-      return "direct";
-    case FastWalk::kChecking:
-      return "checking";
-    case FastWalk::kOff:
-      return "public-api";
+void resolveDirectly(const RawFrame& frame, FrameInfo* info) {
+  const MemtracePythonLayout& layout = *g_layout;
+  if (!isCode(frame.code)) {  // never seen: the walk names only code objects' frames
+    *info = FrameInfo{"?", "?", 1, 1, 0, 0, 0};
+    return;
   }
-  return "?";
+  copyString(field<const void*>(frame.code, layout.code_filename), &info->file, &info->file_size);
+  copyString(field<const void*>(frame.code, layout.code_name), &info->function,
+             &info->function_size);
+  info->line = lineOf(frame.code, frame.position);
 }
 
-FrameInfo* resolveFrame(const RawFrame& frame) {
-  if (FrameInfo** cached = g_frame_cache.find(frame)) return *cached;
-
+void resolveWithApi(const RawFrame& frame, FrameInfo* info) {
   auto* code = const_cast<void*>(frame.code);
   auto copyAttribute = [&](const char* name, const char** out, uint32_t* size) {
     *out = "?";
@@ -295,9 +375,6 @@ FrameInfo* resolveFrame(const RawFrame& frame) {
     }
     g_api.Py_DecRef(value);
   };
-
-  auto* info = static_cast<FrameInfo*>(g_frame_arena.allocate(sizeof(FrameInfo)));
-  if (!info) return nullptr;
   copyAttribute("co_filename", &info->file, &info->file_size);
   copyAttribute("co_name", &info->function, &info->function_size);
   if (g_api.PyFrame_GetLasti) {
@@ -305,10 +382,123 @@ FrameInfo* resolveFrame(const RawFrame& frame) {
     int line = frame.position >= 0 ? g_api.PyCode_Addr2Line(code, frame.position) : -1;
     info->line = line < 0 ? 0 : line;
   } else {
-    info->line = frame.position;
+    info->line = frame.position;  // Python 3.10's public API gives the line itself
   }
+}
+
+}  // namespace
+
+bool loadApi() {
+  if (g_api_loaded.load(std::memory_order_acquire)) return true;
+  Api api{};
+  bool ok = lookUp(&api.Py_IsInitialized, "Py_IsInitialized") &&
+            lookUp(&api.PyGILState_Check, "PyGILState_Check") &&
+            lookUp(&api.PyGILState_GetThisThreadState, "PyGILState_GetThisThreadState") &&
+            (lookUp(&api.PyThreadState_UncheckedGet, "PyThreadState_GetUnchecked") ||
+             lookUp(&api.PyThreadState_UncheckedGet, "_PyThreadState_UncheckedGet")) &&
+            lookUp(&api.PyThreadState_GetFrame, "PyThreadState_GetFrame") &&
+            lookUp(&api.PyFrame_GetBack, "PyFrame_GetBack") &&
+            lookUp(&api.PyFrame_GetCode, "PyFrame_GetCode") &&
+            lookUp(&api.PyFrame_GetLineNumber, "PyFrame_GetLineNumber") &&
+            lookUp(&api.PyObject_GetAttrString, "PyObject_GetAttrString") &&
+            lookUp(&api.PyUnicode_AsUTF8AndSize, "PyUnicode_AsUTF8AndSize") &&
+            lookUp(&api.PyErr_Clear, "PyErr_Clear") && lookUp(&api.Py_IncRef, "Py_IncRef") &&
+            lookUp(&api.Py_DecRef, "Py_DecRef");
+  if (!ok) {
+    g_unsupported_python_initialized = api.Py_IsInitialized;  // null where no Python runs
+    return false;
+  }
+  // Optional: with PyFrame_GetLasti frames are told apart by instruction and the line is
+  // looked up once (PyCode_Addr2Line); without it (Python < 3.11) by line number.
+  if (lookUp(&api.PyFrame_GetLasti, "PyFrame_GetLasti") &&
+      !lookUp(&api.PyCode_Addr2Line, "PyCode_Addr2Line"))
+    api.PyFrame_GetLasti = nullptr;
+  lookUp(&api.PyGC_Disable, "PyGC_Disable");
+  lookUp(&api.PyGC_Enable, "PyGC_Enable");
+  if (!lookUp(&api.Py_IsFinalizing, "Py_IsFinalizing"))
+    lookUp(&api.Py_IsFinalizing, "_Py_IsFinalizing");
+  lookUp(&api.Py_Version, "Py_Version");
+  lookUp(&api.PyCode_CheckLineNumber, "_PyCode_CheckLineNumber");
+  lookUp(&api.PyCode_Type, "PyCode_Type");
+  lookUp(&api.PyType_Type, "PyType_Type");
+  // Py_Version came with 3.11; 3.10 is told by what only it lacks (PyFrame_GetLasti) and
+  // has (PyGC_Enable, new in 3.10).
+  unsigned long version = api.Py_Version ? *api.Py_Version
+                          : !api.PyFrame_GetLasti && dlsym(RTLD_DEFAULT, "PyGC_Enable") ? 0x030A0000
+                                                                                        : 0;
+  g_api = api;
+  g_layout = layoutOf(version);
+  if (g_layout)
+    g_direct_walk = directWalkOf(g_layout->minor, std::make_index_sequence<kLayoutCount>());
+  if (g_direct_walk && api.PyCode_CheckLineNumber && objectsLaidOutAsDefault())
+    g_walker.store(Walker::kDirect, std::memory_order_relaxed);
+  g_api_loaded.store(true, std::memory_order_release);
+  return true;
+}
+
+bool canWalk(bool* holds_gil) {
+  *holds_gil = false;
+  if (!g_api_loaded.load(std::memory_order_acquire)) {
+    sayUnsupportedOnce();
+    return false;
+  }
+  if (!pythonRunning()) return false;
+  if (g_walker.load(std::memory_order_relaxed) == Walker::kDirect) return true;
+  // PyGILState_Check answers 1 when it cannot tell (no thread state machinery yet), so the
+  // thread state is checked too.
+  *holds_gil = g_api.PyGILState_Check() && g_api.PyThreadState_UncheckedGet() != nullptr;
+  if (!*holds_gil && !g_layout_failed_said.load(std::memory_order_relaxed))
+    sayLayoutUnknownOnce(g_layout ? "this build lays objects out unlike the default build"
+                                  : "no known frame layout");
+  return *holds_gil;
+}
+
+GcPause::GcPause(bool active) {
+  if (active && g_api.PyGC_Disable) reenable_ = g_api.PyGC_Disable() == 1;
+}
+
+GcPause::~GcPause() {
+  if (reenable_) g_api.PyGC_Enable();
+}
+
+size_t captureStack(RawFrame* frames, size_t max) {
+  if (g_walker.load(std::memory_order_relaxed) == Walker::kDirect) {
+    const void* thread_state = g_api.PyGILState_GetThisThreadState();
+    if (!thread_state) return 0;  // a thread that never ran Python
+    size_t count = g_direct_walk(thread_state, frames, max);
+    if (count != SIZE_MAX) return count;
+    g_walker.store(Walker::kPublicApi, std::memory_order_relaxed);
+    sayLayoutUnknownOnce("a frame did not hold a code object where its layout says");
+    return 0;
+  }
+  void* thread_state = g_api.PyThreadState_UncheckedGet();
+  if (!thread_state) return 0;
+  void* top = g_api.PyThreadState_GetFrame(thread_state);  // a new reference, or null
+  return top ? walkWithApi(top, frames, max) : 0;
+}
+
+void usePublicApiOnly() {
+  g_walker.store(Walker::kPublicApi, std::memory_order_relaxed);
+  g_layout_failed_said.store(true);  // asked for: nothing to say
+}
+
+const char* walkerName() {
+  return g_walker.load(std::memory_order_relaxed) == Walker::kDirect ? "direct" : "public-api";
+}
+
+FrameInfo* resolveFrame(const RawFrame& frame) {
+  if (FrameInfo** cached = g_frame_cache.find(frame)) return *cached;
+  auto* info = static_cast<FrameInfo*>(g_frame_arena.allocate(sizeof(FrameInfo)));
+  if (!info) return nullptr;
+  bool walked_directly = frame.identity != 0;
+  if (walked_directly)
+    resolveDirectly(frame, info);
+  else
+    resolveWithApi(frame, info);
   if (!g_frame_cache.insert(frame, info)) return nullptr;
-  g_api.Py_IncRef(code);  // never released: see the function's comment
+  // A frame the API walked is known by its code object's address alone: keep the code object
+  // alive (we hold the GIL), so that the address can never be reused by another.
+  if (!walked_directly) g_api.Py_IncRef(const_cast<void*>(frame.code));
   return info;
 }
 

@@ -1,6 +1,6 @@
-// Python stacks without linking libpython: the C API is found with dlsym(RTLD_DEFAULT), and
-// stacks are walked only on a thread that holds the GIL. Autograd's device threads and
-// other threads without the GIL get no Python stack; they must never wait for it.
+// Python stacks without linking libpython: the C API is found with dlsym(RTLD_DEFAULT), and a
+// thread's frames are read whether or not it holds the GIL (Note [Python frames without the
+// GIL], python_stack.cpp): PyTorch releases it around every op. The GIL is never taken.
 #pragma once
 
 #include <cstddef>
@@ -11,7 +11,12 @@ namespace memtrace::python {
 // A frame as captured: enough to tell frames apart without touching their metadata.
 struct RawFrame {
   const void* code;  // the PyCodeObject*
-  int32_t position;  // instruction offset in bytes; the line number where Python < 3.11
+  int32_t position;  // instruction offset in bytes; the line number where the public API walked
+                     // Python 3.10
+  // Read from the code object when walked directly (never 0): tells a code object from another
+  // that later has the same address (Note [Python frames without the GIL]). 0 when the public
+  // API walked it: the code object is then kept alive, and its address never reused.
+  uint32_t identity;
   bool operator==(const RawFrame&) const = default;
 };
 
@@ -32,17 +37,20 @@ struct FrameInfo {
 // in this process.
 bool loadApi();
 
-// Whether the calling thread can be walked now: Python is running and this thread holds
-// the GIL. Everything below requires that this returned true on the same thread, in the
-// same hook call.
-bool threadHoldsGil();
+// Whether the calling thread's Python frames can be walked now: Python is running, and either
+// its frame layout is known (any thread: Note [Python frames without the GIL]) or this thread
+// holds the GIL (the public API's walk; *holds_gil says so, and that walk needs a GcPause).
+// Everything below requires that this returned true on the same thread, in the same hook call.
+bool canWalk(bool* holds_gil);
 
 // Note [No Python code runs in a hook]
-// Walking frames can materialize frame objects (Python >= 3.11 creates them lazily), and
-// allocating a GC-tracked object can start a collection right there (3.11 collects inline),
-// whose finalizers can free tensors: a CUDA free inside our own hook. A GcPause disables
-// the collector for the duration of the hook; the next allocation after it collects as
-// usual. Everything else we call on Python objects reads them or allocates plain strings.
+// The direct walk (Note [Python frames without the GIL]) calls nothing of the interpreter.
+// The public API's, on a thread that holds the GIL, does: walking frames can materialize frame
+// objects (Python >= 3.11 creates them lazily), and allocating a GC-tracked object can start a
+// collection right there (3.11 collects inline), whose finalizers can free tensors: a CUDA free
+// inside our own hook. A GcPause disables the collector for the duration of the hook; the next
+// allocation after it collects as usual. Everything else we call on Python objects reads them or
+// allocates plain strings.
 class GcPause {
  public:
   explicit GcPause(bool active);
@@ -61,13 +69,12 @@ size_t captureStack(RawFrame* frames, size_t max);
 // Walks only through the public API from now on (MEMTRACE_PYTHON_WALKER=api).
 void usePublicApiOnly();
 
-// How stacks are being walked: "direct" (Note [Walking CPython's frames directly]),
-// "checking" (both ways, until they have agreed enough) or "public-api".
+// How stacks are being walked: "direct" (Note [Python frames without the GIL]) or
+// "public-api" (threads that hold the GIL only).
 const char* walkerName();
 
-// The metadata of a captured frame, or nullptr if it cannot be had (out of memory).
-// Holds a reference to the code object, so that its address can never be reused by
-// another code object and mislabel a frame. Called under the recorder's lock.
+// The metadata of a captured frame, or nullptr if it cannot be had (out of memory). Called
+// under the recorder's lock, by the thread that captured the frame, still in the same hook.
 FrameInfo* resolveFrame(const RawFrame& frame);
 
 }  // namespace memtrace::python

@@ -92,6 +92,19 @@ bool RecordWriter::writeProcessInfo(const ProcessInfoFields& info) {
   return true;
 }
 
+bool RecordWriter::writeDistributed(const DistributedFields& rank) {
+  size_t job_size = cappedLength(rank.job_id);
+  uint8_t* p = file_.reserve(job_size + 80);
+  if (!p) return false;
+  p = putType(p, RecordType::kDistributed);
+  for (int64_t value : {rank.rank, rank.world_size, rank.local_rank, rank.local_world_size,
+                        rank.group_rank, rank.restart_count})
+    p = putZigzag(p, value);
+  p = putBytes(p, rank.job_id, job_size);
+  file_.commit(p);
+  return true;
+}
+
 uint32_t RecordWriter::internString(const char* data, size_t size, bool* ok) {
   if (size > format::kMaxStringBytes) size = format::kMaxStringBytes;
   uint64_t hash = hashBytes(data, size);

@@ -35,6 +35,17 @@ struct ProcessInfoFields {
   bool free_stacks;
 };
 
+// The kDistributed record's fields (Note [A job's ranks]): -1 where the launcher did not say.
+struct DistributedFields {
+  int64_t rank;
+  int64_t world_size;
+  int64_t local_rank;
+  int64_t local_world_size;
+  int64_t group_rank;
+  int64_t restart_count;
+  const char* job_id;  // "" when unknown
+};
+
 // The context of the events that follow (a kContext record is written when it changes).
 struct EventContext {
   pid_t thread_id;
@@ -56,6 +67,7 @@ class RecordWriter {
   uint32_t generation() const { return generation_; }
 
   bool writeProcessInfo(const ProcessInfoFields& info);
+  bool writeDistributed(const DistributedFields& rank);
   bool writeDevice(int device, const char* name, uint64_t total_bytes);
   bool writeMarker(uint64_t time_ns, format::MarkerKind kind, const char* name);
   // The training records (Note [Training records]).

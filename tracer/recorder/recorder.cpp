@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <atomic>
+#include <cstring>
 #include <initializer_list>
 
 #include "tracer/recorder/native_stack.h"
@@ -82,8 +83,8 @@ bool capturesStacks(bool is_free) {
   return g_tracing.load(std::memory_order_relaxed) && (!is_free || g_config.free_stacks);
 }
 
-// `walk_python`: the thread holds the GIL and Python stacks are wanted (decided once per
-// event: it also decides the GcPause around the walk).
+// `walk_python`: Python stacks are wanted and this thread's can be walked (decided once per
+// event: it also decides the GcPause around the public API's walk).
 Capture captureStacks(bool is_free, const void* caller, bool walk_python) {
   Capture capture;
   if (!capturesStacks(is_free)) return capture;
@@ -102,6 +103,33 @@ Capture captureStacks(bool is_free, const void* caller, bool walk_python) {
     capture.native = capture.thread->native_count > 0;
   }
   return capture;
+}
+
+// Note [Stacks lent to threads without Python]
+// Autograd's engine runs a GPU's backward on a thread of its own that never ran Python: its
+// allocations have no Python stack. What the user can act on is the line that called
+// backward (loss.backward()): the package wraps autograd's engine so that the calling thread,
+// just before it blocks in the engine, lends its stack (memtrace_lend_python_stack), and takes
+// it back when the engine returns. In between, an allocation on a thread with no Python frame
+// of its own is attributed to the lent stack. The lent frames are resolved when lent (the
+// lender holds the GIL then, and its frames are alive), so using them later reads nothing of
+// the interpreter. One stack is lent at a time: when two threads run backward at once, the
+// later lender's stack names the allocations of both until both have ended.
+// Costs nothing per event but a test of g_lent_depth, and a copy of the lent frames for the
+// events that use it. Guarded by g_mutex.
+python::RawFrame g_lent_frames[kMaxPythonDepth];
+size_t g_lent_count = 0;
+int g_lent_depth = 0;
+
+// Gives a thread without Python frames the lent stack, if any (g_mutex held).
+void borrowLentStack(Capture* capture) {
+  if (!capture->thread || capture->python || g_lent_depth == 0 || g_lent_count == 0 ||
+      !format::wantsPython(g_config.stack_mode))
+    return;
+  std::memcpy(capture->thread->python_frames, g_lent_frames,
+              g_lent_count * sizeof(g_lent_frames[0]));
+  capture->thread->python_count = g_lent_count;
+  capture->python = true;
 }
 
 // Interns the captured stacks (with g_mutex held). *unknown_object asks the caller to
@@ -194,9 +222,10 @@ class EventRecording {
  public:
   EventRecording(const EventSource& source, bool is_free)
       : walk_python_(capturesStacks(is_free) && format::wantsPython(g_config.stack_mode) &&
-                     python::threadHoldsGil()),
-        gc_pause_(walk_python_),
-        capture_(captureStacks(is_free, source.caller, walk_python_)) {}
+                     python::canWalk(&holds_gil_)),
+        gc_pause_(walk_python_ && holds_gil_),
+        capture_(captureStacks(is_free, source.caller, walk_python_)),
+        captured_(capturesStacks(is_free)) {}
 
   // After the lock is released (Note [Recording scope before the lock]): a native frame
   // outside every known loaded object asks for a refresh of the object table.
@@ -208,14 +237,17 @@ class EventRecording {
                     uint32_t* python_stack, uint32_t* native_stack) {
     EventContext context{capture_.thread ? capture_.thread->thread_id : currentThreadId(), device,
                          source.stream, source.api, level};
+    if (captured_) borrowLentStack(&capture_);
     return writeDeviceIfNew(device) && g_writer.setContext(context) && writeModuleScope() &&
            internStacks(capture_, python_stack, native_stack, &unknown_object_);
   }
 
  private:
+  bool holds_gil_ = false;  // set by canWalk; before walk_python_, which is initialized after it
   bool walk_python_;
-  python::GcPause gc_pause_;  // from before the Python walk until the stacks are interned
+  python::GcPause gc_pause_;  // from before the public API's walk until the stacks are interned
   Capture capture_;
+  bool captured_;  // stacks are wanted for this event
   bool unknown_object_ = false;
 };
 
@@ -279,6 +311,29 @@ void recordFailedAlloc(const RecursionGuard&, const EventSource& source, uint64_
   // An OOM is often followed by the process dying: get it on disk now.
   else if (!g_file.flush())
     failWrite();
+}
+
+int lendPythonStack(size_t skip) {
+  ensureRecorderInitialized();
+  ThreadState* thread = currentThreadState();
+  bool holds_gil = false;
+  if (!thread || !python::canWalk(&holds_gil)) return 0;
+  python::GcPause gc_pause(holds_gil);
+  size_t count = python::captureStack(thread->python_frames, g_config.python_depth);
+  size_t kept = count > skip ? count - skip : 0;
+  MutexLock lock;
+  // Resolved now, while the lender's frames are alive (Note [Stacks lent to threads without
+  // Python]); a frame that cannot be resolved (out of memory) is lent as <unknown>.
+  for (size_t i = 0; i < kept; ++i) python::resolveFrame(thread->python_frames[skip + i]);
+  std::memcpy(g_lent_frames, thread->python_frames + skip, kept * sizeof(g_lent_frames[0]));
+  g_lent_count = kept;
+  ++g_lent_depth;
+  return 1;
+}
+
+void endLentPythonStack() {
+  MutexLock lock;
+  if (g_lent_depth > 0 && --g_lent_depth == 0) g_lent_count = 0;
 }
 
 }  // namespace memtrace

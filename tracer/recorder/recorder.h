@@ -45,6 +45,13 @@ void setDeviceDescriber(DeviceDescriber describer);
 // library's constructor and, in case a hook runs before it, by every record function.
 void ensureRecorderInitialized();
 
+// Note [Stacks lent to threads without Python] (recorder.cpp): the calling thread's Python
+// stack, less its `skip` innermost frames, names the allocations of threads that have no
+// Python frame, until the matching endLentPythonStack. Returns 1, or 0 when no Python stack
+// can be walked here.
+int lendPythonStack(size_t skip);
+void endLentPythonStack();
+
 // Whether this library was loaded through LD_PRELOAD (then tracing starts at load).
 bool loadedByPreload();
 

@@ -27,9 +27,10 @@
 // libunwind's unwinding, which reads the loaded objects): those all run in the capture step
 // or after the lock is released. A library constructor that allocates CUDA memory while
 // the loader holds its lock therefore cannot deadlock against a thread that records.
-// Python's GIL is never taken by us: stacks are walked only by a thread that already holds
-// it, and a thread that holds the GIL while it waits for our lock is always inside a hook
-// that will not ask for the GIL either.
+// Python's GIL is never taken by us (Note [Python frames without the GIL]): a thread walks its
+// own frames whether or not it holds the GIL, and the public API's walk runs only on a thread
+// that already holds it; a thread that holds the GIL while it waits for our lock is always
+// inside a hook that will not ask for the GIL either.
 
 namespace memtrace::detail {
 
@@ -89,7 +90,7 @@ void setError(const char* message, const char* detail = nullptr);
 
 // ---- The file session (session.cpp); all called with g_mutex held ----
 
-// Expands %p to the pid.
+// Expands %p to the pid, and a rank's %r, %w, %l, %g, %a, %j (session.cpp).
 void expandPath(const char* pattern, char* out, size_t out_size);
 
 // Opens the trace file if one is wanted and none is open. False when no file is open

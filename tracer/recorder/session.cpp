@@ -2,7 +2,9 @@
 // what is live), closing it, a write that failed, and the exit path.
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,16 +34,99 @@ size_t readCommandLine(char* out, size_t size) {
 
 }  // namespace
 
+namespace {
+
+// A launcher's number (RANK, ...): -1 when unset or not a non-negative decimal.
+int64_t environmentNumber(const char* name) {
+  const char* text = getenv(name);
+  if (!text || !*text) return -1;
+  int64_t value = 0;
+  for (const char* c = text; *c; ++c) {
+    if (*c < '0' || *c > '9' || value > (INT64_MAX - 9) / 10) return -1;
+    value = value * 10 + (*c - '0');
+  }
+  return value;
+}
+
+// What torchrun told this process about its place in the job (Note [A job's ranks]); false
+// when it is no rank of a job (none of the variables is set).
+bool readDistributed(DistributedFields* rank) {
+  const char* job = getenv("TORCHELASTIC_RUN_ID");
+  rank->rank = environmentNumber("RANK");
+  rank->world_size = environmentNumber("WORLD_SIZE");
+  rank->local_rank = environmentNumber("LOCAL_RANK");
+  rank->local_world_size = environmentNumber("LOCAL_WORLD_SIZE");
+  rank->group_rank = environmentNumber("GROUP_RANK");
+  rank->restart_count = environmentNumber("TORCHELASTIC_RESTART_COUNT");
+  rank->job_id = job ? job : "";
+  // A rank past the world (a launcher's mistake) would be refused by the reader.
+  if (rank->world_size >= 0 && rank->rank >= rank->world_size) rank->rank = -1;
+  return job || rank->rank >= 0 || rank->world_size >= 0 || rank->local_rank >= 0;
+}
+
+// Appends `text` to out[*used], keeping a path's characters: a job id may hold any byte, and
+// a '/' in it must not make a folder.
+void appendName(const char* text, bool sanitize, char* out, size_t out_size, size_t* used) {
+  for (const char* c = text; *c && *used + 1 < out_size; ++c) {
+    bool plain = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                 *c == '-' || *c == '_' || *c == '.';
+    out[(*used)++] = !sanitize || plain ? *c : '_';
+  }
+  out[*used] = '\0';
+}
+
+void appendNumber(int64_t value, char* out, size_t out_size, size_t* used) {
+  char text[24];
+  if (value < 0)
+    snprintf(text, sizeof(text), "x");
+  else
+    snprintf(text, sizeof(text), "%lld", static_cast<long long>(value));
+  appendName(text, false, out, out_size, used);
+}
+
+}  // namespace
+
+// %p the pid; a rank's %r, %w, %l, %g, %a and %j (Note [A job's ranks]: "x" when the launcher
+// did not say); %% a '%'.
 void expandPath(const char* pattern, char* out, size_t out_size) {
-  char pid[24];
-  snprintf(pid, sizeof(pid), "%d", getpid());
+  DistributedFields rank;
+  readDistributed(&rank);
   size_t used = 0;
-  for (const char* p = pattern; *p && used + 24 < out_size; ++p) {
-    if (p[0] == '%' && p[1] == 'p') {
-      used += snprintf(out + used, out_size - used, "%s", pid);
-      ++p;
-    } else {
+  out[0] = '\0';
+  for (const char* p = pattern; *p && used + 1 < out_size; ++p) {
+    if (p[0] != '%' || !p[1]) {
       out[used++] = *p;
+      out[used] = '\0';
+      continue;
+    }
+    switch (*++p) {
+      case 'p':
+        appendNumber(getpid(), out, out_size, &used);
+        break;
+      case 'r':
+        appendNumber(rank.rank, out, out_size, &used);
+        break;
+      case 'w':
+        appendNumber(rank.world_size, out, out_size, &used);
+        break;
+      case 'l':
+        appendNumber(rank.local_rank, out, out_size, &used);
+        break;
+      case 'g':
+        appendNumber(rank.group_rank, out, out_size, &used);
+        break;
+      case 'a':
+        appendNumber(rank.restart_count, out, out_size, &used);
+        break;
+      case 'j':
+        appendName(*rank.job_id ? rank.job_id : "x", true, out, out_size, &used);
+        break;
+      case '%':
+        appendName("%", false, out, out_size, &used);
+        break;
+      default:  // not a token: kept as written
+        appendName("%", false, out, out_size, &used);
+        --p;
     }
   }
   out[used] = '\0';
@@ -111,6 +196,7 @@ bool openFile() {
   info.native_depth = g_config.native_depth;
   info.free_stacks = g_config.free_stacks;
   bool ok = g_writer.writeProcessInfo(info);
+  if (DistributedFields rank; ok && readDistributed(&rank)) ok = g_writer.writeDistributed(rank);
   if (ok && format::wantsNative(g_config.stack_mode)) ok = g_writer.writeNewLoadedObjects();
 
   // The snapshot, device by device so that the context changes once per device.

@@ -228,7 +228,9 @@ struct LiveSetVisitor : reader::LiveVisitor {
   void onEvent(const Event& event) {
     result.event = event.index;
     result.time_ns = event.time_ns;
+    result.last_allocation.reset();
   }
+  void onAlloc(const Event& event, const Allocation&) { result.last_allocation = event.address; }
 
   LiveSet& result;
   const TraceSummary& summary;
@@ -413,6 +415,15 @@ LiveSet liveSetAt(reader::TraceReader& trace, const TraceSummary& summary, Point
       allocation.category = categoryOf(allocation.category, allocation.traced, summary.training);
   }
   return result;
+}
+
+const LiveAllocation* LiveSet::lastAllocation() const {
+  if (!last_allocation) return nullptr;
+  auto found = std::lower_bound(allocations.begin(), allocations.end(), *last_allocation,
+                                [](const LiveAllocation& allocation, uint64_t address) {
+                                  return allocation.address < address;
+                                });
+  return found != allocations.end() && found->address == *last_allocation ? &*found : nullptr;
 }
 
 CategoryBytes categoryBytes(const std::vector<LiveAllocation>& allocations) {

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -136,6 +137,11 @@ struct LiveSet {
   uint64_t time_ns = 0;  // its time
   uint64_t bytes = 0;
   std::vector<LiveAllocation> allocations;
+  // The address the last event replayed allocated (at the peak: the allocation that reached
+  // it); nullopt when that event was no allocation.
+  std::optional<uint64_t> last_allocation;
+  // The allocation at `last_allocation` among `allocations` (nullptr: none).
+  const LiveAllocation* lastAllocation() const;
 };
 
 // Pass 2. Throws reader::TraceError when the point does not exist (no OOM in the trace).

@@ -12,5 +12,7 @@ extern const std::string_view kReportHtml;  // html/report.html: the page, with 
 extern const std::string_view kReportCss;   // html/report.css
 extern const std::string_view kReportJs;    // html/report.js: the glue between data and d3
 extern const std::string_view kFlameSvgJs;  // html/flame_svg.js: the SVG flame graph's script
+extern const std::string_view kJobHtml;     // html/job.html: the page of a job's ranks
+extern const std::string_view kJobJs;       // html/job.js: its glue between data and d3
 
 }  // namespace memtrace::report::assets

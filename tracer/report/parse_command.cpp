@@ -36,6 +36,13 @@ struct Printer : reader::LiveVisitor {
         format::stackModeName(info.stack_mode), info.python_depth, info.native_depth,
         info.free_stacks ? 1 : 0);
   }
+  void onDistributed(const reader::DistributedInfo& info) {
+    out << fmt::format(
+        "rank rank={} world_size={} local_rank={} local_world_size={} group_rank={} "
+        "restart_count={} job={}\n",
+        info.rank, info.world_size, info.local_rank, info.local_world_size, info.group_rank,
+        info.restart_count, quoted(info.job_id));
+  }
   void onString(uint32_t id, std::string_view text) {
     out << fmt::format("string {} {}\n", id, quoted(text));
   }

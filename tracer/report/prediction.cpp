@@ -4,8 +4,11 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "tracer/format/records.h"
+#include "tracer/report/join.h"
 
 namespace memtrace::report {
 namespace {
@@ -119,27 +122,45 @@ bool comparable(const LocationTable& table, const Location& location) {
           table.group_by == GroupBy::kFile);
 }
 
-// Whether an entry of the estimate belongs to a row, at the table's grain.
-bool matches(const LocationTable& table, const Location& location,
-             const PredictionFrameEntry& entry) {
-  if (entry.file != location.file) return false;
-  return table.group_by == GroupBy::kFile ||
-         (table.group_by == GroupBy::kFunction && entry.function == location.function) ||
-         (table.group_by == GroupBy::kLine && entry.line == location.line);
+// An entry of the estimate as a row of the table would describe it, for rowKey().
+Location entryLocation(const PredictionFrameEntry& entry) {
+  Location location;
+  location.kind = LocationKind::kPython;
+  location.file = entry.file;
+  location.function = entry.function;
+  location.line = entry.line;
+  return location;
 }
-
-}  // namespace
 
 // Note [Module paths of the tracer and the estimator]
 // The Python package names a module by its root and named_modules()'s path under it
 // ("model.layers.3.attn", the root itself "model"); the estimator by named_modules()'s path
 // alone ("layers.3.attn", the root ""). Dropping the measured path's first component makes
 // them meet.
-namespace {
-
 std::string_view pathUnderRoot(std::string_view module) {
   size_t dot = module.find('.');
   return dot == std::string_view::npos ? std::string_view() : module.substr(dot + 1);
+}
+
+Location moduleLocation(std::string_view path) {
+  Location location;
+  location.kind = LocationKind::kModule;
+  location.module = std::string(path);
+  return location;
+}
+
+// The estimate's bytes by the key of the row they belong to (Note [Joining rows]).
+std::unordered_map<std::string, uint64_t> predictedByKey(const Prediction& prediction,
+                                                         const LocationTable& table) {
+  std::unordered_map<std::string, uint64_t> bytes;
+  if (table.group_by == GroupBy::kModule) {
+    for (const PredictionModuleEntry& entry : prediction.by_module)
+      bytes[rowKey(table.group_by, moduleLocation(entry.module_path))] += entry.bytes;
+  } else {
+    for (const PredictionFrameEntry& entry : entriesFor(prediction, table))
+      bytes[rowKey(table.group_by, entryLocation(entry))] += entry.bytes;
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -158,28 +179,21 @@ std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction
     }
     return predicted;
   }
-  if (table.group_by == GroupBy::kModule) {
-    for (const TableRow& row : table.rows) {
-      if (row.location.kind != LocationKind::kModule || row.location.module.empty()) {
-        predicted.emplace_back();
-        continue;
-      }
-      uint64_t bytes = 0;
-      for (const PredictionModuleEntry& entry : prediction.by_module)
-        if (entry.module_path == pathUnderRoot(row.location.module)) bytes += entry.bytes;
-      predicted.emplace_back(bytes);
-    }
-    return predicted;
-  }
+  std::unordered_map<std::string, uint64_t> by_key = predictedByKey(prediction, table);
   for (const TableRow& row : table.rows) {
-    if (!comparable(table, row.location)) {
+    std::optional<std::string> key;
+    if (table.group_by == GroupBy::kModule) {
+      if (row.location.kind == LocationKind::kModule && !row.location.module.empty())
+        key = rowKey(table.group_by, moduleLocation(pathUnderRoot(row.location.module)));
+    } else if (comparable(table, row.location)) {
+      key = rowKey(table.group_by, row.location);
+    }
+    if (!key) {
       predicted.emplace_back();
       continue;
     }
-    uint64_t bytes = 0;
-    for (const PredictionFrameEntry& entry : entriesFor(prediction, table))
-      if (matches(table, row.location, entry)) bytes += entry.bytes;
-    predicted.emplace_back(bytes);
+    auto found = by_key.find(*key);
+    predicted.emplace_back(found == by_key.end() ? 0 : found->second);
   }
   return predicted;
 }
@@ -190,12 +204,12 @@ std::vector<PredictionFrameEntry> unmatchedEntries(const Prediction& prediction,
   if (table.group_by == GroupBy::kStack || table.group_by == GroupBy::kModule ||
       table.group_by == GroupBy::kCategory)
     return unmatched;
-  for (const PredictionFrameEntry& entry : entriesFor(prediction, table)) {
-    bool found = false;
-    for (const TableRow& row : table.rows)
-      if (comparable(table, row.location) && matches(table, row.location, entry)) found = true;
-    if (!found && entry.bytes) unmatched.push_back(entry);
-  }
+  std::unordered_set<std::string> rows;
+  for (const TableRow& row : table.rows)
+    if (comparable(table, row.location)) rows.insert(rowKey(table.group_by, row.location));
+  for (const PredictionFrameEntry& entry : entriesFor(prediction, table))
+    if (entry.bytes && !rows.count(rowKey(table.group_by, entryLocation(entry))))
+      unmatched.push_back(entry);
   return unmatched;
 }
 

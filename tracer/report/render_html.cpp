@@ -64,6 +64,8 @@ json tableJson(const Report& report, const Prediction* prediction) {
           {"rows", rows}};
 }
 
+}  // namespace
+
 json timelineJson(const Timeline& timeline) {
   // Columns rather than objects: the samples are most of the file.
   json time = json::array(), bytes = json::array(), lanes = json::array();
@@ -97,6 +99,8 @@ json timelineJson(const Timeline& timeline) {
             {"event", timeline.peak_event}}}};
 }
 
+namespace {
+
 json flameJson(const FlameGraph& graph) {
   // Flat: [parent, name, kind, bytes, allocations, label, library] per node, parents before
   // children.
@@ -119,25 +123,19 @@ json predictionJson(const Prediction* prediction) {
 
 }  // namespace
 
-void renderHtml(std::ostream& out, const HtmlReport& html) {
-  json data = {{"summary", pageSummaryJson(html.report)},
-               {"table", tableJson(html.report, html.prediction)},
-               {"timeline", timelineJson(html.timeline)},
-               {"flame", flameJson(html.flame)},
-               {"estimate", predictionJson(html.prediction)}};
+void writePage(std::ostream& out, std::string_view page, const std::string& title,
+               std::string_view script, const nlohmann::json& data) {
   // Invalid UTF-8 from the trace becomes U+FFFD rather than an error.
   std::string data_text = jsonForScript(data.dump(-1, ' ', false, json::error_handler_t::replace));
-
   // Fill the template's slots in one pass, so that nothing inserted is read as a slot.
-  std::string_view page = assets::kReportHtml;
   auto slot = [&](std::string_view name) -> std::string {
-    if (name == "TITLE") return escapeXml("memtrace: " + html.report.trace_path);
+    if (name == "TITLE") return escapeXml(title);
     if (name == "D3_LICENSE") return std::string(assets::kD3License);
     if (name == "D3") return std::string(assets::kD3Js);
     if (name == "CSS") return std::string(assets::kReportCss);
-    if (name == "JS") return std::string(assets::kReportJs);
+    if (name == "JS") return std::string(script);
     if (name == "DATA") return data_text;
-    throw std::logic_error("unknown slot in report.html: " + std::string(name));
+    throw std::logic_error("unknown slot in a page template: " + std::string(name));
   };
   size_t at = 0;
   while (true) {
@@ -149,6 +147,16 @@ void renderHtml(std::ostream& out, const HtmlReport& html) {
     at = close + 2;
   }
   out << page.substr(at);
+}
+
+void renderHtml(std::ostream& out, const HtmlReport& html) {
+  json data = {{"summary", pageSummaryJson(html.report)},
+               {"table", tableJson(html.report, html.prediction)},
+               {"timeline", timelineJson(html.timeline)},
+               {"flame", flameJson(html.flame)},
+               {"estimate", predictionJson(html.prediction)}};
+  writePage(out, assets::kReportHtml, "memtrace: " + html.report.trace_path, assets::kReportJs,
+            data);
 }
 
 }  // namespace memtrace::report

@@ -2,7 +2,10 @@
 // (timeline.h, flame.h, analysis.h) stay apart from it.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <ostream>
+#include <string>
+#include <string_view>
 
 #include "tracer/report/flame.h"
 #include "tracer/report/prediction.h"
@@ -17,6 +20,15 @@ struct HtmlReport {
   const FlameGraph& flame;
   const Prediction* prediction = nullptr;  // optional
 };
+
+// The timeline as the pages' data (columns rather than objects: the samples are most of it).
+nlohmann::json timelineJson(const Timeline& timeline);
+
+// Writes a page template (html/*.html) with its slots filled: TITLE (escaped), D3, D3_LICENSE,
+// CSS (the report's stylesheet), JS (`script`) and DATA (`data`, made safe for a <script>
+// element: Note [HTML report safety]).
+void writePage(std::ostream& out, std::string_view page, const std::string& title,
+               std::string_view script, const nlohmann::json& data);
 
 // One self-contained file: d3 (with its license), the glue script and the data inlined.
 void renderHtml(std::ostream& out, const HtmlReport& html);

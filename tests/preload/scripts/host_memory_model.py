@@ -9,7 +9,7 @@ import sys
 
 # Loaded into the global scope and called through it, as PyTorch's libraries call CUDA.
 ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
-cuda = ctypes.PyDLL(None)  # PyDLL: the GIL stays held, as in a PyTorch op
+cuda = ctypes.CDLL(None)  # CDLL: the GIL released around the call, as PyTorch does around an op
 cuda.testcuda_malloc.restype = ctypes.c_void_p
 cuda.testcuda_malloc.argtypes = (ctypes.c_size_t,)
 cuda.cudaFree.argtypes = (ctypes.c_void_p,)

@@ -4,13 +4,14 @@ allocations to be attributed; sizes are in `SIZES`.
 
 The runtime is loaded into the global scope and called through it, as PyTorch's libraries
 call it (a call through the library's own handle would bypass LD_PRELOAD's interposition).
-ctypes.PyDLL keeps the GIL held during the call, as PyTorch does when Python code asks for
-a tensor, so the tracer sees the Python stack."""
+ctypes.CDLL releases the GIL around the call, as PyTorch's bindings do around every op: the
+tracer reads this thread's frames without it. `python layers.py LIBCUDART gil` calls through
+ctypes.PyDLL instead, which keeps the GIL held (the case of a free in a tensor's dealloc)."""
 import ctypes
 import sys
 
 ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
-runtime = ctypes.PyDLL(None)
+runtime = ctypes.PyDLL(None) if sys.argv[2:] == ["gil"] else ctypes.CDLL(None)
 SIZES = {"weights": 8 << 20, "activation": 3 << 20, "temporary": 1 << 20, "output": 2 << 20}
 
 

@@ -1,14 +1,17 @@
-"""Stacks of every shape the Python walker must get right: deep recursion, generators,
-coroutines, comprehensions, a finalizer. Prints memtrace_diagnostics() at the end.
+"""Stacks of every shape the Python walker must get right: deep recursion (over 100 frames),
+generators, coroutines, comprehensions, a finalizer. Prints memtrace_diagnostics() at the end.
+Calls the runtime with the GIL released (ctypes.CDLL), as PyTorch's ops do, or held with
+`gil` (ctypes.PyDLL), which the public API's walker needs.
 
-    python walk.py LIBCUDART"""
+    python walk.py LIBCUDART [gil]"""
 import asyncio
 import ctypes
 import sys
 
 ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
-lib = ctypes.PyDLL(None)
-lib.memtrace_diagnostics.restype = ctypes.c_char_p
+lib = ctypes.PyDLL(None) if sys.argv[2:] == ["gil"] else ctypes.CDLL(None)
+memtrace = ctypes.PyDLL(None)
+memtrace.memtrace_diagnostics.restype = ctypes.c_char_p
 lib.testcuda_malloc.restype = ctypes.c_void_p
 lib.testcuda_malloc.argtypes = (ctypes.c_size_t,)
 
@@ -34,6 +37,6 @@ class Finalized:
         lib.testcuda_malloc(77)
 
 
-kept = deep(20) + asyncio.run(coroutine())
+kept = deep(120) + asyncio.run(coroutine())
 Finalized()
-print(lib.memtrace_diagnostics().decode())
+print(memtrace.memtrace_diagnostics().decode())

@@ -12,7 +12,7 @@ ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)  # the CUDA runtime, as PyTorc
 import mem_tracer  # noqa: E402
 from mem_tracer import _native  # noqa: E402
 
-memtrace = _native.library()
+memtrace = _native.allocator()
 weights = memtrace.memtrace_alloc(64 << 20, 0, None)  # ALLOC:weights (before tracing: untraced)
 
 

@@ -16,7 +16,7 @@ from mem_tracer import _native
 class HostMirror(TorchDispatchMode):
     def __init__(self):
         super().__init__()
-        self.memtrace = _native.library()
+        self.memtrace = _native.allocator()
         self.live = {}  # storage key -> (weak ref, pointer, bytes, serial)
         self.sizes = {}  # serial -> bytes (of every allocation made)
         self.serials = 0

@@ -13,7 +13,7 @@ from torch import nn  # noqa: E402
 import mem_tracer  # noqa: E402
 from mem_tracer import _native  # noqa: E402
 
-memtrace = _native.library()
+memtrace = _native.allocator()
 kept = []
 
 

@@ -4,7 +4,7 @@ import ctypes
 import sys
 
 ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
-cuda = ctypes.PyDLL(None)
+cuda = ctypes.CDLL(None)  # the GIL released around the call, as PyTorch does around an op
 cuda.testcuda_malloc.restype = ctypes.c_void_p
 cuda.testcuda_malloc.argtypes = (ctypes.c_size_t,)
 
