@@ -3,6 +3,7 @@ world_size=N), recorded on one process with the fake process group) against ever
 real job on the CPU (parallel_truth.py: gloo, one process a rank, live storages counted).
 
     python3 tests/estimator/parallel_accuracy.py [--build BUILD_DIR] [--only MODEL,...] [--quick]
+                                                 [--cuda]
 
 Each job: a model (a small MLP whose last layer FSDP shards unevenly over 4 ranks, the CNN of
 models.py with batch norm, GPT-2 of transformers from a small config), AdamW, batch 4 a rank,
@@ -211,12 +212,43 @@ def communication_table(rows):
     return "\n".join(lines)
 
 
+def cuda_table(model_names, world_size=2):
+    """The same jobs' rank 0 predicted with the `cuda` profile (nothing measured: no GPU here),
+    beside the `cpu` profile's."""
+    import mem_tracer
+    from mem_tracer import parallel
+    from parallel_truth import OPTIMIZERS, model_and_example
+
+    lines = ["| model | job | settings | cpu: peak | cuda: storages' peak | cuda: "
+             "max_memory_allocated() | cuda: max_memory_reserved() | AdamW on CUDA |",
+             "|---|---|---|---:|---:|---:|---:|---|"]
+    for model_name in model_names:
+        for strategy, values in [("ddp", {"bucket_cap_mb": None, "gradient_as_bucket_view": False}),
+                                 ("fsdp", {"reshard_after_forward": True})]:
+            model, args, kwargs = model_and_example(model_name, BATCH)
+            optimizer = OPTIMIZERS["adamw"](model.parameters())
+            job = parallel.DDP(**values) if strategy == "ddp" else parallel.FSDP(**values)
+            figures = {}
+            for device in ("cpu", "cuda"):
+                figures[device] = mem_tracer.estimate(
+                    model, args, example_kwargs=kwargs, training=True, optimizer=optimizer,
+                    device=device, parallel=job, world_size=world_size)
+            cuda = figures["cuda"]
+            lines.append(f"| {model_name} | {strategy.upper()} | {_described(strategy, values)} | "
+                         f"{figures['cpu'].training_peak_bytes:,} | {cuda.training_peak_bytes:,} | "
+                         f"{cuda.peak_allocated_bytes:,} | {cuda.peak_reserved_bytes:,} | "
+                         f"{cuda.optimizer_implementation} |")
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default=os.environ.get("MEMTRACE_BUILD_DIR",
                                                           str(REPOSITORY / "build")))
     parser.add_argument("--only", default="", help="comma-separated model names")
     parser.add_argument("--quick", action="store_true", help="world size 2 only")
+    parser.add_argument("--cuda", action="store_true",
+                        help="also the cuda profile's prediction of some jobs (not measured)")
     arguments = parser.parse_args()
     os.environ.setdefault("MEMTRACE_BIN_DIR", str(Path(arguments.build) / "bin"))
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -227,6 +259,9 @@ def main():
     print(markdown(rows))
     print()
     print(communication_table(rows))
+    if arguments.cuda:
+        print()
+        print(cuda_table(names))
     print(f"\n{time.monotonic() - started:.0f} s; torch {torch.__version__}")
 
 
