@@ -17,7 +17,6 @@ measured peak, and the categories. Prints a Markdown table; profile `cpu`.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,7 @@ HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPOSITORY / "python"))
+from training_accuracy import summary  # noqa: E402
 
 TOLERANCE = 0.03
 BATCH = 4
@@ -189,14 +189,8 @@ def markdown(rows):
                      f"| {row.world_size} | {row.rank} | {predicted} | {number(row.measured)} | {error} "
                      f"| {worst} | {row.phase} | {row.backend:,} "
                      f"| {row.status}{': ' + row.message if row.message else ''} |")
-    compared = [abs(row.error_pct) for row in rows if row.error_pct is not None]
-    counts = {}
-    for row in rows:
-        counts[row.status] = counts.get(row.status, 0) + 1
     lines.append("")
-    lines.append(f"{len(rows)} rows: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-                 + (f"; median error {statistics.median(compared):.2f} %, largest "
-                    f"{max(compared):.2f} %" if compared else ""))
+    lines.append(summary(rows))
     return "\n".join(lines)
 
 

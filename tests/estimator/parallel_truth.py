@@ -134,6 +134,9 @@ def measure_job(job):
 
 def main():
     jobs = json.loads(Path(sys.argv[1]).read_text())
+    if any(job["model"] in zoo.ZOO for job in jobs):
+        # Imported once here rather than in every rank (an import runs no op).
+        import transformers  # noqa: F401
     print(json.dumps([measure_job(job) for job in jobs]))
 
 
