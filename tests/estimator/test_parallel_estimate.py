@@ -113,6 +113,16 @@ def _refusal(**options):
     return message
 
 
+class WithSpare(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = model_and_example("mlp", 2)[0]
+        self.spare = torch.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.body(x)
+
+
 def test_what_cannot_be_predicted_is_refused_in_one_line(monkeypatch):
     assert "world_size=N" in _refusal(parallel="ddp")
     assert "world_size=N" in _refusal(parallel="fsdp", world_size=0)
@@ -126,6 +136,9 @@ def test_what_cannot_be_predicted_is_refused_in_one_line(monkeypatch):
         parameter.requires_grad_(False)
     assert "DistributedDataParallel" in _refusal(model=frozen, parallel="ddp", world_size=2,
                                                  optimizer=None)
+    # A parameter no step uses, which DDP (without find_unused_parameters) refuses at the
+    # step after: the real job would stop there too.
+    assert "finished reduction" in _refusal(model=WithSpare(), parallel="ddp", world_size=2)
     # A torch without the fake backend.
     import torch.distributed as dist
     monkeypatch.delattr(dist.Backend, "FAKE")
