@@ -23,6 +23,7 @@ from .estimate import (
     Semantics,
     estimate,
 )
+from .parallel import DDP, FSDP, ParallelEstimate, Strategy
 from .plan import Plan, checkpoint_modules, plan
 from .report import At, Frame, GroupBy, report_data, report_stats
 from .tracing import (
@@ -41,6 +42,8 @@ from .tracing import (
 )
 
 __all__ = [
+    "DDP",
+    "FSDP",
     "At",
     "BatchPoint",
     "Device",
@@ -52,9 +55,11 @@ __all__ = [
     "MemTracerError",
     "Method",
     "ModuleEntry",
+    "ParallelEstimate",
     "Plan",
     "Semantics",
     "Stacks",
+    "Strategy",
     "annotate",
     "checkpoint_modules",
     "estimate",

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from . import _native
 from .errors import MemTracerError
+from .parallel import DDP, FSDP, ParallelEstimate, Strategy, estimate_of, job
 
 # How long a value lives: as the eager nn.Module keeps it (Python names) or as the TorchScript
 # interpreter does (freed at last use); memtrace-estimate's --semantics.
@@ -103,6 +104,8 @@ class Estimate:
     # the device ("foreach", "fused", "for-loop"), and the loop (LOOPS[loop] says it).
     optimizer_implementation: str | None = None
     loop: Loop | None = None
+    # parallel=: one rank of a DDP or FSDP job (its communication buffers, the ranks recorded).
+    parallel: ParallelEstimate | None = None
 
     def __str__(self) -> str:
         def mib(size: int) -> str:
@@ -127,6 +130,8 @@ class Estimate:
                              f"{self.optimizer_implementation}")
             if self.loop is not None:
                 lines.append(f"  assumed loop={self.loop!r}: {LOOPS[self.loop]}")
+            if self.parallel is not None:
+                lines.append(str(self.parallel))
         if self.batches:
             shown = self.batches[:8]  # a summary: Estimate.batches has them all
             lines.append("  by batch: " + ", ".join(
@@ -383,7 +388,9 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
              assume_worst_case: bool = False, training: bool = False,
              loss_fn: Callable[..., Any] | None = None, targets: Sequence[Any] = (),
              optimizer: Any = None, autocast: Any = None, scaler: bool = False,
-             accumulate: int = 1, loop: Loop = "until-next-forward") -> Estimate:
+             accumulate: int = 1, loop: Loop = "until-next-forward",
+             parallel: Strategy | DDP | FSDP | None = None,
+             world_size: int | None = None) -> Estimate:
     """Predicts the GPU memory of one forward pass (or, with ``training=True``, of one training
     step), without running it on a GPU.
 
@@ -435,13 +442,16 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     example_inputs, kwargs = call_inputs(example_inputs, example_kwargs)
     if not example_inputs and not kwargs:
         raise MemTracerError("estimate(): give example inputs (positional, a dict, or example_kwargs)")
+    if parallel is not None and not training:
+        raise MemTracerError("estimate(parallel=...) predicts a training step: give training=True")
     if training or _is_export_archive(model):
         return _estimate_recorded(
             model, example_inputs, kwargs, profile=_device_profile(device), output=output,
             batch_sizes=batch_sizes, budget=budget,
             step={"training": training, "loss_fn": loss_fn, "targets": tuple(targets),
                   "optimizer": optimizer, "autocast": autocast, "scaler": scaler,
-                  "accumulate": accumulate, "loop": loop})
+                  "accumulate": accumulate, "loop": loop,
+                  "parallel": job(parallel, world_size) if parallel is not None else None})
     with tempfile.TemporaryDirectory(prefix="mem_tracer-") as temporary:
         work = Path(temporary)
         export = Path(keep_model) if keep_model is not None else work / "model.pt"
@@ -518,17 +528,28 @@ def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any],
                          step: Mapping[str, Any], work: Path, json_path: Path,
                          batch: int | None = None, budget: int | str | None = None,
                          prepare: Callable[[Any], Any] | None = None) -> dict[str, Any]:
-    from . import step_graph
+    """The estimator's JSON of the step recorded on fake tensors (of one rank of a job, with
+    step["parallel"]: mem_tracer.parallel)."""
+    from . import parallel, step_graph
+    step = dict(step)
+    job = step.pop("parallel", None)
     try:
-        document = step_graph.record(model, args, example_kwargs=kwargs, profile=profile,
-                                     batch=batch, prepare=prepare, **step)
+        if job is None:
+            document = step_graph.record(model, args, example_kwargs=kwargs, profile=profile,
+                                         batch=batch, prepare=prepare, **step)
+        else:
+            document = parallel.record(model, args, example_kwargs=kwargs, profile=profile,
+                                       batch=batch, prepare=prepare, parallel=job, **step)
     except step_graph.StepGraphError as error:
         raise MemTracerError(f"estimate(): {error}") from error
     graph = step_graph.write(document, work / f"step-{batch or 0}.json")
     options = ["--device", profile]
     if budget is not None:
         options += ["--budget", str(budget)]
-    return _run_estimator(graph, [], options, json_path)
+    result = _run_estimator(graph, [], options, json_path)
+    if job is not None:
+        result["parallel"] = parallel.summary(document, result["summary"]["training_peak_bytes"])
+    return result
 
 
 # Note [A forward that cannot be exported]
@@ -551,6 +572,7 @@ def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, p
                        step: dict[str, Any], note: str | None = None) -> Estimate:
     """estimate() of a training step, of a torch.export archive, or of a forward no exporter
     takes: recorded on fake tensors (mem_tracer.step_graph), estimated from the graph file."""
+    from . import parallel
     training = bool(step["training"])
     if _is_export_archive(model):
         import torch
@@ -566,10 +588,19 @@ def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, p
             f"one training step ({type(step['optimizer']).__name__ if step['optimizer'] else 'no optimizer'}"
             f"{', ' + str(step['accumulate']) + ' micro-batches' if step['accumulate'] > 1 else ''})"
             if training else "one forward")
+        if step.get("parallel") is not None:
+            job = step["parallel"]
+            note += f", rank {job.rank} of {job.world_size} under {job.strategy.upper()}"
     with tempfile.TemporaryDirectory(prefix="mem_tracer-") as temporary:
         work = Path(temporary)
         json_path = Path(output) if output is not None else work / "estimate.json"
         document = _record_and_estimate(model, args, kwargs, profile, step, work, json_path)
+        if step.get("parallel") is not None:
+            parallel.record_other_ranks(
+                document, model, step["parallel"],
+                lambda other: _record_and_estimate(model, args, kwargs, profile,
+                                                   {**step, "parallel": other}, work,
+                                                   work / "other-rank.json"))
         document["model"] = None
         if output is not None:
             json_path.write_text(json.dumps(document, indent=2) + "\n")
@@ -647,7 +678,7 @@ def _estimate_from(document: dict[str, Any], method: Method, note: str, path: Pa
         optimizer_state_bytes=summary.get("optimizer_state_bytes", 0),
         training_peak_phase=step.get("peak_phase") if summary.get("training_peak_bytes") else None,
         optimizer_implementation=step.get("optimizer_implementation"),
-        loop=step.get("loop"))
+        loop=step.get("loop"), parallel=estimate_of(document))
 
 
 def _in_order(breakdown: Mapping[str, int] | None) -> dict[str, int] | None:

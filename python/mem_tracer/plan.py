@@ -24,6 +24,7 @@ from .estimate import (
     _record_and_estimate,
     call_inputs,
 )
+from .parallel import DDP, FSDP, Strategy, job
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -125,7 +126,8 @@ def plan(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (), *,
          targets: Sequence[Any] = (), example_kwargs: Mapping[str, Any] | None = None,
          autocast: Any = None, scaler: bool = False, accumulate: int = 1,
          checkpoint: bool = False, device: Device | os.PathLike[str] = "auto",
-         limit: int = 1 << 16, loop: Loop = "until-next-forward") -> Plan:
+         limit: int = 1 << 16, loop: Loop = "until-next-forward",
+         parallel: Strategy | DDP | FSDP | None = None, world_size: int | None = None) -> Plan:
     """The largest batch whose training step (as estimate(training=True) predicts it) fits
     ``budget`` (bytes, or "24GiB"), searched up to ``limit``; the example inputs' first
     dimension is the batch (they are repeated to make larger ones, on fake tensors).
@@ -135,13 +137,18 @@ def plan(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (), *,
     ModuleLists and Sequentials), all of them first (the largest batch checkpointing reaches),
     then as few as still fit that batch, each left out in turn; and what recomputing their
     forward in backward costs, in FLOPs (torch.utils.flop_counter's count). ``Plan.apply(model)``
-    wraps them. ``loop`` and ``device`` are estimate()'s."""
+    wraps them. ``loop`` and ``device`` are estimate()'s.
+
+    ``parallel`` ("ddp", "fsdp", mem_tracer.DDP(...), mem_tracer.FSDP(...)) and ``world_size``
+    plan one rank of a job, as estimate() predicts it: the batch is a rank's, and the rank that
+    holds the most (rank 0) must fit."""
     budget_bytes = parse_bytes(budget)
     args, kwargs = call_inputs(example_inputs, example_kwargs)
     profile = _device_profile(device)
     step = {"training": True, "loss_fn": loss_fn, "targets": tuple(targets),
             "optimizer": optimizer, "autocast": autocast, "scaler": scaler,
-            "accumulate": accumulate, "loop": loop}
+            "accumulate": accumulate, "loop": loop,
+            "parallel": job(parallel, world_size) if parallel is not None else None}
     with tempfile.TemporaryDirectory(prefix="mem_tracer-plan-") as temporary:
         work = Path(temporary)
 

@@ -59,9 +59,22 @@ def _storage_key(tensor: Any) -> int:
 
 
 def _tensors(value: Any) -> list[Any]:
+    """The tensors in `value` that hold memory: a tensor subclass that wraps others (DTensor,
+    whose memory is its local shard's) counts as the tensors it wraps (__tensor_flatten__)."""
     import torch
     from torch.utils._pytree import tree_leaves
-    return [leaf for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+    return [plain for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)
+            for plain in _plain(leaf)]
+
+
+def _plain(tensor: Any) -> list[Any]:
+    import torch
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+    if not is_traceable_wrapper_subclass(tensor):
+        return [tensor]
+    names, _ = tensor.__tensor_flatten__()
+    inner = [getattr(tensor, name) for name in names]  # DTensor's device mesh is no tensor
+    return [plain for value in inner if isinstance(value, torch.Tensor) for plain in _plain(value)]
 
 
 class _Recorder:
@@ -104,7 +117,8 @@ class _Recorder:
                    names: Sequence[str] | None = None) -> None:
         """Storages that exist before the step and after it (parameters, optimizer state,
         inputs): allocated before the first node, never released."""
-        for index, tensor in enumerate(tensors):
+        for index, wrapped in enumerate(tensors):
+            tensor = _tensors(wrapped)[0]
             key = _storage_key(tensor)
             if key in self.ids or self.in_host_memory(tensor):
                 continue
@@ -176,6 +190,11 @@ class _Recorder:
                                   "category": "temporary", "name": ""})
             self.live[key] = self._weak(storage)  # type: ignore[no-untyped-call]
             allocates.append([self.ids[key], list(tensor.shape), str(tensor.dtype)[6:]])
+        if name.partition("::")[0] in _COMMUNICATION:
+            for tensor in _written(func, args, kwargs, output):
+                index = self.ids.get(_storage_key(tensor))
+                if index is not None:
+                    self.storages[index].setdefault("collective", name)
         flops = _flops(func, args, kwargs, output)
         if allocates or releases or flops:
             node: dict[str, Any] = {"op": _op_name(func), "phase": self.phase,
@@ -186,6 +205,36 @@ class _Recorder:
             self.nodes.append(node)
         return output
 
+    def resized(self, storage: Any, size: int) -> None:
+        """`storage` was resized in place to `size` bytes (Note [Storages resized in place]):
+        while the step is recorded, what it held is released and what it holds now allocated,
+        by a node of its own; before, the size it will carry into the step is kept."""
+        key = int(storage._cdata)
+        if not self.recording:
+            entry = self.earlier.get(key)
+            if entry is not None:
+                self.earlier[key] = (entry[0], size, entry[2], entry[3])
+            elif size and self.collect is None:
+                self.earlier[key] = (self._weak(storage), size, [size], "uint8")  # type: ignore[no-untyped-call]
+            return
+        releases = self._sweep()
+        index = self.ids.pop(key, None)
+        if index is not None:
+            if self.live.pop(key, None) is None:
+                raise StepGraphError(f"{self.storages[index]['name']} was resized in place: a "
+                                     "storage that lives through the step cannot change size")
+            releases.append(index)
+        allocates = []
+        if size:
+            self.ids[key] = len(self.storages)
+            self.storages.append({"bytes": size, "origin": "activation", "category": "temporary",
+                                  "name": ""})
+            self.live[key] = self._weak(storage)  # type: ignore[no-untyped-call]
+            allocates.append([self.ids[key], [size], "uint8"])
+        self.nodes.append({"op": "memtrace::resize_storage", "phase": self.phase,
+                           "module": self._module(), "stack": self._stack(),
+                           "releases": sorted(releases), "allocates": allocates})
+
     def carried(self) -> None:
         """The recorded step starts: what the first step left alive beyond the persistent
         storages (the loop's names: Note [What the loop holds]; a GradScaler's scale; what
@@ -193,7 +242,8 @@ class _Recorder:
         allocates = []
         for key, (ref, size, shape, dtype) in self.earlier.items():
             host = self.host.get(key)
-            if ref.expired() or key in self.ids or (host is not None and not host.expired()):
+            if ref.expired() or not size or key in self.ids or (host is not None
+                                                                and not host.expired()):
                 continue
             self.ids[key] = len(self.storages)
             self.storages.append({"bytes": size, "origin": "activation", "category": "temporary",
@@ -217,7 +267,7 @@ class _Recorder:
 
     def index_of(self, tensor: Any) -> int | None:
         """The storage's index, while it lives (a freed storage's key can be reused)."""
-        return self.ids.get(_storage_key(tensor))
+        return self.ids.get(_storage_key(_tensors(tensor)[0]))
 
     def _replayed(self, name: str, args: tuple[Any, ...]) -> Any:
         import torch
@@ -334,6 +384,43 @@ def _dispatch_mode(recorder: _Recorder) -> Any:
     return Mode()  # type: ignore[no-untyped-call]  # torch leaves it untyped
 
 
+# Note [Storages resized in place]
+# FSDP frees an unsharded parameter's memory between its uses by resizing its storage to 0
+# bytes and allocates it again by resizing it back (`UntypedStorage.resize_`), keeping the
+# tensor that autograd saved: no op goes through the dispatcher and no storage dies, so the
+# recorder follows `resize_` itself, as PyTorch's own MemTracker does.
+@contextlib.contextmanager
+def _storage_resizes(recorder: _Recorder) -> Iterator[None]:
+    import torch
+    original = torch.UntypedStorage.resize_
+
+    def resize_(storage: Any, size: int) -> Any:
+        result = original(storage, size)
+        recorder.resized(storage, int(storage.nbytes()))
+        return result
+
+    torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        torch.UntypedStorage.resize_ = original  # type: ignore[method-assign]
+
+
+# Ops that move data between ranks (torch.distributed's, through its process group) and FSDP's
+# copies into and out of their buffers: a storage one of them writes while the step is
+# recorded is a communication buffer, and says which op first wrote it ("collective").
+_COMMUNICATION = ("c10d", "_c10d_functional", "fsdp")
+
+
+def _written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> list[Any]:
+    """The tensors an op writes: its outputs and the arguments its schema marks mutable."""
+    values = [output]
+    for index, argument in enumerate(func._schema.arguments):
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            values.append(args[index] if index < len(args) else kwargs.get(argument.name))
+    return _tensors(values)
+
+
 @contextlib.contextmanager
 def _module_hooks(recorder: _Recorder) -> Iterator[None]:
     """The module the forward is in (global forward hooks), and the one whose backward runs:
@@ -422,7 +509,8 @@ def record(model: Any, example_inputs: Sequence[Any] = (), *,
            optimizer: Any = None, autocast: Any = None, scaler: bool = False,
            accumulate: int = 1, profile: str | os.PathLike[str] | None = None,
            batch: int | None = None, prepare: Callable[[Any], Any] | None = None,
-           loop: str = DEFAULT_LOOP) -> dict[str, Any]:
+           loop: str = DEFAULT_LOOP, wrap: Callable[[Any], Any] | None = None,
+           warmup: int = 1) -> dict[str, Any]:
     """Records one steady-state training step (``training=True``: forward, loss, backward,
     ``optimizer.step()``, ``zero_grad(set_to_none=True)``; ``accumulate`` micro-batches of
     forward and backward before the step) or one no-grad forward, on fake tensors, and returns
@@ -432,7 +520,10 @@ def record(model: Any, example_inputs: Sequence[Any] = (), *,
     profile name or .json path; None: the CPU's own). ``batch`` makes every input and target
     that many rows (dim 0), repeating the example's rows, on fake tensors: no memory.
     ``prepare(model_copy)`` may change the fake copy before the step (activation
-    checkpointing, for plan()). ``loop`` names what the training loop holds (LOOPS). The model
+    checkpointing, for plan()). ``wrap(model_copy)`` returns what the loop trains, made inside
+    the recording (a DistributedDataParallel or fully_shard of the copy: mem_tracer.parallel),
+    and ``warmup`` steps run before the recorded one (the first makes the optimizer's state).
+    ``loop`` names what the training loop holds (LOOPS). The model
     and the optimizer are not touched, wherever they are: both are copied onto fake tensors.
     A step with data-dependent ops runs once on a real copy first (Note [Data-dependent
     values])."""
@@ -455,7 +546,7 @@ def record(model: Any, example_inputs: Sequence[Any] = (), *,
                  training=training, loss_fn=loss_fn, optimizer=optimizer, autocast=autocast,
                  scaler=scaler, accumulate=accumulate, rules=rules,
                  profile=os.fspath(profile) if profile is not None else None, batch=batch,
-                 prepare=prepare, loop=loop)
+                 prepare=prepare, loop=loop, wrap=wrap, warmup=warmup)
     with _quiet_fake_tensors():
         try:
             return step.record(replay=None)
@@ -529,7 +620,8 @@ class _Step:
     def __init__(self, model: Any, args: list[Any], kwargs: dict[str, Any], targets: list[Any],
                  *, training: bool, loss_fn: Callable[..., Any] | None, optimizer: Any,
                  autocast: Any, scaler: bool, accumulate: int, rules: Any, profile: str | None,
-                 batch: int | None, prepare: Callable[[Any], Any] | None, loop: str) -> None:
+                 batch: int | None, prepare: Callable[[Any], Any] | None, loop: str,
+                 wrap: Callable[[Any], Any] | None = None, warmup: int = 1) -> None:
         from . import device_optimizer
 
         self.model, self.args, self.kwargs, self.targets = model, args, kwargs, targets
@@ -537,6 +629,7 @@ class _Step:
         self.loss_of = loss_fn or _default_loss
         self.scaler, self.accumulate, self.batch, self.prepare = scaler, accumulate, batch, prepare
         self.rules, self.loop, self.profile = rules, loop, profile
+        self.wrap, self.warmup = wrap, warmup
         first = next(iter(list(model.parameters()) + list(model.buffers())), None)
         self.model_device = first.device.type if first is not None else "cpu"
         # Note [The device's optimizer on fake tensors] (device_optimizer.py).
@@ -598,9 +691,12 @@ class _Step:
         kernels = recorder.device_kernels = DeviceKernels(self.rules, recorder.choice)
         try:
             with torch.random.fork_rng(devices=[]), fake_mode, _module_hooks(recorder), \
-                    _dispatch_mode(recorder), kernels:
+                    _dispatch_mode(recorder), kernels, _storage_resizes(recorder):
                 torch.manual_seed(0)
-                self._run(recorder, model, args, kwargs, targets, steps=2, device="cpu")
+                if self.wrap is not None:
+                    model = self.wrap(model)
+                self._run(recorder, model, args, kwargs, targets, steps=1 + self.warmup,
+                          device="cpu")
         except StepGraphError:
             raise
         except Exception as error:

@@ -167,16 +167,20 @@ def markdown(rows):
                      f"{'yes' if row.checkpointed else 'no'} | {number(row.predicted)} | "
                      f"{number(row.measured)} | {error} | {worst} | {row.phase} | {row.status}"
                      f"{': ' + row.message if row.message else ''} |")
-    compared = [row for row in rows if row.error_pct is not None]
+    lines.append("")
+    lines.append(summary(rows))
+    return "\n".join(lines)
+
+
+def summary(rows):
+    """The table's last line: how many rows of each status, the median and largest error."""
     counts = {}
     for row in rows:
         counts[row.status] = counts.get(row.status, 0) + 1
-    errors = [abs(row.error_pct) for row in compared]
-    lines.append("")
-    lines.append(f"{len(rows)} rows: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-                 + (f"; median error {statistics.median(errors):.2f} %, largest {max(errors):.2f} %"
-                    if errors else ""))
-    return "\n".join(lines)
+    errors = [abs(row.error_pct) for row in rows if row.error_pct is not None]
+    return (f"{len(rows)} rows: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+            + (f"; median error {statistics.median(errors):.2f} %, largest {max(errors):.2f} %"
+               if errors else ""))
 
 
 def main():

@@ -11,6 +11,14 @@ apart by what it is, independently of mem_tracer's code: a parameter or buffer o
 the `.grad` of a parameter, a tensor of `optimizer.state`, an argument of the forward, a tensor
 autograd saved during the forward (seen by a saved_tensors_hooks pack, if it is none of the
 others), or a temporary (the loss's targets among them).
+
+A model wrapped for a job (measure_step's `wrap`: DistributedDataParallel, FSDP2's fully_shard)
+is wrapped inside the watch, so that what the wrapper allocates (DDP's gradient buckets, FSDP's
+shards) counts as any other storage. A tensor subclass that wraps others (DTensor) counts as
+the tensors it wraps (its local shard), and a storage resized in place
+(`UntypedStorage.resize_`, as FSDP frees and refills an unsharded parameter) is freed at 0
+bytes and allocated anew when it grows again. In a job, what the communication backend
+allocates inside a collective is the backend's, not counted (_Tracker says how it is told).
 """
 
 import contextlib
@@ -28,7 +36,18 @@ def _key(tensor):
 
 
 def _tensors(value):
-    return [leaf for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+    return [inner for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)
+            for inner in _inner(leaf)]
+
+
+def _inner(tensor):
+    """The tensors whose storages hold a tensor's memory: its own, or a wrapper subclass's
+    inner tensors (a DTensor's local shard)."""
+    if type(tensor) in (torch.Tensor, torch.nn.Parameter) or not hasattr(tensor, "__tensor_flatten__"):
+        return [tensor]
+    names, _ = tensor.__tensor_flatten__()
+    return [inner for name in names if isinstance(getattr(tensor, name), torch.Tensor)
+            for inner in _inner(getattr(tensor, name))]
 
 
 @dataclass
@@ -36,14 +55,21 @@ class StepTruth:
     peak: int = 0
     categories: dict = field(default_factory=dict)  # at the peak
     phase: str = ""  # at the peak
+    backend_peak: int = 0  # in a job: the most the backend held at once (not in `peak`)
 
 
 class _Tracker(TorchDispatchMode):
     """Live storages, each with an id of its own (a freed storage's address can be reused)."""
 
-    def __init__(self):
+    def __init__(self, in_a_job=False):
         super().__init__()
         self.live = {}  # storage key -> (weak ref, bytes, id)
+        # In a job, a storage first seen as the view an op returns was allocated out of the
+        # watch's sight, inside a collective: the backend's own (gloo's reduce-scatter is an
+        # all-reduce of a copy of its input), not the job's. Kept apart, its most at once said.
+        self.in_a_job = in_a_job
+        self.backend = {}  # storage key -> (weak ref, bytes)
+        self.backend_peak = 0
         self.current = 0
         self.next_id = 0
         self.peak = 0
@@ -53,7 +79,9 @@ class _Tracker(TorchDispatchMode):
         self.counting = False  # the peak is step 2's: set when it starts
 
     def add(self, tensor):
+        tensor = _inner(tensor)[0]
         key = _key(tensor)
+        self.backend.pop(key, None)
         if key not in self.live:
             storage = tensor.untyped_storage()
             self.live[key] = (StorageWeakRef(storage), storage.nbytes(), self.next_id)
@@ -62,27 +90,70 @@ class _Tracker(TorchDispatchMode):
         return self.live[key][2]
 
     def id_of(self, tensor):
-        entry = self.live.get(_key(tensor))
+        entry = self.live.get(_key(_inner(tensor)[0]))
         return None if entry is None or entry[0].expired() else entry[2]
+
+    def resized(self, storage):
+        """A storage resized in place: what it held is freed, what it holds now is new."""
+        entry = self.live.pop(storage._cdata, None)
+        if entry is not None:
+            self.current -= entry[1]
+        if storage.nbytes():
+            self.live[storage._cdata] = (StorageWeakRef(storage), storage.nbytes(), self.next_id)
+            self.next_id += 1
+            self.current += storage.nbytes()
+        self.note_peak()
+
+    def note_peak(self):
+        if self.counting and self.current > self.peak:
+            self.peak = self.current
+            self.peak_phase = self.phase
+            self.peak_live = [(entry[2], entry[1]) for entry in self.live.values()]
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         for key in [key for key, entry in self.live.items() if entry[0].expired()]:
             self.current -= self.live.pop(key)[1]
+        for key in [key for key, entry in self.backend.items() if entry[0].expired()]:
+            del self.backend[key]
+        views = self.in_a_job and any(value.alias_info is not None for value in func._schema.returns)
         for tensor in _tensors(out):
-            if tensor.device.type != "meta":
+            if tensor.device.type == "meta" or _key(tensor) in self.live:
+                continue
+            if views:
+                storage = tensor.untyped_storage()
+                self.backend[_key(tensor)] = (StorageWeakRef(storage), storage.nbytes())
+            else:
                 self.add(tensor)
-        if self.counting and self.current > self.peak:
-            self.peak = self.current
-            self.peak_phase = self.phase
-            self.peak_live = [(entry[2], entry[1]) for entry in self.live.values()]
+        if self.counting:
+            self.backend_peak = max(self.backend_peak,
+                                    sum(entry[1] for entry in self.backend.values()))
+        self.note_peak()
         return out
+
+
+@contextlib.contextmanager
+def _resizes(tracker):
+    original = torch.UntypedStorage.resize_
+
+    def resize_(storage, size):
+        result = original(storage, size)
+        tracker.resized(storage)
+        return result
+
+    torch.UntypedStorage.resize_ = resize_
+    try:
+        yield
+    finally:
+        torch.UntypedStorage.resize_ = original
 
 
 def measure_step(model, args=(), kwargs=None, *, loss_fn=None, targets=(), optimizer=None,
                  autocast=None, scaler=False, accumulate=1, prepare=None,
-                 loop="until-next-forward"):
-    """The live-storage peak of step 2 of training a copy of `model` (see the module's doc).
+                 loop="until-next-forward", wrap=None, steps=2):
+    """The live-storage peak of the last of `steps` steps (step 2 by default) of training a
+    copy of `model` (see the module's doc); `wrap(model_copy)` returns what is trained (a
+    DistributedDataParallel, a fully_shard'ed model), made inside the watch.
     `optimizer` is an optimizer of `model` whose kind and hyperparameters are copied;
     `prepare(model_copy)` may change the copy before training (activation checkpointing).
     `loop` is how the training loop is written (mem_tracer's loop=, each written out below as
@@ -95,12 +166,9 @@ def measure_step(model, args=(), kwargs=None, *, loss_fn=None, targets=(), optim
     if prepare is not None:
         prepare(model)
     args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-    if optimizer is not None:
-        groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": list(model.parameters())}
-                  for g in optimizer.param_groups[:1]]
-        optimizer = type(optimizer)(groups)
+    settings = optimizer.param_groups[0] if optimizer is not None else None
     scaler_object = torch.amp.GradScaler("cpu") if scaler else None
-    tracker = _Tracker()
+    tracker = _Tracker(in_a_job=wrap is not None)
     saved, gradients = set(), set()
     persistent = {}
 
@@ -141,8 +209,9 @@ def measure_step(model, args=(), kwargs=None, *, loss_fn=None, targets=(), optim
         tracker.phase = "none"
 
     def begin(step):
-        """Step 2 starts: the peak counts from here, the persistent storages by category."""
-        if step == 0:
+        """The last step starts: the peak counts from here, the persistent storages by
+        category."""
+        if step < steps - 1:
             return
         saved.clear()
         gradients.clear()
@@ -162,11 +231,16 @@ def measure_step(model, args=(), kwargs=None, *, loss_fn=None, targets=(), optim
     hooks = lambda: torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t)  # noqa: E731
     amp = lambda: (torch.autocast("cpu", dtype=autocast) if autocast  # noqa: E731
                    else contextlib.nullcontext())
-    with tracker:
+    with tracker, _resizes(tracker):
+        if wrap is not None:
+            model = wrap(model)
+        if settings is not None:
+            optimizer = type(optimizer)([{**{k: v for k, v in settings.items() if k != "params"},
+                                          "params": list(model.parameters())}])
         # Step 1 makes the optimizer's state; the tracker sees it (and what the loop keeps
-        # into step 2) but counts from step 2 on.
+        # into step 2) but counts from the last step on.
         if loop == "until-next-forward":
-            for step in range(2):
+            for step in range(steps):
                 begin(step)
                 for _ in range(accumulate):
                     tracker.phase = "forward"
@@ -176,7 +250,7 @@ def measure_step(model, args=(), kwargs=None, *, loss_fn=None, targets=(), optim
                     backward(loss)
                 optimizer_step()
         elif loop == "until-loss":
-            for step in range(2):
+            for step in range(steps):
                 begin(step)
                 for _ in range(accumulate):
                     tracker.phase = "forward"
@@ -194,7 +268,7 @@ def measure_step(model, args=(), kwargs=None, *, loss_fn=None, targets=(), optim
                     backward(loss)
                 optimizer_step()
 
-            for step in range(2):
+            for step in range(steps):
                 begin(step)
                 train_step()
         else:
@@ -212,4 +286,4 @@ def measure_step(model, args=(), kwargs=None, *, loss_fn=None, targets=(), optim
         else:
             category = "temporary"
         totals[category] += size
-    return StepTruth(tracker.peak, totals, tracker.peak_phase)
+    return StepTruth(tracker.peak, totals, tracker.peak_phase, tracker.backend_peak)

@@ -1,0 +1,383 @@
+"""A training step of DistributedDataParallel or FSDP2 (`fully_shard`), predicted per rank:
+recorded on one process, on fake tensors, through PyTorch's fake process group.
+
+Note [One rank on the fake process group]
+Every rank of a DDP or FSDP job runs the same step on its own shard of the batch, so one
+rank's step is what each holds, and one process can record it: the model is copied onto fake
+tensors (step_graph), a process group of the "fake" backend (torch.testing._internal.
+distributed.fake_pg: a process group of `world_size` ranks that answers every collective
+without sending anything) stands for the job's, and the copy is wrapped, inside the recording,
+as the user's script wraps it: `DistributedDataParallel(model, ...)`, or `fully_shard` on each
+block and then on the root. The wrappers' own code then runs: DDP's Reducer makes its
+gradient buckets (a flat buffer per bucket, by `bucket_cap_mb`, rebuilt at the second
+forward in the order gradients became ready: DDP's `_rebuild_buckets`), copies each gradient
+into its bucket or, with `gradient_as_bucket_view`, makes the gradient a view of it; FSDP2
+shards each parameter on dim 0 (padded to equal shards), all-gathers a group's parameters into
+a flat buffer and copies them out into the unsharded parameters before its forward and its
+backward, frees them after the forward when `reshard_after_forward` (and after the backward),
+and reduce-scatters the gradients into sharded ones; the optimizer then runs on the shards.
+Collectives run in place, or into buffers their callers allocate: the fake process group's
+answer leaves every buffer's size and lifetime as the real one's, so the recorded step is
+the rank's. What the recording cannot run as is, and runs instead:
+- DDP's check that every rank's parameters have the same shapes reads their values: it is
+  skipped (one process has one set of shapes).
+- DDP's built-in all-reduce waits on a future the fake process group leaves empty; a
+  communication hook does the same in place (the bucket divided by the world size, then
+  all-reduced), so the Reducer copies each gradient into its bucket without dividing it.
+  Memory is the same: both write into the bucket.
+- The step recorded is DDP's third (its buckets are rebuilt at the second forward: that
+  step is not the steady state) and FSDP's second (the first makes the optimizer's state).
+A rank's memory differs from another's only where FSDP's shards are uneven (a dimension 0
+that the world size does not divide: torch.chunk gives the first ranks the larger shards,
+and the last may get less, or nothing): every shard is padded to the largest, but the
+optimizer's state is made for the shard itself. The first rank then holds the most, the last
+the least, and the others lie between: both are recorded, and said.
+Not recorded: what the backend allocates outside PyTorch's allocator (NCCL's and gloo's own
+buffers), the communication streams' separate pools of the CUDA caching allocator (FSDP's
+all-gather and reduce-scatter buffers are allocated on their own streams on a GPU), and
+collectives overlapping compute (on a GPU a prefetched all-gather can be live beside the
+layer before it; the CPU's order is the script's).
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from .errors import MemTracerError
+
+Strategy = Literal["ddp", "fsdp"]
+
+
+@dataclass(frozen=True)
+class DDP:
+    """DistributedDataParallel's settings that change a rank's memory, with DDP's defaults:
+    ``bucket_cap_mb`` (None: 25 MiB) and ``gradient_as_bucket_view``."""
+
+    bucket_cap_mb: float | None = None
+    gradient_as_bucket_view: bool = False
+
+
+@dataclass(frozen=True)
+class FSDP:
+    """FSDP2's ``fully_shard`` as a script applies it: on each of ``modules`` (paths of
+    named_modules(); None: the model's blocks, as plan() finds them: the layers of its
+    ModuleLists and Sequentials, else the root's children with parameters), then on the root,
+    each with ``reshard_after_forward``."""
+
+    reshard_after_forward: bool = True
+    modules: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one rank of the job runs: the wrapper's settings, the world size, and the rank."""
+
+    settings: DDP | FSDP
+    world_size: int
+    rank: int = 0
+
+    @property
+    def strategy(self) -> Strategy:
+        return "ddp" if isinstance(self.settings, DDP) else "fsdp"
+
+
+# What a storage touched by communication is, by the first op that touched it
+# (step_graph's "collective"): the kinds Estimate.parallel.communication names.
+_KINDS = {
+    "c10d::allreduce_": "gradient buckets",  # DDP's buckets (with gradient_as_bucket_view, the gradients)
+    "c10d::broadcast_": "broadcast buffers",  # DDP's model buffers, flattened at each forward
+    "fsdp::all_gather_copy_in": "all-gather buffers",  # FSDP's flat input and output
+    "c10d::_allgather_base_": "all-gather buffers",
+    "fsdp::split_with_sizes_copy": "unsharded parameters",  # copied out of the all-gather
+    "fsdp::chunk_cat": "reduce-scatter buffers",  # FSDP's flat gradient input
+    "c10d::_reduce_scatter_base_": "reduce-scatter buffers",  # its output: the sharded gradients
+}
+
+
+@dataclass
+class ParallelEstimate:
+    """One rank of a DDP or FSDP job (Estimate.parallel). Sizes in bytes."""
+
+    strategy: Strategy
+    world_size: int
+    settings: dict[str, Any]
+    # The communication buffers live at the step's peak, by kind ("gradient buckets",
+    # "all-gather buffers", "unsharded parameters", "reduce-scatter buffers", "broadcast
+    # buffers"): their bytes, and the categories of the breakdown they are counted in.
+    communication: dict[str, int] = field(default_factory=dict)
+    communication_categories: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The training peak of each rank recorded: rank 0, and the last rank when FSDP's shards
+    # are uneven (then every rank between lies between the two).
+    ranks: dict[int, int] = field(default_factory=dict)
+    uneven: str | None = None  # which parameters shard unevenly, when they do
+
+    def __str__(self) -> str:
+        def mib(size: int) -> str:
+            return f"{size / 2**20:.2f} MiB"
+
+        settings = ", ".join(f"{key}={value!r}" for key, value in self.settings.items())
+        lines = [f"  per rank of {self.world_size} ({self.strategy.upper()}, {settings})"]
+        if self.uneven:
+            lines.append(f"  ranks differ (uneven shards: {self.uneven}): " + ", ".join(
+                f"rank {rank} {mib(size)}" for rank, size in sorted(self.ranks.items()))
+                + (", the others between" if self.world_size > 2 else ""))
+        if self.communication:
+            lines.append("  communication buffers at the peak: " + ", ".join(
+                f"{kind} {mib(size)} (in " + ", ".join(
+                    category for category in self.communication_categories.get(kind, {}))
+                + ")" for kind, size in self.communication.items()))
+        return "\n".join(lines)
+
+
+def job(parallel: Strategy | DDP | FSDP, world_size: int | None) -> Job:
+    """The Job of estimate()'s and plan()'s ``parallel=`` and ``world_size=``."""
+    if isinstance(parallel, str):
+        if parallel not in ("ddp", "fsdp"):
+            raise MemTracerError(f"parallel must be 'ddp', 'fsdp', mem_tracer.DDP(...) or "
+                                 f"mem_tracer.FSDP(...), not {parallel!r}")
+        settings: DDP | FSDP = DDP() if parallel == "ddp" else FSDP()
+    elif isinstance(parallel, (DDP, FSDP)):
+        settings = parallel
+    else:
+        raise MemTracerError(f"parallel must be 'ddp', 'fsdp', mem_tracer.DDP(...) or "
+                             f"mem_tracer.FSDP(...), not {type(parallel).__name__}")
+    if not isinstance(world_size, int) or isinstance(world_size, bool) or world_size < 1:
+        raise MemTracerError(f"parallel={parallel!r} needs world_size=N, the number of ranks "
+                             f"(a positive int), not {world_size!r}")
+    return Job(settings, world_size)
+
+
+def _fake_backend() -> Any:
+    """torch.distributed with its fake backend registered, or one line saying why not."""
+    try:
+        import torch.distributed as dist
+        if not dist.is_available():
+            raise ImportError("this build of torch has no torch.distributed")
+        import torch.testing._internal.distributed.fake_pg  # registers "fake"
+        if not hasattr(dist.Backend, "FAKE"):
+            raise ImportError("torch.distributed has no fake backend")
+    except ImportError as error:
+        import torch
+        raise MemTracerError(f"estimate(parallel=...) records with PyTorch's fake process "
+                             f"group, which torch {torch.__version__} lacks ({error})") from error
+    return dist
+
+
+@contextlib.contextmanager
+def _fake_process_group(job: Job) -> Iterator[Any]:
+    """The default process group of the fake backend, as rank `job.rank` of `world_size`,
+    for the recording; and the device mesh FSDP shards over (made outside the fake tensors:
+    a mesh holds a real tensor of its ranks)."""
+    dist = _fake_backend()
+    if dist.is_initialized():
+        raise MemTracerError("estimate(parallel=...) records with a fake process group, and this "
+                             "process already has one: call it before init_process_group(), or "
+                             "in a process of its own")
+    import sys
+
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    excepthook = sys.excepthook  # init_process_group prefixes it with the rank, for good
+    dist.init_process_group("fake", store=FakeStore(), rank=job.rank, world_size=job.world_size)
+    try:
+        mesh = None
+        if job.strategy == "fsdp":
+            from torch.distributed.device_mesh import init_device_mesh
+            mesh = init_device_mesh("cpu", (job.world_size,))
+        yield mesh
+    finally:
+        dist.destroy_process_group()
+        sys.excepthook = excepthook
+
+
+def _allreduce_in_place(world_size, bucket):  # type: ignore[no-untyped-def]
+    """DDP's all-reduce of a bucket, as its built-in one does it, in place, through the fake
+    process group (Note [One rank on the fake process group]). Unannotated: DDP refuses a
+    hook whose annotations are not its own types, and this module's are strings."""
+    import torch
+    import torch.distributed as dist
+    buffer = bucket.buffer()
+    buffer.div_(world_size)
+    dist.all_reduce(buffer)
+    future = torch.futures.Future()  # type: ignore[var-annotated]
+    future.set_result(buffer)
+    return future
+
+
+def _real_bookkeeping() -> Any:
+    """A TorchDispatchMode under which the Reducer's integer bookkeeping runs on real tensors:
+    an integer `empty` is made real, and an op whose tensors are all real runs as it is. DDP's
+    bucket rebuild writes the new buckets' parameter indices into such tensors and reads them
+    back after broadcasting them from rank 0 (Reducer::sync_bucket_indices): a fake tensor has
+    no data to read. A few ints a parameter, freed by the rebuild: not counted."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+    class Mode(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                               kwargs: dict[str, Any] | None = None) -> Any:
+            kwargs = kwargs or {}
+            from torch.utils._pytree import tree_leaves
+            tensors = [leaf for leaf in tree_leaves((args, kwargs))
+                       if isinstance(leaf, torch.Tensor)]
+            integer_empty = (func is torch.ops.aten.empty.memory_format and
+                             not kwargs.get("dtype", torch.float).is_floating_point)
+            if integer_empty or (tensors and not any(isinstance(t, FakeTensor) for t in tensors)):
+                with _disable_current_modes():
+                    return func(*args, **kwargs)
+            return func(*args, **kwargs)
+
+    return Mode()  # type: ignore[no-untyped-call]  # torch leaves it untyped
+
+
+def _wrap_ddp(model: Any, settings: DDP, world_size: int) -> Any:
+    from unittest import mock
+
+    from torch.nn.parallel import DistributedDataParallel, distributed
+    with mock.patch.object(distributed, "_verify_param_shape_across_processes",
+                           lambda *arguments, **options: None):
+        wrapped = DistributedDataParallel(model, bucket_cap_mb=settings.bucket_cap_mb,
+                                          gradient_as_bucket_view=settings.gradient_as_bucket_view)
+    wrapped.register_comm_hook(world_size, _allreduce_in_place)
+    pre_forward: Callable[..., Any] = wrapped._pre_forward  # where the Reducer rebuilds
+
+    def _pre_forward(*inputs: Any, **options: Any) -> Any:
+        with _real_bookkeeping():
+            return pre_forward(*inputs, **options)
+
+    wrapped._pre_forward = _pre_forward  # type: ignore[method-assign]
+    return wrapped
+
+
+def sharded_modules(model: Any, settings: FSDP) -> list[str]:
+    """The modules fully_shard wraps before the root, deepest first (fully_shard goes from
+    the leaves up)."""
+    from .plan import _blocks
+    paths = list(settings.modules) if settings.modules is not None else _blocks(model)
+    for path in paths:
+        try:
+            model.get_submodule(path)
+        except AttributeError as error:
+            raise MemTracerError(f"FSDP(modules=...): the model has no module {path!r}") from error
+    return sorted((path for path in paths if path), key=lambda path: -path.count("."))
+
+
+def _wrap_fsdp(model: Any, settings: FSDP, mesh: Any) -> Any:
+    from torch.distributed.fsdp import fully_shard
+    for path in sharded_modules(model, settings):
+        fully_shard(model.get_submodule(path), mesh=mesh,
+                    reshard_after_forward=settings.reshard_after_forward)
+    return fully_shard(model, mesh=mesh, reshard_after_forward=settings.reshard_after_forward)
+
+
+def uneven_parameters(model: Any, world_size: int) -> list[str]:
+    """The parameters FSDP shards unevenly over `world_size` ranks (dim 0 not a multiple)."""
+    return [name for name, parameter in model.named_parameters()
+            if parameter.dim() > 0 and parameter.shape[0] % world_size]
+
+
+def record(model: Any, example_inputs: Sequence[Any] = (), *, parallel: Job,
+           **step: Any) -> dict[str, Any]:
+    """step_graph.record() of one rank of the job `parallel` (Note [One rank on the fake
+    process group]): the graph document, with the job under "parallel"."""
+    from . import step_graph
+    if not step.get("training", True):
+        raise MemTracerError("estimate(parallel=...) predicts a training step: give training=True")
+    with _fake_process_group(parallel) as mesh:
+        settings = parallel.settings
+        if isinstance(settings, DDP):
+            def wrap(copy: Any) -> Any:
+                return _wrap_ddp(copy, settings, parallel.world_size)
+            warmup = 2
+        else:
+            assert isinstance(settings, FSDP)
+
+            def wrap(copy: Any) -> Any:
+                return _wrap_fsdp(copy, settings, mesh)
+            warmup = 1
+        document = step_graph.record(model, example_inputs, wrap=wrap, warmup=warmup, **step)
+    document["parallel"] = {"strategy": parallel.strategy, "world_size": parallel.world_size,
+                            "rank": parallel.rank, "settings": _settings(parallel)}
+    return document
+
+
+def _settings(job: Job) -> dict[str, Any]:
+    settings = job.settings
+    if isinstance(settings, DDP):
+        return {"bucket_cap_mb": settings.bucket_cap_mb,
+                "gradient_as_bucket_view": settings.gradient_as_bucket_view}
+    return {"reshard_after_forward": settings.reshard_after_forward,
+            "modules": list(settings.modules) if settings.modules is not None else None}
+
+
+def communication_at_peak(graph: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """The communication buffers live where the recorded step peaks (every storage live at
+    once, as memtrace-estimate's training peak): for each kind, the bytes by category."""
+    storages = graph["storages"]
+    live = {index for index, storage in enumerate(storages) if storage["origin"] != "activation"}
+    total = sum(storages[index]["bytes"] for index in live)
+    peak, at_peak = total, set(live)
+    for node in graph["nodes"]:
+        for index in node["releases"]:
+            live.discard(index)
+            total -= storages[index]["bytes"]
+        for index, _, _ in node["allocates"]:
+            live.add(index)
+            total += storages[index]["bytes"]
+        if total > peak:
+            peak, at_peak = total, set(live)
+    found: dict[str, dict[str, int]] = {}
+    for index in sorted(at_peak):
+        storage = storages[index]
+        collective = storage.get("collective")
+        if collective is None:
+            continue
+        kind = _KINDS.get(collective, "other collectives")
+        by_category = found.setdefault(kind, {})
+        by_category[storage["category"]] = by_category.get(storage["category"], 0) + storage["bytes"]
+    return found
+
+
+def summary(graph: Mapping[str, Any], peak_bytes: int) -> dict[str, Any]:
+    """What estimate()'s JSON says of the rank (its "parallel"): the job, and the
+    communication buffers at the peak."""
+    communication = communication_at_peak(graph)
+    return {**graph["parallel"], "training_peak_bytes": peak_bytes,
+            "communication": {kind: {"bytes": sum(by_category.values()),
+                                     "categories": by_category}
+                              for kind, by_category in communication.items()}}
+
+
+def record_other_ranks(document: dict[str, Any], model: Any, job: Job,
+                       estimate_rank: Callable[[Job], Mapping[str, Any]]) -> None:
+    """Where FSDP's shards are uneven, the last rank too (`estimate_rank(job)` estimates
+    one): it holds the least, rank 0 the most, and the others lie between (Note [One rank on
+    the fake process group]); `document["parallel"]` says which and why."""
+    uneven = uneven_parameters(model, job.world_size) if job.strategy == "fsdp" else []
+    if not uneven:
+        return
+    last = estimate_rank(replace(job, rank=job.world_size - 1))
+    document["parallel"]["other_ranks"] = [last["parallel"]]
+    document["parallel"]["uneven"] = (f"dim 0 of {', '.join(uneven[:4])}"
+                                      f"{', ...' if len(uneven) > 4 else ''} is not a multiple "
+                                      f"of {job.world_size}")
+
+
+def estimate_of(document: Mapping[str, Any]) -> ParallelEstimate | None:
+    """Estimate.parallel, from estimate()'s JSON."""
+    rank = document.get("parallel")
+    if not rank:
+        return None
+    ranks = {int(entry["rank"]): int(entry["training_peak_bytes"])
+             for entry in [rank, *rank.get("other_ranks", [])]}
+    return ParallelEstimate(
+        strategy=rank["strategy"], world_size=rank["world_size"], settings=rank["settings"],
+        communication={kind: entry["bytes"] for kind, entry in rank["communication"].items()},
+        communication_categories={kind: entry["categories"]
+                                  for kind, entry in rank["communication"].items()},
+        ranks=ranks, uneven=rank.get("uneven"))
+
+
+__all__ = ["DDP", "FSDP", "Job", "ParallelEstimate", "Strategy", "job", "record"]
