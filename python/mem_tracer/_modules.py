@@ -2,7 +2,8 @@
 global forward hooks that tell the recorder which module runs on each thread.
 
 tracing.py names the root it is given and installs the hooks; training.py names the module
-whose backward runs (Note [Backward modules]). Both import this module, which imports neither."""
+whose backward runs (Note [Backward modules]); plan.py and parallel.py take a model's blocks
+from here. They all import this module, which imports none of them."""
 from __future__ import annotations
 
 import threading
@@ -60,3 +61,23 @@ def remove_forward_hooks() -> None:
     with _lock:
         while _forward_hooks:
             _forward_hooks.pop().remove()
+
+
+def module_blocks(model: Any) -> list[str]:
+    """The modules worth checkpointing: the layers of the model's ModuleLists and Sequentials
+    (a transformer's blocks, a ResNet's stages' blocks), else the root's children that hold
+    parameters. plan() checkpoints them and FSDP shards them by default."""
+    from torch import nn
+
+    found: list[str] = []
+    for name, module in model.named_modules():
+        if isinstance(module, (nn.ModuleList, nn.Sequential)) and name:
+            for child, layer in module.named_children():
+                if any(True for _ in layer.parameters()) and layer._modules:
+                    found.append(f"{name}.{child}")
+    if found:
+        # Only the outermost: a block inside another block goes with it.
+        return [path for path in found
+                if not any(path.startswith(other + ".") for other in found)]
+    return [name for name, child in model.named_children()
+            if any(True for _ in child.parameters())]

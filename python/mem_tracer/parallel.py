@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from ._modules import module_blocks
 from .errors import MemTracerError
 
 Strategy = Literal["ddp", "fsdp"]
@@ -254,8 +255,7 @@ def _wrap_ddp(model: Any, settings: DDP, world_size: int) -> Any:
 def sharded_modules(model: Any, settings: FSDP) -> list[str]:
     """The modules fully_shard wraps before the root, deepest first (fully_shard goes from
     the leaves up)."""
-    from .plan import _blocks
-    paths = list(settings.modules) if settings.modules is not None else _blocks(model)
+    paths = list(settings.modules) if settings.modules is not None else module_blocks(model)
     for path in paths:
         try:
             model.get_submodule(path)

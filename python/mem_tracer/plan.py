@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._modules import module_blocks
 from .errors import MemTracerError
 from .estimate import (
     Device,
@@ -101,26 +102,6 @@ def checkpoint_modules(model: Any, paths: Sequence[str]) -> Any:
     return model
 
 
-def _blocks(model: Any) -> list[str]:
-    """The modules worth checkpointing: the layers of the model's ModuleLists and Sequentials
-    (a transformer's blocks, a ResNet's stages' blocks), else the root's children that hold
-    parameters."""
-    from torch import nn
-
-    found: list[str] = []
-    for name, module in model.named_modules():
-        if isinstance(module, (nn.ModuleList, nn.Sequential)) and name:
-            for child, layer in module.named_children():
-                if any(True for _ in layer.parameters()) and layer._modules:
-                    found.append(f"{name}.{child}")
-    if found:
-        # Only the outermost: a block inside another block goes with it.
-        return [path for path in found
-                if not any(path.startswith(other + ".") for other in found)]
-    return [name for name, child in model.named_children()
-            if any(True for _ in child.parameters())]
-
-
 def plan(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (), *,
          budget: int | str, optimizer: Any = None, loss_fn: Callable[..., Any] | None = None,
          targets: Sequence[Any] = (), example_kwargs: Mapping[str, Any] | None = None,
@@ -170,7 +151,7 @@ def plan(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (), *,
                       run(largest)["summary"]["peak_requested_bytes"] if largest else None)
         if not checkpoint:
             return result
-        blocks = _blocks(model)
+        blocks = module_blocks(model)
         if not blocks:
             raise MemTracerError("plan(): found no modules to checkpoint (no ModuleList, "
                                  "Sequential or child module with parameters)")

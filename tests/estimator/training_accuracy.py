@@ -29,7 +29,7 @@ import zoo  # noqa: E402
 from training_truth import measure_step  # noqa: E402
 
 import mem_tracer  # noqa: E402
-from mem_tracer.plan import _blocks  # noqa: E402
+from mem_tracer._modules import module_blocks  # noqa: E402
 from mem_tracer.step_graph import CATEGORIES  # noqa: E402
 
 TOLERANCE = 0.03
@@ -76,7 +76,7 @@ def measure_row(name, make, example, optimizer_name, precision, checkpointed):
         model = make().train()
         args, kwargs = example(BATCH)
         optimizer = OPTIMIZERS[optimizer_name](model.parameters())
-        blocks = _blocks(model) if checkpointed else []
+        blocks = module_blocks(model) if checkpointed else []
         prepare = (lambda copy: mem_tracer.checkpoint_modules(copy, blocks)) if blocks else None
         if checkpointed and not blocks:
             row.status, row.message = "n/a", "no blocks to checkpoint"
