@@ -3,10 +3,10 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: help setup configure build test test-sanitize test-cuda-torch demo bench wheel format clean
+.PHONY: help setup configure build test test-sanitize test-cuda-torch cuda-torch-venv demo bench wheel format clean
 
 help: ## list the targets
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
 setup: ## install the Debian and Python packages the build and tests need (idempotent)
 	@tools/setup.sh
@@ -18,8 +18,10 @@ configure: setup
 build: configure ## build the library, the tools and the tests
 	@cmake --build $(BUILD) -j$$(nproc)
 
-# make test SANITIZE=0 skips the sanitizer build (quicker while iterating; CI runs it).
+# make test SANITIZE=0 skips the sanitizer build, CUDA_TORCH=0 the CUDA build of torch's venv
+# (quicker while iterating; CI runs both).
 SANITIZE ?= 1
+CUDA_TORCH ?= 1
 SANITIZE_BUILD ?= build-sanitize
 FUZZ_BUILD ?= build-fuzz
 SANITIZE_FLAGS := -DMEMTRACE_SANITIZE=ON -DMEMTRACE_BUILD_ESTIMATOR=OFF -DMEMTRACE_BUILD_BENCH=OFF
@@ -29,7 +31,8 @@ SANITIZE_FLAGS := -DMEMTRACE_SANITIZE=ON -DMEMTRACE_BUILD_ESTIMATOR=OFF -DMEMTRA
 SANITIZE_ENV := ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-test: build ## run every test (unit, preload, Python, then the sanitizer build; GPU tests only with a GPU)
+test: build ## run every test (unit, preload, Python, a CUDA build of torch, then the sanitizer build; GPU tests only with a GPU)
+	@if [ "$(CUDA_TORCH)" = 1 ]; then $(MAKE) --no-print-directory cuda-torch-venv; fi
 	@ctest --test-dir $(BUILD) --output-on-failure -j$$(nproc)
 	@if [ "$(SANITIZE)" = 1 ]; then $(MAKE) --no-print-directory test-sanitize; fi
 
@@ -45,13 +48,19 @@ test-sanitize: setup ## the unit, preload, report and fuzz tests under ASan+UBSa
 	@cmake --build $(FUZZ_BUILD) --target fuzz_report -j$$(nproc)
 	@$(SANITIZE_ENV) ctest --test-dir $(FUZZ_BUILD) --output-on-failure -R '^fuzz\.run$$'
 
-# A venv with a CUDA build of torch (about 5.5 GB, minutes to install: docs/performance.md),
-# for the tests of what a CUDA build does differently (estimator.cuda_build); kept between runs.
+# A venv with a CUDA build of torch (about 5.5 GB, about 2 minutes from the machine's package
+# mirror: docs/performance.md), for the tests of what a CUDA build does differently
+# (estimator.cuda_build); made once and kept, the stamp written only when pip succeeded.
 CUDA_TORCH_VENV ?= $(BUILD)/venv-torch-cuda
 CUDA_TORCH_PACKAGES ?= torch==2.14.1 transformers==5.23.0 pytest numpy
-test-cuda-torch: build ## the estimator's device tests under a CUDA build of torch (makes its venv once)
-	@[ -x $(CUDA_TORCH_VENV)/bin/python ] || { python3 -m venv $(CUDA_TORCH_VENV) && \
-	  $(CUDA_TORCH_VENV)/bin/pip install -q $(CUDA_TORCH_PACKAGES); }
+cuda-torch-venv: ## make the venv with a CUDA build of torch that estimator.cuda_build runs under
+	@[ -f $(CUDA_TORCH_VENV)/.complete ] || { rm -rf $(CUDA_TORCH_VENV) && \
+	  python3 -m venv $(CUDA_TORCH_VENV) && \
+	  { $(CUDA_TORCH_VENV)/bin/pip install $(CUDA_TORCH_PACKAGES) >$(CUDA_TORCH_VENV).log 2>&1 \
+	    || { tail -20 $(CUDA_TORCH_VENV).log; exit 1; }; } && \
+	  touch $(CUDA_TORCH_VENV)/.complete; }
+
+test-cuda-torch: build cuda-torch-venv ## only the estimator's device tests under a CUDA build of torch
 	@MEMTRACE_CUDA_TORCH_PYTHON=$(abspath $(CUDA_TORCH_VENV))/bin/python \
 	  ctest --test-dir $(BUILD) --output-on-failure -R '^estimator\.cuda_build$$'
 
