@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import chromium  # noqa: E402
 from memtrace_testing import Build, run  # noqa: E402
 from memtrace_testing import report_fails as fails  # noqa: E402
 from trace_writer import (BACKWARD, FORWARD, PROCESS_EXIT, TRACING_STARTED,  # noqa: E402
@@ -183,6 +184,23 @@ def test_the_page_draws_one_timeline_per_rank_on_the_jobs_axis(tmp_path):
         assert timeline["peak"]["bytes"] == rank["peak_bytes"]
         assert timeline["peak"]["time_ns"] == rank["peak_time_ns"]
     assert "job's start" in data["clocks"]["how"] and "<svg" not in html  # drawn by the script
+    # Drawn in a browser: a chart per rank, bytes as the text report writes them (the page's
+    # humanBytes, html/bytes.js, against byte_format.h), nothing logged.
+    browser = chromium.Browser()
+    try:
+        browser.open(tmp_path / "job.html")
+        browser.wait_until("document.querySelectorAll('#timelines svg').length === 3 && "
+                           "document.querySelectorAll('#ranks tr').length === 4")
+        peak = browser.evaluate("document.querySelector('#summary dd').textContent")
+        assert peak == f"rank 1: 9.000 MiB ({9 * MIB} bytes)"
+        assert "9.000 MiB" in run([Build.report, folder]).stdout
+        ranks = browser.evaluate("[...document.querySelectorAll('#ranks tr')].slice(1)"
+                                 ".map(row => row.children[3].textContent)")
+        assert ranks == ["6.000 MiB", "9.000 MiB", "7.000 MiB"]
+        assert browser.evaluate("document.querySelector('#error').hidden")
+        assert browser.problems() == []
+    finally:
+        browser.close()
 
 
 # ---- diff -----------------------------------------------------------------------------------

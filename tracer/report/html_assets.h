@@ -10,6 +10,7 @@ extern const std::string_view kD3Js;        // d3.min.js, as Debian's node-d3 sh
 extern const std::string_view kD3License;   // node-d3's copyright file: d3's license
 extern const std::string_view kReportHtml;  // html/report.html: the page, with {{SLOTS}}
 extern const std::string_view kReportCss;   // html/report.css
+extern const std::string_view kBytesJs;     // html/bytes.js: humanBytes(), ahead of each script
 extern const std::string_view kReportJs;    // html/report.js: the glue between data and d3
 extern const std::string_view kFlameSvgJs;  // html/flame_svg.js: the SVG flame graph's script
 extern const std::string_view kJobHtml;     // html/job.html: the page of a job's ranks

@@ -118,7 +118,9 @@ void renderFlameSvg(std::ostream& out, const FlameGraph& graph, const std::strin
     }
   };
   draw(0, 0, 0);
-  out << "<script><![CDATA[\n" << assets::kFlameSvgJs << "]]></script>\n</svg>\n";
+  out << "<script><![CDATA[\n"
+      << assets::kBytesJs << "\n"
+      << assets::kFlameSvgJs << "]]></script>\n</svg>\n";
 }
 
 }  // namespace memtrace::report

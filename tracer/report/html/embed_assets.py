@@ -23,9 +23,9 @@ def main():
         name, _, path = argument.partition("=")
         text = Path(path).read_text(encoding="utf-8")
         lowered = text.lower()
-        if name in ("kD3Js", "kReportJs", "kFlameSvgJs", "kJobJs") and ("</script" in lowered or "<!--" in lowered):
+        if name in ("kD3Js", "kBytesJs", "kReportJs", "kFlameSvgJs", "kJobJs") and ("</script" in lowered or "<!--" in lowered):
             sys.exit(f"embed_assets.py: {path} contains '</script' or '<!--': it cannot be inlined")
-        if name == "kFlameSvgJs" and "]]>" in text:
+        if name in ("kFlameSvgJs", "kBytesJs") and "]]>" in text:
             sys.exit(f"embed_assets.py: {path} contains ']]>': it cannot go into a CDATA section")
         if name == "kD3License" and "*/" in text:
             sys.exit(f"embed_assets.py: {path} contains '*/': it cannot go into a comment")

@@ -11,18 +11,6 @@
   const width = Number(svg.getAttribute('width'));
   const charWidth = 7;  // of the 12 px monospace labels, as render_flame.cpp counts
   const matchColor = 'rgb(230,0,230)';
-  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
-
-  function humanBytes(bytes) {
-    if (bytes < 1024) return `${bytes} B`;
-    let value = bytes;
-    let unit = 0;
-    while (value >= 1024 && unit < 5) {
-      value /= 1024;
-      unit += 1;
-    }
-    return `${value.toFixed(value >= 100 ? 1 : value >= 10 ? 2 : 3)} ${units[unit]}`;
-  }
 
   // The frames as drawn by render_flame.cpp, parents before children.
   const frames = new Map();

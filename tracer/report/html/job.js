@@ -8,20 +8,6 @@
 
 (function () {
   const data = JSON.parse(document.getElementById('memtrace-data').textContent);
-  const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
-
-  // As formatBytes() in tracer/common/byte_format.h: four significant digits.
-  function humanBytes(bytes) {
-    if (bytes < 1024) return `${bytes} B`;
-    let value = bytes;
-    let unit = 0;
-    while (value >= 1024 && unit < 5) {
-      value /= 1024;
-      unit += 1;
-    }
-    const digits = value >= 100 ? 1 : value >= 10 ? 2 : 3;
-    return `${value.toFixed(digits)} ${UNITS[unit]}`;
-  }
   function seconds(ns) {
     return `${(ns / 1e9).toFixed(3)} s`;
   }

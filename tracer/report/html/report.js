@@ -8,21 +8,7 @@
 
 (function () {
   const data = JSON.parse(document.getElementById('memtrace-data').textContent);
-  const UNITS = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB'];
   const OTHER_COLOR = '#c7c7c7';
-
-  // As formatBytes() in tracer/common/byte_format.h with the report's four significant digits.
-  function humanBytes(bytes) {
-    if (bytes < 1024) return `${bytes} B`;
-    let value = bytes;
-    let unit = 0;
-    while (value >= 1024 && unit < 5) {
-      value /= 1024;
-      unit += 1;
-    }
-    const digits = value >= 100 ? 1 : value >= 10 ? 2 : 3;
-    return `${value.toFixed(digits)} ${UNITS[unit]}`;
-  }
   function seconds(ns) {
     const s = ns / 1e9;
     return s !== 0 && s < 0.001 ? `${(ns / 1e3).toFixed(1)} µs` : `${s.toFixed(3)} s`;
@@ -92,14 +78,14 @@
   // 1.0 GiB; bytes (below 1 KiB) step by whole bytes.
   function byteTicks(top, count) {
     let unit = 0;
-    while (unit < UNITS.length - 1 && top >= 1024 ** (unit + 1)) unit += 1;
+    while (unit < BYTE_UNITS.length - 1 && top >= 1024 ** (unit + 1)) unit += 1;
     const scale = 1024 ** unit;
     let step = d3.tickStep(0, top / scale, count);
     if (unit === 0) step = Math.max(1, Math.round(step));
     const digits = d3.precisionFixed(step);
     const values = [];
     for (let i = 0; i * step <= top / scale * (1 + 1e-12); i++) values.push(i * step * scale);
-    const format = bytes => (bytes === 0 ? '0' : `${(bytes / scale).toFixed(digits)} ${UNITS[unit]}`);
+    const format = bytes => (bytes === 0 ? '0' : `${(bytes / scale).toFixed(digits)} ${BYTE_UNITS[unit]}`);
     return {values, format};
   }
 
