@@ -1,0 +1,384 @@
+#include "simulator/core/device.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "simulator/core/simgpu_api.h"
+
+// Note [Device profiles]
+// A profile (simulator/profiles/*.json) is a card as its vendor publishes it: the name CUDA
+// reports, the memory, the compute capability, the multiprocessors and the per-architecture
+// limits PyTorch, Triton and the libraries read (shared memory per block, threads per
+// multiprocessor, ...). What PyTorch sizes from these (a reduction's staging buffer from the
+// multiprocessor count, cub's temporary storage from the architecture) then comes out as on
+// the card. The profile also names the estimator's profile for the same card, so that a
+// simulated run and memtrace-estimate's prediction are made for one device.
+
+// Note [Device memory]
+// Device memory is host address space that nothing ever touches: each allocation is an
+// mmap(PROT_NONE, MAP_NORESERVE), which costs no host memory however large, and faults if
+// host code dereferences it (as a device pointer would on a host without unified memory).
+// Kernels do nothing, copies to the device are skipped and copies back write zeros
+// (Note [Reads of device values]), so no byte of it is ever needed. What counts against the
+// device is what the driver would take: requests of 2 MiB and more round up to 2 MiB (the
+// granularity of device memory on the cards profiled), smaller ones to 512 bytes, as
+// PyTorch's segments (whole multiples of 2 MiB) make no difference between the two.
+
+namespace simgpu {
+namespace {
+
+constexpr size_t kLargePage = size_t{2} << 20;
+
+struct Allocation {
+  size_t size;
+  size_t charged;
+  size_t mapped;  // bytes of address space behind it (0: malloc'd host memory)
+  int device;
+  MemoryKind kind;
+};
+
+struct State {
+  std::mutex mutex;
+  std::map<uintptr_t, Allocation> allocations;
+  std::vector<uint64_t> used;
+  uint64_t reads = 0;
+  std::set<std::string> refused;
+};
+
+State& state() {
+  static State* instance = new State;  // immortal: libraries call in from static destructors
+  return *instance;
+}
+
+thread_local int t_device = 0;
+
+std::string g_profile_error;
+
+uint64_t parseBytes(const char* text, bool* ok) {
+  char* end = nullptr;
+  double value = strtod(text, &end);
+  *ok = end != text && value > 0;
+  std::string unit(end ? end : "");
+  uint64_t scale = 1;
+  if (unit == "" || unit == "B") scale = 1;
+  else if (unit == "KiB") scale = uint64_t{1} << 10;
+  else if (unit == "MiB") scale = uint64_t{1} << 20;
+  else if (unit == "GiB") scale = uint64_t{1} << 30;
+  else if (unit == "TiB") scale = uint64_t{1} << 40;
+  else if (unit == "KB") scale = 1000;
+  else if (unit == "MB") scale = 1000 * 1000;
+  else if (unit == "GB") scale = 1000 * 1000 * 1000;
+  else *ok = false;
+  return static_cast<uint64_t>(value * static_cast<double>(scale));
+}
+
+Profile* loadProfile() {
+  const char* path = getenv("MEMTRACE_GPU_PROFILE");
+  if (!path || !*path) {
+    g_profile_error =
+        "no device profile: MEMTRACE_GPU_PROFILE names none (memtrace run --gpu PROFILE sets it)";
+    return nullptr;
+  }
+  auto* profile = new Profile;
+  try {
+    std::ifstream file(path);
+    if (!file) throw std::runtime_error("cannot be read");
+    nlohmann::json json = nlohmann::json::parse(file);
+    profile->file = path;
+    profile->name = json.at("name").get<std::string>();
+    profile->device_name = json.at("device_name").get<std::string>();
+    profile->memory_bytes = json.at("memory_bytes").get<uint64_t>();
+    profile->major = json.at("compute_capability").at(0).get<int>();
+    profile->minor = json.at("compute_capability").at(1).get<int>();
+    profile->multiprocessors = json.at("multiprocessors").get<int>();
+    profile->l2_cache_bytes = json.at("l2_cache_bytes").get<int>();
+    profile->memory_bus_width_bits = json.at("memory_bus_width_bits").get<int>();
+    profile->clock_khz = json.at("clock_khz").get<int>();
+    profile->memory_clock_khz = json.at("memory_clock_khz").get<int>();
+    profile->shared_memory_per_block_optin = json.at("shared_memory_per_block_optin").get<int>();
+    profile->shared_memory_per_multiprocessor =
+        json.at("shared_memory_per_multiprocessor").get<int>();
+    profile->max_threads_per_multiprocessor = json.at("max_threads_per_multiprocessor").get<int>();
+    profile->max_blocks_per_multiprocessor = json.at("max_blocks_per_multiprocessor").get<int>();
+    profile->max_cluster_size = json.at("max_cluster_size").get<int>();
+    profile->estimator_profile = json.value("estimator_profile", "");
+  } catch (const std::exception& error) {
+    g_profile_error = std::string("the device profile ") + path + " " + error.what();
+    delete profile;
+    return nullptr;
+  }
+  if (const char* memory = getenv("MEMTRACE_GPU_MEMORY"); memory && *memory) {
+    bool ok = false;
+    uint64_t bytes = parseBytes(memory, &ok);
+    if (!ok) {
+      g_profile_error = std::string("MEMTRACE_GPU_MEMORY=") + memory +
+                        " is not a size (write 24GiB, 80GB or a number of bytes)";
+      delete profile;
+      return nullptr;
+    }
+    profile->memory_bytes = bytes;
+    profile->memory_overridden = true;
+  }
+  return profile;
+}
+
+}  // namespace
+
+const Profile* profile() {
+  static const Profile* loaded = loadProfile();
+  return loaded;
+}
+
+const std::string& profileError() {
+  profile();
+  return g_profile_error;
+}
+
+int deviceCount() {
+  if (!profile()) return 0;
+  static const int count = [] {
+    const char* text = getenv("MEMTRACE_GPU_COUNT");
+    int value = text && *text ? atoi(text) : 1;
+    return value >= 1 && value <= 64 ? value : 1;
+  }();
+  return count;
+}
+
+int currentDevice() {
+  return t_device;
+}
+
+void setCurrentDevice(int device) {
+  t_device = device;
+}
+
+uint64_t totalBytes(int device) {
+  const Profile* card = profile();
+  return card && device >= 0 && device < deviceCount() ? card->memory_bytes : 0;
+}
+
+namespace {
+
+// state().mutex held.
+std::vector<uint64_t>& usedLocked() {
+  State& s = state();
+  if (s.used.empty()) s.used.resize(64, 0);
+  return s.used;
+}
+
+}  // namespace
+
+uint64_t usedBytes(int device) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return device >= 0 && device < 64 ? usedLocked()[device] : 0;
+}
+
+bool charge(int device, uint64_t bytes) {
+  if (device < 0 || device >= deviceCount()) return false;
+  std::lock_guard<std::mutex> lock(state().mutex);
+  uint64_t& used = usedLocked()[device];
+  if (used + bytes > totalBytes(device)) return false;
+  used += bytes;
+  return true;
+}
+
+void uncharge(int device, uint64_t bytes) {
+  if (device < 0 || device >= 64) return;
+  std::lock_guard<std::mutex> lock(state().mutex);
+  uint64_t& used = usedLocked()[device];
+  used = used >= bytes ? used - bytes : 0;
+}
+
+void* reserveAddressSpace(size_t size, size_t alignment) {
+  size_t length = size + alignment;
+  void* range =
+      mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (range == MAP_FAILED) return nullptr;
+  uintptr_t start = reinterpret_cast<uintptr_t>(range);
+  uintptr_t aligned = (start + alignment - 1) & ~(uintptr_t{alignment} - 1);
+  if (aligned > start) munmap(range, aligned - start);
+  uintptr_t end = aligned + size;
+  if (start + length > end) munmap(reinterpret_cast<void*>(end), start + length - end);
+  return reinterpret_cast<void*>(aligned);
+}
+
+void releaseAddressSpace(void* start, size_t size) {
+  munmap(start, size);
+}
+
+size_t chargedBytes(size_t size) {
+  return size >= kLargePage ? (size + kLargePage - 1) & ~(kLargePage - 1)
+                            : (size + 511) & ~size_t{511};
+}
+
+Status allocate(void** pointer, size_t size, int device, MemoryKind kind, bool counted) {
+  if (!pointer) return Status::kInvalidValue;
+  *pointer = nullptr;
+  if (kind != MemoryKind::kHost && (device < 0 || device >= deviceCount()))
+    return Status::kInvalidDevice;
+  if (size == 0) return Status::kSuccess;
+  size_t rounded = chargedBytes(size);
+  size_t charged = counted && kind != MemoryKind::kHost ? rounded : 0;
+  if (charged && !charge(device, charged)) return Status::kOutOfMemory;
+  void* memory = nullptr;
+  size_t mapped = 0;
+  if (kind == MemoryKind::kDevice) {
+    // Large allocations 2 MiB aligned as the driver gives them, small ones 512 bytes apart.
+    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    mapped = (rounded + page - 1) & ~(page - 1);
+    memory = reserveAddressSpace(mapped, size >= kLargePage ? kLargePage : page);
+  } else {
+    // Managed and page-locked memory is the program's to touch: real host memory.
+    memory = aligned_alloc(4096, (size + 4095) & ~size_t{4095});
+    if (memory) memset(memory, 0, size);
+  }
+  if (!memory) {
+    if (charged) uncharge(device, charged);
+    return Status::kOutOfMemory;
+  }
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    state().allocations[reinterpret_cast<uintptr_t>(memory)] =
+        Allocation{size, charged, mapped, device, kind};
+  }
+  *pointer = memory;
+  return Status::kSuccess;
+}
+
+Status release(void* pointer) {
+  if (!pointer) return Status::kSuccess;
+  Allocation allocation;
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    auto it = state().allocations.find(reinterpret_cast<uintptr_t>(pointer));
+    if (it == state().allocations.end()) return Status::kInvalidValue;
+    allocation = it->second;
+    state().allocations.erase(it);
+  }
+  if (allocation.charged) uncharge(allocation.device, allocation.charged);
+  if (allocation.mapped)
+    munmap(pointer, allocation.mapped);
+  else
+    free(pointer);
+  return Status::kSuccess;
+}
+
+Pointer find(const void* pointer) {
+  uintptr_t address = reinterpret_cast<uintptr_t>(pointer);
+  std::lock_guard<std::mutex> lock(state().mutex);
+  auto& allocations = state().allocations;
+  auto it = allocations.upper_bound(address);
+  if (it == allocations.begin()) return Pointer{};
+  --it;
+  if (address >= it->first + std::max<size_t>(it->second.size, 1)) return Pointer{};
+  return Pointer{true, it->second.kind, it->second.device, it->first, it->second.size};
+}
+
+// Note [Reads of device values]
+// Nothing runs on the simulated device, so every value in its memory is unknown; a copy back
+// to the host writes zeros. What the program does next may then differ from the card: a
+// loop that stops at an end token, MoE routing, nonzero()'s output size. Every such read is
+// counted and handed to the observer (memtrace's recorder, which names the Python line) so
+// that the report can say where a simulated run stops being the card's.
+namespace {
+SimgpuReadObserver g_observer = nullptr;
+}
+
+void readBack(void* host_destination, const void* device_source, size_t bytes) {
+  if (host_destination && bytes) memset(host_destination, 0, bytes);
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    ++state().reads;
+  }
+  SimgpuReadObserver observer = __atomic_load_n(&g_observer, __ATOMIC_ACQUIRE);
+  if (observer) observer(device_source, bytes);
+}
+
+uint64_t readsBack() {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  return state().reads;
+}
+
+int refuse(const char* library, const char* function, int status, const char* why) {
+  bool first;
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    first = state().refused.insert(function).second;
+  }
+  if (first)
+    fprintf(stderr, "memtrace simulated GPU: %s's %s is not simulated%s%s; it returns %d\n",
+            library, function, why ? ": " : "", why ? why : "", status);
+  return status;
+}
+
+void approximate(const char* library, const char* function, const char* how) {
+  bool first;
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    first = state().refused.insert(function).second;
+  }
+  if (first) fprintf(stderr, "memtrace simulated GPU: %s's %s: %s\n", library, function, how);
+}
+
+}  // namespace simgpu
+
+// ---- The C API (simgpu_api.h) ----------------------------------------------------------------
+
+extern "C" {
+
+SIMGPU_EXPORT const char* simgpu_profile_name(void) {
+  const simgpu::Profile* card = simgpu::profile();
+  return card ? card->name.c_str() : nullptr;
+}
+
+SIMGPU_EXPORT const char* simgpu_profile_file(void) {
+  const simgpu::Profile* card = simgpu::profile();
+  return card ? card->file.c_str() : nullptr;
+}
+
+SIMGPU_EXPORT uint64_t simgpu_memory_bytes(void) {
+  const simgpu::Profile* card = simgpu::profile();
+  return card ? card->memory_bytes : 0;
+}
+
+SIMGPU_EXPORT void simgpu_set_read_observer(SimgpuReadObserver observer) {
+  __atomic_store_n(&simgpu::g_observer, observer, __ATOMIC_RELEASE);
+}
+
+SIMGPU_EXPORT uint64_t simgpu_reads_back(void) {
+  return simgpu::readsBack();
+}
+
+SIMGPU_EXPORT uint64_t simgpu_used_bytes(int device) {
+  return simgpu::usedBytes(device);
+}
+
+SIMGPU_EXPORT int simgpu_refuse(const char* library, const char* function, int status) {
+  return simgpu::refuse(library, function, status);
+}
+
+}  // extern "C"
+
+namespace simgpu {
+namespace {
+std::atomic<uint64_t> g_active{0};
+}
+
+void activate(int device) {
+  if (device >= 0 && device < 64) g_active.fetch_or(uint64_t{1} << device);
+}
+
+bool active(int device) {
+  return device >= 0 && device < 64 && (g_active.load() >> device & 1);
+}
+}  // namespace simgpu

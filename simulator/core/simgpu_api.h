@@ -1,0 +1,36 @@
+/* What the simulated GPU (libmemtrace-simgpu.so) offers the programs that run on it, memtrace's
+   recorder above all, which finds these by dlsym and never links the library: whether the
+   process runs on a simulated card, which, and the reads of device values
+   (Note [Reads of device values] in simulator/core/device.cpp). C, for any caller. */
+#ifndef SIMGPU_API_H
+#define SIMGPU_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Called on the reading thread for each copy from device memory to the host. */
+typedef void (*SimgpuReadObserver)(const void* device_source, size_t bytes);
+
+/* The profile's name ("h100-80gb"), or NULL when no profile could be read. */
+const char* simgpu_profile_name(void);
+/* The file the profile was read from. */
+const char* simgpu_profile_file(void);
+/* Each device's memory (the profile's, or MEMTRACE_GPU_MEMORY's). */
+uint64_t simgpu_memory_bytes(void);
+/* Bytes counted against `device` now. */
+uint64_t simgpu_used_bytes(int device);
+/* How many copies from device memory to the host the program made. */
+uint64_t simgpu_reads_back(void);
+void simgpu_set_read_observer(SimgpuReadObserver observer);
+/* For the generated stubs: one line the first time `function` is called, then `status`. */
+int simgpu_refuse(const char* library, const char* function, int status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,96 @@
+// cuDNN (libcudnn.so.9): the handle, versions and errors, and the legacy API's descriptors.
+// The backend API PyTorch's convolutions and attention go through is in cudnn_backend.cpp.
+#include <stdio.h>
+#include <string.h>
+
+#include "simulator/libraries/library.h"
+
+using namespace simgpu;
+
+namespace {
+enum : int { kSuccess = 0, kNotInitialized = 1001, kBadParam = 2000 };
+
+// A legacy descriptor (tensor, filter, convolution, ...): the program sets it and cuDNN reads
+// it inside calls that do nothing here, so it only has to exist.
+struct LegacyDescriptor {
+  int kind;
+};
+}  // namespace
+
+// cuDNN 9.24.0 (CUDNN_VERSION = major * 10000 + minor * 100 + patch), the release the wheels
+// of torch 2.14 bring.
+SIMGPU_API size_t cudnnGetVersion(void) {
+  return 92400;
+}
+SIMGPU_API size_t cudnnGetMaxDeviceVersion(void) {
+  return 1200;
+}
+SIMGPU_API size_t cudnnGetCudartVersion(void) {
+  return 13000;
+}
+SIMGPU_API int cudnnGetProperty(int type, int* value) {
+  if (!value) return kBadParam;
+  *value = type == 0 ? 9 : type == 1 ? 24 : 0;
+  return kSuccess;
+}
+SIMGPU_API const char* cudnnGetErrorString(int status) {
+  switch (status) {
+    case 0: return "CUDNN_STATUS_SUCCESS";
+    case 1001: return "CUDNN_STATUS_NOT_INITIALIZED";
+    case 2000: return "CUDNN_STATUS_BAD_PARAM";
+    case 3000: return "CUDNN_STATUS_NOT_SUPPORTED";
+    default: return "CUDNN_STATUS_UNKNOWN";
+  }
+}
+SIMGPU_API void cudnnGetLastErrorString(char* message, size_t size) {
+  if (message && size) message[0] = '\0';
+}
+SIMGPU_API int cudnnCreate(void** out) {
+  if (!out) return kBadParam;
+  if (!profile()) return kNotInitialized;
+  *out = newHandle();
+  return kSuccess;
+}
+SIMGPU_API int cudnnDestroy(void* h) {
+  delete static_cast<LibraryHandle*>(h);
+  return kSuccess;
+}
+SIMGPU_API int cudnnSetStream(void* h, void* stream) {
+  if (!h) return kBadParam;
+  static_cast<LibraryHandle*>(h)->stream = stream;
+  return kSuccess;
+}
+SIMGPU_API int cudnnGetStream(void* h, void** stream) {
+  if (!h || !stream) return kBadParam;
+  *stream = static_cast<LibraryHandle*>(h)->stream;
+  return kSuccess;
+}
+SIMGPU_API int cudnnGraphVersionCheck(void) {
+  return kSuccess;
+}
+
+#define SIMGPU_LEGACY_DESCRIPTOR(Name)                                   \
+  SIMGPU_API int cudnnCreate##Name##Descriptor(void** out) {             \
+    if (!out) return kBadParam;                                          \
+    *out = new LegacyDescriptor{0};                                      \
+    return kSuccess;                                                     \
+  }                                                                      \
+  SIMGPU_API int cudnnDestroy##Name##Descriptor(void* descriptor) {      \
+    delete static_cast<LegacyDescriptor*>(descriptor);                   \
+    return kSuccess;                                                     \
+  }
+
+SIMGPU_LEGACY_DESCRIPTOR(Tensor)
+SIMGPU_LEGACY_DESCRIPTOR(Filter)
+SIMGPU_LEGACY_DESCRIPTOR(Convolution)
+SIMGPU_LEGACY_DESCRIPTOR(Activation)
+SIMGPU_LEGACY_DESCRIPTOR(Pooling)
+SIMGPU_LEGACY_DESCRIPTOR(Dropout)
+SIMGPU_LEGACY_DESCRIPTOR(RNN)
+SIMGPU_LEGACY_DESCRIPTOR(RNNData)
+SIMGPU_LEGACY_DESCRIPTOR(CTCLoss)
+SIMGPU_LEGACY_DESCRIPTOR(SpatialTransformer)
+SIMGPU_LEGACY_DESCRIPTOR(OpTensor)
+SIMGPU_LEGACY_DESCRIPTOR(ReduceTensor)
+SIMGPU_LEGACY_DESCRIPTOR(LRN)
+SIMGPU_LEGACY_DESCRIPTOR(TensorTransform)

@@ -1,0 +1,580 @@
+// The runtime's devices, errors and memory: cudaMalloc and its kin, pools, copies, memsets.
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda.h>
+
+#include "simulator/core/attributes.h"
+#include "simulator/core/pools.h"
+#include "simulator/core/work.h"
+#include "simulator/runtime/runtime.h"
+
+namespace simgpu::runtime {
+namespace {
+thread_local cudaError_t t_last_error = cudaSuccess;
+}
+
+cudaError_t fail(cudaError_t error) {
+  if (error != cudaSuccess && error != cudaErrorNotReady) t_last_error = error;
+  return error;
+}
+
+cudaError_t fromStatus(Status status) {
+  switch (status) {
+    case Status::kSuccess: return cudaSuccess;
+    case Status::kOutOfMemory: return fail(cudaErrorMemoryAllocation);
+    case Status::kInvalidDevice: return fail(cudaErrorInvalidDevice);
+    default: return fail(cudaErrorInvalidValue);
+  }
+}
+
+cudaError_t ready() {
+  if (profile()) return cudaSuccess;
+  static bool said = [] {
+    fprintf(stderr, "memtrace simulated GPU: %s\n", profileError().c_str());
+    return true;
+  }();
+  (void)said;
+  return fail(cudaErrorNoDevice);
+}
+
+cudaError_t context() {
+  if (cudaError_t error = ready()) return error;
+  activate(currentDevice());
+  return cudaSuccess;
+}
+
+cudaError_t refused(const char* function, const char* why) {
+  return fail(static_cast<cudaError_t>(refuse("the CUDA runtime", function, cudaErrorNotSupported, why)));
+}
+
+}  // namespace simgpu::runtime
+
+using namespace simgpu;
+using namespace simgpu::runtime;
+
+// ---- Versions, devices, errors ------------------------------------------------------------
+
+// The CUDA release PyTorch's wheels are built against (13.0).
+#define SIMGPU_CUDA_VERSION 13000
+
+SIMGPU_API cudaError_t cudaRuntimeGetVersion(int* version) {
+  if (!version) return fail(cudaErrorInvalidValue);
+  *version = SIMGPU_CUDA_VERSION;
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaDriverGetVersion(int* version) {
+  if (!version) return fail(cudaErrorInvalidValue);
+  *version = profile() ? SIMGPU_CUDA_VERSION : 0;
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaGetDeviceCount(int* count) {
+  if (!count) return fail(cudaErrorInvalidValue);
+  *count = 0;
+  if (cudaError_t error = ready()) return error;
+  *count = deviceCount();
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaGetDevice(int* device) {
+  if (!device) return fail(cudaErrorInvalidValue);
+  if (cudaError_t error = ready()) return error;
+  *device = currentDevice();
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaSetDevice(int device) {
+  if (cudaError_t error = ready()) return error;
+  if (device < 0 || device >= deviceCount()) return fail(cudaErrorInvalidDevice);
+  setCurrentDevice(device);
+  activate(device);  // since CUDA 12.0, cudaSetDevice initializes the device's primary context
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaInitDevice(int device, unsigned int, unsigned int) {
+  return cudaSetDevice(device);
+}
+
+SIMGPU_API cudaError_t cudaSetDeviceFlags(unsigned int) {
+  return ready();
+}
+
+SIMGPU_API cudaError_t cudaGetDeviceFlags(unsigned int* flags) {
+  if (!flags) return fail(cudaErrorInvalidValue);
+  *flags = cudaDeviceMapHost;
+  return ready();
+}
+
+SIMGPU_API cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
+  if (!value) return fail(cudaErrorInvalidValue);
+  if (cudaError_t error = ready()) return error;
+  if (device < 0 || device >= deviceCount()) return fail(cudaErrorInvalidDevice);
+  if (deviceAttribute(attribute, device, value)) return cudaSuccess;
+  char why[64];
+  snprintf(why, sizeof(why), "attribute %d is not known", static_cast<int>(attribute));
+  return refused("cudaDeviceGetAttribute", why);
+}
+
+SIMGPU_API cudaError_t cudaGetDeviceProperties(cudaDeviceProp* properties, int device) {
+  if (!properties) return fail(cudaErrorInvalidValue);
+  if (cudaError_t error = ready()) return error;
+  if (device < 0 || device >= deviceCount()) return fail(cudaErrorInvalidDevice);
+  deviceProperties(properties, device);
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaDeviceGetPCIBusId(char* bus_id, int length, int device) {
+  if (!bus_id || length <= 0) return fail(cudaErrorInvalidValue);
+  if (device < 0 || device >= deviceCount()) return fail(cudaErrorInvalidDevice);
+  snprintf(bus_id, static_cast<size_t>(length), "00000000:%02X:00.0", 0x10 + device);
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaDeviceGetByPCIBusId(int* device, const char* bus_id) {
+  unsigned domain = 0, bus = 0;
+  if (!device || !bus_id || sscanf(bus_id, "%x:%x", &domain, &bus) != 2)
+    return fail(cudaErrorInvalidValue);
+  if (static_cast<int>(bus) - 0x10 < 0 || static_cast<int>(bus) - 0x10 >= deviceCount())
+    return fail(cudaErrorInvalidDevice);
+  *device = static_cast<int>(bus) - 0x10;
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  // Priorities 0 (lowest) to -5 on compute capability 8.0 and later.
+  if (least) *least = 0;
+  if (greatest) *greatest = -5;
+  return ready();
+}
+
+SIMGPU_API cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
+  if (!can) return fail(cudaErrorInvalidValue);
+  *can = device != peer && device >= 0 && peer >= 0 && device < deviceCount() &&
+         peer < deviceCount();
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaDeviceEnablePeerAccess(int, unsigned int) {
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaDeviceDisablePeerAccess(int) {
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaDeviceSetLimit(cudaLimit, size_t) {
+  return ready();
+}
+
+SIMGPU_API cudaError_t cudaDeviceGetLimit(size_t* value, cudaLimit limit) {
+  if (!value) return fail(cudaErrorInvalidValue);
+  switch (limit) {
+    case cudaLimitStackSize: *value = 1024; break;
+    case cudaLimitPrintfFifoSize: *value = 1 << 20; break;
+    case cudaLimitMallocHeapSize: *value = 8 << 20; break;
+    default: *value = 0; break;
+  }
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaDeviceSetCacheConfig(cudaFuncCache) {
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaDeviceSynchronize(void) {
+  if (cudaError_t error = context()) return error;
+  poolsSynchronized(currentDevice());
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaDeviceReset(void) {
+  return ready();
+}
+
+SIMGPU_API cudaError_t cudaGetLastError(void) {
+  cudaError_t error = t_last_error;
+  t_last_error = cudaSuccess;
+  return error;
+}
+
+SIMGPU_API cudaError_t cudaPeekAtLastError(void) {
+  return t_last_error;
+}
+
+namespace {
+
+struct ErrorText {
+  cudaError_t error;
+  const char* name;
+  const char* text;
+};
+
+// The errors the simulated runtime returns, with CUDA's own wording.
+constexpr ErrorText kErrors[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+    {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+    {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+    {cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
+    {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
+     "operation not permitted when stream is capturing"},
+    {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
+    {cudaErrorPeerAccessAlreadyEnabled, "cudaErrorPeerAccessAlreadyEnabled",
+     "peer access is already enabled"},
+    {cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered",
+     "part or all of the requested memory range is already mapped"},
+};
+
+}  // namespace
+
+SIMGPU_API const char* cudaGetErrorName(cudaError_t error) {
+  for (const ErrorText& known : kErrors)
+    if (known.error == error) return known.name;
+  return "cudaErrorUnknown";
+}
+
+SIMGPU_API const char* cudaGetErrorString(cudaError_t error) {
+  for (const ErrorText& known : kErrors)
+    if (known.error == error) return known.text;
+  return "unknown error";
+}
+
+SIMGPU_API cudaError_t cudaProfilerStart(void) {
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaProfilerStop(void) {
+  return cudaSuccess;
+}
+
+// ---- Memory -------------------------------------------------------------------------------
+
+SIMGPU_API cudaError_t cudaMalloc(void** pointer, size_t size) {
+  if (cudaError_t error = context()) return error;
+  return fromStatus(allocate(pointer, size, currentDevice(), MemoryKind::kDevice));
+}
+
+SIMGPU_API cudaError_t cudaFree(void* pointer) {
+  if (cudaError_t error = context()) return error;
+  if (!pointer) return cudaSuccess;  // cudaFree(0): make the context, nothing more
+  if (poolFree(pointer)) return cudaSuccess;
+  return fromStatus(release(pointer));
+}
+
+SIMGPU_API cudaError_t cudaMallocManaged(void** pointer, size_t size, unsigned int) {
+  if (cudaError_t error = context()) return error;
+  return fromStatus(allocate(pointer, size, currentDevice(), MemoryKind::kManaged));
+}
+
+SIMGPU_API cudaError_t cudaMallocPitch(void** pointer, size_t* pitch, size_t width, size_t height) {
+  if (!pitch) return fail(cudaErrorInvalidValue);
+  *pitch = (width + 511) & ~size_t{511};  // the texture alignment
+  return cudaMalloc(pointer, *pitch * height);
+}
+
+SIMGPU_API cudaError_t cudaMallocHost(void** pointer, size_t size) {
+  return fromStatus(allocate(pointer, size, currentDevice(), MemoryKind::kHost));
+}
+
+SIMGPU_API cudaError_t cudaHostAlloc(void** pointer, size_t size, unsigned int) {
+  return cudaMallocHost(pointer, size);
+}
+
+SIMGPU_API cudaError_t cudaFreeHost(void* pointer) {
+  return fromStatus(release(pointer));
+}
+
+SIMGPU_API cudaError_t cudaHostRegister(void*, size_t, unsigned int) {
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaHostUnregister(void*) {
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaHostGetDevicePointer(void** device_pointer, void* host, unsigned int) {
+  if (!device_pointer) return fail(cudaErrorInvalidValue);
+  *device_pointer = host;  // unified addressing: the same address
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaHostGetFlags(unsigned int* flags, void*) {
+  if (!flags) return fail(cudaErrorInvalidValue);
+  *flags = cudaHostAllocDefault;
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  if (!free_bytes || !total_bytes) return fail(cudaErrorInvalidValue);
+  if (cudaError_t error = context()) return error;
+  int device = currentDevice();
+  uint64_t total = totalBytes(device), used = usedBytes(device);
+  *total_bytes = total;
+  *free_bytes = used < total ? total - used : 0;
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes,
+                                                const void* pointer) {
+  if (!attributes) return fail(cudaErrorInvalidValue);
+  memset(attributes, 0, sizeof(*attributes));
+  Pointer found = find(pointer);
+  if (!found.found) {
+    attributes->type = cudaMemoryTypeUnregistered;
+    attributes->device = -2;
+    attributes->hostPointer = const_cast<void*>(pointer);
+    return cudaSuccess;
+  }
+  switch (found.kind) {
+    case MemoryKind::kDevice: attributes->type = cudaMemoryTypeDevice; break;
+    case MemoryKind::kManaged: attributes->type = cudaMemoryTypeManaged; break;
+    case MemoryKind::kHost: attributes->type = cudaMemoryTypeHost; break;
+  }
+  attributes->device = found.kind == MemoryKind::kHost ? currentDevice() : found.device;
+  attributes->devicePointer = const_cast<void*>(pointer);
+  if (found.kind != MemoryKind::kDevice) attributes->hostPointer = const_cast<void*>(pointer);
+  return cudaSuccess;
+}
+
+// Stream-ordered allocation (Note [Pools] in simulator/core/pools.cpp).
+namespace {
+
+cudaError_t mallocFromPool(void** pointer, size_t size, Pool* pool, cudaStream_t stream) {
+  if (cudaError_t error = context()) return error;
+  if (!pool) return fail(cudaErrorInvalidValue);
+  launched(stream, cudaGraphNodeTypeMemAlloc);
+  return fromStatus(poolAllocate(pool, pointer, size));
+}
+
+cudaError_t freeAsync(void* pointer, cudaStream_t stream) {
+  if (!pointer) return cudaSuccess;
+  launched(stream, cudaGraphNodeTypeMemFree);
+  if (poolFree(pointer)) return cudaSuccess;
+  return fromStatus(release(pointer));
+}
+
+}  // namespace
+
+SIMGPU_API cudaError_t cudaMallocAsync(void** pointer, size_t size, cudaStream_t stream) {
+  return mallocFromPool(pointer, size, defaultPool(currentDevice()), stream);
+}
+SIMGPU_API cudaError_t cudaMallocAsync_ptsz(void** pointer, size_t size, cudaStream_t stream) {
+  return cudaMallocAsync(pointer, size, stream);
+}
+SIMGPU_API cudaError_t cudaMallocFromPoolAsync(void** pointer, size_t size, cudaMemPool_t pool,
+                                               cudaStream_t stream) {
+  return mallocFromPool(pointer, size, reinterpret_cast<Pool*>(pool), stream);
+}
+SIMGPU_API cudaError_t cudaMallocFromPoolAsync_ptsz(void** pointer, size_t size,
+                                                    cudaMemPool_t pool, cudaStream_t stream) {
+  return cudaMallocFromPoolAsync(pointer, size, pool, stream);
+}
+SIMGPU_API cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
+  return freeAsync(pointer, stream);
+}
+SIMGPU_API cudaError_t cudaFreeAsync_ptsz(void* pointer, cudaStream_t stream) {
+  return freeAsync(pointer, stream);
+}
+
+SIMGPU_API cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
+  if (!pool) return fail(cudaErrorInvalidValue);
+  if (cudaError_t error = ready()) return error;
+  if (device < 0 || device >= deviceCount()) return fail(cudaErrorInvalidDevice);
+  *pool = reinterpret_cast<cudaMemPool_t>(defaultPool(device));
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaDeviceGetMemPool(cudaMemPool_t* pool, int device) {
+  return cudaDeviceGetDefaultMemPool(pool, device);
+}
+
+SIMGPU_API cudaError_t cudaMemPoolCreate(cudaMemPool_t* pool, const cudaMemPoolProps* props) {
+  if (!pool || !props) return fail(cudaErrorInvalidValue);
+  if (cudaError_t error = ready()) return error;
+  if (props->location.type != cudaMemLocationTypeDevice)
+    return refused("cudaMemPoolCreate", "pools of host memory");
+  *pool = reinterpret_cast<cudaMemPool_t>(createPool(props->location.id));
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaMemPoolDestroy(cudaMemPool_t pool) {
+  destroyPool(reinterpret_cast<Pool*>(pool));
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attribute,
+                                               void* value) {
+  if (!pool || !value) return fail(cudaErrorInvalidValue);
+  if (poolSetAttribute(reinterpret_cast<Pool*>(pool), attribute, value)) return cudaSuccess;
+  return fail(cudaErrorInvalidValue);
+}
+
+SIMGPU_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attribute,
+                                               void* value) {
+  if (!pool || !value) return fail(cudaErrorInvalidValue);
+  if (poolGetAttribute(reinterpret_cast<Pool*>(pool), attribute, value)) return cudaSuccess;
+  return fail(cudaErrorInvalidValue);
+}
+
+SIMGPU_API cudaError_t cudaMemPoolTrimTo(cudaMemPool_t pool, size_t keep) {
+  if (!pool) return fail(cudaErrorInvalidValue);
+  poolTrim(reinterpret_cast<Pool*>(pool), keep);
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaMemPoolSetAccess(cudaMemPool_t, const cudaMemAccessDesc*, size_t) {
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaDeviceGetGraphMemAttribute(int, cudaGraphMemAttributeType, void* value) {
+  if (!value) return fail(cudaErrorInvalidValue);
+  *static_cast<uint64_t*>(value) = 0;  // graphs' memory nodes are not simulated apart
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaDeviceSetGraphMemAttribute(int, cudaGraphMemAttributeType, void*) {
+  return cudaSuccess;
+}
+
+SIMGPU_API cudaError_t cudaDeviceGraphMemTrim(int) {
+  return cudaSuccess;
+}
+
+// ---- Copies and memsets (Note [Work that does nothing], Note [Reads of device values]) -----
+
+namespace {
+
+bool onDevice(const void* pointer) {
+  Pointer found = find(pointer);
+  return found.found && found.kind == MemoryKind::kDevice;
+}
+
+// What a copy of `bytes` from `src` to `dst` does on the simulated device: a copy between
+// host memory (page-locked, managed or pageable) is carried out; into device memory it is
+// skipped; out of device memory into host memory it writes zeros and counts a read.
+cudaError_t copy(void* dst, const void* src, size_t bytes, cudaStream_t stream, bool async) {
+  if (bytes == 0) return cudaSuccess;
+  if (!dst || !src) return fail(cudaErrorInvalidValue);
+  launched(stream, cudaGraphNodeTypeMemcpy);
+  bool from_device = onDevice(src), to_device = onDevice(dst);
+  if (to_device) return cudaSuccess;
+  if (from_device) {
+    readBack(dst, src, bytes);
+    return cudaSuccess;
+  }
+  memmove(dst, src, bytes);
+  (void)async;
+  return cudaSuccess;
+}
+
+cudaError_t copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                   size_t height, cudaStream_t stream) {
+  if (height == 0 || width == 0) return cudaSuccess;
+  if (!dst || !src || width > dpitch || width > spitch) return fail(cudaErrorInvalidValue);
+  launched(stream, cudaGraphNodeTypeMemcpy);
+  bool from_device = onDevice(src), to_device = onDevice(dst);
+  if (to_device) return cudaSuccess;
+  for (size_t row = 0; row < height; ++row) {
+    char* to = static_cast<char*>(dst) + row * dpitch;
+    const char* from = static_cast<const char*>(src) + row * spitch;
+    if (from_device)
+      memset(to, 0, width);
+    else
+      memmove(to, from, width);
+  }
+  if (from_device) readBack(nullptr, src, width * height);
+  return cudaSuccess;
+}
+
+cudaError_t fill(void* dst, int value, size_t bytes, cudaStream_t stream) {
+  if (bytes == 0) return cudaSuccess;
+  if (!dst) return fail(cudaErrorInvalidValue);
+  launched(stream, cudaGraphNodeTypeMemset);
+  if (!onDevice(dst)) memset(dst, value, bytes);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+SIMGPU_API cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  return copy(dst, src, bytes, nullptr, false);
+}
+SIMGPU_API cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
+                                       cudaStream_t stream) {
+  return copy(dst, src, bytes, stream, true);
+}
+SIMGPU_API cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t bytes,
+                                            cudaMemcpyKind kind, cudaStream_t stream) {
+  return cudaMemcpyAsync(dst, src, bytes, kind, stream);
+}
+SIMGPU_API cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t bytes,
+                                       cudaMemcpyKind kind) {
+  return cudaMemcpy(dst, src, bytes, kind);
+}
+SIMGPU_API cudaError_t cudaMemcpyPeer(void* dst, int, const void* src, int, size_t bytes) {
+  return copy(dst, src, bytes, nullptr, false);
+}
+SIMGPU_API cudaError_t cudaMemcpyPeerAsync(void* dst, int, const void* src, int, size_t bytes,
+                                           cudaStream_t stream) {
+  return copy(dst, src, bytes, stream, true);
+}
+SIMGPU_API cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                    size_t width, size_t height, cudaMemcpyKind) {
+  return copy2D(dst, dpitch, src, spitch, width, height, nullptr);
+}
+SIMGPU_API cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                         size_t width, size_t height, cudaMemcpyKind,
+                                         cudaStream_t stream) {
+  return copy2D(dst, dpitch, src, spitch, width, height, stream);
+}
+SIMGPU_API cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src,
+                                              size_t spitch, size_t width, size_t height,
+                                              cudaMemcpyKind kind, cudaStream_t stream) {
+  return cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream);
+}
+SIMGPU_API cudaError_t cudaMemset(void* dst, int value, size_t bytes) {
+  return fill(dst, value, bytes, nullptr);
+}
+SIMGPU_API cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream) {
+  return fill(dst, value, bytes, stream);
+}
+SIMGPU_API cudaError_t cudaMemsetAsync_ptsz(void* dst, int value, size_t bytes,
+                                            cudaStream_t stream) {
+  return fill(dst, value, bytes, stream);
+}
+SIMGPU_API cudaError_t cudaMemset2DAsync(void* dst, size_t pitch, int value, size_t width,
+                                         size_t height, cudaStream_t stream) {
+  return fill(dst, value, height ? pitch * (height - 1) + width : 0, stream);
+}
+SIMGPU_API cudaError_t cudaMemPrefetchAsync(const void*, size_t, cudaMemLocation, unsigned int,
+                                            cudaStream_t) {
+  return cudaSuccess;
+}
+SIMGPU_API cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, cudaMemLocation) {
+  return cudaSuccess;
+}
+
+// ---- IPC: not simulated (each process has its own simulated device) ---------------------------
+
+SIMGPU_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t*, void*) {
+  return refused("cudaIpcGetMemHandle", "memory shared between processes (CUDA IPC) is not simulated");
+}
+SIMGPU_API cudaError_t cudaIpcOpenMemHandle(void**, cudaIpcMemHandle_t, unsigned int) {
+  return refused("cudaIpcOpenMemHandle", "memory shared between processes (CUDA IPC) is not simulated");
+}
+SIMGPU_API cudaError_t cudaIpcCloseMemHandle(void*) {
+  return refused("cudaIpcCloseMemHandle", "memory shared between processes (CUDA IPC) is not simulated");
+}
+SIMGPU_API cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t*, cudaEvent_t) {
+  return refused("cudaIpcGetEventHandle", "events shared between processes (CUDA IPC) are not simulated");
+}
+SIMGPU_API cudaError_t cudaIpcOpenEventHandle(cudaEvent_t*, cudaIpcEventHandle_t) {
+  return refused("cudaIpcOpenEventHandle", "events shared between processes (CUDA IPC) are not simulated");
+}
