@@ -32,6 +32,20 @@ def _candidates_tool(name: str) -> list[Path]:
     return found + [_PACKAGE / "bin" / name, _CHECKOUT_BUILD / "bin" / name]
 
 
+def simulator_directory() -> Path:
+    """The folder of the simulated GPU (lib/ and profiles/): inside the package, then the
+    checkout's build directory; MEMTRACE_SIMULATOR_DIR overrides both."""
+    override = os.environ.get("MEMTRACE_SIMULATOR_DIR")
+    candidates = ([Path(override)] if override else []) + [_PACKAGE / "simulator",
+                                                            _CHECKOUT_BUILD / "simulator"]
+    for candidate in candidates:
+        if (candidate / "profiles").is_dir():
+            return candidate
+    looked = ", ".join(str(c) for c in candidates)
+    raise MemTracerError(f"the simulated GPU is not here (looked in {looked}): build it with "
+                         "`make build` in the memtrace checkout, or install the package with pip")
+
+
 def library_path() -> Path:
     """The path of libmemtrace.so, or MemTracerError saying where it looked."""
     candidates = _candidates_library()
