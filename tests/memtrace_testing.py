@@ -8,6 +8,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = Path(os.environ.get("MEMTRACE_BUILD_DIR", ROOT / "build")).resolve()
+# The profile of the simulated GPU the tests' programs run on (MEMTRACE_TEST_GPU=h200), or None:
+# then every program `run` starts runs on that simulated card (mem_tracer.simulated_gpu), as
+# tests/gpu does in `make test` (ctest gpu.simulated) on a machine without a GPU.
+SIMULATED_GPU = os.environ.get("MEMTRACE_TEST_GPU") or None
 
 
 class Build:
@@ -33,12 +37,23 @@ def run(command, env=None, check=True, timeout=60, **kwargs):
                 if not k.startswith("MEMTRACE_") and k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
     full_env["MEMTRACE_BUILD_DIR"] = str(BUILD)
     full_env.update(env or {})
+    if SIMULATED_GPU:
+        full_env = simulated_environment(full_env)
     result = subprocess.run([str(c) for c in command], env=full_env, capture_output=True,
                             text=True, timeout=timeout, **kwargs)
     if check and result.returncode != 0:
         raise AssertionError(f"{command} exited {result.returncode}\nstdout:\n{result.stdout}\n"
                              f"stderr:\n{result.stderr}")
     return result
+
+
+def simulated_environment(env, profile=None, **options):
+    """`env` with the simulated GPU of `profile` (default: the tests' own) under it, after
+    whatever LD_PRELOAD already holds (memtrace's library stays first)."""
+    import sys
+    sys.path.insert(0, str(ROOT / "python"))
+    from mem_tracer import simulated_gpu
+    return simulated_gpu.environment(profile or SIMULATED_GPU or "h200", base=env, **options)
 
 
 def preloaded(trace, **extra):

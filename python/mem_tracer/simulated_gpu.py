@@ -119,9 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("profile", help="a profile's name or alias, or a profile file")
     parser.add_argument("--memory", help="each device's memory instead of the profile's (24GiB)")
     parser.add_argument("--devices", type=int, default=1, help="devices (default: 1)")
-    parser.add_argument("command", nargs=argparse.REMAINDER)
-    arguments = parser.parse_args(argv)
-    command = arguments.command[1:] if arguments.command[:1] == ["--"] else arguments.command
+    argv = sys.argv[1:] if argv is None else argv
+    # Everything after "--" is the command, untouched (its options are its own).
+    split = argv.index("--") if "--" in argv else len(argv)
+    arguments = parser.parse_args(argv[:split])
+    command = argv[split + 1:]
     if not command:
         parser.error("give a command to run")
     try:

@@ -13,13 +13,27 @@ bool deviceAttribute(int attribute, int device, int* value) {
   const int sm = card->major * 10 + card->minor;
   switch (static_cast<CUdevice_attribute>(attribute)) {
     // The profile's own figures.
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = card->multiprocessors; return true;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = card->major; return true;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = card->minor; return true;
-    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: *value = card->l2_cache_bytes; return true;
-    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: *value = card->memory_bus_width_bits; return true;
-    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: *value = card->clock_khz; return true;
-    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: *value = card->memory_clock_khz; return true;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      *value = card->multiprocessors;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      *value = card->major;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      *value = card->minor;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
+      *value = card->l2_cache_bytes;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
+      *value = card->memory_bus_width_bits;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
+      *value = card->clock_khz;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
+      *value = card->memory_clock_khz;
+      return true;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
       *value = card->shared_memory_per_block_optin;
       return true;
@@ -32,49 +46,113 @@ bool deviceAttribute(int attribute, int device, int* value) {
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR:
       *value = card->max_blocks_per_multiprocessor;
       return true;
-    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: *value = card->max_cluster_size > 0; return true;
-    case CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED: *value = sm >= 90; return true;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH:
+      *value = card->max_cluster_size > 0;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED:
+      *value = sm >= 90;
+      return true;
     case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE:
       *value = card->l2_cache_bytes / 4 * 3;
       return true;
     // The same on every card since compute capability 3.0 (the CUDA C++ Programming Guide's
     // technical specifications).
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; return true;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: *value = 1024; return true;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *value = 1024; return true;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: *value = 64; return true;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: *value = 2147483647; return true;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: *value = 65535; return true;
-    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *value = 65535; return true;
-    case CU_DEVICE_ATTRIBUTE_SHARED_MEMORY_PER_BLOCK: *value = 49152; return true;
-    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: *value = 65536; return true;
-    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; return true;
-    case CU_DEVICE_ATTRIBUTE_MAX_PITCH: *value = 2147483647; return true;
-    case CU_DEVICE_ATTRIBUTE_REGISTERS_PER_BLOCK: *value = 65536; return true;
-    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: *value = 65536; return true;
-    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: *value = 1024; return true;
-    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: *value = 512; return true;
-    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: *value = 32; return true;
-    case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT: *value = 512; return true;
-    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: *value = 2; return true;
-    case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT: *value = sm >= 90 ? 4 : 1; return true;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *value = 1024;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+      *value = 1024;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+      *value = 1024;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+      *value = 64;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+      *value = 2147483647;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+      *value = 65535;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+      *value = 65535;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_SHARED_MEMORY_PER_BLOCK:
+      *value = 49152;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY:
+      *value = 65536;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE:
+      *value = 32;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_MAX_PITCH:
+      *value = 2147483647;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_REGISTERS_PER_BLOCK:
+      *value = 65536;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR:
+      *value = 65536;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK:
+      *value = 1024;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
+      *value = 512;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT:
+      *value = 32;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT:
+      *value = 512;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
+      *value = 2;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT:
+      *value = sm >= 90 ? 4 : 1;
+      return true;
     case CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO:
       *value = sm == 89 ? 64 : 2;
       return true;
-    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: *value = 134213632; return true;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: *value = CU_COMPUTEMODE_DEFAULT; return true;
-    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *value = 0x10 + device; return true;
-    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *value = 0; return true;
-    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *value = 0; return true;
-    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID: *value = device; return true;
-    case CU_DEVICE_ATTRIBUTE_NUMA_ID: *value = -1; return true;
-    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: *value = 0; return true;
-    case CU_DEVICE_ATTRIBUTE_NUMA_CONFIG: *value = 0; return true;
+    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE:
+      *value = 134213632;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
+      *value = CU_COMPUTEMODE_DEFAULT;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID:
+      *value = 0x10 + device;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID:
+      *value = 0;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID:
+      *value = 0;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID:
+      *value = device;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_NUMA_ID:
+      *value = -1;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:
+      *value = 0;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_NUMA_CONFIG:
+      *value = 0;
+      return true;
     case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
       *value = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
       return true;
-    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: *value = 0; return true;
-    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING: *value = 0; return true;
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS:
+      *value = 0;
+      return true;
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING:
+      *value = 0;
+      return true;
     // Yes on a discrete data-center or desktop card of these generations.
     case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP:
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:

@@ -70,15 +70,24 @@ uint64_t parseBytes(const char* text, bool* ok) {
   *ok = end != text && value > 0;
   std::string unit(end ? end : "");
   uint64_t scale = 1;
-  if (unit == "" || unit == "B") scale = 1;
-  else if (unit == "KiB") scale = uint64_t{1} << 10;
-  else if (unit == "MiB") scale = uint64_t{1} << 20;
-  else if (unit == "GiB") scale = uint64_t{1} << 30;
-  else if (unit == "TiB") scale = uint64_t{1} << 40;
-  else if (unit == "KB") scale = 1000;
-  else if (unit == "MB") scale = 1000 * 1000;
-  else if (unit == "GB") scale = 1000 * 1000 * 1000;
-  else *ok = false;
+  if (unit == "" || unit == "B")
+    scale = 1;
+  else if (unit == "KiB")
+    scale = uint64_t{1} << 10;
+  else if (unit == "MiB")
+    scale = uint64_t{1} << 20;
+  else if (unit == "GiB")
+    scale = uint64_t{1} << 30;
+  else if (unit == "TiB")
+    scale = uint64_t{1} << 40;
+  else if (unit == "KB")
+    scale = 1000;
+  else if (unit == "MB")
+    scale = 1000 * 1000;
+  else if (unit == "GB")
+    scale = 1000 * 1000 * 1000;
+  else
+    *ok = false;
   return static_cast<uint64_t>(value * static_cast<double>(scale));
 }
 
@@ -375,7 +384,10 @@ std::atomic<uint64_t> g_active{0};
 }
 
 void activate(int device) {
-  if (device >= 0 && device < 64) g_active.fetch_or(uint64_t{1} << device);
+  if (device < 0 || device >= 64) return;
+  uint64_t bit = uint64_t{1} << device;
+  // Read first: every launch calls this, and the bit is set once.
+  if (!(g_active.load(std::memory_order_relaxed) & bit)) g_active.fetch_or(bit);
 }
 
 bool active(int device) {

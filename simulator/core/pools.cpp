@@ -47,6 +47,7 @@ Pools& pools() {
 // Shrinks to max(used, keep), in whole steps. pools().mutex held.
 void shrink(Pool* pool, uint64_t keep) {
   uint64_t floor = pool->used > keep ? pool->used : keep;
+  if (floor >= pool->reserved) return;  // also a threshold of UINT64_MAX: keep everything
   floor = (floor + kStep - 1) / kStep * kStep;
   if (pool->reserved <= floor) return;
   uncharge(pool->device, pool->reserved - floor);
@@ -153,11 +154,21 @@ bool poolSetAttribute(Pool* pool, int attribute, const void* value) {
 bool poolGetAttribute(Pool* pool, int attribute, void* value) {
   std::lock_guard<std::mutex> lock(pools().mutex);
   switch (static_cast<CUmemPool_attribute>(attribute)) {
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *static_cast<uint64_t*>(value) = pool->threshold; return true;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *static_cast<uint64_t*>(value) = pool->reserved; return true;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *static_cast<uint64_t*>(value) = pool->reserved_high; return true;
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *static_cast<uint64_t*>(value) = pool->used; return true;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *static_cast<uint64_t*>(value) = pool->used_high; return true;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+      *static_cast<uint64_t*>(value) = pool->threshold;
+      return true;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+      *static_cast<uint64_t*>(value) = pool->reserved;
+      return true;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+      *static_cast<uint64_t*>(value) = pool->reserved_high;
+      return true;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+      *static_cast<uint64_t*>(value) = pool->used;
+      return true;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+      *static_cast<uint64_t*>(value) = pool->used_high;
+      return true;
     case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
     case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:

@@ -139,7 +139,7 @@ Function* moduleFunction(Module* module, const char* name) {
   std::lock_guard<std::mutex> lock(g_mutex);
   for (Function* function : module->functions)
     if (function->name == name) return function;
-  auto* function = new Function{module, name ? name : "", 0};
+  auto* function = new Function{module, name ? name : "", 0, -1};
   module->functions.push_back(function);
   return function;
 }
@@ -148,7 +148,7 @@ Function* registeredFunction(const void* host_function) {
   static auto* registered = new std::unordered_map<const void*, Function*>;
   std::lock_guard<std::mutex> lock(g_mutex);
   Function*& function = (*registered)[host_function];
-  if (!function) function = new Function{nullptr, "", 0};
+  if (!function) function = new Function{nullptr, "", 0, -1};
   return function;
 }
 

@@ -60,6 +60,9 @@ struct Function {
   Module* module;  // nullptr: a kernel registered by a program's fatbinary
   std::string name;
   int max_dynamic_shared_bytes = 0;
+  // The architecture of the image loaded for it (Note [Reading a fatbinary]): 0 none the
+  // device can run, -1 unknown (the device's own is assumed).
+  int architecture = -1;
 };
 
 // Streams; nullptr, cudaStreamLegacy (1) and cudaStreamPerThread (2) are the current device's

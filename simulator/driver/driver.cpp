@@ -22,10 +22,14 @@ namespace simgpu::driver {
 
 CUresult fromStatus(Status status) {
   switch (status) {
-    case Status::kSuccess: return CUDA_SUCCESS;
-    case Status::kOutOfMemory: return CUDA_ERROR_OUT_OF_MEMORY;
-    case Status::kInvalidDevice: return CUDA_ERROR_INVALID_DEVICE;
-    default: return CUDA_ERROR_INVALID_VALUE;
+    case Status::kSuccess:
+      return CUDA_SUCCESS;
+    case Status::kOutOfMemory:
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    case Status::kInvalidDevice:
+      return CUDA_ERROR_INVALID_DEVICE;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
   }
 }
 
@@ -109,7 +113,8 @@ SIMGPU_API CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice device) {
   return CUDA_SUCCESS;
 }
 
-SIMGPU_API CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
+SIMGPU_API CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute,
+                                         CUdevice device) {
   if (!value) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult error = ready()) return error;
   if (device < 0 || device >= deviceCount()) return CUDA_ERROR_INVALID_DEVICE;
@@ -175,7 +180,8 @@ SIMGPU_API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice, unsigned int) {
   return CUDA_SUCCESS;
 }
 
-SIMGPU_API CUresult cuDevicePrimaryCtxGetState(CUdevice device, unsigned int* flags, int* is_active) {
+SIMGPU_API CUresult cuDevicePrimaryCtxGetState(CUdevice device, unsigned int* flags,
+                                               int* is_active) {
   if (!flags || !is_active) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult error = ready()) return error;
   if (device < 0 || device >= deviceCount()) return CUDA_ERROR_INVALID_DEVICE;
@@ -224,7 +230,8 @@ SIMGPU_API CUresult cuCtxGetDevice_v2(CUdevice* device, CUcontext ctx) {
   return CUDA_SUCCESS;
 }
 
-SIMGPU_API CUresult cuCtxCreate_v4(CUcontext* ctx, CUctxCreateParams*, unsigned int, CUdevice device) {
+SIMGPU_API CUresult cuCtxCreate_v4(CUcontext* ctx, CUctxCreateParams*, unsigned int,
+                                   CUdevice device) {
   return cuDevicePrimaryCtxRetain(ctx, device);
 }
 
@@ -373,8 +380,8 @@ SIMGPU_API CUresult cuGetProcAddress_v2(const char* symbol, void** function, int
                                         cuuint64_t flags, CUdriverProcAddressQueryResult* status) {
   if (!symbol || !function) return CUDA_ERROR_INVALID_VALUE;
   int found = 0;
-  auto result = static_cast<CUresult>(
-      simgpu_driver_proc_address(symbol, function, version, flags, &found));
+  auto result =
+      static_cast<CUresult>(simgpu_driver_proc_address(symbol, function, version, flags, &found));
   if (status) *status = static_cast<CUdriverProcAddressQueryResult>(found);
   return result;
 }

@@ -10,8 +10,10 @@ extern "C" {
 
 /* *found: a cudaDriverEntryPointQueryResult (0 found, 1 symbol not found, 2 version not
    sufficient). Returns a CUresult. */
-__attribute__((visibility("default"))) int simgpu_driver_proc_address(const char* symbol, void** function, int version,
-                               unsigned long long flags, int* found);
+__attribute__((visibility("default"))) int simgpu_driver_proc_address(const char* symbol,
+                                                                      void** function, int version,
+                                                                      unsigned long long flags,
+                                                                      int* found);
 
 #ifdef __cplusplus
 }

@@ -224,14 +224,16 @@ SIMGPU_API CUresult cuMemPoolDestroy(CUmemoryPool pool) {
 SIMGPU_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attribute,
                                           void* value) {
   if (!pool || !value) return CUDA_ERROR_INVALID_VALUE;
-  return poolSetAttribute(reinterpret_cast<Pool*>(pool), attribute, value) ? CUDA_SUCCESS
-                                                                          : CUDA_ERROR_INVALID_VALUE;
+  return poolSetAttribute(reinterpret_cast<Pool*>(pool), attribute, value)
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_INVALID_VALUE;
 }
 SIMGPU_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attribute,
                                           void* value) {
   if (!pool || !value) return CUDA_ERROR_INVALID_VALUE;
-  return poolGetAttribute(reinterpret_cast<Pool*>(pool), attribute, value) ? CUDA_SUCCESS
-                                                                          : CUDA_ERROR_INVALID_VALUE;
+  return poolGetAttribute(reinterpret_cast<Pool*>(pool), attribute, value)
+             ? CUDA_SUCCESS
+             : CUDA_ERROR_INVALID_VALUE;
 }
 SIMGPU_API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
   if (!pool) return CUDA_ERROR_INVALID_VALUE;
@@ -347,8 +349,7 @@ SIMGPU_API CUresult cuMemAddressReserve(CUdeviceptr* pointer, size_t size, size_
   if (!pointer || size == 0 || size % kGranularity) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult error = ready()) return error;
   void* range = nullptr;
-  CUresult result =
-      fromStatus(allocate(&range, size, currentDevice(), MemoryKind::kDevice, false));
+  CUresult result = fromStatus(allocate(&range, size, currentDevice(), MemoryKind::kDevice, false));
   *pointer = reinterpret_cast<CUdeviceptr>(range);
   return result;
 }
@@ -467,7 +468,8 @@ SIMGPU_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_
 SIMGPU_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
   return copy(dst, address(src), bytes, nullptr);
 }
-SIMGPU_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+SIMGPU_API CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes,
+                                         CUstream stream) {
   return copy(dst, address(src), bytes, stream);
 }
 SIMGPU_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {

@@ -10,10 +10,10 @@ extern "C" {
 #endif
 
 typedef struct {
-  const char* name;  /* "cuMemAlloc" */
-  int since;         /* the CUDA version of its newest form (3020), 0 when cudaTypedefs.h has none */
-  void* legacy;      /* cuMemAlloc_v2 */
-  void* per_thread;  /* the per-thread default stream form, or legacy */
+  const char* name; /* "cuMemAlloc" */
+  int since;        /* the CUDA version of its newest form (3020), 0 when cudaTypedefs.h has none */
+  void* legacy;     /* cuMemAlloc_v2 */
+  void* per_thread; /* the per-thread default stream form, or legacy */
 } SimgpuProc;
 
 extern const SimgpuProc simgpu_procs[];

@@ -1,6 +1,8 @@
 // The simulated driver's work: modules and their functions (what Triton, NVRTC-compiled
 // kernels and PyTorch's jiterator load), launches, occupancy, linking, streams, events and
 // stream capture, over the objects the runtime shares (simulator/core/work.h).
+#include "simulator/core/work.h"
+
 #include <cuda.h>
 #include <string.h>
 
@@ -9,7 +11,6 @@
 
 #include "simulator/core/device.h"
 #include "simulator/core/pools.h"
-#include "simulator/core/work.h"
 #include "simulator/driver/driver_internal.h"
 
 using namespace simgpu;
@@ -44,7 +45,8 @@ SIMGPU_API CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, c
 }
 // A module's global: device memory of the size asked for at first use; its size is unknown to
 // the simulated driver (it does not read images), so a size query answers 8 bytes.
-SIMGPU_API CUresult cuModuleGetGlobal_v2(CUdeviceptr* pointer, size_t* size, CUmodule, const char*) {
+SIMGPU_API CUresult cuModuleGetGlobal_v2(CUdeviceptr* pointer, size_t* size, CUmodule,
+                                         const char*) {
   static void* global = [] {
     void* memory = nullptr;
     allocate(&memory, 4096, 0, MemoryKind::kDevice, false);
@@ -112,29 +114,51 @@ namespace {
 constexpr int kRegistersPerThread = 32;
 }  // namespace
 
-SIMGPU_API CUresult cuFuncGetAttribute(int* value, CUfunction_attribute attribute, CUfunction function) {
+SIMGPU_API CUresult cuFuncGetAttribute(int* value, CUfunction_attribute attribute,
+                                       CUfunction function) {
   if (!value || !function) return CUDA_ERROR_INVALID_VALUE;
   const Profile* card = profile();
   int sm = card ? card->major * 10 + card->minor : 0;
   switch (attribute) {
-    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *value = 1024; break;
-    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *value = 0; break;
-    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES: *value = 0; break;
-    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES: *value = 0; break;
-    case CU_FUNC_ATTRIBUTE_NUM_REGS: *value = kRegistersPerThread; break;
-    case CU_FUNC_ATTRIBUTE_PTX_VERSION: *value = sm; break;
-    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: *value = sm; break;
-    case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA: *value = 0; break;
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *value = 1024;
+      break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES:
+      *value = 0;
+      break;
+    case CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES:
+      *value = 0;
+      break;
+    case CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES:
+      *value = 0;
+      break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS:
+      *value = kRegistersPerThread;
+      break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION:
+      *value = sm;
+      break;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION:
+      *value = sm;
+      break;
+    case CU_FUNC_ATTRIBUTE_CACHE_MODE_CA:
+      *value = 0;
+      break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
       *value = reinterpret_cast<Function*>(function)->max_dynamic_shared_bytes;
       if (*value == 0) *value = 49152;
       break;
-    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: *value = -1; break;
-    default: *value = 0; break;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT:
+      *value = -1;
+      break;
+    default:
+      *value = 0;
+      break;
   }
   return CUDA_SUCCESS;
 }
-SIMGPU_API CUresult cuFuncSetAttribute(CUfunction function, CUfunction_attribute attribute, int value) {
+SIMGPU_API CUresult cuFuncSetAttribute(CUfunction function, CUfunction_attribute attribute,
+                                       int value) {
   if (!function) return CUDA_ERROR_INVALID_VALUE;
   if (attribute == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
     const Profile* card = profile();
@@ -197,9 +221,10 @@ SIMGPU_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* bl
   if (!card) return ready();
   int by_threads = card->max_threads_per_multiprocessor / block_size;
   int by_registers = 65536 / (kRegistersPerThread * block_size);
-  int by_shared = dynamic_shared ? static_cast<int>(card->shared_memory_per_multiprocessor /
-                                                    (dynamic_shared + 1024))
-                                 : card->max_blocks_per_multiprocessor;
+  int by_shared =
+      dynamic_shared
+          ? static_cast<int>(card->shared_memory_per_multiprocessor / (dynamic_shared + 1024))
+          : card->max_blocks_per_multiprocessor;
   *blocks = std::min({by_threads, by_registers, by_shared, card->max_blocks_per_multiprocessor});
   return CUDA_SUCCESS;
 }
@@ -333,7 +358,8 @@ SIMGPU_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode)
   *mode = static_cast<CUstreamCaptureMode>(previous);
   return CUDA_SUCCESS;
 }
-SIMGPU_API CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr, cuuint32_t, unsigned int) {
+SIMGPU_API CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr, cuuint32_t,
+                                            unsigned int) {
   launched(stream, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
   return CUDA_SUCCESS;
 }
@@ -341,7 +367,8 @@ SIMGPU_API CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr, cuuint3
   launched(stream, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
   return CUDA_SUCCESS;
 }
-SIMGPU_API CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr, cuuint64_t, unsigned int) {
+SIMGPU_API CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr, cuuint64_t,
+                                            unsigned int) {
   launched(stream, CU_GRAPH_NODE_TYPE_BATCH_MEM_OP);
   return CUDA_SUCCESS;
 }
@@ -383,7 +410,8 @@ SIMGPU_API CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end)
   *ms = static_cast<float>(last->recorded_ms - first->recorded_ms);
   return CUDA_SUCCESS;
 }
-SIMGPU_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph, unsigned long long) {
+SIMGPU_API CUresult cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
+                                                unsigned long long) {
   if (!exec || !graph) return CUDA_ERROR_INVALID_VALUE;
   *exec = reinterpret_cast<CUgraphExec>(new GraphExec{reinterpret_cast<Graph*>(graph)});
   return CUDA_SUCCESS;

@@ -114,17 +114,28 @@ namespace {
 
 const char* statusName(int status) {
   switch (status) {
-    case 0: return "CUBLAS_STATUS_SUCCESS";
-    case 1: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case 3: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case 7: return "CUBLAS_STATUS_INVALID_VALUE";
-    case 8: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case 11: return "CUBLAS_STATUS_MAPPING_ERROR";
-    case 13: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case 14: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case 15: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    case 16: return "CUBLAS_STATUS_LICENSE_ERROR";
-    default: return "CUBLAS_STATUS_UNKNOWN";
+    case 0:
+      return "CUBLAS_STATUS_SUCCESS";
+    case 1:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case 3:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case 7:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case 8:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case 11:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case 13:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case 14:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case 15:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case 16:
+      return "CUBLAS_STATUS_LICENSE_ERROR";
+    default:
+      return "CUBLAS_STATUS_UNKNOWN";
   }
 }
 
@@ -135,19 +146,24 @@ SIMGPU_API const char* cublasGetStatusName(int status) {
 }
 SIMGPU_API const char* cublasGetStatusString(int status) {
   switch (status) {
-    case 0: return "success";
-    case 1: return "the library was not initialized";
-    case 7: return "an invalid numeric value was used as an argument";
-    case 15: return "the functionality requested is not supported";
-    default: return statusName(status);
+    case 0:
+      return "success";
+    case 1:
+      return "the library was not initialized";
+    case 7:
+      return "an invalid numeric value was used as an argument";
+    case 15:
+      return "the functionality requested is not supported";
+    default:
+      return statusName(status);
   }
 }
 
 // Host <-> device copies of vectors and matrices, as the runtime copies them.
 namespace {
 
-int copyStrided(const void* from, int from_stride, void* to, int to_stride, int count,
-                int element, void* stream) {
+int copyStrided(const void* from, int from_stride, void* to, int to_stride, int count, int element,
+                void* stream) {
   if (element <= 0 || from_stride <= 0 || to_stride <= 0 || count < 0) return kInvalidValue;
   if (count == 0) return kSuccess;
   launched(stream, 1 /* memcpy */);
@@ -157,7 +173,8 @@ int copyStrided(const void* from, int from_stride, void* to, int to_stride, int 
   if (to_device) return kSuccess;
   for (int i = 0; i < count; ++i) {
     char* out = static_cast<char*>(to) + static_cast<size_t>(i) * to_stride * element;
-    const char* in = static_cast<const char*>(from) + static_cast<size_t>(i) * from_stride * element;
+    const char* in =
+        static_cast<const char*>(from) + static_cast<size_t>(i) * from_stride * element;
     if (from_device)
       memset(out, 0, static_cast<size_t>(element));
     else
@@ -186,9 +203,10 @@ SIMGPU_API int cublasGetVectorAsync(int n, int element, const void* x, int incx,
 SIMGPU_API int cublasSetMatrix(int rows, int cols, int element, const void* a, int lda, void* b,
                                int ldb) {
   for (int c = 0; c < cols; ++c)
-    if (int status = copyStrided(static_cast<const char*>(a) + static_cast<size_t>(c) * lda * element, 1,
-                                 static_cast<char*>(b) + static_cast<size_t>(c) * ldb * element, 1, rows,
-                                 element, nullptr))
+    if (int status =
+            copyStrided(static_cast<const char*>(a) + static_cast<size_t>(c) * lda * element, 1,
+                        static_cast<char*>(b) + static_cast<size_t>(c) * ldb * element, 1, rows,
+                        element, nullptr))
       return status;
   return kSuccess;
 }

@@ -103,7 +103,8 @@ SIMGPU_API int cublasLtMatmulDescCreate(void** out, int, int) {
 SIMGPU_API int cublasLtMatmulDescDestroy(void* d) {
   return destroy(d);
 }
-SIMGPU_API int cublasLtMatmulDescSetAttribute(void* d, int attribute, const void* value, size_t bytes) {
+SIMGPU_API int cublasLtMatmulDescSetAttribute(void* d, int attribute, const void* value,
+                                              size_t bytes) {
   return set(d, attribute, value, bytes);
 }
 SIMGPU_API int cublasLtMatmulDescGetAttribute(void* d, int attribute, void* value, size_t bytes,
@@ -116,7 +117,8 @@ SIMGPU_API int cublasLtMatrixLayoutCreate(void** out, int, uint64_t, uint64_t, i
 SIMGPU_API int cublasLtMatrixLayoutDestroy(void* d) {
   return destroy(d);
 }
-SIMGPU_API int cublasLtMatrixLayoutSetAttribute(void* d, int attribute, const void* value, size_t bytes) {
+SIMGPU_API int cublasLtMatrixLayoutSetAttribute(void* d, int attribute, const void* value,
+                                                size_t bytes) {
   return set(d, attribute, value, bytes);
 }
 SIMGPU_API int cublasLtMatrixLayoutGetAttribute(void* d, int attribute, void* value, size_t bytes,
@@ -133,8 +135,8 @@ SIMGPU_API int cublasLtMatmulPreferenceSetAttribute(void* d, int attribute, cons
                                                     size_t bytes) {
   return set(d, attribute, value, bytes);
 }
-SIMGPU_API int cublasLtMatmulPreferenceGetAttribute(void* d, int attribute, void* value, size_t bytes,
-                                                    size_t* written) {
+SIMGPU_API int cublasLtMatmulPreferenceGetAttribute(void* d, int attribute, void* value,
+                                                    size_t bytes, size_t* written) {
   return get(d, attribute, value, bytes, written);
 }
 SIMGPU_API int cublasLtMatrixTransformDescCreate(void** out, int) {
@@ -149,8 +151,8 @@ SIMGPU_API int cublasLtMatrixTransformDescSetAttribute(void* d, int attribute, c
 }
 
 // One algorithm, needing no workspace, for any problem.
-SIMGPU_API int cublasLtMatmulAlgoGetHeuristic(void* handle, void*, void*, void*, void*, void*, void*,
-                                              int requested, void* results, int* returned) {
+SIMGPU_API int cublasLtMatmulAlgoGetHeuristic(void* handle, void*, void*, void*, void*, void*,
+                                              void*, int requested, void* results, int* returned) {
   if (!handle || requested <= 0 || !results || !returned) return kInvalidValue;
   auto* result = static_cast<HeuristicResult*>(results);
   memset(result, 0, sizeof(*result));

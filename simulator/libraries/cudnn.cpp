@@ -35,11 +35,16 @@ SIMGPU_API int cudnnGetProperty(int type, int* value) {
 }
 SIMGPU_API const char* cudnnGetErrorString(int status) {
   switch (status) {
-    case 0: return "CUDNN_STATUS_SUCCESS";
-    case 1001: return "CUDNN_STATUS_NOT_INITIALIZED";
-    case 2000: return "CUDNN_STATUS_BAD_PARAM";
-    case 3000: return "CUDNN_STATUS_NOT_SUPPORTED";
-    default: return "CUDNN_STATUS_UNKNOWN";
+    case 0:
+      return "CUDNN_STATUS_SUCCESS";
+    case 1001:
+      return "CUDNN_STATUS_NOT_INITIALIZED";
+    case 2000:
+      return "CUDNN_STATUS_BAD_PARAM";
+    case 3000:
+      return "CUDNN_STATUS_NOT_SUPPORTED";
+    default:
+      return "CUDNN_STATUS_UNKNOWN";
   }
 }
 SIMGPU_API void cudnnGetLastErrorString(char* message, size_t size) {
@@ -69,15 +74,15 @@ SIMGPU_API int cudnnGraphVersionCheck(void) {
   return kSuccess;
 }
 
-#define SIMGPU_LEGACY_DESCRIPTOR(Name)                                   \
-  SIMGPU_API int cudnnCreate##Name##Descriptor(void** out) {             \
-    if (!out) return kBadParam;                                          \
-    *out = new LegacyDescriptor{0};                                      \
-    return kSuccess;                                                     \
-  }                                                                      \
-  SIMGPU_API int cudnnDestroy##Name##Descriptor(void* descriptor) {      \
-    delete static_cast<LegacyDescriptor*>(descriptor);                   \
-    return kSuccess;                                                     \
+#define SIMGPU_LEGACY_DESCRIPTOR(Name)                              \
+  SIMGPU_API int cudnnCreate##Name##Descriptor(void** out) {        \
+    if (!out) return kBadParam;                                     \
+    *out = new LegacyDescriptor{0};                                 \
+    return kSuccess;                                                \
+  }                                                                 \
+  SIMGPU_API int cudnnDestroy##Name##Descriptor(void* descriptor) { \
+    delete static_cast<LegacyDescriptor*>(descriptor);              \
+    return kSuccess;                                                \
   }
 
 SIMGPU_LEGACY_DESCRIPTOR(Tensor)

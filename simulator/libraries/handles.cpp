@@ -39,26 +39,52 @@ int property(int type, int* value, int major, int minor, int patch) {
 }  // namespace
 
 // cuSOLVER 12.0.4
-SIMGPU_API int cusolverDnCreate(void** out) { return create(out); }
-SIMGPU_API int cusolverDnDestroy(void* h) { return destroy(h); }
-SIMGPU_API int cusolverDnSetStream(void* h, void* s) { return setStream(h, s); }
-SIMGPU_API int cusolverDnGetStream(void* h, void** s) { return getStream(h, s); }
-SIMGPU_API int cusolverGetProperty(int type, int* value) { return property(type, value, 12, 0, 4); }
+SIMGPU_API int cusolverDnCreate(void** out) {
+  return create(out);
+}
+SIMGPU_API int cusolverDnDestroy(void* h) {
+  return destroy(h);
+}
+SIMGPU_API int cusolverDnSetStream(void* h, void* s) {
+  return setStream(h, s);
+}
+SIMGPU_API int cusolverDnGetStream(void* h, void** s) {
+  return getStream(h, s);
+}
+SIMGPU_API int cusolverGetProperty(int type, int* value) {
+  return property(type, value, 12, 0, 4);
+}
 SIMGPU_API int cusolverGetVersion(int* version) {
   if (!version) return kInvalid;
   *version = 12 * 1000 + 0 * 100 + 4;
   return kSuccess;
 }
-SIMGPU_API int cusolverSpCreate(void** out) { return create(out); }
-SIMGPU_API int cusolverSpDestroy(void* h) { return destroy(h); }
-SIMGPU_API int cusolverSpSetStream(void* h, void* s) { return setStream(h, s); }
+SIMGPU_API int cusolverSpCreate(void** out) {
+  return create(out);
+}
+SIMGPU_API int cusolverSpDestroy(void* h) {
+  return destroy(h);
+}
+SIMGPU_API int cusolverSpSetStream(void* h, void* s) {
+  return setStream(h, s);
+}
 
 // cuSPARSE 12.6.3
-SIMGPU_API int cusparseCreate(void** out) { return create(out); }
-SIMGPU_API int cusparseDestroy(void* h) { return destroy(h); }
-SIMGPU_API int cusparseSetStream(void* h, void* s) { return setStream(h, s); }
-SIMGPU_API int cusparseGetStream(void* h, void** s) { return getStream(h, s); }
-SIMGPU_API int cusparseGetProperty(int type, int* value) { return property(type, value, 12, 6, 3); }
+SIMGPU_API int cusparseCreate(void** out) {
+  return create(out);
+}
+SIMGPU_API int cusparseDestroy(void* h) {
+  return destroy(h);
+}
+SIMGPU_API int cusparseSetStream(void* h, void* s) {
+  return setStream(h, s);
+}
+SIMGPU_API int cusparseGetStream(void* h, void** s) {
+  return getStream(h, s);
+}
+SIMGPU_API int cusparseGetProperty(int type, int* value) {
+  return property(type, value, 12, 6, 3);
+}
 SIMGPU_API int cusparseGetVersion(void*, int* version) {
   if (!version) return kInvalid;
   *version = 12 * 1000 + 6 * 100 + 3;
@@ -78,13 +104,23 @@ SIMGPU_API int cufftCreate(int* plan) {
   *plan = next++;
   return kSuccess;
 }
-SIMGPU_API int cufftDestroy(int) { return kSuccess; }
-SIMGPU_API int cufftSetStream(int, void*) { return kSuccess; }
-SIMGPU_API int cufftSetAutoAllocation(int, int) { return kSuccess; }
-SIMGPU_API int cufftSetWorkArea(int, void*) { return kSuccess; }
+SIMGPU_API int cufftDestroy(int) {
+  return kSuccess;
+}
+SIMGPU_API int cufftSetStream(int, void*) {
+  return kSuccess;
+}
+SIMGPU_API int cufftSetAutoAllocation(int, int) {
+  return kSuccess;
+}
+SIMGPU_API int cufftSetWorkArea(int, void*) {
+  return kSuccess;
+}
 SIMGPU_API int cufftGetVersion(int* version) {
   if (!version) return 4;
   *version = 12000;
   return kSuccess;
 }
-SIMGPU_API int cufftGetProperty(int type, int* value) { return property(type, value, 12, 0, 0); }
+SIMGPU_API int cufftGetProperty(int type, int* value) {
+  return property(type, value, 12, 0, 0);
+}

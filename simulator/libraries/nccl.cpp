@@ -118,10 +118,14 @@ SIMGPU_API int ncclCommGetAsyncError(void*, int* error) {
 }
 SIMGPU_API const char* ncclGetErrorString(int result) {
   switch (result) {
-    case 0: return "no error";
-    case 4: return "invalid argument";
-    case 5: return "invalid usage";
-    default: return "unhandled error";
+    case 0:
+      return "no error";
+    case 4:
+      return "invalid argument";
+    case 5:
+      return "invalid usage";
+    default:
+      return "unhandled error";
   }
 }
 SIMGPU_API const char* ncclGetLastError(void*) {
@@ -129,8 +133,9 @@ SIMGPU_API const char* ncclGetLastError(void*) {
 }
 // Memory NCCL hands out for user buffers (ncclMemAlloc): device memory, counted.
 SIMGPU_API int ncclMemAlloc(void** pointer, size_t size) {
-  return allocate(pointer, size, currentDevice(), MemoryKind::kDevice) == Status::kSuccess ? kSuccess
-                                                                                           : 1;
+  return allocate(pointer, size, currentDevice(), MemoryKind::kDevice) == Status::kSuccess
+             ? kSuccess
+             : 1;
 }
 SIMGPU_API int ncclMemFree(void* pointer) {
   release(pointer);

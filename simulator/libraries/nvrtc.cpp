@@ -35,11 +35,16 @@ SIMGPU_API int nvrtcVersion(int* major, int* minor) {
 }
 SIMGPU_API const char* nvrtcGetErrorString(int result) {
   switch (result) {
-    case 0: return "NVRTC_SUCCESS";
-    case 3: return "NVRTC_ERROR_INVALID_INPUT";
-    case 4: return "NVRTC_ERROR_INVALID_PROGRAM";
-    case 11: return "NVRTC_ERROR_INTERNAL_ERROR";
-    default: return "NVRTC_ERROR unknown";
+    case 0:
+      return "NVRTC_SUCCESS";
+    case 3:
+      return "NVRTC_ERROR_INVALID_INPUT";
+    case 4:
+      return "NVRTC_ERROR_INVALID_PROGRAM";
+    case 11:
+      return "NVRTC_ERROR_INTERNAL_ERROR";
+    default:
+      return "NVRTC_ERROR unknown";
   }
 }
 SIMGPU_API int nvrtcGetNumSupportedArchs(int* count) {

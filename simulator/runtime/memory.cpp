@@ -1,8 +1,8 @@
 // The runtime's devices, errors and memory: cudaMalloc and its kin, pools, copies, memsets.
-#include <stdio.h>
-#include <string.h>
-
 #include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "simulator/core/attributes.h"
 #include "simulator/core/pools.h"
@@ -21,10 +21,14 @@ cudaError_t fail(cudaError_t error) {
 
 cudaError_t fromStatus(Status status) {
   switch (status) {
-    case Status::kSuccess: return cudaSuccess;
-    case Status::kOutOfMemory: return fail(cudaErrorMemoryAllocation);
-    case Status::kInvalidDevice: return fail(cudaErrorInvalidDevice);
-    default: return fail(cudaErrorInvalidValue);
+    case Status::kSuccess:
+      return cudaSuccess;
+    case Status::kOutOfMemory:
+      return fail(cudaErrorMemoryAllocation);
+    case Status::kInvalidDevice:
+      return fail(cudaErrorInvalidDevice);
+    default:
+      return fail(cudaErrorInvalidValue);
   }
 }
 
@@ -45,7 +49,8 @@ cudaError_t context() {
 }
 
 cudaError_t refused(const char* function, const char* why) {
-  return fail(static_cast<cudaError_t>(refuse("the CUDA runtime", function, cudaErrorNotSupported, why)));
+  return fail(
+      static_cast<cudaError_t>(refuse("the CUDA runtime", function, cudaErrorNotSupported, why)));
 }
 
 }  // namespace simgpu::runtime
@@ -151,8 +156,8 @@ SIMGPU_API cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greates
 
 SIMGPU_API cudaError_t cudaDeviceCanAccessPeer(int* can, int device, int peer) {
   if (!can) return fail(cudaErrorInvalidValue);
-  *can = device != peer && device >= 0 && peer >= 0 && device < deviceCount() &&
-         peer < deviceCount();
+  *can =
+      device != peer && device >= 0 && peer >= 0 && device < deviceCount() && peer < deviceCount();
   return cudaSuccess;
 }
 
@@ -171,10 +176,18 @@ SIMGPU_API cudaError_t cudaDeviceSetLimit(cudaLimit, size_t) {
 SIMGPU_API cudaError_t cudaDeviceGetLimit(size_t* value, cudaLimit limit) {
   if (!value) return fail(cudaErrorInvalidValue);
   switch (limit) {
-    case cudaLimitStackSize: *value = 1024; break;
-    case cudaLimitPrintfFifoSize: *value = 1 << 20; break;
-    case cudaLimitMallocHeapSize: *value = 8 << 20; break;
-    default: *value = 0; break;
+    case cudaLimitStackSize:
+      *value = 1024;
+      break;
+    case cudaLimitPrintfFifoSize:
+      *value = 1 << 20;
+      break;
+    case cudaLimitMallocHeapSize:
+      *value = 8 << 20;
+      break;
+    default:
+      *value = 0;
+      break;
   }
   return cudaSuccess;
 }
@@ -225,7 +238,8 @@ constexpr ErrorText kErrors[] = {
     {cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
     {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
      "operation not permitted when stream is capturing"},
-    {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
+    {cudaErrorIllegalState, "cudaErrorIllegalState",
+     "the operation cannot be performed in the present state"},
     {cudaErrorPeerAccessAlreadyEnabled, "cudaErrorPeerAccessAlreadyEnabled",
      "peer access is already enabled"},
     {cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered",
@@ -333,9 +347,15 @@ SIMGPU_API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attribute
     return cudaSuccess;
   }
   switch (found.kind) {
-    case MemoryKind::kDevice: attributes->type = cudaMemoryTypeDevice; break;
-    case MemoryKind::kManaged: attributes->type = cudaMemoryTypeManaged; break;
-    case MemoryKind::kHost: attributes->type = cudaMemoryTypeHost; break;
+    case MemoryKind::kDevice:
+      attributes->type = cudaMemoryTypeDevice;
+      break;
+    case MemoryKind::kManaged:
+      attributes->type = cudaMemoryTypeManaged;
+      break;
+    case MemoryKind::kHost:
+      attributes->type = cudaMemoryTypeHost;
+      break;
   }
   attributes->device = found.kind == MemoryKind::kHost ? currentDevice() : found.device;
   attributes->devicePointer = const_cast<void*>(pointer);
@@ -372,8 +392,8 @@ SIMGPU_API cudaError_t cudaMallocFromPoolAsync(void** pointer, size_t size, cuda
                                                cudaStream_t stream) {
   return mallocFromPool(pointer, size, reinterpret_cast<Pool*>(pool), stream);
 }
-SIMGPU_API cudaError_t cudaMallocFromPoolAsync_ptsz(void** pointer, size_t size,
-                                                    cudaMemPool_t pool, cudaStream_t stream) {
+SIMGPU_API cudaError_t cudaMallocFromPoolAsync_ptsz(void** pointer, size_t size, cudaMemPool_t pool,
+                                                    cudaStream_t stream) {
   return cudaMallocFromPoolAsync(pointer, size, pool, stream);
 }
 SIMGPU_API cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
@@ -564,17 +584,29 @@ SIMGPU_API cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, cuda
 // ---- IPC: not simulated (each process has its own simulated device) ---------------------------
 
 SIMGPU_API cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t*, void*) {
-  return refused("cudaIpcGetMemHandle", "memory shared between processes (CUDA IPC) is not simulated");
+  return refused("cudaIpcGetMemHandle",
+                 "memory shared between processes (CUDA IPC) is not simulated");
 }
 SIMGPU_API cudaError_t cudaIpcOpenMemHandle(void**, cudaIpcMemHandle_t, unsigned int) {
-  return refused("cudaIpcOpenMemHandle", "memory shared between processes (CUDA IPC) is not simulated");
+  return refused("cudaIpcOpenMemHandle",
+                 "memory shared between processes (CUDA IPC) is not simulated");
 }
 SIMGPU_API cudaError_t cudaIpcCloseMemHandle(void*) {
-  return refused("cudaIpcCloseMemHandle", "memory shared between processes (CUDA IPC) is not simulated");
+  return refused("cudaIpcCloseMemHandle",
+                 "memory shared between processes (CUDA IPC) is not simulated");
 }
 SIMGPU_API cudaError_t cudaIpcGetEventHandle(cudaIpcEventHandle_t*, cudaEvent_t) {
-  return refused("cudaIpcGetEventHandle", "events shared between processes (CUDA IPC) are not simulated");
+  return refused("cudaIpcGetEventHandle",
+                 "events shared between processes (CUDA IPC) are not simulated");
 }
 SIMGPU_API cudaError_t cudaIpcOpenEventHandle(cudaEvent_t*, cudaIpcEventHandle_t) {
-  return refused("cudaIpcOpenEventHandle", "events shared between processes (CUDA IPC) are not simulated");
+  return refused("cudaIpcOpenEventHandle",
+                 "events shared between processes (CUDA IPC) are not simulated");
+}
+
+// ---- Arrays and textures: not simulated, but the one value-returning helper answers --------
+
+SIMGPU_API cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w,
+                                                       cudaChannelFormatKind kind) {
+  return cudaChannelFormatDesc{x, y, z, w, kind};
 }

@@ -1,9 +1,10 @@
 // The runtime's work: streams, events, stream capture and graphs, the kernels a program
 // registers and launches (Note [Work that does nothing] in simulator/core/work.cpp), and the
 // driver's entry points.
-#include <string.h>
+#include "simulator/core/work.h"
 
 #include <cuda.h>
+#include <string.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,8 +12,8 @@
 #include <unordered_map>
 
 #include "simulator/core/attributes.h"
+#include "simulator/core/fatbinary.h"
 #include "simulator/core/pools.h"
-#include "simulator/core/work.h"
 #include "simulator/driver/driver.h"
 #include "simulator/runtime/runtime.h"
 
@@ -127,7 +128,8 @@ SIMGPU_API cudaError_t cudaStreamBeginCapture(cudaStream_t handle, cudaStreamCap
   if (!beginCapture(stream(handle), mode)) return fail(cudaErrorIllegalState);
   return cudaSuccess;
 }
-SIMGPU_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t handle, cudaStreamCaptureMode mode) {
+SIMGPU_API cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t handle,
+                                                   cudaStreamCaptureMode mode) {
   return cudaStreamBeginCapture(handle, mode);
 }
 SIMGPU_API cudaError_t cudaStreamEndCapture(cudaStream_t handle, cudaGraph_t* graph) {
@@ -153,8 +155,7 @@ SIMGPU_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t handle,
                                                 cudaStreamCaptureStatus* status,
                                                 unsigned long long* id, cudaGraph_t* graph,
                                                 const cudaGraphNode_t** dependencies,
-                                                const cudaGraphEdgeData** edges,
-                                                size_t* count) {
+                                                const cudaGraphEdgeData** edges, size_t* count) {
   Stream* on = stream(handle);
   if (status) *status = static_cast<cudaStreamCaptureStatus>(on->capture);
   bool active = on->capture == CaptureStatus::kActive;
@@ -240,7 +241,8 @@ SIMGPU_API cudaError_t cudaGraphDestroy(cudaGraph_t handle) {
   delete graph;
   return cudaSuccess;
 }
-SIMGPU_API cudaError_t cudaGraphGetNodes(cudaGraph_t handle, cudaGraphNode_t* nodes, size_t* count) {
+SIMGPU_API cudaError_t cudaGraphGetNodes(cudaGraph_t handle, cudaGraphNode_t* nodes,
+                                         size_t* count) {
   if (!count) return fail(cudaErrorInvalidValue);
   auto* graph = reinterpret_cast<Graph*>(handle);
   if (!nodes) {
@@ -319,9 +321,8 @@ SIMGPU_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t h
 SIMGPU_API cudaError_t cudaGraphUpload(cudaGraphExec_t, cudaStream_t) {
   return cudaSuccess;
 }
-SIMGPU_API cudaError_t cudaUserObjectCreate(cudaUserObject_t* out, void* data,
-                                            cudaHostFn_t destroy, unsigned int references,
-                                            unsigned int) {
+SIMGPU_API cudaError_t cudaUserObjectCreate(cudaUserObject_t* out, void* data, cudaHostFn_t destroy,
+                                            unsigned int references, unsigned int) {
   if (!out || references == 0) return fail(cudaErrorInvalidValue);
   *out = reinterpret_cast<cudaUserObject_t>(new UserObject{data, destroy, references});
   return cudaSuccess;
@@ -446,21 +447,25 @@ constexpr int kRegistersPerThread = 32;
 
 }  // namespace
 
+// The handle a program's fatbinary is registered under: the architecture of the image the
+// device loads from it (Note [Reading a fatbinary]).
 SIMGPU_API void** __cudaRegisterFatBinary(void* fatbinary) {
-  static std::atomic<uintptr_t> handles{0};
-  return reinterpret_cast<void**>(new uintptr_t(++handles));
+  int architecture = loadedArchitecture(fatbinary, sm());
+  return reinterpret_cast<void**>(new intptr_t(architecture));
 }
 SIMGPU_API void __cudaRegisterFatBinaryEnd(void**) {}
 SIMGPU_API void __cudaUnregisterFatBinary(void**) {}
 SIMGPU_API char __cudaInitModule(void**) {
   return 1;
 }
-SIMGPU_API void __cudaRegisterFunction(void**, const char* host_function, char*, const char*, int,
-                                       void*, void*, void*, void*, int*) {
-  registeredFunction(host_function);
+SIMGPU_API void __cudaRegisterFunction(void** handle, const char* host_function, char*,
+                                       const char* name, int, void*, void*, void*, void*, int*) {
+  Function* function = registeredFunction(host_function);
+  function->architecture = handle ? static_cast<int>(*reinterpret_cast<intptr_t*>(handle)) : -1;
+  if (name) function->name = name;
 }
-SIMGPU_API void __cudaRegisterVar(void**, char* host_variable, char*, const char*, int,
-                                  size_t size, int, int) {
+SIMGPU_API void __cudaRegisterVar(void**, char* host_variable, char*, const char*, int, size_t size,
+                                  int, int) {
   std::lock_guard<std::mutex> lock(g_symbol_mutex);
   (*g_variable_sizes)[host_variable] = size;
 }
@@ -469,8 +474,7 @@ SIMGPU_API void __cudaRegisterManagedVar(void**, void** host_variable, char*, co
   std::lock_guard<std::mutex> lock(g_symbol_mutex);
   (*g_variable_sizes)[host_variable] = size;
 }
-SIMGPU_API unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared,
-                                                void* on) {
+SIMGPU_API unsigned __cudaPushCallConfiguration(dim3 grid, dim3 block, size_t shared, void* on) {
   t_configurations.push_back({grid, block, shared, on});
   return 0;
 }
@@ -485,10 +489,25 @@ SIMGPU_API cudaError_t __cudaPopCallConfiguration(dim3* grid, dim3* block, size_
   if (on) *static_cast<void**>(on) = configuration.stream;
   return cudaSuccess;
 }
+namespace {
+
+// The architecture a kernel runs as on this device; cudaErrorNoKernelImageForDevice when the
+// program brought no image the device can run (as the card refuses it).
+cudaError_t architecture(const void* host_function, int* out) {
+  int arch = registeredFunction(host_function)->architecture;
+  if (arch == 0) return fail(cudaErrorNoKernelImageForDevice);
+  *out = arch > 0 ? arch : sm();
+  return cudaSuccess;
+}
+
+}  // namespace
+
 SIMGPU_API cudaError_t cudaLaunchKernel(const void* function, dim3, dim3, void**, size_t,
                                         cudaStream_t on) {
   if (!function) return fail(cudaErrorInvalidDeviceFunction);
   if (cudaError_t error = context()) return error;
+  int arch = 0;
+  if (cudaError_t error = architecture(function, &arch)) return error;
   launched(on, cudaGraphNodeTypeKernel);
   return cudaSuccess;
 }
@@ -533,17 +552,17 @@ SIMGPU_API cudaError_t cudaGetFuncBySymbol(cudaFunction_t* out, const void* func
   *out = reinterpret_cast<cudaFunction_t>(registeredFunction(function));
   return cudaSuccess;
 }
-SIMGPU_API cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void*) {
-  if (!attributes) return fail(cudaErrorInvalidValue);
+SIMGPU_API cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, const void* function) {
+  if (!attributes || !function) return fail(cudaErrorInvalidValue);
+  int arch = 0;
+  if (cudaError_t error = architecture(function, &arch)) return error;
   memset(attributes, 0, sizeof(*attributes));
-  const Profile* card = profile();
   attributes->maxThreadsPerBlock = 1024;
   attributes->numRegs = kRegistersPerThread;
-  attributes->ptxVersion = sm();
-  attributes->binaryVersion = sm();
+  attributes->ptxVersion = arch;
+  attributes->binaryVersion = arch;
   attributes->maxDynamicSharedSizeBytes = 49152;
   attributes->preferredShmemCarveout = -1;
-  (void)card;
   return cudaSuccess;
 }
 SIMGPU_API cudaError_t cudaFuncSetAttribute(const void*, cudaFuncAttribute, int) {
@@ -559,9 +578,10 @@ SIMGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
   if (!card) return ready();
   int by_threads = card->max_threads_per_multiprocessor / block_size;
   int by_registers = 65536 / (kRegistersPerThread * block_size);
-  int by_shared = dynamic_shared ? static_cast<int>(card->shared_memory_per_multiprocessor /
-                                                    (dynamic_shared + 1024))
-                                 : card->max_blocks_per_multiprocessor;
+  int by_shared =
+      dynamic_shared
+          ? static_cast<int>(card->shared_memory_per_multiprocessor / (dynamic_shared + 1024))
+          : card->max_blocks_per_multiprocessor;
   *blocks = std::min({by_threads, by_registers, by_shared, card->max_blocks_per_multiprocessor});
   return cudaSuccess;
 }
@@ -581,9 +601,9 @@ SIMGPU_API cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, 
 }
 
 // Libraries of kernels loaded at run time (cudaLibraryLoadData: PyTorch's jiterator, Triton).
-SIMGPU_API cudaError_t cudaLibraryLoadData(cudaLibrary_t* library, const void* code,
-                                           cudaJitOption*, void**, unsigned int,
-                                           cudaLibraryOption*, void**, unsigned int) {
+SIMGPU_API cudaError_t cudaLibraryLoadData(cudaLibrary_t* library, const void* code, cudaJitOption*,
+                                           void**, unsigned int, cudaLibraryOption*, void**,
+                                           unsigned int) {
   if (!library || !code) return fail(cudaErrorInvalidValue);
   *library = reinterpret_cast<cudaLibrary_t>(loadModule());
   return cudaSuccess;
@@ -595,7 +615,8 @@ SIMGPU_API cudaError_t cudaLibraryUnload(cudaLibrary_t library) {
 SIMGPU_API cudaError_t cudaLibraryGetKernel(cudaKernel_t* kernel, cudaLibrary_t library,
                                             const char* name) {
   if (!kernel || !library) return fail(cudaErrorInvalidValue);
-  *kernel = reinterpret_cast<cudaKernel_t>(moduleFunction(reinterpret_cast<Module*>(library), name));
+  *kernel =
+      reinterpret_cast<cudaKernel_t>(moduleFunction(reinterpret_cast<Module*>(library), name));
   return cudaSuccess;
 }
 SIMGPU_API cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t, cudaFuncAttribute, int, int) {

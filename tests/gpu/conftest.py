@@ -1,9 +1,18 @@
-"""tests/gpu runs only where PyTorch sees a CUDA GPU. Elsewhere the whole folder exits with
-status 77, which ctest reports as skipped (not as passed)."""
+"""tests/gpu runs where PyTorch sees a CUDA GPU, and on the simulated GPU when the tests are
+told to (MEMTRACE_TEST_GPU=PROFILE: every program they start runs on that simulated card,
+memtrace_testing.run). Elsewhere the whole folder exits with status 77, which ctest reports as
+skipped (not as passed)."""
 import pytest
+
+from memtrace_testing import SIMULATED_GPU
 
 
 def pytest_configure(config):
+    if SIMULATED_GPU:
+        import torch
+        if not torch.backends.cuda.is_built():
+            pytest.exit("MEMTRACE_TEST_GPU needs a CUDA build of torch", returncode=1)
+        return
     try:
         import torch
         available = torch.cuda.is_available()
