@@ -12,11 +12,32 @@ import runpy
 import sys
 
 
-def main() -> None:
-    arguments = sys.argv[1:]
-    if importlib.util.find_spec("torch") is not None:
-        from . import training
-        training.install_automatic()
+# What mem_tracer.cli's verdict looks for (Note [Will it fit] in cli.py).
+OUT_OF_MEMORY_MARK = "memtrace: out of memory"
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    """Whether `error`, or an error it was raised from, is PyTorch's out-of-memory error."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__name__ == "OutOfMemoryError" or str(current).startswith(
+                "CUDA out of memory"):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _mark_out_of_memory() -> None:
+    try:
+        from . import tracing
+        tracing.annotate(OUT_OF_MEMORY_MARK)
+    except Exception:  # noqa: BLE001 - the mark is best effort: the error goes on regardless
+        pass
+
+
+def _run(arguments: list[str]) -> None:
     if arguments[:1] == ["-m"]:
         module, *rest = arguments[1:]
         sys.argv = [module, *rest]
@@ -26,6 +47,19 @@ def main() -> None:
     sys.argv = [script, *rest]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     runpy.run_path(script, run_name="__main__")
+
+
+def main() -> None:
+    if importlib.util.find_spec("torch") is not None:
+        from . import training
+        training.install_automatic()
+    try:
+        _run(sys.argv[1:])
+    except BaseException as error:
+        # The program dies of it: say so in the trace before the error goes on as it would.
+        if _out_of_memory(error):
+            _mark_out_of_memory()
+        raise
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ from .tracing import STACK_MODES
 
 # Exit status for a command line memtrace refuses (argparse's, and the native tools').
 EXIT_BAD_INPUT = 2
+# Exit status of `memtrace run --gpu` when the program ran out of the simulated card's memory
+# (Note [Will it fit]).
+EXIT_DID_NOT_FIT = 3
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,8 @@ _RUN_EXAMPLES = (
     "memtrace run torchrun --nproc-per-node 8 train.py   (a trace per rank, one folder)",
     "memtrace run -o trace.bin --frame user train.py",
     "memtrace run --stacks all -m my_package.train --config small.yaml",
+    "memtrace run --gpu h100 train.py   (on a simulated H100 80GB: no GPU needed)",
+    "memtrace run --gpu l4 --gpu-memory 22GiB train.py   (exit status 3: it did not fit)",
     "memtrace train.py        (the same as memtrace run train.py)",
 )
 
@@ -167,6 +172,15 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     run.add_argument("--frame", choices=FRAMES, default="innermost",
                      help="the Python frame an allocation is attributed to (default: %(default)s)")
     run.add_argument("--quiet", "-q", action="store_true", help="write the trace, print no report")
+    run.add_argument("--gpu", metavar="PROFILE", default=None,
+                     help="run on a simulated card instead of a GPU (docs/simulated-gpu.md): "
+                          "h100-80gb, h200, a100-40gb, a100-80gb, l4, rtx-4090 (or an alias: "
+                          "h100, a100, 4090), or a profile file. Sizes are the card's, no kernel "
+                          "runs; exit status 3 when the program ran out of its memory")
+    run.add_argument("--gpu-memory", metavar="SIZE", default=None,
+                     help="each simulated card's memory instead of the profile's (24GiB, 80GB)")
+    run.add_argument("--gpu-count", metavar="N", type=int, default=None,
+                     help="simulated cards (default: 1; under torchrun, --nproc-per-node)")
     # REMAINDER: -m takes the module and, untouched, every argument after it.
     run.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE",
                      help="-m MODULE [args...]: run a library module as a script, as python -m "
@@ -339,6 +353,8 @@ def _run_job(arguments: argparse.Namespace, program: list[str]) -> int:
     folder = Path(os.path.abspath(arguments.output or f"memtrace-job-{os.getpid()}"))
     folder.mkdir(parents=True, exist_ok=True)
     environment = _traced_environment(str(folder / _RANK_FILE), arguments.stacks)
+    if arguments.gpu:
+        environment = _simulated(arguments, environment, _torchrun_processes(program))
     status, _ = _call(command, environment)
     traces = sorted(folder.glob("*.bin"))
     if not traces:
@@ -350,6 +366,8 @@ def _run_job(arguments: argparse.Namespace, program: list[str]) -> int:
         print(f"\n== memtrace: {len(traces)} traces in {folder}", flush=True)
         _call([str(_native.tool_path(_REPORT)), str(folder), "--top", str(arguments.top),
                "--group-by", arguments.group_by, "--frame", arguments.frame])
+    if arguments.gpu:
+        return _verdict(arguments, traces, status)
     return status
 
 
@@ -384,7 +402,10 @@ def run(arguments: argparse.Namespace) -> int:
         # Through mem_tracer._run: the training hooks first (categories, phases, steps).
         command = [sys.executable, "-m", "mem_tracer._run", *program]
     output = os.path.abspath(arguments.output or "memtrace-%p.bin")
-    status, pid = _call(command, _traced_environment(output, arguments.stacks))
+    environment = _traced_environment(output, arguments.stacks)
+    if arguments.gpu:
+        environment = _simulated(arguments, environment, 1)
+    status, pid = _call(command, environment)
     trace = Path(output.replace("%p", str(pid)))
     if not trace.exists():
         ended = f"exited with status {status}" if status else "ended"
@@ -395,7 +416,112 @@ def run(arguments: argparse.Namespace) -> int:
         print(f"\n== memtrace: {trace}", flush=True)
         report_stats(top=arguments.top, group_by=arguments.group_by, frame=arguments.frame,
                      trace=trace)
+    if arguments.gpu:
+        return _verdict(arguments, [trace], status)
     return status
+
+
+# Note [Will it fit]
+# `memtrace run --gpu PROFILE` runs the program on a simulated card (mem_tracer.simulated_gpu)
+# and ends with a verdict a pipeline can gate on: the card's memory, the peak, and whether the
+# program ran out. It did not fit when PyTorch raised an out-of-memory error the program did
+# not survive (mem_tracer._run marks it in the trace: OUT_OF_MEMORY_MARK), or, for a program
+# that is not Python, when it failed after an allocation was refused. An allocation refused
+# and then retried (PyTorch's caching allocator frees its cache and asks again) or an error
+# the program caught and went on from is said, not counted as not fitting: the program ran to
+# its end on that card. Exit status: 0 it fit, EXIT_DID_NOT_FIT it did not, else the program's
+# own status when it failed for another reason.
+OUT_OF_MEMORY_MARK = "memtrace: out of memory"
+
+
+def _torch_is_cuda_build() -> bool | None:
+    """Whether the torch this Python imports is a CUDA build (read from torch/version.py
+    without importing it); None without torch."""
+    directory = _native.torch_directory()
+    if directory is None:
+        return None
+    try:
+        text = (directory / "version.py").read_text()
+    except OSError:
+        return None
+    return not any(line.replace(" ", "").startswith(("cuda=None", "cuda:Optional[str]=None"))
+                   for line in text.splitlines())
+
+
+def _torchrun_processes(program: list[str]) -> int:
+    """How many processes torchrun starts on this node (--nproc-per-node, 1 when not a
+    number): each sees that many simulated cards and takes its LOCAL_RANK's."""
+    from torch.distributed.run import get_args_parser
+
+    parsed = get_args_parser().parse_args(program[1:])
+    try:
+        return max(1, int(parsed.nproc_per_node))
+    except (TypeError, ValueError):
+        return 1
+
+
+def _simulated(arguments: argparse.Namespace, environment: dict[str, str],
+               processes: int) -> dict[str, str]:
+    """The traced environment on the simulated card `--gpu` names."""
+    from . import simulated_gpu
+
+    if _torch_is_cuda_build() is False:
+        raise _BadInput("run --gpu: the torch this Python imports is a CPU build, which never "
+                        "uses a GPU: install a CUDA build (pip install torch, on Linux) to run on "
+                        "a simulated card")
+    memory = simulated_gpu.parse_size(arguments.gpu_memory) if arguments.gpu_memory else None
+    count = arguments.gpu_count or processes
+    if count < 1:
+        raise _BadInput("run --gpu-count: at least one card")
+    card = simulated_gpu.profile(arguments.gpu)
+    print(f"== memtrace: simulated {card.device_name} x{count} (profile {card.name}, "
+          f"{(memory or card.memory_bytes) / 2**30:.1f} GiB each): sizes are the card's, no kernel "
+          "runs, values read back are zeros", file=sys.stderr, flush=True)
+    return simulated_gpu.environment(card, memory=memory, devices=count, base=environment)
+
+
+def _verdict(arguments: argparse.Namespace, traces: list[Path], status: int) -> int:
+    """Prints whether the program fit the simulated card and returns the exit status
+    (Note [Will it fit])."""
+    import json
+
+    from . import simulated_gpu
+
+    card = simulated_gpu.profile(arguments.gpu)
+    memory = simulated_gpu.parse_size(arguments.gpu_memory) if arguments.gpu_memory else \
+        card.memory_bytes
+    report = str(_native.tool_path(_REPORT))
+    peak, marked, refused = 0, False, 0
+    for trace in traces:
+        result = subprocess.run([report, str(trace), "--format", "json", "--top", "0"],
+                                capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            continue
+        summary = json.loads(result.stdout)
+        for device in summary.get("devices", []):
+            peak = max(peak, int(device.get("peak_bytes", 0)))
+        refused += int(summary["summary"].get("failed_allocations", 0))
+        marked |= any(marker.get("name") == OUT_OF_MEMORY_MARK
+                      for marker in summary.get("markers", []))
+    did_not_fit = marked or (refused > 0 and status != 0)
+    share = f"{100 * peak / memory:.1f} %" if memory else "?"
+    where = f"{card.device_name} ({card.name}, {memory / 2**30:.1f} GiB)"
+    if did_not_fit:
+        print(f"== memtrace: DID NOT FIT on a simulated {where}: the program ran out of memory "
+              f"(`memtrace report TRACE --at oom` shows what was live then); peak before it "
+              f"{peak / 2**30:.2f} GiB", file=sys.stderr)
+        return EXIT_DID_NOT_FIT
+    retried = (f"; {refused} allocation(s) were refused (PyTorch retried them, or the program "
+               "caught the error and went on)") if refused else ""
+    if status != 0:
+        print(f"== memtrace: the program failed (exit status {status}) on a simulated {where}, "
+              f"not for lack of memory; peak {peak / 2**30:.2f} GiB ({share}){retried}",
+              file=sys.stderr)
+        return status
+    print(f"== memtrace: FITS on a simulated {where}: peak {peak / 2**30:.2f} GiB ({share} of the "
+          f"card){retried}. The CUDA context and libraries' own memory (a few hundred MiB on a "
+          "card, not simulated) come out of what is left", file=sys.stderr)
+    return 0
 
 
 def _with_command(argv: list[str]) -> list[str]:
@@ -422,4 +548,4 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except MemTracerError as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
-        return 1
+        return EXIT_BAD_INPUT if arguments.command == "run" and arguments.gpu else 1

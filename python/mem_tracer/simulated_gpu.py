@@ -26,7 +26,7 @@ from .errors import MemTracerError
 # libraries] in simulator/CMakeLists.txt).
 LIBRARIES = ("libcuda.so.1", "libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13",
              "libcudnn.so.9", "libnccl.so.2", "libnvrtc.so.13", "libcufft.so.12",
-             "libcusolver.so.12", "libcusparse.so.12")
+             "libcusolver.so.12", "libcusparse.so.12", "libnvidia-ml.so.1")
 
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)?\s*$")
 _UNITS = {None: 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
