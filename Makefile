@@ -64,7 +64,7 @@ test-cuda-torch: build cuda-torch-venv ## only the estimator's device tests unde
 	@MEMTRACE_CUDA_TORCH_PYTHON=$(abspath $(CUDA_TORCH_VENV))/bin/python \
 	  ctest --test-dir $(BUILD) --output-on-failure -R '^estimator\.cuda_build$$'
 
-demo: build ## trace a built-in example and print its report
+demo: build cuda-torch-venv ## trace a built-in example (on a GPU, or a simulated one) and print its report
 	@tools/demo.sh $(BUILD)
 
 bench: build ## run the benchmarks whose figures docs/performance.md records

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # make demo: a small GPT-style model's inference, traced and predicted, in one report.
 #   With a CUDA GPU and PyTorch: the model on the GPU, memtrace as PyTorch's allocator.
-#   Without one: the model on the CPU, its tensors mirrored into memtrace through the test
-#   CUDA runtime by a stand-in for PyTorch's allocator; said so plainly.
+#   Without one: the same, on a simulated H100 (simulator/: PyTorch's CUDA build runs unchanged,
+#   its allocator sizes what it would on the card, no kernel runs), with the CUDA build of torch
+#   from BUILD/venv-torch-cuda (make cuda-torch-venv); said so plainly.
+# The prediction is made on the CPU, by the torch memtrace-estimate was built against (python3).
 # Leaves the trace, the estimate and an HTML report in BUILD/demo.
 set -euo pipefail
 BUILD=$(cd "${1:-build}" && pwd)
@@ -11,21 +13,25 @@ WORK="$BUILD/demo"
 mkdir -p "$WORK"
 cd "$WORK"
 export PYTHONPATH="$HERE/../python${PYTHONPATH:+:$PYTHONPATH}"
+CUDA_PYTHON="$BUILD/venv-torch-cuda/bin/python"
 
 if python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
-  echo "== memtrace demo on $(python3 -c 'import torch; print(torch.cuda.get_device_name())'):"
+  name=$(python3 -c 'import torch; print(torch.cuda.get_device_name())')
+  echo "== memtrace demo on $name:"
   echo "== a small GPT-style model's inference, traced (mem_tracer.switch_allocator) and predicted."
   echo
-  python3 "$HERE/demo/tiny_gpt.py"
+  python3 "$HERE/demo/tiny_gpt.py" trace
+  device=auto
 else
-  echo "== memtrace demo WITHOUT A GPU: PyTorch sees no CUDA device on this machine."
-  echo "== The model runs on the CPU; a stand-in for PyTorch's CUDA allocator mirrors each of its"
-  echo "== tensors into memtrace through the TEST CUDA RUNTIME (host memory behind CUDA's real entry"
-  echo "== points). The measured figures are that stand-in's, not a GPU's; the prediction is what"
-  echo "== memtrace-estimate says for a GPU without a cuBLAS workspace (the stand-in makes none)."
+  echo "== memtrace demo on a SIMULATED NVIDIA H100 80GB (no GPU on this machine): PyTorch's CUDA"
+  echo "== build runs unchanged on memtrace's simulated GPU (docs/simulated-gpu.md), its caching"
+  echo "== allocator sizing every tensor as on the card; no kernel runs, so no value is computed."
+  echo "== A small GPT-style model's inference, traced (mem_tracer.switch_allocator) and predicted."
   echo
-  python3 "$HERE/demo/tiny_gpt.py" "$BUILD/tests/testcudart/lib/libcudart.so.13"
+  python3 -m mem_tracer.simulated_gpu h100 -- "$CUDA_PYTHON" "$HERE/demo/tiny_gpt.py" trace
+  device=cuda-sm90
 fi
+python3 "$HERE/demo/tiny_gpt.py" predict "$device"
 "$BUILD/bin/memtrace-report" html tiny_gpt.bin --estimate tiny_gpt.estimate.json --frame user \
   -o tiny_gpt.html
 echo

@@ -1,13 +1,13 @@
-"""The demo's model: a small GPT-style decoder in plain torch.nn, and its inference traced
-and predicted in one report.
+"""The demo's model: a small GPT-style decoder in plain torch.nn, its inference traced on a GPU
+(or the simulated one) and predicted on the CPU, in one report.
 
-    python3 tools/demo/tiny_gpt.py [LIBCUDART]       (writes tiny_gpt.bin and
-                                                      tiny_gpt.estimate.json here)
+    python tools/demo/tiny_gpt.py trace              (on a GPU or a simulated one, with a CUDA
+                                                      build of torch: writes tiny_gpt.bin here)
+    python3 tools/demo/tiny_gpt.py predict DEVICE    (with the torch memtrace-estimate was built
+                                                      against: writes tiny_gpt.estimate.json and
+                                                      prints the report of both)
 
-With a CUDA GPU: mem_tracer.switch_allocator(), the model on the GPU. Without one (LIBCUDART
-given: memtrace's test CUDA runtime): the model on the CPU, its tensors mirrored into memtrace
-by a stand-in for PyTorch's allocator (tools/demo/site-packages/host_cuda.py)."""
-import ctypes
+Tracing: mem_tracer.switch_allocator(), the model on the device, one forward under no_grad."""
 import math
 import os
 import sys
@@ -71,44 +71,35 @@ class TinyGpt(nn.Module):
         return self.head(x)
 
 
-def main():
+def built():
     torch.manual_seed(0)
-    model = TinyGpt().eval()
-    tokens = torch.randint(0, VOCABULARY, (BATCH, TOKENS))
-    trace = os.path.abspath("tiny_gpt.bin")
-    if len(sys.argv) < 2:  # a real GPU
-        mem_tracer.switch_allocator()
-        model, tokens = model.cuda(), tokens.cuda()
-        with mem_tracer.trace(trace, model=model), torch.no_grad():
-            model(tokens)
-        device = "auto"
-    else:  # the test CUDA runtime, through the stand-in for PyTorch's allocator
-        ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "site-packages"))
-        import warnings
+    return TinyGpt().eval(), torch.randint(0, VOCABULARY, (BATCH, TOKENS))
 
-        from host_cuda import HostCuda
 
-        host_cuda = HostCuda()
-        host_cuda.place([*model.parameters(), *model.buffers(), tokens])  # as .cuda() would
-        # The stand-in, not PyTorch, routes the tensors through memtrace here: start_tracing()'s
-        # warning that PyTorch's allocations do not go through it is expected.
-        warnings.filterwarnings("ignore", "mem_tracer.start_tracing", UserWarning)
-        with mem_tracer.trace(trace, model=model), torch.no_grad(), host_cuda:
-            model(tokens)
-        # The stand-in makes no cuBLAS workspace: predict for a device without one.
-        device = "cuda-no-cublas-workspace"
-    prediction = mem_tracer.estimate(model.cpu(), (tokens.cpu(),), budget="24GiB", device=device,
+def trace(path):
+    mem_tracer.switch_allocator()
+    model, tokens = built()
+    model, tokens = model.cuda(), tokens.cuda()
+    with mem_tracer.trace(path, model=model), torch.no_grad():
+        model(tokens)
+
+
+def predict(path, device):
+    model, tokens = built()
+    prediction = mem_tracer.estimate(model, (tokens,), budget="24GiB", device=device,
                                      output="tiny_gpt.estimate.json", keep_model="tiny_gpt.pt")
-    print(f"$ mem_tracer.estimate(model, (tokens,)): {prediction.method_note}; "
+    print(f"$ mem_tracer.estimate(model, (tokens,), device={device!r}): {prediction.method_note}; "
           f"weights {prediction.weight_bytes / 2**20:.2f} MiB, activations at their peak "
           f"{prediction.activation_peak_bytes / 2**20:.2f} MiB; the largest batch for 24 GiB: "
           f"{prediction.largest_batch}\n")
     print("$ mem_tracer.report_stats(top=8, frame=\"user\", predict=prediction)")
-    mem_tracer.report_stats(top=8, frame="user", predict=prediction, trace=trace)
+    mem_tracer.report_stats(top=8, frame="user", predict=prediction, trace=path)
     print("\n$ mem_tracer.report_data(group_by=\"module\"): live at the peak, by nn.Module")
-    for row in mem_tracer.report_data(top=6, group_by="module", trace=trace)["live"]["rows"]:
+    for row in mem_tracer.report_data(top=6, group_by="module", trace=path)["live"]["rows"]:
         print(f"  {row['bytes'] / 2**20:8.2f} MiB  {row['location']}")
 
 
-main()
+if sys.argv[1:2] == ["trace"]:
+    trace(os.path.abspath("tiny_gpt.bin"))
+else:
+    predict(os.path.abspath("tiny_gpt.bin"), sys.argv[2] if len(sys.argv) > 2 else "auto")
