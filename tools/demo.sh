@@ -33,6 +33,6 @@ else
 fi
 python3 "$HERE/demo/tiny_gpt.py" predict "$device"
 "$BUILD/bin/memtrace-report" html tiny_gpt.bin --estimate tiny_gpt.estimate.json --frame user \
-  -o tiny_gpt.html
+  -o tiny_gpt.html --force
 echo
 echo "== The same as a page (timeline, flame graph, table): $WORK/tiny_gpt.html"
