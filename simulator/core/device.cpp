@@ -12,6 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <unordered_map>
 
 #include "simulator/core/simgpu_api.h"
 
@@ -230,6 +231,82 @@ size_t chargedBytes(size_t size) {
                             : (size + 511) & ~size_t{511};
 }
 
+// Note [Device address space]
+// Device addresses come from one range of address space reserved when the first is needed
+// (PROT_NONE, MAP_NORESERVE: no host memory, however large), carved without a system call: an
+// allocation takes a freed range of its own rounded size if there is one, else the next one
+// (a bump pointer); small allocations (under 2 MiB, 512-byte steps) and large ones (2 MiB steps,
+// 2 MiB aligned, as the driver aligns them) have a half each. Programs allocate the same sizes
+// over and over (PyTorch's segments, a model's tensors), so freed ranges are reused and the
+// range grows with the live set, not with the run. An mmap of its own per allocation, which the
+// first version made, cost two system calls per allocation: under PyTorch's cudaMallocAsync
+// backend (one allocation a tensor, what memtrace's LD_PRELOAD mode runs) that doubled the CPU
+// time of a GPT-2 forward, which the simulated device must not add where the card adds nothing.
+// Should the range run out, allocations fall back to an mmap each.
+namespace {
+
+class AddressSpace {
+ public:
+  // state().mutex held.
+  uintptr_t take(size_t rounded) {
+    if (!reserve()) return 0;
+    auto free = free_.find(rounded);
+    if (free != free_.end() && !free->second.empty()) {
+      uintptr_t address = free->second.back();
+      free->second.pop_back();
+      return address;
+    }
+    bool large = rounded >= kLargePage;
+    uintptr_t& next = large ? large_next_ : small_next_;
+    uintptr_t end = large ? end_ : middle_;
+    if (next + rounded > end) return 0;
+    uintptr_t address = next;
+    next += rounded;
+    return address;
+  }
+  // state().mutex held.
+  void give(uintptr_t address, size_t rounded) { free_[rounded].push_back(address); }
+  bool contains(uintptr_t address) const { return address >= base_ && address < end_; }
+
+ private:
+  // The whole range, 8 TiB: a 47-bit address space has 128 TiB; the small half 1 TiB.
+  static constexpr size_t kSize = size_t{8} << 40;
+  static constexpr size_t kSmall = size_t{1} << 40;
+
+  bool reserve() {
+    if (base_) return true;
+    if (failed_) return false;
+    void* range = reserveAddressSpace(kSize, kLargePage);
+    if (!range) {
+      failed_ = true;
+      return false;
+    }
+    base_ = small_next_ = reinterpret_cast<uintptr_t>(range);
+    middle_ = large_next_ = base_ + kSmall;
+    end_ = base_ + kSize;
+    return true;
+  }
+
+  uintptr_t base_ = 0, middle_ = 0, end_ = 0;
+  uintptr_t small_next_ = 0, large_next_ = 0;
+  bool failed_ = false;
+  std::unordered_map<size_t, std::vector<uintptr_t>> free_;
+};
+
+AddressSpace& addressSpace() {
+  static AddressSpace* instance = new AddressSpace;  // immortal, as the state
+  return *instance;
+}
+
+}  // namespace
+
+bool isDeviceAddress(const void* pointer) {
+  uintptr_t address = reinterpret_cast<uintptr_t>(pointer);
+  if (addressSpace().contains(address)) return true;
+  Pointer found = find(pointer);  // an allocation made outside the range (Note [Device address space])
+  return found.found && found.kind == MemoryKind::kDevice;
+}
+
 Status allocate(void** pointer, size_t size, int device, MemoryKind kind, bool counted) {
   if (!pointer) return Status::kInvalidValue;
   *pointer = nullptr;
@@ -238,11 +315,22 @@ Status allocate(void** pointer, size_t size, int device, MemoryKind kind, bool c
   if (size == 0) return Status::kSuccess;
   size_t rounded = chargedBytes(size);
   size_t charged = counted && kind != MemoryKind::kHost ? rounded : 0;
+  if (kind == MemoryKind::kDevice) {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    uint64_t& used = usedLocked()[device];
+    if (charged && used + charged > totalBytes(device)) return Status::kOutOfMemory;
+    if (uintptr_t address = addressSpace().take(rounded)) {
+      used += charged;
+      state().allocations[address] = Allocation{size, charged, 0, device, kind};
+      *pointer = reinterpret_cast<void*>(address);
+      return Status::kSuccess;
+    }
+  }
   if (charged && !charge(device, charged)) return Status::kOutOfMemory;
   void* memory = nullptr;
   size_t mapped = 0;
   if (kind == MemoryKind::kDevice) {
-    // Large allocations 2 MiB aligned as the driver gives them, small ones 512 bytes apart.
+    // Outside the range (it ran out): address space of its own, aligned as the driver does.
     size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     mapped = (rounded + page - 1) & ~(page - 1);
     memory = reserveAddressSpace(mapped, size >= kLargePage ? kLargePage : page);
@@ -267,12 +355,19 @@ Status allocate(void** pointer, size_t size, int device, MemoryKind kind, bool c
 Status release(void* pointer) {
   if (!pointer) return Status::kSuccess;
   Allocation allocation;
+  uintptr_t address = reinterpret_cast<uintptr_t>(pointer);
   {
     std::lock_guard<std::mutex> lock(state().mutex);
-    auto it = state().allocations.find(reinterpret_cast<uintptr_t>(pointer));
+    auto it = state().allocations.find(address);
     if (it == state().allocations.end()) return Status::kInvalidValue;
     allocation = it->second;
     state().allocations.erase(it);
+    if (allocation.kind == MemoryKind::kDevice && addressSpace().contains(address)) {
+      addressSpace().give(address, chargedBytes(allocation.size));
+      uint64_t& used = usedLocked()[allocation.device];
+      used = used >= allocation.charged ? used - allocation.charged : 0;
+      return Status::kSuccess;
+    }
   }
   if (allocation.charged) uncharge(allocation.device, allocation.charged);
   if (allocation.mapped)

@@ -73,6 +73,8 @@ Status allocate(void** pointer, size_t size, int device, MemoryKind kind, bool c
 size_t chargedBytes(size_t size);
 Status release(void* pointer);
 Pointer find(const void* pointer);
+// Whether `pointer` is in device memory (not managed, page-locked or the program's own).
+bool isDeviceAddress(const void* pointer);
 // Bytes counted on the device: allocations, pools' reserve, physical memory of the virtual
 // memory calls, and what libraries keep (NCCL's buffers).
 uint64_t usedBytes(int device);

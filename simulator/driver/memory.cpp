@@ -424,8 +424,7 @@ SIMGPU_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle*
 namespace {
 
 bool onDevice(const void* pointer) {
-  Pointer found = find(pointer);
-  return found.found && found.kind == MemoryKind::kDevice;
+  return isDeviceAddress(pointer);
 }
 
 CUresult copy(void* dst, const void* src, size_t bytes, CUstream stream) {

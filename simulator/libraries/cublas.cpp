@@ -167,9 +167,7 @@ int copyStrided(const void* from, int from_stride, void* to, int to_stride, int 
   if (element <= 0 || from_stride <= 0 || to_stride <= 0 || count < 0) return kInvalidValue;
   if (count == 0) return kSuccess;
   launched(stream, 1 /* memcpy */);
-  Pointer source = find(from), target = find(to);
-  bool from_device = source.found && source.kind == MemoryKind::kDevice;
-  bool to_device = target.found && target.kind == MemoryKind::kDevice;
+  bool from_device = isDeviceAddress(from), to_device = isDeviceAddress(to);
   if (to_device) return kSuccess;
   for (int i = 0; i < count; ++i) {
     char* out = static_cast<char*>(to) + static_cast<size_t>(i) * to_stride * element;

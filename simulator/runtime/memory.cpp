@@ -472,8 +472,7 @@ SIMGPU_API cudaError_t cudaDeviceGraphMemTrim(int) {
 namespace {
 
 bool onDevice(const void* pointer) {
-  Pointer found = find(pointer);
-  return found.found && found.kind == MemoryKind::kDevice;
+  return isDeviceAddress(pointer);
 }
 
 // What a copy of `bytes` from `src` to `dst` does on the simulated device: a copy between
