@@ -46,6 +46,10 @@ struct Allocation {
   size_t mapped;  // bytes of address space behind it (0: malloc'd host memory)
   int device;
   MemoryKind kind;
+  // The bytes copies wrote, [dirty_begin, dirty_end) from the start: zeroed again when it is
+  // freed (Note [Values on the simulated device]).
+  size_t dirty_begin = 0;
+  size_t dirty_end = 0;
 };
 
 struct State {
@@ -211,8 +215,10 @@ void uncharge(int device, uint64_t bytes) {
 
 void* reserveAddressSpace(size_t size, size_t alignment) {
   size_t length = size + alignment;
-  void* range =
-      mmap(nullptr, length, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  // Readable and writable, but reserving nothing: a page costs host memory only once a copy
+  // writes it (Note [Values on the simulated device]).
+  void* range = mmap(nullptr, length, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (range == MAP_FAILED) return nullptr;
   uintptr_t start = reinterpret_cast<uintptr_t>(range);
   uintptr_t aligned = (start + alignment - 1) & ~(uintptr_t{alignment} - 1);
@@ -303,7 +309,8 @@ AddressSpace& addressSpace() {
 bool isDeviceAddress(const void* pointer) {
   uintptr_t address = reinterpret_cast<uintptr_t>(pointer);
   if (addressSpace().contains(address)) return true;
-  Pointer found = find(pointer);  // an allocation made outside the range (Note [Device address space])
+  Pointer found =
+      find(pointer);  // an allocation made outside the range (Note [Device address space])
   return found.found && found.kind == MemoryKind::kDevice;
 }
 
@@ -362,6 +369,9 @@ Status release(void* pointer) {
     if (it == state().allocations.end()) return Status::kInvalidValue;
     allocation = it->second;
     state().allocations.erase(it);
+    if (allocation.dirty_end > allocation.dirty_begin && allocation.kind == MemoryKind::kDevice)
+      memset(reinterpret_cast<void*>(address + allocation.dirty_begin), 0,
+             allocation.dirty_end - allocation.dirty_begin);
     if (allocation.kind == MemoryKind::kDevice && addressSpace().contains(address)) {
       addressSpace().give(address, chargedBytes(allocation.size));
       uint64_t& used = usedLocked()[allocation.device];
@@ -388,24 +398,76 @@ Pointer find(const void* pointer) {
   return Pointer{true, it->second.kind, it->second.device, it->first, it->second.size};
 }
 
-// Note [Reads of device values]
-// Nothing runs on the simulated device, so every value in its memory is unknown; a copy back
-// to the host writes zeros. What the program does next may then differ from the card: a
-// loop that stops at an end token, MoE routing, nonzero()'s output size. Every such read is
-// counted and handed to the observer (memtrace's recorder, which names the Python line) so
-// that the report can say where a simulated run stops being the card's.
+// Note [Values on the simulated device]
+// Nothing runs on the simulated device, so no kernel computes a value. What device memory
+// holds is what small copies put there: a copy of at most kKeptBytes (64 KiB) into device
+// memory, within it, or back to the host is carried out, so the metadata programs move through
+// the device (the shapes DistributedDataParallel checks across ranks, the pickled objects of
+// torch.distributed.all_gather_object, a count copied back) arrives as it would; a larger one
+// is skipped (weights, activations, inputs: no host memory is spent on them), and copied back
+// it gives zeros. Untouched device memory reads as zeros. So a value the program reads back is
+// the one it put there, or zeros where a kernel would have computed it on the card: what the
+// program does next (a loop that stops at an end token, MoE routing, nonzero's size) may differ
+// from the card. Every copy back to the host is counted and handed to the observer (memtrace's
+// recorder, which names the Python line) so that the report can say where a simulated run may
+// part from the card's.
 namespace {
 SimgpuReadObserver g_observer = nullptr;
-}
 
-void readBack(void* host_destination, const void* device_source, size_t bytes) {
-  if (host_destination && bytes) memset(host_destination, 0, bytes);
+void noteRead(const void* device_source, size_t bytes) {
   {
     std::lock_guard<std::mutex> lock(state().mutex);
     ++state().reads;
   }
   SimgpuReadObserver observer = __atomic_load_n(&g_observer, __ATOMIC_ACQUIRE);
   if (observer) observer(device_source, bytes);
+}
+}  // namespace
+
+// Device memory a copy writes is remembered, so that it is zero again when it is freed: memory
+// handed out again reads as zeros, as everything no copy wrote does.
+void written(const void* dst, size_t bytes) {
+  uintptr_t address = reinterpret_cast<uintptr_t>(dst);
+  std::lock_guard<std::mutex> lock(state().mutex);
+  auto& allocations = state().allocations;
+  auto it = allocations.upper_bound(address);
+  if (it == allocations.begin()) return;
+  --it;
+  Allocation& allocation = it->second;
+  if (address >= it->first + allocation.size) return;
+  size_t begin = address - it->first;
+  size_t end = std::min(allocation.size, begin + bytes);
+  if (allocation.dirty_end == allocation.dirty_begin) {
+    allocation.dirty_begin = begin;
+    allocation.dirty_end = end;
+  } else {
+    allocation.dirty_begin = std::min(allocation.dirty_begin, begin);
+    allocation.dirty_end = std::max(allocation.dirty_end, end);
+  }
+}
+
+void copy(void* dst, const void* src, size_t bytes) {
+  if (!bytes || !dst || !src) return;
+  bool from_device = isDeviceAddress(src), to_device = isDeviceAddress(dst);
+  if (!from_device && !to_device) {
+    memmove(dst, src, bytes);
+    return;
+  }
+  if (bytes <= kKeptBytes) {
+    memmove(dst, src, bytes);
+    if (to_device) written(dst, bytes);
+  } else if (!to_device) {
+    memset(dst, 0, bytes);
+  }
+  if (from_device && !to_device) noteRead(src, bytes);
+}
+
+void fill(void* dst, int value, size_t bytes) {
+  if (!bytes || !dst) return;
+  bool device = isDeviceAddress(dst);
+  if (device && bytes > kKeptBytes) return;
+  memset(dst, value, bytes);
+  if (device) written(dst, bytes);
 }
 
 uint64_t readsBack() {

@@ -88,11 +88,16 @@ void uncharge(int device, uint64_t bytes);
 void* reserveAddressSpace(size_t size, size_t alignment);
 void releaseAddressSpace(void* start, size_t size);
 
-// ---- What the program reads back ----------------------------------------------------------
+// ---- Copies, and what the program reads back (Note [Values on the simulated device]) -------
 
-// A copy from device memory to the host: the host receives zeros (nothing ran on the
-// device), and the read is counted and handed to the observer memtrace registers.
-void readBack(void* host_destination, const void* device_source, size_t bytes);
+// Copies of at most this many bytes into and within device memory are carried out.
+inline constexpr size_t kKeptBytes = size_t{64} << 10;
+// A copy of `bytes` from `src` to `dst`, either in device memory or the host's, as the
+// simulated device makes it; one from device memory to the host is counted and handed to the
+// read observer memtrace registers.
+void copy(void* dst, const void* src, size_t bytes);
+// A memset of device or host memory.
+void fill(void* dst, int value, size_t bytes);
 uint64_t readsBack();
 
 // ---- Refusals ---------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "simulator/core/device.h"
 #include "simulator/core/pools.h"
@@ -423,29 +424,33 @@ SIMGPU_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle*
 
 namespace {
 
-bool onDevice(const void* pointer) {
-  return isDeviceAddress(pointer);
-}
-
+// A copy as the simulated device makes it (Note [Values on the simulated device]).
 CUresult copy(void* dst, const void* src, size_t bytes, CUstream stream) {
   if (bytes == 0) return CUDA_SUCCESS;
   if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
   launched(stream, CU_GRAPH_NODE_TYPE_MEMCPY);
-  if (onDevice(dst)) return CUDA_SUCCESS;
-  if (onDevice(src)) {
-    readBack(dst, src, bytes);
-    return CUDA_SUCCESS;
-  }
-  memmove(dst, src, bytes);
+  simgpu::copy(dst, src, bytes);
   return CUDA_SUCCESS;
 }
 
 CUresult fill(CUdeviceptr dst, unsigned value, size_t count, size_t width, CUstream stream) {
   if (count == 0) return CUDA_SUCCESS;
   launched(stream, CU_GRAPH_NODE_TYPE_MEMSET);
-  if (onDevice(address(dst))) return CUDA_SUCCESS;
-  auto* out = reinterpret_cast<unsigned char*>(dst);
-  for (size_t i = 0; i < count; ++i) memcpy(out + i * width, &value, width);
+  if (width == 1) {
+    simgpu::fill(address(dst), static_cast<int>(value), count);
+    return CUDA_SUCCESS;
+  }
+  if (count * width > kKeptBytes) {
+    if (!isDeviceAddress(address(dst))) {
+      auto* out = reinterpret_cast<unsigned char*>(dst);
+      for (size_t i = 0; i < count; ++i) memcpy(out + i * width, &value, width);
+    }
+    return CUDA_SUCCESS;
+  }
+  // A pattern of 2 or 4 bytes: made on the host, then copied as the device keeps small copies.
+  std::vector<unsigned char> pattern(count * width);
+  for (size_t i = 0; i < count; ++i) memcpy(pattern.data() + i * width, &value, width);
+  simgpu::copy(address(dst), pattern.data(), pattern.size());
   return CUDA_SUCCESS;
 }
 

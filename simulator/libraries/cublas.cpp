@@ -167,18 +167,10 @@ int copyStrided(const void* from, int from_stride, void* to, int to_stride, int 
   if (element <= 0 || from_stride <= 0 || to_stride <= 0 || count < 0) return kInvalidValue;
   if (count == 0) return kSuccess;
   launched(stream, 1 /* memcpy */);
-  bool from_device = isDeviceAddress(from), to_device = isDeviceAddress(to);
-  if (to_device) return kSuccess;
-  for (int i = 0; i < count; ++i) {
-    char* out = static_cast<char*>(to) + static_cast<size_t>(i) * to_stride * element;
-    const char* in =
-        static_cast<const char*>(from) + static_cast<size_t>(i) * from_stride * element;
-    if (from_device)
-      memset(out, 0, static_cast<size_t>(element));
-    else
-      memcpy(out, in, static_cast<size_t>(element));
-  }
-  if (from_device) readBack(nullptr, from, static_cast<size_t>(count) * element);
+  for (int i = 0; i < count; ++i)
+    copy(static_cast<char*>(to) + static_cast<size_t>(i) * to_stride * element,
+         static_cast<const char*>(from) + static_cast<size_t>(i) * from_stride * element,
+         static_cast<size_t>(element));
   return kSuccess;
 }
 

@@ -9,10 +9,16 @@
 #include "simulator/libraries/library.h"
 
 // Note [Collectives]
-// A job of N ranks runs as N processes, each with its own simulated device. A collective
-// reads and writes only device memory, which holds no values here (Note [Device memory]), so
-// it has nothing to move and no rank waits for another: each rank runs at its own pace, as
-// if every collective had completed when it was issued. What NCCL itself keeps on the device
+// A job of N ranks runs as N processes, each with its own simulated device, and no rank waits
+// for another: each runs at its own pace, as if every collective had completed when it was
+// issued. Device memory holds only what small copies put there (Note [Values on the simulated
+// device] in simulator/core/device.cpp), and a small collective (every buffer at most
+// kKeptBytes) moves those values as if every rank had contributed this rank's: the program is
+// taken to be SPMD, every rank the same. So the metadata a job exchanges through NCCL arrives
+// as the program expects (DistributedDataParallel's check that every rank has the same
+// parameter shapes, all_gather_object's sizes and pickles): an all-gather holds N copies of
+// this rank's input, a sum N times it (max, min and average: it), a broadcast the root's, which
+// is this rank's. Larger collectives move nothing. What NCCL itself keeps on the device
 // (its channels' buffers, allocated by the real library when a communicator is made and at
 // the first collective of each kind) is not simulated: the simulated device charges nothing
 // for a communicator, so a rank's memory on the card is higher by NCCL's buffers
@@ -36,6 +42,69 @@ struct Communicator {
 
 Communicator* comm(void* c) {
   return static_cast<Communicator*>(c);
+}
+
+// ncclDataType_t: its element size (0: unknown).
+size_t elementSize(int type) {
+  static constexpr size_t kSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  return type >= 0 && type < 12 ? kSizes[type] : 0;
+}
+
+// ncclRedOp_t.
+enum : int { kSum = 0, kProd = 1, kMax = 2, kMin = 3, kAvg = 4 };
+
+template <typename T>
+void combine(T* values, size_t count, int op, int ranks) {
+  for (size_t i = 0; i < count; ++i) {
+    T x = values[i], result = x;
+    if (op == kSum)
+      result = static_cast<T>(x * static_cast<T>(ranks));
+    else if (op == kProd)
+      for (int r = 1; r < ranks; ++r) result = static_cast<T>(result * x);
+    values[i] = result;  // max, min, average of equal values: the value
+  }
+}
+
+// `count` elements at `values` reduced with `op` over `ranks` equal contributions. Half and 8-bit
+// floats are left as they are (the value once).
+void reduceEqual(void* values, size_t count, int type, int op, int ranks) {
+  switch (type) {
+    case 0:
+      combine(static_cast<int8_t*>(values), count, op, ranks);
+      break;
+    case 1:
+      combine(static_cast<uint8_t*>(values), count, op, ranks);
+      break;
+    case 2:
+      combine(static_cast<int32_t*>(values), count, op, ranks);
+      break;
+    case 3:
+      combine(static_cast<uint32_t*>(values), count, op, ranks);
+      break;
+    case 4:
+      combine(static_cast<int64_t*>(values), count, op, ranks);
+      break;
+    case 5:
+      combine(static_cast<uint64_t*>(values), count, op, ranks);
+      break;
+    case 7:
+      combine(static_cast<float*>(values), count, op, ranks);
+      break;
+    case 8:
+      combine(static_cast<double*>(values), count, op, ranks);
+      break;
+    default:
+      break;
+  }
+}
+
+// Whether buffers of `bytes` move (Note [Collectives]).
+bool moves(size_t bytes) {
+  return bytes > 0 && bytes <= kKeptBytes;
+}
+
+int check(void* c, int type) {
+  return !c || elementSize(type) == 0 ? kInvalidArgument : kSuccess;
 }
 
 }  // namespace
@@ -156,6 +225,86 @@ SIMGPU_API int ncclRedOpCreatePreMulSum(int* op, void*, int, int, void*) {
   *op = 5;  // the first user-defined reduction (ncclNumOps)
   return kSuccess;
 }
+// ---- Collectives (Note [Collectives]) ---------------------------------------------------------
+
+SIMGPU_API int ncclAllReduce(const void* send, void* recv, size_t count, int type, int op, void* c,
+                             void* stream) {
+  if (int error = check(c, type)) return error;
+  launched(stream, 0);
+  size_t bytes = count * elementSize(type);
+  if (!moves(bytes)) return kSuccess;
+  copy(recv, send, bytes);
+  reduceEqual(recv, count, type, op, comm(c)->ranks);
+  return kSuccess;
+}
+SIMGPU_API int ncclReduce(const void* send, void* recv, size_t count, int type, int op, int root,
+                          void* c, void* stream) {
+  if (int error = check(c, type)) return error;
+  if (comm(c)->rank != root) {
+    launched(stream, 0);
+    return kSuccess;
+  }
+  return ncclAllReduce(send, recv, count, type, op, c, stream);
+}
+SIMGPU_API int ncclBroadcast(const void* send, void* recv, size_t count, int type, int, void* c,
+                             void* stream) {
+  if (int error = check(c, type)) return error;
+  launched(stream, 0);
+  size_t bytes = count * elementSize(type);
+  if (moves(bytes)) copy(recv, send, bytes);
+  return kSuccess;
+}
+SIMGPU_API int ncclBcast(void* buffer, size_t count, int type, int root, void* c, void* stream) {
+  return ncclBroadcast(buffer, buffer, count, type, root, c, stream);
+}
+SIMGPU_API int ncclAllGather(const void* send, void* recv, size_t count, int type, void* c,
+                             void* stream) {
+  if (int error = check(c, type)) return error;
+  launched(stream, 0);
+  size_t bytes = count * elementSize(type);
+  if (!moves(bytes * static_cast<size_t>(comm(c)->ranks))) return kSuccess;
+  for (int r = 0; r < comm(c)->ranks; ++r) copy(static_cast<char*>(recv) + r * bytes, send, bytes);
+  return kSuccess;
+}
+SIMGPU_API int ncclReduceScatter(const void* send, void* recv, size_t count, int type, int op,
+                                 void* c, void* stream) {
+  if (int error = check(c, type)) return error;
+  launched(stream, 0);
+  size_t bytes = count * elementSize(type);
+  if (!moves(bytes * static_cast<size_t>(comm(c)->ranks))) return kSuccess;
+  copy(recv, static_cast<const char*>(send) + comm(c)->rank * bytes, bytes);
+  reduceEqual(recv, count, type, op, comm(c)->ranks);
+  return kSuccess;
+}
+SIMGPU_API int ncclAlltoAll(const void* send, void* recv, size_t count, int type, void* c,
+                            void* stream) {
+  if (int error = check(c, type)) return error;
+  launched(stream, 0);
+  size_t bytes = count * elementSize(type);
+  if (!moves(bytes * static_cast<size_t>(comm(c)->ranks))) return kSuccess;
+  // Every rank sends this rank what this rank's input holds for it.
+  const char* mine = static_cast<const char*>(send) + comm(c)->rank * bytes;
+  for (int r = 0; r < comm(c)->ranks; ++r) copy(static_cast<char*>(recv) + r * bytes, mine, bytes);
+  return kSuccess;
+}
+SIMGPU_API int ncclGather(const void* send, void* recv, size_t count, int type, int root, void* c,
+                          void* stream) {
+  if (int error = check(c, type)) return error;
+  if (comm(c)->rank != root) {
+    launched(stream, 0);
+    return kSuccess;
+  }
+  return ncclAllGather(send, recv, count, type, c, stream);
+}
+SIMGPU_API int ncclScatter(const void* send, void* recv, size_t count, int type, int, void* c,
+                           void* stream) {
+  if (int error = check(c, type)) return error;
+  launched(stream, 0);
+  size_t bytes = count * elementSize(type);
+  if (moves(bytes)) copy(recv, static_cast<const char*>(send) + comm(c)->rank * bytes, bytes);
+  return kSuccess;
+}
+
 SIMGPU_API int ncclCommMemStats(void*, int, uint64_t* value) {
   if (value) *value = 0;
   return kSuccess;

@@ -59,13 +59,20 @@ SIMGPU_API int nvmlShutdown(void) {
 }
 SIMGPU_API const char* nvmlErrorString(int result) {
   switch (result) {
-    case kSuccess: return "Success";
-    case kUninitialized: return "Uninitialized";
-    case kInvalidArgument: return "Invalid Argument";
-    case kNotSupported: return "Not Supported";
-    case kNotFound: return "Not Found";
-    case kInsufficientSize: return "Insufficient Size";
-    default: return "Unknown Error";
+    case kSuccess:
+      return "Success";
+    case kUninitialized:
+      return "Uninitialized";
+    case kInvalidArgument:
+      return "Invalid Argument";
+    case kNotSupported:
+      return "Not Supported";
+    case kNotFound:
+      return "Not Found";
+    case kInsufficientSize:
+      return "Insufficient Size";
+    default:
+      return "Unknown Error";
   }
 }
 SIMGPU_API int nvmlSystemGetCudaDriverVersion(int* version) {
@@ -127,9 +134,8 @@ SIMGPU_API int nvmlDeviceGetUUID(void* handle, char* uuid, unsigned int length) 
   if (device < 0 || !uuid || length < 41) return kInvalidArgument;
   unsigned char bytes[16];
   deviceUuid(bytes, device);
-  snprintf(uuid, length,
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", bytes[0],
-           bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8],
+  snprintf(uuid, length, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+           bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8],
            bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]);
   return kSuccess;
 }

@@ -471,25 +471,12 @@ SIMGPU_API cudaError_t cudaDeviceGraphMemTrim(int) {
 
 namespace {
 
-bool onDevice(const void* pointer) {
-  return isDeviceAddress(pointer);
-}
-
-// What a copy of `bytes` from `src` to `dst` does on the simulated device: a copy between
-// host memory (page-locked, managed or pageable) is carried out; into device memory it is
-// skipped; out of device memory into host memory it writes zeros and counts a read.
-cudaError_t copy(void* dst, const void* src, size_t bytes, cudaStream_t stream, bool async) {
+// A copy as the simulated device makes it (Note [Values on the simulated device]).
+cudaError_t copy(void* dst, const void* src, size_t bytes, cudaStream_t stream, bool) {
   if (bytes == 0) return cudaSuccess;
   if (!dst || !src) return fail(cudaErrorInvalidValue);
   launched(stream, cudaGraphNodeTypeMemcpy);
-  bool from_device = onDevice(src), to_device = onDevice(dst);
-  if (to_device) return cudaSuccess;
-  if (from_device) {
-    readBack(dst, src, bytes);
-    return cudaSuccess;
-  }
-  memmove(dst, src, bytes);
-  (void)async;
+  simgpu::copy(dst, src, bytes);
   return cudaSuccess;
 }
 
@@ -498,17 +485,9 @@ cudaError_t copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, siz
   if (height == 0 || width == 0) return cudaSuccess;
   if (!dst || !src || width > dpitch || width > spitch) return fail(cudaErrorInvalidValue);
   launched(stream, cudaGraphNodeTypeMemcpy);
-  bool from_device = onDevice(src), to_device = onDevice(dst);
-  if (to_device) return cudaSuccess;
-  for (size_t row = 0; row < height; ++row) {
-    char* to = static_cast<char*>(dst) + row * dpitch;
-    const char* from = static_cast<const char*>(src) + row * spitch;
-    if (from_device)
-      memset(to, 0, width);
-    else
-      memmove(to, from, width);
-  }
-  if (from_device) readBack(nullptr, src, width * height);
+  for (size_t row = 0; row < height; ++row)
+    simgpu::copy(static_cast<char*>(dst) + row * dpitch,
+                 static_cast<const char*>(src) + row * spitch, width);
   return cudaSuccess;
 }
 
@@ -516,7 +495,7 @@ cudaError_t fill(void* dst, int value, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
   if (!dst) return fail(cudaErrorInvalidValue);
   launched(stream, cudaGraphNodeTypeMemset);
-  if (!onDevice(dst)) memset(dst, value, bytes);
+  simgpu::fill(dst, value, bytes);
   return cudaSuccess;
 }
 

@@ -634,20 +634,27 @@ SIMGPU_API cudaError_t cudaGetSymbolSize(size_t* size, const void* symbol) {
   if (!size) return fail(cudaErrorInvalidValue);
   return variableAddress(symbol, size) ? cudaSuccess : fail(cudaErrorInvalidSymbol);
 }
-SIMGPU_API cudaError_t cudaMemcpyToSymbol(const void* symbol, const void*, size_t, size_t,
-                                          cudaMemcpyKind) {
-  return variableAddress(symbol, nullptr) ? cudaSuccess : fail(cudaErrorInvalidSymbol);
+SIMGPU_API cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t bytes,
+                                          size_t offset, cudaMemcpyKind) {
+  size_t size = 0;
+  auto* device = static_cast<char*>(variableAddress(symbol, &size));
+  if (!device || offset + bytes > size) return fail(cudaErrorInvalidSymbol);
+  copy(device + offset, src, bytes);
+  return cudaSuccess;
 }
-SIMGPU_API cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void*, size_t, size_t,
-                                               cudaMemcpyKind, cudaStream_t on) {
+SIMGPU_API cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t bytes,
+                                               size_t offset, cudaMemcpyKind kind,
+                                               cudaStream_t on) {
   launched(on, cudaGraphNodeTypeMemcpy);
-  return variableAddress(symbol, nullptr) ? cudaSuccess : fail(cudaErrorInvalidSymbol);
+  return cudaMemcpyToSymbol(symbol, src, bytes, offset, kind);
 }
-SIMGPU_API cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t bytes, size_t,
-                                            cudaMemcpyKind) {
-  void* device = variableAddress(symbol, nullptr);
-  if (!device) return fail(cudaErrorInvalidSymbol);
-  readBack(dst, device, bytes);
+SIMGPU_API cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t bytes,
+                                            size_t offset, cudaMemcpyKind) {
+  size_t size = 0;
+  auto* device = static_cast<char*>(variableAddress(symbol, &size));
+  if (!device || offset + bytes > size) return fail(cudaErrorInvalidSymbol);
+  device += offset;
+  copy(dst, device, bytes);
   return cudaSuccess;
 }
 
