@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <new>
 
 #include "simulator/libraries/library.h"
 
@@ -256,7 +255,12 @@ bool derive(const Descriptor& d, Attr attribute, Value* out) {
       } else if (attribute == Attr::EXECUTION_PLAN_COMPUTED_INTERMEDIATE_UIDS) {
         *out = valueOf(Type::INT64, std::vector<int64_t>{});
       } else if (attribute == Attr::EXECUTION_PLAN_ENGINE_CONFIG && !d.find(attribute)) {
-        *out = descriptorsValue({configDescriptor(Descriptor{}, d.engine)});
+        // A plan read from JSON: its configuration, over the graph the JSON described.
+        Descriptor graph;
+        graph.kind = Kind::OPERATIONGRAPH;
+        graph.finalized = true;
+        graph.graph = d.graph;
+        *out = descriptorsValue({configDescriptor(graph, d.engine)});
       } else {
         return false;
       }
@@ -376,138 +380,162 @@ int finalize(Descriptor& d) {
   }
 }
 
+// Nothing thrown reaches the program: the one thing that can throw here is the host running
+// out of memory, which cuDNN reports as such.
+template <typename Body>
+int guarded(Body body) {
+  try {
+    return body();
+  } catch (...) {
+    return static_cast<int>(cudnn::Status::INTERNAL_ERROR_HOST_ALLOCATION_FAILED);
+  }
+}
+
 }  // namespace
 
 // ---- The entry points ----------------------------------------------------------------------
 
 SIMGPU_API int cudnnBackendCreateDescriptor(int type, void** out) {
-  if (!out) return kNullPointer;
-  *out = nullptr;
-  if (!kindName(type))
-    return refuseCall("cudnnBackendCreateDescriptor", "descriptor type " + std::to_string(type),
-                      "a type cuDNN 9.24 does not have", kNotSupported);
-  auto* handle = new (std::nothrow) Handle;
-  if (!handle) return static_cast<int>(cudnn::Status::NOT_INITIALIZED);
-  handle->descriptor.kind = static_cast<Kind>(type);
-  *out = handle;
-  return kSuccess;
+  return guarded([&] {
+    if (!out) return kNullPointer;
+    *out = nullptr;
+    if (!kindName(type))
+      return refuseCall("cudnnBackendCreateDescriptor", "descriptor type " + std::to_string(type),
+                        "a type cuDNN 9.24 does not have", kNotSupported);
+    auto* handle = new Handle;
+    handle->descriptor.kind = static_cast<Kind>(type);
+    *out = handle;
+    return kSuccess;
+  });
 }
 
 SIMGPU_API int cudnnBackendDestroyDescriptor(void* descriptor) {
-  if (!descriptor) return kSuccess;
-  if (!descriptorOf(descriptor)) return kBadParam;
-  auto* handle = static_cast<Handle*>(descriptor);
-  handle->mark = 0;
-  delete handle;
-  return kSuccess;
+  return guarded([&] {
+    if (!descriptor) return kSuccess;
+    if (!descriptorOf(descriptor)) return kBadParam;
+    auto* handle = static_cast<Handle*>(descriptor);
+    handle->mark = 0;
+    delete handle;
+    return kSuccess;
+  });
 }
 
 // Deprecated in cuDNN 9, still exported: the descriptor as it was created, attributes dropped.
 SIMGPU_API int cudnnBackendInitialize(void* descriptor) {
-  Descriptor* d = descriptorOf(descriptor);
-  if (!d) return kBadParam;
-  Kind kind = d->kind;
-  *d = Descriptor{};
-  d->kind = kind;
-  return kSuccess;
+  return guarded([&] {
+    Descriptor* d = descriptorOf(descriptor);
+    if (!d) return kBadParam;
+    Kind kind = d->kind;
+    *d = Descriptor{};
+    d->kind = kind;
+    return kSuccess;
+  });
 }
 
 SIMGPU_API int cudnnBackendSetAttribute(void* descriptor, int name, int type, int64_t count,
                                         const void* elements) {
-  Descriptor* d = descriptorOf(descriptor);
-  if (!d) return kBadParam;
-  if (d->finalized) return kBadParam;
-  int64_t bytes = elementBytes(type);
-  if (bytes == 0) return kWrongType;
-  if (count < 0 || (count > 0 && !elements)) return kNullPointer;
-  Value value;
-  value.type = static_cast<Type>(type);
-  value.count = count;
-  if (value.type == Type::BACKEND_DESCRIPTOR) {
-    auto* named = static_cast<void* const*>(elements);
-    for (int64_t i = 0; i < count; ++i) {
-      const Descriptor* element = descriptorOf(named[i]);
-      if (!element) return kNullPointer;
-      if (!element->finalized) return kNotFinalized;
-      value.descriptors.push_back(std::make_shared<const Descriptor>(*element));
+  return guarded([&] {
+    Descriptor* d = descriptorOf(descriptor);
+    if (!d) return kBadParam;
+    if (d->finalized) return kBadParam;
+    int64_t bytes = elementBytes(type);
+    if (bytes == 0) return kWrongType;
+    if (count < 0 || (count > 0 && !elements)) return kNullPointer;
+    Value value;
+    value.type = static_cast<Type>(type);
+    value.count = count;
+    if (value.type == Type::BACKEND_DESCRIPTOR) {
+      auto* named = static_cast<void* const*>(elements);
+      for (int64_t i = 0; i < count; ++i) {
+        const Descriptor* element = descriptorOf(named[i]);
+        if (!element) return kNullPointer;
+        if (!element->finalized) return kNotFinalized;
+        value.descriptors.push_back(std::make_shared<const Descriptor>(*element));
+      }
+    } else {
+      const auto* begin = static_cast<const unsigned char*>(elements);
+      value.bytes.assign(begin, begin + count * bytes);
     }
-  } else {
-    const auto* begin = static_cast<const unsigned char*>(elements);
-    value.bytes.assign(begin, begin + count * bytes);
-  }
-  d->attributes[name] = std::move(value);
-  return kSuccess;
+    d->attributes[name] = std::move(value);
+    return kSuccess;
+  });
 }
 
 SIMGPU_API int cudnnBackendGetAttribute(void* descriptor, int name, int type, int64_t requested,
                                         int64_t* count, void* elements) {
-  const Descriptor* d = descriptorOf(descriptor);
-  if (!d || requested < 0) return kBadParam;
-  Attr attribute = static_cast<Attr>(name);
-  std::string what = nameOf(name) + " of " + kindOf(d->kind);
-  Value derived;
-  const Value* value = nullptr;
-  if (d->finalized && derive(*d, attribute, &derived)) {
-    value = &derived;
-  } else if ((value = d->find(attribute)) == nullptr) {
-    if (!defaultOf(*d, attribute, &derived))
-      return refuseCall("cudnnBackendGetAttribute", what,
-                        d->finalized ? "neither set by the program nor derived by the simulator"
-                                     : "the descriptor is not finalized",
-                        d->finalized ? kNotSupported : kNotFinalized);
-    value = &derived;
-  }
-  if (static_cast<int>(value->type) != type) {
-    std::string why =
-        "asked for as " + typeOf(static_cast<Type>(type)) + ", held as " + typeOf(value->type);
-    return refuseCall("cudnnBackendGetAttribute", what, why.c_str(), kWrongType);
-  }
-  // Without an array, how many elements there are; with one, how many were written (the
-  // frontend sizes its list of heuristic results by it).
-  int64_t n = std::min(requested, value->count);
-  if (count) *count = elements ? n : value->count;
-  if (!elements) return kSuccess;
-  if (value->type == Type::BACKEND_DESCRIPTOR) {
-    auto* targets = static_cast<void**>(elements);
-    for (int64_t i = 0; i < n; ++i) {
-      Descriptor* target = descriptorOf(targets[i]);
-      if (!target) return kNullPointer;
-      if (target->kind != value->descriptors[i]->kind) return kWrongDescriptor;
-      *target = *value->descriptors[i];
+  return guarded([&] {
+    const Descriptor* d = descriptorOf(descriptor);
+    if (!d || requested < 0) return kBadParam;
+    Attr attribute = static_cast<Attr>(name);
+    std::string what = nameOf(name) + " of " + kindOf(d->kind);
+    Value derived;
+    const Value* value = nullptr;
+    if (d->finalized && derive(*d, attribute, &derived)) {
+      value = &derived;
+    } else if ((value = d->find(attribute)) == nullptr) {
+      if (!defaultOf(*d, attribute, &derived))
+        return refuseCall("cudnnBackendGetAttribute", what,
+                          d->finalized ? "neither set by the program nor derived by the simulator"
+                                       : "the descriptor is not finalized",
+                          d->finalized ? kNotSupported : kNotFinalized);
+      value = &derived;
     }
-  } else if (n > 0) {
-    memcpy(elements, value->bytes.data(), static_cast<size_t>(n * elementBytes(type)));
-  }
-  return kSuccess;
+    if (static_cast<int>(value->type) != type) {
+      std::string why =
+          "asked for as " + typeOf(static_cast<Type>(type)) + ", held as " + typeOf(value->type);
+      return refuseCall("cudnnBackendGetAttribute", what, why.c_str(), kWrongType);
+    }
+    // Without an array, how many elements there are; with one, how many were written (the
+    // frontend sizes its list of heuristic results by it).
+    int64_t n = std::min(requested, value->count);
+    if (count) *count = elements ? n : value->count;
+    if (!elements) return kSuccess;
+    if (value->type == Type::BACKEND_DESCRIPTOR) {
+      auto* targets = static_cast<void**>(elements);
+      for (int64_t i = 0; i < n; ++i) {
+        Descriptor* target = descriptorOf(targets[i]);
+        if (!target) return kNullPointer;
+        if (target->kind != value->descriptors[i]->kind) return kWrongDescriptor;
+        *target = *value->descriptors[i];
+      }
+    } else if (n > 0) {
+      memcpy(elements, value->bytes.data(), static_cast<size_t>(n * elementBytes(type)));
+    }
+    return kSuccess;
+  });
 }
 
 SIMGPU_API int cudnnBackendFinalize(void* descriptor) {
-  Descriptor* d = descriptorOf(descriptor);
-  if (!d) return kBadParam;
-  if (d->finalized) return kBadParam;
-  int status = finalize(*d);
-  if (status == kSuccess) d->finalized = true;
-  return status;
+  return guarded([&] {
+    Descriptor* d = descriptorOf(descriptor);
+    if (!d) return kBadParam;
+    if (d->finalized) return kBadParam;
+    int status = finalize(*d);
+    if (status == kSuccess) d->finalized = true;
+    return status;
+  });
 }
 
 // Runs nothing (Note [Work that does nothing] in simulator/core/work.h): the plan is a kernel
 // launched on the handle's stream, a node of the graph that stream may be capturing.
 SIMGPU_API int cudnnBackendExecute(void* handle, void* plan_descriptor, void* pack_descriptor) {
-  const Descriptor* plan = descriptorOf(plan_descriptor);
-  const Descriptor* pack = descriptorOf(pack_descriptor);
-  if (!handle || !plan || !pack || plan->kind != Kind::EXECUTION_PLAN ||
-      pack->kind != Kind::VARIANT_PACK)
-    return kBadParam;
-  if (!plan->finalized || !pack->finalized) return kNotFinalized;
-  const Value* workspace = pack->find(Attr::VARIANT_PACK_WORKSPACE);
-  void* workspace_pointer = workspace ? workspace->at<void*>(0) : nullptr;
-  if (plan->engine.workspace_bytes > 0 && !workspace_pointer) return kBadParam;
-  // Every tensor the graph reads or writes in memory needs its pointer in the pack.
-  const Value* uids = pack->find(Attr::VARIANT_PACK_UNIQUE_IDS);
-  std::vector<int64_t> given = uids ? uids->integers() : std::vector<int64_t>{};
-  for (int64_t uid : plan->graph->uids)
-    if (std::find(given.begin(), given.end(), uid) == given.end()) return kBadParam;
-  launched(static_cast<LibraryHandle*>(handle)->stream, 0 /* kernel */);
-  logExecute(*plan, workspace_pointer);
-  return kSuccess;
+  return guarded([&] {
+    const Descriptor* plan = descriptorOf(plan_descriptor);
+    const Descriptor* pack = descriptorOf(pack_descriptor);
+    if (!handle || !plan || !pack || plan->kind != Kind::EXECUTION_PLAN ||
+        pack->kind != Kind::VARIANT_PACK)
+      return kBadParam;
+    if (!plan->finalized || !pack->finalized) return kNotFinalized;
+    const Value* workspace = pack->find(Attr::VARIANT_PACK_WORKSPACE);
+    void* workspace_pointer = workspace ? workspace->at<void*>(0) : nullptr;
+    if (plan->engine.workspace_bytes > 0 && !workspace_pointer) return kBadParam;
+    // Every tensor the graph reads or writes in memory needs its pointer in the pack.
+    const Value* uids = pack->find(Attr::VARIANT_PACK_UNIQUE_IDS);
+    std::vector<int64_t> given = uids ? uids->integers() : std::vector<int64_t>{};
+    for (int64_t uid : plan->graph->uids)
+      if (std::find(given.begin(), given.end(), uid) == given.end()) return kBadParam;
+    launched(static_cast<LibraryHandle*>(handle)->stream, 0 /* kernel */);
+    logExecute(*plan, workspace_pointer);
+    return kSuccess;
+  });
 }

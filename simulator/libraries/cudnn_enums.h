@@ -157,17 +157,18 @@
   X(A, 3)
 
 // cudnnStatus_t: the statuses the simulated cuDNN returns. X(NAME, value) is CUDNN_STATUS_<NAME>.
-#define SIMGPU_CUDNN_STATUSES(X)     \
-  X(SUCCESS, 0)                      \
-  X(NOT_INITIALIZED, 1001)           \
-  X(BAD_PARAM, 2000)                 \
-  X(BAD_PARAM_NULL_POINTER, 2002)    \
-  X(BAD_PARAM_NOT_FINALIZED, 2004)   \
-  X(BAD_PARAM_OUT_OF_BOUND, 2005)    \
-  X(BAD_PARAM_ATTRIBUTE_TYPE, 2010)  \
-  X(BAD_PARAM_DESCRIPTOR_TYPE, 2012) \
-  X(NOT_SUPPORTED, 3000)             \
-  X(NOT_SUPPORTED_GRAPH_PATTERN, 3001)
+#define SIMGPU_CUDNN_STATUSES(X)       \
+  X(SUCCESS, 0)                        \
+  X(NOT_INITIALIZED, 1001)             \
+  X(BAD_PARAM, 2000)                   \
+  X(BAD_PARAM_NULL_POINTER, 2002)      \
+  X(BAD_PARAM_NOT_FINALIZED, 2004)     \
+  X(BAD_PARAM_OUT_OF_BOUND, 2005)      \
+  X(BAD_PARAM_ATTRIBUTE_TYPE, 2010)    \
+  X(BAD_PARAM_DESCRIPTOR_TYPE, 2012)   \
+  X(NOT_SUPPORTED, 3000)               \
+  X(NOT_SUPPORTED_GRAPH_PATTERN, 3001) \
+  X(INTERNAL_ERROR_HOST_ALLOCATION_FAILED, 4003)
 
 // cudnnBackendAttributeName_t: X(NAME, value) is CUDNN_ATTR_<NAME>.
 #define SIMGPU_CUDNN_ATTRIBUTES(X)                                  \
