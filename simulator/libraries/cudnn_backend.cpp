@@ -473,11 +473,13 @@ SIMGPU_API int cudnnBackendGetAttribute(void* descriptor, int name, int type, in
     if (d->finalized && derive(*d, attribute, &derived)) {
       value = &derived;
     } else if ((value = d->find(attribute)) == nullptr) {
-      if (!defaultOf(*d, attribute, &derived))
+      if (!defaultOf(*d, attribute, &derived)) {
+        // Asked of an unfinalized descriptor, it is the program's mistake, said as cuDNN says
+        // it; of a finalized one, an answer the simulator does not have.
+        if (!d->finalized) return kNotFinalized;
         return refuseCall("cudnnBackendGetAttribute", what,
-                          d->finalized ? "neither set by the program nor derived by the simulator"
-                                       : "the descriptor is not finalized",
-                          d->finalized ? kNotSupported : kNotFinalized);
+                          "neither set by the program nor derived by the simulator", kNotSupported);
+      }
       value = &derived;
     }
     if (static_cast<int>(value->type) != type) {
