@@ -76,13 +76,17 @@ void* coreSymbol(const char* name) {
 }
 
 bool findApi(Api* api) {
-  api->profile_name = reinterpret_cast<decltype(api->profile_name)>(coreSymbol("simgpu_profile_name"));
+  api->profile_name =
+      reinterpret_cast<decltype(api->profile_name)>(coreSymbol("simgpu_profile_name"));
   if (!api->profile_name) return false;
-  api->profile_file = reinterpret_cast<decltype(api->profile_file)>(coreSymbol("simgpu_profile_file"));
-  api->memory_bytes = reinterpret_cast<decltype(api->memory_bytes)>(coreSymbol("simgpu_memory_bytes"));
+  api->profile_file =
+      reinterpret_cast<decltype(api->profile_file)>(coreSymbol("simgpu_profile_file"));
+  api->memory_bytes =
+      reinterpret_cast<decltype(api->memory_bytes)>(coreSymbol("simgpu_memory_bytes"));
   api->memory_overridden =
       reinterpret_cast<decltype(api->memory_overridden)>(coreSymbol("simgpu_memory_overridden"));
-  api->device_count = reinterpret_cast<decltype(api->device_count)>(coreSymbol("simgpu_device_count"));
+  api->device_count =
+      reinterpret_cast<decltype(api->device_count)>(coreSymbol("simgpu_device_count"));
   api->set_read_observer =
       reinterpret_cast<decltype(api->set_read_observer)>(coreSymbol("simgpu_set_read_observer"));
   return api->profile_file && api->memory_bytes && api->memory_overridden && api->device_count &&
@@ -110,8 +114,9 @@ void findSimulatedDevice() {
     if (api.profile_name) {
       static std::atomic<bool> warned{false};
       if (!warned.exchange(true))
-        warn("the simulated GPU's library lacks part of its C API (simgpu_api.h): it is older "
-             "than memtrace's; its runs are not marked simulated");
+        warn(
+            "the simulated GPU's library lacks part of its C API (simgpu_api.h): it is older "
+            "than memtrace's; its runs are not marked simulated");
     }
     return;
   }
