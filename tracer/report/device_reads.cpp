@@ -20,8 +20,8 @@ std::vector<DeviceReadRow> deviceReadRows(reader::TraceReader& trace, const Trac
   std::vector<DeviceReadRow> rows;
   std::unordered_map<std::string, size_t> by_name;  // sites that share a line share a row
   for (const DeviceReadSite& site : summary.device_reads) {
-    LiveAllocation read{0, site.bytes, site.python_stack, site.native_stack, -1, site.traced,
-                        site.module};
+    LiveAllocation read{0,  site.bytes,  site.python_stack, site.native_stack,
+                        -1, site.traced, site.module};
     Location location = lines.describe(read);
     auto [found, added] = by_name.try_emplace(location.name, rows.size());
     if (added) rows.push_back(DeviceReadRow{std::move(location), 0, 0});
