@@ -517,6 +517,15 @@ SIMGPU_EXPORT uint64_t simgpu_memory_bytes(void) {
   return card ? card->memory_bytes : 0;
 }
 
+SIMGPU_EXPORT int simgpu_memory_overridden(void) {
+  const simgpu::Profile* card = simgpu::profile();
+  return card && card->memory_overridden ? 1 : 0;
+}
+
+SIMGPU_EXPORT int simgpu_device_count(void) {
+  return simgpu::deviceCount();
+}
+
 SIMGPU_EXPORT void simgpu_set_read_observer(SimgpuReadObserver observer) {
   __atomic_store_n(&simgpu::g_observer, observer, __ATOMIC_RELEASE);
 }

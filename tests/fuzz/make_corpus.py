@@ -8,7 +8,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "report"))
 from trace_writer import (ACTIVATION, ADDRESS_FREE, ADDRESS_RESERVE, ANNOTATION,  # noqa: E402
-                          BACKWARD, CU_MEM_CREATE, FORWARD, GRADIENT, MEMORY_UNMAP,
+                          BACKWARD, CU_MEM_CREATE, CUDA_MALLOC_ASYNC, DEVICE_READ_API, FORWARD, GRADIENT, MEMORY_UNMAP,
                           LOADED_OBJECT, NATIVE_STACK, NO_PHASE, OPTIMIZER, OPTIMIZER_STATE, PARAMETER,
                           PHASE_BEGIN, PHASE_END, PROCESS_EXIT, TRACE_CLOSED, TRACING_STARTED,
                           TRACING_STOPPED, TraceWriter, byte_string, varint, zigzag)
@@ -55,7 +55,7 @@ def everything():
     w.marker(1, TRACING_STARTED)
     w.marker(2, PHASE_BEGIN, w.string("forward"))
     time = 10
-    for api in range(9):
+    for api in range(10):
         for level in range(2):
             w.context(100 + api, api % 2, stream=0x1000 * api, api=api, level=level)
             w.module_scope(w.string(f"model.layers.{api}"))
@@ -125,6 +125,31 @@ def virtual_memory():
     return w
 
 
+def simulated():
+    # A run on the simulated GPU (docs/trace-format.md, "The simulated device"): its record,
+    # reads of device values on two lines (one untraced), and an out-of-memory on the card.
+    w = TraceWriter(stacks=3).simulated_device("l4", "/opt/memtrace/profiles/l4.json", 1 << 30,
+                                              memory_set_by_user=True, devices=2)
+    f = w.string("generate.py")
+    s = w.python_stack(0, w.frame(f, w.string("main"), 12))
+    s2 = w.python_stack(s, w.frame(f, w.string("step"), 31))
+    leaf = native_stack(w, 0, 0x7f1000001234)
+    w.device(0, w.string("NVIDIA L4"), 1 << 30).context(1, 0, api=DEVICE_READ_API)
+    w.device_read(1, 8)  # before tracing: untraced
+    w.marker(2, TRACING_STARTED)
+    w.context(1, 0, api=CUDA_MALLOC_ASYNC).module_scope(w.string("model.lm_head"))
+    w.alloc(3, 0x7f0000000000, 900 << 20, s2, leaf)
+    w.context(1, 0, api=DEVICE_READ_API)
+    for time in range(4, 9):
+        w.device_read(time, 4, s2, leaf)
+    w.context(2, 1, api=DEVICE_READ_API).device_read(9, 1 << 20, s)  # the other device
+    w.context(1, 0, api=CUDA_MALLOC_ASYNC)
+    w.failed_alloc(10, 200 << 20, s2)
+    w.free(11, 0x7f0000000000)
+    w.marker(12, PROCESS_EXIT)
+    return w
+
+
 def unknown_device():
     w = TraceWriter(stacks=0)
     w.context(1, -1)
@@ -140,7 +165,7 @@ def main():
     corpus.mkdir(exist_ok=True)
     for name, make in [("python_only", python_only), ("everything", everything),
                        ("unknown_device", unknown_device), ("training", training),
-                       ("virtual_memory", virtual_memory)]:
+                       ("virtual_memory", virtual_memory), ("simulated", simulated)]:
         data = make().write(corpus / f"{name}.bin").read_bytes()
         # The same trace cut inside its last chunk: read up to the last whole one.
         (corpus / f"{name}_cut.bin").write_bytes(data[:len(data) - 5])

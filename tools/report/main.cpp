@@ -619,6 +619,13 @@ int run(const Options& options) {
     memtrace::tools::writeOutput(options.output, out.str());
     return 0;
   }
+  // Before the replay to the point: each leaves the tables as its own pass did, and the
+  // point's are the ones the table and the views below read.
+  report.device_reads = deviceReadRows(trace, report.summary, options.frame);
+  if (report.summary.first_failure) {
+    progress.pass("replaying to the out-of-memory");
+    report.oom = analyzeOom(trace, report.summary, options.frame);
+  }
   progress.pass("replaying to the " + pointName(options.point));
   report.live_set = liveSetAt(trace, report.summary, options.point);
   Locator locator(trace.tables(), options.group_by, options.frame);
@@ -648,9 +655,14 @@ int run(const Options& options) {
     if (options.format == "folded")
       renderFolded(out, flame);
     else
-      renderFlameSvg(out, flame,
-                     fmt::format("memtrace: live at {} ({}), {}", pointName(options.point),
-                                 memtrace::formatBytes(report.live_set.bytes), options.trace));
+      renderFlameSvg(
+          out, flame,
+          fmt::format("memtrace: live at {} ({}), {}{}", pointName(options.point),
+                      memtrace::formatBytes(report.live_set.bytes), options.trace,
+                      // Note [Saying a run was simulated], short: the title is one line.
+                      report.summary.simulated ? " — " + simulatedLabel(*report.summary.simulated) +
+                                                     " (no kernel ran, time not simulated)"
+                                               : ""));
     memtrace::tools::writeOutput(options.output, out.str());
     return 0;
   }

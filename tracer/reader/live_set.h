@@ -86,6 +86,8 @@ class LiveReplay {
   void onAddressReserve(const AddressRange& range) { consumer_.onAddressReserve(range); }
   void onAddressFree(const AddressRange& range) { consumer_.onAddressFree(range); }
   void onDeviceMemory(const DeviceMemory& reading) { consumer_.onDeviceMemory(reading); }
+  void onSimulatedDevice(const SimulatedDeviceInfo& info) { consumer_.onSimulatedDevice(info); }
+  void onDeviceRead(const DeviceRead& read) { consumer_.onDeviceRead(read); }
   void onCategory(uint64_t address, format::Category category) {
     if (stopped_) return;
     Allocation* allocation = live_.find(address);

@@ -74,6 +74,7 @@ void TraceReader::rewind() {
                      ", but this memtrace reads versions " +
                      std::to_string(format::kOldestVersion) + " to " +
                      std::to_string(format::kVersion));
+  version_ = version;
   if (codec::getU32(header + 12) != 0)
     throw TraceError(path_ + ": unknown flags in the file header (corrupted?)");
 
@@ -267,6 +268,10 @@ const Context& TraceReader::readContext() {
   uint8_t api = byte();
   uint8_t level = byte();
   if (api >= static_cast<uint8_t>(format::Api::kCount)) fail("an unknown API in a context");
+  if (format::firstVersion(static_cast<format::Api>(api)) > version_)
+    fail("API " + std::to_string(api) + " (trace format version " +
+         std::to_string(format::firstVersion(static_cast<format::Api>(api))) + ") in a version " +
+         std::to_string(version_) + " file");
   if (level >= static_cast<uint8_t>(format::Level::kCount)) fail("an unknown level in a context");
   context_.api = static_cast<format::Api>(api);
   context_.level = static_cast<format::Level>(level);
@@ -393,6 +398,39 @@ DeviceMemory TraceReader::readDeviceMemory() {
   if (reading.free_bytes > reading.total_bytes)
     fail("a device memory reading with more free bytes than total");
   return reading;
+}
+
+const SimulatedDeviceInfo& TraceReader::readSimulatedDevice() {
+  if (tables_.simulated) fail("a second simulated device record");
+  SimulatedDeviceInfo info;
+  info.profile_name = bytes();
+  info.profile_file = bytes();
+  info.memory_bytes = varint();
+  uint8_t set_by_user = byte();
+  if (set_by_user > 1) fail("a simulated device record whose memory flag is neither 0 nor 1");
+  info.memory_set_by_user = set_by_user == 1;
+  uint64_t count = varint();
+  if (count < 1 || count > static_cast<uint64_t>(format::kMaxDevices))
+    fail("a simulated device record with " + std::to_string(count) + " devices (1 to " +
+         std::to_string(format::kMaxDevices) + " expected)");
+  info.device_count = static_cast<int>(count);
+  tables_.simulated = std::move(info);
+  return *tables_.simulated;
+}
+
+DeviceRead TraceReader::readDeviceRead() {
+  DeviceRead read;
+  last_time_ += varint();
+  read.time_ns = last_time_;
+  read.bytes = varint();
+  read.python_stack = static_cast<uint32_t>(varint());
+  read.native_stack = static_cast<uint32_t>(varint());
+  checkId(read.python_stack, tables_.python_stacks.size(), "Python stack");
+  checkId(read.native_stack, tables_.native_stacks.size(), "native stack");
+  read.traced = tracing_;
+  read.module = current_module_;
+  read.context = &context_;
+  return read;
 }
 
 }  // namespace memtrace::reader

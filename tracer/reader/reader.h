@@ -54,6 +54,16 @@ struct DistributedInfo {
   std::string job_id;
 };
 
+// The kSimulatedDevice record: the process ran on memtrace's simulated GPU (Note [The
+// simulated device]).
+struct SimulatedDeviceInfo {
+  std::string profile_name;  // "h200"
+  std::string profile_file;
+  uint64_t memory_bytes = 0;  // each device's
+  bool memory_set_by_user = false;
+  int device_count = 1;
+};
+
 struct PythonFrame {
   uint32_t file;      // string id
   uint32_t function;  // string id
@@ -128,6 +138,18 @@ struct AddressRange {  // kMemoryUnmap, kAddressReserve, kAddressFree
   uint64_t size;
 };
 
+// A read of device values on the simulated device (kDeviceRead): no memory event, so no event
+// index; its thread and device are the context's.
+struct DeviceRead {
+  uint64_t time_ns;
+  uint64_t bytes;
+  uint32_t python_stack;
+  uint32_t native_stack;
+  bool traced;      // made while tracing was on
+  uint32_t module;  // string id of the nn.Module running on its thread (0: none)
+  const Context* context;
+};
+
 // A reading of a device's memory (kDeviceMemory, Note [Device memory readings]).
 struct DeviceMemory {
   uint64_t time_ns;
@@ -142,7 +164,8 @@ struct DeviceMemory {
 // The tables a trace defines; ids index them from 1 (index 0 is a placeholder).
 struct Tables {
   ProcessInfo process;
-  std::optional<DistributedInfo> distributed;  // a rank's trace only
+  std::optional<DistributedInfo> distributed;    // a rank's trace only
+  std::optional<SimulatedDeviceInfo> simulated;  // a run on the simulated GPU only
   std::vector<std::string> strings{""};
   std::vector<PythonFrame> python_frames{PythonFrame{0, 0, 0}};
   std::vector<StackNode> python_stacks{StackNode{0, 0}};
@@ -180,6 +203,9 @@ struct RecordVisitor {
   void onAddressReserve(const AddressRange&) {}
   void onAddressFree(const AddressRange&) {}
   void onDeviceMemory(const DeviceMemory&) {}
+  // Version 3's records (Note [The simulated device]).
+  void onSimulatedDevice(const SimulatedDeviceInfo&) {}
+  void onDeviceRead(const DeviceRead&) {}
   void onEvent(const Event&) {}
   // Return true to stop reading (after the record just seen).
   bool done() const { return false; }
@@ -248,6 +274,9 @@ class TraceReader {
   MemoryMap readMemoryMap();
   AddressRange readAddressRange();  // an unmap, a reservation or its release
   DeviceMemory readDeviceMemory();
+  // Version 3's records.
+  const SimulatedDeviceInfo& readSimulatedDevice();
+  DeviceRead readDeviceRead();
 
   std::string path_;
   std::FILE* file_ = nullptr;
@@ -260,6 +289,7 @@ class TraceReader {
   const uint8_t* record_start_ = nullptr;
   uint64_t cut_offset_ = 0;
   Tables tables_;
+  uint32_t version_ = 0;  // the file header's
 
   // Decoding state that carries over chunks.
   Context context_;
@@ -329,6 +359,11 @@ void TraceReader::readRecord(Visitor& visitor) {
   if (!seen_process_info_ && type != static_cast<uint8_t>(RecordType::kProcessInfo))
     fail("the first record is not the process information");
   if (type & format::EventBits::kEvent) return visitor.onEvent(readEvent(type));
+  if (type <= static_cast<uint8_t>(RecordType::kDeviceRead) &&
+      format::firstVersion(static_cast<RecordType>(type)) > version_)
+    fail("a record of type " + std::to_string(type) + " (trace format version " +
+         std::to_string(format::firstVersion(static_cast<RecordType>(type))) + ") in a version " +
+         std::to_string(version_) + " file");
   switch (static_cast<RecordType>(type)) {
     case RecordType::kProcessInfo:
       return visitor.onProcessInfo(readProcessInfo());
@@ -388,6 +423,10 @@ void TraceReader::readRecord(Visitor& visitor) {
       return visitor.onAddressFree(readAddressRange());
     case RecordType::kDeviceMemory:
       return visitor.onDeviceMemory(readDeviceMemory());
+    case RecordType::kSimulatedDevice:
+      return visitor.onSimulatedDevice(readSimulatedDevice());
+    case RecordType::kDeviceRead:
+      return visitor.onDeviceRead(readDeviceRead());
   }
   fail("an unknown record type " + std::to_string(type));
 }

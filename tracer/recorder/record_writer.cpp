@@ -52,6 +52,7 @@ void RecordWriter::beginFile(uint64_t start_monotonic_ns) {
   native_nodes_.clear();
   native_node_count_ = 0;
   devices_written_ = 0;
+  simulated_written_ = false;
   last_time_ns_ = start_monotonic_ns;
   last_address_ = 0;
   last_python_stack_[0] = last_python_stack_[1] = 0;
@@ -102,6 +103,22 @@ bool RecordWriter::writeDistributed(const DistributedFields& rank) {
     p = putZigzag(p, value);
   p = putBytes(p, rank.job_id, job_size);
   file_.commit(p);
+  return true;
+}
+
+bool RecordWriter::writeSimulatedDevice(const SimulatedDeviceFields& device) {
+  size_t name_size = cappedLength(device.profile_name);
+  size_t file_size = cappedLength(device.profile_file);
+  uint8_t* p = file_.reserve(name_size + file_size + 48);
+  if (!p) return false;
+  p = putType(p, RecordType::kSimulatedDevice);
+  p = putBytes(p, device.profile_name, name_size);
+  p = putBytes(p, device.profile_file, file_size);
+  p = putVarint(p, device.memory_bytes);
+  *p++ = device.memory_set_by_user ? 1 : 0;
+  p = putVarint(p, static_cast<uint64_t>(device.device_count));
+  file_.commit(p);
+  simulated_written_ = true;
   return true;
 }
 
@@ -464,6 +481,19 @@ bool RecordWriter::writeFailedAlloc(uint64_t time_ns, uint64_t size, uint32_t py
   p = putType(p, RecordType::kFailedAlloc);
   p = putVarint(p, timeDelta(time_ns));
   p = putVarint(p, size);
+  p = putVarint(p, python_stack);
+  p = putVarint(p, native_stack);
+  file_.commit(p);
+  return true;
+}
+
+bool RecordWriter::writeDeviceRead(uint64_t time_ns, uint64_t bytes, uint32_t python_stack,
+                                   uint32_t native_stack) {
+  uint8_t* p = file_.reserve(48);
+  if (!p) return false;
+  p = putType(p, RecordType::kDeviceRead);
+  p = putVarint(p, timeDelta(time_ns));
+  p = putVarint(p, bytes);
   p = putVarint(p, python_stack);
   p = putVarint(p, native_stack);
   file_.commit(p);

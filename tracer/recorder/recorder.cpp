@@ -312,6 +312,41 @@ void recordFree(const RecursionGuard&, const EventSource& source, const void* ad
   afterRecord(time);
 }
 
+// Note [The simulated device] (records.h): a read of device values is recorded as an
+// allocation is (guard, capture outside the lock, lock, write), with its context and stacks;
+// it changes no live bytes and no counter.
+void recordDeviceRead(const RecursionGuard&, const EventSource& source, uint64_t bytes) {
+  ensureRecorderInitialized();
+  describeDevice(source.device);
+  EventRecording recording(source, /*is_free=*/false);  // Note [Recording scope before the lock]
+  MutexLock lock;
+  uint64_t time = monotonicNow();
+  if (!ensureFileOpen()) return;
+  uint32_t python_stack = 0, native_stack = 0;
+  if (!recording.writePrelude(source, source.device, source.level, &python_stack, &native_stack) ||
+      !g_writer.writeDeviceRead(time, bytes, python_stack, native_stack))
+    failWrite();
+  afterRecord(time);
+}
+
+void setSimulatedDevice(const SimulatedDevice& device) {
+  ensureRecorderInitialized();
+  MutexLock lock;
+  SimulatedDeviceCopy& copy = g_simulated;
+  snprintf(copy.profile_name, sizeof(copy.profile_name), "%s",
+           device.profile_name ? device.profile_name : "");
+  snprintf(copy.profile_file, sizeof(copy.profile_file), "%s",
+           device.profile_file ? device.profile_file : "");
+  copy.memory_bytes = device.memory_bytes;
+  copy.memory_set_by_user = device.memory_set_by_user;
+  // The reader takes 1 to kMaxDevices devices; the simulated device makes 1 to 64.
+  copy.device_count = device.device_count < 1             ? 1
+                      : device.device_count > kMaxDevices ? kMaxDevices
+                                                          : device.device_count;
+  copy.known = true;
+  if (!writeSimulatedDeviceIfNew()) failWrite();
+}
+
 void recordFailedAlloc(const RecursionGuard&, const EventSource& source, uint64_t size) {
   ensureRecorderInitialized();
   describeDevice(source.device);

@@ -71,6 +71,21 @@ void recordDeviceMemory();
 using DeviceDescriber = bool (*)(int device, char* name, size_t name_size, uint64_t* total_bytes);
 void setDeviceDescriber(DeviceDescriber describer);
 
+// The simulated GPU the process runs on (Note [The simulated device] in
+// tracer/format/records.h), as the shim found it. The recorder copies it and writes it to every
+// file it opens from then on, and at once to the file already open, if any.
+struct SimulatedDevice {
+  const char* profile_name;
+  const char* profile_file;
+  uint64_t memory_bytes;  // each device's
+  bool memory_set_by_user;
+  int device_count;
+};
+void setSimulatedDevice(const SimulatedDevice& device);
+// A copy from device memory to the host on the simulated device (its read observer): the
+// thread's stacks and `bytes`, with the path of an allocation (guard, capture, lock, write).
+void recordDeviceRead(const RecursionGuard& guard, const EventSource& source, uint64_t bytes);
+
 // Initializes the recorder once (config, fork and exit handlers, autostart). Called by the
 // library's constructor and, in case a hook runs before it, by every record function.
 void ensureRecorderInitialized();
