@@ -173,6 +173,49 @@ def test_a_lent_stack_names_a_thread_without_python(build, tmp_path, python):
     assert (Path(file).name, line, function) == ("lend.py", lend["call"], "backward")
 
 
+@pytest.mark.parametrize("python", SUPPORTED_PYTHONS)
+def test_code_objects_made_and_dropped_name_their_own_allocations(build, tmp_path, python):
+    # Note [Code objects that die]: 4 x 500 functions (code.replace, exec of a new function, a
+    # closure of a new factory, a lambda), each called once to allocate, then dropped; the next
+    # one often takes the dead one's address. Before: 1,999 of 2,000 named after another.
+    trace = tmp_path / "churn.bin"
+    result = run([python, SCRIPTS / "code_churn.py", build.cudart, 500], preloaded(trace))
+    expected = [(file, int(line), function) for file, line, function in
+                (text.rsplit(" ", 2) for text in result.stdout.splitlines())]
+    named = [tuple(frames[-1]) if frames else None for _, _, frames in allocation_stacks(trace)]
+    assert len(expected) == len(named) == 2000
+    wrong = [(got, want) for got, want in zip(named, expected) if got != want]
+    assert not wrong, (len(wrong), wrong[:5])
+
+
+@pytest.mark.parametrize("python", SUPPORTED_PYTHONS)
+def test_a_thread_without_the_gil_never_walks_the_holders_frames(build, tmp_path, python):
+    # The public C API's walker, after a sub-interpreter was made: 3.10 and 3.11 then answer
+    # PyGILState_Check() with 1 on every thread. Before: up to a sixth of the allocations of
+    # threads that never ran Python were named by the GIL holder's line (and 3.10 crashed).
+    trace = tmp_path / "subinterpreter.bin"
+    run([python, SCRIPTS / "subinterpreter.py", build.cudart, 300],
+        preloaded(trace, MEMTRACE_PYTHON_WALKER="api"))
+    allocations = allocation_stacks(trace)
+    assert len(allocations) == 300
+    assert [frames for _, _, frames in allocations if frames] == []
+
+
+@pytest.mark.parametrize("python", SUPPORTED_PYTHONS)
+def test_a_fork_during_a_lend_leaves_it_in_the_parent(build, tmp_path, python):
+    # Note [Stacks lent to threads without Python]: the lender is not in the child (a worker
+    # thread forked), so a thread without Python there borrows nothing; the parent still does.
+    pattern = tmp_path / "lend-%p.bin"
+    result = run([python, SCRIPTS / "fork_during_lend.py", build.cudart], preloaded(pattern))
+    child = int(result.stdout.split()[1])
+    lend = tagged_lines(SCRIPTS / "fork_during_lend.py", "LEND")["parent"]
+    parent_file, = [p for p in tmp_path.iterdir() if p.name != f"lend-{child}.bin"]
+    stacks = lambda trace: {size: [line for _, line, _ in frames]  # noqa: E731
+                            for _, size, frames in allocation_stacks(trace)}
+    assert stacks(parent_file)[1 << 20][-1] == lend
+    assert stacks(tmp_path / f"lend-{child}.bin")[2 << 20] == []
+
+
 @pytest.mark.parametrize("python", OLDER_PYTHONS or ["python3.9"])
 def test_an_older_python_says_so_once(build, tmp_path, python):
     # No frame layout is known for it: allocations made with the GIL released get no Python

@@ -44,6 +44,8 @@ struct MemtracePythonLayout {
   /* bytes: ob_size and ob_sval. */
   int32_t bytes_size;
   int32_t bytes_data;
+  /* PyTypeObject's tp_dealloc (Note [Code objects that die]). */
+  int32_t type_dealloc;
 };
 
 /* The bounds CPython's _PyCode_CheckLineNumber walks over a line table (PyCodeAddressRange,
@@ -60,11 +62,13 @@ struct MemtraceAddressRange {
 };
 
 /* The same order as the fields of MemtracePythonLayout. */
-#define MEMTRACE_PYTHON_LAYOUTS                                                                   \
-  {10, -1, 24, 1, 32, 24, 96, -1, -1, -1, -1, -1, 104, 112, 40, 120, 48, 72, 16, 32, 16, 32},     \
-      {11, 56, 8, 0, 32, 48, 56, 69, 1, -1, 184, 168, 112, 120, 72, 136, 48, 72, 16, 32, 16, 32}, \
-      {12, 56, 0, 0, 0, 8, 56, 70, 1, 3, 192, 176, 112, 120, 68, 136, 40, 56, 16, 32, 16, 32}, {  \
-    13, -1, 72, 0, 0, 8, 56, 70, 1, 3, 200, 184, 112, 120, 68, 136, 40, 56, 16, 32, 16, 32        \
+#define MEMTRACE_PYTHON_LAYOUTS                                                                    \
+  {10, -1, 24, 1, 32, 24, 96, -1, -1, -1, -1, -1, 104, 112, 40, 120, 48, 72, 16, 32, 16, 32, 48},  \
+      {11,  56,  8,  0,   32, 48, 56, 69, 1,  -1, 184, 168,                                        \
+       112, 120, 72, 136, 48, 72, 16, 32, 16, 32, 48},                                             \
+      {12, 56, 0, 0, 0, 8, 56, 70, 1, 3, 192, 176, 112, 120, 68, 136, 40, 56, 16, 32, 16, 32, 48}, \
+  {                                                                                                \
+    13, -1, 72, 0, 0, 8, 56, 70, 1, 3, 200, 184, 112, 120, 68, 136, 40, 56, 16, 32, 16, 32, 48     \
   }
 
 #endif

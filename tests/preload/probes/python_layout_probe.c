@@ -76,6 +76,7 @@ int main(void) {
   check("sizeof(f_lasti)", sizeof(int), sizeof(((PyFrameObject*)0)->f_lasti));
   check("frame_owner", layout->frame_owner, -1);
 #endif
+  check("type_dealloc", layout->type_dealloc, offsetof(PyTypeObject, tp_dealloc));
   check("code_filename", layout->code_filename, offsetof(PyCodeObject, co_filename));
   check("code_name", layout->code_name, offsetof(PyCodeObject, co_name));
   check("code_first_line", layout->code_first_line, offsetof(PyCodeObject, co_firstlineno));
@@ -101,7 +102,8 @@ int main(void) {
     check("state.ascii bit", 1, (bits >> 6) & 1);
   }
   /* The bounds _PyCode_CheckLineNumber walks: python_stack.cpp's AddressRange. */
-  check("sizeof(PyCodeAddressRange)", sizeof(struct MemtraceAddressRange), sizeof(PyCodeAddressRange));
+  check("sizeof(PyCodeAddressRange)", sizeof(struct MemtraceAddressRange),
+        sizeof(PyCodeAddressRange));
   check("PyCodeAddressRange.opaque", offsetof(struct MemtraceAddressRange, opaque),
         offsetof(PyCodeAddressRange, opaque));
   check("opaque.lo_next", offsetof(struct MemtraceAddressRange, opaque.next),
