@@ -1,4 +1,5 @@
-"""The recorder's Python stacks, under every CPython we support (3.10-3.13; CI runs them all),
+"""The recorder's Python stacks, under every CPython we support (3.10-3.13; CI runs them all; and
+3.13t, the free-threaded build, where it is installed),
 against the test CUDA runtime called as PyTorch calls CUDA: with the GIL released around the
 call (ctypes.CDLL), from the op's own thread (Note [Python frames without the GIL],
 tracer/recorder/python_stack.cpp). One case keeps the GIL held (ctypes.PyDLL), as a tensor's
@@ -35,9 +36,20 @@ def _installed_pythons():
     return found
 
 
+def _installed_free_threaded():
+    """The free-threaded CPythons installed here (python3.13t), which have layouts of their own:
+    tested where present, not required (pyenv builds them from source: 3.13.15t was)."""
+    found = {}
+    for candidate in sorted(Path("/root/.pyenv/versions").glob("3.*/bin/python3.*t")):
+        match = re.fullmatch(r"python3\.(\d+)t", candidate.name)
+        if match and (3, int(match.group(1))) in SUPPORTED:
+            found.setdefault(int(match.group(1)), str(candidate))
+    return list(found.values())
+
+
 PYTHONS = _installed_pythons()
 SUPPORTED_PYTHONS = [PYTHONS.get(version, f"python{version[0]}.{version[1]}")
-                     for version in SUPPORTED]
+                     for version in SUPPORTED] + _installed_free_threaded()
 OLDER_PYTHONS = [path for version, path in sorted(PYTHONS.items()) if version < (3, 10)]
 
 
@@ -64,7 +76,8 @@ def test_layout_table_is_each_cpythons_own(python, tmp_path):
     probe = tmp_path / "probe"
     run(["cc", "-Wall", "-Werror", f"-I{HERE.parent.parent}", f"-I{include}", f"-I{include}/internal",
          HERE / "probes" / "python_layout_probe.c", "-o", probe])
-    version = run([python, "-c", "import sys; print(sys.version_info[1])"]).stdout.strip()
+    version = run([python, "-c", "import sys, sysconfig; print(sys.version_info[1], end='');"
+                   "print('t' if sysconfig.get_config_var('Py_GIL_DISABLED') else '')"]).stdout.strip()
     assert run([probe]).stdout.strip() == f"layout ok 3.{version}"
 
 

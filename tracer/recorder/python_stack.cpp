@@ -83,9 +83,13 @@ struct Api {
 //    frame capture.
 //  - Sub-interpreters: a thread's key holds the thread state it first had (the main
 //    interpreter's); while it runs code of another interpreter, the walk reads the frames that
-//    entered it, which are alive and suspended. Free-threaded and --with-trace-refs builds
-//    lay objects out differently: the check of PyCode_Type's type below tells them apart, and
-//    on them, as on a CPython whose layout we do not know, the walker says so once and only
+//    entered it, which are alive and suspended.
+//  - Free-threaded builds (3.13t) have no GIL to release: every thread runs at once, but still
+//    only the thread itself pushes and pops its frames, and code objects, str and bytes stay
+//    immutable; their objects have a longer header, so they have layouts of their own
+//    (python_layouts.h), told apart by a function only they export. --with-trace-refs builds
+//    lay objects out differently too: the check of PyCode_Type's type below tells them apart,
+//    and on them, as on a CPython whose layout we do not know, the walker says so once and only
 //    walks threads that hold the GIL, through the public API.
 // Every frame's code object is checked to be a code object (its type) before anything else
 // of it is read; a frame that fails the check means the layout is wrong: the walk returns
@@ -175,19 +179,20 @@ FlatMap<RawFrame, FrameInfo*, RawFrameHash>& g_frame_cache = g_frame_cache_stora
 Immortal<Arena> g_frame_arena_storage;
 Arena& g_frame_arena = g_frame_arena_storage.value;
 
-const MemtracePythonLayout* layoutOf(unsigned long version_hex) {
+const MemtracePythonLayout* layoutOf(unsigned long version_hex, bool free_threaded) {
   if ((version_hex >> 24) != 3) return nullptr;
   uint32_t minor = (version_hex >> 16) & 0xff;
   for (const MemtracePythonLayout& layout : kLayouts)
-    if (layout.minor == minor) return &layout;
+    if (layout.minor == minor && (layout.free_threaded != 0) == free_threaded) return &layout;
   return nullptr;
 }
 
-// The default build lays a PyObject out as {refcount, type}: a static type object's type is
-// PyType_Type at offset 8. Free-threaded builds put the type at 24, trace-refs builds at 24.
-bool objectsLaidOutAsDefault() {
+// Whether the running build lays objects out as `layout` says: a static type object's type is
+// PyType_Type at its ob_type offset (8 in the default build; 24 free-threaded, and in a
+// --with-trace-refs build, which no layout describes).
+bool objectsLaidOutAs(const MemtracePythonLayout& layout) {
   return g_api.PyCode_Type && g_api.PyType_Type &&
-         field<const void*>(g_api.PyCode_Type, 8) == g_api.PyType_Type;
+         field<const void*>(g_api.PyCode_Type, layout.object_type) == g_api.PyType_Type;
 }
 
 // "3.9.18", from Py_GetVersion (a string made once, at start-up); "?" without it.
@@ -203,7 +208,7 @@ void sayLayoutUnknownOnce(const char* why) {
   char version[32], line[320];
   pythonVersion(version, sizeof(version));
   snprintf(line, sizeof(line),
-           "CPython %s: %s (3.10-3.13 are known): Python lines are recorded only for "
+           "CPython %s: %s (3.10-3.13 and 3.13t are known): Python lines are recorded only for "
            "allocations made while holding the GIL, and PyTorch's ops release it",
            version, why);
   warn(line);
@@ -228,7 +233,7 @@ void sayUnsupportedOnce() {
 // (the package's dlopen), so that every thread that frees a code object later (with the GIL)
 // sees g_code_dealloc set before it calls through the new slot.
 bool countCodeDeaths() {
-  if (!g_layout || !objectsLaidOutAsDefault()) return false;
+  if (!g_layout || !objectsLaidOutAs(*g_layout)) return false;
   using Dealloc = void (*)(void*);
   auto* slot = reinterpret_cast<Dealloc*>(
       const_cast<char*>(static_cast<const char*>(g_api.PyCode_Type)) + g_layout->type_dealloc);
@@ -241,8 +246,8 @@ bool countCodeDeaths() {
   return true;
 }
 
-bool isCode(const void* object) {
-  return object && field<const void*>(object, 8) == g_api.PyCode_Type;
+bool isCode(const void* object, const MemtracePythonLayout& layout) {
+  return object && field<const void*>(object, layout.object_type) == g_api.PyCode_Type;
 }
 
 // What tells a code object from a dead one that had its address (Note [Code objects that
@@ -277,14 +282,14 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max) {
     const char* code;
     if constexpr (layout.frame_is_object) {
       code = field<const char*>(frame, layout.frame_code);
-      if (walked == 0 && !isCode(code)) return SIZE_MAX;
+      if (walked == 0 && !isCode(code, layout)) return SIZE_MAX;
       int lasti = field<int>(frame, layout.frame_instruction);
       position = lasti < 0 ? -1 : 2 * lasti;
     } else {
       char owner = field<char>(frame, layout.frame_owner);
       if (owner == layout.owned_by_c_stack) continue;
       code = field<const char*>(frame, layout.frame_code);
-      if (walked == 0 && !isCode(code)) return SIZE_MAX;
+      if (walked == 0 && !isCode(code, layout)) return SIZE_MAX;
       const char* units = code + layout.code_units;
       const char* instruction = field<const char*>(frame, layout.frame_instruction);
       if (owner != layout.owned_by_generator &&
@@ -302,9 +307,9 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max) {
 using DirectWalk = size_t (*)(const void*, RawFrame*, size_t);
 
 template <size_t... index>
-DirectWalk directWalkOf(uint32_t minor, std::index_sequence<index...>) {
+DirectWalk directWalkOf(const MemtracePythonLayout* layout, std::index_sequence<index...>) {
   DirectWalk walk = nullptr;
-  ((kLayouts[index].minor == minor ? (walk = &walkDirectly<kLayouts[index]>) : walk), ...);
+  ((&kLayouts[index] == layout ? (walk = &walkDirectly<kLayouts[index]>) : walk), ...);
   return walk;
 }
 
@@ -413,7 +418,7 @@ int lineOf(const void* code, int position) {
 
 void resolveDirectly(const RawFrame& frame, FrameInfo* info) {
   const MemtracePythonLayout& layout = *g_layout;
-  if (!isCode(frame.code)) {  // never seen: the walk names only code objects' frames
+  if (!isCode(frame.code, layout)) {  // never seen: the walk names only code objects' frames
     *info = FrameInfo{"?", "?", 1, 1, 0, 0, 0};
     return;
   }
@@ -498,9 +503,10 @@ bool loadApi() {
                                                                                         : 0;
   g_api = api;
   g_thread_state_is_thread_local = version >= 0x030C0000;
-  g_layout = layoutOf(version);
-  if (g_layout)
-    g_direct_walk = directWalkOf(g_layout->minor, std::make_index_sequence<kLayoutCount>());
+  // Only the free-threaded build has it (Objects/object.c, under Py_GIL_DISABLED).
+  bool free_threaded = dlsym(RTLD_DEFAULT, "_Py_MergeZeroLocalRefcount") != nullptr;
+  g_layout = layoutOf(version, free_threaded);
+  if (g_layout) g_direct_walk = directWalkOf(g_layout, std::make_index_sequence<kLayoutCount>());
   // Frames are walked directly only where code objects' deaths are counted (Note [Code objects
   // that die]): their identity rests on it.
   if (g_direct_walk && api.PyCode_CheckLineNumber && countCodeDeaths())
