@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from memtrace_testing import ROOT, Build, allocation_stacks, run
+from memtrace_testing import ROOT, Build, allocation_stacks, parse_records, run
 
 sys.path.insert(0, str(ROOT / "python"))
 from mem_tracer import simulated_gpu  # noqa: E402
@@ -110,6 +110,12 @@ def test_reentrant_checkpoint_names_the_backward_line(build, tmp_path, how):
     # Nothing else names backward: the forward's allocations have the forward's lines only.
     forward = [lines for _, _, lines in allocations if line["ck_forward"] in lines]
     assert forward and all(line["ck_backward"] not in lines for lines in forward)
+    if how == "run":
+        # The recomputations are part of backward: one forward, one backward, one end (before:
+        # each recomputation was a forward of its own, each inner backward's end the step's).
+        phases = [r["phase"] for r in parse_records(tmp_path / "checkpoint-run.bin")
+                  if r["record"] == "training-phase"]
+        assert phases == ["forward", "backward", "none"], phases
 
 
 @pytest.mark.parametrize("how", HOWS)
