@@ -357,10 +357,18 @@ def install(model: Any = None, *, modules: bool = True, announce: bool = True) -
 _automatic_roots: list[bool] = []  # per module forward running: whether it is a root's
 
 
+def _inside_backward() -> bool:
+    """Whether autograd's engine is running a graph task on this thread: a forward there is a
+    re-entrant checkpoint's recomputation, part of backward."""
+    current = getattr(_torch._C, "_current_graph_task_id", None)
+    return current is not None and current() != -1
+
+
 def _automatic_begins(module: Any, args: Any) -> None:
     # A root: called with no module's forward running, and with gradients on (a forward under
-    # no_grad is inference, which gets no training records).
-    root = not _automatic_roots and _torch.is_grad_enabled()
+    # no_grad is inference, which gets no training records), and not from inside backward (a
+    # checkpoint recomputing its block: the phase stays backward, and its end is not the step's).
+    root = not _automatic_roots and _torch.is_grad_enabled() and not _inside_backward()
     _automatic_roots.append(root)
     if root:
         _root_forward_begins(module, args, {})

@@ -226,7 +226,7 @@ uint32_t RecordWriter::internPythonStack(ThreadState& thread, bool* ok) {
       thread.python_frames, thread.python_count, thread.cached_python, thread.cached_python_nodes,
       &thread.cached_python_count,
       [&](uint32_t parent, const python::RawFrame& raw, const python::RawFrame*) -> uint32_t {
-        python::FrameInfo* info = python::resolveFrame(raw);
+        python::FrameInfo* info = python::resolveFrame(raw, thread.python_holds_gil);
         uint32_t frame = internFrame(info ? info : &g_unknown_frame, ok);
         if (!*ok) return 0;
         return internNode(python_nodes_, &python_node_count_, NodeKey{parent, 0, frame}, [&] {

@@ -13,6 +13,7 @@
 #include <initializer_list>
 
 #include "tracer/format/peak.h"
+#include "tracer/recorder/lent_stacks.h"
 #include "tracer/recorder/native_stack.h"
 #include "tracer/recorder/python_stack.h"
 #include "tracer/recorder/recorder_state.h"
@@ -80,6 +81,7 @@ struct Capture {
   ThreadState* thread = nullptr;
   bool python = false;
   bool native = false;
+  int64_t graph_task = -1;  // autograd's, while a stack is lent (Note [Stacks lent to ...])
 };
 
 // Whether this event's stacks are captured at all (tracing, and frees only when asked).
@@ -88,14 +90,17 @@ bool capturesStacks(bool is_free) {
 }
 
 // `walk_python`: Python stacks are wanted and this thread's can be walked (decided once per
-// event: it also decides the GcPause around the public API's walk).
-Capture captureStacks(bool is_free, const void* caller, bool walk_python) {
+// event: it also decides the GcPause around the public API's walk); `holds_gil`, canWalk's.
+Capture captureStacks(bool is_free, const void* caller, bool walk_python, bool holds_gil) {
   Capture capture;
   if (!capturesStacks(is_free)) return capture;
   capture.thread = currentThreadState();
   if (!capture.thread) return capture;
   capture.thread->python_count = 0;
   capture.thread->native_count = 0;
+  capture.thread->python_holds_gil = holds_gil;
+  if (anyStackLent() && format::wantsPython(g_config.stack_mode))
+    capture.graph_task = currentGraphTask();
   if (walk_python) {
     capture.thread->python_count =
         python::captureStack(capture.thread->python_frames, g_config.python_depth);
@@ -109,31 +114,10 @@ Capture captureStacks(bool is_free, const void* caller, bool walk_python) {
   return capture;
 }
 
-// Note [Stacks lent to threads without Python]
-// Autograd's engine runs a GPU's backward on a thread of its own that never ran Python: its
-// allocations have no Python stack. What the user can act on is the line that called
-// backward (loss.backward()): the package wraps autograd's engine so that the calling thread,
-// just before it blocks in the engine, lends its stack (memtrace_lend_python_stack), and takes
-// it back when the engine returns. In between, an allocation on a thread with no Python frame
-// of its own is attributed to the lent stack. The lent frames are resolved when lent (the
-// lender holds the GIL then, and its frames are alive), so using them later reads nothing of
-// the interpreter. One stack is lent at a time: when two threads run backward at once, the
-// later lender's stack names the allocations of both until both have ended.
-// Costs nothing per event but a test of g_lent_depth, and a copy of the lent frames for the
-// events that use it. Guarded by g_mutex.
-python::RawFrame g_lent_frames[kMaxPythonDepth];
-size_t g_lent_count = 0;
-int g_lent_depth = 0;
-
-// Gives a thread without Python frames the lent stack, if any (g_mutex held).
+// Gives the thread the stacks lent to the backward it runs, if any (g_mutex held).
 void borrowLentStack(Capture* capture) {
-  if (!capture->thread || capture->python || g_lent_depth == 0 || g_lent_count == 0 ||
-      !format::wantsPython(g_config.stack_mode))
-    return;
-  std::memcpy(capture->thread->python_frames, g_lent_frames,
-              g_lent_count * sizeof(g_lent_frames[0]));
-  capture->thread->python_count = g_lent_count;
-  capture->python = true;
+  if (!capture->thread || !anyStackLent() || !format::wantsPython(g_config.stack_mode)) return;
+  capture->python = borrowLentStacks(*capture->thread, capture->graph_task);
 }
 
 // Interns the captured stacks (with g_mutex held). *unknown_object asks the caller to
@@ -228,7 +212,7 @@ class EventRecording {
       : walk_python_(capturesStacks(is_free) && format::wantsPython(g_config.stack_mode) &&
                      python::canWalk(&holds_gil_)),
         gc_pause_(walk_python_ && holds_gil_),
-        capture_(captureStacks(is_free, source.caller, walk_python_)),
+        capture_(captureStacks(is_free, source.caller, walk_python_, holds_gil_)),
         captured_(capturesStacks(is_free)) {}
 
   // After the lock is released (Note [Recording scope before the lock]): a native frame
@@ -361,29 +345,6 @@ void recordFailedAlloc(const RecursionGuard&, const EventSource& source, uint64_
   // An OOM is often followed by the process dying: get it on disk now.
   else if (!g_file.flush())
     failWrite();
-}
-
-int lendPythonStack(size_t skip) {
-  ensureRecorderInitialized();
-  ThreadState* thread = currentThreadState();
-  bool holds_gil = false;
-  if (!thread || !python::canWalk(&holds_gil)) return 0;
-  python::GcPause gc_pause(holds_gil);
-  size_t count = python::captureStack(thread->python_frames, g_config.python_depth);
-  size_t kept = count > skip ? count - skip : 0;
-  MutexLock lock;
-  // Resolved now, while the lender's frames are alive (Note [Stacks lent to threads without
-  // Python]); a frame that cannot be resolved (out of memory) is lent as <unknown>.
-  for (size_t i = 0; i < kept; ++i) python::resolveFrame(thread->python_frames[skip + i]);
-  std::memcpy(g_lent_frames, thread->python_frames + skip, kept * sizeof(g_lent_frames[0]));
-  g_lent_count = kept;
-  ++g_lent_depth;
-  return 1;
-}
-
-void endLentPythonStack() {
-  MutexLock lock;
-  if (g_lent_depth > 0 && --g_lent_depth == 0) g_lent_count = 0;
 }
 
 }  // namespace memtrace

@@ -90,12 +90,22 @@ void recordDeviceRead(const RecursionGuard& guard, const EventSource& source, ui
 // library's constructor and, in case a hook runs before it, by every record function.
 void ensureRecorderInitialized();
 
-// Note [Stacks lent to threads without Python] (recorder.cpp): the calling thread's Python
-// stack, less its `skip` innermost frames, names the allocations of threads that have no
-// Python frame, until the matching endLentPythonStack. Returns 1, or 0 when no Python stack
-// can be walked here.
+// Note [Stacks lent to threads without Python] (lent_stacks.cpp). The package's side: the
+// calling thread's Python stack, less its `skip` innermost frames, is lent to the backward it is
+// about to run, until its matching endLentPythonStack (the calling thread's latest lend ends).
+// Returns the lend's id (> 0), or 0 when no Python stack can be walked here or too many are
+// lent. bindLentPythonStack(id), from a pre-hook of the backward's root node, tells the lend
+// which graph task it is for (the one the calling thread runs).
 int lendPythonStack(size_t skip);
 void endLentPythonStack();
+void bindLentPythonStack(int id);
+// The engine's side (allocator/autograd_hooks.cpp): a thread starts `graph_task` (a GraphTask*)
+// and waits for it; returns the id to end it with (0: none made, or the package's adopted).
+int lendForGraphTaskStart(const void* graph_task);
+void endLendForGraphTask(int id);
+// A node of `graph_task` is evaluated on the calling thread (the engine's current graph task
+// is it): lends for it learn its id.
+void graphTaskEvaluates(const void* graph_task);
 
 // Whether this library was loaded through LD_PRELOAD (then tracing starts at load).
 bool loadedByPreload();
