@@ -6,11 +6,11 @@ their categories, phases and steps; then the script, or -m module, as python wou
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import runpy
 import sys
-
 
 # What mem_tracer.cli's verdict looks for (Note [Will it fit] in cli.py).
 OUT_OF_MEMORY_MARK = "memtrace: out of memory"
@@ -30,11 +30,12 @@ def _out_of_memory(error: BaseException) -> bool:
 
 
 def _mark_out_of_memory() -> None:
-    try:
-        from . import tracing
+    from . import tracing
+    from .errors import MemTracerError
+    # Best effort: without a trace (nothing traced yet) there is nothing to mark, and the
+    # program's own error goes on regardless.
+    with contextlib.suppress(MemTracerError, OSError):
         tracing.annotate(OUT_OF_MEMORY_MARK)
-    except Exception:  # noqa: BLE001 - the mark is best effort: the error goes on regardless
-        pass
 
 
 def _run(arguments: list[str]) -> None:

@@ -44,8 +44,29 @@ _model: weakref.ref[Any] | None = None
 _steps = 0
 _parameters: set[int] = set()  # addresses of the parameters' storages, as last seen
 _inputs: set[int] = set()  # of the running root forward's inputs
-_forward_depth = 0  # the root module's forward calls running (it may call itself)
-_pushed_hooks: list[bool] = []  # per running root forward: whether it pushed a hooks pair
+
+
+class _Forwards(threading.local):
+    """A thread's root forwards running: per thread, because autograd's saved-tensor hooks,
+    which a root forward pushes and pops, are the thread's own (two threads training at once
+    must never pop each other's). `generation` ties the state to one install()."""
+
+    def __init__(self) -> None:
+        self.generation = -1
+        self.depth = 0  # the root module's forward calls running (it may call itself)
+        self.pushed: list[bool] = []  # per running root forward: whether it pushed a hooks pair
+        self.roots: list[bool] = []  # per module forward running: whether it is a root's
+
+
+_forwards_of_thread = _Forwards()
+_generation = 0  # bumped by uninstall(): every thread's state from before is stale
+
+
+def _forwards() -> _Forwards:
+    state = _forwards_of_thread
+    if state.generation != _generation:
+        state.generation, state.depth, state.pushed, state.roots = _generation, 0, [], []
+    return state
 _thread = threading.local()  # .backward_module: a module this thread entered in backward
 _torch: Any = None  # torch, bound by install()
 
@@ -194,13 +215,13 @@ def _chained(outer: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None) ->
 
 
 def _root_forward_begins(module: Any, args: Any, kwargs: Any) -> None:
-    global _forward_depth
     import torch
     autograd = torch._C._autograd
-    _forward_depth += 1
-    if _forward_depth > 1 or torch.compiler.is_compiling():
+    forwards = _forwards()
+    forwards.depth += 1
+    if forwards.depth > 1 or torch.compiler.is_compiling():
         # Nested, or being traced by torch.compile: its graph must not capture these hooks.
-        _pushed_hooks.append(False)
+        forwards.pushed.append(False)
         return
     _leave_backward_module()
     _phase(_FORWARD)
@@ -217,16 +238,16 @@ def _root_forward_begins(module: Any, args: Any, kwargs: Any) -> None:
         pack, unpack = _chained(autograd._top_saved_tensors_default_hooks(False))
         autograd._push_saved_tensors_default_hooks(pack, unpack)
         pushed = True
-    _pushed_hooks.append(pushed)
+    forwards.pushed.append(pushed)
 
 
 def _root_forward_ends(module: Any, args: Any, kwargs: Any, output: Any) -> None:
-    global _forward_depth
-    _forward_depth = max(0, _forward_depth - 1)
-    if _pushed_hooks and _pushed_hooks.pop():
+    forwards = _forwards()
+    forwards.depth = max(0, forwards.depth - 1)
+    if forwards.pushed and forwards.pushed.pop():
         import torch
         torch._C._autograd._pop_saved_tensors_default_hooks()
-    if _forward_depth == 0:
+    if forwards.depth == 0:
         _watch_backward(output, None)
 
 
@@ -354,8 +375,6 @@ def install(model: Any = None, *, modules: bool = True, announce: bool = True) -
             _handles.append(torch_module.register_module_forward_hook(_module_forward_ends))
 
 
-_automatic_roots: list[bool] = []  # per module forward running: whether it is a root's
-
 
 def _inside_backward() -> bool:
     """Whether autograd's engine is running a graph task on this thread: a forward there is a
@@ -368,14 +387,16 @@ def _automatic_begins(module: Any, args: Any) -> None:
     # A root: called with no module's forward running, and with gradients on (a forward under
     # no_grad is inference, which gets no training records), and not from inside backward (a
     # checkpoint recomputing its block: the phase stays backward, and its end is not the step's).
-    root = not _automatic_roots and _torch.is_grad_enabled() and not _inside_backward()
-    _automatic_roots.append(root)
+    roots = _forwards().roots
+    root = not roots and _torch.is_grad_enabled() and not _inside_backward()
+    roots.append(root)
     if root:
         _root_forward_begins(module, args, {})
 
 
 def _automatic_ends(module: Any, args: Any, output: Any) -> None:
-    if _automatic_roots and _automatic_roots.pop():
+    roots = _forwards().roots
+    if roots and roots.pop():
         _root_forward_ends(module, args, {}, output)
 
 
@@ -398,14 +419,12 @@ def install_automatic() -> None:
 
 def uninstall() -> None:
     """Removes the hooks (stop_tracing() calls it)."""
-    global _model, _forward_depth
+    global _model, _generation
     with _lock:
-        _automatic_roots.clear()
+        _generation += 1
         while _handles:
             _handles.pop().remove()
         _model = None
-        _forward_depth = 0
-        _pushed_hooks.clear()
         _inputs.clear()
         _told.clear()
         _parameters.clear()

@@ -642,8 +642,7 @@ SIMGPU_API cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_
   auto* device = static_cast<char*>(variableAddress(symbol, &size));
   if (!device || offset + bytes > size) return fail(cudaErrorInvalidSymbol);
   device += offset;
-  copy(dst, device, bytes);
-  return cudaSuccess;
+  return copy(dst, device, bytes) ? cudaSuccess : fail(cudaErrorNotPermitted);
 }
 
 // ---- The driver's entry points, as CUDA's runtime hands them out -----------------------------

@@ -58,3 +58,17 @@ def test_a_card_that_is_not_there_and_a_cpu_build_are_refused_in_one_line(tmp_pa
               {"PYTHONPATH": str(ROOT / "python")}, check=False)
     assert cpu.returncode == 2
     assert "the torch this Python imports is a CPU build" in cpu.stderr
+
+
+def test_a_loop_waiting_on_a_computed_value_is_stopped(tmp_path):
+    trace = tmp_path / "generate.bin"
+    result = memtrace_run("--gpu", "h100", "--gpu-max-reads", "300", "-q", "-o", trace,
+                          HERE / "programs" / "generate_hf.py", check=False)
+    assert result.returncode == 4, result.stderr[-2000:]
+    assert "past the limit (MEMTRACE_GPU_MAX_READS=300)" in result.stderr
+    assert "STOPPED on a simulated NVIDIA H100 80GB HBM3" in result.stderr
+    assert "generated" not in result.stdout
+    reads = report_json(trace)["device_reads"]
+    assert reads["count"] == 300
+    # The lines that read are transformers' generation loop's.
+    assert any("generation" in row["location"] for row in reads["rows"]), reads["rows"][:3]
