@@ -101,7 +101,8 @@ int main(void) {
     check("state.ascii bit", 1, (bits >> 6) & 1);
   }
   /* The bounds _PyCode_CheckLineNumber walks: python_stack.cpp's AddressRange. */
-  check("sizeof(PyCodeAddressRange)", sizeof(struct MemtraceAddressRange), sizeof(PyCodeAddressRange));
+  check("sizeof(PyCodeAddressRange)", sizeof(struct MemtraceAddressRange),
+        sizeof(PyCodeAddressRange));
   check("PyCodeAddressRange.opaque", offsetof(struct MemtraceAddressRange, opaque),
         offsetof(PyCodeAddressRange, opaque));
   check("opaque.lo_next", offsetof(struct MemtraceAddressRange, opaque.next),
