@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import _torch_internals
+
 
 class KernelRulesError(Exception):
     """The device profile cannot be read (a missing file, a field of the wrong type)."""
@@ -223,7 +225,7 @@ def _math_attention(query: Any, key: Any, value: Any, attn_mask: Any, dropout_p:
     attention = torch.matmul(query, key.transpose(-2, -1) * factor)
     if attn_mask is not None:
         attention.add_(attn_mask)
-    attention = torch.ops.aten._safe_softmax(attention, -1)
+    attention = _torch_internals.aten_op("_safe_softmax")(attention, -1)
     if dropout_p > 0:
         attention = device_dropout(attention, dropout_p)
     return torch.matmul(attention, value)
@@ -236,27 +238,27 @@ def device_sdpa(kernel: str, query: Any, key: Any, value: Any, attn_mask: Any = 
     """scaled_dot_product_attention as attention.cpp runs it on CUDA once `kernel` is chosen."""
     import torch
     import torch.nn.functional as F
-    aten = torch.ops.aten
+    aten = _torch_internals.aten_op
     logsumexp = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
     mask = _additive_mask(attn_mask, query.dtype)
     if kernel == "cudnn":
-        return aten._scaled_dot_product_cudnn_attention(query, key, value, mask, logsumexp,
-                                                        dropout_p, is_causal, False,
-                                                        scale=scale)[0]
+        return aten("_scaled_dot_product_cudnn_attention")(query, key, value, mask, logsumexp,
+                                                           dropout_p, is_causal, False,
+                                                           scale=scale)[0]
     if kernel == "flash":
         size = query.size(-1)
         pad = (-size) % head_dim_padding
         padded = [F.pad(t, (0, pad)) if pad else t for t in (query, key, value)]
-        output = aten._scaled_dot_product_flash_attention(
+        output = aten("_scaled_dot_product_flash_attention")(
             *padded, dropout_p, is_causal, False,
             scale=scale if scale is not None else 1 / math.sqrt(size))[0]
         return output[..., :size] if pad else output
     if kernel == "efficient":
         if mask is not None:
             mask = _padded_mask(mask, query, key, mask_alignment)
-        return aten._scaled_dot_product_efficient_attention(query, key, value, mask, logsumexp,
-                                                            dropout_p, is_causal,
-                                                            scale=scale)[0]
+        return aten("_scaled_dot_product_efficient_attention")(query, key, value, mask,
+                                                               logsumexp, dropout_p, is_causal,
+                                                               scale=scale)[0]
     return _math_attention(query, key, value, mask, dropout_p, is_causal, scale, enable_gqa)
 
 

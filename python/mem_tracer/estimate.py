@@ -371,7 +371,8 @@ def _device_profile(device: Device | os.PathLike[str]) -> str:
 
         if torch.cuda.is_available():
             major, minor = torch.cuda.get_device_capability()
-            release = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+            from ._torch_internals import torch_release
+            release = torch_release(torch.__version__)
             if (major, minor) == (9, 0) or (9 <= major <= 12 and release >= (2, 12)):
                 return "cuda-sm90"
     except Exception:  # noqa: BLE001 - no usable CUDA: the default profile

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import training
+from . import _torch_internals, training
 
 FORMAT = "memtrace-graph"
 VERSION = 1
@@ -45,9 +45,6 @@ VERSION = 1
 CATEGORIES = training.CATEGORIES[1:]
 _MAX_FRAMES = 48
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# torch's own machinery between the model's code and the dispatch mode: not where an op is.
-_MACHINERY = ("/torch/utils/_", "/torch/_subclasses/", "/torch/_dynamo/", "/torch/_compile.py",
-              "/torch/_ops.py", "/torch/overrides.py")
 
 
 class StepGraphError(Exception):
@@ -55,22 +52,20 @@ class StepGraphError(Exception):
 
 
 def _storage_key(tensor: Any) -> int:
-    return int(tensor.untyped_storage()._cdata)
+    return _torch_internals.storage_key(tensor.untyped_storage())
 
 
 def _tensors(value: Any) -> list[Any]:
     """The tensors in `value` that hold memory: a tensor subclass that wraps others (DTensor,
     whose memory is its local shard's) counts as the tensors it wraps (__tensor_flatten__)."""
     import torch
-    from torch.utils._pytree import tree_leaves
-    return [plain for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)
+    return [plain for leaf in _torch_internals.tree_leaves(value) if isinstance(leaf, torch.Tensor)
             for plain in _plain(leaf)]
 
 
 def _plain(tensor: Any) -> list[Any]:
     import torch
-    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
-    if not is_traceable_wrapper_subclass(tensor):
+    if not _torch_internals.is_wrapper_subclass(tensor):
         return [tensor]
     names, _ = tensor.__tensor_flatten__()
     inner = [getattr(tensor, name) for name in names]  # DTensor's device mesh is no tensor
@@ -144,7 +139,7 @@ class _Recorder:
         frame: Any = sys._getframe(2)
         while frame is not None and len(frames) < _MAX_FRAMES:
             filename = frame.f_code.co_filename
-            if not (filename.startswith(_HERE) or any(part in filename for part in _MACHINERY)):
+            if not (filename.startswith(_HERE) or any(part in filename for part in _torch_internals.MACHINERY_FILES)):
                 frames.append(self._frame_id(frame))
             frame = frame.f_back
         return frames
@@ -209,7 +204,7 @@ class _Recorder:
         """`storage` was resized in place to `size` bytes (Note [Storages resized in place]):
         while the step is recorded, what it held is released and what it holds now allocated,
         by a node of its own; before, the size it will carry into the step is kept."""
-        key = int(storage._cdata)
+        key = _torch_internals.storage_key(storage)
         if not self.recording:
             entry = self.earlier.get(key)
             if entry is not None:
@@ -317,7 +312,7 @@ def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
     """What torch.utils.flop_counter counts for the op (matrix products, convolutions,
     attention; two per multiply-add), 0 for the others."""
     from torch.utils.flop_counter import flop_registry
-    count = flop_registry.get(func._overloadpacket)
+    count = flop_registry.get(_torch_internals.op_packet(func))
     if count is None:
         return 0
     try:
@@ -374,14 +369,12 @@ def _op_name(func: Any) -> str:
 
 
 def _dispatch_mode(recorder: _Recorder) -> Any:
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Mode(TorchDispatchMode):
+    class Mode(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                                kwargs: dict[str, Any] | None = None) -> Any:
             return recorder.dispatch(func, args, kwargs or {})
 
-    return Mode()  # type: ignore[no-untyped-call]  # torch leaves it untyped
+    return Mode()
 
 
 # Note [Storages resized in place]
@@ -415,7 +408,7 @@ _COMMUNICATION = ("c10d", "_c10d_functional", "fsdp")
 def _written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> list[Any]:
     """The tensors an op writes: its outputs and the arguments its schema marks mutable."""
     values = [output]
-    for index, argument in enumerate(func._schema.arguments):
+    for index, argument in enumerate(_torch_internals.op_schema(func).arguments):
         if argument.alias_info is not None and argument.alias_info.is_write:
             values.append(args[index] if index < len(args) else kwargs.get(argument.name))
     return _tensors(values)
@@ -527,13 +520,9 @@ def record(model: Any, example_inputs: Sequence[Any] = (), *,
     and the optimizer are not touched, wherever they are: both are copied onto fake tensors.
     A step with data-dependent ops runs once on a real copy first (Note [Data-dependent
     values])."""
-    from torch._subclasses.fake_tensor import (
-        DataDependentOutputException,
-        DynamicOutputShapeException,
-    )
-
     from .device_kernels import CPU_RULES, KernelRulesError, kernel_rules
 
+    _torch_internals.require("recording a step on fake tensors (estimate(training=True), plan())")
     if accumulate < 1:
         raise StepGraphError(f"accumulate must be at least 1, not {accumulate}")
     if loop not in LOOPS:
@@ -551,8 +540,7 @@ def record(model: Any, example_inputs: Sequence[Any] = (), *,
         try:
             return step.record(replay=None)
         except StepGraphError as error:
-            if not isinstance(error.__cause__, (DataDependentOutputException,
-                                                DynamicOutputShapeException)):
+            if not isinstance(error.__cause__, _torch_internals.data_dependent_errors()):
                 raise
         return step.record(replay=step.example_values())
 
@@ -562,7 +550,7 @@ def _quiet_fake_tensors() -> Iterator[None]:
     """FakeTensorMode logs the error of an op that fails on fake tensors, with its stack, on
     top of raising it: the error is said once, in StepGraphError's one line."""
     import logging
-    logger = logging.getLogger("torch._subclasses.fake_tensor")
+    logger = logging.getLogger(_torch_internals.FAKE_TENSOR_LOGGER)
     level = logger.level
     logger.setLevel(logging.CRITICAL)
     try:
@@ -582,6 +570,7 @@ def _fake_copy_mode(fake_mode: Any) -> Any:
     from torch.overrides import TorchFunctionMode
 
     storages: dict[int, Any] = {}
+    clone = _torch_internals.tensor_base_clone()
 
     def fake(tensor: Any) -> Any:
         key = _storage_key(tensor)
@@ -599,7 +588,7 @@ def _fake_copy_mode(fake_mode: Any) -> Any:
         def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (),
                                kwargs: dict[str, Any] | None = None) -> Any:
             kwargs = kwargs or {}
-            if func is torch._C.TensorBase.clone:  # nn.Parameter's __deepcopy__ clones
+            if func is clone:  # nn.Parameter's __deepcopy__ clones
                 with fake_mode:
                     return fake(args[0]).detach().clone(**kwargs)
             if func is torch.Tensor.__deepcopy__:
@@ -607,7 +596,7 @@ def _fake_copy_mode(fake_mode: Any) -> Any:
                 if id(tensor) not in memo:
                     memo[id(tensor)] = fake(tensor)
                 return memo[id(tensor)]
-            with torch._C.DisableTorchFunctionSubclass():
+            with _torch_internals.disable_torch_function_subclass():
                 return func(*args, **kwargs)
 
     return Mode()
@@ -680,11 +669,10 @@ class _Step:
 
     def record(self, replay: list[tuple[str, Any]] | None) -> dict[str, Any]:
         import torch
-        from torch._subclasses.fake_tensor import FakeTensorMode
 
         from .device_kernels import DeviceKernels
 
-        fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        fake_mode = _torch_internals.fake_tensor_mode(allow_non_fake_inputs=True)
         model, args, kwargs, targets = self._copies(fake_mode)
         recorder = _Recorder({id(module): name for name, module in model.named_modules()})
         recorder.replay = replay
