@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from . import _native
 from .errors import MemTracerError
-from .parallel import DDP, FSDP, ParallelEstimate, Strategy, estimate_of, job
+from .parallel import ParallelEstimate, estimate_of
+from .training_step import FORWARD, Loop, RecordedStep, TrainingStep, training_step
 
 # How long a value lives: as the eager nn.Module keeps it (Python names) or as the TorchScript
 # interpreter does (freed at last use); memtrace-estimate's --semantics.
@@ -26,10 +27,6 @@ Semantics = Literal["eager", "torchscript"]
 # How the model reached the estimator: scripted, traced, given as a saved TorchScript file, or
 # recorded on fake tensors (a training step, or a torch.export archive; mem_tracer.step_graph).
 Method = Literal["script", "trace", "file", "record"]
-# What the training loop's own names hold (step_graph.LOOPS, Note [What the loop holds]): the
-# output until the next step's forward rebinds it (`out = model(x)` in the loop's body, the
-# default), until the loss is made (transformers' Trainer), or until the step ends.
-Loop = Literal["until-next-forward", "until-loss", "until-step-end"]
 # memtrace-estimate's device profiles (`memtrace-estimate --list-devices`), or "auto": the GPU
 # in hand. A profile of one's own is a .json file, given as a path object.
 Device = Literal["auto", "cuda", "cuda-sm90", "cuda-no-cublas-workspace", "cpu"]
@@ -386,12 +383,8 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
              device: Device | os.PathLike[str] = "auto",
              output: str | os.PathLike[str] | None = None,
              keep_model: str | os.PathLike[str] | None = None,
-             assume_worst_case: bool = False, training: bool = False,
-             loss_fn: Callable[..., Any] | None = None, targets: Sequence[Any] = (),
-             optimizer: Any = None, autocast: Any = None, scaler: bool = False,
-             accumulate: int = 1, loop: Loop = "until-next-forward",
-             parallel: Strategy | DDP | FSDP | None = None,
-             world_size: int | None = None) -> Estimate:
+             assume_worst_case: bool = False, training: bool | TrainingStep = False,
+             **training_options: Any) -> Estimate:
     """Predicts the GPU memory of one forward pass (or, with ``training=True``, of one training
     step), without running it on a GPU.
 
@@ -420,18 +413,21 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     the export is a temporary file, deleted before estimate() returns: ``model_path`` is
     None, and so is the JSON's ``"model"``.
 
-    ``training=True`` predicts one steady-state training step instead: forward, the loss
-    (``loss_fn(output, *targets)``; by default the output's ``loss``, else the sum of its
-    first floating-point tensor), backward, ``optimizer.step()`` and
-    ``zero_grad(set_to_none=True)``, with ``accumulate`` micro-batches, ``autocast`` (a dtype:
-    ``torch.bfloat16``) and a ``GradScaler`` (``scaler=True``). The step is recorded on fake
+    ``training=mem_tracer.TrainingStep(optimizer=..., loss_fn=..., targets=...)`` predicts one
+    steady-state training step instead (``training=True``: TrainingStep(), no optimizer), as
+    TrainingStep says: forward, the loss, backward, ``optimizer.step()`` and
+    ``zero_grad(set_to_none=True)``, its micro-batches, autocast, GradScaler and, with
+    ``parallel=``, one rank of a DDP or FSDP job. The step's options given to estimate() itself
+    (``training=True, optimizer=opt, ...``, the form before TrainingStep) still work, with a
+    DeprecationWarning saying what to write. The step is recorded on fake
     tensors (no memory, no compute; mem_tracer.step_graph) and estimated by memtrace-estimate:
     ``Estimate.training_peak_bytes`` and ``Estimate.training_breakdown`` (parameter, gradient,
     optimizer_state, activation, input, temporary) are its figures, ``batch_sizes`` and
     ``budget`` record it again per batch. The step runs what the ``device`` profile's device
     runs, wherever the model is: the optimizer's implementation PyTorch picks there (foreach by
     default on CUDA; ``Estimate.optimizer_implementation``), its sdpa kernel and dropout.
-    ``loop`` says what the training loop's own names hold: ``"until-next-forward"`` (default:
+    TrainingStep's ``loop`` says what the training loop's own names hold:
+    ``"until-next-forward"`` (default:
     ``out = model(x); loss = f(out, y)`` in the loop's body, as PyTorch's examples write it; the
     output lives into the next step's forward), ``"until-loss"`` (``loss = f(model(x), y)``,
     or a function returning the loss, as transformers' Trainer), ``"until-step-end"`` (a
@@ -439,20 +435,16 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     is recorded the same way, one forward."""
     if semantics not in ("eager", "torchscript"):
         raise MemTracerError(f"estimate(): semantics must be 'eager' or 'torchscript', not {semantics!r}")
+    step = training_step(training, training_options)
     _native.estimator_path()  # without torch, say so in one line before anything imports it
     example_inputs, kwargs = call_inputs(example_inputs, example_kwargs)
     if not example_inputs and not kwargs:
         raise MemTracerError("estimate(): give example inputs (positional, a dict, or example_kwargs)")
-    if parallel is not None and not training:
-        raise MemTracerError("estimate(parallel=...) predicts a training step: give training=True")
-    if training or _is_export_archive(model):
+    if step is not None or _is_export_archive(model):
         return _estimate_recorded(
             model, example_inputs, kwargs, profile=_device_profile(device), output=output,
             batch_sizes=batch_sizes, budget=budget,
-            step={"training": training, "loss_fn": loss_fn, "targets": tuple(targets),
-                  "optimizer": optimizer, "autocast": autocast, "scaler": scaler,
-                  "accumulate": accumulate, "loop": loop,
-                  "parallel": job(parallel, world_size) if parallel is not None else None})
+            step=RecordedStep.of(step) if step is not None else FORWARD)
     with tempfile.TemporaryDirectory(prefix="mem_tracer-") as temporary:
         work = Path(temporary)
         export = Path(keep_model) if keep_model is not None else work / "model.pt"
@@ -463,7 +455,7 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
             # Note [A forward that cannot be exported]
             return _estimate_recorded(
                 model, example_inputs, kwargs, profile=_device_profile(device), output=output,
-                batch_sizes=batch_sizes, budget=budget, step=_FORWARD,
+                batch_sizes=batch_sizes, budget=budget, step=FORWARD,
                 note=("recorded on fake tensors: one forward as Python runs it, eager "
                       f"semantics ({error})"))
         inputs = [_input_spec(value) for value in ordered]
@@ -477,7 +469,7 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
             # values the export left without a name.
             return _estimate_recorded(
                 model, example_inputs, kwargs, profile=_device_profile(device), output=output,
-                batch_sizes=batch_sizes, budget=budget, step=_FORWARD,
+                batch_sizes=batch_sizes, budget=budget, step=FORWARD,
                 note=("recorded on fake tensors: one forward as Python runs it, eager semantics "
                       f"(the {'scripted' if method == 'script' else 'traced'} model left how long "
                       f"Python holds {approximate['unnamed_values']} value(s) unknown)"))
@@ -526,21 +518,21 @@ def _is_export_archive(model: Any) -> bool:
 
 
 def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any], profile: str,
-                         step: Mapping[str, Any], work: Path, json_path: Path,
+                         step: RecordedStep, work: Path, json_path: Path,
                          batch: int | None = None, budget: int | str | None = None,
                          prepare: Callable[[Any], Any] | None = None) -> dict[str, Any]:
     """The estimator's JSON of the step recorded on fake tensors (of one rank of a job, with
-    step["parallel"]: mem_tracer.parallel)."""
+    step.job: mem_tracer.parallel)."""
     from . import parallel, step_graph
-    step = dict(step)
-    job = step.pop("parallel", None)
+    job = step.job
     try:
         if job is None:
             document = step_graph.record(model, args, example_kwargs=kwargs, profile=profile,
-                                         batch=batch, prepare=prepare, **step)
+                                         batch=batch, prepare=prepare, **step.options())
         else:
             document = parallel.record(model, args, example_kwargs=kwargs, profile=profile,
-                                       batch=batch, prepare=prepare, parallel=job, **step)
+                                       batch=batch, prepare=prepare, parallel=job,
+                                       **step.options())
     except step_graph.StepGraphError as error:
         raise MemTracerError(f"estimate(): {error}") from error
     graph = step_graph.write(document, work / f"step-{batch or 0}.json")
@@ -563,18 +555,15 @@ def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any],
 # the way for files and the command line, and for models it takes, unless its eager figure is
 # approximate (values the exported code names nowhere, whose lifetime is only bracketed): then
 # the recording gives Python's own lifetimes instead of the bracket.
-_FORWARD: dict[str, Any] = {"training": False, "loss_fn": None, "targets": (), "optimizer": None,
-                            "autocast": None, "scaler": False, "accumulate": 1}
-
-
 def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, profile: str,
                        output: str | os.PathLike[str] | None,
                        batch_sizes: Sequence[int] | None, budget: int | str | None,
-                       step: dict[str, Any], note: str | None = None) -> Estimate:
+                       step: RecordedStep, note: str | None = None) -> Estimate:
     """estimate() of a training step, of a torch.export archive, or of a forward no exporter
     takes: recorded on fake tensors (mem_tracer.step_graph), estimated from the graph file."""
     from . import parallel
-    training = bool(step["training"])
+    training = step.training
+    optimizer, accumulate = step.step.optimizer, step.step.accumulate
     if _is_export_archive(model):
         import torch
         path = Path(os.fspath(model))
@@ -586,21 +575,21 @@ def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, p
         note = f"{path} (torch.export) recorded on fake tensors"
     elif note is None:
         note = "recorded on fake tensors: " + (
-            f"one training step ({type(step['optimizer']).__name__ if step['optimizer'] else 'no optimizer'}"
-            f"{', ' + str(step['accumulate']) + ' micro-batches' if step['accumulate'] > 1 else ''})"
+            f"one training step ({type(optimizer).__name__ if optimizer else 'no optimizer'}"
+            f"{', ' + str(accumulate) + ' micro-batches' if accumulate > 1 else ''})"
             if training else "one forward")
-        if step.get("parallel") is not None:
-            job = step["parallel"]
+        if step.job is not None:
+            job = step.job
             note += f", rank {job.rank} of {job.world_size} under {job.strategy.upper()}"
     with tempfile.TemporaryDirectory(prefix="mem_tracer-") as temporary:
         work = Path(temporary)
         json_path = Path(output) if output is not None else work / "estimate.json"
         document = _record_and_estimate(model, args, kwargs, profile, step, work, json_path)
-        if step.get("parallel") is not None:
+        if step.job is not None:
             parallel.record_other_ranks(
-                document, model, step["parallel"],
+                document, model, step.job,
                 lambda other: _record_and_estimate(model, args, kwargs, profile,
-                                                   {**step, "parallel": other}, work,
+                                                   step.of_rank(other), work,
                                                    work / "other-rank.json"))
         document["model"] = None
         if output is not None:
