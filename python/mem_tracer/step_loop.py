@@ -54,31 +54,6 @@ def call(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
     return model(*args, **kwargs)
 
 
-# Note [What the loop holds]
-# How long the training loop's own names keep the model's output and the loss alive changes the
-# peak by the output (a language model's logits: 8.6 % to 15.9 % of a small GPT-2's step on the
-# CPU). The recorded loop is one of these, said with the figure:
-LOOPS = {
-    # `out = model(x); loss = f(out, y); loss.backward(); opt.step(); opt.zero_grad()` in the
-    # loop's body, as PyTorch's mnist example, nanoGPT's train.py and scripts on Accelerate
-    # (`outputs = model(**batch); loss = outputs.loss`) write it: both names keep their tensors
-    # into the next step, until its forward and its loss rebind them.
-    "until-next-forward": "the output and the loss stay named until the next step's forward "
-                          "and loss rebind them (`out = model(x); loss = f(out, y)` in the "
-                          "loop's body)",
-    # `loss = f(model(x), y)`, or a function that returns the loss alone: transformers'
-    # Trainer (compute_loss returns, dropping the outputs, before backward) and Lightning's
-    # training_step: the output dies once the loss is made; the loss lives until rebound.
-    "until-loss": "the output is dropped once the loss is made (`loss = f(model(x), y)`, or a "
-                  "function that returns the loss, as transformers' Trainer); the loss stays "
-                  "named until the next step's loss",
-    # A train_step function that returns after zero_grad, or `del out, loss` at the end.
-    "until-step-end": "the output and the loss stay named until the step ends, after zero_grad "
-                      "(a train_step function, or `del out, loss`)",
-}
-DEFAULT_LOOP = "until-next-forward"
-
-
 @dataclass(frozen=True)
 class StepSpec:
     """What the step is (the user's model and optimizer, never run, and the options)."""
