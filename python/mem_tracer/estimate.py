@@ -20,6 +20,7 @@ from . import _native
 from .errors import MemTracerError
 from .parallel import ParallelEstimate, estimate_of
 from .torchscript_export import (
+    Method,
     _data_dependent_options,
     _first_line,
     _input_spec,
@@ -36,9 +37,6 @@ __all__ = ["BatchPoint", "Device", "Estimate", "LineEntry", "Loop", "Method", "M
 # How long a value lives: as the eager nn.Module keeps it (Python names) or as the TorchScript
 # interpreter does (freed at last use); memtrace-estimate's --semantics.
 Semantics = Literal["eager", "torchscript"]
-# How the model reached the estimator: scripted, traced, given as a saved TorchScript file, or
-# recorded on fake tensors (a training step, or a torch.export archive; mem_tracer.step_graph).
-Method = Literal["script", "trace", "file", "record"]
 # memtrace-estimate's device profiles (`memtrace-estimate --list-devices`), or "auto": the GPU
 # in hand. A profile of one's own is a .json file, given as a path object.
 Device = Literal["auto", "cuda", "cuda-sm90", "cuda-no-cublas-workspace", "cpu"]

@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 from .errors import MemTracerError
 
-if TYPE_CHECKING:
-    from .estimate import Method
+# How the model reached the estimator: scripted, traced, given as a saved TorchScript file, or
+# recorded on fake tensors (a training step, or a torch.export archive; mem_tracer.step_graph).
+Method = Literal["script", "trace", "file", "record"]
 
 
 # The dtypes memtrace-estimate names are its own list (estimator/input_spec.cpp); an input of
