@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _native
+from . import _native, _torch_internals
 
 
 class _LendingEngine:
@@ -63,22 +63,21 @@ def _bind_at_roots(library: Any, lent: int, roots: Any) -> list[Any]:
 class _Installed:
     """The wrapper in place; remove() puts the engine back (a handle, as torch's hooks give)."""
 
-    def __init__(self, variable: Any, engine: Any) -> None:
-        self._variable, self._engine = variable, engine
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
 
     def remove(self) -> None:
-        if isinstance(self._variable._execution_engine, _LendingEngine):
-            self._variable._execution_engine = self._engine
+        if isinstance(_torch_internals.execution_engine(), _LendingEngine):
+            _torch_internals.set_execution_engine(self._engine)
 
 
-def lend_stacks_to_autograd(torch: Any) -> _Installed | None:
+def lend_stacks_to_autograd() -> _Installed | None:
     """Wraps autograd's engine (once); returns the handle that unwraps it, or None where this
     torch has no such engine object (then backward's device threads stay unnamed)."""
-    variable = getattr(getattr(torch.autograd, "variable", None), "Variable", None)
-    engine = getattr(variable, "_execution_engine", None)
-    if variable is None or engine is None or not hasattr(engine, "run_backward"):
+    engine = _torch_internals.execution_engine()
+    if engine is None or not hasattr(engine, "run_backward"):
         return None
     if isinstance(engine, _LendingEngine):
         return None
-    variable._execution_engine = _LendingEngine(engine)
-    return _Installed(variable, engine)
+    _torch_internals.set_execution_engine(_LendingEngine(engine))
+    return _Installed(engine)

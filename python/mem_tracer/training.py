@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any, Callable
 
-from . import _backward, _modules, _native
+from . import _backward, _modules, _native, _torch_internals
 
 # The numbers the trace format gives them (tracer/format/records.h: Category, TrainingPhase).
 CATEGORIES = ("unknown", "parameter", "gradient", "optimizer_state", "activation", "input",
@@ -158,8 +158,7 @@ def _tensors(value: Any) -> list[Any]:
     if isinstance(value, (tuple, list)) and all(
             item is None or isinstance(item, tensor_type) for item in value):
         return [item for item in value if item is not None]
-    from torch.utils._pytree import tree_leaves
-    return [leaf for leaf in tree_leaves(value) if isinstance(leaf, tensor_type)]
+    return [leaf for leaf in _torch_internals.tree_leaves(value) if isinstance(leaf, tensor_type)]
 
 
 # ---- the optimizer: parameters, gradients, optimizer state, steps -----------------------
@@ -216,7 +215,6 @@ def _chained(outer: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None) ->
 
 def _root_forward_begins(module: Any, args: Any, kwargs: Any) -> None:
     import torch
-    autograd = torch._C._autograd
     forwards = _forwards()
     forwards.depth += 1
     if forwards.depth > 1 or torch.compiler.is_compiling():
@@ -233,10 +231,9 @@ def _root_forward_begins(module: Any, args: Any, kwargs: Any) -> None:
         if address is not None:
             _inputs.add(address)
     pushed = False
-    hooks_enabled = getattr(autograd, "_saved_tensors_hooks_is_enabled", lambda: True)
-    if torch.is_grad_enabled() and hooks_enabled():
-        pack, unpack = _chained(autograd._top_saved_tensors_default_hooks(False))
-        autograd._push_saved_tensors_default_hooks(pack, unpack)
+    if torch.is_grad_enabled() and _torch_internals.saved_tensors_hooks_enabled():
+        pack, unpack = _chained(_torch_internals.top_saved_tensors_hooks())
+        _torch_internals.push_saved_tensors_hooks(pack, unpack)
         pushed = True
     forwards.pushed.append(pushed)
 
@@ -245,17 +242,15 @@ def _root_forward_ends(module: Any, args: Any, kwargs: Any, output: Any) -> None
     forwards = _forwards()
     forwards.depth = max(0, forwards.depth - 1)
     if forwards.pushed and forwards.pushed.pop():
-        import torch
-        torch._C._autograd._pop_saved_tensors_default_hooks()
+        _torch_internals.pop_saved_tensors_hooks()
     if forwards.depth == 0:
         _watch_backward(output, None)
 
 
 def _backward_begins(*_: Any) -> None:
-    import torch
     _phase(_BACKWARD)
     try:
-        torch.autograd.Variable._execution_engine.queue_callback(_backward_ends)
+        _torch_internals.queue_backward_callback(_backward_ends)
     except RuntimeError:  # not inside a backward (a hook called some other way)
         pass
 
@@ -358,7 +353,7 @@ def install(model: Any = None, *, modules: bool = True, announce: bool = True) -
         _torch = torch
         _handles.append(torch_optimizer.register_optimizer_step_pre_hook(_before_step))
         _handles.append(torch_optimizer.register_optimizer_step_post_hook(_after_step))
-        lending = _backward.lend_stacks_to_autograd(torch)
+        lending = _backward.lend_stacks_to_autograd()
         if lending is not None:
             _handles.append(lending)
         if announce:

@@ -7,7 +7,7 @@ free from its Python dealloc does.
 
 What these tests assume of the real platform: that PyTorch's Python bindings release the GIL
 around each op and call the allocator on the calling thread (its generated dispatch wrappers;
-seen on an H200, ../shared/gpu/README.md), and that autograd runs a GPU's backward on a thread
+seen on an H200, docs/gpu-record-h200.md), and that autograd runs a GPU's backward on a thread
 of its own that never ran Python (Note [Stacks lent to threads without Python])."""
 import re
 import subprocess

@@ -207,9 +207,10 @@ inline constexpr uint64_t kDeviceMemoryPeriodNs = 100 * 1000 * 1000;
 // inside a segment of PyTorch's caching allocator, Level::kSegment) is ignored.
 // An allocation told no category is kTemporary in a trace that has training records (a
 // kCategory, kTrainingPhase or kStepEnd) and was made while tracing; kUnknown otherwise.
-// These records came after version 1 was first written; they are additions, not changes,
-// so the version stays 1: a reader from before them refuses such a file at the first one
-// ("an unknown record type"), and new readers read old files unchanged.
+// These records (0x0c to 0x0e) were added while the version was 1, without a bump, as
+// additions that change nothing before them: a reader from before them refuses such a file at
+// the first one ("an unknown record type"), and new readers read old files unchanged. Files
+// are version 2 now for the later records (kVersion above); these belong to both.
 
 // Note [Event bit layout]
 // A memory event is the common record, so it is packed (docs/trace-format.md has the

@@ -14,7 +14,11 @@ using codec::putZigzag;
 using format::EventBits;
 using format::RecordType;
 
-constexpr char kVersionString[] = "memtrace 0.1.0";
+#ifndef MEMTRACE_VERSION
+#error "MEMTRACE_VERSION is defined by tracer/recorder/CMakeLists.txt (from the VERSION file)"
+#endif
+// The ProcessInfo's tracer version: the VERSION file's, as the tools' --version prints it.
+constexpr char kVersionString[] = "memtrace " MEMTRACE_VERSION;
 
 // FNV-1a: strings are interned once per distinct frame, so a simple hash is enough.
 uint64_t hashBytes(const char* data, size_t size) {
