@@ -70,5 +70,8 @@ def test_a_loop_waiting_on_a_computed_value_is_stopped(tmp_path):
     assert "generated" not in result.stdout
     reads = report_json(trace)["device_reads"]
     assert reads["count"] == 300
-    # The lines that read are transformers' generation loop's.
-    assert any("generation" in row["location"] for row in reads["rows"]), reads["rows"][:3]
+    # By default the reads are the user's generate() call's; the lines that read are
+    # transformers' generation loop's.
+    assert [row["file"] for row in reads["rows"]] == [str(HERE / "programs" / "generate_hf.py")]
+    inner = report_json(trace, "--frame", "innermost")["device_reads"]
+    assert any("generation" in row["location"] for row in inner["rows"]), inner["rows"][:3]
