@@ -3,12 +3,16 @@
 //
 // A trace is a fixed 16-byte file header followed by framed chunks:
 //
-//   FileHeader   magic "MEMTRACE" (8) | version u32 LE | flags u32 LE (0)
+//   FileHeader   magic "MEMTRACE" (8) | version u32 LE | flags u32 LE (FileFlags)
 //   Chunk        payload_size u32 LE | payload_crc u32 LE | header_crc u32 LE | payload
 //
 // header_crc is the CRC-32C of the 8 bytes before it, so a corrupted size is told apart
 // from a file cut short (a process killed while writing): the reader accepts a file cut
 // at any byte, up to its last whole chunk, and refuses one whose bytes were changed.
+// The last chunk may be *open* (version 3): a payload_size of 0 (its checksums may be set
+// or zero) says that the writer was still adding records to it, straight into the file; it
+// runs to the end of the file and is read up to its first zero type byte (Note [Records
+// reach the page cache as they are written], tracer/recorder/trace_file.h).
 //
 // A payload is a sequence of records. Each record starts with one type byte; the fields
 // after it are varints (LEB128), zigzag varints for signed deltas, or byte strings
@@ -24,12 +28,20 @@ namespace memtrace::format {
 
 inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 // The version written. Version 2 added records 0x0f to 0x14 and APIs 7 and 8 (Note [Virtual
-// memory management], Note [Device memory readings], Note [A job's ranks]); nothing before
-// them changed, so a version-1 file reads as it always did, and kOldestVersion is the oldest a
-// reader accepts.
-inline constexpr uint32_t kVersion = 2;
+// memory management], Note [Device memory readings], Note [A job's ranks]); version 3 the open
+// chunk (above), the flight recorder's file (FileFlags::kFlight, records 0x17 and 0x18: Note
+// [The flight recorder's file]). Nothing before them changed, so an older file reads as it
+// always did, and kOldestVersion is the oldest a reader accepts.
+inline constexpr uint32_t kVersion = 3;
 inline constexpr uint32_t kOldestVersion = 1;
 inline constexpr size_t kFileHeaderSize = 16;
+// The file header's flags.
+struct FileFlags {
+  // A flight recorder's file (Note [The flight recorder's file]): events were dropped, and
+  // kSection records say what stands in for them.
+  static constexpr uint32_t kFlight = 1;
+};
+inline constexpr uint32_t kKnownFileFlags = FileFlags::kFlight;
 inline constexpr size_t kChunkHeaderSize = 12;
 // The writer flushes a chunk at 1 MiB; the reader refuses sizes past this bound as
 // corrupt instead of allocating whatever a damaged size field says.
@@ -113,7 +125,51 @@ enum class RecordType : uint8_t {
   // readings]). Fields: time delta, device (zigzag; 0 to kMaxDevices - 1), free bytes, total
   // bytes.
   kDeviceMemory = 0x14,
+  // (0x15 and 0x16 are taken by the simulated device's records.)
+  // A flight recorder's section (Note [The flight recorder's file]): every decoding base
+  // starts afresh here (time, address, previous stacks, the context, each thread's module
+  // scope). Fields: time (ns since the trace's start, absolute), SectionKind byte, tracing
+  // (0/1: the state of the events after a kFrame), TrainingPhase byte, the events the window
+  // keeps at least (N), then the run's totals up to here: memory events, allocations, frees,
+  // failed allocations, bytes allocated, untraced allocations, and a count of devices, each
+  // with: device (zigzag), bytes allocated, peak bytes, peak time (ns since the start).
+  kSection = 0x17,
+  // A training step, as the flight recorder counts it (it keeps no step's events). Fields:
+  // step number (from 1), begin time, end time, peak time (each ns since the trace's start,
+  // absolute), peak bytes, TrainingPhase byte at the peak, nn.Module string id at the peak.
+  kStepPeak = 0x18,
 };
+
+// What a kSection stands for (Note [The flight recorder's file]).
+enum class SectionKind : uint8_t {
+  kFrame = 0,        // nothing dropped: the events after it follow the ones before
+  kPeak = 1,         // the allocations after it are the live set at the run's peak
+  kOutOfMemory = 2,  // ... the live set at the first failed allocation, then that failure
+  kWindow = 3,       // ... the live set where the kept events begin
+  kCount
+};
+
+// Note [The flight recorder's file]
+// MEMTRACE_MODE=flight keeps a file the size of what is live, however long the run: it holds
+// the live set at the highest peak so far, the live set at the first failed allocation, the
+// last N events or more (MEMTRACE_FLIGHT_EVENTS), every training step's peak (kStepPeak) and
+// the tables (strings, frames, stacks, loaded objects), and it reads, at any moment, as an
+// ordinary trace: the events of a flight file replay like any other's.
+//   file = header (kFlight) | tables | [kSection kPeak | its allocations | their frees]
+//          [kSection kOutOfMemory | its allocations | the failed allocation | their frees]
+//          | kSection kWindow | the live set then | kSection kFrame | events ...
+//          | kSection kFrame | events ...
+// The peak and out-of-memory sections come first, in the order of their times, and only
+// when their events were dropped (a peak among the kept events is found by replaying them).
+// Each is freed before the next, so that a replay's live set is always the process's at the
+// point it stands for; the first kFrame after a kWindow carries the run's totals, which stand
+// in for what a replay counted before it. The recorder starts a kFrame every N events or so,
+// and when the file has grown to twice what it held after the last compaction it writes the
+// file again (a new file renamed over the old: a reader, or a SIGKILL, sees one or the other,
+// whole): the tables, the sections, then the events from the frame before the last one on,
+// copied as they are (a kFrame makes them independent of what precedes them). So the file
+// keeps between N and a few N events and is O(tables + live set + N) bytes
+// (tracer/recorder/flight.cpp).
 
 // Note [A job's ranks]
 // torchrun (torch.distributed's launcher) starts one process per rank and tells each what it
@@ -277,5 +333,6 @@ const char* markerName(MarkerKind kind);
 const char* stackModeName(StackMode mode);
 const char* categoryName(Category category);         // "parameter", "optimizer_state", ...
 const char* trainingPhaseName(TrainingPhase phase);  // "none", "forward", ...
+const char* sectionKindName(SectionKind kind);       // "frame", "peak", ...
 
 }  // namespace memtrace::format
