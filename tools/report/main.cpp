@@ -7,6 +7,7 @@
 //   memtrace-report export perfetto|pytorch trace.bin
 //   memtrace-report job/ | memtrace-report rank0.bin rank1.bin ...   a job's ranks read as one
 //   memtrace-report diff a.bin b.bin        two traces compared at their peaks
+//   memtrace-report live PID|TRACE|FOLDER   a running process's trace (or a job's), followed
 //
 // Exit status: 0 done; 1 diff --fail-over: B's peak is over the threshold; 2 bad input or bad
 // usage, with one line on stderr saying why.
@@ -29,6 +30,7 @@
 #include "tools/common/output.h"
 #include "tools/common/progress.h"
 #include "tools/common/tool_main.h"
+#include "tools/report/live_view.h"
 #include "tracer/common/byte_format.h"
 #include "tracer/reader/reader.h"
 #include "tracer/report/analysis.h"
@@ -60,6 +62,7 @@ constexpr const char* kUsage =
        memtrace-report flamegraph TRACE [--format svg|folded] [-o FILE] [--at ...] [--device N]
        memtrace-report export perfetto TRACE [-o trace.json] [--device N] [--points N]
        memtrace-report export pytorch TRACE [-o snapshot.pickle] [--at ...] [--device N]
+       memtrace-report live PID | TRACE | FOLDER [--interval S] [--group-by ...] [--once]
        memtrace-report COMMAND --help         the options of COMMAND)";
 
 constexpr const char* kDescription =
@@ -85,6 +88,7 @@ examples:
   memtrace-report flamegraph trace.bin --format folded -o live.folded
   memtrace-report export perfetto trace.bin -o trace.json   (ui.perfetto.dev)
   memtrace-report export pytorch trace.bin -o snapshot.pickle   (pytorch.org/memory_viz)
+  memtrace-report live 1234                            follow process 1234 (and its children)
 
 An output file is never overwritten without -f/--force.)";
 
@@ -111,6 +115,8 @@ struct Options {
   bool job = false;                 // report or html of a folder or several traces
   std::string fail_over;            // diff: as given ("5%", "100MiB")
   bool group_by_given = false;
+  double interval = 1.0;  // live
+  bool once = false;      // live
 };
 
 // The command line as CLI11 leaves it: text, turned into Options (with the messages the
@@ -119,6 +125,8 @@ struct Arguments {
   std::string trace;
   std::string group_by, frame, top, at, device, until, format, estimate, output, lanes, points;
   std::string fail_over;
+  std::string interval;
+  bool once = false;
   bool force = false;
 };
 
@@ -170,11 +178,11 @@ bool overThreshold(const TraceDiff& diff, const Threshold& threshold) {
   return b - a > threshold.bytes;
 }
 
-constexpr const char* kCommands = "report, diff, parse, html, flamegraph, export";
+constexpr const char* kCommands = "report, diff, parse, html, flamegraph, export, live";
 
 bool isCommand(const std::string& word) {
   return word == "report" || word == "diff" || word == "parse" || word == "html" ||
-         word == "flamegraph" || word == "export";
+         word == "flamegraph" || word == "export" || word == "live";
 }
 
 // The subcommands and their options. Each takes only the options it uses: an option of
@@ -264,6 +272,32 @@ examples:
     flamegraph->footer(
         "\nexamples:\n  memtrace-report flamegraph trace.bin -o live.svg\n"
         "  memtrace-report flamegraph trace.bin --at end --format folded | flamegraph.pl");
+
+    CLI::App* live = addCommand(
+        app_, "live",
+        "follow a running process's trace in the terminal, as it is written: the bytes live now "
+        "and at the peak so far, by line and by nn.Module (keys: q quit, l by line, m by "
+        "module, < > another rank). TRACE is a PID (its trace and its children's: every rank "
+        "of a torchrun job), a trace file or a job's folder; nothing is asked of the process",
+        "live");
+    live->add_option("--interval", arguments_.interval, "seconds between refreshes (1)")
+        ->type_name("SECONDS");
+    live->add_option("--group-by", arguments_.group_by,
+                     "the rows' grouping besides nn.Module (line)")
+        ->type_name("line|function|file");
+    live->add_option("--frame", arguments_.frame,
+                     "the Python frame that stands for an allocation (innermost)")
+        ->type_name("innermost|user");
+    live->add_option("--top", arguments_.top, "rows to show; 0: what the terminal holds (0)")
+        ->type_name("N");
+    live->add_flag("--once", arguments_.once,
+                   "print one frame as plain text (or JSON, --format json) and exit");
+    live->add_option("--format", arguments_.format, "with --once: text (default) or json")
+        ->type_name("text|json");
+    live->footer(
+        "\nexamples:\n  memtrace-report live 1234                 the process and its children\n"
+        "  memtrace-report live memtrace-job-42/      every rank of a local job\n"
+        "  memtrace-report live trace.bin --once --format json");
 
     export_ = app_.add_subcommand("export",
                                   "perfetto: Chrome trace event JSON; pytorch: "
@@ -417,7 +451,7 @@ examples:
     options.traces.push_back(a.trace);
     for (const std::string& extra : active->remaining())
       if (extra.empty() || extra[0] != '-' || extra == "-") options.traces.push_back(extra);
-    if (options.traces.size() > 1) {
+    if (options.traces.size() > 1 && options.command != "live") {
       // `memtrace-report exprot trace.bin`: a misspelt command, not two trace files.
       if (!first_word.empty() && a.trace == first_word && access(first_word.c_str(), F_OK))
         throw UsageError(fmt::format("unknown command '{}' (commands: {})", first_word, kCommands));
@@ -430,7 +464,7 @@ examples:
           fmt::format("diff compares two traces, A and B, not {}", options.traces.size()));
     options.job = (options.command == "report" || options.command == "html") &&
                   (options.traces.size() > 1 || isFolder(a.trace));
-    if (!options.job && options.command != "diff" && isFolder(a.trace))
+    if (!options.job && options.command != "diff" && options.command != "live" && isFolder(a.trace))
       throw UsageError(a.trace + " is a folder: " + options.command + " reads one trace");
     if (options.job && !a.estimate.empty())
       throw UsageError("--estimate is for one trace, not a job's (estimate each rank's trace)");
@@ -516,6 +550,22 @@ examples:
       if (options.format != "text" && options.format != "json")
         throw UsageError("--format takes text or json for diff, not '" + options.format + "'");
       if (!options.fail_over.empty()) parseThreshold(options.fail_over);
+    } else if (options.command == "live") {
+      if (options.format.empty()) options.format = "text";
+      if (options.format != "text" && options.format != "json")
+        throw UsageError("--format takes text or json for live, not '" + options.format + "'");
+      if (options.format == "json" && !a.once)
+        throw UsageError("live --format json prints one frame: give --once too");
+      if (options.group_by != GroupBy::kLine && options.group_by != GroupBy::kFunction &&
+          options.group_by != GroupBy::kFile)
+        throw UsageError("live groups by line, function or file (and by nn.Module, key m)");
+      if (!a.interval.empty()) {
+        char* end = nullptr;
+        options.interval = std::strtod(a.interval.c_str(), &end);
+        if (*end || !(options.interval >= 0.05) || options.interval > 3600)
+          throw UsageError("--interval takes seconds from 0.05 to 3600, not '" + a.interval + "'");
+      }
+      options.once = a.once;
     } else if (options.command == "report") {
       if (options.format.empty()) options.format = "text";
       if (options.format != "text" && options.format != "json" && options.format != "csv")
@@ -582,6 +632,17 @@ int runDiff(const Options& options, bool group_by_given) {
 
 int run(const Options& options) {
   if (options.job) return runJob(options);
+  if (options.command == "live") {
+    memtrace::tools::LiveOptions live;
+    live.targets = options.traces;
+    live.group_by = options.group_by;
+    live.frame = options.frame;
+    live.top = options.top == 20 && !options.once ? 0 : options.top;
+    live.interval = options.interval;
+    live.once = options.once;
+    live.json = options.format == "json";
+    return memtrace::tools::runLive(live);
+  }
   if (options.command == "diff") return runDiff(options, options.group_by_given);
   memtrace::reader::TraceReader trace(options.trace);
   std::ostringstream out;
@@ -603,6 +664,16 @@ int run(const Options& options) {
   report.top = options.top;
   progress.pass("finding the peak");
   report.summary = summarize(trace, options.device, options.until);
+  // What a flight recorder's file cannot show (Note [The flight recorder's file]).
+  if (options.until == Until::kLastStop)
+    refuseWithoutFullTrace(options.trace, report.summary, "--until stop");
+  if (options.command == "export" && options.export_kind == "perfetto")
+    refuseWithoutFullTrace(options.trace, report.summary, "export perfetto (the full timeline)");
+  if (options.device != kAllDevices && report.summary.flight.dropped &&
+      report.summary.devices.size() > 1)
+    refuseWithoutFullTrace(options.trace, report.summary,
+                           "one device's own peak in a trace of several devices");
+  refuseOutsideFlightWindow(options.trace, report.summary, options.point);
   if (trace.cutOffset())
     spdlog::warn(
         "{}: ends in a partial chunk at byte {} (the process was killed?); read up to there",
