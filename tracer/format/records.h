@@ -134,9 +134,11 @@ enum class RecordType : uint8_t {
   // failed allocations, bytes allocated, untraced allocations, and a count of devices, each
   // with: device (zigzag), bytes allocated, peak bytes, peak time (ns since the start).
   kSection = 0x17,
-  // A training step, as the flight recorder counts it (it keeps no step's events). Fields:
-  // step number (from 1), begin time, end time, peak time (each ns since the trace's start,
-  // absolute), peak bytes, TrainingPhase byte at the peak, nn.Module string id at the peak.
+  // A training step, as the flight recorder counts it (it keeps no step's events). Fields,
+  // each relative to the previous kStepPeak of the file (to 0 for the first), so that a day of
+  // steps stays a few MiB: step number (zigzag delta), begin time (ns after the previous step's
+  // end), duration (ns), peak time (ns after the begin), peak bytes, TrainingPhase byte at the
+  // peak, nn.Module string id at the peak.
   kStepPeak = 0x18,
 };
 

@@ -91,6 +91,8 @@ void TraceReader::rewind() {
   module_by_thread_.clear();
   current_module_ = 0;
   section_ = Section{};
+  last_step_ = 0;
+  last_step_end_ns_ = 0;
   cut_offset_ = 0;
   open_chunk_offset_ = 0;
   at_end_ = false;
@@ -500,12 +502,13 @@ const Section& TraceReader::readSection() {
 }
 
 StepPeak TraceReader::readStepPeak() {
+  // Each field relative to the previous kStepPeak (records.h).
   StepPeak step;
-  step.step = varint();
+  step.step = last_step_ + static_cast<uint64_t>(zigzag());
   if (step.step == 0) fail("a step peak numbered 0 (steps count from 1)");
-  step.begin_ns = varint();
-  step.end_ns = varint();
-  step.peak_time_ns = varint();
+  step.begin_ns = last_step_end_ns_ + varint();
+  step.end_ns = step.begin_ns + varint();
+  step.peak_time_ns = step.begin_ns + varint();
   step.peak_bytes = varint();
   uint8_t phase = byte();
   if (phase >= static_cast<uint8_t>(format::TrainingPhase::kCount))
@@ -513,6 +516,8 @@ StepPeak TraceReader::readStepPeak() {
   step.phase = static_cast<format::TrainingPhase>(phase);
   step.module = static_cast<uint32_t>(varint());
   checkId(step.module, tables_.strings.size(), "string");
+  last_step_ = step.step;
+  last_step_end_ns_ = step.end_ns;
   return step;
 }
 

@@ -38,6 +38,8 @@ python::FrameInfo g_unknown_frame = {"<unknown>", "<unknown>", 9, 9, 0, 0, 0};
 void RecordWriter::beginFile(uint64_t start_monotonic_ns) {
   ++generation_;
   start_monotonic_ns_ = start_monotonic_ns;
+  last_step_ = 0;
+  last_step_end_ns_ = start_monotonic_ns;
   string_by_id_.clear();
   frame_by_id_.clear();
   python_node_by_id_.clear();
@@ -126,16 +128,16 @@ bool RecordWriter::writeStepPeak(uint64_t step, uint64_t begin_ns, uint64_t end_
   uint8_t* p = file_.reserve(80);
   if (!p) return false;
   uint8_t* start = p++;
-  auto since_start = [&](uint64_t time) {
-    return time > start_monotonic_ns_ ? time - start_monotonic_ns_ : 0;
-  };
-  p = putVarint(p, step);
-  p = putVarint(p, since_start(begin_ns));
-  p = putVarint(p, since_start(end_ns));
-  p = putVarint(p, since_start(peak_time_ns));
+  auto after = [](uint64_t time, uint64_t base) { return time > base ? time - base : 0; };
+  p = putZigzag(p, static_cast<int64_t>(step - last_step_));
+  p = putVarint(p, after(begin_ns, last_step_end_ns_));
+  p = putVarint(p, after(end_ns, begin_ns));
+  p = putVarint(p, after(peak_time_ns, begin_ns));
   p = putVarint(p, peak_bytes);
   *p++ = static_cast<uint8_t>(phase);
   p = putVarint(p, module);
+  last_step_ = step;
+  last_step_end_ns_ = end_ns > begin_ns ? end_ns : begin_ns;
   file_.commit(start, p, static_cast<uint8_t>(RecordType::kStepPeak));
   logTable(start, p);
   return true;

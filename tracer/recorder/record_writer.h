@@ -207,6 +207,9 @@ class RecordWriter {
   uint32_t scope_generation_ = 0;
   uint64_t start_monotonic_ns_ = 0;
   GrowableArray<uint8_t>* table_log_ = nullptr;
+  // The previous kStepPeak's (its fields are relative to them).
+  uint64_t last_step_ = 0;
+  uint64_t last_step_end_ns_ = 0;
 
   // The tables by id (index 0 unused).
   struct StringRef {
