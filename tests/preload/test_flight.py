@@ -105,9 +105,10 @@ def test_the_run_s_counts_and_steps_are_the_full_trace_s(runs):
 def test_the_file_does_not_grow_with_the_run(runs):
     short, long = runs["flight"].stat().st_size, runs["flight-long"].stat().st_size
     full = runs["full"].stat().st_size
-    # Four times the events: the flight file keeps the same window and a few bytes a step,
-    # and stays smaller than the full trace of the run a quarter as long.
-    assert long < 1.5 * short, (short, long)
+    # Four times the events: the flight file keeps the same window and a few bytes a step
+    # (its size goes up and down between compactions, up to about three times what a
+    # compaction leaves), and stays smaller than the full trace of the run a quarter as long.
+    assert long < 3.5 * short, (short, long)
     assert long < full, (long, full)
     assert _table(runs["flight-long"])[1] == _table(runs["flight"])[1]
 
