@@ -57,15 +57,27 @@ void released(void* pointer) {
 }
 
 // One function per site: the innermost native frame the report names.
-__attribute__((noinline)) void* parameter() { return made("parameter", kMiB); }
+__attribute__((noinline)) void* parameter() {
+  return made("parameter", kMiB);
+}
 __attribute__((noinline)) void* activation(int block) {
   return made("activation", 2 * kMiB + block * 256 * 1024);
 }
-__attribute__((noinline)) void* temporary() { return made("temporary", 512 * 1024); }
-__attribute__((noinline)) void* gradient() { return made("gradient", kMiB); }
-__attribute__((noinline)) void* optimizerState() { return made("optimizerState", 2 * kMiB); }
-__attribute__((noinline)) void* peakBuffer() { return made("peakBuffer", 24 * kMiB); }
-__attribute__((noinline)) void* churn(long pair) { return made("churn", 4096 + (pair % 5) * 512); }
+__attribute__((noinline)) void* temporary() {
+  return made("temporary", 512 * 1024);
+}
+__attribute__((noinline)) void* gradient() {
+  return made("gradient", kMiB);
+}
+__attribute__((noinline)) void* optimizerState() {
+  return made("optimizerState", 2 * kMiB);
+}
+__attribute__((noinline)) void* peakBuffer() {
+  return made("peakBuffer", 24 * kMiB);
+}
+__attribute__((noinline)) void* churn(long pair) {
+  return made("churn", 4096 + (pair % 5) * 512);
+}
 
 }  // namespace
 

@@ -346,7 +346,7 @@ class TraceReader {
   // The nn.Module of each thread (few threads: a vector beats a map), and of the context's.
   std::vector<std::pair<int64_t, uint32_t>> module_by_thread_;
   uint32_t current_module_ = 0;
-  Section section_;  // the last kSection read
+  Section section_;         // the last kSection read
   uint64_t last_step_ = 0;  // the last kStepPeak's (the next one's fields are relative to them)
   uint64_t last_step_end_ns_ = 0;
 };
