@@ -234,7 +234,8 @@ void onSnapshotSignal(int) {
 
 void writeOutOfMemoryReport(uint64_t time_ns, uint64_t size, const EventContext& context,
                             uint32_t python_stack, uint32_t module) {
-  if (!g_config.oom_report || !g_file.isOpen() || !g_text.ready()) return;
+  // Beside a trace that is a file: a pipe or a device has no folder to write into.
+  if (!g_config.oom_report || !g_file.isOpen() || !g_file.regular() || !g_text.ready()) return;
   addHeader("an allocation failed (out of memory)", time_ns);
   g_text.add("\nThe failing request: ");
   addBytesText(size);
@@ -298,7 +299,7 @@ void writeSnapshotIfAsked() {
   if (g_snapshots_asked.load(std::memory_order_relaxed) == g_snapshots_written) return;
   MutexLock lock;
   g_snapshots_written = g_snapshots_asked.load(std::memory_order_relaxed);
-  if (!g_file.isOpen() || !g_text.ready()) return;
+  if (!g_file.isOpen() || !g_file.regular() || !g_text.ready()) return;
   static int number = 0;
   ++number;
   uint64_t time = monotonicNow();

@@ -97,6 +97,7 @@ TraceFile::OpenResult TraceFile::open(const char* path, const char** error, uint
   window_bytes_ = kWindowBytes;
   struct stat info;
   bool regular = fstat(fd, &info) == 0 && S_ISREG(info.st_mode);
+  regular_ = regular;
   // Mapping is tried first; a file it cannot serve (see the Note) is written through the
   // buffer, silently: that is how every trace was written before.
   if (!(allow_mapping && regular && mapWindow(window_bytes_))) {
@@ -390,6 +391,7 @@ void TraceFile::swap(TraceFile& other) {
   };
   exchange(fd_, other.fd_);
   exchange(seekable_, other.seekable_);
+  exchange(regular_, other.regular_);
   exchange(payload_, other.payload_);
   exchange(used_, other.used_);
   exchange(capacity_, other.capacity_);

@@ -82,6 +82,8 @@ class TraceFile {
   bool mapped() const { return map_ != nullptr || map_later_; }
   const char* path() const { return path_; }
   void setPath(const char* path);
+  // A regular file (not a pipe or a device): what has a folder to write reports beside it.
+  bool regular() const { return regular_; }
   int fd() const { return fd_; }
 
   // Space for a record of at most `bytes` (<= kBufferBytes - kFlushBytes); nullptr when
@@ -148,6 +150,7 @@ class TraceFile {
 
   int fd_ = -1;
   bool seekable_ = true;
+  bool regular_ = false;
   // Where the open chunk's payload is (the buffer, or the mapping past the chunk's header),
   // how much of it is used and how much it may hold.
   uint8_t* payload_ = nullptr;
