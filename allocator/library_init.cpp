@@ -8,6 +8,7 @@
 
 #include "allocator/hook_support.h"
 #include "allocator/real_functions.h"
+#include "allocator/simulated_device.h"
 #include "tracer/recorder/config.h"
 
 namespace memtrace::hooks {
@@ -16,6 +17,9 @@ namespace {
 std::atomic<format::Level> g_preload_level{format::Level::kTensor};
 
 bool describeDevice(int device, char* name, size_t name_size, uint64_t* total_bytes) {
+  // Before the device's first event is written: the simulated GPU's record comes first when
+  // its libraries were loaded after ours (Note [Finding the simulated GPU]).
+  findSimulatedDevice();
   auto get = MEMTRACE_CUDA(kDriver, cuDeviceGet);
   auto get_name = MEMTRACE_CUDA(kDriver, cuDeviceGetName);
   auto total_memory = MEMTRACE_CUDA(kDriver, cuDeviceTotalMem_v2);
@@ -87,6 +91,7 @@ __attribute__((constructor)) void initializeLibrary() {
   setDeviceMemoryReader(readDeviceMemory);
   if (loadedByPreload()) choosePytorchBackend();
   ensureRecorderInitialized();
+  findSimulatedDevice();
 }
 
 }  // namespace

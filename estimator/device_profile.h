@@ -25,9 +25,8 @@ struct CachingAllocatorRules {
 };
 
 // One sdpa kernel's constraints and allocations, as aten/src/ATen/native/transformers/cuda/
-// sdp_utils.cpp (CUDA) and sdp_utils_cpp.cpp (CPU) check them. Every backend also needs 4-d
-// inputs, a unit stride in the last dim, non-empty sequences and as many key heads as query
-// heads (or a divisor of them with enable_gqa).
+// sdp_utils.cpp (CUDA) and sdp_utils_cpp.cpp (CPU) check them (Note [sdpa's kernel choice],
+// estimator/sdpa_choice.h: what every backend needs besides).
 struct SdpaKernel {
   std::string name;                      // flash, efficient, cudnn, flash_cpu
   std::vector<std::string> dtypes;       // of the query, estimator names (float16, ...)

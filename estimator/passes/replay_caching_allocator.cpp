@@ -42,7 +42,7 @@
 //   - torch 2.9 to 2.11: allocates a workspace of its own per (handle, stream) through the
 //     caching allocator, CUBLASLT_WORKSPACE_SIZE KiB (default 1024), capped at the cuBLAS
 //     workspace's size from 2.11 on, and keeps it: 1 MiB more than cuBLAS's on every model with
-//     a biased linear layer, as an H200 with torch 2.11 showed (../shared/gpu/README.md);
+//     a biased linear layer, as an H200 with torch 2.11 showed (docs/gpu-record-h200.md);
 //   - torch 2.12 and later (TORCH_CUBLASLT_UNIFIED_WORKSPACE unset counts as 1; checked in the
 //     machine code of 2.14.1's libtorch_cuda.so): hands out the cuBLAS workspace itself, so
 //     nothing is allocated beside it. TORCH_CUBLASLT_UNIFIED_WORKSPACE=0 brings the 2.11
@@ -250,7 +250,7 @@ bool runsThroughCublasLt(const Graph& graph, const Node& node, const DeviceProfi
 // engine's thread for the device, so a step that multiplies matrices in both holds two
 // workspaces. A recorded step is the steady state: step 1 made them, so they exist before the
 // step starts. (Seen on an H200: before step 2 of GPT-2 and BERT-base, 68 MiB above the
-// weights, the optimizer state and the inputs; ../shared/gpu/README.md.) The cuBLASLt workspace
+// weights, the optimizer state and the inputs; docs/gpu-record-h200.md.) The cuBLASLt workspace
 // of the torch releases that keep one (Note [The cuBLASLt workspace]) is per handle too: one per
 // thread that runs a cuBLASLt op. Returns the bytes of the step's cuBLAS workspaces, with its
 // first cuBLAS node in `first`, and those of its cuBLASLt workspaces in `lt_bytes`, with its

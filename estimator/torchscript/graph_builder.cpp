@@ -40,7 +40,7 @@ void GraphBuilder::runNode(jit::Node* node, Frame& frame, Environment& environme
       environment[node->output()] = Slot{c10::IValue(), false, ValueId()};
       return;
     case jit::prim::RaiseException: {
-      Location location = locate(node, frame);
+      Location location = names_.locate(node, frame);
       const Slot& message = environment.at(node->input(0));
       throw ModelRaised{message.known && message.value.isString()
                             ? message.value.toStringRef()
@@ -62,7 +62,7 @@ std::vector<GraphBuilder::Slot> GraphBuilder::callGraph(jit::Graph& graph,
     environment[graph.inputs()[index]] = std::move(arguments[index]);
   }
   runBlock(graph.block(), frame, environment);
-  finishStatements(frame, 0);
+  names_.finishStatements(frame, 0);
   std::vector<Slot> outputs;
   for (const jit::Value* output : graph.outputs()) outputs.push_back(environment.at(output));
   return outputs;
@@ -91,7 +91,7 @@ void GraphBuilder::runCall(jit::Node* node, Frame& frame, Environment& environme
     arguments.erase(arguments.begin());  // the function constant itself
   }
 
-  Location location = locate(node, frame);
+  Location location = names_.locate(node, frame);
   Frame callee;
   callee.scope = graph_.addScope({frame.scope, function->name()});
   callee.module_path = module_path;
@@ -120,7 +120,7 @@ void GraphBuilder::runCall(jit::Node* node, Frame& frame, Environment& environme
   // A traced module call has no source range of its own, but every node the callee ran has
   // the caller's statement in its stack.
   if (!locations_.resolve(node->sourceRange()).known && !callee.first_traced_stack.empty()) {
-    enterStatements(frame, callee.first_traced_stack, location, &callee.module_path);
+    names_.enterStatements(frame, callee.first_traced_stack, location, &callee.module_path);
     // The call belongs to the statement found only now, perhaps in a function the forward
     // called (`feed_forward_chunk`): that function's scope lasts until the module returns.
     if (location.scope.valid()) graph_.scope(callee.scope).parent = location.scope;
@@ -128,7 +128,7 @@ void GraphBuilder::runCall(jit::Node* node, Frame& frame, Environment& environme
     for (const Slot& output : outputs) {
       for (ValueId id : valuesOf(output)) values.push_back(id);
     }
-    noteStatementValues(frame, values);
+    names_.noteStatementValues(frame, values);
     frame.last_traced = true;
   }
   if (frame.first_traced_stack.empty()) frame.first_traced_stack = callee.first_traced_stack;
@@ -268,7 +268,7 @@ Graph GraphBuilder::build(const std::vector<InputSpec>& inputs) {
   for (const Slot& output : outputs) {
     for (ValueId id : valuesOf(output)) graph_.outputs.push_back(id);
   }
-  noteDroppedStores();
+  names_.noteDroppedStores();
   resolveObjectStores(graph_);
   forgetNamesIfFrozen();
   return std::move(graph_);

@@ -108,7 +108,7 @@ int64_t GraphBuilder::bytesAllocatedSince(size_t first_node) const {
 
 void GraphBuilder::runIf(jit::Node* node, Frame& frame, Environment& environment) {
   const Slot& condition = environment.at(node->input(0));
-  Location location = locate(node, frame);
+  Location location = names_.locate(node, frame);
   std::vector<Slot> outputs;
   if (condition.known) {
     outputs = runBranch(node->blocks()[condition.value.toBool() ? 0 : 1], frame, environment);
@@ -161,7 +161,7 @@ void GraphBuilder::runIf(jit::Node* node, Frame& frame, Environment& environment
 }
 
 void GraphBuilder::runLoop(jit::Node* node, Frame& frame, Environment& environment) {
-  Location location = locate(node, frame);
+  Location location = names_.locate(node, frame);
   const Slot& trip_count = environment.at(node->input(0));
   Slot condition = environment.at(node->input(1));
   std::vector<Slot> carried;

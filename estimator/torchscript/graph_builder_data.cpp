@@ -296,7 +296,7 @@ void GraphBuilder::checkIndexBounds(const jit::Node* node, const std::vector<Slo
     int64_t highest = values.max().item<int64_t>();
     int64_t bad = highest >= size ? highest : (lowest < (negative ? -size : 0) ? lowest : 0);
     if (highest < size && lowest >= (negative ? -size : 0)) continue;
-    Location location = locate(node, frame);
+    Location location = names_.locate(node, frame);
     std::string why = "index " + std::to_string(bad) + " is out of bounds for dimension " +
                       std::to_string(dimension) + " with size " + std::to_string(size);
     if (!options_.interpreter_graph) {

@@ -9,7 +9,8 @@
 //                               sizes]), index values known on the host
 //   graph_builder_devices.cpp   the device estimated for, and a trace's recorded devices
 //                               (Note [Traces from any device])
-//   graph_builder_names.cpp     Python stacks and names: locations, statements of traced graphs
+//   python_names.cpp            Python stacks and names (PythonNames, a class of its own):
+//                               locations, statements of traced graphs
 //   graph_builder_ops.cpp       running one op: registered operators, interpreter instructions,
 //                               constants, unsized ops, the four ways to size an op, the memory
 //                               events of a node
@@ -34,6 +35,7 @@
 #include "estimator/python_source.h"
 #include "estimator/torchscript/graph_builder.h"
 #include "estimator/torchscript/meta_allocation_recorder.h"
+#include "estimator/torchscript/python_names.h"
 #include "estimator/torchscript/shape_functions.h"
 #include "estimator/torchscript/source_locations.h"
 
@@ -114,54 +116,6 @@ class GraphBuilder {
   };
   using Environment = std::unordered_map<const jit::Value*, Slot>;
 
-  // A statement of a traced model's Python code that is still running, and the values its last
-  // node so far produced (after node `after`): when the next node belongs to another statement,
-  // those are what the statement assigns.
-  struct PendingStatement {
-    SourceFrame statement;
-    ScopeId scope;
-    std::vector<ValueId> values;
-    NodeId after;
-    std::string last_callee;  // the module the statement last called
-    // The Python function the statement last called (a deeper level that finished): its scope,
-    // the last statement it ran, and the node that statement ended with.
-    ScopeId callee_scope;
-    SourceFrame callee_statement;
-    NodeId callee_after;
-    // What the statement held as each of its calls began, and the node that made it: the
-    // elements of a container it builds (Note [Containers a statement builds]).
-    std::vector<std::pair<ValueId, NodeId>> parts;
-  };
-
-  // One function invocation.
-  struct Frame {
-    ScopeId scope;
-    std::string module_path;
-    std::string function;
-    std::vector<SourceFrame> callers;  // call sites, innermost first (scripted code)
-    std::vector<SourceFrame> last_stack;
-    std::string last_statement;
-    bool last_traced = false;
-    size_t module_depth = 0;                      // nn.Module calls from the root module
-    std::vector<SourceFrame> first_traced_stack;  // of the first traced node run in this call
-    // Traced graphs (Note [Names in traced graphs]): the statements the last node belongs to,
-    // outermost first, and the scopes of the Python functions they are in.
-    std::vector<PendingStatement> statements;
-    std::map<std::string, ScopeId> traced_scopes;
-    // Traced: the statements the last node run belonged to, outermost first (the forward's
-    // last line, then the line in each function it called), with their functions' scopes.
-    std::vector<std::pair<SourceFrame, ScopeId>> last_statements;
-  };
-
-  // Where a node runs: its Python stack, the statement it belongs to, the scope it binds in.
-  struct Location {
-    std::vector<SourceFrame> stack;
-    std::vector<std::string> targets;  // names the statement binds
-    ScopeId scope;
-    std::string module_path;
-    bool traced = false;
-  };
-
   // What an If needs to put back before trying its other branch.
   struct Snapshot {
     Graph graph;
@@ -221,28 +175,20 @@ class GraphBuilder {
   std::vector<size_t> differingValues(const jit::Node* node, const std::vector<Slot>& then_outputs,
                                       const std::vector<Slot>& else_outputs);
 
-  Location locate(const jit::Node* node, Frame& frame);
-  // Note [The interpreter's graph]: a node inlined from a call, located through its call stack.
-  void locateInlined(const jit::Node* node, const jit::InlinedCallStackPtr& callstack,
-                     Location& location);
-  std::string inlinedModulePath(const jit::InlinedCallStackPtr& callstack);
-  std::vector<std::string> targetsOf(const SourceFrame& statement);
-  void enterStatements(Frame& frame, const std::vector<SourceFrame>& stack, Location& location,
-                       const std::string* callee = nullptr);
-  void noteStatementValues(Frame& frame, const std::vector<ValueId>& values);
-  bool writesIntoATensor(NodeId last) const;
-  void finishStatements(Frame& frame, size_t keep);
-  static void notePart(PendingStatement& pending);
-  void bindContainerParts(const PendingStatement& pending, const std::string& target);
+  // Python names (PythonNames) of a node's outputs, from their slots.
+  void bindOutputs(const jit::Node* node, const Location& location,
+                   const std::vector<Slot>& outputs) {
+    names_.bindOutputs(node, location, outputs.size(),
+                       [&](size_t index) { return valuesOf(outputs[index]); });
+  }
   void bindReturnedNames(const Frame& callee, const Location& location,
-                         const std::vector<Slot>& outputs);
-  std::optional<std::vector<std::string>> returnedNamesAfter(const SourceFrame& last);
-  bool bindThroughCallee(const PendingStatement& pending, const std::vector<std::string>& targets);
+                         const std::vector<Slot>& outputs) {
+    names_.bindReturnedNames(callee, location, outputs.size(),
+                             [&](size_t index) { return valuesOf(outputs[index]); });
+  }
   void emitDropPoint(const jit::Node* node, const Location& location, const Frame& frame,
                      const Environment& environment);
   const std::vector<const jit::Value*>& freeVariables(const jit::Node* node);
-  void bindOutputs(const jit::Node* node, const Location& location,
-                   const std::vector<Slot>& outputs);
   NodeId emitNode(const jit::Node* node, const Location& location, const Frame& frame,
                   const std::vector<Slot>& inputs);
   void recordOutputs(NodeId id, const std::vector<c10::IValue>& outputs,
@@ -257,9 +203,6 @@ class GraphBuilder {
   void restore(Snapshot snapshot);
   int64_t bytesAllocatedSince(size_t first_node) const;
   void forgetNamesIfFrozen();
-  void noteDroppedStores();
-  std::optional<SourceFrame> droppedStoreAfter(const SourceFrame& read, ScopeId scope,
-                                               const std::string& target);
   // Note [Data-dependent sizes]
   bool isDataDependent(const jit::Node* node, const jit::Stack& stack) const;
   std::optional<int64_t> countFor(const jit::Node* node, int64_t elements, std::string& how);
@@ -297,7 +240,6 @@ class GraphBuilder {
   std::unordered_map<const void*, ValueId> container_values_;
   std::unordered_map<const c10::TensorImpl*, at::Tensor> meta_weights_;
   std::unordered_map<const c10::ivalue::Object*, std::string> module_paths_;
-  std::unordered_map<const jit::InlinedCallStack*, std::string> inlined_module_paths_;
   std::map<std::pair<const void*, std::string>, Slot> attribute_writes_;
   std::unordered_map<const jit::Node*, c10::IValue> constants_;
   std::unordered_map<const jit::Node*, jit::Operation> operations_;
@@ -310,6 +252,9 @@ class GraphBuilder {
   std::unordered_map<const c10::TensorImpl*, at::Tensor> known_values_;
   // kActivation storages registered since the current node started, with their meta storage.
   std::vector<std::pair<StorageId, const c10::StorageImpl*>> new_storages_;
+  // Which Python name holds each value (python_names.h); last, as it refers to the members
+  // above.
+  PythonNames names_{module_, graph_, locations_, source_files_, module_paths_};
 };
 
 }  // namespace memtrace::estimator::torchscript::internal

@@ -254,7 +254,7 @@ void GraphBuilder::failOp(const jit::Node* node, const Location& location,
 void GraphBuilder::runUnsized(jit::Node* node, Frame& frame, Environment& environment,
                               const std::vector<Slot>& inputs, const std::string& reason,
                               AssumptionKind kind) {
-  Location location = locate(node, frame);
+  Location location = names_.locate(node, frame);
   NodeId id = emitNode(node, location, frame, inputs);
   Node& neutral = graph_.node(id);
   neutral.size_unknown = true;
@@ -335,7 +335,7 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
   std::optional<jit::Operation> instruction = interpreterInstruction(node);
   const jit::Operator* op = node->maybeOperator();
   if (!op && !instruction) {
-    Location location = locate(node, frame);
+    Location location = names_.locate(node, frame);
     SourceFrame where = innermostUserFrame(location.stack);
     throw EstimateError(
         "unsupported op " + std::string(node->kind().toQualString()) +
@@ -344,7 +344,7 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
   }
   if (std::optional<c10::IValue> answer = tensorProperty(node, inputs)) {
     // Still a use of the tensor: it is live until here.
-    emitNode(node, locate(node, frame), frame, inputs);
+    emitNode(node, names_.locate(node, frame), frame, inputs);
     environment[node->output()] = Slot{*answer, true, ValueId()};
     return;
   }
@@ -415,7 +415,7 @@ std::vector<MetaAllocationEvent> GraphBuilder::recordSizing(jit::Node* node, Fra
   try {
     size();
   } catch (const std::exception& error) {
-    failOp(node, locate(node, frame), inputs,
+    failOp(node, names_.locate(node, frame), inputs,
            failure.empty() ? errorMessage(error) : failure + " (" + errorMessage(error) + ")");
   }
   return recording.events();
@@ -430,7 +430,7 @@ std::optional<GraphBuilder::SizedOp> GraphBuilder::sizeByCount(jit::Node* node, 
       recordSizing(node, frame, inputs, [&] { outputs = sizeDataDependent(node, stack, how); });
   if (!outputs) return std::nullopt;
   graph_.assumptions.push_back({AssumptionKind::kDataDependentSize, node->kind().toQualString(),
-                                locate(node, frame).stack,
+                                names_.locate(node, frame).stack,
                                 std::string(node->kind().toQualString()) + ": " + how,
                                 /*makes_lower_bound=*/false});
   return SizedOp{std::move(*outputs), std::move(allocations)};
@@ -447,7 +447,7 @@ std::optional<GraphBuilder::SizedOp> GraphBuilder::sizeByRule(jit::Node* node, F
   if (!ruled) return std::nullopt;  // declined
   if (!ruled->kernel.empty()) {
     graph_.kernel_choices.push_back(
-        {node->kind().toQualString(), ruled->kernel, ruled->why, locate(node, frame).stack});
+        {node->kind().toQualString(), ruled->kernel, ruled->why, names_.locate(node, frame).stack});
   }
   return SizedOp{std::move(ruled->outputs), std::move(allocations)};
 }
@@ -464,9 +464,10 @@ std::optional<GraphBuilder::SizedOp> GraphBuilder::sizeByMetaKernel(
   try {
     operation->second(stack);
   } catch (const jit::JITException& raised) {
-    throw ModelRaised{firstLineOf(raised.what()), locate(node, frame).stack};
+    throw ModelRaised{firstLineOf(raised.what()), names_.locate(node, frame).stack};
   } catch (const std::exception& error) {
-    if (!isMetaLimitation(error)) failOp(node, locate(node, frame), inputs, errorMessage(error));
+    if (!isMetaLimitation(error))
+      failOp(node, names_.locate(node, frame), inputs, errorMessage(error));
     if (const c10::FunctionSchema* schema = node->maybeSchema()) {
       without_meta_kernel_.insert(schema);
     }
@@ -504,7 +505,7 @@ void GraphBuilder::finishOperator(jit::Node* node, Frame& frame, Environment& en
       });
   if (!touches_tensors) return;
   if (!data_dependent) trackKnownValues(node, inputs, outputs);
-  Location location = locate(node, frame);
+  Location location = names_.locate(node, frame);
   NodeId id = emitNode(node, location, frame, inputs);
   recordOutputs(id, outputs, sized.allocations);
   // A list or tuple the tracer built without a source location holds the arguments of the
@@ -513,7 +514,7 @@ void GraphBuilder::finishOperator(jit::Node* node, Frame& frame, Environment& en
   bool argument_pack =
       !locations_.resolve(node->sourceRange()).known &&
       (node->kind() == jit::prim::ListConstruct || node->kind() == jit::prim::TupleConstruct);
-  if (location.traced && !argument_pack) noteStatementValues(frame, graph_.node(id).outputs);
+  if (location.traced && !argument_pack) names_.noteStatementValues(frame, graph_.node(id).outputs);
   // Containers the op changed in place (aten::append) hold what was added.
   for (const Slot& slot : inputs) {
     if (slot.value.isList()) {

@@ -9,6 +9,7 @@
 #include <limits>
 #include <mutex>
 
+#include "estimator/sdpa_choice.h"
 #include "estimator/torchscript/graph_builder_internal.h"
 
 namespace memtrace::estimator::torchscript {
@@ -142,47 +143,26 @@ struct Arguments {
   }
 };
 
-// Why `kernel` cannot run these inputs; empty when it can.
-std::string sdpaRejects(const SdpaKernel& kernel, const at::Tensor& q, const at::Tensor& k,
-                        const at::Tensor& v, const std::optional<at::Tensor>& mask, double dropout,
-                        bool is_causal, bool enable_gqa) {
-  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return "inputs are not 4-d";
-  std::string dtype = internal::dtypeName(q.scalar_type());
-  if (std::find(kernel.dtypes.begin(), kernel.dtypes.end(), dtype) == kernel.dtypes.end()) {
-    return "dtype " + dtype + " not supported";
+// The facts of a call sdpa's kernel choice reads (Note [sdpa's kernel choice]).
+SdpaTensor sdpaTensor(const at::Tensor& tensor) {
+  if (tensor.is_nested()) {  // no sizes of its own: its rank is all the choice reads
+    return {std::vector<int64_t>(tensor.dim(), 0), 1, true};
   }
-  if (dropout > 0 && !kernel.dropout) return "dropout_p > 0";
-  if (kernel.dropout_resolution > 0) {
-    double steps = dropout * static_cast<double>(kernel.dropout_resolution);
-    if (steps != std::floor(steps)) {
-      return "dropout_p not a multiple of 1/" + std::to_string(kernel.dropout_resolution);
-    }
-  }
-  if (mask && !kernel.mask) return "an attn_mask is given";
-  int64_t dq = q.size(-1), dk = k.size(-1), dv = v.size(-1);
-  if (dq != dk || (kernel.same_head_dims && dq != dv)) return "head dims differ";
-  if (kernel.max_head_dim && (dq > kernel.max_head_dim || dv > kernel.max_head_dim)) {
-    return "head dim above " + std::to_string(kernel.max_head_dim);
-  }
-  int64_t element = static_cast<int64_t>(q.element_size());
-  for (int64_t dim : {dq, dv}) {
-    if (dim % kernel.head_dim_multiple != 0 || (dim * element) % kernel.head_dim_alignment_bytes) {
-      return "head dim " + std::to_string(dim) + " not aligned";
-    }
-  }
-  if (q.size(0) != k.size(0) || k.size(0) != v.size(0)) return "batch sizes differ";
-  if (k.size(1) != v.size(1) ||
-      (q.size(1) != k.size(1) && !(kernel.gqa && enable_gqa && q.size(1) % k.size(1) == 0))) {
-    return "query and key heads differ";
-  }
-  for (const at::Tensor* tensor : {&q, &k, &v}) {
-    if (tensor->size(-1) != 1 && tensor->stride(-1) != 1) return "last dim not contiguous";
-    if (tensor->size(-2) == 0) return "an empty sequence";
-  }
-  if (kernel.causal_needs_square && is_causal && q.size(2) != k.size(2)) {
-    return "is_causal with L != S";
-  }
-  return {};
+  return {tensor.sizes().vec(), tensor.dim() > 0 ? tensor.stride(-1) : 1, false};
+}
+
+SdpaCall sdpaCall(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                  const std::optional<at::Tensor>& mask, double dropout, bool is_causal,
+                  bool enable_gqa) {
+  return {sdpaTensor(q),
+          sdpaTensor(k),
+          sdpaTensor(v),
+          internal::dtypeName(q.scalar_type()),
+          static_cast<int64_t>(q.element_size()),
+          mask.has_value(),
+          dropout,
+          is_causal,
+          enable_gqa};
 }
 
 // sdpa's bool masks become additive ones in the query's dtype (convert_boolean_attn_mask):
@@ -254,18 +234,14 @@ std::optional<OpRuleResult> sdpaRule(const KernelRules& kernels, const Arguments
   bool is_causal = arguments["is_causal"].toBool();
   bool enable_gqa =
       arguments.schema.argumentIndexWithName("enable_gqa") && arguments["enable_gqa"].toBool();
-  std::string rejected;
-  for (const SdpaKernel& kernel : kernels.sdpa) {
-    std::string why = sdpaRejects(kernel, q, k, v, mask, dropout, is_causal, enable_gqa);
-    if (why.empty()) {
-      OpRuleResult result;
-      result.outputs.emplace_back(sdpaFused(kernel, q, k, v, mask));
-      result.kernel = kernel.name;
-      result.why = rejected.empty() ? "the profile's first choice that takes these inputs"
-                                    : rejected.substr(2);
-      return result;
-    }
-    rejected += "; not " + kernel.name + ": " + why;
+  SdpaChoice choice =
+      chooseSdpaKernel(kernels.sdpa, sdpaCall(q, k, v, mask, dropout, is_causal, enable_gqa));
+  if (choice.kernel) {
+    OpRuleResult result;
+    result.outputs.emplace_back(sdpaFused(*choice.kernel, q, k, v, mask));
+    result.kernel = choice.name;
+    result.why = choice.why;
+    return result;
   }
   // The math fallback: what the meta decomposition runs (with _safe_softmax's meta kernel).
   std::optional<double> scale;
@@ -274,8 +250,8 @@ std::optional<OpRuleResult> sdpaRule(const KernelRules& kernels, const Arguments
   OpRuleResult result;
   result.outputs.emplace_back(
       at::scaled_dot_product_attention(q, k, v, mask, dropout, is_causal, scale, enable_gqa));
-  result.kernel = "math";
-  result.why = rejected.empty() ? "the profile names no fused kernel" : rejected.substr(2);
+  result.kernel = choice.name;
+  result.why = choice.why;
   return result;
 }
 

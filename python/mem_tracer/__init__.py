@@ -17,7 +17,6 @@ from .estimate import (
     Device,
     Estimate,
     LineEntry,
-    Loop,
     Method,
     ModuleEntry,
     Semantics,
@@ -40,6 +39,7 @@ from .tracing import (
     switch_allocator,
     trace,
 )
+from .training_step import Loop, TrainingStep
 
 __all__ = [
     "DDP",
@@ -60,6 +60,7 @@ __all__ = [
     "Semantics",
     "Stacks",
     "Strategy",
+    "TrainingStep",
     "annotate",
     "checkpoint_modules",
     "estimate",

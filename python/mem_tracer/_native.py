@@ -196,6 +196,7 @@ def library() -> ctypes.PyDLL:
         "memtrace_empty_cache": ([c_int], None),
         "memtrace_lend_python_stack": ([c_int], c_int),
         "memtrace_end_lent_python_stack": ([], None),
+        "memtrace_bind_lent_python_stack": ([c_int], None),
     }
     _sign(lib, signatures)
     lib.path = path  # type: ignore[attr-defined]  # read by tracing.switch_allocator()

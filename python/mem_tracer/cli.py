@@ -198,6 +198,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                      help="each simulated card's memory instead of the profile's (24GiB, 80GB)")
     run.add_argument("--gpu-count", metavar="N", type=int, default=None,
                      help="simulated cards (default: 1; under torchrun, --nproc-per-node)")
+    run.add_argument("--gpu-max-reads", metavar="N", type=int, default=DEFAULT_MAX_READS,
+                     help="on a simulated card, fail the program's reads of device values past "
+                          "N (a loop waiting on a computed value never ends there; 0: no limit; "
+                          "default: %(default)s)")
     # REMAINDER: -m takes the module and, untouched, every argument after it.
     run.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE",
                      help="-m MODULE [args...]: run a library module as a script, as python -m "
@@ -451,9 +455,14 @@ def run(arguments: argparse.Namespace) -> int:
 # that is not Python, when it failed after an allocation was refused. An allocation refused
 # and then retried (PyTorch's caching allocator frees its cache and asks again) or an error
 # the program caught and went on from is said, not counted as not fitting: the program ran to
-# its end on that card. Exit status: 0 it fit, EXIT_DID_NOT_FIT it did not, else the program's
-# own status when it failed for another reason.
+# its end on that card. Exit status: 0 it fit, EXIT_DID_NOT_FIT it did not, EXIT_STOPPED the
+# simulated card stopped it (--gpu-max-reads), else the program's own status when it failed for
+# another reason.
 OUT_OF_MEMORY_MARK = "memtrace: out of memory"
+# Exit status when the simulated card refused a read past --gpu-max-reads
+# (Note [A run that waits on a value] in simulator/core/device.cpp).
+EXIT_STOPPED = 4
+DEFAULT_MAX_READS = 100_000
 
 
 def _torch_is_cuda_build() -> bool | None:
@@ -499,7 +508,8 @@ def _simulated(arguments: argparse.Namespace, environment: dict[str, str],
     print(f"== memtrace: simulated {card.device_name} x{count} (profile {card.name}, "
           f"{(memory or card.memory_bytes) / 2**30:.1f} GiB each): sizes are the card's, no kernel "
           "runs, values read back are zeros", file=sys.stderr, flush=True)
-    return simulated_gpu.environment(card, memory=memory, devices=count, base=environment)
+    return simulated_gpu.environment(card, memory=memory, devices=count,
+                                     max_reads=arguments.gpu_max_reads, base=environment)
 
 
 def _verdict(arguments: argparse.Namespace, traces: list[Path], status: int) -> int:
@@ -513,7 +523,7 @@ def _verdict(arguments: argparse.Namespace, traces: list[Path], status: int) -> 
     memory = simulated_gpu.parse_size(arguments.gpu_memory) if arguments.gpu_memory else \
         card.memory_bytes
     report = str(_native.tool_path(_REPORT))
-    peak, marked, refused = 0, False, 0
+    peak, marked, refused, reads = 0, False, 0, 0
     for trace in traces:
         result = subprocess.run([report, str(trace), "--format", "json", "--top", "0"],
                                 capture_output=True, text=True, check=False)
@@ -523,8 +533,15 @@ def _verdict(arguments: argparse.Namespace, traces: list[Path], status: int) -> 
         for device in summary.get("devices", []):
             peak = max(peak, int(device.get("peak_bytes", 0)))
         refused += int(summary["summary"].get("failed_allocations", 0))
+        reads = max(reads, int((summary.get("device_reads") or {}).get("count", 0)))
         marked |= any(marker.get("name") == OUT_OF_MEMORY_MARK
                       for marker in summary.get("markers", []))
+    if arguments.gpu_max_reads and reads >= arguments.gpu_max_reads and status != 0:
+        print(f"== memtrace: STOPPED on a simulated {card.device_name}: the program read device "
+              f"values {reads:,} times, up to --gpu-max-reads; values a kernel computes are "
+              "zeros on the simulated card, so a loop waiting on one never ends (the report's "
+              "reads section names the lines)", file=sys.stderr)
+        return EXIT_STOPPED
     did_not_fit = marked or (refused > 0 and status != 0)
     share = f"{100 * peak / memory:.1f} %" if memory else "?"
     where = f"{card.device_name} ({card.name}, {memory / 2**30:.1f} GiB)"

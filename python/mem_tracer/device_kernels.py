@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import _torch_internals
+
 
 class KernelRulesError(Exception):
     """The device profile cannot be read (a missing file, a field of the wrong type)."""
@@ -59,6 +61,49 @@ class SdpaKernel:
     causal_needs_square: bool = False
     pad_head_dim_to: int = 1
     pad_mask_to: int = 1
+    # What it allocates (read for the TorchScript front end's sizes; the recording's fake
+    # kernels make their own outputs).
+    logsumexp: bool = False
+    bhld_output: bool = False
+    output_like_query: bool = False
+
+
+@dataclass(frozen=True)
+class SdpaTensor:
+    """One of query, key and value, as the choice sees it (estimator/sdpa_choice.h)."""
+
+    sizes: tuple[int, ...]
+    last_stride: int = 1
+    nested: bool = False
+
+    @classmethod
+    def of(cls, tensor: Any) -> SdpaTensor:
+        if tensor.is_nested:  # no sizes of its own: its rank is all the choice reads
+            return cls((0,) * tensor.dim(), 1, True)
+        return cls(tuple(tensor.shape), tensor.stride(-1) if tensor.dim() else 1, False)
+
+
+@dataclass(frozen=True)
+class SdpaCall:
+    """The facts of one sdpa call the kernel choice reads (Note [sdpa's kernel choice],
+    estimator/sdpa_choice.h, whose SdpaCall is this one field for field)."""
+
+    query: SdpaTensor
+    key: SdpaTensor
+    value: SdpaTensor
+    dtype: str  # the query's, estimator names (float16, ...)
+    element_size: int  # the query's, in bytes
+    mask: bool = False
+    dropout: float = 0.0
+    is_causal: bool = False
+    enable_gqa: bool = False
+
+    @classmethod
+    def of(cls, query: Any, key: Any, value: Any, attn_mask: Any = None, dropout_p: float = 0.0,
+           is_causal: bool = False, enable_gqa: bool = False) -> SdpaCall:
+        return cls(SdpaTensor.of(query), SdpaTensor.of(key), SdpaTensor.of(value),
+                   _dtype_name(query.dtype), query.element_size(), attn_mask is not None,
+                   float(dropout_p), bool(is_causal), bool(enable_gqa))
 
 
 @dataclass(frozen=True)
@@ -102,71 +147,107 @@ def kernel_rules(profile: str | os.PathLike[str]) -> KernelRules:
     chosen = []
     for name in sdpa.get("order", []):
         if name == "math":
-            break
+            break  # the fallback
+        if name not in SDPA_KERNELS:
+            raise KernelRulesError(f"device profile {path}: unknown sdpa kernel {name!r} (known: "
+                                   f"{', '.join(SDPA_KERNELS)}, math)")
         entry = sdpa.get(name)
         if not isinstance(entry, dict):
             raise KernelRulesError(f"device profile {path}: sdpa kernel {name!r} has no entry")
-        fields = {key: value for key, value in entry.items()
-                  if key in SdpaKernel.__dataclass_fields__ and key != "name"}
-        fields["dtypes"] = tuple(fields.get("dtypes", ()))
-        chosen.append(SdpaKernel(name=name, **fields))
-    return KernelRules(device=str(kernels.get("device", "cuda")), sdpa=tuple(chosen))
+        chosen.append(_sdpa_kernel(name, entry, path))
+    device = kernels.get("device", "cuda")
+    if device not in ("cuda", "cpu"):
+        raise KernelRulesError(f"device profile {path}: kernels: \"device\" must be \"cuda\" or "
+                               f"\"cpu\"")
+    return KernelRules(device=device, sdpa=tuple(chosen))
+
+
+# The kernels a profile may name (estimator/device_profile.cpp knows the same).
+SDPA_KERNELS = ("flash", "efficient", "cudnn", "flash_cpu")
+# The fields that are at least 1 when stated (a multiple, a padding): 0 reads as 1.
+_AT_LEAST_ONE = ("head_dim_multiple", "head_dim_alignment_bytes", "pad_head_dim_to",
+                 "pad_mask_to")
+
+
+def _sdpa_kernel(name: str, entry: dict[str, Any], path: Path) -> SdpaKernel:
+    """One `kernels.sdpa.<name>` entry, each field checked for its type as
+    estimator/device_profile.cpp checks it."""
+    fields: dict[str, Any] = {}
+    for key, spec in SdpaKernel.__dataclass_fields__.items():
+        if key == "name" or key not in entry or entry[key] is None:
+            continue
+        value = entry[key]
+        where = f"device profile {path}: sdpa kernel {name!r}: {key!r}"
+        if key == "dtypes":
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise KernelRulesError(f"{where} must be a list of dtype names")
+            value = tuple(value)
+        elif spec.type == "bool":
+            if not isinstance(value, bool):
+                raise KernelRulesError(f"{where} must be true or false")
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise KernelRulesError(f"{where} must be a non-negative integer")
+        elif key in _AT_LEAST_ONE:
+            value = max(1, value)
+        fields[key] = value
+    if "dtypes" not in fields:
+        raise KernelRulesError(f"device profile {path}: sdpa kernel {name!r}: missing 'dtypes'")
+    return SdpaKernel(name=name, **fields)
 
 
 def _dtype_name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def sdpa_rejects(kernel: SdpaKernel, query: Any, key: Any, value: Any, attn_mask: Any,
-                 dropout_p: float, is_causal: bool, enable_gqa: bool) -> str:
-    """Why `kernel` cannot run this call; "" when it can (estimator/torchscript/op_rules.cpp's
-    sdpaRejects makes the same checks for TorchScript graphs)."""
-    if query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
+def sdpa_rejects(kernel: SdpaKernel, call: SdpaCall) -> str:
+    """Why `kernel` cannot run this call; "" when it can (Note [sdpa's kernel choice]:
+    estimator/sdpa_choice.cpp's sdpaRejects, check for check; tests/estimator/sdpa_cases.json
+    holds both to the same answers)."""
+    q, k, v = call.query, call.key, call.value
+    if len(q.sizes) != 4 or len(k.sizes) != 4 or len(v.sizes) != 4:
         return "inputs are not 4-d"
-    if query.is_nested or key.is_nested or value.is_nested:
+    if q.nested or k.nested or v.nested:
         return "nested inputs"
-    dtype = _dtype_name(query.dtype)
-    if dtype not in kernel.dtypes:
-        return f"dtype {dtype} not supported"
-    if dropout_p > 0 and not kernel.dropout:
+    if call.dtype not in kernel.dtypes:
+        return f"dtype {call.dtype} not supported"
+    if call.dropout > 0 and not kernel.dropout:
         return "dropout_p > 0"
-    if kernel.dropout_resolution and \
-            dropout_p * kernel.dropout_resolution != math.floor(dropout_p * kernel.dropout_resolution):
-        return f"dropout_p not a multiple of 1/{kernel.dropout_resolution}"
-    if attn_mask is not None and not kernel.mask:
+    if kernel.dropout_resolution:
+        steps = call.dropout * kernel.dropout_resolution
+        if steps != math.floor(steps):
+            return f"dropout_p not a multiple of 1/{kernel.dropout_resolution}"
+    if call.mask and not kernel.mask:
         return "an attn_mask is given"
-    head_q, head_k, head_v = query.size(-1), key.size(-1), value.size(-1)
+    head_q, head_k, head_v = q.sizes[-1], k.sizes[-1], v.sizes[-1]
     if head_q != head_k or (kernel.same_head_dims and head_q != head_v):
         return "head dims differ"
     if kernel.max_head_dim and (head_q > kernel.max_head_dim or head_v > kernel.max_head_dim):
         return f"head dim above {kernel.max_head_dim}"
-    element = query.element_size()
     for size in (head_q, head_v):
-        if size % kernel.head_dim_multiple or (size * element) % kernel.head_dim_alignment_bytes:
+        if size % kernel.head_dim_multiple or \
+                (size * call.element_size) % kernel.head_dim_alignment_bytes:
             return f"head dim {size} not aligned"
-    if not query.size(0) == key.size(0) == value.size(0):
+    if not q.sizes[0] == k.sizes[0] == v.sizes[0]:
         return "batch sizes differ"
-    if key.size(1) != value.size(1) or (query.size(1) != key.size(1) and not (
-            kernel.gqa and enable_gqa and query.size(1) % key.size(1) == 0)):
+    if k.sizes[1] != v.sizes[1] or (q.sizes[1] != k.sizes[1] and not (
+            kernel.gqa and call.enable_gqa and q.sizes[1] % k.sizes[1] == 0)):
         return "query and key heads differ"
-    for tensor in (query, key, value):
-        if tensor.size(-1) != 1 and tensor.stride(-1) != 1:
+    for tensor in (q, k, v):
+        if tensor.sizes[-1] != 1 and tensor.last_stride != 1:
             return "last dim not contiguous"
-        if tensor.size(-2) == 0:
+        if tensor.sizes[-2] == 0:
             return "an empty sequence"
-    if kernel.causal_needs_square and is_causal and query.size(2) != key.size(2):
+    if kernel.causal_needs_square and call.is_causal and q.sizes[2] != k.sizes[2]:
         return "is_causal with L != S"
     return ""
 
 
-def sdpa_choice(rules: KernelRules, query: Any, key: Any, value: Any, attn_mask: Any = None,
-                dropout_p: float = 0.0, is_causal: bool = False,
-                enable_gqa: bool = False) -> tuple[str, str]:
+def sdpa_choice(rules: KernelRules, call: SdpaCall) -> tuple[str, str]:
     """The kernel the device runs for this sdpa call, and why (the checks the kernels before
     it failed): ("efficient", "not cudnn: dtype float32 not supported; ...")."""
     rejected: list[str] = []
     for kernel in rules.sdpa:
-        why = sdpa_rejects(kernel, query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+        why = sdpa_rejects(kernel, call)
         if not why:
             return kernel.name, ("; ".join(rejected) if rejected
                                  else "the profile's first choice that takes these inputs")
@@ -223,7 +304,7 @@ def _math_attention(query: Any, key: Any, value: Any, attn_mask: Any, dropout_p:
     attention = torch.matmul(query, key.transpose(-2, -1) * factor)
     if attn_mask is not None:
         attention.add_(attn_mask)
-    attention = torch.ops.aten._safe_softmax(attention, -1)
+    attention = _torch_internals.aten_op("_safe_softmax")(attention, -1)
     if dropout_p > 0:
         attention = device_dropout(attention, dropout_p)
     return torch.matmul(attention, value)
@@ -236,27 +317,27 @@ def device_sdpa(kernel: str, query: Any, key: Any, value: Any, attn_mask: Any = 
     """scaled_dot_product_attention as attention.cpp runs it on CUDA once `kernel` is chosen."""
     import torch
     import torch.nn.functional as F
-    aten = torch.ops.aten
+    aten = _torch_internals.aten_op
     logsumexp = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
     mask = _additive_mask(attn_mask, query.dtype)
     if kernel == "cudnn":
-        return aten._scaled_dot_product_cudnn_attention(query, key, value, mask, logsumexp,
-                                                        dropout_p, is_causal, False,
-                                                        scale=scale)[0]
+        return aten("_scaled_dot_product_cudnn_attention")(query, key, value, mask, logsumexp,
+                                                           dropout_p, is_causal, False,
+                                                           scale=scale)[0]
     if kernel == "flash":
         size = query.size(-1)
         pad = (-size) % head_dim_padding
         padded = [F.pad(t, (0, pad)) if pad else t for t in (query, key, value)]
-        output = aten._scaled_dot_product_flash_attention(
+        output = aten("_scaled_dot_product_flash_attention")(
             *padded, dropout_p, is_causal, False,
             scale=scale if scale is not None else 1 / math.sqrt(size))[0]
         return output[..., :size] if pad else output
     if kernel == "efficient":
         if mask is not None:
             mask = _padded_mask(mask, query, key, mask_alignment)
-        return aten._scaled_dot_product_efficient_attention(query, key, value, mask, logsumexp,
-                                                            dropout_p, is_causal,
-                                                            scale=scale)[0]
+        return aten("_scaled_dot_product_efficient_attention")(query, key, value, mask,
+                                                               logsumexp, dropout_p, is_causal,
+                                                               scale=scale)[0]
     return _math_attention(query, key, value, mask, dropout_p, is_causal, scale, enable_gqa)
 
 
@@ -341,9 +422,9 @@ class DeviceKernels:
                 value = call[name]
                 if value is not None and value.is_floating_point() and value.dtype != dtype:
                     call[name] = value.to(dtype)
-        kernel, why = sdpa_choice(self.rules, call["query"], call["key"], call["value"],
-                                  call["attn_mask"], call["dropout_p"], call["is_causal"],
-                                  call["enable_gqa"])
+        kernel, why = sdpa_choice(self.rules, SdpaCall.of(
+            call["query"], call["key"], call["value"], call["attn_mask"], call["dropout_p"],
+            call["is_causal"], call["enable_gqa"]))
         if self.on_choice is not None:
             self.on_choice(KernelChoice("aten::scaled_dot_product_attention", kernel, why))
         return device_sdpa(kernel, **call, mask_alignment=mask_alignment,
@@ -360,6 +441,6 @@ class DeviceKernels:
         return device_dropout(call["input"], call["p"])
 
 
-__all__ = ["CPU_RULES", "DeviceKernels", "KernelChoice", "KernelRules", "KernelRulesError",
-           "SdpaKernel", "device_dropout", "device_sdpa", "kernel_rules", "profile_path",
+__all__ = ["CPU_RULES", "SDPA_KERNELS", "DeviceKernels", "KernelChoice", "KernelRules",
+           "KernelRulesError", "SdpaCall", "SdpaKernel", "SdpaTensor", "device_dropout", "device_sdpa", "kernel_rules", "profile_path",
            "sdpa_choice", "sdpa_rejects"]

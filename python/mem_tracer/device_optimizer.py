@@ -38,17 +38,17 @@ def _foreach_on(parameters: list[Any], device: str, group: dict[str, Any],
     """_default_to_fused_or_foreach(params, differentiable, use_fused=False) for the user's
     parameters' types on `device`, and Adam's exception for a Tensor lr without capturable."""
     import torch
-    from torch.optim.optimizer import _foreach_supported_types
-    from torch.utils._foreach_utils import _get_foreach_kernels_supported_devices
+
+    from . import _torch_internals
 
     if group.get("differentiable", False):
         return False
-    if device not in _get_foreach_kernels_supported_devices():
+    if device not in _torch_internals.foreach_kernel_devices():
         return False
     # A fake parameter (a model built on fake tensors to be estimated) stands for a plain one.
-    from torch._subclasses.fake_tensor import FakeTensor
-    if not all(type(p) in _foreach_supported_types or isinstance(p, FakeTensor)
-               for p in parameters):
+    fake = _torch_internals.fake_tensor_type()
+    supported = _torch_internals.foreach_supported_types()
+    if not all(type(p) in supported or isinstance(p, fake) for p in parameters):
         return False
     adam = isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW))
     return not (adam and isinstance(group.get("lr"), torch.Tensor)

@@ -18,18 +18,25 @@ from typing import Any, Literal
 
 from . import _native
 from .errors import MemTracerError
-from .parallel import DDP, FSDP, ParallelEstimate, Strategy, estimate_of, job
+from .parallel import ParallelEstimate, estimate_of
+from .torchscript_export import (
+    Method,
+    _data_dependent_options,
+    _first_line,
+    _input_spec,
+    _NotExportable,
+    _to_torchscript,
+    trace_model,
+)
+from .training_step import FORWARD, Loop, RecordedStep, TrainingStep, training_step
+
+__all__ = ["BatchPoint", "Device", "Estimate", "LineEntry", "Loop", "Method", "ModuleEntry",
+           "Semantics", "TrainingStep", "call_inputs", "estimate", "trace_model",
+           "write_prediction"]
 
 # How long a value lives: as the eager nn.Module keeps it (Python names) or as the TorchScript
 # interpreter does (freed at last use); memtrace-estimate's --semantics.
 Semantics = Literal["eager", "torchscript"]
-# How the model reached the estimator: scripted, traced, given as a saved TorchScript file, or
-# recorded on fake tensors (a training step, or a torch.export archive; mem_tracer.step_graph).
-Method = Literal["script", "trace", "file", "record"]
-# What the training loop's own names hold (step_graph.LOOPS, Note [What the loop holds]): the
-# output until the next step's forward rebinds it (`out = model(x)` in the loop's body, the
-# default), until the loss is made (transformers' Trainer), or until the step ends.
-Loop = Literal["until-next-forward", "until-loss", "until-step-end"]
 # memtrace-estimate's device profiles (`memtrace-estimate --list-devices`), or "auto": the GPU
 # in hand. A profile of one's own is a .json file, given as a path object.
 Device = Literal["auto", "cuda", "cuda-sm90", "cuda-no-cublas-workspace", "cpu"]
@@ -146,201 +153,6 @@ class Estimate:
         return "\n".join(lines)
 
 
-# The dtypes memtrace-estimate names are its own list (estimator/input_spec.cpp); an input of
-# another dtype is refused there, with the list.
-
-
-def _input_spec(value: Any) -> str:
-    """`--input` for one example input: a tensor, or a shape (a sequence of ints)."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        dtype = str(value.dtype).removeprefix("torch.")
-        shape = "x".join(str(size) for size in value.shape) or "1"
-        return f"{shape}:{dtype}"
-    if isinstance(value, (tuple, list)) and all(isinstance(size, int) for size in value):
-        return "x".join(str(size) for size in value)
-    raise MemTracerError(f"estimate(): an example input must be a tensor or a shape, not {type(value).__name__}")
-
-
-def _tensors_of(value: Any, depth: int = 0) -> list[Any]:
-    """The tensors in a model's output, in order: through tuples, lists, dicts (a Hugging Face
-    ModelOutput is one) and plain objects (a KV cache), so that a trace can return them all."""
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if depth > 8 or value is None or isinstance(value, (str, bytes, int, float, bool)):
-        return []
-    if isinstance(value, Mapping):
-        items = list(value.values())
-    elif isinstance(value, (tuple, list)):
-        items = list(value)
-    elif hasattr(value, "__dict__"):
-        items = list(vars(value).values())
-    else:
-        return []
-    return [tensor for item in items for tensor in _tensors_of(item, depth + 1)]
-
-
-def _flattening_module(model: Any, positional: int, keywords: Sequence[str],
-                       constants: Mapping[str, Any]) -> Any:
-    """model wrapped so that its forward takes tensors positionally (the estimator's --input
-    order) and returns a tuple of tensors: what torch.jit.trace can record for any call."""
-    import torch
-
-    class CallFlattened(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, *tensors: Any) -> tuple[Any, ...]:
-            arguments = dict(zip(keywords, tensors[positional:]), **constants)
-            return tuple(_tensors_of(self.model(*tensors[:positional], **arguments)))
-
-    return CallFlattened()
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
-def trace_model(model: Any, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
-                ) -> tuple[Any, list[Any], str]:
-    """Traces ``model(*args, **kwargs)`` with torch.jit.trace(strict=False) for the estimator.
-
-    Returns (traced module, its tensor inputs in order, how it was traced). Tensor keyword arguments
-    become inputs after the positional ones; other keyword arguments (use_cache=False) are
-    baked into the trace. A call with keyword inputs, or whose output is not tensors, tuples,
-    lists and dicts of tensors (a KV cache object), is traced through a wrapper whose forward
-    takes every tensor positionally and returns the output's tensors as a tuple; its module
-    paths then start with "model."."""
-    import warnings
-
-    import torch
-
-    kwargs = dict(kwargs or {})
-    args = tuple(args)
-    if not all(isinstance(value, torch.Tensor) for value in args):
-        raise MemTracerError("estimate(): tracing needs example tensors, not shapes")
-    keywords = [key for key, value in kwargs.items() if isinstance(value, torch.Tensor)]
-    constants = {key: value for key, value in kwargs.items() if key not in keywords}
-    inputs = [*args, *(kwargs[key] for key in keywords)]
-    with torch.no_grad(), warnings.catch_warnings():
-        # TracerWarnings (a Python int taken from a shape...) are the trace's, not the user's.
-        warnings.simplefilter("ignore")
-        if not kwargs:
-            try:
-                traced = torch.jit.trace(model, args, strict=False, check_trace=False)
-                return traced, inputs, "strict=False"
-            except Exception as error:  # noqa: BLE001 - the wrapper below records any output
-                reason = f"a direct trace failed: {_first_line(error)}"
-        else:
-            reason = "keyword inputs " + ", ".join(keywords or list(constants))
-        wrapper = _flattening_module(model, len(args), keywords, constants)
-        traced = torch.jit.trace(wrapper, tuple(inputs), strict=False, check_trace=False)
-    return traced, inputs, (f"strict=False, through a wrapper that passes the inputs positionally "
-                            f"and returns the output's tensors as a tuple ({reason})")
-
-
-def _scriptable_call(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> list[Any] | None:
-    """The call's inputs in forward's order when they fill its first parameters (so a scripted
-    forward can take them positionally); None otherwise."""
-    import inspect
-
-    if not kwargs:
-        return list(args)
-    try:
-        parameters = list(inspect.signature(model.forward).parameters)
-    except (TypeError, ValueError):
-        return None
-    order = parameters[len(args):len(args) + len(kwargs)]
-    if sorted(order) != sorted(kwargs):
-        return None
-    return [*args, *(kwargs[name] for name in order)]
-
-
-def _to_torchscript(model: Any, example_inputs: Sequence[Any], path: Path,
-                    example_kwargs: Mapping[str, Any] | None = None
-                    ) -> tuple[Method, str, Path, list[Any], bool]:
-    """Saves `model` as TorchScript at `path`; returns (method, note, the file the estimator
-    reads, inputs in the saved forward's order, whether the module paths are under the tracing
-    wrapper's "model.")."""
-    example_kwargs = dict(example_kwargs or {})
-    if isinstance(model, (str, os.PathLike)):
-        if example_kwargs:
-            raise MemTracerError("estimate(): a saved TorchScript file takes positional inputs only")
-        return "file", "a saved TorchScript file", Path(model), list(example_inputs), False
-    import warnings
-
-    import torch
-
-    was_training = getattr(model, "training", False)
-    model.eval()
-    try:
-        positional = _scriptable_call(model, example_inputs, example_kwargs)
-        if positional is None:
-            reason = ("keyword inputs " + ", ".join(example_kwargs) +
-                      " are not forward's first parameters")
-        elif not all(isinstance(value, torch.Tensor) or _is_shape(value) for value in positional):
-            reason = "inputs that are not tensors"
-        else:
-            try:
-                with warnings.catch_warnings():  # what scripting trips over is not the user's
-                    warnings.simplefilter("ignore")
-                    torch.jit.script(model).save(str(path))
-                return "script", "scripted with torch.jit.script", path, positional, False
-            except Exception as error:  # noqa: BLE001 - any scripting failure falls back to tracing
-                reason = _first_line(error)
-        if not all(isinstance(x, torch.Tensor) for x in example_inputs):
-            raise MemTracerError(f"estimate(): the model cannot be scripted ({reason}) and tracing it "
-                                 "needs example tensors, not shapes")
-        try:
-            traced, inputs, how = trace_model(model, example_inputs, example_kwargs)
-            traced.save(str(path))  # a Python autograd.Function traces, and fails here
-        except Exception as error:  # said, and recorded on fake tensors instead
-            raise _NotExportable(f"scripting failed: {reason}; tracing failed: "
-                                 f"{_first_line(error)}") from error
-        return ("trace", f"traced with torch.jit.trace (scripting failed: {reason}); {how}", path,
-                inputs, "wrapper" in how)
-    finally:
-        model.train(was_training)
-
-
-class _NotExportable(Exception):
-    """Neither torch.jit.script nor torch.jit.trace takes the model (why, in a line)."""
-
-
-def _is_shape(value: Any) -> bool:
-    return isinstance(value, (tuple, list)) and all(isinstance(size, int) for size in value)
-
-
-def _data_dependent_options(model: Any, args: Sequence[Any], kwargs: Mapping[str, Any],
-                            assume_worst_case: bool, work: Path) -> list[str]:
-    """--assume-worst-case, or the example input's counts of nonzero and boolean masks (one
-    forward pass on the example, recorded by example_counts), or nothing for shapes."""
-    if assume_worst_case:
-        return ["--assume-worst-case"]
-    import torch
-
-    from . import example_counts
-    values = [*args, *kwargs.values()]
-    if not callable(model) or not any(isinstance(value, torch.Tensor) for value in values):
-        return []  # shapes only, or a saved file: nothing to run
-    if any(_is_shape(value) for value in values):
-        return []
-    try:
-        counts = example_counts.record(lambda: model(*args, **kwargs))
-    except Exception:  # noqa: BLE001 - the estimate still runs; those sizes are then unknown, and said so
-        return []
-    if not counts:
-        return []
-    path = work / "example_counts.txt"
-    example_counts.write(counts, path)
-    return ["--example-counts", str(path)]
-
-
 def _run_estimator(model_path: Path, inputs: list[str], extra: list[str], out: Path) -> dict[str, Any]:
     command = [str(_native.estimator_path()), str(model_path),
                *(arg for spec in inputs for arg in ("--input", spec)),
@@ -371,7 +183,8 @@ def _device_profile(device: Device | os.PathLike[str]) -> str:
 
         if torch.cuda.is_available():
             major, minor = torch.cuda.get_device_capability()
-            release = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+            from ._torch_internals import torch_release
+            release = torch_release(torch.__version__)
             if (major, minor) == (9, 0) or (9 <= major <= 12 and release >= (2, 12)):
                 return "cuda-sm90"
     except Exception:  # noqa: BLE001 - no usable CUDA: the default profile
@@ -385,12 +198,8 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
              device: Device | os.PathLike[str] = "auto",
              output: str | os.PathLike[str] | None = None,
              keep_model: str | os.PathLike[str] | None = None,
-             assume_worst_case: bool = False, training: bool = False,
-             loss_fn: Callable[..., Any] | None = None, targets: Sequence[Any] = (),
-             optimizer: Any = None, autocast: Any = None, scaler: bool = False,
-             accumulate: int = 1, loop: Loop = "until-next-forward",
-             parallel: Strategy | DDP | FSDP | None = None,
-             world_size: int | None = None) -> Estimate:
+             assume_worst_case: bool = False, training: bool | TrainingStep = False,
+             **training_options: Any) -> Estimate:
     """Predicts the GPU memory of one forward pass (or, with ``training=True``, of one training
     step), without running it on a GPU.
 
@@ -419,18 +228,21 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     the export is a temporary file, deleted before estimate() returns: ``model_path`` is
     None, and so is the JSON's ``"model"``.
 
-    ``training=True`` predicts one steady-state training step instead: forward, the loss
-    (``loss_fn(output, *targets)``; by default the output's ``loss``, else the sum of its
-    first floating-point tensor), backward, ``optimizer.step()`` and
-    ``zero_grad(set_to_none=True)``, with ``accumulate`` micro-batches, ``autocast`` (a dtype:
-    ``torch.bfloat16``) and a ``GradScaler`` (``scaler=True``). The step is recorded on fake
+    ``training=mem_tracer.TrainingStep(optimizer=..., loss_fn=..., targets=...)`` predicts one
+    steady-state training step instead (``training=True``: TrainingStep(), no optimizer), as
+    TrainingStep says: forward, the loss, backward, ``optimizer.step()`` and
+    ``zero_grad(set_to_none=True)``, its micro-batches, autocast, GradScaler and, with
+    ``parallel=``, one rank of a DDP or FSDP job. The step's options given to estimate() itself
+    (``training=True, optimizer=opt, ...``, the form before TrainingStep) still work, with a
+    DeprecationWarning saying what to write. The step is recorded on fake
     tensors (no memory, no compute; mem_tracer.step_graph) and estimated by memtrace-estimate:
     ``Estimate.training_peak_bytes`` and ``Estimate.training_breakdown`` (parameter, gradient,
     optimizer_state, activation, input, temporary) are its figures, ``batch_sizes`` and
     ``budget`` record it again per batch. The step runs what the ``device`` profile's device
     runs, wherever the model is: the optimizer's implementation PyTorch picks there (foreach by
     default on CUDA; ``Estimate.optimizer_implementation``), its sdpa kernel and dropout.
-    ``loop`` says what the training loop's own names hold: ``"until-next-forward"`` (default:
+    TrainingStep's ``loop`` says what the training loop's own names hold:
+    ``"until-next-forward"`` (default:
     ``out = model(x); loss = f(out, y)`` in the loop's body, as PyTorch's examples write it; the
     output lives into the next step's forward), ``"until-loss"`` (``loss = f(model(x), y)``,
     or a function returning the loss, as transformers' Trainer), ``"until-step-end"`` (a
@@ -438,20 +250,30 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     is recorded the same way, one forward."""
     if semantics not in ("eager", "torchscript"):
         raise MemTracerError(f"estimate(): semantics must be 'eager' or 'torchscript', not {semantics!r}")
+    step = training_step(training, training_options)
     _native.estimator_path()  # without torch, say so in one line before anything imports it
     example_inputs, kwargs = call_inputs(example_inputs, example_kwargs)
     if not example_inputs and not kwargs:
         raise MemTracerError("estimate(): give example inputs (positional, a dict, or example_kwargs)")
-    if parallel is not None and not training:
-        raise MemTracerError("estimate(parallel=...) predicts a training step: give training=True")
-    if training or _is_export_archive(model):
+    if step is not None or _is_export_archive(model):
         return _estimate_recorded(
             model, example_inputs, kwargs, profile=_device_profile(device), output=output,
             batch_sizes=batch_sizes, budget=budget,
-            step={"training": training, "loss_fn": loss_fn, "targets": tuple(targets),
-                  "optimizer": optimizer, "autocast": autocast, "scaler": scaler,
-                  "accumulate": accumulate, "loop": loop,
-                  "parallel": job(parallel, world_size) if parallel is not None else None})
+            step=RecordedStep.of(step) if step is not None else FORWARD)
+    return _estimate_exported(model, example_inputs, kwargs, batch_sizes=batch_sizes,
+                              budget=budget, semantics=semantics, device=device, output=output,
+                              keep_model=keep_model, assume_worst_case=assume_worst_case)
+
+
+def _estimate_exported(model: Any, example_inputs: list[Any], kwargs: dict[str, Any], *,
+                       batch_sizes: Sequence[int] | None, budget: int | str | None,
+                       semantics: Semantics, device: Device | os.PathLike[str],
+                       output: str | os.PathLike[str] | None,
+                       keep_model: str | os.PathLike[str] | None,
+                       assume_worst_case: bool) -> Estimate:
+    """estimate() of a forward exported to TorchScript (scripted, traced, or a file) and read by
+    memtrace-estimate; recorded on fake tensors instead where no exporter takes it (Note [A
+    forward that cannot be exported])."""
     with tempfile.TemporaryDirectory(prefix="mem_tracer-") as temporary:
         work = Path(temporary)
         export = Path(keep_model) if keep_model is not None else work / "model.pt"
@@ -462,7 +284,7 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
             # Note [A forward that cannot be exported]
             return _estimate_recorded(
                 model, example_inputs, kwargs, profile=_device_profile(device), output=output,
-                batch_sizes=batch_sizes, budget=budget, step=_FORWARD,
+                batch_sizes=batch_sizes, budget=budget, step=FORWARD,
                 note=("recorded on fake tensors: one forward as Python runs it, eager "
                       f"semantics ({error})"))
         inputs = [_input_spec(value) for value in ordered]
@@ -476,7 +298,7 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
             # values the export left without a name.
             return _estimate_recorded(
                 model, example_inputs, kwargs, profile=_device_profile(device), output=output,
-                batch_sizes=batch_sizes, budget=budget, step=_FORWARD,
+                batch_sizes=batch_sizes, budget=budget, step=FORWARD,
                 note=("recorded on fake tensors: one forward as Python runs it, eager semantics "
                       f"(the {'scripted' if method == 'script' else 'traced'} model left how long "
                       f"Python holds {approximate['unnamed_values']} value(s) unknown)"))
@@ -525,21 +347,21 @@ def _is_export_archive(model: Any) -> bool:
 
 
 def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any], profile: str,
-                         step: Mapping[str, Any], work: Path, json_path: Path,
+                         step: RecordedStep, work: Path, json_path: Path,
                          batch: int | None = None, budget: int | str | None = None,
                          prepare: Callable[[Any], Any] | None = None) -> dict[str, Any]:
     """The estimator's JSON of the step recorded on fake tensors (of one rank of a job, with
-    step["parallel"]: mem_tracer.parallel)."""
+    step.job: mem_tracer.parallel)."""
     from . import parallel, step_graph
-    step = dict(step)
-    job = step.pop("parallel", None)
+    job = step.job
     try:
         if job is None:
             document = step_graph.record(model, args, example_kwargs=kwargs, profile=profile,
-                                         batch=batch, prepare=prepare, **step)
+                                         batch=batch, prepare=prepare, **step.options())
         else:
             document = parallel.record(model, args, example_kwargs=kwargs, profile=profile,
-                                       batch=batch, prepare=prepare, parallel=job, **step)
+                                       batch=batch, prepare=prepare, parallel=job,
+                                       **step.options())
     except step_graph.StepGraphError as error:
         raise MemTracerError(f"estimate(): {error}") from error
     graph = step_graph.write(document, work / f"step-{batch or 0}.json")
@@ -562,18 +384,15 @@ def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any],
 # the way for files and the command line, and for models it takes, unless its eager figure is
 # approximate (values the exported code names nowhere, whose lifetime is only bracketed): then
 # the recording gives Python's own lifetimes instead of the bracket.
-_FORWARD: dict[str, Any] = {"training": False, "loss_fn": None, "targets": (), "optimizer": None,
-                            "autocast": None, "scaler": False, "accumulate": 1}
-
-
 def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, profile: str,
                        output: str | os.PathLike[str] | None,
                        batch_sizes: Sequence[int] | None, budget: int | str | None,
-                       step: dict[str, Any], note: str | None = None) -> Estimate:
+                       step: RecordedStep, note: str | None = None) -> Estimate:
     """estimate() of a training step, of a torch.export archive, or of a forward no exporter
     takes: recorded on fake tensors (mem_tracer.step_graph), estimated from the graph file."""
     from . import parallel
-    training = bool(step["training"])
+    training = step.training
+    optimizer, accumulate = step.step.optimizer, step.step.accumulate
     if _is_export_archive(model):
         import torch
         path = Path(os.fspath(model))
@@ -585,21 +404,21 @@ def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, p
         note = f"{path} (torch.export) recorded on fake tensors"
     elif note is None:
         note = "recorded on fake tensors: " + (
-            f"one training step ({type(step['optimizer']).__name__ if step['optimizer'] else 'no optimizer'}"
-            f"{', ' + str(step['accumulate']) + ' micro-batches' if step['accumulate'] > 1 else ''})"
+            f"one training step ({type(optimizer).__name__ if optimizer else 'no optimizer'}"
+            f"{', ' + str(accumulate) + ' micro-batches' if accumulate > 1 else ''})"
             if training else "one forward")
-        if step.get("parallel") is not None:
-            job = step["parallel"]
+        if step.job is not None:
+            job = step.job
             note += f", rank {job.rank} of {job.world_size} under {job.strategy.upper()}"
     with tempfile.TemporaryDirectory(prefix="mem_tracer-") as temporary:
         work = Path(temporary)
         json_path = Path(output) if output is not None else work / "estimate.json"
         document = _record_and_estimate(model, args, kwargs, profile, step, work, json_path)
-        if step.get("parallel") is not None:
+        if step.job is not None:
             parallel.record_other_ranks(
-                document, model, step["parallel"],
+                document, model, step.job,
                 lambda other: _record_and_estimate(model, args, kwargs, profile,
-                                                   {**step, "parallel": other}, work,
+                                                   step.of_rank(other), work,
                                                    work / "other-rank.json"))
         document["model"] = None
         if output is not None:

@@ -13,23 +13,24 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import _torch_internals
 
 
 def _is_mask(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.dtype in (torch.bool, torch.uint8)
 
 
-class _Counts(TorchDispatchMode):
+class _Counts(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
     def __init__(self) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]  # torch leaves it untyped
+        super().__init__()
         self.counts: list[tuple[str, int, int]] = []
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
-        name = func._schema.name  # "aten::nonzero"
+        name = _torch_internals.op_schema(func).name  # "aten::nonzero"
         if name in ("aten::nonzero", "aten::argwhere"):
             self.counts.append((name, args[0].numel(), result.shape[0]))
         elif name == "aten::masked_select":
@@ -44,6 +45,7 @@ class _Counts(TorchDispatchMode):
 
 def record(run: Callable[[], Any]) -> list[tuple[str, int, int]]:
     """The (op, elements, count) of every data-dependent selection `run()` makes, in order."""
+    _torch_internals.require("estimate() of a model with data-dependent ops")
     mode = _Counts()
     with torch.no_grad(), mode:
         run()

@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from . import _torch_internals
 from ._modules import module_blocks
 from .errors import MemTracerError
 
@@ -152,11 +153,12 @@ def job(parallel: Strategy | DDP | FSDP, world_size: int | None) -> Job:
 
 def _fake_backend() -> Any:
     """torch.distributed with its fake backend registered, or one line saying why not."""
+    _torch_internals.require("estimate(parallel=...)")
     try:
         import torch.distributed as dist
         if not dist.is_available():
             raise ImportError("this build of torch has no torch.distributed")
-        import torch.testing._internal.distributed.fake_pg  # registers "fake"
+        _torch_internals.register_fake_backend()
         if not hasattr(dist.Backend, "FAKE"):
             raise ImportError("torch.distributed has no fake backend")
     except ImportError as error:
@@ -178,9 +180,9 @@ def _fake_process_group(job: Job) -> Iterator[Any]:
                              "in a process of its own")
     import sys
 
-    from torch.testing._internal.distributed.fake_pg import FakeStore
     excepthook = sys.excepthook  # init_process_group prefixes it with the rank, for good
-    dist.init_process_group("fake", store=FakeStore(), rank=job.rank, world_size=job.world_size)
+    dist.init_process_group("fake", store=_torch_internals.fake_store(), rank=job.rank,
+                            world_size=job.world_size)
     try:
         mesh = None
         if job.strategy == "fsdp":
@@ -213,42 +215,31 @@ def _real_bookkeeping() -> Any:
     back after broadcasting them from rank 0 (Reducer::sync_bucket_indices): a fake tensor has
     no data to read. A few ints a parameter, freed by the rebuild: not counted."""
     import torch
-    from torch._subclasses.fake_tensor import FakeTensor
-    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+    fake = _torch_internals.fake_tensor_type()
 
-    class Mode(TorchDispatchMode):
+    class Mode(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                                kwargs: dict[str, Any] | None = None) -> Any:
             kwargs = kwargs or {}
-            from torch.utils._pytree import tree_leaves
-            tensors = [leaf for leaf in tree_leaves((args, kwargs))
+            tensors = [leaf for leaf in _torch_internals.tree_leaves((args, kwargs))
                        if isinstance(leaf, torch.Tensor)]
             integer_empty = (func is torch.ops.aten.empty.memory_format and
                              not kwargs.get("dtype", torch.float).is_floating_point)
-            if integer_empty or (tensors and not any(isinstance(t, FakeTensor) for t in tensors)):
-                with _disable_current_modes():
+            if integer_empty or (tensors and not any(isinstance(t, fake) for t in tensors)):
+                with _torch_internals.disable_current_modes():
                     return func(*args, **kwargs)
             return func(*args, **kwargs)
 
-    return Mode()  # type: ignore[no-untyped-call]  # torch leaves it untyped
+    return Mode()
 
 
 def _wrap_ddp(model: Any, settings: DDP, world_size: int) -> Any:
-    from unittest import mock
-
-    from torch.nn.parallel import DistributedDataParallel, distributed
-    with mock.patch.object(distributed, "_verify_param_shape_across_processes",
-                           lambda *arguments, **options: None):
+    from torch.nn.parallel import DistributedDataParallel
+    with _torch_internals.ddp_shape_check_skipped():
         wrapped = DistributedDataParallel(model, bucket_cap_mb=settings.bucket_cap_mb,
                                           gradient_as_bucket_view=settings.gradient_as_bucket_view)
     wrapped.register_comm_hook(world_size, _allreduce_in_place)
-    pre_forward: Callable[..., Any] = wrapped._pre_forward  # where the Reducer rebuilds
-
-    def _pre_forward(*inputs: Any, **options: Any) -> Any:
-        with _real_bookkeeping():
-            return pre_forward(*inputs, **options)
-
-    wrapped._pre_forward = _pre_forward  # type: ignore[method-assign]
+    _torch_internals.wrap_ddp_pre_forward(wrapped, _real_bookkeeping)  # where buckets rebuild
     return wrapped
 
 

@@ -19,13 +19,13 @@ from ._modules import module_blocks
 from .errors import MemTracerError
 from .estimate import (
     Device,
-    Loop,
     _device_profile,
     _largest_batch,
     _record_and_estimate,
     call_inputs,
 )
-from .parallel import DDP, FSDP, Strategy, job
+from .parallel import DDP, FSDP, Strategy
+from .training_step import Loop, RecordedStep, TrainingStep
 
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -126,10 +126,10 @@ def plan(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (), *,
     budget_bytes = parse_bytes(budget)
     args, kwargs = call_inputs(example_inputs, example_kwargs)
     profile = _device_profile(device)
-    step = {"training": True, "loss_fn": loss_fn, "targets": tuple(targets),
-            "optimizer": optimizer, "autocast": autocast, "scaler": scaler,
-            "accumulate": accumulate, "loop": loop,
-            "parallel": job(parallel, world_size) if parallel is not None else None}
+    step = RecordedStep.of(TrainingStep(
+        optimizer=optimizer, loss_fn=loss_fn, targets=tuple(targets), autocast=autocast,
+        scaler=scaler, accumulate=accumulate, loop=loop, parallel=parallel,
+        world_size=world_size))
     with tempfile.TemporaryDirectory(prefix="mem_tracer-plan-") as temporary:
         work = Path(temporary)
 

@@ -56,7 +56,11 @@ def report_stats(top: int = 20, group_by: GroupBy = "line", file: TextIO | None 
     prediction beside the measurement: the predicted peak next to the measured one, and per
     location the bytes predicted live at the estimator's peak next to those live at the
     measured peak. It takes ``(model, example_inputs)`` (see mem_tracer.estimate), a saved
-    TorchScript path with example inputs, an Estimate, or an estimate JSON file."""
+    TorchScript path with example inputs, an Estimate, or an estimate JSON file.
+
+    A run on the simulated GPU says so on each device's line, and lists its reads of device
+    values by line; a trace with a failed allocation shows the out-of-memory (the request, its
+    line and module, what was live, how far over the card's memory), as memtrace-report does."""
     own = trace is None
     path = Path(trace) if trace is not None else last_trace()
     out = file if file is not None else sys.stdout
@@ -72,7 +76,9 @@ def report_data(top: int = 20, group_by: GroupBy = "line", *, frame: Frame = "in
                 trace: str | os.PathLike[str] | None = None, at: At | float = "peak") -> dict[str, Any]:
     """The report as data (memtrace-report's JSON): summary, devices, marks, and the rows of
     the table under ``["live"]["rows"]``. ``at``: "peak", "end", "oom" (the first failed
-    allocation), or seconds after the start."""
+    allocation), or seconds after the start. ``["simulated"]`` describes the simulated GPU
+    the run was made on (None for a card), ``["device_reads"]`` its reads of device values by
+    line, ``["oom"]`` the first failed allocation (None without one)."""
     own = trace is None
     path = Path(trace) if trace is not None else last_trace()
     data: dict[str, Any] = json.loads(_run(_report_arguments(path, top, group_by, frame, own)

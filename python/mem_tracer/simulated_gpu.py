@@ -89,10 +89,12 @@ def profile(name: str) -> Profile:
 
 
 def environment(card: str | Profile, *, memory: int | None = None, devices: int = 1,
+                max_reads: int | None = None,
                 base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment that runs a program on the simulated `card`: its libraries preloaded
     (after whatever LD_PRELOAD already holds, memtrace's library first), its profile, and
-    `memory` bytes a device instead of the profile's when given."""
+    `memory` bytes a device instead of the profile's when given, and a limit on the reads of
+    device values (Note [A run that waits on a value] in simulator/core/device.cpp)."""
     chosen = card if isinstance(card, Profile) else profile(card)
     folder = _native.simulator_directory() / "lib"
     missing = [name for name in LIBRARIES if not (folder / name).is_file()]
@@ -100,14 +102,21 @@ def environment(card: str | Profile, *, memory: int | None = None, devices: int 
         raise MemTracerError(f"the simulated GPU's libraries are not built ({folder} lacks "
                              f"{', '.join(missing)}): run `make build`")
     result = dict(os.environ if base is None else base)
-    preload = [entry for entry in result.get("LD_PRELOAD", "").replace(":", " ").split() if entry]
-    result["LD_PRELOAD"] = " ".join([*preload, *(str(folder / name) for name in LIBRARIES)])
+    ours = [str(folder / name) for name in LIBRARIES]
+    # Idempotent: an environment already on the simulated GPU keeps one copy of its libraries.
+    preload = [entry for entry in result.get("LD_PRELOAD", "").replace(":", " ").split()
+               if entry and entry not in ours]
+    result["LD_PRELOAD"] = " ".join([*preload, *ours])
     result["MEMTRACE_GPU_PROFILE"] = str(chosen.path)
     result["MEMTRACE_GPU_COUNT"] = str(devices)
     if memory is not None:
         result["MEMTRACE_GPU_MEMORY"] = str(memory)
     else:
         result.pop("MEMTRACE_GPU_MEMORY", None)
+    if max_reads:
+        result["MEMTRACE_GPU_MAX_READS"] = str(max_reads)
+    else:
+        result.pop("MEMTRACE_GPU_MAX_READS", None)
     # Triton links its launcher against the driver it finds here (the simulated libcuda.so).
     result["TRITON_LIBCUDA_PATH"] = str(folder)
     return result
@@ -119,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("profile", help="a profile's name or alias, or a profile file")
     parser.add_argument("--memory", help="each device's memory instead of the profile's (24GiB)")
     parser.add_argument("--devices", type=int, default=1, help="devices (default: 1)")
+    parser.add_argument("--max-reads", type=int, default=None,
+                        help="fail reads of device values past N (default: no limit)")
     argv = sys.argv[1:] if argv is None else argv
     # Everything after "--" is the command, untouched (its options are its own).
     split = argv.index("--") if "--" in argv else len(argv)
@@ -128,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give a command to run")
     try:
         memory = parse_size(arguments.memory) if arguments.memory else None
-        env = environment(arguments.profile, memory=memory, devices=arguments.devices)
+        env = environment(arguments.profile, memory=memory, devices=arguments.devices,
+                          max_reads=arguments.max_reads)
     except MemTracerError as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2

@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any, Callable
 
-from . import _backward, _modules, _native
+from . import _backward, _modules, _native, _torch_internals
 
 # The numbers the trace format gives them (tracer/format/records.h: Category, TrainingPhase).
 CATEGORIES = ("unknown", "parameter", "gradient", "optimizer_state", "activation", "input",
@@ -44,8 +44,29 @@ _model: weakref.ref[Any] | None = None
 _steps = 0
 _parameters: set[int] = set()  # addresses of the parameters' storages, as last seen
 _inputs: set[int] = set()  # of the running root forward's inputs
-_forward_depth = 0  # the root module's forward calls running (it may call itself)
-_pushed_hooks: list[bool] = []  # per running root forward: whether it pushed a hooks pair
+
+
+class _Forwards(threading.local):
+    """A thread's root forwards running: per thread, because autograd's saved-tensor hooks,
+    which a root forward pushes and pops, are the thread's own (two threads training at once
+    must never pop each other's). `generation` ties the state to one install()."""
+
+    def __init__(self) -> None:
+        self.generation = -1
+        self.depth = 0  # the root module's forward calls running (it may call itself)
+        self.pushed: list[bool] = []  # per running root forward: whether it pushed a hooks pair
+        self.roots: list[bool] = []  # per module forward running: whether it is a root's
+
+
+_forwards_of_thread = _Forwards()
+_generation = 0  # bumped by uninstall(): every thread's state from before is stale
+
+
+def _forwards() -> _Forwards:
+    state = _forwards_of_thread
+    if state.generation != _generation:
+        state.generation, state.depth, state.pushed, state.roots = _generation, 0, [], []
+    return state
 _thread = threading.local()  # .backward_module: a module this thread entered in backward
 _torch: Any = None  # torch, bound by install()
 
@@ -137,8 +158,7 @@ def _tensors(value: Any) -> list[Any]:
     if isinstance(value, (tuple, list)) and all(
             item is None or isinstance(item, tensor_type) for item in value):
         return [item for item in value if item is not None]
-    from torch.utils._pytree import tree_leaves
-    return [leaf for leaf in tree_leaves(value) if isinstance(leaf, tensor_type)]
+    return [leaf for leaf in _torch_internals.tree_leaves(value) if isinstance(leaf, tensor_type)]
 
 
 # ---- the optimizer: parameters, gradients, optimizer state, steps -----------------------
@@ -194,13 +214,12 @@ def _chained(outer: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None) ->
 
 
 def _root_forward_begins(module: Any, args: Any, kwargs: Any) -> None:
-    global _forward_depth
     import torch
-    autograd = torch._C._autograd
-    _forward_depth += 1
-    if _forward_depth > 1 or torch.compiler.is_compiling():
+    forwards = _forwards()
+    forwards.depth += 1
+    if forwards.depth > 1 or torch.compiler.is_compiling():
         # Nested, or being traced by torch.compile: its graph must not capture these hooks.
-        _pushed_hooks.append(False)
+        forwards.pushed.append(False)
         return
     _leave_backward_module()
     _phase(_FORWARD)
@@ -212,29 +231,26 @@ def _root_forward_begins(module: Any, args: Any, kwargs: Any) -> None:
         if address is not None:
             _inputs.add(address)
     pushed = False
-    hooks_enabled = getattr(autograd, "_saved_tensors_hooks_is_enabled", lambda: True)
-    if torch.is_grad_enabled() and hooks_enabled():
-        pack, unpack = _chained(autograd._top_saved_tensors_default_hooks(False))
-        autograd._push_saved_tensors_default_hooks(pack, unpack)
+    if torch.is_grad_enabled() and _torch_internals.saved_tensors_hooks_enabled():
+        pack, unpack = _chained(_torch_internals.top_saved_tensors_hooks())
+        _torch_internals.push_saved_tensors_hooks(pack, unpack)
         pushed = True
-    _pushed_hooks.append(pushed)
+    forwards.pushed.append(pushed)
 
 
 def _root_forward_ends(module: Any, args: Any, kwargs: Any, output: Any) -> None:
-    global _forward_depth
-    _forward_depth = max(0, _forward_depth - 1)
-    if _pushed_hooks and _pushed_hooks.pop():
-        import torch
-        torch._C._autograd._pop_saved_tensors_default_hooks()
-    if _forward_depth == 0:
+    forwards = _forwards()
+    forwards.depth = max(0, forwards.depth - 1)
+    if forwards.pushed and forwards.pushed.pop():
+        _torch_internals.pop_saved_tensors_hooks()
+    if forwards.depth == 0:
         _watch_backward(output, None)
 
 
 def _backward_begins(*_: Any) -> None:
-    import torch
     _phase(_BACKWARD)
     try:
-        torch.autograd.Variable._execution_engine.queue_callback(_backward_ends)
+        _torch_internals.queue_backward_callback(_backward_ends)
     except RuntimeError:  # not inside a backward (a hook called some other way)
         pass
 
@@ -337,7 +353,7 @@ def install(model: Any = None, *, modules: bool = True, announce: bool = True) -
         _torch = torch
         _handles.append(torch_optimizer.register_optimizer_step_pre_hook(_before_step))
         _handles.append(torch_optimizer.register_optimizer_step_post_hook(_after_step))
-        lending = _backward.lend_stacks_to_autograd(torch)
+        lending = _backward.lend_stacks_to_autograd()
         if lending is not None:
             _handles.append(lending)
         if announce:
@@ -354,20 +370,28 @@ def install(model: Any = None, *, modules: bool = True, announce: bool = True) -
             _handles.append(torch_module.register_module_forward_hook(_module_forward_ends))
 
 
-_automatic_roots: list[bool] = []  # per module forward running: whether it is a root's
+
+def _inside_backward() -> bool:
+    """Whether autograd's engine is running a graph task on this thread: a forward there is a
+    re-entrant checkpoint's recomputation, part of backward."""
+    current = getattr(_torch._C, "_current_graph_task_id", None)
+    return current is not None and current() != -1
 
 
 def _automatic_begins(module: Any, args: Any) -> None:
     # A root: called with no module's forward running, and with gradients on (a forward under
-    # no_grad is inference, which gets no training records).
-    root = not _automatic_roots and _torch.is_grad_enabled()
-    _automatic_roots.append(root)
+    # no_grad is inference, which gets no training records), and not from inside backward (a
+    # checkpoint recomputing its block: the phase stays backward, and its end is not the step's).
+    roots = _forwards().roots
+    root = not roots and _torch.is_grad_enabled() and not _inside_backward()
+    roots.append(root)
     if root:
         _root_forward_begins(module, args, {})
 
 
 def _automatic_ends(module: Any, args: Any, output: Any) -> None:
-    if _automatic_roots and _automatic_roots.pop():
+    roots = _forwards().roots
+    if roots and roots.pop():
         _root_forward_ends(module, args, {}, output)
 
 
@@ -390,14 +414,12 @@ def install_automatic() -> None:
 
 def uninstall() -> None:
     """Removes the hooks (stop_tracing() calls it)."""
-    global _model, _forward_depth
+    global _model, _generation
     with _lock:
-        _automatic_roots.clear()
+        _generation += 1
         while _handles:
             _handles.pop().remove()
         _model = None
-        _forward_depth = 0
-        _pushed_hooks.clear()
         _inputs.clear()
         _told.clear()
         _parameters.clear()

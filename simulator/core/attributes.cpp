@@ -3,6 +3,8 @@
 #include <cuda.h>
 #include <string.h>
 
+#include <algorithm>
+
 #include "simulator/core/device.h"
 
 namespace simgpu {
@@ -230,6 +232,19 @@ bool deviceAttribute(int attribute, int device, int* value) {
     return true;
   }
   return false;
+}
+
+int activeBlocksPerMultiprocessor(int block_size, size_t dynamic_shared) {
+  const Profile* card = profile();
+  if (!card || block_size <= 0) return 0;
+  int by_threads = card->max_threads_per_multiprocessor / block_size;
+  int by_registers = 65536 / (kRegistersPerThread * block_size);
+  // Each block also takes the 1 KiB of shared memory the system reserves for it.
+  int by_shared =
+      dynamic_shared
+          ? static_cast<int>(card->shared_memory_per_multiprocessor / (dynamic_shared + 1024))
+          : card->max_blocks_per_multiprocessor;
+  return std::min({by_threads, by_registers, by_shared, card->max_blocks_per_multiprocessor});
 }
 
 void deviceUuid(unsigned char uuid[16], int device) {

@@ -411,16 +411,49 @@ Pointer find(const void* pointer) {
 // from the card. Every copy back to the host is counted and handed to the observer (memtrace's
 // recorder, which names the Python line) so that the report can say where a simulated run may
 // part from the card's.
+// Note [A run that waits on a value]
+// A loop that runs until the device computes a value never ends on the simulated device, where
+// nothing is computed: transformers' generate() reads `unfinished.max() == 0` back after every
+// token, which is always false here (it ran 22 minutes, 181,062 reads of that line, before it
+// was killed). So the simulated device can be given a limit on the reads a program makes
+// (MEMTRACE_GPU_MAX_READS; `memtrace run --gpu` sets 100,000 by default): a read past it fails
+// (cudaErrorNotPermitted, CUDA_ERROR_NOT_PERMITTED) after one line on stderr saying why, so the
+// program stops with its own error at the line that read, and memtrace's report lists the reads
+// by line. Without the variable there is no limit.
 namespace {
 SimgpuReadObserver g_observer = nullptr;
 
-void noteRead(const void* device_source, size_t bytes) {
+uint64_t readLimit() {
+  static const uint64_t limit = [] {
+    const char* text = getenv("MEMTRACE_GPU_MAX_READS");
+    return text && *text ? strtoull(text, nullptr, 10) : 0;
+  }();
+  return limit;
+}
+
+// False: past the limit (the read is refused, and said once).
+bool noteRead(const void* device_source, size_t bytes) {
+  uint64_t reads;
   {
     std::lock_guard<std::mutex> lock(state().mutex);
-    ++state().reads;
+    reads = ++state().reads;
+  }
+  uint64_t limit = readLimit();
+  if (limit && reads > limit) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      fprintf(stderr,
+              "memtrace simulated GPU: the program read device values %llu times, past the "
+              "limit (MEMTRACE_GPU_MAX_READS=%llu): values a kernel computes are zeros here, so "
+              "a loop waiting on one (an end token, generate()'s stop test) never ends; this read "
+              "and every later one fail. Raise the limit (memtrace run --gpu-max-reads) if the "
+              "program really reads that often\n",
+              static_cast<unsigned long long>(reads), static_cast<unsigned long long>(limit));
+    return false;
   }
   SimgpuReadObserver observer = __atomic_load_n(&g_observer, __ATOMIC_ACQUIRE);
   if (observer) observer(device_source, bytes);
+  return true;
 }
 }  // namespace
 
@@ -446,20 +479,21 @@ void written(const void* dst, size_t bytes) {
   }
 }
 
-void copy(void* dst, const void* src, size_t bytes) {
-  if (!bytes || !dst || !src) return;
+bool copy(void* dst, const void* src, size_t bytes) {
+  if (!bytes || !dst || !src) return true;
   bool from_device = isDeviceAddress(src), to_device = isDeviceAddress(dst);
   if (!from_device && !to_device) {
     memmove(dst, src, bytes);
-    return;
+    return true;
   }
+  if (from_device && !to_device && !noteRead(src, bytes)) return false;
   if (bytes <= kKeptBytes) {
     memmove(dst, src, bytes);
     if (to_device) written(dst, bytes);
   } else if (!to_device) {
     memset(dst, 0, bytes);
   }
-  if (from_device && !to_device) noteRead(src, bytes);
+  return true;
 }
 
 void fill(void* dst, int value, size_t bytes) {
@@ -515,6 +549,15 @@ SIMGPU_EXPORT const char* simgpu_profile_file(void) {
 SIMGPU_EXPORT uint64_t simgpu_memory_bytes(void) {
   const simgpu::Profile* card = simgpu::profile();
   return card ? card->memory_bytes : 0;
+}
+
+SIMGPU_EXPORT int simgpu_memory_overridden(void) {
+  const simgpu::Profile* card = simgpu::profile();
+  return card && card->memory_overridden ? 1 : 0;
+}
+
+SIMGPU_EXPORT int simgpu_device_count(void) {
+  return simgpu::deviceCount();
 }
 
 SIMGPU_EXPORT void simgpu_set_read_observer(SimgpuReadObserver observer) {

@@ -94,8 +94,9 @@ void releaseAddressSpace(void* start, size_t size);
 inline constexpr size_t kKeptBytes = size_t{64} << 10;
 // A copy of `bytes` from `src` to `dst`, either in device memory or the host's, as the
 // simulated device makes it; one from device memory to the host is counted and handed to the
-// read observer memtrace registers.
-void copy(void* dst, const void* src, size_t bytes);
+// read observer memtrace registers. False (nothing copied) for a read past the limit
+// MEMTRACE_GPU_MAX_READS sets (Note [A run that waits on a value]).
+bool copy(void* dst, const void* src, size_t bytes);
 // A memset of device or host memory.
 void fill(void* dst, int value, size_t bytes);
 uint64_t readsBack();

@@ -21,6 +21,10 @@ const char* simgpu_profile_name(void);
 const char* simgpu_profile_file(void);
 /* Each device's memory (the profile's, or MEMTRACE_GPU_MEMORY's). */
 uint64_t simgpu_memory_bytes(void);
+/* 1 when MEMTRACE_GPU_MEMORY set each device's memory instead of the profile, else 0. */
+int simgpu_memory_overridden(void);
+/* How many devices there are (MEMTRACE_GPU_COUNT; 1 by default); 0 without a profile. */
+int simgpu_device_count(void);
 /* Bytes counted against `device` now. */
 uint64_t simgpu_used_bytes(int device);
 /* How many copies from device memory to the host the program made. */

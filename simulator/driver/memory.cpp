@@ -429,8 +429,7 @@ CUresult copy(void* dst, const void* src, size_t bytes, CUstream stream) {
   if (bytes == 0) return CUDA_SUCCESS;
   if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
   launched(stream, CU_GRAPH_NODE_TYPE_MEMCPY);
-  simgpu::copy(dst, src, bytes);
-  return CUDA_SUCCESS;
+  return simgpu::copy(dst, src, bytes) ? CUDA_SUCCESS : CUDA_ERROR_NOT_PERMITTED;
 }
 
 CUresult fill(CUdeviceptr dst, unsigned value, size_t count, size_t width, CUstream stream) {

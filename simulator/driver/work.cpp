@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "simulator/core/attributes.h"
 #include "simulator/core/device.h"
 #include "simulator/core/pools.h"
 #include "simulator/driver/driver_internal.h"
@@ -107,12 +108,6 @@ SIMGPU_API CUresult cuFuncIsLoaded(CUfunctionLoadingState* state, CUfunction) {
 SIMGPU_API CUresult cuFuncLoad(CUfunction) {
   return CUDA_SUCCESS;
 }
-
-namespace {
-// What every kernel answers (as the runtime's cudaFuncGetAttributes): 32 registers a thread,
-// no local memory, no static shared memory, blocks of up to 1024 threads.
-constexpr int kRegistersPerThread = 32;
-}  // namespace
 
 SIMGPU_API CUresult cuFuncGetAttribute(int* value, CUfunction_attribute attribute,
                                        CUfunction function) {
@@ -217,15 +212,8 @@ SIMGPU_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* bl
                                                                          size_t dynamic_shared,
                                                                          unsigned int) {
   if (!blocks || block_size <= 0) return CUDA_ERROR_INVALID_VALUE;
-  const Profile* card = profile();
-  if (!card) return ready();
-  int by_threads = card->max_threads_per_multiprocessor / block_size;
-  int by_registers = 65536 / (kRegistersPerThread * block_size);
-  int by_shared =
-      dynamic_shared
-          ? static_cast<int>(card->shared_memory_per_multiprocessor / (dynamic_shared + 1024))
-          : card->max_blocks_per_multiprocessor;
-  *blocks = std::min({by_threads, by_registers, by_shared, card->max_blocks_per_multiprocessor});
+  if (CUresult error = ready()) return error;
+  *blocks = activeBlocksPerMultiprocessor(block_size, dynamic_shared);
   return CUDA_SUCCESS;
 }
 SIMGPU_API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction function,

@@ -168,9 +168,10 @@ int copyStrided(const void* from, int from_stride, void* to, int to_stride, int 
   if (count == 0) return kSuccess;
   launched(stream, 1 /* memcpy */);
   for (int i = 0; i < count; ++i)
-    copy(static_cast<char*>(to) + static_cast<size_t>(i) * to_stride * element,
-         static_cast<const char*>(from) + static_cast<size_t>(i) * from_stride * element,
-         static_cast<size_t>(element));
+    if (!copy(static_cast<char*>(to) + static_cast<size_t>(i) * to_stride * element,
+              static_cast<const char*>(from) + static_cast<size_t>(i) * from_stride * element,
+              static_cast<size_t>(element)))
+      return 13;  // CUBLAS_STATUS_EXECUTION_FAILED: a read past the limit (device.h)
   return kSuccess;
 }
 

@@ -99,3 +99,30 @@ SIMGPU_LEGACY_DESCRIPTOR(OpTensor)
 SIMGPU_LEGACY_DESCRIPTOR(ReduceTensor)
 SIMGPU_LEGACY_DESCRIPTOR(LRN)
 SIMGPU_LEGACY_DESCRIPTOR(TensorTransform)
+
+// The legacy batch normalization's scratch sizes (PyTorch's cudnn_batch_norm in training asks
+// before cudnnBatchNormalizationForwardTrainingEx and its backward): 0 bytes, said once, like
+// an unmeasured backend plan's workspace (Note [Engines and workspaces] in cudnn_engines.cpp).
+namespace {
+int batchNormSize(const char* function, void* handle, size_t* bytes) {
+  if (!handle || !bytes) return kBadParam;
+  approximate("cuDNN", function, "0 bytes: no size measured on a card");
+  *bytes = 0;
+  return kSuccess;
+}
+}  // namespace
+
+SIMGPU_API int cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(void* handle, int, int,
+                                                                        void*, void*, void*, void*,
+                                                                        void*, size_t* bytes) {
+  return batchNormSize(__func__, handle, bytes);
+}
+SIMGPU_API int cudnnGetBatchNormalizationBackwardExWorkspaceSize(void* handle, int, int, void*,
+                                                                 void*, void*, void*, void*, void*,
+                                                                 void*, size_t* bytes) {
+  return batchNormSize(__func__, handle, bytes);
+}
+SIMGPU_API int cudnnGetBatchNormalizationTrainingExReserveSpaceSize(void* handle, int, int, void*,
+                                                                    void*, size_t* bytes) {
+  return batchNormSize(__func__, handle, bytes);
+}

@@ -235,6 +235,9 @@ constexpr ErrorText kErrors[] = {
     {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
     {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
     {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+    {cudaErrorNotPermitted, "cudaErrorNotPermitted", "operation not permitted"},
+    {cudaErrorNoKernelImageForDevice, "cudaErrorNoKernelImageForDevice",
+     "no kernel image is available for execution on the device"},
     {cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
     {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
      "operation not permitted when stream is capturing"},
@@ -476,8 +479,7 @@ cudaError_t copy(void* dst, const void* src, size_t bytes, cudaStream_t stream, 
   if (bytes == 0) return cudaSuccess;
   if (!dst || !src) return fail(cudaErrorInvalidValue);
   launched(stream, cudaGraphNodeTypeMemcpy);
-  simgpu::copy(dst, src, bytes);
-  return cudaSuccess;
+  return simgpu::copy(dst, src, bytes) ? cudaSuccess : fail(cudaErrorNotPermitted);
 }
 
 cudaError_t copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
@@ -486,8 +488,9 @@ cudaError_t copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, siz
   if (!dst || !src || width > dpitch || width > spitch) return fail(cudaErrorInvalidValue);
   launched(stream, cudaGraphNodeTypeMemcpy);
   for (size_t row = 0; row < height; ++row)
-    simgpu::copy(static_cast<char*>(dst) + row * dpitch,
-                 static_cast<const char*>(src) + row * spitch, width);
+    if (!simgpu::copy(static_cast<char*>(dst) + row * dpitch,
+                      static_cast<const char*>(src) + row * spitch, width))
+      return fail(cudaErrorNotPermitted);
   return cudaSuccess;
 }
 

@@ -440,11 +440,6 @@ int sm() {
   return card ? card->major * 10 + card->minor : 0;
 }
 
-// What every kernel answers: no static shared memory, 32 registers a thread, no spills, the
-// largest block, compiled for the card's own architecture (cub sizes its temporary storage by
-// that ptxVersion).
-constexpr int kRegistersPerThread = 32;
-
 }  // namespace
 
 // The handle a program's fatbinary is registered under: the architecture of the image the
@@ -574,15 +569,8 @@ SIMGPU_API cudaError_t cudaFuncSetCacheConfig(const void*, cudaFuncCache) {
 SIMGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(
     int* blocks, const void*, int block_size, size_t dynamic_shared, unsigned int) {
   if (!blocks || block_size <= 0) return fail(cudaErrorInvalidValue);
-  const Profile* card = profile();
-  if (!card) return ready();
-  int by_threads = card->max_threads_per_multiprocessor / block_size;
-  int by_registers = 65536 / (kRegistersPerThread * block_size);
-  int by_shared =
-      dynamic_shared
-          ? static_cast<int>(card->shared_memory_per_multiprocessor / (dynamic_shared + 1024))
-          : card->max_blocks_per_multiprocessor;
-  *blocks = std::min({by_threads, by_registers, by_shared, card->max_blocks_per_multiprocessor});
+  if (cudaError_t error = ready()) return error;
+  *blocks = activeBlocksPerMultiprocessor(block_size, dynamic_shared);
   return cudaSuccess;
 }
 SIMGPU_API cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks,
@@ -654,8 +642,7 @@ SIMGPU_API cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_
   auto* device = static_cast<char*>(variableAddress(symbol, &size));
   if (!device || offset + bytes > size) return fail(cudaErrorInvalidSymbol);
   device += offset;
-  copy(dst, device, bytes);
-  return cudaSuccess;
+  return copy(dst, device, bytes) ? cudaSuccess : fail(cudaErrorNotPermitted);
 }
 
 // ---- The driver's entry points, as CUDA's runtime hands them out -----------------------------

@@ -1,4 +1,4 @@
-"""The training steps measured on an H200 (truth-h200.json, "training": ../shared/gpu/README.md
+"""The training steps measured on an H200 (truth-h200.json, "training": docs/gpu-record-h200.md
 says how), predicted on this machine's CPU with the `cuda-sm90` profile, the model on the CPU as
 a user starts. Imported by test_gpu_training_truth.py; run alone it prints the Markdown table
 of docs/accuracy.md ("On a GPU", training):

@@ -1,6 +1,6 @@
 """The estimator, on this CPU, against inference measured on a real GPU: every "inference" row of
-truth-h200.json (a copy of ../shared/gpu/truth-h200.json: an H200, torch 2.11.0+cu130,
-transformers 5.17.0; ../shared/gpu/README.md says how it was measured).
+truth-h200.json (an H200, torch 2.11.0+cu130, transformers 5.17.0, measured on 2026-11-26 at
+commit 776ae1c; docs/gpu-record-h200.md says how).
 
     python3 tests/estimator/gpu_truth.py [--build BUILD_DIR]      # the table of docs/accuracy.md
 

@@ -211,8 +211,8 @@ def test_the_sdpa_kernel_is_the_profiles(case, on_sm90, on_cuda):
     mask = torch.ones(128, 128, dtype=torch.bool, device="meta") if masked else None
     for profile, expected in (("cuda-sm90", on_sm90), ("cuda", on_cuda)):
         rules = device_kernels.kernel_rules(profile)
-        kernel, why = device_kernels.sdpa_choice(rules, q, k, v, mask, dropout,
-                                                 causal and not masked, enable_gqa=True)
+        kernel, why = device_kernels.sdpa_choice(rules, device_kernels.SdpaCall.of(
+            q, k, v, mask, dropout, causal and not masked, enable_gqa=True))
         assert kernel == expected, (profile, why)
 
 
@@ -316,8 +316,8 @@ def test_python_and_the_torchscript_front_end_choose_alike(tmp_path):
                                      "--device", profile)
             chosen = [k["kernel"] for k in document["kernels"]] or ["math"]
             rules = device_kernels.kernel_rules(profile)
-            assert chosen == [device_kernels.sdpa_choice(rules, q, k, k, None, dropout, causal,
-                                                         True)[0]], (profile, dtype, head)
+            call = device_kernels.SdpaCall.of(q, k, k, None, dropout, causal, True)
+            assert chosen == [device_kernels.sdpa_choice(rules, call)[0]], (profile, dtype, head)
 
 
 # -- the loop -----------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ The rules these rows check are PyTorch's, read in its sources (the cuBLAS and cu
 workspaces, the caching allocator): the rows are never fitted.
 
 What it assumes of the GPU: the H200's numbers in truth-h200.json, measured once
-(../shared/gpu/README.md); a GPU run of tests/estimator/gpu_compare.py checks the same rules on
+(docs/gpu-record-h200.md); a GPU run of tests/estimator/gpu_compare.py checks the same rules on
 the test models.
 """
 

@@ -121,6 +121,36 @@ def test_the_estimate_says_what_it_recorded():
     assert result.by_line and result.by_module
 
 
+def test_a_training_step_is_one_value_and_the_old_keywords_still_work():
+    model = _mlp()
+    x, y = _xy()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    step = mem_tracer.TrainingStep(optimizer=optimizer, loss_fn=cross_entropy, targets=[y],
+                                   accumulate=2, loop="until-loss")
+    assert step.targets == (y,)
+    result = mem_tracer.estimate(model, (x,), training=step, device="cpu")
+    with pytest.warns(DeprecationWarning) as warned:
+        old = mem_tracer.estimate(model, (x,), training=True, optimizer=optimizer,
+                                  loss_fn=cross_entropy, targets=(y,), accumulate=2,
+                                  loop="until-loss", device="cpu")
+    assert str(warned[0].message) == (
+        "estimate(training=True, optimizer=..., loss_fn=..., targets=..., accumulate=..., "
+        "loop=...) is deprecated: write estimate(..., training=mem_tracer.TrainingStep("
+        "optimizer=..., loss_fn=..., targets=..., accumulate=..., loop=...))")
+    assert warned[0].filename == __file__  # the caller's line, not the package's
+    # The same step (the stacks differ only in the line that called estimate()).
+    assert old.training_peak_bytes == result.training_peak_bytes
+    assert old.training_breakdown == result.training_breakdown
+    assert old.raw["summary"] == result.raw["summary"] and old.loop == result.loop
+    with pytest.raises(mem_tracer.MemTracerError, match="give optimizer inside TrainingStep"):
+        mem_tracer.estimate(model, (x,), training=step, optimizer=optimizer)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'optimiser'"):
+        mem_tracer.estimate(model, (x,), training=True, optimiser=optimizer)
+    with pytest.raises(mem_tracer.MemTracerError, match="predicts a training step"), \
+            pytest.warns(DeprecationWarning):
+        mem_tracer.estimate(model, (x,), parallel="ddp", world_size=2)
+
+
 def test_plan_is_proven_by_running_it():
     torch.manual_seed(0)
     model = models.GPT2Like(vocabulary=100, embedding=32, heads=2, layers=3, context=32)

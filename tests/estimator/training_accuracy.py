@@ -93,11 +93,11 @@ def measure_row(name, make, example, optimizer_name, precision, checkpointed):
     try:
         from mem_tracer import step_graph
         from mem_tracer.estimate import _record_and_estimate
+        from mem_tracer.training_step import RecordedStep, TrainingStep
         import tempfile
         with tempfile.TemporaryDirectory() as work:
-            document = _record_and_estimate(model, list(args), kwargs, "cpu",
-                                            dict(training=True, optimizer=optimizer,
-                                                 autocast=autocast),
+            step = RecordedStep.of(TrainingStep(optimizer=optimizer, autocast=autocast))
+            document = _record_and_estimate(model, list(args), kwargs, "cpu", step,
                                             Path(work), Path(work) / "estimate.json",
                                             prepare=prepare)
         del step_graph

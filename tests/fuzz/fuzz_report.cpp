@@ -21,10 +21,12 @@
 #include "tracer/format/records.h"
 #include "tracer/reader/reader.h"
 #include "tracer/report/analysis.h"
+#include "tracer/report/device_reads.h"
 #include "tracer/report/export_perfetto.h"
 #include "tracer/report/export_pytorch.h"
 #include "tracer/report/flame.h"
 #include "tracer/report/locations.h"
+#include "tracer/report/oom.h"
 #include "tracer/report/parse_command.h"
 #include "tracer/report/render.h"
 #include "tracer/report/render_flame.h"
@@ -78,6 +80,9 @@ void reportAt(TraceReader& trace, const TraceSummary& summary, Point point, Grou
   Report report;
   report.trace_path = trace.path();
   report.summary = summary;
+  // In memtrace-report's order: each pass leaves the tables as it read them.
+  report.device_reads = deviceReadRows(trace, summary, frame);
+  report.oom = analyzeOom(trace, summary, frame);
   report.live_set = liveSetAt(trace, summary, point);
   Locator locator(trace.tables(), group_by, frame);
   report.table = locator.group(report.live_set);

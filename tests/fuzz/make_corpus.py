@@ -8,8 +8,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "report"))
 from trace_writer import (ACTIVATION, ADDRESS_FREE, ADDRESS_RESERVE, ANNOTATION,  # noqa: E402
-                          BACKWARD, CU_MEM_CREATE, FLIGHT, FORWARD, FRAME, GRADIENT, MEMORY_UNMAP,
-                          OUT_OF_MEMORY, PEAK, WINDOW,
+                          BACKWARD, CU_MEM_CREATE, CUDA_MALLOC_ASYNC, DEVICE_READ_API, FLIGHT,
+                          FORWARD, FRAME, GRADIENT, MEMORY_UNMAP, OUT_OF_MEMORY, PEAK, WINDOW,
                           LOADED_OBJECT, NATIVE_STACK, NO_PHASE, OPTIMIZER, OPTIMIZER_STATE, PARAMETER,
                           PHASE_BEGIN, PHASE_END, PROCESS_EXIT, TRACE_CLOSED, TRACING_STARTED,
                           TRACING_STOPPED, TraceWriter, byte_string, varint, zigzag)
@@ -56,7 +56,7 @@ def everything():
     w.marker(1, TRACING_STARTED)
     w.marker(2, PHASE_BEGIN, w.string("forward"))
     time = 10
-    for api in range(9):
+    for api in range(10):
         for level in range(2):
             w.context(100 + api, api % 2, stream=0x1000 * api, api=api, level=level)
             w.module_scope(w.string(f"model.layers.{api}"))
@@ -126,6 +126,31 @@ def virtual_memory():
     return w
 
 
+def simulated():
+    # A run on the simulated GPU (docs/trace-format.md, "The simulated device"): its record,
+    # reads of device values on two lines (one untraced), and an out-of-memory on the card.
+    w = TraceWriter(stacks=3).simulated_device("l4", "/opt/memtrace/profiles/l4.json", 1 << 30,
+                                              memory_set_by_user=True, devices=2)
+    f = w.string("generate.py")
+    s = w.python_stack(0, w.frame(f, w.string("main"), 12))
+    s2 = w.python_stack(s, w.frame(f, w.string("step"), 31))
+    leaf = native_stack(w, 0, 0x7f1000001234)
+    w.device(0, w.string("NVIDIA L4"), 1 << 30).context(1, 0, api=DEVICE_READ_API)
+    w.device_read(1, 8)  # before tracing: untraced
+    w.marker(2, TRACING_STARTED)
+    w.context(1, 0, api=CUDA_MALLOC_ASYNC).module_scope(w.string("model.lm_head"))
+    w.alloc(3, 0x7f0000000000, 900 << 20, s2, leaf)
+    w.context(1, 0, api=DEVICE_READ_API)
+    for time in range(4, 9):
+        w.device_read(time, 4, s2, leaf)
+    w.context(2, 1, api=DEVICE_READ_API).device_read(9, 1 << 20, s)  # the other device
+    w.context(1, 0, api=CUDA_MALLOC_ASYNC)
+    w.failed_alloc(10, 200 << 20, s2)
+    w.free(11, 0x7f0000000000)
+    w.marker(12, PROCESS_EXIT)
+    return w
+
+
 def unknown_device():
     w = TraceWriter(stacks=0)
     w.context(1, -1)
@@ -137,9 +162,10 @@ def unknown_device():
 
 
 def flight():
-    """A flight recorder's file (version 3): the tables, the peak's and the failure's sections
-    with their frees, the window's live set, frames, events and step peaks."""
-    w = TraceWriter()
+    """A flight recorder's file (version 4): the tables, the peak's and the failure's sections
+    with their frees, the window's live set, frames, events and step peaks; on the simulated
+    GPU, with a read of device values after a frame (whose context it sets again)."""
+    w = TraceWriter().simulated_device("h100-80gb", "", 80 << 30)
     f = w.string("train.py")
     s = w.python_stack(0, w.frame(f, w.string("step"), 7))
     block = w.string("model.block0")
@@ -159,6 +185,7 @@ def flight():
     w.step_peak(3, 2000, 3300, 3100, (1 << 20) + 4096, NO_PHASE, 0)
     w.section(3400, FRAME, 1, 0, 1000, (903, 461, 441, 1, 5 << 30, 2))
     w.context(7, 0).alloc(3500, 0x7f0000a00000, 8192, s)
+    w.context(7, 0, api=DEVICE_READ_API).device_read(3600, 8, s)
     return w
 
 
@@ -167,14 +194,14 @@ def main():
     corpus.mkdir(exist_ok=True)
     for name, make in [("python_only", python_only), ("everything", everything),
                        ("unknown_device", unknown_device), ("training", training),
-                       ("virtual_memory", virtual_memory)]:
+                       ("virtual_memory", virtual_memory), ("simulated", simulated)]:
         data = make().write(corpus / f"{name}.bin").read_bytes()
         # The same trace cut inside its last chunk: read up to the last whole one.
         (corpus / f"{name}_cut.bin").write_bytes(data[:len(data) - 5])
     (corpus / "header_only.bin").write_bytes(TraceWriter().write(corpus / "tmp").read_bytes()[:16])
-    # Version 3: a flight recorder's file, whole and ending in an open chunk (a killed writer's).
-    flight().write(corpus / "flight.bin", version=3, flags=FLIGHT)
-    flight().write(corpus / "flight_open.bin", version=3, flags=FLIGHT, open_tail=64)
+    # Version 4: a flight recorder's file, whole and ending in an open chunk (a killed writer's).
+    flight().write(corpus / "flight.bin", flags=FLIGHT)
+    flight().write(corpus / "flight_open.bin", flags=FLIGHT, open_tail=64)
     (corpus / "tmp").unlink()
 
 

@@ -1,4 +1,5 @@
-"""The recorder's Python stacks, under every CPython we support (3.10-3.13; CI runs them all),
+"""The recorder's Python stacks, under every CPython we support (3.10-3.13; CI runs them all; and
+3.13t, the free-threaded build, where it is installed),
 against the test CUDA runtime called as PyTorch calls CUDA: with the GIL released around the
 call (ctypes.CDLL), from the op's own thread (Note [Python frames without the GIL],
 tracer/recorder/python_stack.cpp). One case keeps the GIL held (ctypes.PyDLL), as a tensor's
@@ -6,7 +7,7 @@ free from its Python dealloc does.
 
 What these tests assume of the real platform: that PyTorch's Python bindings release the GIL
 around each op and call the allocator on the calling thread (its generated dispatch wrappers;
-seen on an H200, ../shared/gpu/README.md), and that autograd runs a GPU's backward on a thread
+seen on an H200, docs/gpu-record-h200.md), and that autograd runs a GPU's backward on a thread
 of its own that never ran Python (Note [Stacks lent to threads without Python])."""
 import re
 import subprocess
@@ -35,9 +36,20 @@ def _installed_pythons():
     return found
 
 
+def _installed_free_threaded():
+    """The free-threaded CPythons installed here (python3.13t), which have layouts of their own:
+    tested where present, not required (pyenv builds them from source: 3.13.15t was)."""
+    found = {}
+    for candidate in sorted(Path("/root/.pyenv/versions").glob("3.*/bin/python3.*t")):
+        match = re.fullmatch(r"python3\.(\d+)t", candidate.name)
+        if match and (3, int(match.group(1))) in SUPPORTED:
+            found.setdefault(int(match.group(1)), str(candidate))
+    return list(found.values())
+
+
 PYTHONS = _installed_pythons()
 SUPPORTED_PYTHONS = [PYTHONS.get(version, f"python{version[0]}.{version[1]}")
-                     for version in SUPPORTED]
+                     for version in SUPPORTED] + _installed_free_threaded()
 OLDER_PYTHONS = [path for version, path in sorted(PYTHONS.items()) if version < (3, 10)]
 
 
@@ -64,7 +76,8 @@ def test_layout_table_is_each_cpythons_own(python, tmp_path):
     probe = tmp_path / "probe"
     run(["cc", "-Wall", "-Werror", f"-I{HERE.parent.parent}", f"-I{include}", f"-I{include}/internal",
          HERE / "probes" / "python_layout_probe.c", "-o", probe])
-    version = run([python, "-c", "import sys; print(sys.version_info[1])"]).stdout.strip()
+    version = run([python, "-c", "import sys, sysconfig; print(sys.version_info[1], end='');"
+                   "print('t' if sysconfig.get_config_var('Py_GIL_DISABLED') else '')"]).stdout.strip()
     assert run([probe]).stdout.strip() == f"layout ok 3.{version}"
 
 
@@ -171,6 +184,49 @@ def test_a_lent_stack_names_a_thread_without_python(build, tmp_path, python):
     assert stacks[6 << 20] == []  # after the stack was taken back: nothing to name it
     file, line, function = stacks[5 << 20][-1]
     assert (Path(file).name, line, function) == ("lend.py", lend["call"], "backward")
+
+
+@pytest.mark.parametrize("python", SUPPORTED_PYTHONS)
+def test_code_objects_made_and_dropped_name_their_own_allocations(build, tmp_path, python):
+    # Note [Code objects that die]: 4 x 500 functions (code.replace, exec of a new function, a
+    # closure of a new factory, a lambda), each called once to allocate, then dropped; the next
+    # one often takes the dead one's address. Before: 1,999 of 2,000 named after another.
+    trace = tmp_path / "churn.bin"
+    result = run([python, SCRIPTS / "code_churn.py", build.cudart, 500], preloaded(trace))
+    expected = [(file, int(line), function) for file, line, function in
+                (text.rsplit(" ", 2) for text in result.stdout.splitlines())]
+    named = [tuple(frames[-1]) if frames else None for _, _, frames in allocation_stacks(trace)]
+    assert len(expected) == len(named) == 2000
+    wrong = [(got, want) for got, want in zip(named, expected) if got != want]
+    assert not wrong, (len(wrong), wrong[:5])
+
+
+@pytest.mark.parametrize("python", SUPPORTED_PYTHONS)
+def test_a_thread_without_the_gil_never_walks_the_holders_frames(build, tmp_path, python):
+    # The public C API's walker, after a sub-interpreter was made: 3.10 and 3.11 then answer
+    # PyGILState_Check() with 1 on every thread. Before: up to a sixth of the allocations of
+    # threads that never ran Python were named by the GIL holder's line (and 3.10 crashed).
+    trace = tmp_path / "subinterpreter.bin"
+    run([python, SCRIPTS / "subinterpreter.py", build.cudart, 300],
+        preloaded(trace, MEMTRACE_PYTHON_WALKER="api"))
+    allocations = allocation_stacks(trace)
+    assert len(allocations) == 300
+    assert [frames for _, _, frames in allocations if frames] == []
+
+
+@pytest.mark.parametrize("python", SUPPORTED_PYTHONS)
+def test_a_fork_during_a_lend_leaves_it_in_the_parent(build, tmp_path, python):
+    # Note [Stacks lent to threads without Python]: the lender is not in the child (a worker
+    # thread forked), so a thread without Python there borrows nothing; the parent still does.
+    pattern = tmp_path / "lend-%p.bin"
+    result = run([python, SCRIPTS / "fork_during_lend.py", build.cudart], preloaded(pattern))
+    child = int(result.stdout.split()[1])
+    lend = tagged_lines(SCRIPTS / "fork_during_lend.py", "LEND")["parent"]
+    parent_file, = [p for p in tmp_path.iterdir() if p.name != f"lend-{child}.bin"]
+    stacks = lambda trace: {size: [line for _, line, _ in frames]  # noqa: E731
+                            for _, size, frames in allocation_stacks(trace)}
+    assert stacks(parent_file)[1 << 20][-1] == lend
+    assert stacks(tmp_path / f"lend-{child}.bin")[2 << 20] == []
 
 
 @pytest.mark.parametrize("python", OLDER_PYTHONS or ["python3.9"])

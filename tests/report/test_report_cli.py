@@ -84,6 +84,17 @@ def test_usage_errors(build, sequence_trace):
     fails([sequence_trace, "--top"], "--top needs a value")
 
 
+def test_with_several_mistakes_the_first_is_said_and_the_last_value_decides(build, sequence_trace):
+    # The values are checked as CLI11 reads them; what is said is the first of the tool's
+    # order: the traces, then each option's value in turn.
+    fails([sequence_trace, "--group-by", "colour", "--frame", "outer"], "--group-by takes")
+    fails([sequence_trace, "--frame", "outer", "--top", "x"], "--frame takes innermost or user")
+    fails(["diff", sequence_trace, "--format", "csv"], "diff compares two traces, A and B, not 1")
+    fails([sequence_trace, "--group-by", "0"], "--group-by takes", "not '0'")  # names only
+    fails([sequence_trace, "--top", "3", "--top", "x"], "--top must be a non-negative integer")
+    run([Build.report, sequence_trace, "--top", "x", "--top", "3"])  # an option's last value
+
+
 def test_help(build):
     result = run([Build.report, "--help"])
     assert "memtrace-report [report] TRACE" in result.stdout

@@ -4,19 +4,21 @@ against traces whose every byte count is known."""
 import struct
 
 MAGIC = b"MEMTRACE"
-VERSION = 2
+VERSION = 4
 
 # Record types and marker kinds (tracer/format/records.h).
 PROCESS_INFO, STRING, PYTHON_FRAME, PYTHON_STACK, NATIVE_STACK, LOADED_OBJECT, DEVICE, CONTEXT, \
     MARKER, FAILED_ALLOC, MODULE_SCOPE, CATEGORY, TRAINING_PHASE, STEP_END, MEMORY_MAP, \
-    MEMORY_UNMAP, ADDRESS_RESERVE, ADDRESS_FREE, DISTRIBUTED, DEVICE_MEMORY = range(1, 21)
+    MEMORY_UNMAP, ADDRESS_RESERVE, ADDRESS_FREE, DISTRIBUTED, DEVICE_MEMORY, SIMULATED_DEVICE, \
+    DEVICE_READ = range(1, 23)
 CU_MEM_CREATE, CU_MEM_ALLOC_MANAGED = 7, 8  # APIs of version 2
+CUDA_MALLOC_ASYNC, DEVICE_READ_API = 2, 9  # a device read's context has API 9 (version 3)
 # Categories and training phases (Note [Training records]).
 UNKNOWN, PARAMETER, GRADIENT, OPTIMIZER_STATE, ACTIVATION, INPUT, TEMPORARY = range(7)
 NO_PHASE, FORWARD, BACKWARD, OPTIMIZER = range(4)
 TRACING_STARTED, TRACING_STOPPED, ANNOTATION, PHASE_BEGIN, PHASE_END, PROCESS_EXIT, TRACE_CLOSED = range(7)
 EVENT, FREE, ADDRESS_IN_256 = 0x80, 0x40, 0x20
-# Version 3's: the flight recorder's records and flag, its section kinds.
+# Version 4's: the flight recorder's records and flag, its section kinds.
 SECTION, STEP_PEAK, FLIGHT = 0x17, 0x18, 1
 FRAME, PEAK, OUT_OF_MEMORY, WINDOW = range(4)
 
@@ -148,6 +150,20 @@ class TraceWriter:
     def device_memory(self, time, device, free, total):
         self.chunk += bytes([DEVICE_MEMORY]) + self._delta(time) + varint(zigzag(device)) \
             + varint(free) + varint(total)
+        return self
+
+    # Version 3 (the simulated device, docs/trace-format.md).
+    def simulated_device(self, profile="h200", file="/opt/memtrace/profiles/h200.json",
+                         memory=150_754_820_096, memory_set_by_user=False, devices=1):
+        """The run was on the simulated GPU: right after the process record (and the rank's)."""
+        self.chunk += bytes([SIMULATED_DEVICE]) + byte_string(profile) + byte_string(file) \
+            + varint(memory) + bytes([1 if memory_set_by_user else 0]) + varint(devices)
+        return self
+
+    def device_read(self, time, size, python=0, native=0):
+        """A copy from device memory to the host (a read of device values)."""
+        self.chunk += bytes([DEVICE_READ]) + self._delta(time) + varint(size) + varint(python) \
+            + varint(native)
         return self
 
     def section(self, time, kind, tracing=0, phase=0, window=1000, totals=(0, 0, 0, 0, 0, 0),

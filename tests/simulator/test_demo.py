@@ -8,7 +8,8 @@ from memtrace_testing import BUILD, ROOT, run
 def test_the_demo_runs_on_the_simulated_h100():
     said = run([ROOT / "tools" / "demo.sh", BUILD], timeout=600).stdout
     assert "memtrace demo on a SIMULATED NVIDIA H100 80GB" in said
-    assert re.search(r"device 0 +NVIDIA H100 80GB HBM3, 79\.65 GiB: peak", said), said
+    assert re.search(r"device 0 +NVIDIA H100 80GB HBM3, 79\.65 GiB \(SIMULATED: profile h100-80gb",
+                     said), said
     measured = int(re.search(r"Peak memory: .* \((\d+) bytes\)", said).group(1))
     predicted = int(re.search(r"Predicted peak: .* \((\d+) bytes\)", said).group(1))
     # The estimator's budget on a GPU (docs/accuracy.md): within 3 % of the measured peak.

@@ -42,6 +42,7 @@ void writeBytes(const std::string& path, const std::vector<uint8_t>& data) {
 std::vector<uint8_t> sampleTrace() {
   TraceBuilder trace;
   trace.processInfo();
+  trace.simulatedDevice("h200", "/opt/profiles/h200.json", 150754820096, 0, 1);
   uint32_t file = trace.string("/home/user/model.py");
   uint32_t function = trace.string("forward");
   uint32_t frame = trace.frame(file, function, 12);
@@ -57,6 +58,9 @@ std::vector<uint8_t> sampleTrace() {
   trace.free(30, 0x7f0000100000);
   trace.flushChunk();
   trace.failedAlloc(40, 1ull << 40, stack);
+  trace.context(7, 0, 0, format::Api::kDeviceRead);
+  trace.deviceRead(45, 8, stack, native);
+  trace.context(7, 0, 0x10, format::Api::kCudaMallocAsync);  // the events' context again
   trace.marker(50, MarkerKind::kTracingStopped);
   trace.free(60, 0x7f0000000000);
   trace.marker(70, MarkerKind::kProcessExit);
@@ -78,6 +82,8 @@ TEST(Reader, DecodesEveryRecord) {
   EXPECT_EQ(tables.native_stacks[1].ip, 0x401000u);
   ASSERT_NE(tables.device(0), nullptr);
   EXPECT_EQ(tables.device(0)->total_bytes, 80ull << 30);
+  ASSERT_TRUE(tables.simulated);
+  EXPECT_EQ(tables.simulated->profile_name, "h200");
 
   ASSERT_EQ(collector.events.size(), 6u);
   const Event& first = collector.events[0];
@@ -190,7 +196,7 @@ TEST(Reader, RefusesOtherVersionsWithAClearMessage) {
     } catch (const TraceError& error) {
       EXPECT_EQ(std::string(error.what()), path + ": trace format version " +
                                                std::to_string(version) +
-                                               ", but this memtrace reads versions 1 to 3");
+                                               ", but this memtrace reads versions 1 to 4");
     }
   }
   std::remove(path.c_str());
@@ -306,6 +312,154 @@ TEST(Reader, RefusesImpossibleDeviceMemoryReadings) {
   EXPECT_NE(refusal(64, 1, 2).find("device"), std::string::npos);
   EXPECT_NE(refusal(0, 3, 2).find("more free bytes than total"), std::string::npos);
   EXPECT_EQ(refusal(0, 2, 2), "accepted");
+  std::remove(path.c_str());
+}
+
+// Note [The simulated device]: the card the run was simulated on, and its reads of device values.
+TEST(Reader, ReadsTheSimulatedDeviceAndItsReads) {
+  std::string path = temporaryPath("simulated.bin");
+  TraceBuilder trace;
+  trace.processInfo().simulatedDevice("l4", "/opt/profiles/l4.json", 1ull << 30, 1, 2);
+  uint32_t frame = trace.frame(trace.string("/home/user/generate.py"), trace.string("main"), 31);
+  uint32_t stack = trace.pythonStack(0, frame);
+  trace.context(7, 1, 0, format::Api::kDeviceRead);
+  trace.deviceRead(5, 8);  // before tracing: untraced, no stack
+  trace.marker(6, MarkerKind::kTracingStarted);
+  trace.deviceRead(9, 4096, stack);
+  trace.context(7, 1, 0, format::Api::kCudaMallocAsync).alloc(12, 0x1000, 512, stack);
+  trace.write(path);
+  struct Reads : reader::RecordVisitor {
+    void onDeviceRead(const reader::DeviceRead& read) {
+      seen.push_back(read);
+      threads.push_back(read.context->thread_id);
+      devices.push_back(read.context->device);
+    }
+    void onEvent(const Event& event) { events.push_back(event.index); }
+    std::vector<reader::DeviceRead> seen;
+    std::vector<int64_t> threads;
+    std::vector<int> devices;
+    std::vector<uint64_t> events;
+  } reads;
+  TraceReader reader(path);
+  reader.read(reads);
+  ASSERT_TRUE(reader.tables().simulated);
+  const reader::SimulatedDeviceInfo& simulated = *reader.tables().simulated;
+  EXPECT_EQ(simulated.profile_name, "l4");
+  EXPECT_EQ(simulated.profile_file, "/opt/profiles/l4.json");
+  EXPECT_EQ(simulated.memory_bytes, 1ull << 30);
+  EXPECT_TRUE(simulated.memory_set_by_user);
+  EXPECT_EQ(simulated.device_count, 2);
+  ASSERT_EQ(reads.seen.size(), 2u);
+  EXPECT_EQ(reads.seen[0].time_ns, 5u);
+  EXPECT_EQ(reads.seen[0].bytes, 8u);
+  EXPECT_FALSE(reads.seen[0].traced);
+  EXPECT_EQ(reads.seen[0].python_stack, 0u);
+  EXPECT_EQ(reads.seen[1].time_ns, 9u);
+  EXPECT_EQ(reads.seen[1].bytes, 4096u);
+  EXPECT_TRUE(reads.seen[1].traced);
+  EXPECT_EQ(reads.seen[1].python_stack, stack);
+  EXPECT_EQ(reads.threads, (std::vector<int64_t>{7, 7}));
+  EXPECT_EQ(reads.devices, (std::vector<int>{1, 1}));
+  // A read is no memory event: the allocation after them is event 0, at its own time.
+  EXPECT_EQ(reads.events, (std::vector<uint64_t>{0}));
+  std::remove(path.c_str());
+}
+
+TEST(Reader, RefusesImpossibleSimulatedDevices) {
+  std::string path = temporaryPath("simulated-bad.bin");
+  auto refusal = [&](TraceBuilder& trace) -> std::string {
+    trace.write(path);
+    try {
+      TraceReader reader(path);
+      reader::RecordVisitor visitor;
+      reader.read(visitor);
+    } catch (const TraceError& error) {
+      return error.what();
+    }
+    return "accepted";
+  };
+  {
+    TraceBuilder twice;
+    twice.processInfo().simulatedDevice("h200", "", 1, 0, 1).simulatedDevice("h200", "", 1, 0, 1);
+    EXPECT_NE(refusal(twice).find("a second simulated device record"), std::string::npos);
+  }
+  for (uint64_t devices : {0ull, 65ull}) {
+    TraceBuilder trace;
+    trace.processInfo().simulatedDevice("h200", "", 1, 0, devices);
+    EXPECT_NE(refusal(trace).find("with " + std::to_string(devices) + " devices (1 to 64"),
+              std::string::npos);
+  }
+  {
+    TraceBuilder flag;
+    flag.processInfo().simulatedDevice("h200", "", 1, 2, 1);
+    EXPECT_NE(refusal(flag).find("memory flag is neither 0 nor 1"), std::string::npos);
+  }
+  {
+    TraceBuilder read;
+    read.processInfo().deviceRead(1, 8, /*python=*/3);
+    EXPECT_NE(refusal(read).find("a reference to Python stack 3, which is not defined"),
+              std::string::npos);
+  }
+  {
+    TraceBuilder fine;
+    fine.processInfo().simulatedDevice("h200", "", 1, 1, 64).deviceRead(1, 8);
+    EXPECT_EQ(refusal(fine), "accepted");
+  }
+  std::remove(path.c_str());
+}
+
+// A file is read by the rules of the version it says: a record or an API a later version
+// added is refused in it, which also catches a damaged version field (no checksum covers it).
+TEST(Reader, RefusesWhatItsVersionDoesNotHave) {
+  std::string path = temporaryPath("too-new.bin");
+  auto message = [&](TraceBuilder& trace) -> std::string {
+    trace.write(path);
+    try {
+      TraceReader reader(path);
+      reader::RecordVisitor visitor;
+      reader.read(visitor);
+    } catch (const TraceError& error) {
+      return error.what();
+    }
+    return "accepted";
+  };
+  {
+    TraceBuilder trace(2);
+    trace.processInfo().simulatedDevice("h200", "", 1, 0, 1);
+    EXPECT_NE(
+        message(trace).find("a record of type 21 (trace format version 3) in a version 2 file"),
+        std::string::npos)
+        << message(trace);
+  }
+  {
+    TraceBuilder trace(2);
+    trace.processInfo().deviceRead(1, 8);
+    EXPECT_NE(message(trace).find("a record of type 22 (trace format version 3)"),
+              std::string::npos);
+  }
+  {
+    TraceBuilder trace(1);
+    trace.processInfo().deviceMemory(1, 0, 1, 2);
+    EXPECT_NE(message(trace).find("a record of type 20 (trace format version 2) in a version 1"),
+              std::string::npos);
+  }
+  {
+    TraceBuilder trace(2);
+    trace.processInfo().context(1, 0, 0, format::Api::kDeviceRead);
+    EXPECT_NE(message(trace).find("API 9 (trace format version 3) in a version 2 file"),
+              std::string::npos);
+  }
+  {
+    TraceBuilder trace(1);
+    trace.processInfo().context(1, 0, 0, format::Api::kCuMemCreate);
+    EXPECT_NE(message(trace).find("API 7 (trace format version 2) in a version 1 file"),
+              std::string::npos);
+  }
+  {
+    TraceBuilder trace(2);  // what version 2 had reads as it did
+    trace.processInfo().context(1, 0, 0, format::Api::kCuMemCreate).deviceMemory(1, 0, 1, 2);
+    EXPECT_EQ(message(trace), "accepted");
+  }
   std::remove(path.c_str());
 }
 

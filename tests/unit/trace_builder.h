@@ -146,6 +146,26 @@ class TraceBuilder {
     varint(total);
     return *this;
   }
+  // Version 3's records (Note [The simulated device]).
+  TraceBuilder& simulatedDevice(const std::string& profile, const std::string& file,
+                                uint64_t memory_bytes, uint8_t memory_set_by_user,
+                                uint64_t device_count) {
+    type(format::RecordType::kSimulatedDevice);
+    bytes(profile);
+    bytes(file);
+    varint(memory_bytes);
+    chunk_.push_back(memory_set_by_user);
+    varint(device_count);
+    return *this;
+  }
+  TraceBuilder& deviceRead(uint64_t time, uint64_t size, uint32_t python = 0, uint32_t native = 0) {
+    type(format::RecordType::kDeviceRead);
+    varint(timeDelta(time));
+    varint(size);
+    varint(python);
+    varint(native);
+    return *this;
+  }
   TraceBuilder& raw(std::initializer_list<uint8_t> bytes) {
     chunk_.insert(chunk_.end(), bytes);
     return *this;

@@ -95,6 +95,13 @@ inline void setUpApp(CLI::App& app, const std::string& tool, const std::string& 
 inline std::string oneLineMessage(const CLI::ParseError& error) {
   std::string message = error.what();
   message = message.substr(0, message.find('\n'));
+  // "--top: --top must be ...": a transform's refusal that names its option itself, as the
+  // tools' transforms do, is the message.
+  if (dynamic_cast<const CLI::ValidationError*>(&error)) {
+    size_t colon = message.find(": ");
+    if (colon != std::string::npos && message.compare(colon + 2, colon, message, 0, colon) == 0)
+      return message.substr(colon + 2);
+  }
   // "--top: 1 required TEXT missing": the option was last, without its value.
   if (dynamic_cast<const CLI::ArgumentMismatch*>(&error) &&
       message.find(" required ") != std::string::npos && message.ends_with(" missing")) {

@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""The project's GPU check, in one command on a lent GPU machine (docs/gpu-check.md).
+"""The project's GPU check, in one command on a machine with a CUDA GPU (docs/gpu-check.md).
 
 It builds memtrace offline from Debian packages carried beside the tree, then runs tests/gpu,
 tests/estimator/gpu_compare.py, the overhead table (tools/gpu/overhead.py) and the hooks in
-tools/gpu/checks.d/, each a process of its own with a timeout, all inside --budget seconds.
-The tables are rewritten as each step goes, so a run cut short still returns them.
+tools/gpu/checks.d/, each a process of its own with a timeout, all inside --budget seconds when
+given one. The tables are rewritten as each step goes, so a run cut short still leaves them.
 
-    python3 tools/gpu/check.py --fetch-deps     # here: the Debian packages into .gpu-deps/
-    python3 tools/gpu/check.py --out "$OUT"     # there (carry .gpu-deps): writes gpu-check.md,
-                                                # gpu-check.json and gpu-check.log into --out
+    python3 tools/gpu/check.py --fetch-deps     # with apt: the Debian packages into .gpu-deps/
+    python3 tools/gpu/check.py --out DIR        # on the GPU machine (the tree and .gpu-deps copied
+                                                # there): gpu-check.md, .json and .log into DIR
     python3 tools/gpu/check.py --dry            # here: the same run from a copy of exactly what
                                                 # travels; every GPU step must skip with a reason
 
@@ -33,9 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPS = ".gpu-deps"  # the carried folder of .debs (ignored by git: .gitignore)
 HOOKS = ROOT / "tools" / "gpu" / "checks.d"
 SKIPPED = 77  # a step that found no GPU: tests/gpu's conftest, overhead.py, hooks
-DEVICE_TREE_LIMIT = 64 << 20  # what the device tool carries: tracked + untracked-not-ignored
 
-# What the GPU machine lacks (../shared/gpu/README.md), as Debian 12 packages: dpkg -x'ed there
+# What a GPU machine without a package registry lacked (docs/gpu-record-h200.md), as Debian 12
+# packages: dpkg -x'ed there
 # into a prefix that CMake, pkg-config and the dynamic loader are pointed at. The runtime
 # libraries (libdw1, libelf1, libspdlog1.10, libfmt9, libunwind8) come too: the image has none
 # of them, and the binaries built against the -dev packages need these versions.
@@ -70,14 +70,13 @@ TARGETS = ["memtrace", "memtrace-report", "memtrace-estimate"]
 # minutes.
 DRY_TARGETS = ["memtrace", "memtrace-report"]
 
-# Seconds each step may take at most (the run's --budget caps them all). Measured on the H200
-# (../shared/gpu/README.md): configure 22 s, libmemtrace.so + memtrace-report 16-18 s,
-# memtrace-estimate 30 s; each limit is about three times what is expected.
+# Seconds each step may take at most (the run's --budget, when given, caps them all). Measured
+# on the H200 (docs/gpu-record-h200.md): configure 22 s, libmemtrace.so + memtrace-report
+# 16-18 s, memtrace-estimate 30 s; each limit is about three times what is expected.
 TIMEOUTS = {"environment": 60, "configure": 120, "build": 300, "tests/gpu": 240,
             "gpu_compare": 240, "overhead": 240}
 # gpu_compare.py's batch sizes: each (model, export, semantics, batch) is a fresh process (about
-# 4 s where torch imports in 2), 28 per batch size; its default 1,3 would take the budget of
-# the steps after it.
+# 4 s where torch imports in 2), 28 per batch size; its default 1,3 doubles the run.
 COMPARE_BATCHES = "1"
 HOOK_TIMEOUT = 120  # a hook's default; a line "# timeout: N" in its first lines says another
 GPU_STEPS = ["tests/gpu", "gpu_compare", "overhead", "hooks"]  # after the build, in this order
@@ -424,7 +423,8 @@ def run(arguments):
         print(f"check.py: {build} is configured otherwise (not by a GPU check with --work "
               f"{work}): move it away, or run in a fresh copy", file=sys.stderr)
         return 2
-    report.header = {"command": " ".join(sys.argv), "tree": str(ROOT), "budget": f"{arguments.budget} s"}
+    budget = f"{arguments.budget:g} s" if arguments.budget != float("inf") else "none"
+    report.header = {"command": " ".join(sys.argv), "tree": str(ROOT), "budget": budget}
     report.write()
 
     def left(limit):
@@ -491,7 +491,8 @@ def run(arguments):
 
 
 def finish(report, arguments):
-    """Prints gpu-check.md (the device tool returns the end of the output) and the verdict."""
+    """Prints gpu-check.md (last, so that whatever keeps only the end of the output has it)
+    and the verdict."""
     report.write()
     print(report.markdown(), flush=True)
     gpu_steps = [s for s in report.steps if s.name in GPU_STEPS or s.name.startswith("hook ")]
@@ -549,10 +550,11 @@ def probe_lines(log):
         return {}
 
 
-# ---- --dry: the same run, from a copy of what the device tool carries ------------------------
+# ---- --dry: the same run, from a copy of what travels to the GPU machine ---------------------
 
 def travelling_files():
-    """What the device tool copies: tracked files and untracked ones git does not ignore."""
+    """What travels to the GPU machine: tracked files and untracked ones git does not ignore
+    (plus .gpu-deps/)."""
     listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others",
                              "--exclude-standard"], capture_output=True, check=False)
     if listed.returncode != 0:
@@ -573,17 +575,16 @@ exit 77
 """
 
 
-def returnable(out):
-    """What the device tool brings back from $OUT: at most 8 files, 16 MiB each, no deeper than
-    two folders, named in letters, digits, '.', '_' and '-'. Returns what breaks those rules."""
-    files = [f for f in out.rglob("*") if f.is_file()]
-    problems = [f"{len(files)} files (at most 8 come back)"] if len(files) > 8 else []
-    for file in files:
-        relative = file.relative_to(out)
-        if len(relative.parts) > 3 or file.stat().st_size > 16 << 20 or any(
-                not re.fullmatch(r"[A-Za-z0-9._-]+", part) for part in relative.parts):
-            problems.append(f"{relative} would not come back")
-    return problems
+OUTPUTS = {"gpu-check.md", "gpu-check.json", "gpu-check.log"}
+
+
+def unexpected_outputs(out):
+    """What --out holds besides the check's three files (a partial write left behind, a
+    step's scratch written in the wrong place): a run leaves exactly those three."""
+    files = {str(f.relative_to(out)) for f in out.rglob("*") if f.is_file()}
+    return [f"{name} is in {out}: a run leaves only {', '.join(sorted(OUTPUTS))}"
+            for name in sorted(files - OUTPUTS)] + \
+        [f"{name} is missing from {out}" for name in sorted(OUTPUTS - files)]
 
 
 def dry(arguments):
@@ -609,10 +610,10 @@ def dry(arguments):
         size += source.lstat().st_size
     shutil.copytree(deps, tree / DEPS)
     size += sum(f.stat().st_size for f in (tree / DEPS).iterdir())
-    print(f"check.py --dry: {size / 2**20:.1f} MiB would travel (limit "
-          f"{DEVICE_TREE_LIMIT >> 20} MiB), copied to {tree}", flush=True)
-    if size > DEVICE_TREE_LIMIT:
-        print("check.py --dry: the tree is over the device tool's limit", file=sys.stderr)
+    print(f"check.py --dry: {size / 2**20:.1f} MiB would travel, copied to {tree}", flush=True)
+    if arguments.max_tree_mib is not None and size > arguments.max_tree_mib * 2**20:
+        print(f"check.py --dry: the tree is over --max-tree-mib {arguments.max_tree_mib:g}",
+              file=sys.stderr)
         return 1
     hook = tree / HOOKS.relative_to(ROOT) / "00-dry-probe.sh"
     hook.parent.mkdir(parents=True, exist_ok=True)
@@ -624,7 +625,7 @@ def dry(arguments):
     environment = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     status = subprocess.run([str(c) for c in command], cwd=tree, env=environment,
                             check=False).returncode
-    problems = returnable(work / "out")
+    problems = unexpected_outputs(work / "out")
     shown = (work / "out" / "gpu-check.md").read_text()
     if "| dry-run probe | written |" not in shown:
         problems.append("the probe hook's table is not in gpu-check.md")
@@ -642,14 +643,17 @@ def parse_arguments():
     action.add_argument("--dry", action="store_true",
                         help="on this machine: build from a copy of what travels, skip the GPU")
     action.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--out", default=os.environ.get("OUT", str(ROOT / "build" / "gpu-check")),
-                        help="where the tables go (default: $OUT, the device tool's folder, "
-                        "else build/gpu-check)")
+    parser.add_argument("--out", default=str(ROOT / "build" / "gpu-check"),
+                        help="where the tables go (default: build/gpu-check)")
     parser.add_argument("--work", help="scratch space (default: /tmp/memtrace-gpu-check; "
                         "--dry: build/gpu-check-dry)")
     parser.add_argument("--budget", type=float,
-                        help="seconds the whole run may take (default 530: the device tool "
-                        "allows 600 a command; --dry: 1800)")
+                        help="seconds the whole run may take: give a little less than what "
+                        "the machine allows a command, so that the tables are written before "
+                        "it is stopped (default: no limit but each step's own; --dry: 1800)")
+    parser.add_argument("--max-tree-mib", type=float,
+                        help="--dry: fail when what travels (the tree and .gpu-deps) is larger "
+                        "than this, where the copy to the GPU machine has a limit")
     parser.add_argument("--steps", default=",".join(GPU_STEPS),
                         help="the GPU steps to run, comma-separated, after the build (default: "
                         "all: %(default)s); a rerun on a warm machine can take fewer")
@@ -659,7 +663,7 @@ def parse_arguments():
     arguments = parser.parse_args()
     arguments.work = arguments.work or str(ROOT / "build" / "gpu-check-dry" if arguments.dry
                                            else "/tmp/memtrace-gpu-check")
-    arguments.budget = arguments.budget or (1800 if arguments.dry else 530)
+    arguments.budget = arguments.budget or (1800 if arguments.dry else float("inf"))
     arguments.steps = arguments.steps.split(",")
     unknown = sorted(set(arguments.steps) - set(GPU_STEPS))
     if unknown:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The overhead table of ../shared/gpu/README.md, measured again: what each way of tracing costs
+"""The overhead table of docs/gpu-record-h200.md, measured again: what each way of tracing costs
 GPT-2 small inference on a GPU, as a ratio to the untraced forward in the same run.
 
     python3 tools/gpu/overhead.py [--build BUILD] [--markdown OUT.md] [--json OUT.json]
@@ -173,7 +173,7 @@ def measure(arguments, name, spec, trace):
 
 
 def markdown(arguments, results, context):
-    """The table as ../shared/gpu/README.md gives it: ms/forward untraced, ratios below."""
+    """The table as docs/gpu-record-h200.md gives it: ms/forward untraced, ratios below."""
     labels = {name: label for name, label, _ in MODES}
     baseline = next((r for r in results if r["mode"] == "untraced" and "error" not in r), None)
     batches = [str(b) for b in arguments.batch_sizes]

@@ -22,6 +22,8 @@ const char* apiName(Api api) {
       return "cuMemCreate";
     case Api::kCuMemAllocManaged:
       return "cuMemAllocManaged";
+    case Api::kDeviceRead:
+      return "device-read";
     case Api::kCount:
       break;
   }

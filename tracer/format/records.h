@@ -9,7 +9,7 @@
 // header_crc is the CRC-32C of the 8 bytes before it, so a corrupted size is told apart
 // from a file cut short (a process killed while writing): the reader accepts a file cut
 // at any byte, up to its last whole chunk, and refuses one whose bytes were changed.
-// The last chunk may be *open* (version 3): a payload_size of 0 (its checksums may be set
+// The last chunk may be *open* (version 4): a payload_size of 0 (its checksums may be set
 // or zero) says that the writer was still adding records to it, straight into the file; it
 // runs to the end of the file and is read up to its first zero type byte (Note [Records
 // reach the page cache as they are written], tracer/recorder/trace_file.h).
@@ -27,12 +27,17 @@
 namespace memtrace::format {
 
 inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
-// The version written. Version 2 added records 0x0f to 0x14 and APIs 7 and 8 (Note [Virtual
-// memory management], Note [Device memory readings], Note [A job's ranks]); version 3 the open
-// chunk (above), the flight recorder's file (FileFlags::kFlight, records 0x17 and 0x18: Note
-// [The flight recorder's file]). Nothing before them changed, so an older file reads as it
-// always did, and kOldestVersion is the oldest a reader accepts.
-inline constexpr uint32_t kVersion = 3;
+// The version written. Each version only added to the one before it, so a file of any version
+// from kOldestVersion on reads as it always did:
+//   1  records 0x01 to 0x0e (the training records 0x0c to 0x0e were added without a new
+//      version: Note [Training records]);
+//   2  records 0x0f to 0x14 and APIs 7 and 8 (Note [Virtual memory management], Note [Device
+//      memory readings], Note [A job's ranks]);
+//   3  records 0x15 and 0x16 and API 9 (Note [The simulated device]);
+//   4  the open chunk (above), the file header's flags (FileFlags::kFlight) and records 0x17
+//      and 0x18 (Note [The flight recorder's file]).
+// A reader refuses a version past kVersion at the file header, naming both.
+inline constexpr uint32_t kVersion = 4;
 inline constexpr uint32_t kOldestVersion = 1;
 inline constexpr size_t kFileHeaderSize = 16;
 // The file header's flags.
@@ -42,6 +47,9 @@ struct FileFlags {
   static constexpr uint32_t kFlight = 1;
 };
 inline constexpr uint32_t kKnownFileFlags = FileFlags::kFlight;
+// The first version with the open chunk and the file header's flags: an older file's flags
+// are 0 and its chunks never empty, as they always were.
+inline constexpr uint32_t kOpenChunkVersion = 4;
 inline constexpr size_t kChunkHeaderSize = 12;
 // The writer flushes a chunk at 1 MiB; the reader refuses sizes past this bound as
 // corrupt instead of allocating whatever a damaged size field says.
@@ -125,7 +133,17 @@ enum class RecordType : uint8_t {
   // readings]). Fields: time delta, device (zigzag; 0 to kMaxDevices - 1), free bytes, total
   // bytes.
   kDeviceMemory = 0x14,
-  // (0x15 and 0x16 are taken by the simulated device's records.)
+  // The process ran on memtrace's simulated GPU (Note [The simulated device]). Once, right
+  // after kProcessInfo (and kDistributed), when the recorder knew it when the file opened;
+  // otherwise before the first event after it learned it. Fields: profile name (string),
+  // profile file (string), each device's memory in bytes, whether the user set that memory
+  // (byte 0/1: MEMTRACE_GPU_MEMORY), device count (1 to kMaxDevices: MEMTRACE_GPU_COUNT).
+  kSimulatedDevice = 0x15,
+  // A copy from device memory to the host on the simulated device: a read of device values,
+  // which the simulated device answers with zeros (Note [The simulated device]). Fields: time
+  // delta, bytes, Python stack id, native stack id. Thread and device come from the context
+  // (Api::kDeviceRead).
+  kDeviceRead = 0x16,
   // A flight recorder's section (Note [The flight recorder's file]): every decoding base
   // starts afresh here (time, address, previous stacks, the context, each thread's module
   // scope). Fields: time (ns since the trace's start, absolute), SectionKind byte, tracing
@@ -173,6 +191,16 @@ enum class SectionKind : uint8_t {
 // keeps between N and a few N events and is O(tables + live set + N) bytes
 // (tracer/recorder/flight.cpp).
 
+// The version that introduced a record type (and, below, an API): a reader refuses one its
+// file's version does not have, so that a file is read by the rules of the version it says
+// (and a damaged version field is caught, though no checksum covers the file header). The
+// same holds for version 4's open chunk and file flags, which the reader checks where it
+// meets them.
+inline constexpr uint32_t firstVersion(RecordType type) {
+  uint8_t value = static_cast<uint8_t>(type);
+  return value >= 0x17 ? 4 : value >= 0x15 ? 3 : value >= 0x0f ? 2 : 1;
+}
+
 // Note [A job's ranks]
 // torchrun (torch.distributed's launcher) starts one process per rank and tells each what it
 // is in its environment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (the
@@ -203,6 +231,22 @@ enum class SectionKind : uint8_t {
 // twice (counted once here) or made and not yet mapped (counted here). Physical memory made
 // on the host (a CU_MEM_LOCATION_TYPE_HOST* location) is not device memory: not recorded.
 
+// Note [The simulated device]
+// memtrace's simulated GPU (simulator/, docs/simulated-gpu.md) runs PyTorch's CUDA build on a
+// card that exists only as address space: allocations are PyTorch's own, as on the card, but
+// no kernel runs, so every value in device memory is unknown and a copy back to the host reads
+// zeros (Note [Reads of device values] in simulator/core/device.cpp). A trace of such a run
+// says so, once (kSimulatedDevice: which profile, its memory, whether the user sized it, how
+// many devices), so that no report can be mistaken for one of the card; and it lists every
+// read of device values (kDeviceRead), with its stacks, because what the program did after
+// one (a loop that stops at an end token, MoE routing, nonzero()'s size, a boolean mask) may
+// differ from what it does on the card. The shim finds the simulated device by its C API
+// (simulator/core/simgpu_api.h), which the simulated core exports and memtrace never links:
+// at library init (allocator/simulated_device.cpp), when the simulated libraries were loaded
+// with the program, as `python -m mem_tracer.simulated_gpu` loads them; a process whose
+// simulated libraries came later is found again when it first describes a device, and its
+// record then comes before the first event after that.
+
 // Note [Device memory readings]
 // kDeviceMemory is cuMemGetInfo on the thread of an allocation, where the allocation's
 // context is current (the recorder never makes a context current itself): total - free is
@@ -227,9 +271,10 @@ inline constexpr uint64_t kDeviceMemoryPeriodNs = 100 * 1000 * 1000;
 // inside a segment of PyTorch's caching allocator, Level::kSegment) is ignored.
 // An allocation told no category is kTemporary in a trace that has training records (a
 // kCategory, kTrainingPhase or kStepEnd) and was made while tracing; kUnknown otherwise.
-// These records came after version 1 was first written; they are additions, not changes,
-// so the version stays 1: a reader from before them refuses such a file at the first one
-// ("an unknown record type"), and new readers read old files unchanged.
+// These records (0x0c to 0x0e) were added while the version was 1, without a bump, as
+// additions that change nothing before them: a reader from before them refuses such a file at
+// the first one ("an unknown record type"), and new readers read old files unchanged. Files
+// are of later versions now for the later records (kVersion above); these belong to all.
 
 // Note [Event bit layout]
 // A memory event is the common record, so it is packed (docs/trace-format.md has the
@@ -268,8 +313,15 @@ enum class Api : uint8_t {
   kSnapshot = 6,         // live before this trace began (written when the file opens)
   kCuMemCreate = 7,  // physical memory: cuMemCreate / its end (Note [Virtual memory management])
   kCuMemAllocManaged = 8,  // cuMemAllocManaged (driver API; freed through cuMemFree_v2)
+  kDeviceRead = 9,         // a copy from device memory to the host (kDeviceRead records; no event)
   kCount
 };
+
+inline constexpr uint32_t firstVersion(Api api) {
+  return api == Api::kDeviceRead                                      ? 3
+         : api == Api::kCuMemCreate || api == Api::kCuMemAllocManaged ? 2
+                                                                      : 1;
+}
 
 // What one event stands for.
 enum class Level : uint8_t {

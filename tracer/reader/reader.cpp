@@ -75,8 +75,9 @@ void TraceReader::rewind() {
                      ", but this memtrace reads versions " +
                      std::to_string(format::kOldestVersion) + " to " +
                      std::to_string(format::kVersion));
+  version_ = version;
   flags_ = codec::getU32(header + 12);
-  if (flags_ & ~format::kKnownFileFlags)
+  if (flags_ & ~(version >= format::kOpenChunkVersion ? format::kKnownFileFlags : 0u))
     throw TraceError(path_ + ": unknown flags in the file header (corrupted?)");
 
   tables_ = Tables{};
@@ -145,9 +146,10 @@ bool TraceReader::loadChunk(uint64_t offset) {
   };
   if (got < sizeof(header)) return cut();
   uint32_t size = codec::getU32(header);
-  if (size == 0) {
+  if (size == 0 && version_ >= format::kOpenChunkVersion) {
     // An open chunk: the rest of the file, up to a chunk's bound, read up to its first zero
-    // type byte (readRecord) or the end of its last whole record (cutOff).
+    // type byte (readRecord) or the end of its last whole record (cutOff). An older file has
+    // none: its empty chunk is refused below, as it always was.
     if (!seen_process_info_ && offset != format::kFileHeaderSize)
       throw TraceError(path_ + ": an open chunk before the process information at byte " +
                        std::to_string(offset));
@@ -168,7 +170,7 @@ bool TraceReader::loadChunk(uint64_t offset) {
   if (codec::crc32c(header, 8) != codec::getU32(header + 8))
     throw TraceError(path_ + ": corrupted chunk header (checksum mismatch) at byte " +
                      std::to_string(offset));
-  if (size > format::kMaxChunkPayload)
+  if (size == 0 || size > format::kMaxChunkPayload)
     throw TraceError(path_ + ": a chunk of " + std::to_string(size) + " bytes at byte " +
                      std::to_string(offset) + " (corrupted?)");
   if (offset + sizeof(header) + size > file_size_) return cut();
@@ -329,6 +331,10 @@ const Context& TraceReader::readContext() {
   uint8_t api = byte();
   uint8_t level = byte();
   if (api >= static_cast<uint8_t>(format::Api::kCount)) fail("an unknown API in a context");
+  if (format::firstVersion(static_cast<format::Api>(api)) > version_)
+    fail("API " + std::to_string(api) + " (trace format version " +
+         std::to_string(format::firstVersion(static_cast<format::Api>(api))) + ") in a version " +
+         std::to_string(version_) + " file");
   if (level >= static_cast<uint8_t>(format::Level::kCount)) fail("an unknown level in a context");
   context_.api = static_cast<format::Api>(api);
   context_.level = static_cast<format::Level>(level);
@@ -455,6 +461,39 @@ DeviceMemory TraceReader::readDeviceMemory() {
   if (reading.free_bytes > reading.total_bytes)
     fail("a device memory reading with more free bytes than total");
   return reading;
+}
+
+const SimulatedDeviceInfo& TraceReader::readSimulatedDevice() {
+  if (tables_.simulated) fail("a second simulated device record");
+  SimulatedDeviceInfo info;
+  info.profile_name = bytes();
+  info.profile_file = bytes();
+  info.memory_bytes = varint();
+  uint8_t set_by_user = byte();
+  if (set_by_user > 1) fail("a simulated device record whose memory flag is neither 0 nor 1");
+  info.memory_set_by_user = set_by_user == 1;
+  uint64_t count = varint();
+  if (count < 1 || count > static_cast<uint64_t>(format::kMaxDevices))
+    fail("a simulated device record with " + std::to_string(count) + " devices (1 to " +
+         std::to_string(format::kMaxDevices) + " expected)");
+  info.device_count = static_cast<int>(count);
+  tables_.simulated = std::move(info);
+  return *tables_.simulated;
+}
+
+DeviceRead TraceReader::readDeviceRead() {
+  DeviceRead read;
+  last_time_ += varint();
+  read.time_ns = last_time_;
+  read.bytes = varint();
+  read.python_stack = static_cast<uint32_t>(varint());
+  read.native_stack = static_cast<uint32_t>(varint());
+  checkId(read.python_stack, tables_.python_stacks.size(), "Python stack");
+  checkId(read.native_stack, tables_.native_stacks.size(), "native stack");
+  read.traced = tracing_;
+  read.module = current_module_;
+  read.context = &context_;
+  return read;
 }
 
 const Section& TraceReader::readSection() {

@@ -58,6 +58,16 @@ struct DistributedInfo {
   std::string job_id;
 };
 
+// The kSimulatedDevice record: the process ran on memtrace's simulated GPU (Note [The
+// simulated device]).
+struct SimulatedDeviceInfo {
+  std::string profile_name;  // "h200"
+  std::string profile_file;
+  uint64_t memory_bytes = 0;  // each device's
+  bool memory_set_by_user = false;
+  int device_count = 1;
+};
+
 struct PythonFrame {
   uint32_t file;      // string id
   uint32_t function;  // string id
@@ -132,6 +142,18 @@ struct AddressRange {  // kMemoryUnmap, kAddressReserve, kAddressFree
   uint64_t size;
 };
 
+// A read of device values on the simulated device (kDeviceRead): no memory event, so no event
+// index; its thread and device are the context's.
+struct DeviceRead {
+  uint64_t time_ns;
+  uint64_t bytes;
+  uint32_t python_stack;
+  uint32_t native_stack;
+  bool traced;      // made while tracing was on
+  uint32_t module;  // string id of the nn.Module running on its thread (0: none)
+  const Context* context;
+};
+
 // A reading of a device's memory (kDeviceMemory, Note [Device memory readings]).
 struct DeviceMemory {
   uint64_t time_ns;
@@ -184,7 +206,8 @@ struct StepPeak {
 // The tables a trace defines; ids index them from 1 (index 0 is a placeholder).
 struct Tables {
   ProcessInfo process;
-  std::optional<DistributedInfo> distributed;  // a rank's trace only
+  std::optional<DistributedInfo> distributed;    // a rank's trace only
+  std::optional<SimulatedDeviceInfo> simulated;  // a run on the simulated GPU only
   std::vector<std::string> strings{""};
   std::vector<PythonFrame> python_frames{PythonFrame{0, 0, 0}};
   std::vector<StackNode> python_stacks{StackNode{0, 0}};
@@ -222,6 +245,9 @@ struct RecordVisitor {
   void onAddressReserve(const AddressRange&) {}
   void onAddressFree(const AddressRange&) {}
   void onDeviceMemory(const DeviceMemory&) {}
+  // Version 3's records (Note [The simulated device]).
+  void onSimulatedDevice(const SimulatedDeviceInfo&) {}
+  void onDeviceRead(const DeviceRead&) {}
   // The flight recorder's records (Note [The flight recorder's file]).
   void onSection(const Section&) {}
   void onStepPeak(const StepPeak&) {}
@@ -314,7 +340,10 @@ class TraceReader {
   MemoryMap readMemoryMap();
   AddressRange readAddressRange();  // an unmap, a reservation or its release
   DeviceMemory readDeviceMemory();
-  // Version 3's.
+  // Version 3's records.
+  const SimulatedDeviceInfo& readSimulatedDevice();
+  DeviceRead readDeviceRead();
+  // Version 4's (Note [The flight recorder's file]).
   const Section& readSection();
   StepPeak readStepPeak();
 
@@ -333,6 +362,7 @@ class TraceReader {
   uint64_t records_read_ = 0;
   uint32_t flags_ = 0;
   Tables tables_;
+  uint32_t version_ = 0;  // the file header's
 
   // Decoding state that carries over chunks.
   Context context_;
@@ -437,6 +467,11 @@ void TraceReader::readRecord(Visitor& visitor) {
   if (!seen_process_info_ && type != static_cast<uint8_t>(RecordType::kProcessInfo))
     fail("the first record is not the process information");
   if (type & format::EventBits::kEvent) return visitor.onEvent(readEvent(type));
+  if (type <= static_cast<uint8_t>(RecordType::kStepPeak) &&
+      format::firstVersion(static_cast<RecordType>(type)) > version_)
+    fail("a record of type " + std::to_string(type) + " (trace format version " +
+         std::to_string(format::firstVersion(static_cast<RecordType>(type))) + ") in a version " +
+         std::to_string(version_) + " file");
   switch (static_cast<RecordType>(type)) {
     case RecordType::kProcessInfo:
       return visitor.onProcessInfo(readProcessInfo());
@@ -496,6 +531,10 @@ void TraceReader::readRecord(Visitor& visitor) {
       return visitor.onAddressFree(readAddressRange());
     case RecordType::kDeviceMemory:
       return visitor.onDeviceMemory(readDeviceMemory());
+    case RecordType::kSimulatedDevice:
+      return visitor.onSimulatedDevice(readSimulatedDevice());
+    case RecordType::kDeviceRead:
+      return visitor.onDeviceRead(readDeviceRead());
     case RecordType::kSection:
       return visitor.onSection(readSection());
     case RecordType::kStepPeak:

@@ -201,6 +201,10 @@ MEMTRACE_EXPORT void memtrace_end_lent_python_stack(void) {
   endLentPythonStack();
 }
 
+MEMTRACE_EXPORT void memtrace_bind_lent_python_stack(int lend) {
+  bindLentPythonStack(lend);
+}
+
 MEMTRACE_EXPORT int memtrace_flush(void) {
   ensureRecorderInitialized();
   MutexLock lock;

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include "tracer/recorder/flight.h"
+#include "tracer/recorder/lent_stacks.h"
 #include "tracer/recorder/native_stack.h"
 #include "tracer/recorder/recorder_state.h"
 #include "tracer/recorder/thread_state.h"
@@ -37,6 +38,9 @@ void forkChild() {
   // _exit(): every record it makes is written at once (Note [When records reach the file]).
   g_write_through = true;
   resetThreadIdAfterFork();
+  // The threads that lent their stacks are not in the child (Note [Stacks lent to threads
+  // without Python]), unless it is the one that forked.
+  keepOnlyLendsOf(currentThreadState());
 }
 
 }  // namespace

@@ -55,13 +55,18 @@ MEMTRACE_EXPORT int memtrace_set_category(uint64_t address, int category);
 MEMTRACE_EXPORT int memtrace_training_phase(int phase);
 MEMTRACE_EXPORT int memtrace_step_end(uint64_t step);
 
-// Note [Stacks lent to threads without Python] (recorder.cpp): called by the thread that is
-// about to wait for others to allocate on its behalf (autograd's engine running backward on
-// a GPU's own thread), its Python stack less the `skip` innermost frames names the
-// allocations of threads that have no Python frame of their own, until the matching
-// memtrace_end_lent_python_stack(). Returns 1 if a stack was lent, 0 if none could be walked.
+/* Note [Stacks lent to threads without Python] (lent_stacks.cpp): called by the thread that is
+ * about to wait for others to allocate on its behalf (autograd's engine running backward on
+ * a GPU's own thread), its Python stack less the `skip` innermost frames names the
+ * allocations made for that backward, until the calling thread's matching
+ * memtrace_end_lent_python_stack(). Lends nest (a backward inside a backward) and interleave
+ * (threads). Returns the lend's id (> 0), or 0 if no stack could be walked.
+ * memtrace_bind_lent_python_stack(id), called from inside that backward (a pre-hook of its root
+ * node), tells the lend which of autograd's graph tasks it is for; under LD_PRELOAD the engine
+ * says so itself. */
 MEMTRACE_EXPORT int memtrace_lend_python_stack(int skip);
 MEMTRACE_EXPORT void memtrace_end_lent_python_stack(void);
+MEMTRACE_EXPORT void memtrace_bind_lent_python_stack(int lend);
 
 /* Writes what is buffered to the file now. */
 MEMTRACE_EXPORT int memtrace_flush(void);

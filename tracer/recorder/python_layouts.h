@@ -1,6 +1,6 @@
 /* Where CPython keeps what the recorder reads without the GIL (Note [Python frames without the
- * GIL], python_stack.cpp): per minor version, x86_64 and aarch64 (LP64), the default build (not
- * free-threaded, not --with-trace-refs). Read from each version's own headers
+ * GIL], python_stack.cpp): per minor version, x86_64 and aarch64 (LP64), the default build and
+ * the free-threaded one (not --with-trace-refs). Read from each version's own headers
  * (Include/cpython/pystate.h, code.h, unicodeobject.h, bytesobject.h and, 3.11 on,
  * Include/internal/pycore_frame.h); tests/unit/python_layout_probe.c compiles against every
  * CPython installed here and fails on any offset that differs, so that a table that lies cannot
@@ -44,6 +44,12 @@ struct MemtracePythonLayout {
   /* bytes: ob_size and ob_sval. */
   int32_t bytes_size;
   int32_t bytes_data;
+  /* PyTypeObject's tp_dealloc (Note [Code objects that die]). */
+  int32_t type_dealloc;
+  /* 1: the free-threaded build (Py_GIL_DISABLED, "3.13t"), whose object header is 16 bytes
+   * longer; PyObject's ob_type: 8, or 24 free-threaded. */
+  int32_t free_threaded;
+  int32_t object_type;
 };
 
 /* The bounds CPython's _PyCode_CheckLineNumber walks over a line table (PyCodeAddressRange,
@@ -59,12 +65,20 @@ struct MemtraceAddressRange {
   } opaque;
 };
 
-/* The same order as the fields of MemtracePythonLayout. */
-#define MEMTRACE_PYTHON_LAYOUTS                                                                   \
-  {10, -1, 24, 1, 32, 24, 96, -1, -1, -1, -1, -1, 104, 112, 40, 120, 48, 72, 16, 32, 16, 32},     \
-      {11, 56, 8, 0, 32, 48, 56, 69, 1, -1, 184, 168, 112, 120, 72, 136, 48, 72, 16, 32, 16, 32}, \
-      {12, 56, 0, 0, 0, 8, 56, 70, 1, 3, 192, 176, 112, 120, 68, 136, 40, 56, 16, 32, 16, 32}, {  \
-    13, -1, 72, 0, 0, 8, 56, 70, 1, 3, 200, 184, 112, 120, 68, 136, 40, 56, 16, 32, 16, 32        \
+/* The same order as the fields of MemtracePythonLayout. The free-threaded 3.13t differs from
+ * 3.13 in every offset inside an object (its header), not in the thread state or the frames. */
+#define MEMTRACE_PYTHON_LAYOUTS                                                                    \
+  {10,  -1, 24,  1,  32, 24, 96, -1, -1, -1, -1, -1, 104,                                          \
+   112, 40, 120, 48, 72, 16, 32, 16, 32, 48, 0,  8},                                               \
+      {11,  56, 8,   0,  32, 48, 56, 69, 1,  -1, 184, 168, 112,                                    \
+       120, 72, 136, 48, 72, 16, 32, 16, 32, 48, 0,   8},                                          \
+      {12,  56, 0,   0,  0,  8,  56, 70, 1,  3,  192, 176, 112,                                    \
+       120, 68, 136, 40, 56, 16, 32, 16, 32, 48, 0,   8},                                          \
+      {13,  -1, 72,  0,  0,  8,  56, 70, 1,  3,  200, 184, 112,                                    \
+       120, 68, 136, 40, 56, 16, 32, 16, 32, 48, 0,   8},                                          \
+  {                                                                                                \
+    13, -1, 72, 0, 0, 8, 56, 70, 1, 3, 216, 200, 128, 136, 84, 152, 56, 72, 32, 48, 32, 48, 64, 1, \
+        24                                                                                         \
   }
 
 #endif

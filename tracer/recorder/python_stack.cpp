@@ -68,12 +68,8 @@ struct Api {
 //    them. The GC moves nothing; it cannot free what a live frame holds.
 //  - A code object's address can be reused once it is freed, and we do not own a reference
 //    (taking one without the GIL would race the interpreter's own, non-atomic counts). So a
-//    frame is known by its code object's address together with an identity read from it
-//    (RawFrame::identity: the address of its line table, a bytes object it owns), and a frame
-//    cached for a dead code object is not taken for a new one at the same address unless the
-//    new one's line table also sits where the old one's was: both freed and both addresses
-//    handed out again to the same pair, the one mislabel left (a compile() in a loop could do
-//    it; a model's code objects live as long as its modules).
+//    frame is known by its code object's address together with an identity that changes when
+//    a code object at that address dies (Note [Code objects that die]).
 //  - The file:line:function of a new (code, instruction) is resolved right there, under the
 //    recorder's lock, from those immutable fields: the strings are copied out of the str
 //    objects' own characters (never their cached UTF-8, which another thread may be
@@ -87,9 +83,13 @@ struct Api {
 //    frame capture.
 //  - Sub-interpreters: a thread's key holds the thread state it first had (the main
 //    interpreter's); while it runs code of another interpreter, the walk reads the frames that
-//    entered it, which are alive and suspended. Free-threaded and --with-trace-refs builds
-//    lay objects out differently: the check of PyCode_Type's type below tells them apart, and
-//    on them, as on a CPython whose layout we do not know, the walker says so once and only
+//    entered it, which are alive and suspended.
+//  - Free-threaded builds (3.13t) have no GIL to release: every thread runs at once, but still
+//    only the thread itself pushes and pops its frames, and code objects, str and bytes stay
+//    immutable; their objects have a longer header, so they have layouts of their own
+//    (python_layouts.h), told apart by a function only they export. --with-trace-refs builds
+//    lay objects out differently too: the check of PyCode_Type's type below tells them apart,
+//    and on them, as on a CPython whose layout we do not know, the walker says so once and only
 //    walks threads that hold the GIL, through the public API.
 // Every frame's code object is checked to be a code object (its type) before anything else
 // of it is read; a frame that fails the check means the layout is wrong: the walk returns
@@ -122,6 +122,45 @@ T field(const void* base, int32_t offset) {
   return value;
 }
 
+// Note [Code objects that die]
+// The frame cache, and each thread's cache of its last stack, know a frame by its code
+// object's address (RawFrame): an address the next code object often gets once the first one
+// dies. Programs make and drop code objects all day (torch.compile and dynamo's recompiles,
+// torch.fx's generated forwards, exec, code.replace): seen before this, 1,999 of 2,000
+// allocations of a code.replace() loop were named after its first function. A reference to
+// each code object would keep its address from being reused, but one cannot be taken without
+// the GIL (the counts are not atomic; a lost update frees a live object), nor dropped on the
+// allocating thread without it. Instead the recorder is told when a code object dies:
+// PyCode_Type's tp_dealloc is replaced, once, by codeDeallocCountingDeath, which bumps the
+// counter of the code object's address slot (g_code_deaths, one of kDeathSlots) and then calls
+// CPython's own code_dealloc with the same argument on the same thread. The identity of a
+// frame (RawFrame::identity) is its slot's count when it was walked, so a code object born at
+// a dead one's address has another identity than every frame cached for the dead one: the
+// count was raised before the memory was freed, and the new object can only run (and be
+// walked) after it was allocated again, under the GIL, which orders the two. A live code
+// object's count also moves when another one of its slot dies: its next event misses the
+// cache and resolves it once more (correct, a few hundred ns). One load per frame, as the
+// line table's address it replaces (bench/python_walk_instructions.py, docs/performance.md).
+// Nothing the program can see changes: the slot of a static type that no Python code can read
+// or set, called with the same object; the library is never unloaded (-z nodelete), so the
+// pointer stays valid for the life of the process. Deaths are counted wherever frames are
+// walked directly (the same layout condition); the public API's walk keeps every code object
+// it names alive instead (resolveFrame), which it may: it holds the GIL.
+constexpr size_t kDeathSlots = 16384;
+std::atomic<uint32_t> g_code_deaths[kDeathSlots];
+void (*g_code_dealloc)(void*) = nullptr;  // CPython's own, once replaced
+
+inline size_t deathSlotOf(const void* code) {
+  // Code objects are 16-byte aligned, a few hundred bytes each: the address bits above the
+  // alignment tell apart every code object of a 256 KiB stretch of the heap.
+  return (reinterpret_cast<uintptr_t>(code) >> 4) & (kDeathSlots - 1);
+}
+
+void codeDeallocCountingDeath(void* code) {
+  g_code_deaths[deathSlotOf(code)].fetch_add(1, std::memory_order_release);
+  g_code_dealloc(code);
+}
+
 struct RawFrameHash {
   uint64_t operator()(const RawFrame& frame) const {
     return mixBits(reinterpret_cast<uintptr_t>(frame.code) ^
@@ -140,19 +179,20 @@ FlatMap<RawFrame, FrameInfo*, RawFrameHash>& g_frame_cache = g_frame_cache_stora
 Immortal<Arena> g_frame_arena_storage;
 Arena& g_frame_arena = g_frame_arena_storage.value;
 
-const MemtracePythonLayout* layoutOf(unsigned long version_hex) {
+const MemtracePythonLayout* layoutOf(unsigned long version_hex, bool free_threaded) {
   if ((version_hex >> 24) != 3) return nullptr;
   uint32_t minor = (version_hex >> 16) & 0xff;
   for (const MemtracePythonLayout& layout : kLayouts)
-    if (layout.minor == minor) return &layout;
+    if (layout.minor == minor && (layout.free_threaded != 0) == free_threaded) return &layout;
   return nullptr;
 }
 
-// The default build lays a PyObject out as {refcount, type}: a static type object's type is
-// PyType_Type at offset 8. Free-threaded builds put the type at 24, trace-refs builds at 24.
-bool objectsLaidOutAsDefault() {
+// Whether the running build lays objects out as `layout` says: a static type object's type is
+// PyType_Type at its ob_type offset (8 in the default build; 24 free-threaded, and in a
+// --with-trace-refs build, which no layout describes).
+bool objectsLaidOutAs(const MemtracePythonLayout& layout) {
   return g_api.PyCode_Type && g_api.PyType_Type &&
-         field<const void*>(g_api.PyCode_Type, 8) == g_api.PyType_Type;
+         field<const void*>(g_api.PyCode_Type, layout.object_type) == g_api.PyType_Type;
 }
 
 // "3.9.18", from Py_GetVersion (a string made once, at start-up); "?" without it.
@@ -168,7 +208,7 @@ void sayLayoutUnknownOnce(const char* why) {
   char version[32], line[320];
   pythonVersion(version, sizeof(version));
   snprintf(line, sizeof(line),
-           "CPython %s: %s (3.10-3.13 are known): Python lines are recorded only for "
+           "CPython %s: %s (3.10-3.13 and 3.13t are known): Python lines are recorded only for "
            "allocations made while holding the GIL, and PyTorch's ops release it",
            version, why);
   warn(line);
@@ -188,19 +228,33 @@ void sayUnsupportedOnce() {
   warn(line);
 }
 
-bool isCode(const void* object) {
-  return object && field<const void*>(object, 8) == g_api.PyCode_Type;
+// Note [Code objects that die]: from now on every code object's death is counted. Done once,
+// when the API is loaded: before Python starts (LD_PRELOAD), or by a thread that holds the GIL
+// (the package's dlopen), so that every thread that frees a code object later (with the GIL)
+// sees g_code_dealloc set before it calls through the new slot.
+bool countCodeDeaths() {
+  if (!g_layout || !objectsLaidOutAs(*g_layout)) return false;
+  using Dealloc = void (*)(void*);
+  auto* slot = reinterpret_cast<Dealloc*>(
+      const_cast<char*>(static_cast<const char*>(g_api.PyCode_Type)) + g_layout->type_dealloc);
+  Dealloc current = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+  if (!current) return false;
+  if (current != &codeDeallocCountingDeath) {
+    g_code_dealloc = current;
+    __atomic_store_n(slot, &codeDeallocCountingDeath, __ATOMIC_RELEASE);
+  }
+  return true;
 }
 
-// The line table object's address: a new code object at a freed one's address has a new line
-// table, allocated while the old one's was still alive, so at another address; a line table
-// freed with its code object and reused by the next is the one case left (Note [Python frames
-// without the GIL]). One load a frame: the walk's cost is in loads
-// (bench/python_walk_instructions.py).
-template <const MemtracePythonLayout& layout>
-uint32_t identityOf(const void* code) {
-  auto table = reinterpret_cast<uintptr_t>(field<const void*>(code, layout.code_line_table));
-  return static_cast<uint32_t>(table >> 3) | 1;  // never 0: 0 is a frame the API walked
+bool isCode(const void* object, const MemtracePythonLayout& layout) {
+  return object && field<const void*>(object, layout.object_type) == g_api.PyCode_Type;
+}
+
+// What tells a code object from a dead one that had its address (Note [Code objects that
+// die]): the deaths counted at its address slot. Never 0: 0 is a frame the API walked. One load
+// a frame: the walk's cost is in loads (bench/python_walk_instructions.py).
+inline uint32_t identityOf(const void* code) {
+  return (g_code_deaths[deathSlotOf(code)].load(std::memory_order_relaxed) << 1) | 1;
 }
 
 // Note [Python frames without the GIL]: the calling thread's frames, innermost first. Returns
@@ -217,19 +271,25 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max) {
   }
   frame = field<const void*>(frame, layout.current_frame);
   size_t walked = 0;
-  for (; frame && walked < max; frame = field<const void*>(frame, layout.frame_previous)) {
+  // Frames skipped (entry frames of the C stack, frames not started yet) are visited too, and
+  // bounded: at most one of each per recorded frame, and one at the top. A chain that goes on
+  // past that (a layout that lies, a cycle) ends the walk rather than looping.
+  if (max == 0) return 0;
+  size_t visits_left = 2 * max + 2;
+  for (; frame && visits_left > 0;
+       frame = field<const void*>(frame, layout.frame_previous), --visits_left) {
     int position;
     const char* code;
     if constexpr (layout.frame_is_object) {
       code = field<const char*>(frame, layout.frame_code);
-      if (walked == 0 && !isCode(code)) return SIZE_MAX;
+      if (walked == 0 && !isCode(code, layout)) return SIZE_MAX;
       int lasti = field<int>(frame, layout.frame_instruction);
       position = lasti < 0 ? -1 : 2 * lasti;
     } else {
       char owner = field<char>(frame, layout.frame_owner);
       if (owner == layout.owned_by_c_stack) continue;
       code = field<const char*>(frame, layout.frame_code);
-      if (walked == 0 && !isCode(code)) return SIZE_MAX;
+      if (walked == 0 && !isCode(code, layout)) return SIZE_MAX;
       const char* units = code + layout.code_units;
       const char* instruction = field<const char*>(frame, layout.frame_instruction);
       if (owner != layout.owned_by_generator &&
@@ -238,7 +298,8 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max) {
       ptrdiff_t bytes_in = instruction - units;
       position = bytes_in < 0 ? -1 : static_cast<int32_t>(bytes_in & ~ptrdiff_t{1});
     }
-    frames[walked++] = RawFrame{code, position, identityOf<layout>(code)};
+    frames[walked] = RawFrame{code, position, identityOf(code)};
+    if (++walked == max) break;
   }
   return walked;
 }
@@ -246,13 +307,14 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max) {
 using DirectWalk = size_t (*)(const void*, RawFrame*, size_t);
 
 template <size_t... index>
-DirectWalk directWalkOf(uint32_t minor, std::index_sequence<index...>) {
+DirectWalk directWalkOf(const MemtracePythonLayout* layout, std::index_sequence<index...>) {
   DirectWalk walk = nullptr;
-  ((kLayouts[index].minor == minor ? (walk = &walkDirectly<kLayouts[index]>) : walk), ...);
+  ((&kLayouts[index] == layout ? (walk = &walkDirectly<kLayouts[index]>) : walk), ...);
   return walk;
 }
 
-DirectWalk g_direct_walk = nullptr;  // for this interpreter's layout
+DirectWalk g_direct_walk = nullptr;           // for this interpreter's layout
+bool g_thread_state_is_thread_local = false;  // 3.12 on: see holdsGil
 
 // The public API's walk, from the thread's top frame object, which it releases. The GIL is
 // held. The code objects it names are kept alive by resolveFrame (identity 0).
@@ -271,6 +333,19 @@ size_t walkWithApi(void* frame, RawFrame* frames, size_t max) {
   }
   if (frame) g_api.Py_DecRef(frame);  // deeper than `max`: the outermost frames are dropped
   return count;
+}
+
+// Whether the calling thread holds the GIL. PyGILState_Check answers 1 when it cannot tell: no
+// thread state machinery yet, and on 3.10 and 3.11 ever after a sub-interpreter was made
+// (Py_NewInterpreter turns its check off for good). And there the current thread state
+// (_PyThreadState_UncheckedGet) is the process's, the one of whichever thread holds the GIL,
+// not the caller's: so on those the holder must be the caller's own thread state. From 3.12 the
+// current thread state is the calling thread's own (a thread-local), set only while it holds
+// the GIL (its interpreter's).
+bool holdsGil() {
+  void* current = g_api.PyThreadState_UncheckedGet();
+  if (!current || !g_api.PyGILState_Check()) return false;
+  return g_thread_state_is_thread_local || current == g_api.PyGILState_GetThisThreadState();
 }
 
 bool pythonRunning() {
@@ -343,7 +418,7 @@ int lineOf(const void* code, int position) {
 
 void resolveDirectly(const RawFrame& frame, FrameInfo* info) {
   const MemtracePythonLayout& layout = *g_layout;
-  if (!isCode(frame.code)) {  // never seen: the walk names only code objects' frames
+  if (!isCode(frame.code, layout)) {  // never seen: the walk names only code objects' frames
     *info = FrameInfo{"?", "?", 1, 1, 0, 0, 0};
     return;
   }
@@ -427,10 +502,14 @@ bool loadApi() {
                           : !api.PyFrame_GetLasti && dlsym(RTLD_DEFAULT, "PyGC_Enable") ? 0x030A0000
                                                                                         : 0;
   g_api = api;
-  g_layout = layoutOf(version);
-  if (g_layout)
-    g_direct_walk = directWalkOf(g_layout->minor, std::make_index_sequence<kLayoutCount>());
-  if (g_direct_walk && api.PyCode_CheckLineNumber && objectsLaidOutAsDefault())
+  g_thread_state_is_thread_local = version >= 0x030C0000;
+  // Only the free-threaded build has it (Objects/object.c, under Py_GIL_DISABLED).
+  bool free_threaded = dlsym(RTLD_DEFAULT, "_Py_MergeZeroLocalRefcount") != nullptr;
+  g_layout = layoutOf(version, free_threaded);
+  if (g_layout) g_direct_walk = directWalkOf(g_layout, std::make_index_sequence<kLayoutCount>());
+  // Frames are walked directly only where code objects' deaths are counted (Note [Code objects
+  // that die]): their identity rests on it.
+  if (g_direct_walk && api.PyCode_CheckLineNumber && countCodeDeaths())
     g_walker.store(Walker::kDirect, std::memory_order_relaxed);
   g_api_loaded.store(true, std::memory_order_release);
   return true;
@@ -444,9 +523,7 @@ bool canWalk(bool* holds_gil) {
   }
   if (!pythonRunning()) return false;
   if (g_walker.load(std::memory_order_relaxed) == Walker::kDirect) return true;
-  // PyGILState_Check answers 1 when it cannot tell (no thread state machinery yet), so the
-  // thread state is checked too.
-  *holds_gil = g_api.PyGILState_Check() && g_api.PyThreadState_UncheckedGet() != nullptr;
+  *holds_gil = holdsGil();
   if (!*holds_gil && !g_layout_failed_said.load(std::memory_order_relaxed))
     sayLayoutUnknownOnce(g_layout ? "this build lays objects out unlike the default build"
                                   : "no known frame layout");
@@ -486,11 +563,14 @@ const char* walkerName() {
   return g_walker.load(std::memory_order_relaxed) == Walker::kDirect ? "direct" : "public-api";
 }
 
-FrameInfo* resolveFrame(const RawFrame& frame) {
+FrameInfo* resolveFrame(const RawFrame& frame, bool holds_gil) {
   if (FrameInfo** cached = g_frame_cache.find(frame)) return *cached;
+  bool walked_directly = frame.identity != 0;
+  // A frame the API walked, not resolved when it was (out of memory), and met again on a thread
+  // without the GIL (a lent stack's): the API is not called there; the frame stays unknown.
+  if (!walked_directly && !holds_gil) return nullptr;
   auto* info = static_cast<FrameInfo*>(g_frame_arena.allocate(sizeof(FrameInfo)));
   if (!info) return nullptr;
-  bool walked_directly = frame.identity != 0;
   if (walked_directly)
     resolveDirectly(frame, info);
   else

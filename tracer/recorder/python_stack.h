@@ -73,8 +73,10 @@ void usePublicApiOnly();
 // "public-api" (threads that hold the GIL only).
 const char* walkerName();
 
-// The metadata of a captured frame, or nullptr if it cannot be had (out of memory). Called
-// under the recorder's lock, by the thread that captured the frame, still in the same hook.
-FrameInfo* resolveFrame(const RawFrame& frame);
+// The metadata of a captured frame, or nullptr if it cannot be had (out of memory, or a frame
+// the public API walked, never resolved, on a thread that does not hold the GIL: `holds_gil`
+// is canWalk's answer in this hook). Called under the recorder's lock, in the hook that
+// captured the frame or borrowed it (Note [Stacks lent to threads without Python]).
+FrameInfo* resolveFrame(const RawFrame& frame, bool holds_gil);
 
 }  // namespace memtrace::python

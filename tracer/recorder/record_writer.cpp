@@ -14,7 +14,11 @@ using codec::putZigzag;
 using format::EventBits;
 using format::RecordType;
 
-constexpr char kVersionString[] = "memtrace 0.1.0";
+#ifndef MEMTRACE_VERSION
+#error "MEMTRACE_VERSION is defined by tracer/recorder/CMakeLists.txt (from the VERSION file)"
+#endif
+// The ProcessInfo's tracer version: the VERSION file's, as the tools' --version prints it.
+constexpr char kVersionString[] = "memtrace " MEMTRACE_VERSION;
 
 // FNV-1a: strings are interned once per distinct frame, so a simple hash is enough.
 uint64_t hashBytes(const char* data, size_t size) {
@@ -57,6 +61,7 @@ void RecordWriter::beginFile(uint64_t start_monotonic_ns) {
   native_nodes_.clear();
   native_node_count_ = 0;
   devices_written_ = 0;
+  simulated_written_ = false;
   resetBases(start_monotonic_ns);
 }
 
@@ -220,6 +225,24 @@ bool RecordWriter::writeDistributed(const DistributedFields& rank) {
   return true;
 }
 
+bool RecordWriter::writeSimulatedDevice(const SimulatedDeviceFields& device) {
+  size_t name_size = cappedLength(device.profile_name);
+  size_t file_size = cappedLength(device.profile_file);
+  uint8_t* p = file_.reserve(name_size + file_size + 48);
+  if (!p) return false;
+  uint8_t* start = p++;
+  p = putBytes(p, device.profile_name, name_size);
+  p = putBytes(p, device.profile_file, file_size);
+  p = putVarint(p, device.memory_bytes);
+  *p++ = device.memory_set_by_user ? 1 : 0;
+  p = putVarint(p, static_cast<uint64_t>(device.device_count));
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kSimulatedDevice));
+  // Once a file, like the tables: a flight recorder's compaction writes it again.
+  logTable(start, p);
+  simulated_written_ = true;
+  return true;
+}
+
 uint32_t RecordWriter::internString(const char* data, size_t size, bool* ok) {
   if (size > format::kMaxStringBytes) size = format::kMaxStringBytes;
   uint64_t hash = hashBytes(data, size);
@@ -326,7 +349,7 @@ uint32_t RecordWriter::internPythonStack(ThreadState& thread, bool* ok) {
       thread.python_frames, thread.python_count, thread.cached_python, thread.cached_python_nodes,
       &thread.cached_python_count,
       [&](uint32_t parent, const python::RawFrame& raw, const python::RawFrame*) -> uint32_t {
-        python::FrameInfo* info = python::resolveFrame(raw);
+        python::FrameInfo* info = python::resolveFrame(raw, thread.python_holds_gil);
         uint32_t frame = internFrame(info ? info : &g_unknown_frame, ok);
         if (!*ok) return 0;
         return internNode(python_nodes_, &python_node_count_, NodeKey{parent, 0, frame}, [&] {
@@ -589,6 +612,19 @@ bool RecordWriter::writeFailedAlloc(uint64_t time_ns, uint64_t size, uint32_t py
   p = putVarint(p, python_stack);
   p = putVarint(p, native_stack);
   file_.commit(start, p, static_cast<uint8_t>(RecordType::kFailedAlloc));
+  return true;
+}
+
+bool RecordWriter::writeDeviceRead(uint64_t time_ns, uint64_t bytes, uint32_t python_stack,
+                                   uint32_t native_stack) {
+  uint8_t* p = file_.reserve(48);
+  if (!p) return false;
+  uint8_t* start = p++;
+  p = putVarint(p, timeDelta(time_ns));
+  p = putVarint(p, bytes);
+  p = putVarint(p, python_stack);
+  p = putVarint(p, native_stack);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kDeviceRead));
   return true;
 }
 

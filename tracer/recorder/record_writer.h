@@ -47,6 +47,15 @@ struct DistributedFields {
   const char* job_id;  // "" when unknown
 };
 
+// The kSimulatedDevice record's fields (Note [The simulated device]): borrowed C strings.
+struct SimulatedDeviceFields {
+  const char* profile_name;
+  const char* profile_file;
+  uint64_t memory_bytes;  // each device's
+  bool memory_set_by_user;
+  int device_count;
+};
+
 // The context of the events that follow (a kContext record is written when it changes).
 struct EventContext {
   pid_t thread_id;
@@ -124,6 +133,9 @@ class RecordWriter {
   bool writeProcessInfo(const ProcessInfoFields& info);
   bool writeDistributed(const DistributedFields& rank);
   bool writeDevice(int device, const char* name, uint64_t total_bytes);
+  // The simulated device (Note [The simulated device]); once a file (simulatedWritten()).
+  bool writeSimulatedDevice(const SimulatedDeviceFields& device);
+  bool simulatedWritten() const { return simulated_written_; }
   bool writeMarker(uint64_t time_ns, format::MarkerKind kind, const char* name);
   // The training records (Note [Training records]).
   bool writeCategory(uintptr_t address, format::Category category);
@@ -143,6 +155,9 @@ class RecordWriter {
   bool writeFree(uint64_t time_ns, uintptr_t address, uint32_t python_stack, uint32_t native_stack);
   bool writeFailedAlloc(uint64_t time_ns, uint64_t size, uint32_t python_stack,
                         uint32_t native_stack);
+  // A read of device values on the simulated device (Note [The simulated device]).
+  bool writeDeviceRead(uint64_t time_ns, uint64_t bytes, uint32_t python_stack,
+                       uint32_t native_stack);
   // Writes the loaded objects (kLoadedObject records) this file has not got yet.
   bool writeNewLoadedObjects();
   // Writes a module scope record if `thread`'s running nn.Module is not the one the file
@@ -233,7 +248,8 @@ class RecordWriter {
   uint32_t python_node_count_ = 0;
   NodeMap native_nodes_;
   uint32_t native_node_count_ = 0;
-  uint64_t devices_written_ = 0;  // bit d: device d has its kDevice record
+  uint64_t devices_written_ = 0;    // bit d: device d has its kDevice record
+  bool simulated_written_ = false;  // the file has its kSimulatedDevice record
   static_assert(format::kMaxDevices <= 64, "devices_written_ has a bit per device");
 
   // Delta bases of the event encoding (Note [Event bit layout]).

@@ -14,6 +14,7 @@
 
 #include "tracer/format/peak.h"
 #include "tracer/recorder/flight.h"
+#include "tracer/recorder/lent_stacks.h"
 #include "tracer/recorder/native_stack.h"
 #include "tracer/recorder/python_stack.h"
 #include "tracer/recorder/recorder_state.h"
@@ -82,6 +83,7 @@ struct Capture {
   ThreadState* thread = nullptr;
   bool python = false;
   bool native = false;
+  int64_t graph_task = -1;  // autograd's, while a stack is lent (Note [Stacks lent to ...])
 };
 
 // Whether this event's stacks are captured at all (tracing, and frees only when asked).
@@ -90,14 +92,17 @@ bool capturesStacks(bool is_free) {
 }
 
 // `walk_python`: Python stacks are wanted and this thread's can be walked (decided once per
-// event: it also decides the GcPause around the public API's walk).
-Capture captureStacks(bool is_free, const void* caller, bool walk_python) {
+// event: it also decides the GcPause around the public API's walk); `holds_gil`, canWalk's.
+Capture captureStacks(bool is_free, const void* caller, bool walk_python, bool holds_gil) {
   Capture capture;
   if (!capturesStacks(is_free)) return capture;
   capture.thread = currentThreadState();
   if (!capture.thread) return capture;
   capture.thread->python_count = 0;
   capture.thread->native_count = 0;
+  capture.thread->python_holds_gil = holds_gil;
+  if (anyStackLent() && format::wantsPython(g_config.stack_mode))
+    capture.graph_task = currentGraphTask();
   if (walk_python) {
     capture.thread->python_count =
         python::captureStack(capture.thread->python_frames, g_config.python_depth);
@@ -111,31 +116,10 @@ Capture captureStacks(bool is_free, const void* caller, bool walk_python) {
   return capture;
 }
 
-// Note [Stacks lent to threads without Python]
-// Autograd's engine runs a GPU's backward on a thread of its own that never ran Python: its
-// allocations have no Python stack. What the user can act on is the line that called
-// backward (loss.backward()): the package wraps autograd's engine so that the calling thread,
-// just before it blocks in the engine, lends its stack (memtrace_lend_python_stack), and takes
-// it back when the engine returns. In between, an allocation on a thread with no Python frame
-// of its own is attributed to the lent stack. The lent frames are resolved when lent (the
-// lender holds the GIL then, and its frames are alive), so using them later reads nothing of
-// the interpreter. One stack is lent at a time: when two threads run backward at once, the
-// later lender's stack names the allocations of both until both have ended.
-// Costs nothing per event but a test of g_lent_depth, and a copy of the lent frames for the
-// events that use it. Guarded by g_mutex.
-python::RawFrame g_lent_frames[kMaxPythonDepth];
-size_t g_lent_count = 0;
-int g_lent_depth = 0;
-
-// Gives a thread without Python frames the lent stack, if any (g_mutex held).
+// Gives the thread the stacks lent to the backward it runs, if any (g_mutex held).
 void borrowLentStack(Capture* capture) {
-  if (!capture->thread || capture->python || g_lent_depth == 0 || g_lent_count == 0 ||
-      !format::wantsPython(g_config.stack_mode))
-    return;
-  std::memcpy(capture->thread->python_frames, g_lent_frames,
-              g_lent_count * sizeof(g_lent_frames[0]));
-  capture->thread->python_count = g_lent_count;
-  capture->python = true;
+  if (!capture->thread || !anyStackLent() || !format::wantsPython(g_config.stack_mode)) return;
+  capture->python = borrowLentStacks(*capture->thread, capture->graph_task);
 }
 
 // Interns the captured stacks (with g_mutex held). *unknown_object asks the caller to
@@ -231,7 +215,7 @@ class EventRecording {
       : walk_python_(capturesStacks(is_free) && format::wantsPython(g_config.stack_mode) &&
                      python::canWalk(&holds_gil_)),
         gc_pause_(walk_python_ && holds_gil_),
-        capture_(captureStacks(is_free, source.caller, walk_python_)),
+        capture_(captureStacks(is_free, source.caller, walk_python_, holds_gil_)),
         captured_(capturesStacks(is_free)) {}
 
   // After the lock is released (Note [Recording scope before the lock]): a native frame
@@ -347,6 +331,41 @@ void recordFree(const RecursionGuard&, const EventSource& source, const void* ad
   afterRecord(time);
 }
 
+// Note [The simulated device] (records.h): a read of device values is recorded as an
+// allocation is (guard, capture outside the lock, lock, write), with its context and stacks;
+// it changes no live bytes and no counter.
+void recordDeviceRead(const RecursionGuard&, const EventSource& source, uint64_t bytes) {
+  ensureRecorderInitialized();
+  describeDevice(source.device);
+  EventRecording recording(source, /*is_free=*/false);  // Note [Recording scope before the lock]
+  MutexLock lock;
+  uint64_t time = monotonicNow();
+  if (!ensureFileOpen()) return;
+  uint32_t python_stack = 0, native_stack = 0;
+  if (!recording.writePrelude(source, source.device, source.level, &python_stack, &native_stack) ||
+      !g_writer.writeDeviceRead(time, bytes, python_stack, native_stack))
+    failWrite();
+  afterRecord(time);
+}
+
+void setSimulatedDevice(const SimulatedDevice& device) {
+  ensureRecorderInitialized();
+  MutexLock lock;
+  SimulatedDeviceCopy& copy = g_simulated;
+  snprintf(copy.profile_name, sizeof(copy.profile_name), "%s",
+           device.profile_name ? device.profile_name : "");
+  snprintf(copy.profile_file, sizeof(copy.profile_file), "%s",
+           device.profile_file ? device.profile_file : "");
+  copy.memory_bytes = device.memory_bytes;
+  copy.memory_set_by_user = device.memory_set_by_user;
+  // The reader takes 1 to kMaxDevices devices; the simulated device makes 1 to 64.
+  copy.device_count = device.device_count < 1             ? 1
+                      : device.device_count > kMaxDevices ? kMaxDevices
+                                                          : device.device_count;
+  copy.known = true;
+  if (!writeSimulatedDeviceIfNew()) failWrite();
+}
+
 void recordFailedAlloc(const RecursionGuard&, const EventSource& source, uint64_t size) {
   ensureRecorderInitialized();
   describeDevice(source.device);
@@ -367,29 +386,6 @@ void recordFailedAlloc(const RecursionGuard&, const EventSource& source, uint64_
   writeOutOfMemoryReport(time, size, recording.context(), python_stack, recording.module());
   // An OOM is often followed by the process dying: a buffered file writes it now.
   if (!g_file.mapped() && !g_file.flush()) failWrite();
-}
-
-int lendPythonStack(size_t skip) {
-  ensureRecorderInitialized();
-  ThreadState* thread = currentThreadState();
-  bool holds_gil = false;
-  if (!thread || !python::canWalk(&holds_gil)) return 0;
-  python::GcPause gc_pause(holds_gil);
-  size_t count = python::captureStack(thread->python_frames, g_config.python_depth);
-  size_t kept = count > skip ? count - skip : 0;
-  MutexLock lock;
-  // Resolved now, while the lender's frames are alive (Note [Stacks lent to threads without
-  // Python]); a frame that cannot be resolved (out of memory) is lent as <unknown>.
-  for (size_t i = 0; i < kept; ++i) python::resolveFrame(thread->python_frames[skip + i]);
-  std::memcpy(g_lent_frames, thread->python_frames + skip, kept * sizeof(g_lent_frames[0]));
-  g_lent_count = kept;
-  ++g_lent_depth;
-  return 1;
-}
-
-void endLentPythonStack() {
-  MutexLock lock;
-  if (g_lent_depth > 0 && --g_lent_depth == 0) g_lent_count = 0;
 }
 
 }  // namespace memtrace

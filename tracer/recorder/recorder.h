@@ -71,16 +71,41 @@ void recordDeviceMemory();
 using DeviceDescriber = bool (*)(int device, char* name, size_t name_size, uint64_t* total_bytes);
 void setDeviceDescriber(DeviceDescriber describer);
 
+// The simulated GPU the process runs on (Note [The simulated device] in
+// tracer/format/records.h), as the shim found it. The recorder copies it and writes it to every
+// file it opens from then on, and at once to the file already open, if any.
+struct SimulatedDevice {
+  const char* profile_name;
+  const char* profile_file;
+  uint64_t memory_bytes;  // each device's
+  bool memory_set_by_user;
+  int device_count;
+};
+void setSimulatedDevice(const SimulatedDevice& device);
+// A copy from device memory to the host on the simulated device (its read observer): the
+// thread's stacks and `bytes`, with the path of an allocation (guard, capture, lock, write).
+void recordDeviceRead(const RecursionGuard& guard, const EventSource& source, uint64_t bytes);
+
 // Initializes the recorder once (config, fork and exit handlers, autostart). Called by the
 // library's constructor and, in case a hook runs before it, by every record function.
 void ensureRecorderInitialized();
 
-// Note [Stacks lent to threads without Python] (recorder.cpp): the calling thread's Python
-// stack, less its `skip` innermost frames, names the allocations of threads that have no
-// Python frame, until the matching endLentPythonStack. Returns 1, or 0 when no Python stack
-// can be walked here.
+// Note [Stacks lent to threads without Python] (lent_stacks.cpp). The package's side: the
+// calling thread's Python stack, less its `skip` innermost frames, is lent to the backward it is
+// about to run, until its matching endLentPythonStack (the calling thread's latest lend ends).
+// Returns the lend's id (> 0), or 0 when no Python stack can be walked here or too many are
+// lent. bindLentPythonStack(id), from a pre-hook of the backward's root node, tells the lend
+// which graph task it is for (the one the calling thread runs).
 int lendPythonStack(size_t skip);
 void endLentPythonStack();
+void bindLentPythonStack(int id);
+// The engine's side (allocator/autograd_hooks.cpp): a thread starts `graph_task` (a GraphTask*)
+// and waits for it; returns the id to end it with (0: none made, or the package's adopted).
+int lendForGraphTaskStart(const void* graph_task);
+void endLendForGraphTask(int id);
+// A node of `graph_task` is evaluated on the calling thread (the engine's current graph task
+// is it): lends for it learn its id.
+void graphTaskEvaluates(const void* graph_task);
 
 // Whether this library was loaded through LD_PRELOAD (then tracing starts at load).
 bool loadedByPreload();

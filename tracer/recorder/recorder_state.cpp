@@ -34,9 +34,17 @@ char g_path_pattern[4096];
 char g_last_error[512];
 
 std::atomic<bool> g_tracing{false};
+SimulatedDeviceCopy g_simulated;
 
 uint64_t g_device_memory_read_ns[kMaxDevices];
 uint32_t g_device_memory_file[kMaxDevices];
+
+bool writeSimulatedDeviceIfNew() {
+  if (!g_simulated.known || !g_file.isOpen() || g_writer.simulatedWritten()) return true;
+  return g_writer.writeSimulatedDevice(SimulatedDeviceFields{
+      g_simulated.profile_name, g_simulated.profile_file, g_simulated.memory_bytes,
+      g_simulated.memory_set_by_user, g_simulated.device_count});
+}
 
 void setError(const char* message, const char* detail) {
   snprintf(g_last_error, sizeof(g_last_error), "%s%s", message, detail ? detail : "");

@@ -93,6 +93,20 @@ extern char g_last_error[512];
 
 extern std::atomic<bool> g_tracing;  // capture stacks (read without the lock)
 
+// The simulated GPU (Note [The simulated device] in records.h), once the shim found it: a copy,
+// written to every file from then on (session.cpp).
+struct SimulatedDeviceCopy {
+  bool known = false;
+  char profile_name[256];
+  char profile_file[4096];
+  uint64_t memory_bytes = 0;
+  bool memory_set_by_user = false;
+  int device_count = 0;
+};
+extern SimulatedDeviceCopy g_simulated;
+// Writes the simulated device's record to the open file if it has not got it (g_mutex held).
+bool writeSimulatedDeviceIfNew();
+
 // Device memory readings (Note [Device memory readings] in records.h): when device d was last
 // read (or tried), and in which file (RecordWriter::generation()).
 extern uint64_t g_device_memory_read_ns[kMaxDevices];

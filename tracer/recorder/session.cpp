@@ -201,6 +201,8 @@ bool openFile() {
   info.free_stacks = g_config.free_stacks;
   bool ok = g_writer.writeProcessInfo(info);
   if (DistributedFields rank; ok && readDistributed(&rank)) ok = g_writer.writeDistributed(rank);
+  // Note [The simulated device]: right after the process (and the rank), when known now.
+  if (ok) ok = writeSimulatedDeviceIfNew();
   if (ok && format::wantsNative(g_config.stack_mode)) ok = g_writer.writeNewLoadedObjects();
 
   // The snapshot, device by device so that the context changes once per device. What the

@@ -24,6 +24,7 @@ struct ThreadState {
   // Captured for the event being recorded, innermost first.
   python::RawFrame python_frames[kMaxPythonDepth];
   size_t python_count;
+  bool python_holds_gil;  // this thread held the GIL when they were captured (canWalk)
   uintptr_t native_ips[kMaxNativeDepth];
   size_t native_count;
 

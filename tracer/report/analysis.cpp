@@ -202,7 +202,27 @@ struct SummaryVisitor : reader::LiveVisitor {
 
   void onFailedAlloc(const Event& event) {
     ++summary.failed_allocations;
-    summary.first_failed_event = std::min(summary.first_failed_event, event.index);
+    if (summary.first_failed_event != UINT64_MAX) return;
+    summary.first_failed_event = event.index;
+    summary.first_failure = FailedRequest{event.index,           event.time_ns,      event.size,
+                                          event.python_stack,    event.native_stack, event.module,
+                                          event.context->device, event.traced};
+  }
+
+  void onDeviceRead(const reader::DeviceRead& read) {
+    summary.duration_ns = std::max(summary.duration_ns, read.time_ns);
+    if (!selected(summary.device_filter, read.context->device)) return;
+    ++summary.device_read_count;
+    summary.device_read_bytes += read.bytes;
+    // By stacks as written: the distinct sites are few (the tables bound them), the reads not.
+    ReadKey key{read.python_stack, read.native_stack, read.traced};
+    auto [found, added] = read_sites.try_emplace(key, summary.device_reads.size());
+    if (added)
+      summary.device_reads.push_back(
+          DeviceReadSite{read.python_stack, read.native_stack, read.traced, read.module, 0, 0});
+    DeviceReadSite& site = summary.device_reads[found->second];
+    ++site.count;
+    site.bytes += read.bytes;
   }
 
   void onUnmatchedFree(const Event&) { ++summary.unmatched_frees; }
@@ -245,8 +265,22 @@ struct SummaryVisitor : reader::LiveVisitor {
     }
   }
 
+  struct ReadKey {
+    uint32_t python_stack;
+    uint32_t native_stack;
+    bool traced;
+    bool operator==(const ReadKey&) const = default;
+  };
+  struct ReadKeyHash {
+    size_t operator()(const ReadKey& key) const {
+      return (uint64_t{key.python_stack} << 33 | uint64_t{key.native_stack} << 1 | key.traced) *
+             0x9E3779B97F4A7C15ULL;
+    }
+  };
+
   TraceSummary& summary;
   const reader::Tables& tables;
+  std::unordered_map<ReadKey, size_t, ReadKeyHash> read_sites;  // index into device_reads
   uint64_t current = 0;
   uint64_t mapped = 0;               // bytes mapped now
   uint64_t reserved = 0;             // bytes of address space reserved now
@@ -474,6 +508,7 @@ TraceSummary summarize(reader::TraceReader& trace, int device_filter, Until unti
                              (seen.empty() ? "no event names a device" : "devices: " + seen) + ")");
   }
   summary.process = tables.process;
+  summary.simulated = tables.simulated;
   summary.file_bytes = trace.fileSize();
   summary.cut_offset = trace.cutOffset();
   summary.open_chunk_offset = trace.openChunkOffset();

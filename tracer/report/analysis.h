@@ -69,6 +69,29 @@ struct DeviceMemoryReading {
   uint64_t live_bytes = 0;  // in allocations on the device, at the reading
 };
 
+// Reads of device values made at one place (Note [The simulated device] in records.h): the
+// stacks as written, summed.
+struct DeviceReadSite {
+  uint32_t python_stack = 0;
+  uint32_t native_stack = 0;
+  bool traced = false;
+  uint32_t module = 0;  // of the first read (string id)
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+};
+
+// The first failed allocation (an out-of-memory), as the trace wrote it.
+struct FailedRequest {
+  uint64_t event = 0;
+  uint64_t time_ns = 0;
+  uint64_t size = 0;
+  uint32_t python_stack = 0;
+  uint32_t native_stack = 0;
+  uint32_t module = 0;  // string id of the nn.Module running (0: none)
+  int device = -1;
+  bool traced = false;
+};
+
 // What a flight recorder's file kept (Note [The flight recorder's file], records.h).
 struct FlightSummary {
   bool flight = false;           // the file says it is one
@@ -82,6 +105,8 @@ struct FlightSummary {
 
 struct TraceSummary {
   reader::ProcessInfo process;
+  // The process ran on memtrace's simulated GPU (kSimulatedDevice): every view says so.
+  std::optional<reader::SimulatedDeviceInfo> simulated;
   uint64_t file_bytes = 0;
   uint64_t cut_offset = 0;     // a partial last chunk began here (0: none)
   bool ended_cleanly = false;  // a process-exit or trace-closed mark was written
@@ -102,6 +127,7 @@ struct TraceSummary {
   uint64_t unmatched_frees = 0;       // frees of addresses not live (should be 0)
   uint64_t replaced_allocations = 0;  // allocations over a live address (should be 0)
   uint64_t first_failed_event = UINT64_MAX;
+  std::optional<FailedRequest> first_failure;  // its request (first_failed_event's)
   uint64_t duration_ns = 0;
   bool segment_level = false;  // some events are segments of PyTorch's caching allocator
   bool tensor_level = false;
@@ -117,6 +143,12 @@ struct TraceSummary {
   uint64_t mapped_peak_bytes = 0;
   uint64_t reserved_peak_bytes = 0;
   std::vector<MarkerSummary> markers;  // annotations and phases, in order
+
+  // Reads of device values on the simulated device (kDeviceRead) on the selected devices, by
+  // stacks, in the order first seen; and their totals.
+  std::vector<DeviceReadSite> device_reads;
+  uint64_t device_read_count = 0;
+  uint64_t device_read_bytes = 0;
 
   // Training (Note [Training records]): the trace has kCategory, kTrainingPhase or kStepEnd.
   bool training = false;

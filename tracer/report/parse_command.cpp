@@ -108,6 +108,17 @@ struct Printer : reader::LiveVisitor {
     out << fmt::format("device-memory t={} device={} free_bytes={} total_bytes={}\n",
                        reading.time_ns, reading.device, reading.free_bytes, reading.total_bytes);
   }
+  void onSimulatedDevice(const reader::SimulatedDeviceInfo& info) {
+    out << fmt::format(
+        "simulated-device profile={} file={} memory_bytes={} memory_set_by_user={} devices={}\n",
+        quoted(info.profile_name), quoted(info.profile_file), info.memory_bytes,
+        info.memory_set_by_user ? 1 : 0, info.device_count);
+  }
+  void onDeviceRead(const reader::DeviceRead& read) {
+    out << fmt::format("device-read t={} bytes={} pystack={} native={} {}\n", read.time_ns,
+                       read.bytes, read.python_stack, read.native_stack,
+                       read.traced ? "traced" : "untraced");
+  }
   void onSection(const reader::Section& section) {
     const reader::RunTotals& totals = section.totals;
     std::string devices;

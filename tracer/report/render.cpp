@@ -107,7 +107,171 @@ size_t shownRows(const Report& report) {
                          : std::min(report.top, report.table.rows.size());
 }
 
+// The OOM's tables are shorter than the report's: they come beside it.
+constexpr size_t kOomRows = 10;
+
+size_t oomRows(size_t top, size_t rows) {
+  return std::min(top == 0 ? rows : std::min(top, kOomRows), rows);
+}
+
+std::string locationLine(const Location& location, const std::string& module) {
+  return location.name + (module.empty() ? "" : ", in " + module);
+}
+
+// The OOM section (Point::Kind::kOom): the request, where it was made, what was live on its
+// device then by line and module, and how far over the device's memory it went.
+void renderOomText(std::ostream& out, const Report& report) {
+  if (!report.oom) return;
+  const OomReport& oom = *report.oom;
+  std::string device =
+      oom.request.device >= 0 ? fmt::format(" on device {}", oom.request.device) : "";
+  out << fmt::format("Out of memory at {} (event {}){}: a request of {} ({} bytes) failed\n",
+                     seconds(oom.request.time_ns), oom.request.event, device,
+                     formatBytes(oom.request.size), oom.request.size);
+  out << fmt::format("  requested at  {}\n", locationLine(oom.line, oom.module));
+  out << fmt::format("  live then     {} in {} allocations{}; live + request = {}\n",
+                     formatBytes(oom.live_bytes), oom.live_allocations, device,
+                     formatBytes(oom.live_bytes + oom.request.size));
+  if (!oom.memory_bytes) {
+    out << "  memory        the device's memory is not in the trace\n";
+  } else {
+    std::string whose =
+        oom.simulated
+            ? fmt::format("the simulated {}'s{}", report.summary.simulated->profile_name,
+                          report.summary.simulated->memory_set_by_user ? ", set by the user" : "")
+            : std::string("the device's total");
+    if (oom.over_bytes > 0)
+      out << fmt::format("  memory        {} ({}): over by {} ({} bytes)\n",
+                         formatBytes(oom.memory_bytes), whose,
+                         formatBytes(static_cast<uint64_t>(oom.over_bytes)), oom.over_bytes);
+    else
+      out << fmt::format(
+          "  memory        {} ({}): {} under it; the rest was held outside any allocation "
+          "call\n                (the CUDA context, libraries' buffers, memory pools' free "
+          "memory, fragmentation)\n",
+          formatBytes(oom.memory_bytes), whose,
+          formatBytes(static_cast<uint64_t>(-oom.over_bytes)));
+  }
+  auto table = [&](const LocationTable& rows, const char* by) {
+    size_t shown = oomRows(report.top, rows.rows.size());
+    out << fmt::format("  Live at the OOM by {}", by);
+    if (shown < rows.rows.size()) out << fmt::format(", top {} of {}", shown, rows.rows.size());
+    out << ":\n";
+    out << fmt::format("  {:<11} {:>7}  {}\n", "Mem", "Count", "Location");
+    for (size_t i = 0; i < shown; ++i)
+      out << fmt::format("  {:<11} {:>7}  {}\n", formatBytes(rows.rows[i].bytes),
+                         rows.rows[i].count, rows.rows[i].location.name);
+  };
+  table(oom.by_line, "line");
+  table(oom.by_module, "module");
+  out << "\n";
+}
+
+// Note [Saying a run was simulated]: the reads of device values, by line.
+void renderDeviceReadsText(std::ostream& out, const Report& report) {
+  const TraceSummary& s = report.summary;
+  if (!s.simulated && !s.device_read_count) return;
+  if (!s.device_read_count) {
+    out << "\nReads of device values: none (no copy from the device to the host: nothing the "
+           "program did\ndepended on a value computed on the device).\n";
+    return;
+  }
+  size_t shown = report.top == 0 ? report.device_reads.size()
+                                 : std::min(report.top, report.device_reads.size());
+  out << fmt::format(
+      "\nReads of device values ({} copies from the device to the host, {}), by line{}:\n",
+      s.device_read_count, formatBytes(s.device_read_bytes),
+      report.device_reads.size() > shown
+          ? fmt::format(", top {} of {}", shown, report.device_reads.size())
+          : "");
+  out << fmt::format("{:>7}  {:<11} {}\n", "Count", "Bytes", "Location");
+  for (size_t i = 0; i < shown; ++i) {
+    const DeviceReadRow& row = report.device_reads[i];
+    out << fmt::format("{:>7}  {:<11} {}\n", row.count, formatBytes(row.bytes), row.location.name);
+  }
+  out << kDeviceReadsMeaning << "\n";
+}
+
 }  // namespace
+
+std::string simulatedLabel(const reader::SimulatedDeviceInfo& simulated) {
+  std::string label = "SIMULATED: profile " + simulated.profile_name;
+  if (simulated.memory_set_by_user)
+    label += ", " + formatBytes(simulated.memory_bytes) + " set by the user";
+  return label;
+}
+
+nlohmann::json simulatedJson(const std::optional<reader::SimulatedDeviceInfo>& simulated) {
+  if (!simulated) return nullptr;
+  return {{"profile", simulated->profile_name},
+          {"profile_file", simulated->profile_file},
+          {"memory_bytes", simulated->memory_bytes},
+          {"memory_set_by_user", simulated->memory_set_by_user},
+          {"devices", simulated->device_count},
+          {"label", simulatedLabel(*simulated)},
+          {"meaning", kSimulatedMeaning}};
+}
+
+nlohmann::json deviceReadsJson(const TraceSummary& summary, const std::vector<DeviceReadRow>& rows,
+                               size_t top) {
+  using nlohmann::json;
+  json entries = json::array();
+  size_t shown = top == 0 ? rows.size() : std::min(top, rows.size());
+  for (size_t i = 0; i < shown; ++i) {
+    const DeviceReadRow& row = rows[i];
+    json entry = {{"location", row.location.name},
+                  {"kind", locationKindName(row.location.kind)},
+                  {"count", row.count},
+                  {"bytes", row.bytes}};
+    if (!row.location.file.empty()) entry["file"] = row.location.file;
+    if (row.location.line) entry["line"] = row.location.line;
+    if (!row.location.function.empty()) entry["function"] = row.location.function;
+    entries.push_back(std::move(entry));
+  }
+  return {{"count", summary.device_read_count},
+          {"bytes", summary.device_read_bytes},
+          {"locations", rows.size()},
+          {"rows", entries},
+          {"meaning", kDeviceReadsMeaning}};
+}
+
+nlohmann::json oomJson(const std::optional<OomReport>& oom, size_t top) {
+  using nlohmann::json;
+  if (!oom) return nullptr;
+  auto rows = [&](const LocationTable& table) {
+    json entries = json::array();
+    for (size_t i = 0; i < oomRows(top, table.rows.size()); ++i) {
+      const TableRow& row = table.rows[i];
+      json entry = {{"bytes", row.bytes},
+                    {"count", row.count},
+                    {"location", row.location.name},
+                    {"kind", locationKindName(row.location.kind)}};
+      if (!row.location.file.empty()) entry["file"] = row.location.file;
+      if (row.location.line) entry["line"] = row.location.line;
+      if (!row.location.function.empty()) entry["function"] = row.location.function;
+      if (!row.location.module.empty()) entry["module"] = row.location.module;
+      entries.push_back(std::move(entry));
+    }
+    return json{{"locations", table.rows.size()}, {"rows", entries}};
+  };
+  json request = {{"event", oom->request.event}, {"time_ns", oom->request.time_ns},
+                  {"bytes", oom->request.size},  {"device", oom->request.device},
+                  {"location", oom->line.name},  {"kind", locationKindName(oom->line.kind)},
+                  {"module", oom->module}};
+  if (!oom->line.file.empty()) request["file"] = oom->line.file;
+  if (oom->line.line) request["line"] = oom->line.line;
+  if (!oom->line.function.empty()) request["function"] = oom->line.function;
+  return {{"request", request},
+          {"live_bytes", oom->live_bytes},
+          {"live_allocations", oom->live_allocations},
+          {"memory_bytes", oom->memory_bytes ? json(oom->memory_bytes) : json(nullptr)},
+          {"memory_source", !oom->memory_bytes ? json(nullptr)
+                            : oom->simulated   ? json("simulated")
+                                               : json("device")},
+          {"over_bytes", oom->memory_bytes ? json(oom->over_bytes) : json(nullptr)},
+          {"by_line", rows(oom->by_line)},
+          {"by_module", rows(oom->by_module)}};
+}
 
 std::string pointName(const Point& point) {
   switch (point.kind) {
@@ -139,9 +303,15 @@ void renderText(std::ostream& out, const Report& report) {
         "  mapped     at most {} mapped (cuMemMap) into {} of reserved address "
         "space (cuMemAddressReserve; no memory of its own)\n",
         formatBytes(s.mapped_peak_bytes), formatBytes(s.reserved_peak_bytes));
+  // Note [Saying a run was simulated]: where the device is named, and once without a device.
+  std::string simulated =
+      s.simulated ? fmt::format(" ({} — {})", simulatedLabel(*s.simulated), kSimulatedMeaning) : "";
+  if (s.simulated && s.devices.empty())
+    out << fmt::format("  simulated  {}\n", simulated.substr(2, simulated.size() - 3));
   for (const DeviceSummary& device : s.devices) {
     std::string name = device.name.empty() ? "(unnamed)" : device.name;
     if (device.total_bytes) name += ", " + formatBytes(device.total_bytes);
+    name += simulated;
     out << fmt::format("  device {:<3} {}: peak {} at {}\n",
                        device.device < 0 ? std::string("?") : std::to_string(device.device), name,
                        formatBytes(device.peak_bytes), seconds(device.peak_time_ns));
@@ -220,6 +390,7 @@ void renderText(std::ostream& out, const Report& report) {
   }
   out << "\n";
   renderTrainingText(out, s);
+  renderOomText(out, report);
 
   const LocationTable& table = report.table;
   size_t shown = shownRows(report);
@@ -273,6 +444,7 @@ void renderText(std::ostream& out, const Report& report) {
     }
   }
   renderOutsideText(out, report, outside);
+  renderDeviceReadsText(out, report);
 }
 
 nlohmann::json processJson(const TraceSummary& s) {
@@ -372,6 +544,7 @@ void renderJson(std::ostream& out, const Report& report) {
   json rows = rowsJson(report, report.prediction);
   json document = {
       {"trace", report.trace_path},
+      {"simulated", simulatedJson(s.simulated)},
       {"process", processJson(s)},
       {"summary", summaryJson(s)},
       {"devices", devicesJson(s)},
@@ -401,6 +574,9 @@ void renderJson(std::ostream& out, const Report& report) {
     document["live"]["outside_allocations"] = {{"bytes", outside.bytes}, {"devices", readings}};
   }
   if (s.training) document["training"] = trainingJson(s);
+  document["oom"] = oomJson(report.oom, report.top);
+  if (s.simulated || s.device_read_count)
+    document["device_reads"] = deviceReadsJson(s, report.device_reads, report.top);
   if (const Prediction* prediction = report.prediction) {
     json unmatched = json::array();
     for (const PredictionFrameEntry& entry : unmatchedEntries(*prediction, report.table))
@@ -425,8 +601,12 @@ void renderCsv(std::ostream& out, const Report& report) {
     for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
     return quoted + "\"";
   };
+  // Note [Saying a run was simulated]: a column, so that every row says it and a program that
+  // reads the CSV reads it as it reads the others.
+  const std::optional<reader::SimulatedDeviceInfo>& simulated = report.summary.simulated;
   out << "mem_bytes,cumulative_bytes,median_bytes,count,location,file,line,function";
-  out << (report.prediction ? ",predicted_bytes\n" : "\n");
+  out << (report.prediction ? ",predicted_bytes" : "")
+      << (simulated ? ",simulated_profile\n" : "\n");
   size_t shown = shownRows(report);
   std::vector<std::optional<uint64_t>> predicted = predictions(report);
   for (size_t i = 0; i < shown; ++i) {
@@ -438,6 +618,7 @@ void renderCsv(std::ostream& out, const Report& report) {
       out << ',';
       if (predicted[i]) out << *predicted[i];
     }
+    if (simulated) out << ',' << quote(simulated->profile_name);
     out << '\n';
   }
 }

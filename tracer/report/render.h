@@ -4,11 +4,15 @@
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "tracer/report/analysis.h"
+#include "tracer/report/device_reads.h"
 #include "tracer/report/locations.h"
+#include "tracer/report/oom.h"
 #include "tracer/report/prediction.h"
 
 namespace memtrace::report {
@@ -21,7 +25,31 @@ struct Report {
   size_t top = 20;  // rows shown (0: all)
   // memtrace-estimate's prediction, shown beside the measurement when given (--estimate).
   const Prediction* prediction = nullptr;
+  // The reads of device values by line (deviceReadRows) and the first OOM (analyzeOom).
+  std::vector<DeviceReadRow> device_reads;
+  std::optional<OomReport> oom;
 };
+
+// Note [Saying a run was simulated]
+// A trace made on memtrace's simulated GPU (Note [The simulated device] in records.h) is never
+// shown as a card's: every view names the profile where it names the device (the text and
+// JSON reports, the CSV, the HTML page's banner, the flame graph's title, a job's ranks, a
+// diff's sides), with one sentence of what that means, and the reads of device values it made.
+// The wording lives here, once, for all of them.
+inline constexpr const char* kSimulatedMeaning =
+    "memtrace's simulated GPU: sizes as on the card, no kernel ran, time not simulated";
+inline constexpr const char* kDeviceReadsMeaning =
+    "On the simulated device these read zeros, so what the program did after them (a loop ending "
+    "at an end token, MoE routing, nonzero's size, a boolean mask) may differ from the card.";
+// "SIMULATED: profile h200" (and ", 24.00 GiB set by the user" when it was).
+std::string simulatedLabel(const reader::SimulatedDeviceInfo& simulated);
+// The "simulated" object of the JSON views; null for a trace of a card.
+nlohmann::json simulatedJson(const std::optional<reader::SimulatedDeviceInfo>& simulated);
+// The reads of device values, as the JSON report has them.
+nlohmann::json deviceReadsJson(const TraceSummary& summary, const std::vector<DeviceReadRow>& rows,
+                               size_t top);
+// The OOM, as the JSON report has it (null without one).
+nlohmann::json oomJson(const std::optional<OomReport>& oom, size_t top);
 
 std::string pointName(const Point& point);
 

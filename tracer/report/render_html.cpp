@@ -150,11 +150,18 @@ void writePage(std::ostream& out, std::string_view page, const std::string& titl
 }
 
 void renderHtml(std::ostream& out, const HtmlReport& html) {
-  json data = {{"summary", pageSummaryJson(html.report)},
-               {"table", tableJson(html.report, html.prediction)},
-               {"timeline", timelineJson(html.timeline)},
-               {"flame", flameJson(html.flame)},
-               {"estimate", predictionJson(html.prediction)}};
+  const TraceSummary& summary = html.report.summary;
+  json data = {
+      {"summary", pageSummaryJson(html.report)},
+      {"simulated", simulatedJson(summary.simulated)},
+      {"oom", oomJson(html.report.oom, html.report.top)},
+      {"device_reads", summary.simulated || summary.device_read_count
+                           ? deviceReadsJson(summary, html.report.device_reads, html.report.top)
+                           : json(nullptr)},
+      {"table", tableJson(html.report, html.prediction)},
+      {"timeline", timelineJson(html.timeline)},
+      {"flame", flameJson(html.flame)},
+      {"estimate", predictionJson(html.prediction)}};
   writePage(out, assets::kReportHtml, "memtrace: " + html.report.trace_path, assets::kReportJs,
             data);
 }

@@ -85,7 +85,8 @@ json rankJson(const TracePeak& rank) {
                 {"line", rank.peak_line},
                 {"module", rank.peak_module},
                 {"categories", categories},
-                {"ended_cleanly", rank.summary.ended_cleanly}};
+                {"ended_cleanly", rank.summary.ended_cleanly},
+                {"simulated", simulatedJson(rank.summary.simulated)}};
   if (rank.distributed) {
     const reader::DistributedInfo& d = *rank.distributed;
     entry["local_rank"] = d.local_rank;
@@ -144,6 +145,37 @@ json jobJson(const JobReport& job, size_t top) {
         {"rows", rows}}}};
 }
 
+// Note [Saying a run was simulated] (render.h): the lines that say which traces were made on the
+// simulated GPU, one for all when every trace was, on one profile; else one per such trace.
+std::vector<std::string> simulatedLines(const std::vector<const TracePeak*>& traces,
+                                        const std::string& all_of_them) {
+  std::vector<std::string> lines;
+  std::vector<const TracePeak*> simulated;
+  for (const TracePeak* trace : traces)
+    if (trace->summary.simulated) simulated.push_back(trace);
+  if (simulated.empty()) return lines;
+  bool one_profile = simulated.size() == traces.size();
+  for (const TracePeak* trace : simulated)
+    one_profile = one_profile && simulatedLabel(*trace->summary.simulated) ==
+                                     simulatedLabel(*simulated.front()->summary.simulated);
+  if (one_profile && traces.size() > 1) {
+    lines.push_back(fmt::format("{} ({} — {})", all_of_them,
+                                simulatedLabel(*simulated.front()->summary.simulated),
+                                kSimulatedMeaning));
+    return lines;
+  }
+  for (const TracePeak* trace : simulated)
+    lines.push_back(fmt::format("{} ({} — {})", trace->label(),
+                                simulatedLabel(*trace->summary.simulated), kSimulatedMeaning));
+  return lines;
+}
+
+bool anySimulated(const std::vector<TracePeak>& traces) {
+  for (const TracePeak& trace : traces)
+    if (trace.summary.simulated) return true;
+  return false;
+}
+
 // The median of the values, the lower one of an even count.
 uint64_t lowerMedian(std::vector<uint64_t> values) {
   if (values.empty()) return 0;
@@ -160,6 +192,10 @@ void renderJobText(std::ostream& out, const JobReport& job, size_t top) {
   std::string id = job.job_id.empty() ? "" : fmt::format(" of job '{}'", job.job_id);
   out << fmt::format("memtrace job report: {} traces{}{}\n", job.ranks.size(), id, world);
   out << fmt::format("  clocks     aligned {}\n", job.alignment);
+  std::vector<const TracePeak*> ranks;
+  for (const TracePeak& rank : job.ranks) ranks.push_back(&rank);
+  for (const std::string& line : simulatedLines(ranks, "every rank ran on the simulated GPU"))
+    out << fmt::format("  simulated  {}\n", line);
   if (!job.missing_ranks.empty())
     out << fmt::format(
         "  note       no trace of rank {} (a rank that never allocated writes none)\n",
@@ -235,8 +271,11 @@ void renderJobCsv(std::ostream& out, const JobReport& job, size_t top) {
     for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
     return quoted + "\"";
   };
+  // Note [Saying a run was simulated]: a column, as in the report's CSV.
+  bool simulated = anySimulated(job.ranks);
   out << "rank,local_rank,host,trace,peak_bytes,peak_time_ns,step,phase,peak_module,peak_line,"
-         "bytes,count,location,file,line,function\n";
+         "bytes,count,location,file,line,function"
+      << (simulated ? ",simulated_profile\n" : "\n");
   for (size_t i = 0; i < job.ranks.size(); ++i) {
     const TracePeak& rank = job.ranks[i];
     std::string head = fmt::format(
@@ -250,7 +289,10 @@ void renderJobCsv(std::ostream& out, const JobReport& job, size_t top) {
       const JoinedRow& row = job.rows[r];
       out << head << ',' << row.bytes[i].value_or(0) << ',' << row.counts[i] << ','
           << quote(row.location.name) << ',' << quote(row.location.file) << ',' << row.location.line
-          << ',' << quote(row.location.function) << '\n';
+          << ',' << quote(row.location.function);
+      if (simulated)
+        out << ',' << quote(rank.summary.simulated ? rank.summary.simulated->profile_name : "");
+      out << '\n';
     }
   }
 }
@@ -290,7 +332,12 @@ json sideJson(const TracePeak& peak) {
 
 void renderDiffText(std::ostream& out, const TraceDiff& diff, size_t top,
                     const DiffVerdict& verdict) {
-  out << fmt::format("memtrace diff: A {}\n               B {}\n\n", diff.a.path, diff.b.path);
+  out << fmt::format("memtrace diff: A {}\n               B {}\n", diff.a.path, diff.b.path);
+  for (const TracePeak* side : {&diff.a, &diff.b})
+    if (side->summary.simulated)
+      out << fmt::format("               {} {} — {}\n", side == &diff.a ? "A" : "B",
+                         simulatedLabel(*side->summary.simulated), kSimulatedMeaning);
+  out << "\n";
   out << fmt::format("Peak  A {}\n      B {}\n", peakText(diff.a), peakText(diff.b));
   int64_t change = static_cast<int64_t>(diff.b.summary.peak_bytes) -
                    static_cast<int64_t>(diff.a.summary.peak_bytes);

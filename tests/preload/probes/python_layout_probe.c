@@ -28,14 +28,20 @@ static void check(const char* what, long ours, long theirs) {
 int main(void) {
   static const struct MemtracePythonLayout layouts[] = {MEMTRACE_PYTHON_LAYOUTS};
   const struct MemtracePythonLayout* layout = NULL;
+#ifdef Py_GIL_DISABLED
+  const int free_threaded = 1;
+#else
+  const int free_threaded = 0;
+#endif
   for (size_t i = 0; i < sizeof(layouts) / sizeof(layouts[0]); ++i)
-    if (layouts[i].minor == PY_MINOR_VERSION) layout = &layouts[i];
+    if (layouts[i].minor == PY_MINOR_VERSION && layouts[i].free_threaded == free_threaded)
+      layout = &layouts[i];
   if (PY_MAJOR_VERSION != 3 || !layout) {
     printf("no layout for CPython %s\n", PY_VERSION);
     return 1;
   }
   /* The check the recorder makes at run time to tell this build's object layout. */
-  check("PyObject.ob_type", 8, offsetof(PyObject, ob_type));
+  check("object_type", layout->object_type, offsetof(PyObject, ob_type));
 #if PY_VERSION_HEX >= 0x030D0000
   check("thread_cframe", layout->thread_cframe, -1);
   check("current_frame", layout->current_frame, offsetof(PyThreadState, current_frame));
@@ -76,6 +82,7 @@ int main(void) {
   check("sizeof(f_lasti)", sizeof(int), sizeof(((PyFrameObject*)0)->f_lasti));
   check("frame_owner", layout->frame_owner, -1);
 #endif
+  check("type_dealloc", layout->type_dealloc, offsetof(PyTypeObject, tp_dealloc));
   check("code_filename", layout->code_filename, offsetof(PyCodeObject, co_filename));
   check("code_name", layout->code_name, offsetof(PyCodeObject, co_name));
   check("code_first_line", layout->code_first_line, offsetof(PyCodeObject, co_firstlineno));
@@ -101,7 +108,8 @@ int main(void) {
     check("state.ascii bit", 1, (bits >> 6) & 1);
   }
   /* The bounds _PyCode_CheckLineNumber walks: python_stack.cpp's AddressRange. */
-  check("sizeof(PyCodeAddressRange)", sizeof(struct MemtraceAddressRange), sizeof(PyCodeAddressRange));
+  check("sizeof(PyCodeAddressRange)", sizeof(struct MemtraceAddressRange),
+        sizeof(PyCodeAddressRange));
   check("PyCodeAddressRange.opaque", offsetof(struct MemtraceAddressRange, opaque),
         offsetof(PyCodeAddressRange, opaque));
   check("opaque.lo_next", offsetof(struct MemtraceAddressRange, opaque.next),
@@ -109,6 +117,6 @@ int main(void) {
   check("opaque.limit", offsetof(struct MemtraceAddressRange, opaque.limit),
         offsetof(PyCodeAddressRange, opaque.limit));
   if (failures) return 1;
-  printf("layout ok 3.%d\n", PY_MINOR_VERSION);
+  printf("layout ok 3.%d%s\n", PY_MINOR_VERSION, free_threaded ? "t" : "");
   return 0;
 }

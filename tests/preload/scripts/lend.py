@@ -13,7 +13,7 @@ runtime.testcuda_malloc_on_new_thread.restype = ctypes.c_void_p
 
 
 def backward():
-    assert memtrace.memtrace_lend_python_stack(0) == 1  # LEND:call
+    assert memtrace.memtrace_lend_python_stack(0) > 0  # LEND:call
     try:
         runtime.testcuda_malloc_on_new_thread(ctypes.c_size_t(5 << 20))
     finally:

@@ -21,6 +21,16 @@
     tooltip.attr('hidden', true);
   }
 
+  // Note [Saying a run was simulated] (render.h): the ranks made on the simulated GPU, first.
+  function drawSimulated() {
+    const simulated = data.ranks.filter(rank => rank.simulated);
+    if (!simulated.length) return;
+    const labels = [...new Set(simulated.map(rank => rank.simulated.label))];
+    const who = simulated.length === data.ranks.length ? 'Every rank' : simulated.map(rank => rank.label).join(', ');
+    d3.select('#simulated-banner').attr('hidden', null)
+      .text(`${who}: ${labels.join('; ')}: ${simulated[0].simulated.meaning}.`);
+  }
+
   function drawSummary() {
     const peak = data.peak;
     d3.select('#subtitle').text(`${data.ranks.length} traces` +
@@ -106,10 +116,12 @@
   }
 
   try {
+    drawSimulated();
     drawSummary();
     drawRanks();
     drawTimelines();
     drawRows();
+    document.body.setAttribute('data-ready', '1');
   } catch (error) {
     d3.select('#error').attr('hidden', null).text(`The page could not be drawn: ${error}`);
   }

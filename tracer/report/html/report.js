@@ -45,8 +45,10 @@
       ['Duration', seconds(s.duration_ns)],
       ['Process', `pid ${s.pid}, ${s.tracer_version}, stacks: ${s.stacks}, level: ${s.level}`],
     ];
+    if (data.simulated) rows.push(['Simulated', `${data.simulated.label}: ${data.simulated.meaning}`]);
     for (const device of s.devices) {
-      const name = (device.name || '(unnamed)') + (device.total_bytes ? `, ${humanBytes(device.total_bytes)}` : '');
+      const name = (device.name || '(unnamed)') + (device.total_bytes ? `, ${humanBytes(device.total_bytes)}` : '') +
+        (data.simulated ? ` (${data.simulated.label})` : '');
       rows.push([`Device ${device.device < 0 ? '?' : device.device}`,
         `${name}: peak ${humanBytes(device.peak_bytes)} at ${seconds(device.peak_time_ns)}`]);
     }
@@ -599,10 +601,82 @@
     }
   }
 
+  // ---- a simulated run, an OOM, the reads of device values -------------------------------
+  // Note [Saying a run was simulated] (render.h): the banner comes first, above the summary.
+  function drawSimulated() {
+    const sim = data.simulated;
+    if (!sim) return;
+    d3.select('#simulated-banner').attr('hidden', null).attr('data-profile', sim.profile)
+      .text(`${sim.label}: ${sim.meaning}. Every figure on this page is the simulated card's, ` +
+        `${sim.devices} device${sim.devices === 1 ? '' : 's'} of ${humanBytes(sim.memory_bytes)}.`);
+  }
+
+  function smallTable(selector, columns, rows) {
+    const table = d3.select(selector);
+    table.append('thead').append('tr').selectAll('th').data(columns).enter().append('th').text(d => d);
+    const body = table.append('tbody');
+    for (const cells of rows) {
+      const tr = body.append('tr');
+      cells.forEach((cell, i) => tr.append('td').attr('class', i < cells.length - 1 ? 'number' : 'location')
+        .text(cell));
+    }
+  }
+
+  function drawOom() {
+    const oom = data.oom;
+    if (!oom) return;
+    d3.select('#oom-section').attr('hidden', null);
+    const request = oom.request;
+    d3.select('#oom-title').text(`Out of memory at ${seconds(request.time_ns)}` +
+      (request.device >= 0 ? ` on device ${request.device}` : '') +
+      `: a request of ${humanBytes(request.bytes)} failed`);
+    const rows = [
+      ['Requested at', request.location + (request.module ? `, in ${request.module}` : '')],
+      ['Live then', `${humanBytes(oom.live_bytes)} in ${oom.live_allocations} allocations; ` +
+        `live + request = ${humanBytes(oom.live_bytes + request.bytes)}`],
+    ];
+    if (oom.memory_bytes === null) {
+      rows.push(['Memory', 'the device\'s memory is not in the trace']);
+    } else {
+      const whose = oom.memory_source === 'simulated'
+        ? `the simulated ${data.simulated.profile}'s${data.simulated.memory_set_by_user ? ', set by the user' : ''}`
+        : 'the device\'s total';
+      rows.push(['Memory', `${humanBytes(oom.memory_bytes)} (${whose})`]);
+      rows.push(oom.over_bytes > 0
+        ? ['Over by', `${humanBytes(oom.over_bytes)} (${oom.over_bytes} bytes)`]
+        : ['Under by', `${humanBytes(-oom.over_bytes)}: the rest was held outside any allocation call`]);
+    }
+    const dl = d3.select('#oom-summary');
+    for (const [term, value] of rows) {
+      dl.append('dt').text(term);
+      dl.append('dd').attr('data-term', term).text(value);
+    }
+    const table = part => part.rows.map(row => [humanBytes(row.bytes), row.count, row.location]);
+    smallTable('#oom-by-line', ['Mem', 'Count', 'Location'], table(oom.by_line));
+    smallTable('#oom-by-module', ['Mem', 'Count', 'Module'], table(oom.by_module));
+  }
+
+  function drawDeviceReads() {
+    const reads = data.device_reads;
+    if (!reads) return;
+    d3.select('#reads-section').attr('hidden', null);
+    d3.select('#reads-title').text(reads.count
+      ? `Reads of device values (${reads.count} copies from the device to the host, ` +
+        `${humanBytes(reads.bytes)}), by line`
+      : 'Reads of device values: none');
+    d3.select('#reads-meaning').text(reads.count ? reads.meaning
+      : 'No copy from the device to the host: nothing the program did depended on a value computed on the device.');
+    if (reads.count)
+      smallTable('#reads', ['Count', 'Bytes', 'Location'], reads.rows.map(row => [row.count, humanBytes(row.bytes), row.location]));
+  }
+
+  drawSimulated();
   drawSummary();
+  drawOom();
   drawTimeline();
   drawFlame();
   drawTable();
+  drawDeviceReads();
   // For bench/views.py: how long the page took to parse its data and draw everything.
   document.body.setAttribute('data-drawn-ms', Math.round(performance.now()));
   document.body.setAttribute('data-ready', '1');

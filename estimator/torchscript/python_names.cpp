@@ -1,9 +1,9 @@
+#include "estimator/torchscript/python_names.h"
+
 #include <algorithm>
 #include <cctype>
 #include <optional>
 #include <set>
-
-#include "estimator/torchscript/graph_builder_internal.h"
 
 namespace memtrace::estimator::torchscript::internal {
 
@@ -48,9 +48,6 @@ bool isRepeatedCall(std::string_view previous, std::string_view next) {
 
 }  // namespace
 
-// ---------------------------------------------------------------------------------------------
-// Locations and names
-
 // Note [Names in traced graphs]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A traced graph keeps no reliable Python names: a value is named after whichever variable the
@@ -66,14 +63,14 @@ bool isRepeatedCall(std::string_view previous, std::string_view next) {
 // the first node the callee ran. Statements that unpack into several names use the debug
 // names, which the tracer sets from those very variables.
 
-std::vector<std::string> GraphBuilder::targetsOf(const SourceFrame& statement) {
+std::vector<std::string> PythonNames::targetsOf(const SourceFrame& statement) {
   if (!statement.known()) return {};
   std::optional<std::string> line = source_files_.line(statement.file, statement.line);
   return line ? assignmentTargets(*line) : std::vector<std::string>();
 }
 
-void GraphBuilder::enterStatements(Frame& frame, const std::vector<SourceFrame>& stack,
-                                   Location& location, const std::string* callee) {
+void PythonNames::enterStatements(Frame& frame, const std::vector<SourceFrame>& stack,
+                                  Location& location, const std::string* callee) {
   std::vector<std::vector<SourceFrame>> segments = splitByModuleCalls(stack);
   std::vector<SourceFrame> levels;
   if (frame.module_depth + 1 < segments.size()) {
@@ -134,7 +131,7 @@ void GraphBuilder::enterStatements(Frame& frame, const std::vector<SourceFrame>&
       frame.statements.empty() ? std::vector<std::string>() : targetsOf(levels.back());
 }
 
-void GraphBuilder::noteStatementValues(Frame& frame, const std::vector<ValueId>& values) {
+void PythonNames::noteStatementValues(Frame& frame, const std::vector<ValueId>& values) {
   if (values.empty()) return;
   for (PendingStatement& pending : frame.statements) {
     pending.values = values;
@@ -155,11 +152,11 @@ void GraphBuilder::noteStatementValues(Frame& frame, const std::vector<ValueId>&
 // source says the statement builds a container (bindsAContainerDisplay), they are bound to its
 // name with its last value.
 
-void GraphBuilder::notePart(PendingStatement& pending) {
+void PythonNames::notePart(PendingStatement& pending) {
   for (ValueId id : pending.values) pending.parts.emplace_back(id, pending.after);
 }
 
-void GraphBuilder::bindContainerParts(const PendingStatement& pending, const std::string& target) {
+void PythonNames::bindContainerParts(const PendingStatement& pending, const std::string& target) {
   if (pending.parts.empty() || !pending.statement.known() || !pending.after.valid()) return;
   std::optional<std::string> text =
       source_files_.statement(pending.statement.file, pending.statement.line);
@@ -189,7 +186,7 @@ void GraphBuilder::bindContainerParts(const PendingStatement& pending, const std
 // `inv_perm[perm] = torch.arange(n)`, `self.keys[:, :, position] = k`: a store that ends in an
 // in-place op (index_put_, copy_ into a slice, fill_) copies into a tensor, which holds
 // nothing of what was stored, unlike an object's attribute or a list's element.
-bool GraphBuilder::writesIntoATensor(NodeId last) const {
+bool PythonNames::writesIntoATensor(NodeId last) const {
   if (!last.valid()) return false;
   const std::string& op = graph_.node(last).op;
   return op.rfind("aten::", 0) == 0 && op.size() > 7 && op.back() == '_' &&
@@ -197,7 +194,7 @@ bool GraphBuilder::writesIntoATensor(NodeId last) const {
 }
 
 // Binds what the finished statements (those past the first `keep`) assigned.
-void GraphBuilder::finishStatements(Frame& frame, size_t keep) {
+void PythonNames::finishStatements(Frame& frame, size_t keep) {
   while (frame.statements.size() > keep) {
     PendingStatement& pending = frame.statements.back();
     std::vector<std::string> targets = targetsOf(pending.statement);
@@ -243,7 +240,7 @@ void GraphBuilder::finishStatements(Frame& frame, size_t keep) {
 // so a return that computes did not run). Its bare names are looked up in the callee's scope. Only
 // when the call is the statement's last node (`a, b = f(x)`, not `a, b = f(x).chunk(2)`), and only
 // for returns the line parser reads whole.
-std::optional<std::vector<std::string>> GraphBuilder::returnedNamesAfter(const SourceFrame& last) {
+std::optional<std::vector<std::string>> PythonNames::returnedNamesAfter(const SourceFrame& last) {
   if (!last.known()) return std::nullopt;
   auto indentation = [](const std::string& text) {
     size_t first = text.find_first_not_of(" \t");
@@ -279,8 +276,8 @@ std::optional<std::vector<std::string>> GraphBuilder::returnedNamesAfter(const S
   return std::nullopt;
 }
 
-bool GraphBuilder::bindThroughCallee(const PendingStatement& pending,
-                                     const std::vector<std::string>& targets) {
+bool PythonNames::bindThroughCallee(const PendingStatement& pending,
+                                    const std::vector<std::string>& targets) {
   if (targets.empty() || !pending.callee_scope.valid() || !pending.after.valid() ||
       !pending.callee_after.valid() || pending.callee_after.value != pending.after.value) {
     return false;
@@ -315,7 +312,7 @@ bool GraphBuilder::bindThroughCallee(const PendingStatement& pending,
   return true;
 }
 
-GraphBuilder::Location GraphBuilder::locate(const jit::Node* node, Frame& frame) {
+Location PythonNames::locate(const jit::Node* node, Frame& frame) {
   const RangeLocation& range = locations_.resolve(node->sourceRange());
   Location location;
   location.scope = frame.scope;
@@ -363,8 +360,8 @@ GraphBuilder::Location GraphBuilder::locate(const jit::Node* node, Frame& frame)
 // the call stack's module instances down from the root module, and a scripted node's Python
 // stack is its own line, then the call sites, innermost first (a traced node's range holds its
 // whole stack already).
-void GraphBuilder::locateInlined(const jit::Node* node, const jit::InlinedCallStackPtr& callstack,
-                                 Location& location) {
+void PythonNames::locateInlined(const jit::Node* node, const jit::InlinedCallStackPtr& callstack,
+                                Location& location) {
   location.module_path = inlinedModulePath(callstack);
   const RangeLocation& range = locations_.resolve(node->sourceRange());
   if (!range.known || range.traced) return;
@@ -387,7 +384,7 @@ void GraphBuilder::locateInlined(const jit::Node* node, const jit::InlinedCallSt
 // The module a call stack's innermost method belongs to. The stack names each module by the
 // attribute its caller fetched it from (`0` for `self.layers[0]`, not `layers.0`) and its
 // class: the module is the nearest one below its caller with that attribute name and class.
-std::string GraphBuilder::inlinedModulePath(const jit::InlinedCallStackPtr& callstack) {
+std::string PythonNames::inlinedModulePath(const jit::InlinedCallStackPtr& callstack) {
   auto cached = inlined_module_paths_.find(callstack.get());
   if (cached != inlined_module_paths_.end()) return cached->second;
   c10::intrusive_ptr<c10::ivalue::Object> object = module_._ivalue();
@@ -427,8 +424,8 @@ std::string GraphBuilder::inlinedModulePath(const jit::InlinedCallStackPtr& call
 // `out0` when the saved code binds `out` again); the statement the node comes from says which
 // names it binds, and settles what a debug name does not (a traced value is named after the
 // first variable the tracer found holding it).
-void GraphBuilder::bindOutputs(const jit::Node* node, const Location& location,
-                               const std::vector<Slot>& outputs) {
+void PythonNames::bindOutputs(const jit::Node* node, const Location& location, size_t outputs,
+                              const OutputValues& values_of) {
   NodeId after = lastNode();
   const std::vector<std::string>& targets = location.targets;
   // `a, _ = f(x)`: TorchScript leaves `_` unnamed, yet Python binds it; the statement's
@@ -436,10 +433,10 @@ void GraphBuilder::bindOutputs(const jit::Node* node, const Location& location,
   bool unpacking =
       (node->kind() == jit::prim::TupleUnpack || node->kind() == jit::prim::ListUnpack) &&
       targets.size() == node->outputs().size();
-  for (size_t index = 0; index < node->outputs().size() && index < outputs.size(); ++index) {
+  for (size_t index = 0; index < node->outputs().size() && index < outputs; ++index) {
     const jit::Value* output = node->outputs()[index];
     if (!output->hasDebugName() && !unpacking) continue;
-    std::vector<ValueId> ids = valuesOf(outputs[index]);
+    std::vector<ValueId> ids = values_of(index);
     if (ids.empty()) continue;
     std::string name = unpacking ? targets[index] : output->debugNameBase();
     auto bound = [&](const std::string& candidate) {
@@ -471,8 +468,8 @@ void GraphBuilder::bindOutputs(const jit::Node* node, const Location& location,
 // names (`self.proj(out)`) are the call's outputs no callee name accounts for, in order; they
 // are bound when as many are left as there are such elements. One name for several elements
 // holds them all (the call's outputs are bound to it as the statement's values already).
-void GraphBuilder::bindReturnedNames(const Frame& callee, const Location& location,
-                                     const std::vector<Slot>& outputs) {
+void PythonNames::bindReturnedNames(const Frame& callee, const Location& location, size_t outputs,
+                                    const OutputValues& values_of) {
   const std::vector<std::string>& targets = location.targets;
   if (targets.empty()) return;
   // A forward wrapped by a decorator (transformers' GradientCheckpointingLayer: `return
@@ -521,8 +518,8 @@ void GraphBuilder::bindReturnedNames(const Frame& callee, const Location& locati
     }
   }
   std::vector<ValueId> unaccounted;
-  for (const Slot& output : outputs) {
-    for (ValueId id : valuesOf(output)) {
+  for (size_t index = 0; index < outputs; ++index) {
+    for (ValueId id : values_of(index)) {
       if (std::find(named.begin(), named.end(), id) == named.end()) unaccounted.push_back(id);
     }
   }
@@ -544,7 +541,7 @@ void GraphBuilder::bindReturnedNames(const Frame& callee, const Location& locati
 // statement no node of that call ran, the first tensor it computed from the stored value is
 // taken as what that statement stored (Note [Values stored into objects] then has it replace
 // the old value). It stays approximate, as every store does.
-void GraphBuilder::noteDroppedStores() {
+void PythonNames::noteDroppedStores() {
   // (scope, stored value read) pairs already handled: one store per call and attribute.
   std::set<std::pair<uint32_t, uint32_t>> handled;
   for (size_t index = 0; index < graph_.nodes.size(); ++index) {
@@ -574,8 +571,8 @@ void GraphBuilder::noteDroppedStores() {
 
 // The first statement after `read` in its function that stores into `target`, if no node of
 // `scope` ran it.
-std::optional<SourceFrame> GraphBuilder::droppedStoreAfter(const SourceFrame& read, ScopeId scope,
-                                                           const std::string& target) {
+std::optional<SourceFrame> PythonNames::droppedStoreAfter(const SourceFrame& read, ScopeId scope,
+                                                          const std::string& target) {
   constexpr int64_t kLinesToScan = 80;
   for (int64_t number = read.line + 1; number < read.line + kLinesToScan; ++number) {
     std::optional<std::string> line = source_files_.line(read.file, number);
@@ -592,6 +589,10 @@ std::optional<SourceFrame> GraphBuilder::droppedStoreAfter(const SourceFrame& re
     return SourceFrame{read.file, number, read.function};
   }
   return std::nullopt;
+}
+
+NodeId PythonNames::lastNode() const {
+  return graph_.nodes.empty() ? NodeId() : NodeId(graph_.nodes.size() - 1);
 }
 
 }  // namespace memtrace::estimator::torchscript::internal

@@ -1,0 +1,286 @@
+"""Every use of PyTorch's private API in mem_tracer, in one place, behind one version gate.
+
+Note [PyTorch internals]
+Recording a step on fake tensors, one rank of a job on the fake process group, and the
+training categories of a trace need what torch does not promise to keep: fake tensors and
+dispatch modes (torch._subclasses, torch.utils._python_dispatch), pytree, the autograd
+engine's saved-tensor hooks and callbacks (torch._C._autograd, Variable._execution_engine),
+the optimizer's foreach selection, the fake process group (torch.testing._internal), DDP's
+private parameter-shape check and pre-forward, an op's schema and a storage's id, and ATen's
+private ops the device runs (_scaled_dot_product_*, _safe_softmax). Each is named here once;
+the rest of the package calls these functions and never imports a private name itself.
+
+Supported: torch 2.11 to 2.14 (FIRST_SUPPORTED to LAST_SUPPORTED). Every name below resolves on
+each torch the tests run (tests/python/test_torch_internals.py, under 2.13.0+cpu and under the
+CUDA build 2.14.1+cu130); torch 2.11 is where the GPU measurements of docs/gpu-record-h200.md
+ran. `require()` refuses any other release in one line, naming the installed one and the range,
+before a feature that needs these starts (MEMTRACE_UNTESTED_TORCH=1 lets it try anyway). The
+trace's training hooks never refuse (they run inside the user's program): they resolve what
+they need when installed and leave out what a release lacks.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .errors import MemTracerError
+
+FIRST_SUPPORTED = (2, 11)
+LAST_SUPPORTED = (2, 14)
+SUPPORTED = f"{FIRST_SUPPORTED[0]}.{FIRST_SUPPORTED[1]} to {LAST_SUPPORTED[0]}.{LAST_SUPPORTED[1]}"
+UNTESTED_VARIABLE = "MEMTRACE_UNTESTED_TORCH"
+
+# The files of torch's own machinery between a model's code and a dispatch mode: a frame in one
+# of them is not where an op is (step_graph's stacks skip them).
+MACHINERY_FILES = ("/torch/utils/_", "/torch/_subclasses/", "/torch/_dynamo/",
+                   "/torch/_compile.py", "/torch/_ops.py", "/torch/overrides.py")
+# The logger FakeTensorMode writes a failing op's error to, besides raising it.
+FAKE_TENSOR_LOGGER = "torch._subclasses.fake_tensor"
+# ATen's private ops called by name (device_kernels: what the device runs).
+PRIVATE_ATEN_OPS = ("_safe_softmax", "_scaled_dot_product_cudnn_attention",
+                    "_scaled_dot_product_flash_attention",
+                    "_scaled_dot_product_efficient_attention")
+
+
+# ---- the gate ------------------------------------------------------------------------------
+
+def torch_release(version: str | None = None) -> tuple[int, int]:
+    """(major, minor) of `version`, by default the installed torch's ("2.14.1+cu130": (2, 14))."""
+    if version is None:
+        import torch
+        version = torch.__version__
+    major, minor = str(version).split("+")[0].split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+
+
+def supported(version: str | None = None) -> bool:
+    """Whether the installed torch (or `version`) is a supported release."""
+    return FIRST_SUPPORTED <= torch_release(version) <= LAST_SUPPORTED
+
+
+def require(feature: str) -> None:
+    """Refuses, in one line, to start `feature` on a torch outside the supported range (Note
+    [PyTorch internals]), unless MEMTRACE_UNTESTED_TORCH=1."""
+    if supported() or os.environ.get(UNTESTED_VARIABLE) == "1":
+        return
+    import torch
+    raise MemTracerError(f"{feature} uses PyTorch internals checked on torch {SUPPORTED}, and "
+                         f"torch {torch.__version__} is installed: install torch {SUPPORTED}, "
+                         f"or set {UNTESTED_VARIABLE}=1 to try this release")
+
+
+# ---- fake tensors and dispatch modes ------------------------------------------------------
+
+def fake_tensor_mode(**options: Any) -> Any:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    return FakeTensorMode(**options)
+
+
+def fake_tensor_type() -> type:
+    from torch._subclasses.fake_tensor import FakeTensor
+    return FakeTensor
+
+
+def data_dependent_errors() -> tuple[type[BaseException], ...]:
+    """What a fake tensor raises for an op whose output depends on the data."""
+    from torch._subclasses.fake_tensor import (
+        DataDependentOutputException,
+        DynamicOutputShapeException,
+    )
+    return DataDependentOutputException, DynamicOutputShapeException
+
+
+def torch_dispatch_mode() -> type:
+    """TorchDispatchMode, the base of a mode that sees every op below autograd."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    return TorchDispatchMode
+
+
+def disable_current_modes() -> Any:
+    """A context in which no dispatch mode runs (the ops inside it run as they are)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    return _disable_current_modes()
+
+
+def is_wrapper_subclass(tensor: Any) -> bool:
+    """Whether `tensor` is a subclass that wraps others (DTensor): __tensor_flatten__ names them."""
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+    return bool(is_traceable_wrapper_subclass(tensor))
+
+
+def tree_leaves(value: Any) -> list[Any]:
+    from torch.utils._pytree import tree_leaves as leaves
+    return list(leaves(value))
+
+
+def disable_torch_function_subclass() -> Any:
+    import torch
+    return torch._C.DisableTorchFunctionSubclass()
+
+
+def tensor_base_clone() -> Callable[..., Any]:
+    """The clone a TorchFunctionMode sees from nn.Parameter's __deepcopy__."""
+    import torch
+    return torch._C.TensorBase.clone
+
+
+def storage_key(storage: Any) -> int:
+    """A storage's identity: the same for every tensor over it, while it lives."""
+    return int(storage._cdata)
+
+
+def op_schema(func: Any) -> Any:
+    """An OpOverload's FunctionSchema (name, arguments with their alias information)."""
+    return func._schema
+
+
+def op_packet(func: Any) -> Any:
+    """An OpOverload's packet (aten.mm for aten.mm.default), as flop_registry keys it."""
+    return func._overloadpacket
+
+
+def aten_op(name: str) -> Any:
+    """One of PRIVATE_ATEN_OPS."""
+    import torch
+    assert name in PRIVATE_ATEN_OPS, name
+    return getattr(torch.ops.aten, name)
+
+
+# ---- autograd -----------------------------------------------------------------------------
+
+def saved_tensors_hooks_enabled() -> bool:
+    import torch
+    enabled = getattr(torch._C._autograd, "_saved_tensors_hooks_is_enabled", None)
+    return True if enabled is None else bool(enabled())
+
+
+def top_saved_tensors_hooks() -> Any:
+    """The (pack, unpack) pair in force (None when none)."""
+    import torch
+    return torch._C._autograd._top_saved_tensors_default_hooks(False)
+
+
+def push_saved_tensors_hooks(pack: Callable[[Any], Any], unpack: Callable[[Any], Any]) -> None:
+    import torch
+    torch._C._autograd._push_saved_tensors_default_hooks(pack, unpack)
+
+
+def pop_saved_tensors_hooks() -> None:
+    import torch
+    torch._C._autograd._pop_saved_tensors_default_hooks()
+
+
+def execution_engine() -> Any:
+    """The engine object every backward goes through (Variable._execution_engine: its
+    run_backward, queue_callback); None where this torch has none."""
+    import torch
+    return getattr(getattr(torch.autograd, "Variable", None), "_execution_engine", None)
+
+
+def set_execution_engine(engine: Any) -> None:
+    """Puts `engine` in place of the one execution_engine() returns (_backward wraps it)."""
+    import torch
+    torch.autograd.Variable._execution_engine = engine
+
+
+def queue_backward_callback(callback: Callable[[], None]) -> None:
+    """Runs `callback` when the backward running now ends; RuntimeError outside a backward."""
+    execution_engine().queue_callback(callback)
+
+
+# ---- the optimizer ------------------------------------------------------------------------
+
+def foreach_kernel_devices() -> list[str]:
+    """The device types torch.optim's foreach implementation runs on."""
+    from torch.utils._foreach_utils import _get_foreach_kernels_supported_devices
+    return list(_get_foreach_kernels_supported_devices())
+
+
+def foreach_supported_types() -> list[type]:
+    """The parameter types _default_to_fused_or_foreach takes for foreach."""
+    from torch.optim.optimizer import _foreach_supported_types
+    return list(_foreach_supported_types)
+
+
+# ---- torch.distributed --------------------------------------------------------------------
+
+def register_fake_backend() -> None:
+    """Registers the "fake" backend: a process group that answers every collective without
+    sending anything (Note [One rank on the fake process group])."""
+    import torch.testing._internal.distributed.fake_pg  # noqa: F401  # registers "fake"
+
+
+def fake_store() -> Any:
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+    return FakeStore()
+
+
+@contextlib.contextmanager
+def ddp_shape_check_skipped() -> Iterator[None]:
+    """DistributedDataParallel without its check that every rank's parameters have the same
+    shapes (it reads their values; one process has one set of shapes)."""
+    from unittest import mock
+
+    from torch.nn.parallel import distributed
+    with mock.patch.object(distributed, "_verify_param_shape_across_processes",
+                           lambda *arguments, **options: None):
+        yield
+
+
+def wrap_ddp_pre_forward(wrapped: Any, context: Callable[[], Any]) -> None:
+    """Runs DDP's pre-forward (where its Reducer rebuilds the buckets) inside `context()`."""
+    pre_forward: Callable[..., Any] = wrapped._pre_forward
+
+    def _pre_forward(*inputs: Any, **options: Any) -> Any:
+        with context():
+            return pre_forward(*inputs, **options)
+
+    wrapped._pre_forward = _pre_forward
+
+
+def _enter_and_leave(context: Callable[[], Any]) -> Callable[[], None]:
+    def check() -> None:
+        with context():
+            pass
+    return check
+
+
+def check_all() -> list[str]:
+    """Resolves every name above on the installed torch; returns the ones that fail, with why
+    (tests/python/test_torch_internals.py)."""
+    import torch
+    import torch.distributed as dist
+    checks: dict[str, Callable[[], Any]] = {
+        "fake_tensor_mode": lambda: fake_tensor_mode(allow_non_fake_inputs=True),
+        "fake_tensor_type": fake_tensor_type,
+        "data_dependent_errors": data_dependent_errors,
+        "torch_dispatch_mode": torch_dispatch_mode,
+        "disable_current_modes": disable_current_modes,
+        "is_wrapper_subclass": lambda: is_wrapper_subclass(torch.zeros(1)),
+        "tree_leaves": lambda: tree_leaves(([1], {"a": 2})),
+        "disable_torch_function_subclass": disable_torch_function_subclass,
+        "tensor_base_clone": tensor_base_clone,
+        "storage_key": lambda: storage_key(torch.zeros(1).untyped_storage()),
+        "op_schema": lambda: op_schema(torch.ops.aten.mm.default).arguments,
+        "op_packet": lambda: op_packet(torch.ops.aten.mm.default),
+        "aten_op": lambda: [aten_op(name) for name in PRIVATE_ATEN_OPS],
+        "saved_tensors_hooks_enabled": saved_tensors_hooks_enabled,
+        "top_saved_tensors_hooks": top_saved_tensors_hooks,
+        "execution_engine": lambda: execution_engine().queue_callback,
+        "foreach_kernel_devices": foreach_kernel_devices,
+        "foreach_supported_types": foreach_supported_types,
+    }
+    if dist.is_available():
+        checks["register_fake_backend"] = register_fake_backend
+        checks["fake_store"] = fake_store
+        checks["ddp_shape_check_skipped"] = _enter_and_leave(ddp_shape_check_skipped)
+        checks["ddp_pre_forward"] = lambda: torch.nn.parallel.DistributedDataParallel._pre_forward
+    failed = []
+    for name, check in checks.items():
+        try:
+            check()
+        except Exception as error:  # noqa: BLE001 - each failure is reported by name
+            failed.append(f"{name}: {type(error).__name__}: {error}")
+    return failed

@@ -1,0 +1,533 @@
+"""The recorder of a step on fake tensors (Note [Recording the step on fake tensors] in
+step_graph.py): what a TorchDispatchMode sees of each op, as typed rows of the graph file
+(storages, nodes, frames, kernel choices, assumptions), the phase the loop is in (Phase), and
+the hooks that tell it the module and the storages resized in place."""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from . import _torch_internals
+
+if TYPE_CHECKING:
+    from .device_kernels import DeviceKernels, KernelChoice
+
+_MAX_FRAMES = 48
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class StepGraphError(Exception):
+    """The step could not be recorded (the model or the optimizer failed on fake tensors)."""
+
+
+class Phase(str, Enum):
+    """Where the step is, as the tracer's training phases (training.py) name it."""
+
+    NONE = "none"  # between the phases, and zero_grad
+    FORWARD = "forward"  # the forward and the loss
+    BACKWARD = "backward"
+    OPTIMIZER = "optimizer"  # optimizer.step() (and the GradScaler's step and update)
+
+
+class Frame(NamedTuple):
+    """A Python frame of an op's stack: the graph file's `frames` rows."""
+
+    file: str
+    line: int
+    function: str
+
+
+class Allocation(NamedTuple):
+    """A storage a node allocates: its index, and the shape and dtype it was made with."""
+
+    storage: int
+    shape: list[int]
+    dtype: str
+
+
+@dataclass
+class StorageRow:
+    """One storage of the step (docs/estimate-format.md, "Graph files")."""
+
+    bytes: int
+    origin: str  # parameter, buffer, optimizer_state, input, activation
+    category: str  # CATEGORIES; an activation's is decided when the step ends (finish())
+    name: str
+    shape: list[int] | None = None  # those that live through the step
+    dtype: str | None = None
+    collective: str | None = None  # the communication op that first wrote it
+
+    def to_json(self) -> dict[str, Any]:
+        row: dict[str, Any] = {"bytes": self.bytes, "origin": self.origin,
+                               "category": self.category, "name": self.name}
+        if self.shape is not None:
+            row.update(shape=self.shape, dtype=self.dtype)
+        if self.collective is not None:
+            row["collective"] = self.collective
+        return row
+
+
+@dataclass
+class NodeRow:
+    """One op that allocates, releases or computes: a node of the graph file."""
+
+    op: str
+    phase: Phase
+    module: str
+    stack: list[int]  # frame ids, innermost first
+    releases: list[int]
+    allocates: list[Allocation]
+    flops: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        row: dict[str, Any] = {"op": self.op, "phase": self.phase.value, "module": self.module,
+                               "stack": self.stack, "releases": self.releases,
+                               "allocates": [list(a) for a in self.allocates]}
+        if self.flops:
+            row["flops"] = self.flops
+        return row
+
+
+@dataclass
+class KernelRow:
+    """A kernel the device runs for a call (Note [The device's kernels on fake tensors])."""
+
+    op: str
+    kernel: str
+    why: str
+    stack: list[int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"op": self.op, "kernel": self.kernel, "why": self.why, "stack": self.stack}
+
+
+@dataclass
+class AssumptionRow:
+    """What the graph rests on that shapes alone do not say (Note [Data-dependent values])."""
+
+    kind: str
+    op: str
+    stack: list[int]
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "op": self.op, "stack": self.stack, "detail": self.detail}
+
+
+class Carried(NamedTuple):
+    """A storage the first step made: if it still lives when the recorded step starts, the
+    loop carried it over."""
+
+    ref: Any  # a weak reference to the storage
+    bytes: int
+    shape: list[int]
+    dtype: str
+
+
+def storage_key(tensor: Any) -> int:
+    return _torch_internals.storage_key(tensor.untyped_storage())
+
+
+def tensors_in(value: Any) -> list[Any]:
+    """The tensors in `value` that hold memory: a tensor subclass that wraps others (DTensor,
+    whose memory is its local shard's) counts as the tensors it wraps (__tensor_flatten__)."""
+    import torch
+    return [plain for leaf in _torch_internals.tree_leaves(value) if isinstance(leaf, torch.Tensor)
+            for plain in _plain(leaf)]
+
+
+def _plain(tensor: Any) -> list[Any]:
+    import torch
+    if not _torch_internals.is_wrapper_subclass(tensor):
+        return [tensor]
+    names, _ = tensor.__tensor_flatten__()
+    inner = [getattr(tensor, name) for name in names]  # DTensor's device mesh is no tensor
+    return [plain for value in inner if isinstance(value, torch.Tensor) for plain in _plain(value)]
+
+
+class Recorder:
+    """The recording TorchDispatchMode's state and what it learns (Note [Recording the step on
+    fake tensors]): one object, its fields typed, changed only by its own methods and by the
+    loop through in_phase()."""
+
+    def __init__(self, module_names: dict[int, str]) -> None:
+        from torch.multiprocessing.reductions import StorageWeakRef
+        self._weak = StorageWeakRef
+        self.module_names = module_names
+        self.storages: list[StorageRow] = []
+        self.ids: dict[int, int] = {}  # storage key -> storage index
+        self.live: dict[int, Any] = {}  # storage key -> weak ref, for what the step allocates
+        self.nodes: list[NodeRow] = []
+        self.frames: list[Frame] = []
+        self._frame_ids: dict[Frame, int] = {}
+        self.phase = Phase.NONE
+        self.modules: list[str] = []  # the forward's module stack
+        self.backward_module: str | None = None
+        self.saved: set[int] = set()  # storages (indices) autograd saved in the forward
+        self.recording = False
+        # Note [Data-dependent values]: on real tensors, what each data-dependent op gave, in
+        # order (collect); on fake ones, those given back in the same order (replay).
+        self.collect: list[tuple[str, Any]] | None = None
+        self.replay: list[tuple[str, Any]] | None = None
+        self.replayed = 0
+        self.assumptions: list[AssumptionRow] = []
+        # Note [The device's kernels on fake tensors] (device_kernels.py): the device's kernel
+        # choices, and the storages the device keeps in host memory (never counted).
+        self.device_kernels: DeviceKernels | None = None
+        self.kernels: list[KernelRow] = []
+        self.host: dict[int, Any] = {}  # storage key -> weak ref
+        # What the first step allocated: what is still alive when the recorded step starts is
+        # what the loop carried over.
+        self.earlier: dict[int, Carried] = {}
+
+    @contextlib.contextmanager
+    def in_phase(self, phase: Phase) -> Iterator[None]:
+        """The ops run inside are `phase`'s; after it, none's (as the tracer's phases)."""
+        self.phase = phase
+        try:
+            yield
+        finally:
+            self.phase = Phase.NONE
+
+    # -- storages ------------------------------------------------------------------------
+
+    def persistent(self, tensors: Sequence[Any], origin: str, category: str,
+                   names: Sequence[str] | None = None) -> None:
+        """Storages that exist before the step and after it (parameters, optimizer state,
+        inputs): allocated before the first node, never released."""
+        for index, wrapped in enumerate(tensors):
+            tensor = tensors_in(wrapped)[0]
+            key = storage_key(tensor)
+            if key in self.ids or self.in_host_memory(tensor):
+                continue
+            self.ids[key] = len(self.storages)
+            self.storages.append(StorageRow(int(tensor.untyped_storage().nbytes()), origin,
+                                            category, names[index] if names else origin,
+                                            list(tensor.shape), str(tensor.dtype)[6:]))
+
+    def _frame_id(self, frame: Any) -> int:
+        code = frame.f_code
+        key = Frame(code.co_filename, frame.f_lineno, code.co_name)
+        found = self._frame_ids.get(key)
+        if found is None:
+            found = self._frame_ids[key] = len(self.frames)
+            self.frames.append(key)
+        return found
+
+    def _stack(self) -> list[int]:
+        """The Python stack of the op, innermost first, without the dispatch machinery and
+        this module."""
+        frames: list[int] = []
+        frame: Any = sys._getframe(2)
+        while frame is not None and len(frames) < _MAX_FRAMES:
+            filename = frame.f_code.co_filename
+            if not (filename.startswith(_HERE) or
+                    any(part in filename for part in _torch_internals.MACHINERY_FILES)):
+                frames.append(self._frame_id(frame))
+            frame = frame.f_back
+        return frames
+
+    def _module(self) -> str:
+        if self.phase is Phase.BACKWARD:
+            return self.backward_module or ""
+        return self.modules[-1] if self.modules else ""
+
+    def dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        name = _op_name(func)
+        data_dependent = _is_data_dependent(name, args)
+        if data_dependent and self.replay is not None:
+            output = self._replayed(name, args)
+        else:
+            output = func(*args, **kwargs)
+        if data_dependent and self.collect is not None:
+            self.collect.append((name, _summary(output)))
+        if self.device_kernels is not None and self.device_kernels.making_host_tensor:
+            for tensor in tensors_in(output):
+                self.host[storage_key(tensor)] = self._weak(  # type: ignore[no-untyped-call]
+                    tensor.untyped_storage())
+            return output
+        if not self.recording:
+            if self.collect is None:  # the unrecorded first step: what may outlive it
+                for tensor in tensors_in(output):
+                    if tensor.device.type != "meta":
+                        storage = tensor.untyped_storage()
+                        weak = self._weak(storage)  # type: ignore[no-untyped-call]
+                        self.earlier[storage_key(tensor)] = Carried(
+                            weak, int(storage.nbytes()), list(tensor.shape), str(tensor.dtype)[6:])
+            return output
+        releases = self._sweep()
+        allocates = []
+        for tensor in tensors_in(output):
+            key = storage_key(tensor)
+            # A fused kernel's philox seed and offset are meta tensors: no memory anywhere.
+            if key in self.ids or tensor.device.type == "meta" or self.in_host_memory(tensor):
+                continue
+            storage = tensor.untyped_storage()
+            self.ids[key] = len(self.storages)
+            self.storages.append(StorageRow(int(storage.nbytes()), "activation", "temporary", ""))
+            self.live[key] = self._weak(storage)  # type: ignore[no-untyped-call]
+            allocates.append(Allocation(self.ids[key], list(tensor.shape), str(tensor.dtype)[6:]))
+        if name.partition("::")[0] in _COMMUNICATION:
+            for tensor in _written(func, args, kwargs, output):
+                index = self.ids.get(storage_key(tensor))
+                if index is not None and self.storages[index].collective is None:
+                    self.storages[index].collective = name
+        flops = _flops(func, args, kwargs, output)
+        if allocates or releases or flops:
+            self.nodes.append(NodeRow(_op_name(func), self.phase, self._module(), self._stack(),
+                                      releases, allocates, flops))
+        return output
+
+    def resized(self, storage: Any, size: int) -> None:
+        """`storage` was resized in place to `size` bytes (Note [Storages resized in place]):
+        while the step is recorded, what it held is released and what it holds now allocated,
+        by a node of its own; before, the size it will carry into the step is kept."""
+        key = _torch_internals.storage_key(storage)
+        if not self.recording:
+            entry = self.earlier.get(key)
+            if entry is not None:
+                self.earlier[key] = entry._replace(bytes=size)
+            elif size and self.collect is None:
+                self.earlier[key] = Carried(self._weak(storage),  # type: ignore[no-untyped-call]
+                                            size, [size], "uint8")
+            return
+        releases = self._sweep()
+        index = self.ids.pop(key, None)
+        if index is not None:
+            if self.live.pop(key, None) is None:
+                raise StepGraphError(f"{self.storages[index].name} was resized in place: a "
+                                     "storage that lives through the step cannot change size")
+            releases.append(index)
+        allocates = []
+        if size:
+            self.ids[key] = len(self.storages)
+            self.storages.append(StorageRow(size, "activation", "temporary", ""))
+            self.live[key] = self._weak(storage)  # type: ignore[no-untyped-call]
+            allocates.append(Allocation(self.ids[key], [size], "uint8"))
+        self.nodes.append(NodeRow("memtrace::resize_storage", self.phase, self._module(),
+                                  self._stack(), sorted(releases), allocates))
+
+    def carried(self) -> None:
+        """The recorded step starts: what the first step left alive beyond the persistent
+        storages (the loop's names: Note [What the loop holds]; a GradScaler's scale; what
+        the model keeps on itself) is allocated by a first node, and dies when Python drops it."""
+        allocates = []
+        for key, (ref, size, shape, dtype) in self.earlier.items():
+            host = self.host.get(key)
+            if ref.expired() or not size or key in self.ids or (host is not None
+                                                                and not host.expired()):
+                continue
+            self.ids[key] = len(self.storages)
+            self.storages.append(StorageRow(size, "activation", "temporary",
+                                            "held from the step before"))
+            self.live[key] = ref
+            allocates.append(Allocation(self.ids[key], shape, dtype))
+        self.earlier.clear()
+        if allocates:
+            self.nodes.append(NodeRow("memtrace::step_before", Phase.NONE, "", [], [],
+                                      allocates))
+
+    def in_host_memory(self, tensor: Any) -> bool:
+        ref = self.host.get(storage_key(tensor))
+        return ref is not None and not ref.expired()
+
+    def choice(self, made: KernelChoice) -> None:
+        """A kernel the device runs for a call (device_kernels.DeviceKernels.on_choice)."""
+        if self.recording:
+            self.kernels.append(KernelRow(made.op, made.kernel, made.why, self._stack()))
+
+    def index_of(self, tensor: Any) -> int | None:
+        """The storage's index, while it lives (a freed storage's key can be reused)."""
+        return self.ids.get(storage_key(tensors_in(tensor)[0]))
+
+    def _replayed(self, name: str, args: tuple[Any, ...]) -> Any:
+        import torch
+        assert self.replay is not None
+        if self.replayed >= len(self.replay) or self.replay[self.replayed][0] != name:
+            expected = self.replay[self.replayed][0] if self.replayed < len(self.replay) else "none"
+            raise StepGraphError(f"{name} is data-dependent, and the step on the example input "
+                                 f"ran {expected} here: the model takes another path on fake "
+                                 "tensors")
+        summary = self.replay[self.replayed][1]
+        self.replayed += 1
+        device = next((a.device for a in tensors_in(args)), torch.device("cpu"))
+        output = _from_summary(summary, device)
+        if self.recording:
+            what = (f"{summary}" if not isinstance(summary, list) else
+                    ", ".join("x".join(map(str, shape)) for shape, _ in summary))
+            self.assumptions.append(AssumptionRow(
+                "data_dependent_size", name, self._stack(),
+                f"{name}: {what}, as on the example input (the step ran once on it)"))
+        return output
+
+    def _sweep(self) -> list[int]:
+        dead = [key for key, ref in self.live.items() if ref.expired()]
+        released = []
+        for key in dead:
+            del self.live[key]
+            released.append(self.ids.pop(key))
+        return sorted(released)
+
+    def finish(self, gradients: set[int]) -> None:
+        """The step is over: what died after the last op is released by a last node, and every
+        storage the step allocated gets its category (a gradient before a saved activation)."""
+        releases = self._sweep()
+        if releases:
+            self.nodes.append(NodeRow("memtrace::step_end", Phase.NONE, "", [], releases, []))
+        for index, storage in enumerate(self.storages):
+            if storage.origin != "activation":
+                continue
+            if index in gradients:
+                storage.category = "gradient"
+            elif index in self.saved:
+                storage.category = "activation"
+
+
+def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> int:
+    """What torch.utils.flop_counter counts for the op (matrix products, convolutions,
+    attention; two per multiply-add), 0 for the others."""
+    from torch.utils.flop_counter import flop_registry
+    count = flop_registry.get(_torch_internals.op_packet(func))
+    if count is None:
+        return 0
+    try:
+        return int(count(*args, **kwargs, out_val=output))
+    except Exception:  # noqa: BLE001 - a formula that does not take these arguments: uncounted
+        return 0
+
+
+# Note [Data-dependent values]
+# An op whose output size or value depends on tensor data (nonzero, a boolean mask, .item(),
+# unique) cannot run on fake tensors. When the step meets one, record() runs the step once on
+# a real copy of the model with the example inputs, keeps what each such op gave, in order, and
+# records the fake step again giving those back: sizes as on the example input, said in the
+# graph file's assumptions (as memtrace-estimate's --example-counts does for TorchScript).
+_DATA_DEPENDENT = {"aten::nonzero", "aten::_local_scalar_dense", "aten::masked_select",
+                   "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
+                   "aten::repeat_interleave.Tensor", "aten::bincount", "aten::nonzero_numpy"}
+
+
+def _is_data_dependent(name: str, args: tuple[Any, ...]) -> bool:
+    if name in _DATA_DEPENDENT:
+        return True
+    if name == "aten::index.Tensor" and len(args) > 1:
+        import torch
+        return any(isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8)
+                   for index in (args[1] or []))
+    return False
+
+
+def _summary(output: Any) -> Any:
+    """What a data-dependent op gave: a number, or the shapes and dtypes of its tensors."""
+    import torch
+    if isinstance(output, (torch.Tensor, tuple, list)):
+        return [(list(t.shape), str(t.dtype)[6:]) for t in tensors_in(output)]
+    return output
+
+
+def _from_summary(summary: Any, device: Any) -> Any:
+    import torch
+    if not isinstance(summary, list):
+        return summary
+    tensors = [torch.empty(shape, dtype=getattr(torch, dtype), device=device)
+               for shape, dtype in summary]
+    return tensors[0] if len(tensors) == 1 else tuple(tensors)
+
+
+def _op_name(func: Any) -> str:
+    # "aten.addmm.default" -> "aten::addmm"; other overloads keep their name: "aten::add.Tensor"
+    namespace, _, rest = str(func).partition(".")
+    name, _, overload = rest.rpartition(".")
+    if not name:
+        name, overload = overload, ""
+    return f"{namespace}::{name}" + ("" if overload in ("", "default") else f".{overload}")
+
+
+def dispatch_mode(recorder: Recorder) -> Any:
+    class Mode(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                               kwargs: dict[str, Any] | None = None) -> Any:
+            return recorder.dispatch(func, args, kwargs or {})
+
+    return Mode()
+
+
+# Note [Storages resized in place]
+# FSDP frees an unsharded parameter's memory between its uses by resizing its storage to 0
+# bytes and allocates it again by resizing it back (`UntypedStorage.resize_`), keeping the
+# tensor that autograd saved: no op goes through the dispatcher and no storage dies, so the
+# recorder follows `resize_` itself, as PyTorch's own MemTracker does.
+@contextlib.contextmanager
+def storage_resizes(recorder: Recorder) -> Iterator[None]:
+    import torch
+    original = torch.UntypedStorage.resize_
+
+    def resize_(storage: Any, size: int) -> Any:
+        result = original(storage, size)
+        recorder.resized(storage, int(storage.nbytes()))
+        return result
+
+    torch.UntypedStorage.resize_ = resize_  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        torch.UntypedStorage.resize_ = original  # type: ignore[method-assign]
+
+
+# Ops that move data between ranks (torch.distributed's, through its process group) and FSDP's
+# copies into and out of their buffers: a storage one of them writes while the step is
+# recorded is a communication buffer, and says which op first wrote it ("collective").
+_COMMUNICATION = ("c10d", "_c10d_functional", "fsdp")
+
+
+def _written(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> list[Any]:
+    """The tensors an op writes: its outputs and the arguments its schema marks mutable."""
+    values = [output]
+    for index, argument in enumerate(_torch_internals.op_schema(func).arguments):
+        if argument.alias_info is not None and argument.alias_info.is_write:
+            values.append(args[index] if index < len(args) else kwargs.get(argument.name))
+    return tensors_in(values)
+
+
+@contextlib.contextmanager
+def module_hooks(recorder: Recorder) -> Iterator[None]:
+    """The module the forward is in (global forward hooks), and the one whose backward runs:
+    a pre-hook on each leaf module's output grad_fn (Note [Backward modules] in training.py)."""
+    from torch.nn.modules import module as torch_module
+
+    def pre(module: Any, args: Any) -> None:
+        name = recorder.module_names.get(id(module))
+        if name is not None:
+            recorder.modules.append(name)
+
+    def post(module: Any, args: Any, output: Any) -> None:
+        name = recorder.module_names.get(id(module))
+        if name is None:
+            return
+        if recorder.modules and recorder.modules[-1] == name:
+            recorder.modules.pop()
+        if module._modules:
+            return
+        seen = {id(t.grad_fn) for t in tensors_in(args) if t.grad_fn is not None}
+        for tensor in tensors_in(output):
+            node = tensor.grad_fn
+            if node is None or id(node) in seen:
+                continue
+            seen.add(id(node))
+            node.register_prehook(lambda grads, name=name: _enter(name))
+
+    def _enter(name: str) -> None:
+        recorder.backward_module = name
+
+    handles = [torch_module.register_module_forward_pre_hook(pre),
+               torch_module.register_module_forward_hook(post)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
