@@ -165,7 +165,7 @@ def test_version(build):
 
 
 @pytest.mark.parametrize("command", [["report"], ["parse"], ["html"], ["flamegraph"], ["export"],
-                                     ["export", "perfetto"], ["export", "pytorch"]])
+                                     ["export", "perfetto"], ["export", "pytorch"], ["live"]])
 def test_every_command_has_help_with_an_example(build, command):
     text = run([Build.report, *command, "--help"]).stdout
     assert f"memtrace-report {' '.join(command)}" in text
@@ -175,7 +175,7 @@ def test_every_command_has_help_with_an_example(build, command):
 
 def test_top_level_help_lists_the_commands_and_examples(build):
     text = run([Build.report, "-h"]).stdout
-    for command in ("report", "parse", "html", "flamegraph", "export"):
+    for command in ("report", "parse", "html", "flamegraph", "export", "live"):
         assert f"\n  {command} " in text
     assert "examples:" in text and "memtrace-report html trace.bin -o report.html" in text
 
@@ -187,6 +187,23 @@ def test_an_option_of_another_command_is_named(build, sequence_trace):
           "--at is for the report, html, flamegraph and export pytorch, not export perfetto")
     fails(["html", sequence_trace, "--frobnicate=2"], "unknown option '--frobnicate'")
     fails(["html", sequence_trace, "--lanes"], "--lanes needs a value")
+
+
+def test_live_refuses_in_one_line(build, sequence_trace):
+    # Its own rules between options, after every value is read (tests/preload/test_live.py
+    # runs the view itself).
+    fails(["live", sequence_trace, "--format", "json"],
+          "live --format json prints one frame: give --once too")
+    fails(["live", sequence_trace, "--once", "--format", "csv"],
+          "--format takes text or json for live, not 'csv'")
+    fails(["live", sequence_trace, "--once", "--group-by", "module"],
+          "live groups by line, function or file (and by nn.Module, key m)")
+    fails(["live", sequence_trace, "--once", "--interval", "0.01"],
+          "--interval takes seconds from 0.05 to 3600, not '0.01'")
+    fails(["live", sequence_trace, "--group-by", "colour", "--interval", "x"], "--group-by takes")
+    fails(["live", sequence_trace, "--at", "end"],
+          "--at is for the report, html, flamegraph and export pytorch, not live")
+    fails(["live"], "no trace file given")
 
 
 def test_unknown_commands_and_export_kinds(build, sequence_trace):
