@@ -181,8 +181,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     run.add_argument("--top", type=int, default=20, help="rows of the report (default: %(default)s)")
     run.add_argument("--group-by", choices=GROUPINGS, default="line",
                      help="how to group the report's rows (default: %(default)s)")
-    run.add_argument("--frame", choices=FRAMES, default="innermost",
-                     help="the Python frame an allocation is attributed to (default: %(default)s)")
+    run.add_argument("--frame", choices=FRAMES, default="user",
+                     help="the Python frame an allocation is attributed to: the innermost in your "
+                          "own code, or the innermost, where the allocating call is "
+                          "(default: %(default)s)")
     run.add_argument("--quiet", "-q", action="store_true", help="write the trace, print no report")
     run.add_argument("--flight", metavar="N", type=int, default=None,
                      help="the flight recorder: a file the size of what is live however long the "

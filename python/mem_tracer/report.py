@@ -43,13 +43,14 @@ def _run(command: list[str]) -> str:
 
 
 def report_stats(top: int = 20, group_by: GroupBy = "line", file: TextIO | None = None, *,
-                 frame: Frame = "innermost", trace: str | os.PathLike[str] | None = None,
+                 frame: Frame = "user", trace: str | os.PathLike[str] | None = None,
                  predict: Any = None) -> None:
     """Prints the peak and what was live there, by source location: the columns
     ``Mem, Cumulative Mem, Median, Count, Location``, largest first.
 
-    ``group_by``: line, function, file, stack or module. ``frame="user"`` attributes each
-    allocation to the innermost frame of your own code instead of the innermost frame.
+    ``group_by``: line, function, file, stack or module. Each allocation is attributed to the
+    innermost frame of your own code; ``frame="innermost"`` attributes it to the innermost
+    frame, where the allocating call is (inside torch, often).
     The report of this process's trace ends where tracing was last stopped: what the
     program allocates after stop_tracing() is still counted by memory_allocated() but does
     not move the reported peak. ``trace`` reads another trace file, whole. ``predict`` adds the estimator's
@@ -72,7 +73,7 @@ def report_stats(top: int = 20, group_by: GroupBy = "line", file: TextIO | None 
     out.write(_run(_report_arguments(path, top, group_by, frame, own)))
 
 
-def report_data(top: int = 20, group_by: GroupBy = "line", *, frame: Frame = "innermost",
+def report_data(top: int = 20, group_by: GroupBy = "line", *, frame: Frame = "user",
                 trace: str | os.PathLike[str] | None = None, at: At | float = "peak") -> dict[str, Any]:
     """The report as data (memtrace-report's JSON): summary, devices, marks, and the rows of
     the table under ``["live"]["rows"]``. ``at``: "peak", "end", "oom" (the first failed

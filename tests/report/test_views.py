@@ -397,16 +397,17 @@ def write_estimate(path, **changes):
 
 def test_html_with_an_estimate(build, trace, work):
     html = work / "estimated.html"
-    report("html", trace, "--estimate", write_estimate(work / "est.json"), "-o", html)
+    report("html", trace, "--estimate", write_estimate(work / "est.json"), "--frame", "innermost", "-o", html)
     _, data = html_data(html)
     assert data["estimate"]["peak_requested_bytes"] == 6000
     # By line, innermost frame: model.py:10 is predicted 1200 + 34; the evil line nothing.
     assert [(r["location"], r["predicted_bytes"]) for r in data["table"]["rows"]] == [(EVIL, 0), (FORWARD, 1234)]
-    # --frame user takes by_user_frame (every frame of this trace is user code).
-    report("html", trace, "--estimate", work / "est.json", "--frame", "user", "-f", "-o", html)
+    # The default, --frame user, takes by_user_frame (every frame of this trace is user code).
+    report("html", trace, "--estimate", work / "est.json", "-f", "-o", html)
     _, data = html_data(html)
     assert [(r["location"], r["predicted_bytes"]) for r in data["table"]["rows"]] == [(EVIL, 0), (FORWARD, 777)]
-    report("html", trace, "--estimate", work / "est.json", "--group-by", "file", "-f", "-o", html)
+    report("html", trace, "--estimate", work / "est.json", "--group-by", "file", "--frame", "innermost", "-f",
+           "-o", html)
     _, data = html_data(html)
     assert [(r["location"], r["predicted_bytes"]) for r in data["table"]["rows"]] == [(EVIL_FILE, 0), (MODEL, 1241)]
     report("html", trace, "--estimate", work / "est.json", "--group-by", "stack", "-f", "-o", html)
@@ -416,7 +417,7 @@ def test_html_with_an_estimate(build, trace, work):
 
 def test_report_with_an_estimate_side_by_side(build, trace, work):
     estimate = write_estimate(work / "est-text.json")
-    text = report(trace, "--estimate", estimate).stdout
+    text = report(trace, "--estimate", estimate, "--frame", "innermost").stdout
     # The measured peak is 4500 bytes; 6000 predicted is 33.3 % more.
     assert "Predicted peak: 5.859 KiB (6000 bytes) by memtrace-estimate, eager semantics: +33.3 % " \
            "against the measured peak" in text
@@ -429,11 +430,11 @@ def test_report_with_an_estimate_side_by_side(build, trace, work):
     tail = text.split("but not live at the measured peak:\n")[1].splitlines()
     assert tail == [f"{'7 B':<11} {MODEL}:99 (other)", f"{'5 B':<11} <no source line>"]
 
-    document = report_json(trace, "--estimate", estimate)
+    document = report_json(trace, "--estimate", estimate, "--frame", "innermost")
     assert document["estimate"]["peak_requested_bytes"] == 6000
     assert [(r["location"], r["predicted_bytes"]) for r in document["live"]["rows"]] == [(EVIL, 0), (FORWARD, 1234)]
     assert [(e["line"], e["bytes"]) for e in document["estimate"]["predicted_only"]] == [(99, 7), (0, 5)]
-    csv_lines = report(trace, "--estimate", estimate, "--format", "csv").stdout.splitlines()
+    csv_lines = report(trace, "--estimate", estimate, "--format", "csv", "--frame", "innermost").stdout.splitlines()
     assert csv_lines[0].endswith(",predicted_bytes")
     assert [line.rsplit(",", 1)[1] for line in csv_lines[1:]] == ["0", "1234"]
     # Without an estimate nothing changes.
@@ -471,7 +472,7 @@ def test_estimate_drawn_in_chromium(build, trace, work):
         headers = browser.evaluate("[...document.querySelectorAll('#table th')].map(h => h.textContent)")
         assert headers == ["Mem", "Cumulative Mem", "Median", "Count", "Predicted", "Location"]
         assert browser.evaluate("[...document.querySelectorAll('#table td.predicted')].map(c => c.textContent)") \
-            == ["0 B", "1.205 KiB"]
+            == ["0 B", "777 B"]  # by the user's frame, the default
 
 
 def test_bad_estimates_are_refused(build, trace, work):

@@ -103,6 +103,69 @@ TEST_F(Fixture, PeakIsTheFirstAllocationToReachTheHighWaterMark) {
   EXPECT_THROW(report::liveSetAt(reader, summary, Point{Point::Kind::kOom}), reader::TraceError);
 }
 
+// Note [The line the user acts on]: under `memtrace run`, runpy and memtrace's runner sit above
+// the script's first frame, and memtrace's training hooks can sit between the user's frames;
+// neither is shown, under either policy, and a stack of nothing else is shown as it is.
+TEST(Locator, MemtracesOwnFramesAndTheRunnerAboveTheProgramAreNeverShown) {
+  TraceBuilder trace;
+  trace.processInfo();
+  uint32_t runpy = trace.string("<frozen runpy>");
+  uint32_t runner = trace.string("/venv/lib/python3.11/site-packages/mem_tracer/_run.py");
+  uint32_t hooks = trace.string("/src/memtrace/python/mem_tracer/training.py");
+  uint32_t script = trace.string("/home/user/train.py");
+  uint32_t torch_file = trace.string("/venv/lib/python3.11/site-packages/torch/nn/functional.py");
+  uint32_t frame_run_module = trace.frame(runpy, trace.string("_run_module_as_main"), 198);
+  uint32_t frame_runner = trace.frame(runner, trace.string("run"), 32);
+  uint32_t frame_run_code = trace.frame(runpy, trace.string("_run_code"), 88);
+  uint32_t frame_main = trace.frame(script, trace.string("<module>"), 10);
+  uint32_t frame_hook = trace.frame(hooks, trace.string("pack"), 120);
+  uint32_t frame_linear = trace.frame(torch_file, trace.string("linear"), 2200);
+  uint32_t stack = trace.pythonStack(0, frame_run_module);
+  stack = trace.pythonStack(stack, frame_runner);
+  stack = trace.pythonStack(stack, frame_run_code);
+  uint32_t at_main = trace.pythonStack(stack, frame_main);
+  uint32_t in_hook = trace.pythonStack(at_main, frame_hook);     // a hook allocating
+  uint32_t in_torch = trace.pythonStack(in_hook, frame_linear);  // torch under the hook
+  uint32_t only_memtrace = trace.pythonStack(trace.pythonStack(0, frame_runner), frame_hook);
+  trace.context(1, 0);
+  trace.marker(0, MarkerKind::kTracingStarted);
+  trace.alloc(10, 0x10000, 100, in_hook);
+  trace.alloc(20, 0x20000, 200, in_torch);
+  trace.alloc(30, 0x30000, 400, only_memtrace);
+  trace.marker(40, MarkerKind::kProcessExit);
+  std::string path = temporaryPath("own-frames.bin");
+  trace.write(path);
+  reader::TraceReader reader(path);
+  report::TraceSummary summary = report::summarize(reader);
+  report::LiveSet peak = report::liveSetAt(reader, summary, Point{});
+  ASSERT_EQ(peak.allocations.size(), 3u);
+
+  report::Locator user(reader.tables(), GroupBy::kLine, FramePolicy::kUser);
+  report::LocationTable by_user = user.group(peak);
+  ASSERT_EQ(by_user.rows.size(), 2u);
+  EXPECT_EQ(by_user.rows[0].location.name,
+            "/src/memtrace/python/mem_tracer/training.py:120 (pack)");
+  EXPECT_EQ(by_user.rows[1].location.name, "/home/user/train.py:10 (<module>)");
+  EXPECT_EQ(by_user.rows[1].bytes, 300u);
+
+  report::Locator innermost(reader.tables(), GroupBy::kLine, FramePolicy::kInnermost);
+  report::LocationTable by_innermost = innermost.group(peak);
+  ASSERT_EQ(by_innermost.rows.size(), 3u);
+  EXPECT_EQ(by_innermost.rows[1].location.function, "linear");
+  EXPECT_EQ(by_innermost.rows[2].location.name, "/home/user/train.py:10 (<module>)");  // not pack
+
+  std::vector<uint32_t> frames = user.framesOf(in_torch);
+  EXPECT_EQ(frames, (std::vector<uint32_t>{frame_main, frame_linear}));
+  EXPECT_EQ(user.framesOf(only_memtrace), (std::vector<uint32_t>{frame_runner, frame_hook}));
+  report::Locator by_stack(reader.tables(), GroupBy::kStack, FramePolicy::kUser);
+  for (const report::TableRow& row : by_stack.group(peak).rows) {
+    if (row.bytes == 400) continue;
+    EXPECT_EQ(row.location.name.find("mem_tracer"), std::string::npos) << row.location.name;
+    EXPECT_EQ(row.location.name.find("runpy"), std::string::npos) << row.location.name;
+  }
+  std::remove(path.c_str());
+}
+
 TEST_F(Fixture, DevicesAreCountedApartAndTogether) {
   trace.marker(0, MarkerKind::kTracingStarted);
   trace.alloc(10, 0x10000, 1000, at_10);  // device 0
@@ -224,7 +287,13 @@ TEST(UserCode, OneRuleForTheReportAndTheEstimator) {
   EXPECT_FALSE(isUserCode("/usr/lib/python3/dist-packages/numpy/core/numeric.py"));
   EXPECT_FALSE(isUserCode("/src/pytorch/torch/nn/functional.py"));  // torch from a checkout
   EXPECT_FALSE(isUserCode("/src/pytorch/torch/_tensor.py"));
-  EXPECT_FALSE(isUserCode("<string>"));
+  // What the user typed: python -c, standard input, an IPython cell (ipykernel's are files).
+  EXPECT_TRUE(isUserCode("<string>"));
+  EXPECT_TRUE(isUserCode("<stdin>"));
+  EXPECT_TRUE(isUserCode("<ipython-input-3-5d1f2c9a8b7e>"));
+  EXPECT_TRUE(isUserCode("/tmp/ipykernel_4242/3012345678.py"));
+  // Code a library generated (torch.fx's forwards) and the import machinery are not.
+  EXPECT_FALSE(isUserCode("<eval_with_key>.12"));
   EXPECT_FALSE(isUserCode("<frozen importlib._bootstrap>"));
   EXPECT_FALSE(isUserCode(""));
 }

@@ -92,8 +92,8 @@ def predict(path, device):
           f"weights {prediction.weight_bytes / 2**20:.2f} MiB, activations at their peak "
           f"{prediction.activation_peak_bytes / 2**20:.2f} MiB; the largest batch for 24 GiB: "
           f"{prediction.largest_batch}\n")
-    print("$ mem_tracer.report_stats(top=8, frame=\"user\", predict=prediction)")
-    mem_tracer.report_stats(top=8, frame="user", predict=prediction, trace=path)
+    print("$ mem_tracer.report_stats(top=8, predict=prediction)")
+    mem_tracer.report_stats(top=8, predict=prediction, trace=path)
     print("\n$ mem_tracer.report_data(group_by=\"module\"): live at the peak, by nn.Module")
     for row in mem_tracer.report_data(top=6, group_by="module", trace=path)["live"]["rows"]:
         print(f"  {row['bytes'] / 2**20:8.2f} MiB  {row['location']}")

@@ -197,7 +197,9 @@ examples:
         "function, module and category what grew, shrank, appeared and went",
         "diff");
     addGroupBy(diff, "compare by this grouping only (line, function, module and category)");
-    addFrame(diff, "the Python frame that stands for an allocation (innermost)");
+    addFrame(diff,
+             "the Python frame that stands for an allocation: the innermost in your own code, "
+             "or the innermost (user)");
     addTop(diff, "changed rows to show per grouping; 0 shows all (20)");
     addDevice(diff);
     addUntil(diff);
@@ -465,9 +467,9 @@ examples:
                "running (Python package); category: parameter, gradient, optimizer_state, ... "
                "(training, start_tracing(model=...))");
     addFrame(command,
-             "the Python frame that stands for an allocation: the innermost, or the innermost "
-             "in your own code (outside the standard library, site-packages and torch) "
-             "(innermost)");
+             "the Python frame that stands for an allocation: the innermost in your own code "
+             "(outside the standard library, site-packages and torch), or the innermost: the "
+             "allocating frame (user)");
     if (with_top) addTop(command, "rows to show; 0 shows all (20)");
     addPoint(command, "(peak)");
     addDevice(command);

@@ -39,7 +39,7 @@ struct Options {
   Until until = Until::kEnd;
   GroupBy group_by = GroupBy::kLine;
   bool group_by_given = false;
-  FramePolicy frame = FramePolicy::kInnermost;
+  FramePolicy frame = FramePolicy::kUser;
   size_t top = 20;
   Point point;
   bool point_given = false;

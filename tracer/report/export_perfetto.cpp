@@ -66,7 +66,7 @@ void exportPerfetto(std::ostream& out, reader::TraceReader& trace, const TraceSu
         {"tid", kPhasesTrack},
         {"args", {{"name", "phases"}}}});
 
-  Locator locator(trace.tables(), GroupBy::kLine, FramePolicy::kInnermost);
+  Locator locator(trace.tables(), GroupBy::kLine, FramePolicy::kUser);
   LocationTable no_lanes;
   TimelineOptions options;
   options.buckets = buckets;

@@ -25,7 +25,7 @@ std::vector<std::string> traceFiles(const std::vector<std::string>& paths);
 // How traces are read at their peaks (a job's ranks, two traces compared).
 struct JobOptions {
   std::vector<GroupBy> groupings{GroupBy::kLine};  // a table at the peak for each
-  FramePolicy frame = FramePolicy::kInnermost;
+  FramePolicy frame = FramePolicy::kUser;
   int device = kAllDevices;
   Until until = Until::kEnd;
   bool timelines = false;  // compute each rank's timeline too (the HTML page)
@@ -72,7 +72,7 @@ struct JobReport {
   // same rows, indexed like `ranks` (Note [Joining rows]).
   std::vector<JoinedRow> rows;
   GroupBy group_by = GroupBy::kLine;
-  FramePolicy frame = FramePolicy::kInnermost;
+  FramePolicy frame = FramePolicy::kUser;
 };
 
 // Reads each of `paths` at its peak, on up to JobOptions::threads threads at once. Throws the

@@ -82,23 +82,51 @@ bool Locator::isLibraryPath(uint32_t file) const {
   return known[file] == 1;
 }
 
+Locator::Role Locator::roleOf(uint32_t frame) const {
+  uint32_t file = tables_.python_frames[frame].file;
+  auto& known = role_;
+  if (known.size() <= file) known.resize(tables_.strings.size(), -1);
+  if (known[file] < 0) {
+    std::string_view path = tables_.string(file);
+    known[file] = static_cast<int8_t>(isMemtraceCode(path) ? Role::kMemtrace
+                                      : isRunnerCode(path) ? Role::kRunner
+                                                           : Role::kProgram);
+  }
+  return static_cast<Role>(known[file]);
+}
+
 uint32_t Locator::chosenFrame(uint32_t python_stack) const {
   if (python_stack == 0) return 0;
+  // Note [The line the user acts on]: memtrace's own frames are passed over under either
+  // policy; with none of the program's own, the innermost is the best there is.
   uint32_t innermost = tables_.python_stacks[python_stack].frame;
-  if (frame_policy_ == FramePolicy::kInnermost) return innermost;
+  uint32_t program = 0;
   for (uint32_t node = python_stack; node; node = tables_.python_stacks[node].parent) {
     uint32_t frame = tables_.python_stacks[node].frame;
+    if (roleOf(frame) == Role::kMemtrace) continue;
+    if (frame_policy_ == FramePolicy::kInnermost) return frame;
+    if (!program) program = frame;
     if (!isLibraryPath(tables_.python_frames[frame].file)) return frame;
   }
-  return innermost;  // all library code: the innermost frame is the best we have
+  return program ? program : innermost;
 }
 
 std::vector<uint32_t> Locator::framesOf(uint32_t python_stack) const {
-  std::vector<uint32_t> frames;
+  std::vector<uint32_t> all;
   for (uint32_t node = python_stack; node; node = tables_.python_stacks[node].parent)
-    frames.push_back(tables_.python_stacks[node].frame);
-  std::reverse(frames.begin(), frames.end());
-  return frames;
+    all.push_back(tables_.python_stacks[node].frame);
+  std::reverse(all.begin(), all.end());
+  // Note [The line the user acts on]: the runner above the program's first frame (runpy,
+  // memtrace run) and memtrace's own frames anywhere are left out, unless nothing is left.
+  std::vector<uint32_t> frames;
+  bool above_program = true;
+  for (uint32_t frame : all) {
+    Role role = roleOf(frame);
+    if (role == Role::kMemtrace || (above_program && role == Role::kRunner)) continue;
+    above_program = false;
+    frames.push_back(frame);
+  }
+  return frames.empty() ? all : frames;
 }
 
 std::string Locator::frameName(uint32_t frame_id) const {

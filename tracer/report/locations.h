@@ -15,10 +15,25 @@ namespace memtrace::report {
 
 enum class GroupBy { kLine, kFunction, kFile, kStack, kModule, kCategory };
 
-// Which Python frame stands for an allocation: the innermost (where the allocating call
-// is, which can be inside torch), or the innermost in the user's own code (outside the
-// standard library, site-packages and torch). The estimator offers the same two.
+// Which Python frame stands for an allocation: the innermost in the user's own code (outside
+// the standard library, site-packages and torch: isUserCode), the default, or the innermost
+// (where the allocating call is, which can be inside torch). The estimator offers the same two.
 enum class FramePolicy { kInnermost, kUser };
+
+// Note [The line the user acts on]
+// A report leads with the line the user can change: `loss.backward()` in train.py, not
+// torch/autograd/graph.py:_engine_run_backward where the allocation happened to be asked for.
+// So every view (text, page, CSV/JSON, flame graph, job, diff) attributes an allocation to the
+// innermost frame of the user's code by default; `--frame innermost` (frame="innermost" in
+// Python) is the allocating frame, one option away. With no user frame on the stack (a
+// library's own thread, a program that is all library) the innermost frame stands for it.
+// memtrace's own frames are never shown, under either policy: its package (the hooks
+// `memtrace run` adds, mem_tracer.estimate's wrapper) is passed over when choosing a frame
+// and left out of full stacks, as is the runner above the program's first frame (runpy's
+// frames under `python -m` and `memtrace run`): a flame graph's roots are the program's.
+// "The user's code" is a script, a package being developed (an editable install is its
+// checkout, outside site-packages), a notebook cell (ipykernel's /tmp/ipykernel_PID/N.py,
+// IPython's <ipython-input-N-...>), `python -c` (<string>) and standard input (<stdin>).
 
 // How an allocation is attributed.
 enum class LocationKind {
@@ -50,7 +65,7 @@ struct TableRow {
 
 struct LocationTable {
   GroupBy group_by = GroupBy::kLine;
-  FramePolicy frame_policy = FramePolicy::kInnermost;
+  FramePolicy frame_policy = FramePolicy::kUser;
   uint64_t total_bytes = 0;
   std::vector<TableRow> rows;  // largest first; all of them (renderers cut to --top)
 };
@@ -79,12 +94,15 @@ class Locator {
   uint64_t interestingIp(uint32_t native_stack);
   Symbolizer& symbolizer();
   bool isLibraryPath(uint32_t file) const;
+  enum class Role : int8_t { kProgram, kMemtrace, kRunner };
+  Role roleOf(uint32_t frame) const;
 
   const reader::Tables& tables_;
   GroupBy group_by_;
   FramePolicy frame_policy_;
   std::unique_ptr<Symbolizer> symbolizer_;
   mutable std::vector<int8_t> library_file_;  // per string id: -1 unknown, 0 user code, 1 library
+  mutable std::vector<int8_t> role_;          // per string id: -1 unknown, else a Role
 };
 
 // Helpers the renderers share.

@@ -56,7 +56,7 @@ TEST(UserCode, LeavesOutTheStandardLibraryPackagesAndTorch) {
   EXPECT_FALSE(isUserCode("/usr/lib/python3.11/contextlib.py"));
   EXPECT_FALSE(isUserCode("/src/pytorch/torch/nn/modules/conv.py"));
   EXPECT_FALSE(isUserCode("/src/memtrace/python/mem_tracer/estimate.py"));
-  EXPECT_FALSE(isUserCode("<string>"));
+  EXPECT_TRUE(isUserCode("<string>"));  // python -c
   EXPECT_FALSE(isUserCode(""));
 }
 
