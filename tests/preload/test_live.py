@@ -142,7 +142,7 @@ def test_the_view_in_a_terminal(build, tmp_path):
         text = _wait_for(lambda: (lambda s: s if "training_loop.py" in s else None)(screen()),
                          "view")
         assert f"memtrace live  pid {process.pid}" in text
-        assert "Now " in text and "Peak " in text and "Location (by line)" in text
+        assert "Now " in text and "Peak " in text and "Location (by line in user code)" in text
         assert "q quit   l by line   m by module" in text
         events = lambda s: int(s.split(" events")[0].split()[-1])  # noqa: E731
         before = events(text)

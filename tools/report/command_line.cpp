@@ -279,7 +279,9 @@ examples:
                                  "--interval takes seconds from 0.05 to 3600")));
     // Any grouping CLI11 reads; live takes line, function or file (finish()).
     addGroupBy(live, "the rows' grouping besides nn.Module (line)");
-    addFrame(live, "the Python frame that stands for an allocation (innermost)");
+    addFrame(live,
+             "the Python frame that stands for an allocation: the innermost in your own code, "
+             "or the innermost (user)");
     addTop(live, "rows to show; 0: what the terminal holds (0; 20 with --once)");
     live->add_flag("--once", options_.once,
                    "print one frame as plain text (or JSON, --format json) and exit");

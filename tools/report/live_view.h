@@ -15,7 +15,7 @@ struct LiveOptions {
   // folders of traces.
   std::vector<std::string> targets;
   report::GroupBy group_by = report::GroupBy::kLine;
-  report::FramePolicy frame = report::FramePolicy::kInnermost;
+  report::FramePolicy frame = report::FramePolicy::kUser;  // as every view (issue 30)
   size_t top = 0;         // rows; 0: as many as the terminal has room for
   double interval = 1.0;  // seconds between refreshes
   bool once = false;      // one frame, plain text, then exit
