@@ -55,14 +55,22 @@ class Tracing {
     api<int (*)()>("memtrace_close")();
     std::remove(path_.c_str());
   }
+  // The bytes of the trace's whole chunks once flushed: a mapped trace's file is longer than
+  // its records (the window allocated past them, Note [Records reach the page cache as they
+  // are written]), so its chunks are walked, up to the (empty) open chunk.
   long fileBytes() const {
     api<int (*)()>("memtrace_flush")();
     FILE* file = std::fopen(path_.c_str(), "rb");
     if (!file) return 0;
-    std::fseek(file, 0, SEEK_END);
-    long size = std::ftell(file);
+    long end = 16;
+    unsigned char header[12];
+    while (std::fseek(file, end, SEEK_SET) == 0 && std::fread(header, 1, 12, file) == 12) {
+      long size = header[0] | header[1] << 8 | header[2] << 16 | long{header[3]} << 24;
+      if (size == 0) break;
+      end += 12 + size;
+    }
     std::fclose(file);
-    return size;
+    return end;
   }
 
  private:

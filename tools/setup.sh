@@ -31,6 +31,7 @@ debian_packages=(
   clang                 # libFuzzer and the sanitizer build (tests/fuzz, make test-sanitize)
   libclang-rt-14-dev    # clang's runtimes: libFuzzer, ASan, UBSan
   clang-format          # the format check (tools/format.sh; ctest entry `format`)
+  tmux                  # drives `memtrace live` in a terminal (tests/report/test_live.py)
 )
 
 missing=()

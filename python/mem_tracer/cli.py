@@ -83,6 +83,17 @@ _FORWARDED: dict[str, _Forwarded] = {
         "snapshot pickle for pytorch.org/memory_viz.",
         ("memtrace export perfetto trace.bin -o trace.json",
          "memtrace export pytorch trace.bin -o snapshot.pickle")),
+    "live": _Forwarded(
+        _REPORT, ("live",), "follow a running process's memory in the terminal, as it goes",
+        "(PID | TRACE | FOLDER) [--interval SECONDS] [--group-by line|function|file] "
+        "[--frame ...] [--top N] [--once [--format text|json]]",
+        "Follows the trace a running process writes (or every rank of a local job: give the "
+        "PID of torchrun, or of memtrace run, or the job's folder), refreshed in the terminal: "
+        "the bytes live now and at the peak so far, by line and by nn.Module. It reads the "
+        "trace file from another terminal and asks nothing of the process: start it any time, "
+        "quit with q.",
+        ("memtrace live 1234", "memtrace live memtrace-job-42/",
+         "memtrace live 1234 --once --format json")),
     "parse": _Forwarded(
         _REPORT, ("parse",), "print every record of a trace as a line of text",
         "TRACE", "Prints every record of a trace as a line of text (for tests and debugging).",
@@ -116,6 +127,7 @@ _RUN_EXAMPLES = (
     "memtrace run -o trace.bin --frame user train.py",
     "memtrace run --stacks all -m my_package.train --config small.yaml",
     "memtrace run --gpu h100 train.py   (on a simulated H100 80GB: no GPU needed)",
+    "memtrace run --flight 1000000 train.py   (a file the size of what is live: week-long jobs)",
     "memtrace run --gpu l4 --gpu-memory 22GiB train.py   (exit status 3: it did not fit)",
     "memtrace train.py        (the same as memtrace run train.py)",
 )
@@ -174,6 +186,11 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                           "own code, or the innermost, where the allocating call is "
                           "(default: %(default)s)")
     run.add_argument("--quiet", "-q", action="store_true", help="write the trace, print no report")
+    run.add_argument("--flight", metavar="N", type=int, default=None,
+                     help="the flight recorder: a file the size of what is live however long the "
+                          "run, with the live set at the peak, at the end (or the first failed "
+                          "allocation), every training step's peak and at least the last N "
+                          "events (docs/trace-format.md)")
     run.add_argument("--gpu", metavar="PROFILE", default=None,
                      help="run on a simulated card instead of a GPU (docs/simulated-gpu.md): "
                           "h100-80gb, h200, a100-40gb, a100-80gb, l4, rtx-4090 (or an alias: "
@@ -358,7 +375,7 @@ def _run_job(arguments: argparse.Namespace, program: list[str]) -> int:
     command = _torchrun_through_bootstrap([launcher, *program[1:]])
     folder = Path(os.path.abspath(arguments.output or f"memtrace-job-{os.getpid()}"))
     folder.mkdir(parents=True, exist_ok=True)
-    environment = _traced_environment(str(folder / _RANK_FILE), arguments.stacks)
+    environment = _traced_environment(str(folder / _RANK_FILE), arguments.stacks, arguments.flight)
     if arguments.gpu:
         environment = _simulated(arguments, environment, _torchrun_processes(program))
     status, _ = _call(command, environment)
@@ -377,17 +394,22 @@ def _run_job(arguments: argparse.Namespace, program: list[str]) -> int:
     return status
 
 
-def _traced_environment(output: str, stacks: str) -> dict[str, str]:
+def _traced_environment(output: str, stacks: str, flight: int | None = None) -> dict[str, str]:
     library = _native.library_path()
     environment = dict(os.environ)
     environment["LD_PRELOAD"] = " ".join(filter(None, [str(library), environment.get("LD_PRELOAD")]))
     environment["MEMTRACE_OUTPUT"] = output
     environment["MEMTRACE_STACKS"] = stacks
+    if flight is not None:
+        environment["MEMTRACE_MODE"] = "flight"
+        environment["MEMTRACE_FLIGHT_EVENTS"] = str(flight)
     return environment
 
 
 def run(arguments: argparse.Namespace) -> int:
     """Runs the program under LD_PRELOAD and reports on its trace; returns its exit status."""
+    if arguments.flight is not None and arguments.flight < 1:
+        raise _BadInput("run --flight: the events to keep, at least 1")
     if arguments.module is not None:
         if not arguments.module:
             raise _BadInput("run: -m needs a module name")
@@ -408,7 +430,7 @@ def run(arguments: argparse.Namespace) -> int:
         # Through mem_tracer._run: the training hooks first (categories, phases, steps).
         command = [sys.executable, "-m", "mem_tracer._run", *program]
     output = os.path.abspath(arguments.output or "memtrace-%p.bin")
-    environment = _traced_environment(output, arguments.stacks)
+    environment = _traced_environment(output, arguments.stacks, arguments.flight)
     if arguments.gpu:
         environment = _simulated(arguments, environment, 1)
     status, pid = _call(command, environment)

@@ -5,7 +5,9 @@ at its peak.
 
 argv: libcudart path, heavy rank, extra bytes of the heavy rank, then options:
   fail-first-attempt=R   rank R exits with status 3 on the job's first attempt (an elastic
-                         restart follows when torchrun allows one)"""
+                         restart follows when torchrun allows one)
+  churn=N                after its peak, every rank makes N allocation and free pairs of 4 KiB
+                         (a long run's events, for the flight recorder to drop)"""
 import ctypes
 import os
 import sys
@@ -35,6 +37,10 @@ if rank == heavy_rank:
     assert cuda.cudaMalloc(ctypes.byref(held), ctypes.c_size_t(extra)) == 0  # ALLOC:heavy
     cuda.cudaFree(held)
 cuda.cudaFree(activations)
+small = ctypes.c_void_p()
+for _ in range(int(options.get("churn", 0))):
+    cuda.cudaMalloc(ctypes.byref(small), ctypes.c_size_t(4096))  # ALLOC:churn
+    cuda.cudaFree(small)
 total = torch.tensor([float(rank)])
 dist.all_reduce(total)
 assert total.item() == sum(range(world))

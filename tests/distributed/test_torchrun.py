@@ -33,10 +33,10 @@ def location(tag):
     return f"{SCRIPT.relative_to(ROOT)}:{line_of(tag)} (<module>)"
 
 
-def memtrace_run(folder, ranks, heavy, *options, torchrun_options=(), quiet=True):
+def memtrace_run(folder, ranks, heavy, *options, torchrun_options=(), quiet=True, run_options=()):
     """`memtrace run -o FOLDER torchrun --standalone --nproc-per-node N ranks.py ...`"""
     return run([sys.executable, "-m", "mem_tracer", "run", *(["-q"] if quiet else []), "-o", folder,
-                TORCHRUN,
+                *run_options, TORCHRUN,
                 "--standalone", "--nproc-per-node", ranks, *torchrun_options, SCRIPT, Build.cudart,
                 heavy, HEAVY_EXTRA, *options],
                {"PYTHONPATH": str(ROOT / "python")}, timeout=240)
@@ -121,3 +121,20 @@ def test_diff_of_two_ranks_names_the_line_and_its_bytes(four_ranks):
                            "--format", "json", "--group-by", "line"], cwd=ROOT).stdout)
     assert [(row["location"], row["change"], row["delta_bytes"]) for row in
             diff["tables"]["line"]["rows"]] == [(location("heavy"), "appeared", HEAVY_EXTRA)]
+
+
+# Issue 33, part 4: every rank keeps its own flight recorder (memtrace run --flight N torchrun),
+# and the job's report reads them as it reads full traces.
+def test_every_rank_keeps_a_flight_recorder_and_the_job_report_reads_them(tmp_path):
+    folder = tmp_path / "flight-job"
+    memtrace_run(folder, 2, 1, "churn=150000", run_options=("--flight", "500"))
+    traces = traces_by_attempt(folder)
+    assert sorted(traces) == [(0, 0), (1, 0)]
+    for path, _, _ in traces.values():
+        flight = json.loads(run([Build.report, path, "--format", "json"]).stdout)["summary"]["flight"]
+        assert flight["dropped"] and flight["peak_section"], flight
+        assert path.stat().st_size < 4 << 20
+    job = json.loads(run([Build.report, folder, "--format", "json"], cwd=ROOT).stdout)
+    assert [rank["peak_bytes"] for rank in job["ranks"]] == [10 * MIB, 10 * MIB + HEAVY_EXTRA]
+    assert job["peak"]["label"] == "rank 1"
+    assert job["ranks"][1]["line"] == location("heavy")

@@ -8,7 +8,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "report"))
 from trace_writer import (ACTIVATION, ADDRESS_FREE, ADDRESS_RESERVE, ANNOTATION,  # noqa: E402
-                          BACKWARD, CU_MEM_CREATE, CUDA_MALLOC_ASYNC, DEVICE_READ_API, FORWARD, GRADIENT, MEMORY_UNMAP,
+                          BACKWARD, CU_MEM_CREATE, CUDA_MALLOC_ASYNC, DEVICE_READ_API, FLIGHT,
+                          FORWARD, FRAME, GRADIENT, MEMORY_UNMAP, OUT_OF_MEMORY, PEAK, WINDOW,
                           LOADED_OBJECT, NATIVE_STACK, NO_PHASE, OPTIMIZER, OPTIMIZER_STATE, PARAMETER,
                           PHASE_BEGIN, PHASE_END, PROCESS_EXIT, TRACE_CLOSED, TRACING_STARTED,
                           TRACING_STOPPED, TraceWriter, byte_string, varint, zigzag)
@@ -160,6 +161,34 @@ def unknown_device():
     return w
 
 
+def flight():
+    """A flight recorder's file (version 4): the tables, the peak's and the failure's sections
+    with their frees, the window's live set, frames, events and step peaks; on the simulated
+    GPU, with a read of device values after a frame (whose context it sets again)."""
+    w = TraceWriter().simulated_device("h100-80gb", "", 80 << 30)
+    f = w.string("train.py")
+    s = w.python_stack(0, w.frame(f, w.string("step"), 7))
+    block = w.string("model.block0")
+    w.device(0, w.string("GPU 0"), 1 << 34)
+    w.step_peak(1, 0, 900, 400, 3 << 20, FORWARD, block)
+    w.step_peak(2, 900, 1000, 950, 5 << 20, BACKWARD, 0)
+    w.section(500, PEAK).context(7, 0).module_scope(block).marker(500, TRACING_STARTED)
+    w.alloc(500, 0x7f0000000000, 2 << 20, s).category(0x7f0000000000, ACTIVATION)
+    w.alloc(500, 0x7f0000400000, 3 << 20, s)
+    w.free(500, 0x7f0000000000).free(500, 0x7f0000400000)
+    w.section(600, OUT_OF_MEMORY).context(7, 0).alloc(600, 0x7f0000000000, 1 << 20, s)
+    w.failed_alloc(600, 1 << 40, s).free(600, 0x7f0000000000)
+    w.section(3000, WINDOW).context(7, 0).alloc(3000, 0x7f0000800000, 1 << 20, s)
+    w.flush()
+    w.section(3000, FRAME, 1, 0, 1000, (900, 460, 440, 1, 5 << 30, 2), [(0, 5 << 30, 5 << 20, 500)])
+    w.context(7, 0).alloc(3100, 0x7f0000900000, 4096, s).free(3200, 0x7f0000900000)
+    w.step_peak(3, 2000, 3300, 3100, (1 << 20) + 4096, NO_PHASE, 0)
+    w.section(3400, FRAME, 1, 0, 1000, (903, 461, 441, 1, 5 << 30, 2))
+    w.context(7, 0).alloc(3500, 0x7f0000a00000, 8192, s)
+    w.context(7, 0, api=DEVICE_READ_API).device_read(3600, 8, s)
+    return w
+
+
 def main():
     corpus = HERE / "corpus"
     corpus.mkdir(exist_ok=True)
@@ -170,6 +199,9 @@ def main():
         # The same trace cut inside its last chunk: read up to the last whole one.
         (corpus / f"{name}_cut.bin").write_bytes(data[:len(data) - 5])
     (corpus / "header_only.bin").write_bytes(TraceWriter().write(corpus / "tmp").read_bytes()[:16])
+    # Version 4: a flight recorder's file, whole and ending in an open chunk (a killed writer's).
+    flight().write(corpus / "flight.bin", flags=FLIGHT)
+    flight().write(corpus / "flight_open.bin", flags=FLIGHT, open_tail=64)
     (corpus / "tmp").unlink()
 
 

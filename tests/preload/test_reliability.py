@@ -145,7 +145,9 @@ def test_sigkill_at_random_moments(build, tmp_path):
     env = {**os.environ, "MEMTRACE_BUILD_DIR": str(Build.dir)}
     for attempt in range(KILL_RUNS):
         trace = tmp_path / f"killed-{attempt}.bin"
-        env.update(preloaded(trace))
+        # Through the buffer: what it promises (a flush period). A mapped trace loses nothing
+        # (test_dying.py's SIGKILL loop).
+        env.update(preloaded(trace, MEMTRACE_MAP_FILE=0))
         delay = rng.uniform(0.0, 0.6)
         process = subprocess.Popen([str(build.program("churn")), "100000000", "20", "200"],
                                    env=env, stdout=subprocess.PIPE, text=True)

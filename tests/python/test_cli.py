@@ -10,7 +10,8 @@ from memtrace_testing import ROOT, Build, run
 
 SCRIPTS = Path(__file__).parent / "scripts"
 PACKAGE = ROOT / "python"
-COMMANDS = ("run", "report", "diff", "html", "flamegraph", "export", "parse", "estimate", "plan")
+COMMANDS = ("run", "report", "diff", "html", "flamegraph", "export", "parse", "estimate", "plan",
+            "live")
 
 
 def memtrace(*args, check=True, cwd=None, env=None):
@@ -182,3 +183,16 @@ def test_plan_finds_the_largest_batch_within_a_budget(scripted_model):
     refused(memtrace("plan", scripted_model, "--input", "1x8", check=False),
             "plan needs --budget SIZE (the largest batch that fits) or --batch N,N,... "
             "(see python -m mem_tracer plan --help)")
+
+
+def test_run_flight_writes_a_flight_recorders_file_that_live_reads(tmp_path):
+    # Issue 33: `memtrace run --flight N` (MEMTRACE_MODE=flight) and `memtrace live`.
+    loop = ROOT / "tests" / "preload" / "scripts" / "training_loop.py"
+    trace = tmp_path / "flight.bin"
+    memtrace("run", "-q", "--flight", "2000", "-o", trace, loop, Build.cudart, "120", "400", "3")
+    summary = json.loads(memtrace("report", trace, "--format", "json").stdout)["summary"]
+    assert summary["flight"]["window_events"] == 2000 and summary["flight"]["dropped"]
+    (state,) = json.loads(memtrace("live", trace, "--once", "--format", "json").stdout)["traces"]
+    assert state["flight"] and state["ended"] and state["peak_bytes"] == summary["peak_bytes"]
+    refused(memtrace("run", "--flight", "0", loop, check=False),
+            "run --flight: the events to keep, at least 1")

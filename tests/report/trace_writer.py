@@ -4,7 +4,7 @@ against traces whose every byte count is known."""
 import struct
 
 MAGIC = b"MEMTRACE"
-VERSION = 3
+VERSION = 4
 
 # Record types and marker kinds (tracer/format/records.h).
 PROCESS_INFO, STRING, PYTHON_FRAME, PYTHON_STACK, NATIVE_STACK, LOADED_OBJECT, DEVICE, CONTEXT, \
@@ -18,6 +18,9 @@ UNKNOWN, PARAMETER, GRADIENT, OPTIMIZER_STATE, ACTIVATION, INPUT, TEMPORARY = ra
 NO_PHASE, FORWARD, BACKWARD, OPTIMIZER = range(4)
 TRACING_STARTED, TRACING_STOPPED, ANNOTATION, PHASE_BEGIN, PHASE_END, PROCESS_EXIT, TRACE_CLOSED = range(7)
 EVENT, FREE, ADDRESS_IN_256 = 0x80, 0x40, 0x20
+# Version 4's: the flight recorder's records and flag, its section kinds.
+SECTION, STEP_PEAK, FLIGHT = 0x17, 0x18, 1
+FRAME, PEAK, OUT_OF_MEMORY, WINDOW = range(4)
 
 
 def _crc32c_table():
@@ -163,6 +166,26 @@ class TraceWriter:
             + varint(native)
         return self
 
+    def section(self, time, kind, tracing=0, phase=0, window=1000, totals=(0, 0, 0, 0, 0, 0),
+                devices=()):
+        """A flight recorder's section (docs/trace-format.md): every decoding base starts
+        afresh. `devices`: (device, allocated bytes, peak bytes, peak time) each."""
+        self.chunk += bytes([SECTION]) + varint(time) + bytes([kind, tracing, phase]) \
+            + varint(window) + b"".join(varint(value) for value in totals) + varint(len(devices)) \
+            + b"".join(varint(zigzag(d)) + varint(a) + varint(p) + varint(t)
+                       for d, a, p, t in devices)
+        self.last_time, self.last_address = time, 0
+        return self
+
+    def step_peak(self, step, begin, end, peak_time, peak_bytes, phase=0, module=0):
+        """A flight recorder's step: its fields relative to the previous step peak's."""
+        previous_step, previous_end = getattr(self, "_step", (0, 0))
+        self.chunk += bytes([STEP_PEAK]) + varint(zigzag(step - previous_step)) \
+            + varint(begin - previous_end) + varint(end - begin) + varint(peak_time - begin) \
+            + varint(peak_bytes) + bytes([phase]) + varint(module)
+        self._step = (step, end)
+        return self
+
     def marker(self, time, kind, name=0):
         self.chunk += bytes([MARKER]) + self._delta(time) + bytes([kind]) + varint(name)
         return self
@@ -198,8 +221,15 @@ class TraceWriter:
             self.chunk = bytearray()
         return self
 
-    def write(self, path):
-        self.flush()
+    def write(self, path, version=VERSION, flags=0, open_tail=0):
+        """With `open_tail`, the records not yet in a chunk are written as an open chunk (its
+        size 0) followed by that many zero bytes, as a mapped trace's writer leaves them."""
+        if not open_tail:
+            self.flush()
+        tail = b""
+        if open_tail:
+            tail = bytes(12) + bytes(self.chunk) + bytes(open_tail)
+            self.chunk = bytearray()
         with open(path, "wb") as file:
-            file.write(MAGIC + struct.pack("<II", VERSION, 0) + b"".join(self.chunks))
+            file.write(MAGIC + struct.pack("<II", version, flags) + b"".join(self.chunks) + tail)
         return path

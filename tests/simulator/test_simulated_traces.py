@@ -34,15 +34,18 @@ def shown(path):
     return str(path)[len(cwd):] if str(path).startswith(cwd) else str(path)
 
 
-def on_card(command, profile, trace=None, timeout=300, **options):
+def on_card(command, profile, trace=None, timeout=300, flight_events=None, **options):
     """Runs `command` on the simulated `profile` (simulated_gpu.environment's options: memory,
-    devices), traced into `trace` under LD_PRELOAD when given. Returns the completed process."""
+    devices), traced into `trace` under LD_PRELOAD when given (by the flight recorder, keeping
+    `flight_events`, when given). Returns the completed process."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("MEMTRACE_") and k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
     env["MEMTRACE_BUILD_DIR"] = str(BUILD)
     env["PYTHONPATH"] = str(ROOT / "python")
     if trace is not None:
         env.update({"LD_PRELOAD": str(Build.library), "MEMTRACE_OUTPUT": str(trace)})
+    if flight_events is not None:
+        env.update({"MEMTRACE_MODE": "flight", "MEMTRACE_FLIGHT_EVENTS": str(flight_events)})
     env = simulated_environment(env, profile, **options)
     result = subprocess.run([str(c) for c in command], env=env, capture_output=True, text=True,
                             timeout=timeout)
@@ -142,3 +145,20 @@ def test_simulated_libraries_loaded_after_memtrace_are_found_before_the_first_ev
     assert simulated_record(trace)["profile"] == "l4"
     events = [r for r in parse_records(trace) if r["record"] in ("alloc", "free")]
     assert [r.get("size") for r in events] == ["1048576", "5000", "1048576"]
+
+
+def test_a_flight_recorders_file_keeps_the_card_and_the_kept_reads(tmp_path):
+    # Issue 33's flight recorder on the simulated card (issue 31): compactions write the
+    # tables again, the simulated-device record among them, once; the reads of device values
+    # are events of the stream, kept with the last N events and dropped with the others.
+    trace = tmp_path / "flight.bin"
+    result = on_card([sys.executable, PROGRAMS / "flight_loop.py", 6000], "h100-80gb", trace,
+                     flight_events=2000)
+    assert result.stdout.split()[:2] == ["steps", "6000"]
+    assert simulated_record(trace)["profile"] == "h100-80gb"
+    summary = report_json(trace)
+    assert summary["summary"]["flight"]["dropped"], "the file was never compacted"
+    reads = summary["device_reads"]
+    assert 0 < reads["count"] < 6000
+    (row,) = [row for row in reads["rows"] if row.get("file") == str(PROGRAMS / "flight_loop.py")]
+    assert row["line"] == line_of("flight_loop.py", "read: each step")

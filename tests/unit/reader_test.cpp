@@ -123,6 +123,15 @@ TEST(Reader, EveryFlippedByteIsAnError) {
     for (uint8_t mask : {uint8_t{0x01}, uint8_t{0x80}, uint8_t{0xff}}) {
       std::vector<uint8_t> bad = good;
       bad[offset] ^= mask;
+      // A version this reader also reads, or the flight recorder's flag, names a file whose
+      // records read the same under it: no damage the reader could see.
+      if (offset >= 8 && offset < 12) {
+        uint32_t version = codec::getU32(bad.data() + 8);
+        if (version >= format::kOldestVersion && version <= format::kVersion) continue;
+      }
+      if (offset >= 12 && offset < 16 &&
+          !(codec::getU32(bad.data() + 12) & ~format::kKnownFileFlags))
+        continue;
       writeBytes(path, bad);
       try {
         TraceReader trace(path);
@@ -179,7 +188,7 @@ TEST(Reader, AFileCutAnywhereReadsUpToItsLastWholeChunk) {
 
 TEST(Reader, RefusesOtherVersionsWithAClearMessage) {
   std::string path = temporaryPath("version.bin");
-  for (uint32_t version : {0u, 4u}) {
+  for (uint32_t version : {0u, format::kVersion + 1}) {
     TraceBuilder(version).processInfo().write(path);
     try {
       TraceReader trace(path);
@@ -187,7 +196,7 @@ TEST(Reader, RefusesOtherVersionsWithAClearMessage) {
     } catch (const TraceError& error) {
       EXPECT_EQ(std::string(error.what()), path + ": trace format version " +
                                                std::to_string(version) +
-                                               ", but this memtrace reads versions 1 to 3");
+                                               ", but this memtrace reads versions 1 to 4");
     }
   }
   std::remove(path.c_str());
@@ -447,9 +456,55 @@ TEST(Reader, RefusesWhatItsVersionDoesNotHave) {
               std::string::npos);
   }
   {
+    TraceBuilder trace(3);  // a flight recorder's section (its fields do not matter)
+    trace.processInfo().raw({static_cast<uint8_t>(format::RecordType::kSection)});
+    EXPECT_NE(message(trace).find("a record of type 23 (trace format version 4) in a version 3"),
+              std::string::npos)
+        << message(trace);
+  }
+  {
     TraceBuilder trace(2);  // what version 2 had reads as it did
     trace.processInfo().context(1, 0, 0, format::Api::kCuMemCreate).deviceMemory(1, 0, 1, 2);
     EXPECT_EQ(message(trace), "accepted");
+  }
+  std::remove(path.c_str());
+}
+
+// Version 4's file flags and open chunk are refused in an older file, as they always were:
+// there a flag is damage, and a chunk header left zero a corrupted one.
+TEST(Reader, RefusesVersionFoursFlagsAndOpenChunkInAnOlderFile) {
+  std::string path = temporaryPath("old-flight.bin");
+  auto message = [&](const std::vector<uint8_t>& data) -> std::string {
+    writeBytes(path, data);
+    try {
+      TraceReader reader(path);
+      reader::RecordVisitor visitor;
+      reader.read(visitor);
+    } catch (const TraceError& error) {
+      return error.what();
+    }
+    return "accepted";
+  };
+  for (uint32_t version : {3u, format::kVersion}) {
+    std::vector<uint8_t> flagged = TraceBuilder(version).processInfo().bytes();
+    codec::putU32(flagged.data() + 12, format::FileFlags::kFlight);
+    EXPECT_EQ(message(flagged), version >= format::kOpenChunkVersion
+                                    ? "accepted"
+                                    : path + ": unknown flags in the file header (corrupted?)");
+    // The records after a chunk header left zero, then the zeros a mapped writer leaves.
+    std::vector<uint8_t> open = TraceBuilder(version).bytes();
+    std::vector<uint8_t> records = TraceBuilder(version).processInfo().bytes();
+    open.insert(open.end(), 12, 0);
+    open.insert(open.end(), records.begin() + format::kFileHeaderSize + format::kChunkHeaderSize,
+                records.end());
+    open.insert(open.end(), 64, 0);
+    std::string said = message(open);
+    if (version >= format::kOpenChunkVersion)
+      EXPECT_EQ(said, "accepted");
+    else
+      EXPECT_NE(said.find("corrupted chunk header (checksum mismatch) at byte 16"),
+                std::string::npos)
+          << said;
   }
   std::remove(path.c_str());
 }

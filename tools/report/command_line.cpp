@@ -29,6 +29,7 @@ constexpr const char* kUsage =
        memtrace-report flamegraph TRACE [--format svg|folded] [-o FILE] [--at ...] [--device N]
        memtrace-report export perfetto TRACE [-o trace.json] [--device N] [--points N]
        memtrace-report export pytorch TRACE [-o snapshot.pickle] [--at ...] [--device N]
+       memtrace-report live PID | TRACE | FOLDER [--interval S] [--group-by ...] [--once]
        memtrace-report COMMAND --help         the options of COMMAND)";
 
 constexpr const char* kDescription =
@@ -54,15 +55,20 @@ examples:
   memtrace-report flamegraph trace.bin --format folded -o live.folded
   memtrace-report export perfetto trace.bin -o trace.json   (ui.perfetto.dev)
   memtrace-report export pytorch trace.bin -o snapshot.pickle   (pytorch.org/memory_viz)
+  memtrace-report live 1234                            follow process 1234 (and its children)
 
 An output file is never overwritten without -f/--force.)";
 
 // The commands as written on the command line (the first word; `export` takes a second).
 const std::vector<std::pair<std::string, Command>> kCommandWords = {
-    {"report", Command::kReport},         {"diff", Command::kDiff},
-    {"parse", Command::kParse},           {"html", Command::kHtml},
-    {"flamegraph", Command::kFlamegraph}, {"export", Command::kExportPerfetto}};
-constexpr const char* kCommands = "report, diff, parse, html, flamegraph, export";
+    {"report", Command::kReport},
+    {"diff", Command::kDiff},
+    {"parse", Command::kParse},
+    {"html", Command::kHtml},
+    {"flamegraph", Command::kFlamegraph},
+    {"export", Command::kExportPerfetto},
+    {"live", Command::kLive}};
+constexpr const char* kCommands = "report, diff, parse, html, flamegraph, export, live";
 
 bool isCommand(const std::string& word) {
   for (const auto& [name, command] : kCommandWords)
@@ -154,7 +160,8 @@ enum class Refusal {
   kLanes,
   kPoints,
   kFormat,
-  kFailOver
+  kFailOver,
+  kInterval  // after live's rules between options (finish())
 };
 
 const std::vector<std::pair<std::string, GroupBy>> kGroupings = {
@@ -251,6 +258,40 @@ examples:
     flamegraph->footer(
         "\nexamples:\n  memtrace-report flamegraph trace.bin -o live.svg\n"
         "  memtrace-report flamegraph trace.bin --at end --format folded | flamegraph.pl");
+
+    CLI::App* live = addCommand(
+        app_, Command::kLive, "live",
+        "follow a running process's trace in the terminal, as it is written: the bytes live now "
+        "and at the peak so far, by line and by nn.Module (keys: q quit, l by line, m by "
+        "module, < > another rank). TRACE is a PID (its trace and its children's: every rank "
+        "of a torchrun job), a trace file or a job's folder; nothing is asked of the process",
+        "live");
+    live->add_option("--interval", options_.interval, "seconds between refreshes (1)")
+        ->type_name("SECONDS")
+        ->transform(refusing(Refusal::kInterval, "1",
+                             checkedBy(
+                                 [](const std::string& text) {
+                                   char* end = nullptr;
+                                   double seconds = std::strtod(text.c_str(), &end);
+                                   return !text.empty() && !*end && seconds >= 0.05 &&
+                                          seconds <= 3600;
+                                 },
+                                 "--interval takes seconds from 0.05 to 3600")));
+    // Any grouping CLI11 reads; live takes line, function or file (finish()).
+    addGroupBy(live, "the rows' grouping besides nn.Module (line)");
+    addFrame(live,
+             "the Python frame that stands for an allocation: the innermost in your own code, "
+             "or the innermost (user)");
+    addTop(live, "rows to show; 0: what the terminal holds (0; 20 with --once)");
+    live->add_flag("--once", options_.once,
+                   "print one frame as plain text (or JSON, --format json) and exit");
+    addFormat(live, "with --once: text (default) or json", "text|json",
+              {{"text", Format::kText}, {"json", Format::kJson}},
+              "--format takes text or json for live");
+    live->footer(
+        "\nexamples:\n  memtrace-report live 1234                 the process and its children\n"
+        "  memtrace-report live memtrace-job-42/      every rank of a local job\n"
+        "  memtrace-report live trace.bin --once --format json");
 
     export_ = app_.add_subcommand("export",
                                   "perfetto: Chrome trace event JSON; pytorch: "
@@ -358,9 +399,9 @@ examples:
   }
 
   void addTop(CLI::App* command, const char* description) {
-    command->add_option("--top", options_.top, description)
-        ->type_name("N")
-        ->transform(refusing(Refusal::kTop, "0", unsignedValue("--top")));
+    top_options_.push_back(command->add_option("--top", options_.top, description)
+                               ->type_name("N")
+                               ->transform(refusing(Refusal::kTop, "0", unsignedValue("--top"))));
   }
 
   void addDevice(CLI::App* command) {
@@ -482,7 +523,10 @@ examples:
     for (const std::string& extra : active->app->remaining())
       if (extra.empty() || extra[0] != '-' || extra == "-") options.traces.push_back(extra);
     bool reads_a_job = options.command == Command::kReport || options.command == Command::kHtml;
-    if (options.traces.size() > 1) {
+    // live follows PIDs, trace files and folders, as many as given (runLive says which
+    // it cannot find).
+    bool live = options.command == Command::kLive;
+    if (options.traces.size() > 1 && !live) {
       // `memtrace-report exprot trace.bin`: a misspelt command, not two trace files.
       if (!first_word.empty() && options.trace == first_word && access(first_word.c_str(), F_OK))
         throw UsageError(fmt::format("unknown command '{}' (commands: {})", first_word, kCommands));
@@ -494,7 +538,7 @@ examples:
       throw UsageError(
           fmt::format("diff compares two traces, A and B, not {}", options.traces.size()));
     options.job = reads_a_job && (options.traces.size() > 1 || isFolder(options.trace));
-    if (!options.job && options.command != Command::kDiff && isFolder(options.trace))
+    if (!options.job && options.command != Command::kDiff && !live && isFolder(options.trace))
       throw UsageError(options.trace + " is a folder: " + word + " reads one trace");
     if (options.job && !options.estimate.empty())
       throw UsageError("--estimate is for one trace, not a job's (estimate each rank's trace)");
@@ -518,6 +562,18 @@ examples:
     for (const CLI::Option* option : format_options_)
       format_given = format_given || option->count();
     if (!format_given && options.command == Command::kFlamegraph) options.format = Format::kSvg;
+    if (live) {
+      if (options.format == Format::kJson && !options.once)
+        throw UsageError("live --format json prints one frame: give --once too");
+      if (options.group_by != GroupBy::kLine && options.group_by != GroupBy::kFunction &&
+          options.group_by != GroupBy::kFile)
+        throw UsageError("live groups by line, function or file (and by nn.Module, key m)");
+      refuseUpTo(Refusal::kInterval);
+      // Without --top the view fills the terminal; a frame printed once shows the report's 20.
+      bool top_given = false;
+      for (const CLI::Option* option : top_options_) top_given = top_given || option->count();
+      if (!top_given && !options.once) options.top = 0;
+    }
     return options;
   }
 
@@ -526,7 +582,7 @@ examples:
   Options options_;
   std::string at_;  // --at as given: a job names it when it refuses it
   std::vector<Leaf> leaves_;
-  std::vector<CLI::Option*> group_by_options_, format_options_;
+  std::vector<CLI::Option*> group_by_options_, format_options_, top_options_;
   std::map<Refusal, std::string> refusals_;  // the values refused, said by finish()
 };
 
@@ -547,6 +603,8 @@ const char* commandWord(Command command) {
     case Command::kExportPerfetto:
     case Command::kExportPytorch:
       return "export";
+    case Command::kLive:
+      return "live";
   }
   return "report";
 }

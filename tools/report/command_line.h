@@ -22,6 +22,7 @@ enum class Command {
   kFlamegraph,      // an SVG icicle or folded stacks of what was live
   kExportPerfetto,  // Chrome trace event JSON
   kExportPytorch,   // PyTorch's memory snapshot pickle
+  kLive,            // a running process's trace (or a job's), followed in the terminal
 };
 
 // The command as messages name it: "export" for both exports.
@@ -33,7 +34,7 @@ enum class Format { kText, kJson, kCsv, kSvg, kFolded };
 struct Options {
   Command command = Command::kReport;
   std::string trace;
-  std::vector<std::string> traces;  // a job's (report, html) or a diff's two
+  std::vector<std::string> traces;  // a job's (report, html), a diff's two, or live's targets
   bool job = false;                 // report or html of a folder or several traces
   Until until = Until::kEnd;
   GroupBy group_by = GroupBy::kLine;
@@ -50,6 +51,8 @@ struct Options {
   size_t lanes = 10;
   size_t points = 0;      // 0: the command's default
   std::string fail_over;  // diff: as given ("5%", "100MiB"), checked
+  double interval = 1.0;  // live: seconds between refreshes
+  bool once = false;      // live: one frame, then exit
 };
 
 // diff --fail-over: a share of A's peak ("5%") or a size ("100MiB").

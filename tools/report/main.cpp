@@ -7,6 +7,7 @@
 //   memtrace-report export perfetto|pytorch trace.bin
 //   memtrace-report job/ | memtrace-report rank0.bin rank1.bin ...   a job's ranks read as one
 //   memtrace-report diff a.bin b.bin        two traces compared at their peaks
+//   memtrace-report live PID|TRACE|FOLDER   a running process's trace (or a job's), followed
 //
 // Exit status: 0 done; 1 diff --fail-over: B's peak is over the threshold; 2 bad input or bad
 // usage, with one line on stderr saying why.
@@ -30,6 +31,7 @@
 #include "tools/common/progress.h"
 #include "tools/common/tool_main.h"
 #include "tools/report/command_line.h"
+#include "tools/report/live_view.h"
 #include "tracer/common/byte_format.h"
 #include "tracer/reader/reader.h"
 #include "tracer/report/analysis.h"
@@ -115,6 +117,17 @@ int runDiff(const Options& options) {
 
 int run(const Options& options) {
   if (options.job) return runJob(options);
+  if (options.command == Command::kLive) {
+    memtrace::tools::LiveOptions live;
+    live.targets = options.traces;
+    live.group_by = options.group_by;
+    live.frame = options.frame;
+    live.top = options.top;
+    live.interval = options.interval;
+    live.once = options.once;
+    live.json = options.format == Format::kJson;
+    return memtrace::tools::runLive(live);
+  }
   if (options.command == Command::kDiff) return runDiff(options);
   memtrace::reader::TraceReader trace(options.trace);
   std::ostringstream out;
@@ -136,6 +149,16 @@ int run(const Options& options) {
   report.top = options.top;
   progress.pass("finding the peak");
   report.summary = summarize(trace, options.device, options.until);
+  // What a flight recorder's file cannot show (Note [The flight recorder's file]).
+  if (options.until == Until::kLastStop)
+    refuseWithoutFullTrace(options.trace, report.summary, "--until stop");
+  if (options.command == Command::kExportPerfetto)
+    refuseWithoutFullTrace(options.trace, report.summary, "export perfetto (the full timeline)");
+  if (options.device != kAllDevices && report.summary.flight.dropped &&
+      report.summary.devices.size() > 1)
+    refuseWithoutFullTrace(options.trace, report.summary,
+                           "one device's own peak in a trace of several devices");
+  refuseOutsideFlightWindow(options.trace, report.summary, options.point);
   if (trace.cutOffset())
     spdlog::warn(
         "{}: ends in a partial chunk at byte {} (the process was killed?); read up to there",

@@ -138,6 +138,12 @@ class FlatMap {
     for (size_t i = 0; i < capacity_; ++i)
       if (slots_[i].used) fn(slots_[i].key, slots_[i].value);
   }
+  // The same, where fn may change the values (not the keys).
+  template <typename Fn>
+  void forEachValue(Fn&& fn) {
+    for (size_t i = 0; i < capacity_; ++i)
+      if (slots_[i].used) fn(slots_[i].key, slots_[i].value);
+  }
 
   // Reserves room for `count` entries without growing again.
   bool reserve(size_t count) {

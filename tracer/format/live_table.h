@@ -52,6 +52,11 @@ class LiveTable {
   void forEach(Fn&& fn) const {
     live_.forEach(fn);
   }
+  // The same, where fn may change the values.
+  template <typename Fn>
+  void forEachValue(Fn&& fn) {
+    live_.forEachValue(fn);
+  }
 
  private:
   FlatMap<uint64_t, Value> live_;

@@ -116,4 +116,20 @@ const char* trainingPhaseName(TrainingPhase phase) {
   return "?";
 }
 
+const char* sectionKindName(SectionKind kind) {
+  switch (kind) {
+    case SectionKind::kFrame:
+      return "frame";
+    case SectionKind::kPeak:
+      return "peak";
+    case SectionKind::kOutOfMemory:
+      return "out-of-memory";
+    case SectionKind::kWindow:
+      return "window";
+    case SectionKind::kCount:
+      break;
+  }
+  return "?";
+}
+
 }  // namespace memtrace::format

@@ -3,12 +3,16 @@
 //
 // A trace is a fixed 16-byte file header followed by framed chunks:
 //
-//   FileHeader   magic "MEMTRACE" (8) | version u32 LE | flags u32 LE (0)
+//   FileHeader   magic "MEMTRACE" (8) | version u32 LE | flags u32 LE (FileFlags)
 //   Chunk        payload_size u32 LE | payload_crc u32 LE | header_crc u32 LE | payload
 //
 // header_crc is the CRC-32C of the 8 bytes before it, so a corrupted size is told apart
 // from a file cut short (a process killed while writing): the reader accepts a file cut
 // at any byte, up to its last whole chunk, and refuses one whose bytes were changed.
+// The last chunk may be *open* (version 4): a payload_size of 0 (its checksums may be set
+// or zero) says that the writer was still adding records to it, straight into the file; it
+// runs to the end of the file and is read up to its first zero type byte (Note [Records
+// reach the page cache as they are written], tracer/recorder/trace_file.h).
 //
 // A payload is a sequence of records. Each record starts with one type byte; the fields
 // after it are varints (LEB128), zigzag varints for signed deltas, or byte strings
@@ -29,11 +33,23 @@ inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 //      version: Note [Training records]);
 //   2  records 0x0f to 0x14 and APIs 7 and 8 (Note [Virtual memory management], Note [Device
 //      memory readings], Note [A job's ranks]);
-//   3  records 0x15 and 0x16 and API 9 (Note [The simulated device]).
+//   3  records 0x15 and 0x16 and API 9 (Note [The simulated device]);
+//   4  the open chunk (above), the file header's flags (FileFlags::kFlight) and records 0x17
+//      and 0x18 (Note [The flight recorder's file]).
 // A reader refuses a version past kVersion at the file header, naming both.
-inline constexpr uint32_t kVersion = 3;
+inline constexpr uint32_t kVersion = 4;
 inline constexpr uint32_t kOldestVersion = 1;
 inline constexpr size_t kFileHeaderSize = 16;
+// The file header's flags.
+struct FileFlags {
+  // A flight recorder's file (Note [The flight recorder's file]): events were dropped, and
+  // kSection records say what stands in for them.
+  static constexpr uint32_t kFlight = 1;
+};
+inline constexpr uint32_t kKnownFileFlags = FileFlags::kFlight;
+// The first version with the open chunk and the file header's flags: an older file's flags
+// are 0 and its chunks never empty, as they always were.
+inline constexpr uint32_t kOpenChunkVersion = 4;
 inline constexpr size_t kChunkHeaderSize = 12;
 // The writer flushes a chunk at 1 MiB; the reader refuses sizes past this bound as
 // corrupt instead of allocating whatever a damaged size field says.
@@ -128,15 +144,63 @@ enum class RecordType : uint8_t {
   // delta, bytes, Python stack id, native stack id. Thread and device come from the context
   // (Api::kDeviceRead).
   kDeviceRead = 0x16,
+  // A flight recorder's section (Note [The flight recorder's file]): every decoding base
+  // starts afresh here (time, address, previous stacks, the context, each thread's module
+  // scope). Fields: time (ns since the trace's start, absolute), SectionKind byte, tracing
+  // (0/1: the state of the events after a kFrame), TrainingPhase byte, the events the window
+  // keeps at least (N), then the run's totals up to here: memory events, allocations, frees,
+  // failed allocations, bytes allocated, untraced allocations, and a count of devices, each
+  // with: device (zigzag), bytes allocated, peak bytes, peak time (ns since the start).
+  kSection = 0x17,
+  // A training step, as the flight recorder counts it (it keeps no step's events). Fields,
+  // each relative to the previous kStepPeak of the file (to 0 for the first), so that a day of
+  // steps stays a few MiB: step number (zigzag delta), begin time (ns after the previous step's
+  // end), duration (ns), peak time (ns after the begin), peak bytes, TrainingPhase byte at the
+  // peak, nn.Module string id at the peak.
+  kStepPeak = 0x18,
 };
+
+// What a kSection stands for (Note [The flight recorder's file]).
+enum class SectionKind : uint8_t {
+  kFrame = 0,        // nothing dropped: the events after it follow the ones before
+  kPeak = 1,         // the allocations after it are the live set at the run's peak
+  kOutOfMemory = 2,  // ... the live set at the first failed allocation, then that failure
+  kWindow = 3,       // ... the live set where the kept events begin
+  kCount
+};
+
+// Note [The flight recorder's file]
+// MEMTRACE_MODE=flight keeps a file the size of what is live, however long the run: it holds
+// the live set at the highest peak so far, the live set at the first failed allocation, the
+// last N events or more (MEMTRACE_FLIGHT_EVENTS), every training step's peak (kStepPeak) and
+// the tables (strings, frames, stacks, loaded objects), and it reads, at any moment, as an
+// ordinary trace: the events of a flight file replay like any other's.
+//   file = header (kFlight) | tables | [kSection kPeak | its allocations | their frees]
+//          [kSection kOutOfMemory | its allocations | the failed allocation | their frees]
+//          | kSection kWindow | the live set then | kSection kFrame | events ...
+//          | kSection kFrame | events ...
+// The peak and out-of-memory sections come first, in the order of their times, and only
+// when their events were dropped (a peak among the kept events is found by replaying them).
+// Each is freed before the next, so that a replay's live set is always the process's at the
+// point it stands for; the first kFrame after a kWindow carries the run's totals, which stand
+// in for what a replay counted before it. The recorder starts a kFrame every N events or so,
+// and when the file has grown to twice what it held after the last compaction it writes the
+// file again (a new file renamed over the old: a reader, or a SIGKILL, sees one or the other,
+// whole): the tables, the sections, then the events from the frame before the last one on,
+// copied as they are (a kFrame makes them independent of what precedes them). So the file
+// keeps between N and a few N events and is O(tables + live set + N) bytes
+// (tracer/recorder/flight.cpp).
 
 // The version that introduced a record type (and, below, an API): a reader refuses one its
 // file's version does not have, so that a file is read by the rules of the version it says
-// (and a damaged version field is caught, though no checksum covers the file header).
+// (and a damaged version field is caught, though no checksum covers the file header). The
+// same holds for version 4's open chunk and file flags, which the reader checks where it
+// meets them.
 inline constexpr uint32_t firstVersion(RecordType type) {
   uint8_t value = static_cast<uint8_t>(type);
-  return value >= 0x15 ? 3 : value >= 0x0f ? 2 : 1;
+  return value >= 0x17 ? 4 : value >= 0x15 ? 3 : value >= 0x0f ? 2 : 1;
 }
+
 // Note [A job's ranks]
 // torchrun (torch.distributed's launcher) starts one process per rank and tells each what it
 // is in its environment: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (the
@@ -210,7 +274,7 @@ inline constexpr uint64_t kDeviceMemoryPeriodNs = 100 * 1000 * 1000;
 // These records (0x0c to 0x0e) were added while the version was 1, without a bump, as
 // additions that change nothing before them: a reader from before them refuses such a file at
 // the first one ("an unknown record type"), and new readers read old files unchanged. Files
-// are version 2 now for the later records (kVersion above); these belong to both.
+// are of later versions now for the later records (kVersion above); these belong to all.
 
 // Note [Event bit layout]
 // A memory event is the common record, so it is packed (docs/trace-format.md has the
@@ -323,5 +387,6 @@ const char* markerName(MarkerKind kind);
 const char* stackModeName(StackMode mode);
 const char* categoryName(Category category);         // "parameter", "optimizer_state", ...
 const char* trainingPhaseName(TrainingPhase phase);  // "none", "forward", ...
+const char* sectionKindName(SectionKind kind);       // "frame", "peak", ...
 
 }  // namespace memtrace::format

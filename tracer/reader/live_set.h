@@ -88,6 +88,8 @@ class LiveReplay {
   void onDeviceMemory(const DeviceMemory& reading) { consumer_.onDeviceMemory(reading); }
   void onSimulatedDevice(const SimulatedDeviceInfo& info) { consumer_.onSimulatedDevice(info); }
   void onDeviceRead(const DeviceRead& read) { consumer_.onDeviceRead(read); }
+  void onSection(const Section& section) { consumer_.onSection(section); }
+  void onStepPeak(const StepPeak& step) { consumer_.onStepPeak(step); }
   void onCategory(uint64_t address, format::Category category) {
     if (stopped_) return;
     Allocation* allocation = live_.find(address);

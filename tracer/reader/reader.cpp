@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tracer/format/codec.h"
 
@@ -75,7 +76,8 @@ void TraceReader::rewind() {
                      std::to_string(format::kOldestVersion) + " to " +
                      std::to_string(format::kVersion));
   version_ = version;
-  if (codec::getU32(header + 12) != 0)
+  flags_ = codec::getU32(header + 12);
+  if (flags_ & ~(version >= format::kOpenChunkVersion ? format::kKnownFileFlags : 0u))
     throw TraceError(path_ + ": unknown flags in the file header (corrupted?)");
 
   tables_ = Tables{};
@@ -89,22 +91,51 @@ void TraceReader::rewind() {
   seen_process_info_ = false;
   module_by_thread_.clear();
   current_module_ = 0;
+  section_ = Section{};
+  last_step_ = 0;
+  last_step_end_ns_ = 0;
   cut_offset_ = 0;
+  open_chunk_offset_ = 0;
+  at_end_ = false;
   next_chunk_offset_ = format::kFileHeaderSize;
   chunk_.clear();
   cursor_ = end_ = nullptr;
   record_start_ = nullptr;
 }
 
+bool TraceReader::refreshSize() {
+  struct stat info;
+  if (fstat(fileno(file_), &info) != 0) return false;
+  file_size_ = static_cast<uint64_t>(info.st_size);
+  return true;
+}
+
 bool TraceReader::nextChunk() {
-  uint64_t offset = next_chunk_offset_;
+  record_start_ = nullptr;
+  // Nothing follows an open chunk (Note [Records reach the page cache as they are written]).
+  if (at_end_ || open_chunk_offset_) return false;
+  return loadChunk(next_chunk_offset_);
+}
+
+bool TraceReader::loadChunk(uint64_t offset) {
   record_start_ = nullptr;
   if (offset == file_size_) {
     if (!seen_process_info_) throw TraceError(path_ + ": the trace holds no records");
     return false;
   }
+  int fd = fileno(file_);
+  auto readAt = [&](uint8_t* out, size_t size, uint64_t at) {
+    size_t got = 0;
+    while (got < size) {
+      ssize_t n = pread(fd, out + got, size - got, static_cast<off_t>(at + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<size_t>(n);
+    }
+    return got;
+  };
   uint8_t header[format::kChunkHeaderSize];
-  size_t got = std::fread(header, 1, sizeof(header), file_);
+  size_t got = readAt(header, sizeof(header), offset);
   auto cut = [&]() {
     // A partial chunk at the end: the writer was stopped in the middle of a write.
     cut_offset_ = offset;
@@ -114,19 +145,43 @@ bool TraceReader::nextChunk() {
     return false;
   };
   if (got < sizeof(header)) return cut();
+  uint32_t size = codec::getU32(header);
+  if (size == 0 && version_ >= format::kOpenChunkVersion) {
+    // An open chunk: the rest of the file, up to a chunk's bound, read up to its first zero
+    // type byte (readRecord) or the end of its last whole record (cutOff). An older file has
+    // none: its empty chunk is refused below, as it always was.
+    if (!seen_process_info_ && offset != format::kFileHeaderSize)
+      throw TraceError(path_ + ": an open chunk before the process information at byte " +
+                       std::to_string(offset));
+    uint64_t available = file_size_ - offset - sizeof(header);
+    size_t region = static_cast<size_t>(
+        available < format::kMaxChunkPayload ? available : format::kMaxChunkPayload);
+    chunk_.resize(region);
+    chunk_.resize(readAt(chunk_.data(), region, offset + sizeof(header)));
+    open_chunk_offset_ = offset;
+    chunk_offset_ = offset + sizeof(header);
+    next_chunk_offset_ = chunk_offset_ + chunk_.size();
+    cursor_ = chunk_.data();
+    end_ = cursor_ + chunk_.size();
+    if (!seen_process_info_ && (chunk_.empty() || chunk_[0] == 0))
+      throw TraceError(path_ + ": the trace holds no records");
+    return true;
+  }
   if (codec::crc32c(header, 8) != codec::getU32(header + 8))
     throw TraceError(path_ + ": corrupted chunk header (checksum mismatch) at byte " +
                      std::to_string(offset));
-  uint32_t size = codec::getU32(header);
   if (size == 0 || size > format::kMaxChunkPayload)
     throw TraceError(path_ + ": a chunk of " + std::to_string(size) + " bytes at byte " +
                      std::to_string(offset) + " (corrupted?)");
   if (offset + sizeof(header) + size > file_size_) return cut();
   chunk_.resize(size);
-  if (std::fread(chunk_.data(), 1, size, file_) != size) return cut();
+  if (readAt(chunk_.data(), size, offset + sizeof(header)) != size) return cut();
   if (codec::crc32c(chunk_.data(), size) != codec::getU32(header + 4))
     throw TraceError(path_ + ": corrupted chunk (checksum mismatch) at byte " +
                      std::to_string(offset));
+  // A chunk read open before has been closed since (follow()).
+  if (offset == open_chunk_offset_) open_chunk_offset_ = 0;
+  cut_offset_ = 0;
   chunk_offset_ = offset + sizeof(header);
   next_chunk_offset_ = chunk_offset_ + size;
   cursor_ = chunk_.data();
@@ -134,9 +189,14 @@ bool TraceReader::nextChunk() {
   return true;
 }
 
+void TraceReader::cutOff() const {
+  if (open_chunk_offset_) throw OpenChunkEnd{};
+  fail("a record cut off by the end of its chunk");
+}
+
 uint64_t TraceReader::varint() {
   uint64_t value;
-  if (!codec::getVarint(&cursor_, end_, &value)) fail("a record cut off by the end of its chunk");
+  if (!codec::getVarint(&cursor_, end_, &value)) cutOff();
   return value;
 }
 
@@ -145,13 +205,16 @@ int64_t TraceReader::zigzag() {
 }
 
 uint8_t TraceReader::byte() {
-  if (cursor_ == end_) fail("a record cut off by the end of its chunk");
+  if (cursor_ == end_) cutOff();
   return *cursor_++;
 }
 
 std::string TraceReader::bytes() {
   uint64_t size = varint();
-  if (size > static_cast<uint64_t>(end_ - cursor_)) fail("a string longer than its chunk");
+  if (size > static_cast<uint64_t>(end_ - cursor_)) {
+    if (open_chunk_offset_) cutOff();
+    fail("a string longer than its chunk");
+  }
   std::string result(reinterpret_cast<const char*>(cursor_), size);
   cursor_ += size;
   return result;
@@ -431,6 +494,70 @@ DeviceRead TraceReader::readDeviceRead() {
   read.module = current_module_;
   read.context = &context_;
   return read;
+}
+
+const Section& TraceReader::readSection() {
+  Section& section = section_;
+  section.time_ns = varint();
+  uint8_t kind = byte();
+  if (kind >= static_cast<uint8_t>(format::SectionKind::kCount))
+    fail("an unknown section kind " + std::to_string(kind));
+  section.kind = static_cast<format::SectionKind>(kind);
+  section.tracing = byte() != 0;
+  uint8_t phase = byte();
+  if (phase >= static_cast<uint8_t>(format::TrainingPhase::kCount))
+    fail("an unknown training phase " + std::to_string(phase));
+  section.phase = static_cast<format::TrainingPhase>(phase);
+  section.window_events = varint();
+  RunTotals& totals = section.totals;
+  totals.events = varint();
+  totals.allocations = varint();
+  totals.frees = varint();
+  totals.failed_allocations = varint();
+  totals.allocated_bytes = varint();
+  totals.untraced_allocations = varint();
+  uint64_t devices = varint();
+  if (devices > static_cast<uint64_t>(format::kMaxDevices))
+    fail("a section naming more than " + std::to_string(format::kMaxDevices) + " devices");
+  totals.devices.clear();
+  for (uint64_t i = 0; i < devices; ++i) {
+    DeviceTotals device;
+    device.device = deviceIndex(zigzag(), "a section");
+    device.allocated_bytes = varint();
+    device.peak_bytes = varint();
+    device.peak_time_ns = varint();
+    totals.devices.push_back(device);
+  }
+  // Every decoding base starts afresh (records.h, RecordType::kSection).
+  last_time_ = section.time_ns;
+  last_address_ = 0;
+  last_python_stack_[0] = last_python_stack_[1] = 0;
+  last_native_stack_[0] = last_native_stack_[1] = 0;
+  context_ = Context{};
+  module_by_thread_.clear();
+  current_module_ = 0;
+  tracing_ = section.kind == format::SectionKind::kFrame && section.tracing;
+  return section;
+}
+
+StepPeak TraceReader::readStepPeak() {
+  // Each field relative to the previous kStepPeak (records.h).
+  StepPeak step;
+  step.step = last_step_ + static_cast<uint64_t>(zigzag());
+  if (step.step == 0) fail("a step peak numbered 0 (steps count from 1)");
+  step.begin_ns = last_step_end_ns_ + varint();
+  step.end_ns = step.begin_ns + varint();
+  step.peak_time_ns = step.begin_ns + varint();
+  step.peak_bytes = varint();
+  uint8_t phase = byte();
+  if (phase >= static_cast<uint8_t>(format::TrainingPhase::kCount))
+    fail("an unknown training phase " + std::to_string(phase));
+  step.phase = static_cast<format::TrainingPhase>(phase);
+  step.module = static_cast<uint32_t>(varint());
+  checkId(step.module, tables_.strings.size(), "string");
+  last_step_ = step.step;
+  last_step_end_ns_ = step.end_ns;
+  return step;
 }
 
 }  // namespace memtrace::reader

@@ -4,7 +4,11 @@
 //
 // Errors throw TraceError, whose message names the file, the byte offset and what was
 // expected. A file cut short (the writer was killed) is not an error: reading stops at the
-// last whole chunk and cutOffset() says where the rest began.
+// last whole chunk and cutOffset() says where the rest began. A file whose writer mapped it
+// (Note [Records reach the page cache as they are written], tracer/recorder/trace_file.h) may
+// end in an open chunk: it is read up to its first zero type byte, and openChunkOffset() says
+// where it began. follow() reads on from where the last read stopped, for a file that is still
+// being written (memtrace live).
 #pragma once
 
 #include <cstdint>
@@ -161,6 +165,44 @@ struct DeviceMemory {
   }  // the reader checks free <= total
 };
 
+// The run's totals a flight recorder's kSection carries (Note [The flight recorder's file]).
+struct DeviceTotals {
+  int device = -1;
+  uint64_t allocated_bytes = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t peak_time_ns = 0;
+};
+struct RunTotals {
+  uint64_t events = 0;
+  uint64_t allocations = 0;
+  uint64_t frees = 0;
+  uint64_t failed_allocations = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t untraced_allocations = 0;
+  std::vector<DeviceTotals> devices;
+};
+
+// A kSection record: decoding starts afresh after it.
+struct Section {
+  uint64_t time_ns = 0;
+  format::SectionKind kind = format::SectionKind::kFrame;
+  bool tracing = false;
+  format::TrainingPhase phase = format::TrainingPhase::kNone;
+  uint64_t window_events = 0;  // N: the events the file keeps at least
+  RunTotals totals;
+};
+
+// A kStepPeak record: a training step as the flight recorder counted it.
+struct StepPeak {
+  uint64_t step = 0;
+  uint64_t begin_ns = 0;
+  uint64_t end_ns = 0;
+  uint64_t peak_time_ns = 0;
+  uint64_t peak_bytes = 0;
+  format::TrainingPhase phase = format::TrainingPhase::kNone;
+  uint32_t module = 0;  // string id
+};
+
 // The tables a trace defines; ids index them from 1 (index 0 is a placeholder).
 struct Tables {
   ProcessInfo process;
@@ -206,6 +248,9 @@ struct RecordVisitor {
   // Version 3's records (Note [The simulated device]).
   void onSimulatedDevice(const SimulatedDeviceInfo&) {}
   void onDeviceRead(const DeviceRead&) {}
+  // The flight recorder's records (Note [The flight recorder's file]).
+  void onSection(const Section&) {}
+  void onStepPeak(const StepPeak&) {}
   void onEvent(const Event&) {}
   // Return true to stop reading (after the record just seen).
   bool done() const { return false; }
@@ -226,18 +271,37 @@ class TraceReader {
   // each record to `visitor`.
   template <typename Visitor>
   void read(Visitor& visitor);
+  // Reads the records written since the last read() or follow() stopped (the file has grown,
+  // or its open chunk was closed), handing each to `visitor`; the tables and the decoding
+  // state carry on. Returns whether any record was read.
+  template <typename Visitor>
+  bool follow(Visitor& visitor);
 
   const Tables& tables() const { return tables_; }
   // Where a partial last chunk begins, or 0 when the file ends on a whole chunk.
   uint64_t cutOffset() const { return cut_offset_; }
+  // Where the open chunk the file ends in begins (its writer was stopped, or still writes),
+  // or 0 when it ends on a whole chunk.
+  uint64_t openChunkOffset() const { return open_chunk_offset_; }
+  // The file header's flags (format::FileFlags).
+  uint32_t flags() const { return flags_; }
   // How many events and bytes the last read() saw.
   uint64_t eventCount() const { return event_count_; }
 
  private:
   // Loads the next chunk's payload into chunk_; false at the end of the file.
   bool nextChunk();
+  // Loads the chunk whose header is at `offset` (nextChunk and follow).
+  bool loadChunk(uint64_t offset);
   void rewind();
+  // Reads records from cursor_ on, chunk after chunk, to the end of what the file holds.
+  template <typename Visitor>
+  void readRecords(Visitor& visitor);
   [[noreturn]] void fail(const std::string& what) const;
+  // A record ends past its chunk: corrupt, except in an open chunk, where it is the end of
+  // what the writer finished (throws OpenChunkEnd).
+  [[noreturn]] void cutOff() const;
+  struct OpenChunkEnd {};
   uint64_t varint();
   int64_t zigzag();
   uint8_t byte();
@@ -246,6 +310,8 @@ class TraceReader {
   // The one bound on device indices (format::kMaxDevices) every command relies on.
   int deviceIndex(int64_t index, const char* record) const;
   uint64_t recordOffset() const;
+  // Reads the file's size again (follow()); false when the file is gone.
+  bool refreshSize();
 
   // Reads the record at cursor_ and hands it to `visitor`: the one place records are told
   // apart (a new record type is a case there and a read function below).
@@ -277,6 +343,9 @@ class TraceReader {
   // Version 3's records.
   const SimulatedDeviceInfo& readSimulatedDevice();
   DeviceRead readDeviceRead();
+  // Version 4's (Note [The flight recorder's file]).
+  const Section& readSection();
+  StepPeak readStepPeak();
 
   std::string path_;
   std::FILE* file_ = nullptr;
@@ -288,6 +357,10 @@ class TraceReader {
   uint64_t next_chunk_offset_ = 0;
   const uint8_t* record_start_ = nullptr;
   uint64_t cut_offset_ = 0;
+  uint64_t open_chunk_offset_ = 0;  // the open chunk being read (0: none)
+  bool at_end_ = false;             // an open chunk's end was reached: nothing follows it
+  uint64_t records_read_ = 0;
+  uint32_t flags_ = 0;
   Tables tables_;
   uint32_t version_ = 0;  // the file header's
 
@@ -303,6 +376,9 @@ class TraceReader {
   // The nn.Module of each thread (few threads: a vector beats a map), and of the context's.
   std::vector<std::pair<int64_t, uint32_t>> module_by_thread_;
   uint32_t current_module_ = 0;
+  Section section_;         // the last kSection read
+  uint64_t last_step_ = 0;  // the last kStepPeak's (the next one's fields are relative to them)
+  uint64_t last_step_end_ns_ = 0;
 };
 
 // ---- implementation of the template members ------------------------------------------
@@ -310,13 +386,45 @@ class TraceReader {
 template <typename Visitor>
 void TraceReader::read(Visitor& visitor) {
   rewind();
-  while (nextChunk()) {
-    while (cursor_ < end_) {
-      record_start_ = cursor_;
-      readRecord(visitor);
-      if (visitor.done()) return;
-    }
+  readRecords(visitor);
+}
+
+template <typename Visitor>
+void TraceReader::readRecords(Visitor& visitor) {
+  try {
+    do {
+      while (cursor_ < end_) {
+        record_start_ = cursor_;
+        readRecord(visitor);
+        ++records_read_;
+        if (visitor.done()) return;
+      }
+    } while (nextChunk());
+  } catch (const OpenChunkEnd&) {
+    // The open chunk ends here: the writer had not finished the record that starts here, or
+    // wrote none yet. follow() starts again at it.
+    cursor_ = end_ = record_start_;
+    at_end_ = true;
   }
+}
+
+template <typename Visitor>
+bool TraceReader::follow(Visitor& visitor) {
+  uint64_t records = records_read_;
+  if (!refreshSize()) return false;
+  if (open_chunk_offset_) {
+    // The open chunk again (it may have grown, or been closed), from the first record the
+    // last read did not take.
+    uint64_t resume = chunk_offset_ + static_cast<uint64_t>(cursor_ - chunk_.data());
+    at_end_ = false;
+    if (!loadChunk(open_chunk_offset_)) return false;
+    cursor_ = chunk_.data() + (resume - chunk_offset_);
+    if (cursor_ > end_) cursor_ = end_;
+  }
+  at_end_ = false;
+  cut_offset_ = 0;
+  readRecords(visitor);
+  return records_read_ != records;
 }
 
 // Inline, unlike the other records' functions (reader.cpp): it runs once per event.
@@ -359,7 +467,7 @@ void TraceReader::readRecord(Visitor& visitor) {
   if (!seen_process_info_ && type != static_cast<uint8_t>(RecordType::kProcessInfo))
     fail("the first record is not the process information");
   if (type & format::EventBits::kEvent) return visitor.onEvent(readEvent(type));
-  if (type <= static_cast<uint8_t>(RecordType::kDeviceRead) &&
+  if (type <= static_cast<uint8_t>(RecordType::kStepPeak) &&
       format::firstVersion(static_cast<RecordType>(type)) > version_)
     fail("a record of type " + std::to_string(type) + " (trace format version " +
          std::to_string(format::firstVersion(static_cast<RecordType>(type))) + ") in a version " +
@@ -427,7 +535,13 @@ void TraceReader::readRecord(Visitor& visitor) {
       return visitor.onSimulatedDevice(readSimulatedDevice());
     case RecordType::kDeviceRead:
       return visitor.onDeviceRead(readDeviceRead());
+    case RecordType::kSection:
+      return visitor.onSection(readSection());
+    case RecordType::kStepPeak:
+      return visitor.onStepPeak(readStepPeak());
   }
+  // Nothing is written as type 0: in an open chunk it is where the writer's records end.
+  if (type == 0 && open_chunk_offset_) throw OpenChunkEnd{};
   fail("an unknown record type " + std::to_string(type));
 }
 

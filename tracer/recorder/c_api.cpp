@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "tracer/recorder/flight.h"
 #include "tracer/recorder/memtrace.h"
 #include "tracer/recorder/native_stack.h"
 #include "tracer/recorder/python_stack.h"
@@ -132,6 +133,10 @@ MEMTRACE_EXPORT int memtrace_set_category(uint64_t address, int category) {
     return -1;
   }
   return writeRecordNow([&](uint64_t) {
+    // The live table keeps it too: what the library writes itself, and the flight recorder's
+    // sections, name it (Note [Keeping the peak without its events]).
+    if (LiveBlock* block = g_live.find(address))
+      block->category = static_cast<format::Category>(category);
     return g_writer.writeCategory(static_cast<uintptr_t>(address),
                                   static_cast<format::Category>(category));
   });
@@ -145,13 +150,22 @@ MEMTRACE_EXPORT int memtrace_training_phase(int phase) {
     return -1;
   }
   return writeRecordNow([&](uint64_t time) {
+    g_phase = static_cast<format::TrainingPhase>(phase);
     return g_writer.writeTrainingPhase(time, static_cast<format::TrainingPhase>(phase));
   });
 }
 
 MEMTRACE_EXPORT int memtrace_step_end(uint64_t step) {
   ensureRecorderInitialized();
-  return writeRecordNow([&](uint64_t time) { return g_writer.writeStepEnd(time, step); });
+  if (step == 0) {
+    MutexLock lock;
+    setError("memtrace_step_end: steps count from 1");
+    return -1;
+  }
+  // The flight recorder keeps no step's events: it writes the step's peak instead.
+  return writeRecordNow([&](uint64_t time) {
+    return g_config.flight ? flightStepEnd(time, step) : g_writer.writeStepEnd(time, step);
+  });
 }
 
 MEMTRACE_EXPORT int memtrace_module_enter(const char* path) {

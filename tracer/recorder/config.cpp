@@ -1,5 +1,6 @@
 #include "tracer/recorder/config.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -83,6 +84,34 @@ Config readConfig() {
       config.python_public_api_only = true;
     else if (strcmp(walker, "auto") != 0)
       warn("MEMTRACE_PYTHON_WALKER must be auto or api; using auto, not ", walker);
+  }
+  if (const char* mode = getenv("MEMTRACE_MODE"); mode && *mode) {
+    if (!strcmp(mode, "flight"))
+      config.flight = true;
+    else if (strcmp(mode, "full") != 0)
+      warn("MEMTRACE_MODE must be full or flight; using full, not ", mode);
+  }
+  config.flight_events = 1000000;
+  if (const char* events = getenv("MEMTRACE_FLIGHT_EVENTS"); events && *events) {
+    char* end = nullptr;
+    unsigned long long value = strtoull(events, &end, 10);
+    if (*end || value < 1 || value > (1ull << 40) || events[0] == '-')
+      warn("MEMTRACE_FLIGHT_EVENTS must be 1..2^40; using 1000000, not ", events);
+    else
+      config.flight_events = value;
+  }
+  config.map_file = parseFlag("MEMTRACE_MAP_FILE") != 0;
+  config.oom_report = parseFlag("MEMTRACE_OOM_REPORT") != 0;
+  config.snapshot_signal = SIGUSR1;
+  if (const char* name = getenv("MEMTRACE_SNAPSHOT_SIGNAL"); name && *name) {
+    if (!strcmp(name, "USR1") || !strcmp(name, "SIGUSR1"))
+      config.snapshot_signal = SIGUSR1;
+    else if (!strcmp(name, "USR2") || !strcmp(name, "SIGUSR2"))
+      config.snapshot_signal = SIGUSR2;
+    else if (!strcmp(name, "none") || !strcmp(name, "0"))
+      config.snapshot_signal = 0;
+    else
+      warn("MEMTRACE_SNAPSHOT_SIGNAL must be USR1, USR2 or none; using USR1, not ", name);
   }
   return config;
 }

@@ -14,6 +14,17 @@
 //                          directly (Note [Python frames without the GIL]): only
 //                          threads that hold the GIL are walked then  (auto)
 //   MEMTRACE_VERBOSE       1: say on stderr where the trace goes    (0)
+//   MEMTRACE_MODE          full: every event; flight: a file the size of what is live, with
+//                          the peak, the last events and the steps (Note [The flight
+//                          recorder's file], tracer/format/records.h)   (full)
+//   MEMTRACE_FLIGHT_EVENTS the events a flight file keeps at least    (1000000)
+//   MEMTRACE_MAP_FILE      0: write the trace through a buffer, never into a mapping of the
+//                          file (Note [Records reach the page cache as they are written])  (1)
+//   MEMTRACE_SNAPSHOT_SIGNAL  the signal that writes a snapshot of what is live beside the
+//                          trace (Note [Reports the library writes itself]): USR1, USR2 or
+//                          none; installed only where the program left the signal at its
+//                          default                                  (USR1)
+//   MEMTRACE_OOM_REPORT    0: no report of a failed allocation beside the trace   (1)
 #pragma once
 
 #include <cstdint>
@@ -32,6 +43,11 @@ struct Config {
   bool keep_torch_allocator;
   bool verbose;
   bool python_public_api_only;
+  bool flight;             // MEMTRACE_MODE=flight
+  uint64_t flight_events;  // N: the events a flight file keeps at least
+  bool map_file;           // write into a mapping of the file where it can
+  int snapshot_signal;     // 0: none
+  bool oom_report;
 };
 
 // Reads the environment. Safe to call before main (from a constructor) and at run time.

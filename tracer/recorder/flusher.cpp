@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "tracer/recorder/recorder_state.h"
+#include "tracer/recorder/reports.h"
 
 namespace memtrace::detail {
 namespace {
@@ -13,6 +14,7 @@ void* flusherMain(void*) {
   timespec interval{0, static_cast<long>(kFlushPeriodNs)};  // Note [When records reach the file]
   for (;;) {
     nanosleep(&interval, nullptr);
+    writeSnapshotIfAsked();  // Note [Reports the library writes itself]
     MutexLock lock;
     if (g_file.isOpen() && g_file.hasPendingBytes() && !g_file.flush()) failWrite();
   }

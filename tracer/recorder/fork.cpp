@@ -2,6 +2,7 @@
 // nor write into its parent's file.
 #include <pthread.h>
 
+#include "tracer/recorder/flight.h"
 #include "tracer/recorder/lent_stacks.h"
 #include "tracer/recorder/native_stack.h"
 #include "tracer/recorder/recorder_state.h"
@@ -29,6 +30,7 @@ void forkChild() {
   // The parent's buffer and file are the parent's: drop them unwritten. The child traces
   // into a file of its own, opened at its first event.
   g_file.abandon();
+  flightForget();
   g_flusher_running = false;
   g_write_failed = false;
   g_open_phases = 0;

@@ -28,11 +28,6 @@ uint64_t hashBytes(const char* data, size_t size) {
   return hash;
 }
 
-uint8_t* putType(uint8_t* out, RecordType type) {
-  *out++ = static_cast<uint8_t>(type);
-  return out;
-}
-
 size_t cappedLength(const char* text) {
   size_t length = text ? std::strlen(text) : 0;
   return length > format::kMaxStringBytes ? format::kMaxStringBytes : length;
@@ -46,6 +41,16 @@ python::FrameInfo g_unknown_frame = {"<unknown>", "<unknown>", 9, 9, 0, 0, 0};
 
 void RecordWriter::beginFile(uint64_t start_monotonic_ns) {
   ++generation_;
+  start_monotonic_ns_ = start_monotonic_ns;
+  last_step_ = 0;
+  last_step_end_ns_ = start_monotonic_ns;
+  string_by_id_.clear();
+  frame_by_id_.clear();
+  python_node_by_id_.clear();
+  // Index 0 is "none" in every table.
+  string_by_id_.push(StringRef{"", 0});
+  frame_by_id_.push(FrameEntry{0, 0, 0});
+  python_node_by_id_.push(NodeEntry{0, 0});
   strings_.clear();
   strings_arena_.reset();
   string_count_ = 0;
@@ -57,11 +62,119 @@ void RecordWriter::beginFile(uint64_t start_monotonic_ns) {
   native_node_count_ = 0;
   devices_written_ = 0;
   simulated_written_ = false;
-  last_time_ns_ = start_monotonic_ns;
+  resetBases(start_monotonic_ns);
+}
+
+void RecordWriter::resetBases(uint64_t time_ns) {
+  last_time_ns_ = time_ns;
   last_address_ = 0;
   last_python_stack_[0] = last_python_stack_[1] = 0;
   last_native_stack_[0] = last_native_stack_[1] = 0;
   context_written_ = false;
+  ++scope_generation_;
+}
+
+void RecordWriter::logTable(const uint8_t* start, const uint8_t* end) {
+  if (!table_log_) return;
+  uint32_t size = static_cast<uint32_t>(end - start);
+  uint8_t length[4];
+  codec::putU32(length, size);
+  // A log that cannot grow loses the record: the flight recorder then stops compacting
+  // (flight.cpp checks the log's size against what it expects).
+  if (table_log_->append(length, 4) && !table_log_->append(start, size))
+    table_log_->resize(table_log_->size() - 4);
+}
+
+bool RecordWriter::writeLoggedRecords(const GrowableArray<uint8_t>& log, size_t bytes) {
+  for (size_t at = 0; at + 4 <= bytes;) {
+    uint32_t size = codec::getU32(log.data() + at);
+    const uint8_t* record = log.data() + at + 4;
+    uint8_t* p = file_.reserve(size);
+    if (!p) return false;
+    std::memcpy(p + 1, record + 1, size - 1);
+    file_.commit(p, p + size, record[0]);
+    at += 4 + size;
+  }
+  return true;
+}
+
+bool RecordWriter::writeSection(uint64_t time_ns, format::SectionKind kind, bool tracing,
+                                format::TrainingPhase phase, uint64_t window_events,
+                                const SectionTotals& totals) {
+  uint8_t* p = file_.reserve(128 + 40 * static_cast<size_t>(totals.device_count));
+  if (!p) return false;
+  uint8_t* start = p++;
+  p = putVarint(p, time_ns > start_monotonic_ns_ ? time_ns - start_monotonic_ns_ : 0);
+  *p++ = static_cast<uint8_t>(kind);
+  *p++ = tracing ? 1 : 0;
+  *p++ = static_cast<uint8_t>(phase);
+  p = putVarint(p, window_events);
+  for (uint64_t value : {totals.events, totals.allocations, totals.frees, totals.failed_allocations,
+                         totals.allocated_bytes, totals.untraced_allocations})
+    p = putVarint(p, value);
+  p = putVarint(p, static_cast<uint64_t>(totals.device_count));
+  for (int i = 0; i < totals.device_count; ++i) {
+    const SectionTotals::Device& device = totals.devices[i];
+    p = putZigzag(p, device.device);
+    p = putVarint(p, device.allocated_bytes);
+    p = putVarint(p, device.peak_bytes);
+    p = putVarint(p, device.peak_time_ns > start_monotonic_ns_
+                         ? device.peak_time_ns - start_monotonic_ns_
+                         : 0);
+  }
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kSection));
+  resetBases(time_ns > last_time_ns_ ? time_ns : last_time_ns_);
+  return true;
+}
+
+bool RecordWriter::writeStepPeak(uint64_t step, uint64_t begin_ns, uint64_t end_ns,
+                                 uint64_t peak_time_ns, uint64_t peak_bytes,
+                                 format::TrainingPhase phase, uint32_t module) {
+  uint8_t* p = file_.reserve(80);
+  if (!p) return false;
+  uint8_t* start = p++;
+  auto after = [](uint64_t time, uint64_t base) { return time > base ? time - base : 0; };
+  p = putZigzag(p, static_cast<int64_t>(step - last_step_));
+  p = putVarint(p, after(begin_ns, last_step_end_ns_));
+  p = putVarint(p, after(end_ns, begin_ns));
+  p = putVarint(p, after(peak_time_ns, begin_ns));
+  p = putVarint(p, peak_bytes);
+  *p++ = static_cast<uint8_t>(phase);
+  p = putVarint(p, module);
+  last_step_ = step;
+  last_step_end_ns_ = end_ns > begin_ns ? end_ns : begin_ns;
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kStepPeak));
+  logTable(start, p);
+  return true;
+}
+
+bool RecordWriter::writeModuleScopeId(uint32_t module) {
+  uint8_t* p = file_.reserve(16);
+  if (!p) return false;
+  uint8_t* start = p++;
+  p = putVarint(p, module);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kModuleScope));
+  return true;
+}
+
+bool RecordWriter::stringOf(uint32_t id, const char** data, size_t* size) const {
+  if (id == 0 || id >= string_by_id_.size()) return false;
+  *data = string_by_id_[id].data;
+  *size = string_by_id_[id].size;
+  return true;
+}
+
+bool RecordWriter::frameOf(uint32_t id, FrameEntry* frame) const {
+  if (id == 0 || id >= frame_by_id_.size()) return false;
+  *frame = frame_by_id_[id];
+  return true;
+}
+
+bool RecordWriter::pythonNodeOf(uint32_t id, uint32_t* parent, uint32_t* frame) const {
+  if (id == 0 || id >= python_node_by_id_.size()) return false;
+  *parent = python_node_by_id_[id].parent;
+  *frame = python_node_by_id_[id].frame;
+  return true;
 }
 
 uint64_t RecordWriter::timeDelta(uint64_t time_ns) {
@@ -80,7 +193,7 @@ bool RecordWriter::writeProcessInfo(const ProcessInfoFields& info) {
   size_t host_size = cappedLength(info.host_name);
   uint8_t* p = file_.reserve(command_line_size + executable_size + host_size + 128);
   if (!p) return false;
-  p = putType(p, RecordType::kProcessInfo);
+  uint8_t* start = p++;
   p = putVarint(p, static_cast<uint64_t>(info.pid));
   p = putVarint(p, static_cast<uint64_t>(info.parent_pid));
   p = putVarint(p, info.start_unix_ns);
@@ -93,7 +206,8 @@ bool RecordWriter::writeProcessInfo(const ProcessInfoFields& info) {
   p = putVarint(p, info.python_depth);
   p = putVarint(p, info.native_depth);
   *p++ = info.free_stacks ? 1 : 0;
-  file_.commit(p);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kProcessInfo));
+  logTable(start, p);
   return true;
 }
 
@@ -101,12 +215,13 @@ bool RecordWriter::writeDistributed(const DistributedFields& rank) {
   size_t job_size = cappedLength(rank.job_id);
   uint8_t* p = file_.reserve(job_size + 80);
   if (!p) return false;
-  p = putType(p, RecordType::kDistributed);
+  uint8_t* start = p++;
   for (int64_t value : {rank.rank, rank.world_size, rank.local_rank, rank.local_world_size,
                         rank.group_rank, rank.restart_count})
     p = putZigzag(p, value);
   p = putBytes(p, rank.job_id, job_size);
-  file_.commit(p);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kDistributed));
+  logTable(start, p);
   return true;
 }
 
@@ -115,13 +230,15 @@ bool RecordWriter::writeSimulatedDevice(const SimulatedDeviceFields& device) {
   size_t file_size = cappedLength(device.profile_file);
   uint8_t* p = file_.reserve(name_size + file_size + 48);
   if (!p) return false;
-  p = putType(p, RecordType::kSimulatedDevice);
+  uint8_t* start = p++;
   p = putBytes(p, device.profile_name, name_size);
   p = putBytes(p, device.profile_file, file_size);
   p = putVarint(p, device.memory_bytes);
   *p++ = device.memory_set_by_user ? 1 : 0;
   p = putVarint(p, static_cast<uint64_t>(device.device_count));
-  file_.commit(p);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kSimulatedDevice));
+  // Once a file, like the tables: a flight recorder's compaction writes it again.
+  logTable(start, p);
   simulated_written_ = true;
   return true;
 }
@@ -136,16 +253,16 @@ uint32_t RecordWriter::internString(const char* data, size_t size, bool* ok) {
     *ok = false;
     return 0;
   }
-  p = putType(p, RecordType::kString);
+  uint8_t* start = p++;
   p = putBytes(p, data, size);
-  file_.commit(p);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kString));
+  logTable(start, p);
   uint32_t id = ++string_count_;
   // On a hash collision (different content, same hash) the new string is written but not
   // cached: correct, only less compact.
-  if (!entry) {
-    const char* copy = strings_arena_.copyString(data, size);
-    if (copy) strings_.insert(hash, StringEntry{copy, static_cast<uint32_t>(size), id});
-  }
+  const char* copy = strings_arena_.copyString(data, size);
+  if (copy && !entry) strings_.insert(hash, StringEntry{copy, static_cast<uint32_t>(size), id});
+  string_by_id_.push(StringRef{copy ? copy : "", copy ? static_cast<uint32_t>(size) : 0});
   return id;
 }
 
@@ -163,13 +280,15 @@ uint32_t RecordWriter::internFrame(python::FrameInfo* frame, bool* ok) {
       *ok = false;
       return 0;
     }
-    p = putType(p, RecordType::kPythonFrame);
+    uint8_t* start = p++;
     p = putVarint(p, key.file);
     p = putVarint(p, key.function);
     p = putVarint(p, static_cast<uint64_t>(key.line));
-    file_.commit(p);
+    file_.commit(start, p, static_cast<uint8_t>(RecordType::kPythonFrame));
+    logTable(start, p);
     id = ++frame_count_;
     frames_.insert(key, id);
+    frame_by_id_.push(FrameEntry{key.file, key.function, key.line});
   }
   frame->file_frame_id = id;
   frame->generation = generation_;
@@ -236,10 +355,12 @@ uint32_t RecordWriter::internPythonStack(ThreadState& thread, bool* ok) {
         return internNode(python_nodes_, &python_node_count_, NodeKey{parent, 0, frame}, [&] {
           uint8_t* p = file_.reserve(24);
           if (!p) return false;
-          p = putType(p, RecordType::kPythonStack);
+          uint8_t* start = p++;
           p = putVarint(p, parent);
           p = putVarint(p, frame);
-          file_.commit(p);
+          file_.commit(start, p, static_cast<uint8_t>(RecordType::kPythonStack));
+          logTable(start, p);
+          python_node_by_id_.push(NodeEntry{parent, frame});
           return true;
         });
       });
@@ -257,10 +378,11 @@ uint32_t RecordWriter::internNativeStack(ThreadState& thread, bool* ok, bool* un
         return internNode(native_nodes_, &native_node_count_, NodeKey{parent, 0, ip}, [&] {
           uint8_t* p = file_.reserve(24);
           if (!p) return false;
-          p = putType(p, RecordType::kNativeStack);
+          uint8_t* start = p++;
           p = putVarint(p, parent);
           p = putZigzag(p, static_cast<int64_t>(ip - (parent_ip ? *parent_ip : 0)));
-          file_.commit(p);
+          file_.commit(start, p, static_cast<uint8_t>(RecordType::kNativeStack));
+          logTable(start, p);
           // A new node is the only time an address is seen first: check the object table then.
           if (!native::objectTableCovers(ip)) *unknown_object = true;
           return true;
@@ -281,7 +403,7 @@ bool RecordWriter::writeNewLoadedObjects() {
       ok = false;
       return;
     }
-    p = putType(p, RecordType::kLoadedObject);
+    uint8_t* start = p++;
     p = putVarint(p, path);
     p = putVarint(p, object.bias);
     p = putBytes(p, object.build_id, object.build_id_size);
@@ -290,13 +412,14 @@ bool RecordWriter::writeNewLoadedObjects() {
       p = putVarint(p, object.segments[i].start);
       p = putVarint(p, object.segments[i].size);
     }
-    file_.commit(p);
+    file_.commit(start, p, static_cast<uint8_t>(RecordType::kLoadedObject));
+    logTable(start, p);
   });
   return ok;
 }
 
 bool RecordWriter::writeModuleScope(ThreadState& thread) {
-  if (thread.written_module_generation == generation_ &&
+  if (thread.written_module_generation == scope_generation_ &&
       thread.written_module_version == thread.module_version)
     return true;
   bool ok = true;
@@ -308,11 +431,12 @@ bool RecordWriter::writeModuleScope(ThreadState& thread) {
   }
   uint8_t* p = ok ? file_.reserve(16) : nullptr;
   if (!p) return false;
-  p = putType(p, RecordType::kModuleScope);
+  uint8_t* start = p++;
   p = putVarint(p, path);
-  file_.commit(p);
-  thread.written_module_generation = generation_;
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kModuleScope));
+  thread.written_module_generation = scope_generation_;
   thread.written_module_version = thread.module_version;
+  thread.written_module_id = path;
   return true;
 }
 
@@ -325,11 +449,12 @@ bool RecordWriter::writeDevice(int device, const char* name, uint64_t total_byte
   uint32_t name_id = internString(name, cappedLength(name), &ok);
   uint8_t* p = ok ? file_.reserve(32) : nullptr;
   if (!p) return false;
-  p = putType(p, RecordType::kDevice);
+  uint8_t* start = p++;
   p = putZigzag(p, device);
   p = putVarint(p, name_id);
   p = putVarint(p, total_bytes);
-  file_.commit(p);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kDevice));
+  logTable(start, p);
   if (device >= 0 && device < format::kMaxDevices) devices_written_ |= uint64_t{1} << device;
   return true;
 }
@@ -339,31 +464,31 @@ bool RecordWriter::writeMarker(uint64_t time_ns, format::MarkerKind kind, const 
   uint32_t name_id = name ? internString(name, cappedLength(name), &ok) : 0;
   uint8_t* p = ok ? file_.reserve(32) : nullptr;
   if (!p) return false;
-  p = putType(p, RecordType::kMarker);
+  uint8_t* start = p++;
   p = putVarint(p, timeDelta(time_ns));
   *p++ = static_cast<uint8_t>(kind);
   p = putVarint(p, name_id);
-  file_.commit(p);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kMarker));
   return true;
 }
 
 bool RecordWriter::writeCategory(uintptr_t address, format::Category category) {
   uint8_t* p = file_.reserve(16);
   if (!p) return false;
-  p = putType(p, RecordType::kCategory);
+  uint8_t* start = p++;
   p = putVarint(p, address);
   *p++ = static_cast<uint8_t>(category);
-  file_.commit(p);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kCategory));
   return true;
 }
 
 bool RecordWriter::writeTrainingPhase(uint64_t time_ns, format::TrainingPhase phase) {
   uint8_t* p = file_.reserve(16);
   if (!p) return false;
-  p = putType(p, RecordType::kTrainingPhase);
+  uint8_t* start = p++;
   p = putVarint(p, timeDelta(time_ns));
   *p++ = static_cast<uint8_t>(phase);
-  file_.commit(p);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kTrainingPhase));
   return true;
 }
 
@@ -371,13 +496,13 @@ bool RecordWriter::writeMemoryMap(uint64_t time_ns, uintptr_t address, uint64_t 
                                   uint64_t offset, uint64_t handle) {
   uint8_t* p = file_.reserve(64);
   if (!p) return false;
-  p = putType(p, RecordType::kMemoryMap);
+  uint8_t* start = p++;
   p = putVarint(p, timeDelta(time_ns));
   p = putVarint(p, address);
   p = putVarint(p, size);
   p = putVarint(p, offset);
   p = putVarint(p, handle);
-  file_.commit(p);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kMemoryMap));
   return true;
 }
 
@@ -385,11 +510,11 @@ bool RecordWriter::writeAddressRange(uint64_t time_ns, RecordType type, uintptr_
                                      uint64_t size) {
   uint8_t* p = file_.reserve(40);
   if (!p) return false;
-  p = putType(p, type);
+  uint8_t* start = p++;
   p = putVarint(p, timeDelta(time_ns));
   p = putVarint(p, address);
   p = putVarint(p, size);
-  file_.commit(p);
+  file_.commit(start, p, static_cast<uint8_t>(type));
   return true;
 }
 
@@ -397,22 +522,22 @@ bool RecordWriter::writeDeviceMemory(uint64_t time_ns, int device, uint64_t free
                                      uint64_t total_bytes) {
   uint8_t* p = file_.reserve(40);
   if (!p) return false;
-  p = putType(p, RecordType::kDeviceMemory);
+  uint8_t* start = p++;
   p = putVarint(p, timeDelta(time_ns));
   p = putZigzag(p, device);
   p = putVarint(p, free_bytes);
   p = putVarint(p, total_bytes);
-  file_.commit(p);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kDeviceMemory));
   return true;
 }
 
 bool RecordWriter::writeStepEnd(uint64_t time_ns, uint64_t step) {
   uint8_t* p = file_.reserve(24);
   if (!p) return false;
-  p = putType(p, RecordType::kStepEnd);
+  uint8_t* start = p++;
   p = putVarint(p, timeDelta(time_ns));
   p = putVarint(p, step);
-  file_.commit(p);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kStepEnd));
   return true;
 }
 
@@ -420,7 +545,7 @@ bool RecordWriter::setContext(const EventContext& context) {
   if (context_written_ && context == context_) return true;
   uint8_t* p = file_.reserve(40);
   if (!p) return false;
-  p = putType(p, RecordType::kContext);
+  uint8_t* start = p++;
   p = putVarint(p, static_cast<uint64_t>(context.thread_id));
   // A device past the ones a trace may name (format::kMaxDevices) is written as unknown: the
   // reader refuses any other index.
@@ -429,7 +554,7 @@ bool RecordWriter::setContext(const EventContext& context) {
   p = putVarint(p, context.stream);
   *p++ = static_cast<uint8_t>(context.api);
   *p++ = static_cast<uint8_t>(context.level);
-  file_.commit(p);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kContext));
   context_ = context;
   context_written_ = true;
   return true;
@@ -463,8 +588,7 @@ bool RecordWriter::writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t addr
     p = putVarint(p, native_stack);
     last_native_stack_[kind] = native_stack;
   }
-  *type = bits;
-  file_.commit(p);
+  file_.commit(type, p, bits);
   return true;
 }
 
@@ -482,12 +606,12 @@ bool RecordWriter::writeFailedAlloc(uint64_t time_ns, uint64_t size, uint32_t py
                                     uint32_t native_stack) {
   uint8_t* p = file_.reserve(48);
   if (!p) return false;
-  p = putType(p, RecordType::kFailedAlloc);
+  uint8_t* start = p++;
   p = putVarint(p, timeDelta(time_ns));
   p = putVarint(p, size);
   p = putVarint(p, python_stack);
   p = putVarint(p, native_stack);
-  file_.commit(p);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kFailedAlloc));
   return true;
 }
 
@@ -495,12 +619,12 @@ bool RecordWriter::writeDeviceRead(uint64_t time_ns, uint64_t bytes, uint32_t py
                                    uint32_t native_stack) {
   uint8_t* p = file_.reserve(48);
   if (!p) return false;
-  p = putType(p, RecordType::kDeviceRead);
+  uint8_t* start = p++;
   p = putVarint(p, timeDelta(time_ns));
   p = putVarint(p, bytes);
   p = putVarint(p, python_stack);
   p = putVarint(p, native_stack);
-  file_.commit(p);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kDeviceRead));
   return true;
 }
 

@@ -12,6 +12,7 @@
 #include "tracer/common/flat_map.h"
 #include "tracer/format/records.h"
 #include "tracer/recorder/arena.h"
+#include "tracer/recorder/growable_array.h"
 #include "tracer/recorder/python_stack.h"
 #include "tracer/recorder/thread_state.h"
 #include "tracer/recorder/trace_file.h"
@@ -65,6 +66,24 @@ struct EventContext {
   bool operator==(const EventContext&) const = default;
 };
 
+// The run's totals a flight recorder's kSection carries (records.h).
+struct SectionTotals {
+  uint64_t events;
+  uint64_t allocations;
+  uint64_t frees;
+  uint64_t failed_allocations;
+  uint64_t allocated_bytes;
+  uint64_t untraced_allocations;
+  struct Device {
+    int device;
+    uint64_t allocated_bytes;
+    uint64_t peak_bytes;
+    uint64_t peak_time_ns;  // CLOCK_MONOTONIC, as every time the writer takes
+  };
+  int device_count;
+  Device devices[format::kMaxDevices];
+};
+
 class RecordWriter {
  public:
   explicit RecordWriter(TraceFile& file) : file_(file) {}
@@ -74,6 +93,42 @@ class RecordWriter {
   void beginFile(uint64_t start_monotonic_ns);
   // Identifies the current file's tables (caches elsewhere compare against it).
   uint32_t generation() const { return generation_; }
+  // The current file's time base (CLOCK_MONOTONIC ns).
+  uint64_t startTime() const { return start_monotonic_ns_; }
+
+  // The table records (those that define ids, and the one-time ones: records.h) are also
+  // appended to `log`, each as its length (4 bytes) and its bytes, for the flight recorder to
+  // write them again into a compacted file; nullptr stops that.
+  void logTablesTo(GrowableArray<uint8_t>* log) { table_log_ = log; }
+  // Writes the first `bytes` of such a log as records (not logged again).
+  bool writeLoggedRecords(const GrowableArray<uint8_t>& log, size_t bytes);
+  // A kSection at `time_ns` (records.h): every decoding base starts afresh after it, here as
+  // in the reader.
+  bool writeSection(uint64_t time_ns, format::SectionKind kind, bool tracing,
+                    format::TrainingPhase phase, uint64_t window_events,
+                    const SectionTotals& totals);
+  bool writeStepPeak(uint64_t step, uint64_t begin_ns, uint64_t end_ns, uint64_t peak_time_ns,
+                     uint64_t peak_bytes, format::TrainingPhase phase, uint32_t module);
+  // A module scope record naming `module` (a string id of this file) for the context's
+  // thread: a flight section's allocation (the thread's own scope is written again after the
+  // section).
+  bool writeModuleScopeId(uint32_t module);
+  // Every decoding base starts afresh (a kSection, a new file, the start of a compacted file).
+  void resetBases(uint64_t time_ns);
+
+  // The tables by id, for what the library writes itself (reports.cpp): false for an id
+  // this file has not defined.
+  bool stringOf(uint32_t id, const char** data, size_t* size) const;
+  struct FrameEntry {
+    uint32_t file;  // string ids
+    uint32_t function;
+    int32_t line;
+  };
+  bool frameOf(uint32_t id, FrameEntry* frame) const;
+  // A Python stack node: its parent node and its frame.
+  bool pythonNodeOf(uint32_t id, uint32_t* parent, uint32_t* frame) const;
+  // The string id of the nn.Module the file last said `thread` runs (0: none).
+  static uint32_t moduleOf(const ThreadState& thread) { return thread.written_module_id; }
 
   bool writeProcessInfo(const ProcessInfoFields& info);
   bool writeDistributed(const DistributedFields& rank);
@@ -125,6 +180,8 @@ class RecordWriter {
   bool writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address, const uint64_t* size,
                   uint32_t python_stack, uint32_t native_stack);
   uint64_t timeDelta(uint64_t time_ns);
+  // The record just committed at `start`, to the table log if there is one.
+  void logTable(const uint8_t* start, const uint8_t* end);
   // Forgets the thread's cached stack if it belongs to another file's tables.
   void syncThreadCache(ThreadState& thread) const;
 
@@ -161,6 +218,26 @@ class RecordWriter {
 
   TraceFile& file_;
   uint32_t generation_ = 0;
+  // Module scopes written are for this generation of bases (a new file or a kSection).
+  uint32_t scope_generation_ = 0;
+  uint64_t start_monotonic_ns_ = 0;
+  GrowableArray<uint8_t>* table_log_ = nullptr;
+  // The previous kStepPeak's (its fields are relative to them).
+  uint64_t last_step_ = 0;
+  uint64_t last_step_end_ns_ = 0;
+
+  // The tables by id (index 0 unused).
+  struct StringRef {
+    const char* data;
+    uint32_t size;
+  };
+  GrowableArray<StringRef> string_by_id_;
+  GrowableArray<FrameEntry> frame_by_id_;
+  struct NodeEntry {
+    uint32_t parent;
+    uint32_t frame;
+  };
+  GrowableArray<NodeEntry> python_node_by_id_;
 
   Arena strings_arena_;
   FlatMap<uint64_t, StringEntry> strings_;  // by content hash

@@ -13,10 +13,12 @@
 #include <initializer_list>
 
 #include "tracer/format/peak.h"
+#include "tracer/recorder/flight.h"
 #include "tracer/recorder/lent_stacks.h"
 #include "tracer/recorder/native_stack.h"
 #include "tracer/recorder/python_stack.h"
 #include "tracer/recorder/recorder_state.h"
+#include "tracer/recorder/reports.h"
 #include "tracer/recorder/thread_state.h"
 
 namespace memtrace {
@@ -168,6 +170,7 @@ void initialize() {
   if (g_config.python_public_api_only) python::usePublicApiOnly();
   if (format::wantsNative(g_config.stack_mode)) native::loadUnwinder();
   installForkHandlers();
+  installSnapshotSignal();
   atexit(onExit);
   if (autostart) {
     g_file_wanted = true;
@@ -226,9 +229,18 @@ class EventRecording {
     EventContext context{capture_.thread ? capture_.thread->thread_id : currentThreadId(), device,
                          source.stream, source.api, level};
     if (captured_) borrowLentStack(&capture_);
+    context_ = context;
     return writeDeviceIfNew(device) && g_writer.setContext(context) && writeModuleScope() &&
            internStacks(capture_, python_stack, native_stack, &unknown_object_);
   }
+
+  // After writePrelude: the context written, and the nn.Module the file says the thread runs.
+  const EventContext& context() const { return context_; }
+  uint32_t module() const {
+    ThreadState* thread = capture_.thread ? capture_.thread : currentThreadState();
+    return thread ? RecordWriter::moduleOf(*thread) : 0;
+  }
+  bool traced() const { return captured_; }
 
  private:
   bool holds_gil_ = false;  // set by canWalk; before walk_python_, which is initialized after it
@@ -237,6 +249,7 @@ class EventRecording {
   Capture capture_;
   bool captured_;  // stacks are wanted for this event
   bool unknown_object_ = false;
+  EventContext context_{};
 };
 
 }  // namespace
@@ -261,7 +274,22 @@ void recordAlloc(const RecursionGuard&, const EventSource& source, const void* a
   // The file opens (with its snapshot of the live table) before this allocation joins the
   // live table, so that it is written once.
   bool writing = ensureFileOpen();
+  // The stacks are interned (their records written) before the allocation joins the live
+  // table, which keeps them (LiveBlock).
+  uint32_t python_stack = 0, native_stack = 0;
+  bool prelude_written = writing && recording.writePrelude(source, source.device, source.level,
+                                                           &python_stack, &native_stack);
   LiveBlock live{size, static_cast<int16_t>(source.device), source.level, source.api};
+  if (writing) {
+    live.python_stack = python_stack;
+    live.native_stack = native_stack;
+    live.module = recording.module();
+    live.thread_id = recording.context().thread_id;
+    live.stream = source.stream;
+    live.traced = g_tracing.load(std::memory_order_relaxed);
+    // The flight recorder's number for it (Note [Keeping the peak without its events]).
+    if (g_config.flight) live.serial = flightSerial();
+  }
   LiveBlock replaced;
   // A free we never saw (freed through a path we do not hook): the new allocation replaces
   // it, by the rule the reader applies too (tracer/format/live_table.h).
@@ -271,11 +299,15 @@ void recordAlloc(const RecursionGuard&, const EventSource& source, const void* a
   bool peak_rose = countAlloc(source.device, size);
   if (!writing) return;
   device_memory.due = deviceMemoryDue(source.device, time, peak_rose);
-  uint32_t python_stack = 0, native_stack = 0;
-  if (!recording.writePrelude(source, source.device, source.level, &python_stack, &native_stack) ||
-      !g_writer.writeAlloc(time, reinterpret_cast<uintptr_t>(address), size, python_stack,
-                           native_stack))
+  if (!prelude_written || !g_writer.writeAlloc(time, reinterpret_cast<uintptr_t>(address), size,
+                                               python_stack, native_stack)) {
     failWrite();
+    return;
+  }
+  if (g_config.flight && !runAllocated(reinterpret_cast<uintptr_t>(address), live, time)) {
+    failWrite();
+    return;
+  }
   afterRecord(time);
 }
 
@@ -291,8 +323,11 @@ void recordFree(const RecursionGuard&, const EventSource& source, const void* ad
   if (!writing) return;
   uint32_t python_stack = 0, native_stack = 0;
   if (!recording.writePrelude(source, live.device, live.level, &python_stack, &native_stack) ||
-      !g_writer.writeFree(time, reinterpret_cast<uintptr_t>(address), python_stack, native_stack))
+      !g_writer.writeFree(time, reinterpret_cast<uintptr_t>(address), python_stack, native_stack)) {
     failWrite();
+    return;
+  }
+  if (g_config.flight) runFreed(reinterpret_cast<uintptr_t>(address), live);
   afterRecord(time);
 }
 
@@ -340,11 +375,17 @@ void recordFailedAlloc(const RecursionGuard&, const EventSource& source, uint64_
   if (!ensureFileOpen()) return;
   uint32_t python_stack = 0, native_stack = 0;
   if (!recording.writePrelude(source, source.device, source.level, &python_stack, &native_stack) ||
-      !g_writer.writeFailedAlloc(time, size, python_stack, native_stack))
+      !g_writer.writeFailedAlloc(time, size, python_stack, native_stack)) {
     failWrite();
-  // An OOM is often followed by the process dying: get it on disk now.
-  else if (!g_file.flush())
-    failWrite();
+    return;
+  }
+  if (g_config.flight)
+    runFailed(time, size, python_stack, native_stack, recording.context(), recording.module(),
+              recording.traced());
+  // Note [Reports the library writes itself].
+  writeOutOfMemoryReport(time, size, recording.context(), python_stack, recording.module());
+  // An OOM is often followed by the process dying: a buffered file writes it now.
+  if (!g_file.mapped() && !g_file.flush()) failWrite();
 }
 
 }  // namespace memtrace

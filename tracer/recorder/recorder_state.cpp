@@ -28,6 +28,7 @@ bool g_write_failed = false;
 bool g_write_through = false;
 uint64_t g_write_through_until_ns = 0;
 bool g_flusher_running = false;
+format::TrainingPhase g_phase = format::TrainingPhase::kNone;
 int g_open_phases = 0;
 char g_path_pattern[4096];
 char g_last_error[512];

@@ -47,8 +47,22 @@ struct LiveBlock {
   // top never comes down, so such memory is never freed early, only late.
   uint16_t references = 1;
   uint16_t mappings = 0;
+  // What names the allocation when the library writes what is live itself, with no trace to
+  // replay (Note [Reports the library writes itself], reports.cpp; Note [The flight
+  // recorder's file], flight.cpp): its stacks and nn.Module as ids of the current file's tables
+  // (0: none; a new file's snapshot sets them to 0), and its context. Two words more per live
+  // allocation and a few stores per event, against a second table the flight recorder would
+  // otherwise look up on every event.
+  uint32_t python_stack = 0;
+  uint32_t native_stack = 0;
+  uint32_t module = 0;
+  int32_t thread_id = 0;
+  uint64_t stream = 0;
+  uint64_t serial = 0;  // its allocation's event number in the file (the flight recorder's)
+  format::Category category = format::Category::kUnknown;  // as told so far
+  bool traced = false;  // made while tracing (stacks were captured)
 };
-static_assert(sizeof(LiveBlock) == 16, "the live table's value stays two words");
+static_assert(sizeof(LiveBlock) == 56, "the live table's value stays seven words");
 
 // A mapping of physical memory (cuMemMap), by its virtual address.
 struct Mapping {
@@ -72,6 +86,7 @@ extern bool
     g_write_through;  // every record is written at once (Note [When records reach the file])
 extern uint64_t g_write_through_until_ns;  // ... and every record made before this time
 extern bool g_flusher_running;
+extern format::TrainingPhase g_phase;  // the last memtrace_training_phase
 extern int g_open_phases;
 extern char g_path_pattern[4096];  // the pattern the next file opens with
 extern char g_last_error[512];
@@ -153,10 +168,15 @@ void closeFile(format::MarkerKind why);
 void failWrite();
 
 // Note [When records reach the file]
-// A record in the buffer is lost if the process ends before it is written, and the
-// recorder is not told of most endings: _exit() (how multiprocessing's forked workers and
-// many servers end), abort(), a fatal signal, SIGKILL. What survives all of them is what a
-// write() already gave the kernel (the page cache). So records are written:
+// A record reaches the file the moment it is written when the file is mapped (Note [Records
+// reach the page cache as they are written], trace_file.h): every regular file the recorder
+// can map, which is almost every trace. Then nothing below applies, and no end of the process
+// (_exit, abort, std::terminate, a fatal signal, SIGKILL, in an exit handler or a static
+// destructor) loses a record it had finished writing.
+// Through the buffer (a pipe, a file that cannot be mapped, MEMTRACE_MAP_FILE=0), a record
+// is lost if the process ends before the buffer is written, and the recorder is not told of
+// most endings. What survives them is what a write() already gave the kernel (the page
+// cache). So buffered records are written:
 //   - by the flusher, at least every kFlushPeriodNs: a process that ends unannounced loses
 //     at most that much;
 //   - at once (each record its own chunk: a write per event, a few more bytes per event)
@@ -168,13 +188,13 @@ void failWrite();
 //       * once exit() has begun (onExit): static destructors and teardown frees follow.
 //   - the opening chunk (process, modules, snapshot) is written when the file opens, so a
 //     trace file on disk always holds at least one whole chunk.
-// A parent process in steady state keeps the buffered path: its cost per event has no
-// system call (docs/performance.md), and it loses at most one flush period to a sudden end.
+// A buffered parent process in steady state loses at most one flush period to a sudden end.
 inline constexpr uint64_t kFlushPeriodNs = 100 * 1000 * 1000;
 
 // After writing a record made at `time_ns`: write it through when the policy says so.
 inline void afterRecord(uint64_t time_ns) {
-  if ((g_write_through || time_ns < g_write_through_until_ns) && g_file.isOpen() && !g_file.flush())
+  if ((g_write_through || time_ns < g_write_through_until_ns) && g_file.isOpen() &&
+      !g_file.mapped() && !g_file.flush())
     failWrite();
 }
 

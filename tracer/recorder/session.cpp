@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tracer/recorder/flight.h"
 #include "tracer/recorder/recorder.h"
 #include "tracer/recorder/recorder_state.h"
 
@@ -139,7 +140,7 @@ void failWrite() {
            strerror(g_file.lastErrno() ? g_file.lastErrno() : EIO));
   warn("cannot write the trace file ", detail);
   setError("cannot write the trace file ", detail);
-  g_file.abandon();
+  g_file.closeAfterFailure();
   g_write_failed = true;
   g_tracing.store(false, std::memory_order_relaxed);
 }
@@ -152,12 +153,13 @@ bool openFile() {
   char path[4096];
   expandPath(g_path_pattern, path, sizeof(path));
   const char* error = nullptr;
-  TraceFile::OpenResult result = g_file.open(path, &error);
+  uint32_t flags = g_config.flight ? format::FileFlags::kFlight : 0;
+  TraceFile::OpenResult result = g_file.open(path, &error, flags, g_config.map_file);
   if (result == TraceFile::OpenResult::kBusy) {
     // Another process is writing there (Note [Which process owns a trace file]).
     size_t length = strlen(path);
     snprintf(path + length, sizeof(path) - length, ".%d", getpid());
-    result = g_file.open(path, &error);
+    result = g_file.open(path, &error, flags, g_config.map_file);
     if (result == TraceFile::OpenResult::kBusy) error = "locked by another process";
   }
   if (result != TraceFile::OpenResult::kOpened) {
@@ -183,6 +185,7 @@ bool openFile() {
   host_name[sizeof(host_name) - 1] = '\0';
 
   g_writer.beginFile(start);
+  runPreparing();
   ProcessInfoFields info{};
   info.pid = getpid();
   info.parent_pid = getppid();
@@ -202,25 +205,36 @@ bool openFile() {
   if (ok) ok = writeSimulatedDeviceIfNew();
   if (ok && format::wantsNative(g_config.stack_mode)) ok = g_writer.writeNewLoadedObjects();
 
-  // The snapshot, device by device so that the context changes once per device.
+  // The snapshot, device by device so that the context changes once per device. What the
+  // live table says of each allocation is said again as the file says it: no stacks (the ids
+  // were the last file's), untraced, and numbered as this file's events.
   EventContext context{0, -1, 0, format::Api::kSnapshot, format::Level::kTensor};
+  uint64_t serial = 0;
   for (int device = -1; ok && device < kMaxDevices; ++device) {
-    g_live.forEach([&](uint64_t address, const LiveBlock& live) {
+    g_live.forEachValue([&](uint64_t address, LiveBlock& live) {
       int live_device = live.device >= 0 && live.device < kMaxDevices ? live.device : -1;
       if (!ok || live_device != device) return;
       context.device = live.device;
       context.level = live.level;
+      live.python_stack = live.native_stack = live.module = 0;
+      live.thread_id = 0;
+      live.stream = 0;
+      live.traced = false;
+      live.category = format::Category::kUnknown;
+      live.serial = serial++;
       ok = g_writer.setContext(context) && g_writer.writeAlloc(start, address, live.size, 0, 0);
     });
   }
   if (ok && g_tracing.load(std::memory_order_relaxed))
     ok = g_writer.writeMarker(start, MarkerKind::kTracingStarted, nullptr);
   // The opening chunk goes to the file now (Note [When records reach the file]).
-  if (!ok || !g_file.flush()) {
+  if (!ok || !g_file.flush() || !runOpened(start)) {
     failWrite();
     return false;
   }
-  g_write_through_until_ns = start + kFlushPeriodNs;
+  // A mapped file has every record in the page cache as it is written: nothing to write
+  // through (Note [When records reach the file]).
+  g_write_through_until_ns = g_file.mapped() ? 0 : start + kFlushPeriodNs;
   startFlusher();
   return true;
 }
@@ -236,7 +250,10 @@ void onExit() {
   recordDeviceMemory();
   MutexLock lock;
   if (g_file.isOpen()) {
-    if (!g_writer.writeMarker(monotonicNow(), MarkerKind::kProcessExit, nullptr) || !g_file.flush())
+    // A mapped file is left a little longer than its records (teardown may record more), not
+    // a whole window longer.
+    if (!g_writer.writeMarker(monotonicNow(), MarkerKind::kProcessExit, nullptr) ||
+        !(g_file.mapped() ? g_file.trimForExit() : g_file.flush()))
       failWrite();
   }
   // Teardown frees after this point (static destructors, CUDA context teardown, other

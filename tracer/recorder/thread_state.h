@@ -48,6 +48,7 @@ struct ThreadState {
   // What the trace file of generation `module_generation` last says for this thread.
   uint32_t written_module_generation;
   uint64_t written_module_version;
+  uint32_t written_module_id;  // the module's string id it said (0: none)
 };
 
 // The calling thread's state, created on first use from mmap'd memory and released when

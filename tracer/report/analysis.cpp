@@ -1,6 +1,7 @@
 #include "tracer/report/analysis.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <unordered_map>
 
@@ -70,6 +71,83 @@ struct SummaryVisitor : reader::LiveVisitor {
     phase = new_phase;
   }
 
+  // The flight recorder's records (Note [The flight recorder's file]).
+  void onSection(const reader::Section& section) {
+    FlightSummary& flight = summary.flight;
+    flight.flight = true;
+    flight.window_events = section.window_events;
+    phase = section.phase;
+    switch (section.kind) {
+      case format::SectionKind::kPeak:
+        flight.peak_section = true;
+        break;
+      case format::SectionKind::kOutOfMemory:
+        flight.oom_section = true;
+        break;
+      case format::SectionKind::kWindow:
+        flight.dropped = true;
+        flight.window_start_ns = section.time_ns;
+        apply_totals = true;
+        break;
+      case format::SectionKind::kFrame:
+        if (apply_totals) applyTotals(section);
+        break;
+      case format::SectionKind::kCount:
+        break;
+    }
+  }
+
+  // At the first frame after a kWindow: the run's counts up to there stand in for what the
+  // replay counted of the sections before it. Event indices stay the file's own.
+  void applyTotals(const reader::Section& section) {
+    apply_totals = false;
+    const reader::RunTotals& totals = section.totals;
+    summary.events = totals.events;
+    summary.allocations = totals.allocations;
+    summary.frees = totals.frees;
+    summary.failed_allocations = totals.failed_allocations;
+    summary.untraced_allocations = totals.untraced_allocations;
+    summary.allocated_bytes = 0;
+    for (DeviceSummary& d : summary.devices) d.allocated_bytes = 0;
+    for (const reader::DeviceTotals& totals_of : totals.devices) {
+      DeviceSummary& d = device(totals_of.device);
+      d.allocated_bytes = totals_of.allocated_bytes;
+      if (totals_of.peak_bytes > d.peak_bytes) {
+        d.peak_bytes = totals_of.peak_bytes;
+        d.peak_time_ns = totals_of.peak_time_ns;
+        d.peak_event = UINT64_MAX;  // dropped
+      }
+      if (selected(summary.device_filter, totals_of.device))
+        summary.allocated_bytes += totals_of.allocated_bytes;
+    }
+    if (summary.device_filter == kAllDevices) summary.allocated_bytes = totals.allocated_bytes;
+    summary.flight.kept_events = 0;
+    counting_kept = true;
+    // The step under way began before the kept events: its peak is counted from here.
+    step = StepSummary{};
+    step.step = summary.steps.empty() ? 1 : summary.steps.back().step + 1;
+    step.begin_ns = summary.steps.empty() ? 0 : summary.steps.back().end_ns;
+  }
+
+  void onStepPeak(const reader::StepPeak& peak) {
+    summary.training = true;
+    step_peaks = true;
+    summary.duration_ns = std::max(summary.duration_ns, peak.end_ns);
+    StepSummary recorded;
+    recorded.step = peak.step;
+    recorded.finished = true;
+    recorded.begin_ns = peak.begin_ns;
+    recorded.end_ns = peak.end_ns;
+    recorded.peak_bytes = peak.peak_bytes;
+    recorded.peak_time_ns = peak.peak_time_ns;
+    recorded.peak_phase = peak.phase;
+    summary.steps.push_back(recorded);
+    step_modules.push_back(peak.module);
+    step = StepSummary{};
+    step.step = peak.step + 1;
+    step.begin_ns = peak.end_ns;
+  }
+
   void onStepEnd(uint64_t time_ns, uint64_t number) {
     summary.training = true;
     summary.duration_ns = std::max(summary.duration_ns, time_ns);
@@ -87,6 +165,7 @@ struct SummaryVisitor : reader::LiveVisitor {
     int index = event.context->device;  // -1 to 63: the reader's bound
     if (index >= 0) devices_with_events |= uint64_t{1} << index;
     ++summary.events;
+    if (counting_kept) ++summary.flight.kept_events;
     summary.duration_ns = std::max(summary.duration_ns, event.time_ns);
     if (event.context->level == format::Level::kSegment)
       summary.segment_level = true;
@@ -212,6 +291,9 @@ struct SummaryVisitor : reader::LiveVisitor {
   StepSummary step;                    // the step the trace is in
   uint32_t step_module = 0;            // the module of its peak's allocation
   std::vector<uint32_t> step_modules;  // of summary.steps'
+  bool apply_totals = false;           // a kWindow was read: the next kFrame's totals are the run's
+  bool counting_kept = false;
+  bool step_peaks = false;  // the steps come from kStepPeak records (a flight file)
 };
 
 // Replays the trace once and copies the live set right after each event of `targets`
@@ -429,6 +511,8 @@ TraceSummary summarize(reader::TraceReader& trace, int device_filter, Until unti
   summary.simulated = tables.simulated;
   summary.file_bytes = trace.fileSize();
   summary.cut_offset = trace.cutOffset();
+  summary.open_chunk_offset = trace.openChunkOffset();
+  if (trace.flags() & format::FileFlags::kFlight) summary.flight.flight = true;
   for (DeviceSummary& device : summary.devices) {
     if (const reader::Device* record = tables.device(device.device)) {
       device.name = std::string(tables.string(record->name));
@@ -451,9 +535,44 @@ TraceSummary summarize(reader::TraceReader& trace, int device_filter, Until unti
   return summary;
 }
 
+namespace {
+
+std::string secondsText(uint64_t ns) {
+  char text[32];
+  snprintf(text, sizeof(text), "%.3f s", static_cast<double>(ns) / 1e9);
+  return text;
+}
+
+std::string keptText(const TraceSummary& summary) {
+  return "a flight recorder's file keeps the live set at the peak" +
+         std::string(summary.flight.oom_section ? " and at the first failed allocation" : "") +
+         " and the events from " + secondsText(summary.flight.window_start_ns) + " on (at least " +
+         std::to_string(summary.flight.window_events) + ")";
+}
+
+}  // namespace
+
+void refuseOutsideFlightWindow(const std::string& path, const TraceSummary& summary,
+                               const Point& point) {
+  if (!summary.flight.dropped || point.kind != Point::Kind::kTime) return;
+  if (point.time_ns >= summary.flight.window_start_ns) return;
+  throw reader::TraceError(path + ": --at " + secondsText(point.time_ns) + " is before what " +
+                           keptText(summary) + ": use --at peak, end" +
+                           (summary.failed_allocations ? ", oom" : "") + " or a time from " +
+                           secondsText(summary.flight.window_start_ns));
+}
+
+void refuseWithoutFullTrace(const std::string& path, const TraceSummary& summary,
+                            const std::string& what) {
+  if (!summary.flight.dropped) return;
+  throw reader::TraceError(path + ": " + what + " needs every event, and " + keptText(summary) +
+                           " (record with MEMTRACE_MODE=full for it)");
+}
+
 LiveSet liveSetAt(reader::TraceReader& trace, const TraceSummary& summary, Point point) {
   if (point.kind == Point::Kind::kOom && summary.first_failed_event == UINT64_MAX)
     throw reader::TraceError(trace.path() + ": the trace has no failed allocation (no OOM)");
+  refuseOutsideFlightWindow(trace.path(), summary, point);
   LiveSet result;
   result.point = point;
   LiveSetVisitor visitor(result, summary);

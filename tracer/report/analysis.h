@@ -92,6 +92,17 @@ struct FailedRequest {
   bool traced = false;
 };
 
+// What a flight recorder's file kept (Note [The flight recorder's file], records.h).
+struct FlightSummary {
+  bool flight = false;           // the file says it is one
+  bool dropped = false;          // it dropped events: the kept ones start at window_start_ns
+  uint64_t window_events = 0;    // the events it keeps at least (N)
+  uint64_t window_start_ns = 0;  // where the kept events begin
+  bool peak_section = false;     // the peak's events were dropped; its live set stands in
+  bool oom_section = false;      // the first failed allocation's too
+  uint64_t kept_events = 0;      // events read after the window's start
+};
+
 struct TraceSummary {
   reader::ProcessInfo process;
   // The process ran on memtrace's simulated GPU (kSimulatedDevice): every view says so.
@@ -145,6 +156,10 @@ struct TraceSummary {
   uint64_t categories_ignored = 0;  // of them, at an address no live allocation starts at
   std::vector<StepSummary> steps;   // in order; empty without kStepEnd records
   CategoryBytes peak_categories{};  // at the peak (resolveTraining)
+
+  FlightSummary flight;
+  // Where an open chunk begins (its writer was stopped, or still writes), 0: none.
+  uint64_t open_chunk_offset = 0;
 
   // The report covers the first `window_events` events (Until::kLastStop); UINT64_MAX: all.
   uint64_t window_events = UINT64_MAX;
@@ -232,6 +247,15 @@ struct OutsideAllocations {
   std::vector<OutsideReading> devices;
 };
 OutsideAllocations outsideAllocations(const TraceSummary& summary, const LiveSet& live_set);
+
+// Throws reader::TraceError, in one line, when the point asked for lies where a flight
+// recorder's file dropped its events (a time before the kept ones, other than the peak's and
+// the first failure's), or when `what` (a view of the whole run: "the full timeline") cannot
+// be drawn from it. Does nothing for other traces.
+void refuseOutsideFlightWindow(const std::string& path, const TraceSummary& summary,
+                               const Point& point);
+void refuseWithoutFullTrace(const std::string& path, const TraceSummary& summary,
+                            const std::string& what);
 
 // Whether a replay to `point` stops before `event`: the event lies past the point, or past
 // the summary's window. (A failed allocation changes no live set: the OOM point includes

@@ -64,7 +64,16 @@ struct HistoryVisitor : reader::LiveVisitor {
 
   bool stopBefore(const Event& event) const { return pastPoint(summary, point, event); }
 
+  // A flight recorder's sections stand for events it dropped (Note [The flight recorder's
+  // file]): their allocations and frees are no history, and what was live before the kept
+  // events shows as allocated before the history began.
+  void onSection(const reader::Section& section) {
+    in_section = section.kind != format::SectionKind::kFrame;
+    if (in_section) events.clear();
+  }
+
   void onFailedAlloc(const Event& event) {
+    if (in_section) return;
     const reader::Context& context = *event.context;
     if (selected(summary.device_filter, context.device))
       events.push_back(SnapshotEvent{Action::kOom, snapshotDevice(context.device), 0, event.size,
@@ -73,7 +82,7 @@ struct HistoryVisitor : reader::LiveVisitor {
   }
 
   void onFree(const Event& event, const Allocation& freed) {
-    free(freed, event.address, event.time_ns);
+    if (!in_section) free(freed, event.address, event.time_ns);
   }
   // The free the recorder never saw comes first, at the time of the allocation over it.
   void onImpliedFree(const Event& event, const Allocation& replaced) {
@@ -82,7 +91,7 @@ struct HistoryVisitor : reader::LiveVisitor {
 
   void onAlloc(const Event& event, const Allocation& allocation) {
     if (training) index_of[event.address] = event.index;
-    if (selected(summary.device_filter, allocation.device))
+    if (!in_section && selected(summary.device_filter, allocation.device))
       events.push_back(SnapshotEvent{Action::kAlloc, snapshotDevice(allocation.device),
                                      event.address, event.size, allocation.stream, event.time_ns,
                                      event.python_stack, event.native_stack, event.traced,
@@ -102,6 +111,7 @@ struct HistoryVisitor : reader::LiveVisitor {
   std::vector<SnapshotEvent> events;
   bool training = summary.training;
   std::unordered_map<uint64_t, uint64_t> index_of;  // live allocations' event indices
+  bool in_section = false;
 };
 
 class SnapshotWriter {

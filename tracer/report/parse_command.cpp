@@ -119,6 +119,26 @@ struct Printer : reader::LiveVisitor {
                        read.bytes, read.python_stack, read.native_stack,
                        read.traced ? "traced" : "untraced");
   }
+  void onSection(const reader::Section& section) {
+    const reader::RunTotals& totals = section.totals;
+    std::string devices;
+    for (const reader::DeviceTotals& device : totals.devices)
+      devices += fmt::format(" {}:{}:{}:{}", device.device, device.allocated_bytes,
+                             device.peak_bytes, device.peak_time_ns);
+    out << fmt::format(
+        "section t={} kind={} tracing={} phase={} window_events={} events={} allocations={} "
+        "frees={} failed={} allocated_bytes={} untraced={} devices={}\n",
+        section.time_ns, format::sectionKindName(section.kind), section.tracing ? 1 : 0,
+        format::trainingPhaseName(section.phase), section.window_events, totals.events,
+        totals.allocations, totals.frees, totals.failed_allocations, totals.allocated_bytes,
+        totals.untraced_allocations, devices.empty() ? "-" : devices.substr(1));
+  }
+  void onStepPeak(const reader::StepPeak& step) {
+    out << fmt::format(
+        "step-peak step={} begin={} end={} peak_t={} peak_bytes={} phase={} module={}\n", step.step,
+        step.begin_ns, step.end_ns, step.peak_time_ns, step.peak_bytes,
+        format::trainingPhaseName(step.phase), step.module);
+  }
   // Every record as written: an implied free is not a record, so it prints nothing.
   void onAlloc(const reader::Event& event, const reader::Allocation&) {
     out << fmt::format("alloc #{} t={} address={:#x} size={} pystack={} native={} {}\n",
@@ -155,6 +175,8 @@ void printRecords(reader::TraceReader& trace, std::ostream& out) {
   trace.read(replay);
   if (trace.cutOffset())
     out << fmt::format("cut at byte {} of {}\n", trace.cutOffset(), trace.fileSize());
+  if (trace.openChunkOffset())
+    out << fmt::format("open chunk at byte {} of {}\n", trace.openChunkOffset(), trace.fileSize());
 }
 
 }  // namespace memtrace::report

@@ -328,6 +328,19 @@ void renderText(std::ostream& out, const Report& report) {
         "  window     up to where tracing was last stopped, at {}: what came after is "
         "not counted\n",
         seconds(s.window_end_ns));
+  if (s.flight.flight)
+    out << (s.flight.dropped
+                ? fmt::format(
+                      "  flight     a flight recorder's file: it kept the {} events from {} on "
+                      "(at least {}), the live set at the peak{}; the counts above are the "
+                      "whole run's\n",
+                      s.flight.kept_events, seconds(s.flight.window_start_ns),
+                      s.flight.window_events,
+                      s.flight.oom_section ? " and at the first failed allocation" : "")
+                : fmt::format(
+                      "  flight     a flight recorder's file: every event is still in it (it "
+                      "keeps at least the last {})\n",
+                      s.flight.window_events));
   if (s.unmatched_frees || s.replaced_allocations)
     out << fmt::format(
         "  note       {} frees of unknown addresses, {} allocations over live "
@@ -336,9 +349,10 @@ void renderText(std::ostream& out, const Report& report) {
   out << "\n";
   std::string scope =
       s.device_filter == kAllDevices ? "" : fmt::format(" on device {}", s.device_filter);
-  out << fmt::format("Peak memory{}: {} ({} bytes) at {}, event {}\n", scope,
-                     formatBytes(s.peak_bytes), s.peak_bytes, seconds(s.peak_time_ns),
-                     s.peak_event);
+  // A flight file's event numbers are its own, not the run's: none is said.
+  out << fmt::format("Peak memory{}: {} ({} bytes) at {}{}\n", scope, formatBytes(s.peak_bytes),
+                     s.peak_bytes, seconds(s.peak_time_ns),
+                     s.flight.dropped ? std::string() : fmt::format(", event {}", s.peak_event));
   out << fmt::format("Total allocated: {}; live at the end: {}\n", formatBytes(s.allocated_bytes),
                      formatBytes(s.end_bytes));
   if (const Prediction* prediction = report.prediction) {
@@ -442,6 +456,17 @@ nlohmann::json processJson(const TraceSummary& s) {
           {"stacks", format::stackModeName(s.process.stack_mode)}};
 }
 
+// A flight recorder's file (Note [The flight recorder's file]): null for a full trace.
+nlohmann::json flightJson(const TraceSummary& s) {
+  if (!s.flight.flight) return nullptr;
+  return {{"window_events", s.flight.window_events},
+          {"dropped", s.flight.dropped},
+          {"window_start_ns", s.flight.window_start_ns},
+          {"kept_events", s.flight.dropped ? s.flight.kept_events : s.events},
+          {"peak_section", s.flight.peak_section},
+          {"oom_section", s.flight.oom_section}};
+}
+
 nlohmann::json summaryJson(const TraceSummary& s) {
   using nlohmann::json;
   return {{"device_filter", s.device_filter},
@@ -465,7 +490,9 @@ nlohmann::json summaryJson(const TraceSummary& s) {
           {"reserved_peak_bytes", s.reserved_peak_bytes},
           {"device_memory_readings", s.device_memory.size()},
           {"window_end_ns", s.window_events == UINT64_MAX ? json(nullptr) : json(s.window_end_ns)},
-          {"cut_offset", s.cut_offset}};
+          {"cut_offset", s.cut_offset},
+          {"open_chunk_offset", s.open_chunk_offset},
+          {"flight", flightJson(s)}};
 }
 
 nlohmann::json devicesJson(const TraceSummary& s) {

@@ -177,6 +177,27 @@ struct TimelineVisitor : reader::LiveVisitor {
     training_phase = phase;
   }
 
+  // A flight recorder's sections stand for dropped events (Note [The flight recorder's
+  // file]): each is marked, so that the page says where the line is no record of the run.
+  void onSection(const reader::Section& section) {
+    const char* name = nullptr;
+    switch (section.kind) {
+      case format::SectionKind::kPeak:
+        name = "the live set at the peak (flight recorder: its events were dropped)";
+        break;
+      case format::SectionKind::kOutOfMemory:
+        name = "the live set at the first failed allocation (flight recorder)";
+        break;
+      case format::SectionKind::kWindow:
+        name = "the kept events begin (flight recorder: the events before were dropped)";
+        break;
+      default:
+        return;
+    }
+    timeline.marks.push_back(TimelineMark{section.time_ns, format::MarkerKind::kAnnotation, name});
+  }
+  void onStepPeak(const reader::StepPeak& step) { onStepEnd(step.end_ns, step.step); }
+
   void onStepEnd(uint64_t time_ns, uint64_t step) {
     if (summary.window_events != UINT64_MAX && time_ns > summary.window_end_ns) return;
     timeline.marks.push_back(

@@ -63,7 +63,22 @@ void renderTrainingText(std::ostream& out, const TraceSummary& s) {
   out << fmt::format("\nSteps ({}):\n", s.steps.size());
   out << fmt::format("  {:>5}  {:>10}  {:>9}  {:<9}  {:<28}  {}\n", "step", "peak", "at", "phase",
                      "module", "at the peak");
-  for (const StepSummary& step : s.steps) {
+  // A long run's steps (a flight recorder's file keeps a week's): the first, the highest and
+  // the last ones; the JSON report lists every step.
+  constexpr size_t kShown = 40;
+  size_t highest = 0;
+  for (size_t i = 0; i < s.steps.size(); ++i)
+    if (s.steps[i].peak_bytes > s.steps[highest].peak_bytes) highest = i;
+  bool cut = s.steps.size() > kShown;
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    bool shown = !cut || i < kShown / 2 || i + kShown / 2 >= s.steps.size() || i == highest;
+    if (!shown) {
+      if (i == kShown / 2 || i == highest + 1)
+        out << fmt::format("  {:>5}  ... ({} steps in all; --format json lists every one)\n", "",
+                           s.steps.size());
+      continue;
+    }
+    const StepSummary& step = s.steps[i];
     std::string number = std::to_string(step.step) + (step.finished ? "" : "*");
     out << fmt::format(
         "  {:>5}  {:>10}  {:>9}  {:<9}  {:<28}  {}\n", number, formatBytes(step.peak_bytes),

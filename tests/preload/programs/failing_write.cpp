@@ -3,6 +3,8 @@
 // until $FAILING_WRITE_BYTES bytes have gone to it (the last one short, as a file system
 // fills), then fail with ENOSPC. With FAILING_WRITE_CHAOS=1 every write before that is
 // also interrupted (EINTR) or cut short at random, as slow devices and signals do.
+// fallocate, which a mapped trace extends its file with before it writes into the mapping
+// (tracer/recorder/trace_file.h), fails with ENOSPC past the same number of bytes.
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -107,4 +109,23 @@ extern "C" __attribute__((visibility("default"))) ssize_t write(int fd, const vo
   ssize_t written = next(fd, data, static_cast<size_t>(allowed));
   if (written > 0) g_written += written;
   return written;
+}
+
+extern "C" __attribute__((visibility("default"))) int fallocate(int fd, int mode, off_t offset,
+                                                                off_t length) {
+  static auto next = real<int (*)(int, int, off_t, off_t)>("fallocate");
+  if (matches(fd)) {
+    const char* budget_text = getenv("FAILING_WRITE_BYTES");
+    long budget = budget_text ? atol(budget_text) : 0;
+    if (offset + length > budget) {
+      errno = ENOSPC;
+      return -1;
+    }
+  }
+  return next(fd, mode, offset, length);
+}
+
+extern "C" __attribute__((visibility("default"))) int fallocate64(int fd, int mode, off_t offset,
+                                                                  off_t length) {
+  return fallocate(fd, mode, offset, length);
 }
