@@ -420,7 +420,7 @@ def record_other_ranks(document: dict[str, Any], model: Any, job: Job,
 def first_step_buckets(model: Any, job: Job, device: str) -> list[int]:
     """The bytes of each bucket NCCL holds after DDP's first step (Note [NCCL holds DDP's
     first buckets]): one per dtype of the trainable parameters (DDP's first buckets have no
-    size limit; a shared parameter counts once). None on the CPU (gloo), nor under FSDP."""
+    size limit; a shared parameter counts once). None on the CPU (gloo), nor under FSDP2."""
     if job.strategy != "ddp" or device != "cuda":
         return []
     by_dtype: dict[Any, int] = {}
