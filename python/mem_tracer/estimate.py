@@ -349,9 +349,11 @@ def _is_export_archive(model: Any) -> bool:
 def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any], profile: str,
                          step: RecordedStep, work: Path, json_path: Path,
                          batch: int | None = None, budget: int | str | None = None,
-                         prepare: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+                         prepare: Callable[[Any], Any] | None = None,
+                         held: bool = False) -> dict[str, Any]:
     """The estimator's JSON of the step recorded on fake tensors (of one rank of a job, with
-    step.job: mem_tracer.parallel)."""
+    step.job: mem_tracer.parallel; `held`: with what NCCL can hold beside it, Note [NCCL holds
+    DDP's first buckets])."""
     from . import parallel, step_graph
     job = step.job
     try:
@@ -370,7 +372,15 @@ def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any],
         options += ["--budget", str(budget)]
     result = _run_estimator(graph, [], options, json_path)
     if job is not None:
-        result["parallel"] = parallel.summary(document, result["summary"]["training_peak_bytes"])
+        result["parallel"] = parallel.summary(document, result["summary"])
+        buckets = parallel.first_step_buckets(model, job, document["device"]) if held else []
+        if buckets:
+            graph = step_graph.write(parallel.with_first_step_buckets(document, buckets),
+                                     work / f"step-{batch or 0}-held.json")
+            replayed = _run_estimator(graph, [], ["--device", profile],
+                                      work / f"held-{batch or 0}.json")
+            result["parallel"]["held_by_nccl"] = parallel.held_summary(buckets,
+                                                                       replayed["summary"])
     return result
 
 
@@ -413,7 +423,8 @@ def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, p
     with tempfile.TemporaryDirectory(prefix="mem_tracer-") as temporary:
         work = Path(temporary)
         json_path = Path(output) if output is not None else work / "estimate.json"
-        document = _record_and_estimate(model, args, kwargs, profile, step, work, json_path)
+        document = _record_and_estimate(model, args, kwargs, profile, step, work, json_path,
+                                        held=True)
         if step.job is not None:
             parallel.record_other_ranks(
                 document, model, step.job,

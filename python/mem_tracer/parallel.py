@@ -34,9 +34,34 @@ optimizer's state is made for the shard itself. The first rank then holds the mo
 the least, and the others lie between: both are recorded, and said.
 Not recorded: what the backend allocates outside PyTorch's allocator (NCCL's and gloo's own
 buffers), the communication streams' separate pools of the CUDA caching allocator (FSDP's
-all-gather and reduce-scatter buffers are allocated on their own streams on a GPU), and
+all-gather and reduce-scatter buffers are allocated on their own streams on a GPU: allocated
+bytes are the same, reserved ones higher, which Estimate.parallel.reserved_lower_bound says), and
 collectives overlapping compute (on a GPU a prefetched all-gather can be live beside the
-layer before it; the CPU's order is the script's).
+layer before it; the CPU's order is the script's). What NCCL holds for a while after a
+collective is said beside the prediction (Note [NCCL holds DDP's first buckets]).
+
+Note [NCCL holds DDP's first buckets]
+ProcessGroupNCCL keeps every tensor of a collective alive (its TensorShelf stash instead of
+record_stream: torch 2.14's libtorch_cuda says TORCH_NCCL_AVOID_RECORD_STREAMS "is the
+default now") until the caller waits on the Work, or until its watchdog thread, which wakes
+every 100 ms (ProcessGroupNCCL::kWatchdogThreadSleepMillis), sees the collective complete.
+DDP's Reducer waits on the Work's future, not on the Work, so its all-reduces are let go by
+the watchdog (seen below: the bucket outlives the rebuild by the watchdog's timing alone).
+That costs nothing for the steady buckets, which live on anyway; but DDP's first step runs
+with one bucket per dtype holding every gradient (it does not know the order gradients
+become ready: DistributedDataParallel's bucket size limits are [sys.maxsize] at first), and
+the rebuild at the second forward replaces it: that bucket then lives on until the
+watchdog's next look, up to 100 ms after the first step's all-reduce ended. A rank whose
+steps are shorter (a small model, a fast card) holds it at the second step's peak, and
+possibly the third's, and max_memory_allocated() says so; one whose steps are longer never
+does. gloo has no stash (the same jobs on gloo are exact), and FSDP2 waits on its Works.
+Measured on the simulated H100 with NCCL simulated (docs/simulated-gpu.md, "A torchrun job
+on simulated cards"): with a pause of a second between steps every rank's peak is the
+prediction to the byte; without one a rank's peak is the prediction plus the bucket (the
+allocator's figure for it) or, when the watchdog looked during the step, between the two.
+The prediction is the steady state, after NCCL let go; Estimate.parallel.held_by_nccl says
+how much more a rank can hold, and its peak then (the step replayed with the bucket live
+throughout), on a CUDA profile (the CPU's backend, gloo, holds nothing).
 """
 from __future__ import annotations
 
@@ -98,6 +123,19 @@ _KINDS = {
 }
 
 
+@dataclass(frozen=True)
+class HeldByNccl:
+    """DDP's first-step buckets, which NCCL holds until its watchdog lets them go (Note [NCCL
+    holds DDP's first buckets]), and the rank's step replayed with them live throughout: the
+    most max_memory_allocated() can say. Sizes in bytes."""
+
+    bytes: int
+    buckets: tuple[int, ...]
+    peak_requested_bytes: int
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int
+
+
 @dataclass
 class ParallelEstimate:
     """One rank of a DDP or FSDP job (Estimate.parallel). Sizes in bytes."""
@@ -114,6 +152,14 @@ class ParallelEstimate:
     # are uneven (then every rank between lies between the two).
     ranks: dict[int, int] = field(default_factory=dict)
     uneven: str | None = None  # which parameters shard unevenly, when they do
+    # The same ranks' peak as PyTorch's caching allocator counts it (max_memory_allocated()).
+    ranks_allocated: dict[int, int] = field(default_factory=dict)
+    # DDP on a CUDA profile: what NCCL can still hold after the first step, and the rank's
+    # peak while it does (Note [NCCL holds DDP's first buckets]); None otherwise.
+    held_by_nccl: HeldByNccl | None = None
+    # FSDP on a CUDA profile: the reserved figure is a lower bound (the collectives' streams
+    # keep pools of their own, which the replay leaves out).
+    reserved_lower_bound: bool = False
 
     def __str__(self) -> str:
         def mib(size: int) -> str:
@@ -125,6 +171,18 @@ class ParallelEstimate:
             lines.append(f"  ranks differ (uneven shards: {self.uneven}): " + ", ".join(
                 f"rank {rank} {mib(size)}" for rank, size in sorted(self.ranks.items()))
                 + (", the others between" if self.world_size > 2 else ""))
+        if self.held_by_nccl is not None:
+            held = self.held_by_nccl
+            lines.append(f"  the peak is once NCCL let go of DDP's first-step bucket "
+                         f"({mib(held.bytes)}: every gradient): its watchdog does within 100 ms "
+                         f"of the first step's all-reduce; until then a rank holds up to "
+                         f"{mib(held.peak_allocated_bytes)} allocated (steps shorter than that "
+                         "peak between the two)")
+        if self.reserved_lower_bound:
+            lines.append("  reserved is a lower bound: FSDP's all-gathers and reduce-scatters "
+                         "run on streams of their own, whose freed blocks PyTorch's caching "
+                         "allocator keeps for them (not modelled; max_memory_reserved() was 24 "
+                         "to 32 % higher on simulated H100s)")
         if self.communication:
             lines.append("  communication buffers at the peak: " + ", ".join(
                 f"{kind} {mib(size)} (in " + ", ".join(
@@ -331,11 +389,14 @@ def communication_at_peak(graph: Mapping[str, Any]) -> dict[str, dict[str, int]]
     return found
 
 
-def summary(graph: Mapping[str, Any], peak_bytes: int) -> dict[str, Any]:
-    """What estimate()'s JSON says of the rank (its "parallel"): the job, and the
-    communication buffers at the peak."""
+def summary(graph: Mapping[str, Any], estimated: Mapping[str, Any]) -> dict[str, Any]:
+    """What estimate()'s JSON says of the rank (its "parallel"): the job, its peaks (of
+    `estimated`, memtrace-estimate's summary), and the communication buffers at the peak."""
     communication = communication_at_peak(graph)
-    return {**graph["parallel"], "training_peak_bytes": peak_bytes,
+    return {**graph["parallel"], "training_peak_bytes": estimated["training_peak_bytes"],
+            "peak_allocated_bytes": estimated["peak_allocated_bytes"],
+            "reserved_lower_bound": (graph["parallel"]["strategy"] == "fsdp"
+                                     and graph.get("device") == "cuda"),
             "communication": {kind: {"bytes": sum(by_category.values()),
                                      "categories": by_category}
                               for kind, by_category in communication.items()}}
@@ -356,19 +417,66 @@ def record_other_ranks(document: dict[str, Any], model: Any, job: Job,
                                       f"of {job.world_size}")
 
 
+def first_step_buckets(model: Any, job: Job, device: str) -> list[int]:
+    """The bytes of each bucket NCCL holds after DDP's first step (Note [NCCL holds DDP's
+    first buckets]): one per dtype of the trainable parameters (DDP's first buckets have no
+    size limit; a shared parameter counts once). None on the CPU (gloo), nor under FSDP2."""
+    if job.strategy != "ddp" or device != "cuda":
+        return []
+    by_dtype: dict[Any, int] = {}
+    for parameter in model.parameters():  # each parameter once, as DDP takes them
+        if parameter.requires_grad:
+            by_dtype[parameter.dtype] = (by_dtype.get(parameter.dtype, 0)
+                                         + parameter.numel() * parameter.element_size())
+    return [size for size in by_dtype.values() if size]
+
+
+def with_first_step_buckets(graph: Mapping[str, Any], buckets: Sequence[int]) -> dict[str, Any]:
+    """The graph document of the step with `buckets` live throughout, as NCCL holds them
+    (a first node allocates them; nothing releases them)."""
+    storages = list(graph["storages"])
+    allocates = []
+    for size in buckets:
+        allocates.append([len(storages), [size], "uint8"])
+        storages.append({"bytes": size, "origin": "activation", "category": "temporary",
+                         "name": "DDP's first-step bucket, held by NCCL",
+                         "collective": "c10d::allreduce_"})
+    node = {"op": "memtrace::held_by_nccl", "phase": "none", "module": "", "stack": [],
+            "releases": [], "allocates": allocates}
+    return {**graph, "storages": storages, "nodes": [node, *graph["nodes"]]}
+
+
+def held_summary(buckets: Sequence[int], estimated: Mapping[str, Any]) -> dict[str, Any]:
+    """estimate()'s JSON "parallel"."held_by_nccl": the buckets, and the peaks of the step
+    replayed with them (`estimated`: memtrace-estimate's summary of that)."""
+    return {"bytes": sum(buckets), "buckets": list(buckets),
+            **{key: estimated[key] for key in ("peak_requested_bytes", "peak_allocated_bytes",
+                                               "peak_reserved_bytes")}}
+
+
 def estimate_of(document: Mapping[str, Any]) -> ParallelEstimate | None:
     """Estimate.parallel, from estimate()'s JSON."""
     rank = document.get("parallel")
     if not rank:
         return None
-    ranks = {int(entry["rank"]): int(entry["training_peak_bytes"])
-             for entry in [rank, *rank.get("other_ranks", [])]}
+    entries = [rank, *rank.get("other_ranks", [])]
+    ranks = {int(entry["rank"]): int(entry["training_peak_bytes"]) for entry in entries}
+    held = rank.get("held_by_nccl")
     return ParallelEstimate(
         strategy=rank["strategy"], world_size=rank["world_size"], settings=rank["settings"],
         communication={kind: entry["bytes"] for kind, entry in rank["communication"].items()},
         communication_categories={kind: entry["categories"]
                                   for kind, entry in rank["communication"].items()},
-        ranks=ranks, uneven=rank.get("uneven"))
+        ranks=ranks, uneven=rank.get("uneven"),
+        reserved_lower_bound=bool(rank.get("reserved_lower_bound")),
+        ranks_allocated={int(entry["rank"]): int(entry["peak_allocated_bytes"])
+                         for entry in entries if "peak_allocated_bytes" in entry},
+        held_by_nccl=None if held is None else HeldByNccl(
+            bytes=int(held["bytes"]), buckets=tuple(int(size) for size in held["buckets"]),
+            peak_requested_bytes=int(held["peak_requested_bytes"]),
+            peak_allocated_bytes=int(held["peak_allocated_bytes"]),
+            peak_reserved_bytes=int(held["peak_reserved_bytes"])))
 
 
-__all__ = ["DDP", "FSDP", "Job", "ParallelEstimate", "Strategy", "job", "record"]
+__all__ = ["DDP", "FSDP", "HeldByNccl", "Job", "ParallelEstimate", "Strategy", "job",
+           "record"]

@@ -80,6 +80,36 @@ def test_what_the_communication_buffers_are():
     assert "ranks differ" in str(sharded)
 
 
+def test_what_nccl_holds_is_said_on_a_cuda_profile():
+    """DDP's first-step bucket, which NCCL keeps until its watchdog lets go (Note [NCCL holds
+    DDP's first buckets]): the step replayed with it live throughout, on a CUDA profile only;
+    FSDP's reserved figure said to be a lower bound there. Proven against jobs on simulated
+    H100s by tests/simulator/test_parallel_jobs.py."""
+    model, args, _ = model_and_example("mlp", 4)
+    parameters = sum(p.numel() * p.element_size() for p in model.parameters())
+
+    def estimate(job, device):
+        step = mem_tracer.TrainingStep(optimizer=OPTIMIZERS["adamw"](model.parameters()),
+                                       parallel=job, world_size=2)
+        return mem_tracer.estimate(model, args, training=step, device=device)
+
+    ddp = estimate("ddp", "cuda")
+    held = ddp.parallel.held_by_nccl
+    assert held.buckets == (parameters,) and held.bytes == parameters
+    # The bucket's block (512-byte rounding) beside the same step.
+    assert held.peak_allocated_bytes == ddp.peak_allocated_bytes + (parameters + 511) // 512 * 512
+    assert held.peak_requested_bytes == ddp.peak_requested_bytes + parameters
+    assert "NCCL let go of DDP's first-step bucket" in str(ddp)
+    assert ddp.raw["parallel"]["held_by_nccl"]["bytes"] == parameters
+    assert ddp.parallel.ranks_allocated == {0: ddp.peak_allocated_bytes}
+    assert not ddp.parallel.reserved_lower_bound
+    assert estimate("ddp", "cpu").parallel.held_by_nccl is None  # gloo holds nothing
+    fsdp = estimate("fsdp", "cuda")
+    assert fsdp.parallel.held_by_nccl is None and fsdp.parallel.reserved_lower_bound
+    assert "reserved is a lower bound" in str(fsdp)
+    assert not estimate("fsdp", "cpu").parallel.reserved_lower_bound
+
+
 def test_plan_per_rank_is_proven_by_running_it():
     """The largest batch a rank fits under a budget, with DDP over 2 ranks: the real job at
     that batch fits, one more does not; FSDP's sharded state fits that one more."""
