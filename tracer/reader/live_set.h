@@ -88,6 +88,7 @@ class LiveReplay {
   void onDeviceMemory(const DeviceMemory& reading) { consumer_.onDeviceMemory(reading); }
   void onSimulatedDevice(const SimulatedDeviceInfo& info) { consumer_.onSimulatedDevice(info); }
   void onDeviceRead(const DeviceRead& read) { consumer_.onDeviceRead(read); }
+  void onGeneratedCode(const GeneratedCode& code) { consumer_.onGeneratedCode(code); }
   void onCategory(uint64_t address, format::Category category) {
     if (stopped_) return;
     Allocation* allocation = live_.find(address);

@@ -161,6 +161,15 @@ struct DeviceMemory {
   }  // the reader checks free <= total
 };
 
+// A stretch of generated code and the user's source it stands for (kGeneratedCode, Note
+// [Generated code] in records.h): lines [first_line, first_line + line_count) of `file`.
+struct GeneratedCode {
+  uint32_t file;  // string id: the generated file, as Python frames name it
+  int32_t first_line;
+  int32_t line_count;
+  uint32_t source_stack;  // Python stack id (never 0)
+};
+
 // The tables a trace defines; ids index them from 1 (index 0 is a placeholder).
 struct Tables {
   ProcessInfo process;
@@ -172,6 +181,7 @@ struct Tables {
   std::vector<NativeNode> native_stacks{NativeNode{0, 0}};
   std::vector<LoadedObject> loaded_objects{LoadedObject{}};
   std::vector<Device> devices;
+  std::vector<GeneratedCode> generated_code;  // in file order
 
   std::string_view string(uint32_t id) const {
     return id < strings.size() ? std::string_view(strings[id]) : std::string_view();
@@ -206,6 +216,7 @@ struct RecordVisitor {
   // Version 3's records (Note [The simulated device]).
   void onSimulatedDevice(const SimulatedDeviceInfo&) {}
   void onDeviceRead(const DeviceRead&) {}
+  void onGeneratedCode(const GeneratedCode&) {}
   void onEvent(const Event&) {}
   // Return true to stop reading (after the record just seen).
   bool done() const { return false; }
@@ -277,6 +288,7 @@ class TraceReader {
   // Version 3's records.
   const SimulatedDeviceInfo& readSimulatedDevice();
   DeviceRead readDeviceRead();
+  const GeneratedCode& readGeneratedCode();
 
   std::string path_;
   std::FILE* file_ = nullptr;
@@ -359,7 +371,7 @@ void TraceReader::readRecord(Visitor& visitor) {
   if (!seen_process_info_ && type != static_cast<uint8_t>(RecordType::kProcessInfo))
     fail("the first record is not the process information");
   if (type & format::EventBits::kEvent) return visitor.onEvent(readEvent(type));
-  if (type <= static_cast<uint8_t>(RecordType::kDeviceRead) &&
+  if (type <= static_cast<uint8_t>(RecordType::kGeneratedCode) &&
       format::firstVersion(static_cast<RecordType>(type)) > version_)
     fail("a record of type " + std::to_string(type) + " (trace format version " +
          std::to_string(format::firstVersion(static_cast<RecordType>(type))) + ") in a version " +
@@ -427,6 +439,8 @@ void TraceReader::readRecord(Visitor& visitor) {
       return visitor.onSimulatedDevice(readSimulatedDevice());
     case RecordType::kDeviceRead:
       return visitor.onDeviceRead(readDeviceRead());
+    case RecordType::kGeneratedCode:
+      return visitor.onGeneratedCode(readGeneratedCode());
   }
   fail("an unknown record type " + std::to_string(type));
 }

@@ -45,6 +45,7 @@ struct HeaderVisitor : reader::RecordVisitor {
   void onStepEnd(uint64_t, uint64_t) { finished = true; }
   void onSimulatedDevice(const reader::SimulatedDeviceInfo&) { finished = true; }
   void onDeviceRead(const reader::DeviceRead&) { finished = true; }
+  void onGeneratedCode(const reader::GeneratedCode&) { finished = true; }
   void onEvent(const reader::Event&) { finished = true; }
   bool done() const { return finished; }
   bool finished = false;
