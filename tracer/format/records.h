@@ -151,7 +151,7 @@ inline constexpr uint32_t firstVersion(RecordType type) {
 // the user's frames when dynamo traced it), and inductor tells which node's code each stretch of
 // the generated file is (the line map it hands PyCodeCache: the stretch from a line up to the
 // next entry's is the code of one scheduler node, named by its last origin node). The Python
-// package (mem_tracer/compiled.py) passes each stretch to the recorder (memtrace_generated_code),
+// package (mem_tracer/_compiled.py) passes each stretch to the recorder (memtrace_generated_code),
 // which keeps them for the process and writes a kGeneratedCode record for each into every file
 // (when it opens, and when told while one is open): so the report names an allocation made by a
 // line of such a stretch by the source stack's frame its policy picks (Note [The line the user
