@@ -88,10 +88,12 @@ bool Locator::isLibraryPath(uint32_t file) const {
 }
 
 void Locator::indexGeneratedCode() const {
-  if (generated_indexed_) return;
-  generated_indexed_ = true;
-  for (uint32_t i = 0; i < tables_.generated_code.size(); ++i)
-    generated_by_file_[tables_.generated_code[i].file].push_back(i);
+  // As far as the tables go now: a reader that reads on adds records, and one that reads the file
+  // again rebuilds its tables from none (sourceStackOf() then skips what is not read yet). A
+  // record comes before the code it describes runs, so no allocation is asked about before it.
+  for (; generated_indexed_ < tables_.generated_code.size(); ++generated_indexed_)
+    generated_by_file_[tables_.generated_code[generated_indexed_].file].push_back(
+        static_cast<uint32_t>(generated_indexed_));
 }
 
 uint32_t Locator::sourceStackOf(uint32_t frame_id) const {
@@ -107,6 +109,7 @@ uint32_t Locator::sourceStackOf(uint32_t frame_id) const {
   if (found == generated_by_file_.end()) return known;
   // The last record that covers the line: a file told twice says the same thing twice.
   for (uint32_t index : found->second) {
+    if (index >= tables_.generated_code.size()) break;
     const reader::GeneratedCode& code = tables_.generated_code[index];
     if (frame.line >= code.first_line && frame.line - code.first_line < code.line_count)
       known = code.source_stack;

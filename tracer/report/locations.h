@@ -114,7 +114,7 @@ class Locator {
   // Note [Generated code]: the kGeneratedCode records of each generated file (by its string
   // id; indices into tables_.generated_code), and what sourceStackOf() found per frame id.
   void indexGeneratedCode() const;
-  mutable bool generated_indexed_ = false;
+  mutable size_t generated_indexed_ = 0;  // how many records are indexed
   mutable std::unordered_map<uint32_t, std::vector<uint32_t>> generated_by_file_;
   mutable std::vector<uint32_t> source_stack_;  // per frame id: kUnknownStack, 0 none, or a stack
   static constexpr uint32_t kUnknownStack = UINT32_MAX;
