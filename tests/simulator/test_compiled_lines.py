@@ -8,10 +8,12 @@ mode="reduce-overhead" (CUDA graphs, under PyTorch's own allocator: its CUDA gra
 the cudaMallocAsync backend memtrace sets by default); `--frame innermost` still names the
 generated line.
 
-Three runs share one inductor cache (a folder of the test's): inference, then a training step
-whose program first repeats the inference (inductor's cache then holds that graph), and the CUDA
-graphs' run beside the first. What this assumes of the real platform: nothing beyond what the
-other tests of the simulated device do; inductor generates the same code for the card."""
+Three runs share one inductor cache (a folder of the test's): inference, traced the package's
+way (switch_allocator(), trace(): PyTorch's pluggable allocator); then, under `memtrace run`, a
+training step whose program first repeats the inference (inductor's cache then holds that
+graph); and the CUDA graphs' run beside the first. What this assumes of the real platform:
+nothing beyond what the other tests of the simulated device do; inductor generates the same
+code for the card."""
 import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -20,10 +22,16 @@ import pytest
 
 from memtrace_testing import ROOT, parse_records, report_json, run
 
-PROGRAM = '''import sys
+PROGRAM = '''import contextlib
+import sys
 
 import torch
 from torch import nn
+
+mode = sys.argv[1]
+if mode == "forward":  # the package's way in: PyTorch's pluggable allocator, trace()
+    import mem_tracer
+    mem_tracer.switch_allocator()
 
 
 class MLP(nn.Module):
@@ -33,15 +41,15 @@ class MLP(nn.Module):
         self.down = nn.Linear(8192, 256)
 
     def forward(self, x):
-        hidden = torch.relu(self.up(x))  # program.py:14
-        return self.down(hidden) * 2  # program.py:15
+        hidden = torch.relu(self.up(x))  # FORWARD
+        return self.down(hidden) * 2  # FORWARD
 
 
-mode = sys.argv[1]
 model = MLP().cuda()
 compiled = torch.compile(model, mode="reduce-overhead" if mode == "graphs" else "default")
 x = torch.randn(16384, 256, device="cuda")
-with torch.no_grad():
+traced = mem_tracer.trace(sys.argv[2]) if mode == "forward" else contextlib.nullcontext()
+with traced, torch.no_grad():
     for _ in range(3 if mode == "graphs" else 1):
         compiled(x)
 if mode == "train":
@@ -51,7 +59,8 @@ if mode == "train":
         optimizer.step()
         optimizer.zero_grad()
 '''
-FORWARD_LINES = {"program.py:14 (forward)", "program.py:15 (forward)"}
+FORWARD_LINES = {f"program.py:{number} (forward)"
+                 for number, text in enumerate(PROGRAM.splitlines(), 1) if "# FORWARD" in text}
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +72,8 @@ def traces(tmp_path_factory):
 
     def traced(mode, **env):
         trace = work / f"{mode}.bin"
-        run([sys.executable, "-m", "mem_tracer", "run", "-q", "-o", trace, program, mode],
+        memtrace_run = [] if mode == "forward" else ["-m", "mem_tracer", "run", "-q", "-o", trace]
+        run([sys.executable, *memtrace_run, program, mode, trace],
             {"PYTHONPATH": str(ROOT / "python"), "TORCHINDUCTOR_CACHE_DIR": str(cache), **env},
             timeout=600)
         return trace
@@ -91,9 +101,10 @@ def named_by_forward(rows):
 def test_the_models_lines_name_what_the_compiled_graphs_allocate(traces, mode):
     cache, trace = traces[0], traces[1][mode]
     rows = rows_at_peak(trace)
-    # Every row is a line of the program: none is inductor's code, or torch's.
-    assert all(row["location"].startswith(str(cache.parent / "program.py:")) for row in rows), \
-        [row["location"] for row in rows]
+    # Every row is a line of the program (none is inductor's code, or torch's), or what was live
+    # before trace() began.
+    assert all(row["location"].startswith(str(cache.parent / "program.py:"))
+               or row["kind"] == "untraced" for row in rows), [row["location"] for row in rows]
     # What is not the forward's: the weights (model = ...) and the input (x = ...); under the
     # CUDA graphs' run PyTorch's own allocator rounds them up to segments of 20 MiB.
     assert named_by_forward(rows) >= 0.9, [(row["location"], row["bytes"]) for row in rows]
