@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from . import _native
@@ -15,6 +16,19 @@ from . import _native
 _lock = threading.Lock()
 _forward_hooks: list[Any] = []  # the handles of the global forward hooks, while installed
 _names: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def _not_compiling() -> bool:
+    return False
+
+
+# Note [Module hooks under torch.compile]
+# dynamo traces the global forward hooks into a compiled model's graph, and this module's
+# lookups (a WeakKeyDictionary of modules, a cached library) make it fail ("... is already
+# tracked for mutation": an AssertionError in the user's program, torch 2.14). The compiled
+# graph runs no module's code, so there is nothing to tell the recorder while dynamo traces:
+# the hooks return at once when torch.compiler.is_compiling(), which dynamo reads as a constant.
+_compiling: Callable[[], bool] = _not_compiling
 
 
 def name_modules(root: Any, prefix: str) -> None:
@@ -35,10 +49,14 @@ def module_path(module: Any) -> str:
 
 
 def _enter(module: Any, args: Any) -> None:
+    if _compiling():  # Note [Module hooks under torch.compile]
+        return
     _native.library().memtrace_module_enter(module_path(module).encode())
 
 
 def _exit(module: Any, args: Any, output: Any) -> None:
+    if _compiling():
+        return
     _native.library().memtrace_module_exit()
 
 
@@ -49,9 +67,12 @@ def install_forward_hooks() -> None:
         if _forward_hooks:
             return
         try:
+            import torch
             from torch.nn.modules import module as torch_module
         except ImportError:
             return
+        global _compiling
+        _compiling = getattr(getattr(torch, "compiler", None), "is_compiling", _not_compiling)
         _forward_hooks.append(torch_module.register_module_forward_pre_hook(_enter))
         # always_call: the exit runs even when forward raises, so the stacks stay balanced.
         _forward_hooks.append(torch_module.register_module_forward_hook(_exit, always_call=True))

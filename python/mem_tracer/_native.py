@@ -95,7 +95,7 @@ def torch_directory() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def _torch_release_at(directory: Path) -> str | None:
+def torch_release_at(directory: Path) -> str | None:
     """torch.__version__ as torch/version.py says it, without importing torch."""
     try:
         text = (directory / "version.py").read_text()
@@ -125,7 +125,7 @@ def estimator_path() -> Path:
     built = path.with_name("memtrace-estimate.torch")  # only in an installed package
     if built.is_file():
         wanted = built.read_text().strip()
-        installed = _torch_release_at(torch)
+        installed = torch_release_at(torch)
         if installed is None:
             try:
                 installed = importlib.metadata.version("torch")
@@ -197,6 +197,9 @@ def library() -> ctypes.PyDLL:
         "memtrace_lend_python_stack": ([c_int], c_int),
         "memtrace_end_lent_python_stack": ([], None),
         "memtrace_bind_lent_python_stack": ([c_int], None),
+        "memtrace_generated_code": ([c_char_p, c_int, c_int, ctypes.POINTER(c_char_p),
+                                     ctypes.POINTER(c_char_p), ctypes.POINTER(c_int), c_int],
+                                    c_int),
     }
     _sign(lib, signatures)
     lib.path = path  # type: ignore[attr-defined]  # read by tracing.switch_allocator()

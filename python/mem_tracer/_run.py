@@ -1,6 +1,7 @@
 """What `memtrace run` runs in the traced program, before the program itself: the training
 hooks (training.install_automatic), so that an unmodified training script's allocations get
-their categories, phases and steps; then the script, or -m module, as python would run it.
+their categories, phases and steps, and the naming of torch.compile's code by the user's source
+(_compiled); then the script, or -m module, as python would run it.
 
     python -m mem_tracer._run (script.py | -m module) [args...]
 """
@@ -72,8 +73,9 @@ def _let_autograd_threads_finish() -> None:
 
 def main() -> None:
     if importlib.util.find_spec("torch") is not None:
-        from . import training
+        from . import _compiled, training
         training.install_automatic()
+        _compiled.install()
     try:
         _run(sys.argv[1:])
     except BaseException as error:

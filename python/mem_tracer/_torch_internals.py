@@ -6,8 +6,10 @@ training categories of a trace need what torch does not promise to keep: fake te
 dispatch modes (torch._subclasses, torch.utils._python_dispatch), pytree, the autograd
 engine's saved-tensor hooks and callbacks (torch._C._autograd, Variable._execution_engine),
 the optimizer's foreach selection, the fake process group (torch.testing._internal), DDP's
-private parameter-shape check and pre-forward, an op's schema and a storage's id, and ATen's
-private ops the device runs (_scaled_dot_product_*, _safe_softmax). Each is named here once;
+private parameter-shape check and pre-forward, an op's schema and a storage's id, ATen's
+private ops the device runs (_scaled_dot_product_*, _safe_softmax), and inductor's loading of
+the code it generated (torch._inductor.codecache.PyCodeCache.load_by_key_path and the line map
+it is given: Note [Generated code] in tracer/format/records.h). Each is named here once;
 the rest of the package calls these functions and never imports a private name itself.
 
 Supported: torch 2.11 to 2.14 (FIRST_SUPPORTED to LAST_SUPPORTED). Every name below resolves on
@@ -23,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Optional
 
 from .errors import MemTracerError
 
@@ -42,6 +44,14 @@ FAKE_TENSOR_LOGGER = "torch._subclasses.fake_tensor"
 PRIVATE_ATEN_OPS = ("_safe_softmax", "_scaled_dot_product_cudnn_attention",
                     "_scaled_dot_product_flash_attention",
                     "_scaled_dot_product_efficient_attention")
+
+
+# The module of inductor's PyCodeCache, which loads every module inductor generated (the
+# compiled graphs' code), and that of its Python wrapper's code generator: _compiled waits for
+# each one's import to wrap what it needs (importing them itself would import inductor in every
+# program, and one of them while the other is being imported is a circular import).
+INDUCTOR_CODE_CACHE = "torch._inductor.codecache"
+INDUCTOR_WRAPPER_CODEGEN = "torch._inductor.codegen.wrapper"
 
 
 # ---- the gate ------------------------------------------------------------------------------
@@ -240,6 +250,103 @@ def wrap_ddp_pre_forward(wrapped: Any, context: Callable[[], Any]) -> None:
     wrapped._pre_forward = _pre_forward
 
 
+# ---- torch.compile's generated code -------------------------------------------------------
+
+LineMap = list[tuple[int, Optional[str]]]  # Optional: runs on import (Python 3.9's syntax)
+
+
+class _Functions:
+    """The functions inductor spliced into a module since the last graph's module loaded: their
+    text and line maps (Note [The line maps of graph partitions])."""
+
+    def __init__(self) -> None:
+        self.defined: list[tuple[str, LineMap]] = []
+
+    def line_map(self, path: str) -> LineMap:
+        """Their line maps' entries where their text is in the file at `path`."""
+        found: LineMap = []
+        with open(path, encoding="utf-8") as file:
+            source = file.read()
+        for text, line_map in self.defined:
+            at = source.find(text) if text else -1
+            if at >= 0 and source.find(text, at + 1) < 0:
+                offset = source.count("\n", 0, at)
+                found += [(line + offset, trace) for line, trace in line_map]
+        return found
+
+
+_functions = _Functions()
+
+
+def wrap_inductor_module_loading(told: Callable[[str, LineMap], None]) -> None:
+    """Calls told(path, line_map) as inductor loads each Python module it generated, before the
+    module runs: PyCodeCache.load_by_key_path(key, path, linemap, ...), for a graph compiled now
+    and for one its caches hold alike. line_map is inductor's [(line, stack trace)]: from that line
+    of the file at `path` to the next entry's, the code of one FX node, whose
+    node.meta["stack_trace"] is the text (traceback's "File ..., line N, in f" lines, outermost
+    first), or None. Call once INDUCTOR_CODE_CACHE is imported; `told` must not raise.
+
+    Note [The line maps of graph partitions]
+    A graph split into partitions (mode="reduce-overhead": CUDA graphs around the parts that can
+    be captured) is generated as one function per partition, each with a line map of its own,
+    which inductor drops when it splices the function's text into the module
+    (PythonWrapperCodegen.define_subgraph_launcher_fn takes the ValueWithLineMap's value): the
+    module's own map is then empty. So keep_function_line_maps() keeps the text and the map of
+    every such function as inductor defines it; when the module loads, each text found once in
+    its file (spliced whole, dedented) gives its entries, shifted to where it is, and they join
+    the module's map in place, in line order: the map inductor caches with the graph then has
+    them too, so a graph found in its cache later is named as well (and inductor's own tracebacks
+    of kernels gain those lines)."""
+    import importlib
+    code_cache = importlib.import_module(INDUCTOR_CODE_CACHE).PyCodeCache
+    load = code_cache.__dict__["load_by_key_path"].__func__
+
+    def load_by_key_path(cls: Any, key: str, path: str, linemap: Any = None, *arguments: Any,
+                         **options: Any) -> Any:
+        if linemap is not None and _functions.defined:  # a graph's module, not a kernel's
+            with contextlib.suppress(Exception):
+                added = _functions.line_map(path)
+                if added and isinstance(linemap, list):
+                    linemap.extend(added)
+                    linemap.sort(key=lambda entry: entry[0])
+            _functions.defined.clear()
+        told(path, list(linemap or ()))
+        return load(cls, key, path, linemap, *arguments, **options)
+
+    code_cache.load_by_key_path = classmethod(load_by_key_path)
+
+
+def keep_function_line_maps() -> None:
+    """Keeps the text and line map of each function inductor splices into a module (Note [The
+    line maps of graph partitions]). Call once INDUCTOR_WRAPPER_CODEGEN is imported."""
+    import importlib
+    import textwrap
+    codegen = importlib.import_module(INDUCTOR_WRAPPER_CODEGEN).PythonWrapperCodegen
+    define = codegen.define_subgraph_launcher_fn
+
+    def define_subgraph_launcher_fn(self: Any, name: str, code: Any, *arguments: Any) -> Any:
+        with contextlib.suppress(Exception):
+            _functions.defined.append((textwrap.dedent(code.value).rstrip(),
+                                       [(line, getattr(node, "stack_trace", None))
+                                        for line, node in code.line_map]))
+        return define(self, name, code, *arguments)
+
+    codegen.define_subgraph_launcher_fn = define_subgraph_launcher_fn
+
+
+def _inductor_module_loading() -> None:
+    """What wrap_inductor_module_loading relies on: a classmethod taking (key, path, linemap), and
+    the codegen's define_subgraph_launcher_fn(name, subgraph_code)."""
+    import importlib
+    import inspect
+    load = importlib.import_module(INDUCTOR_CODE_CACHE).PyCodeCache.__dict__["load_by_key_path"]
+    parameters = list(inspect.signature(load.__func__).parameters)
+    assert parameters[1:4] == ["key", "path", "linemap"], parameters
+    codegen = importlib.import_module(INDUCTOR_WRAPPER_CODEGEN).PythonWrapperCodegen
+    parameters = list(inspect.signature(codegen.define_subgraph_launcher_fn).parameters)
+    assert parameters[:3] == ["self", "name", "subgraph_code"], parameters
+
+
 def _enter_and_leave(context: Callable[[], Any]) -> Callable[[], None]:
     def check() -> None:
         with context():
@@ -271,6 +378,7 @@ def check_all() -> list[str]:
         "execution_engine": lambda: execution_engine().queue_callback,
         "foreach_kernel_devices": foreach_kernel_devices,
         "foreach_supported_types": foreach_supported_types,
+        "wrap_inductor_module_loading": _inductor_module_loading,  # and keep_function_line_maps
     }
     if dist.is_available():
         checks["register_fake_backend"] = register_fake_backend

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from . import _modules, _native, training
+from . import _compiled, _modules, _native, training
 from .errors import MemTracerError
 
 # The stacks recorded with each allocation (the library's MEMTRACE_STACKS): Python frames,
@@ -57,6 +57,7 @@ def switch_allocator() -> None:
                 "unmodified script with `python -m mem_tracer run script.py`") from error
         raise MemTracerError(f"switch_allocator(): PyTorch refused the allocator: {error}") from error
     _switched = True
+    _compiled.install()  # Note [Generated code]: a graph compiled before tracing starts too
 
 
 def _preload_list_at_exec() -> list[str]:
@@ -128,6 +129,7 @@ def start_tracing(output: str | os.PathLike[str] | None = None, *, model: Any = 
     if modules:
         _modules.install_forward_hooks()
     training.install(model, modules=modules)
+    _compiled.install()
     global _last_trace
     _last_trace = output_path()
     return _last_trace

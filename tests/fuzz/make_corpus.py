@@ -151,6 +151,31 @@ def simulated():
     return w
 
 
+def compiled():
+    # torch.compile's generated code (docs/trace-format.md, "Generated code"): two stretches of
+    # a generated file standing for two lines of the model, allocations on lines inside them,
+    # one outside any, and one on a line a stretch covers of a file told twice.
+    w = TraceWriter()
+    model = w.string("/home/user/model.py")
+    forward = w.string("forward")
+    generated = w.string("/tmp/torchinductor_user/ab/cabcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopq.py")
+    call = w.string("call")
+    outer = w.python_stack(0, w.frame(model, w.string("<module>"), 30))
+    inner = w.python_stack(outer, w.frame(model, forward, 12))
+    line_11 = w.python_stack(outer, w.frame(model, forward, 11))
+    w.generated_code(generated, 140, 12, line_11)
+    w.generated_code(generated, 152, 10, inner)
+    w.generated_code(generated, 152, 10, inner)
+    w.context(1, 0, api=CUDA_MALLOC_ASYNC)
+    w.marker(1, TRACING_STARTED)
+    w.alloc(2, 0x7f0000000000, 32 << 20, w.python_stack(outer, w.frame(generated, call, 147)))
+    w.alloc(3, 0x7f0002000000, 8 << 20, w.python_stack(outer, w.frame(generated, call, 159)))
+    w.alloc(4, 0x7f0003000000, 1 << 20, w.python_stack(outer, w.frame(generated, call, 175)))
+    w.free(5, 0x7f0000000000)
+    w.marker(6, PROCESS_EXIT)
+    return w
+
+
 def unknown_device():
     w = TraceWriter(stacks=0)
     w.context(1, -1)
@@ -194,7 +219,8 @@ def main():
     corpus.mkdir(exist_ok=True)
     for name, make in [("python_only", python_only), ("everything", everything),
                        ("unknown_device", unknown_device), ("training", training),
-                       ("virtual_memory", virtual_memory), ("simulated", simulated)]:
+                       ("virtual_memory", virtual_memory), ("simulated", simulated),
+                       ("compiled", compiled)]:
         data = make().write(corpus / f"{name}.bin").read_bytes()
         # The same trace cut inside its last chunk: read up to the last whole one.
         (corpus / f"{name}_cut.bin").write_bytes(data[:len(data) - 5])

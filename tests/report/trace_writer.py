@@ -11,6 +11,7 @@ PROCESS_INFO, STRING, PYTHON_FRAME, PYTHON_STACK, NATIVE_STACK, LOADED_OBJECT, D
     MARKER, FAILED_ALLOC, MODULE_SCOPE, CATEGORY, TRAINING_PHASE, STEP_END, MEMORY_MAP, \
     MEMORY_UNMAP, ADDRESS_RESERVE, ADDRESS_FREE, DISTRIBUTED, DEVICE_MEMORY, SIMULATED_DEVICE, \
     DEVICE_READ = range(1, 23)
+GENERATED_CODE = 0x19  # version 3 (Note [Generated code]; 0x17 and 0x18 are not this branch's)
 CU_MEM_CREATE, CU_MEM_ALLOC_MANAGED = 7, 8  # APIs of version 2
 CUDA_MALLOC_ASYNC, DEVICE_READ_API = 2, 9  # a device read's context has API 9 (version 3)
 # Categories and training phases (Note [Training records]).
@@ -184,6 +185,12 @@ class TraceWriter:
             + varint(begin - previous_end) + varint(end - begin) + varint(peak_time - begin) \
             + varint(peak_bytes) + bytes([phase]) + varint(module)
         self._step = (step, end)
+        return self
+    def generated_code(self, file, first_line, line_count, source_stack):
+        """Lines [first_line, first_line + line_count) of the generated file (a string id)
+        stand for the source stack (a Python stack node)."""
+        self.chunk += bytes([GENERATED_CODE]) + varint(file) + varint(first_line) \
+            + varint(line_count) + varint(source_stack)
         return self
 
     def marker(self, time, kind, name=0):

@@ -166,6 +166,91 @@ TEST(Locator, MemtracesOwnFramesAndTheRunnerAboveTheProgramAreNeverShown) {
   std::remove(path.c_str());
 }
 
+// Note [Generated code]: a compiled graph allocates on lines of the code inductor generated; a
+// line the trace maps to a source stack is named, under the user policy, by that stack's
+// innermost user frame (through library frames of the source: torch's linear.py); an unmapped
+// line of a generated file, or a mapped file's line outside every stretch, by the next user frame
+// outward (inductor's files are no user code, whatever folder TORCHINDUCTOR_CACHE_DIR names).
+// The innermost policy and full stacks keep the generated line.
+TEST(Locator, CompiledCodeIsNamedByTheSourceItStandsFor) {
+  TraceBuilder trace;
+  trace.processInfo();
+  uint32_t script = trace.string("/home/user/train.py");
+  uint32_t model = trace.string("/home/user/model.py");
+  uint32_t torch_file =
+      trace.string("/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py");
+  // A name unlike inductor's (isGeneratedCode): generated code by the trace's records only.
+  uint32_t generated = trace.string("/home/user/cache/ab/graph.py");
+  // In inductor's default folder, with no record (a torch the package does not know).
+  uint32_t unmapped = trace.string("/tmp/torchinductor_user/xy/cxyz.py");
+  uint32_t call = trace.string("call");
+  uint32_t forward = trace.string("forward");
+  uint32_t frame_main = trace.frame(script, trace.string("<module>"), 8);
+  uint32_t frame_def = trace.frame(model, forward, 10);  // dynamo's frame of forward
+  uint32_t line_12 = trace.frame(model, forward, 12);
+  uint32_t line_13 = trace.frame(model, forward, 13);
+  uint32_t linear = trace.frame(torch_file, forward, 125);
+  uint32_t at_147 = trace.frame(generated, call, 147);
+  uint32_t at_159 = trace.frame(generated, call, 159);
+  uint32_t at_120 = trace.frame(generated, call, 120);  // before the first stretch
+  uint32_t at_unmapped = trace.frame(unmapped, call, 147);
+  uint32_t outer = trace.pythonStack(trace.pythonStack(0, frame_main), frame_def);
+  // The source stacks: model.py:12 calling linear.py; model.py:13.
+  uint32_t source_12 = trace.pythonStack(trace.pythonStack(0, line_12), linear);
+  uint32_t source_13 = trace.pythonStack(0, line_13);
+  trace.generatedCode(generated, 143, 9, source_12);  // lines 143 to 151
+  trace.generatedCode(generated, 152, 40, source_13);
+  uint32_t in_147 = trace.pythonStack(outer, at_147);
+  uint32_t in_159 = trace.pythonStack(outer, at_159);
+  uint32_t in_120 = trace.pythonStack(outer, at_120);
+  uint32_t in_unmapped = trace.pythonStack(outer, at_unmapped);
+  uint32_t in_torch = trace.pythonStack(in_159, linear);  // under the generated line
+  trace.context(1, 0);
+  trace.marker(0, MarkerKind::kTracingStarted);
+  trace.alloc(10, 0x10000, 1000, in_147);
+  trace.alloc(20, 0x20000, 200, in_159);
+  trace.alloc(30, 0x30000, 30, in_120);
+  trace.alloc(40, 0x40000, 4, in_unmapped);
+  trace.alloc(50, 0x50000, 50000, in_torch);
+  trace.marker(60, MarkerKind::kProcessExit);
+  std::string path = temporaryPath("compiled.bin");
+  trace.write(path);
+  reader::TraceReader reader(path);
+  report::TraceSummary summary = report::summarize(reader);
+  report::LiveSet peak = report::liveSetAt(reader, summary, Point{});
+  ASSERT_EQ(reader.tables().generated_code.size(), 2u);
+
+  auto names = [&](FramePolicy policy, GroupBy group_by = GroupBy::kLine) {
+    std::vector<std::pair<std::string, uint64_t>> rows;
+    report::Locator locator(reader.tables(), group_by, policy);
+    for (const report::TableRow& row : locator.group(peak).rows)
+      rows.emplace_back(row.location.name, row.bytes);
+    return rows;
+  };
+  EXPECT_EQ(names(FramePolicy::kUser), (std::vector<std::pair<std::string, uint64_t>>{
+                                           {"/home/user/model.py:13 (forward)", 50200},
+                                           {"/home/user/model.py:12 (forward)", 1000},
+                                           {"/home/user/model.py:10 (forward)", 34}}));
+  std::string generated_path(reader.tables().string(generated));
+  EXPECT_EQ(
+      names(FramePolicy::kInnermost),
+      (std::vector<std::pair<std::string, uint64_t>>{
+          {"/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py:125 (forward)", 50000},
+          {generated_path + ":147 (call)", 1000},
+          {generated_path + ":159 (call)", 200},
+          {generated_path + ":120 (call)", 30},
+          {"/tmp/torchinductor_user/xy/cxyz.py:147 (call)", 4}}));
+  for (const auto& [name, bytes] : names(FramePolicy::kUser, GroupBy::kStack))
+    if (bytes == 1000)
+      EXPECT_NE(name.find(generated_path + ":147 (call)"), std::string::npos) << name;
+  report::Locator locator(reader.tables(), GroupBy::kLine, FramePolicy::kUser);
+  EXPECT_EQ(locator.sourceStackOf(at_147), source_12);
+  EXPECT_EQ(locator.sourceStackOf(at_159), source_13);
+  EXPECT_EQ(locator.sourceStackOf(at_120), 0u);
+  EXPECT_EQ(locator.sourceStackOf(frame_main), 0u);
+  std::remove(path.c_str());
+}
+
 TEST_F(Fixture, DevicesAreCountedApartAndTogether) {
   trace.marker(0, MarkerKind::kTracingStarted);
   trace.alloc(10, 0x10000, 1000, at_10);  // device 0
@@ -294,6 +379,14 @@ TEST(UserCode, OneRuleForTheReportAndTheEstimator) {
   EXPECT_TRUE(isUserCode("/tmp/ipykernel_4242/3012345678.py"));
   // Code a library generated (torch.fx's forwards) and the import machinery are not.
   EXPECT_FALSE(isUserCode("<eval_with_key>.12"));
+  // torch.compile's generated code (Note [Generated code]): inductor's cache, wherever it is.
+  EXPECT_FALSE(isUserCode(
+      "/tmp/torchinductor_me/ic/cicltypidatmhbkvj3o33yyksvenxieeevrns5jc43tlricfak2n.py"));
+  EXPECT_FALSE(
+      isUserCode("/home/me/cache/ic/cicltypidatmhbkvj3o33yyksvenxieeevrns5jc43tlricfak2n.py"));
+  EXPECT_TRUE(
+      isUserCode("/home/me/cache/xx/cicltypidatmhbkvj3o33yyksvenxieeevrns5jc43tlricfak2n.py"));
+  EXPECT_TRUE(isUserCode("/home/me/project/ic/cicl.py"));
   EXPECT_FALSE(isUserCode("<frozen importlib._bootstrap>"));
   EXPECT_FALSE(isUserCode(""));
 }

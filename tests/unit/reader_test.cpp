@@ -408,6 +408,54 @@ TEST(Reader, RefusesImpossibleSimulatedDevices) {
   std::remove(path.c_str());
 }
 
+// Note [Generated code]: the table of stretches, and what a reader refuses in one.
+TEST(Reader, ReadsGeneratedCodeAndRefusesImpossibleStretches) {
+  std::string path = temporaryPath("generated.bin");
+  auto read = [&](TraceBuilder& trace, size_t* stretches = nullptr) -> std::string {
+    trace.write(path);
+    try {
+      TraceReader reader(path);
+      reader::RecordVisitor visitor;
+      reader.read(visitor);
+      if (stretches) *stretches = reader.tables().generated_code.size();
+    } catch (const TraceError& error) {
+      return error.what();
+    }
+    return "accepted";
+  };
+  auto stretch = [](uint64_t first_line, uint64_t line_count, uint32_t stack = 1) {
+    TraceBuilder trace;
+    trace.processInfo();
+    uint32_t file = trace.string("/tmp/torchinductor_me/ab/cab.py");
+    trace.pythonStack(0, trace.frame(trace.string("model.py"), trace.string("forward"), 12));
+    trace.generatedCode(file, first_line, line_count, stack);
+    return trace;
+  };
+  {
+    TraceBuilder fine = stretch(143, 9);
+    size_t stretches = 0;
+    EXPECT_EQ(read(fine, &stretches), "accepted");
+    EXPECT_EQ(stretches, 1u);
+    TraceBuilder last_line = stretch(2147483640, 8);  // ends at 2^31 - 1
+    EXPECT_EQ(read(last_line), "accepted");
+  }
+  for (auto [first, count] : std::vector<std::pair<uint64_t, uint64_t>>{
+           {0, 1}, {1, 0}, {2147483640, 9}, {1ull << 40, 1}, {1, ~0ull}}) {
+    TraceBuilder trace = stretch(first, count);
+    EXPECT_NE(read(trace).find("a generated code record with lines"), std::string::npos)
+        << first << " + " << count;
+  }
+  TraceBuilder no_stack = stretch(1, 1, 0);
+  EXPECT_NE(read(no_stack).find("without a file or a source stack"), std::string::npos);
+  TraceBuilder unknown_stack = stretch(1, 1, 2);
+  EXPECT_NE(read(unknown_stack).find("Python stack 2, which is not defined"), std::string::npos);
+  TraceBuilder version_2(2);
+  version_2.processInfo().generatedCode(0, 1, 1, 0);
+  EXPECT_NE(read(version_2).find("a record of type 25 (trace format version 3) in a version 2"),
+            std::string::npos);
+  std::remove(path.c_str());
+}
+
 // A file is read by the rules of the version it says: a record or an API a later version
 // added is refused in it, which also catches a damaged version field (no checksum covers it).
 TEST(Reader, RefusesWhatItsVersionDoesNotHave) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <cstdio>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -144,6 +145,43 @@ TEST(Recorder, StartingWithAnotherPathMovesToANewFile) {
   EXPECT_FALSE(two.events[0].traced) << "live when the second file opened: a snapshot";
   EXPECT_EQ(two.events[0].size, 11u);
   EXPECT_TRUE(two.events[1].traced);
+  std::remove(first.c_str());
+  std::remove(second.c_str());
+}
+
+// Note [Generated code]: a stretch told while a file is open is written at once; one told
+// before a file opens (or for an earlier file) is written into every file that opens later. The
+// table lives as long as the process: this test's stretch is in every later file of this binary.
+TEST(Recorder, GeneratedCodeIsWrittenIntoEveryFile) {
+  const char* files[] = {"/home/user/model.py", "/venv/site-packages/torch/nn/modules/linear.py"};
+  const char* functions[] = {"forward", "forward"};
+  const int lines[] = {12, 125};
+  const char* generated = "/tmp/torchinductor_me/ab/cab.py";
+  EXPECT_EQ(memtrace_generated_code(generated, 143, 9, files, functions, lines, 0), -1);
+  EXPECT_NE(std::string(memtrace_last_error()).find("memtrace_generated_code"), std::string::npos);
+  ASSERT_EQ(memtrace_generated_code(generated, 143, 9, files, functions, lines, 2), 0);
+  std::string first = temporaryPath("generated-first.bin");
+  std::string second = temporaryPath("generated-second.bin");
+  ASSERT_EQ(memtrace_start(first.c_str()), 0);
+  ASSERT_EQ(memtrace_generated_code(generated, 152, 40, files, functions, lines, 1), 0);
+  ASSERT_EQ(memtrace_start(second.c_str()), 0);
+  ASSERT_EQ(memtrace_close(), 0);
+  for (const std::string& path : {first, second}) {
+    reader::Tables tables;
+    readBack(path, &tables);
+    ASSERT_EQ(tables.generated_code.size(), 2u) << path;
+    const reader::GeneratedCode& told = tables.generated_code[0];
+    EXPECT_EQ(tables.string(told.file), generated);
+    EXPECT_EQ(told.first_line, 143);
+    EXPECT_EQ(told.line_count, 9);
+    const reader::StackNode& innermost = tables.python_stacks[told.source_stack];
+    EXPECT_EQ(tables.python_frames[innermost.frame].line, 125);
+    const reader::StackNode& outer = tables.python_stacks[innermost.parent];
+    EXPECT_EQ(outer.parent, 0u);
+    EXPECT_EQ(tables.string(tables.python_frames[outer.frame].file), "/home/user/model.py");
+    EXPECT_EQ(tables.generated_code[1].first_line, 152);
+    EXPECT_EQ(tables.generated_code[1].source_stack, innermost.parent);  // the same frame's node
+  }
   std::remove(first.c_str());
   std::remove(second.c_str());
 }

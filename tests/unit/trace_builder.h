@@ -166,6 +166,17 @@ class TraceBuilder {
     varint(native);
     return *this;
   }
+  // Lines [first_line, first_line + line_count) of a generated file stand for a source stack
+  // (Note [Generated code]).
+  TraceBuilder& generatedCode(uint32_t file, uint64_t first_line, uint64_t line_count,
+                              uint32_t source_stack) {
+    type(format::RecordType::kGeneratedCode);
+    varint(file);
+    varint(first_line);
+    varint(line_count);
+    varint(source_stack);
+    return *this;
+  }
   TraceBuilder& raw(std::initializer_list<uint8_t> bytes) {
     chunk_.insert(chunk_.end(), bytes);
     return *this;

@@ -35,7 +35,7 @@ inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 //      memory readings], Note [A job's ranks]);
 //   3  records 0x15 and 0x16 and API 9 (Note [The simulated device]);
 //   4  the open chunk (above), the file header's flags (FileFlags::kFlight) and records 0x17
-//      and 0x18 (Note [The flight recorder's file]).
+//      and 0x18 (Note [The flight recorder's file]), and record 0x19 (Note [Generated code]).
 // A reader refuses a version past kVersion at the file header, naming both.
 inline constexpr uint32_t kVersion = 4;
 inline constexpr uint32_t kOldestVersion = 1;
@@ -158,6 +158,11 @@ enum class RecordType : uint8_t {
   // end), duration (ns), peak time (ns after the begin), peak bytes, TrainingPhase byte at the
   // peak, nn.Module string id at the peak.
   kStepPeak = 0x18,
+  // Lines of generated code (torch.compile's inductor wrapper) stand for the user's source
+  // (Note [Generated code]). Fields: the generated file (string id), its first line, how many
+  // lines from it, the source stack (Python stack id, not 0: the stack its FX node was traced
+  // at, whose innermost frame is where the node's op is in the user's program).
+  kGeneratedCode = 0x19,
 };
 
 // What a kSection stands for (Note [The flight recorder's file]).
@@ -200,6 +205,23 @@ inline constexpr uint32_t firstVersion(RecordType type) {
   uint8_t value = static_cast<uint8_t>(type);
   return value >= 0x17 ? 4 : value >= 0x15 ? 3 : value >= 0x0f ? 2 : 1;
 }
+// Note [Generated code]
+// torch.compile runs a model as code inductor generated (a file named c<hash>.py in its cache
+// folder: `buf0 = empty_strided_cuda(...)` in its call()), so every allocation of a compiled
+// graph has that file's line as its innermost frame, and a line nobody wrote or can change.
+// PyTorch keeps where each op came from: each FX node's stack trace (node.meta["stack_trace"],
+// the user's frames when dynamo traced it), and inductor tells which node's code each stretch of
+// the generated file is (the line map it hands PyCodeCache: the stretch from a line up to the
+// next entry's is the code of one scheduler node, named by its last origin node). The Python
+// package (mem_tracer/_compiled.py) passes each stretch to the recorder (memtrace_generated_code),
+// which keeps them for the process and writes a kGeneratedCode record for each into every file
+// (when it opens, and when told while one is open): so the report names an allocation made by a
+// line of such a stretch by the source stack's frame its policy picks (Note [The line the user
+// acts on] in tracer/report/locations.h), and keeps the generated frame in full stacks. A stretch
+// covers every line of its node's code: the allocation of its output buffer, cuBLAS's workspace
+// at the first matmul, triton's autotuning at a kernel's first run. The forward's and the
+// backward's graphs both: autograd copies each forward node's stack trace to its backward nodes.
+// The file is the generated file as Python's frames name it (its co_filename).
 
 // Note [A job's ranks]
 // torchrun (torch.distributed's launcher) starts one process per rank and tells each what it

@@ -90,6 +90,7 @@ class LiveReplay {
   void onDeviceRead(const DeviceRead& read) { consumer_.onDeviceRead(read); }
   void onSection(const Section& section) { consumer_.onSection(section); }
   void onStepPeak(const StepPeak& step) { consumer_.onStepPeak(step); }
+  void onGeneratedCode(const GeneratedCode& code) { consumer_.onGeneratedCode(code); }
   void onCategory(uint64_t address, format::Category category) {
     if (stopped_) return;
     Allocation* allocation = live_.find(address);

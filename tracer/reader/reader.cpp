@@ -1,6 +1,7 @@
 #include "tracer/reader/reader.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -558,6 +559,26 @@ StepPeak TraceReader::readStepPeak() {
   last_step_ = step.step;
   last_step_end_ns_ = step.end_ns;
   return step;
+}
+const GeneratedCode& TraceReader::readGeneratedCode() {
+  GeneratedCode code;
+  code.file = static_cast<uint32_t>(varint());
+  uint64_t first_line = varint();
+  uint64_t line_count = varint();
+  code.source_stack = static_cast<uint32_t>(varint());
+  checkId(code.file, tables_.strings.size(), "string");
+  checkId(code.source_stack, tables_.python_stacks.size(), "Python stack");
+  if (code.file == 0 || code.source_stack == 0)
+    fail("a generated code record without a file or a source stack");
+  // Lines as Python numbers them (from 1), the stretch within what a frame's line can be.
+  if (first_line < 1 || line_count < 1 || first_line > INT32_MAX || line_count > INT32_MAX ||
+      first_line + line_count - 1 > INT32_MAX)
+    fail("a generated code record with lines " + std::to_string(first_line) + " + " +
+         std::to_string(line_count) + " (from 1, within 2^31 - 1, expected)");
+  code.first_line = static_cast<int32_t>(first_line);
+  code.line_count = static_cast<int32_t>(line_count);
+  tables_.generated_code.push_back(code);
+  return tables_.generated_code.back();
 }
 
 }  // namespace memtrace::reader

@@ -202,6 +202,14 @@ struct StepPeak {
   format::TrainingPhase phase = format::TrainingPhase::kNone;
   uint32_t module = 0;  // string id
 };
+// A stretch of generated code and the user's source it stands for (kGeneratedCode, Note
+// [Generated code] in records.h): lines [first_line, first_line + line_count) of `file`.
+struct GeneratedCode {
+  uint32_t file;  // string id: the generated file, as Python frames name it
+  int32_t first_line;
+  int32_t line_count;
+  uint32_t source_stack;  // Python stack id (never 0)
+};
 
 // The tables a trace defines; ids index them from 1 (index 0 is a placeholder).
 struct Tables {
@@ -214,6 +222,7 @@ struct Tables {
   std::vector<NativeNode> native_stacks{NativeNode{0, 0}};
   std::vector<LoadedObject> loaded_objects{LoadedObject{}};
   std::vector<Device> devices;
+  std::vector<GeneratedCode> generated_code;  // in file order
 
   std::string_view string(uint32_t id) const {
     return id < strings.size() ? std::string_view(strings[id]) : std::string_view();
@@ -251,6 +260,7 @@ struct RecordVisitor {
   // The flight recorder's records (Note [The flight recorder's file]).
   void onSection(const Section&) {}
   void onStepPeak(const StepPeak&) {}
+  void onGeneratedCode(const GeneratedCode&) {}
   void onEvent(const Event&) {}
   // Return true to stop reading (after the record just seen).
   bool done() const { return false; }
@@ -346,6 +356,7 @@ class TraceReader {
   // Version 4's (Note [The flight recorder's file]).
   const Section& readSection();
   StepPeak readStepPeak();
+  const GeneratedCode& readGeneratedCode();
 
   std::string path_;
   std::FILE* file_ = nullptr;
@@ -467,7 +478,7 @@ void TraceReader::readRecord(Visitor& visitor) {
   if (!seen_process_info_ && type != static_cast<uint8_t>(RecordType::kProcessInfo))
     fail("the first record is not the process information");
   if (type & format::EventBits::kEvent) return visitor.onEvent(readEvent(type));
-  if (type <= static_cast<uint8_t>(RecordType::kStepPeak) &&
+  if (type <= static_cast<uint8_t>(RecordType::kGeneratedCode) &&
       format::firstVersion(static_cast<RecordType>(type)) > version_)
     fail("a record of type " + std::to_string(type) + " (trace format version " +
          std::to_string(format::firstVersion(static_cast<RecordType>(type))) + ") in a version " +
@@ -539,6 +550,8 @@ void TraceReader::readRecord(Visitor& visitor) {
       return visitor.onSection(readSection());
     case RecordType::kStepPeak:
       return visitor.onStepPeak(readStepPeak());
+    case RecordType::kGeneratedCode:
+      return visitor.onGeneratedCode(readGeneratedCode());
   }
   // Nothing is written as type 0: in an open chunk it is where the writer's records end.
   if (type == 0 && open_chunk_offset_) throw OpenChunkEnd{};

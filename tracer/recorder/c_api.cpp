@@ -193,6 +193,33 @@ MEMTRACE_EXPORT int memtrace_module_exit(void) {
   return 0;
 }
 
+MEMTRACE_EXPORT int memtrace_generated_code(const char* file, int first_line, int line_count,
+                                            const char* const* files, const char* const* functions,
+                                            const int* lines, int depth) {
+  ensureRecorderInitialized();
+  MutexLock lock;
+  if (!file || !*file || first_line < 1 || line_count < 1 || depth < 1 || !files || !functions ||
+      !lines) {
+    setError(
+        "memtrace_generated_code: a file, a first line and a line count of 1 or more, and a "
+        "source stack of 1 frame or more are needed");
+    return -1;
+  }
+  if (!g_generated_code.add(file, first_line, line_count, files, functions, lines,
+                            static_cast<size_t>(depth))) {
+    setError("memtrace_generated_code: out of memory");
+    return -1;
+  }
+  // Written now when a file is open (the code may run at once); else when one opens.
+  if (!g_file.isOpen()) return 0;
+  if (!g_generated_code.writeLast(g_writer)) {
+    failWrite();
+    return -1;
+  }
+  afterRecord(monotonicNow());
+  return 0;
+}
+
 MEMTRACE_EXPORT int memtrace_lend_python_stack(int skip) {
   return lendPythonStack(skip > 0 ? static_cast<size_t>(skip) : 0);
 }

@@ -55,6 +55,15 @@ MEMTRACE_EXPORT int memtrace_set_category(uint64_t address, int category);
 MEMTRACE_EXPORT int memtrace_training_phase(int phase);
 MEMTRACE_EXPORT int memtrace_step_end(uint64_t step);
 
+/* Note [Generated code] (tracer/format/records.h): lines first_line to first_line + line_count - 1
+ * of the generated Python file `file` (torch.compile's code, as its frames name it) stand for
+ * the user's source stack of `depth` frames: files[i], functions[i], lines[i], outermost first.
+ * Kept for the process: written into the open trace file now, and into every file opened
+ * later; allowed before tracing starts. Strings are copied. */
+MEMTRACE_EXPORT int memtrace_generated_code(const char* file, int first_line, int line_count,
+                                            const char* const* files, const char* const* functions,
+                                            const int* lines, int depth);
+
 /* Note [Stacks lent to threads without Python] (lent_stacks.cpp): called by the thread that is
  * about to wait for others to allocate on its behalf (autograd's engine running backward on
  * a GPU's own thread), its Python stack less the `skip` innermost frames names the

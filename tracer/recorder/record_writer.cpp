@@ -342,6 +342,22 @@ uint32_t RecordWriter::internNode(NodeMap& nodes, uint32_t* count, NodeKey key, 
   return node;
 }
 
+uint32_t RecordWriter::internPythonNode(uint32_t parent, uint32_t frame, bool* ok) {
+  uint32_t node = internNode(python_nodes_, &python_node_count_, NodeKey{parent, 0, frame}, [&] {
+    uint8_t* p = file_.reserve(24);
+    if (!p) return false;
+    uint8_t* start = p++;
+    p = putVarint(p, parent);
+    p = putVarint(p, frame);
+    file_.commit(start, p, static_cast<uint8_t>(RecordType::kPythonStack));
+    logTable(start, p);
+    python_node_by_id_.push(NodeEntry{parent, frame});
+    return true;
+  });
+  if (!node) *ok = false;
+  return node;
+}
+
 uint32_t RecordWriter::internPythonStack(ThreadState& thread, bool* ok) {
   if (thread.python_count == 0) return 0;
   syncThreadCache(thread);
@@ -351,18 +367,7 @@ uint32_t RecordWriter::internPythonStack(ThreadState& thread, bool* ok) {
       [&](uint32_t parent, const python::RawFrame& raw, const python::RawFrame*) -> uint32_t {
         python::FrameInfo* info = python::resolveFrame(raw, thread.python_holds_gil);
         uint32_t frame = internFrame(info ? info : &g_unknown_frame, ok);
-        if (!*ok) return 0;
-        return internNode(python_nodes_, &python_node_count_, NodeKey{parent, 0, frame}, [&] {
-          uint8_t* p = file_.reserve(24);
-          if (!p) return false;
-          uint8_t* start = p++;
-          p = putVarint(p, parent);
-          p = putVarint(p, frame);
-          file_.commit(start, p, static_cast<uint8_t>(RecordType::kPythonStack));
-          logTable(start, p);
-          python_node_by_id_.push(NodeEntry{parent, frame});
-          return true;
-        });
+        return *ok ? internPythonNode(parent, frame, ok) : 0;
       });
   if (!leaf) *ok = false;
   return leaf;
@@ -625,6 +630,28 @@ bool RecordWriter::writeDeviceRead(uint64_t time_ns, uint64_t bytes, uint32_t py
   p = putVarint(p, python_stack);
   p = putVarint(p, native_stack);
   file_.commit(start, p, static_cast<uint8_t>(RecordType::kDeviceRead));
+  return true;
+}
+
+bool RecordWriter::writeGeneratedCode(const char* file, size_t file_size, int32_t first_line,
+                                      int32_t line_count, python::FrameInfo* frames, size_t depth) {
+  bool ok = true;
+  uint32_t file_id = internString(file, file_size, &ok);
+  uint32_t stack = 0;
+  for (size_t i = 0; ok && i < depth; ++i) {
+    uint32_t frame = internFrame(&frames[i], &ok);
+    if (ok) stack = internPythonNode(stack, frame, &ok);
+  }
+  uint8_t* p = ok && stack ? file_.reserve(40) : nullptr;
+  if (!p) return false;
+  uint8_t* start = p++;
+  p = putVarint(p, file_id);
+  p = putVarint(p, static_cast<uint64_t>(first_line));
+  p = putVarint(p, static_cast<uint64_t>(line_count));
+  p = putVarint(p, stack);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kGeneratedCode));
+  // A table: a flight recorder's compaction writes it again (Note [The flight recorder's file]).
+  logTable(start, p);
   return true;
 }
 

@@ -158,6 +158,10 @@ class RecordWriter {
   // A read of device values on the simulated device (Note [The simulated device]).
   bool writeDeviceRead(uint64_t time_ns, uint64_t bytes, uint32_t python_stack,
                        uint32_t native_stack);
+  // A stretch of generated code and the source stack it stands for (Note [Generated code] in
+  // records.h): `depth` frames (at least one), outermost first, interned as a stack's are.
+  bool writeGeneratedCode(const char* file, size_t file_size, int32_t first_line,
+                          int32_t line_count, python::FrameInfo* frames, size_t depth);
   // Writes the loaded objects (kLoadedObject records) this file has not got yet.
   bool writeNewLoadedObjects();
   // Writes a module scope record if `thread`'s running nn.Module is not the one the file
@@ -177,6 +181,8 @@ class RecordWriter {
  private:
   uint32_t internString(const char* data, size_t size, bool* ok);
   uint32_t internFrame(python::FrameInfo* frame, bool* ok);
+  // The Python stack trie's node of `frame` called from `parent`, written if it is new.
+  uint32_t internPythonNode(uint32_t parent, uint32_t frame, bool* ok);
   bool writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address, const uint64_t* size,
                   uint32_t python_stack, uint32_t native_stack);
   uint64_t timeDelta(uint64_t time_ns);

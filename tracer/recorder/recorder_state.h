@@ -16,6 +16,7 @@
 #include "tracer/format/live_table.h"
 #include "tracer/format/records.h"
 #include "tracer/recorder/config.h"
+#include "tracer/recorder/generated_code.h"
 #include "tracer/recorder/record_writer.h"
 #include "tracer/recorder/trace_file.h"
 
@@ -106,6 +107,10 @@ struct SimulatedDeviceCopy {
 extern SimulatedDeviceCopy g_simulated;
 // Writes the simulated device's record to the open file if it has not got it (g_mutex held).
 bool writeSimulatedDeviceIfNew();
+
+// The stretches of generated code told so far (Note [Generated code] in records.h), written to
+// every file when it opens (session.cpp) and to the open one when told (c_api.cpp).
+extern GeneratedCodeTable& g_generated_code;
 
 // Device memory readings (Note [Device memory readings] in records.h): when device d was last
 // read (or tried), and in which file (RecordWriter::generation()).

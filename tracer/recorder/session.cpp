@@ -204,6 +204,8 @@ bool openFile() {
   // Note [The simulated device]: right after the process (and the rank), when known now.
   if (ok) ok = writeSimulatedDeviceIfNew();
   if (ok && format::wantsNative(g_config.stack_mode)) ok = g_writer.writeNewLoadedObjects();
+  // Note [Generated code]: compiled code made before this file opened runs in it too.
+  if (ok) ok = g_generated_code.writeAll(g_writer);
 
   // The snapshot, device by device so that the context changes once per device. What the
   // live table says of each allocation is said again as the file says it: no stacks (the ids

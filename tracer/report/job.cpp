@@ -47,6 +47,7 @@ struct HeaderVisitor : reader::RecordVisitor {
   void onDeviceRead(const reader::DeviceRead&) { finished = true; }
   void onSection(const reader::Section&) { finished = true; }
   void onStepPeak(const reader::StepPeak&) { finished = true; }
+  void onGeneratedCode(const reader::GeneratedCode&) { finished = true; }
   void onEvent(const reader::Event&) { finished = true; }
   bool done() const { return finished; }
   bool finished = false;

@@ -78,8 +78,43 @@ Symbolizer& Locator::symbolizer() {
 bool Locator::isLibraryPath(uint32_t file) const {
   auto& known = library_file_;
   if (known.size() <= file) known.resize(tables_.strings.size(), -1);
-  if (known[file] < 0) known[file] = isUserCode(tables_.string(file)) ? 0 : 1;
+  if (known[file] < 0) {
+    // A file the trace maps to source is generated code, whatever its path (Note [Generated
+    // code]: TORCHINDUCTOR_CACHE_DIR puts it anywhere).
+    indexGeneratedCode();
+    known[file] = isUserCode(tables_.string(file)) && !generated_by_file_.contains(file) ? 0 : 1;
+  }
   return known[file] == 1;
+}
+
+void Locator::indexGeneratedCode() const {
+  // As far as the tables go now: a reader that reads on adds records, and one that reads the file
+  // again rebuilds its tables from none (sourceStackOf() then skips what is not read yet). A
+  // record comes before the code it describes runs, so no allocation is asked about before it.
+  for (; generated_indexed_ < tables_.generated_code.size(); ++generated_indexed_)
+    generated_by_file_[tables_.generated_code[generated_indexed_].file].push_back(
+        static_cast<uint32_t>(generated_indexed_));
+}
+
+uint32_t Locator::sourceStackOf(uint32_t frame_id) const {
+  if (tables_.generated_code.empty()) return 0;
+  if (source_stack_.size() <= frame_id)
+    source_stack_.resize(tables_.python_frames.size(), kUnknownStack);
+  uint32_t& known = source_stack_[frame_id];
+  if (known != kUnknownStack) return known;
+  known = 0;
+  indexGeneratedCode();
+  const reader::PythonFrame& frame = tables_.python_frames[frame_id];
+  auto found = generated_by_file_.find(frame.file);
+  if (found == generated_by_file_.end()) return known;
+  // The last record that covers the line: a file told twice says the same thing twice.
+  for (uint32_t index : found->second) {
+    if (index >= tables_.generated_code.size()) break;
+    const reader::GeneratedCode& code = tables_.generated_code[index];
+    if (frame.line >= code.first_line && frame.line - code.first_line < code.line_count)
+      known = code.source_stack;
+  }
+  return known;
 }
 
 Locator::Role Locator::roleOf(uint32_t frame) const {
@@ -106,6 +141,13 @@ uint32_t Locator::chosenFrame(uint32_t python_stack) const {
     if (roleOf(frame) == Role::kMemtrace) continue;
     if (frame_policy_ == FramePolicy::kInnermost) return frame;
     if (!program) program = frame;
+    // Note [Generated code]: a line of compiled code stands for its source stack, whose frames
+    // come between this frame and its caller's.
+    for (uint32_t source = sourceStackOf(frame); source;
+         source = tables_.python_stacks[source].parent) {
+      uint32_t source_frame = tables_.python_stacks[source].frame;
+      if (!isLibraryPath(tables_.python_frames[source_frame].file)) return source_frame;
+    }
     if (!isLibraryPath(tables_.python_frames[frame].file)) return frame;
   }
   return program ? program : innermost;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "tracer/reader/reader.h"
@@ -34,6 +35,11 @@ enum class FramePolicy { kInnermost, kUser };
 // "The user's code" is a script, a package being developed (an editable install is its
 // checkout, outside site-packages), a notebook cell (ipykernel's /tmp/ipykernel_PID/N.py,
 // IPython's <ipython-input-N-...>), `python -c` (<string>) and standard input (<stdin>).
+// Code torch.compile generated is not the user's (nobody wrote it): a frame in it that the trace
+// maps to the source it stands for (Note [Generated code] in records.h) is named, under the user
+// policy, by the innermost user frame of that source stack (the line of the user's forward the
+// buffer came from); without a map the walk goes on outward, as through any library. Under
+// `--frame innermost` the generated line is named, and full stacks keep it.
 
 // How an allocation is attributed.
 enum class LocationKind {
@@ -83,6 +89,8 @@ class Locator {
   // The Python stack from the outermost frame to the innermost.
   std::vector<uint32_t> framesOf(uint32_t python_stack) const;
   std::string frameName(uint32_t frame) const;  // "file:line (function)"
+  // The source stack a frame of generated code stands for (Note [Generated code]); 0: none.
+  uint32_t sourceStackOf(uint32_t frame) const;
 
  private:
   struct Key {
@@ -103,6 +111,13 @@ class Locator {
   std::unique_ptr<Symbolizer> symbolizer_;
   mutable std::vector<int8_t> library_file_;  // per string id: -1 unknown, 0 user code, 1 library
   mutable std::vector<int8_t> role_;          // per string id: -1 unknown, else a Role
+  // Note [Generated code]: the kGeneratedCode records of each generated file (by its string
+  // id; indices into tables_.generated_code), and what sourceStackOf() found per frame id.
+  void indexGeneratedCode() const;
+  mutable size_t generated_indexed_ = 0;  // how many records are indexed
+  mutable std::unordered_map<uint32_t, std::vector<uint32_t>> generated_by_file_;
+  mutable std::vector<uint32_t> source_stack_;  // per frame id: kUnknownStack, 0 none, or a stack
+  static constexpr uint32_t kUnknownStack = UINT32_MAX;
 };
 
 // Helpers the renderers share.

@@ -139,6 +139,10 @@ struct Printer : reader::LiveVisitor {
         step.begin_ns, step.end_ns, step.peak_time_ns, step.peak_bytes,
         format::trainingPhaseName(step.phase), step.module);
   }
+  void onGeneratedCode(const reader::GeneratedCode& code) {
+    out << fmt::format("generated-code file={} first_line={} lines={} pystack={}\n", code.file,
+                       code.first_line, code.line_count, code.source_stack);
+  }
   // Every record as written: an implied free is not a record, so it prints nothing.
   void onAlloc(const reader::Event& event, const reader::Allocation&) {
     out << fmt::format("alloc #{} t={} address={:#x} size={} pystack={} native={} {}\n",
