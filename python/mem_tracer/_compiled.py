@@ -14,8 +14,9 @@ Installed once per process by `memtrace run`, start_tracing() and switch_allocat
 removed: compiled code outlives a trace. Inductor is not imported for it: the loading is wrapped
 when the program imports it (an import hook), so a program that never compiles pays nothing.
 On a torch outside the releases Note [PyTorch internals] names, it does nothing and says so once
-(a warning): allocations of compiled code are then named by the generated file, or, under
-`--frame user`, by the user's line that called the compiled code."""
+(a warning): allocations of compiled code are then named, under `--frame user`, by the user's
+frame around the compiled code (the `def` line of the forward dynamo compiled: inductor's files
+are no user code), and under `--frame innermost` by the generated file."""
 from __future__ import annotations
 
 import contextlib
@@ -59,8 +60,8 @@ def stretches(line_map: _torch_internals.LineMap, line_count: int
     `line_count` lines that inductor's line map gives a stack trace: an entry's stretch runs up to
     the next entry's line (as PyCodeCache.stack_frames_for_code reads it), the last one to the end
     of the file."""
-    entries = sorted((line, trace) for line, trace in line_map
-                     if isinstance(line, int) and line >= 1)
+    entries = sorted(((line, trace) for line, trace in line_map
+                      if isinstance(line, int) and line >= 1), key=lambda entry: entry[0])
     found = []
     for index, (first, trace) in enumerate(entries):
         end = entries[index + 1][0] if index + 1 < len(entries) else line_count + 1

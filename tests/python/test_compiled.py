@@ -18,10 +18,12 @@ NESTED = ('  File "/home/user/model.py", line 30, in forward\n    return self.bl
 
 
 def test_a_line_map_gives_stretches_to_the_next_entry_and_the_last_to_the_end():
-    line_map = [(152, NESTED), (143, FORWARD), (147, None), (160, "no frame here"), (0, FORWARD)]
+    line_map = [(152, NESTED), (143, FORWARD), (147, None), (160, "no frame here"), (0, FORWARD),
+                (165, None), (165, FORWARD)]
     assert _compiled.stretches(line_map, 170) == [
         (143, 4, [("/home/user/model.py", 12, "forward")]),
         (152, 8, [("/home/user/model.py", 30, "forward"), ("/home/user/model.py", 13, "forward")]),
+        (165, 6, [("/home/user/model.py", 12, "forward")]),  # two entries of a line: the last
     ]
     assert _compiled.stretches([(143, FORWARD)], 170) == [
         (143, 28, [("/home/user/model.py", 12, "forward")])]
