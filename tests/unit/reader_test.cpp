@@ -449,9 +449,9 @@ TEST(Reader, ReadsGeneratedCodeAndRefusesImpossibleStretches) {
   EXPECT_NE(read(no_stack).find("without a file or a source stack"), std::string::npos);
   TraceBuilder unknown_stack = stretch(1, 1, 2);
   EXPECT_NE(read(unknown_stack).find("Python stack 2, which is not defined"), std::string::npos);
-  TraceBuilder version_2(2);
-  version_2.processInfo().generatedCode(0, 1, 1, 0);
-  EXPECT_NE(read(version_2).find("a record of type 25 (trace format version 3) in a version 2"),
+  TraceBuilder version_3(3);
+  version_3.processInfo().generatedCode(0, 1, 1, 0);
+  EXPECT_NE(read(version_3).find("a record of type 25 (trace format version 4) in a version 3"),
             std::string::npos);
   std::remove(path.c_str());
 }
