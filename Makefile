@@ -11,8 +11,12 @@ help: ## list the targets
 setup: ## install the Debian and Python packages the build and tests need (idempotent)
 	@tools/setup.sh
 
+# The bridges to PyTorch's allocator are built for the torch of python3 and of the venv with
+# torch's CUDA build, when it is there (allocator/CMakeLists.txt): make that venv first.
 configure: setup
-	@mkdir -p $(BUILD) && cmake -S . -B $(BUILD) -G "$(GENERATOR)" $(CMAKE_FLAGS) >$(BUILD)/configure.log 2>&1 \
+	@mkdir -p $(BUILD) && cmake -S . -B $(BUILD) -G "$(GENERATOR)" \
+	  -DMEMTRACE_TORCH_BRIDGE_PYTHONS=$(abspath $(CUDA_TORCH_VENV))/bin/python $(CMAKE_FLAGS) \
+	  >$(BUILD)/configure.log 2>&1 \
 	  || { cat $(BUILD)/configure.log; exit 1; }
 
 build: configure ## build the library, the tools and the tests
@@ -31,8 +35,9 @@ SANITIZE_FLAGS := -DMEMTRACE_SANITIZE=ON -DMEMTRACE_BUILD_ESTIMATOR=OFF -DMEMTRA
 SANITIZE_ENV := ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-test: build ## run every test (unit, preload, Python, a CUDA build of torch, then the sanitizer build; GPU tests only with a GPU)
+test: ## run every test (unit, preload, Python, a CUDA build of torch, then the sanitizer build; GPU tests only with a GPU)
 	@if [ "$(CUDA_TORCH)" = 1 ]; then $(MAKE) --no-print-directory cuda-torch-venv; fi
+	@$(MAKE) --no-print-directory build
 	@ctest --test-dir $(BUILD) --output-on-failure -j$$(nproc)
 	@if [ "$(SANITIZE)" = 1 ]; then $(MAKE) --no-print-directory test-sanitize; fi
 
@@ -60,11 +65,11 @@ cuda-torch-venv: ## make the venv with a CUDA build of torch that estimator.cuda
 	    || { tail -20 $(CUDA_TORCH_VENV).log; exit 1; }; } && \
 	  touch $(CUDA_TORCH_VENV)/.complete; }
 
-test-cuda-torch: build cuda-torch-venv ## only the estimator's device tests under a CUDA build of torch
+test-cuda-torch: cuda-torch-venv build ## only the estimator's device tests under a CUDA build of torch
 	@MEMTRACE_CUDA_TORCH_PYTHON=$(abspath $(CUDA_TORCH_VENV))/bin/python \
 	  ctest --test-dir $(BUILD) --output-on-failure -R '^estimator\.cuda_build$$'
 
-demo: build cuda-torch-venv ## trace a built-in example (on a GPU, or a simulated one) and print its report
+demo: cuda-torch-venv build ## trace a built-in example (on a GPU, or a simulated one) and print its report
 	@tools/demo.sh $(BUILD)
 
 bench: build ## run the benchmarks whose figures docs/performance.md records

@@ -37,9 +37,6 @@ CUresult cuGetProcAddress(const char*, void**, int, cuuint64_t);
 
 namespace memtrace::hooks {
 
-// The level of runtime-API events under LD_PRELOAD (chosen at load: library_init.cpp).
-format::Level preloadLevel();
-
 // The current device of the runtime API (cudaGetDevice), or -1.
 int runtimeDevice();
 // The device of a stream (cudaStreamGetDevice where the runtime has it), or the current.

@@ -1,5 +1,5 @@
-// What runs when libmemtrace.so is loaded: the recorder's start, and under LD_PRELOAD the
-// choice of PyTorch's allocator backend. Also the small CUDA queries the hooks share.
+// What runs when libmemtrace.so is loaded: the recorder's start, and the simulated GPU's
+// discovery. Also the small CUDA queries the hooks share.
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,8 +13,6 @@
 
 namespace memtrace::hooks {
 namespace {
-
-std::atomic<format::Level> g_preload_level{format::Level::kTensor};
 
 bool describeDevice(int device, char* name, size_t name_size, uint64_t* total_bytes) {
   // Before the device's first event is written: the simulated GPU's record comes first when
@@ -54,51 +52,17 @@ bool readDeviceMemory(int* device, uint64_t* free_bytes, uint64_t* total_bytes) 
   return true;
 }
 
-// Note [PyTorch's allocator under LD_PRELOAD]
-// With PyTorch's caching allocator in front, cudaMalloc sees segments (2 MiB, 20 MiB,
-// rounded large blocks) that hold many tensors, not tensors. Its cudaMallocAsync backend
-// makes every tensor one cudaMallocAsync / cudaFreeAsync call and stays fast, so it is
-// chosen when the user has not chosen a backend. (PYTORCH_NO_CUDA_MEMORY_CACHING=1 would
-// show tensors too, but synchronizes on every free and so changes the program.)
-// MEMTRACE_KEEP_TORCH_ALLOCATOR=1, a backend named in PYTORCH_CUDA_ALLOC_CONF, or
-// expandable_segments:True there (which only the native backend has) keeps the user's
-// choice; events are then marked segment-level unless that choice is cudaMallocAsync.
-// Expandable segments map memory with cuMemCreate/cuMemMap, recorded as physical memory
-// (Note [Virtual memory management] in tracer/format/records.h), segment-level too.
-void choosePytorchBackend() {
-  Config config = readConfig();
-  const char* conf = getenv("PYTORCH_CUDA_ALLOC_CONF");
-  if (!conf || !*conf) conf = getenv("PYTORCH_ALLOC_CONF");
-  if (conf && strstr(conf, "backend")) {
-    g_preload_level =
-        strstr(conf, "cudaMallocAsync") ? format::Level::kTensor : format::Level::kSegment;
-    return;
-  }
-  if (config.keep_torch_allocator || (conf && strstr(conf, "expandable_segments:True"))) {
-    g_preload_level = format::Level::kSegment;
-    return;
-  }
-  char value[4096];
-  snprintf(value, sizeof(value), "%s%sbackend:cudaMallocAsync", conf ? conf : "",
-           conf && *conf ? "," : "");
-  // setenv is safe here: the constructor of a preloaded library runs before main, alone.
-  setenv("PYTORCH_CUDA_ALLOC_CONF", value, 1);
-  g_preload_level = format::Level::kTensor;
-}
-
+// Nothing here changes the program: PyTorch's allocator stays as the program configured it
+// (PYTORCH_CUDA_ALLOC_CONF untouched), and its tensors are recorded from inside it (Note
+// [PyTorch's own allocator] in tracer/format/records.h; allocator/torch_allocator.cpp).
 __attribute__((constructor)) void initializeLibrary() {
   setDeviceDescriber(describeDevice);
   setDeviceMemoryReader(readDeviceMemory);
-  if (loadedByPreload()) choosePytorchBackend();
   ensureRecorderInitialized();
   findSimulatedDevice();
 }
 
 }  // namespace
-
-format::Level preloadLevel() {
-  return g_preload_level.load(std::memory_order_relaxed);
-}
 
 int runtimeDevice() {
   auto get_device = MEMTRACE_CUDA(kRuntime, cudaGetDevice);

@@ -17,6 +17,7 @@
 // kin) are in virtual_memory_hooks.cpp.
 #include "allocator/hook_support.h"
 #include "allocator/real_functions.h"
+#include "allocator/torch_allocator.h"
 #include "tracer/recorder/memtrace.h"
 
 using memtrace::EventSource;
@@ -27,9 +28,12 @@ namespace hooks = memtrace::hooks;
 
 namespace {
 
-// `caller` is the hook's return address (Note [Every hook reads the same way]).
-EventSource runtimeSource(Api api, int device, const void* stream, const void* caller) {
-  return EventSource{api, hooks::preloadLevel(), device, hooks::streamId(stream), caller};
+// `caller` is the hook's return address (Note [Every hook reads the same way]). Stream-ordered
+// allocations are each one allocation as their caller asked for it (PyTorch's cudaMallocAsync
+// backend's tensors among them); a synchronous one's level is its caller's (levelOf).
+EventSource runtimeSource(Api api, Level level, int device, const void* stream,
+                          const void* caller) {
+  return EventSource{api, level, device, hooks::streamId(stream), caller};
 }
 
 EventSource driverSource(Api api, const void* stream, const void* caller) {
@@ -43,10 +47,10 @@ cudaError_t mallocAsyncHook(Real real, const void* caller, void** pointer, size_
   if (RecursionGuard::active()) return real(pointer, size, rest..., stream);
   RecursionGuard guard;
   cudaError_t result = real(pointer, size, rest..., stream);
-  hooks::recordAllocResult(
-      guard, result == cudaSuccess, result == cudaErrorMemoryAllocation,
-      runtimeSource(Api::kCudaMallocAsync, hooks::streamDevice(stream), stream, caller),
-      pointer ? *pointer : nullptr, size);
+  hooks::recordAllocResult(guard, result == cudaSuccess, result == cudaErrorMemoryAllocation,
+                           runtimeSource(Api::kCudaMallocAsync, Level::kTensor,
+                                         hooks::streamDevice(stream), stream, caller),
+                           pointer ? *pointer : nullptr, size);
   return result;
 }
 
@@ -54,7 +58,8 @@ template <typename Real>
 cudaError_t freeAsyncHook(Real real, const void* caller, void* pointer, cudaStream_t stream) {
   if (RecursionGuard::active() || !pointer) return real(pointer, stream);
   RecursionGuard guard;
-  memtrace::recordFree(guard, runtimeSource(Api::kCudaMallocAsync, -1, stream, caller), pointer);
+  memtrace::recordFree(
+      guard, runtimeSource(Api::kCudaMallocAsync, Level::kTensor, -1, stream, caller), pointer);
   return real(pointer, stream);
 }
 
@@ -69,8 +74,8 @@ struct SyncApi<cudaError_t> {
   static constexpr cudaError_t kNotInitialized = cudaErrorInitializationError;
   static constexpr cudaError_t kSuccess = cudaSuccess;
   static constexpr cudaError_t kOutOfMemory = cudaErrorMemoryAllocation;
-  static EventSource source(Api api, const void* caller) {
-    return runtimeSource(api, hooks::runtimeDevice(), nullptr, caller);
+  static EventSource source(Api api, Level level, const void* caller) {
+    return runtimeSource(api, level, hooks::runtimeDevice(), nullptr, caller);
   }
 };
 
@@ -79,13 +84,16 @@ struct SyncApi<CUresult> {
   static constexpr CUresult kNotInitialized = CUDA_ERROR_NOT_INITIALIZED;
   static constexpr CUresult kSuccess = CUDA_SUCCESS;
   static constexpr CUresult kOutOfMemory = CUDA_ERROR_OUT_OF_MEMORY;
-  static EventSource source(Api api, const void* caller) {
-    return driverSource(api, nullptr, caller);
+  static EventSource source(Api api, Level level, const void* caller) {
+    EventSource source = driverSource(api, nullptr, caller);
+    source.level = level;
+    return source;
   }
 };
 
 // cudaMalloc, cudaMallocManaged, cuMemAlloc_v2, cuMemAllocManaged: `rest` are the arguments
-// after the size.
+// after the size. PyTorch's caching allocator's segments are its tracker's to record (Note
+// [PyTorch's own allocator] in tracer/format/records.h), or segment-level events without one.
 template <typename Real, typename Pointer>
 auto syncAllocHook(Real real, Api api, const void* caller, Pointer* pointer, size_t size,
                    auto... rest) {
@@ -93,9 +101,11 @@ auto syncAllocHook(Real real, Api api, const void* caller, Pointer* pointer, siz
   if (!real) return Codes::kNotInitialized;
   if (RecursionGuard::active()) return real(pointer, size, rest...);
   RecursionGuard guard;
+  hooks::Caller who = hooks::callerOf(caller);
   auto result = real(pointer, size, rest...);
+  if (who == hooks::Caller::kTorchTracked) return result;
   hooks::recordAllocResult(guard, result == Codes::kSuccess, result == Codes::kOutOfMemory,
-                           Codes::source(api, caller),
+                           Codes::source(api, hooks::levelOf(who), caller),
                            pointer ? reinterpret_cast<void*>(*pointer) : nullptr, size);
   return result;
 }
@@ -114,8 +124,11 @@ MEMTRACE_EXPORT cudaError_t cudaFree(void* pointer) {
   if (!real) return cudaErrorInitializationError;
   if (RecursionGuard::active() || !pointer) return real(pointer);
   RecursionGuard guard;
-  memtrace::recordFree(guard, runtimeSource(Api::kCudaMalloc, -1, nullptr, MEMTRACE_CALLER),
-                       pointer);
+  hooks::Caller who = hooks::callerOf(MEMTRACE_CALLER);
+  if (who != hooks::Caller::kTorchTracked)
+    memtrace::recordFree(
+        guard, runtimeSource(Api::kCudaMalloc, hooks::levelOf(who), -1, nullptr, MEMTRACE_CALLER),
+        pointer);
   return real(pointer);
 }
 
@@ -177,8 +190,9 @@ MEMTRACE_EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (RecursionGuard::active() || !pointer) return real(pointer);
   RecursionGuard guard;
-  memtrace::recordFree(guard, driverSource(Api::kCuMemAlloc, nullptr, MEMTRACE_CALLER),
-                       reinterpret_cast<void*>(pointer));
+  if (hooks::callerOf(MEMTRACE_CALLER) != hooks::Caller::kTorchTracked)
+    memtrace::recordFree(guard, driverSource(Api::kCuMemAlloc, nullptr, MEMTRACE_CALLER),
+                         reinterpret_cast<void*>(pointer));
   return real(pointer);
 }
 

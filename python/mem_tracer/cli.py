@@ -525,7 +525,7 @@ def _verdict(arguments: argparse.Namespace, traces: list[Path], status: int) -> 
     memory = simulated_gpu.parse_size(arguments.gpu_memory) if arguments.gpu_memory else \
         card.memory_bytes
     report = str(_native.tool_path(_REPORT))
-    peak, marked, refused, reads = 0, False, 0, 0
+    peak, reserved, marked, refused, reads = 0, None, False, 0, 0
     for trace in traces:
         result = subprocess.run([report, str(trace), "--format", "json", "--top", "0"],
                                 capture_output=True, text=True, check=False)
@@ -534,6 +534,8 @@ def _verdict(arguments: argparse.Namespace, traces: list[Path], status: int) -> 
         summary = json.loads(result.stdout)
         for device in summary.get("devices", []):
             peak = max(peak, int(device.get("peak_bytes", 0)))
+            if device.get("torch_reserved_peak_bytes") is not None:
+                reserved = max(reserved or 0, int(device["torch_reserved_peak_bytes"]))
         refused += int(summary["summary"].get("failed_allocations", 0))
         reads = max(reads, int((summary.get("device_reads") or {}).get("count", 0)))
         marked |= any(marker.get("name") == OUT_OF_MEMORY_MARK
@@ -545,21 +547,28 @@ def _verdict(arguments: argparse.Namespace, traces: list[Path], status: int) -> 
               "reads section names the lines)", file=sys.stderr)
         return EXIT_STOPPED
     did_not_fit = marked or (refused > 0 and status != 0)
-    share = f"{100 * peak / memory:.1f} %" if memory else "?"
+    # What the card must hold is what PyTorch's allocator reserved (its cache and fragmentation
+    # beside the tensors: Note [PyTorch's own allocator] in tracer/format/records.h), where it
+    # was recorded; the tensors' peak otherwise.
+    held = peak if reserved is None else max(peak, reserved)
+    share = f"{100 * held / memory:.1f} %" if memory else "?"
+    figures = (f"peak {peak / 2**30:.2f} GiB in tensors" if reserved is None else
+               f"peak {peak / 2**30:.2f} GiB in tensors, {reserved / 2**30:.2f} GiB reserved by "
+               "PyTorch's caching allocator")
     where = f"{card.device_name} ({card.name}, {memory / 2**30:.1f} GiB)"
     if did_not_fit:
         print(f"== memtrace: DID NOT FIT on a simulated {where}: the program ran out of memory "
-              f"(`memtrace report TRACE --at oom` shows what was live then); peak before it "
-              f"{peak / 2**30:.2f} GiB", file=sys.stderr)
+              f"(`memtrace report TRACE --at oom` shows what was live then); before it: "
+              f"{figures}", file=sys.stderr)
         return EXIT_DID_NOT_FIT
     retried = (f"; {refused} allocation(s) were refused (PyTorch retried them, or the program "
                "caught the error and went on)") if refused else ""
     if status != 0:
         print(f"== memtrace: the program failed (exit status {status}) on a simulated {where}, "
-              f"not for lack of memory; peak {peak / 2**30:.2f} GiB ({share}){retried}",
+              f"not for lack of memory; {figures} ({share}){retried}",
               file=sys.stderr)
         return status
-    print(f"== memtrace: FITS on a simulated {where}: peak {peak / 2**30:.2f} GiB ({share} of the "
+    print(f"== memtrace: FITS on a simulated {where}: {figures} ({share} of the "
           f"card){retried}. The CUDA context and libraries' own memory (a few hundred MiB on a "
           "card, not simulated) come out of what is left", file=sys.stderr)
     return 0

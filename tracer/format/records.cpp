@@ -24,6 +24,8 @@ const char* apiName(Api api) {
       return "cuMemAllocManaged";
     case Api::kDeviceRead:
       return "device-read";
+    case Api::kTorchAllocator:
+      return "torch";
     case Api::kCount:
       break;
   }
@@ -127,6 +129,22 @@ const char* sectionKindName(SectionKind kind) {
     case SectionKind::kWindow:
       return "window";
     case SectionKind::kCount:
+      break;
+  }
+  return "?";
+}
+
+const char* segmentActionName(SegmentAction action) {
+  switch (action) {
+    case SegmentAction::kAlloc:
+      return "alloc";
+    case SegmentAction::kFree:
+      return "free";
+    case SegmentAction::kMap:
+      return "map";
+    case SegmentAction::kUnmap:
+      return "unmap";
+    case SegmentAction::kCount:
       break;
   }
   return "?";

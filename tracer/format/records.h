@@ -35,9 +35,10 @@ inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 //      memory readings], Note [A job's ranks]);
 //   3  records 0x15 and 0x16 and API 9 (Note [The simulated device]);
 //   4  the open chunk (above), the file header's flags (FileFlags::kFlight) and records 0x17
-//      and 0x18 (Note [The flight recorder's file]), and record 0x19 (Note [Generated code]).
+//      and 0x18 (Note [The flight recorder's file]), and record 0x19 (Note [Generated code]);
+//   5  record 0x1a and API 10 (Note [PyTorch's own allocator]).
 // A reader refuses a version past kVersion at the file header, naming both.
-inline constexpr uint32_t kVersion = 4;
+inline constexpr uint32_t kVersion = 5;
 inline constexpr uint32_t kOldestVersion = 1;
 inline constexpr size_t kFileHeaderSize = 16;
 // The file header's flags.
@@ -163,7 +164,42 @@ enum class RecordType : uint8_t {
   // lines from it, the source stack (Python stack id, not 0: the stack its FX node was traced
   // at, whose innermost frame is where the node's op is in the user's program).
   kGeneratedCode = 0x19,
+  // A segment of PyTorch's caching allocator changed (Note [PyTorch's own allocator]): memory it
+  // reserved from the device, or gave back. Fields: time delta, SegmentAction byte, device
+  // (zigzag; 0 to kMaxDevices - 1), address, size, the private pool it belongs to (two varints:
+  // a CUDA graph's pool id, a torch.cuda.MemPool's id; both 0 for the default pools). No stacks:
+  // the tensor event that needed the segment follows it, with its own.
+  kSegment = 0x1a,
 };
+
+// What a kSegment record says happened (PyTorch's TraceEntry actions of the same names).
+enum class SegmentAction : uint8_t {
+  kAlloc = 0,  // a segment was allocated (cudaMalloc): reserved grows by its size
+  kFree = 1,   // a segment was given back (cudaFree: empty_cache, an OOM's retry)
+  kMap = 2,    // expandable segments: pages mapped into a segment (cuMemMap): reserved grows
+  kUnmap = 3,  // expandable segments: pages unmapped from a segment: reserved shrinks
+  kCount
+};
+
+// Note [PyTorch's own allocator]
+// With PyTorch's caching allocator in front of CUDA, cudaMalloc sees segments, each holding many
+// tensors, and the allocator's own counters (memory_stats()) are the figures users know. So
+// memtrace records inside it, leaving it exactly as the program configured it: a bridge built
+// against the torch release that runs (allocator/torch_bridge/) attaches a trace tracker
+// (c10::cuda::CUDACachingAllocator::attachAllocatorTraceTracker), which PyTorch calls on the
+// allocating thread, with the device's allocator lock held, for every action of its allocator,
+// whether or not its own history recording is on. Each tensor is then an ordinary event at
+// Level::kTensor with Api::kTorchAllocator, its size the size the program asked for (PyTorch's
+// requested_bytes; its allocated_bytes rounds each block up), allocated when PyTorch's ALLOC
+// says and freed when FREE_COMPLETED does (a free delayed by record_stream is freed when the
+// stream's work is done, as PyTorch counts it). Each segment action is a kSegment record: what
+// PyTorch counts as reserved_bytes. Segments are not memory events, because every tensor lies
+// inside one (a tensor and its segment can start at the same address): a trace's events are one
+// level, its segments beside them. The CUDA hooks leave alone what PyTorch's allocator calls
+// once the tracker is attached (cudaMalloc, cuMemCreate and kin from libc10_cuda.so), and record
+// everything else (NCCL's buffers, a library's own cudaMalloc) as before; where no bridge can
+// attach (a torch release none was built for, a CPU build, the cudaMallocAsync backend the
+// program chose), PyTorch's cudaMalloc is recorded as a segment-level event, as it always was.
 
 // What a kSection stands for (Note [The flight recorder's file]).
 enum class SectionKind : uint8_t {
@@ -203,7 +239,7 @@ enum class SectionKind : uint8_t {
 // meets them.
 inline constexpr uint32_t firstVersion(RecordType type) {
   uint8_t value = static_cast<uint8_t>(type);
-  return value >= 0x17 ? 4 : value >= 0x15 ? 3 : value >= 0x0f ? 2 : 1;
+  return value >= 0x1a ? 5 : value >= 0x17 ? 4 : value >= 0x15 ? 3 : value >= 0x0f ? 2 : 1;
 }
 // Note [Generated code]
 // torch.compile runs a model as code inductor generated (a file named c<hash>.py in its cache
@@ -336,19 +372,22 @@ enum class Api : uint8_t {
   kCuMemCreate = 7,  // physical memory: cuMemCreate / its end (Note [Virtual memory management])
   kCuMemAllocManaged = 8,  // cuMemAllocManaged (driver API; freed through cuMemFree_v2)
   kDeviceRead = 9,         // a copy from device memory to the host (kDeviceRead records; no event)
+  kTorchAllocator = 10,  // a tensor of PyTorch's caching allocator (Note [PyTorch's own allocator])
   kCount
 };
 
 inline constexpr uint32_t firstVersion(Api api) {
-  return api == Api::kDeviceRead                                      ? 3
+  return api == Api::kTorchAllocator                                  ? 5
+         : api == Api::kDeviceRead                                    ? 3
          : api == Api::kCuMemCreate || api == Api::kCuMemAllocManaged ? 2
                                                                       : 1;
 }
 
 // What one event stands for.
 enum class Level : uint8_t {
-  // One allocation as its caller asked for it: the pluggable allocator, PyTorch's
-  // cudaMallocAsync backend, or a program calling CUDA itself.
+  // One allocation as its caller asked for it: a tensor of PyTorch's caching allocator (its
+  // trace tracker), the pluggable allocator, PyTorch's cudaMallocAsync backend, or a program
+  // calling CUDA itself.
   kTensor = 0,
   // A block an allocator then hands out in pieces: a segment of PyTorch's caching allocator,
   // or physical memory made with cuMemCreate (Note [Virtual memory management]).
@@ -407,8 +446,9 @@ const char* apiName(Api api);
 const char* levelName(Level level);
 const char* markerName(MarkerKind kind);
 const char* stackModeName(StackMode mode);
-const char* categoryName(Category category);         // "parameter", "optimizer_state", ...
-const char* trainingPhaseName(TrainingPhase phase);  // "none", "forward", ...
-const char* sectionKindName(SectionKind kind);       // "frame", "peak", ...
+const char* categoryName(Category category);          // "parameter", "optimizer_state", ...
+const char* trainingPhaseName(TrainingPhase phase);   // "none", "forward", ...
+const char* sectionKindName(SectionKind kind);        // "frame", "peak", ...
+const char* segmentActionName(SegmentAction action);  // "alloc", "free", "map", "unmap"
 
 }  // namespace memtrace::format

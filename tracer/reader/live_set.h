@@ -91,6 +91,9 @@ class LiveReplay {
   void onSection(const Section& section) { consumer_.onSection(section); }
   void onStepPeak(const StepPeak& step) { consumer_.onStepPeak(step); }
   void onGeneratedCode(const GeneratedCode& code) { consumer_.onGeneratedCode(code); }
+  void onSegment(const Segment& segment) {
+    if (!stopped_) consumer_.onSegment(segment);
+  }
   void onCategory(uint64_t address, format::Category category) {
     if (stopped_) return;
     Allocation* allocation = live_.find(address);

@@ -451,6 +451,23 @@ AddressRange TraceReader::readAddressRange() {
   return range;
 }
 
+Segment TraceReader::readSegment() {
+  Segment segment;
+  last_time_ += varint();
+  segment.time_ns = last_time_;
+  uint8_t action = byte();
+  if (action >= static_cast<uint8_t>(format::SegmentAction::kCount))
+    fail("an unknown segment action " + std::to_string(action));
+  segment.action = static_cast<format::SegmentAction>(action);
+  segment.device = deviceIndex(zigzag(), "a segment");
+  if (segment.device < 0) fail("a segment without a device");
+  segment.address = varint();
+  segment.size = varint();
+  segment.graph_pool = varint();
+  segment.user_pool = varint();
+  return segment;
+}
+
 DeviceMemory TraceReader::readDeviceMemory() {
   DeviceMemory reading;
   last_time_ += varint();

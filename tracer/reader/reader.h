@@ -142,6 +142,21 @@ struct AddressRange {  // kMemoryUnmap, kAddressReserve, kAddressFree
   uint64_t size;
 };
 
+// A segment of PyTorch's caching allocator changed (kSegment, Note [PyTorch's own allocator]).
+struct Segment {
+  uint64_t time_ns;
+  format::SegmentAction action;
+  int device;  // 0 to kMaxDevices - 1
+  uint64_t address;
+  uint64_t size;
+  uint64_t graph_pool;  // a CUDA graph's private pool (0: none)
+  uint64_t user_pool;   // a torch.cuda.MemPool (0: none)
+  // Whether reserved memory grows (an allocation or a mapping) or shrinks.
+  bool grows() const {
+    return action == format::SegmentAction::kAlloc || action == format::SegmentAction::kMap;
+  }
+};
+
 // A read of device values on the simulated device (kDeviceRead): no memory event, so no event
 // index; its thread and device are the context's.
 struct DeviceRead {
@@ -261,6 +276,8 @@ struct RecordVisitor {
   void onSection(const Section&) {}
   void onStepPeak(const StepPeak&) {}
   void onGeneratedCode(const GeneratedCode&) {}
+  // Version 5's (Note [PyTorch's own allocator]).
+  void onSegment(const Segment&) {}
   void onEvent(const Event&) {}
   // Return true to stop reading (after the record just seen).
   bool done() const { return false; }
@@ -357,6 +374,8 @@ class TraceReader {
   const Section& readSection();
   StepPeak readStepPeak();
   const GeneratedCode& readGeneratedCode();
+  // Version 5's.
+  Segment readSegment();
 
   std::string path_;
   std::FILE* file_ = nullptr;
@@ -478,7 +497,7 @@ void TraceReader::readRecord(Visitor& visitor) {
   if (!seen_process_info_ && type != static_cast<uint8_t>(RecordType::kProcessInfo))
     fail("the first record is not the process information");
   if (type & format::EventBits::kEvent) return visitor.onEvent(readEvent(type));
-  if (type <= static_cast<uint8_t>(RecordType::kGeneratedCode) &&
+  if (type <= static_cast<uint8_t>(RecordType::kSegment) &&
       format::firstVersion(static_cast<RecordType>(type)) > version_)
     fail("a record of type " + std::to_string(type) + " (trace format version " +
          std::to_string(format::firstVersion(static_cast<RecordType>(type))) + ") in a version " +
@@ -552,6 +571,8 @@ void TraceReader::readRecord(Visitor& visitor) {
       return visitor.onStepPeak(readStepPeak());
     case RecordType::kGeneratedCode:
       return visitor.onGeneratedCode(readGeneratedCode());
+    case RecordType::kSegment:
+      return visitor.onSegment(readSegment());
   }
   // Nothing is written as type 0: in an open chunk it is where the writer's records end.
   if (type == 0 && open_chunk_offset_) throw OpenChunkEnd{};

@@ -281,7 +281,22 @@ MEMTRACE_EXPORT uint64_t memtrace_peak_bytes(int device) {
 MEMTRACE_EXPORT void memtrace_reset_peak(int device) {
   MutexLock lock;
   for (int index = 0; index <= kMaxDevices; ++index)
-    if (device < 0 || index == counterIndex(device)) g_peak[index] = g_current[index];
+    if (device < 0 || index == counterIndex(device)) {
+      g_peak[index] = g_current[index];
+      g_reserved_peak[index] = g_reserved[index];
+    }
+}
+
+MEMTRACE_EXPORT uint64_t memtrace_reserved_bytes(int device) {
+  MutexLock lock;
+  int index = device < 0 ? 0 : counterIndex(device);
+  return index < 0 ? 0 : g_reserved[index];
+}
+
+MEMTRACE_EXPORT uint64_t memtrace_peak_reserved_bytes(int device) {
+  MutexLock lock;
+  int index = device < 0 ? 0 : counterIndex(device);
+  return index < 0 ? 0 : g_reserved_peak[index];
 }
 
 MEMTRACE_EXPORT const char* memtrace_diagnostics(void) {

@@ -77,7 +77,7 @@ Config readConfig() {
 
   config.free_stacks = parseFlag("MEMTRACE_FREE_STACKS") == 1;
   config.autostart = parseFlag("MEMTRACE_AUTOSTART");
-  config.keep_torch_allocator = parseFlag("MEMTRACE_KEEP_TORCH_ALLOCATOR") == 1;
+  config.torch_tracker = parseFlag("MEMTRACE_TORCH_TRACKER") != 0;
   config.verbose = parseFlag("MEMTRACE_VERBOSE") == 1;
   if (const char* walker = getenv("MEMTRACE_PYTHON_WALKER"); walker && *walker) {
     if (!strcmp(walker, "api"))

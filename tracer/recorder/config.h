@@ -8,8 +8,11 @@
 //   MEMTRACE_FREE_STACKS   1: frees carry stacks too                (0)
 //   MEMTRACE_AUTOSTART     1: trace from load; 0: wait for memtrace_start()
 //                          (1 when preloaded, 0 when loaded by dlopen)
-//   MEMTRACE_KEEP_TORCH_ALLOCATOR  1: under LD_PRELOAD, leave PyTorch's caching allocator
-//                          in front (events are then segments)      (0)
+//   MEMTRACE_TORCH_TRACKER 0: record PyTorch's caching allocator by its segments only, without
+//                          the bridge that records its tensors from inside it (Note
+//                          [PyTorch's own allocator], tracer/format/records.h)   (1)
+//   MEMTRACE_TORCH_BRIDGE  the bridge's file, instead of libmemtrace-torch-<release>.so
+//                          beside libmemtrace.so
 //   MEMTRACE_PYTHON_WALKER api: walk Python frames through the public C API only, never
 //                          directly (Note [Python frames without the GIL]): only
 //                          threads that hold the GIL are walked then  (auto)
@@ -40,7 +43,7 @@ struct Config {
   uint32_t native_depth;
   bool free_stacks;
   int autostart;  // -1: not set
-  bool keep_torch_allocator;
+  bool torch_tracker;
   bool verbose;
   bool python_public_api_only;
   bool flight;             // MEMTRACE_MODE=flight

@@ -97,6 +97,12 @@ MEMTRACE_EXPORT uint64_t memtrace_current_bytes(int device);
 MEMTRACE_EXPORT uint64_t memtrace_peak_bytes(int device);
 MEMTRACE_EXPORT void memtrace_reset_peak(int device);
 
+/* PyTorch's reserved memory as its caching allocator's segments say (Note [PyTorch's own
+ * allocator] in tracer/format/records.h): now, and the most since the library was loaded or
+ * memtrace_reset_peak. 0 where no bridge attached to PyTorch's allocator. */
+MEMTRACE_EXPORT uint64_t memtrace_reserved_bytes(int device);
+MEMTRACE_EXPORT uint64_t memtrace_peak_reserved_bytes(int device);
+
 /* How this process records, for troubleshooting: "python-walker=<direct|checking|public-api>
  * unwinder=<libunwind|glibc-backtrace|none>" (the unwinder once native stacks were asked for). */
 MEMTRACE_EXPORT const char* memtrace_diagnostics(void);

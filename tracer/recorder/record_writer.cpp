@@ -523,6 +523,23 @@ bool RecordWriter::writeAddressRange(uint64_t time_ns, RecordType type, uintptr_
   return true;
 }
 
+bool RecordWriter::writeSegment(uint64_t time_ns, format::SegmentAction action, int device,
+                                uintptr_t address, uint64_t size, uint64_t graph_pool,
+                                uint64_t user_pool) {
+  uint8_t* p = file_.reserve(72);
+  if (!p) return false;
+  uint8_t* start = p++;
+  p = putVarint(p, timeDelta(time_ns));
+  *p++ = static_cast<uint8_t>(action);
+  p = putZigzag(p, device);
+  p = putVarint(p, address);
+  p = putVarint(p, size);
+  p = putVarint(p, graph_pool);
+  p = putVarint(p, user_pool);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kSegment));
+  return true;
+}
+
 bool RecordWriter::writeDeviceMemory(uint64_t time_ns, int device, uint64_t free_bytes,
                                      uint64_t total_bytes) {
   uint8_t* p = file_.reserve(40);

@@ -147,6 +147,9 @@ class RecordWriter {
                       uint64_t handle);
   bool writeAddressRange(uint64_t time_ns, format::RecordType type, uintptr_t address,
                          uint64_t size);
+  // A segment of PyTorch's caching allocator changed (Note [PyTorch's own allocator]).
+  bool writeSegment(uint64_t time_ns, format::SegmentAction action, int device, uintptr_t address,
+                    uint64_t size, uint64_t graph_pool, uint64_t user_pool);
   // A device memory reading (Note [Device memory readings]).
   bool writeDeviceMemory(uint64_t time_ns, int device, uint64_t free_bytes, uint64_t total_bytes);
   bool setContext(const EventContext& context);

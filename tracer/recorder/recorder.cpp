@@ -55,6 +55,59 @@ void countFree(int device, uint64_t size) {
   }
 }
 
+// Reserved memory grows or shrinks by `size` on `device` (segments: recordSegment).
+void countReserved(int device, uint64_t size, bool grows) {
+  for (int index : {0, counterIndex(device)}) {
+    if (index < 0) continue;
+    uint64_t& reserved = g_reserved[index];
+    reserved = grows ? reserved + size : reserved - (size < reserved ? size : reserved);
+    if (reserved > g_reserved_peak[index]) g_reserved_peak[index] = reserved;
+  }
+}
+
+// Takes [address, address + size) out of the live segment table: the ranges inside it go, the
+// ones it cuts are trimmed (an expandable segment unmaps pages by the block, not by the mapping
+// that made them). Returns the bytes taken out.
+uint64_t removeSegmentRange(uintptr_t address, uint64_t size) {
+  SegmentBlock removed{};
+  if (g_segments.erase(address, &removed)) {
+    if (removed.size == size) return size;
+    g_segments.insert(address, removed);  // not the same range: trimmed below
+  }
+  uint64_t end = address + size, taken = 0;
+  // Segments are few (hundreds): a scan per cut is cheap, and cuts are rare.
+  struct Cut {
+    uint64_t start;
+    SegmentBlock block;
+  };
+  Cut cuts[32];
+  for (;;) {
+    int count = 0;
+    g_segments.forEach([&](uint64_t start, const SegmentBlock& block) {
+      if (count < 32 && start < end && start + block.size > address) cuts[count++] = {start, block};
+    });
+    if (count == 0) return taken;
+    for (int i = 0; i < count; ++i) {
+      Cut& cut = cuts[i];
+      g_segments.erase(cut.start);
+      uint64_t cut_end = cut.start + cut.block.size;
+      uint64_t inside_from = cut.start > address ? cut.start : address;
+      uint64_t inside_to = cut_end < end ? cut_end : end;
+      taken += inside_to - inside_from;
+      if (cut.start < address) {
+        SegmentBlock before = cut.block;
+        before.size = address - cut.start;
+        g_segments.insert(cut.start, before);
+      }
+      if (cut_end > end) {
+        SegmentBlock after = cut.block;
+        after.size = cut_end - end;
+        g_segments.insert(end, after);
+      }
+    }
+  }
+}
+
 void describeDevice(int device) {
   if (device < 0 || device >= kMaxDevices) return;
   DeviceDescription& description = g_devices[device];
@@ -364,6 +417,38 @@ void setSimulatedDevice(const SimulatedDevice& device) {
                                                           : device.device_count;
   copy.known = true;
   if (!writeSimulatedDeviceIfNew()) failWrite();
+}
+
+void recordSegment(const RecursionGuard&, const SegmentChange& change) {
+  ensureRecorderInitialized();
+  describeDevice(change.device);
+  MutexLock lock;
+  uint64_t time = monotonicNow();
+  // The file opens (with its snapshot of the segments) before this change, so that it is
+  // written once.
+  bool writing = ensureFileOpen();
+  bool grows = change.action == format::SegmentAction::kAlloc ||
+               change.action == format::SegmentAction::kMap;
+  uint64_t size = change.size;
+  if (grows) {
+    SegmentBlock block{change.size, change.device, change.graph_pool, change.user_pool};
+    SegmentBlock* slot = g_segments.insert(change.address, block);
+    if (!slot) return;  // no memory for the table: the recorder can say nothing true of it
+    *slot = block;
+  } else {
+    size = removeSegmentRange(change.address, change.size);
+  }
+  countReserved(change.device, size, grows);
+  // The file says what PyTorch said, even where the table had nothing to take out: a reader
+  // replays it by the same rule.
+  if (!writing || change.device < 0 || change.device >= kMaxDevices) return;
+  if (!writeDeviceIfNew(change.device) ||
+      !g_writer.writeSegment(time, change.action, change.device, change.address, change.size,
+                             change.graph_pool, change.user_pool)) {
+    failWrite();
+    return;
+  }
+  afterRecord(time);
 }
 
 void recordFailedAlloc(const RecursionGuard&, const EventSource& source, uint64_t size) {

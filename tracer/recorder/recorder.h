@@ -36,6 +36,18 @@ void recordFree(const RecursionGuard& guard, const EventSource& source, const vo
 // An allocation failed for lack of memory.
 void recordFailedAlloc(const RecursionGuard& guard, const EventSource& source, uint64_t size);
 
+// A segment of PyTorch's caching allocator changed (Note [PyTorch's own allocator] in
+// tracer/format/records.h): what its trace tracker said, through the bridge.
+struct SegmentChange {
+  format::SegmentAction action;
+  int device;
+  uintptr_t address;
+  uint64_t size;
+  uint64_t graph_pool;  // a CUDA graph's private pool (0: none)
+  uint64_t user_pool;   // a torch.cuda.MemPool (0: none)
+};
+void recordSegment(const RecursionGuard& guard, const SegmentChange& change);
+
 // Virtual memory management (tracer/format/records.h, Note [Virtual memory management]).
 // Physical memory made by cuMemCreate is recorded with recordAlloc, its handle as the address
 // (source.api kCuMemCreate). These say what happens to it afterwards; each is a no-op for a

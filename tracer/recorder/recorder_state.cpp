@@ -17,14 +17,18 @@ Immortal<RecordWriter> g_writer_storage(g_file_storage.value);
 Immortal<format::LiveTable<LiveBlock>> g_live_storage;
 Immortal<FlatMap<uint64_t, Mapping>> g_mappings_storage;
 Immortal<GeneratedCodeTable> g_generated_code_storage;
+Immortal<FlatMap<uint64_t, SegmentBlock>> g_segments_storage;
 }  // namespace
 TraceFile& g_file = g_file_storage.value;
 RecordWriter& g_writer = g_writer_storage.value;
 format::LiveTable<LiveBlock>& g_live = g_live_storage.value;
 FlatMap<uint64_t, Mapping>& g_mappings = g_mappings_storage.value;
 GeneratedCodeTable& g_generated_code = g_generated_code_storage.value;
+FlatMap<uint64_t, SegmentBlock>& g_segments = g_segments_storage.value;
 uint64_t g_current[kMaxDevices + 1];
 uint64_t g_peak[kMaxDevices + 1];
+uint64_t g_reserved[kMaxDevices + 1];
+uint64_t g_reserved_peak[kMaxDevices + 1];
 bool g_file_wanted = false;
 bool g_write_failed = false;
 bool g_write_through = false;

@@ -71,6 +71,15 @@ struct Mapping {
   uint64_t handle;  // the physical memory's handle (its address in g_live)
 };
 
+// A range of device memory PyTorch's caching allocator holds (Note [PyTorch's own allocator] in
+// records.h): a segment it allocated, or pages it mapped into an expandable segment.
+struct SegmentBlock {
+  uint64_t size;
+  int32_t device;
+  uint64_t graph_pool;
+  uint64_t user_pool;
+};
+
 extern pthread_mutex_t g_mutex;
 
 // Everything below is guarded by g_mutex unless it says otherwise.
@@ -79,7 +88,11 @@ extern TraceFile& g_file;  // these three are never destroyed (tracer/recorder/i
 extern RecordWriter& g_writer;
 extern format::LiveTable<LiveBlock>& g_live;
 extern FlatMap<uint64_t, Mapping>& g_mappings;  // of physical memory g_live holds
-extern uint64_t g_current[kMaxDevices + 1];     // [0]: all devices; [d + 1]: device d
+// PyTorch's reserved memory by start address, written again into every new file (session.cpp).
+extern FlatMap<uint64_t, SegmentBlock>& g_segments;
+extern uint64_t g_reserved[kMaxDevices + 1];  // [0]: all devices; [d + 1]: device d
+extern uint64_t g_reserved_peak[kMaxDevices + 1];
+extern uint64_t g_current[kMaxDevices + 1];  // [0]: all devices; [d + 1]: device d
 extern uint64_t g_peak[kMaxDevices + 1];
 extern bool g_file_wanted;   // a file should be open (started, or autostart)
 extern bool g_write_failed;  // writing failed; nothing is written until the next start

@@ -227,6 +227,13 @@ bool openFile() {
       ok = g_writer.setContext(context) && g_writer.writeAlloc(start, address, live.size, 0, 0);
     });
   }
+  // PyTorch's reserved memory (Note [PyTorch's own allocator] in records.h), as segments
+  // allocated at the file's start.
+  g_segments.forEach([&](uint64_t address, const SegmentBlock& block) {
+    if (ok)
+      ok = g_writer.writeSegment(start, format::SegmentAction::kAlloc, block.device, address,
+                                 block.size, block.graph_pool, block.user_pool);
+  });
   if (ok && g_tracing.load(std::memory_order_relaxed))
     ok = g_writer.writeMarker(start, MarkerKind::kTracingStarted, nullptr);
   // The opening chunk goes to the file now (Note [When records reach the file]).

@@ -174,6 +174,18 @@ struct SummaryVisitor : reader::LiveVisitor {
     if (event.context->api == format::Api::kCuMemCreate) summary.physical_memory = true;
   }
 
+  // PyTorch's reserved memory (Note [PyTorch's own allocator]): up and down by what each record
+  // says, as PyTorch counts reserved_bytes.
+  void onSegment(const reader::Segment& segment) {
+    summary.torch_segments = true;
+    summary.duration_ns = std::max(summary.duration_ns, segment.time_ns);
+    DeviceSummary& d = device(segment.device);
+    bool grows = segment.grows();
+    change(d.torch_reserved_end_bytes, d.torch_reserved_peak_bytes, segment.size, grows);
+    if (selected(summary.device_filter, segment.device))
+      change(torch_reserved, summary.torch_reserved_peak_bytes, segment.size, grows);
+  }
+
   void onDeviceMemory(const reader::DeviceMemory& reading) {
     summary.duration_ns = std::max(summary.duration_ns, reading.time_ns);
     summary.device_memory.push_back(
@@ -247,6 +259,7 @@ struct SummaryVisitor : reader::LiveVisitor {
     if (format::raisePeak(d.peak_bytes, d.end_bytes)) {
       d.peak_event = event.index;
       d.peak_time_ns = event.time_ns;
+      d.torch_reserved_at_peak_bytes = d.torch_reserved_end_bytes;
     }
     if (selected(summary.device_filter, allocation.device)) {
       summary.allocated_bytes += event.size;
@@ -255,6 +268,7 @@ struct SummaryVisitor : reader::LiveVisitor {
       if (format::raisePeak(summary.peak_bytes, current)) {
         summary.peak_event = event.index;
         summary.peak_time_ns = event.time_ns;
+        summary.torch_reserved_at_peak_bytes = torch_reserved;
       }
       if (format::raisePeak(step.peak_bytes, current)) {
         step.peak_event = event.index;
@@ -284,6 +298,7 @@ struct SummaryVisitor : reader::LiveVisitor {
   uint64_t current = 0;
   uint64_t mapped = 0;               // bytes mapped now
   uint64_t reserved = 0;             // bytes of address space reserved now
+  uint64_t torch_reserved = 0;       // PyTorch's reserved memory now (selected devices)
   uint64_t devices_with_events = 0;  // bit d: an event ran on device d (the whole file)
   TraceSummary at_last_stop;
   bool stopped = false;  // tracing is stopped at this point of the trace
@@ -375,8 +390,44 @@ struct LiveSetVisitor : reader::LiveVisitor {
   }
   void onAlloc(const Event& event, const Allocation&) { result.last_allocation = event.address; }
 
+  // Reserved memory as the kSegment records say, up to the point: a range taken out may cut
+  // ranges put in by other records (an expandable segment unmaps by the block).
+  void onSegment(const reader::Segment& segment) {
+    if (!selected(summary.device_filter, segment.device)) return;
+    if (segment.grows()) {
+      segments[segment.address] = LiveSegment{segment.address, segment.size, segment.device,
+                                              segment.graph_pool, segment.user_pool};
+      return;
+    }
+    uint64_t end = segment.address + segment.size;
+    auto it = segments.upper_bound(segment.address);
+    if (it != segments.begin()) --it;
+    while (it != segments.end() && it->first < end) {
+      LiveSegment cut = it->second;
+      uint64_t cut_end = cut.address + cut.size;
+      if (cut_end <= segment.address) {
+        ++it;
+        continue;
+      }
+      it = segments.erase(it);
+      if (cut.address < segment.address) {
+        LiveSegment before = cut;
+        before.size = segment.address - cut.address;
+        segments[before.address] = before;
+      }
+      if (cut_end > end) {
+        LiveSegment after = cut;
+        after.address = end;
+        after.size = cut_end - end;
+        it = segments.emplace(end, after).first;
+        ++it;
+      }
+    }
+  }
+
   LiveSet& result;
   const TraceSummary& summary;
+  std::map<uint64_t, LiveSegment> segments;
 };
 
 // Like SnapshotVisitor, for many points at once (every step's peak), keeping only their
@@ -522,8 +573,12 @@ TraceSummary summarize(reader::TraceReader& trace, int device_filter, Until unti
   std::sort(summary.devices.begin(), summary.devices.end(),
             [](const DeviceSummary& a, const DeviceSummary& b) { return a.device < b.device; });
   summary.end_bytes = 0;
+  summary.torch_reserved_end_bytes = 0;
   for (const DeviceSummary& device : summary.devices)
-    if (selected(device_filter, device.device)) summary.end_bytes += device.end_bytes;
+    if (selected(device_filter, device.device)) {
+      summary.end_bytes += device.end_bytes;
+      summary.torch_reserved_end_bytes += device.torch_reserved_end_bytes;
+    }
   if (!summary.steps.empty() && until == Until::kEnd && visitor.step.peak_event != UINT64_MAX) {
     // The trace ended inside a step (an OOM, a killed run, the evaluation after training).
     visitor.step.end_ns = summary.duration_ns;
@@ -578,6 +633,7 @@ LiveSet liveSetAt(reader::TraceReader& trace, const TraceSummary& summary, Point
   LiveSetVisitor visitor(result, summary);
   reader::LiveReplay replay(visitor);
   trace.read(replay);
+  for (const auto& [address, segment] : visitor.segments) result.segments.push_back(segment);
   replay.live().forEach([&](uint64_t address, const Allocation& entry) {
     if (!selected(summary.device_filter, entry.device)) return;
     result.allocations.push_back(LiveAllocation{address, entry.size, entry.python_stack,

@@ -33,6 +33,11 @@ struct DeviceSummary {
   uint64_t peak_time_ns = 0;
   uint64_t allocated_bytes = 0;
   uint64_t end_bytes = 0;
+  // PyTorch's reserved memory (kSegment records, Note [PyTorch's own allocator]): the most at
+  // once (max_memory_reserved), at the device's peak of live bytes, and at the end.
+  uint64_t torch_reserved_peak_bytes = 0;
+  uint64_t torch_reserved_at_peak_bytes = 0;
+  uint64_t torch_reserved_end_bytes = 0;
 };
 
 struct MarkerSummary {
@@ -131,6 +136,13 @@ struct TraceSummary {
   uint64_t duration_ns = 0;
   bool segment_level = false;  // some events are segments of PyTorch's caching allocator
   bool tensor_level = false;
+  // PyTorch's caching allocator was recorded from inside (kSegment records, Note [PyTorch's own
+  // allocator]): its reserved memory on the selected devices, the most at once, at the peak of
+  // live bytes (reserved - live there is what its caching and fragmentation hold), at the end.
+  bool torch_segments = false;
+  uint64_t torch_reserved_peak_bytes = 0;
+  uint64_t torch_reserved_at_peak_bytes = 0;
+  uint64_t torch_reserved_end_bytes = 0;
 
   std::vector<DeviceSummary> devices;  // every device seen, by index
 
@@ -198,12 +210,24 @@ struct LiveAllocation {
   format::Category category = format::Category::kUnknown;
 };
 
+// A range of device memory PyTorch's caching allocator held at the point (kSegment records,
+// Note [PyTorch's own allocator]): a segment, or pages mapped into an expandable one.
+struct LiveSegment {
+  uint64_t address;
+  uint64_t size;
+  int device;
+  uint64_t graph_pool;
+  uint64_t user_pool;
+};
+
 struct LiveSet {
   Point point;
   uint64_t event = 0;    // the last event replayed
   uint64_t time_ns = 0;  // its time
   uint64_t bytes = 0;
   std::vector<LiveAllocation> allocations;
+  // PyTorch's reserved memory on the selected devices, by address (empty without kSegment).
+  std::vector<LiveSegment> segments;
   // The address the last event replayed allocated (at the peak: the allocation that reached
   // it); nullopt when that event was no allocation.
   std::optional<uint64_t> last_allocation;

@@ -3,6 +3,47 @@
 #include <algorithm>
 
 namespace memtrace::report {
+namespace {
+
+// The fragmentation view of an OOM (OomReport's torch_segments): the tensors of `live_set`
+// (sorted by address) laid into its segments on the request's device.
+void describeSegments(OomReport& oom, const LiveSet& live_set, Locator& lines) {
+  std::vector<OomReport::PinnedSegment> segments;
+  auto tensor = live_set.allocations.begin();
+  for (const LiveSegment& segment : live_set.segments) {
+    if (oom.request.device >= 0 && segment.device != oom.request.device) continue;
+    oom.torch_segments = true;
+    oom.reserved_bytes += segment.size;
+    uint64_t end = segment.address + segment.size;
+    while (tensor != live_set.allocations.end() && tensor->address < segment.address) ++tensor;
+    OomReport::PinnedSegment pinned;
+    pinned.address = segment.address;
+    pinned.size = segment.size;
+    LiveSet inside;
+    uint64_t cursor = segment.address;
+    for (; tensor != live_set.allocations.end() && tensor->address < end; ++tensor) {
+      uint64_t gap = tensor->address > cursor ? tensor->address - cursor : 0;
+      pinned.free_bytes += gap;
+      pinned.largest_free_bytes = std::max(pinned.largest_free_bytes, gap);
+      cursor = std::max(cursor, std::min(end, tensor->address + tensor->size));
+      inside.allocations.push_back(*tensor);
+      inside.bytes += tensor->size;
+    }
+    pinned.free_bytes += end - cursor;
+    pinned.largest_free_bytes = std::max(pinned.largest_free_bytes, end - cursor);
+    oom.free_in_segments_bytes += pinned.free_bytes;
+    oom.largest_free_bytes = std::max(oom.largest_free_bytes, pinned.largest_free_bytes);
+    if (pinned.free_bytes == 0 || inside.allocations.empty()) continue;
+    pinned.pinned_by = lines.group(inside);
+    segments.push_back(std::move(pinned));
+  }
+  std::stable_sort(segments.begin(), segments.end(),
+                   [](const auto& a, const auto& b) { return a.free_bytes > b.free_bytes; });
+  if (segments.size() > OomReport::kPinnedSegments) segments.resize(OomReport::kPinnedSegments);
+  oom.segments = std::move(segments);
+}
+
+}  // namespace
 
 std::optional<OomReport> analyzeOom(reader::TraceReader& trace, const TraceSummary& summary,
                                     FramePolicy frame) {
@@ -38,6 +79,7 @@ std::optional<OomReport> analyzeOom(reader::TraceReader& trace, const TraceSumma
   oom.module = std::string(tables.string(oom.request.module));
   oom.by_line = lines.group(live_set);
   oom.by_module = Locator(tables, GroupBy::kModule, frame).group(live_set);
+  describeSegments(oom, live_set, lines);
   if (summary.simulated) {
     oom.memory_bytes = summary.simulated->memory_bytes;
     oom.simulated = true;
@@ -45,9 +87,13 @@ std::optional<OomReport> analyzeOom(reader::TraceReader& trace, const TraceSumma
     for (const DeviceSummary& device : summary.devices)
       if (device.device == oom.request.device) oom.memory_bytes = device.total_bytes;
   }
+  // What the request competed with: PyTorch's reserved memory where its segments are known
+  // (its free pieces are the allocator's, not the device's), the live bytes otherwise.
+  uint64_t held =
+      oom.torch_segments ? std::max(oom.reserved_bytes, oom.live_bytes) : oom.live_bytes;
   if (oom.memory_bytes)
-    oom.over_bytes = static_cast<int64_t>(oom.live_bytes + oom.request.size) -
-                     static_cast<int64_t>(oom.memory_bytes);
+    oom.over_bytes =
+        static_cast<int64_t>(held + oom.request.size) - static_cast<int64_t>(oom.memory_bytes);
   return oom;
 }
 

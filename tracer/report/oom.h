@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tracer/reader/reader.h"
 #include "tracer/report/analysis.h"
@@ -26,9 +27,33 @@ struct OomReport {
   // 0 when the trace does not say.
   uint64_t memory_bytes = 0;
   bool simulated = false;  // memory_bytes is the simulated card's
-  // live + request - memory (with memory_bytes): how far over the card the request went;
-  // zero or less when the rest of the memory was held outside any allocation call.
+  // live + request - memory (with memory_bytes; reserved + request - memory where PyTorch's
+  // segments are known): how far over the card the request went; zero or less when the rest of
+  // the memory was held outside any allocation call.
   int64_t over_bytes = 0;
+
+  // PyTorch's caching allocator at the failure (kSegment records, Note [PyTorch's own
+  // allocator]), on the request's device: what it had reserved, the bytes of its segments no
+  // live tensor covered, and the longest such stretch in one segment. The stretches are
+  // measured between tensors' requested sizes: PyTorch rounds each block up (to 512 bytes, and
+  // keeps up to 1 MiB unsplit behind a large one), so the longest stretch is an upper bound of
+  // the largest block it could hand out; one smaller than the request is why a request under
+  // the free memory failed (fragmentation).
+  bool torch_segments = false;
+  uint64_t reserved_bytes = 0;
+  uint64_t free_in_segments_bytes = 0;
+  uint64_t largest_free_bytes = 0;
+  // The segments with the most free bytes (at most kPinnedSegments), each with the lines of
+  // the tensors that keep it from being given back.
+  struct PinnedSegment {
+    uint64_t address = 0;
+    uint64_t size = 0;
+    uint64_t free_bytes = 0;
+    uint64_t largest_free_bytes = 0;
+    LocationTable pinned_by;
+  };
+  static constexpr size_t kPinnedSegments = 5;
+  std::vector<PinnedSegment> segments;
 };
 
 // The first failed allocation's OOM (a pass over the trace to that point), or nullopt when

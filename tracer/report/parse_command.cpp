@@ -104,6 +104,13 @@ struct Printer : reader::LiveVisitor {
   void onMemoryUnmap(const reader::AddressRange& range) { printRange("unmap", range); }
   void onAddressReserve(const reader::AddressRange& range) { printRange("reserve", range); }
   void onAddressFree(const reader::AddressRange& range) { printRange("address-free", range); }
+  void onSegment(const reader::Segment& segment) {
+    out << fmt::format(
+        "segment t={} action={} device={} address={:#x} size={} graph_pool={} "
+        "user_pool={}\n",
+        segment.time_ns, format::segmentActionName(segment.action), segment.device, segment.address,
+        segment.size, segment.graph_pool, segment.user_pool);
+  }
   void onDeviceMemory(const reader::DeviceMemory& reading) {
     out << fmt::format("device-memory t={} device={} free_bytes={} total_bytes={}\n",
                        reading.time_ns, reading.device, reading.free_bytes, reading.total_bytes);

@@ -141,8 +141,9 @@ void renderOomText(std::ostream& out, const Report& report) {
                           report.summary.simulated->memory_set_by_user ? ", set by the user" : "")
             : std::string("the device's total");
     if (oom.over_bytes > 0)
-      out << fmt::format("  memory        {} ({}): over by {} ({} bytes)\n",
+      out << fmt::format("  memory        {} ({}): {} + request over it by {} ({} bytes)\n",
                          formatBytes(oom.memory_bytes), whose,
+                         oom.torch_segments ? "reserved" : "live",
                          formatBytes(static_cast<uint64_t>(oom.over_bytes)), oom.over_bytes);
     else
       out << fmt::format(
@@ -151,6 +152,29 @@ void renderOomText(std::ostream& out, const Report& report) {
           "memory, fragmentation)\n",
           formatBytes(oom.memory_bytes), whose,
           formatBytes(static_cast<uint64_t>(-oom.over_bytes)));
+  }
+  if (oom.torch_segments) {
+    // Note [PyTorch's own allocator]: why a request under the free memory can fail.
+    out << fmt::format(
+        "  reserved      {} by PyTorch's caching allocator; {} of it in no tensor, the longest "
+        "free stretch in one segment at most {}{}\n",
+        formatBytes(oom.reserved_bytes), formatBytes(oom.free_in_segments_bytes),
+        formatBytes(oom.largest_free_bytes),
+        oom.largest_free_bytes < oom.request.size && oom.free_in_segments_bytes >= oom.request.size
+            ? ": the free memory is there, in pieces too small for the request (fragmentation)"
+            : "");
+    for (const OomReport::PinnedSegment& segment : oom.segments) {
+      std::string pinned;
+      for (size_t i = 0; i < segment.pinned_by.rows.size() && i < 3; ++i)
+        pinned += fmt::format("{}{} ({})", i ? ", " : "", segment.pinned_by.rows[i].location.name,
+                              formatBytes(segment.pinned_by.rows[i].bytes));
+      if (segment.pinned_by.rows.size() > 3)
+        pinned += fmt::format(", and {} more", segment.pinned_by.rows.size() - 3);
+      out << fmt::format("    segment {:#x}, {}: {} free (at most {} in one piece), kept by {}\n",
+                         segment.address, formatBytes(segment.size),
+                         formatBytes(segment.free_bytes), formatBytes(segment.largest_free_bytes),
+                         pinned);
+    }
   }
   auto table = [&](const LocationTable& rows, const char* by) {
     size_t shown = oomRows(report.top, rows.rows.size());
@@ -235,6 +259,28 @@ nlohmann::json deviceReadsJson(const TraceSummary& summary, const std::vector<De
           {"meaning", kDeviceReadsMeaning}};
 }
 
+// Note [PyTorch's own allocator]: PyTorch's segments at the failure; null without them.
+nlohmann::json torchAllocatorAtOomJson(const OomReport& oom) {
+  using nlohmann::json;
+  if (!oom.torch_segments) return nullptr;
+  json segments = json::array();
+  for (const OomReport::PinnedSegment& segment : oom.segments) {
+    json pinned = json::array();
+    for (const TableRow& row : segment.pinned_by.rows)
+      pinned.push_back(
+          {{"location", row.location.name}, {"bytes", row.bytes}, {"count", row.count}});
+    segments.push_back({{"address", segment.address},
+                        {"size", segment.size},
+                        {"free_bytes", segment.free_bytes},
+                        {"largest_free_bytes", segment.largest_free_bytes},
+                        {"pinned_by", pinned}});
+  }
+  return {{"reserved_bytes", oom.reserved_bytes},
+          {"free_in_segments_bytes", oom.free_in_segments_bytes},
+          {"largest_free_bytes", oom.largest_free_bytes},
+          {"segments", segments}};
+}
+
 nlohmann::json oomJson(const std::optional<OomReport>& oom, size_t top) {
   using nlohmann::json;
   if (!oom) return nullptr;
@@ -269,6 +315,7 @@ nlohmann::json oomJson(const std::optional<OomReport>& oom, size_t top) {
                             : oom->simulated   ? json("simulated")
                                                : json("device")},
           {"over_bytes", oom->memory_bytes ? json(oom->over_bytes) : json(nullptr)},
+          {"torch_allocator", torchAllocatorAtOomJson(*oom)},
           {"by_line", rows(oom->by_line)},
           {"by_module", rows(oom->by_module)}};
 }
@@ -312,9 +359,12 @@ void renderText(std::ostream& out, const Report& report) {
     std::string name = device.name.empty() ? "(unnamed)" : device.name;
     if (device.total_bytes) name += ", " + formatBytes(device.total_bytes);
     name += simulated;
-    out << fmt::format("  device {:<3} {}: peak {} at {}\n",
+    out << fmt::format("  device {:<3} {}: peak {} at {}{}\n",
                        device.device < 0 ? std::string("?") : std::to_string(device.device), name,
-                       formatBytes(device.peak_bytes), seconds(device.peak_time_ns));
+                       formatBytes(device.peak_bytes), seconds(device.peak_time_ns),
+                       s.torch_segments ? fmt::format(", reserved at most {}",
+                                                      formatBytes(device.torch_reserved_peak_bytes))
+                                        : std::string());
   }
   if (s.cut_offset)
     out << fmt::format(
@@ -355,6 +405,18 @@ void renderText(std::ostream& out, const Report& report) {
                      s.flight.dropped ? std::string() : fmt::format(", event {}", s.peak_event));
   out << fmt::format("Total allocated: {}; live at the end: {}\n", formatBytes(s.allocated_bytes),
                      formatBytes(s.end_bytes));
+  if (s.torch_segments) {
+    // Note [PyTorch's own allocator]: what its segments held beside the tensors at the peak is
+    // its cache, its rounding and its fragmentation; none of it is free for another process.
+    uint64_t idle =
+        s.torch_reserved_at_peak_bytes - std::min(s.torch_reserved_at_peak_bytes, s.peak_bytes);
+    out << fmt::format(
+        "Reserved by PyTorch's caching allocator: at most {} ({} bytes: max_memory_reserved); "
+        "{} at the peak, {} of it in no tensor (rounding, cache, fragmentation); {} at the end\n",
+        formatBytes(s.torch_reserved_peak_bytes), s.torch_reserved_peak_bytes,
+        formatBytes(s.torch_reserved_at_peak_bytes), formatBytes(idle),
+        formatBytes(s.torch_reserved_end_bytes));
+  }
   if (const Prediction* prediction = report.prediction) {
     // Against a measured peak of 0 B no percentage means anything: none is given.
     std::string against =
@@ -488,6 +550,12 @@ nlohmann::json summaryJson(const TraceSummary& s) {
           {"ended_cleanly", s.ended_cleanly},
           {"mapped_peak_bytes", s.mapped_peak_bytes},
           {"reserved_peak_bytes", s.reserved_peak_bytes},
+          {"torch_reserved_peak_bytes",
+           s.torch_segments ? json(s.torch_reserved_peak_bytes) : json(nullptr)},
+          {"torch_reserved_at_peak_bytes",
+           s.torch_segments ? json(s.torch_reserved_at_peak_bytes) : json(nullptr)},
+          {"torch_reserved_end_bytes",
+           s.torch_segments ? json(s.torch_reserved_end_bytes) : json(nullptr)},
           {"device_memory_readings", s.device_memory.size()},
           {"window_end_ns", s.window_events == UINT64_MAX ? json(nullptr) : json(s.window_end_ns)},
           {"cut_offset", s.cut_offset},
@@ -496,16 +564,21 @@ nlohmann::json summaryJson(const TraceSummary& s) {
 }
 
 nlohmann::json devicesJson(const TraceSummary& s) {
-  nlohmann::json devices = nlohmann::json::array();
+  using nlohmann::json;
+  json devices = json::array();
+  auto reserved = [&](uint64_t bytes) { return s.torch_segments ? json(bytes) : json(nullptr); };
   for (const DeviceSummary& device : s.devices)
-    devices.push_back({{"device", device.device},
-                       {"name", device.name},
-                       {"total_bytes", device.total_bytes},
-                       {"peak_bytes", device.peak_bytes},
-                       {"peak_event", device.peak_event},
-                       {"peak_time_ns", device.peak_time_ns},
-                       {"allocated_bytes", device.allocated_bytes},
-                       {"end_bytes", device.end_bytes}});
+    devices.push_back(
+        {{"device", device.device},
+         {"torch_reserved_peak_bytes", reserved(device.torch_reserved_peak_bytes)},
+         {"torch_reserved_at_peak_bytes", reserved(device.torch_reserved_at_peak_bytes)},
+         {"name", device.name},
+         {"total_bytes", device.total_bytes},
+         {"peak_bytes", device.peak_bytes},
+         {"peak_event", device.peak_event},
+         {"peak_time_ns", device.peak_time_ns},
+         {"allocated_bytes", device.allocated_bytes},
+         {"end_bytes", device.end_bytes}});
   return devices;
 }
 

@@ -1,0 +1,206 @@
+// PyTorch's caching allocator, seen from the hooks: which CUDA calls it makes, and the bridge
+// that records its tensors from inside it (Note [PyTorch's own allocator] in
+// tracer/format/records.h; the bridge itself is torch_bridge/).
+#include "allocator/torch_allocator.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <atomic>
+
+#include "allocator/torch_bridge/bridge.h"
+#include "tracer/recorder/config.h"
+#include "tracer/recorder/recorder.h"
+
+namespace memtrace::hooks {
+namespace {
+
+// Note [Attaching to PyTorch's allocator]
+// PyTorch's allocator makes its device allocators when CUDA is first used, and its first
+// allocation on a device always makes a segment first (nothing is cached yet): so the first
+// cudaMalloc (or cuMemCreate, under expandable segments) that libc10_cuda.so makes is the
+// moment it exists and has allocated nothing. There, before that call's own trace entries, the
+// bridge for the running torch release is loaded and its tracker attached, to every device's
+// allocator at once; everything PyTorch's allocator does after it is recorded from inside it.
+// The calling thread holds that device's allocator lock, which is recursive: attaching takes it
+// again. Another thread whose first segment is on another device at the same moment is not
+// waited for (it records its call as a segment; its tensor's trace entry comes before the
+// tracker reaches that device): two threads waiting for each other's locks would hang the
+// program, and that race costs at most one segment's first tensor.
+// Which release runs is read from torch/version.py beside the loaded libc10_cuda.so; the bridge
+// built for it is libmemtrace-torch-<release>.so beside libmemtrace.so (MEMTRACE_TORCH_BRIDGE
+// names another file). No bridge, one that does not load, or an allocator that is not PyTorch's
+// caching allocator: one line on stderr, and PyTorch's calls are recorded as segments.
+
+enum State : int { kUnknown, kAttaching, kAttached, kFailed };
+std::atomic<int> g_state{kUnknown};
+
+// Callers seen, by return address: a program calls CUDA from few places, and dladdr (a walk of
+// the loaded objects under the loader's lock) is paid once for each.
+constexpr int kKnownCallers = 32;
+struct KnownCaller {
+  std::atomic<const void*> address;
+  std::atomic<bool> torch;
+};
+KnownCaller g_callers[kKnownCallers];
+std::atomic<int> g_caller_count{0};
+// libc10_cuda.so, once a call came from it.
+std::atomic<const void*> g_c10_base{nullptr};
+char g_c10_path[4096];
+
+bool isC10Cuda(const char* path) {
+  const char* slash = path ? strrchr(path, '/') : nullptr;
+  const char* name = slash ? slash + 1 : path;
+  return name && strncmp(name, "libc10_cuda.so", 14) == 0;
+}
+
+bool fromC10Cuda(const void* caller) {
+  if (!caller) return false;
+  int count = g_caller_count.load(std::memory_order_acquire);
+  for (int i = 0; i < count && i < kKnownCallers; ++i)
+    if (g_callers[i].address.load(std::memory_order_relaxed) == caller)
+      return g_callers[i].torch.load(std::memory_order_relaxed);
+  Dl_info info;
+  bool torch = dladdr(caller, &info) && isC10Cuda(info.dli_fname);
+  if (torch && !g_c10_base.load(std::memory_order_acquire)) {
+    snprintf(g_c10_path, sizeof(g_c10_path), "%s", info.dli_fname);
+    g_c10_base.store(info.dli_fbase, std::memory_order_release);
+  }
+  int slot = g_caller_count.fetch_add(1, std::memory_order_acq_rel);
+  if (slot < kKnownCallers) {
+    g_callers[slot].torch.store(torch, std::memory_order_relaxed);
+    g_callers[slot].address.store(caller, std::memory_order_relaxed);
+  }
+  return torch;
+}
+
+// The torch release beside libc10_cuda.so (".../torch/lib/libc10_cuda.so" and
+// ".../torch/version.py"): "2.14.1" of `__version__ = '2.14.1+cu130'`. False when unreadable.
+bool torchRelease(char* release, size_t size) {
+  char path[4200];
+  snprintf(path, sizeof(path), "%s", g_c10_path);
+  char* slash = strrchr(path, '/');
+  if (!slash) return false;
+  *slash = '\0';  // .../torch/lib
+  slash = strrchr(path, '/');
+  if (!slash) return false;
+  snprintf(slash, sizeof(path) - (slash - path), "/version.py");
+  FILE* file = fopen(path, "re");
+  if (!file) return false;
+  char line[512];
+  bool found = false;
+  while (!found && fgets(line, sizeof(line), file)) {
+    if (strncmp(line, "__version__", 11) != 0) continue;
+    const char* quote = strpbrk(line, "'\"");
+    if (!quote) break;
+    size_t length = strcspn(quote + 1, "+'\"\n");
+    if (length == 0 || length >= size) break;
+    memcpy(release, quote + 1, length);
+    release[length] = '\0';
+    found = true;
+  }
+  fclose(file);
+  return found;
+}
+
+// The sink's functions: what the tracker says, as events of the recorder.
+// `caller`: the sink's return address, in the bridge (native stacks start there).
+EventSource torchSource(int device, uint64_t stream, const void* caller) {
+  return EventSource{format::Api::kTorchAllocator, format::Level::kTensor, device, stream, caller};
+}
+
+void tensorAlloc(int device, uint64_t stream, uint64_t address, uint64_t size) {
+  RecursionGuard guard;
+  recordAlloc(guard, torchSource(device, stream, __builtin_return_address(0)), reinterpret_cast<const void*>(address), size);
+}
+
+void tensorFree(int device, uint64_t stream, uint64_t address) {
+  RecursionGuard guard;
+  recordFree(guard, torchSource(device, stream, __builtin_return_address(0)), reinterpret_cast<const void*>(address));
+}
+
+void segment(int action, int device, uint64_t address, uint64_t size, uint64_t graph_pool,
+             uint64_t user_pool) {
+  if (action < 0 || action >= static_cast<int>(format::SegmentAction::kCount)) return;
+  RecursionGuard guard;
+  recordSegment(guard, SegmentChange{static_cast<format::SegmentAction>(action), device,
+                                     static_cast<uintptr_t>(address), size, graph_pool,
+                                     user_pool});
+}
+
+void outOfMemory(int device, uint64_t stream, uint64_t size, uint64_t) {
+  RecursionGuard guard;
+  recordFailedAlloc(guard, torchSource(device, stream, __builtin_return_address(0)), size);
+}
+
+const MemtraceTorchSink kSink{MEMTRACE_TORCH_SINK_VERSION, tensorAlloc, tensorFree, segment,
+                              outOfMemory};
+
+// The bridge's file for `release`: MEMTRACE_TORCH_BRIDGE, or the one beside this library.
+void bridgePath(const char* release, char* path, size_t size) {
+  const char* chosen = getenv("MEMTRACE_TORCH_BRIDGE");
+  if (chosen && *chosen) {
+    snprintf(path, size, "%s", chosen);
+    return;
+  }
+  Dl_info self;
+  const char* library = dladdr(reinterpret_cast<void*>(&bridgePath), &self) && self.dli_fname
+                            ? self.dli_fname
+                            : "";
+  const char* slash = strrchr(library, '/');
+  int folder = slash ? static_cast<int>(slash - library) : 0;
+  snprintf(path, size, "%.*s%slibmemtrace-torch-%s.so", folder, library, slash ? "/" : "",
+           release);
+}
+
+void refuse(const char* why, const char* detail) {
+  char line[1400];
+  snprintf(line, sizeof(line),
+           "%s%s; PyTorch's allocator is recorded by its segments, not its tensors", why, detail);
+  warn(line);
+}
+
+bool attach() {
+  Config config = readConfig();
+  if (!config.torch_tracker) return false;  // MEMTRACE_TORCH_TRACKER=0: segments, as asked
+  char release[64];
+  if (!torchRelease(release, sizeof(release))) {
+    refuse("cannot tell which torch release runs beside ", g_c10_path);
+    return false;
+  }
+  char path[4200];
+  bridgePath(release, path, sizeof(path));
+  void* bridge = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (!bridge) {
+    char detail[1200];
+    snprintf(detail, sizeof(detail), "%s (%s)", release, dlerror());
+    refuse("no bridge to PyTorch's allocator for torch ", detail);
+    return false;
+  }
+  auto attach_tracker = reinterpret_cast<MemtraceTorchAttach>(dlsym(bridge, MEMTRACE_TORCH_ATTACH));
+  void* c10 = dlopen(g_c10_path, RTLD_NOW | RTLD_NOLOAD);
+  char error[512] = "";
+  if (!attach_tracker || !c10 || attach_tracker(c10, &kSink, error, sizeof(error)) != 0) {
+    refuse("cannot attach to PyTorch's allocator: ",
+           *error ? error : "the bridge or libc10_cuda.so could not be opened");
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Caller callerOf(const void* caller) {
+  if (!fromC10Cuda(caller)) return Caller::kOther;
+  int state = g_state.load(std::memory_order_acquire);
+  if (state == kUnknown && g_state.compare_exchange_strong(state, kAttaching)) {
+    state = attach() ? kAttached : kFailed;
+    g_state.store(state, std::memory_order_release);
+  }
+  // kAttaching: another thread is attaching right now (Note [Attaching to PyTorch's allocator]).
+  return state == kAttached ? Caller::kTorchTracked : Caller::kTorchUntracked;
+}
+
+}  // namespace memtrace::hooks

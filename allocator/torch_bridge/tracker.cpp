@@ -1,0 +1,104 @@
+// The bridge to PyTorch's caching allocator (Note [PyTorch's own allocator] in
+// tracer/format/records.h), built once for each torch release found at build time, from that
+// release's headers only: it links nothing of torch, so that loading it can never bind to another
+// release's symbols. The allocator is found by name in the libc10_cuda.so the process loaded.
+#include <dlfcn.h>
+#include <stdio.h>
+
+#include <c10/cuda/CUDACachingAllocator.h>
+
+#include <exception>
+#include <string>
+
+#include "allocator/torch_bridge/bridge.h"
+
+namespace {
+
+namespace allocator = c10::cuda::CUDACachingAllocator;
+using allocator::TraceEntry;
+
+// The sink is libmemtrace.so's, which is never unloaded (-z nodelete): a copy outlives nothing.
+MemtraceTorchSink g_sink;
+
+uint64_t streamOf(const TraceEntry& entry) {
+  return reinterpret_cast<uintptr_t>(entry.stream_);
+}
+
+// Called by PyTorch on the allocating thread with the device's allocator lock held (its
+// recursive mutex): it calls nothing of PyTorch, and nothing that could wait for that lock.
+void onTraceEntry(const TraceEntry& entry) {
+  int device = entry.device_;
+  switch (entry.action_) {
+    case TraceEntry::ALLOC:
+      g_sink.tensor_alloc(device, streamOf(entry), entry.addr_, entry.size_);
+      return;
+    case TraceEntry::FREE_COMPLETED:
+      g_sink.tensor_free(device, streamOf(entry), entry.addr_);
+      return;
+    case TraceEntry::SEGMENT_ALLOC:
+    case TraceEntry::SEGMENT_FREE:
+    case TraceEntry::SEGMENT_MAP:
+    case TraceEntry::SEGMENT_UNMAP: {
+      int action = entry.action_ == TraceEntry::SEGMENT_ALLOC  ? 0
+                   : entry.action_ == TraceEntry::SEGMENT_FREE ? 1
+                   : entry.action_ == TraceEntry::SEGMENT_MAP  ? 2
+                                                               : 3;
+      g_sink.segment(action, device, entry.addr_, entry.size_, entry.mempool_.first,
+                     entry.mempool_.second);
+      return;
+    }
+    case TraceEntry::OOM:
+      // addr_ is the device's free memory for this action (CachingDeviceAllocator.h).
+      g_sink.out_of_memory(device, streamOf(entry), entry.size_, entry.addr_);
+      return;
+    default:
+      // FREE_REQUESTED (the free completes later, or at once with its own entry), SNAPSHOT,
+      // and what a later release adds: nothing changes in memory.
+      return;
+  }
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int memtrace_torch_attach(
+    void* c10_cuda, const MemtraceTorchSink* sink, char* error, size_t error_size) {
+  if (!sink || sink->version != MEMTRACE_TORCH_SINK_VERSION) {
+    snprintf(error, error_size, "the bridge was built for another memtrace");
+    return -1;
+  }
+  // The allocator pointer, by its mangled name in the process's own libc10_cuda.so.
+  auto* pointer = static_cast<std::atomic<allocator::CUDAAllocator*>*>(
+      dlsym(c10_cuda, "_ZN3c104cuda20CUDACachingAllocator9allocatorE"));
+  if (!pointer) {
+    snprintf(error, error_size, "libc10_cuda.so has no caching allocator");
+    return -1;
+  }
+  allocator::CUDAAllocator* instance = pointer->load();
+  if (!instance) {
+    snprintf(error, error_size, "PyTorch's CUDA allocator is not set up");
+    return -1;
+  }
+  g_sink = *sink;
+  try {
+    // Only the native caching allocator has trackers: cudaMallocAsync's refuses (the program's
+    // events are then its own cudaMallocAsync calls), a pluggable one is memtrace's or another's.
+    std::string name = instance->name();
+    if (name != "native") {
+      snprintf(error, error_size, "PyTorch's CUDA allocator is '%s', not its caching allocator",
+               name.c_str());
+      return -2;
+    }
+    if (!instance->initialized()) {
+      snprintf(error, error_size, "PyTorch's caching allocator is not initialized yet");
+      return -1;
+    }
+    instance->attachAllocatorTraceTracker(onTraceEntry);
+  } catch (const std::exception& failure) {
+    snprintf(error, error_size, "PyTorch refused the tracker: %s", failure.what());
+    return -1;
+  } catch (...) {
+    snprintf(error, error_size, "PyTorch refused the tracker");
+    return -1;
+  }
+  return 0;
+}

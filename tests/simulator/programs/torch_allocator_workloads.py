@@ -1,0 +1,115 @@
+"""Workloads for tests/simulator/test_torch_allocator.py, each the program as a user writes it,
+printing PyTorch's own counters at its end as one JSON line:
+
+    python torch_allocator_workloads.py (mlp | cudnn_benchmark | expandable | mempool |
+                                         empty_cache | fragmentation | graphs)
+
+The program never knows whether memtrace traces it: it reads PYTORCH_CUDA_ALLOC_CONF back, so
+the test can see that nothing changed its allocator."""
+import json
+import os
+import sys
+
+import torch
+
+torch.manual_seed(0)
+GiB = 1 << 30
+
+
+def mlp_steps(steps=3, width=4001, batch=333):
+    model = torch.nn.Sequential(torch.nn.Linear(1000, width), torch.nn.ReLU(),
+                                torch.nn.Linear(width, 1000)).cuda()
+    optimizer = torch.optim.AdamW(model.parameters())
+    x = torch.randn(batch, 1000, device="cuda")
+    for _ in range(steps):
+        loss = model(x).square().mean()  # the step's line
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+
+def cudnn_benchmark():
+    # pytorch/examples' DCGAN generator and discriminator, small, as training scripts set it.
+    torch.backends.cudnn.benchmark = True
+    nz, ngf, ndf = 32, 16, 16
+    generator = torch.nn.Sequential(
+        torch.nn.ConvTranspose2d(nz, ngf * 4, 4, 1, 0, bias=False), torch.nn.BatchNorm2d(ngf * 4),
+        torch.nn.ReLU(True),
+        torch.nn.ConvTranspose2d(ngf * 4, ngf * 2, 4, 2, 1, bias=False),
+        torch.nn.BatchNorm2d(ngf * 2), torch.nn.ReLU(True),
+        torch.nn.ConvTranspose2d(ngf * 2, 3, 4, 2, 1, bias=False), torch.nn.Tanh()).cuda()
+    discriminator = torch.nn.Sequential(
+        torch.nn.Conv2d(3, ndf, 4, 2, 1, bias=False), torch.nn.LeakyReLU(0.2, inplace=True),
+        torch.nn.Conv2d(ndf, 1, 4, 2, 1, bias=False), torch.nn.Flatten(),
+        torch.nn.Linear(16, 1)).cuda()
+    optimizer = torch.optim.Adam(list(generator.parameters()) + list(discriminator.parameters()))
+    for _ in range(2):
+        noise = torch.randn(64, nz, 1, 1, device="cuda")
+        loss = discriminator(generator(noise)).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def mempool():
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        inside = [torch.empty(3 << 20, dtype=torch.uint8, device="cuda") for _ in range(3)]
+    outside = torch.empty(5 << 20, dtype=torch.uint8, device="cuda")
+    del inside, outside
+
+
+def empty_cache():
+    mlp_steps(steps=1)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    mlp_steps(steps=1, width=2001)
+
+
+def fragmentation():
+    # 2 MiB tensors share 20 MiB segments; freeing every other one leaves half the reserved
+    # memory free, in 2 MiB holes inside segments that still hold tensors, so that neither the
+    # holes nor the cache PyTorch frees before its retry can take one 60 MiB tensor.
+    blocks = [torch.empty(2 << 20, dtype=torch.uint8, device="cuda") for _ in range(390)]
+    del blocks[::2]
+    try:
+        torch.empty(60 << 20, dtype=torch.uint8, device="cuda")  # the request that fails
+    except torch.OutOfMemoryError:
+        print("out of memory", file=sys.stderr)
+
+
+def graphs():
+    model = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.ReLU(),
+                                torch.nn.Linear(2048, 512)).cuda()
+    static_input = torch.randn(64, 512, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            model(static_input)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_output = model(static_input)  # the captured forward
+    for _ in range(3):
+        graph.replay()
+    del static_output
+
+
+WORKLOADS = {"mlp": mlp_steps, "cudnn_benchmark": cudnn_benchmark, "expandable": mlp_steps,
+             "mempool": mempool, "empty_cache": empty_cache, "fragmentation": fragmentation,
+             "graphs": graphs}
+
+if __name__ == "__main__":
+    WORKLOADS[sys.argv[1]]()
+    torch.cuda.synchronize()
+    stats = torch.cuda.memory_stats()
+    print(json.dumps({
+        "requested_peak": stats["requested_bytes.all.peak"],
+        "requested_current": stats["requested_bytes.all.current"],
+        "allocated_peak": stats["allocated_bytes.all.peak"],
+        "reserved_peak": stats["reserved_bytes.all.peak"],
+        "reserved_current": stats["reserved_bytes.all.current"],
+        "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+        "backend": torch.cuda.get_allocator_backend(),
+    }))

@@ -1,0 +1,145 @@
+"""The program as it is (Note [PyTorch's own allocator] in tracer/format/records.h): memtrace
+records every tensor from inside PyTorch's caching allocator and leaves the allocator as the
+program configured it. On the simulated card PyTorch's CUDA build runs its own allocator
+unchanged (the simulated driver only hands out address space), so what this checks of
+PyTorch's counters holds of a card: the traced run's memory_stats() equal the untraced run's,
+and the trace's peak, reserved memory and out-of-memory equal what PyTorch itself counts.
+
+Each workload (programs/torch_allocator_workloads.py) runs twice in processes of its own on a
+simulated H200, untraced and traced under LD_PRELOAD (or `memtrace run --gpu`), and prints its
+own counters."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from memtrace_testing import (BUILD, ROOT, Build, parse_records, report_json, run,
+                              simulated_environment)
+
+HERE = Path(__file__).resolve().parent
+WORKLOADS = HERE / "programs" / "torch_allocator_workloads.py"
+
+
+def workload(name, trace=None, profile="h200", alloc_conf=None, check=True, memory=None,
+             **extra):
+    """Runs a workload on the simulated `profile` (of `memory` bytes when given), traced into
+    `trace` when given. Returns (its counters, the completed process)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MEMTRACE_") and k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
+    env["MEMTRACE_BUILD_DIR"] = str(BUILD)
+    env["PYTHONPATH"] = str(ROOT / "python")
+    if alloc_conf:
+        env["PYTORCH_CUDA_ALLOC_CONF"] = alloc_conf
+    if trace is not None:
+        env.update({"LD_PRELOAD": str(Build.library), "MEMTRACE_OUTPUT": str(trace)})
+    env.update({k: str(v) for k, v in extra.items()})
+    env = simulated_environment(env, profile, memory=memory)
+    result = subprocess.run([sys.executable, str(WORKLOADS), name], env=env, capture_output=True,
+                            text=True, timeout=300)
+    if check:
+        assert result.returncode == 0, f"{name}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    return json.loads(result.stdout.strip().splitlines()[-1]), result
+
+
+@pytest.mark.parametrize("name,alloc_conf", [
+    ("mlp", None),
+    ("cudnn_benchmark", None),
+    ("expandable", "expandable_segments:True"),
+    ("mempool", None),
+    ("graphs", None),
+])
+def test_traced_counters_equal_untraced_and_the_trace_equals_them(tmp_path, name, alloc_conf):
+    untraced, _ = workload(name, alloc_conf=alloc_conf)
+    trace = tmp_path / f"{name}.bin"
+    traced, result = workload(name, trace, alloc_conf=alloc_conf)
+    # The program as it is: its allocator, its configuration and every counter unchanged.
+    assert traced["alloc_conf"] == alloc_conf and traced["backend"] == "native"
+    for counter in ("requested_peak", "allocated_peak", "reserved_peak", "requested_current",
+                    "reserved_current"):
+        assert traced[counter] == untraced[counter], (counter, traced, untraced)
+    assert "memtrace:" not in result.stderr, result.stderr
+    # The trace's figures are PyTorch's own: the peak of the tensors it asked for, to the byte,
+    # and what its allocator reserved.
+    summary = report_json(trace)["summary"]
+    assert summary["peak_bytes"] == traced["requested_peak"]
+    assert summary["torch_reserved_peak_bytes"] == traced["reserved_peak"]
+    assert summary["level"] == "tensor"
+    records = parse_records(trace)
+    segments = [r for r in records if r["record"] == "segment"]
+    assert segments, "PyTorch's segments are recorded beside the tensors"
+    if alloc_conf:
+        assert {r["action"] for r in segments} == {"map"} | ({"unmap"} & {r["action"] for r in segments})
+    if name == "mempool":
+        assert any(int(r["user_pool"]) != 0 for r in segments), segments
+    if name == "graphs":
+        assert any(int(r["graph_pool"]) != 0 for r in segments), segments
+
+
+def test_cudnn_benchmark_is_not_given_the_card(tmp_path):
+    # Under the cudaMallocAsync backend memtrace used to set, cuDNN's algorithm search was told
+    # the card's free memory as its largest workspace and took it: a small DCGAN peaked at the
+    # whole card. Inside PyTorch's own allocator it is the program's peak.
+    trace = tmp_path / "dcgan.bin"
+    traced, _ = workload("cudnn_benchmark", trace)
+    peak = report_json(trace)["summary"]["peak_bytes"]
+    assert peak == traced["requested_peak"] < 1 << 30
+
+
+def test_the_lines_are_the_programs(tmp_path):
+    trace = tmp_path / "mlp.bin"
+    workload("mlp", trace)
+    rows = report_json(trace)["live"]["rows"]
+    assert any(row["file"] == str(WORKLOADS) for row in rows), rows[:5]
+    assert rows[0]["file"] == str(WORKLOADS), rows[0]
+
+
+def test_empty_cache_and_reset_peak_memory_stats_mid_run(tmp_path):
+    trace = tmp_path / "empty_cache.bin"
+    traced, _ = workload("empty_cache", trace)
+    records = parse_records(trace)
+    assert any(r["record"] == "segment" and r["action"] == "free" for r in records)
+    summary = report_json(trace)["summary"]
+    # PyTorch's peaks restart at reset_peak_memory_stats; the trace's cover the whole run.
+    assert summary["peak_bytes"] >= traced["requested_peak"] > 0
+    assert summary["torch_reserved_peak_bytes"] >= traced["reserved_peak"] > 0
+
+
+def test_a_fragmented_card_runs_out_and_the_report_says_what_was_reserved(tmp_path):
+    trace = tmp_path / "fragmentation.bin"
+    untraced, plain = workload("fragmentation", profile="l4", memory=820 << 20)
+    assert "out of memory" in plain.stderr
+    traced, result = workload("fragmentation", trace, profile="l4", memory=820 << 20)
+    assert "out of memory" in result.stderr
+    assert traced == untraced
+    report = report_json(trace, "--at", "oom")
+    summary = report["summary"]
+    assert summary["failed_allocations"] >= 1
+    assert report["oom"]["request"]["bytes"] == 60 << 20
+    # Half of what PyTorch reserved is free, in 2 MiB pieces between the tensors: enough bytes
+    # for the request, no piece that takes it; the segments are named with the line whose
+    # tensors keep them.
+    held = report["oom"]["torch_allocator"]
+    assert held["reserved_bytes"] == traced["reserved_peak"] == 390 * (2 << 20)
+    assert held["free_in_segments_bytes"] == 195 * (2 << 20)
+    assert held["largest_free_bytes"] == 2 << 20
+    assert report["oom"]["live_bytes"] == 195 * (2 << 20)
+    assert report["oom"]["over_bytes"] == 390 * (2 << 20) + (60 << 20) - (820 << 20)
+    assert all("torch_allocator_workloads.py:" in segment["pinned_by"][0]["location"]
+               for segment in held["segments"]), held["segments"]
+    text = run([Build.report, trace, "--at", "oom"]).stdout
+    assert "in pieces too small for the request (fragmentation)" in text
+
+
+def test_without_a_bridge_the_segments_are_recorded_and_it_says_so(tmp_path):
+    trace = tmp_path / "no_bridge.bin"
+    traced, result = workload("mlp", trace, MEMTRACE_TORCH_BRIDGE=tmp_path / "missing.so")
+    assert traced["alloc_conf"] is None
+    lines = [line for line in result.stderr.splitlines() if line.startswith("memtrace:")]
+    assert len(lines) == 1 and "no bridge to PyTorch's allocator for torch" in lines[0], lines
+    summary = report_json(trace)["summary"]
+    assert summary["level"] == "segment"
+    assert summary["peak_bytes"] == traced["reserved_peak"]
+    assert summary["torch_reserved_peak_bytes"] is None
