@@ -4,6 +4,7 @@
 #include "allocator/torch_allocator.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 
 #include "allocator/torch_bridge/bridge.h"
 #include "tracer/recorder/config.h"
+#include "tracer/recorder/memtrace.h"
 #include "tracer/recorder/recorder.h"
 
 namespace memtrace::hooks {
@@ -113,12 +115,14 @@ EventSource torchSource(int device, uint64_t stream, const void* caller) {
 
 void tensorAlloc(int device, uint64_t stream, uint64_t address, uint64_t size) {
   RecursionGuard guard;
-  recordAlloc(guard, torchSource(device, stream, __builtin_return_address(0)), reinterpret_cast<const void*>(address), size);
+  recordAlloc(guard, torchSource(device, stream, __builtin_return_address(0)),
+              reinterpret_cast<const void*>(address), size);
 }
 
 void tensorFree(int device, uint64_t stream, uint64_t address) {
   RecursionGuard guard;
-  recordFree(guard, torchSource(device, stream, __builtin_return_address(0)), reinterpret_cast<const void*>(address));
+  recordFree(guard, torchSource(device, stream, __builtin_return_address(0)),
+             reinterpret_cast<const void*>(address));
 }
 
 void segment(int action, int device, uint64_t address, uint64_t size, uint64_t graph_pool,
@@ -126,8 +130,7 @@ void segment(int action, int device, uint64_t address, uint64_t size, uint64_t g
   if (action < 0 || action >= static_cast<int>(format::SegmentAction::kCount)) return;
   RecursionGuard guard;
   recordSegment(guard, SegmentChange{static_cast<format::SegmentAction>(action), device,
-                                     static_cast<uintptr_t>(address), size, graph_pool,
-                                     user_pool});
+                                     static_cast<uintptr_t>(address), size, graph_pool, user_pool});
 }
 
 void outOfMemory(int device, uint64_t stream, uint64_t size, uint64_t) {
@@ -146,28 +149,36 @@ void bridgePath(const char* release, char* path, size_t size) {
     return;
   }
   Dl_info self;
-  const char* library = dladdr(reinterpret_cast<void*>(&bridgePath), &self) && self.dli_fname
-                            ? self.dli_fname
-                            : "";
+  const char* library =
+      dladdr(reinterpret_cast<void*>(&bridgePath), &self) && self.dli_fname ? self.dli_fname : "";
   const char* slash = strrchr(library, '/');
   int folder = slash ? static_cast<int>(slash - library) : 0;
-  snprintf(path, size, "%.*s%slibmemtrace-torch-%s.so", folder, library, slash ? "/" : "",
-           release);
+  snprintf(path, size, "%.*s%slibmemtrace-torch-%s.so", folder, library, slash ? "/" : "", release);
 }
 
-void refuse(const char* why, const char* detail) {
-  char line[1400];
+// Why the last attach failed (memtrace_torch_attach's error).
+char g_refusal[1400];
+
+// A failed attach: said once on stderr under LD_PRELOAD (the hooks then record segments); the
+// package's attach says it itself.
+void refuse(const char* why, const char* detail, bool say = true) {
+  snprintf(g_refusal, sizeof(g_refusal), "%s%s", why, detail);
+  if (!say) return;
+  char line[1500];
   snprintf(line, sizeof(line),
-           "%s%s; PyTorch's allocator is recorded by its segments, not its tensors", why, detail);
+           "%s; PyTorch's allocator is recorded by its segments, not its tensors", g_refusal);
   warn(line);
 }
 
-bool attach() {
+bool attach(bool say = true) {
   Config config = readConfig();
-  if (!config.torch_tracker) return false;  // MEMTRACE_TORCH_TRACKER=0: segments, as asked
+  if (!config.torch_tracker) {  // MEMTRACE_TORCH_TRACKER=0: segments, as asked
+    snprintf(g_refusal, sizeof(g_refusal), "MEMTRACE_TORCH_TRACKER=0 asks for segments only");
+    return false;
+  }
   char release[64];
   if (!torchRelease(release, sizeof(release))) {
-    refuse("cannot tell which torch release runs beside ", g_c10_path);
+    refuse("cannot tell which torch release runs beside ", g_c10_path, say);
     return false;
   }
   char path[4200];
@@ -176,7 +187,7 @@ bool attach() {
   if (!bridge) {
     char detail[1200];
     snprintf(detail, sizeof(detail), "%s (%s)", release, dlerror());
-    refuse("no bridge to PyTorch's allocator for torch ", detail);
+    refuse("no bridge to PyTorch's allocator for torch ", detail, say);
     return false;
   }
   auto attach_tracker = reinterpret_cast<MemtraceTorchAttach>(dlsym(bridge, MEMTRACE_TORCH_ATTACH));
@@ -184,23 +195,66 @@ bool attach() {
   char error[512] = "";
   if (!attach_tracker || !c10 || attach_tracker(c10, &kSink, error, sizeof(error)) != 0) {
     refuse("cannot attach to PyTorch's allocator: ",
-           *error ? error : "the bridge or libc10_cuda.so could not be opened");
+           *error ? error : "the bridge or libc10_cuda.so could not be opened", say);
     return false;
   }
   return true;
+}
+
+// Attaches once per process (the first caller does; the others see its outcome).
+int attachOnce(bool say) {
+  int state = g_state.load(std::memory_order_acquire);
+  if (state == kUnknown && g_state.compare_exchange_strong(state, kAttaching)) {
+    state = attach(say) ? kAttached : kFailed;
+    g_state.store(state, std::memory_order_release);
+  }
+  return state;
+}
+
+int findC10Cuda(dl_phdr_info* info, size_t, void*) {
+  if (!isC10Cuda(info->dlpi_name)) return 0;
+  snprintf(g_c10_path, sizeof(g_c10_path), "%s", info->dlpi_name);
+  return 1;
 }
 
 }  // namespace
 
 Caller callerOf(const void* caller) {
   if (!fromC10Cuda(caller)) return Caller::kOther;
-  int state = g_state.load(std::memory_order_acquire);
-  if (state == kUnknown && g_state.compare_exchange_strong(state, kAttaching)) {
-    state = attach() ? kAttached : kFailed;
-    g_state.store(state, std::memory_order_release);
-  }
+  int state = attachOnce(/*say=*/true);
   // kAttaching: another thread is attaching right now (Note [Attaching to PyTorch's allocator]).
   return state == kAttached ? Caller::kTorchTracked : Caller::kTorchUntracked;
 }
 
 }  // namespace memtrace::hooks
+
+using namespace memtrace::hooks;
+
+extern "C" {
+
+MEMTRACE_EXPORT int memtrace_torch_attach(void) {
+  memtrace::ensureRecorderInitialized();
+  if (g_state.load(std::memory_order_acquire) == kUnknown && !g_c10_base.load() &&
+      !dl_iterate_phdr(findC10Cuda, nullptr)) {
+    memtrace::setLastError("memtrace_torch_attach: PyTorch's libc10_cuda.so is not loaded");
+    return -1;
+  }
+  int state = attachOnce(/*say=*/false);
+  if (state == kAttached) return 0;
+  memtrace::setLastError(state == kAttaching ? "another thread is attaching right now" : g_refusal);
+  return -1;
+}
+
+MEMTRACE_EXPORT int memtrace_torch_segment_held(int device, uint64_t address, uint64_t size,
+                                                uint64_t graph_pool, uint64_t user_pool) {
+  segment(static_cast<int>(memtrace::format::SegmentAction::kAlloc), device, address, size,
+          graph_pool, user_pool);
+  return 0;
+}
+
+MEMTRACE_EXPORT int memtrace_torch_tensor_held(int device, uint64_t address, uint64_t size) {
+  tensorAlloc(device, 0, address, size);
+  return 0;
+}
+
+}  // extern "C"

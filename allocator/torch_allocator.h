@@ -8,8 +8,8 @@ namespace memtrace::hooks {
 
 // Who made a CUDA memory call, for the hooks (Note [Every hook reads the same way]).
 enum class Caller {
-  kOther,          // the program, a library, NCCL: recorded as today
-  kTorchTracked,   // PyTorch's caching allocator, whose tracker records it: the hook records nothing
+  kOther,         // the program, a library, NCCL: recorded as today
+  kTorchTracked,  // PyTorch's caching allocator, whose tracker records it: the hook records nothing
   kTorchUntracked  // PyTorch's caching allocator without a tracker: recorded as a segment
 };
 

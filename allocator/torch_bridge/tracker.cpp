@@ -2,10 +2,9 @@
 // tracer/format/records.h), built once for each torch release found at build time, from that
 // release's headers only: it links nothing of torch, so that loading it can never bind to another
 // release's symbols. The allocator is found by name in the libc10_cuda.so the process loaded.
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <dlfcn.h>
 #include <stdio.h>
-
-#include <c10/cuda/CUDACachingAllocator.h>
 
 #include <exception>
 #include <string>

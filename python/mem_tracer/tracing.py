@@ -93,8 +93,46 @@ def _loaded_by_preload() -> bool:
     return ctypes.cast(global_scope, ctypes.c_void_p).value == ctypes.cast(ours, ctypes.c_void_p).value
 
 
+_attached = False  # PyTorch's caching allocator is recorded from inside (_attach_to_torch)
+
+
 def _library_routes_allocations() -> bool:
-    return _switched or _loaded_by_preload()
+    return _switched or _attached or _loaded_by_preload()
+
+
+# Note [Attaching from the package]
+# Without LD_PRELOAD and without switch_allocator(), no hook sees CUDA; PyTorch's caching
+# allocator can still be recorded from inside (Note [PyTorch's own allocator] in
+# tracer/format/records.h): the library attaches the bridge's tracker to it now, and what it
+# already holds (its memory_snapshot(): segments, and each live block's requested size) is told
+# as allocations made before tracing, so that the trace's live bytes are right from its start.
+# The tracker comes first and the snapshot after: a tensor made in between is then in both,
+# which the live table's rule takes as one (an allocation over a live address replaces it),
+# where the other order could lose it. PyTorch's CUDA is initialized first if it is not yet
+# (the allocator has no device allocators before), which a program that goes on to use CUDA
+# would do anyway.
+def _attach_to_torch() -> str | None:
+    """Attaches the recorder to PyTorch's caching allocator; returns why not, or None."""
+    global _attached
+    if _attached:
+        return None
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return "PyTorch sees no CUDA device here"
+    torch.cuda.init()
+    library = _native.library()
+    if library.memtrace_torch_attach() != 0:
+        return _native.last_error()
+    _attached = True
+    for segment in torch.cuda.memory_snapshot():
+        device = int(segment["device"])
+        library.memtrace_torch_segment_held(device, int(segment["address"]),
+                                            int(segment["total_size"]), 0, 0)
+        for block in segment["blocks"]:
+            if block["state"] in ("active_allocated", "active_pending_free"):
+                library.memtrace_torch_tensor_held(device, int(block["address"]),
+                                                   int(block.get("requested_size", block["size"])))
+    return None
 
 
 def start_tracing(output: str | os.PathLike[str] | None = None, *, model: Any = None,
@@ -116,9 +154,11 @@ def start_tracing(output: str | os.PathLike[str] | None = None, *, model: Any = 
                              f"not {stacks!r}")
     library = _native.library()
     if not _library_routes_allocations():
-        warnings.warn("mem_tracer.start_tracing(): PyTorch's allocations do not go through memtrace "
-                      "in this process; call mem_tracer.switch_allocator() first, or run the script "
-                      "with `python -m mem_tracer run`", stacklevel=2)
+        why = _attach_to_torch()  # Note [Attaching from the package]
+        if why is not None:
+            warnings.warn("mem_tracer.start_tracing(): PyTorch's allocations do not go through "
+                          f"memtrace in this process ({why}); call mem_tracer.switch_allocator() "
+                          "first, or run the script with `python -m mem_tracer run`", stacklevel=2)
     path = None if output is None else os.fsencode(os.fspath(output))
     with _stack_mode(stacks):
         started = library.memtrace_start(path)

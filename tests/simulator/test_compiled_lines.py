@@ -4,9 +4,8 @@ simulated H200 with PyTorch's CUDA build (inductor and triton compile there; no 
 Every allocation a compiled graph makes is a line of the code inductor generated; by default
 the report names it by the line of the model's forward that the graph's node came from, for
 the forward's graph and the backward's, compiled now or found in inductor's cache, and for
-mode="reduce-overhead" (CUDA graphs, under PyTorch's own allocator: its CUDA graph trees refuse
-the cudaMallocAsync backend memtrace sets by default); `--frame innermost` still names the
-generated line.
+mode="reduce-overhead" (CUDA graphs: their trees need PyTorch's caching allocator, which memtrace
+leaves in place and records from inside); `--frame innermost` still names the generated line.
 
 Three runs share one inductor cache (a folder of the test's): inference, traced the package's
 way (switch_allocator(), trace(): PyTorch's pluggable allocator); then, under `memtrace run`, a
@@ -80,7 +79,7 @@ def traces(tmp_path_factory):
 
     with ThreadPoolExecutor(2) as both:
         forward = both.submit(traced, "forward")
-        graphs = both.submit(traced, "graphs", MEMTRACE_KEEP_TORCH_ALLOCATOR="1")
+        graphs = both.submit(traced, "graphs")
         traces = {"forward": forward.result(), "graphs": graphs.result()}
     traces["train"] = traced("train")  # after "forward": its inference graph is in the cache
     return cache, traces
@@ -105,8 +104,7 @@ def test_the_models_lines_name_what_the_compiled_graphs_allocate(traces, mode):
     # before trace() began.
     assert all(row["location"].startswith(str(cache.parent / "program.py:"))
                or row["kind"] == "untraced" for row in rows), [row["location"] for row in rows]
-    # What is not the forward's: the weights (model = ...) and the input (x = ...); under the
-    # CUDA graphs' run PyTorch's own allocator rounds them up to segments of 20 MiB.
+    # What is not the forward's: the weights (model = ...) and the input (x = ...).
     assert named_by_forward(rows) >= 0.9, [(row["location"], row["bytes"]) for row in rows]
 
 

@@ -143,3 +143,28 @@ def test_without_a_bridge_the_segments_are_recorded_and_it_says_so(tmp_path):
     assert summary["level"] == "segment"
     assert summary["peak_bytes"] == traced["reserved_peak"]
     assert summary["torch_reserved_peak_bytes"] is None
+
+
+def test_start_tracing_without_preload_attaches_to_the_allocator(tmp_path):
+    # Note [Attaching from the package]: nothing preloaded, the model already on the card.
+    trace = tmp_path / "late.bin"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MEMTRACE_") and k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
+    env["MEMTRACE_BUILD_DIR"] = str(BUILD)
+    env["PYTHONPATH"] = str(ROOT / "python")
+    env = simulated_environment(env, "h200")
+    assert "libmemtrace.so" not in env["LD_PRELOAD"]
+    result = subprocess.run([sys.executable, "-W", "error::UserWarning",
+                             str(HERE / "programs" / "start_tracing_late.py"), str(trace)],
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    counters = json.loads(result.stdout.strip().splitlines()[-1])
+    report = report_json(trace)
+    summary = report["summary"]
+    # What was on the card before the start counts (untraced), so the peak is PyTorch's.
+    assert summary["peak_bytes"] == counters["requested_peak"]
+    assert summary["torch_reserved_peak_bytes"] == counters["reserved_peak"]
+    assert summary["untraced_allocations"] >= 5  # the weights and the input
+    rows = report["live"]["rows"]
+    assert any(row["location"] == "untraced" for row in rows)
+    assert any(row.get("file") == str(HERE / "programs" / "start_tracing_late.py") for row in rows)

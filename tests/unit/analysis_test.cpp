@@ -7,6 +7,7 @@
 #include "tests/unit/trace_builder.h"
 #include "tracer/common/user_code.h"
 #include "tracer/report/locations.h"
+#include "tracer/report/oom.h"
 
 namespace memtrace::testing {
 namespace {
@@ -298,6 +299,51 @@ TEST_F(Fixture, OomPointAndAnomalies) {
   EXPECT_EQ(table.rows[0].count, 2u);
   report::Locator by_function(reader.tables(), GroupBy::kFunction, FramePolicy::kInnermost);
   EXPECT_EQ(by_function.group(oom).rows[0].location.name, "/home/user/model.py (forward)");
+}
+
+// Note [PyTorch's own allocator]: reserved memory from the segment records beside the tensors'
+// events (a tensor may start where its segment does), and an OOM's view of the segments.
+TEST_F(Fixture, PyTorchsSegmentsAreReservedBesideTheTensors) {
+  using format::SegmentAction;
+  trace.marker(0, MarkerKind::kTracingStarted);
+  trace.context(1, 0, 0, format::Api::kTorchAllocator);
+  trace.segment(1, SegmentAction::kAlloc, 0, 0x100000, 0x10000);  // 64 KiB
+  trace.alloc(2, 0x100000, 0x1000, at_10);                        // at the segment's start
+  trace.alloc(3, 0x108000, 0x2000, at_11);
+  trace.segment(4, SegmentAction::kMap, 0, 0x200000, 0x4000, 7, 0);  // a graph pool's pages
+  trace.alloc(5, 0x200000, 0x800, at_11);                            // the peak: 0x3800
+  trace.segment(6, SegmentAction::kUnmap, 0, 0x202000, 0x1000);      // part of the mapping
+  trace.free(7, 0x200000);
+  trace.failedAlloc(8, 0x9000, at_10);  // more than any free stretch, less than all of them
+  trace.segment(9, SegmentAction::kFree, 0, 0x100000, 0x10000);
+  reader::TraceReader reader(write());
+  report::TraceSummary summary = report::summarize(reader);
+  EXPECT_TRUE(summary.torch_segments);
+  EXPECT_EQ(summary.peak_bytes, 0x3800u);
+  EXPECT_EQ(summary.allocations, 3u);  // segments are no memory events
+  EXPECT_EQ(summary.torch_reserved_peak_bytes, 0x14000u);
+  EXPECT_EQ(summary.torch_reserved_at_peak_bytes, 0x14000u);
+  EXPECT_EQ(summary.torch_reserved_end_bytes, 0x3000u);
+  ASSERT_EQ(summary.devices.size(), 1u);
+  EXPECT_EQ(summary.devices[0].torch_reserved_peak_bytes, 0x14000u);
+
+  report::LiveSet at_oom = report::liveSetAt(reader, summary, Point{Point::Kind::kOom});
+  ASSERT_EQ(at_oom.segments.size(), 3u);  // the segment, and the mapping cut in two
+  EXPECT_EQ(at_oom.segments[1].address, 0x200000u);
+  EXPECT_EQ(at_oom.segments[1].size, 0x2000u);
+  EXPECT_EQ(at_oom.segments[1].graph_pool, 7u);
+  EXPECT_EQ(at_oom.segments[2].address, 0x203000u);
+  std::optional<report::OomReport> oom =
+      report::analyzeOom(reader, summary, FramePolicy::kInnermost);
+  ASSERT_TRUE(oom);
+  EXPECT_TRUE(oom->torch_segments);
+  EXPECT_EQ(oom->reserved_bytes, 0x13000u);
+  // Free: 0x1000-0x8000 and 0xa000-0x10000 of the segment, and both mappings whole.
+  EXPECT_EQ(oom->free_in_segments_bytes, 0x7000u + 0x6000 + 0x2000 + 0x1000);
+  EXPECT_EQ(oom->largest_free_bytes, 0x7000u);
+  ASSERT_FALSE(oom->segments.empty());
+  EXPECT_EQ(oom->segments[0].address, 0x100000u);
+  EXPECT_EQ(oom->segments[0].pinned_by.rows.size(), 2u);  // lines 10 and 11
 }
 
 TEST_F(Fixture, UntilTheLastStopLeavesOutWhatCameAfter) {

@@ -196,7 +196,7 @@ TEST(Reader, RefusesOtherVersionsWithAClearMessage) {
     } catch (const TraceError& error) {
       EXPECT_EQ(std::string(error.what()), path + ": trace format version " +
                                                std::to_string(version) +
-                                               ", but this memtrace reads versions 1 to 4");
+                                               ", but this memtrace reads versions 1 to 5");
     }
   }
   std::remove(path.c_str());
@@ -453,6 +453,40 @@ TEST(Reader, ReadsGeneratedCodeAndRefusesImpossibleStretches) {
   version_3.processInfo().generatedCode(0, 1, 1, 0);
   EXPECT_NE(read(version_3).find("a record of type 25 (trace format version 4) in a version 3"),
             std::string::npos);
+  std::remove(path.c_str());
+}
+
+// Note [PyTorch's own allocator]: version 5's segment record and API, refused in a version 4
+// file, and a segment action or device the format does not have.
+TEST(Reader, SegmentsAreVersion5s) {
+  std::string path = temporaryPath("segments.bin");
+  auto read = [&](TraceBuilder& trace) -> std::string {
+    trace.write(path);
+    try {
+      TraceReader reader(path);
+      reader::RecordVisitor visitor;
+      reader.read(visitor);
+    } catch (const TraceError& error) {
+      return error.what();
+    }
+    return "accepted";
+  };
+  TraceBuilder fine;
+  fine.processInfo().segment(1, format::SegmentAction::kUnmap, 3, 0x1000, 4096, 1, 2);
+  EXPECT_EQ(read(fine), "accepted");
+  TraceBuilder version_4(4);
+  version_4.processInfo().segment(1, format::SegmentAction::kAlloc, 0, 0x1000, 4096);
+  EXPECT_NE(read(version_4).find("a record of type 26 (trace format version 5) in a version 4"),
+            std::string::npos);
+  TraceBuilder api_in_4(4);
+  api_in_4.processInfo().context(1, 0, 0, format::Api::kTorchAllocator);
+  EXPECT_NE(read(api_in_4).find("version 5"), std::string::npos) << read(api_in_4);
+  TraceBuilder action(5);
+  action.processInfo().segment(1, format::SegmentAction::kCount, 0, 0x1000, 4096);
+  EXPECT_NE(read(action).find("an unknown segment action 4"), std::string::npos);
+  TraceBuilder no_device(5);
+  no_device.processInfo().segment(1, format::SegmentAction::kAlloc, -1, 0x1000, 4096);
+  EXPECT_NE(read(no_device).find("a segment without a device"), std::string::npos);
   std::remove(path.c_str());
 }
 

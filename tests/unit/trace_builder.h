@@ -177,6 +177,20 @@ class TraceBuilder {
     varint(source_stack);
     return *this;
   }
+  // A segment of PyTorch's caching allocator changed (Note [PyTorch's own allocator]).
+  TraceBuilder& segment(uint64_t time, format::SegmentAction action, int64_t device,
+                        uint64_t address, uint64_t size, uint64_t graph_pool = 0,
+                        uint64_t user_pool = 0) {
+    type(format::RecordType::kSegment);
+    varint(timeDelta(time));
+    chunk_.push_back(static_cast<uint8_t>(action));
+    varint(codec::zigzag(device));
+    varint(address);
+    varint(size);
+    varint(graph_pool);
+    varint(user_pool);
+    return *this;
+  }
   TraceBuilder& raw(std::initializer_list<uint8_t> bytes) {
     chunk_.insert(chunk_.end(), bytes);
     return *this;

@@ -154,8 +154,10 @@ class Check:
         if self.run([self.python, "-c", f"import {module}"]).returncode != 0:
             return self.result(job, None, f"{module} is not installed for {self.python}")
         runs = {"torch-expandable": [("", {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})],
-                "torch-graphs": [("memtrace's default backend", {}),
-                                 ("PyTorch's allocator", {"MEMTRACE_KEEP_TORCH_ALLOCATOR": "1"})],
+                "torch-graphs": [("PyTorch's caching allocator, its tensors", {}),
+                                 ("its segments only", {"MEMTRACE_TORCH_TRACKER": "0"}),
+                                 ("the program's cudaMallocAsync backend",
+                                  {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"})],
                 "torch-nccl": [("", {"NCCL_CUMEM_ENABLE": "1"})],
                 "cupy": [("", {})],
                 "jax": [("platform allocator", {"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"}),

@@ -42,6 +42,11 @@ int writeMarkerNow(MarkerKind kind, const char* name) {
 
 }  // namespace
 
+void memtrace::setLastError(const char* message) {
+  MutexLock lock;
+  setError(message);
+}
+
 extern "C" {
 
 MEMTRACE_EXPORT int memtrace_start(const char* path) {

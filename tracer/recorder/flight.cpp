@@ -95,6 +95,13 @@ Immortal<GrowableArray<FlightEntry>> g_oom_live_storage;
 Immortal<GrowableArray<FlightEntry>> g_scratch_storage;
 Immortal<GrowableArray<uint8_t>> g_table_log_storage;
 Immortal<TraceFile> g_next_file_storage;  // the compacted file while it is written
+// PyTorch's segments at the frame's start (Note [PyTorch's own allocator] in records.h).
+struct SegmentEntry {
+  uint64_t address;
+  SegmentBlock block;
+};
+Immortal<GrowableArray<SegmentEntry>> g_frame_segments_storage;
+GrowableArray<SegmentEntry>& g_frame_segments = g_frame_segments_storage.value;
 GrowableArray<FlightEntry>& g_freed_since_peak = g_freed_since_peak_storage.value;
 GrowableArray<FlightEntry>& g_frame_live = g_frame_live_storage.value;
 GrowableArray<FlightEntry>& g_oom_live = g_oom_live_storage.value;
@@ -227,8 +234,17 @@ bool writeSections() {
         return false;
     }
   }
-  return section(kept.time_ns, SectionKind::kWindow, false, kept.totals) &&
-         writeEntries(g_frame_live.data(), g_frame_live.size(), kept.time_ns);
+  if (!section(kept.time_ns, SectionKind::kWindow, false, kept.totals) ||
+      !writeEntries(g_frame_live.data(), g_frame_live.size(), kept.time_ns))
+    return false;
+  // PyTorch's segments at the window's start, as a new file's (session.cpp): the kept frames'
+  // own segment records follow.
+  for (const SegmentEntry& entry : g_frame_segments)
+    if (!g_writer.writeSegment(kept.time_ns, format::SegmentAction::kAlloc, entry.block.device,
+                               entry.address, entry.block.size, entry.block.graph_pool,
+                               entry.block.user_pool))
+      return false;
+  return true;
 }
 
 // Note [When the flight recorder compacts]. Called at a frame's start, before its kFrame is
@@ -292,6 +308,14 @@ bool startFrame(uint64_t time_ns, bool first) {
     return false;
   if (!copyLive(g_frame_live)) {
     stopCompacting("out of memory for the live set's copy", ENOMEM);
+  }
+  g_frame_segments.clear();
+  if (!g_frame_segments.reserve(g_segments.size())) {
+    stopCompacting("out of memory for the segments' copy", ENOMEM);
+  } else {
+    g_segments.forEach([&](uint64_t address, const SegmentBlock& block) {
+      g_frame_segments.push(SegmentEntry{address, block});
+    });
   }
   uint64_t length = 4 * static_cast<uint64_t>(g_live.size());
   if (length < g_config.flight_events) length = g_config.flight_events;

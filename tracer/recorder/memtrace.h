@@ -103,6 +103,19 @@ MEMTRACE_EXPORT void memtrace_reset_peak(int device);
 MEMTRACE_EXPORT uint64_t memtrace_reserved_bytes(int device);
 MEMTRACE_EXPORT uint64_t memtrace_peak_reserved_bytes(int device);
 
+/* Note [PyTorch's own allocator] (tracer/format/records.h): records PyTorch's caching allocator
+ * of this process from inside (its trace tracker, through the bridge built for the torch
+ * release that runs), where libmemtrace.so was not preloaded: the Python package's
+ * start_tracing(). PyTorch's CUDA must be initialized. 0 when attached (now or before), -1
+ * otherwise (memtrace_last_error() says why; nothing is written to stderr).
+ * memtrace_torch_segment_held and memtrace_torch_tensor_held then say what the allocator held
+ * before (its memory_snapshot()): a segment, and a live tensor of `size` requested bytes,
+ * counted as allocations made before tracing (untraced). */
+MEMTRACE_EXPORT int memtrace_torch_attach(void);
+MEMTRACE_EXPORT int memtrace_torch_segment_held(int device, uint64_t address, uint64_t size,
+                                                uint64_t graph_pool, uint64_t user_pool);
+MEMTRACE_EXPORT int memtrace_torch_tensor_held(int device, uint64_t address, uint64_t size);
+
 /* How this process records, for troubleshooting: "python-walker=<direct|checking|public-api>
  * unwinder=<libunwind|glibc-backtrace|none>" (the unwinder once native stacks were asked for). */
 MEMTRACE_EXPORT const char* memtrace_diagnostics(void);

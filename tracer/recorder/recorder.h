@@ -119,6 +119,9 @@ void endLendForGraphTask(int id);
 // is it): lends for it learn its id.
 void graphTaskEvaluates(const void* graph_task);
 
+// Sets what memtrace_last_error() says (one line).
+void setLastError(const char* message);
+
 // Whether this library was loaded through LD_PRELOAD (then tracing starts at load).
 bool loadedByPreload();
 

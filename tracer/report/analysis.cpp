@@ -387,13 +387,14 @@ struct LiveSetVisitor : reader::LiveVisitor {
     result.event = event.index;
     result.time_ns = event.time_ns;
     result.last_allocation.reset();
+    seen_event = true;
   }
   void onAlloc(const Event& event, const Allocation&) { result.last_allocation = event.address; }
 
   // Reserved memory as the kSegment records say, up to the point: a range taken out may cut
   // ranges put in by other records (an expandable segment unmaps by the block).
   void onSegment(const reader::Segment& segment) {
-    if (!selected(summary.device_filter, segment.device)) return;
+    if (!selected(summary.device_filter, segment.device) || pastPointAlready(segment)) return;
     if (segment.grows()) {
       segments[segment.address] = LiveSegment{segment.address, segment.size, segment.device,
                                               segment.graph_pool, segment.user_pool};
@@ -425,9 +426,27 @@ struct LiveSetVisitor : reader::LiveVisitor {
     }
   }
 
+  // Whether `segment` comes after the point: after the event that is the point (a peak's
+  // allocation, the failed allocation), or past its time. Events stop the replay themselves
+  // (stopBefore); records between events do not.
+  bool pastPointAlready(const reader::Segment& segment) const {
+    switch (result.point.kind) {
+      case Point::Kind::kPeak:
+        return seen_event && result.event >= summary.peak_event;
+      case Point::Kind::kOom:
+        return seen_event && result.event >= summary.first_failed_event;
+      case Point::Kind::kTime:
+        return segment.time_ns > result.point.time_ns;
+      case Point::Kind::kEnd:
+        return false;
+    }
+    return false;
+  }
+
   LiveSet& result;
   const TraceSummary& summary;
   std::map<uint64_t, LiveSegment> segments;
+  bool seen_event = false;
 };
 
 // Like SnapshotVisitor, for many points at once (every step's peak), keeping only their

@@ -410,12 +410,20 @@ void renderText(std::ostream& out, const Report& report) {
     // its cache, its rounding and its fragmentation; none of it is free for another process.
     uint64_t idle =
         s.torch_reserved_at_peak_bytes - std::min(s.torch_reserved_at_peak_bytes, s.peak_bytes);
-    out << fmt::format(
-        "Reserved by PyTorch's caching allocator: at most {} ({} bytes: max_memory_reserved); "
-        "{} at the peak, {} of it in no tensor (rounding, cache, fragmentation); {} at the end\n",
-        formatBytes(s.torch_reserved_peak_bytes), s.torch_reserved_peak_bytes,
-        formatBytes(s.torch_reserved_at_peak_bytes), formatBytes(idle),
-        formatBytes(s.torch_reserved_end_bytes));
+    if (s.flight.dropped)  // a compacted flight file holds the segments of its kept events only
+      out << fmt::format(
+          "Reserved by PyTorch's caching allocator: at most {} over the kept events (from {}), "
+          "{} at the end; the run's own maximum is not in a flight recorder's file\n",
+          formatBytes(s.torch_reserved_peak_bytes), seconds(s.flight.window_start_ns),
+          formatBytes(s.torch_reserved_end_bytes));
+    else
+      out << fmt::format(
+          "Reserved by PyTorch's caching allocator: at most {} ({} bytes: max_memory_reserved); "
+          "{} at the peak, {} of it in no tensor (rounding, cache, fragmentation); {} at the "
+          "end\n",
+          formatBytes(s.torch_reserved_peak_bytes), s.torch_reserved_peak_bytes,
+          formatBytes(s.torch_reserved_at_peak_bytes), formatBytes(idle),
+          formatBytes(s.torch_reserved_end_bytes));
   }
   if (const Prediction* prediction = report.prediction) {
     // Against a measured peak of 0 B no percentage means anything: none is given.

@@ -1,0 +1,22 @@
+"""mem_tracer.start_tracing() in a process nobody preloaded: the model is on the card before
+tracing starts (a notebook's cells), then one training step is traced. Prints PyTorch's own
+counters and the trace's path as one JSON line."""
+import json
+import sys
+
+import torch
+
+model = torch.nn.Sequential(torch.nn.Linear(1000, 3001), torch.nn.ReLU(),
+                            torch.nn.Linear(3001, 10)).cuda()
+x = torch.randn(257, 1000, device="cuda")
+
+import mem_tracer  # noqa: E402  (as a notebook imports it, late)
+
+mem_tracer.start_tracing(sys.argv[1], model=model)
+loss = model(x).square().mean()  # the traced forward
+loss.backward()
+mem_tracer.stop_tracing()
+stats = torch.cuda.memory_stats()
+print(json.dumps({"requested_peak": stats["requested_bytes.all.peak"],
+                  "requested_current": stats["requested_bytes.all.current"],
+                  "reserved_peak": stats["reserved_bytes.all.peak"]}))
