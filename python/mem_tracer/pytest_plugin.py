@@ -164,7 +164,8 @@ def _has_environment(wanted: dict[str, str], profile: str | None) -> bool:
     needed = {Path(entry).name for entry in wanted["LD_PRELOAD"].split()}
     if not needed <= loaded:
         return False
-    return profile is None or os.environ.get("MEMTRACE_GPU_PROFILE") == wanted["MEMTRACE_GPU_PROFILE"]
+    profile_path = wanted.get("MEMTRACE_GPU_PROFILE")
+    return profile is None or os.environ.get("MEMTRACE_GPU_PROFILE") == profile_path
 
 
 def _size_text(size: int) -> str:
@@ -186,7 +187,8 @@ class _Limits:
 
 
 def _limits(item: pytest.Item) -> _Limits:
-    """The test's limits; pytest.fail (one line, the session goes on) for one that does not parse."""
+    """The test's limits; pytest.fail (one line, the session goes on) for one that does not
+    parse."""
     from .simulated_gpu import parse_size
 
     found: dict[str, Any] = {}
@@ -231,6 +233,7 @@ class _Measure:
     peak: int = 0  # the most live at once during the call, warmups included
     after: int = 0  # live after the checked call returned
     forked: bool = False
+    out_of_memory: bool = False  # the call raised PyTorch's OutOfMemoryError
 
     def peak_trace(self) -> tuple[Path, str]:
         """The trace whose peak is the call's peak, and what its untraced bytes are."""
@@ -301,9 +304,11 @@ class _Session:
         self._start(measure.trace)
         self.library.memtrace_reset_peak(-1)
         measure.at_call = measure.before = self._current()
+        outcome = None
         try:
-            yield
+            outcome = yield
         finally:
+            measure.out_of_memory = _out_of_memory(outcome)
             if wrapped:
                 item.obj = original  # type: ignore[attr-defined]
             else:
@@ -365,6 +370,9 @@ class _Session:
                                   "at_call": measure.at_call}
         if measure.forked:
             result["forked"] = True
+        if measure.out_of_memory:
+            result["oom"] = self._out_of_memory_text(measure.checked_trace or measure.trace)
+            item.add_report_section("call", "memtrace", result["oom"])
         if self._among_top(measure.peak, item.nodeid):
             lines, reads = self._lines(peak_trace, "peak", _SUMMARY_LINES, untraced, plain=True)
             result["line"] = lines
@@ -385,19 +393,39 @@ class _Session:
         del self.kept[self.top:]
         return (peak, nodeid) in self.kept
 
-    def _lines(self, trace: Path, at: str, top: int, untraced: str | None,
-               plain: bool = False) -> tuple[str, str]:
-        """The largest lines live at `at` of the trace (the user's line, as the reports show),
-        as text, and a warning when the test read device values on the simulated card.
-        `untraced` names what was live when the trace began; None leaves it out."""
+    def _report(self, trace: Path, at: str, top: int) -> dict[str, Any] | str:
+        """memtrace-report's JSON of the trace at `at`, by the user's line (as the reports show
+        it), or why there is none."""
         result = subprocess.run(
-            [self.report_tool, str(trace), "--format", "json", "--at", at, "--top", str(top + 1),
+            [self.report_tool, str(trace), "--format", "json", "--at", at, "--top", str(top),
              "--group-by", "line", "--frame", "user"],
             capture_output=True, text=True, check=False)
         if result.returncode != 0:
             why = (result.stderr.strip().splitlines() or ["?"])[-1]
-            return f"    (memtrace-report could not read the test's trace: {why})\n", ""
-        data = json.loads(result.stdout)
+            return f"memtrace-report could not read the test's trace: {why}"
+        data: dict[str, Any] = json.loads(result.stdout)
+        return data
+
+    def _out_of_memory_text(self, trace: Path) -> str:
+        data = self._report(trace, "oom", _LINES_SHOWN)
+        if isinstance(data, str):
+            return f"ran out of GPU memory ({data})"
+        oom = data.get("oom")
+        if not oom:
+            return "ran out of GPU memory (no refused allocation in the trace)"
+        memory = oom.get("memory_bytes")
+        card = f" on the {_size_text(int(memory))} card" if memory else ""
+        return (f"ran out of memory{card}: asked for {_size_text(int(oom['request']['bytes']))} "
+                f"at {oom['request']['location']}, {_size_text(int(oom['live_bytes']))} live")
+
+    def _lines(self, trace: Path, at: str, top: int, untraced: str | None,
+               plain: bool = False) -> tuple[str, str]:
+        """The largest lines live at `at` of the trace as text, and a warning when the test
+        read device values on the simulated card. `untraced` names what was live when the trace
+        began; None leaves it out."""
+        data = self._report(trace, at, top + 1)
+        if isinstance(data, str):
+            return f"    ({data})\n", ""
         rows = [row for row in data["live"]["rows"]
                 if untraced is not None or row.get("kind") != "untraced"][:top]
         for row in rows:
@@ -408,7 +436,8 @@ class _Session:
                       "they are zeros: shapes that follow them may not be a real run's.\n"
                       if reads else "")
         if plain:
-            return (f"{_size_text(rows[0]['bytes'])} {_location(rows[0])}" if rows else ""), reads_text
+            first = f"{_size_text(rows[0]['bytes'])} {_location(rows[0])}" if rows else ""
+            return first, reads_text
         if not rows:
             return "    (none traced)\n", reads_text
         return "".join(f"    {_size_text(row['bytes']):>11}  {_location(row)}\n"
@@ -446,6 +475,8 @@ class _Session:
             notes = [result["line"]] if result.get("line") else []
             if result.get("reads"):
                 notes.append("(read device values: shapes may follow zeros)")
+            if result.get("oom"):
+                notes.append(f"({result['oom']})")
             if result.get("forked"):
                 notes.append("(forked: its child's memory is not counted)")
             if notes:
@@ -455,6 +486,16 @@ class _Session:
         import shutil
 
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _out_of_memory(outcome: Any) -> bool:
+    """Whether the call ended in PyTorch's OutOfMemoryError (or an error raised from one)."""
+    from ._run import _out_of_memory as is_out_of_memory
+
+    error = getattr(outcome, "exception", None)  # pluggy's Result (1.1 and later)
+    if error is None and getattr(outcome, "excinfo", None):  # pluggy 1.0
+        error = outcome.excinfo[1]
+    return isinstance(error, BaseException) and is_out_of_memory(error)
 
 
 def _location(row: dict[str, Any]) -> str:
