@@ -1,7 +1,10 @@
 """The pytest plugin (mem_tracer.pytest_plugin, issue 44): sessions of pytest run by pytester in
 processes of their own, on PyTorch's CUDA build and the simulated card the plugin puts them on
 (--memtrace-gpu PROFILE, Note [The library before the first CUDA allocation])."""
+import importlib.util
+import os
 import re
+import sys
 
 import pytest
 from memtrace_testing import BUILD, ROOT, Build
@@ -19,7 +22,9 @@ def session(pytester, monkeypatch, build):
     for name in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF", "MEMTRACE_TEST_GPU",
                  "MEMTRACE_PYTEST_REEXECUTED", "MEMTRACE_GPU_PROFILE", "PYTEST_XDIST_WORKER"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("PYTHONPATH", str(ROOT / "python"))
+    # Whatever PYTHONPATH already holds stays after the package (a pytest-xdist beside it).
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        filter(None, [str(ROOT / "python"), os.environ.get("PYTHONPATH")])))
     monkeypatch.setenv("MEMTRACE_LIBRARY", str(Build.library))
     monkeypatch.setenv("MEMTRACE_BIN_DIR", str(Build.report.parent))
     monkeypatch.setenv("MEMTRACE_SIMULATOR_DIR", str(BUILD / "simulator"))
@@ -226,3 +231,44 @@ def test_marked():
     marked.assert_outcomes(passed=1)
     assert ("memtrace: 1 test(s) have GPU memory limits that were not checked (run pytest with "
             "--memtrace, or --memtrace-gpu PROFILE)") in marked.stdout.str()
+
+
+def over_the_limit(megabytes):
+    return f'''
+import pytest
+import torch
+
+
+@pytest.mark.limit_gpu_memory("100 MiB")
+def test_over():
+    torch.empty({megabytes} << 20, dtype=torch.uint8, device="cuda")
+
+
+def test_under():
+    torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+'''
+
+
+def test_each_xdist_worker_traces_its_own_tests(pytester, session):
+    if importlib.util.find_spec("xdist") is None:
+        pytest.fail(f"pytest-xdist is not installed where {sys.executable} finds it: "
+                    "make cuda-torch-venv installs it")
+    pytester.makepyfile(test_first=over_the_limit(200), test_second=over_the_limit(300))
+    result = session("--memtrace-gpu", "h200", "-p", "xdist", "-n", "2", "--dist", "loadfile")
+    output = result.stdout.str()
+    result.assert_outcomes(passed=2, failed=2)
+    assert "created: 2/2 workers" in output, output
+    # Each file failed on a worker of its own, which traced it: the workers inherit the
+    # preloaded environment the controller was executed again with, and are not themselves.
+    workers = re.findall(r"^\[(gw\d)\] linux", output, re.MULTILINE)
+    assert sorted(workers) == ["gw0", "gw1"], output
+    for name, megabytes in (("first", 200), ("second", 300)):
+        line = line_of(pytester.path / f"test_{name}.py", f"torch.empty({megabytes} <<")
+        assert f"{megabytes}.00 MiB  test_{name}.py:{line} (test_over)" in output, output
+    # The controller gathers every worker's figures into one summary.
+    summary = output[output.index("memtrace: GPU memory by test"):]
+    ranked = re.findall(r"^ +(\S+ \S+) +\S+ \S+  (test_\w+\.py::\w+)$", summary, re.MULTILINE)
+    assert ranked[:2] == [("300.00 MiB", "test_second.py::test_over"),
+                          ("200.00 MiB", "test_first.py::test_over")], summary
+    assert sorted(ranked[2:]) == [("1.00 MiB", "test_first.py::test_under"),
+                                  ("1.00 MiB", "test_second.py::test_under")], summary
