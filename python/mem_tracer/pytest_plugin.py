@@ -11,6 +11,7 @@ ini options: `memtrace = true` turns it on, `memtrace_gpu = l4` picks the simula
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import inspect
@@ -19,7 +20,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +251,40 @@ _LIMITS = pytest.StashKey[_Limits]()
 _FAILURE = pytest.StashKey[str]()
 
 
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One training step's figures, at its peak."""
+
+    number: int  # as the optimizer counted it in this process (from 1)
+    peak_bytes: int
+    peak_phase: str  # forward, backward, optimizer or none
+    peak_module: str  # the nn.Module running at the peak ("" when none)
+    categories: dict[str, int]  # parameter, gradient, optimizer_state, activation, input, ...
+    finished: bool  # False: the block ended before this step's optimizer step
+
+
+@dataclasses.dataclass
+class Training:
+    """The figures of the training steps inside ``with memtrace_training(...)``: filled when the
+    block ends."""
+
+    peak_bytes: int = 0  # the most live at once during the block, everything counted
+    categories_at_peak: dict[str, int] = dataclasses.field(default_factory=dict)
+    steps: list[Step] = dataclasses.field(default_factory=list)
+
+    def _fill(self, training: dict[str, Any], steps_before: int) -> None:
+        self.categories_at_peak = {name: int(value) for name, value in
+                                   (training.get("categories_at_peak") or {}).items()}
+        # The report's steps are those of the test's whole trace: the block's are numbered after
+        # the steps this process had counted before it (an earlier block of the same test).
+        steps = [Step(number=int(step["step"]), peak_bytes=int(step["peak_bytes"]),
+                      peak_phase=str(step["peak_phase"]), peak_module=str(step["peak_module"]),
+                      categories={name: int(value) for name, value in step["categories"].items()},
+                      finished=bool(step["finished"]))
+                 for step in training.get("steps", [])]
+        self.steps = [step for step in steps if step.number > steps_before]
+
+
 class _Session:
     """The plugin of a session that traces: one per process (each xdist worker has its own, and
     the controller one that only gathers the reports)."""
@@ -268,6 +303,7 @@ class _Session:
         self.kept: list[tuple[int, str]] = []  # this process's tests with the highest peaks
         self.results: dict[str, dict[str, Any]] = {}  # every test's figures, by node id
         self.forking = False
+        self.measure: _Measure | None = None  # the test whose call runs now
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(before=self._fork)
 
@@ -291,6 +327,7 @@ class _Session:
         limits = item.stash.get(_LIMITS, _Limits())
         self.count += 1
         measure = _Measure(trace=self.directory / f"test-{self.count}.bin")
+        self.measure = measure
         self.forking = False
         original = getattr(item, "obj", None)
         # A coroutine function (pytest-asyncio's tests) is called by its own plugin, which a
@@ -313,10 +350,47 @@ class _Session:
                 item.obj = original  # type: ignore[attr-defined]
             else:
                 measure.after = self._current()
-            measure.peak = int(self.library.memtrace_peak_bytes(-1))
+            measure.peak = max(measure.peak, int(self.library.memtrace_peak_bytes(-1)))
+            self.measure = None
             measure.forked = self.forking
             self.library.memtrace_close()
             self._judge(item, limits, measure)
+
+    @pytest.fixture
+    def memtrace_training(self) -> Callable[..., contextlib.AbstractContextManager[Training]]:
+        """``with memtrace_training(model) as training:`` around a test's training steps gives
+        their figures after the block: ``training.peak_bytes``, ``training.steps[i]`` (each
+        step's peak, its phase and module, its bytes by category at that peak),
+        ``training.categories_at_peak``. The optimizer's steps end the steps (any optimizer);
+        ``model`` (optional) tells inputs and activations apart."""
+        return self._training
+
+    @contextlib.contextmanager
+    def _training(self, model: Any = None) -> Iterator[Training]:
+        from . import _native, training
+
+        measure = self.measure
+        if measure is None:
+            raise MemTracerError("memtrace_training() is for a test's call, not its fixtures")
+        # The block's own peak: the counters' peak is reset at its start, and what the test
+        # reached before is kept for the test's own figure.
+        measure.peak = max(measure.peak, int(self.library.memtrace_peak_bytes(-1)))
+        self.library.memtrace_reset_peak(-1)
+        figures = Training()
+        steps_before = training._steps  # the optimizer steps this process counted
+        training.install(model)
+        try:
+            yield figures
+        finally:
+            training.uninstall()
+        figures.peak_bytes = int(self.library.memtrace_peak_bytes(-1))
+        measure.peak = max(measure.peak, figures.peak_bytes)
+        if self.library.memtrace_flush() != 0:
+            raise MemTracerError(f"memtrace_training(): {_native.last_error()}")
+        data = self._report(measure.checked_trace or measure.trace, "peak", 0)
+        if isinstance(data, str):
+            raise MemTracerError(f"memtrace_training(): {data}")
+        figures._fill(data.get("training") or {}, steps_before)
 
     def _checked_call(self, function: Any, limits: _Limits, measure: _Measure) -> Any:
         """The test function run `warmups` times, then once more with the memory it leaves
@@ -508,6 +582,11 @@ class _Unchecked:
 
     def __init__(self) -> None:
         self.marked = 0
+
+    @pytest.fixture
+    def memtrace_training(self) -> None:
+        pytest.fail("memtrace_training needs a session that traces: run pytest with --memtrace, "
+                    "or --memtrace-gpu PROFILE", pytrace=False)
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         self.marked = sum(1 for item in items if item.get_closest_marker("limit_gpu_memory")

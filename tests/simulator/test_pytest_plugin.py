@@ -231,6 +231,13 @@ def test_marked():
     marked.assert_outcomes(passed=1)
     assert ("memtrace: 1 test(s) have GPU memory limits that were not checked (run pytest with "
             "--memtrace, or --memtrace-gpu PROFILE)") in marked.stdout.str()
+    # The training fixture cannot give figures without tracing: one line says so.
+    pytester.makepyfile(test_fixture="def test_steps(memtrace_training):\n    pass\n")
+    fixture = session("test_fixture.py")
+    fixture.assert_outcomes(errors=1)
+    assert re.search(r"^memtrace_training needs a session that traces: run pytest with "
+                     r"--memtrace, or --memtrace-gpu PROFILE$", fixture.stdout.str(),
+                     re.MULTILINE), fixture.stdout.str()
 
 
 def over_the_limit(megabytes):
@@ -272,3 +279,44 @@ def test_each_xdist_worker_traces_its_own_tests(pytester, session):
                           ("200.00 MiB", "test_first.py::test_over")], summary
     assert sorted(ranked[2:]) == [("1.00 MiB", "test_first.py::test_under"),
                                   ("1.00 MiB", "test_second.py::test_under")], summary
+
+
+TRAINING = '''
+import torch
+
+
+def test_steps(memtrace_training):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
+                                torch.nn.Linear(4096, 1024)).cuda()
+    optimizer = torch.optim.AdamW(model.parameters())
+    inputs = torch.randn(64, 1024, device="cuda")
+    parameters = sum(p.numel() * p.element_size() for p in model.parameters())
+    with memtrace_training(model) as training:
+        for _ in range(3):
+            model(inputs).square().mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    print("FIGURES", training)
+    assert [step.number for step in training.steps] == [1, 2, 3]
+    assert all(step.finished for step in training.steps)
+    # AdamW's two moments, created by the first step and never again: the same bytes at every
+    # step's peak, twice the parameters'.
+    for step in training.steps:
+        assert step.categories["parameter"] == parameters
+        assert step.categories["optimizer_state"] == 2 * parameters
+    assert training.steps[1].peak_bytes <= training.steps[0].peak_bytes
+    assert training.peak_bytes == max(step.peak_bytes for step in training.steps)
+    assert training.categories_at_peak["input"] == inputs.numel() * inputs.element_size()
+    with memtrace_training(model) as again:  # a second block has its own steps
+        model(inputs).square().mean().backward()
+        optimizer.step()
+    assert [step.number for step in again.steps] == [4]
+'''
+
+
+def test_the_training_fixture_gives_each_steps_figures(pytester, session):
+    pytester.makepyfile(test_training=TRAINING)
+    result = session("--memtrace-gpu", "h200", "-rA")
+    result.assert_outcomes(passed=1)
+    assert "FIGURES Training(peak_bytes=" in result.stdout.str()
