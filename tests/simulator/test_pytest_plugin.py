@@ -37,6 +37,7 @@ def session(pytester, monkeypatch, build):
 
 LIMITS = '''
 import functools
+import os
 
 import pytest
 import torch
@@ -84,6 +85,13 @@ def test_bad_size():
 def test_reads_a_value():
     ones = torch.ones(1 << 20, device="cuda")
     torch.empty(int(ones.sum().item()) + 1024, device="cuda")
+
+
+def test_forks():
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    assert os.waitpid(child, 0)[1] == 0
 '''
 
 
@@ -102,13 +110,14 @@ def test_limits_fail_naming_the_limit_the_figures_and_the_lines(pytester, sessio
     source = pytester.makepyfile(test_limits=LIMITS)
     result = session("--memtrace-gpu", "h200", "-rA")
     output = result.stdout.str()
-    result.assert_outcomes(passed=3, failed=3, errors=1)
+    result.assert_outcomes(passed=4, failed=3, errors=1)
     outcomes = {name: outcome for outcome, name in
                 re.findall(r"^(PASSED|FAILED|ERROR) test_limits\.py::(\w+)", output, re.MULTILINE)}
     assert outcomes == {"test_over": "FAILED", "test_under": "PASSED", "test_leaks": "FAILED",
                         "test_fills_a_cache": "FAILED",
                         "test_fills_a_cache_in_its_warmup": "PASSED",
-                        "test_bad_size": "ERROR", "test_reads_a_value": "PASSED"}, output
+                        "test_bad_size": "ERROR", "test_reads_a_value": "PASSED",
+                        "test_forks": "PASSED"}, output
 
     # Over the limit: the peak, the limit, and the lines live at the peak, largest first.
     assert ("GPU memory peaked at 250.00 MiB, over the limit of 100.00 MiB "
@@ -130,7 +139,7 @@ def test_limits_fail_naming_the_limit_the_figures_and_the_lines(pytester, sessio
     size = r"[\d.]+ [KMG]iB|\d+ B"
     ranked = re.findall(rf"^ *({size}) +({size})  test_limits\.py::(\w+)$",
                         summary, re.MULTILINE)
-    assert len(ranked) == 6 and ranked[0] == ("250.00 MiB", "0 B", "test_over"), summary
+    assert len(ranked) == 7 and ranked[0] == ("250.00 MiB", "0 B", "test_over"), summary
     peaks = [size_of(peak) for peak, _, _ in ranked]
     assert peaks == sorted(peaks, reverse=True), summary
     # The peak is what the card holds: test_leaks' 3 MiB, kept in a global, counts in every
@@ -143,6 +152,10 @@ def test_limits_fail_naming_the_limit_the_figures_and_the_lines(pytester, sessio
     # The test that read a value on the simulated card is said to have.
     reads = summary[summary.index("::test_reads_a_value"):].splitlines()[1]
     assert "(read device values: shapes may follow zeros)" in reads, summary
+    # A test that forks is said to have; its child's memory is its own process's.
+    forks = summary[summary.index("::test_forks"):].splitlines()[1]
+    assert forks.endswith("(forked: its child's memory is not counted)"), summary
+    assert "forked" not in summary.replace(forks, ""), summary
 
 
 FITS_AN_H100 = '''
@@ -163,7 +176,8 @@ def test_a_test_that_fits_an_h100_fails_on_an_l4(pytester, session):
                      r"\(79\.\d\d GiB\)", h100.stdout.str()), h100.stdout.str()
     assert re.search(r"^ +24\.00 GiB +0 B  test_card\.py::test_24_gib$", h100.stdout.str(),
                      re.MULTILINE), h100.stdout.str()
-    l4 = session("--memtrace-gpu", "l4")
+    pytester.makeini("[pytest]\nmemtrace_gpu = l4\n")  # the ini option, as --memtrace-gpu
+    l4 = session()
     l4.assert_outcomes(failed=1)
     output = l4.stdout.str()
     assert "torch.OutOfMemoryError" in output
