@@ -111,6 +111,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     except MemTracerError as error:
         raise pytest.UsageError(f"memtrace: {error}") from None
     if _has_environment(wanted, profile):
+        # The guard is this execution's: a session the tests start (pytester, another card)
+        # may need one of its own.
+        os.environ.pop(_REEXECUTED, None)
         return
     if os.environ.get(_REEXECUTED):
         raise pytest.UsageError(
