@@ -300,7 +300,9 @@ class _Session:
         self.report_tool = str(_native.tool_path("memtrace-report"))
         self.directory = Path(tempfile.mkdtemp(prefix="memtrace-pytest-"))
         self.top = max(0, int(config.getoption("memtrace_top")))
-        profile = _profile_option(config)
+        # The card the session runs on when it is a simulated one: --memtrace-gpu's, or the
+        # one the session was started on (memtrace run --gpu l4 -- pytest --memtrace).
+        profile = _profile_option(config) or os.environ.get("MEMTRACE_GPU_PROFILE")
         self.card = simulated_gpu.profile(profile) if profile else None
         self.count = 0
         self.kept: list[tuple[int, str]] = []  # this process's tests with the highest peaks

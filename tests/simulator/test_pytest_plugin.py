@@ -7,7 +7,7 @@ import re
 import sys
 
 import pytest
-from memtrace_testing import BUILD, ROOT, Build
+from memtrace_testing import BUILD, ROOT, Build, simulated_environment
 
 pytest_plugins = ["pytester"]
 
@@ -186,6 +186,23 @@ def test_a_test_that_fits_an_h100_fails_on_an_l4(pytester, session):
             f"test_card.py:{line_of(path, 'torch.empty(24')} (test_24_gib), 0 B live")
     assert f"Captured memtrace call -\n{said}\n" in re.sub(r"-+\n", "-\n", output), output
     assert f"({said})" in output  # in the summary
+
+
+def test_memtrace_alone_keeps_the_card_the_session_was_started_on(pytester, session,
+                                                                 monkeypatch):
+    # Started on a simulated H100 (as `memtrace run --gpu h100 -- pytest` does), without
+    # libmemtrace.so: --memtrace adds it in front and keeps the card's libraries.
+    path = pytester.makepyfile(test_card=FITS_AN_H100)
+    simulated = simulated_environment({}, "h100")
+    for name in ("LD_PRELOAD", "MEMTRACE_GPU_PROFILE", "MEMTRACE_GPU_COUNT"):
+        monkeypatch.setenv(name, simulated[name])
+    result = session("--memtrace")
+    result.assert_outcomes(passed=1)
+    output = result.stdout.str()
+    assert re.search(r"memtrace: GPU memory by test on a simulated NVIDIA H100 80GB HBM3 "
+                     r"\(79\.\d\d GiB\)", output), output
+    line = line_of(path, "torch.empty(24")
+    assert f"24.00 GiB test_card.py:{line} (test_24_gib)" in output, output
 
 
 def test_an_unknown_profile_is_one_line(pytester, session):
