@@ -12,16 +12,16 @@ from memtrace_testing import BUILD, ROOT, Build, simulated_environment
 pytest_plugins = ["pytester"]
 
 PLUGIN = ("-p", "mem_tracer.pytest_plugin")
-GiB = 1 << 30
 
 
 @pytest.fixture
 def session(pytester, monkeypatch, build):
     """Runs pytest with the plugin in a process of its own; the environment is memtrace's
     build, with nothing of memtrace's preloaded (the plugin must do that itself)."""
-    for name in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF", "MEMTRACE_TEST_GPU",
-                 "MEMTRACE_PYTEST_REEXECUTED", "MEMTRACE_GPU_PROFILE", "PYTEST_XDIST_WORKER"):
-        monkeypatch.delenv(name, raising=False)
+    for name in list(os.environ):
+        if name.startswith("MEMTRACE_") or name in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF",
+                                                    "PYTEST_XDIST_WORKER"):
+            monkeypatch.delenv(name)
     # Whatever PYTHONPATH already holds stays after the package (a pytest-xdist beside it).
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         filter(None, [str(ROOT / "python"), os.environ.get("PYTHONPATH")])))
