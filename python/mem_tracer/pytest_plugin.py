@@ -42,7 +42,7 @@ _REEXECUTED = "MEMTRACE_PYTEST_REEXECUTED"
 
 # Rows of the live table shown under a failing test, and beside each test of the summary.
 _LINES_SHOWN = 5
-_SUMMARY_LINES = 1
+_SUMMARY_LINES = 3
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -454,7 +454,7 @@ class _Session:
             item.add_report_section("call", "memtrace", result["oom"])
         if self._among_top(measure.peak, item.nodeid):
             lines, reads = self._lines(peak_trace, "peak", _SUMMARY_LINES, untraced, plain=True)
-            result["line"] = lines
+            result["lines"] = lines.splitlines()
             result["reads"] = bool(reads)
         item.user_properties.append(("memtrace", json.dumps(result)))
         for trace in (measure.trace, measure.checked_trace):
@@ -515,8 +515,8 @@ class _Session:
                       "they are zeros: shapes that follow them may not be a real run's.\n"
                       if reads else "")
         if plain:
-            first = f"{_size_text(rows[0]['bytes'])} {_location(rows[0])}" if rows else ""
-            return first, reads_text
+            return "\n".join(f"{_size_text(row['bytes'])} {_location(row)}"
+                             for row in rows), reads_text
         if not rows:
             return "    (none traced)\n", reads_text
         return "".join(f"    {_size_text(row['bytes']):>11}  {_location(row)}\n"
@@ -546,12 +546,14 @@ class _Session:
                  if self.card else "")
         terminalreporter.write_sep("=", f"memtrace: GPU memory by test {where}".rstrip())
         ranked = sorted(self.results.items(), key=lambda entry: -int(entry[1]["peak"]))
-        terminalreporter.write_line(f"{'peak':>11} {'leaked':>11}  test / largest line at its peak")
+        terminalreporter.write_line(
+            f"{'peak':>11} {'leaked':>11}  test / largest lines at its peak")
         for nodeid, result in ranked[:self.top]:
             terminalreporter.write_line(
                 f"{_size_text(int(result['peak'])):>11} {_size_text(int(result['leaked'])):>11}  "
                 f"{nodeid}")
-            notes = [result["line"]] if result.get("line") else []
+            lines = list(result.get("lines") or [""])
+            notes = [lines[0]] if lines[0] else []
             if result.get("reads"):
                 notes.append("(read device values: shapes may follow zeros)")
             if result.get("oom"):
@@ -560,6 +562,8 @@ class _Session:
                 notes.append("(forked: its child's memory is not counted)")
             if notes:
                 terminalreporter.write_line(f"{'':>25}{'  '.join(notes)}")
+            for line in lines[1:]:
+                terminalreporter.write_line(f"{'':>25}{line}")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         import shutil

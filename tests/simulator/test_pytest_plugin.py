@@ -148,7 +148,8 @@ def test_limits_fail_naming_the_limit_the_figures_and_the_lines(pytester, sessio
     warmed = summary[summary.index("::test_fills_a_cache_in_its_warmup"):].splitlines()[1]
     assert warmed.split() == ["9.00", "MiB", "live", "before", "the", "test's", "call",
                               "(untraced)"], summary
-    assert f"200.00 MiB test_limits.py:{big} (test_over)" in summary
+    assert (f"200.00 MiB test_limits.py:{big} (test_over)\n{' ' * 25}"
+            f"50.00 MiB test_limits.py:{small} (test_over)\n") in summary, summary
     # The test that read a value on the simulated card is said to have.
     reads = summary[summary.index("::test_reads_a_value"):].splitlines()[1]
     assert "(read device values: shapes may follow zeros)" in reads, summary
