@@ -55,15 +55,19 @@ test-sanitize: setup ## the unit, preload, report and fuzz tests under ASan+UBSa
 
 # A venv with a CUDA build of torch (about 5.5 GB, about 2 minutes from the machine's package
 # mirror: docs/performance.md), for the tests of what a CUDA build does differently
-# (estimator.cuda_build); made once and kept, the stamp written only when pip succeeded.
+# (estimator.cuda_build) and the simulated GPU's; made once and kept, the stamp written only
+# when pip succeeded. The stamp holds the package list: a venv made from an older list gets
+# what the new one adds (pytest-xdist, for the pytest plugin's test) without being made again.
 CUDA_TORCH_VENV ?= $(BUILD)/venv-torch-cuda
-CUDA_TORCH_PACKAGES ?= torch==2.14.1 transformers==5.23.0 pytest numpy
+CUDA_TORCH_PACKAGES ?= torch==2.14.1 transformers==5.23.0 pytest pytest-xdist numpy
 cuda-torch-venv: ## make the venv with a CUDA build of torch that estimator.cuda_build runs under
-	@[ -f $(CUDA_TORCH_VENV)/.complete ] || { rm -rf $(CUDA_TORCH_VENV) && \
-	  python3 -m venv $(CUDA_TORCH_VENV) && \
+	@[ -f $(CUDA_TORCH_VENV)/.complete ] && \
+	  [ "$$(cat $(CUDA_TORCH_VENV)/.complete)" = "$(CUDA_TORCH_PACKAGES)" ] || { \
+	  { [ -f $(CUDA_TORCH_VENV)/.complete ] || { rm -rf $(CUDA_TORCH_VENV) && \
+	    python3 -m venv $(CUDA_TORCH_VENV); }; } && \
 	  { $(CUDA_TORCH_VENV)/bin/pip install $(CUDA_TORCH_PACKAGES) >$(CUDA_TORCH_VENV).log 2>&1 \
 	    || { tail -20 $(CUDA_TORCH_VENV).log; exit 1; }; } && \
-	  touch $(CUDA_TORCH_VENV)/.complete; }
+	  echo "$(CUDA_TORCH_PACKAGES)" >$(CUDA_TORCH_VENV)/.complete; }
 
 test-cuda-torch: cuda-torch-venv build ## only the estimator's device tests under a CUDA build of torch
 	@MEMTRACE_CUDA_TORCH_PYTHON=$(abspath $(CUDA_TORCH_VENV))/bin/python \
