@@ -80,7 +80,7 @@ bench: build ## run the benchmarks whose figures docs/performance.md records
 	@python3 bench/run.py $(BUILD)
 
 wheel: setup ## the relocatable manylinux wheel in dist/ (pip wheel, then auditwheel)
-	@tools/build_wheel.sh dist
+	@MEMTRACE_TORCH_BRIDGE_PYTHONS=$(abspath $(CUDA_TORCH_VENV))/bin/python tools/build_wheel.sh dist
 
 format: ## clang-format the C++ sources (ctest's `format` entry checks them: tools/format.sh --check)
 	@tools/format.sh

@@ -117,7 +117,9 @@ def _attach_to_torch() -> str | None:
     if _attached:
         return None
     torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_available():
+    if torch is None:
+        return "torch is not imported"
+    if not torch.cuda.is_available():
         return "PyTorch sees no CUDA device here"
     torch.cuda.init()
     library = _native.library()

@@ -2,8 +2,8 @@
 gloo backend, each rank allocating through the test CUDA runtime with the GIL released, as
 PyTorch's ops do (ranks.py), one rank holding more on purpose. What it assumes of the real
 platform: torchrun hands every rank its environment (LD_PRELOAD, MEMTRACE_*, RANK, ...) as it
-does on a GPU machine, and the ranks' CUDA allocations go through the hooked entry points, as
-they do under PyTorch's cudaMallocAsync backend."""
+does on a GPU machine, and each of the ranks' CUDA allocations is one recorded event, as each
+tensor is from inside PyTorch's caching allocator (Note [PyTorch's own allocator])."""
 import json
 import re
 import socket

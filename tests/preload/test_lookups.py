@@ -180,20 +180,6 @@ def test_no_device_memory_reading_without_a_context(build, tmp_path):
     assert "outside any allocation call" not in run([build.report, trace]).stdout
 
 
-def test_expandable_segments_keep_pytorchs_allocator(build, tmp_path):
-    """PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True names the native allocator (the only
-    one with expandable segments): memtrace keeps it, and says its events are segments."""
-    trace = tmp_path / "conf.bin"
-    code = ("import ctypes, os, sys\n"
-            "print(os.environ.get('PYTORCH_CUDA_ALLOC_CONF'))\n"
-            "rt = ctypes.CDLL(sys.argv[1]); p = ctypes.c_void_p()\n"
-            "rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(4096))\n")
-    result = run(["python3", "-c", code, build.cudart],
-                 {**preloaded(trace), "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
-    assert result.stdout.strip() == "expandable_segments:True"
-    assert report_json(trace)["summary"]["level"] == "segment"
-
-
 def test_dlsym_keeps_the_callers_scope(build, tmp_path):
     """RTLD_DEFAULT from a library loaded RTLD_LOCAL finds that library's own dependencies, and
     RTLD_NEXT looks after the caller, not after libmemtrace.so: memtrace's dlsym jumps to the C

@@ -230,9 +230,11 @@ print(len(caught))
 for warning in caught:
     print(warning.message)
 """
+    # Nothing preloaded, no switch_allocator(), and no PyTorch allocator to attach to (Note
+    # [Attaching from the package]): the warning says why.
     warning = ("mem_tracer.start_tracing(): PyTorch's allocations do not go through memtrace in "
-               "this process; call mem_tracer.switch_allocator() first, or run the script with "
-               "`python -m mem_tracer run`")
+               "this process (torch is not imported); call mem_tracer.switch_allocator() first, "
+               "or run the script with `python -m mem_tracer run`")
     for how in ("plain", "environ"):
         said = python("-c", code, build.cudart, tmp_path / f"{how}.bin", how).stdout.splitlines()
         assert said == ["1", warning], how

@@ -5,8 +5,8 @@ mem_tracer.estimate(..., parallel=..., device="cuda-sm90"), the H100's estimator
 
 The program is scripts/parallel_step.py: a 3-Linear MLP (21 M parameters), AdamW, batch 64 a
 rank, three steps. What is compared, rank by rank:
-- the traced peak (tensor-level: under LD_PRELOAD PyTorch's cudaMallocAsync backend makes
-  every tensor one request) with the prediction's requested bytes, exactly;
+- the traced peak (tensor-level: each tensor recorded from inside PyTorch's caching allocator,
+  Note [PyTorch's own allocator]) with the prediction's requested bytes, exactly;
 - untraced, under PyTorch's default caching allocator on the same simulated cards, its
   max_memory_allocated() with the prediction's allocated bytes, exactly.
 Tolerance 0 for FSDP2, and for DDP once NCCL has let go of DDP's first-step bucket: a rank whose

@@ -111,11 +111,15 @@ def test_an_out_of_memory_on_a_1_gib_card_is_named_by_its_line(tmp_path):
     line = f"{shown(PROGRAMS / 'oom.py')}:{line_of('oom.py', 'oom: here')} (<module>)"
     assert "a request of 64.00 MiB (67108864 bytes) failed" in text
     assert f"  requested at  {line}\n" in text
-    assert "(the simulated l4's, set by the user): over by 64.00 MiB (67108864 bytes)" in text
+    # What the request met is what PyTorch's caching allocator had reserved (its segments: Note
+    # [PyTorch's own allocator]): here the 16 blocks, each its own segment.
+    assert ("(the simulated l4's, set by the user): reserved + request over by 64.00 MiB "
+            "(67108864 bytes)") in text
     oom = report_json(trace)["oom"]
     assert oom["request"]["line"] == line_of("oom.py", "oom: here")
     assert (oom["memory_bytes"], oom["memory_source"]) == (GIB, "simulated")
     assert oom["live_bytes"] == blocks * (64 << 20)
+    assert oom["torch_allocator"]["reserved_bytes"] == oom["live_bytes"]
     assert oom["over_bytes"] == oom["live_bytes"] + oom["request"]["bytes"] - GIB
     assert [(row["location"], row["count"]) for row in oom["by_line"]["rows"]] == [(line, blocks)]
 

@@ -141,9 +141,9 @@ void renderOomText(std::ostream& out, const Report& report) {
                           report.summary.simulated->memory_set_by_user ? ", set by the user" : "")
             : std::string("the device's total");
     if (oom.over_bytes > 0)
-      out << fmt::format("  memory        {} ({}): {} + request over it by {} ({} bytes)\n",
+      out << fmt::format("  memory        {} ({}): {}over by {} ({} bytes)\n",
                          formatBytes(oom.memory_bytes), whose,
-                         oom.torch_segments ? "reserved" : "live",
+                         oom.torch_segments ? "reserved + request " : "",
                          formatBytes(static_cast<uint64_t>(oom.over_bytes)), oom.over_bytes);
     else
       out << fmt::format(
