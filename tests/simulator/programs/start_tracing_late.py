@@ -3,6 +3,7 @@ tracing starts (a notebook's cells), then one training step is traced. Prints Py
 counters and the trace's path as one JSON line."""
 import json
 import sys
+import time
 
 import torch
 
@@ -20,3 +21,7 @@ stats = torch.cuda.memory_stats()
 print(json.dumps({"requested_peak": stats["requested_bytes.all.peak"],
                   "requested_current": stats["requested_bytes.all.current"],
                   "reserved_peak": stats["reserved_bytes.all.peak"]}))
+# Autograd's device thread lets go of the finished backward after backward() returned; an exit
+# right after it can abort in PyTorch's teardown (Note [Letting autograd's threads finish] in
+# python/mem_tracer/_run.py, which `memtrace run` sleeps for as this does).
+time.sleep(0.05)
