@@ -3,7 +3,6 @@ and docs/ names a file of the repository (and a heading of it, where it names on
 docs/architecture.md's index of the `Note [...]` blocks lists every note where it is defined."""
 import re
 import subprocess
-from pathlib import Path
 
 from memtrace_testing import ROOT
 
