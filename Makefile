@@ -3,7 +3,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: help setup configure build test test-sanitize test-cuda-torch cuda-torch-venv demo bench wheel format clean
+.PHONY: help setup configure build check test test-sanitize test-cuda-torch cuda-torch-venv demo bench wheel format clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -21,6 +21,10 @@ configure: setup
 
 build: configure ## build the library, the tools and the tests
 	@cmake --build $(BUILD) -j$$(nproc)
+
+# The fast tier: every ctest entry labelled `fast` (tests/CMakeLists.txt; CONTRIBUTING.md).
+check: build ## the fast tier between two edits: format, unit, preload, report, the Python tests without the CUDA build of torch
+	@ctest --test-dir $(BUILD) --output-on-failure -j$$(nproc) -L '^fast$$'
 
 # make test SANITIZE=0 skips the sanitizer build, CUDA_TORCH=0 the CUDA build of torch's venv
 # (quicker while iterating; CI runs both).

@@ -214,14 +214,20 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         # No option is the front door's: prefix_chars no argument starts with makes every
         # argument a plain value, passed on as given (--help is answered in _forward).
         commands.add_parser(name, help=command.summary, add_help=False, prefix_chars="\0",
-                            usage=f"{prog} {name} {command.usage}").add_argument(
+                            usage=_usage(prog, name, command)).add_argument(
             "arguments", nargs=argparse.REMAINDER)
     return parser
 
 
+def _usage(prog: str, name: str, command: _Forwarded) -> str:
+    """A forwarded command's usage line for argparse, which formats it with %: a literal one
+    (`--fail-over 5%`) is doubled."""
+    return f"{prog} {name} {command.usage}".replace("%", "%%")
+
+
 def _forwarded_help(prog: str, name: str, command: _Forwarded) -> str:
     parser = argparse.ArgumentParser(
-        prog=f"{prog} {name}", usage=f"{prog} {name} {command.usage}", add_help=False,
+        prog=f"{prog} {name}", usage=_usage(prog, name, command), add_help=False,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=_fill(command.description),
         epilog=_examples(command.examples))

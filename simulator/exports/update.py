@@ -5,7 +5,7 @@
 Run by a developer when the CUDA release the simulated device stands for changes (not by the
 build). It reads what NVIDIA's libraries export (`readelf --dyn-syms` on the CUDA build of
 torch's wheels) and, for the driver, which no wheel carries, what the toolkit's cuda.h declares.
-Each function gets a policy for when memtrace does not implement it (simulator/README.md):
+Each function gets a policy for when memtrace does not implement it (docs/simulated-gpu.md, "What it is"):
   noop    success and nothing done: a call that only launches work on the device
   refuse  a one-line error naming the function, and the library's "not supported" status
 A function memtrace implements overrides either (the generated stubs are weak); `own` marks a

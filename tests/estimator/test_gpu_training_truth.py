@@ -15,7 +15,6 @@ def estimator_on_path(monkeypatch):
 
 @pytest.mark.parametrize("row", gpu_training_truth.rows(), ids=lambda row: row["config"])
 def test_the_h200_training_step(row):
-    pytest.importorskip("transformers")
     estimate = gpu_training_truth.predict(row)
     assert abs(gpu_training_truth.error(estimate, row)) <= gpu_training_truth.TOLERANCE, \
         (estimate.peak_allocated_bytes, row["max_allocated"])

@@ -11,8 +11,6 @@ import sys
 import time
 import uuid
 
-import pytest
-
 from memtrace_testing import Build, preloaded, run
 
 SCRIPT = Build.root / "tests" / "preload" / "scripts" / "training_loop.py"
@@ -120,11 +118,9 @@ def test_a_flight_recorder_followed_across_its_compactions(build, tmp_path):
         _stop(process)
 
 
-tmux = shutil.which("tmux")
-
-
-@pytest.mark.skipif(tmux is None, reason="tmux is not installed (tools/setup.sh installs it)")
 def test_the_view_in_a_terminal(build, tmp_path):
+    tmux = shutil.which("tmux")
+    assert tmux is not None, "tmux is not installed (tools/setup.sh installs it)"
     trace = tmp_path / "watched.bin"
     process = _start(trace)
     session = f"memtrace-live-{uuid.uuid4().hex[:8]}"

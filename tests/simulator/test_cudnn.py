@@ -7,13 +7,17 @@ H200's inference rows that go through cuDNN come out as the card's, and what the
 cannot answer is refused in one line. The enumerations the library declares itself are checked
 against NVIDIA's cudnn_graph.h from the wheels.
 
+    ctest --test-dir build -R simulator.cudnn     # under the CUDA build of torch's Python
     build/venv-torch-cuda/bin/python -m pytest -q tests/simulator/test_cudnn.py
+
+It runs under the Python ctest gives it (memtrace_add_cuda_torch_pytest: the venv with
+PyTorch's CUDA build, or MEMTRACE_CUDA_TORCH_PYTHON), and its children under the same one
+(sys.executable); a Python whose torch is not a CUDA build fails here, it does not skip.
 
 Every child ends with os._exit(0) after flushing its answer: on the simulated device an
 autograd thread can still be releasing its last graph task while CPython finalizes, which
 aborts the process ("terminate called without an active exception", PyTorch's
 Engine::thread_main taking the GIL after Py_Finalize); the answer is complete by then."""
-import glob
 import json
 import os
 import re
@@ -29,7 +33,6 @@ from memtrace_testing import BUILD, ROOT
 sys.path.insert(0, str(ROOT / "python"))
 from mem_tracer.simulated_gpu import environment
 
-VENV_PYTHON = BUILD / "venv-torch-cuda" / "bin" / "python"
 SIMULATOR = BUILD / "simulator"
 CUDNN = SIMULATOR / "lib" / "libcudnn.so.9"
 TRUTH = json.loads((ROOT / "tests" / "estimator" / "truth-h200.json").read_text())
@@ -40,10 +43,15 @@ MiB = 1 << 20
 CUBLASLT_WORKSPACE = MiB
 SMALL_SEGMENT = 2 * MiB
 
-pytestmark = pytest.mark.skipif(
-    not VENV_PYTHON.exists(),
-    reason=f"no CUDA build of torch at {VENV_PYTHON} (make cuda-torch-venv makes it): the "
-           "simulated cuDNN is what PyTorch's CUDA build calls, so nothing here can run without it")
+
+@pytest.fixture(scope="module", autouse=True)
+def cuda_build_of_torch():
+    """The simulated cuDNN is what PyTorch's CUDA build calls: under any other torch nothing
+    here tests it, so the module fails, naming the Python it ran under."""
+    import torch
+    assert torch.backends.cuda.is_built(), (
+        f"{sys.executable}: its torch ({torch.__version__}) is not a CUDA build; run this file "
+        "under the venv `make cuda-torch-venv` makes (ctest's simulator.cudnn does)")
 
 
 def round512(size):
@@ -65,7 +73,7 @@ def run_on_h200(code, tmp_path, profile="h200", timeout=300):
     env.update({"MEMTRACE_GPU_CUDNN_LOG": str(log), "MEMTRACE_SIMULATOR_DIR": str(SIMULATOR),
                 "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "estimator"),
                                                str(ROOT / "python")])})
-    result = subprocess.run([str(VENV_PYTHON), str(script)], env=env, capture_output=True,
+    result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
                             text=True, timeout=timeout, check=False)
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
@@ -118,12 +126,13 @@ int main() { return 0; }
 
 
 def test_enumerations_equal_nvidia_cudnn_graph_h(tmp_path):
-    headers = glob.glob(str(BUILD / "venv-torch-cuda" / "lib" / "python3*" / "site-packages" /
-                            "nvidia" / "cudnn" / "include" / "cudnn_graph.h"))
-    if not headers:
-        pytest.skip("the CUDA build of torch's venv has no nvidia/cudnn/include/cudnn_graph.h "
-                    "(the nvidia-cudnn wheel moved it)")
-    include = Path(headers[0]).parent
+    # The nvidia-cudnn wheel PyTorch's CUDA build depends on, where this Python finds it.
+    import nvidia.cudnn
+    headers = [Path(folder) / "include" / "cudnn_graph.h" for folder in nvidia.cudnn.__path__]
+    headers = [header for header in headers if header.exists()]
+    assert headers, (f"no include/cudnn_graph.h in {list(nvidia.cudnn.__path__)} (the nvidia-cudnn "
+                     f"wheel of {sys.executable} moved it): nothing to check the enumerations against")
+    include = headers[0].parent
     cuda = include.parent.parent / "cu13" / "include"
     source = tmp_path / "checks.cpp"
     source.write_text(CHECKS)
