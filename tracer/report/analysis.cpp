@@ -742,9 +742,12 @@ ModuleCategoryTable moduleCategories(const std::vector<LiveAllocation>& allocati
     by_module[allocation.module][static_cast<size_t>(allocation.category)] += allocation.size;
   ModuleCategoryTable table;
   if (by_module.empty()) return table;
+  // No table is readable deeper than this: the bound also keeps the work proportional to the
+  // paths' bytes whatever a damaged file's paths hold.
+  constexpr size_t kDeepest = 16;
   size_t deepest = 1;
   for (const auto& [module, bytes] : by_module)
-    if (module) deepest = std::max(deepest, namedDepth(tables.string(module)));
+    if (module) deepest = std::max(deepest, std::min(kDeepest, namedDepth(tables.string(module))));
   // The deepest cut that keeps the table readable (Note [The module table]).
   for (size_t depth = deepest; depth >= 1; --depth) {
     struct Folded {

@@ -6,9 +6,8 @@ import sys
 import time
 from collections import OrderedDict
 
-import torch
-
 import mem_tracer
+import torch
 
 
 class Wrapper(torch.nn.Module):
