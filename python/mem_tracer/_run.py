@@ -1,7 +1,8 @@
-"""What `memtrace run` runs in the traced program, before the program itself: the training
-hooks (training.install_automatic), so that an unmodified training script's allocations get
-their categories, phases and steps, and the naming of torch.compile's code by the user's source
-(_compiled); then the script, or -m module, as python would run it.
+"""What `memtrace run` runs in the traced program, before the program itself: the module hooks
+(_modules) and the training hooks (training.install_automatic), so that an unmodified training
+script's allocations get their modules, categories, phases and steps, and the naming of
+torch.compile's code by the user's source (_compiled); then the script, or -m module, as python
+would run it.
 
     python -m mem_tracer._run (script.py | -m module) [args...]
 """
@@ -73,7 +74,11 @@ def _let_autograd_threads_finish() -> None:
 
 def main() -> None:
     if importlib.util.find_spec("torch") is not None:
-        from . import _compiled, training
+        from . import _compiled, _modules, training
+        # The module each allocation is made in, forward and backward (Note [Module paths as
+        # the user names them] in _modules.py): a program that trains in a library's loop
+        # (transformers' Trainer, Lightning) is told apart by its model's modules.
+        _modules.install_forward_hooks()
         training.install_automatic()
         _compiled.install()
     try:

@@ -144,8 +144,9 @@ def start_tracing(output: str | os.PathLike[str] | None = None, *, model: Any = 
     ``output`` names the trace file (``%p`` becomes the pid); by default the file already
     open, or $MEMTRACE_OUTPUT, or ``memtrace-%p.bin``. Allocations live before the start are
     written as ``untraced``, so the peak is right. ``model`` names the root of module paths
-    (``model.layers.3.attn``); without it a module called with no module running is a root,
-    named by its class. ``modules=False`` leaves nn.Module attribution off. ``stacks``: the
+    (``model.layers.3.attn``); without it a module never named is a root when first called,
+    named by how its caller reaches it (``model(x)``: ``model``), else by its class, wrappers
+    (DDP's ``module``, ``_orig_mod``...) passed over. ``modules=False`` leaves nn.Module attribution off. ``stacks``: the
     stacks recorded with each allocation from now on, "python", "native", "all" or "none"
     (default: $MEMTRACE_STACKS, else "python"); a file already open keeps the mode its
     header names.

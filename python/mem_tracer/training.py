@@ -358,6 +358,10 @@ def install(model: Any = None, *, modules: bool = True, announce: bool = True) -
             _handles.append(lending)
         if announce:
             _library().memtrace_training_phase(_NONE)  # the trace has training records from here
+        if modules:
+            # With or without a model: backward is charged to the module whose backward runs
+            # whichever way the modules were named (Note [Module paths as the user names them]).
+            _handles.append(torch_module.register_module_forward_hook(_module_forward_ends))
         if model is None or not isinstance(model, torch.nn.Module):
             return
         _model = weakref.ref(model)
@@ -366,9 +370,6 @@ def install(model: Any = None, *, modules: bool = True, announce: bool = True) -
         _handles.append(model.register_forward_pre_hook(_root_forward_begins, with_kwargs=True))
         _handles.append(model.register_forward_hook(_root_forward_ends, with_kwargs=True,
                                                     always_call=True))
-        if modules:
-            _handles.append(torch_module.register_module_forward_hook(_module_forward_ends))
-
 
 
 def _inside_backward() -> bool:
@@ -397,8 +398,9 @@ def _automatic_ends(module: Any, args: Any, output: Any) -> None:
 
 def install_automatic() -> None:
     """The hooks for a program that does not call start_tracing(model=...) (`memtrace run
-    script.py`): the optimizer's, and the root module's for whichever module is called with
-    no module's forward running and gradients on (its positional arguments are its inputs).
+    script.py`): the optimizer's, the backward modules', and the root module's for whichever
+    module is called with no module's forward running and gradients on (its positional
+    arguments are its inputs).
     Nothing is written until the program trains: a program that only infers, or never
     allocates, gets no training records (and no file)."""
     install(None, announce=False)
@@ -409,7 +411,6 @@ def install_automatic() -> None:
         _handles.append(torch_module.register_module_forward_pre_hook(_automatic_begins))
         _handles.append(torch_module.register_module_forward_hook(_automatic_ends,
                                                                   always_call=True))
-        _handles.append(torch_module.register_module_forward_hook(_module_forward_ends))
 
 
 def uninstall() -> None:

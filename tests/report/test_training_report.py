@@ -82,6 +82,42 @@ def test_categories_told_late_apply_to_the_whole_allocation(build, tmp_path):
     assert "step 1 created the optimizer state: 4.000 KiB" in text
 
 
+def test_the_module_table_folds_blocks_and_sums_to_the_categories_line(build, tmp_path):
+    # Note [The module table]: 3 blocks of 2 sublayers each, a head, and what no module made.
+    w = TraceWriter()
+    w.device(0, w.string("GPU 0"), 1 << 30).context(1, 0)
+    w.marker(1, TRACING_STARTED)
+    w.training_phase(2, FORWARD)
+    address, time = 0x7f0000000000, 10
+    for path, size, category in (
+            [(f"model.layers.{i}.{part}", (i + 1) * KIB, ACTIVATION)
+             for i in range(3) for part in ("attn", "mlp")]
+            + [("model.head", 16 * KIB, 0), ("", 32 * KIB, PARAMETER)]):
+        w.module_scope(w.string(path) if path else 0)
+        w.alloc(time, address, size)
+        if category:
+            w.category(address, category)
+        address += 1 << 20
+        time += 1
+    trace = w.write(tmp_path / "modules.bin")
+    training = json.loads(run([build.report, trace, "--format", "json"]).stdout)["training"]
+    table = training["modules_at_peak"]
+    # 8 paths fit in 12 rows at full depth: the blocks fold, 3 of each sublayer.
+    assert table["depth"] == 3
+    assert [(r["module"], r["count"], r["bytes"]) for r in table["rows"]] == [
+        ("", 1, 32 * KIB), ("model.head", 1, 16 * KIB),
+        ("model.layers.*.attn", 3, 6 * KIB), ("model.layers.*.mlp", 3, 6 * KIB)]
+    totals = {category: sum(r["categories"][category] for r in table["rows"])
+              for category in training["categories_at_peak"]}
+    assert totals == training["categories_at_peak"]
+    assert table["rows"][0]["categories"]["parameter"] == 32 * KIB
+    assert table["rows"][1]["categories"]["temporary"] == 16 * KIB
+    text = run([build.report, trace]).stdout
+    assert "By module at the peak (paths cut to 3 named parts, * for repeated blocks):" in text
+    assert "model.layers.*.attn (x3)" in text and "<no module>" in text
+    assert "(all: the categories line)" in text
+
+
 def test_at_the_end_categories_hold_and_untold_untraced_is_unknown(build, tmp_path):
     trace = two_steps(tmp_path / "steps.bin")
     said = json.loads(run([build.report, trace, "--format", "json", "--group-by", "category",

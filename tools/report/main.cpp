@@ -186,6 +186,8 @@ int run(const Options& options) {
   report.live_set = liveSetAt(trace, report.summary, options.point);
   Locator locator(trace.tables(), options.group_by, options.frame);
   report.table = locator.group(report.live_set);
+  report.dominant_line =
+      breakDownDominantLine(locator, trace.tables(), report.live_set, report.table);
   if (options.command == Command::kReport) {
     if (report.summary.training) {
       progress.pass("resolving the training categories");

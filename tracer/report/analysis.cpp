@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "tracer/format/peak.h"
 #include "tracer/reader/live_set.h"
@@ -689,6 +692,92 @@ CategoryBytes categoryBytes(const std::vector<LiveAllocation>& allocations) {
   return bytes;
 }
 
+namespace {
+
+bool isIndex(std::string_view part) {
+  return !part.empty() &&
+         std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The named components of `path` (its indices not counted).
+size_t namedDepth(std::string_view path) {
+  size_t depth = 0;
+  for (size_t begin = 0; begin <= path.size();) {
+    size_t end = std::min(path.find('.', begin), path.size());
+    if (!isIndex(path.substr(begin, end - begin))) ++depth;
+    begin = end + 1;
+  }
+  return depth;
+}
+
+// `path` cut after `depth` named components, with the indices right after them kept (a
+// block's: `h.3`): as it is, and with each index as `*`.
+std::pair<std::string, std::string> cutPath(std::string_view path, size_t depth) {
+  std::string concrete;
+  std::string folded;
+  size_t named = 0;
+  for (size_t begin = 0; begin <= path.size();) {
+    size_t end = std::min(path.find('.', begin), path.size());
+    std::string_view part = path.substr(begin, end - begin);
+    bool index = isIndex(part);
+    if (!index && named == depth) break;
+    if (!concrete.empty()) {
+      concrete += '.';
+      folded += '.';
+    }
+    concrete += part;
+    folded += index ? std::string_view("*") : part;
+    if (!index) ++named;
+    begin = end + 1;
+  }
+  return {std::move(concrete), std::move(folded)};
+}
+
+}  // namespace
+
+ModuleCategoryTable moduleCategories(const std::vector<LiveAllocation>& allocations,
+                                     const reader::Tables& tables, size_t max_rows) {
+  std::unordered_map<uint32_t, CategoryBytes> by_module;
+  for (const LiveAllocation& allocation : allocations)
+    by_module[allocation.module][static_cast<size_t>(allocation.category)] += allocation.size;
+  ModuleCategoryTable table;
+  if (by_module.empty()) return table;
+  // No table is readable deeper than this: the bound also keeps the work proportional to the
+  // paths' bytes whatever a damaged file's paths hold.
+  constexpr size_t kDeepest = 16;
+  size_t deepest = 1;
+  for (const auto& [module, bytes] : by_module)
+    if (module) deepest = std::max(deepest, std::min(kDeepest, namedDepth(tables.string(module))));
+  // The deepest cut that keeps the table readable (Note [The module table]).
+  for (size_t depth = deepest; depth >= 1; --depth) {
+    struct Folded {
+      std::set<std::string> blocks;
+      CategoryBytes categories{};
+    };
+    std::map<std::string, Folded> rows;
+    for (const auto& [module, bytes] : by_module) {
+      auto [concrete, folded] =
+          module ? cutPath(tables.string(module), depth) : std::pair<std::string, std::string>{};
+      Folded& row = rows[folded];
+      row.blocks.insert(std::move(concrete));
+      for (size_t i = 0; i < bytes.size(); ++i) row.categories[i] += bytes[i];
+    }
+    if (rows.size() > max_rows && depth > 1) continue;
+    table.depth = depth;
+    for (auto& [module, row] : rows) {
+      uint64_t total = 0;
+      for (uint64_t bytes : row.categories) total += bytes;
+      table.rows.push_back(ModuleCategoryRow{module, row.blocks.size(), total, row.categories});
+    }
+    break;
+  }
+  std::sort(table.rows.begin(), table.rows.end(),
+            [](const ModuleCategoryRow& a, const ModuleCategoryRow& b) {
+              return a.bytes != b.bytes ? a.bytes > b.bytes : a.module < b.module;
+            });
+  return table;
+}
+
 void resolveTraining(reader::TraceReader& trace, TraceSummary& summary) {
   if (!summary.training) return;
   std::vector<uint64_t> targets;
@@ -703,7 +792,12 @@ void resolveTraining(reader::TraceReader& trace, TraceSummary& summary) {
     return index < targets.size() && targets[index] == event ? categoryBytes(snapshots[index])
                                                              : CategoryBytes{};
   };
-  if (summary.allocations) summary.peak_categories = bytesAt(summary.peak_event);
+  if (summary.allocations) {
+    summary.peak_categories = bytesAt(summary.peak_event);
+    size_t index =
+        std::lower_bound(targets.begin(), targets.end(), summary.peak_event) - targets.begin();
+    summary.peak_modules = moduleCategories(snapshots[index], trace.tables());
+  }
   for (StepSummary& step : summary.steps)
     if (step.peak_event != UINT64_MAX) step.peak_categories = bytesAt(step.peak_event);
 }

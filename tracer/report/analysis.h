@@ -108,6 +108,27 @@ struct FlightSummary {
   uint64_t kept_events = 0;      // events read after the window's start
 };
 
+// Note [The module table]
+// What each nn.Module holds at the peak, by training category (PyTorch's MemTracker's view):
+// the peak's live set, the same one the categories line sums, grouped by the module each
+// allocation was made in. Paths are cut to the deepest number of named components that keeps
+// the table readable (at most `max_rows` rows), and repeated blocks are folded: an index
+// component becomes `*` (`model.transformer.h.3.attn` at depth 3 is `model.transformer.h.*`),
+// with the count of blocks folded in. Allocations made in no module (a model's parameters moved
+// to the device, the optimizer's state, the loss outside the model) are one row, "" (printed
+// "<no module>"). Every row's categories sum to the categories line: nothing is dropped.
+struct ModuleCategoryRow {
+  std::string module;  // the folded path; "": no module
+  uint64_t count = 0;  // the modules folded into the row (the blocks `*` stands for), at least 1
+  uint64_t bytes = 0;
+  CategoryBytes categories{};
+};
+struct ModuleCategoryTable {
+  size_t depth = 0;                     // the named path components kept (0: no allocation)
+  std::vector<ModuleCategoryRow> rows;  // largest first
+};
+inline constexpr size_t kModuleTableRows = 12;
+
 struct TraceSummary {
   reader::ProcessInfo process;
   // The process ran on memtrace's simulated GPU (kSimulatedDevice): every view says so.
@@ -164,10 +185,11 @@ struct TraceSummary {
 
   // Training (Note [Training records]): the trace has kCategory, kTrainingPhase or kStepEnd.
   bool training = false;
-  uint64_t categories_told = 0;     // kCategory records
-  uint64_t categories_ignored = 0;  // of them, at an address no live allocation starts at
-  std::vector<StepSummary> steps;   // in order; empty without kStepEnd records
-  CategoryBytes peak_categories{};  // at the peak (resolveTraining)
+  uint64_t categories_told = 0;      // kCategory records
+  uint64_t categories_ignored = 0;   // of them, at an address no live allocation starts at
+  std::vector<StepSummary> steps;    // in order; empty without kStepEnd records
+  CategoryBytes peak_categories{};   // at the peak (resolveTraining)
+  ModuleCategoryTable peak_modules;  // the same bytes by module (resolveTraining)
 
   FlightSummary flight;
   // Where an open chunk begins (its writer was stopped, or still writes), 0: none.
@@ -255,6 +277,11 @@ format::Category categoryOf(format::Category told, bool traced, bool training);
 
 // The bytes of `allocations` by category.
 CategoryBytes categoryBytes(const std::vector<LiveAllocation>& allocations);
+
+// The bytes of `allocations` by module and category (Note [The module table]).
+ModuleCategoryTable moduleCategories(const std::vector<LiveAllocation>& allocations,
+                                     const reader::Tables& tables,
+                                     size_t max_rows = kModuleTableRows);
 
 // The memory outside any allocation call at a point (Note [Device memory readings]): for each
 // selected device with readings, the reading nearest the point, and its used bytes less the

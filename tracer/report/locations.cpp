@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string_view>
 #include <unordered_map>
 
 #include "tracer/common/user_code.h"
@@ -351,6 +352,78 @@ LocationTable Locator::group(const LiveSet& live_set) {
     row.cumulative_bytes = cumulative;
   }
   return table;
+}
+
+namespace {
+
+// A library's own file, outside torch and memtrace (Note [One line holds the peak]): under a
+// site-packages or dist-packages folder, its top package not torch's (or its compilers').
+bool isModelLibraryFile(std::string_view path) {
+  size_t at = path.rfind("-packages/");
+  if (at == std::string_view::npos) return false;
+  std::string_view rest = path.substr(at + std::string_view("-packages/").size());
+  std::string_view top = rest.substr(0, rest.find('/'));
+  for (std::string_view skipped : {"torch", "mem_tracer", "triton", "functorch", "torchgen"})
+    if (top == skipped) return false;
+  return true;
+}
+
+std::vector<TableRow> sortedRows(std::unordered_map<std::string, TableRow>& rows) {
+  std::vector<TableRow> sorted;
+  for (auto& [name, row] : rows) sorted.push_back(std::move(row));
+  std::sort(sorted.begin(), sorted.end(), [](const TableRow& a, const TableRow& b) {
+    return a.bytes != b.bytes ? a.bytes > b.bytes : a.location.name < b.location.name;
+  });
+  uint64_t cumulative = 0;
+  for (TableRow& row : sorted) row.cumulative_bytes = cumulative += row.bytes;
+  return sorted;
+}
+
+}  // namespace
+
+std::optional<LineBreakdown> breakDownDominantLine(Locator& locator, const reader::Tables& tables,
+                                                   const LiveSet& live_set,
+                                                   const LocationTable& table) {
+  if (table.group_by != GroupBy::kLine || table.frame_policy != FramePolicy::kUser ||
+      table.rows.empty() || !live_set.bytes)
+    return std::nullopt;
+  const TableRow& top = table.rows.front();
+  if (top.location.kind != LocationKind::kPython ||
+      double(top.bytes) < kDominantShare * double(live_set.bytes))
+    return std::nullopt;
+  LineBreakdown breakdown;
+  breakdown.line = top.location;
+  breakdown.bytes = top.bytes;
+  breakdown.point_bytes = live_set.bytes;
+  std::unordered_map<std::string, TableRow> by_module;
+  std::unordered_map<std::string, TableRow> by_library_line;
+  auto add = [](std::unordered_map<std::string, TableRow>& rows, std::string name,
+                LocationKind kind, uint64_t bytes) {
+    TableRow& row = rows[name];
+    row.location.kind = kind;
+    row.location.name = std::move(name);
+    row.bytes += bytes;
+    ++row.count;
+  };
+  for (const LiveAllocation& allocation : live_set.allocations) {
+    if (!allocation.traced || !allocation.python_stack) continue;
+    Location location = locator.describe(allocation);
+    if (location.kind != LocationKind::kPython || location.name != top.location.name) continue;
+    std::string module(tables.string(allocation.module));
+    if (module.empty()) module = "<no module>";
+    add(by_module, std::move(module), LocationKind::kModule, allocation.size);
+    std::vector<uint32_t> frames = locator.framesOf(allocation.python_stack);
+    std::string library_line = "<no library frame>";
+    for (auto frame = frames.rbegin(); frame != frames.rend(); ++frame)
+      if (isModelLibraryFile(tables.string(tables.python_frames[*frame].file))) {
+        library_line = locator.frameName(*frame);
+        break;
+      }
+    add(by_library_line, std::move(library_line), LocationKind::kPython, allocation.size);
+  }
+  breakdown.by_module = sortedRows(by_module);
+  breakdown.by_library_line = sortedRows(by_library_line);
+  return breakdown;
 }
 
 }  // namespace memtrace::report

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -119,6 +120,25 @@ class Locator {
   mutable std::vector<uint32_t> source_stack_;  // per frame id: kUnknownStack, 0 none, or a stack
   static constexpr uint32_t kUnknownStack = UINT32_MAX;
 };
+
+// Note [One line holds the peak]
+// When the program's own code is thin (a library's loop: `trainer.train()`), one user line
+// holds most of the peak and the line table says nothing more. The report then breaks that
+// line down by the nn.Module each allocation was made in and by the innermost line in a library
+// other than torch (transformers' modeling_gpt2.py:NNN, accelerate's backward), where the
+// library's configuration acts, and says that it did. "Most": at least kDominantShare of the
+// point's bytes, with the line grouping and the user policy (the default).
+inline constexpr double kDominantShare = 0.5;
+struct LineBreakdown {
+  Location line;  // the user's line
+  uint64_t bytes = 0;
+  uint64_t point_bytes = 0;               // live at the point in all
+  std::vector<TableRow> by_module;        // its bytes by module, largest first
+  std::vector<TableRow> by_library_line;  // by the innermost library frame outside torch
+};
+std::optional<LineBreakdown> breakDownDominantLine(Locator& locator, const reader::Tables& tables,
+                                                   const LiveSet& live_set,
+                                                   const LocationTable& table);
 
 // Helpers the renderers share.
 const char* locationKindName(LocationKind kind);  // "python", "untraced", ...

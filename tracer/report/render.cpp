@@ -334,6 +334,34 @@ std::string pointName(const Point& point) {
   return "?";
 }
 
+namespace {
+
+// Note [One line holds the peak]: the line's bytes by module and by the library's own line.
+void renderDominantLineText(std::ostream& out, const Report& report) {
+  if (!report.dominant_line) return;
+  const LineBreakdown& line = *report.dominant_line;
+  out << fmt::format(
+      "\nOne line holds {:.0f} % of the {} ({}): {}. The user's code cannot tell its allocations "
+      "apart, so here they are by module and by the innermost line in a library other than torch "
+      "(where the library's configuration acts: checkpointing, attention, batch, dtype):\n",
+      100.0 * double(line.bytes) / double(line.point_bytes), pointName(report.live_set.point),
+      formatBytes(line.bytes), line.line.name);
+  auto table = [&](const std::vector<TableRow>& rows, const char* what) {
+    out << fmt::format("  {:<11} {:>7}  {}\n", "Mem", "Count", what);
+    size_t shown = report.top ? std::min(report.top, rows.size()) : rows.size();
+    for (size_t i = 0; i < shown; ++i)
+      out << fmt::format("  {:<11} {:>7}  {}\n", formatBytes(rows[i].bytes), rows[i].count,
+                         rows[i].location.name);
+    if (shown < rows.size())
+      out << fmt::format("  ... {} more hold {}\n", rows.size() - shown,
+                         formatBytes(line.bytes - rows[shown - 1].cumulative_bytes));
+  };
+  table(line.by_module, "Module");
+  table(line.by_library_line, "Library line");
+}
+
+}  // namespace
+
 void renderText(std::ostream& out, const Report& report) {
   const TraceSummary& s = report.summary;
   out << fmt::format("memtrace report: {}\n", report.trace_path);
@@ -495,6 +523,7 @@ void renderText(std::ostream& out, const Report& report) {
                        report.prediction ? fmt::format("{:<11} ", "-") : "",
                        formatBytes(table.total_bytes + outside.bytes), "-", "-",
                        "outside any allocation call: context and libraries (below)");
+  renderDominantLineText(out, report);
   if (report.prediction) {
     std::vector<PredictionFrameEntry> unmatched = unmatchedEntries(*report.prediction, table);
     std::sort(unmatched.begin(), unmatched.end(),
@@ -516,6 +545,29 @@ void renderText(std::ostream& out, const Report& report) {
   renderOutsideText(out, report, outside);
   renderDeviceReadsText(out, report);
 }
+
+namespace {
+
+nlohmann::json dominantLineJson(const Report& report) {
+  if (!report.dominant_line) return nullptr;
+  const LineBreakdown& line = *report.dominant_line;
+  auto rows = [&](const std::vector<TableRow>& table) {
+    nlohmann::json list = nlohmann::json::array();
+    size_t shown = report.top ? std::min(report.top, table.size()) : table.size();
+    for (size_t i = 0; i < shown; ++i)
+      list.push_back({{"location", table[i].location.name},
+                      {"bytes", table[i].bytes},
+                      {"count", table[i].count}});
+    return list;
+  };
+  return {{"location", line.line.name},
+          {"bytes", line.bytes},
+          {"share", double(line.bytes) / double(line.point_bytes)},
+          {"by_module", rows(line.by_module)},
+          {"by_library_line", rows(line.by_library_line)}};
+}
+
+}  // namespace
 
 nlohmann::json processJson(const TraceSummary& s) {
   return {{"pid", s.process.pid},
@@ -654,6 +706,7 @@ void renderJson(std::ostream& out, const Report& report) {
                           {"live_beyond_used_bytes", device.live_beyond_used_bytes}});
     document["live"]["outside_allocations"] = {{"bytes", outside.bytes}, {"devices", readings}};
   }
+  document["live"]["dominant_line"] = dominantLineJson(report);
   if (s.training) document["training"] = trainingJson(s);
   document["oom"] = oomJson(report.oom, report.top);
   if (s.simulated || s.device_read_count)

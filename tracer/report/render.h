@@ -28,6 +28,8 @@ struct Report {
   // The reads of device values by line (deviceReadRows) and the first OOM (analyzeOom).
   std::vector<DeviceReadRow> device_reads;
   std::optional<OomReport> oom;
+  // The user's line that holds most of the point, broken down (Note [One line holds the peak]).
+  std::optional<LineBreakdown> dominant_line;
 };
 
 // Note [Saying a run was simulated]

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "tracer/common/byte_format.h"
 
@@ -42,6 +43,43 @@ nlohmann::json breakdownJson(const CategoryBytes& bytes) {
   return object;
 }
 
+// "model.transformer.h.* (x4)", "<no module>".
+std::string moduleName(const ModuleCategoryRow& row) {
+  if (row.module.empty()) return "<no module>";
+  return row.count > 1 ? fmt::format("{} (x{})", row.module, row.count) : row.module;
+}
+
+// The module x category table at the peak (Note [The module table]): the categories the peak
+// holds as columns, the modules as rows, and their total, which is the categories line.
+void renderModuleTable(std::ostream& out, const TraceSummary& s) {
+  const ModuleCategoryTable& table = s.peak_modules;
+  if (table.rows.empty()) return;
+  std::vector<Category> columns;
+  for (Category category : kOrder)
+    if (bytesOf(s.peak_categories, category)) columns.push_back(category);
+  out << fmt::format(
+      "\nBy module at the peak (paths cut to {} named part{}, * for repeated blocks):\n",
+      table.depth, table.depth == 1 ? "" : "s");
+  std::string header = fmt::format("  {:>10}", "total");
+  for (Category category : columns)
+    header += fmt::format("  {:>15}", format::categoryName(category));
+  out << header << fmt::format("  {}\n", "module");
+  auto line = [&](uint64_t total, const CategoryBytes& bytes, const std::string& name) {
+    std::string text = fmt::format("  {:>10}", formatBytes(total));
+    for (Category category : columns) {
+      uint64_t value = bytesOf(bytes, category);
+      text += fmt::format("  {:>15}", value ? formatBytes(value) : "-");
+    }
+    out << text << fmt::format("  {}\n", name);
+  };
+  uint64_t total = 0;
+  for (const ModuleCategoryRow& row : table.rows) {
+    line(row.bytes, row.categories, moduleName(row));
+    total += row.bytes;
+  }
+  line(total, s.peak_categories, "(all: the categories line)");
+}
+
 std::string seconds(uint64_t ns) {
   return fmt::format("{:.3f} s", double(ns) / 1e9);
 }
@@ -56,6 +94,7 @@ void renderTrainingText(std::ostream& out, const TraceSummary& s) {
         "  note       {} of {} categories named no allocation's start (tensors inside "
         "segments of PyTorch's caching allocator are not told apart)\n",
         s.categories_ignored, s.categories_told);
+  renderModuleTable(out, s);
   if (s.steps.empty()) {
     out << "\n";
     return;
@@ -118,10 +157,18 @@ nlohmann::json trainingJson(const TraceSummary& s) {
                      {"peak_phase", format::trainingPhaseName(step.peak_phase)},
                      {"peak_module", step.peak_module},
                      {"categories", breakdownJson(step.peak_categories)}});
-  nlohmann::json training = {{"categories_at_peak", breakdownJson(s.peak_categories)},
-                             {"categories_told", s.categories_told},
-                             {"categories_ignored", s.categories_ignored},
-                             {"steps", steps}};
+  nlohmann::json modules = nlohmann::json::array();
+  for (const ModuleCategoryRow& row : s.peak_modules.rows)
+    modules.push_back({{"module", row.module},
+                       {"count", row.count},
+                       {"bytes", row.bytes},
+                       {"categories", breakdownJson(row.categories)}});
+  nlohmann::json training = {
+      {"categories_at_peak", breakdownJson(s.peak_categories)},
+      {"modules_at_peak", {{"depth", s.peak_modules.depth}, {"rows", modules}}},
+      {"categories_told", s.categories_told},
+      {"categories_ignored", s.categories_ignored},
+      {"steps", steps}};
   if (s.steps.size() >= 2 && bytesOf(s.steps[1].peak_categories, Category::kOptimizerState)) {
     training["first_step"] = {
         {"optimizer_state_bytes", bytesOf(s.steps[1].peak_categories, Category::kOptimizerState)},
