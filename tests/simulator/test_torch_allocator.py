@@ -164,6 +164,9 @@ def test_start_tracing_without_preload_attaches_to_the_allocator(tmp_path):
     # What was on the card before the start counts (untraced), so the peak is PyTorch's.
     assert summary["peak_bytes"] == counters["requested_peak"]
     assert summary["torch_reserved_peak_bytes"] == counters["reserved_peak"]
+    # The library's own counters (memtrace_reserved_bytes, memtrace_peak_reserved_bytes) agree.
+    assert counters["memtrace_reserved_peak"] == counters["reserved_peak"]
+    assert counters["memtrace_reserved"] == counters["reserved_current"]
     assert summary["untraced_allocations"] >= 5  # the weights and the input
     rows = report["live"]["rows"]
     assert any(row["location"] == "untraced" for row in rows)

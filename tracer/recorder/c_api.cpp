@@ -40,6 +40,14 @@ int writeMarkerNow(MarkerKind kind, const char* name) {
   return writeRecordNow([&](uint64_t time) { return g_writer.writeMarker(time, kind, name); });
 }
 
+// A per-device counter (g_current, g_peak, g_reserved, g_reserved_peak): device -1 is every
+// device's, one past kMaxDevices none.
+uint64_t counterOf(const uint64_t (&counters)[kMaxDevices + 1], int device) {
+  MutexLock lock;
+  int index = device < 0 ? 0 : counterIndex(device);
+  return index < 0 ? 0 : counters[index];
+}
+
 }  // namespace
 
 void memtrace::setLastError(const char* message) {
@@ -272,15 +280,11 @@ MEMTRACE_EXPORT const char* memtrace_output_path(void) {
 }
 
 MEMTRACE_EXPORT uint64_t memtrace_current_bytes(int device) {
-  MutexLock lock;
-  int index = device < 0 ? 0 : counterIndex(device);
-  return index < 0 ? 0 : g_current[index];
+  return counterOf(g_current, device);
 }
 
 MEMTRACE_EXPORT uint64_t memtrace_peak_bytes(int device) {
-  MutexLock lock;
-  int index = device < 0 ? 0 : counterIndex(device);
-  return index < 0 ? 0 : g_peak[index];
+  return counterOf(g_peak, device);
 }
 
 MEMTRACE_EXPORT void memtrace_reset_peak(int device) {
@@ -293,15 +297,11 @@ MEMTRACE_EXPORT void memtrace_reset_peak(int device) {
 }
 
 MEMTRACE_EXPORT uint64_t memtrace_reserved_bytes(int device) {
-  MutexLock lock;
-  int index = device < 0 ? 0 : counterIndex(device);
-  return index < 0 ? 0 : g_reserved[index];
+  return counterOf(g_reserved, device);
 }
 
 MEMTRACE_EXPORT uint64_t memtrace_peak_reserved_bytes(int device) {
-  MutexLock lock;
-  int index = device < 0 ? 0 : counterIndex(device);
-  return index < 0 ? 0 : g_reserved_peak[index];
+  return counterOf(g_reserved_peak, device);
 }
 
 MEMTRACE_EXPORT const char* memtrace_diagnostics(void) {

@@ -18,7 +18,11 @@ loss = model(x).square().mean()  # the traced forward
 loss.backward()
 mem_tracer.stop_tracing()
 stats = torch.cuda.memory_stats()
-print(json.dumps({"requested_peak": stats["requested_bytes.all.peak"],
+library = mem_tracer._native.library()
+print(json.dumps({"memtrace_reserved_peak": library.memtrace_peak_reserved_bytes(-1),
+                  "memtrace_reserved": library.memtrace_reserved_bytes(0),
+                  "reserved_current": stats["reserved_bytes.all.current"],
+                  "requested_peak": stats["requested_bytes.all.peak"],
                   "requested_current": stats["requested_bytes.all.current"],
                   "reserved_peak": stats["reserved_bytes.all.peak"]}))
 # Autograd's device thread lets go of the finished backward after backward() returned; an exit
