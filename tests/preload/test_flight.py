@@ -173,6 +173,9 @@ def test_the_library_writes_the_report_of_the_failed_allocation(runs):
 
 
 KILLS = 8
+# Allocation+free pairs after which a flight file of 3000 events has compacted at least once:
+# 100,000 events of a few bytes each are well past 2 x its first size and 256 KiB.
+PAIRS_PAST_COMPACTION = 50_000
 
 
 def test_sigkill_at_any_moment_leaves_a_readable_flight_file(build, tmp_path):
@@ -185,7 +188,15 @@ def test_sigkill_at_any_moment_leaves_a_readable_flight_file(build, tmp_path):
         env.update(preloaded(trace, MEMTRACE_MODE="flight", MEMTRACE_FLIGHT_EVENTS=3000),
                    DYING_ACCOUNT=str(account))
         process = subprocess.Popen([str(build.program("dying")), "kill", "0"], env=env)
-        time.sleep(rng.uniform(0.3, 1.5))
+        # Past the first compaction before the random moment (it comes after about 256 KiB of
+        # events: kMinimumGrowth in flight.cpp), however slow the machine (a sanitizer build
+        # beside other tests took longer than the 0.3 s this waited at least before).
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (
+                not account.exists() or account.stat().st_size < 8
+                or int.from_bytes(account.read_bytes()[:8], "little") < PAIRS_PAST_COMPACTION):
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 1.2))
         process.send_signal(signal.SIGKILL)
         process.wait()
         allocations, frees = (int.from_bytes(account.read_bytes()[i:i + 8], "little")
