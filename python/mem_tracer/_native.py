@@ -108,6 +108,17 @@ def torch_release_at(directory: Path) -> str | None:
     return None
 
 
+def torch_is_cuda_build(directory: Path) -> bool:
+    """Whether the torch package at `directory` is a CUDA build (torch/version.py's `cuda`
+    is not None), read without importing it."""
+    try:
+        text = (directory / "version.py").read_text()
+    except OSError:
+        return False
+    return not any(line.replace(" ", "").startswith(("cuda=None", "cuda:Optional[str]=None"))
+                   for line in text.splitlines())
+
+
 def estimator_path() -> Path:
     """memtrace-estimate, once it can load LibTorch; else MemTracerError saying in one line
     what to install (Note [The torch Python imports])."""
@@ -150,6 +161,71 @@ def estimator_environment() -> dict[str, str]:
         before = environment.get("LD_LIBRARY_PATH")
         environment["LD_LIBRARY_PATH"] = str(torch / "lib") + (f":{before}" if before else "")
     return environment
+
+
+def bridge_releases() -> list[str]:
+    """The torch releases this install traces from inside PyTorch's allocator: the bridges
+    (libmemtrace-torch-<release>.so) beside libmemtrace.so."""
+    try:
+        folder = library_path().parent
+    except MemTracerError:
+        return []
+    found = [path.name[len("libmemtrace-torch-"):-len(".so")]
+             for path in folder.glob("libmemtrace-torch-*.so")]
+    return sorted(found, key=lambda release: [int(p) if p.isdigit() else 0
+                                             for p in release.split(".")])
+
+
+def estimator_torch() -> str | None:
+    """The torch memtrace-estimate was built against (the file the build writes beside it when
+    installed, or in the checkout's build directory), or None without the estimator."""
+    try:
+        tool = tool_path("memtrace-estimate")
+    except MemTracerError:
+        return None
+    for candidate in (tool.with_name("memtrace-estimate.torch"),
+                      tool.parent.parent / "memtrace-estimate.torch"):
+        if candidate.is_file():
+            return candidate.read_text().strip()
+    return "unknown"
+
+
+# Note [What an install can do]
+# Installed from a wheel or with `pip install .`, memtrace is only as good as what the install
+# carries: a bridge for the torch release that runs (else PyTorch's segments, not its tensors,
+# are what is recorded), the simulated GPU, and an estimator built against the torch that is
+# imported. `memtrace --version` says each, read from the files the install holds, without
+# importing torch or loading anything, so that a user can tell before a run what it will see.
+def capabilities() -> list[str]:
+    """What this install can do, one line each (`memtrace --version`): the releases traced
+    from inside PyTorch's allocator, the torch this Python imports and what it gets, the
+    simulated cards, and the torch memtrace-estimate was built against."""
+    bridges = bridge_releases()
+    listed = ", ".join(bridges) if bridges else "none (segments and CUDA calls only)"
+    lines = [f"traces tensors inside PyTorch's allocator for torch: {listed}"]
+    torch = torch_directory()
+    release = torch_release_at(torch) if torch is not None else None
+    if torch is None or release is None:
+        lines.append("this Python's torch: none")
+    else:
+        cuda_build = torch_is_cuda_build(torch)
+        if not cuda_build:
+            what = "a CPU build: nothing on a GPU to trace"
+        elif _release(release) in bridges:
+            what = "tensors traced from inside its caching allocator"
+        else:
+            what = "no bridge for this release: its CUDA segments and calls are traced"
+        lines.append(f"this Python's torch: {release} ({what})")
+    try:
+        folder = simulator_directory()
+        cards = sorted(path.stem for path in (folder / "profiles").glob("*.json"))
+        lines.append(f"simulated GPUs (memtrace run --gpu): {', '.join(cards)}")
+    except MemTracerError:
+        lines.append("simulated GPUs: none (the simulated GPU is not installed)")
+    estimator = estimator_torch()
+    lines.append(f"memtrace-estimate: built against torch {estimator}" if estimator
+                 else "memtrace-estimate: not built (torch was absent when memtrace was built)")
+    return lines
 
 
 def _preloaded() -> Path | None:

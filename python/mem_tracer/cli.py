@@ -159,7 +159,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         + "\n\n" + _fill(f"`{prog} COMMAND --help` explains a command. `{prog} script.py ...` "
                          f"is `{prog} run script.py ...`, and `{prog} -m module ...` is "
                          f"`{prog} run -m module ...`."))
-    parser.add_argument("--version", action="version", version=f"memtrace {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show the version and what this install can trace, then exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     run = commands.add_parser(
         "run", help="run a Python program with memtrace preloaded, then print the report",
@@ -171,7 +172,8 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                           "is passed on. `run torchrun ...` traces every rank of the job "
                           "into one folder (-o names it) and prints the job's report."),
         epilog=_examples(_RUN_EXAMPLES))
-    run.add_argument("--version", action="version", version=f"memtrace {__version__}")
+    run.add_argument("--version", action=_Version, nargs=0,
+                     help="show the version and what this install can trace, then exit")
     run.add_argument("--output", "-o", default=None,
                      help="trace file; %%p becomes the program's pid (default: memtrace-%%p.bin); "
                           "under torchrun the folder of the ranks' traces (default: "
@@ -473,18 +475,22 @@ EXIT_STOPPED = 4
 DEFAULT_MAX_READS = 100_000
 
 
+class _Version(argparse.Action):
+    """--version: the version, then what this install can do (Note [What an install can do])."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(f"memtrace {__version__}")
+        for line in _native.capabilities():
+            print(f"  {line}")
+        parser.exit()
+
+
 def _torch_is_cuda_build() -> bool | None:
     """Whether the torch this Python imports is a CUDA build (read from torch/version.py
     without importing it); None without torch."""
     directory = _native.torch_directory()
-    if directory is None:
-        return None
-    try:
-        text = (directory / "version.py").read_text()
-    except OSError:
-        return None
-    return not any(line.replace(" ", "").startswith(("cuda=None", "cuda:Optional[str]=None"))
-                   for line in text.splitlines())
+    return None if directory is None else _native.torch_is_cuda_build(directory)
 
 
 def _torchrun_processes(program: list[str]) -> int:
@@ -532,6 +538,7 @@ def _verdict(arguments: argparse.Namespace, traces: list[Path], status: int) -> 
         card.memory_bytes
     report = str(_native.tool_path(_REPORT))
     peak, reserved, marked, refused, reads = 0, None, False, 0, 0
+    levels: set[str] = set()
     for trace in traces:
         result = subprocess.run([report, str(trace), "--format", "json", "--top", "0"],
                                 capture_output=True, text=True, check=False)
@@ -542,6 +549,7 @@ def _verdict(arguments: argparse.Namespace, traces: list[Path], status: int) -> 
             peak = max(peak, int(device.get("peak_bytes", 0)))
             if device.get("torch_reserved_peak_bytes") is not None:
                 reserved = max(reserved or 0, int(device["torch_reserved_peak_bytes"]))
+        levels.add(str(summary["summary"].get("level", "tensor")))
         refused += int(summary["summary"].get("failed_allocations", 0))
         reads = max(reads, int((summary.get("device_reads") or {}).get("count", 0)))
         marked |= any(marker.get("name") == OUT_OF_MEMORY_MARK
@@ -558,8 +566,12 @@ def _verdict(arguments: argparse.Namespace, traces: list[Path], status: int) -> 
     # was recorded; the tensors' peak otherwise.
     held = peak if reserved is None else max(peak, reserved)
     share = f"{100 * held / memory:.1f} %" if memory else "?"
-    figures = (f"peak {peak / 2**30:.2f} GiB in tensors" if reserved is None else
-               f"peak {peak / 2**30:.2f} GiB in tensors, {reserved / 2**30:.2f} GiB reserved by "
+    # The level the figure is at, said every time: without a bridge for the running torch the
+    # trace holds what PyTorch's allocator asked CUDA for (its segments), not its tensors.
+    what = ("in tensors" if levels <= {"tensor"} else
+            "in CUDA allocations (level: segments; the tensors inside them were not seen)")
+    figures = (f"peak {peak / 2**30:.2f} GiB {what}" if reserved is None else
+               f"peak {peak / 2**30:.2f} GiB {what}, {reserved / 2**30:.2f} GiB reserved by "
                "PyTorch's caching allocator")
     where = f"{card.device_name} ({card.name}, {memory / 2**30:.1f} GiB)"
     if did_not_fit:

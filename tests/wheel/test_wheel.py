@@ -1,11 +1,11 @@
-"""The wheel as a user gets it: built and repaired by tools/build_wheel.sh, its build tree
-deleted, then installed into fresh virtual environments in another directory (no
---system-site-packages: nothing of this interpreter or this checkout is visible there), one
-with torch and one without."""
+"""The wheel as a user gets it: `make wheel` run first thing in a clean copy of the repository
+(Note [Installed as users install it] in installing.py), then installed into fresh virtual
+environments in another directory (no --system-site-packages: nothing of this interpreter or
+this checkout is visible there): CPython 3.12 with torch's CUDA build from PyPI, this machine's
+CPU torch, and no torch."""
 import importlib.metadata
 import os
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -13,50 +13,36 @@ from pathlib import Path
 
 import pytest
 
+from installing import (clean_copy, in_venv, make_venv, python_of,
+                        runs_the_product_on_the_simulated_card, says_its_capabilities,
+                        site_package)
 from memtrace_testing import ROOT, run
 
 SCRIPTS = ROOT / "tests" / "python" / "scripts"
 MODEL = ("import sys, torch; torch.jit.script(torch.nn.Sequential(torch.nn.Linear(64, 256), "
          "torch.nn.ReLU(), torch.nn.Linear(256, 10))).save(sys.argv[1])")
+# The CUDA build of torch the wheel is proven beside: the newest release memtrace supports.
+CUDA_TORCH = "torch==2.14.1"
+BRIDGED = ("2.11.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0", "2.14.1")
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
+    """`make wheel` in a clean copy, as its first command; the copy (and its build tree) is
+    deleted before the wheel is installed anywhere."""
     work = tmp_path_factory.mktemp("wheel")
-    build_tree = work / "build"
-    # --no-build-isolation: scikit-build-core from this interpreter, so nothing is downloaded.
-    built = run([ROOT / "tools" / "build_wheel.sh", work / "dist", "--no-build-isolation",
-                 "-C", f"build-dir={build_tree}"], timeout=1500)
-    path = Path(built.stdout.strip().splitlines()[-1])
-    assert path.is_file() and (build_tree / "CMakeCache.txt").is_file()
-    shutil.rmtree(build_tree)
-    return path, str(build_tree)
-
-
-def make_venv(directory, *requirements):
-    """A fresh virtual environment with `requirements` installed; returns its bin/."""
-    subprocess.run([sys.executable, "-m", "venv", directory], check=True, timeout=120)
-    bin_dir = directory / "bin"
-    run([bin_dir / "python", "-m", "pip", "install", "-q", *requirements], timeout=900)
-    return bin_dir
-
-
-def in_venv(bin_dir, *command, cwd, check=True, timeout=300, env=None):
-    """Runs a command as a user of that environment would: its bin/ first on PATH, and no
-    variable of the build or of this test run (but `env`'s)."""
-    env = {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"),
-           "LANG": "C.UTF-8", **(env or {})}
-    result = subprocess.run([str(c) for c in command], env=env, cwd=cwd, capture_output=True,
-                            text=True, timeout=timeout)
-    if check and result.returncode != 0:
-        raise AssertionError(f"{command} exited {result.returncode}\nstdout:\n{result.stdout}\n"
-                             f"stderr:\n{result.stderr}")
-    return result
-
-
-def site_package(bin_dir, cwd):
-    return Path(in_venv(bin_dir, "python", "-c", "import mem_tracer, os; "
-                        "print(os.path.dirname(mem_tracer.__file__))", cwd=cwd).stdout.strip())
+    copy = clean_copy(work / "memtrace")
+    built = subprocess.run(["make", "wheel"], cwd=copy, capture_output=True, text=True,
+                           timeout=2400, env={k: v for k, v in os.environ.items()
+                                              if not k.startswith("MEMTRACE_")})
+    assert built.returncode == 0, built.stdout[-4000:] + built.stderr[-4000:]
+    wheels = list((copy / "dist").glob("mem_tracer-*.whl"))
+    assert len(wheels) == 1, wheels
+    path = work / wheels[0].name
+    wheels[0].rename(path)
+    build_tree = str(copy / "build" / "wheel")
+    run(["rm", "-rf", copy])
+    return path, build_tree
 
 
 def trace_a_script(bin_dir, build, cwd):
@@ -85,6 +71,18 @@ def test_wheel_is_manylinux_with_its_libraries_and_without_libtorch(wheel):
     for name in ("mem_tracer/lib/libmemtrace.so", "mem_tracer/bin/memtrace-report",
                  "mem_tracer/bin/memtrace-estimate", "mem_tracer/bin/profiles/cuda.json"):
         assert name in names
+    # A bridge to PyTorch's allocator for every release memtrace supports, and the simulated
+    # GPU: each of its libraries under the file name a CUDA program asks for, every profile.
+    for release in BRIDGED:
+        assert f"mem_tracer/lib/libmemtrace-torch-{release}.so" in names, names
+    for library in ("libcuda.so.1", "libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13",
+                    "libcudnn.so.9", "libnccl.so.2", "libnvrtc.so.13", "libcufft.so.12",
+                    "libcusolver.so.12", "libcusparse.so.12", "libnvidia-ml.so.1",
+                    "libmemtrace-simgpu.so"):
+        assert f"mem_tracer/simulator/lib/{library}" in names, names
+    profiles = {Path(name).name for name in names
+                if name.startswith("mem_tracer/simulator/profiles/") and name.endswith(".json")}
+    assert profiles == {path.name for path in (ROOT / "simulator" / "profiles").glob("*.json")}
     show = run([sys.executable, "-m", "auditwheel", "show", path]).stdout
     assert "manylinux_2_" in show
 
@@ -94,15 +92,20 @@ def test_installed_with_torch_elsewhere(wheel, build, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     torch = f"torch=={importlib.metadata.version('torch')}"  # this machine's (CPU) build
-    bin_dir = make_venv(tmp_path / "venv", path, torch)
+    bin_dir = make_venv(sys.executable, tmp_path / "venv", path, torch)
     site = site_package(bin_dir, elsewhere)
     assert site.is_relative_to(tmp_path / "venv")
 
     help_text = in_venv(bin_dir, "memtrace", "--help", cwd=elsewhere).stdout
     assert "usage:" in help_text and "run" in help_text
     version = (ROOT / "VERSION").read_text().strip()
-    for command in ("memtrace", "memtrace-report", "memtrace-estimate"):
+    for command in ("memtrace-report", "memtrace-estimate"):
         assert in_venv(bin_dir, command, "--version", cwd=elsewhere).stdout == f"{command} {version}\n"
+    said = in_venv(bin_dir, "memtrace", "--version", cwd=elsewhere).stdout
+    assert said.startswith(f"memtrace {version}\n"), said
+    cpu = importlib.metadata.version("torch")
+    assert f"this Python's torch: {cpu} (a CPU build: nothing on a GPU to trace)" in said, said
+    assert f"memtrace-estimate: built against torch {cpu}" in said, said
     trace_a_script(bin_dir, build, elsewhere)
 
     model = elsewhere / "model.pt"
@@ -133,7 +136,7 @@ def test_installed_without_torch(wheel, build, tmp_path):
     path, _ = wheel
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    bin_dir = make_venv(tmp_path / "venv", path)
+    bin_dir = make_venv(sys.executable, tmp_path / "venv", path)
     no_torch = in_venv(bin_dir, "python", "-c", "import torch", cwd=elsewhere, check=False)
     assert no_torch.returncode != 0
 
@@ -210,3 +213,14 @@ def test_torch_where_python_finds_it(wheel, tmp_path):
         f"memtrace-estimate: error: memtrace-estimate was built against torch {built}, and this "
         f"Python imports torch 2.99.0+cpu ({other}): pip install torch=={built}, or reinstall "
         "mem_tracer from source to build it against 2.99.0"), refused.stderr
+
+
+def test_installed_beside_torch_cuda_on_python_3_12(wheel, tmp_path):
+    """What users have: a CUDA build of torch (from PyPI), another Python than the one that
+    built the wheel; the three ways in trace tensors on the simulated card."""
+    path, _ = wheel
+    work = tmp_path / "work"
+    work.mkdir()
+    bin_dir = make_venv(python_of("3.12"), tmp_path / "venv", path, CUDA_TORCH, "pytest")
+    says_its_capabilities(bin_dir, work, CUDA_TORCH.split("==")[1])
+    runs_the_product_on_the_simulated_card(bin_dir, work)
