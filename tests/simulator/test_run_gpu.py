@@ -94,3 +94,20 @@ def test_tracing_changes_none_of_pytorchs_peaks(tmp_path):
     assert peaks["requested_bytes.all.peak"] > 32 * 3 * 112 * 112 * 4  # a batch was on the card
     assert json.loads(traced.stdout.strip().splitlines()[-1]) == peaks
     assert "FITS on a simulated NVIDIA H100 80GB HBM3" in traced.stderr
+    # And the trace's peaks are PyTorch's (Note [PyTorch's counters beside the trace] in
+    # cli.py): `memtrace run` says nothing of them.
+    assert "PyTorch's own counters" not in traced.stderr
+
+
+def test_pytorchs_peaks_that_differ_from_the_traces_are_said(tmp_path):
+    # The program resets PyTorch's peaks after freeing 64 MiB: PyTorch's requested peak is then
+    # the 1 MiB it made after, the trace's the 64 MiB; the reserved peaks agree.
+    result = memtrace_run("--gpu", "h100", "-q", "-o", tmp_path / "reset.bin",
+                          HERE / "programs" / "reset_peaks.py")
+    said = [line for line in result.stderr.splitlines() if "PyTorch's own counters" in line]
+    assert said == [
+        "== memtrace: PyTorch's own counters differ from the trace: device 0's "
+        "requested_bytes.all.peak is 1,048,576 B, the trace's 67,108,864 B (66,060,288 B more) "
+        "(a program that calls torch.cuda.reset_peak_memory_stats() lowers PyTorch's peaks, not "
+        "the trace's)"]
+    assert report_json(tmp_path / "reset.bin")["summary"]["peak_bytes"] == 64 << 20
