@@ -2,7 +2,8 @@
 (_modules) and the training hooks (training.install_automatic), so that an unmodified training
 script's allocations get their modules, categories, phases and steps, and the naming of
 torch.compile's code by the user's source (_compiled); then the script, or -m module, as python
-would run it.
+would run it; and after it, PyTorch's own peaks, for `memtrace run` to compare with the trace's
+(Note [PyTorch's counters beside the trace] in cli.py).
 
     python -m mem_tracer._run (script.py | -m module) [args...]
 """
@@ -108,7 +109,7 @@ def _write_torch_peaks(path: str | None) -> None:
 
 
 def main() -> None:
-    # Read here and not left to the program, whose environment is as `memtrace run` found it.
+    # Taken out of the environment: the program's is the one `memtrace run` was given.
     peaks_file = os.environ.pop(TORCH_PEAKS_VARIABLE, None)
     if importlib.util.find_spec("torch") is not None:
         from . import _compiled, _modules, training
