@@ -4,6 +4,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -12,6 +13,24 @@ BUILD = Path(os.environ.get("MEMTRACE_BUILD_DIR", ROOT / "build")).resolve()
 # then every program `run` starts runs on that simulated card (mem_tracer.simulated_gpu), as
 # tests/gpu does in `make test` (ctest gpu.simulated) on a machine without a GPU.
 SIMULATED_GPU = os.environ.get("MEMTRACE_TEST_GPU") or None
+
+
+# The CPythons the package reads frames of: the tests that read them run under each, and CI
+# must not pass by finding fewer.
+SUPPORTED_PYTHONS = ((3, 10), (3, 11), (3, 12), (3, 13))
+
+
+def installed_pythons():
+    """{(major, minor): path} of every CPython 3 installed here (pyenv's, then PATH's)."""
+    found = {}
+    candidates = sorted(Path("/root/.pyenv/versions").glob("3.*/bin/python3.*"))
+    candidates += [Path(p) for p in sorted(Path("/usr/bin").glob("python3.*"))]
+    for candidate in candidates:
+        match = re.fullmatch(r"python3\.(\d+)", candidate.name)
+        if match and (3, int(match.group(1))) not in found:
+            found[(3, int(match.group(1)))] = str(candidate)
+    found.setdefault(sys.version_info[:2], sys.executable)
+    return found
 
 
 class Build:
@@ -50,7 +69,6 @@ def run(command, env=None, check=True, timeout=60, **kwargs):
 def simulated_environment(env, profile=None, **options):
     """`env` with the simulated GPU of `profile` (default: the tests' own) under it, after
     whatever LD_PRELOAD already holds (memtrace's library stays first)."""
-    import sys
     sys.path.insert(0, str(ROOT / "python"))
     from mem_tracer import simulated_gpu
     return simulated_gpu.environment(profile or SIMULATED_GPU or "h200", base=env, **options)

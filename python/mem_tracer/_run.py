@@ -2,7 +2,8 @@
 (_modules) and the training hooks (training.install_automatic), so that an unmodified training
 script's allocations get their modules, categories, phases and steps, and the naming of
 torch.compile's code by the user's source (_compiled); then the script, or -m module, as python
-would run it.
+would run it; and after it, PyTorch's own peaks, for `memtrace run` to compare with the trace's
+(Note [PyTorch's counters beside the trace] in cli.py).
 
     python -m mem_tracer._run (script.py | -m module) [args...]
 """
@@ -10,12 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import os
 import runpy
 import sys
+from typing import Any
 
 # What mem_tracer.cli's verdict looks for (Note [Will it fit] in cli.py).
 OUT_OF_MEMORY_MARK = "memtrace: out of memory"
+# The file `memtrace run` names for PyTorch's own peaks at the program's end (Note [PyTorch's
+# counters beside the trace] in cli.py).
+TORCH_PEAKS_VARIABLE = "MEMTRACE_TORCH_PEAKS_FILE"
+# torch.cuda.memory_stats()'s keys read, and the names they are written under.
+TORCH_PEAK_KEYS = {"requested": "requested_bytes.all.peak", "reserved": "reserved_bytes.all.peak"}
 
 
 def _out_of_memory(error: BaseException) -> bool:
@@ -72,7 +80,37 @@ def _let_autograd_threads_finish() -> None:
         time.sleep(_AUTOGRAD_DRAIN_S)
 
 
+def _torch_peaks() -> dict[str, dict[str, int]]:
+    """{device: {"requested": bytes, "reserved": bytes}} of PyTorch's own peaks, for each device
+    its caching allocator counted on; {} when the program never imported torch or initialized
+    CUDA (reading them must do neither), or its allocator keeps no counters (a pluggable one)."""
+    torch: Any = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if cuda is None or not getattr(cuda, "is_initialized", lambda: False)():
+        return {}
+    peaks: dict[str, dict[str, int]] = {}
+    try:
+        for device in range(cuda.device_count()):
+            stats = cuda.memory_stats(device)
+            values = {name: stats.get(key) for name, key in TORCH_PEAK_KEYS.items()}
+            if None not in values.values() and values["reserved"]:  # a device it used
+                peaks[str(device)] = {name: int(value) for name, value in values.items()}
+    except Exception:  # noqa: BLE001 - a check of the trace is never the program's error
+        return {}
+    return peaks
+
+
+def _write_torch_peaks(path: str | None) -> None:
+    if not path:
+        return
+    peaks = _torch_peaks()
+    with contextlib.suppress(OSError), open(path, "w") as file:
+        json.dump(peaks, file)
+
+
 def main() -> None:
+    # Taken out of the environment: the program's is the one `memtrace run` was given.
+    peaks_file = os.environ.pop(TORCH_PEAKS_VARIABLE, None)
     if importlib.util.find_spec("torch") is not None:
         from . import _compiled, _modules, training
         # The module each allocation is made in, forward and backward (Note [Module paths as
@@ -88,6 +126,9 @@ def main() -> None:
         if _out_of_memory(error):
             _mark_out_of_memory()
         raise
+    finally:
+        # However it ended (sys.exit() is an exception too), PyTorch's peaks are its whole run's.
+        _write_torch_peaks(peaks_file)
     _let_autograd_threads_finish()
 
 

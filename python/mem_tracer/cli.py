@@ -6,16 +6,19 @@ are theirs: they are passed on untouched, so that the two command lines never di
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import __version__, _native
+from ._run import TORCH_PEAK_KEYS, TORCH_PEAKS_VARIABLE
 from .errors import MemTracerError
 from .report import FRAMES, GROUPINGS, report_stats
 from .tracing import STACK_MODES
@@ -398,7 +401,8 @@ def _run_job(arguments: argparse.Namespace, program: list[str]) -> int:
         _call([str(_native.tool_path(_REPORT)), str(folder), "--top", str(arguments.top),
                "--group-by", arguments.group_by, "--frame", arguments.frame])
     if arguments.gpu:
-        return _verdict(arguments, traces, status)
+        return _verdict(arguments, [summary for summary in map(_trace_summary, traces)
+                                    if summary is not None], status)
     return status
 
 
@@ -441,7 +445,14 @@ def run(arguments: argparse.Namespace) -> int:
     environment = _traced_environment(output, arguments.stacks, arguments.flight)
     if arguments.gpu:
         environment = _simulated(arguments, environment, 1)
-    status, pid = _call(command, environment)
+    descriptor, peaks_file = tempfile.mkstemp(prefix="memtrace-torch-peaks-", suffix=".json")
+    os.close(descriptor)
+    environment[TORCH_PEAKS_VARIABLE] = peaks_file
+    try:
+        status, pid = _call(command, environment)
+        torch_peaks = _read_torch_peaks(peaks_file)
+    finally:
+        os.unlink(peaks_file)
     trace = Path(output.replace("%p", str(pid)))
     if not trace.exists():
         ended = f"exited with status {status}" if status else "ended"
@@ -452,9 +463,83 @@ def run(arguments: argparse.Namespace) -> int:
         print(f"\n== memtrace: {trace}", flush=True)
         report_stats(top=arguments.top, group_by=arguments.group_by, frame=arguments.frame,
                      trace=trace)
+    summary = _trace_summary(trace) if torch_peaks or arguments.gpu else None
+    if torch_peaks and summary is not None and arguments.flight is None:
+        differences = torch_counter_differences(summary, torch_peaks)
+        if differences:
+            print(differences, file=sys.stderr, flush=True)
     if arguments.gpu:
-        return _verdict(arguments, [trace], status)
+        return _verdict(arguments, [summary] if summary is not None else [], status)
     return status
+
+
+def _trace_summary(trace: Path) -> dict[str, Any] | None:
+    """`memtrace-report TRACE --format json --top 0`, read; None when it fails."""
+    result = subprocess.run([str(_native.tool_path(_REPORT)), str(trace), "--format", "json",
+                             "--top", "0"], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        return None
+    summary: dict[str, Any] = json.loads(result.stdout)
+    return summary
+
+
+# Note [PyTorch's counters beside the trace]
+# Where memtrace records from inside PyTorch's caching allocator (a trace of tensors), the
+# trace's peak is PyTorch's own requested_bytes.all.peak to the byte, and its record of the
+# segments PyTorch reserved peaks at reserved_bytes.all.peak. `memtrace run` checks that on
+# each run: mem_tracer._run reads the program's torch.cuda.memory_stats() once, at its end, for
+# each device it used (only when the program imported torch and initialized CUDA: reading them
+# does neither), into the file MEMTRACE_TORCH_PEAKS_FILE names, and the run compares them with
+# the trace's peaks and prints one line saying by how much they differ, and nothing when they
+# agree. The requested peak is compared only in a trace of tensors alone: with no bridge for
+# the program's torch the trace holds its segments, and a library's own cudaMalloc beside
+# PyTorch's tensors is in the trace's peak and not in PyTorch's. Not compared either: a flight
+# trace (--flight) and the ranks of a torchrun job. A program that calls
+# torch.cuda.reset_peak_memory_stats() lowers PyTorch's peaks and not the trace's; the line
+# says so when the trace's is the higher. What this cannot see is a program that tracing
+# changed (a tensor memtrace kept alive is in both counts): a run without memtrace tells that
+# (tests/simulator/test_run_gpu.py compares the two).
+def torch_counter_differences(summary: dict[str, Any],
+                              torch_peaks: dict[str, dict[str, int]]) -> str | None:
+    """The line saying where PyTorch's own peaks at the program's end (`torch_peaks`, as
+    mem_tracer._run writes them) differ from the trace's (`summary`: memtrace-report's JSON);
+    None where they agree (Note [PyTorch's counters beside the trace])."""
+    tensors = summary.get("summary", {}).get("level") == "tensor"
+    devices = {str(device.get("device")): device for device in summary.get("devices", [])}
+    differences, trace_higher = [], False
+    for index, peaks in sorted(torch_peaks.items(), key=lambda item: int(item[0])):
+        device = devices.get(index, {})
+        compared = []
+        if tensors:
+            compared.append(("requested", int(device.get("peak_bytes", 0))))
+        if device.get("torch_reserved_peak_bytes") is not None:
+            compared.append(("reserved", int(device["torch_reserved_peak_bytes"])))
+        for name, traced in compared:
+            torch_peak = peaks[name]
+            if traced != torch_peak:
+                trace_higher |= traced > torch_peak
+                way = "more" if traced > torch_peak else "less"
+                differences.append(f"device {index}'s {TORCH_PEAK_KEYS[name]} is "
+                                   f"{torch_peak:,} B, the trace's {traced:,} B "
+                                   f"({abs(traced - torch_peak):,} B {way})")
+    if not differences:
+        return None
+    reset = (" (a program that calls torch.cuda.reset_peak_memory_stats() lowers PyTorch's "
+             "peaks, not the trace's)") if trace_higher else ""
+    return f"== memtrace: PyTorch's own counters differ from the trace: {'; '.join(differences)}" \
+           f"{reset}"
+
+
+def _read_torch_peaks(path: str) -> dict[str, dict[str, int]]:
+    """What mem_tracer._run wrote into `path`; {} when it wrote nothing (the program never
+    initialized CUDA, or ended without running its end)."""
+    try:
+        with open(path) as file:
+            text = file.read()
+        peaks = json.loads(text) if text else {}
+    except (OSError, ValueError):
+        return {}
+    return peaks if isinstance(peaks, dict) else {}
 
 
 # Note [Will it fit]
@@ -526,25 +611,17 @@ def _simulated(arguments: argparse.Namespace, environment: dict[str, str],
                                      max_reads=arguments.gpu_max_reads, base=environment)
 
 
-def _verdict(arguments: argparse.Namespace, traces: list[Path], status: int) -> int:
+def _verdict(arguments: argparse.Namespace, summaries: list[dict[str, Any]], status: int) -> int:
     """Prints whether the program fit the simulated card and returns the exit status
-    (Note [Will it fit])."""
-    import json
-
+    (Note [Will it fit]); `summaries`: its traces' JSON reports (_trace_summary)."""
     from . import simulated_gpu
 
     card = simulated_gpu.profile(arguments.gpu)
     memory = simulated_gpu.parse_size(arguments.gpu_memory) if arguments.gpu_memory else \
         card.memory_bytes
-    report = str(_native.tool_path(_REPORT))
     peak, reserved, marked, refused, reads = 0, None, False, 0, 0
     levels: set[str] = set()
-    for trace in traces:
-        result = subprocess.run([report, str(trace), "--format", "json", "--top", "0"],
-                                capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            continue
-        summary = json.loads(result.stdout)
+    for summary in summaries:
         for device in summary.get("devices", []):
             peak = max(peak, int(device.get("peak_bytes", 0)))
             if device.get("torch_reserved_peak_bytes") is not None:

@@ -11,29 +11,15 @@ seen on an H200, docs/gpu-record-h200.md), and that autograd runs a GPU's backwa
 of its own that never ran Python (Note [Stacks lent to threads without Python])."""
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from memtrace_testing import allocation_stacks, preloaded, report_json, run
+from memtrace_testing import SUPPORTED_PYTHONS as SUPPORTED
+from memtrace_testing import allocation_stacks, installed_pythons, preloaded, report_json, run
 
 HERE = Path(__file__).parent
 SCRIPTS = HERE / "scripts"
-SUPPORTED = ((3, 10), (3, 11), (3, 12), (3, 13))
-
-
-def _installed_pythons():
-    """{(major, minor): path} of every CPython 3 installed here (pyenv's, then PATH's)."""
-    found = {}
-    candidates = sorted(Path("/root/.pyenv/versions").glob("3.*/bin/python3.*"))
-    candidates += [Path(p) for p in sorted(Path("/usr/bin").glob("python3.*"))]
-    for candidate in candidates:
-        match = re.fullmatch(r"python3\.(\d+)", candidate.name)
-        if match and (3, int(match.group(1))) not in found:
-            found[(3, int(match.group(1)))] = str(candidate)
-    found.setdefault(sys.version_info[:2], sys.executable)
-    return found
 
 
 def _installed_free_threaded():
@@ -47,7 +33,7 @@ def _installed_free_threaded():
     return list(found.values())
 
 
-PYTHONS = _installed_pythons()
+PYTHONS = installed_pythons()
 SUPPORTED_PYTHONS = [PYTHONS.get(version, f"python{version[0]}.{version[1]}")
                      for version in SUPPORTED] + _installed_free_threaded()
 OLDER_PYTHONS = [path for version, path in sorted(PYTHONS.items()) if version < (3, 10)]

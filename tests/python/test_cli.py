@@ -196,3 +196,80 @@ def test_run_flight_writes_a_flight_recorders_file_that_live_reads(tmp_path):
     assert state["flight"] and state["ended"] and state["peak_bytes"] == summary["peak_bytes"]
     refused(memtrace("run", "--flight", "0", loop, check=False),
             "run --flight: the events to keep, at least 1")
+
+
+def in_process(module):
+    """A module of the package, imported here (what it reads of torch is stood in for)."""
+    import importlib
+    if str(PACKAGE) not in sys.path:
+        sys.path.insert(0, str(PACKAGE))
+    return importlib.import_module(f"mem_tracer.{module}")
+
+
+def trace_summary(level="tensor", devices=((0, 124445432, 155189248),)):
+    """memtrace-report's JSON as far as the comparison reads it: (device, peak, reserved)."""
+    return {"summary": {"level": level},
+            "devices": [{"device": device, "peak_bytes": peak, "torch_reserved_peak_bytes": reserved}
+                        for device, peak, reserved in devices]}
+
+
+def test_pytorchs_peaks_equal_to_the_traces_say_nothing():
+    # Note [PyTorch's counters beside the trace] in cli.py.
+    differences = in_process("cli").torch_counter_differences
+    assert differences(trace_summary(), {"0": {"requested": 124445432,
+                                               "reserved": 155189248}}) is None
+
+
+def test_pytorchs_peaks_that_differ_are_said_in_one_line_with_by_how_much():
+    differences = in_process("cli").torch_counter_differences
+    torch = {"0": {"requested": 124445432, "reserved": 155189248},
+             "1": {"requested": 1 << 20, "reserved": 2 << 20}}
+    line = differences(trace_summary(devices=((0, 129390584, 155189248), (1, 1 << 20, 4 << 20))),
+                       torch)
+    assert line == (
+        "== memtrace: PyTorch's own counters differ from the trace: device 0's "
+        "requested_bytes.all.peak is 124,445,432 B, the trace's 129,390,584 B (4,945,152 B more); "
+        "device 1's reserved_bytes.all.peak is 2,097,152 B, the trace's 4,194,304 B "
+        "(2,097,152 B more) (a program that calls torch.cuda.reset_peak_memory_stats() lowers "
+        "PyTorch's peaks, not the trace's)")
+    # A trace lower than PyTorch's count missed something: no excuse is offered.
+    line = differences(trace_summary(), {"0": {"requested": 124445433, "reserved": 155189248}})
+    assert line == ("== memtrace: PyTorch's own counters differ from the trace: device 0's "
+                    "requested_bytes.all.peak is 124,445,433 B, the trace's 124,445,432 B (1 B less)")
+
+
+def test_only_what_the_trace_counts_as_pytorch_does_is_compared():
+    differences = in_process("cli").torch_counter_differences
+    torch = {"0": {"requested": 1, "reserved": 155189248}}
+    # A trace of segments (no bridge for this torch), or segments beside tensors (a library's own
+    # cudaMalloc): its peak is not PyTorch's requested one.
+    assert differences(trace_summary("segment"), torch) is None
+    assert differences(trace_summary("mixed"), torch) is None
+    # No record of PyTorch's segments: its reserved peak is not compared.
+    assert differences(trace_summary(devices=((0, 1, None),)),
+                       {"0": {"requested": 1, "reserved": 7}}) is None
+    # A device PyTorch used that the trace never saw.
+    assert "device 1's requested_bytes.all.peak is 5 B, the trace's 0 B (5 B less)" in differences(
+        trace_summary(), {**torch, "0": {"requested": 124445432, "reserved": 155189248},
+                          "1": {"requested": 5, "reserved": 0}})
+
+
+def test_pytorchs_peaks_are_read_only_where_the_program_initialized_cuda(monkeypatch):
+    import types
+    run_module = in_process("_run")
+    stats = {0: {"requested_bytes.all.peak": 10, "reserved_bytes.all.peak": 20},
+             1: {"requested_bytes.all.peak": 0, "reserved_bytes.all.peak": 0}}  # never used
+    initialized = []
+    cuda = types.SimpleNamespace(is_initialized=lambda: bool(initialized),
+                                 device_count=lambda: 2, memory_stats=stats.__getitem__)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert run_module._torch_peaks() == {}  # torch never imported: not imported to read it
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    assert run_module._torch_peaks() == {}  # CUDA never initialized: not initialized to read it
+    initialized.append(True)
+    assert run_module._torch_peaks() == {"0": {"requested": 10, "reserved": 20}}
+    # A pluggable allocator keeps no counters: nothing to compare, and no error.
+    cuda.memory_stats = lambda device: {}
+    assert run_module._torch_peaks() == {}
+    cuda.memory_stats = lambda device: (_ for _ in ()).throw(RuntimeError("no stats"))
+    assert run_module._torch_peaks() == {}
