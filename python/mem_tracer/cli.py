@@ -456,7 +456,12 @@ def run(arguments: argparse.Namespace) -> int:
     trace = Path(output.replace("%p", str(pid)))
     if not trace.exists():
         ended = f"exited with status {status}" if status else "ended"
-        print(f"memtrace: {name} {ended} without a CUDA allocation: no trace was written",
+        why = ""
+        torch = _native.torch_directory()
+        if torch is not None and not _native.torch_is_cuda_build(torch):
+            why = (f" (this Python's torch {_native.torch_release_at(torch)} is a CPU build, "
+                   "which never allocates GPU memory)")
+        print(f"memtrace: {name} {ended} without a CUDA allocation: no trace was written{why}",
               file=sys.stderr)
         return status
     if not arguments.quiet:

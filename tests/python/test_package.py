@@ -1,6 +1,7 @@
 """The mem_tracer package, in subprocesses, against the test CUDA runtime (PyTorch's own
 registration of the allocator needs a CUDA build of torch: tests/gpu covers it)."""
 import ast
+import importlib.metadata
 import json
 import re
 import shutil
@@ -13,6 +14,11 @@ from memtrace_testing import ROOT, parse_records, run
 
 SCRIPTS = Path(__file__).parent / "scripts"
 PACKAGE = ROOT / "python"
+
+# What memtrace adds when a program made no CUDA allocation and the torch it imports is a CPU
+# build (this interpreter's, pinned by tools/setup.sh).
+CPU_TORCH = (f" (this Python's torch {importlib.metadata.version('torch')} is a CPU build, "
+             "which never allocates GPU memory)")
 
 
 def tagged_lines(script):
@@ -61,6 +67,7 @@ import ctypes, sys
 ctypes.CDLL({str(build.cudart)!r}, mode=ctypes.RTLD_GLOBAL)
 import mem_tracer
 from mem_tracer import _native
+
 lib = _native.allocator()
 a = lib.memtrace_alloc(1000, 0, None)
 b = lib.memtrace_alloc(3000, 1, None)
@@ -146,7 +153,7 @@ def test_run_without_cuda_allocations_writes_no_trace(build, tmp_path):
     assert result.returncode == 0
     assert "usage:" in result.stdout and "json.tool" in result.stdout
     assert result.stderr.splitlines() == [
-        "memtrace: json.tool ended without a CUDA allocation: no trace was written"]
+        "memtrace: json.tool ended without a CUDA allocation: no trace was written" + CPU_TORCH]
     assert not list(tmp_path.glob("x-*.bin"))
 
 
