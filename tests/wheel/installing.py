@@ -14,12 +14,13 @@ the system only: `memtrace run --gpu h100` on a training script (FITS, at the le
 its peak PyTorch's own requested peak to the byte), `pytest --memtrace-gpu l4` failing a test
 over its budget at its line, and LD_PRELOAD of the installed library tracing tensors."""
 import json
+import re
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
-from memtrace_testing import ROOT, run
+from memtrace_testing import ROOT, installed_pythons, run
 
 # A training step whose peak PyTorch states itself: an MLP, AdamW, three steps.
 TRAIN = """\
@@ -54,15 +55,13 @@ def test_over_its_budget():
 
 
 def python_of(version):
-    """The CPython `version` ("3.12") this machine has (pyenv's, or on PATH); fails saying so."""
-    candidates = sorted(Path("/root/.pyenv/versions").glob(f"{version}.*/bin/python{version}"))
-    found = shutil.which(f"python{version}")
-    if found:
-        candidates.append(Path(found))
-    if not candidates:
+    """The CPython `version` ("3.12") this machine has; fails saying so."""
+    major, minor = (int(part) for part in version.split("."))
+    found = installed_pythons().get((major, minor))
+    if found is None:
         raise AssertionError(f"no CPython {version} on this machine (pyenv install {version}): "
                              "the install is tested under it")
-    return candidates[-1]
+    return Path(found)
 
 
 def clean_copy(destination):
@@ -127,7 +126,8 @@ def says_its_capabilities(bin_dir, cwd, release):
     """`memtrace --version` names `release` among the bridges, this Python's torch as traced
     from inside its allocator, and the simulated cards."""
     said = in_venv(bin_dir, "memtrace", "--version", cwd=cwd).stdout
-    assert f"{release} (tensors traced from inside its caching allocator)" in said, said
+    assert re.search(rf"this Python's torch: {re.escape(release)}(\+\w+)? \(tensors traced from "
+                     r"inside its caching allocator\)", said), said
     bridges = next(line for line in said.splitlines() if "inside PyTorch's allocator" in line)
     for supported in ("2.11.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0", "2.14.1"):
         assert supported in bridges, said

@@ -6,9 +6,14 @@ product runs from outside the copy."""
 import re
 
 import pytest
-
-from installing import (clean_copy, in_venv, make_venv, python_of,
-                        runs_the_product_on_the_simulated_card, says_its_capabilities)
+from installing import (
+    clean_copy,
+    in_venv,
+    make_venv,
+    python_of,
+    runs_the_product_on_the_simulated_card,
+    says_its_capabilities,
+)
 from memtrace_testing import ROOT
 
 # An older release than the tests' venv (2.14.1): its own bridge must be the one that attaches.
@@ -21,7 +26,7 @@ def readme_install_commands():
     """The commands of the README's "Installing" block, comments dropped."""
     text = (ROOT / "README.md").read_text()
     section = text.split("## Installing", 1)[1]
-    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    block = re.search(r"```sh\n(.*?)```", section, re.DOTALL).group(1)
     return [line.split("#", 1)[0].strip() for line in block.splitlines()
             if line.split("#", 1)[0].strip()]
 

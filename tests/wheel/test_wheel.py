@@ -12,10 +12,15 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-from installing import (clean_copy, in_venv, make_venv, python_of,
-                        runs_the_product_on_the_simulated_card, says_its_capabilities,
-                        site_package)
+from installing import (
+    clean_copy,
+    in_venv,
+    make_venv,
+    python_of,
+    runs_the_product_on_the_simulated_card,
+    says_its_capabilities,
+    site_package,
+)
 from memtrace_testing import ROOT, run
 
 SCRIPTS = ROOT / "tests" / "python" / "scripts"
