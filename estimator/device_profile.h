@@ -9,20 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "tracer/format/caching_allocator.h"
+
 namespace memtrace::estimator {
 
-// The constants of c10/cuda/CUDACachingAllocator.cpp.
-struct CachingAllocatorRules {
-  int64_t minimum_block_bytes = 0;            // kMinBlockSize: every request rounds up to this
-  int64_t small_request_limit_bytes = 0;      // kSmallSize: requests up to it use the small pool
-  int64_t small_segment_bytes = 0;            // kSmallBuffer: segment size of the small pool
-  int64_t large_segment_threshold_bytes = 0;  // kMinLargeAlloc: below it a large request...
-  int64_t large_segment_bytes = 0;            // kLargeBuffer: ...gets a segment of this size
-  int64_t large_segment_rounding_bytes = 0;   // kRoundLarge: larger requests round up to it
-  // False for an allocator that gives freed memory back at once (the CPU's): reserved bytes
-  // are then the allocated bytes.
-  bool caches_freed_blocks = true;
-};
+// The constants of c10/cuda/CUDACachingAllocator.cpp (Note [PyTorch's caching allocator rules]),
+// each profile's own.
+using CachingAllocatorRules = format::CachingAllocatorRules;
 
 // One sdpa kernel's constraints and allocations, as aten/src/ATen/native/transformers/cuda/
 // sdp_utils.cpp (CUDA) and sdp_utils_cpp.cpp (CPU) check them (Note [sdpa's kernel choice],

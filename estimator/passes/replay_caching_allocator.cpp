@@ -29,7 +29,9 @@
 //     release_available_cached_blocks, which does nothing without max_split_size_mb) and try
 //     again; if it still does not fit, the allocation fails with out of memory.
 // A zero-byte request allocates nothing (the allocator returns a null pointer for it).
-// The numbers come from the device profile (estimator/profiles/), not from this file.
+// The numbers come from the device profile (estimator/profiles/), not from this file; the rules
+// themselves are shared with the report (Note [PyTorch's caching allocator rules] in
+// tracer/format/caching_allocator.h).
 
 // Note [The cuBLASLt workspace]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -65,7 +67,7 @@ class CachingAllocatorModel {
   int32_t allocate(int64_t bytes) {
     if (bytes <= 0) return kNoBlock;
     int64_t size = roundSize(bytes);
-    bool small = size <= rules_.small_request_limit_bytes;
+    bool small = format::smallPool(rules_, size);
     Pool& pool = small ? small_pool_ : large_pool_;
     int32_t block;
     auto found = pool.lower_bound({size, std::numeric_limits<int64_t>::min(), 0});
@@ -156,22 +158,12 @@ class CachingAllocatorModel {
   // Free blocks by (size, address, index): the first not below (size, -inf) is the best fit.
   using Pool = std::set<std::tuple<int64_t, int64_t, int32_t>>;
 
-  int64_t roundSize(int64_t bytes) const {
-    int64_t unit = rules_.minimum_block_bytes;
-    return std::max(unit, (bytes + unit - 1) / unit * unit);
-  }
+  int64_t roundSize(int64_t bytes) const { return format::roundRequest(rules_, bytes); }
 
-  int64_t segmentSize(int64_t size) const {
-    if (size <= rules_.small_request_limit_bytes) return rules_.small_segment_bytes;
-    if (size < rules_.large_segment_threshold_bytes) return rules_.large_segment_bytes;
-    int64_t unit = rules_.large_segment_rounding_bytes;
-    return (size + unit - 1) / unit * unit;
-  }
+  int64_t segmentSize(int64_t size) const { return format::segmentSize(rules_, size); }
 
   bool shouldSplit(const Block& block, int64_t size) const {
-    int64_t remaining = block.size - size;
-    return block.small ? remaining >= rules_.minimum_block_bytes
-                       : remaining > rules_.small_request_limit_bytes;
+    return format::shouldSplit(rules_, block.small, block.size - size);
   }
 
   int32_t newBlock(int64_t address, int64_t size, bool small) {

@@ -23,7 +23,9 @@ OUT_OF_MEMORY_MARK = "memtrace: out of memory"
 # counters beside the trace] in cli.py).
 TORCH_PEAKS_VARIABLE = "MEMTRACE_TORCH_PEAKS_FILE"
 # torch.cuda.memory_stats()'s keys read, and the names they are written under.
-TORCH_PEAK_KEYS = {"requested": "requested_bytes.all.peak", "reserved": "reserved_bytes.all.peak"}
+TORCH_PEAK_KEYS = {"requested": "requested_bytes.all.peak",
+                   "allocated": "allocated_bytes.all.peak",
+                   "reserved": "reserved_bytes.all.peak"}
 
 
 def _out_of_memory(error: BaseException) -> bool:

@@ -517,6 +517,10 @@ def torch_counter_differences(summary: dict[str, Any],
         compared = []
         if tensors:
             compared.append(("requested", int(device.get("peak_bytes", 0))))
+        # Allocated is the report's replay of PyTorch's blocks (Note [Allocated bytes,
+        # replayed] in tracer/report/block_replay.h): known only where every block was placed.
+        if device.get("torch_allocated_peak_bytes") is not None and "allocated" in peaks:
+            compared.append(("allocated", int(device["torch_allocated_peak_bytes"])))
         if device.get("torch_reserved_peak_bytes") is not None:
             compared.append(("reserved", int(device["torch_reserved_peak_bytes"])))
         for name, traced in compared:

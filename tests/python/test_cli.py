@@ -260,11 +260,29 @@ def test_only_what_the_trace_counts_as_pytorch_does_is_compared():
                           "1": {"requested": 5, "reserved": 0}})
 
 
+def test_allocated_is_compared_where_the_trace_knows_it():
+    # Note [Allocated bytes, replayed] in tracer/report/block_replay.h: null where not every
+    # block could be placed.
+    differences = in_process("cli").torch_counter_differences
+    summary = trace_summary()
+    summary["devices"][0]["torch_allocated_peak_bytes"] = 124453376
+    torch = {"0": {"requested": 124445432, "allocated": 124453376, "reserved": 155189248}}
+    assert differences(summary, torch) is None
+    torch["0"]["allocated"] = 124453888
+    assert differences(summary, torch) == (
+        "== memtrace: PyTorch's own counters differ from the trace: device 0's "
+        "allocated_bytes.all.peak is 124,453,888 B, the trace's 124,453,376 B (512 B less)")
+    summary["devices"][0]["torch_allocated_peak_bytes"] = None
+    assert differences(summary, torch) is None
+
+
 def test_pytorchs_peaks_are_read_only_where_the_program_initialized_cuda(monkeypatch):
     import types
     run_module = in_process("_run")
-    stats = {0: {"requested_bytes.all.peak": 10, "reserved_bytes.all.peak": 20},
-             1: {"requested_bytes.all.peak": 0, "reserved_bytes.all.peak": 0}}  # never used
+    stats = {0: {"requested_bytes.all.peak": 10, "allocated_bytes.all.peak": 512,
+                 "reserved_bytes.all.peak": 20},
+             1: {"requested_bytes.all.peak": 0, "allocated_bytes.all.peak": 0,
+                 "reserved_bytes.all.peak": 0}}  # never used
     initialized = []
     cuda = types.SimpleNamespace(is_initialized=lambda: bool(initialized),
                                  device_count=lambda: 2, memory_stats=stats.__getitem__)
@@ -273,7 +291,7 @@ def test_pytorchs_peaks_are_read_only_where_the_program_initialized_cuda(monkeyp
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
     assert run_module._torch_peaks() == {}  # CUDA never initialized: not initialized to read it
     initialized.append(True)
-    assert run_module._torch_peaks() == {"0": {"requested": 10, "reserved": 20}}
+    assert run_module._torch_peaks() == {"0": {"requested": 10, "allocated": 512, "reserved": 20}}
     # A pluggable allocator keeps no counters: nothing to compare, and no error.
     cuda.memory_stats = lambda device: {}
     assert run_module._torch_peaks() == {}

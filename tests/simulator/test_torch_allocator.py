@@ -50,6 +50,7 @@ def workload(name, trace=None, profile="h200", alloc_conf=None, check=True, memo
     ("expandable", "expandable_segments:True"),
     ("mempool", None),
     ("graphs", None),
+    ("unsplit", None),
 ])
 def test_traced_counters_equal_untraced_and_the_trace_equals_them(tmp_path, name, alloc_conf):
     untraced, _ = workload(name, alloc_conf=alloc_conf)
@@ -66,7 +67,11 @@ def test_traced_counters_equal_untraced_and_the_trace_equals_them(tmp_path, name
     summary = report_json(trace)["summary"]
     assert summary["peak_bytes"] == traced["requested_peak"]
     assert summary["torch_reserved_peak_bytes"] == traced["reserved_peak"]
+    # Note [Allocated bytes, replayed]: whole blocks, as max_memory_allocated counts them.
+    assert summary["torch_allocated_peak_bytes"] == traced["allocated_peak"]
     assert summary["level"] == "tensor"
+    if name == "unsplit":
+        assert traced["allocated_peak"] - traced["requested_peak"] >= 3 << 20, traced
     records = parse_records(trace)
     segments = [r for r in records if r["record"] == "segment"]
     assert segments, "PyTorch's segments are recorded beside the tensors"

@@ -301,6 +301,30 @@ TEST_F(Fixture, OomPointAndAnomalies) {
   EXPECT_EQ(by_function.group(oom).rows[0].location.name, "/home/user/model.py (forward)");
 }
 
+// Note [Allocated bytes, replayed]: max_memory_allocated counts whole blocks, and a large block
+// less than 1 MiB too big is handed out whole.
+TEST_F(Fixture, PyTorchsAllocatedBytesAreItsBlocks) {
+  using format::SegmentAction;
+  constexpr uint64_t kMiB = 1 << 20;
+  trace.marker(0, MarkerKind::kTracingStarted);
+  trace.context(1, 0, 0, format::Api::kTorchAllocator);
+  trace.segment(1, SegmentAction::kAlloc, 0, 0x100000000, 20 * kMiB);
+  trace.alloc(2, 0x100000000, 3 * kMiB, at_10);
+  trace.alloc(3, 0x100000000 + 3 * kMiB, 16 * kMiB + kMiB / 2, at_11);  // the 17 MiB left, whole
+  trace.free(4, 0x100000000);
+  trace.alloc(5, 0x100000000, 1000, at_10);  // 1024 of the 3 MiB: split
+  reader::TraceReader reader(write());
+  report::TraceSummary summary = report::summarize(reader);
+  EXPECT_EQ(summary.peak_bytes, 19 * kMiB + kMiB / 2);
+  EXPECT_TRUE(summary.torch_allocated_known);
+  EXPECT_EQ(summary.torch_allocated_peak_bytes, 20 * kMiB);
+  EXPECT_EQ(summary.torch_allocated_at_peak_bytes, 20 * kMiB);
+  EXPECT_EQ(summary.torch_allocated_end_bytes, 17 * kMiB + 1024);
+  ASSERT_EQ(summary.devices.size(), 1u);
+  EXPECT_TRUE(summary.devices[0].torch_allocated_known);
+  EXPECT_EQ(summary.devices[0].torch_allocated_peak_bytes, 20 * kMiB);
+}
+
 // Note [PyTorch's own allocator]: reserved memory from the segment records beside the tensors'
 // events (a tensor may start where its segment does), and an OOM's view of the segments.
 TEST_F(Fixture, PyTorchsSegmentsAreReservedBesideTheTensors) {

@@ -10,6 +10,7 @@
 
 #include "tracer/format/peak.h"
 #include "tracer/reader/live_set.h"
+#include "tracer/report/block_replay.h"
 
 namespace memtrace::report {
 namespace {
@@ -104,6 +105,8 @@ struct SummaryVisitor : reader::LiveVisitor {
   // replay counted of the sections before it. Event indices stay the file's own.
   void applyTotals(const reader::Section& section) {
     apply_totals = false;
+    // The events before the kept ones are gone, and with them the blocks they placed.
+    blocks.loseAll();
     const reader::RunTotals& totals = section.totals;
     summary.events = totals.events;
     summary.allocations = totals.allocations;
@@ -180,6 +183,7 @@ struct SummaryVisitor : reader::LiveVisitor {
   // PyTorch's reserved memory (Note [PyTorch's own allocator]): up and down by what each record
   // says, as PyTorch counts reserved_bytes.
   void onSegment(const reader::Segment& segment) {
+    blocks.onSegment(segment);
     summary.torch_segments = true;
     summary.duration_ns = std::max(summary.duration_ns, segment.time_ns);
     DeviceSummary& d = device(segment.device);
@@ -242,20 +246,38 @@ struct SummaryVisitor : reader::LiveVisitor {
 
   void onUnmatchedFree(const Event&) { ++summary.unmatched_frees; }
 
-  void onFree(const Event&, const Allocation& freed) {
+  void onFree(const Event& event, const Allocation& freed) {
     ++summary.frees;
     remove(freed.size, freed.device);
+    if (event.context->api == format::Api::kTorchAllocator)
+      changeAllocated(freed.device, blocks.onFree(freed.device, event.address), false);
   }
 
   // A free we never saw: the new allocation replaces the old.
   void onImpliedFree(const Event&, const Allocation& replaced) {
     ++summary.replaced_allocations;
     remove(replaced.size, replaced.device);
+    blocks.lose(replaced.device);
+  }
+
+  // PyTorch's allocated bytes (Note [Allocated bytes, replayed]), by a block's size.
+  void changeAllocated(int device_index, uint64_t block, bool up) {
+    DeviceSummary& d = device(device_index);
+    change(d.torch_allocated_end_bytes, d.torch_allocated_peak_bytes, block, up);
+    if (selected(summary.device_filter, device_index))
+      change(torch_allocated, summary.torch_allocated_peak_bytes, block, up);
   }
 
   void onAlloc(const Event& event, const Allocation& allocation) {
     ++summary.allocations;
     if (!event.traced) ++summary.untraced_allocations;
+    if (event.context->api == format::Api::kTorchAllocator) {
+      // A block told at the attach (Note [Attaching from the package]) was placed before the
+      // replay saw its segment's history.
+      if (!event.traced) blocks.lose(allocation.device);
+      changeAllocated(allocation.device,
+                      blocks.onAlloc(allocation.device, event.address, event.size), true);
+    }
     DeviceSummary& d = device(allocation.device);
     d.allocated_bytes += event.size;
     d.end_bytes += event.size;
@@ -263,6 +285,7 @@ struct SummaryVisitor : reader::LiveVisitor {
       d.peak_event = event.index;
       d.peak_time_ns = event.time_ns;
       d.torch_reserved_at_peak_bytes = d.torch_reserved_end_bytes;
+      d.torch_allocated_at_peak_bytes = d.torch_allocated_end_bytes;
     }
     if (selected(summary.device_filter, allocation.device)) {
       summary.allocated_bytes += event.size;
@@ -272,6 +295,7 @@ struct SummaryVisitor : reader::LiveVisitor {
         summary.peak_event = event.index;
         summary.peak_time_ns = event.time_ns;
         summary.torch_reserved_at_peak_bytes = torch_reserved;
+        summary.torch_allocated_at_peak_bytes = torch_allocated;
       }
       if (format::raisePeak(step.peak_bytes, current)) {
         step.peak_event = event.index;
@@ -299,9 +323,11 @@ struct SummaryVisitor : reader::LiveVisitor {
   const reader::Tables& tables;
   std::unordered_map<ReadKey, size_t, ReadKeyHash> read_sites;  // index into device_reads
   uint64_t current = 0;
-  uint64_t mapped = 0;               // bytes mapped now
-  uint64_t reserved = 0;             // bytes of address space reserved now
-  uint64_t torch_reserved = 0;       // PyTorch's reserved memory now (selected devices)
+  uint64_t mapped = 0;           // bytes mapped now
+  uint64_t reserved = 0;         // bytes of address space reserved now
+  uint64_t torch_reserved = 0;   // PyTorch's reserved memory now (selected devices)
+  uint64_t torch_allocated = 0;  // PyTorch's allocated bytes now (selected devices)
+  BlockReplay blocks;            // the blocks PyTorch handed out (Note [Allocated bytes, replayed])
   uint64_t devices_with_events = 0;  // bit d: an event ran on device d (the whole file)
   TraceSummary at_last_stop;
   bool stopped = false;  // tracing is stopped at this point of the trace
@@ -596,11 +622,17 @@ TraceSummary summarize(reader::TraceReader& trace, int device_filter, Until unti
             [](const DeviceSummary& a, const DeviceSummary& b) { return a.device < b.device; });
   summary.end_bytes = 0;
   summary.torch_reserved_end_bytes = 0;
-  for (const DeviceSummary& device : summary.devices)
+  summary.torch_allocated_end_bytes = 0;
+  summary.torch_allocated_known = summary.torch_segments;
+  for (DeviceSummary& device : summary.devices) {
+    device.torch_allocated_known = summary.torch_segments && !visitor.blocks.lost(device.device);
     if (selected(device_filter, device.device)) {
       summary.end_bytes += device.end_bytes;
       summary.torch_reserved_end_bytes += device.torch_reserved_end_bytes;
+      summary.torch_allocated_end_bytes += device.torch_allocated_end_bytes;
+      summary.torch_allocated_known &= device.torch_allocated_known;
     }
+  }
   if (!summary.steps.empty() && until == Until::kEnd && visitor.step.peak_event != UINT64_MAX) {
     // The trace ended inside a step (an OOM, a killed run, the evaluation after training).
     visitor.step.end_ns = summary.duration_ns;

@@ -38,6 +38,14 @@ struct DeviceSummary {
   uint64_t torch_reserved_peak_bytes = 0;
   uint64_t torch_reserved_at_peak_bytes = 0;
   uint64_t torch_reserved_end_bytes = 0;
+  // PyTorch's allocated bytes (whole blocks: what max_memory_allocated counts), replayed from
+  // the requests and the segments (Note [Allocated bytes, replayed] in block_replay.h): the
+  // most at once, at the device's peak of live bytes, at the end; known only where the replay
+  // placed every block of the device.
+  bool torch_allocated_known = false;
+  uint64_t torch_allocated_peak_bytes = 0;
+  uint64_t torch_allocated_at_peak_bytes = 0;
+  uint64_t torch_allocated_end_bytes = 0;
 };
 
 struct MarkerSummary {
@@ -164,6 +172,12 @@ struct TraceSummary {
   uint64_t torch_reserved_peak_bytes = 0;
   uint64_t torch_reserved_at_peak_bytes = 0;
   uint64_t torch_reserved_end_bytes = 0;
+  // Its allocated bytes on the selected devices, as DeviceSummary's; known where every
+  // selected device's are.
+  bool torch_allocated_known = false;
+  uint64_t torch_allocated_peak_bytes = 0;
+  uint64_t torch_allocated_at_peak_bytes = 0;
+  uint64_t torch_allocated_end_bytes = 0;
 
   std::vector<DeviceSummary> devices;  // every device seen, by index
 

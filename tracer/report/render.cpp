@@ -390,9 +390,14 @@ void renderText(std::ostream& out, const Report& report) {
     out << fmt::format("  device {:<3} {}: peak {} at {}{}\n",
                        device.device < 0 ? std::string("?") : std::to_string(device.device), name,
                        formatBytes(device.peak_bytes), seconds(device.peak_time_ns),
-                       s.torch_segments ? fmt::format(", reserved at most {}",
-                                                      formatBytes(device.torch_reserved_peak_bytes))
-                                        : std::string());
+                       s.torch_segments
+                           ? fmt::format("{}, reserved at most {}",
+                                         device.torch_allocated_known
+                                             ? ", allocated at most " +
+                                                   formatBytes(device.torch_allocated_peak_bytes)
+                                             : std::string(),
+                                         formatBytes(device.torch_reserved_peak_bytes))
+                           : std::string());
   }
   if (s.cut_offset)
     out << fmt::format(
@@ -452,6 +457,20 @@ void renderText(std::ostream& out, const Report& report) {
           formatBytes(s.torch_reserved_peak_bytes), s.torch_reserved_peak_bytes,
           formatBytes(s.torch_reserved_at_peak_bytes), formatBytes(idle),
           formatBytes(s.torch_reserved_end_bytes));
+    // Note [Allocated bytes, replayed]: said only where every block was placed.
+    if (s.torch_allocated_known)
+      out << fmt::format(
+          "Allocated by PyTorch's caching allocator: at most {} ({} bytes: "
+          "max_memory_allocated, replayed from its rounding and split rules); {} at the peak, "
+          "{} of it beyond the requests (rounding, blocks not split)\n",
+          formatBytes(s.torch_allocated_peak_bytes), s.torch_allocated_peak_bytes,
+          formatBytes(s.torch_allocated_at_peak_bytes),
+          formatBytes(s.torch_allocated_at_peak_bytes -
+                      std::min(s.torch_allocated_at_peak_bytes, s.peak_bytes)));
+    else
+      out << "Allocated by PyTorch's caching allocator (max_memory_allocated): not known, as "
+             "not every block's history is in the trace (attached late, or a flight recorder's "
+             "kept window)\n";
   }
   if (const Prediction* prediction = report.prediction) {
     // Against a measured peak of 0 B no percentage means anything: none is given.
@@ -616,6 +635,12 @@ nlohmann::json summaryJson(const TraceSummary& s) {
            s.torch_segments ? json(s.torch_reserved_at_peak_bytes) : json(nullptr)},
           {"torch_reserved_end_bytes",
            s.torch_segments ? json(s.torch_reserved_end_bytes) : json(nullptr)},
+          {"torch_allocated_peak_bytes",
+           s.torch_allocated_known ? json(s.torch_allocated_peak_bytes) : json(nullptr)},
+          {"torch_allocated_at_peak_bytes",
+           s.torch_allocated_known ? json(s.torch_allocated_at_peak_bytes) : json(nullptr)},
+          {"torch_allocated_end_bytes",
+           s.torch_allocated_known ? json(s.torch_allocated_end_bytes) : json(nullptr)},
           {"device_memory_readings", s.device_memory.size()},
           {"window_end_ns", s.window_events == UINT64_MAX ? json(nullptr) : json(s.window_end_ns)},
           {"cut_offset", s.cut_offset},
@@ -632,6 +657,11 @@ nlohmann::json devicesJson(const TraceSummary& s) {
         {{"device", device.device},
          {"torch_reserved_peak_bytes", reserved(device.torch_reserved_peak_bytes)},
          {"torch_reserved_at_peak_bytes", reserved(device.torch_reserved_at_peak_bytes)},
+         {"torch_allocated_peak_bytes",
+          device.torch_allocated_known ? json(device.torch_allocated_peak_bytes) : json(nullptr)},
+         {"torch_allocated_at_peak_bytes", device.torch_allocated_known
+                                               ? json(device.torch_allocated_at_peak_bytes)
+                                               : json(nullptr)},
          {"name", device.name},
          {"total_bytes", device.total_bytes},
          {"peak_bytes", device.peak_bytes},

@@ -96,9 +96,22 @@ def graphs():
     del static_output
 
 
+def unsplit():
+    # A freed 18 MiB block taken again by a 17.5 MiB tensor: the 0.5 MiB left is not split off
+    # (a large block is split only when more than 1 MiB would remain), so PyTorch's allocated
+    # bytes count 18 MiB for it: 3.5 MiB over the requests at the peak, more than rounding.
+    kept = []
+    for _ in range(8):
+        freed = torch.empty(18 << 20, dtype=torch.uint8, device="cuda")
+        del freed
+        kept.append(torch.empty((17 << 20) + (1 << 19), dtype=torch.uint8, device="cuda"))
+    # And small requests of odd sizes, rounded to 512 bytes.
+    kept.extend(torch.empty(size, dtype=torch.uint8, device="cuda") for size in (1, 513, 4001))
+
+
 WORKLOADS = {"mlp": mlp_steps, "cudnn_benchmark": cudnn_benchmark, "expandable": mlp_steps,
              "mempool": mempool, "empty_cache": empty_cache, "fragmentation": fragmentation,
-             "graphs": graphs}
+             "graphs": graphs, "unsplit": unsplit}
 
 if __name__ == "__main__":
     WORKLOADS[sys.argv[1]]()
