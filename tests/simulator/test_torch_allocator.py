@@ -24,7 +24,7 @@ WORKLOADS = HERE / "programs" / "torch_allocator_workloads.py"
 
 
 def workload(name, trace=None, profile="h200", alloc_conf=None, check=True, memory=None,
-             **extra):
+             devices=1, **extra):
     """Runs a workload on the simulated `profile` (of `memory` bytes when given), traced into
     `trace` when given. Returns (its counters, the completed process)."""
     env = {k: v for k, v in os.environ.items()
@@ -36,7 +36,7 @@ def workload(name, trace=None, profile="h200", alloc_conf=None, check=True, memo
     if trace is not None:
         env.update({"LD_PRELOAD": str(Build.library), "MEMTRACE_OUTPUT": str(trace)})
     env.update({k: str(v) for k, v in extra.items()})
-    env = simulated_environment(env, profile, memory=memory)
+    env = simulated_environment(env, profile, memory=memory, devices=devices)
     result = subprocess.run([sys.executable, str(WORKLOADS), name], env=env, capture_output=True,
                             text=True, timeout=300)
     if check:
@@ -51,6 +51,8 @@ def workload(name, trace=None, profile="h200", alloc_conf=None, check=True, memo
     ("mempool", None),
     ("graphs", None),
     ("unsplit", None),
+    ("record_stream", None),
+    ("fork_after_attach", None),
 ])
 def test_traced_counters_equal_untraced_and_the_trace_equals_them(tmp_path, name, alloc_conf):
     untraced, _ = workload(name, alloc_conf=alloc_conf)
@@ -176,3 +178,34 @@ def test_start_tracing_without_preload_attaches_to_the_allocator(tmp_path):
     rows = report["live"]["rows"]
     assert any(row["location"] == "untraced" for row in rows)
     assert any(row.get("file") == str(HERE / "programs" / "start_tracing_late.py") for row in rows)
+
+
+def test_two_devices_each_equal_to_its_own_counters(tmp_path):
+    # Each device's allocator is attached to (Note [Attaching to PyTorch's allocator]), and each
+    # device's figures in the trace are PyTorch's for that device.
+    untraced, _ = workload("two_devices", devices=2)
+    trace = tmp_path / "two.bin"
+    traced, result = workload("two_devices", trace, devices=2)
+    assert traced == untraced and len(traced["devices"]) == 2
+    assert "memtrace:" not in result.stderr, result.stderr
+    devices = {device["device"]: device for device in report_json(trace)["devices"]}
+    for index, counters in enumerate(traced["devices"]):
+        assert devices[index]["peak_bytes"] == counters["requested_peak"], (index, devices)
+        assert devices[index]["torch_allocated_peak_bytes"] == counters["allocated_peak"]
+        assert devices[index]["torch_reserved_peak_bytes"] == counters["reserved_peak"]
+
+
+def test_a_program_that_swaps_or_reconfigures_its_allocator_after_the_attach(tmp_path):
+    # PyTorch refuses a pluggable allocator once its own has allocated, traced or not; settings
+    # it takes mid-run (expandable segments from here on) are the program's, and recorded.
+    untraced, plain = workload("swap_allocator")
+    trace = tmp_path / "swap.bin"
+    traced, result = workload("swap_allocator", trace)
+    refusals = [line for line in plain.stderr.splitlines() if line.startswith("refused:")]
+    assert refusals and refusals == [line for line in result.stderr.splitlines()
+                                     if line.startswith("refused:")]
+    assert traced == untraced
+    summary = report_json(trace)["summary"]
+    assert summary["peak_bytes"] == traced["requested_peak"]
+    assert summary["torch_reserved_peak_bytes"] == traced["reserved_peak"]
+    assert {r["action"] for r in parse_records(trace) if r["record"] == "segment"} >= {"alloc", "map"}

@@ -2,7 +2,9 @@
 printing PyTorch's own counters at its end as one JSON line:
 
     python torch_allocator_workloads.py (mlp | cudnn_benchmark | expandable | mempool |
-                                         empty_cache | fragmentation | graphs)
+                                         empty_cache | fragmentation | graphs | unsplit |
+                                         record_stream | two_devices | fork_after_attach |
+                                         swap_allocator)
 
 The program never knows whether memtrace traces it: it reads PYTORCH_CUDA_ALLOC_CONF back, so
 the test can see that nothing changed its allocator."""
@@ -109,9 +111,62 @@ def unsplit():
     kept.extend(torch.empty(size, dtype=torch.uint8, device="cuda") for size in (1, 513, 4001))
 
 
+def record_stream():
+    # A tensor used on a side stream is freed when that stream's work is done
+    # (Tensor.record_stream): PyTorch's FREE_REQUESTED comes at the del, FREE_COMPLETED later.
+    side = torch.cuda.Stream()
+    for _ in range(3):
+        made = torch.empty(6 << 20, dtype=torch.uint8, device="cuda")
+        with torch.cuda.stream(side):
+            copied = made.to(torch.float16)
+        made.record_stream(side)
+        del made, copied
+    torch.cuda.synchronize()
+    torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+
+
+def two_devices():
+    # Each device has its own allocator, segments and counters.
+    on_first = [torch.empty(5 << 20, dtype=torch.uint8, device="cuda:0") for _ in range(2)]
+    on_second = [torch.empty((3 << 20) + 1000, dtype=torch.uint8, device="cuda:1")
+                 for _ in range(3)]
+    del on_first[0], on_second[1]
+    torch.matmul(torch.ones(64, 64, device="cuda:1"), torch.ones(64, 64, device="cuda:1"))
+
+
+def fork_after_attach():
+    # The recorder is attached (the first segment is made); a child forked then runs Python
+    # without CUDA (as DataLoader workers do) and exits; the parent goes on.
+    kept = torch.empty(4 << 20, dtype=torch.uint8, device="cuda")
+    child = os.fork()
+    if child == 0:
+        sum(range(100000))
+        os._exit(0)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    more = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
+    del kept, more
+
+
+def swap_allocator():
+    # After the first allocation PyTorch refuses another allocator (the same with or without
+    # memtrace); settings it allows mid-run are applied.
+    first = torch.empty(2 << 20, dtype=torch.uint8, device="cuda")
+    other = torch.cuda.memory.CUDAPluggableAllocator("libc.so.6", "malloc", "free")
+    try:
+        torch.cuda.memory.change_current_allocator(other)
+    except RuntimeError as error:
+        print(f"refused: {str(error).splitlines()[0]}", file=sys.stderr)
+    torch.cuda.memory._set_allocator_settings("expandable_segments:True")
+    after = [torch.empty(7 << 20, dtype=torch.uint8, device="cuda") for _ in range(3)]
+    del first, after
+
+
 WORKLOADS = {"mlp": mlp_steps, "cudnn_benchmark": cudnn_benchmark, "expandable": mlp_steps,
              "mempool": mempool, "empty_cache": empty_cache, "fragmentation": fragmentation,
-             "graphs": graphs, "unsplit": unsplit}
+             "graphs": graphs, "unsplit": unsplit, "record_stream": record_stream,
+             "two_devices": two_devices, "fork_after_attach": fork_after_attach,
+             "swap_allocator": swap_allocator}
 
 if __name__ == "__main__":
     WORKLOADS[sys.argv[1]]()
@@ -125,4 +180,9 @@ if __name__ == "__main__":
         "reserved_current": stats["reserved_bytes.all.current"],
         "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
         "backend": torch.cuda.get_allocator_backend(),
+        "devices": [{"requested_peak": device_stats["requested_bytes.all.peak"],
+                     "allocated_peak": device_stats["allocated_bytes.all.peak"],
+                     "reserved_peak": device_stats["reserved_bytes.all.peak"]}
+                    for device_stats in (torch.cuda.memory_stats(index)
+                                         for index in range(torch.cuda.device_count()))],
     }))
