@@ -12,6 +12,7 @@
 #include <atomic>
 
 #include "allocator/torch_bridge/bridge.h"
+#include "tracer/format/caching_allocator.h"
 #include "tracer/recorder/config.h"
 #include "tracer/recorder/memtrace.h"
 #include "tracer/recorder/recorder.h"
@@ -170,6 +171,21 @@ void refuse(const char* why, const char* detail, bool say = true) {
   warn(line);
 }
 
+// Settings that change the caching allocator's rounding or splitting are marked in the trace
+// (Note [Allocated bytes, replayed] in tracer/report/block_replay.h: its replay follows the
+// default rules, and must know when they do not hold). Read, never changed.
+void markAllocatorSettings() {
+  for (const char* name : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"}) {
+    const char* settings = getenv(name);
+    if (!settings ||
+        (!strstr(settings, "roundup_power2_divisions") && !strstr(settings, "max_split_size_mb")))
+      continue;
+    char mark[1024];
+    snprintf(mark, sizeof(mark), "%s%s=%s", format::kAllocatorSettingsMark, name, settings);
+    memtrace_annotate(mark);
+  }
+}
+
 bool attach(bool say = true) {
   Config config = readConfig();
   if (!config.torch_tracker) {  // MEMTRACE_TORCH_TRACKER=0: segments, as asked
@@ -198,6 +214,7 @@ bool attach(bool say = true) {
            *error ? error : "the bridge or libc10_cuda.so could not be opened", say);
     return false;
   }
+  markAllocatorSettings();
   return true;
 }
 

@@ -209,3 +209,22 @@ def test_a_program_that_swaps_or_reconfigures_its_allocator_after_the_attach(tmp
     assert summary["peak_bytes"] == traced["requested_peak"]
     assert summary["torch_reserved_peak_bytes"] == traced["reserved_peak"]
     assert {r["action"] for r in parse_records(trace) if r["record"] == "segment"} >= {"alloc", "map"}
+
+
+def test_allocator_settings_that_change_its_rules_make_allocated_unknown(tmp_path):
+    # Note [Allocated bytes, replayed]: the replay follows the default rounding; with
+    # roundup_power2_divisions the program's blocks round otherwise, and the report says it does
+    # not know them rather than guess. Requested and reserved stay PyTorch's own.
+    settings = "roundup_power2_divisions:4"
+    untraced, _ = workload("mlp", alloc_conf=settings)
+    trace = tmp_path / "rounded.bin"
+    traced, _ = workload("mlp", trace, alloc_conf=settings)
+    assert traced == untraced
+    summary = report_json(trace)["summary"]
+    assert summary["peak_bytes"] == traced["requested_peak"]
+    assert summary["torch_reserved_peak_bytes"] == traced["reserved_peak"]
+    assert summary["torch_allocated_peak_bytes"] is None
+    assert summary["torch_allocator_settings"] == f"PYTORCH_CUDA_ALLOC_CONF={settings}"
+    text = run([Build.report, trace]).stdout
+    assert (f"not known, as the program set PYTORCH_CUDA_ALLOC_CONF={settings}, whose rounding or "
+            "splitting the replay of its blocks does not follow") in text

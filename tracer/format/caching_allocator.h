@@ -37,6 +37,11 @@ struct CachingAllocatorRules {
   bool caches_freed_blocks = true;
 };
 
+// The annotation memtrace writes when the traced program set allocator settings that change
+// these rules (roundup_power2_divisions, max_split_size_mb), followed by the variable and its
+// value: the report's replay of the blocks then says it does not know them.
+inline constexpr char kAllocatorSettingsMark[] = "memtrace: PyTorch's allocator settings: ";
+
 // round_size: the block a request of `bytes` needs.
 inline int64_t roundRequest(const CachingAllocatorRules& rules, int64_t bytes) {
   int64_t unit = rules.minimum_block_bytes;

@@ -47,6 +47,15 @@ struct SummaryVisitor : reader::LiveVisitor {
       stopped = true;
     }
     if (marker.kind == format::MarkerKind::kTracingStarted) stopped = false;
+    if (marker.kind == format::MarkerKind::kAnnotation) {
+      std::string_view name = tables.string(marker.name);
+      if (name.starts_with(format::kAllocatorSettingsMark)) {
+        // Note [Allocated bytes, replayed]: rules other than the default ones.
+        blocks.loseAll();
+        summary.torch_allocator_settings =
+            std::string(name.substr(std::string_view(format::kAllocatorSettingsMark).size()));
+      }
+    }
     switch (marker.kind) {
       case format::MarkerKind::kProcessExit:
       case format::MarkerKind::kTraceClosed:

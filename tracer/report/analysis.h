@@ -178,6 +178,9 @@ struct TraceSummary {
   uint64_t torch_allocated_peak_bytes = 0;
   uint64_t torch_allocated_at_peak_bytes = 0;
   uint64_t torch_allocated_end_bytes = 0;
+  // The program's allocator settings that change its rules ("PYTORCH_CUDA_ALLOC_CONF=..."), ""
+  // for the default ones: then allocated is not known.
+  std::string torch_allocator_settings;
 
   std::vector<DeviceSummary> devices;  // every device seen, by index
 

@@ -28,10 +28,12 @@ namespace memtrace::report {
 // The replay holds only where it saw every block of a segment: a tensor outside any segment
 // recorded (attached late, a flight recorder's kept window), a gap smaller than the request, or
 // an address already live make the device's figure unknown, never a guess. It assumes the
-// default configuration (no roundup_power2_divisions, no max_split_size_mb); `memtrace run`
-// compares the figure with the program's own max_memory_allocated at its end (Note [PyTorch's
-// counters beside the trace] in python/mem_tracer/cli.py), so a configuration that breaks it is
-// said, not hidden.
+// default configuration (no roundup_power2_divisions, no max_split_size_mb): where the program
+// sets either in its environment, the attach marks it in the trace (kAllocatorSettingsMark) and
+// the figure is unknown. A setting changed mid-run (`torch.cuda.memory._set_allocator_settings`)
+// is not seen there: `memtrace run` compares the figure with the program's own
+// max_memory_allocated at its end (Note [PyTorch's counters beside the trace] in
+// python/mem_tracer/cli.py), so it is said, not hidden.
 class BlockReplay {
  public:
   explicit BlockReplay(format::CachingAllocatorRules rules = {}) : rules_(rules) {}

@@ -467,6 +467,12 @@ void renderText(std::ostream& out, const Report& report) {
           formatBytes(s.torch_allocated_at_peak_bytes),
           formatBytes(s.torch_allocated_at_peak_bytes -
                       std::min(s.torch_allocated_at_peak_bytes, s.peak_bytes)));
+    else if (!s.torch_allocator_settings.empty())
+      out << fmt::format(
+          "Allocated by PyTorch's caching allocator (max_memory_allocated): not known, as the "
+          "program set {}, whose rounding or splitting the replay of its blocks does not "
+          "follow\n",
+          s.torch_allocator_settings);
     else
       out << "Allocated by PyTorch's caching allocator (max_memory_allocated): not known, as "
              "not every block's history is in the trace (attached late, or a flight recorder's "
@@ -641,6 +647,8 @@ nlohmann::json summaryJson(const TraceSummary& s) {
            s.torch_allocated_known ? json(s.torch_allocated_at_peak_bytes) : json(nullptr)},
           {"torch_allocated_end_bytes",
            s.torch_allocated_known ? json(s.torch_allocated_end_bytes) : json(nullptr)},
+          {"torch_allocator_settings",
+           s.torch_allocator_settings.empty() ? json(nullptr) : json(s.torch_allocator_settings)},
           {"device_memory_readings", s.device_memory.size()},
           {"window_end_ns", s.window_events == UINT64_MAX ? json(nullptr) : json(s.window_end_ns)},
           {"cut_offset", s.cut_offset},
