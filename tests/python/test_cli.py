@@ -45,8 +45,22 @@ def a_trace(tmp_path_factory):
 
 def test_version():
     expected = (ROOT / "VERSION").read_text().strip()  # the one version source
-    assert memtrace("--version").stdout == f"memtrace {expected}\n"
-    assert memtrace("run", "--version").stdout == f"memtrace {expected}\n"
+    # Note [What an install can do]: the version, then what this build can trace, one line each.
+    said = memtrace("--version").stdout
+    assert said == memtrace("run", "--version").stdout
+    lines = said.splitlines()
+    assert lines[0] == f"memtrace {expected}"
+    bridges = sorted(path.name[len("libmemtrace-torch-"):-len(".so")]
+                     for path in Build.library.parent.glob("libmemtrace-torch-*.so"))
+    assert bridges, "the build has no bridge to PyTorch's allocator"
+    assert lines[1] == ("  traces tensors inside PyTorch's allocator for torch: "
+                        + ", ".join(bridges)), said
+    assert lines[2] == (f"  this Python's torch: {importlib.metadata.version('torch')} (a CPU "
+                        "build: nothing on a GPU to trace)"), said
+    profiles = sorted(path.stem for path in (ROOT / "simulator" / "profiles").glob("*.json"))
+    assert lines[3] == f"  simulated GPUs (memtrace run --gpu): {', '.join(profiles)}", said
+    assert lines[4] == (f"  memtrace-estimate: built against torch "
+                        f"{importlib.metadata.version('torch')}"), said
     version = run([sys.executable, "-c", "import mem_tracer; print(mem_tracer.__version__)"],
                   {"PYTHONPATH": str(PACKAGE)}).stdout
     assert version == f"{expected}\n"
