@@ -386,6 +386,44 @@ print(json.dumps(results))
     assert said["Varargs"]["note"].startswith("traced with torch.jit.trace (scripting failed: ")
 
 
+def test_estimate_by_recording_calls_nothing_torchscript(build, tmp_path):
+    # method="record" (Note [Choosing the front end]): the same figures as the TorchScript front
+    # end, with none of TorchScript's entry points called (torch deprecates them: each warns on
+    # every call in torch 2.14) and no warning of any kind reaching the user.
+    (tmp_path / "tiny.py").write_text(ESTIMATE_MODEL)
+    code = """
+import json, warnings, torch, mem_tracer, tiny
+x = torch.randn(32, 64)
+scripted = mem_tracer.estimate(tiny.Mlp(), (x,), budget="1GiB")
+def refused(*args, **kwargs):
+    raise AssertionError("TorchScript called")
+torch.jit.script = torch.jit.trace = torch.jit.save = torch.jit.load = refused
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    recorded = mem_tracer.estimate(tiny.Mlp(), (x,), budget="1GiB", method="record")
+refusals = []
+for options in ({"semantics": "torchscript"}, {"keep_model": "m.pt"}, {"method": "script"}):
+    try:
+        mem_tracer.estimate(tiny.Mlp(), (x,), **{"method": "record", **options})
+    except mem_tracer.MemTracerError as error:
+        refusals.append(str(error))
+figures = lambda e: [e.peak_requested_bytes, e.weight_bytes, e.input_bytes,
+                     e.activation_peak_bytes, [[l.line, l.bytes] for l in e.by_user_line],
+                     e.largest_batch]
+print(json.dumps({"method": recorded.method, "note": recorded.method_note,
+                  "warnings": [str(w.message) for w in caught], "refusals": refusals,
+                  "same": figures(recorded) == figures(scripted), "model": str(recorded.model_path)}))
+"""
+    said = json.loads(python("-c", code, env={"PYTHONPATH": f"{PACKAGE}:{tmp_path}"}, cwd=tmp_path).stdout)
+    assert said["method"] == "record"
+    assert said["note"] == ("recorded on fake tensors: one forward as Python runs it "
+                            "(method='record': no TorchScript)")
+    assert said["warnings"] == [] and said["same"] and said["model"] == "None"
+    assert [refusal.split(": ", 1)[1].split(";")[0].split(" (")[0] for refusal in said["refusals"]] == [
+        "method='record' gives eager semantics only", "method='record' makes no TorchScript file to keep",
+        "method must be one of auto, record, not 'script'"]
+
+
 def test_report_with_the_prediction_beside_the_measurement(build, tmp_path):
     script = SCRIPTS / "predict.py"
     lines = {}
