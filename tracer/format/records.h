@@ -194,7 +194,7 @@ inline constexpr RecordType kLastRecordType = RecordType::kOwnerModule;
 // ignored for an address that starts no live allocation (a tensor inside a segment). The
 // report then puts the weights under their modules wherever it groups by module, and names
 // those allocated before tracing `weights, allocated before tracing` where it groups by line
-// (Note [What was live before tracing] in tracer/report/locations.h).
+// (Note [What was live before tracing] in tracer/report/analysis.h).
 
 // What a kSegment record says happened (PyTorch's TraceEntry actions of the same names).
 enum class SegmentAction : uint8_t {

@@ -75,6 +75,10 @@ Prediction loadPrediction(const std::string& path) {
   if (summary->contains("peak_allocated_bytes"))
     prediction.peak_allocated_bytes =
         unsignedField(*summary, "peak_allocated_bytes", path + ": summary");
+  if (summary->contains("weight_bytes"))
+    prediction.weight_bytes = unsignedField(*summary, "weight_bytes", path + ": summary");
+  if (summary->contains("input_bytes"))
+    prediction.input_bytes = unsignedField(*summary, "input_bytes", path + ": summary");
   if (auto training = summary->find("training_peak_bytes");
       training != summary->end() && !training->is_null()) {
     prediction.training_peak_bytes =
@@ -163,6 +167,21 @@ std::unordered_map<std::string, uint64_t> predictedByKey(const Prediction& predi
   return bytes;
 }
 
+// Note [What was live before tracing]: the weights, and the inputs, allocated before tracing
+// are what the estimator counts as there before the forward (Module.to(device), then the
+// inputs), where rows are lines, functions or files (a stack's rows are stacks); by module,
+// the inputs only: a module's weights are its row's.
+std::optional<uint64_t> beforeTheForward(const Prediction& prediction, const LocationTable& table,
+                                         const Location& location) {
+  if (location.kind != LocationKind::kUntraced || table.group_by == GroupBy::kStack ||
+      table.group_by == GroupBy::kCategory)
+    return {};
+  if (location.holding == format::Category::kParameter && table.group_by != GroupBy::kModule)
+    return prediction.weight_bytes;
+  if (location.holding == format::Category::kInput) return prediction.input_bytes;
+  return {};
+}
+
 }  // namespace
 
 std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction,
@@ -182,6 +201,10 @@ std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction
   std::unordered_map<std::string, uint64_t> by_key = predictedByKey(prediction, table);
   for (const TableRow& row : table.rows) {
     std::optional<std::string> key;
+    if (std::optional<uint64_t> before = beforeTheForward(prediction, table, row.location)) {
+      predicted.push_back(before);
+      continue;
+    }
     if (table.group_by == GroupBy::kModule) {
       if (row.location.kind == LocationKind::kModule && !row.location.module.empty())
         key = rowKey(table.group_by, moduleLocation(pathUnderRoot(row.location.module)));
