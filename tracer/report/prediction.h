@@ -39,6 +39,9 @@ struct Prediction {
   // tracing (Note [What was live before tracing]).
   std::optional<uint64_t> weight_bytes;
   std::optional<uint64_t> input_bytes;
+  // Live where requested_bytes peaks, workspaces on the lines that took them ("requested_peak";
+  // Note [Workspaces on their lines] in estimator/passes/attribute_peak.h), or, in an estimate
+  // from before that, at the activations' peak ("peak").
   std::vector<PredictionFrameEntry> by_frame;       // keyed like --frame innermost
   std::vector<PredictionFrameEntry> by_user_frame;  // keyed like --frame user
   std::vector<PredictionModuleEntry> by_module;     // keyed like --group-by module
