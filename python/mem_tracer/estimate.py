@@ -273,8 +273,7 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
         return _estimate_recorded(
             model, example_inputs, kwargs, profile=_device_profile(device), output=output,
             batch_sizes=batch_sizes, budget=budget, step=FORWARD,
-            note="recorded on fake tensors: one forward as Python runs it (method='record': "
-                 "no TorchScript)")
+            note="recorded on fake tensors: one forward as Python runs it, without TorchScript")
     if step is not None or _is_export_archive(model):
         return _estimate_recorded(
             model, example_inputs, kwargs, profile=_device_profile(device), output=output,

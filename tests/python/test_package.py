@@ -416,8 +416,7 @@ print(json.dumps({"method": recorded.method, "note": recorded.method_note,
 """
     said = json.loads(python("-c", code, env={"PYTHONPATH": f"{PACKAGE}:{tmp_path}"}, cwd=tmp_path).stdout)
     assert said["method"] == "record"
-    assert said["note"] == ("recorded on fake tensors: one forward as Python runs it "
-                            "(method='record': no TorchScript)")
+    assert said["note"] == "recorded on fake tensors: one forward as Python runs it, without TorchScript"
     assert said["warnings"] == [] and said["same"] and said["model"] == "None"
     assert [refusal.split(": ", 1)[1].split(";")[0].split(" (")[0] for refusal in said["refusals"]] == [
         "method='record' gives eager semantics only", "method='record' makes no TorchScript file to keep",
