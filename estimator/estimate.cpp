@@ -74,6 +74,9 @@ Estimate estimateMemory(Graph& graph, const EstimateOptions& options) {
   estimate.allocator =
       replayCachingAllocator(graph, timeline, options.profile, options.memory_limit_bytes);
   estimate.attribution = attributePeak(graph, estimate.activations.live_at_peak);
+  estimate.requested_attribution = attributeRequestedPeak(
+      graph, liveAfter(graph, timeline, estimate.allocator.peak_requested_events),
+      estimate.allocator.peak_requested_workspaces);
   if (options.semantics == Semantics::kEager && !graph.unnamed_values.empty()) {
     auto peak_with = [&](const Lifetimes& other) {
       return simulateLiveBytes(graph, buildTimeline(graph, other)).peak_bytes;

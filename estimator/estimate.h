@@ -64,6 +64,9 @@ struct Estimate {
   LiveBytesPeak activations;          // exact live activation bytes, and where they peak
   AllocatorReplay allocator;          // what the caching allocator would report
   PeakAttribution attribution;        // what is live at the activation peak
+  // What is live where requested_bytes peaks, library workspaces included, and the weights by
+  // module (Note [Workspaces on their lines]).
+  PeakAttribution requested_attribution;
   int64_t total_flops = 0;
   std::vector<UnknownOp> unknown_ops;
   bool lower_bound = false;                   // some sizes are unknown: the true peak may be higher

@@ -229,6 +229,26 @@ json estimateJson(const Graph& graph, const Estimate& estimate, const RenderOpti
   }
   peak["tensors"] = std::move(tensors);
   document["peak"] = std::move(peak);
+  // Note [Workspaces on their lines]: where requested_bytes peaks, what the report puts beside
+  // the measured lines.
+  json requested = nodeJson(graph, estimate.allocator.peak_requested_node);
+  if (requested.is_null()) requested = json::object();
+  requested["requested_bytes"] = estimate.allocator.peak_requested_bytes;
+  requested["by_frame"] = groupsJson(estimate.requested_attribution.by_frame, false);
+  requested["by_user_frame"] = groupsJson(estimate.requested_attribution.by_user_frame, false);
+  requested["by_module"] = groupsJson(estimate.requested_attribution.by_module, true);
+  json workspaces = json::array();
+  for (const Workspace& workspace : estimate.allocator.peak_requested_workspaces) {
+    json entry = {{"library", workspace.library}, {"bytes", workspace.bytes}};
+    if (workspace.node.valid()) {
+      entry["node_index"] = workspace.node.value;
+      entry["op"] = graph.node(workspace.node).op;
+      addLocation(entry, graph.node(workspace.node));
+    }
+    workspaces.push_back(std::move(entry));
+  }
+  requested["workspaces"] = std::move(workspaces);
+  document["requested_peak"] = std::move(requested);
   document["allocated_peak"] = nodeJson(graph, estimate.allocator.peak_allocated_node);
   document["cublas_workspace_node"] = nodeJson(graph, estimate.allocator.cublas_workspace_node);
   document["cublaslt_workspace_node"] = nodeJson(graph, estimate.allocator.cublaslt_workspace_node);

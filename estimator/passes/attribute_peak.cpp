@@ -38,34 +38,78 @@ std::vector<LiveGroup> collect(const std::map<Key, LiveGroup>& groups) {
   return sortedGroups(std::move(result));
 }
 
-}  // namespace
-
-PeakAttribution attributePeak(const Graph& graph, const std::vector<StorageId>& live) {
+// Live bytes charged to the nodes that made them, grouped the three ways.
+struct Groups {
   std::map<SourceFrame, LiveGroup> by_frame;
   std::map<SourceFrame, LiveGroup> by_user_frame;
   std::map<std::string, LiveGroup> by_module;
+
+  void charge(const Node* producer, int64_t bytes) {
+    std::vector<SourceFrame> no_stack;
+    const std::vector<SourceFrame>& stack = producer ? producer->stack : no_stack;
+    SourceFrame frame = innermostFrame(stack);
+    SourceFrame user_frame = innermostUserFrame(stack);
+    std::string module = producer ? producer->module_path : std::string();
+    memtrace::estimator::charge(by_frame, frame, LiveGroup{frame, {}, 0, 0}, bytes);
+    memtrace::estimator::charge(by_user_frame, user_frame, LiveGroup{user_frame, {}, 0, 0}, bytes);
+    chargeModule(module, bytes);
+  }
+  void chargeModule(const std::string& module, int64_t bytes) {
+    memtrace::estimator::charge(by_module, module, LiveGroup{{}, module, 0, 0}, bytes);
+  }
+  void into(PeakAttribution& attribution) const {
+    attribution.by_frame = collect(by_frame);
+    attribution.by_user_frame = collect(by_user_frame);
+    attribution.by_module = collect(by_module);
+  }
+};
+
+// The live activations, largest first, charged to their producers.
+PeakAttribution attributeStorages(const Graph& graph, const std::vector<StorageId>& live,
+                                  Groups& groups) {
   PeakAttribution attribution;
   for (StorageId id : live) {
     const Storage& storage = graph.storage(id);
     if (storage.bytes == 0) continue;
     attribution.storages.push_back(id);
-    std::vector<SourceFrame> no_stack;
-    const Node* producer = storage.producer.valid() ? &graph.node(storage.producer) : nullptr;
-    const std::vector<SourceFrame>& stack = producer ? producer->stack : no_stack;
-    SourceFrame frame = innermostFrame(stack);
-    SourceFrame user_frame = innermostUserFrame(stack);
-    std::string module = producer ? producer->module_path : std::string();
-    charge(by_frame, frame, LiveGroup{frame, {}, 0, 0}, storage.bytes);
-    charge(by_user_frame, user_frame, LiveGroup{user_frame, {}, 0, 0}, storage.bytes);
-    charge(by_module, module, LiveGroup{{}, module, 0, 0}, storage.bytes);
+    groups.charge(storage.producer.valid() ? &graph.node(storage.producer) : nullptr,
+                  storage.bytes);
   }
   std::stable_sort(attribution.storages.begin(), attribution.storages.end(),
                    [&](StorageId left, StorageId right) {
                      return graph.storage(left).bytes > graph.storage(right).bytes;
                    });
-  attribution.by_frame = collect(by_frame);
-  attribution.by_user_frame = collect(by_user_frame);
-  attribution.by_module = collect(by_module);
+  return attribution;
+}
+
+// The module a weight belongs to, by its name: "blocks.0.attn.qkv.weight" is blocks.0.attn.qkv's,
+// "weight" the root's ("").
+std::string moduleOfWeight(const std::string& name) {
+  size_t dot = name.rfind('.');
+  return dot == std::string::npos ? std::string() : name.substr(0, dot);
+}
+
+}  // namespace
+
+PeakAttribution attributePeak(const Graph& graph, const std::vector<StorageId>& live) {
+  Groups groups;
+  PeakAttribution attribution = attributeStorages(graph, live, groups);
+  groups.into(attribution);
+  return attribution;
+}
+
+PeakAttribution attributeRequestedPeak(const Graph& graph, const std::vector<StorageId>& live,
+                                       const std::vector<Workspace>& workspaces) {
+  Groups groups;
+  PeakAttribution attribution = attributeStorages(graph, live, groups);
+  for (const Workspace& workspace : workspaces)
+    if (workspace.bytes > 0 && workspace.node.valid())
+      groups.charge(&graph.node(workspace.node), workspace.bytes);
+  for (const Storage& storage : graph.storages)
+    if ((storage.origin == StorageOrigin::kParameter || storage.origin == StorageOrigin::kBuffer) &&
+        storage.bytes > 0)
+      groups.chargeModule(moduleOfWeight(storage.name), storage.bytes);
+  groups.into(attribution);
   return attribution;
 }
 

@@ -244,28 +244,27 @@ bool runsThroughCublasLt(const Graph& graph, const Node& node, const DeviceProfi
 // step starts. (Seen on an H200: before step 2 of GPT-2 and BERT-base, 68 MiB above the
 // weights, the optimizer state and the inputs; docs/gpu-record-h200.md.) The cuBLASLt workspace
 // of the torch releases that keep one (Note [The cuBLASLt workspace]) is per handle too: one per
-// thread that runs a cuBLASLt op. Returns the bytes of the step's cuBLAS workspaces, with its
-// first cuBLAS node in `first`, and those of its cuBLASLt workspaces in `lt_bytes`, with its
-// first cuBLASLt node in `lt_first`.
-int64_t stepWorkspaces(const Graph& graph, const DeviceProfile& profile, NodeId& first,
-                       int64_t& lt_bytes, NodeId& lt_first) {
-  bool threads[2] = {false, false};     // a cuBLAS op on: the caller's thread, autograd's
-  bool lt_threads[2] = {false, false};  // a cuBLASLt op on them
+// thread that runs a cuBLASLt op. Returns the step's workspaces, cuBLAS's then cuBLASLt's, each
+// with the first node of its thread that needs it (where step 1 took it).
+std::vector<Workspace> stepWorkspaces(const Graph& graph, const DeviceProfile& profile) {
+  NodeId first[2];     // the first cuBLAS op on: the caller's thread, autograd's
+  NodeId lt_first[2];  // the first cuBLASLt op on them
   for (size_t index = 0; index < graph.nodes.size(); ++index) {
     const Node& node = graph.nodes[index];
     bool lt = runsThroughCublasLt(graph, node, profile);
     if (profile.cublas_workspace_bytes == 0 || !(lt || contains(profile.cublas_ops, node.op)))
       continue;
     int thread = node.phase == format::TrainingPhase::kBackward ? 1 : 0;
-    if (!first.valid()) first = NodeId(index);
-    threads[thread] = true;
-    if (lt && profile.cublaslt_workspace_bytes > 0) {
-      if (!lt_first.valid()) lt_first = NodeId(index);
-      lt_threads[thread] = true;
-    }
+    if (!first[thread].valid()) first[thread] = NodeId(index);
+    if (lt && profile.cublaslt_workspace_bytes > 0 && !lt_first[thread].valid())
+      lt_first[thread] = NodeId(index);
   }
-  lt_bytes = (int64_t{lt_threads[0]} + int64_t{lt_threads[1]}) * profile.cublaslt_workspace_bytes;
-  return (int64_t{threads[0]} + int64_t{threads[1]}) * profile.cublas_workspace_bytes;
+  std::vector<Workspace> workspaces;
+  for (NodeId node : first)
+    if (node.valid()) workspaces.push_back({"cuBLAS", profile.cublas_workspace_bytes, node});
+  for (NodeId node : lt_first)
+    if (node.valid()) workspaces.push_back({"cuBLASLt", profile.cublaslt_workspace_bytes, node});
+  return workspaces;
 }
 
 }  // namespace
@@ -290,19 +289,19 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
   AllocatorReplay result;
   bool cublas_workspace_allocated = false;
   bool cublaslt_workspace_allocated = false;
+  // The workspaces live now: the library's ones, kept for the process's lifetime, and a
+  // convolution's while its call runs.
+  std::vector<Workspace> live_workspaces;
   if (graph.training_step) {
     cublas_workspace_allocated = cublaslt_workspace_allocated = true;
-    result.cublas_workspace_bytes =
-        stepWorkspaces(graph, profile, result.cublas_workspace_node,
-                       result.cublaslt_workspace_bytes, result.cublaslt_workspace_node);
     // Kept for the process's lifetime: the cuBLAS workspaces, then the cuBLASLt ones.
-    for (int64_t bytes = result.cublas_workspace_bytes; bytes > 0;
-         bytes -= profile.cublas_workspace_bytes) {
-      model.allocate(profile.cublas_workspace_bytes);
-    }
-    for (int64_t bytes = result.cublaslt_workspace_bytes; bytes > 0;
-         bytes -= profile.cublaslt_workspace_bytes) {
-      model.allocate(profile.cublaslt_workspace_bytes);
+    for (const Workspace& workspace : stepWorkspaces(graph, profile)) {
+      bool lt = std::string_view(workspace.library) == "cuBLASLt";
+      (lt ? result.cublaslt_workspace_bytes : result.cublas_workspace_bytes) += workspace.bytes;
+      NodeId& first = lt ? result.cublaslt_workspace_node : result.cublas_workspace_node;
+      if (!first.valid() || workspace.node.value < first.value) first = workspace.node;
+      model.allocate(workspace.bytes);
+      live_workspaces.push_back(workspace);
     }
   }
   for (size_t index = 0; index < graph.storages.size(); ++index) {
@@ -328,6 +327,8 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
 
   int64_t best_allocated = model.allocated();
   int64_t best_requested = model.requested();
+  size_t applied = 0;  // timeline events applied so far
+  result.peak_requested_workspaces = live_workspaces;
   auto note_peaks = [&](NodeId node) {
     if (model.allocated() > best_allocated) {
       best_allocated = model.allocated();
@@ -336,6 +337,8 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
     if (model.requested() > best_requested) {
       best_requested = model.requested();
       result.peak_requested_node = node;
+      result.peak_requested_events = applied;
+      result.peak_requested_workspaces = live_workspaces;
     }
   };
 
@@ -365,6 +368,7 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
           cublas_workspace_allocated = true;
           result.cublas_workspace_bytes = profile.cublas_workspace_bytes;
           result.cublas_workspace_node = node;
+          live_workspaces.push_back({"cuBLAS", profile.cublas_workspace_bytes, node});
           note_peaks(node);
         }
         if (!cublaslt_workspace_allocated && profile.cublaslt_workspace_bytes > 0 &&
@@ -374,11 +378,14 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
           cublaslt_workspace_allocated = true;
           result.cublaslt_workspace_bytes = profile.cublaslt_workspace_bytes;
           result.cublaslt_workspace_node = node;
+          live_workspaces.push_back({"cuBLASLt", profile.cublaslt_workspace_bytes, node});
           note_peaks(node);
         }
         if (result.convolution_workspace_bound_bytes > 0 && contains(profile.convolution_ops, op)) {
           convolution_workspace = model.allocate(result.convolution_workspace_bound_bytes);
           if (model.outOfMemory()) return finish(node);
+          live_workspaces.push_back(
+              {"convolution", result.convolution_workspace_bound_bytes, node});
           note_peaks(node);
         }
       }
@@ -387,7 +394,9 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
       if (!event.inside_node && convolution_workspace != CachingAllocatorModel::kNoBlock) {
         model.release(convolution_workspace);  // the call returned
         convolution_workspace = CachingAllocatorModel::kNoBlock;
+        live_workspaces.pop_back();
       }
+      applied = at + 1;
       if (event.kind == MemoryEventKind::kAllocate) {
         blocks[event.storage.value] = model.allocate(graph.storage(event.storage).bytes);
         if (model.outOfMemory()) return finish(node);
@@ -397,6 +406,7 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
         blocks[event.storage.value] = CachingAllocatorModel::kNoBlock;
       }
     }
+    if (convolution_workspace != CachingAllocatorModel::kNoBlock) live_workspaces.pop_back();
     model.release(convolution_workspace);
   }
 

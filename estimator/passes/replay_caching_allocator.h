@@ -10,6 +10,14 @@
 
 namespace memtrace::estimator {
 
+// A library's workspace, taken through the caching allocator by the node that first needed it
+// (Note [Workspaces on their lines]).
+struct Workspace {
+  const char* library = "";  // "cuBLAS", "cuBLASLt", "convolution"
+  int64_t bytes = 0;
+  NodeId node;
+};
+
 // What torch.cuda.memory_stats() would say after one forward pass on a fresh process:
 // weights and inputs are allocated first (Module.to(device), then the inputs), then the
 // forward's own allocations and releases replay through a model of PyTorch's caching allocator.
@@ -35,6 +43,10 @@ struct AllocatorReplay {
   NodeId cublaslt_workspace_node;
   // The convolution workspace bound applied to each convolution, 0 when none was stated.
   int64_t convolution_workspace_bound_bytes = 0;
+  // Where requested_bytes first reaches its peak (Note [Workspaces on their lines]): how many
+  // timeline events had been applied then, and the library workspaces live there.
+  size_t peak_requested_events = 0;
+  std::vector<Workspace> peak_requested_workspaces;
   int64_t segments = 0;  // held when the forward returns
   // With a memory limit: an allocation failed even after the cached segments were released.
   // The replay stops there (at out_of_memory_node; none: the weights and inputs did not fit).

@@ -1,5 +1,7 @@
 #include "estimator/passes/simulate_live_bytes.h"
 
+#include <algorithm>
+
 namespace memtrace::estimator {
 
 LiveBytesPeak simulateLiveBytes(const Graph& graph, const std::vector<TimelineEvent>& timeline) {
@@ -25,16 +27,22 @@ LiveBytesPeak simulateLiveBytes(const Graph& graph, const std::vector<TimelineEv
     }
   }
   if (!any) return result;
+  result.live_at_peak = liveAfter(graph, timeline, peak_position + 1);
+  return result;
+}
 
+std::vector<StorageId> liveAfter(const Graph& graph, const std::vector<TimelineEvent>& timeline,
+                                 size_t events) {
   std::vector<bool> is_live(graph.storages.size(), false);
-  for (size_t position = 0; position <= peak_position; ++position) {
+  for (size_t position = 0; position < std::min(events, timeline.size()); ++position) {
     const TimelineEvent& event = timeline[position];
     is_live[event.storage.value] = event.kind == MemoryEventKind::kAllocate;
   }
+  std::vector<StorageId> live;
   for (size_t index = 0; index < is_live.size(); ++index) {
-    if (is_live[index]) result.live_at_peak.push_back(StorageId(index));
+    if (is_live[index]) live.push_back(StorageId(index));
   }
-  return result;
+  return live;
 }
 
 }  // namespace memtrace::estimator

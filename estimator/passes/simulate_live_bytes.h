@@ -18,4 +18,8 @@ struct LiveBytesPeak {
 
 LiveBytesPeak simulateLiveBytes(const Graph& graph, const std::vector<TimelineEvent>& timeline);
 
+// The storages live once the first `events` events of the timeline have happened.
+std::vector<StorageId> liveAfter(const Graph& graph, const std::vector<TimelineEvent>& timeline,
+                                 size_t events);
+
 }  // namespace memtrace::estimator

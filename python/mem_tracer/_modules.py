@@ -1,5 +1,6 @@
-"""nn.Module attribution: the path each module is named by (``model.layers.3.attn``), and the
-global forward hooks that tell the recorder which module runs on each thread.
+"""nn.Module attribution: the path each module is named by (``model.layers.3.attn``), the
+global forward hooks that tell the recorder which module runs on each thread, and which module
+owns each parameter and buffer.
 
 tracing.py names the root it is given and installs the hooks; training.py names the module
 whose backward runs (Note [Backward modules]); plan.py and parallel.py take a model's blocks
@@ -16,7 +17,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from . import _native
+from . import _native, _storages
 
 _lock = threading.Lock()
 _forward_hooks: list[Any] = []  # the handles of the global forward hooks, while installed
@@ -349,6 +350,22 @@ def module_path(module: Any) -> str:
 
 
 _encoded: weakref.WeakKeyDictionary[Any, bytes] = weakref.WeakKeyDictionary()
+# The modules whose parameters and buffers this trace was told the owner of, all of them on
+# the device then (Note [Weights and their modules] in tracer/format/records.h).
+_owners_told: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _tell_owner(module: Any, path: bytes) -> None:
+    if module not in _owners_told and _storages.tell_owner(module, path):
+        _owners_told.add(module)
+
+
+def tell_owners(root: Any) -> None:
+    """Tells the recorder which module owns each parameter and buffer under `root` that is on
+    the device now (start_tracing(model=...)): the report then puts a model's weights under
+    their modules, however long before tracing they were allocated."""
+    for module in root.modules():
+        _tell_owner(module, module_path(module).encode())
 
 
 def _enter(module: Any, args: Any) -> None:
@@ -357,6 +374,9 @@ def _enter(module: Any, args: Any) -> None:
     path = _encoded.get(module)
     if path is None:
         path = _encoded[module] = module_path(module).encode()
+    # Once per module and trace, when it first runs with its tensors on the device: a model
+    # traced without model= (memtrace run) has its weights under their modules too.
+    _tell_owner(module, path)
     _native.library().memtrace_module_enter(path)
 
 
@@ -388,6 +408,9 @@ def remove_forward_hooks() -> None:
     with _lock:
         while _forward_hooks:
             _forward_hooks.pop().remove()
+        # The next trace is told again (a new file knows none of this one's records).
+        _owners_told.clear()
+        _storages.forget_owners()
 
 
 def module_blocks(model: Any) -> list[str]:

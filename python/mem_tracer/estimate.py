@@ -1,10 +1,12 @@
 """estimate(): the estimator's prediction of a model's GPU memory, before running it, and the
 report that puts it beside a measurement (report_stats(predict=...)).
 
-The estimator (memtrace-estimate) reads TorchScript IR on the CPU. estimate() scripts the
-model (torch.jit.script), or traces it (torch.jit.trace) when scripting fails, saves it, and
-runs the estimator on the example inputs' shapes and dtypes. docs/estimate-format.md
-describes the numbers."""
+The estimator (memtrace-estimate) reads TorchScript IR, or a graph recorded on fake tensors, on
+the CPU. estimate() scripts the model (torch.jit.script), or traces it (torch.jit.trace) when
+scripting fails, saves it, and runs the estimator on the example inputs' shapes and dtypes;
+with method="record" it records one forward on fake tensors instead, and calls none of
+TorchScript's entry points (Note [Choosing the front end]). docs/estimate-format.md describes
+the numbers."""
 from __future__ import annotations
 
 import json
@@ -30,7 +32,7 @@ from .torchscript_export import (
 )
 from .training_step import FORWARD, Loop, RecordedStep, TrainingStep, training_step
 
-__all__ = ["BatchPoint", "Device", "Estimate", "LineEntry", "Loop", "Method", "ModuleEntry",
+__all__ = ["BatchPoint", "Device", "Estimate", "FrontEnd", "LineEntry", "Loop", "Method", "ModuleEntry",
            "Semantics", "TrainingStep", "call_inputs", "estimate", "trace_model",
            "write_prediction"]
 
@@ -40,6 +42,10 @@ Semantics = Literal["eager", "torchscript"]
 # memtrace-estimate's device profiles (`memtrace-estimate --list-devices`), or "auto": the GPU
 # in hand. A profile of one's own is a .json file, given as a path object.
 Device = Literal["auto", "cuda", "cuda-sm90", "cuda-no-cublas-workspace", "cpu"]
+# How estimate() reaches a graph (Note [Choosing the front end]): "auto" (TorchScript first,
+# then fake tensors), or "record" (fake tensors only: no TorchScript at all).
+FrontEnd = Literal["auto", "record"]
+FRONT_ENDS: tuple[str, ...] = ("auto", "record")
 
 
 @dataclass
@@ -199,7 +205,7 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
              output: str | os.PathLike[str] | None = None,
              keep_model: str | os.PathLike[str] | None = None,
              assume_worst_case: bool = False, training: bool | TrainingStep = False,
-             **training_options: Any) -> Estimate:
+             method: FrontEnd = "auto", **training_options: Any) -> Estimate:
     """Predicts the GPU memory of one forward pass (or, with ``training=True``, of one training
     step), without running it on a GPU.
 
@@ -209,6 +215,10 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     takes it (BLOOM's Python autograd.Function), one forward is recorded on fake tensors, with
     eager semantics (Note [A forward that cannot be exported]).
     ``Estimate.method`` and ``Estimate.method_note`` (and ``str(Estimate)``) say which and why.
+    ``method="record"`` records the forward on fake tensors without trying TorchScript, whose
+    entry points torch deprecates (torch.jit.trace warns from 2.13, torch.jit.script from 2.14):
+    eager semantics, no TorchScript file (no ``keep_model``), and a ``budget`` search records
+    the forward once per batch it tries (Note [Choosing the front end]).
     ``example_inputs``: one per positional ``forward`` argument, tensors (their shape and
     dtype are used) or shapes; or a dict of keyword inputs (a tokenizer's output).
     ``example_kwargs``: keyword inputs (``attention_mask=...``); non-tensor ones
@@ -255,6 +265,15 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     example_inputs, kwargs = call_inputs(example_inputs, example_kwargs)
     if not example_inputs and not kwargs:
         raise MemTracerError("estimate(): give example inputs (positional, a dict, or example_kwargs)")
+    if method not in FRONT_ENDS:
+        raise MemTracerError(f"estimate(): method must be one of {', '.join(FRONT_ENDS)}, "
+                             f"not {method!r}")
+    if method == "record" and step is None and not _is_export_archive(model):
+        _refuse_for_recording(model, semantics, keep_model, assume_worst_case)
+        return _estimate_recorded(
+            model, example_inputs, kwargs, profile=_device_profile(device), output=output,
+            batch_sizes=batch_sizes, budget=budget, step=FORWARD,
+            note="recorded on fake tensors: one forward as Python runs it, without TorchScript")
     if step is not None or _is_export_archive(model):
         return _estimate_recorded(
             model, example_inputs, kwargs, profile=_device_profile(device), output=output,
@@ -263,6 +282,36 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     return _estimate_exported(model, example_inputs, kwargs, batch_sizes=batch_sizes,
                               budget=budget, semantics=semantics, device=device, output=output,
                               keep_model=keep_model, assume_worst_case=assume_worst_case)
+
+
+# Note [Choosing the front end]
+# TorchScript is deprecated upstream: torch.jit.trace warns on every call from torch 2.13,
+# torch.jit.script and torch.jit.save from 2.14. estimate() still exports a module to TorchScript
+# first by default (method="auto": its torchscript semantics, the command line's file and the
+# fast batch sweeps in C++ rest on it), and hides the warnings of its own calls, which are not
+# the user's to act on. method="record" takes the other front end, which needs no TorchScript
+# at all: one forward recorded on fake tensors (Note [A forward that cannot be exported]), as
+# Python runs it. It gives the same figures wherever both take the model (the test models and
+# the demo's, to the byte), but it is eager only, keeps no model file, and a budget search
+# records the forward again for each batch it tries (seconds, where the C++ sweep takes a
+# fraction of one). `make demo`, the first screen a newcomer sees, takes it: nothing
+# deprecated runs on its path, and its estimate line says so.
+def _refuse_for_recording(model: Any, semantics: Semantics,
+                          keep_model: str | os.PathLike[str] | None,
+                          assume_worst_case: bool) -> None:
+    """MemTracerError when estimate(method="record") is asked for what only TorchScript gives."""
+    if isinstance(model, (str, os.PathLike)):
+        raise MemTracerError("estimate(): method='record' records a module's forward; a saved "
+                             "TorchScript file is read as it is (method='auto')")
+    if semantics != "eager":
+        raise MemTracerError("estimate(): method='record' gives eager semantics only (the "
+                             "forward as Python runs it); semantics='torchscript' needs method='auto'")
+    if keep_model is not None:
+        raise MemTracerError("estimate(): method='record' makes no TorchScript file to keep; "
+                             "keep_model= needs method='auto'")
+    if assume_worst_case:
+        raise MemTracerError("estimate(): method='record' sizes data-dependent ops by the example "
+                             "inputs it runs on; assume_worst_case=True needs method='auto'")
 
 
 def _estimate_exported(model: Any, example_inputs: list[Any], kwargs: dict[str, Any], *,

@@ -55,8 +55,8 @@ def report_stats(top: int = 20, group_by: GroupBy = "line", file: TextIO | None 
     program allocates after stop_tracing() is still counted by memory_allocated() but does
     not move the reported peak. ``trace`` reads another trace file, whole. ``predict`` adds the estimator's
     prediction beside the measurement: the predicted peak next to the measured one, and per
-    location the bytes predicted live at the estimator's peak next to those live at the
-    measured peak. It takes ``(model, example_inputs)`` (see mem_tracer.estimate), a saved
+    location the bytes predicted live where the predicted peak is (library workspaces on the
+    lines that take them) next to those live at the measured peak. It takes ``(model, example_inputs)`` (see mem_tracer.estimate), a saved
     TorchScript path with example inputs, an Estimate, or an estimate JSON file.
 
     A run on the simulated GPU says so on each device's line, and lists its reads of device

@@ -143,10 +143,13 @@ def start_tracing(output: str | os.PathLike[str] | None = None, *, model: Any = 
 
     ``output`` names the trace file (``%p`` becomes the pid); by default the file already
     open, or $MEMTRACE_OUTPUT, or ``memtrace-%p.bin``. Allocations live before the start are
-    written as ``untraced``, so the peak is right. ``model`` names the root of module paths
+    written as untraced, so the peak is right (the report names them by what they hold: a
+    module's weights, the inputs). ``model`` names the root of module paths
     (``model.layers.3.attn``); without it a module never named is a root when first called,
     named by how its caller reaches it (``model(x)``: ``model``), else by its class, wrappers
-    (DDP's ``module``, ``_orig_mod``...) passed over. ``modules=False`` leaves nn.Module attribution off. ``stacks``: the
+    (DDP's ``module``, ``_orig_mod``...) passed over. Each module's parameters and buffers on the
+    device are told to be its own (with ``model``, now; else when the module first runs), so
+    they count under it, whenever they were allocated. ``modules=False`` leaves nn.Module attribution off. ``stacks``: the
     stacks recorded with each allocation from now on, "python", "native", "all" or "none"
     (default: $MEMTRACE_STACKS, else "python"); a file already open keeps the mode its
     header names.
@@ -171,6 +174,8 @@ def start_tracing(output: str | os.PathLike[str] | None = None, *, model: Any = 
         _modules.name_modules(model, "model")
     if modules:
         _modules.install_forward_hooks()
+        if model is not None and hasattr(model, "modules"):
+            _modules.tell_owners(model)  # Note [Weights and their modules]
     training.install(model, modules=modules)
     _compiled.install()
     global _last_trace

@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Iterable
 from typing import Any, Callable
 
-from . import _backward, _modules, _native, _torch_internals
+from . import _backward, _modules, _native, _storages, _torch_internals
 
 # The numbers the trace format gives them (tracer/format/records.h: Category, TrainingPhase).
 CATEGORIES = ("unknown", "parameter", "gradient", "optimizer_state", "activation", "input",
@@ -71,25 +71,9 @@ _thread = threading.local()  # .backward_module: a module this thread entered in
 _torch: Any = None  # torch, bound by install()
 
 
-def _default_address(tensor: Any) -> int | None:
-    # CPU storages are not memtrace's allocations. The start of the storage, not of the tensor
-    # (a view starts inside it), without making a storage object (this runs per saved tensor).
-    if not tensor.is_cuda:
-        return None
-    offset = tensor.storage_offset()
-    if offset == 0:
-        return int(tensor.data_ptr()) or None
-    return int(tensor.untyped_storage().data_ptr()) or None
-
-
-# How a tensor's storage is named to the recorder. Tests that mirror CPU tensors into memtrace
-# (the test CUDA runtime) replace it with the mirror's addresses.
-_address_of: Callable[[Any], int | None] = _default_address
-
-
-def _set_address_resolver(resolver: Callable[[Any], int | None] | None) -> None:
-    global _address_of
-    _address_of = resolver or _default_address
+# How a tensor's storage is named to the recorder (_storages.py); tests that mirror CPU tensors
+# into memtrace set the resolver through this name.
+_set_address_resolver = _storages.set_address_resolver
 
 
 _bound: list[Any] = []  # the library whose training functions have their signatures set
@@ -109,11 +93,7 @@ def _library() -> Any:
     return library
 
 
-def _address(tensor: Any) -> int | None:
-    try:
-        return _address_of(tensor)
-    except (RuntimeError, NotImplementedError):  # sparse, meta, wrapper subclasses
-        return None
+_address = _storages.address
 
 
 def _tell(tensors: Iterable[Any], category: int) -> None:

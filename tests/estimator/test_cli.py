@@ -1,6 +1,7 @@
 """memtrace-estimate as a command: bad input, sweeps and budgets, control flow, frozen models,
 device profiles and the output formats. Models are small and made here, in plain torch.nn."""
 
+import inspect
 import json
 
 import pytest
@@ -219,6 +220,46 @@ def test_device_profiles_change_the_workspace(saved, tmp_path):
         "cuda-sm90",
         "cuda-no-cublas-workspace",
     }
+
+
+def test_the_lines_where_requested_bytes_peak_hold_the_workspaces(saved, tmp_path):
+    # Note [Workspaces on their lines]: Small's activations peak at its convolution, but
+    # requested_bytes peaks at its linear layer, which takes cuBLAS's workspace (8.125 MiB, kept).
+    # There the lines, with the weights and the inputs, sum to the predicted peak, the workspace
+    # on the line of the op that took it; by module, with each weight under its module.
+    source, first = inspect.getsourcelines(Small.forward)
+    conv_line = first + next(i for i, text in enumerate(source) if "self.conv(x)" in text)
+    fc_line = first + next(i for i, text in enumerate(source) if "self.fc(" in text)
+    document = estimate_json(saved["small"], "--input", "2x3x8x8")
+    summary, requested = document["summary"], document["requested_peak"]
+    assert requested["requested_bytes"] == summary["peak_requested_bytes"]
+    assert requested["op"] == "aten::linear" and requested["user_frame"]["line"] == fc_line
+    assert [(w["library"], w["bytes"], w["op"], w["user_frame"]["line"])
+            for w in requested["workspaces"]] == [("cuBLAS", 8519680, "aten::linear", fc_line)]
+    before_the_forward = summary["weight_bytes"] + summary["input_bytes"]
+    for key in ("by_frame", "by_user_frame"):
+        assert sum(g["bytes"] for g in requested[key]) + before_the_forward == summary["peak_requested_bytes"]
+    # Live there: y (relu's output, held by its name) on the convolution's line; the mean fc is
+    # fed, fc's output and the workspace on fc's.
+    y, pooled, fc_output = 2 * 8 * 8 * 8 * 4, 2 * 8 * 4, 2 * 4 * 4
+    assert {g["line"]: g["bytes"] for g in requested["by_user_frame"]} == {
+        conv_line: y, fc_line: 8519680 + pooled + fc_output}
+    small = Small()
+    modules = {g["module_path"]: g["bytes"] for g in requested["by_module"]}
+    assert sum(modules.values()) == summary["peak_requested_bytes"] - summary["input_bytes"]
+    assert modules == {"fc": 8519680 + fc_output + sum(p.numel() * 4 for p in small.fc.parameters()),
+                       "conv": sum(p.numel() * 4 for p in small.conv.parameters()), "": y + pooled}
+    # With a cuDNN workspace bound stated, requested_bytes peaks inside the convolution, which
+    # holds its workspace for the call: that is the convolution's line, and cuBLAS's is not
+    # taken yet.
+    profile = json.loads((REPOSITORY / "estimator" / "profiles" / "cuda.json").read_text())
+    profile["convolution_workspace"]["bound_bytes"] = 64 << 20
+    path = tmp_path / "bounded.json"
+    path.write_text(json.dumps(profile))
+    bounded = estimate_json(saved["small"], "--input", "2x3x8x8", "--device", path)["requested_peak"]
+    assert [(w["library"], w["bytes"], w["op"]) for w in bounded["workspaces"]] == [
+        ("convolution", 64 << 20, "aten::conv2d")]
+    assert {g["line"]: g["bytes"] for g in bounded["by_user_frame"]}[conv_line] >= 64 << 20
 
 
 def test_text_output(saved):

@@ -138,6 +138,37 @@ print(all(torch.equal(a, b) for a, b in zip(untraced, traced)))
     assert result.stdout.split() == ["True"]
 
 
+@pytest.mark.parametrize("how", ["model", "nomodel", "unmodified"])
+def test_the_weights_are_their_modules_and_named_as_allocated_before_tracing(build, tmp_path, how):
+    # Note [Weights and their modules], Note [What was live before tracing]: the package tells
+    # each parameter's module, at the start with model=, else when its module first runs
+    # (start_tracing() without model=, `memtrace run`): by module the weights are their
+    # modules'. Put on the device before tracing starts, they are named as such by line; under
+    # `memtrace run`, tracing from the first line, they are the line that put them there.
+    if how == "unmodified":
+        traces = tmp_path / "run-%p.bin"
+        run([sys.executable, "-m", "mem_tracer", "run", "-q", "-o", traces, SCRIPTS / "train.py",
+             Build.cudart, tmp_path / "unused.bin", "mlp", "sgd", "3", "unmodified"],
+            {"PYTHONPATH": f"{PACKAGE}:{SCRIPTS}"}, timeout=300)
+        (trace,) = tmp_path.glob("run-*.bin")
+    else:
+        trace, _ = train(tmp_path, "mlp", "sgd", *(["nomodel"] if how == "nomodel" else []))
+    first, second = 64 * 256 * 4 + 256 * 4, 256 * 10 * 4 + 10 * 4  # nn.Linear(64, 256), (256, 10)
+    said = json.loads(report(trace, "--format", "json", "--top", "0"))
+    rows = {row["location"]: row["bytes"] for row in said["live"]["rows"]}
+    assert rows.get("weights, allocated before tracing") == (
+        None if how == "unmodified" else first + second), rows
+    assert "untraced" not in rows and "<no module>" not in rows
+    modules = {row["location"]: row["categories"]["parameter"]
+               for row in said["training"]["modules_at_peak"]["rows"] if row["categories"]["parameter"]}
+    assert modules == {"model.* (x3)": first + second}, said["training"]["modules_at_peak"]
+    by_module = json.loads(report(trace, "--format", "json", "--top", "0", "--group-by", "module"))
+    named = {row["location"] for row in by_module["live"]["rows"]}
+    assert {"model.0", "model.2"} <= named and "weights, allocated before tracing" not in named
+    # Told once each, however many steps ran.
+    assert [r["record"] for r in parse_records(trace)].count("owner-module") == 4
+
+
 def test_the_c_api_refuses_what_the_format_cannot_hold(build, tmp_path):
     code = f"""
 import ctypes

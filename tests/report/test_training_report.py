@@ -4,6 +4,7 @@ category for an address that starts no live allocation is ignored, the per-step 
 PyTorch snapshot's categories, and damaged training records refused in one line."""
 import json
 import pickle
+import re
 import sys
 from pathlib import Path
 
@@ -171,3 +172,82 @@ def test_damaged_training_records_are_refused_in_one_line(build, tmp_path, recor
     trace = w.write(tmp_path / "bad.bin")
     for command in ([], ["parse"], ["export", "pytorch"]):
         fails([*command, trace], message, timeout=10)
+
+
+def before_tracing(path):
+    """Note [What was live before tracing]: allocated before tracing began, a parameter of
+    model.head (told its category and its module), a buffer of model.blocks.0.attention (its
+    module only: buffers have no category), a parameter no module was told for (an optimizer's),
+    an input and something nothing was told of; then, traced, model.head's output at model.py:3
+    and a tensor of no module at model.py:4."""
+    w = TraceWriter()
+    w.device(0, w.string("GPU 0"), 1 << 30).context(1, 0)
+    head, attention = w.string("model.head"), w.string("model.blocks.0.attention")
+    forward = w.string("forward")
+    model = w.string("/home/user/model.py")
+    output = w.python_stack(0, w.frame(model, forward, 3))
+    other = w.python_stack(0, w.frame(model, forward, 4))
+    for time, (address, size) in enumerate([(P, 4 * KIB), (A, 2 * KIB), (G, 8 * KIB), (X, KIB),
+                                            (S, 16 * KIB)], start=1):
+        w.alloc(time, address, size)
+    w.marker(10, TRACING_STARTED)
+    w.category(P, PARAMETER).owner_module(P, head)
+    w.owner_module(A, attention)
+    w.category(G, PARAMETER)
+    w.category(X, INPUT)
+    w.module_scope(head)
+    w.alloc(11, T, 32 * KIB, python=output)
+    w.module_scope(0)
+    w.alloc(12, T + (1 << 19), 64 * KIB, python=other)
+    w.marker(13, TRACE_CLOSED)
+    return w.write(path, version=6)
+
+
+WEIGHTS, INPUTS = "weights, allocated before tracing", "inputs, allocated before tracing"
+
+
+def test_what_was_live_before_tracing_has_one_name_in_every_table(build, tmp_path):
+    trace = before_tracing(tmp_path / "before.bin")
+
+    def rows(*options):
+        said = json.loads(run([build.report, trace, "--format", "json", *options]).stdout)
+        return said, {row["location"]: (row["kind"], row["bytes"]) for row in said["live"]["rows"]}
+
+    said, by_line = rows()
+    assert by_line == {"/home/user/model.py:4 (forward)": ("python", 64 * KIB),
+                       "/home/user/model.py:3 (forward)": ("python", 32 * KIB),
+                       "untraced": ("untraced", 16 * KIB),
+                       WEIGHTS: ("untraced", (4 + 2 + 8) * KIB), INPUTS: ("untraced", KIB)}
+    # By module, the weights a module owns are its own, traced or not.
+    _, by_module = rows("--group-by", "module")
+    assert by_module == {"<no module>": ("module", 64 * KIB), "model.head": ("module", (32 + 4) * KIB),
+                         "untraced": ("untraced", 16 * KIB), WEIGHTS: ("untraced", 8 * KIB),
+                         "model.blocks.0.attention": ("module", 2 * KIB), INPUTS: ("untraced", KIB)}
+    # The module table at the peak names its rows the same way (its blocks folded: Note [The
+    # module table]).
+    table = {row["location"]: row["bytes"] for row in said["training"]["modules_at_peak"]["rows"]}
+    assert table == {name.replace(".0.", ".*."): size for name, (_, size) in by_module.items()}
+    text = run([build.report, trace]).stdout
+    assert f"{WEIGHTS}\n" in text and f"{INPUTS}\n" in text and "<no module>\n" in text, text
+    # The records, as parse prints them.
+    parsed = run([build.report, "parse", trace]).stdout
+    assert f"owner-module address={P:#x} module={1 + 1}\n" in parsed, parsed
+
+
+def test_the_weights_before_tracing_stand_beside_the_estimators(build, tmp_path):
+    trace = before_tracing(tmp_path / "before.bin")
+    estimate = tmp_path / "estimate.json"
+    estimate.write_text(json.dumps({
+        "format": "memtrace-estimate", "version": 1, "model": "hand", "semantics": "eager",
+        "summary": {"peak_requested_bytes": 127 * KIB, "peak_allocated_bytes": 127 * KIB,
+                    "weight_bytes": 14 * KIB, "input_bytes": KIB},
+        "peak": {"by_user_frame": [{"file": "/home/user/model.py", "line": 3, "function": "forward",
+                                    "bytes": 32 * KIB}]}}))
+    said = json.loads(run([build.report, trace, "--estimate", estimate, "--format", "json"]).stdout)
+    predicted = {row["location"]: row["predicted_bytes"] for row in said["live"]["rows"]}
+    # The estimator's weights and inputs are what it counts as there before the forward.
+    assert predicted == {WEIGHTS: 14 * KIB, INPUTS: KIB, "untraced": None,
+                         "/home/user/model.py:3 (forward)": 32 * KIB,
+                         "/home/user/model.py:4 (forward)": 0}
+    text = run([build.report, trace, "--estimate", estimate]).stdout
+    assert re.search(rf"^14\.00 KiB +14\.00 KiB +.*  {WEIGHTS}$", text, re.MULTILINE), text

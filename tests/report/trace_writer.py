@@ -22,6 +22,8 @@ EVENT, FREE, ADDRESS_IN_256 = 0x80, 0x40, 0x20
 # Version 4's: the flight recorder's records and flag, its section kinds.
 SECTION, STEP_PEAK, FLIGHT = 0x17, 0x18, 1
 FRAME, PEAK, OUT_OF_MEMORY, WINDOW = range(4)
+# Version 6's: the module owning an allocation (Note [Weights and their modules]).
+OWNER_MODULE = 0x1b
 
 
 def _crc32c_table():
@@ -128,6 +130,12 @@ class TraceWriter:
     def category(self, address, category):
         """What the live allocation at `address` holds (no time: it holds for its whole life)."""
         self.chunk += bytes([CATEGORY]) + varint(address) + bytes([category])
+        return self
+
+    def owner_module(self, address, module):
+        """The module (a string id) whose parameter or buffer the live allocation at `address`
+        holds (version 6; no time: it holds for the allocation's whole life)."""
+        self.chunk += bytes([OWNER_MODULE]) + varint(address) + varint(module)
         return self
 
     def training_phase(self, time, phase):

@@ -176,7 +176,13 @@ def test_start_tracing_without_preload_attaches_to_the_allocator(tmp_path):
     assert counters["memtrace_reserved"] == counters["reserved_current"]
     assert summary["untraced_allocations"] >= 5  # the weights and the input
     rows = report["live"]["rows"]
-    assert any(row["location"] == "untraced" for row in rows)
+    # The weights and the input, on the card before the start, are named as such (Note [What
+    # was live before tracing]): the package tells the weights' modules when tracing starts
+    # (model=), and the input when the traced forward begins.
+    weights = 1000 * 3001 * 4 + 3001 * 4 + 3001 * 10 * 4 + 10 * 4
+    assert {row["location"]: row["bytes"] for row in rows
+            if row["kind"] == "untraced"} == {"weights, allocated before tracing": weights,
+                                              "inputs, allocated before tracing": 257 * 1000 * 4}, rows
     assert any(row.get("file") == str(HERE / "programs" / "start_tracing_late.py") for row in rows)
 
 

@@ -114,6 +114,23 @@ TEST_F(LiveSetTest, AnAllocationOverALiveAddressImpliesTheFreeOfTheOld) {
                                                  "free #2 256 size=30 device=0 py=0"}));
 }
 
+// Note [Weights and their modules]: an owner module replaces the module of the live allocation
+// at its address, whenever it comes, and is ignored at an address no live allocation starts at.
+TEST_F(LiveSetTest, AnOwnerModuleNamesTheLiveAllocationsModule) {
+  uint32_t scope = trace.string("model");
+  uint32_t owner = trace.string("model.head");
+  trace.moduleScope(scope);
+  trace.alloc(10, 256, 1000, stack);
+  trace.alloc(20, 512, 2000);
+  trace.ownerModule(512, owner);
+  trace.ownerModule(768, owner);  // starts no live allocation
+  Log log;
+  auto live = replay(log);
+  ASSERT_EQ(live.size(), 2u);
+  EXPECT_EQ(live[0].second.module, scope);  // told nothing: its event's
+  EXPECT_EQ(live[1].second.module, owner);
+}
+
 TEST_F(LiveSetTest, AnAddressFreedCanBeReused) {
   trace.alloc(10, 256, 1000);
   trace.free(20, 256);

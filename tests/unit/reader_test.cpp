@@ -196,7 +196,7 @@ TEST(Reader, RefusesOtherVersionsWithAClearMessage) {
     } catch (const TraceError& error) {
       EXPECT_EQ(std::string(error.what()), path + ": trace format version " +
                                                std::to_string(version) +
-                                               ", but this memtrace reads versions 1 to 5");
+                                               ", but this memtrace reads versions 1 to 6");
     }
   }
   std::remove(path.c_str());
@@ -492,6 +492,41 @@ TEST(Reader, SegmentsAreVersion5s) {
 
 // A file is read by the rules of the version it says: a record or an API a later version
 // added is refused in it, which also catches a damaged version field (no checksum covers it).
+// Note [Weights and their modules]: version 6's owner module record, refused in a version 5 file
+// and without a module.
+TEST(Reader, OwnerModulesAreVersion6s) {
+  std::string path = temporaryPath("owners.bin");
+  auto read = [&](TraceBuilder& trace) -> std::string {
+    trace.write(path);
+    try {
+      TraceReader reader(path);
+      reader::RecordVisitor visitor;
+      reader.read(visitor);
+    } catch (const TraceError& error) {
+      return error.what();
+    }
+    return "accepted";
+  };
+  TraceBuilder fine;
+  fine.processInfo();
+  fine.ownerModule(0x1000, fine.string("model.head"));
+  EXPECT_EQ(read(fine), "accepted");
+  TraceBuilder version_5(5);
+  version_5.processInfo();
+  version_5.ownerModule(0x1000, version_5.string("model.head"));
+  EXPECT_NE(read(version_5).find("a record of type 27 (trace format version 6) in a version 5"),
+            std::string::npos)
+      << read(version_5);
+  TraceBuilder no_module;
+  no_module.processInfo().ownerModule(0x1000, 0);
+  EXPECT_NE(read(no_module).find("an owner module record without a module"), std::string::npos);
+  TraceBuilder unknown;
+  unknown.processInfo().ownerModule(0x1000, 3);
+  EXPECT_NE(read(unknown).find("string 3, which is not defined"), std::string::npos)
+      << read(unknown);
+  std::remove(path.c_str());
+}
+
 TEST(Reader, RefusesWhatItsVersionDoesNotHave) {
   std::string path = temporaryPath("too-new.bin");
   auto message = [&](TraceBuilder& trace) -> std::string {

@@ -191,6 +191,13 @@ class TraceBuilder {
     varint(user_pool);
     return *this;
   }
+  // The module owning a live allocation (Note [Weights and their modules]).
+  TraceBuilder& ownerModule(uint64_t address, uint32_t module) {
+    type(format::RecordType::kOwnerModule);
+    varint(address);
+    varint(module);
+    return *this;
+  }
   TraceBuilder& raw(std::initializer_list<uint8_t> bytes) {
     chunk_.insert(chunk_.end(), bytes);
     return *this;

@@ -1,11 +1,15 @@
 """The demo's model: a small GPT-style decoder in plain torch.nn, its inference traced on a GPU
 (or the simulated one) and predicted on the CPU, in one report.
 
-    python tools/demo/tiny_gpt.py trace              (on a GPU or a simulated one, with a CUDA
-                                                      build of torch: writes tiny_gpt.bin here)
-    python3 tools/demo/tiny_gpt.py predict DEVICE    (with the torch memtrace-estimate was built
-                                                      against: writes tiny_gpt.estimate.json and
-                                                      prints the report of both)
+    python tools/demo/tiny_gpt.py trace [DIR]            (on a GPU or a simulated one, with a
+                                                          CUDA build of torch: writes
+                                                          DIR/tiny_gpt.bin)
+    python3 tools/demo/tiny_gpt.py predict DEVICE [DIR]  (with the torch memtrace-estimate was
+                                                          built against: writes
+                                                          DIR/tiny_gpt.estimate.json and prints
+                                                          the report of both)
+
+DIR is the current directory by default; paths are used as given (the report prints them so).
 
 Tracing: mem_tracer.switch_allocator(), the model on the device, one forward under no_grad."""
 import math
@@ -86,9 +90,14 @@ def trace(path):
 
 def predict(path, device):
     model, tokens = built()
+    # Recorded on fake tensors: nothing TorchScript, which torch deprecates, runs on the demo's
+    # path (Note [Choosing the front end] in mem_tracer/estimate.py).
     prediction = mem_tracer.estimate(model, (tokens,), budget="24GiB", device=device,
-                                     output="tiny_gpt.estimate.json", keep_model="tiny_gpt.pt")
-    print(f"$ mem_tracer.estimate(model, (tokens,), device={device!r}): {prediction.method_note}; "
+                                     method="record",
+                                     output=os.path.join(os.path.dirname(path),
+                                                         "tiny_gpt.estimate.json"))
+    print(f"$ mem_tracer.estimate(model, (tokens,), device={device!r}, method='record'): "
+          f"{prediction.method_note}; "
           f"weights {prediction.weight_bytes / 2**20:.2f} MiB, activations at their peak "
           f"{prediction.activation_peak_bytes / 2**20:.2f} MiB; the largest batch for 24 GiB: "
           f"{prediction.largest_batch}\n")
@@ -100,6 +109,7 @@ def predict(path, device):
 
 
 if sys.argv[1:2] == ["trace"]:
-    trace(os.path.abspath("tiny_gpt.bin"))
+    trace(os.path.join(sys.argv[2] if len(sys.argv) > 2 else ".", "tiny_gpt.bin"))
 else:
-    predict(os.path.abspath("tiny_gpt.bin"), sys.argv[2] if len(sys.argv) > 2 else "auto")
+    predict(os.path.join(sys.argv[3] if len(sys.argv) > 3 else ".", "tiny_gpt.bin"),
+            sys.argv[2] if len(sys.argv) > 2 else "auto")

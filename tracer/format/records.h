@@ -36,9 +36,10 @@ inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 //   3  records 0x15 and 0x16 and API 9 (Note [The simulated device]);
 //   4  the open chunk (above), the file header's flags (FileFlags::kFlight) and records 0x17
 //      and 0x18 (Note [The flight recorder's file]), and record 0x19 (Note [Generated code]);
-//   5  record 0x1a and API 10 (Note [PyTorch's own allocator]).
+//   5  record 0x1a and API 10 (Note [PyTorch's own allocator]);
+//   6  record 0x1b (Note [Weights and their modules]).
 // A reader refuses a version past kVersion at the file header, naming both.
-inline constexpr uint32_t kVersion = 5;
+inline constexpr uint32_t kVersion = 6;
 inline constexpr uint32_t kOldestVersion = 1;
 inline constexpr size_t kFileHeaderSize = 16;
 // The file header's flags.
@@ -170,7 +171,30 @@ enum class RecordType : uint8_t {
   // a CUDA graph's pool id, a torch.cuda.MemPool's id; both 0 for the default pools). No stacks:
   // the tensor event that needed the segment follows it, with its own.
   kSegment = 0x1a,
+  // The nn.Module whose parameter or buffer a live allocation holds (Note [Weights and their
+  // modules]). Fields: the address the live allocation starts at (varint, absolute), the
+  // module's path (string id, not 0). No time, as kCategory: it holds for the allocation's
+  // whole life, and may come any time while it is live.
+  kOwnerModule = 0x1b,
 };
+// The last record type this version knows.
+inline constexpr RecordType kLastRecordType = RecordType::kOwnerModule;
+
+// Note [Weights and their modules]
+// A model's parameters and buffers are allocated where the program moves it to the device
+// (`model.cuda()`), outside any forward and often before tracing starts: no module scope
+// names them, and a trace that began after them has them as untraced. Yet the package knows
+// whose they are (each module's own named_parameters() and named_buffers()), and a module
+// table that put a model's weights under `<no module>` would say less than it knows. So the
+// package tells, by a kOwnerModule record, the module of each parameter's and buffer's
+// allocation: when tracing starts with model=, and when a module first runs with them on the
+// device while tracing (mem_tracer/_modules.py). As a kCategory record, it names a live
+// allocation by its start address, holds for that allocation's whole life (a reader applies
+// it backwards, to the allocation's event), replaces the module its event had, and is
+// ignored for an address that starts no live allocation (a tensor inside a segment). The
+// report then puts the weights under their modules wherever it groups by module, and names
+// those allocated before tracing `weights, allocated before tracing` where it groups by line
+// (Note [What was live before tracing] in tracer/report/analysis.h).
 
 // What a kSegment record says happened (PyTorch's TraceEntry actions of the same names).
 enum class SegmentAction : uint8_t {
@@ -239,7 +263,12 @@ enum class SectionKind : uint8_t {
 // meets them.
 inline constexpr uint32_t firstVersion(RecordType type) {
   uint8_t value = static_cast<uint8_t>(type);
-  return value >= 0x1a ? 5 : value >= 0x17 ? 4 : value >= 0x15 ? 3 : value >= 0x0f ? 2 : 1;
+  return value >= 0x1b   ? 6
+         : value >= 0x1a ? 5
+         : value >= 0x17 ? 4
+         : value >= 0x15 ? 3
+         : value >= 0x0f ? 2
+                         : 1;
 }
 // Note [Generated code]
 // torch.compile runs a model as code inductor generated (a file named c<hash>.py in its cache

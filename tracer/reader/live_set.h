@@ -19,7 +19,7 @@ struct Allocation {
   uint64_t stream;
   uint32_t python_stack;
   uint32_t native_stack;
-  uint32_t module;  // string id of the nn.Module (0: none)
+  uint32_t module;  // string id of the nn.Module (0: none); a kOwnerModule record replaces it
   int32_t device;
   bool traced;
   // As told so far (kCategory records); kUnknown when none was.
@@ -43,9 +43,11 @@ inline Allocation allocationOf(const Event& event) {
 //   onUnmatchedFree(event)               a free of an address not live (ignored by the rule)
 //   onFailedAlloc(event)                 a failed allocation (the live set is unchanged)
 // and for a kCategory record, onCategory(address, category, allocation): the live allocation
-// it now applies to, already updated, or nullptr when the address starts none (ignored).
+// it now applies to, already updated, or nullptr when the address starts none (ignored); the
+// same for a kOwnerModule record, onOwnerModule(address, module, allocation).
 struct LiveVisitor : RecordVisitor {
   void onCategory(uint64_t /*address*/, format::Category, const Allocation* /*allocation*/) {}
+  void onOwnerModule(uint64_t /*address*/, uint32_t /*module*/, const Allocation* /*allocation*/) {}
   bool stopBefore(const Event&) { return false; }
   void onAlloc(const Event&, const Allocation&) {}
   void onImpliedFree(const Event& /*allocation*/, const Allocation& /*replaced*/) {}
@@ -99,6 +101,12 @@ class LiveReplay {
     Allocation* allocation = live_.find(address);
     if (allocation) allocation->category = category;
     consumer_.onCategory(address, category, static_cast<const Allocation*>(allocation));
+  }
+  void onOwnerModule(uint64_t address, uint32_t module) {
+    if (stopped_) return;
+    Allocation* allocation = live_.find(address);
+    if (allocation) allocation->module = module;
+    consumer_.onOwnerModule(address, module, static_cast<const Allocation*>(allocation));
   }
 
   void onEvent(const Event& event) {

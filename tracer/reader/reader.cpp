@@ -401,6 +401,14 @@ std::pair<uint64_t, format::Category> TraceReader::readCategory() {
   return {address, static_cast<format::Category>(category)};
 }
 
+std::pair<uint64_t, uint32_t> TraceReader::readOwnerModule() {
+  uint64_t address = varint();
+  uint32_t module = static_cast<uint32_t>(varint());
+  checkId(module, tables_.strings.size(), "string");
+  if (module == 0) fail("an owner module record without a module");
+  return {address, module};
+}
+
 std::pair<uint64_t, format::TrainingPhase> TraceReader::readTrainingPhase() {
   last_time_ += varint();
   uint8_t phase = byte();

@@ -261,6 +261,7 @@ struct RecordVisitor {
   void onMarker(const Marker&) {}
   // The training records (tracer/format/records.h, Note [Training records]).
   void onCategory(uint64_t /*address*/, format::Category) {}
+  void onOwnerModule(uint64_t /*address*/, uint32_t /*module*/) {}
   void onTrainingPhase(uint64_t /*time_ns*/, format::TrainingPhase) {}
   void onStepEnd(uint64_t /*time_ns*/, uint64_t /*step*/) {}
   // Virtual memory management and device memory readings (records.h).
@@ -360,6 +361,7 @@ class TraceReader {
   Event readFailedAlloc();
   uint32_t readModuleScope();  // the module now running on the context's thread
   std::pair<uint64_t, format::Category> readCategory();            // address, category
+  std::pair<uint64_t, uint32_t> readOwnerModule();                 // address, module string id
   std::pair<uint64_t, format::TrainingPhase> readTrainingPhase();  // time, phase
   std::pair<uint64_t, uint64_t> readStepEnd();                     // time, step
   // Version 2's records.
@@ -497,7 +499,7 @@ void TraceReader::readRecord(Visitor& visitor) {
   if (!seen_process_info_ && type != static_cast<uint8_t>(RecordType::kProcessInfo))
     fail("the first record is not the process information");
   if (type & format::EventBits::kEvent) return visitor.onEvent(readEvent(type));
-  if (type <= static_cast<uint8_t>(RecordType::kSegment) &&
+  if (type <= static_cast<uint8_t>(format::kLastRecordType) &&
       format::firstVersion(static_cast<RecordType>(type)) > version_)
     fail("a record of type " + std::to_string(type) + " (trace format version " +
          std::to_string(format::firstVersion(static_cast<RecordType>(type))) + ") in a version " +
@@ -573,6 +575,10 @@ void TraceReader::readRecord(Visitor& visitor) {
       return visitor.onGeneratedCode(readGeneratedCode());
     case RecordType::kSegment:
       return visitor.onSegment(readSegment());
+    case RecordType::kOwnerModule: {
+      auto [address, module] = readOwnerModule();
+      return visitor.onOwnerModule(address, module);
+    }
   }
   // Nothing is written as type 0: in an open chunk it is where the writer's records end.
   if (type == 0 && open_chunk_offset_) throw OpenChunkEnd{};

@@ -155,6 +155,25 @@ MEMTRACE_EXPORT int memtrace_set_category(uint64_t address, int category) {
   });
 }
 
+MEMTRACE_EXPORT int memtrace_set_owner_module(uint64_t address, const char* module) {
+  ensureRecorderInitialized();
+  if (!module || !*module) {
+    MutexLock lock;
+    setError("memtrace_set_owner_module: the module's path is empty");
+    return -1;
+  }
+  return writeRecordNow([&](uint64_t) {
+    uint32_t module_id = 0;
+    if (!g_writer.writeOwnerModule(static_cast<uintptr_t>(address), module, &module_id))
+      return false;
+    // As a category: what the library writes itself, and the flight recorder's sections (which
+    // write each live block under its module's scope), name it (Note [Keeping the peak without
+    // its events]).
+    if (LiveBlock* block = g_live.find(address)) block->module = module_id;
+    return true;
+  });
+}
+
 MEMTRACE_EXPORT int memtrace_training_phase(int phase) {
   ensureRecorderInitialized();
   if (phase < 0 || phase >= static_cast<int>(format::TrainingPhase::kCount)) {

@@ -55,6 +55,12 @@ MEMTRACE_EXPORT int memtrace_set_category(uint64_t address, int category);
 MEMTRACE_EXPORT int memtrace_training_phase(int phase);
 MEMTRACE_EXPORT int memtrace_step_end(uint64_t step);
 
+/* Note [Weights and their modules] (tracer/format/records.h): the live allocation starting at
+ * `address` holds a parameter or buffer of the nn.Module `module` (its path, "model.layers.3.attn",
+ * not empty), for its whole life, whenever it was allocated: the report puts it under that
+ * module. One small record; an address that starts no live allocation is ignored by readers. */
+MEMTRACE_EXPORT int memtrace_set_owner_module(uint64_t address, const char* module);
+
 /* Note [Generated code] (tracer/format/records.h): lines first_line to first_line + line_count - 1
  * of the generated Python file `file` (torch.compile's code, as its frames name it) stand for
  * the user's source stack of `depth` frames: files[i], functions[i], lines[i], outermost first.

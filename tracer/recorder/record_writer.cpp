@@ -487,6 +487,19 @@ bool RecordWriter::writeCategory(uintptr_t address, format::Category category) {
   return true;
 }
 
+bool RecordWriter::writeOwnerModule(uintptr_t address, const char* module, uint32_t* module_id) {
+  bool ok = true;
+  uint32_t id = internString(module, cappedLength(module), &ok);
+  uint8_t* p = ok ? file_.reserve(24) : nullptr;
+  if (!p) return false;
+  uint8_t* start = p++;
+  p = putVarint(p, address);
+  p = putVarint(p, id);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kOwnerModule));
+  *module_id = id;
+  return true;
+}
+
 bool RecordWriter::writeTrainingPhase(uint64_t time_ns, format::TrainingPhase phase) {
   uint8_t* p = file_.reserve(16);
   if (!p) return false;

@@ -141,6 +141,9 @@ class RecordWriter {
   bool writeCategory(uintptr_t address, format::Category category);
   bool writeTrainingPhase(uint64_t time_ns, format::TrainingPhase phase);
   bool writeStepEnd(uint64_t time_ns, uint64_t step);
+  // The module whose parameter or buffer the allocation at `address` holds (Note [Weights and
+  // their modules]); its path's string id in `module_id`.
+  bool writeOwnerModule(uintptr_t address, const char* module, uint32_t* module_id);
   // Virtual memory management (records.h, Note [Virtual memory management]): a mapping, and
   // the records of one address range (kMemoryUnmap, kAddressReserve, kAddressFree).
   bool writeMemoryMap(uint64_t time_ns, uintptr_t address, uint64_t size, uint64_t offset,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <string_view>
 #include <unordered_map>
@@ -77,6 +78,7 @@ struct SummaryVisitor : reader::LiveVisitor {
     ++summary.categories_told;
     if (!allocation) ++summary.categories_ignored;
   }
+  void onOwnerModule(uint64_t, uint32_t, const Allocation*) { ++summary.owner_modules_told; }
 
   void onTrainingPhase(uint64_t time_ns, format::TrainingPhase new_phase) {
     summary.training = true;
@@ -391,6 +393,12 @@ struct SnapshotVisitor : reader::LiveVisitor {
     if (found == watches.end()) return;
     for (auto [snapshot, index] : found->second) snapshots[snapshot][index].category = category;
   }
+  void onOwnerModule(uint64_t address, uint32_t module, const Allocation* allocation) {
+    if (!allocation) return;
+    auto found = watches.find(address);
+    if (found == watches.end()) return;
+    for (auto [snapshot, index] : found->second) snapshots[snapshot][index].module = module;
+  }
 
   const TraceSummary& summary;
   std::vector<uint64_t> targets;
@@ -552,12 +560,45 @@ struct ToldVisitor : reader::LiveVisitor {
     auto found = index_of.find(address);
     if (allocation && found != index_of.end()) told[found->second] = category;
   }
+  void onOwnerModule(uint64_t address, uint32_t module, const Allocation* allocation) {
+    auto found = index_of.find(address);
+    if (allocation && found != index_of.end()) owners[found->second] = module;
+  }
 
   std::unordered_map<uint64_t, uint64_t> index_of;
   std::unordered_map<uint64_t, format::Category> told;
+  std::unordered_map<uint64_t, uint32_t> owners;
 };
 
 }  // namespace
+
+format::Category untracedHolding(const LiveAllocation& allocation) {
+  // A module owns only its parameters and buffers (Note [Weights and their modules]).
+  if (allocation.module != 0 || allocation.category == format::Category::kParameter)
+    return format::Category::kParameter;
+  return allocation.category == format::Category::kTemporary ? format::Category::kUnknown
+                                                             : allocation.category;
+}
+
+const char* untracedName(format::Category holding) {
+  switch (holding) {
+    case format::Category::kParameter:
+      return "weights, allocated before tracing";
+    case format::Category::kInput:
+      return "inputs, allocated before tracing";
+    case format::Category::kGradient:
+      return "gradients, allocated before tracing";
+    case format::Category::kOptimizerState:
+      return "optimizer state, allocated before tracing";
+    case format::Category::kActivation:
+      return "activations, allocated before tracing";
+    case format::Category::kUnknown:
+    case format::Category::kTemporary:
+    case format::Category::kCount:
+      break;
+  }
+  return "untraced";
+}
 
 format::Category categoryOf(format::Category told, bool traced, bool training) {
   if (told != format::Category::kUnknown) return told;
@@ -571,6 +612,14 @@ std::unordered_map<uint64_t, format::Category> toldCategories(reader::TraceReade
   reader::LiveReplay replay(visitor);
   trace.read(replay);
   return std::move(visitor.told);
+}
+
+ToldOfAllocations toldOfAllocations(reader::TraceReader& trace, const TraceSummary& summary) {
+  ToldVisitor visitor;
+  if (!summary.training && !summary.owner_modules_told) return {};
+  reader::LiveReplay replay(visitor);
+  trace.read(replay);
+  return ToldOfAllocations{std::move(visitor.told), std::move(visitor.owners)};
 }
 
 bool pastPoint(const TraceSummary& summary, const Point& point, const reader::Event& event) {
@@ -707,8 +756,9 @@ LiveSet liveSetAt(reader::TraceReader& trace, const TraceSummary& summary, Point
   // Table order depends on hashing; sort by address for a deterministic result.
   std::sort(result.allocations.begin(), result.allocations.end(),
             [](const LiveAllocation& a, const LiveAllocation& b) { return a.address < b.address; });
-  if (summary.training && !result.allocations.empty()) {
-    // Categories told after the point (Note [Training records]) need the rest of the file.
+  if ((summary.training || summary.owner_modules_told) && !result.allocations.empty()) {
+    // Categories and modules told after the point (Note [Training records], Note [Weights and
+    // their modules]) need the rest of the file.
     result.allocations = std::move(snapshotsAt(trace, summary, {result.event})[0]);
   } else {
     for (LiveAllocation& allocation : result.allocations)
@@ -774,15 +824,38 @@ std::pair<std::string, std::string> cutPath(std::string_view path, size_t depth)
   return {std::move(concrete), std::move(folded)};
 }
 
+void sortModuleRows(std::vector<ModuleCategoryRow>& rows) {
+  std::sort(rows.begin(), rows.end(), [](const ModuleCategoryRow& a, const ModuleCategoryRow& b) {
+    if (a.bytes != b.bytes) return a.bytes > b.bytes;
+    return a.module != b.module ? a.module < b.module : a.without_module < b.without_module;
+  });
+}
+
 }  // namespace
 
 ModuleCategoryTable moduleCategories(const std::vector<LiveAllocation>& allocations,
                                      const reader::Tables& tables, size_t max_rows) {
+  // By module; the allocations no module owns by how the locator names them (Note [What was
+  // live before tracing]): traced ones together (<no module>), untraced ones by what they hold.
   std::unordered_map<uint32_t, CategoryBytes> by_module;
-  for (const LiveAllocation& allocation : allocations)
-    by_module[allocation.module][static_cast<size_t>(allocation.category)] += allocation.size;
+  std::map<std::string, CategoryBytes> without_module;
+  for (const LiveAllocation& allocation : allocations) {
+    CategoryBytes& bytes = allocation.module || allocation.traced
+                               ? by_module[allocation.module]
+                               : without_module[untracedName(untracedHolding(allocation))];
+    bytes[static_cast<size_t>(allocation.category)] += allocation.size;
+  }
   ModuleCategoryTable table;
-  if (by_module.empty()) return table;
+  for (const auto& [name, bytes] : without_module) {
+    uint64_t total = 0;
+    for (uint64_t size : bytes) total += size;
+    table.rows.push_back(ModuleCategoryRow{"", 1, total, bytes, name});
+  }
+  if (by_module.empty()) {
+    sortModuleRows(table.rows);
+    table.depth = table.rows.empty() ? 0 : 1;
+    return table;
+  }
   // No table is readable deeper than this: the bound also keeps the work proportional to the
   // paths' bytes whatever a damaged file's paths hold.
   constexpr size_t kDeepest = 16;
@@ -808,14 +881,12 @@ ModuleCategoryTable moduleCategories(const std::vector<LiveAllocation>& allocati
     for (auto& [module, row] : rows) {
       uint64_t total = 0;
       for (uint64_t bytes : row.categories) total += bytes;
-      table.rows.push_back(ModuleCategoryRow{module, row.blocks.size(), total, row.categories});
+      table.rows.push_back(ModuleCategoryRow{module, row.blocks.size(), total, row.categories,
+                                             module.empty() ? "<no module>" : ""});
     }
     break;
   }
-  std::sort(table.rows.begin(), table.rows.end(),
-            [](const ModuleCategoryRow& a, const ModuleCategoryRow& b) {
-              return a.bytes != b.bytes ? a.bytes > b.bytes : a.module < b.module;
-            });
+  sortModuleRows(table.rows);
   return table;
 }
 

@@ -130,6 +130,9 @@ struct ModuleCategoryRow {
   uint64_t count = 0;  // the modules folded into the row (the blocks `*` stands for), at least 1
   uint64_t bytes = 0;
   CategoryBytes categories{};
+  // With no module: what the row holds, as the locator names it ("<no module>" for traced
+  // allocations; Note [What was live before tracing] for untraced ones); "" for a module's row.
+  std::string without_module;
 };
 struct ModuleCategoryTable {
   size_t depth = 0;                     // the named path components kept (0: no allocation)
@@ -202,8 +205,11 @@ struct TraceSummary {
 
   // Training (Note [Training records]): the trace has kCategory, kTrainingPhase or kStepEnd.
   bool training = false;
-  uint64_t categories_told = 0;      // kCategory records
-  uint64_t categories_ignored = 0;   // of them, at an address no live allocation starts at
+  uint64_t categories_told = 0;     // kCategory records
+  uint64_t categories_ignored = 0;  // of them, at an address no live allocation starts at
+  // kOwnerModule records (Note [Weights and their modules]): a live set's modules are then
+  // resolved to the end of the file, as its categories are.
+  uint64_t owner_modules_told = 0;
   std::vector<StepSummary> steps;    // in order; empty without kStepEnd records
   CategoryBytes peak_categories{};   // at the peak (resolveTraining)
   ModuleCategoryTable peak_modules;  // the same bytes by module (resolveTraining)
@@ -244,10 +250,35 @@ struct LiveAllocation {
   uint32_t native_stack;
   int device;
   bool traced;
-  uint32_t module;  // string id of the nn.Module path (0: none)
+  uint32_t module;  // string id of the nn.Module path (0: none); its owner's, when told
   // Resolved: told at any time of the allocation's life, or the default (categoryOf).
   format::Category category = format::Category::kUnknown;
 };
+
+// Note [What was live before tracing]
+// An allocation made while tracing was stopped, or live before it began, has no stack, so no
+// line names it. Where the package told what it holds (its category, Note [Training records];
+// the module it is a parameter or buffer of, Note [Weights and their modules]) the report
+// names it by that, and under one name in every table: where rows are lines, functions,
+// files or stacks, and in the module grouping and the module table where no module owns it
+// (an owned one is its module's there). A model's weights moved to the device before tracing
+// are then `weights, allocated before tracing`, in the line table, the module table and
+// report_data() alike, not `untraced` in one, `<no module>` in another. The names:
+//   weights, allocated before tracing            a parameter, or anything a module owns (its
+//                                                buffers, which have no category of their own)
+//   inputs, allocated before tracing             an input of the root module's forward
+//   gradients / optimizer state / activations, allocated before tracing
+//   untraced                                     the rest: nothing says what it holds
+// "Before tracing": the package tells these only while tracing runs, of allocations it can
+// see then, so a told one was allocated before tracing started (or restarted). With an
+// estimate, the weights' row stands beside the estimator's weights (parameters, buffers and
+// constants) and the inputs' beside its inputs, both of which it counts as there before the
+// forward (prediction.cpp).
+// What the trace knows an untraced allocation holds: kParameter for the weights (a module's
+// buffers too), its category otherwise (kUnknown: nothing).
+format::Category untracedHolding(const LiveAllocation& allocation);
+// Its name (above); "untraced" when nothing is known.
+const char* untracedName(format::Category holding);
 
 // A range of device memory PyTorch's caching allocator held at the point (kSegment records,
 // Note [PyTorch's own allocator]): a segment, or pages mapped into an expandable one.
@@ -288,6 +319,14 @@ void resolveTraining(reader::TraceReader& trace, TraceSummary& summary);
 // allocations told a category are in the map; categoryOf() gives the others'.
 std::unordered_map<uint64_t, format::Category> toldCategories(reader::TraceReader& trace,
                                                               const TraceSummary& summary);
+// What the package told of each allocation, at any time of its life, by its event index: its
+// category (as toldCategories) and the module owning it (Note [Weights and their modules]).
+// Empty maps for a trace that told neither.
+struct ToldOfAllocations {
+  std::unordered_map<uint64_t, format::Category> categories;
+  std::unordered_map<uint64_t, uint32_t> owners;  // module string ids
+};
+ToldOfAllocations toldOfAllocations(reader::TraceReader& trace, const TraceSummary& summary);
 // What an allocation stands under: the category told, else temporary in a training trace
 // when it was made while tracing, else unknown (Note [Training records]).
 format::Category categoryOf(format::Category told, bool traced, bool training);

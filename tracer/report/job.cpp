@@ -41,6 +41,7 @@ struct HeaderVisitor : reader::RecordVisitor {
   void onModuleScope(int64_t, uint32_t) { finished = true; }
   void onMarker(const reader::Marker&) { finished = true; }
   void onCategory(uint64_t, format::Category) { finished = true; }
+  void onOwnerModule(uint64_t, uint32_t) { finished = true; }
   void onTrainingPhase(uint64_t, format::TrainingPhase) { finished = true; }
   void onStepEnd(uint64_t, uint64_t) { finished = true; }
   void onSimulatedDevice(const reader::SimulatedDeviceInfo&) { finished = true; }

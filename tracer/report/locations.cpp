@@ -193,8 +193,11 @@ uint64_t Locator::interestingIp(uint32_t native_stack) {
 Locator::Key Locator::keyOf(const LiveAllocation& allocation) {
   // A category holds for untraced allocations too (parameters placed before tracing began).
   if (group_by_ == GroupBy::kCategory) return Key{10, static_cast<uint64_t>(allocation.category)};
-  if (!allocation.traced) return Key{1, 0};
-  if (group_by_ == GroupBy::kModule) return Key{9, allocation.module};
+  // Note [What was live before tracing]: an owned allocation is its module's, traced or not;
+  // an untraced one is otherwise named by what it holds.
+  if (group_by_ == GroupBy::kModule && (allocation.traced || allocation.module))
+    return Key{9, allocation.module};
+  if (!allocation.traced) return Key{1, static_cast<uint64_t>(untracedHolding(allocation))};
   if (allocation.python_stack) {
     if (group_by_ == GroupBy::kStack) return Key{2, allocation.python_stack};
     uint32_t frame_id = chosenFrame(allocation.python_stack);
@@ -226,9 +229,10 @@ Location Locator::describe(const LiveAllocation& allocation) {
     location.name = format::categoryName(allocation.category);
     return location;
   }
-  if (!allocation.traced) {
+  if (!allocation.traced && !(group_by_ == GroupBy::kModule && allocation.module)) {
     location.kind = LocationKind::kUntraced;
-    location.name = "untraced";
+    location.holding = untracedHolding(allocation);
+    location.name = untracedName(location.holding);
     return location;
   }
   if (group_by_ == GroupBy::kModule) {

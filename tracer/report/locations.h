@@ -45,7 +45,8 @@ enum class FramePolicy { kInnermost, kUser };
 // How an allocation is attributed.
 enum class LocationKind {
   kPython,    // a Python frame (or stack)
-  kUntraced,  // written while tracing was stopped, or live before the trace began
+  kUntraced,  // written while tracing was stopped, or live before the trace began (Note
+              // [What was live before tracing] in analysis.h names it by what it holds)
   kNative,    // no Python frame (a thread without the GIL), a native frame
   kNoStack,   // traced, but without any stack (MEMTRACE_STACKS=none, or no GIL)
   kModule,    // grouped by nn.Module path (or none: "<no module>")
@@ -60,6 +61,8 @@ struct Location {
   std::string function;
   int line = 0;
   std::string module;  // the nn.Module path, with module grouping
+  // kUntraced: what the trace knows it holds (untracedHolding; kUnknown: nothing).
+  format::Category holding = format::Category::kUnknown;
 };
 
 struct TableRow {

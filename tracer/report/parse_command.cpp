@@ -87,6 +87,10 @@ struct Printer : reader::LiveVisitor {
     out << fmt::format("category address={:#x} category={}{}\n", address,
                        format::categoryName(category), live ? "" : " not-live");
   }
+  void onOwnerModule(uint64_t address, uint32_t module, const reader::Allocation* live) {
+    out << fmt::format("owner-module address={:#x} module={}{}\n", address, module,
+                       live ? "" : " not-live");
+  }
   void onTrainingPhase(uint64_t time_ns, format::TrainingPhase phase) {
     out << fmt::format("training-phase t={} phase={}\n", time_ns, format::trainingPhaseName(phase));
   }

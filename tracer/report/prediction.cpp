@@ -27,14 +27,15 @@ std::string stringOrEmpty(const json& object, const char* key) {
   return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-std::vector<PredictionFrameEntry> frameEntries(const json& peak, const char* key,
-                                               const std::string& path) {
+std::vector<PredictionFrameEntry> frameEntries(const json& peak, const std::string& point,
+                                               const char* key, const std::string& path) {
   std::vector<PredictionFrameEntry> entries;
   auto list = peak.find(key);
   if (list == peak.end()) return entries;
-  if (!list->is_array()) throw std::runtime_error(path + ": \"peak." + key + "\" is not a list");
+  if (!list->is_array())
+    throw std::runtime_error(path + ": \"" + point + "." + key + "\" is not a list");
   for (const json& item : *list) {
-    std::string where = path + ": an entry of \"peak." + key + "\"";
+    std::string where = path + ": an entry of \"" + point + "." + key + "\"";
     if (!item.is_object()) throw std::runtime_error(where + " is not an object");
     PredictionFrameEntry entry;
     entry.file = stringOrEmpty(item, "file");
@@ -75,6 +76,10 @@ Prediction loadPrediction(const std::string& path) {
   if (summary->contains("peak_allocated_bytes"))
     prediction.peak_allocated_bytes =
         unsignedField(*summary, "peak_allocated_bytes", path + ": summary");
+  if (summary->contains("weight_bytes"))
+    prediction.weight_bytes = unsignedField(*summary, "weight_bytes", path + ": summary");
+  if (summary->contains("input_bytes"))
+    prediction.input_bytes = unsignedField(*summary, "input_bytes", path + ": summary");
   if (auto training = summary->find("training_peak_bytes");
       training != summary->end() && !training->is_null()) {
     prediction.training_peak_bytes =
@@ -89,16 +94,19 @@ Prediction loadPrediction(const std::string& path) {
           name, unsignedField(*breakdown, name, path + ": summary.training_breakdown"));
     }
   }
-  auto peak = document.find("peak");
+  // Where requested_bytes peaks, workspaces on their lines (Note [Workspaces on their lines]
+  // in estimator/passes/attribute_peak.h); an estimate from before it has the activations' peak.
+  const char* point = document.contains("requested_peak") ? "requested_peak" : "peak";
+  auto peak = document.find(point);
   if (peak != document.end()) {
-    if (!peak->is_object()) throw std::runtime_error(path + ": \"peak\" is not an object");
-    prediction.by_frame = frameEntries(*peak, "by_frame", path);
-    prediction.by_user_frame = frameEntries(*peak, "by_user_frame", path);
+    if (!peak->is_object()) throw std::runtime_error(path + ": \"" + point + "\" is not an object");
+    prediction.by_frame = frameEntries(*peak, point, "by_frame", path);
+    prediction.by_user_frame = frameEntries(*peak, point, "by_user_frame", path);
     if (auto modules = peak->find("by_module"); modules != peak->end()) {
       if (!modules->is_array())
-        throw std::runtime_error(path + ": \"peak.by_module\" is not a list");
+        throw std::runtime_error(path + ": \"" + point + ".by_module\" is not a list");
       for (const json& item : *modules) {
-        std::string where = path + ": an entry of \"peak.by_module\"";
+        std::string where = path + ": an entry of \"" + point + ".by_module\"";
         if (!item.is_object()) throw std::runtime_error(where + " is not an object");
         prediction.by_module.push_back(PredictionModuleEntry{stringOrEmpty(item, "module_path"),
                                                              unsignedField(item, "bytes", where)});
@@ -163,6 +171,22 @@ std::unordered_map<std::string, uint64_t> predictedByKey(const Prediction& predi
   return bytes;
 }
 
+// Note [What was live before tracing]: the weights, and the inputs, allocated before tracing
+// are what the estimator counts as there before the forward (Module.to(device), then the
+// inputs), where rows are lines, functions or files (a stack's rows are stacks); by module,
+// the inputs only, since the estimate puts each weight under its module (Note [Workspaces on
+// their lines] in estimator/passes/attribute_peak.h).
+std::optional<uint64_t> beforeTheForward(const Prediction& prediction, const LocationTable& table,
+                                         const Location& location) {
+  if (location.kind != LocationKind::kUntraced || table.group_by == GroupBy::kStack ||
+      table.group_by == GroupBy::kCategory)
+    return {};
+  if (location.holding == format::Category::kParameter && table.group_by != GroupBy::kModule)
+    return prediction.weight_bytes;
+  if (location.holding == format::Category::kInput) return prediction.input_bytes;
+  return {};
+}
+
 }  // namespace
 
 std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction,
@@ -182,6 +206,10 @@ std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction
   std::unordered_map<std::string, uint64_t> by_key = predictedByKey(prediction, table);
   for (const TableRow& row : table.rows) {
     std::optional<std::string> key;
+    if (std::optional<uint64_t> before = beforeTheForward(prediction, table, row.location)) {
+      predicted.push_back(before);
+      continue;
+    }
     if (table.group_by == GroupBy::kModule) {
       if (row.location.kind == LocationKind::kModule && !row.location.module.empty())
         key = rowKey(table.group_by, moduleLocation(pathUnderRoot(row.location.module)));

@@ -34,6 +34,14 @@ struct Prediction {
   bool lower_bound = false;
   uint64_t peak_requested_bytes = 0;
   uint64_t peak_allocated_bytes = 0;
+  // Parameters, buffers and constants; the forward's inputs: both there before the forward
+  // (summary.weight_bytes, summary.input_bytes), beside the rows of what was allocated before
+  // tracing (Note [What was live before tracing]).
+  std::optional<uint64_t> weight_bytes;
+  std::optional<uint64_t> input_bytes;
+  // Live where requested_bytes peaks, workspaces on the lines that took them ("requested_peak";
+  // Note [Workspaces on their lines] in estimator/passes/attribute_peak.h), or, in an estimate
+  // from before that, at the activations' peak ("peak").
   std::vector<PredictionFrameEntry> by_frame;       // keyed like --frame innermost
   std::vector<PredictionFrameEntry> by_user_frame;  // keyed like --frame user
   std::vector<PredictionModuleEntry> by_module;     // keyed like --group-by module
@@ -49,8 +57,10 @@ Prediction loadPrediction(const std::string& path);
 
 // The predicted bytes for each row of `table`, from the entries keyed like the table's
 // frame policy, summed at the table's grain (a line; a file and function; a file), or by
-// nn.Module (Note [Module paths of the tracer and the estimator]). A row the estimate cannot
-// speak to (a stack, untraced or native memory) gets nullopt; a row it has no entry for 0.
+// nn.Module (Note [Module paths of the tracer and the estimator]); the estimate's weights and
+// inputs beside the rows of weights and inputs allocated before tracing, where rows are lines,
+// functions or files. A row the estimate cannot speak to (a stack, other untraced or native
+// memory) gets nullopt; a row it has no entry for 0.
 std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction,
                                                     const LocationTable& table);
 

@@ -20,11 +20,13 @@ using reader::Event;
 class LaneAssigner {
  public:
   LaneAssigner(Locator& locator, const LocationTable& table, size_t lanes,
-               const std::unordered_map<uint64_t, format::Category>* categories, bool training)
+               const std::unordered_map<uint64_t, format::Category>* categories, bool training,
+               const ToldOfAllocations* told = nullptr)
       : locator_(locator),
         by_module_(table.group_by == GroupBy::kModule),
         categories_(categories),
-        training_(training) {
+        training_(training),
+        told_(told) {
     size_t named = std::min(lanes, table.rows.size());
     for (size_t i = 0; i < named; ++i) lane_of_name_.emplace(table.rows[i].location.name, i);
     other_ = static_cast<uint32_t>(named);
@@ -34,6 +36,8 @@ class LaneAssigner {
 
   // By category: the allocation's category for its whole life, by its event index.
   uint32_t laneOfAllocation(const Event& event, const Allocation& allocation) {
+    if (told_ && !lane_of_name_.empty() && (!allocation.traced || by_module_))
+      return laneOfTold(event, allocation);
     if (!categories_ || lane_of_name_.empty()) return laneOf(allocation);
     auto told = categories_->find(event.index);
     format::Category category =
@@ -41,6 +45,21 @@ class LaneAssigner {
                    allocation.traced, training_);
     auto it = lane_of_name_.find(format::categoryName(category));
     return it == lane_of_name_.end() ? other_ : static_cast<uint32_t>(it->second);
+  }
+
+  // Note [What was live before tracing]: an untraced allocation is named by what it was told
+  // to hold at any time of its life, and an owned one is its module's when grouping by module.
+  uint32_t laneOfTold(const Event& event, const Allocation& allocation) {
+    auto owner = told_->owners.find(event.index);
+    uint32_t module = owner == told_->owners.end() ? allocation.module : owner->second;
+    if (by_module_ && (allocation.traced || module))
+      return cachedIn(lane_by_module_, module,
+                      LiveAllocation{0, 0, 0, 0, 0, allocation.traced, module});
+    auto told = told_->categories.find(event.index);
+    format::Category category =
+        told == told_->categories.end() ? format::Category::kUnknown : told->second;
+    LiveAllocation untraced{0, 0, 0, 0, 0, false, module, category};
+    return cached(untraced_by_holding_[static_cast<size_t>(untracedHolding(untraced))], untraced);
   }
 
   // Cached, so the lane of a free (from the allocation it frees) is its allocation's lane.
@@ -85,6 +104,9 @@ class LaneAssigner {
   std::vector<int32_t> lane_by_module_;
   int64_t untraced_ = -1;
   int64_t no_stack_ = -1;
+  const ToldOfAllocations* told_;
+  int64_t untraced_by_holding_[static_cast<size_t>(format::Category::kCount)] = {-1, -1, -1, -1,
+                                                                                 -1, -1, -1};
 };
 
 struct TimelineVisitor : reader::LiveVisitor {
@@ -138,8 +160,8 @@ struct TimelineVisitor : reader::LiveVisitor {
     bucket.last.lanes = current;
   }
 
-  // The lane an allocation went to (by its address while it is live): by category it is not
-  // a function of the allocation alone.
+  // The lane an allocation went to (by its address while it is live): by category, or by what
+  // was told of it, it is not a function of the allocation alone.
   uint32_t laneAtFree(uint64_t address, const Allocation& removed) {
     auto found = lane_by_address.find(address);
     if (found == lane_by_address.end()) return lanes.laneOf(removed);
@@ -224,7 +246,7 @@ struct TimelineVisitor : reader::LiveVisitor {
 
   void onAlloc(const Event& event, const Allocation& allocation) {
     uint32_t lane = lanes.laneOfAllocation(event, allocation);
-    if (by_category) lane_by_address[event.address] = lane;
+    if (keeps_lanes) lane_by_address[event.address] = lane;
     if (!selected(summary.device_filter, allocation.device)) return;
     total += event.size;
     current[lane] += event.size;
@@ -248,7 +270,9 @@ struct TimelineVisitor : reader::LiveVisitor {
   uint64_t total = 0;
   bool seen_traced = false;
   Bucket bucket;
-  bool by_category = false;
+  // The lane is not a function of the allocation alone (by category, or by what was told of
+  // it later): kept by address for its free.
+  bool keeps_lanes = false;
   std::unordered_map<uint64_t, uint32_t> lane_by_address;
   format::TrainingPhase training_phase = format::TrainingPhase::kNone;
 };
@@ -262,8 +286,17 @@ Timeline computeTimeline(reader::TraceReader& trace, const TraceSummary& summary
   std::unordered_map<uint64_t, format::Category> categories;
   bool by_category = table.group_by == GroupBy::kCategory;
   if (by_category) categories = toldCategories(trace, summary);
+  // So are owners (Note [Weights and their modules]): the same pass gathers both when a lane is
+  // named by what was told (Note [What was live before tracing]).
+  bool names_told = false;
+  for (size_t i = 0; i < std::min(options.lanes, table.rows.size()); ++i)
+    names_told |= table.rows[i].location.kind == LocationKind::kUntraced &&
+                  table.rows[i].location.holding != format::Category::kUnknown;
+  if (table.group_by == GroupBy::kModule && summary.owner_modules_told) names_told = true;
+  ToldOfAllocations told;
+  if (names_told && !by_category) told = toldOfAllocations(trace, summary);
   LaneAssigner lanes(locator, table, options.lanes, by_category ? &categories : nullptr,
-                     summary.training);
+                     summary.training, names_told && !by_category ? &told : nullptr);
   for (uint32_t i = 0; i < lanes.other(); ++i)
     timeline.lanes.push_back(table.rows[i].location.name);
   timeline.lanes.push_back(options.lanes == 0 ? "all" : "other");
@@ -274,7 +307,7 @@ Timeline computeTimeline(reader::TraceReader& trace, const TraceSummary& summary
 
   TimelineVisitor visitor(timeline, summary, lanes, timeline.lanes.size(), timeline.bucket_ns);
   visitor.tables = &trace.tables();
-  visitor.by_category = by_category;
+  visitor.keeps_lanes = by_category || names_told;
   timeline.samples.push_back(
       TimelineSample{0, 0, 0, std::vector<uint64_t>(timeline.lanes.size(), 0)});
   reader::LiveReplay replay(visitor);

@@ -43,9 +43,9 @@ nlohmann::json breakdownJson(const CategoryBytes& bytes) {
   return object;
 }
 
-// "model.transformer.h.* (x4)", "<no module>".
+// "model.transformer.h.* (x4)", "<no module>", "weights, allocated before tracing".
 std::string moduleName(const ModuleCategoryRow& row) {
-  if (row.module.empty()) return "<no module>";
+  if (row.module.empty()) return row.without_module;
   return row.count > 1 ? fmt::format("{} (x{})", row.module, row.count) : row.module;
 }
 
@@ -160,6 +160,7 @@ nlohmann::json trainingJson(const TraceSummary& s) {
   nlohmann::json modules = nlohmann::json::array();
   for (const ModuleCategoryRow& row : s.peak_modules.rows)
     modules.push_back({{"module", row.module},
+                       {"location", moduleName(row)},
                        {"count", row.count},
                        {"bytes", row.bytes},
                        {"categories", breakdownJson(row.categories)}});

@@ -1,0 +1,85 @@
+"""Per line as right as the total (issue 53): the estimator's zoo (tests/estimator/zoo.py), each
+model's inference traced on the simulated card and predicted by the estimator for it
+(cuda-sm90), compared row by row, by line and by module, not only at the peak.
+
+Every model runs in scripts/zoo_lines.py: traced one after another in one process under
+switch_allocator() (the cuBLAS workspaces given back between two, so that each takes them
+fresh, as the estimate assumes), predicted with estimate(method="record"). A Hugging Face
+model's allocations are all in transformers' own code, whose files are not the user's: they
+meet at the line of zoo_lines.py that calls the model, and finely by module.
+
+What makes a row right (Note [Workspaces on their lines] in estimator/passes/attribute_peak.h):
+the workspaces are on the line and in the module of the op that took them, the weights and
+inputs allocated before tracing beside the estimator's. The bar: every row within 0.1 % of the
+measured peak (a few scalars, a cache's small tensors and who made a view differ by kilobytes;
+the cuBLAS workspace alone is 32 MiB of the ~33 MiB peaks)."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from memtrace_testing import Build, ROOT, run
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "tests" / "estimator"))
+import zoo  # noqa: E402
+
+TOLERANCE = 0.001
+# What this comparison cannot take, and why.
+LEFT_OUT = {
+    # The simulated cuDNN has no RNN (cudnnGetRNNWeightSpaceSize is not simulated).
+    "gru": "the simulated card runs no cuDNN RNN",
+    # transformers' mixtures of experts call torch._grouped_mm, whose fake CUDA kernel refuses
+    # float32 (the recording's device kernels; estimate()'s TorchScript front end takes them).
+    "mixtral-sdpa": "recording refuses _grouped_mm in float32",
+    "qwen2-moe-sdpa": "recording refuses _grouped_mm in float32",
+}
+# Rows the estimate charges to another module than the trace: the fused fast path of
+# nn.TransformerEncoderLayer in eval runs no self_attn forward on the card, so the trace charges
+# what its fused op allocates (cuBLAS's workspace among it) to the layer; the recording charges
+# it to self_attn. Its lines agree.
+MODULES_APART = {"transformer-encoder-eval"}
+NAMES = [name for name in zoo.ZOO
+         if (not name.endswith("-eager") or name.replace("-eager", "-sdpa") not in zoo.ZOO)
+         and name not in LEFT_OUT]
+
+
+@pytest.fixture(scope="module")
+def measured_and_predicted(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("zoo-lines")
+    script = HERE / "scripts" / "zoo_lines.py"
+    environment = {"PYTHONPATH": str(ROOT / "python")}
+    run([sys.executable, script, "trace", directory, *NAMES], environment, timeout=900)
+    run([sys.executable, script, "predict", directory, *NAMES], environment, timeout=900)
+    return directory
+
+
+def rows(directory, name, group_by):
+    said = json.loads(run([Build.report, directory / f"{name}.bin", "--estimate",
+                           directory / f"{name}.json", "--format", "json", "--top", "0",
+                           "--group-by", group_by]).stdout)
+    return said["summary"]["peak_bytes"], said["live"]["rows"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_row_is_predicted_where_it_was_measured(measured_and_predicted, name):
+    directory = measured_and_predicted
+    errors = sorted(path.name for path in directory.glob(f"{name}.error"))
+    assert not errors, (directory / errors[0]).read_text()
+    for group_by in ("line", "module"):
+        if group_by == "module" and name in MODULES_APART:
+            continue
+        peak, table = rows(directory, name, group_by)
+        compared = [row for row in table if row.get("predicted_bytes") is not None]
+        # Every row is one the estimate speaks to: nothing untraced is left unnamed.
+        assert len(compared) == len(table), [row["location"] for row in table
+                                             if row.get("predicted_bytes") is None]
+        apart = {row["location"]: (row["bytes"], row["predicted_bytes"]) for row in compared
+                 if abs(row["bytes"] - row["predicted_bytes"]) > TOLERANCE * peak}
+        assert not apart, (group_by, peak, apart)
+        if group_by == "line":
+            # The row that holds cuBLAS's 32 MiB workspace (every model here runs a matmul but
+            # the U-Net) is predicted with it.
+            largest = max(table, key=lambda row: row["bytes"])
+            assert name == "unet" or largest["predicted_bytes"] >= 32 << 20, largest
