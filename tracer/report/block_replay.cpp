@@ -58,6 +58,8 @@ void BlockReplay::onSegment(const reader::Segment& segment) {
     case format::SegmentAction::kUnmap:
       removeRange(device, segment.address, end);
       return;
+    case format::SegmentAction::kCount:  // the reader refuses it
+      return;
   }
 }
 
