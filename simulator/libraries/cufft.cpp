@@ -218,6 +218,9 @@ int makePlan(int handle, const char* call, int rank, const long long* n, long lo
   estimate(call, rank, n, batch, input, output, execution, simple_layout, &plan);
   if (!answerSize(plan.question, &plan.answer, /*told_at_use=*/!plan.automatic))
     return refuse("cuFFT", call, kNotSupported, kUnknownSizeRefused);
+  // A work area of 0 bytes is never handed over (PyTorch's empty tensor has no address): told
+  // now, as holding nothing.
+  if (!plan.automatic && !plan.answer.bytes) sizeUsed(plan.question, plan.answer, nullptr);
   plan.made = true;
   plan.device = currentDevice();
   if (plan.automatic && plan.answer.bytes && !plan.own_area) {
