@@ -169,6 +169,22 @@ struct DeviceRead {
   const Context* context;
 };
 
+// A size the simulated GPU answered without knowing it (kSimulatedSize, Note [Sizes in the
+// trace]): no memory event; its thread and device are the context's.
+struct SimulatedSize {
+  uint64_t time_ns;
+  uint64_t address;  // the buffer handed to the library (0: told at the question)
+  uint64_t bytes;
+  uint64_t at_most;  // UINT64_MAX: no bound
+  format::Certainty certainty;
+  uint32_t question;  // string id: JSON {"library", "call", "shapes"}
+  uint32_t python_stack;
+  uint32_t native_stack;
+  bool traced;
+  uint32_t module;
+  const Context* context;
+};
+
 // A reading of a device's memory (kDeviceMemory, Note [Device memory readings]).
 struct DeviceMemory {
   uint64_t time_ns;
@@ -278,6 +294,8 @@ struct RecordVisitor {
   void onGeneratedCode(const GeneratedCode&) {}
   // Version 5's (Note [PyTorch's own allocator]).
   void onSegment(const Segment&) {}
+  // Version 6's (Note [Sizes in the trace]).
+  void onSimulatedSize(const SimulatedSize&) {}
   void onEvent(const Event&) {}
   // Return true to stop reading (after the record just seen).
   bool done() const { return false; }
@@ -376,6 +394,8 @@ class TraceReader {
   const GeneratedCode& readGeneratedCode();
   // Version 5's.
   Segment readSegment();
+  // Version 6's.
+  SimulatedSize readSimulatedSize();
 
   std::string path_;
   std::FILE* file_ = nullptr;
@@ -497,7 +517,7 @@ void TraceReader::readRecord(Visitor& visitor) {
   if (!seen_process_info_ && type != static_cast<uint8_t>(RecordType::kProcessInfo))
     fail("the first record is not the process information");
   if (type & format::EventBits::kEvent) return visitor.onEvent(readEvent(type));
-  if (type <= static_cast<uint8_t>(RecordType::kSegment) &&
+  if (type <= static_cast<uint8_t>(RecordType::kSimulatedSize) &&
       format::firstVersion(static_cast<RecordType>(type)) > version_)
     fail("a record of type " + std::to_string(type) + " (trace format version " +
          std::to_string(format::firstVersion(static_cast<RecordType>(type))) + ") in a version " +
@@ -573,6 +593,8 @@ void TraceReader::readRecord(Visitor& visitor) {
       return visitor.onGeneratedCode(readGeneratedCode());
     case RecordType::kSegment:
       return visitor.onSegment(readSegment());
+    case RecordType::kSimulatedSize:
+      return visitor.onSimulatedSize(readSimulatedSize());
   }
   // Nothing is written as type 0: in an open chunk it is where the writer's records end.
   if (type == 0 && open_chunk_offset_) throw OpenChunkEnd{};
