@@ -716,16 +716,21 @@ def _say_unknown_sizes(summaries: list[dict[str, Any]]) -> None:
     if not count:
         return
     mib = 2**20
-    higher = (f"no bound known for {unbounded} of them" if unbounded else
-              f"it could be at most {extra / mib:.2f} MiB higher")
-    zero = ""
+    parts = []
+    if held:
+        bound = (f"{unbounded} of them without a bound" if unbounded else
+                 f"at most {extra / mib:.2f} MiB more")
+        parts.append(f"{held / mib:.2f} MiB of it is held by buffers sized by answers the "
+                     f"simulated libraries could not know ({bound})")
     if unheld_unbounded or unheld:
         more = "an amount nobody bounded" if unheld_unbounded else f"up to {unheld / mib:.2f} MiB"
-        zero = f"; answers of 0 bytes (workspaces nobody measured) could add {more} while in use"
-    print(f"== memtrace: the peak is approximate: {held / mib:.2f} MiB of it is held by buffers "
-          f"sized by answers the simulated libraries could not know, {higher}{zero} ({count:,} "
-          "such answers, listed by line in the report's \"Sizes nobody measured\"; a profile's "
-          "measured_sizes replaces them)", file=sys.stderr)
+        parts.append(f"workspaces answered 0 bytes (nobody measured them) could add {more} "
+                     "while in use")
+    if not parts:
+        parts.append("the answers the simulated libraries could not know hold nothing at it")
+    print(f"== memtrace: the peak is approximate: {'; '.join(parts)} ({count:,} such answers, "
+          "listed by line in the report's \"Sizes nobody measured\"; a profile's measured_sizes "
+          "replaces them)", file=sys.stderr)
 
 
 def _with_command(argv: list[str]) -> list[str]:
