@@ -127,16 +127,23 @@ SIMGPU_API int cudnnGetTensorNdDescriptor(const void* descriptor, int requested,
 // an unmeasured backend plan's workspace (Note [Sizes nobody measured] in
 // simulator/core/sizes.cpp; Note [Engines and workspaces] in cudnn_engines.cpp).
 namespace {
-int batchNormSize(const char* function, void* handle, const void* x, size_t* bytes) {
+int batchNormSize(const char* function, void* handle, int mode, int ops, const void* x,
+                  size_t* bytes) {
   if (!handle || !bytes) return kBadParam;
-  std::string shapes = "{}";
+  // What the size depends on, as the calibration asks it again (python -m mem_tracer.calibrate):
+  // cudnnBatchNormMode_t, cudnnBatchNormOps_t and the input's descriptor.
+  std::string shapes = "{\"mode\":" + std::to_string(mode) + ",\"ops\":" + std::to_string(ops);
   if (x) {
     const auto* tensor = static_cast<const LegacyDescriptor*>(x);
-    shapes = "{\"x\":[";
-    for (size_t i = 0; i < tensor->dims.size(); ++i)
-      shapes += (i ? "," : "") + std::to_string(tensor->dims[i]);
-    shapes += "],\"data_type\":" + jsonString(cudnn::dataTypeName(tensor->data_type)) + "}";
+    auto list = [](const std::vector<int>& values) {
+      std::string out = "[";
+      for (size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + std::to_string(values[i]);
+      return out + "]";
+    };
+    shapes += ",\"x\":{\"dims\":" + list(tensor->dims) + ",\"strides\":" + list(tensor->strides) +
+              ",\"data_type\":" + jsonString(cudnn::dataTypeName(tensor->data_type)) + "}";
   }
+  shapes += "}";
   SizeAnswer answer;
   answer.bytes = 0;
   answer.at_most = kNoBound;
@@ -148,18 +155,19 @@ int batchNormSize(const char* function, void* handle, const void* x, size_t* byt
 }
 }  // namespace
 
-SIMGPU_API int cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(void* handle, int, int,
-                                                                        void* x, void*, void*,
-                                                                        void*, void*,
+SIMGPU_API int cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(void* handle, int mode,
+                                                                        int ops, void* x, void*,
+                                                                        void*, void*, void*,
                                                                         size_t* bytes) {
-  return batchNormSize(__func__, handle, x, bytes);
+  return batchNormSize(__func__, handle, mode, ops, x, bytes);
 }
-SIMGPU_API int cudnnGetBatchNormalizationBackwardExWorkspaceSize(void* handle, int, int, void* x,
-                                                                 void*, void*, void*, void*, void*,
-                                                                 void*, size_t* bytes) {
-  return batchNormSize(__func__, handle, x, bytes);
+SIMGPU_API int cudnnGetBatchNormalizationBackwardExWorkspaceSize(void* handle, int mode, int ops,
+                                                                 void* x, void*, void*, void*,
+                                                                 void*, void*, void*,
+                                                                 size_t* bytes) {
+  return batchNormSize(__func__, handle, mode, ops, x, bytes);
 }
-SIMGPU_API int cudnnGetBatchNormalizationTrainingExReserveSpaceSize(void* handle, int, int, void*,
-                                                                    void* x, size_t* bytes) {
-  return batchNormSize(__func__, handle, x, bytes);
+SIMGPU_API int cudnnGetBatchNormalizationTrainingExReserveSpaceSize(void* handle, int mode, int ops,
+                                                                    void*, void* x, size_t* bytes) {
+  return batchNormSize(__func__, handle, mode, ops, x, bytes);
 }

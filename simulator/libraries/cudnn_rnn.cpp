@@ -164,16 +164,18 @@ const char* cellName(int cell) {
 
 // The shapes an RNN's sizes depend on, for the question (and a measured entry's match).
 std::string rnnShapes(const Rnn& rnn, const RnnData* x, int mode) {
-  std::string out = "{\"cell\":\"" + std::string(cellName(rnn.cell)) +
-                    "\",\"data_type\":" + jsonString(cudnn::dataTypeName(rnn.data_type)) +
-                    ",\"math_precision\":" + jsonString(cudnn::dataTypeName(rnn.math_precision)) +
-                    ",\"input_size\":" + std::to_string(rnn.input_size) +
-                    ",\"hidden_size\":" + std::to_string(rnn.hidden_size) +
-                    ",\"proj_size\":" + std::to_string(rnn.proj_size) +
-                    ",\"layers\":" + std::to_string(rnn.layers) +
-                    ",\"bidirectional\":" + (rnn.directions() == 2 ? "true" : "false") +
-                    ",\"algo\":" + std::to_string(rnn.algo) + ",\"dropout\":" +
-                    (rnn.dropout && rnn.dropout->probability > 0 ? "true" : "false");
+  std::string out =
+      "{\"cell\":\"" + std::string(cellName(rnn.cell)) +
+      "\",\"data_type\":" + jsonString(cudnn::dataTypeName(rnn.data_type)) +
+      ",\"math_precision\":" + jsonString(cudnn::dataTypeName(rnn.math_precision)) +
+      ",\"input_size\":" + std::to_string(rnn.input_size) +
+      ",\"hidden_size\":" + std::to_string(rnn.hidden_size) +
+      ",\"proj_size\":" + std::to_string(rnn.proj_size) +
+      ",\"layers\":" + std::to_string(rnn.layers) +
+      ",\"bidirectional\":" + (rnn.directions() == 2 ? "true" : "false") +
+      ",\"algo\":" + std::to_string(rnn.algo) + ",\"bias\":" + std::to_string(rnn.bias) +
+      ",\"math_type\":" + std::to_string(rnn.math_type) +
+      ",\"dropout\":" + (rnn.dropout && rnn.dropout->probability > 0 ? "true" : "false");
   if (x) {
     out += ",\"max_sequence\":" + std::to_string(x->max_sequence) +
            ",\"batch\":" + std::to_string(x->batch) +

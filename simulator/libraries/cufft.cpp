@@ -130,10 +130,45 @@ long long paddedPowerOfTwo(long long n) {
   return padded;
 }
 
+// How the data lies (cuFFT's advanced layout): simple (inembed and onembed null: contiguous), or
+// embedded in larger arrays with strides and distances between transforms. Logged with the
+// question, so that the calibration asks the card the same plan.
+struct Layout {
+  bool simple = true;
+  std::vector<long long> inembed, onembed;
+  long long istride = 1, idist = 1, ostride = 1, odist = 1;
+
+  std::string json() const {
+    if (simple) return "true";
+    auto list = [](const std::vector<long long>& values) {
+      std::string out = "[";
+      for (size_t i = 0; i < values.size(); ++i) out += (i ? "," : "") + std::to_string(values[i]);
+      return out + "]";
+    };
+    return "{\"inembed\":" + list(inembed) + ",\"istride\":" + std::to_string(istride) +
+           ",\"idist\":" + std::to_string(idist) + ",\"onembed\":" + list(onembed) +
+           ",\"ostride\":" + std::to_string(ostride) + ",\"odist\":" + std::to_string(odist) + "}";
+  }
+};
+
+template <typename Int>
+Layout layoutOf(int rank, const Int* inembed, long long istride, long long idist,
+                const Int* onembed, long long ostride, long long odist) {
+  Layout layout;
+  if (!inembed && !onembed) return layout;
+  layout.simple = false;
+  for (int i = 0; i < rank; ++i) {
+    layout.inembed.push_back(inembed ? inembed[i] : 0);
+    layout.onembed.push_back(onembed ? onembed[i] : 0);
+  }
+  layout.istride = istride, layout.idist = idist, layout.ostride = ostride, layout.odist = odist;
+  return layout;
+}
+
 // The question and the estimate of Note [cuFFT's work area], for a plan of `rank` dimensions
 // `n`, `batch` transforms from `input` to `output` executed in `execution`.
 void estimate(const char* call, int rank, const long long* n, long long batch, int input,
-              int output, int execution, bool simple_layout, Plan* plan) {
+              int output, int execution, const Layout& layout, Plan* plan) {
   bool real_in = !complexType(input), real_out = !complexType(output);
   uint64_t data = static_cast<uint64_t>(batch), padded = static_cast<uint64_t>(batch);
   bool fast = true;
@@ -173,7 +208,7 @@ void estimate(const char* call, int rank, const long long* n, long long batch, i
   plan->question.shapes = "{\"n\":[" + sizes + "],\"batch\":" + std::to_string(batch) +
                           ",\"input\":\"" + typeName(input) + "\",\"output\":\"" +
                           typeName(output) + "\",\"execution\":\"" + typeName(execution) +
-                          "\",\"simple_layout\":" + (simple_layout ? "true" : "false") + "}";
+                          "\",\"layout\":" + layout.json() + "}";
 }
 
 // cufftType as the three data types of the Xt API.
@@ -203,7 +238,7 @@ bool typesOf(int type, int* input, int* output, int* execution) {
 
 // Makes `handle`'s plan (Note [cuFFT's work area]); `work` gets its work area's size.
 int makePlan(int handle, const char* call, int rank, const long long* n, long long batch, int input,
-             int output, int execution, bool simple_layout, size_t* work) {
+             int output, int execution, const Layout& layout, size_t* work) {
   if (rank < 1 || rank > 3 || batch < 1 || !n) return kInvalidSize;
   for (int i = 0; i < rank; ++i)
     if (n[i] < 1) return kInvalidSize;
@@ -215,7 +250,7 @@ int makePlan(int handle, const char* call, int rank, const long long* n, long lo
     plan = found->second;
   }
   // Answered outside the lock: the answer reaches memtrace's recorder (its own lock).
-  estimate(call, rank, n, batch, input, output, execution, simple_layout, &plan);
+  estimate(call, rank, n, batch, input, output, execution, layout, &plan);
   if (!answerSize(plan.question, &plan.answer, /*told_at_use=*/!plan.automatic))
     return refuse("cuFFT", call, kNotSupported, kUnknownSizeRefused);
   // A work area of 0 bytes is never handed over (PyTorch's empty tensor has no address): told
@@ -250,7 +285,7 @@ int estimateOnly(const char* call, int rank, const long long* n, long long batch
   if (!work) return kInvalidValue;
   if (!typesOf(type, &input, &output, &execution)) return kInvalidValue;
   Plan plan;
-  estimate(call, rank, n, batch, input, output, execution, true, &plan);
+  estimate(call, rank, n, batch, input, output, execution, Layout{}, &plan);
   if (!answerSize(plan.question, &plan.answer, /*told_at_use=*/true))
     return refuse("cuFFT", call, kNotSupported, kUnknownSizeRefused);
   *work = plan.answer.bytes;
@@ -329,11 +364,12 @@ SIMGPU_API int cufftGetProperty(int type, int* value) {
 }
 
 SIMGPU_API int cufftXtMakePlanMany(int handle, int rank, long long* n, long long* inembed,
-                                   long long, long long, int input, long long* onembed, long long,
-                                   long long, int output, long long batch, size_t* work,
-                                   int execution) {
+                                   long long istride, long long idist, int input,
+                                   long long* onembed, long long ostride, long long odist,
+                                   int output, long long batch, size_t* work, int execution) {
+  if (rank < 1 || rank > 3) return kInvalidSize;
   return makePlan(handle, "cufftXtMakePlanMany", rank, n, batch, input, output, execution,
-                  !inembed && !onembed, work);
+                  layoutOf(rank, inembed, istride, idist, onembed, ostride, odist), work);
 }
 SIMGPU_API int cufftXtGetSizeMany(int handle, int rank, long long* n, long long* inembed,
                                   long long istride, long long idist, int input, long long* onembed,
@@ -345,10 +381,10 @@ SIMGPU_API int cufftXtGetSizeMany(int handle, int rank, long long* n, long long*
 
 namespace {
 int makeTyped(int handle, const char* call, int rank, const long long* n, long long batch, int type,
-              bool simple, size_t* work) {
+              const Layout& layout, size_t* work) {
   int input, output, execution;
   if (!typesOf(type, &input, &output, &execution)) return kInvalidValue;
-  return makePlan(handle, call, rank, n, batch, input, output, execution, simple, work);
+  return makePlan(handle, call, rank, n, batch, input, output, execution, layout, work);
 }
 template <typename Int>
 std::vector<long long> widened(int rank, const Int* n) {
@@ -358,29 +394,33 @@ std::vector<long long> widened(int rank, const Int* n) {
 }
 }  // namespace
 
-SIMGPU_API int cufftMakePlanMany(int handle, int rank, int* n, int* inembed, int, int, int* onembed,
-                                 int, int, int type, int batch, size_t* work) {
+SIMGPU_API int cufftMakePlanMany(int handle, int rank, int* n, int* inembed, int istride, int idist,
+                                 int* onembed, int ostride, int odist, int type, int batch,
+                                 size_t* work) {
   auto sizes = widened(rank, n);
-  if (!n || static_cast<int>(sizes.size()) != rank) return kInvalidValue;
+  if (!n || rank < 1 || rank > 3 || static_cast<int>(sizes.size()) != rank) return kInvalidValue;
   return makeTyped(handle, "cufftMakePlanMany", rank, sizes.data(), batch, type,
-                   !inembed && !onembed, work);
+                   layoutOf(rank, inembed, istride, idist, onembed, ostride, odist), work);
 }
 SIMGPU_API int cufftMakePlanMany64(int handle, int rank, long long* n, long long* inembed,
-                                   long long, long long, long long* onembed, long long, long long,
-                                   int type, long long batch, size_t* work) {
-  return makeTyped(handle, "cufftMakePlanMany64", rank, n, batch, type, !inembed && !onembed, work);
+                                   long long istride, long long idist, long long* onembed,
+                                   long long ostride, long long odist, int type, long long batch,
+                                   size_t* work) {
+  if (rank < 1 || rank > 3) return kInvalidSize;
+  return makeTyped(handle, "cufftMakePlanMany64", rank, n, batch, type,
+                   layoutOf(rank, inembed, istride, idist, onembed, ostride, odist), work);
 }
 SIMGPU_API int cufftMakePlan1d(int handle, int nx, int type, int batch, size_t* work) {
   long long n[] = {nx};
-  return makeTyped(handle, "cufftMakePlan1d", 1, n, batch, type, true, work);
+  return makeTyped(handle, "cufftMakePlan1d", 1, n, batch, type, Layout{}, work);
 }
 SIMGPU_API int cufftMakePlan2d(int handle, int nx, int ny, int type, size_t* work) {
   long long n[] = {nx, ny};
-  return makeTyped(handle, "cufftMakePlan2d", 2, n, 1, type, true, work);
+  return makeTyped(handle, "cufftMakePlan2d", 2, n, 1, type, Layout{}, work);
 }
 SIMGPU_API int cufftMakePlan3d(int handle, int nx, int ny, int nz, int type, size_t* work) {
   long long n[] = {nx, ny, nz};
-  return makeTyped(handle, "cufftMakePlan3d", 3, n, 1, type, true, work);
+  return makeTyped(handle, "cufftMakePlan3d", 3, n, 1, type, Layout{}, work);
 }
 SIMGPU_API int cufftPlan1d(int* handle, int nx, int type, int batch) {
   if (int status = newPlan(handle)) return status;

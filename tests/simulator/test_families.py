@@ -155,3 +155,47 @@ def test_the_zoo_runs_to_the_end_with_a_verdict(tmp_path, family):
     assert sizes["at_peak"]["bytes"] == 0 and sizes["unheld_at_most"] is None
     assert ("workspaces answered 0 bytes (nobody measured them) could add an amount nobody "
             "bounded while in use") in result.stderr
+
+
+def test_the_calibration_dry_run_writes_a_profile_the_next_run_takes_exactly(tmp_path):
+    """python -m mem_tracer.calibrate (Note [Calibrating a profile]) on the simulated card
+    (--dry-run: the card's answers are the simulated card's here): the RNN and linear algebra
+    families' questions asked again through the libraries' own calls and written into a copy of
+    the profile, which the next runs take as measured: no size is left unknown."""
+    import memtrace_testing
+    saved, memtrace_testing.SIMULATED_GPU = memtrace_testing.SIMULATED_GPU, None
+    profile = tmp_path / "h100-calibrated.json"
+    workload = f"{sys.executable} {PROGRAM} rnn && {sys.executable} {PROGRAM} linalg"
+    try:
+        result = run([sys.executable, "-m", "mem_tracer.calibrate", "h100", "--dry-run", "--out",
+                      profile, "--", "sh", "-c", workload], {"PYTHONPATH": str(ROOT / "python")},
+                     timeout=300)
+    finally:
+        memtrace_testing.SIMULATED_GPU = saved
+    assert "11 questions the simulated libraries could not answer" in result.stderr
+    assert "NVIDIA H100 80GB HBM3's answers (dry run: the simulated card):" in result.stdout
+    assert "not asked" not in result.stdout
+    written = json.loads(profile.read_text())
+    entries = written["measured_sizes"]["entries"]
+    assert len(entries) == 11
+    assert {entry["library"] for entry in entries} == {"cuDNN", "cuSOLVER"}
+    reserve = next(e for e in entries if e["call"] == "cudnnGetRNNTempSpaceSizes (reserve space)"
+                   and e["match"]["hidden_size"] == 256)
+    assert reserve["bytes"] == 2 * 35 * 8 * (4 * 256 + 256 + 256) * 4 + 35 * 8 * 256
+    assert reserve["match"]["cell"] == "lstm" and reserve["match"]["mode"] == "training"
+    assert all(e["measured"].startswith("NVIDIA H100 80GB HBM3, torch ") and
+               e["measured"].endswith("(dry run on the simulated card: not the card's)")
+               for e in entries)
+    for family in ("rnn", "linalg"):
+        saved, memtrace_testing.SIMULATED_GPU = memtrace_testing.SIMULATED_GPU, None
+        trace = tmp_path / f"calibrated-{family}.bin"
+        try:
+            result = run([sys.executable, "-m", "mem_tracer", "run", "--gpu", profile, "-q", "-o",
+                          trace, PROGRAM, family], {"PYTHONPATH": str(ROOT / "python")},
+                         timeout=300)
+        finally:
+            memtrace_testing.SIMULATED_GPU = saved
+        assert "FITS" in result.stderr and "the peak is approximate" not in result.stderr
+        assert "memtrace simulated GPU" not in result.stderr
+        report = report_json(trace)
+        assert not report.get("simulated_sizes", {}).get("count")
