@@ -402,7 +402,7 @@ def _measure(questions_file: Path, answers_file: Path) -> int:
     one = torch.ones(1, 1, device="cuda")
     torch.linalg.cholesky(one)
     torch.fft.rfft(torch.ones(8, device="cuda"))
-    answers = []
+    answers: list[dict[str, Any]] = []
     for question in json.loads(questions_file.read_text()):
         try:
             answers.append({"bytes": ask(question)})

@@ -67,7 +67,9 @@ def row(family):
             unheld = sizes.get("unheld_at_most")
             parts.append(f"{zero} of 0 bytes, " +
                          ("no bound" if unheld is None else f"up to {unheld / MIB:.2f} MiB"))
-        estimated = "; ".join(parts) or "none held at the peak"
+        if not at_peak["bytes"]:
+            parts.insert(0, "none held")
+        estimated = "; ".join(parts)
     reads = report["device_reads"]
     decided = "no" if not reads["count"] else "yes: " + ", ".join(
         f"line {r.get('line', '?')} ({r['count']})" for r in reads["rows"])
