@@ -105,6 +105,23 @@ void onDeviceRead(const void*, size_t bytes) {
                    bytes);
 }
 
+// The simulated core's size observer (simgpu_api.h; Note [Sizes in the trace] in
+// tracer/format/records.h): on the asking thread, for each size a simulated library answered
+// without knowing it.
+void onSimulatedSize(const char* question, uint64_t bytes, uint64_t at_most, int certainty,
+                     const void* address) {
+  if (RecursionGuard::active() || !question) return;
+  RecursionGuard guard;
+  int known = certainty >= 0 && certainty < static_cast<int>(format::Certainty::kCount)
+                  ? certainty
+                  : static_cast<int>(format::Certainty::kEstimated);
+  recordSimulatedSize(
+      guard,
+      EventSource{format::Api::kSimulatedSize, format::Level::kTensor, runtimeDevice(), 0,
+                  MEMTRACE_CALLER},
+      SimulatedSize{question, bytes, at_most, static_cast<format::Certainty>(known), address});
+}
+
 }  // namespace
 
 void findSimulatedDevice() {
@@ -127,6 +144,11 @@ void findSimulatedDevice() {
   setSimulatedDevice(SimulatedDevice{name, file ? file : "", api.memory_bytes(),
                                      api.memory_overridden() != 0, api.device_count()});
   api.set_read_observer(onDeviceRead);
+  // A simulated core older than this memtrace has no size observer: its sizes go unrecorded.
+  using SetSizeObserver = decltype(&simgpu_set_size_observer);
+  if (auto set_size_observer =
+          reinterpret_cast<SetSizeObserver>(coreSymbol("simgpu_set_size_observer")))
+    set_size_observer(onSimulatedSize);
 }
 
 }  // namespace memtrace::hooks

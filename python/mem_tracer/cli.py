@@ -209,6 +209,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                      help="on a simulated card, fail the program's reads of device values past "
                           "N (a loop waiting on a computed value never ends there; 0: no limit; "
                           "default: %(default)s)")
+    run.add_argument("--gpu-refuse-unknown-sizes", action="store_true",
+                     help="on a simulated card, refuse the sizes a library cannot know (cuFFT's "
+                          "plans, cuSOLVER's buffers, cuDNN's RNN spaces) instead of running on "
+                          "an estimate the verdict bounds (Note [Sizes nobody measured])")
     # REMAINDER: -m takes the module and, untouched, every argument after it.
     run.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE",
                      help="-m MODULE [args...]: run a library module as a script, as python -m "
@@ -617,7 +621,9 @@ def _simulated(arguments: argparse.Namespace, environment: dict[str, str],
           f"{(memory or card.memory_bytes) / 2**30:.1f} GiB each): sizes are the card's, no kernel "
           "runs, values read back are zeros", file=sys.stderr, flush=True)
     return simulated_gpu.environment(card, memory=memory, devices=count,
-                                     max_reads=arguments.gpu_max_reads, base=environment)
+                                     max_reads=arguments.gpu_max_reads,
+                                     refuse_unknown_sizes=arguments.gpu_refuse_unknown_sizes,
+                                     base=environment)
 
 
 def _verdict(arguments: argparse.Namespace, summaries: list[dict[str, Any]], status: int) -> int:
@@ -664,6 +670,7 @@ def _verdict(arguments: argparse.Namespace, summaries: list[dict[str, Any]], sta
         print(f"== memtrace: DID NOT FIT on a simulated {where}: the program ran out of memory "
               f"(`memtrace report TRACE --at oom` shows what was live then); before it: "
               f"{figures}", file=sys.stderr)
+        _say_unknown_sizes(summaries)
         return EXIT_DID_NOT_FIT
     retried = (f"; {refused} allocation(s) were refused (PyTorch retried them, or the program "
                "caught the error and went on)") if refused else ""
@@ -671,11 +678,59 @@ def _verdict(arguments: argparse.Namespace, summaries: list[dict[str, Any]], sta
         print(f"== memtrace: the program failed (exit status {status}) on a simulated {where}, "
               f"not for lack of memory; {figures} ({share}){retried}",
               file=sys.stderr)
+        _say_unknown_sizes(summaries)
         return status
     print(f"== memtrace: FITS on a simulated {where}: {figures} ({share} of the "
           f"card){retried}. The CUDA context and libraries' own memory (a few hundred MiB on a "
           "card, not simulated) come out of what is left", file=sys.stderr)
+    _say_unknown_sizes(summaries)
     return 0
+
+
+# Note [The verdict's unknown sizes]
+# The simulated libraries answer some sizes without knowing them (Note [Sizes nobody measured]
+# in simulator/core/sizes.cpp), and the trace links each answer to the allocation that holds it
+# (Note [Sizes in the trace] in tracer/format/records.h). When any was answered, the verdict
+# says its peak is approximate: how much of the peak such allocations hold, and by how much at
+# most it could be higher, the sum of their upper figures less their sizes (itself an
+# estimate where the answers were), or that some answer has no bound; answers of 0 bytes (an
+# unmeasured cuDNN plan's workspace) hold nothing at the peak and are named apart. The report's
+# section "Sizes nobody measured" lists every answer by line.
+def _say_unknown_sizes(summaries: list[dict[str, Any]]) -> None:
+    """One line on stderr when the traces' peaks hold sizes nobody measured (Note [The
+    verdict's unknown sizes]); nothing when no simulated library answered one."""
+    count, held, extra, unbounded, unheld, unheld_unbounded = 0, 0, 0, 0, 0, False
+    for summary in summaries:
+        sizes = summary.get("simulated_sizes") or {}
+        if not sizes.get("count"):
+            continue
+        count += int(sizes["count"])
+        at_peak = sizes.get("at_peak") or {}
+        held = max(held, int(at_peak.get("bytes", 0)))
+        extra = max(extra, int(at_peak.get("extra_bytes", 0)))
+        unbounded = max(unbounded, int(at_peak.get("unbounded", 0)))
+        if sizes.get("unheld_at_most") is None:
+            unheld_unbounded = True
+        else:
+            unheld = max(unheld, int(sizes["unheld_at_most"]))
+    if not count:
+        return
+    mib = 2**20
+    parts = []
+    if held:
+        bound = (f"{unbounded} of them without a bound" if unbounded else
+                 f"at most {extra / mib:.2f} MiB more")
+        parts.append(f"{held / mib:.2f} MiB of it is held by buffers sized by answers the "
+                     f"simulated libraries could not know ({bound})")
+    if unheld_unbounded or unheld:
+        more = "an amount nobody bounded" if unheld_unbounded else f"up to {unheld / mib:.2f} MiB"
+        parts.append(f"workspaces answered 0 bytes (nobody measured them) could add {more} "
+                     "while in use")
+    if not parts:
+        parts.append("the answers the simulated libraries could not know hold nothing at it")
+    print(f"== memtrace: the peak is approximate: {'; '.join(parts)} ({count:,} such answers, "
+          "listed by line in the report's \"Sizes nobody measured\"; a profile's measured_sizes "
+          "replaces them)", file=sys.stderr)
 
 
 def _with_command(argv: list[str]) -> list[str]:

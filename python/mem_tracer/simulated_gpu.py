@@ -89,12 +89,14 @@ def profile(name: str) -> Profile:
 
 
 def environment(card: str | Profile, *, memory: int | None = None, devices: int = 1,
-                max_reads: int | None = None,
+                max_reads: int | None = None, refuse_unknown_sizes: bool = False,
                 base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment that runs a program on the simulated `card`: its libraries preloaded
     (after whatever LD_PRELOAD already holds, memtrace's library first), its profile, and
-    `memory` bytes a device instead of the profile's when given, and a limit on the reads of
-    device values (Note [A run that waits on a value] in simulator/core/device.cpp)."""
+    `memory` bytes a device instead of the profile's when given, a limit on the reads of
+    device values (Note [A run that waits on a value] in simulator/core/device.cpp), and, with
+    `refuse_unknown_sizes`, a refusal of every size a library cannot know instead of an
+    estimate (Note [Sizes nobody measured] in simulator/core/sizes.cpp)."""
     chosen = card if isinstance(card, Profile) else profile(card)
     folder = _native.simulator_directory() / "lib"
     missing = [name for name in LIBRARIES if not (folder / name).is_file()]
@@ -117,6 +119,10 @@ def environment(card: str | Profile, *, memory: int | None = None, devices: int 
         result["MEMTRACE_GPU_MAX_READS"] = str(max_reads)
     else:
         result.pop("MEMTRACE_GPU_MAX_READS", None)
+    if refuse_unknown_sizes:
+        result["MEMTRACE_GPU_UNKNOWN_SIZES"] = "refuse"
+    else:
+        result.pop("MEMTRACE_GPU_UNKNOWN_SIZES", None)
     # Triton links its launcher against the driver it finds here (the simulated libcuda.so).
     result["TRITON_LIBCUDA_PATH"] = str(folder)
     return result
@@ -130,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--devices", type=int, default=1, help="devices (default: 1)")
     parser.add_argument("--max-reads", type=int, default=None,
                         help="fail reads of device values past N (default: no limit)")
+    parser.add_argument("--refuse-unknown-sizes", action="store_true",
+                        help="refuse the sizes a simulated library cannot know (cuFFT's plans, "
+                             "cuSOLVER's buffers, cuDNN's RNN spaces) instead of estimating them")
     argv = sys.argv[1:] if argv is None else argv
     # Everything after "--" is the command, untouched (its options are its own).
     split = argv.index("--") if "--" in argv else len(argv)
@@ -140,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         memory = parse_size(arguments.memory) if arguments.memory else None
         env = environment(arguments.profile, memory=memory, devices=arguments.devices,
-                          max_reads=arguments.max_reads)
+                          max_reads=arguments.max_reads,
+                          refuse_unknown_sizes=arguments.refuse_unknown_sizes)
     except MemTracerError as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2

@@ -30,6 +30,15 @@ uint64_t simgpu_used_bytes(int device);
 /* How many copies from device memory to the host the program made. */
 uint64_t simgpu_reads_back(void);
 void simgpu_set_read_observer(SimgpuReadObserver observer);
+/* Called for each size a simulated library answered without knowing it (Note [Sizes nobody
+   measured] in simulator/core/sizes.cpp), on the asking thread: `description` is a JSON object
+   {"library", "call", "shapes"}; `bytes` the answer, `at_most` its upper figure (UINT64_MAX:
+   none), `certainty` 0 exact, 1 bounded, 2 estimated; `address` the buffer the program handed
+   the library, sized by the answer (NULL when told at the question: the program allocates it
+   next, on this thread, if it allocates anything). */
+typedef void (*SimgpuSizeObserver)(const char* description, uint64_t bytes, uint64_t at_most,
+                                   int certainty, const void* address);
+void simgpu_set_size_observer(SimgpuSizeObserver observer);
 /* For the generated stubs: one line the first time `function` is called, then `status`. */
 int simgpu_refuse(const char* library, const char* function, int status);
 

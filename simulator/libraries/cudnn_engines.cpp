@@ -13,6 +13,7 @@
 #include <set>
 
 #include "simulator/core/device.h"
+#include "simulator/core/sizes.h"
 #include "simulator/libraries/cudnn_backend.h"
 
 using Json = nlohmann::ordered_json;
@@ -391,10 +392,18 @@ void writeLog(const std::string& line) {
 
 void logPlan(const Descriptor& plan) {
   if (plan.engine.source == "none measured") {
-    std::string function = "cudnnBackendFinalize(plans of " + plan.graph->operation + ")";
-    approximate("cuDNN", function.c_str(),
-                "workspace 0 bytes: the device profile's cudnn_workspaces has no measured size "
-                "for it (Note [Engines and workspaces] in simulator/libraries/cudnn_engines.cpp)");
+    // Said and recorded as every size nobody measured is (Note [Sizes nobody measured] in
+    // simulator/core/sizes.cpp); the answer stays 0 under MEMTRACE_GPU_UNKNOWN_SIZES=refuse
+    // too, as it always was: a plan is never refused for its workspace.
+    SizeQuestion question{"cuDNN", "cudnnBackendFinalize (" + plan.graph->operation + " plan)",
+                          plan.graph->description};
+    SizeAnswer answer;
+    answer.bytes = 0;
+    answer.at_most = kNoBound;
+    answer.how =
+        "no engine's workspace measured: the device profile's cudnn_workspaces has no entry "
+        "for it (Note [Engines and workspaces] in simulator/libraries/cudnn_engines.cpp)";
+    answerSize(question, &answer);
   }
   if (!logFile()) return;
   writeLog("{\"event\":\"plan\",\"plan\":" + std::to_string(plan.id) +

@@ -1,8 +1,7 @@
-// cuFFT, cuSOLVER and cuSPARSE (libcufft.so.12, libcusolver.so.12, libcusparse.so.12): their
-// handles and versions. What they would compute is a launch that does nothing; what they
-// would answer the host (a plan's work area, a factorization's workspace size) is not known
-// to the simulated device, so those calls are refused in one line (the generated stubs),
-// never answered with a made-up size.
+// cuSOLVER and cuSPARSE (libcusolver.so.12, libcusparse.so.12): their handles and versions.
+// What they would compute is a launch that does nothing (the generated stubs); the sizes they
+// answer the host are in cusolver.cpp and cusparse.cpp (Note [Sizes nobody measured] in
+// simulator/core/sizes.cpp), cuFFT's in cufft.cpp.
 #include "simulator/libraries/library.h"
 
 using namespace simgpu;
@@ -95,32 +94,4 @@ SIMGPU_API const char* cusparseGetErrorName(int status) {
 }
 SIMGPU_API const char* cusparseGetErrorString(int status) {
   return status == 0 ? "success" : "operation not supported";
-}
-
-// cuFFT 12.0.0: a plan is a handle; making one needs its work area's size, which is refused.
-SIMGPU_API int cufftCreate(int* plan) {
-  static int next = 1;
-  if (!plan) return 4;  // CUFFT_INVALID_VALUE
-  *plan = next++;
-  return kSuccess;
-}
-SIMGPU_API int cufftDestroy(int) {
-  return kSuccess;
-}
-SIMGPU_API int cufftSetStream(int, void*) {
-  return kSuccess;
-}
-SIMGPU_API int cufftSetAutoAllocation(int, int) {
-  return kSuccess;
-}
-SIMGPU_API int cufftSetWorkArea(int, void*) {
-  return kSuccess;
-}
-SIMGPU_API int cufftGetVersion(int* version) {
-  if (!version) return 4;
-  *version = 12000;
-  return kSuccess;
-}
-SIMGPU_API int cufftGetProperty(int type, int* value) {
-  return property(type, value, 12, 0, 0);
 }

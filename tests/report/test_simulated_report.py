@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import chromium  # noqa: E402
 from memtrace_testing import ROOT, Build, parse_records, report_json, run  # noqa: E402
 from trace_writer import (CUDA_MALLOC_ASYNC, DEVICE_READ_API, PROCESS_EXIT,  # noqa: E402
-                          TRACING_STARTED, TraceWriter)
+                          SIMULATED_SIZE_API, TRACING_STARTED, TraceWriter)
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -317,3 +317,71 @@ def test_the_job_page_shows_the_banner(tmp_path):
         assert browser.evaluate("document.getElementById('simulated-banner').textContent") == \
             f"Every rank: SIMULATED: profile h200: {MEANING}."
         assert box(browser, "#simulated-banner")[3] > 10
+
+
+def sizes_trace(path):
+    """A simulated run whose libraries answered three sizes nobody measured (Note [Sizes in the
+    trace]): at fft.py:7 (spectrum) cuSOLVER's 1 MiB buffer (at most 2 MiB), told at the question
+    on thread 1, then a 3 MiB tensor (not it) and its 1 MiB allocation; at fft.py:9 (spectrum)
+    cuFFT's 4 MiB work area allocated (the peak, 108 MiB) and only then handed to the plan,
+    without a bound; at fft.py:11 a cuDNN plan's workspace answered 0 bytes, without a bound.
+    A 1 MiB answer on thread 2 links to nothing of thread 1's."""
+    w = TraceWriter(command=("python", "fft.py"))
+    w.simulated_device("h100-80gb", "/opt/memtrace/profiles/h100-80gb.json", 80 * GIB)
+    file = w.string("/home/user/fft.py")
+    main = w.python_stack(0, w.frame(file, w.string("main"), 3))
+    line7 = w.python_stack(main, w.frame(file, w.string("spectrum"), 7))
+    line9 = w.python_stack(main, w.frame(file, w.string("spectrum"), 9))
+    line11 = w.python_stack(main, w.frame(file, w.string("spectrum"), 11))
+    solver = w.string('{"library":"cuSOLVER","call":"cusolverDnSgesvdj_bufferSize",'
+                      '"shapes":{"routine":"gesvdj","m":512,"n":256}}')
+    fft = w.string('{"library":"cuFFT","call":"cufftXtMakePlanMany","shapes":{"n":[4096],'
+                   '"batch":128}}')
+    plan = w.string('{"library":"cuDNN","call":"cudnnBackendFinalize (convolution_forward plan)",'
+                    '"shapes":{}}')
+    w.device(0, w.string("NVIDIA H100 80GB HBM3"), 80 * GIB)
+    w.marker(1, TRACING_STARTED)
+    w.context(1, 0).alloc(2, BASE, 100 * MIB, main)
+    w.context(2, 0, api=SIMULATED_SIZE_API).simulated_size(3, solver, MIB, 2 * MIB, python=line7)
+    w.context(1, 0, api=SIMULATED_SIZE_API).simulated_size(4, solver, MIB, 2 * MIB, python=line7)
+    w.context(1, 0).alloc(5, BASE + GIB, 3 * MIB, line7)
+    w.alloc(6, BASE + 2 * GIB, MIB, line7)
+    w.free(7, BASE + GIB)
+    w.alloc(8, BASE + 3 * GIB, 4 * MIB, line9)  # the peak: 105 MiB
+    w.context(1, 0, api=SIMULATED_SIZE_API).simulated_size(9, fft, 4 * MIB, None,
+                                                             address=BASE + 3 * GIB, python=line9)
+    w.simulated_size(10, plan, 0, None, python=line11)
+    w.context(1, 0).free(11, BASE + 3 * GIB)
+    w.marker(12, PROCESS_EXIT)
+    return w.write(path, version=6)
+
+
+def test_sizes_nobody_measured_are_listed_by_line_and_bounded_at_the_peak(tmp_path):
+    trace = sizes_trace(tmp_path / "sizes.bin")
+    sizes = report_json(trace)["simulated_sizes"]
+    assert report_json(trace)["summary"]["peak_bytes"] == 105 * MIB
+    assert sizes["count"] == 4 and sizes["locations"] == 3
+    rows = [(row["location"], row["library"], row["call"], row["count"], row["bytes"],
+             row["at_most"], row["certainty"]) for row in sizes["rows"]]
+    assert rows == [
+        ("/home/user/fft.py:9 (spectrum)", "cuFFT", "cufftXtMakePlanMany", 1, 4 * MIB, None,
+         "estimated"),
+        ("/home/user/fft.py:7 (spectrum)", "cuSOLVER", "cusolverDnSgesvdj_bufferSize", 2, MIB,
+         2 * MIB, "estimated"),
+        ("/home/user/fft.py:11 (spectrum)", "cuDNN",
+         "cudnnBackendFinalize (convolution_forward plan)", 1, 0, None, "estimated")]
+    assert sizes["rows"][0]["shapes"] == {"n": [4096], "batch": 128}
+    # At the peak: thread 1's 1 MiB allocation (its answer's, not the 3 MiB one before it) and
+    # the work area linked after the peak; thread 2's answer holds nothing of thread 1's.
+    assert sizes["at_peak"] == {"bytes": 5 * MIB, "extra_bytes": MIB, "unbounded": 1}
+    assert sizes["unheld_at_most"] is None
+    text = text_of(trace)
+    assert "Sizes nobody measured (4 answers of the simulated libraries), by line:" in text
+    assert ("      1  4.000 MiB   no bound    estimated  cuFFT's cufftXtMakePlanMany at "
+            "/home/user/fft.py:9 (spectrum)") in text
+    assert ("At the peak: 5.000 MiB of it live, at most 1.000 MiB more (1 without a bound); "
+            "answers of 0 bytes could have held up to an unknown size while in use.") in text
+    parsed = run([Build.report, "parse", trace]).stdout
+    assert re.search(rf"simulated-size t=9 address={BASE + 3 * GIB:#x} bytes={4 * MIB} "
+                     r"at_most=none certainty=estimated question=\d+ pystack=\d+ native=0 traced",
+                     parsed), parsed

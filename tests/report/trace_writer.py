@@ -19,6 +19,10 @@ UNKNOWN, PARAMETER, GRADIENT, OPTIMIZER_STATE, ACTIVATION, INPUT, TEMPORARY = ra
 NO_PHASE, FORWARD, BACKWARD, OPTIMIZER = range(4)
 TRACING_STARTED, TRACING_STOPPED, ANNOTATION, PHASE_BEGIN, PHASE_END, PROCESS_EXIT, TRACE_CLOSED = range(7)
 EVENT, FREE, ADDRESS_IN_256 = 0x80, 0x40, 0x20
+# Version 6's: a size the simulated GPU answered (Note [Sizes in the trace]), its context's API,
+# its certainties.
+SIMULATED_SIZE, SIMULATED_SIZE_API = 0x1c, 11
+EXACT, BOUNDED, ESTIMATED = range(3)
 # Version 4's: the flight recorder's records and flag, its section kinds.
 SECTION, STEP_PEAK, FLIGHT = 0x17, 0x18, 1
 FRAME, PEAK, OUT_OF_MEMORY, WINDOW = range(4)
@@ -173,6 +177,15 @@ class TraceWriter:
         """A copy from device memory to the host (a read of device values)."""
         self.chunk += bytes([DEVICE_READ]) + self._delta(time) + varint(size) + varint(python) \
             + varint(native)
+        return self
+
+    def simulated_size(self, time, question, size, at_most=None, certainty=ESTIMATED, address=0,
+                       python=0, native=0):
+        """A size a simulated library answered without knowing it (version 6): `question` a
+        string id, `at_most` None for no bound, `address` the buffer it was handed (0: none)."""
+        self.chunk += bytes([SIMULATED_SIZE]) + self._delta(time) + varint(address) \
+            + varint(size) + varint(0 if at_most is None else at_most + 1) + bytes([certainty]) \
+            + varint(question) + varint(python) + varint(native)
         return self
 
     def section(self, time, kind, tracing=0, phase=0, window=1000, totals=(0, 0, 0, 0, 0, 0),

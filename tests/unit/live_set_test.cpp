@@ -60,8 +60,10 @@ struct LiveSetTest : ::testing::Test {
   }
   void TearDown() override { std::remove(path.c_str()); }
 
-  // Replays the trace into `log`; returns the live set left, sorted by address.
-  std::vector<std::pair<uint64_t, Allocation>> replay(Log& log) {
+  // Replays the trace into `log` (a Log, or a visitor derived from it: the replay calls its
+  // hooks statically); returns the live set left, sorted by address.
+  template <typename Visitor>
+  std::vector<std::pair<uint64_t, Allocation>> replay(Visitor& log) {
     reader::TraceReader reader(trace.write(path = temporaryPath("live_set.bin")));
     reader::LiveReplay replay(log);
     reader.read(replay);
@@ -78,6 +80,50 @@ struct LiveSetTest : ::testing::Test {
   std::string path;
   uint32_t stack = 0;
 };
+
+// Note [Sizes in the trace]: an answer told at the question marks the asking thread's next
+// allocation of its bytes (not another thread's, not one of other bytes, not one past the
+// asking thread's next kSizeLinkAllocations); one told with an address marks the live
+// allocation there, once.
+TEST_F(LiveSetTest, ASimulatedSizeMarksTheAllocationThatHoldsIt) {
+  struct Marks : Log {
+    void onSizeAnswer(const reader::SimulatedSize& size, const Allocation* linked, bool newly) {
+      lines.push_back("answer " + std::to_string(size.bytes) +
+                      (linked ? " linked size=" + std::to_string(linked->size) : "") +
+                      (newly ? " newly" : ""));
+    }
+  };
+  uint32_t question = trace.string("{\"library\":\"cuFFT\"}");
+  trace.context(1, 0, 0, format::Api::kSimulatedSize)
+      .simulatedSize(1, 0, 4096, 8192, format::Certainty::kEstimated, question);
+  trace.context(2, 0).alloc(2, 0x1000, 4096);  // another thread's
+  trace.context(1, 0).alloc(3, 0x2000, 100).alloc(4, 0x3000, 4096);
+  trace.context(1, 0, 0, format::Api::kSimulatedSize)
+      .simulatedSize(5, 0, 512, UINT64_MAX, format::Certainty::kEstimated, question);
+  trace.context(1, 0);
+  for (uint64_t i = 0; i < format::kSizeLinkAllocations; ++i) trace.alloc(6 + i, 0x10000 + i, 1);
+  trace.alloc(20, 0x20000, 512);  // too late
+  trace.context(1, 0, 0, format::Api::kSimulatedSize)
+      .simulatedSize(21, 0x2000, 100, 300, format::Certainty::kBounded, question)
+      .simulatedSize(22, 0x2000, 100, 300, format::Certainty::kBounded, question)
+      .simulatedSize(23, 0x9999, 100, 300, format::Certainty::kBounded, question);
+  Marks log;
+  std::vector<std::pair<uint64_t, Allocation>> live = replay(log);
+  auto at = [&](uint64_t address) {
+    for (auto& [start, allocation] : live)
+      if (start == address) return allocation;
+    return Allocation{};
+  };
+  EXPECT_FALSE(at(0x1000).unknown_size);
+  EXPECT_TRUE(at(0x3000).unknown_size);
+  EXPECT_EQ(at(0x3000).size_at_most, 8192u);
+  EXPECT_FALSE(at(0x20000).unknown_size);
+  EXPECT_TRUE(at(0x2000).unknown_size);
+  EXPECT_EQ(at(0x2000).size_at_most, 300u);
+  EXPECT_EQ(std::count(log.lines.begin(), log.lines.end(), "answer 100 linked size=100 newly"), 1);
+  EXPECT_EQ(std::count(log.lines.begin(), log.lines.end(), "answer 100 linked size=100"), 1);
+  EXPECT_EQ(std::count(log.lines.begin(), log.lines.end(), "answer 100"), 1);
+}
 
 TEST_F(LiveSetTest, AFreeCarriesTheSizeAndStackOfWhatItFrees) {
   trace.alloc(10, 256, 1000, stack);

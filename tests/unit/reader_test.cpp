@@ -487,6 +487,18 @@ TEST(Reader, SegmentsAreVersion5s) {
   TraceBuilder no_device(5);
   no_device.processInfo().segment(1, format::SegmentAction::kAlloc, -1, 0x1000, 4096);
   EXPECT_NE(read(no_device).find("a segment without a device"), std::string::npos);
+  // Version 6's simulated size (Note [Sizes in the trace]).
+  TraceBuilder size_in_5(5);
+  size_in_5.processInfo().simulatedSize(1, 0, 64, 128, format::Certainty::kEstimated, 0);
+  EXPECT_NE(read(size_in_5).find("a record of type 27 (trace format version 6) in a version 5"),
+            std::string::npos)
+      << read(size_in_5);
+  TraceBuilder certainty(6);
+  certainty.processInfo().simulatedSize(1, 0, 64, 128, format::Certainty::kCount, 0);
+  EXPECT_NE(read(certainty).find("an unknown certainty 3 of a simulated size"), std::string::npos);
+  TraceBuilder size_fine(6);
+  size_fine.processInfo().simulatedSize(1, 0, 64, UINT64_MAX, format::Certainty::kBounded, 0);
+  EXPECT_EQ(read(size_fine), "accepted");
   std::remove(path.c_str());
 }
 

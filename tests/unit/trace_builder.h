@@ -198,6 +198,21 @@ class TraceBuilder {
     varint(module);
     return *this;
   }
+  // A size the simulated GPU answered without knowing it (Note [Sizes in the trace]); its
+  // context's API is kSimulatedSize. `at_most` UINT64_MAX: no bound.
+  TraceBuilder& simulatedSize(uint64_t time, uint64_t address, uint64_t size, uint64_t at_most,
+                              format::Certainty certainty, uint32_t question, uint32_t python = 0) {
+    type(format::RecordType::kSimulatedSize);
+    varint(timeDelta(time));
+    varint(address);
+    varint(size);
+    varint(at_most == UINT64_MAX ? 0 : at_most + 1);
+    chunk_.push_back(static_cast<uint8_t>(certainty));
+    varint(question);
+    varint(python);
+    varint(0);
+    return *this;
+  }
   TraceBuilder& raw(std::initializer_list<uint8_t> bytes) {
     chunk_.insert(chunk_.end(), bytes);
     return *this;

@@ -26,6 +26,8 @@ const char* apiName(Api api) {
       return "device-read";
     case Api::kTorchAllocator:
       return "torch";
+    case Api::kSimulatedSize:
+      return "simulated-size";
     case Api::kCount:
       break;
   }
@@ -145,6 +147,20 @@ const char* segmentActionName(SegmentAction action) {
     case SegmentAction::kUnmap:
       return "unmap";
     case SegmentAction::kCount:
+      break;
+  }
+  return "?";
+}
+
+const char* certaintyName(Certainty certainty) {
+  switch (certainty) {
+    case Certainty::kExact:
+      return "exact";
+    case Certainty::kBounded:
+      return "bounded";
+    case Certainty::kEstimated:
+      return "estimated";
+    case Certainty::kCount:
       break;
   }
   return "?";

@@ -37,7 +37,8 @@ inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 //   4  the open chunk (above), the file header's flags (FileFlags::kFlight) and records 0x17
 //      and 0x18 (Note [The flight recorder's file]), and record 0x19 (Note [Generated code]);
 //   5  record 0x1a and API 10 (Note [PyTorch's own allocator]);
-//   6  record 0x1b (Note [Weights and their modules]).
+//   6  record 0x1b (Note [Weights and their modules]), record 0x1c and API 11 (Note [Sizes in
+//      the trace]).
 // A reader refuses a version past kVersion at the file header, naming both.
 inline constexpr uint32_t kVersion = 6;
 inline constexpr uint32_t kOldestVersion = 1;
@@ -176,9 +177,16 @@ enum class RecordType : uint8_t {
   // module's path (string id, not 0). No time, as kCategory: it holds for the allocation's
   // whole life, and may come any time while it is live.
   kOwnerModule = 0x1b,
+  // A size a library of the simulated GPU answered without knowing it (Note [Sizes in the
+  // trace]). Fields: time delta, the address of the buffer the program handed the library
+  // (varint, absolute; 0: told at the question), the bytes answered, the upper figure plus one
+  // (0: no bound), Certainty byte, the question (string id: a JSON object with "library",
+  // "call" and "shapes"), Python stack id, native stack id. Thread and device come from the
+  // context (Api::kSimulatedSize).
+  kSimulatedSize = 0x1c,
 };
 // The last record type this version knows.
-inline constexpr RecordType kLastRecordType = RecordType::kOwnerModule;
+inline constexpr RecordType kLastRecordType = RecordType::kSimulatedSize;
 
 // Note [Weights and their modules]
 // A model's parameters and buffers are allocated where the program moves it to the device
@@ -195,6 +203,32 @@ inline constexpr RecordType kLastRecordType = RecordType::kOwnerModule;
 // report then puts the weights under their modules wherever it groups by module, and names
 // those allocated before tracing `weights, allocated before tracing` where it groups by line
 // (Note [What was live before tracing] in tracer/report/analysis.h).
+
+// How sure a kSimulatedSize answer is (simulator/core/sizes.h's Certainty, the same numbers).
+enum class Certainty : uint8_t {
+  kExact = 0,      // documented or measured (not recorded by the simulated libraries today)
+  kBounded = 1,    // between documented bounds
+  kEstimated = 2,  // memtrace's estimate; its upper figure is an estimate too, or none
+  kCount
+};
+
+// Note [Sizes in the trace]
+// The simulated GPU's libraries answer some sizes without knowing them (Note [Sizes nobody
+// measured] in simulator/core/sizes.cpp): a cuFFT plan's work area, a cuSOLVER routine's
+// buffer, cuDNN's RNN spaces, an unmeasured cuDNN plan's workspace. The program then allocates
+// that much (or nothing, for an answer of 0), so the peak holds a figure nobody measured. The
+// recorder writes each answer it is told (the simulated core's size observer, registered by the
+// shim) as a kSimulatedSize record with the stacks of the thread that asked, so the report
+// lists them by line, and the replay links each to the allocation that holds it
+// (reader::LiveReplay): the live allocation at the record's address when the library was handed
+// the buffer (cuFFT's cufftSetWorkArea), else the next allocation of exactly that many bytes on
+// the asking thread, within the next kSizeLinkAllocations of its allocations (PyTorch allocates
+// the buffer right after asking). An answer no allocation takes (0 bytes: a workspace cuDNN's
+// plan was told it does not need) holds nothing at any point; it could have held up to its upper
+// figure while it was in use. The report's figures at the peak: the bytes of linked allocations
+// live there, and how much higher they could be (the sum of their upper figures less their
+// sizes; "no bound" when one has none).
+inline constexpr int kSizeLinkAllocations = 8;
 
 // What a kSegment record says happened (PyTorch's TraceEntry actions of the same names).
 enum class SegmentAction : uint8_t {
@@ -402,11 +436,13 @@ enum class Api : uint8_t {
   kCuMemAllocManaged = 8,  // cuMemAllocManaged (driver API; freed through cuMemFree_v2)
   kDeviceRead = 9,         // a copy from device memory to the host (kDeviceRead records; no event)
   kTorchAllocator = 10,  // a tensor of PyTorch's caching allocator (Note [PyTorch's own allocator])
+  kSimulatedSize = 11,   // a size the simulated GPU answered (kSimulatedSize records; no event)
   kCount
 };
 
 inline constexpr uint32_t firstVersion(Api api) {
-  return api == Api::kTorchAllocator                                  ? 5
+  return api == Api::kSimulatedSize                                   ? 6
+         : api == Api::kTorchAllocator                                ? 5
          : api == Api::kDeviceRead                                    ? 3
          : api == Api::kCuMemCreate || api == Api::kCuMemAllocManaged ? 2
                                                                       : 1;
@@ -479,5 +515,6 @@ const char* categoryName(Category category);          // "parameter", "optimizer
 const char* trainingPhaseName(TrainingPhase phase);   // "none", "forward", ...
 const char* sectionKindName(SectionKind kind);        // "frame", "peak", ...
 const char* segmentActionName(SegmentAction action);  // "alloc", "free", "map", "unmap"
+const char* certaintyName(Certainty certainty);       // "exact", "bounded", "estimated"
 
 }  // namespace memtrace::format

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tracer/format/live_table.h"
 #include "tracer/reader/reader.h"
@@ -24,11 +25,18 @@ struct Allocation {
   bool traced;
   // As told so far (kCategory records); kUnknown when none was.
   format::Category category = format::Category::kUnknown;
+  uint64_t index = 0;  // the event that made it
+  // Its size is a simulated library's answer that was not exact (kSimulatedSize, Note [Sizes
+  // in the trace]): then `size_at_most` is how large it could have been (UINT64_MAX: no bound).
+  bool unknown_size = false;
+  uint64_t size_at_most = 0;
 };
 
 inline Allocation allocationOf(const Event& event) {
-  return Allocation{event.size,   event.context->stream, event.python_stack, event.native_stack,
-                    event.module, event.context->device, event.traced};
+  Allocation allocation{event.size,   event.context->stream, event.python_stack, event.native_stack,
+                        event.module, event.context->device, event.traced};
+  allocation.index = event.index;
+  return allocation;
 }
 
 // What a consumer of LiveReplay receives; derive from it and hide the members you need
@@ -44,10 +52,15 @@ inline Allocation allocationOf(const Event& event) {
 //   onFailedAlloc(event)                 a failed allocation (the live set is unchanged)
 // and for a kCategory record, onCategory(address, category, allocation): the live allocation
 // it now applies to, already updated, or nullptr when the address starts none (ignored); the
-// same for a kOwnerModule record, onOwnerModule(address, module, allocation).
+// same for a kOwnerModule record, onOwnerModule(address, module, allocation); for a
+// kSimulatedSize record, onSizeAnswer(size, linked, newly): the live allocation at its address
+// (marked unknown_size; `newly` when it was not before), or nullptr (an answer told at the
+// question links to the asking thread's next allocation of its bytes, which onAlloc then
+// receives marked: Note [Sizes in the trace]).
 struct LiveVisitor : RecordVisitor {
   void onCategory(uint64_t /*address*/, format::Category, const Allocation* /*allocation*/) {}
   void onOwnerModule(uint64_t /*address*/, uint32_t /*module*/, const Allocation* /*allocation*/) {}
+  void onSizeAnswer(const SimulatedSize&, const Allocation* /*linked*/, bool /*newly*/) {}
   bool stopBefore(const Event&) { return false; }
   void onAlloc(const Event&, const Allocation&) {}
   void onImpliedFree(const Event& /*allocation*/, const Allocation& /*replaced*/) {}
@@ -90,6 +103,26 @@ class LiveReplay {
   void onDeviceMemory(const DeviceMemory& reading) { consumer_.onDeviceMemory(reading); }
   void onSimulatedDevice(const SimulatedDeviceInfo& info) { consumer_.onSimulatedDevice(info); }
   void onDeviceRead(const DeviceRead& read) { consumer_.onDeviceRead(read); }
+  void onSimulatedSize(const SimulatedSize& size) {
+    if (stopped_) return;
+    consumer_.onSimulatedSize(size);
+    Allocation* linked = nullptr;
+    bool newly = false;
+    if (size.address) {
+      linked = live_.find(size.address);
+      if (linked) {
+        newly = !linked->unknown_size;
+        linked->unknown_size = true;
+        linked->size_at_most = size.at_most;
+      }
+    } else if (size.bytes) {
+      // Answers waiting for their allocation are few: one or two a library call.
+      if (pending_.size() >= 64) pending_.erase(pending_.begin());
+      pending_.push_back(PendingSize{size.context->thread_id, size.bytes, size.at_most,
+                                     format::kSizeLinkAllocations});
+    }
+    consumer_.onSizeAnswer(size, static_cast<const Allocation*>(linked), newly);
+  }
   void onSection(const Section& section) { consumer_.onSection(section); }
   void onStepPeak(const StepPeak& step) { consumer_.onStepPeak(step); }
   void onGeneratedCode(const GeneratedCode& code) { consumer_.onGeneratedCode(code); }
@@ -118,6 +151,7 @@ class LiveReplay {
     switch (event.kind) {
       case EventKind::kAlloc: {
         Allocation allocation = allocationOf(event);
+        if (!pending_.empty()) linkPending(event, &allocation);
         Allocation replaced;
         switch (live_.allocate(event.address, allocation, &replaced)) {
           case format::AllocOutcome::kNoMemory:
@@ -148,8 +182,34 @@ class LiveReplay {
   bool done() const { return stopped_ || consumer_.done(); }
 
  private:
+  // A kSimulatedSize answer told at the question, waiting for the allocation that holds it.
+  struct PendingSize {
+    int64_t thread_id;
+    uint64_t bytes;
+    uint64_t at_most;
+    int allocations_left;  // of its thread's, before it is given up
+  };
+
+  // The asking thread's allocation of exactly the answer's bytes is the one that holds it.
+  void linkPending(const Event& event, Allocation* allocation) {
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->thread_id != event.context->thread_id) {
+        ++it;
+        continue;
+      }
+      if (it->bytes == event.size && !allocation->unknown_size) {
+        allocation->unknown_size = true;
+        allocation->size_at_most = it->at_most;
+        it = pending_.erase(it);
+        continue;
+      }
+      it = --it->allocations_left <= 0 ? pending_.erase(it) : it + 1;
+    }
+  }
+
   Consumer& consumer_;
   format::LiveTable<Allocation> live_;
+  std::vector<PendingSize> pending_;
   bool stopped_ = false;
 };
 

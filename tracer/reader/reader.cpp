@@ -476,6 +476,30 @@ Segment TraceReader::readSegment() {
   return segment;
 }
 
+SimulatedSize TraceReader::readSimulatedSize() {
+  SimulatedSize size;
+  last_time_ += varint();
+  size.time_ns = last_time_;
+  size.address = varint();
+  size.bytes = varint();
+  uint64_t at_most = varint();
+  size.at_most = at_most == 0 ? UINT64_MAX : at_most - 1;
+  uint8_t certainty = byte();
+  if (certainty >= static_cast<uint8_t>(format::Certainty::kCount))
+    fail("an unknown certainty " + std::to_string(certainty) + " of a simulated size");
+  size.certainty = static_cast<format::Certainty>(certainty);
+  size.question = static_cast<uint32_t>(varint());
+  size.python_stack = static_cast<uint32_t>(varint());
+  size.native_stack = static_cast<uint32_t>(varint());
+  checkId(size.question, tables_.strings.size(), "string");
+  checkId(size.python_stack, tables_.python_stacks.size(), "Python stack");
+  checkId(size.native_stack, tables_.native_stacks.size(), "native stack");
+  size.traced = tracing_;
+  size.module = current_module_;
+  size.context = &context_;
+  return size;
+}
+
 DeviceMemory TraceReader::readDeviceMemory() {
   DeviceMemory reading;
   last_time_ += varint();

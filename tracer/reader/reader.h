@@ -169,6 +169,22 @@ struct DeviceRead {
   const Context* context;
 };
 
+// A size the simulated GPU answered without knowing it (kSimulatedSize, Note [Sizes in the
+// trace]): no memory event; its thread and device are the context's.
+struct SimulatedSize {
+  uint64_t time_ns;
+  uint64_t address;  // the buffer handed to the library (0: told at the question)
+  uint64_t bytes;
+  uint64_t at_most;  // UINT64_MAX: no bound
+  format::Certainty certainty;
+  uint32_t question;  // string id: JSON {"library", "call", "shapes"}
+  uint32_t python_stack;
+  uint32_t native_stack;
+  bool traced;
+  uint32_t module;
+  const Context* context;
+};
+
 // A reading of a device's memory (kDeviceMemory, Note [Device memory readings]).
 struct DeviceMemory {
   uint64_t time_ns;
@@ -279,6 +295,8 @@ struct RecordVisitor {
   void onGeneratedCode(const GeneratedCode&) {}
   // Version 5's (Note [PyTorch's own allocator]).
   void onSegment(const Segment&) {}
+  // Version 6's (Note [Sizes in the trace]).
+  void onSimulatedSize(const SimulatedSize&) {}
   void onEvent(const Event&) {}
   // Return true to stop reading (after the record just seen).
   bool done() const { return false; }
@@ -378,6 +396,8 @@ class TraceReader {
   const GeneratedCode& readGeneratedCode();
   // Version 5's.
   Segment readSegment();
+  // Version 6's.
+  SimulatedSize readSimulatedSize();
 
   std::string path_;
   std::FILE* file_ = nullptr;
@@ -579,6 +599,8 @@ void TraceReader::readRecord(Visitor& visitor) {
       auto [address, module] = readOwnerModule();
       return visitor.onOwnerModule(address, module);
     }
+    case RecordType::kSimulatedSize:
+      return visitor.onSimulatedSize(readSimulatedSize());
   }
   // Nothing is written as type 0: in an open chunk it is where the writer's records end.
   if (type == 0 && open_chunk_offset_) throw OpenChunkEnd{};

@@ -663,6 +663,28 @@ bool RecordWriter::writeDeviceRead(uint64_t time_ns, uint64_t bytes, uint32_t py
   return true;
 }
 
+bool RecordWriter::writeSimulatedSize(uint64_t time_ns, uintptr_t address, uint64_t bytes,
+                                      uint64_t at_most, format::Certainty certainty,
+                                      const char* question, uint32_t python_stack,
+                                      uint32_t native_stack) {
+  bool ok = true;
+  uint32_t question_id = internString(question, std::strlen(question), &ok);
+  if (!ok) return false;
+  uint8_t* p = file_.reserve(80);
+  if (!p) return false;
+  uint8_t* start = p++;
+  p = putVarint(p, timeDelta(time_ns));
+  p = putVarint(p, address);
+  p = putVarint(p, bytes);
+  p = putVarint(p, at_most == UINT64_MAX ? 0 : at_most + 1);
+  *p++ = static_cast<uint8_t>(certainty);
+  p = putVarint(p, question_id);
+  p = putVarint(p, python_stack);
+  p = putVarint(p, native_stack);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kSimulatedSize));
+  return true;
+}
+
 bool RecordWriter::writeGeneratedCode(const char* file, size_t file_size, int32_t first_line,
                                       int32_t line_count, python::FrameInfo* frames, size_t depth) {
   bool ok = true;

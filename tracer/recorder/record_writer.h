@@ -164,6 +164,11 @@ class RecordWriter {
   // A read of device values on the simulated device (Note [The simulated device]).
   bool writeDeviceRead(uint64_t time_ns, uint64_t bytes, uint32_t python_stack,
                        uint32_t native_stack);
+  // A size the simulated GPU answered without knowing it (Note [Sizes in the trace]):
+  // `at_most` UINT64_MAX for no bound; `question` the JSON the simulated core described it by.
+  bool writeSimulatedSize(uint64_t time_ns, uintptr_t address, uint64_t bytes, uint64_t at_most,
+                          format::Certainty certainty, const char* question, uint32_t python_stack,
+                          uint32_t native_stack);
   // A stretch of generated code and the source stack it stands for (Note [Generated code] in
   // records.h): `depth` frames (at least one), outermost first, interned as a stack's are.
   bool writeGeneratedCode(const char* file, size_t file_size, int32_t first_line,

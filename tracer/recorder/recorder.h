@@ -97,6 +97,17 @@ void setSimulatedDevice(const SimulatedDevice& device);
 // A copy from device memory to the host on the simulated device (its read observer): the
 // thread's stacks and `bytes`, with the path of an allocation (guard, capture, lock, write).
 void recordDeviceRead(const RecursionGuard& guard, const EventSource& source, uint64_t bytes);
+// A size a simulated library answered without knowing it (its size observer; Note [Sizes in the
+// trace] in tracer/format/records.h), with the thread's stacks, as a read is recorded.
+struct SimulatedSize {
+  const char* question;  // JSON: {"library", "call", "shapes"}
+  uint64_t bytes;
+  uint64_t at_most;  // UINT64_MAX: no bound
+  format::Certainty certainty;
+  const void* address;  // the buffer the program handed the library; nullptr: none yet
+};
+void recordSimulatedSize(const RecursionGuard& guard, const EventSource& source,
+                         const SimulatedSize& size);
 
 // Initializes the recorder once (config, fork and exit handlers, autostart). Called by the
 // library's constructor and, in case a hook runs before it, by every record function.

@@ -38,6 +38,59 @@ struct SummaryVisitor : reader::LiveVisitor {
     if (selected(summary.device_filter, device_index)) current -= std::min(size, current);
   }
 
+  // Note [Sizes in the trace]: what allocations sized by unknown answers hold now.
+  static void count(UnknownSizes& sizes, const Allocation& allocation, bool add) {
+    bool bounded = allocation.size_at_most != UINT64_MAX;
+    uint64_t extra = bounded && allocation.size_at_most > allocation.size
+                         ? allocation.size_at_most - allocation.size
+                         : 0;
+    if (add) {
+      sizes.bytes += allocation.size;
+      sizes.extra_bytes += extra;
+      sizes.unbounded += bounded ? 0 : 1;
+    } else {
+      sizes.bytes -= std::min(sizes.bytes, allocation.size);
+      sizes.extra_bytes -= std::min(sizes.extra_bytes, extra);
+      sizes.unbounded -= std::min<uint64_t>(sizes.unbounded, bounded ? 0 : 1);
+    }
+  }
+  void unknownGone(const Allocation& gone) {
+    if (gone.unknown_size && selected(summary.device_filter, gone.device))
+      count(unknown_now, gone, false);
+  }
+
+  void onSizeAnswer(const reader::SimulatedSize& size, const Allocation* linked, bool newly) {
+    summary.duration_ns = std::max(summary.duration_ns, size.time_ns);
+    if (!selected(summary.device_filter, size.context->device)) return;
+    ++summary.simulated_size_count;
+    SizeKey key{size.python_stack, size.native_stack, size.traced, size.question};
+    auto [found, added] = size_sites.try_emplace(key, summary.simulated_sizes.size());
+    if (added) {
+      SimulatedSizeSite site;
+      site.python_stack = size.python_stack;
+      site.native_stack = size.native_stack;
+      site.traced = size.traced;
+      site.module = size.module;
+      site.question = size.question;
+      summary.simulated_sizes.push_back(site);
+    }
+    SimulatedSizeSite& site = summary.simulated_sizes[found->second];
+    ++site.count;
+    site.bytes = std::max(site.bytes, size.bytes);
+    site.at_most = std::max(site.at_most, size.at_most);
+    site.certainty = std::max(site.certainty, size.certainty);
+    if (size.bytes == 0 && !size.address) {
+      summary.unheld_size_unbounded |= size.at_most == UINT64_MAX;
+      if (size.at_most != UINT64_MAX)
+        summary.unheld_size_at_most = std::max(summary.unheld_size_at_most, size.at_most);
+    }
+    if (!linked || !newly || !selected(summary.device_filter, linked->device)) return;
+    count(unknown_now, *linked, true);
+    // Allocated at or before the peak and live since: it was live at the peak.
+    if (summary.peak_bytes && linked->index <= summary.peak_event)
+      count(summary.unknown_sizes_at_peak, *linked, true);
+  }
+
   void onMarker(const reader::Marker& marker) {
     summary.duration_ns = std::max(summary.duration_ns, marker.time_ns);
     if (marker.kind == format::MarkerKind::kTracingStopped) {
@@ -260,6 +313,7 @@ struct SummaryVisitor : reader::LiveVisitor {
   void onFree(const Event& event, const Allocation& freed) {
     ++summary.frees;
     remove(freed.size, freed.device);
+    unknownGone(freed);
     if (event.context->api == format::Api::kTorchAllocator)
       changeAllocated(freed.device, blocks.onFree(freed.device, event.address), false);
   }
@@ -268,6 +322,7 @@ struct SummaryVisitor : reader::LiveVisitor {
   void onImpliedFree(const Event&, const Allocation& replaced) {
     ++summary.replaced_allocations;
     remove(replaced.size, replaced.device);
+    unknownGone(replaced);
     blocks.lose(replaced.device);
   }
 
@@ -301,12 +356,14 @@ struct SummaryVisitor : reader::LiveVisitor {
     if (selected(summary.device_filter, allocation.device)) {
       summary.allocated_bytes += event.size;
       current += event.size;
+      if (allocation.unknown_size) count(unknown_now, allocation, true);
       // Note [New peak]: the trace's, and each step's.
       if (format::raisePeak(summary.peak_bytes, current)) {
         summary.peak_event = event.index;
         summary.peak_time_ns = event.time_ns;
         summary.torch_reserved_at_peak_bytes = torch_reserved;
         summary.torch_allocated_at_peak_bytes = torch_allocated;
+        summary.unknown_sizes_at_peak = unknown_now;
       }
       if (format::raisePeak(step.peak_bytes, current)) {
         step.peak_event = event.index;
@@ -330,9 +387,26 @@ struct SummaryVisitor : reader::LiveVisitor {
     }
   };
 
+  struct SizeKey {
+    uint32_t python_stack;
+    uint32_t native_stack;
+    bool traced;
+    uint32_t question;
+    bool operator==(const SizeKey&) const = default;
+  };
+  struct SizeKeyHash {
+    size_t operator()(const SizeKey& key) const {
+      return (ReadKeyHash{}(ReadKey{key.python_stack, key.native_stack, key.traced}) ^
+              key.question) *
+             0x9E3779B97F4A7C15ULL;
+    }
+  };
+
   TraceSummary& summary;
   const reader::Tables& tables;
   std::unordered_map<ReadKey, size_t, ReadKeyHash> read_sites;  // index into device_reads
+  std::unordered_map<SizeKey, size_t, SizeKeyHash> size_sites;  // into simulated_sizes
+  UnknownSizes unknown_now;  // Note [Sizes in the trace]: held now, on the selected devices
   uint64_t current = 0;
   uint64_t mapped = 0;           // bytes mapped now
   uint64_t reserved = 0;         // bytes of address space reserved now

@@ -93,6 +93,27 @@ struct DeviceReadSite {
   uint64_t bytes = 0;
 };
 
+// Sizes a simulated library answered without knowing them, asked at one place (Note [Sizes in
+// the trace] in records.h): the stacks and the question as written, summed.
+struct SimulatedSizeSite {
+  uint32_t python_stack = 0;
+  uint32_t native_stack = 0;
+  bool traced = false;
+  uint32_t module = 0;    // of the first answer (string id)
+  uint32_t question = 0;  // string id: JSON {"library", "call", "shapes"}
+  uint64_t count = 0;
+  uint64_t bytes = 0;    // the largest answered
+  uint64_t at_most = 0;  // the largest upper figure (UINT64_MAX: one had no bound)
+  format::Certainty certainty = format::Certainty::kExact;  // the least sure
+};
+
+// What allocations sized by such answers held at a point, on the selected devices.
+struct UnknownSizes {
+  uint64_t bytes = 0;        // their sizes
+  uint64_t extra_bytes = 0;  // how much larger the bounded ones could have been, summed
+  uint64_t unbounded = 0;    // those without a bound
+};
+
 // The first failed allocation (an out-of-memory), as the trace wrote it.
 struct FailedRequest {
   uint64_t event = 0;
@@ -202,6 +223,19 @@ struct TraceSummary {
   std::vector<DeviceReadSite> device_reads;
   uint64_t device_read_count = 0;
   uint64_t device_read_bytes = 0;
+
+  // Sizes the simulated libraries answered without knowing them (kSimulatedSize, Note [Sizes
+  // in the trace]) on the selected devices, by stacks and question, in the order first seen.
+  std::vector<SimulatedSizeSite> simulated_sizes;
+  uint64_t simulated_size_count = 0;
+  // What allocations sized by them held at the peak (an answer linked after the peak to an
+  // allocation live there counts: cuFFT is handed its work area after PyTorch allocated it).
+  UnknownSizes unknown_sizes_at_peak;
+  // Answers of 0 bytes, which no allocation holds (a cuDNN plan told it needs no workspace):
+  // while one was in use the program could have held up to its upper figure more. The largest
+  // of their upper figures, and whether one had no bound.
+  uint64_t unheld_size_at_most = 0;
+  bool unheld_size_unbounded = false;
 
   // Training (Note [Training records]): the trace has kCategory, kTrainingPhase or kStepEnd.
   bool training = false;

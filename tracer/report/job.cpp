@@ -49,6 +49,7 @@ struct HeaderVisitor : reader::RecordVisitor {
   void onSection(const reader::Section&) { finished = true; }
   void onStepPeak(const reader::StepPeak&) { finished = true; }
   void onGeneratedCode(const reader::GeneratedCode&) { finished = true; }
+  void onSimulatedSize(const reader::SimulatedSize&) { finished = true; }
   void onEvent(const reader::Event&) { finished = true; }
   bool done() const { return finished; }
   bool finished = false;

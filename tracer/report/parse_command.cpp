@@ -130,6 +130,15 @@ struct Printer : reader::LiveVisitor {
                        read.bytes, read.python_stack, read.native_stack,
                        read.traced ? "traced" : "untraced");
   }
+  void onSimulatedSize(const reader::SimulatedSize& size) {
+    out << fmt::format(
+        "simulated-size t={} address={:#x} bytes={} at_most={} certainty={} question={} "
+        "pystack={} native={} {}\n",
+        size.time_ns, size.address, size.bytes,
+        size.at_most == UINT64_MAX ? std::string("none") : std::to_string(size.at_most),
+        format::certaintyName(size.certainty), size.question, size.python_stack, size.native_stack,
+        size.traced ? "traced" : "untraced");
+  }
   void onSection(const reader::Section& section) {
     const reader::RunTotals& totals = section.totals;
     std::string devices;

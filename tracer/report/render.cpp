@@ -216,6 +216,43 @@ void renderDeviceReadsText(std::ostream& out, const Report& report) {
   out << kDeviceReadsMeaning << "\n";
 }
 
+// Note [Sizes in the trace]: the sizes nobody measured, by line, and what the peak holds of them.
+std::string atMostText(uint64_t at_most) {
+  return at_most == UINT64_MAX ? std::string("no bound") : formatBytes(at_most);
+}
+
+void renderSimulatedSizesText(std::ostream& out, const Report& report) {
+  const TraceSummary& s = report.summary;
+  if (!s.simulated_size_count) return;
+  size_t shown = report.top == 0 ? report.simulated_sizes.size()
+                                 : std::min(report.top, report.simulated_sizes.size());
+  out << fmt::format(
+      "\nSizes nobody measured ({} answers of the simulated libraries), by line{}:\n",
+      s.simulated_size_count,
+      report.simulated_sizes.size() > shown
+          ? fmt::format(", top {} of {}", shown, report.simulated_sizes.size())
+          : "");
+  out << fmt::format("{:>7}  {:<11} {:<11} {:<10} {}\n", "Count", "Answered", "At most",
+                     "Certainty", "Call, at location");
+  for (size_t i = 0; i < shown; ++i) {
+    const SimulatedSizeRow& row = report.simulated_sizes[i];
+    out << fmt::format("{:>7}  {:<11} {:<11} {:<10} {}'s {} at {}\n", row.count,
+                       formatBytes(row.bytes), atMostText(row.at_most),
+                       format::certaintyName(row.certainty), row.library, row.call,
+                       row.location.name);
+  }
+  const UnknownSizes& peak = s.unknown_sizes_at_peak;
+  out << fmt::format("At the peak: {} of it live", formatBytes(peak.bytes));
+  if (peak.bytes)
+    out << fmt::format(", at most {} more{}", formatBytes(peak.extra_bytes),
+                       peak.unbounded ? fmt::format(" ({} without a bound)", peak.unbounded) : "");
+  if (s.unheld_size_unbounded || s.unheld_size_at_most)
+    out << fmt::format("; answers of 0 bytes could have held up to {} while in use",
+                       s.unheld_size_unbounded ? std::string("an unknown size")
+                                               : formatBytes(s.unheld_size_at_most));
+  out << ".\n" << kSimulatedSizesMeaning << "\n";
+}
+
 }  // namespace
 
 std::string simulatedLabel(const reader::SimulatedDeviceInfo& simulated) {
@@ -257,6 +294,40 @@ nlohmann::json deviceReadsJson(const TraceSummary& summary, const std::vector<De
           {"locations", rows.size()},
           {"rows", entries},
           {"meaning", kDeviceReadsMeaning}};
+}
+
+nlohmann::json simulatedSizesJson(const TraceSummary& summary,
+                                  const std::vector<SimulatedSizeRow>& rows, size_t top) {
+  using nlohmann::json;
+  auto bound = [](uint64_t at_most) { return at_most == UINT64_MAX ? json() : json(at_most); };
+  json entries = json::array();
+  size_t shown = top == 0 ? rows.size() : std::min(top, rows.size());
+  for (size_t i = 0; i < shown; ++i) {
+    const SimulatedSizeRow& row = rows[i];
+    json entry = {{"location", row.location.name},
+                  {"kind", locationKindName(row.location.kind)},
+                  {"library", row.library},
+                  {"call", row.call},
+                  {"shapes", json::parse(row.shapes, nullptr, false)},
+                  {"count", row.count},
+                  {"bytes", row.bytes},
+                  {"at_most", bound(row.at_most)},
+                  {"certainty", format::certaintyName(row.certainty)}};
+    if (!row.location.file.empty()) entry["file"] = row.location.file;
+    if (row.location.line) entry["line"] = row.location.line;
+    if (!row.location.function.empty()) entry["function"] = row.location.function;
+    entries.push_back(std::move(entry));
+  }
+  const UnknownSizes& peak = summary.unknown_sizes_at_peak;
+  return {
+      {"count", summary.simulated_size_count},
+      {"locations", rows.size()},
+      {"rows", entries},
+      {"at_peak",
+       {{"bytes", peak.bytes}, {"extra_bytes", peak.extra_bytes}, {"unbounded", peak.unbounded}}},
+      {"unheld_at_most",
+       summary.unheld_size_unbounded ? json() : json(summary.unheld_size_at_most)},
+      {"meaning", kSimulatedSizesMeaning}};
 }
 
 // Note [PyTorch's own allocator]: PyTorch's segments at the failure; null without them.
@@ -569,6 +640,7 @@ void renderText(std::ostream& out, const Report& report) {
   }
   renderOutsideText(out, report, outside);
   renderDeviceReadsText(out, report);
+  renderSimulatedSizesText(out, report);
 }
 
 namespace {
@@ -749,6 +821,8 @@ void renderJson(std::ostream& out, const Report& report) {
   document["oom"] = oomJson(report.oom, report.top);
   if (s.simulated || s.device_read_count)
     document["device_reads"] = deviceReadsJson(s, report.device_reads, report.top);
+  if (s.simulated || s.simulated_size_count)
+    document["simulated_sizes"] = simulatedSizesJson(s, report.simulated_sizes, report.top);
   if (const Prediction* prediction = report.prediction) {
     json unmatched = json::array();
     for (const PredictionFrameEntry& entry : unmatchedEntries(*prediction, report.table))

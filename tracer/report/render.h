@@ -14,6 +14,7 @@
 #include "tracer/report/locations.h"
 #include "tracer/report/oom.h"
 #include "tracer/report/prediction.h"
+#include "tracer/report/simulated_sizes.h"
 
 namespace memtrace::report {
 
@@ -27,6 +28,9 @@ struct Report {
   const Prediction* prediction = nullptr;
   // The reads of device values by line (deviceReadRows) and the first OOM (analyzeOom).
   std::vector<DeviceReadRow> device_reads;
+  // The sizes the simulated libraries answered without knowing them, by line
+  // (simulatedSizeRows).
+  std::vector<SimulatedSizeRow> simulated_sizes;
   std::optional<OomReport> oom;
   // The user's line that holds most of the point, broken down (Note [One line holds the peak]).
   std::optional<LineBreakdown> dominant_line;
@@ -43,6 +47,11 @@ inline constexpr const char* kSimulatedMeaning =
 inline constexpr const char* kDeviceReadsMeaning =
     "On the simulated device these read zeros, so what the program did after them (a loop ending "
     "at an end token, MoE routing, nonzero's size, a boolean mask) may differ from the card.";
+inline constexpr const char* kSimulatedSizesMeaning =
+    "The simulated libraries answered these sizes without knowing them (what the library decides "
+    "on the card; Note [Sizes nobody measured] in simulator/core/sizes.cpp): the peak holds "
+    "them as answered, and the device profile's measured_sizes (python -m mem_tracer.calibrate "
+    "on a card) replaces them.";
 // "SIMULATED: profile h200" (and ", 24.00 GiB set by the user" when it was).
 std::string simulatedLabel(const reader::SimulatedDeviceInfo& simulated);
 // The "simulated" object of the JSON views; null for a trace of a card.
@@ -50,6 +59,9 @@ nlohmann::json simulatedJson(const std::optional<reader::SimulatedDeviceInfo>& s
 // The reads of device values, as the JSON report has them.
 nlohmann::json deviceReadsJson(const TraceSummary& summary, const std::vector<DeviceReadRow>& rows,
                                size_t top);
+// The simulated sizes, as the JSON report has them.
+nlohmann::json simulatedSizesJson(const TraceSummary& summary,
+                                  const std::vector<SimulatedSizeRow>& rows, size_t top);
 // The OOM, as the JSON report has it (null without one).
 nlohmann::json oomJson(const std::optional<OomReport>& oom, size_t top);
 
