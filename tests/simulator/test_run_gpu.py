@@ -100,14 +100,15 @@ def test_tracing_changes_none_of_pytorchs_peaks(tmp_path):
 
 
 def test_pytorchs_peaks_that_differ_from_the_traces_are_said(tmp_path):
-    # The program resets PyTorch's peaks after freeing 64 MiB: PyTorch's requested peak is then
-    # the 1 MiB it made after, the trace's the 64 MiB; the reserved peaks agree.
+    # The program resets PyTorch's peaks after freeing 64 MiB: PyTorch's requested and allocated
+    # peaks are then the 1 MiB it made after, the trace's the 64 MiB; the reserved peaks agree.
     result = memtrace_run("--gpu", "h100", "-q", "-o", tmp_path / "reset.bin",
                           HERE / "programs" / "reset_peaks.py")
     said = [line for line in result.stderr.splitlines() if "PyTorch's own counters" in line]
     assert said == [
         "== memtrace: PyTorch's own counters differ from the trace: device 0's "
-        "requested_bytes.all.peak is 1,048,576 B, the trace's 67,108,864 B (66,060,288 B more) "
-        "(a program that calls torch.cuda.reset_peak_memory_stats() lowers PyTorch's peaks, not "
+        "requested_bytes.all.peak is 1,048,576 B, the trace's 67,108,864 B (66,060,288 B more); "
+        "device 0's allocated_bytes.all.peak is 1,048,576 B, the trace's 67,108,864 B "
+        "(66,060,288 B more) (a program that calls torch.cuda.reset_peak_memory_stats() lowers PyTorch's peaks, not "
         "the trace's)"]
     assert report_json(tmp_path / "reset.bin")["summary"]["peak_bytes"] == 64 << 20
