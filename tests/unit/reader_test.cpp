@@ -490,7 +490,7 @@ TEST(Reader, SegmentsAreVersion5s) {
   // Version 6's simulated size (Note [Sizes in the trace]).
   TraceBuilder size_in_5(5);
   size_in_5.processInfo().simulatedSize(1, 0, 64, 128, format::Certainty::kEstimated, 0);
-  EXPECT_NE(read(size_in_5).find("a record of type 27 (trace format version 6) in a version 5"),
+  EXPECT_NE(read(size_in_5).find("a record of type 28 (trace format version 6) in a version 5"),
             std::string::npos)
       << read(size_in_5);
   TraceBuilder certainty(6);
