@@ -12,6 +12,7 @@ them on both sides (the torch releases differ, and so do the paths of torch's an
 own files, which no row can be keyed by). Each model is built as the zoo builds it (seed 0, its
 mode), its inputs at BATCH; between two models the cuBLAS workspaces are given back, so that
 each trace takes them as a fresh process would, as the estimate assumes."""
+import gc
 import os
 import sys
 from pathlib import Path
@@ -61,6 +62,9 @@ def trace(directory, names):
         except Exception as error:  # noqa: BLE001 - said, and the test names it
             failed(directory, name, error)
         caller = inputs = None
+        # What the model left in reference cycles is freed before the next one's trace starts,
+        # which would otherwise count it as its own (untraced) memory.
+        gc.collect()
         torch._C._cuda_clearCublasWorkspaces()
 
 
