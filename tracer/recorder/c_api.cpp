@@ -233,6 +233,18 @@ MEMTRACE_EXPORT int memtrace_generated_code(const char* file, int first_line, in
   return 0;
 }
 
+MEMTRACE_EXPORT int memtrace_hide_python_code(const void* code) {
+  if (!code) {
+    setError("memtrace_hide_python_code: no code object");
+    return -1;
+  }
+  if (!python::hideCode(code)) {
+    setError("memtrace_hide_python_code: memtrace hides as many code objects as it can");
+    return -1;
+  }
+  return 0;
+}
+
 MEMTRACE_EXPORT int memtrace_lend_python_stack(int skip) {
   return lendPythonStack(skip > 0 ? static_cast<size_t>(skip) : 0);
 }

@@ -73,6 +73,11 @@ MEMTRACE_EXPORT int memtrace_generated_code(const char* file, int first_line, in
  * memtrace_bind_lent_python_stack(id), called from inside that backward (a pre-hook of its root
  * node), tells the lend which of autograd's graph tasks it is for; under LD_PRELOAD the engine
  * says so itself. */
+/* Note [Frames memtrace hides] (python_stack.cpp): the frames of the Python code object `code`
+ * (which the caller keeps alive) are left out of every stack captured from now on. Returns 0,
+ * or -1 when memtrace hides as many code objects as it can already. */
+MEMTRACE_EXPORT int memtrace_hide_python_code(const void* code);
+
 MEMTRACE_EXPORT int memtrace_lend_python_stack(int skip);
 MEMTRACE_EXPORT void memtrace_end_lent_python_stack(void);
 MEMTRACE_EXPORT void memtrace_bind_lent_python_stack(int lend);
