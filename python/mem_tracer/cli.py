@@ -21,6 +21,7 @@ from . import __version__, _native
 from ._run import TORCH_PEAK_KEYS, TORCH_PEAKS_VARIABLE
 from .errors import MemTracerError
 from .report import FRAMES, GROUPINGS, report_stats
+from .simulated_gpu import VALUES
 from .tracing import STACK_MODES
 
 # Exit status for a command line memtrace refuses (argparse's, and the native tools').
@@ -209,6 +210,12 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                      help="on a simulated card, fail the program's reads of device values past "
                           "N (a loop waiting on a computed value never ends there; 0: no limit; "
                           "default: %(default)s)")
+    run.add_argument("--values", choices=VALUES, default="known",
+                     help="on a simulated card, the values the program reads back: known (what "
+                          "the program determined itself is known, what a kernel computes from "
+                          "the card's data reads as zero or as its listed worst case), zeros "
+                          "(every value a kernel computes reads as zero) (default: %(default)s; "
+                          "docs/simulated-gpu.md)")
     # REMAINDER: -m takes the module and, untouched, every argument after it.
     run.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE",
                      help="-m MODULE [args...]: run a library module as a script, as python -m "
@@ -604,11 +611,15 @@ def _simulated(arguments: argparse.Namespace, environment: dict[str, str],
     if count < 1:
         raise _BadInput("run --gpu-count: at least one card")
     card = simulated_gpu.profile(arguments.gpu)
+    values = ("values the program determined are known, those a kernel computes read as zero "
+              "or their worst case" if arguments.values == "known" else
+              "values a kernel computes read as zero")
     print(f"== memtrace: simulated {card.device_name} x{count} (profile {card.name}, "
           f"{(memory or card.memory_bytes) / 2**30:.1f} GiB each): sizes are the card's, no kernel "
-          "runs, values read back are zeros", file=sys.stderr, flush=True)
+          f"runs, {values}", file=sys.stderr, flush=True)
     return simulated_gpu.environment(card, memory=memory, devices=count,
-                                     max_reads=arguments.gpu_max_reads, base=environment)
+                                     max_reads=arguments.gpu_max_reads, values=arguments.values,
+                                     base=environment)
 
 
 def _verdict(arguments: argparse.Namespace, summaries: list[dict[str, Any]], status: int) -> int:

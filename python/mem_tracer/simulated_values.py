@@ -1,0 +1,577 @@
+"""Values on the simulated card: what the program itself determines is known there, so that a
+path decided by it (generate()'s stop test, a mask, a count) is the card's path; where a path
+is decided by a value no kernel computed, the run takes one documented worst case and says so.
+
+Note [Known values on the simulated card]
+No kernel runs on the simulated card (docs/simulated-gpu.md), so the values a kernel computes
+from data the card alone holds (weights, activations, logits) are unknown there. But much of
+what a program reads back it determined itself: a copy from the host, a `torch.full` of a host
+boolean, `arange`, `ones`, and whatever is computed from those alone (index, mask and counter
+tensors, small). transformers' generate() stops when `unfinished_sequences & ~is_done` holds
+no nonzero, where `is_done` is a `torch.full` of the host's `cur_len >= max_length`: computed on
+the device, it read back as zeros, and the loop never ended (Note [A run that waits on a value]
+in simulator/core/device.cpp).
+
+So on the simulated card memtrace's runner installs a TorchDispatchMode (`KnownValues`) that
+sees every ATen op of the program's threads after autograd, and keeps on the host a copy of
+every device storage whose bytes are known: a shadow, one per storage, so that views and
+in-place ops share it as they share the storage on the card.
+- An op whose device inputs are all known, and that draws nothing at random, is computed again
+  on the host, on the shadows, after the device's own op ran unchanged (the allocations are
+  PyTorch's own). Its device outputs of at most `limit_bytes` get a shadow.
+- An op with an unknown input makes what it writes unknown, except where its known inputs
+  decide the result alone: `x | True` is True, `x & False` and an integer `x * 0` are zero, and
+  `zeros_like(x)`, `ones_like(x)`, `full_like(x, v)` read x's shape only.
+- Device memory is kept as the shadows say, for every storage of at most 64 KiB the mode sees
+  (what the simulated card keeps of a copy: kKeptBytes): a known storage holds its values, an
+  unknown one zeros, and a known storage is zeroed when it is freed (simgpu_set_values). So a
+  read from anywhere (`.item()`, `.cpu()`, a count read inside an op, a collective) reads what
+  the mode knows, or zeros; never what an earlier tensor left in a block PyTorch's caching
+  allocator handed out again.
+- A read of known values is made as any other, but the simulated card neither counts it
+  against --gpu-max-reads nor hands it to memtrace's recorder (simgpu_set_reads_known): it
+  reads what the card would.
+- An op whose output size the device reads back (nonzero, a boolean mask's index,
+  masked_select, unique) gets, from known inputs, an output of the host's size, allocated by
+  PyTorch's allocator on the card (the op's own output was sized by a count it read as zero).
+- A collective (c10d) moves what device memory holds (Note [Collectives] in
+  simulator/libraries/nccl.cpp): what it wrote is known when everything it read was.
+- torch.tensor(data, device=...) copies its data on a path the dispatcher does not show, then
+  lifts the tensor: the lift reads the copy from device memory (simgpu_read_values).
+
+The mode holds no device tensor (a reference would change what is live on the card) and makes
+no allocation on the card but the resized outputs above. It leaves tensor subclasses to their
+own __torch_dispatch__ (the plain ops they call come back to it), and torch.compile compiles as
+without it (ignore_compile_internals): compiled code runs as compiled, and what its kernels write
+into a known storage is not seen.
+"""
+from __future__ import annotations
+
+import ctypes
+import linecache
+import os
+import sys
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .simulated_gpu import VALUES_VARIABLE
+
+# What the simulated card keeps of a copy (kKeptBytes in simulator/core/device.h): the values
+# device memory can hold for a read.
+KEPT_BYTES = 64 << 10
+
+
+class _Card:
+    """The simulated core's C API for values (simulator/core/simgpu_api.h), found in the
+    process (the simulated libraries are preloaded)."""
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        self.set_reads_known = library.simgpu_set_reads_known
+        self.set_reads_known.argtypes = [ctypes.c_int]
+        self.set_reads_known.restype = ctypes.c_int
+        self.set_values = library.simgpu_set_values
+        self.set_values.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+        self.set_values.restype = ctypes.c_int
+        self.read_values = library.simgpu_read_values
+        self.read_values.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+        self.read_values.restype = ctypes.c_int
+
+    @staticmethod
+    def find() -> _Card | None:
+        """The simulated card's API, or None outside the simulated card."""
+        process = ctypes.CDLL(None)
+        if not hasattr(process, "simgpu_set_values"):
+            return None
+        return _Card(process)
+
+
+@dataclass
+class _Shadow:
+    """The host's copy of a device storage's bytes, and the weak reference that drops it when
+    the storage is freed."""
+
+    host: torch.UntypedStorage
+    reference: weakref.ref[torch.UntypedStorage]
+
+
+def _tensors(values: Any) -> Iterator[torch.Tensor]:
+    """The tensors among an op's arguments or results: direct, or in a list or tuple."""
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if isinstance(item, torch.Tensor):
+                    yield item
+
+
+def _on_card(tensor: torch.Tensor) -> bool:
+    return tensor.device.type == "cuda" and tensor.layout == torch.strided
+
+
+def _host_storage(nbytes: int) -> torch.UntypedStorage:
+    return torch.zeros(nbytes, dtype=torch.uint8).untyped_storage()
+
+
+_aten = torch.ops.aten
+# torch.tensor(data, device=...)'s lift of the tensor its data was copied into.
+_LIFT_FRESH = {_aten.lift_fresh.default, _aten.lift_fresh_copy.default}
+# Ops whose result a known operand decides alone: all True for `or`, all zero for `and`.
+_OR_OPS = {_aten.bitwise_or.Tensor, _aten.bitwise_or_.Tensor, _aten.logical_or.default,
+           _aten.logical_or_.default}
+_AND_OPS = {_aten.bitwise_and.Tensor, _aten.bitwise_and_.Tensor, _aten.logical_and.default,
+            _aten.logical_and_.default, _aten.mul.Tensor, _aten.mul_.Tensor}
+# Ops that read only the shape, dtype and device of their tensor input.
+_SHAPE_ONLY = {_aten.zeros_like.default, _aten.ones_like.default, _aten.full_like.default,
+               _aten.new_zeros.default, _aten.new_ones.default, _aten.new_full.default}
+# In-place ops that overwrite the whole of `self`: its former values do not matter.
+_OVERWRITE = {_aten.fill_.Scalar, _aten.fill_.Tensor, _aten.zero_.default, _aten.copy_.default}
+# Ops the host does not run again: memory the card leaves as it was (unknown values), and ops
+# with effects beyond their outputs.
+_NOT_ON_HOST = {_aten.empty.memory_format, _aten.empty_strided.default, _aten.empty_like.default,
+                _aten.new_empty.default, _aten.new_empty_strided.default,
+                _aten.record_stream.default, _aten._assert_async.default,
+                _aten._assert_async.msg, _aten.set_.source_Storage,
+                _aten.set_.source_Storage_storage_offset, _aten.set_.source_Tensor,
+                _aten.set_.default, _aten.resize_.default}
+
+
+@dataclass(frozen=True)
+class AssumedRead:
+    """A read of an unknown value whose memory worst case is known: made in `function` of a
+    file whose path ends with `file`, on a line that holds `text` (Note [Values where they
+    decide the path])."""
+
+    file: str
+    function: str
+    text: str
+    value: int
+    why: str
+
+    def matches(self, file: str, line: int, function: str) -> bool:
+        return (function == self.function and file.endswith(self.file)
+                and self.text in linecache.getline(file, line))
+
+
+# Note [Values where they decide the path]
+# A value no kernel computed is unknown on the simulated card (Note [Known values on the
+# simulated card]). Where the program reads one back to decide what it does next (`.item()`,
+# `bool(t)`, `if t.any():`, a slice's end), the card reads zero, and the run takes the path zero
+# takes: the memory worst case for most loops run on a GPU (transformers' sampling loop stops
+# when `unfinished.max() == 0` is True: read as False, it goes on until its length limit makes
+# the test known, as on a card where no sequence ends early). Where zero is known to take the
+# cheaper path, the read takes the value ASSUMED_READS gives its line instead: beam search
+# goes on while its test is True (read as zero it would stop after one token), and crops its
+# output to a length it computed (read as zero, to nothing: every beam went on to the limit,
+# so nothing is cropped). Every read of an unknown value is kept, by the line that made it and
+# the value it took.
+_KEEPS_ALL = sys.maxsize  # a slice's end that keeps everything
+ASSUMED_READS = (
+    AssumedRead("transformers/generation/utils.py", "_beam_search",
+                "_beam_search_has_unfinished_sequences", 1,
+                "beam search goes on to its length limit"),
+    AssumedRead("transformers/generation/utils.py", "_beam_search",
+                "sequences[:, :output_length]", _KEEPS_ALL,
+                "no beam ended before the length limit: nothing is cropped"),
+    AssumedRead("transformers/generation/utils.py", "_beam_search",
+                "beam_indices[:, :max_generated_length]", _KEEPS_ALL,
+                "no beam ended before the length limit: nothing is cropped"),
+)
+# What a read of an unknown value takes where ASSUMED_READS names no value.
+READ_AS_ZERO = "zero: no kernel computed it"
+
+_TORCH_DIRECTORY = os.path.dirname(torch.__file__) + os.sep
+_THIS_FILE = __file__
+
+
+def _reading_frame() -> Any:
+    """The innermost Python frame outside torch and memtrace: the line that read."""
+    frame: Any = sys._getframe(1)
+    while frame is not None and (frame.f_code.co_filename.startswith(_TORCH_DIRECTORY)
+                                 or frame.f_code.co_filename == _THIS_FILE):
+        frame = frame.f_back
+    return frame
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """Reads of unknown values at one line, and the value they took."""
+
+    file: str
+    line: int
+    function: str
+    value: str
+    why: str
+
+
+class KnownValues(TorchDispatchMode):
+    """The dispatch mode of Note [Known values on the simulated card]."""
+
+    def __init__(self, card: _Card, limit_bytes: int = KEPT_BYTES) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self._card = card
+        self._limit = limit_bytes
+        self._known: dict[int, _Shadow] = {}
+        self._no_host_kernel: set[Any] = set()
+        self._written_arguments: dict[Any, tuple[tuple[int, str, bool], ...]] = {}
+        # The reads of unknown values: how many at each line, with the value taken.
+        self.assumed: dict[Assumption, int] = {}
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # torch.compile compiles as without the mode (Note [Known values on the simulated card]).
+        return True
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # No torch._disable_dynamo wrapper around __torch_dispatch__: two more frames between the
+        # program's line and its allocation (Note [Frames memtrace hides] in
+        # tracer/recorder/python_stack.cpp); torch.compile never compiles with the mode on.
+        return False
+
+    # ---- shadows, and device memory kept as they say ------------------------------------------
+
+    def _shadow(self, tensor: torch.Tensor) -> _Shadow | None:
+        return self._known.get(tensor.untyped_storage()._cdata)
+
+    def _adopt(self, storage: torch.UntypedStorage, host: torch.UntypedStorage) -> None:
+        """`host` is what `storage` holds from now on; device memory says so."""
+        key = storage._cdata
+        known, card = self._known, self._card
+        pointer, nbytes = storage.data_ptr(), storage.nbytes()
+
+        def freed(reference: weakref.ref[torch.UntypedStorage]) -> None:
+            entry = known.get(key)
+            if entry is not None and entry.reference is reference:
+                del known[key]
+                # The block goes back to PyTorch's cache: zeros, for whatever it holds next.
+                card.set_values(pointer, None, nbytes)
+
+        self._known[key] = _Shadow(host, weakref.ref(storage, freed))
+        self._store(storage, host)
+
+    def _store(self, storage: torch.UntypedStorage, host: torch.UntypedStorage | None) -> None:
+        """Device memory takes `host`'s bytes, or zeros (host None), if the card keeps them."""
+        nbytes = storage.nbytes()
+        if 0 < nbytes <= KEPT_BYTES:
+            self._card.set_values(storage.data_ptr(), host.data_ptr() if host is not None else None,
+                                  nbytes)
+
+    def _unknown(self, tensor: torch.Tensor) -> None:
+        """`tensor`'s storage holds values no kernel computed: no shadow, zeros on the card."""
+        storage = tensor.untyped_storage()
+        self._known.pop(storage._cdata, None)
+        self._store(storage, None)
+
+    @staticmethod
+    def _view(tensor: torch.Tensor, host: torch.UntypedStorage) -> torch.Tensor:
+        """`tensor` on the host: its shadow's bytes seen with its dtype, offset, sizes, strides."""
+        view = torch.empty((0,), dtype=tensor.dtype)
+        return view.set_(host, tensor.storage_offset(), tensor.size(), tensor.stride())
+
+    # ---- the op -----------------------------------------------------------------------------
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        kwargs = kwargs or {}
+        if any(kind is not torch.Tensor and kind is not torch.nn.Parameter for kind in types):
+            return NotImplemented
+        if func in _LIFT_FRESH:
+            return self._lift_fresh(func(*args, **kwargs))
+        card_inputs = [tensor for tensor in _tensors((*args, *kwargs.values()))
+                       if _on_card(tensor)]
+        if func is _aten._local_scalar_dense.default and card_inputs \
+                and self._shadow(card_inputs[0]) is None:
+            return self._assume(func(*args, **kwargs))
+        overwritten = args[0] if func in _OVERWRITE else None
+        deciding = [] if func in _SHAPE_ONLY else \
+            [tensor for tensor in card_inputs if tensor is not overwritten]
+        known = all(self._shadow(tensor) is not None for tensor in deciding)
+        on_host = known and self._computable(func)
+        if on_host and card_inputs:
+            previous = self._card.set_reads_known(1)
+            try:
+                result = func(*args, **kwargs)
+            finally:
+                self._card.set_reads_known(previous)
+        else:
+            result = func(*args, **kwargs)
+        results = tuple(result) if isinstance(result, (list, tuple)) else (result,)
+        card_outputs = [tensor for tensor in _tensors(results) if _on_card(tensor)]
+        if not card_inputs and not card_outputs:
+            return result
+        written = self._written(func, args, kwargs)
+        if func.namespace == "c10d":
+            self._collective(written, known)
+            return result
+        host = None
+        if on_host and self._wanted(results, card_outputs, written):
+            host = self._on_host(func, args, kwargs)
+        elif not known:
+            host = self._decided(func, args, card_outputs)
+        if host is not None:
+            taken = self._take(result, host, written)
+            if taken is not None:
+                return taken
+        inputs = {tensor.untyped_storage()._cdata for tensor in card_inputs}
+        for tensor in written:
+            self._unknown(tensor)
+        for tensor in card_outputs:
+            if tensor.untyped_storage()._cdata not in inputs:  # fresh: not a view of an input
+                self._unknown(tensor)
+        return result
+
+    def _assume(self, read: Any) -> Any:
+        """The value a read of an unknown value takes (Note [Values where they decide the
+        path]): the one ASSUMED_READS gives its line, else zero (what the card read)."""
+        frame = _reading_frame()
+        file, line, function = (frame.f_code.co_filename, frame.f_lineno,
+                                frame.f_code.co_name) if frame is not None else ("?", 0, "?")
+        value, why = read, READ_AS_ZERO
+        for rule in ASSUMED_READS:
+            if rule.matches(file, line, function):
+                value, why = type(read)(rule.value), rule.why
+                break
+        said = Assumption(file, line, function, repr(value), why)
+        self.assumed[said] = self.assumed.get(said, 0) + 1
+        return value
+
+    def _lift_fresh(self, tensor: torch.Tensor) -> torch.Tensor:
+        """torch.tensor(data, device=...) copied its data with the Python key excluded, then
+        lifts the fresh tensor: the copy put the data in device memory; it is read there."""
+        if not _on_card(tensor) or self._shadow(tensor) is not None:
+            return tensor
+        storage = tensor.untyped_storage()
+        if storage.nbytes() > min(self._limit, KEPT_BYTES):
+            return tensor
+        host = _host_storage(storage.nbytes())
+        if self._card.read_values(host.data_ptr(), storage.data_ptr(), storage.nbytes()) == 0:
+            self._adopt(storage, host)
+        return tensor
+
+    def _collective(self, written: list[torch.Tensor], known: bool) -> None:
+        """A collective moved what device memory held: what it wrote is known if what it read
+        was, and read from device memory (Note [Known values on the simulated card])."""
+        for tensor in written:
+            storage = tensor.untyped_storage()
+            host = _host_storage(storage.nbytes())
+            if known and storage.nbytes() <= min(self._limit, KEPT_BYTES) and \
+                    self._card.read_values(host.data_ptr(), storage.data_ptr(),
+                                           storage.nbytes()) == 0:
+                self._adopt(storage, host)
+            else:
+                self._unknown(tensor)
+
+    def _computable(self, func: Any) -> bool:
+        if func in _NOT_ON_HOST or func in self._no_host_kernel:
+            return False
+        if func.namespace not in ("aten", "prims"):
+            return False
+        return torch.Tag.nondeterministic_seeded not in func.tags
+
+    def _wanted(self, results: tuple[Any, ...], card_outputs: list[torch.Tensor],
+                written: list[torch.Tensor]) -> bool:
+        """Whether the host's result is worth computing: a device output small enough to know,
+        a known storage the op writes, or a result off the card (a number, a host tensor)."""
+        if any(tensor.untyped_storage().nbytes() <= self._limit for tensor in card_outputs):
+            return True
+        if any(self._shadow(tensor) is not None for tensor in written):
+            return True
+        return any(value is not None and not isinstance(value, (list, tuple))
+                   and not (isinstance(value, torch.Tensor) and _on_card(value))
+                   for value in results)
+
+    def _written(self, func: Any, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> list[torch.Tensor]:
+        """The device tensors the op writes into (its schema's `Tensor(a!)` arguments)."""
+        positions = self._written_arguments.get(func)
+        if positions is None:
+            positions = tuple((index, argument.name, argument.kwarg_only)
+                              for index, argument in enumerate(func._schema.arguments)
+                              if argument.alias_info is not None
+                              and argument.alias_info.is_write)
+            self._written_arguments[func] = positions
+        written: list[torch.Tensor] = []
+        for index, name, kwarg_only in positions:
+            value = kwargs.get(name) if kwarg_only or index >= len(args) else args[index]
+            written.extend(tensor for tensor in _tensors((value,)) if _on_card(tensor))
+        return written
+
+    def _on_host(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The op run again on the host, on the shadows; None when it cannot run there."""
+        written = {id(tensor) for tensor in self._written(func, args, kwargs)}
+        if func in _OVERWRITE and args:
+            written.add(id(args[0]))
+        host_written: list[tuple[torch.Tensor, torch.Tensor]] = []
+        host_args = tuple(self._to_host(value, written, host_written) for value in args)
+        host_kwargs = {name: self._to_host(value, written, host_written)
+                       for name, value in kwargs.items() if name != "pin_memory"}
+        try:
+            host = func(*host_args, **host_kwargs)
+        except (RuntimeError, NotImplementedError, TypeError, ValueError, IndexError):
+            # No host kernel (a CUDA-only op), or none for these arguments: unknown from now.
+            self._no_host_kernel.add(func)
+            return None
+        for real, copy in host_written:
+            real.copy_(copy)
+        return host
+
+    def _to_host(self, value: Any, written: set[int],
+                 host_written: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+        """An argument of the op as the host's op takes it: a device tensor as its shadow's view
+        (zeros where only its shape is read, or it is overwritten), a host tensor the op writes
+        as a copy (the device's op wrote it already: `host_written` pairs them), a device as the
+        host. A method, not a closure: a closure that calls itself is a cycle, and would keep
+        the op's arguments (device tensors) alive until the garbage collector runs."""
+        if isinstance(value, torch.Tensor):
+            if _on_card(value):
+                entry = self._shadow(value)
+                if entry is None:
+                    return torch.zeros(value.shape, dtype=value.dtype)
+                return self._view(value, entry.host)
+            if id(value) in written:
+                copy = value.clone()
+                host_written.append((value, copy))
+                return copy
+            return value
+        if isinstance(value, torch.device):
+            return torch.device("cpu") if value.type == "cuda" else value
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._to_host(item, written, host_written) for item in value)
+        return value
+
+    def _decided(self, func: Any, args: tuple[Any, ...], card_outputs: list[torch.Tensor]) -> Any:
+        """The result where a known operand decides it alone (Note [Known values on the
+        simulated card]); None otherwise."""
+        if func not in _OR_OPS and func not in _AND_OPS:
+            return None
+        if len(card_outputs) != 1 or len(args) < 2:
+            return None
+        output = card_outputs[0]
+        if output.untyped_storage().nbytes() > self._limit:
+            return None
+        for operand in args[:2]:
+            if not isinstance(operand, torch.Tensor) or not _on_card(operand) \
+                    or operand.numel() == 0:
+                continue
+            entry = self._shadow(operand)
+            if entry is None:
+                continue
+            values = self._view(operand, entry.host)
+            if func in _OR_OPS and values.dtype == torch.bool and bool(values.all()):
+                return torch.ones(output.shape, dtype=output.dtype)
+            if func in _AND_OPS and not values.is_floating_point() \
+                    and not values.is_complex() and not bool(values.any()):
+                return torch.zeros(output.shape, dtype=output.dtype)
+        return None
+
+    def _take(self, result: Any, host: Any, written: list[torch.Tensor]) -> Any:
+        """The device's result with the host's values: a shadow for each device tensor (of the
+        host's size where the device sized it by a count it read as zero), the host's value
+        where the result is no tensor. None when the two do not match (then all is unknown)."""
+        single = not isinstance(result, (list, tuple))
+        results = [result] if single else list(result)
+        hosts = [host] if single else list(host) if isinstance(host, (list, tuple)) else None
+        if hosts is None or len(hosts) != len(results):
+            return None
+        for index, (real, computed) in enumerate(zip(results, hosts)):
+            if isinstance(real, torch.Tensor) and isinstance(computed, torch.Tensor):
+                results[index] = self._take_tensor(real, computed)
+            elif isinstance(real, (list, tuple)) and isinstance(computed, (list, tuple)) \
+                    and len(real) == len(computed):
+                results[index] = type(real)(
+                    self._take_tensor(r, c) if isinstance(r, torch.Tensor)
+                    and isinstance(c, torch.Tensor) else r for r, c in zip(real, computed))
+            elif not isinstance(real, torch.Tensor) and not isinstance(computed, torch.Tensor):
+                results[index] = computed
+        # What the op wrote and did not return: the host's op wrote the shadows.
+        returned = {id(tensor) for tensor in _tensors(results)}
+        for tensor in written:
+            if id(tensor) not in returned:
+                entry = self._shadow(tensor)
+                if entry is None:
+                    self._unknown(tensor)
+                else:
+                    self._store(tensor.untyped_storage(), entry.host)
+        if single:
+            return results[0]
+        return type(result)(results) if isinstance(result, tuple) else results
+
+    def _take_tensor(self, real: torch.Tensor, computed: torch.Tensor) -> torch.Tensor:
+        if not _on_card(real):
+            if real.shape == computed.shape and real.data_ptr() != computed.data_ptr():
+                real.copy_(computed)
+            return real
+        if real.shape != computed.shape:
+            # The device sized it by a count it read back as zero (nonzero, a boolean mask).
+            real = torch.empty(computed.shape, dtype=real.dtype, device=real.device)
+        storage = real.untyped_storage()
+        entry = self._known.get(storage._cdata)
+        if entry is not None:
+            if computed.untyped_storage().data_ptr() != entry.host.data_ptr():
+                self._view(real, entry.host).copy_(computed)
+            self._store(storage, entry.host)
+            return real
+        covers = (real.storage_offset() == 0 and real.is_contiguous()
+                  and real.numel() * real.element_size() == storage.nbytes())
+        if storage.nbytes() > self._limit or not covers:
+            self._unknown(real)
+            return real
+        host = _host_storage(storage.nbytes())
+        self._view(real, host).copy_(computed)
+        self._adopt(storage, host)
+        return real
+
+
+_installed: KnownValues | None = None
+
+
+def installed() -> KnownValues | None:
+    """The mode install() put under the program, if any."""
+    return _installed
+
+
+def install(limit_bytes: int = KEPT_BYTES) -> bool:
+    """Puts the mode of Note [Known values on the simulated card] under everything the program
+    runs from now on, on this thread (and autograd's, which take its modes); False when the
+    process is not on the simulated card."""
+    global _installed
+    if _installed is not None:
+        return True
+    card = _Card.find()
+    if card is None:
+        return False
+    _installed = KnownValues(card, limit_bytes)
+    _hide_frames()
+    _installed.__enter__()  # type: ignore[no-untyped-call]
+    return True
+
+
+def _hide_frames() -> None:
+    """Tells memtrace's recorder, when it records this process, to leave the mode's frames out
+    of every stack (Note [Frames memtrace hides] in tracer/recorder/python_stack.cpp): the
+    mode's own functions, and torch's OpOverload.__call__ through which it calls each op."""
+    process = ctypes.CDLL(None)
+    if not hasattr(process, "memtrace_hide_python_code"):
+        return  # not recorded (run untraced on the simulated card)
+    hide = process.memtrace_hide_python_code
+    hide.argtypes = [ctypes.c_void_p]
+    hide.restype = ctypes.c_int
+    codes = [torch._ops.OpOverload.__call__.__code__]
+    codes += [member.__code__ for member in vars(KnownValues).values()
+              if hasattr(member, "__code__")]
+    for code in codes:
+        hide(id(code))  # a code object's id is its address; the class keeps it alive
+
+
+def install_from_environment() -> bool:
+    """install() as MEMTRACE_GPU_VALUES says (`memtrace run --gpu` sets it; "known" unset)."""
+    wanted = os.environ.get(VALUES_VARIABLE) or "known"
+    if wanted == "zeros":
+        return False
+    return install()
