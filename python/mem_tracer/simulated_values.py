@@ -48,6 +48,7 @@ into a known storage is not seen.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import linecache
 import os
 import sys
@@ -111,7 +112,20 @@ def _tensors(values: Any) -> Iterator[torch.Tensor]:
 
 
 def _on_card(tensor: torch.Tensor) -> bool:
-    return tensor.device.type == "cuda" and tensor.layout == torch.strided
+    return tensor.is_cuda and tensor.layout is torch.strided
+
+
+def _card_tensors(values: Any) -> list[torch.Tensor]:
+    """The device tensors among an op's arguments or results, direct or in a list or tuple."""
+    found = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            if value.is_cuda and value.layout is torch.strided:
+                found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(item for item in value if isinstance(item, torch.Tensor)
+                         and item.is_cuda and item.layout is torch.strided)
+    return found
 
 
 def _host_storage(nbytes: int) -> torch.UntypedStorage:
@@ -139,6 +153,36 @@ _NOT_ON_HOST = {_aten.empty.memory_format, _aten.empty_strided.default, _aten.em
                 _aten._assert_async.msg, _aten.set_.source_Storage,
                 _aten.set_.source_Storage_storage_offset, _aten.set_.source_Tensor,
                 _aten.set_.default, _aten.resize_.default}
+
+
+@dataclass(frozen=True)
+class _OpTraits:
+    """What the mode needs to know of an op, found once: a lookup by the op itself costs a
+    call of OpOverload.__hash__, Python code, for each set it is looked up in."""
+
+    lift_fresh: bool  # in _LIFT_FRESH
+    reads_scalar: bool  # _local_scalar_dense: .item(), bool(t)
+    overwrites: bool  # in _OVERWRITE
+    shape_only: bool  # in _SHAPE_ONLY
+    computable: bool  # the host may run it again: aten or prims, draws nothing at random
+    decides: str  # "or", "and": a known operand may decide its result alone; "" otherwise
+    collective: bool  # c10d's
+    written: tuple[tuple[int, str, bool], ...]  # its `Tensor(a!)` arguments: index, name, kwarg
+
+    @staticmethod
+    def of(func: Any) -> _OpTraits:
+        return _OpTraits(
+            lift_fresh=func in _LIFT_FRESH,
+            reads_scalar=func is _aten._local_scalar_dense.default,
+            overwrites=func in _OVERWRITE,
+            shape_only=func in _SHAPE_ONLY,
+            computable=(func.namespace in ("aten", "prims") and func not in _NOT_ON_HOST
+                        and torch.Tag.nondeterministic_seeded not in func.tags),
+            decides="or" if func in _OR_OPS else "and" if func in _AND_OPS else "",
+            collective=func.namespace == "c10d",
+            written=tuple((index, argument.name, argument.kwarg_only)
+                          for index, argument in enumerate(func._schema.arguments)
+                          if argument.alias_info is not None and argument.alias_info.is_write))
 
 
 @dataclass(frozen=True)
@@ -217,8 +261,7 @@ class KnownValues(TorchDispatchMode):
         self._card = card
         self._limit = limit_bytes
         self._known: dict[int, _Shadow] = {}
-        self._no_host_kernel: set[Any] = set()
-        self._written_arguments: dict[Any, tuple[tuple[int, str, bool], ...]] = {}
+        self._traits: dict[int, _OpTraits] = {}  # by id(func): ops live as long as torch
         # The reads of unknown values: how many at each line, with the value taken.
         self.assumed: dict[Assumption, int] = {}
 
@@ -279,20 +322,29 @@ class KnownValues(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
-        if any(kind is not torch.Tensor and kind is not torch.nn.Parameter for kind in types):
-            return NotImplemented
-        if func in _LIFT_FRESH:
+        for kind in types:
+            if kind is not torch.Tensor and kind is not torch.nn.Parameter:
+                return NotImplemented
+        traits = self._traits.get(id(func))
+        if traits is None:
+            traits = self._traits[id(func)] = _OpTraits.of(func)
+        if traits.lift_fresh:
             return self._lift_fresh(func(*args, **kwargs))
-        card_inputs = [tensor for tensor in _tensors((*args, *kwargs.values()))
-                       if _on_card(tensor)]
-        if func is _aten._local_scalar_dense.default and card_inputs \
-                and self._shadow(card_inputs[0]) is None:
+        card_inputs = _card_tensors(args)
+        if kwargs:
+            card_inputs += _card_tensors(kwargs.values())
+        if traits.reads_scalar and card_inputs and self._shadow(card_inputs[0]) is None:
             return self._assume(func(*args, **kwargs))
-        overwritten = args[0] if func in _OVERWRITE else None
-        deciding = [] if func in _SHAPE_ONLY else \
-            [tensor for tensor in card_inputs if tensor is not overwritten]
-        known = all(self._shadow(tensor) is not None for tensor in deciding)
-        on_host = known and self._computable(func)
+        known = True
+        if not traits.shape_only:
+            overwritten = args[0] if traits.overwrites else None
+            known_storages = self._known
+            for tensor in card_inputs:
+                if tensor is not overwritten and \
+                        tensor.untyped_storage()._cdata not in known_storages:
+                    known = False
+                    break
+        on_host = known and traits.computable
         if on_host and card_inputs:
             previous = self._card.set_reads_known(1)
             try:
@@ -302,28 +354,29 @@ class KnownValues(TorchDispatchMode):
         else:
             result = func(*args, **kwargs)
         results = tuple(result) if isinstance(result, (list, tuple)) else (result,)
-        card_outputs = [tensor for tensor in _tensors(results) if _on_card(tensor)]
+        card_outputs = _card_tensors(results)
         if not card_inputs and not card_outputs:
             return result
-        written = self._written(func, args, kwargs)
-        if func.namespace == "c10d":
+        written = self._written(traits, args, kwargs) if traits.written else []
+        if traits.collective:
             self._collective(written, known)
             return result
         host = None
         if on_host and self._wanted(results, card_outputs, written):
-            host = self._on_host(func, args, kwargs)
-        elif not known:
-            host = self._decided(func, args, card_outputs)
+            host = self._on_host(func, traits, args, kwargs)
+        elif not known and traits.decides:
+            host = self._decided(traits, args, card_outputs)
         if host is not None:
             taken = self._take(result, host, written)
             if taken is not None:
                 return taken
-        inputs = {tensor.untyped_storage()._cdata for tensor in card_inputs}
         for tensor in written:
             self._unknown(tensor)
-        for tensor in card_outputs:
-            if tensor.untyped_storage()._cdata not in inputs:  # fresh: not a view of an input
-                self._unknown(tensor)
+        if card_outputs:
+            inputs = {tensor.untyped_storage()._cdata for tensor in card_inputs}
+            for tensor in card_outputs:
+                if tensor.untyped_storage()._cdata not in inputs:  # fresh, not an input's view
+                    self._unknown(tensor)
         return result
 
     def _assume(self, read: Any) -> Any:
@@ -367,13 +420,6 @@ class KnownValues(TorchDispatchMode):
             else:
                 self._unknown(tensor)
 
-    def _computable(self, func: Any) -> bool:
-        if func in _NOT_ON_HOST or func in self._no_host_kernel:
-            return False
-        if func.namespace not in ("aten", "prims"):
-            return False
-        return torch.Tag.nondeterministic_seeded not in func.tags
-
     def _wanted(self, results: tuple[Any, ...], card_outputs: list[torch.Tensor],
                 written: list[torch.Tensor]) -> bool:
         """Whether the host's result is worth computing: a device output small enough to know,
@@ -386,26 +432,23 @@ class KnownValues(TorchDispatchMode):
                    and not (isinstance(value, torch.Tensor) and _on_card(value))
                    for value in results)
 
-    def _written(self, func: Any, args: tuple[Any, ...],
+    @staticmethod
+    def _written(traits: _OpTraits, args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> list[torch.Tensor]:
         """The device tensors the op writes into (its schema's `Tensor(a!)` arguments)."""
-        positions = self._written_arguments.get(func)
-        if positions is None:
-            positions = tuple((index, argument.name, argument.kwarg_only)
-                              for index, argument in enumerate(func._schema.arguments)
-                              if argument.alias_info is not None
-                              and argument.alias_info.is_write)
-            self._written_arguments[func] = positions
         written: list[torch.Tensor] = []
-        for index, name, kwarg_only in positions:
+        for index, name, kwarg_only in traits.written:
             value = kwargs.get(name) if kwarg_only or index >= len(args) else args[index]
-            written.extend(tensor for tensor in _tensors((value,)) if _on_card(tensor))
+            written.extend(_card_tensors((value,)))
         return written
 
-    def _on_host(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def _on_host(self, func: Any, traits: _OpTraits, args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> Any:
         """The op run again on the host, on the shadows; None when it cannot run there."""
-        written = {id(tensor) for tensor in self._written(func, args, kwargs)}
-        if func in _OVERWRITE and args:
+        written = {id(value) for index, name, kwarg_only in traits.written
+                   for value in _tensors((kwargs.get(name) if kwarg_only or index >= len(args)
+                                          else args[index],))}
+        if traits.overwrites and args:
             written.add(id(args[0]))
         host_written: list[tuple[torch.Tensor, torch.Tensor]] = []
         host_args = tuple(self._to_host(value, written, host_written) for value in args)
@@ -415,7 +458,7 @@ class KnownValues(TorchDispatchMode):
             host = func(*host_args, **host_kwargs)
         except (RuntimeError, NotImplementedError, TypeError, ValueError, IndexError):
             # No host kernel (a CUDA-only op), or none for these arguments: unknown from now.
-            self._no_host_kernel.add(func)
+            self._traits[id(func)] = dataclasses.replace(traits, computable=False)
             return None
         for real, copy in host_written:
             real.copy_(copy)
@@ -445,11 +488,10 @@ class KnownValues(TorchDispatchMode):
             return type(value)(self._to_host(item, written, host_written) for item in value)
         return value
 
-    def _decided(self, func: Any, args: tuple[Any, ...], card_outputs: list[torch.Tensor]) -> Any:
+    def _decided(self, traits: _OpTraits, args: tuple[Any, ...],
+                 card_outputs: list[torch.Tensor]) -> Any:
         """The result where a known operand decides it alone (Note [Known values on the
         simulated card]); None otherwise."""
-        if func not in _OR_OPS and func not in _AND_OPS:
-            return None
         if len(card_outputs) != 1 or len(args) < 2:
             return None
         output = card_outputs[0]
@@ -463,9 +505,9 @@ class KnownValues(TorchDispatchMode):
             if entry is None:
                 continue
             values = self._view(operand, entry.host)
-            if func in _OR_OPS and values.dtype == torch.bool and bool(values.all()):
+            if traits.decides == "or" and values.dtype == torch.bool and bool(values.all()):
                 return torch.ones(output.shape, dtype=output.dtype)
-            if func in _AND_OPS and not values.is_floating_point() \
+            if traits.decides == "and" and not values.is_floating_point() \
                     and not values.is_complex() and not bool(values.any()):
                 return torch.zeros(output.shape, dtype=output.dtype)
         return None
