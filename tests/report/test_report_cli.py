@@ -32,7 +32,7 @@ def test_bad_files_are_refused_in_one_line(build, tmp_path, sequence_trace):
         "missing.bin": "cannot open",
         "empty.bin": "the file is empty",
         "image.bin": "not a memtrace trace",
-        "version.bin": "trace format version 7, but this memtrace reads versions 1 to 5",
+        "version.bin": "trace format version 7, but this memtrace reads versions 1 to 6",
         "short.bin": "the file header is cut short",
         "flipped.bin": "checksum mismatch",
     }

@@ -178,6 +178,7 @@ int run(const Options& options) {
   // Before the replay to the point: each leaves the tables as its own pass did, and the
   // point's are the ones the table and the views below read.
   report.device_reads = deviceReadRows(trace, report.summary, options.frame);
+  report.assumed_values = assumedValueRows(trace, report.summary, options.frame);
   if (report.summary.first_failure) {
     progress.pass("replaying to the out-of-memory");
     report.oom = analyzeOom(trace, report.summary, options.frame);

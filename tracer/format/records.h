@@ -36,9 +36,11 @@ inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 //   3  records 0x15 and 0x16 and API 9 (Note [The simulated device]);
 //   4  the open chunk (above), the file header's flags (FileFlags::kFlight) and records 0x17
 //      and 0x18 (Note [The flight recorder's file]), and record 0x19 (Note [Generated code]);
-//   5  record 0x1a and API 10 (Note [PyTorch's own allocator]).
+//   5  record 0x1a and API 10 (Note [PyTorch's own allocator]);
+//   6  record 0x1b (Note [Values where they decide the path] in
+//      python/mem_tracer/simulated_values.py).
 // A reader refuses a version past kVersion at the file header, naming both.
-inline constexpr uint32_t kVersion = 5;
+inline constexpr uint32_t kVersion = 6;
 inline constexpr uint32_t kOldestVersion = 1;
 inline constexpr size_t kFileHeaderSize = 16;
 // The file header's flags.
@@ -170,6 +172,13 @@ enum class RecordType : uint8_t {
   // a CUDA graph's pool id, a torch.cuda.MemPool's id; both 0 for the default pools). No stacks:
   // the tensor event that needed the segment follows it, with its own.
   kSegment = 0x1a,
+  // A value the simulated run did not know (no kernel computed it), where it decided the
+  // program's path, and what the run took it to be (Note [Values where they decide the path] in
+  // python/mem_tracer/simulated_values.py): a read back as zero, or as the worst case memtrace
+  // knows for its line; a mask's count taken as everything. Fields: time delta, what was assumed
+  // (string id), Python stack id, native stack id. Thread and device come from the context
+  // (Api::kDeviceRead).
+  kAssumedValue = 0x1b,
 };
 
 // What a kSegment record says happened (PyTorch's TraceEntry actions of the same names).
@@ -239,7 +248,12 @@ enum class SectionKind : uint8_t {
 // meets them.
 inline constexpr uint32_t firstVersion(RecordType type) {
   uint8_t value = static_cast<uint8_t>(type);
-  return value >= 0x1a ? 5 : value >= 0x17 ? 4 : value >= 0x15 ? 3 : value >= 0x0f ? 2 : 1;
+  return value >= 0x1b   ? 6
+         : value >= 0x1a ? 5
+         : value >= 0x17 ? 4
+         : value >= 0x15 ? 3
+         : value >= 0x0f ? 2
+                         : 1;
 }
 // Note [Generated code]
 // torch.compile runs a model as code inductor generated (a file named c<hash>.py in its cache

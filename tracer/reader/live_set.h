@@ -88,6 +88,7 @@ class LiveReplay {
   void onDeviceMemory(const DeviceMemory& reading) { consumer_.onDeviceMemory(reading); }
   void onSimulatedDevice(const SimulatedDeviceInfo& info) { consumer_.onSimulatedDevice(info); }
   void onDeviceRead(const DeviceRead& read) { consumer_.onDeviceRead(read); }
+  void onAssumedValue(const AssumedValue& value) { consumer_.onAssumedValue(value); }
   void onSection(const Section& section) { consumer_.onSection(section); }
   void onStepPeak(const StepPeak& step) { consumer_.onStepPeak(step); }
   void onGeneratedCode(const GeneratedCode& code) { consumer_.onGeneratedCode(code); }

@@ -169,6 +169,18 @@ struct DeviceRead {
   const Context* context;
 };
 
+// A value the simulated run did not know, where it decided the path, and what the run took it
+// to be (kAssumedValue): no memory event; its thread and device are the context's.
+struct AssumedValue {
+  uint64_t time_ns;
+  uint32_t assumed;  // string id of what was assumed
+  uint32_t python_stack;
+  uint32_t native_stack;
+  bool traced;      // made while tracing was on
+  uint32_t module;  // string id of the nn.Module running on its thread (0: none)
+  const Context* context;
+};
+
 // A reading of a device's memory (kDeviceMemory, Note [Device memory readings]).
 struct DeviceMemory {
   uint64_t time_ns;
@@ -278,6 +290,8 @@ struct RecordVisitor {
   void onGeneratedCode(const GeneratedCode&) {}
   // Version 5's (Note [PyTorch's own allocator]).
   void onSegment(const Segment&) {}
+  // Version 6's (Note [Values where they decide the path]).
+  void onAssumedValue(const AssumedValue&) {}
   void onEvent(const Event&) {}
   // Return true to stop reading (after the record just seen).
   bool done() const { return false; }
@@ -370,6 +384,7 @@ class TraceReader {
   // Version 3's records.
   const SimulatedDeviceInfo& readSimulatedDevice();
   DeviceRead readDeviceRead();
+  AssumedValue readAssumedValue();
   // Version 4's (Note [The flight recorder's file]).
   const Section& readSection();
   StepPeak readStepPeak();
@@ -497,7 +512,7 @@ void TraceReader::readRecord(Visitor& visitor) {
   if (!seen_process_info_ && type != static_cast<uint8_t>(RecordType::kProcessInfo))
     fail("the first record is not the process information");
   if (type & format::EventBits::kEvent) return visitor.onEvent(readEvent(type));
-  if (type <= static_cast<uint8_t>(RecordType::kSegment) &&
+  if (type <= static_cast<uint8_t>(RecordType::kAssumedValue) &&
       format::firstVersion(static_cast<RecordType>(type)) > version_)
     fail("a record of type " + std::to_string(type) + " (trace format version " +
          std::to_string(format::firstVersion(static_cast<RecordType>(type))) + ") in a version " +
@@ -573,6 +588,8 @@ void TraceReader::readRecord(Visitor& visitor) {
       return visitor.onGeneratedCode(readGeneratedCode());
     case RecordType::kSegment:
       return visitor.onSegment(readSegment());
+    case RecordType::kAssumedValue:
+      return visitor.onAssumedValue(readAssumedValue());
   }
   // Nothing is written as type 0: in an open chunk it is where the writer's records end.
   if (type == 0 && open_chunk_offset_) throw OpenChunkEnd{};

@@ -97,6 +97,11 @@ void setSimulatedDevice(const SimulatedDevice& device);
 // A copy from device memory to the host on the simulated device (its read observer): the
 // thread's stacks and `bytes`, with the path of an allocation (guard, capture, lock, write).
 void recordDeviceRead(const RecursionGuard& guard, const EventSource& source, uint64_t bytes);
+// A value the simulated run did not know, where it decided the path (the package's dispatch
+// mode: Note [Values where they decide the path]): the thread's stacks and what was assumed,
+// recorded as a read is.
+void recordAssumedValue(const RecursionGuard& guard, const EventSource& source,
+                        const char* assumed);
 
 // Initializes the recorder once (config, fork and exit handlers, autostart). Called by the
 // library's constructor and, in case a hook runs before it, by every record function.

@@ -27,6 +27,9 @@ struct Report {
   const Prediction* prediction = nullptr;
   // The reads of device values by line (deviceReadRows) and the first OOM (analyzeOom).
   std::vector<DeviceReadRow> device_reads;
+  // The values the simulated run assumed where they decided the path, by line
+  // (assumedValueRows).
+  std::vector<AssumedValueRow> assumed_values;
   std::optional<OomReport> oom;
   // The user's line that holds most of the point, broken down (Note [One line holds the peak]).
   std::optional<LineBreakdown> dominant_line;
@@ -43,6 +46,10 @@ inline constexpr const char* kSimulatedMeaning =
 inline constexpr const char* kDeviceReadsMeaning =
     "On the simulated device these read zeros, so what the program did after them (a loop ending "
     "at an end token, MoE routing, nonzero's size, a boolean mask) may differ from the card.";
+inline constexpr const char* kAssumedValuesMeaning =
+    "No kernel computed these; where the program read one to decide what to do next, the run "
+    "took the memory's worst case where memtrace knows it (a loop goes on to its limit, a mask "
+    "keeps everything), zero elsewhere (Note [Values where they decide the path]).";
 // "SIMULATED: profile h200" (and ", 24.00 GiB set by the user" when it was).
 std::string simulatedLabel(const reader::SimulatedDeviceInfo& simulated);
 // The "simulated" object of the JSON views; null for a trace of a card.
@@ -50,6 +57,9 @@ nlohmann::json simulatedJson(const std::optional<reader::SimulatedDeviceInfo>& s
 // The reads of device values, as the JSON report has them.
 nlohmann::json deviceReadsJson(const TraceSummary& summary, const std::vector<DeviceReadRow>& rows,
                                size_t top);
+// The assumed values, as the JSON report has them.
+nlohmann::json assumedValuesJson(const TraceSummary& summary,
+                                 const std::vector<AssumedValueRow>& rows, size_t top);
 // The OOM, as the JSON report has it (null without one).
 nlohmann::json oomJson(const std::optional<OomReport>& oom, size_t top);
 
