@@ -39,16 +39,19 @@ in-place ops share it as they share the storage on the card.
 - torch.tensor(data, device=...) copies its data on a path the dispatcher does not show, then
   lifts the tensor: the lift reads the copy from device memory (simgpu_read_values).
 
-The mode holds no device tensor (a reference would change what is live on the card) and makes
-no allocation on the card but the resized outputs above. It leaves tensor subclasses to their
-own __torch_dispatch__ (the plain ops they call come back to it), and torch.compile compiles as
-without it (ignore_compile_internals): compiled code runs as compiled, and what its kernels write
-into a known storage is not seen.
+The mode holds no device tensor (a reference would change what is live on the card: a closure
+that calls itself, a cycle, kept an op's arguments until the garbage collector ran, and moved
+PyTorch's peak by a loss's 4 bytes) and makes no allocation on the card but the resized outputs
+above. It leaves tensor subclasses to their own __torch_dispatch__ (DTensor: the plain ops they
+call come back to it; fake and functional tensors: on to their own modes), and torch.compile
+compiles as without it (ignore_compile_internals): compiled code runs as compiled, and what its
+kernels write into a known storage is not seen.
 """
 from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import linecache
 import os
 import sys
@@ -128,6 +131,18 @@ def _card_tensors(values: Any) -> list[torch.Tensor]:
     return found
 
 
+@functools.cache
+def _defers_to_modes(kind: type) -> bool:
+    """Whether tensors of this subclass are handled by a mode of their own, to which their
+    __torch_dispatch__ defers (FakeTensor to FakeTensorMode, FunctionalTensor to
+    FunctionalTensorMode: DTensor's sharding propagation runs ops on fake tensors): the op goes
+    on to that mode, as if this one were not there. Other subclasses (DTensor) handle the op in
+    their own __torch_dispatch__, and the plain ops they call come back to this mode."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor
+    return issubclass(kind, (FakeTensor, FunctionalTensor))
+
+
 def _host_storage(nbytes: int) -> torch.UntypedStorage:
     return torch.zeros(nbytes, dtype=torch.uint8).untyped_storage()
 
@@ -140,6 +155,11 @@ _OR_OPS = {_aten.bitwise_or.Tensor, _aten.bitwise_or_.Tensor, _aten.logical_or.d
            _aten.logical_or_.default}
 _AND_OPS = {_aten.bitwise_and.Tensor, _aten.bitwise_and_.Tensor, _aten.logical_and.default,
             _aten.logical_and_.default, _aten.mul.Tensor, _aten.mul_.Tensor}
+# Ops whose output size the device reads back from the values of an input (a count): without
+# a kernel, read as zero (Note [Values where they decide the path]).
+_SIZED_BY_VALUES = {_aten.nonzero.default, _aten.masked_select.default, _aten.index.Tensor,
+                    _aten._unique2.default, _aten.unique_consecutive.default,
+                    _aten.unique_dim.default}
 # Ops that read only the shape, dtype and device of their tensor input.
 _SHAPE_ONLY = {_aten.zeros_like.default, _aten.ones_like.default, _aten.full_like.default,
                _aten.new_zeros.default, _aten.new_ones.default, _aten.new_full.default}
@@ -167,6 +187,7 @@ class _OpTraits:
     computable: bool  # the host may run it again: aten or prims, draws nothing at random
     decides: str  # "or", "and": a known operand may decide its result alone; "" otherwise
     collective: bool  # c10d's
+    sized_by_values: bool  # in _SIZED_BY_VALUES
     written: tuple[tuple[int, str, bool], ...]  # its `Tensor(a!)` arguments: index, name, kwarg
 
     @staticmethod
@@ -180,6 +201,7 @@ class _OpTraits:
                         and torch.Tag.nondeterministic_seeded not in func.tags),
             decides="or" if func in _OR_OPS else "and" if func in _AND_OPS else "",
             collective=func.namespace == "c10d",
+            sized_by_values=func in _SIZED_BY_VALUES,
             written=tuple((index, argument.name, argument.kwarg_only)
                           for index, argument in enumerate(func._schema.arguments)
                           if argument.alias_info is not None and argument.alias_info.is_write))
@@ -195,7 +217,7 @@ class AssumedRead:
     function: str
     text: str
     value: int
-    why: str
+    said: str  # what the report says was assumed
 
     def matches(self, file: str, line: int, function: str) -> bool:
         return (function == self.function and file.endswith(self.file)
@@ -212,22 +234,27 @@ class AssumedRead:
 # cheaper path, the read takes the value ASSUMED_READS gives its line instead: beam search
 # goes on while its test is True (read as zero it would stop after one token), and crops its
 # output to a length it computed (read as zero, to nothing: every beam went on to the limit,
-# so nothing is cropped). Every read of an unknown value is kept, by the line that made it and
-# the value it took.
+# so nothing is cropped). An output whose size the device reads back from a mask no kernel
+# computed (nonzero, `x[mask]`, masked_select, unique) is taken as everything: the mask keeps
+# every element, unique finds them all distinct. Every such read is kept, by the line that made
+# it and what it took, and written into the trace (memtrace_assumed_value, record 0x1b): the
+# report lists them by the user's line.
 _KEEPS_ALL = sys.maxsize  # a slice's end that keeps everything
 ASSUMED_READS = (
     AssumedRead("transformers/generation/utils.py", "_beam_search",
                 "_beam_search_has_unfinished_sequences", 1,
-                "beam search goes on to its length limit"),
+                "True: beam search goes on to its length limit"),
     AssumedRead("transformers/generation/utils.py", "_beam_search",
                 "sequences[:, :output_length]", _KEEPS_ALL,
-                "no beam ended before the length limit: nothing is cropped"),
+                "the whole length: no beam ended before the limit, nothing is cropped"),
     AssumedRead("transformers/generation/utils.py", "_beam_search",
                 "beam_indices[:, :max_generated_length]", _KEEPS_ALL,
-                "no beam ended before the length limit: nothing is cropped"),
+                "the whole length: no beam ended before the limit, nothing is cropped"),
 )
-# What a read of an unknown value takes where ASSUMED_READS names no value.
-READ_AS_ZERO = "zero: no kernel computed it"
+# What a read of an unknown value takes where ASSUMED_READS names no value (after its value).
+READ_AS_ZERO = "read as zero: no kernel computed it"
+# What an output sized by a mask no kernel computed takes.
+KEEPS_EVERYTHING = "everything: a mask no kernel computed keeps every element"
 
 _TORCH_DIRECTORY = os.path.dirname(torch.__file__) + os.sep
 _THIS_FILE = __file__
@@ -242,15 +269,22 @@ def _reading_frame() -> Any:
     return frame
 
 
+def _reading_place() -> tuple[str, int, str]:
+    """The file, line and function of _reading_frame()."""
+    frame = _reading_frame()
+    if frame is None:
+        return ("?", 0, "?")
+    return (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+
+
 @dataclass(frozen=True)
 class Assumption:
-    """Reads of unknown values at one line, and the value they took."""
+    """Values no kernel computed, taken as `said` at one line (the innermost outside torch)."""
 
     file: str
     line: int
     function: str
-    value: str
-    why: str
+    said: str
 
 
 class KnownValues(TorchDispatchMode):
@@ -262,8 +296,9 @@ class KnownValues(TorchDispatchMode):
         self._limit = limit_bytes
         self._known: dict[int, _Shadow] = {}
         self._traits: dict[int, _OpTraits] = {}  # by id(func): ops live as long as torch
-        # The reads of unknown values: how many at each line, with the value taken.
+        # The values no kernel computed that decided the path: how many at each line, as what.
         self.assumed: dict[Assumption, int] = {}
+        self._recorder = _assumption_recorder()
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:
@@ -324,7 +359,9 @@ class KnownValues(TorchDispatchMode):
         kwargs = kwargs or {}
         for kind in types:
             if kind is not torch.Tensor and kind is not torch.nn.Parameter:
-                return NotImplemented
+                if _defers_to_modes(kind):
+                    return func(*args, **kwargs)  # to the mode it defers to (FakeTensorMode)
+                return NotImplemented  # its own __torch_dispatch__; its plain ops come back here
         traits = self._traits.get(id(func))
         if traits is None:
             traits = self._traits[id(func)] = _OpTraits.of(func)
@@ -334,7 +371,7 @@ class KnownValues(TorchDispatchMode):
         if kwargs:
             card_inputs += _card_tensors(kwargs.values())
         if traits.reads_scalar and card_inputs and self._shadow(card_inputs[0]) is None:
-            return self._assume(func(*args, **kwargs))
+            return self._assume(func(*args, **kwargs), card_inputs[0].device.index or 0)
         known = True
         if not traits.shape_only:
             overwritten = args[0] if traits.overwrites else None
@@ -345,7 +382,9 @@ class KnownValues(TorchDispatchMode):
                     known = False
                     break
         on_host = known and traits.computable
-        if on_host and card_inputs:
+        # A mask's count read inside the op (x[mask] with x unknown) is of a known value too.
+        counts_known = not known and traits.sized_by_values and self._masks_known(func, args)
+        if (on_host or counts_known) and card_inputs:
             previous = self._card.set_reads_known(1)
             try:
                 result = func(*args, **kwargs)
@@ -366,6 +405,10 @@ class KnownValues(TorchDispatchMode):
             host = self._on_host(func, traits, args, kwargs)
         elif not known and traits.decides:
             host = self._decided(traits, args, card_outputs)
+        elif not known and traits.sized_by_values:
+            result = self._sized_as_everything(func, args, result, card_inputs)
+            results = tuple(result) if isinstance(result, (list, tuple)) else (result,)
+            card_outputs = _card_tensors(results)
         if host is not None:
             taken = self._take(result, host, written)
             if taken is not None:
@@ -379,20 +422,107 @@ class KnownValues(TorchDispatchMode):
                     self._unknown(tensor)
         return result
 
-    def _assume(self, read: Any) -> Any:
+    def _assume(self, read: Any, device: int) -> Any:
         """The value a read of an unknown value takes (Note [Values where they decide the
         path]): the one ASSUMED_READS gives its line, else zero (what the card read)."""
-        frame = _reading_frame()
-        file, line, function = (frame.f_code.co_filename, frame.f_lineno,
-                                frame.f_code.co_name) if frame is not None else ("?", 0, "?")
-        value, why = read, READ_AS_ZERO
+        where = _reading_place()
+        value, said = read, f"{read!r}: {READ_AS_ZERO}"
         for rule in ASSUMED_READS:
-            if rule.matches(file, line, function):
-                value, why = type(read)(rule.value), rule.why
+            if rule.matches(*where):
+                value, said = type(read)(rule.value), rule.said
                 break
-        said = Assumption(file, line, function, repr(value), why)
-        self.assumed[said] = self.assumed.get(said, 0) + 1
+        self._note(Assumption(*where, said), device)
         return value
+
+    def _note(self, assumption: Assumption, device: int) -> None:
+        """Keeps `assumption`, and writes it into the trace when memtrace records the process."""
+        self.assumed[assumption] = self.assumed.get(assumption, 0) + 1
+        if self._recorder is not None:
+            self._recorder(device, assumption.said.encode())
+
+    def _sized_as_everything(self, func: Any, args: tuple[Any, ...], result: Any,
+                             card_inputs: list[torch.Tensor]) -> Any:
+        """The op's outputs, of the size a mask no kernel computed gives when it keeps every
+        element (a known mask keeps what it holds), where the device's were sized by a count it
+        read as zero (Note [Values where they decide the path]); the assumption noted."""
+        found = self._everything_shapes(func, args)
+        if found is None:
+            return result
+        shapes, assumed = found
+        results = list(result) if isinstance(result, (list, tuple)) else [result]
+        if len(shapes) != len(results):
+            return result
+        changed = False
+        for index, (real, shape) in enumerate(zip(results, shapes)):
+            if isinstance(real, torch.Tensor) and tuple(real.shape) != tuple(shape):
+                results[index] = torch.empty(shape, dtype=real.dtype, device=real.device)
+                changed = True
+        if not changed:
+            return result
+        if assumed:
+            self._note(Assumption(*_reading_place(), KEEPS_EVERYTHING),
+                       card_inputs[0].device.index or 0)
+        if isinstance(result, tuple):
+            return tuple(results)
+        return results if isinstance(result, list) else results[0]
+
+    def _everything_shapes(self, func: Any,
+                           args: tuple[Any, ...]) -> tuple[list[Any], bool] | None:
+        """The outputs' shapes of a _SIZED_BY_VALUES op whose unknown masks keep everything
+        (a known one what it holds), and whether an unknown one was taken so; None when the op's
+        size depends on no mask (an index of integers)."""
+        source = args[0]
+        if func is _aten.nonzero.default:
+            return [(source.numel(), source.dim())], True
+        if func is _aten.masked_select.default:
+            shape = torch.broadcast_shapes(source.shape, args[1].shape)
+            if self._shadow(args[1]) is None:
+                return [(shape.numel(),)], True
+            return [(int(self._host_values(args[1]).expand(shape).count_nonzero()),)], False
+        if func is _aten.index.Tensor:
+            masks = [index for index in args[1] if index is not None
+                     and index.dtype in (torch.bool, torch.uint8)]
+            if not masks:
+                return None
+            indices: list[torch.Tensor | None] = []
+            assumed = False
+            for index in args[1]:
+                if index is None or index.dtype not in (torch.bool, torch.uint8):
+                    indices.append(None if index is None else
+                                   torch.empty(index.shape, dtype=index.dtype, device="meta"))
+                    continue
+                known = self._shadow(index) is not None
+                assumed |= not known
+                count = int(self._host_values(index).count_nonzero()) if known else index.numel()
+                indices += [torch.empty(count, dtype=torch.long, device="meta")] * index.dim()
+            meta = torch.empty(source.shape, dtype=source.dtype, device="meta")
+            return [_aten.index.Tensor(meta, indices).shape], assumed
+        if func is _aten.unique_dim.default:
+            dim, inverse = args[1], len(args) > 3 and args[3]
+            return [source.shape, (source.size(dim),) if inverse else (0,),
+                    (source.size(dim),)], True
+        # _unique2(self, sorted, return_inverse, return_counts);
+        # unique_consecutive(self, return_inverse, return_counts, dim).
+        position = 2 if func is _aten._unique2.default else 1
+        inverse = len(args) > position and args[position]
+        return [(source.numel(),), source.shape if inverse else (0,), (source.numel(),)], True
+
+    def _masks_known(self, func: Any, args: tuple[Any, ...]) -> bool:
+        """Whether the masks that size a _SIZED_BY_VALUES op's output are all known."""
+        if func is _aten.index.Tensor:
+            masks = [index for index in args[1] if index is not None
+                     and index.dtype in (torch.bool, torch.uint8)]
+        elif func is _aten.masked_select.default:
+            masks = [args[1]]
+        else:
+            return False
+        return bool(masks) and all(_on_card(mask) and self._shadow(mask) is not None
+                                   for mask in masks)
+
+    def _host_values(self, tensor: torch.Tensor) -> torch.Tensor:
+        entry = self._shadow(tensor)
+        assert entry is not None
+        return self._view(tensor, entry.host)
 
     def _lift_fresh(self, tensor: torch.Tensor) -> torch.Tensor:
         """torch.tensor(data, device=...) copied its data with the Python key excluded, then
@@ -594,11 +724,23 @@ def install(limit_bytes: int = KEPT_BYTES) -> bool:
     return True
 
 
+def _assumption_recorder() -> Any:
+    """memtrace_assumed_value(device, text), when memtrace records this process; else None."""
+    # PyDLL: the GIL stays held while the recorder reads this thread's frames, as _native's.
+    process = ctypes.PyDLL(None)
+    if not hasattr(process, "memtrace_assumed_value"):
+        return None
+    record = process.memtrace_assumed_value
+    record.argtypes = [ctypes.c_int, ctypes.c_char_p]
+    record.restype = ctypes.c_int
+    return record
+
+
 def _hide_frames() -> None:
     """Tells memtrace's recorder, when it records this process, to leave the mode's frames out
     of every stack (Note [Frames memtrace hides] in tracer/recorder/python_stack.cpp): the
     mode's own functions, and torch's OpOverload.__call__ through which it calls each op."""
-    process = ctypes.CDLL(None)
+    process = ctypes.PyDLL(None)
     if not hasattr(process, "memtrace_hide_python_code"):
         return  # not recorded (run untraced on the simulated card)
     hide = process.memtrace_hide_python_code

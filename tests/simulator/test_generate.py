@@ -11,7 +11,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from memtrace_testing import ROOT, Build, allocation_stacks, parse_records, report_json, run
+from memtrace_testing import (
+    ROOT,
+    Build,
+    allocation_stacks,
+    parse_records,
+    report_json,
+    run,
+)
 
 HERE = Path(__file__).resolve().parent
 PROGRAMS = HERE / "programs"
@@ -75,10 +82,16 @@ def predicted_kv_cache_peak(said):
     return cache + extra
 
 
-# Reads of values no kernel computed, each by line with what it took: the stop test of every
-# token but the last, whose test is known (the length limit makes `is_done` all True);
-# beam search's, and the two crops of its output after the loop.
-EXPECTED_READS = {"greedy": 63, "sample": 63, "beam": 65, "static": 63}
+# Reads of values no kernel computed, each listed by the user's line with what it took: the
+# stop test of every token but the last, whose test is known (the length limit makes `is_done`
+# all True): read as zero, transformers' sampling loop goes on; beam search's test is one whose
+# worst case memtrace knows (it goes on while True), and so are the two crops of its output
+# after the loop (nothing is cropped).
+ZERO = "False: read as zero: no kernel computed it"
+GOES_ON = "True: beam search goes on to its length limit"
+WHOLE = "the whole length: no beam ended before the limit, nothing is cropped"
+EXPECTED_ASSUMED = {"greedy": {ZERO: 63}, "sample": {ZERO: 63}, "static": {ZERO: 63},
+                    "beam": {GOES_ON: 63, WHOLE: 2}}
 
 
 @pytest.mark.parametrize("mode", ["greedy", "sample", "beam", "static"])
@@ -89,7 +102,15 @@ def test_generate_ends_after_max_new_tokens_with_the_kv_cache_its_shapes_predict
     # The prompt's 32 tokens and 64 new ones: one forward a token, the first over the prompt.
     assert said["shape"] == [4, 96] and said["forwards"] == 64, said
     assert kv_cache_peak(trace) == predicted_kv_cache_peak(said)
-    assert report_json(trace)["device_reads"]["count"] == EXPECTED_READS[mode]
+    report = report_json(trace)
+    expected = EXPECTED_ASSUMED[mode]
+    assert report["device_reads"]["count"] == sum(expected.values())
+    # By the user's line: the generate() call.
+    call = next(number for number, text in enumerate(
+        (PROGRAMS / "generate_gpt2.py").read_text().splitlines(), 1) if "model.generate(" in text)
+    rows = report["assumed_values"]["rows"]
+    assert {(row["line"], row["assumed"]): row["count"] for row in rows} == {
+        (call, assumed): count for assumed, count in expected.items()}
     assert "FITS on a simulated NVIDIA H100 80GB HBM3" in result.stderr
 
 
@@ -126,3 +147,21 @@ def test_what_the_program_determines_is_known_and_read_uncounted(tmp_path):
               if frame[0].endswith(("mem_tracer/simulated_values.py", "torch/_ops.py"))]
     assert stacks and not hidden, hidden[:3]
     assert {frames[-1][0] for frames in stacks} >= {str(PROGRAMS / "known_values.py")}
+
+
+def test_an_output_sized_by_a_mask_no_kernel_computed_keeps_everything(tmp_path):
+    trace = tmp_path / "masks.bin"
+    result = memtrace_run("--gpu", "h100", "-q", "-o", trace, PROGRAMS / "masks.py")
+    said = {name: json.loads(shape) for name, shape in
+            (line.split(" ", 1) for line in result.stdout.strip().splitlines())}
+    # 8 x 16 values no kernel computed: every element kept; the known mask keeps its 4 rows.
+    assert said == {"known_mask": [4, 16], "mask": [128], "nonzero": [128, 2],
+                    "masked_select": [128], "unique": [8], "where": [8]}
+    lines = (PROGRAMS / "masks.py").read_text().splitlines()
+    marked = [number for number, text in enumerate(lines, 1) if text.endswith("# EVERYTHING")]
+    rows = report_json(trace)["assumed_values"]["rows"]
+    assert sorted((row["line"], row["assumed"], row["count"]) for row in rows) == [
+        (line, "everything: a mask no kernel computed keeps every element", 1) for line in marked]
+    # The known mask's count, read inside the op, is not a read of an unknown value.
+    known = next(number for number, text in enumerate(lines, 1) if text.endswith("# KNOWN"))
+    assert known not in [row["line"] for row in report_json(trace)["device_reads"]["rows"]]
