@@ -213,9 +213,14 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     run.add_argument("--values", choices=VALUES, default="known",
                      help="on a simulated card, the values the program reads back: known (what "
                           "the program determined itself is known, what a kernel computes from "
-                          "the card's data reads as zero or as its listed worst case), zeros "
-                          "(every value a kernel computes reads as zero) (default: %(default)s; "
+                          "the card's data reads as zero or as its listed worst case), cpu "
+                          "(every op's values computed on the host beside the card: real "
+                          "routing, detections, end tokens, at a CPU run's cost), zeros (every "
+                          "value a kernel computes reads as zero) (default: %(default)s; "
                           "docs/simulated-gpu.md)")
+    run.add_argument("--values-memory", metavar="SIZE", default=None,
+                     help="with --values cpu, the host memory the values may hold; past it new "
+                          "values are unknown (default: 16GiB)")
     # REMAINDER: -m takes the module and, untouched, every argument after it.
     run.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE",
                      help="-m MODULE [args...]: run a library module as a script, as python -m "
@@ -611,15 +616,18 @@ def _simulated(arguments: argparse.Namespace, environment: dict[str, str],
     if count < 1:
         raise _BadInput("run --gpu-count: at least one card")
     card = simulated_gpu.profile(arguments.gpu)
-    values = ("values the program determined are known, those a kernel computes read as zero "
-              "or their worst case" if arguments.values == "known" else
-              "values a kernel computes read as zero")
+    values = {"known": "values the program determined are known, those a kernel computes read "
+                       "as zero or their worst case",
+              "cpu": "every op's values computed on the host beside it (--values cpu)",
+              "zeros": "values a kernel computes read as zero"}[arguments.values]
+    values_memory = simulated_gpu.parse_size(arguments.values_memory) \
+        if arguments.values_memory else None
     print(f"== memtrace: simulated {card.device_name} x{count} (profile {card.name}, "
           f"{(memory or card.memory_bytes) / 2**30:.1f} GiB each): sizes are the card's, no kernel "
           f"runs, {values}", file=sys.stderr, flush=True)
     return simulated_gpu.environment(card, memory=memory, devices=count,
                                      max_reads=arguments.gpu_max_reads, values=arguments.values,
-                                     base=environment)
+                                     values_memory=values_memory, base=environment)
 
 
 def _verdict(arguments: argparse.Namespace, summaries: list[dict[str, Any]], status: int) -> int:

@@ -30,9 +30,12 @@ LIBRARIES = ("libcuda.so.1", "libcudart.so.13", "libcublas.so.13", "libcublasLt.
 
 # How `memtrace run` treats values on the simulated card (mem_tracer.simulated_values, which
 # imports torch; these are here for the callers that must not): "known", Note [Known values on
-# the simulated card]; "zeros", every value a kernel computes reads as zero.
+# the simulated card]; "cpu", every op's values computed on the host beside the card, in at
+# most MEMTRACE_GPU_VALUES_MEMORY bytes (Note [Real values beside the card]); "zeros", every
+# value a kernel computes reads as zero.
 VALUES_VARIABLE = "MEMTRACE_GPU_VALUES"
-VALUES = ("known", "zeros")
+VALUES_MEMORY_VARIABLE = "MEMTRACE_GPU_VALUES_MEMORY"
+VALUES = ("known", "cpu", "zeros")
 
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)?\s*$")
 _UNITS = {None: 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
@@ -96,12 +99,14 @@ def profile(name: str) -> Profile:
 
 def environment(card: str | Profile, *, memory: int | None = None, devices: int = 1,
                 max_reads: int | None = None, values: str | None = None,
+                values_memory: int | None = None,
                 base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment that runs a program on the simulated `card`: its libraries preloaded
     (after whatever LD_PRELOAD already holds, memtrace's library first), its profile, and
     `memory` bytes a device instead of the profile's when given, a limit on the reads of
     device values (Note [A run that waits on a value] in simulator/core/device.cpp), and how
-    `memtrace run` treats values (`values`: mem_tracer.simulated_values.VALUES)."""
+    `memtrace run` treats values (`values`: VALUES; `values_memory`: the host memory "cpu" may
+    hold)."""
     chosen = card if isinstance(card, Profile) else profile(card)
     folder = _native.simulator_directory() / "lib"
     missing = [name for name in LIBRARIES if not (folder / name).is_file()]
@@ -124,10 +129,11 @@ def environment(card: str | Profile, *, memory: int | None = None, devices: int 
         result["MEMTRACE_GPU_MAX_READS"] = str(max_reads)
     else:
         result.pop("MEMTRACE_GPU_MAX_READS", None)
-    if values:
-        result[VALUES_VARIABLE] = values
-    else:
-        result.pop(VALUES_VARIABLE, None)
+    for variable, value in ((VALUES_VARIABLE, values), (VALUES_MEMORY_VARIABLE, values_memory)):
+        if value:
+            result[variable] = str(value)
+        else:
+            result.pop(variable, None)
     # Triton links its launcher against the driver it finds here (the simulated libcuda.so).
     result["TRITON_LIBCUDA_PATH"] = str(folder)
     return result

@@ -49,21 +49,23 @@ kernels write into a known storage is not seen.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
 import dataclasses
 import functools
 import linecache
 import os
 import sys
+import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .simulated_gpu import VALUES_VARIABLE
+from .simulated_gpu import VALUES_MEMORY_VARIABLE, VALUES_VARIABLE
 
 # What the simulated card keeps of a copy (kKeptBytes in simulator/core/device.h): the values
 # device memory can hold for a read.
@@ -143,6 +145,18 @@ def _defers_to_modes(kind: type) -> bool:
     return issubclass(kind, (FakeTensor, FunctionalTensor))
 
 
+def _is_non_overlapping_and_dense(tensor: torch.Tensor) -> bool:
+    """Whether the tensor's elements fill a block of memory, each once, in some order of its
+    dimensions (torch's own test is internal, and moved between releases)."""
+    expected = 1
+    for stride, size in sorted((stride, size) for size, stride
+                               in zip(tensor.shape, tensor.stride()) if size != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
 def _host_storage(nbytes: int) -> torch.UntypedStorage:
     return torch.zeros(nbytes, dtype=torch.uint8).untyped_storage()
 
@@ -160,19 +174,26 @@ _AND_OPS = {_aten.bitwise_and.Tensor, _aten.bitwise_and_.Tensor, _aten.logical_a
 _SIZED_BY_VALUES = {_aten.nonzero.default, _aten.masked_select.default, _aten.index.Tensor,
                     _aten._unique2.default, _aten.unique_consecutive.default,
                     _aten.unique_dim.default}
+# And by name, from libraries that may not be loaded yet: torchvision's NMS counts on the card
+# the boxes it keeps (its overlaps mask no kernel computed: it keeps them all).
+_SIZED_BY_VALUES_NAMED = {"torchvision::nms"}
 # Ops that read only the shape, dtype and device of their tensor input.
 _SHAPE_ONLY = {_aten.zeros_like.default, _aten.ones_like.default, _aten.full_like.default,
                _aten.new_zeros.default, _aten.new_ones.default, _aten.new_full.default}
 # In-place ops that overwrite the whole of `self`: its former values do not matter.
 _OVERWRITE = {_aten.fill_.Scalar, _aten.fill_.Tensor, _aten.zero_.default, _aten.copy_.default}
-# Ops the host does not run again: memory the card leaves as it was (unknown values), and ops
-# with effects beyond their outputs.
-_NOT_ON_HOST = {_aten.empty.memory_format, _aten.empty_strided.default, _aten.empty_like.default,
-                _aten.new_empty.default, _aten.new_empty_strided.default,
-                _aten.record_stream.default, _aten._assert_async.default,
-                _aten._assert_async.msg, _aten.set_.source_Storage,
-                _aten.set_.source_Storage_storage_offset, _aten.set_.source_Tensor,
-                _aten.set_.default, _aten.resize_.default}
+# Memory the card leaves as it was: its values are unknown (the host computes it only when it
+# computes every op, --values cpu, where whatever fills it next is computed too).
+_UNINITIALIZED = {_aten.empty.memory_format, _aten.empty_strided.default,
+                  _aten.empty_like.default, _aten.new_empty.default,
+                  _aten.new_empty_strided.default}
+# Ops the host never runs again: their effects go beyond their outputs.
+_EFFECTS = {_aten.record_stream.default, _aten._assert_async.default, _aten._assert_async.msg,
+            _aten.set_.source_Storage, _aten.set_.source_Storage_storage_offset,
+            _aten.set_.source_Tensor, _aten.set_.default, _aten.resize_.default}
+# Namespaces whose ops the host never runs again: collectives (Note [Collectives] in
+# simulator/libraries/nccl.cpp) and the profiler's marks.
+_NOT_ON_HOST_NAMESPACES = ("c10d", "_c10d_functional", "profiler", "_dtensor")
 
 
 @dataclass(frozen=True)
@@ -184,24 +205,34 @@ class _OpTraits:
     reads_scalar: bool  # _local_scalar_dense: .item(), bool(t)
     overwrites: bool  # in _OVERWRITE
     shape_only: bool  # in _SHAPE_ONLY
-    computable: bool  # the host may run it again: aten or prims, draws nothing at random
+    # The host may run it again: known values, an aten or prims op that draws nothing at random;
+    # --values cpu, any op but those above.
+    computable: bool
     decides: str  # "or", "and": a known operand may decide its result alone; "" otherwise
     collective: bool  # c10d's
     sized_by_values: bool  # in _SIZED_BY_VALUES
+    writes_unsaid: bool  # writes an argument its schema does not mark (_written_unsaid)
     written: tuple[tuple[int, str, bool], ...]  # its `Tensor(a!)` arguments: index, name, kwarg
 
     @staticmethod
-    def of(func: Any) -> _OpTraits:
+    def of(func: Any, every_op: bool) -> _OpTraits:
+        if every_op:
+            computable = func not in _EFFECTS and func.namespace not in _NOT_ON_HOST_NAMESPACES
+        else:
+            computable = (func.namespace in ("aten", "prims") and func not in _EFFECTS
+                          and func not in _UNINITIALIZED
+                          and torch.Tag.nondeterministic_seeded not in func.tags)
         return _OpTraits(
             lift_fresh=func in _LIFT_FRESH,
             reads_scalar=func is _aten._local_scalar_dense.default,
             overwrites=func in _OVERWRITE,
             shape_only=func in _SHAPE_ONLY,
-            computable=(func.namespace in ("aten", "prims") and func not in _NOT_ON_HOST
-                        and torch.Tag.nondeterministic_seeded not in func.tags),
+            computable=computable,
             decides="or" if func in _OR_OPS else "and" if func in _AND_OPS else "",
             collective=func.namespace == "c10d",
-            sized_by_values=func in _SIZED_BY_VALUES,
+            sized_by_values=(func in _SIZED_BY_VALUES
+                             or f"{func.namespace}::{func._opname}" in _SIZED_BY_VALUES_NAMED),
+            writes_unsaid=func is _aten.cudnn_batch_norm.default,
             written=tuple((index, argument.name, argument.kwarg_only)
                           for index, argument in enumerate(func._schema.arguments)
                           if argument.alias_info is not None and argument.alias_info.is_write))
@@ -287,14 +318,165 @@ class Assumption:
     said: str
 
 
+def _attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+               attn_bias: torch.Tensor | None, dropout_p: float, is_causal: bool,
+               scale: float | None) -> torch.Tensor:
+    return torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attn_bias, dropout_p=dropout_p, is_causal=is_causal,
+        scale=scale)
+
+
+def _cudnn_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                     attn_bias: torch.Tensor | None, compute_log_sumexp: bool,
+                     dropout_p: float = 0.0, is_causal: bool = False,
+                     return_debug_mask: bool = False, *,
+                     scale: float | None = None) -> tuple[Any, ...]:
+    output = _attention(query, key, value, attn_bias, dropout_p, is_causal, scale)
+    return (output, None, None, None, None, None, None, None, None)
+
+
+def _efficient_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                         attn_bias: torch.Tensor | None, compute_log_sumexp: bool,
+                         dropout_p: float = 0.0, is_causal: bool = False, *,
+                         scale: float | None = None) -> tuple[Any, ...]:
+    output = _attention(query, key, value, attn_bias, dropout_p, is_causal, scale)
+    return (output, None, None, None)
+
+
+def _flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                     dropout_p: float = 0.0, is_causal: bool = False,
+                     return_debug_mask: bool = False, *,
+                     scale: float | None = None) -> tuple[Any, ...]:
+    output = _attention(query, key, value, None, dropout_p, is_causal, scale)
+    return (output, None, None, None, None, None, None, None, None)
+
+
+def _cudnn_batch_norm(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                      running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
+                      training: bool, exponential_average_factor: float,
+                      epsilon: float) -> tuple[Any, ...]:
+    # In training the host's batch_norm updates the running statistics' shadows, as cuDNN's
+    # kernel updates them on the card.
+    output = torch.nn.functional.batch_norm(input, running_mean, running_var, weight, bias,
+                                            training, exponential_average_factor, epsilon)
+    return (output, None, None, None)
+
+
+# What the host runs for the card's own kernels that have none on the host: the attention
+# kernels scaled_dot_product_attention picks on the card and cuDNN's batch norm, as the host's
+# math computes them (the output; what only backward reads, the log-sum-exp, the saved
+# statistics and the random state, stays unknown).
+_HOST_STAND_INS: dict[Any, Callable[..., tuple[Any, ...]]] = {
+    _aten._scaled_dot_product_cudnn_attention.default: _cudnn_attention,
+    _aten._scaled_dot_product_efficient_attention.default: _efficient_attention,
+    _aten._scaled_dot_product_flash_attention.default: _flash_attention,
+    _aten.cudnn_batch_norm.default: _cudnn_batch_norm,
+}
+
+
+# Note [Real values beside the card]
+# What a kernel computes from the card's data (logits, detection scores, an MoE's router) is
+# unknown on the simulated card (Note [Known values on the simulated card]), and where it
+# decides the path the run takes a worst case (Note [Values where they decide the path]): a
+# memory figure, not the card's run. `memtrace run --values cpu` computes every op's values on
+# the host instead, beside the card: the same mode, with no size limit on what it knows, every
+# op it can run on the host (random ones from a stream of the host's own, so the program's CPU
+# generator draws as it would; the card's attention kernels as the host's math), so that
+# detection's NMS, MoE routing, sampling and an end token follow real values. The allocations
+# stay PyTorch's own on the simulated card: the host only computes, on tensors of its own. The
+# cost is a CPU run's: its time (said at the end, with how many ops) and host memory for
+# every live tensor's values, bounded by --values-memory (16 GiB unless given); past it, new
+# values are unknown, said once. Values the host cannot compute (an op without a host kernel,
+# a collective) are unknown, as without it.
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
+
+
+class HostValues:
+    """--values cpu (Note [Real values beside the card]): every op computed again on the
+    host, its host time counted and the host memory its values hold kept within a budget."""
+
+    def __init__(self, budget_bytes: int) -> None:
+        self.budget_bytes = budget_bytes
+        self.held_bytes = 0
+        self.peak_bytes = 0
+        self.ops = 0
+        self.seconds = 0.0
+        self.refused = 0  # values left unknown for want of room
+        self._random_state: torch.Tensor | None = None
+
+    def take(self, nbytes: int) -> bool:
+        """Room for `nbytes` more of values on the host; False past the budget (said once)."""
+        if self.held_bytes + nbytes > self.budget_bytes:
+            if not self.refused:
+                print(f"== memtrace: --values cpu holds {_size(self.held_bytes)} of values on "
+                      f"the host, its budget (--values-memory {_size(self.budget_bytes)}): values "
+                      "past it are unknown, as a kernel's are without it", file=sys.stderr,
+                      flush=True)
+            self.refused += 1
+            return False
+        self.held_bytes += nbytes
+        self.peak_bytes = max(self.peak_bytes, self.held_bytes)
+        return True
+
+    def give_back(self, nbytes: int) -> None:
+        self.held_bytes -= nbytes
+
+    def compute(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                host_written: list[tuple[torch.Tensor, torch.Tensor]],
+                no_host_kernel: Any) -> Any:
+        """`func` on the host's values; a random one draws from the host's own stream (the
+        program's CPU generator is left as it was); None when the host cannot run it."""
+        start = time.perf_counter()
+        draws = torch.Tag.nondeterministic_seeded in func.tags
+        saved = torch.default_generator.get_state() if draws else None
+        try:
+            if draws:
+                if self._random_state is None:
+                    torch.default_generator.manual_seed(torch.initial_seed())
+                else:
+                    torch.default_generator.set_state(self._random_state)
+            stand_in = _HOST_STAND_INS.get(func)
+            host = stand_in(*args, **kwargs) if stand_in is not None else func(*args, **kwargs)
+        except (RuntimeError, NotImplementedError, TypeError, ValueError, IndexError) as error:
+            no_host_kernel(func)
+            reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error)
+            print(f"== memtrace: --values cpu: the host cannot run {func} ({reason}); its "
+                  "values are unknown, as a kernel's are without it", file=sys.stderr, flush=True)
+            return None
+        finally:
+            if saved is not None:
+                self._random_state = torch.default_generator.get_state()
+                torch.default_generator.set_state(saved)
+            self.ops += 1
+            self.seconds += time.perf_counter() - start
+        for real, copy in host_written:
+            real.copy_(copy)
+        return host
+
+    def summary(self) -> str:
+        refused = (f"; {self.refused:,} values past the budget were left unknown"
+                   if self.refused else "")
+        return (f"== memtrace: --values cpu computed {self.ops:,} ops on the host beside the "
+                f"card in {self.seconds:.2f} s, holding at most {_size(self.peak_bytes)} of values "
+                f"(budget {_size(self.budget_bytes)}){refused}")
+
+
 class KnownValues(TorchDispatchMode):
     """The dispatch mode of Note [Known values on the simulated card]."""
 
-    def __init__(self, card: _Card, limit_bytes: int = KEPT_BYTES) -> None:
+    def __init__(self, card: _Card, limit_bytes: int = KEPT_BYTES,
+                 host: HostValues | None = None) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self._card = card
         self._limit = limit_bytes
+        # --values cpu: every op computed on the host, within a budget of host memory.
+        self.host = host
         self._known: dict[int, _Shadow] = {}
+        # The shadows by their own storage (--values cpu): a host result that is one of them (an
+        # op that returns its input on the host, a fresh tensor on the card) is copied, never
+        # shared by two device storages.
+        self._host_storages: set[int] = set()
         self._traits: dict[int, _OpTraits] = {}  # by id(func): ops live as long as torch
         # The values no kernel computed that decided the path: how many at each line, as what.
         self.assumed: dict[Assumption, int] = {}
@@ -317,21 +499,38 @@ class KnownValues(TorchDispatchMode):
     def _shadow(self, tensor: torch.Tensor) -> _Shadow | None:
         return self._known.get(tensor.untyped_storage()._cdata)
 
-    def _adopt(self, storage: torch.UntypedStorage, host: torch.UntypedStorage) -> None:
-        """`host` is what `storage` holds from now on; device memory says so."""
+    def _adopt(self, storage: torch.UntypedStorage, host: torch.UntypedStorage) -> bool:
+        """`host` is what `storage` holds from now on; device memory says so. False when the
+        host's budget of --values cpu has no room for it (then it is unknown)."""
         key = storage._cdata
-        known, card = self._known, self._card
+        known, card, budget = self._known, self._card, self.host
         pointer, nbytes = storage.data_ptr(), storage.nbytes()
+        if budget is not None and not budget.take(host.nbytes()):
+            self._unknown_storage(storage)
+            return False
+        held = host.nbytes() if budget is not None else 0
+
+        host_storages, host_key = self._host_storages, host._cdata
 
         def freed(reference: weakref.ref[torch.UntypedStorage]) -> None:
             entry = known.get(key)
             if entry is not None and entry.reference is reference:
                 del known[key]
+                if budget is not None:
+                    budget.give_back(held)
+                    host_storages.discard(host_key)
                 # The block goes back to PyTorch's cache: zeros, for whatever it holds next.
-                card.set_values(pointer, None, nbytes)
+                if nbytes <= KEPT_BYTES:
+                    card.set_values(pointer, None, nbytes)
 
+        previous = self._known.get(key)
+        if previous is not None and budget is not None:
+            budget.give_back(previous.host.nbytes())
+        if budget is not None:
+            self._host_storages.add(host._cdata)
         self._known[key] = _Shadow(host, weakref.ref(storage, freed))
         self._store(storage, host)
+        return True
 
     def _store(self, storage: torch.UntypedStorage, host: torch.UntypedStorage | None) -> None:
         """Device memory takes `host`'s bytes, or zeros (host None), if the card keeps them."""
@@ -342,8 +541,13 @@ class KnownValues(TorchDispatchMode):
 
     def _unknown(self, tensor: torch.Tensor) -> None:
         """`tensor`'s storage holds values no kernel computed: no shadow, zeros on the card."""
-        storage = tensor.untyped_storage()
-        self._known.pop(storage._cdata, None)
+        self._unknown_storage(tensor.untyped_storage())
+
+    def _unknown_storage(self, storage: torch.UntypedStorage) -> None:
+        entry = self._known.pop(storage._cdata, None)
+        if entry is not None and self.host is not None:
+            self.host.give_back(entry.host.nbytes())
+            self._host_storages.discard(entry.host._cdata)
         self._store(storage, None)
 
     @staticmethod
@@ -364,7 +568,7 @@ class KnownValues(TorchDispatchMode):
                 return NotImplemented  # its own __torch_dispatch__; its plain ops come back here
         traits = self._traits.get(id(func))
         if traits is None:
-            traits = self._traits[id(func)] = _OpTraits.of(func)
+            traits = self._traits[id(func)] = _OpTraits.of(func, self.host is not None)
         if traits.lift_fresh:
             return self._lift_fresh(func(*args, **kwargs))
         card_inputs = _card_tensors(args)
@@ -397,6 +601,8 @@ class KnownValues(TorchDispatchMode):
         if not card_inputs and not card_outputs:
             return result
         written = self._written(traits, args, kwargs) if traits.written else []
+        if traits.writes_unsaid:
+            written += self._written_unsaid(func, args)
         if traits.collective:
             self._collective(written, known)
             return result
@@ -474,6 +680,8 @@ class KnownValues(TorchDispatchMode):
         source = args[0]
         if func is _aten.nonzero.default:
             return [(source.numel(), source.dim())], True
+        if func.namespace == "torchvision":  # nms(boxes, scores, iou_threshold): keeps them all
+            return [(source.shape[0],)], True
         if func is _aten.masked_select.default:
             shape = torch.broadcast_shapes(source.shape, args[1].shape)
             if self._shadow(args[1]) is None:
@@ -572,6 +780,14 @@ class KnownValues(TorchDispatchMode):
             written.extend(_card_tensors((value,)))
         return written
 
+    @staticmethod
+    def _written_unsaid(func: Any, args: tuple[Any, ...]) -> list[torch.Tensor]:
+        """What an op writes though its schema does not say so: cuDNN's batch norm, in training,
+        its running statistics."""
+        if func is _aten.cudnn_batch_norm.default and len(args) > 5 and args[5]:
+            return _card_tensors(args[3:5])
+        return []
+
     def _on_host(self, func: Any, traits: _OpTraits, args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> Any:
         """The op run again on the host, on the shadows; None when it cannot run there."""
@@ -584,15 +800,23 @@ class KnownValues(TorchDispatchMode):
         host_args = tuple(self._to_host(value, written, host_written) for value in args)
         host_kwargs = {name: self._to_host(value, written, host_written)
                        for name, value in kwargs.items() if name != "pin_memory"}
+        if self.host is not None:
+            return self.host.compute(func, host_args, host_kwargs, host_written,
+                                     self._no_host_kernel)
         try:
             host = func(*host_args, **host_kwargs)
         except (RuntimeError, NotImplementedError, TypeError, ValueError, IndexError):
             # No host kernel (a CUDA-only op), or none for these arguments: unknown from now.
-            self._traits[id(func)] = dataclasses.replace(traits, computable=False)
+            self._no_host_kernel(func)
             return None
         for real, copy in host_written:
             real.copy_(copy)
         return host
+
+    def _no_host_kernel(self, func: Any) -> None:
+        traits = self._traits.get(id(func))
+        if traits is not None:
+            self._traits[id(func)] = dataclasses.replace(traits, computable=False)
 
     def _to_host(self, value: Any, written: set[int],
                  host_written: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
@@ -614,6 +838,8 @@ class KnownValues(TorchDispatchMode):
             return value
         if isinstance(value, torch.device):
             return torch.device("cpu") if value.type == "cuda" else value
+        if isinstance(value, torch.Generator):
+            return None  # the card's generator: the host draws from its own (HostValues)
         if isinstance(value, (list, tuple)):
             return type(value)(self._to_host(item, written, host_written) for item in value)
         return value
@@ -652,7 +878,10 @@ class KnownValues(TorchDispatchMode):
         if hosts is None or len(hosts) != len(results):
             return None
         for index, (real, computed) in enumerate(zip(results, hosts)):
-            if isinstance(real, torch.Tensor) and isinstance(computed, torch.Tensor):
+            if computed is None:  # an output the host's stand-in does not compute
+                if isinstance(real, torch.Tensor) and _on_card(real):
+                    self._unknown(real)
+            elif isinstance(real, torch.Tensor) and isinstance(computed, torch.Tensor):
                 results[index] = self._take_tensor(real, computed)
             elif isinstance(real, (list, tuple)) and isinstance(computed, (list, tuple)) \
                     and len(real) == len(computed):
@@ -689,13 +918,22 @@ class KnownValues(TorchDispatchMode):
                 self._view(real, entry.host).copy_(computed)
             self._store(storage, entry.host)
             return real
-        covers = (real.storage_offset() == 0 and real.is_contiguous()
-                  and real.numel() * real.element_size() == storage.nbytes())
+        # Every byte of the storage is one of the tensor's, in whatever order (cuDNN's attention
+        # output is laid out batch, sequence, head), so the host's values are all of it.
+        covers = (real.storage_offset() == 0
+                  and real.numel() * real.element_size() == storage.nbytes()
+                  and _is_non_overlapping_and_dense(real))
         if storage.nbytes() > self._limit or not covers:
             self._unknown(real)
             return real
-        host = _host_storage(storage.nbytes())
-        self._view(real, host).copy_(computed)
+        if (self.host is not None and computed.dtype == real.dtype
+                and computed.stride() == real.stride() and computed.storage_offset() == 0
+                and computed.untyped_storage().nbytes() == storage.nbytes()
+                and computed.untyped_storage()._cdata not in self._host_storages):
+            host = computed.untyped_storage()  # the host's own result, laid out as the card's
+        else:
+            host = _host_storage(storage.nbytes())
+            self._view(real, host).copy_(computed)
         self._adopt(storage, host)
         return real
 
@@ -708,17 +946,28 @@ def installed() -> KnownValues | None:
     return _installed
 
 
-def install(limit_bytes: int = KEPT_BYTES) -> bool:
+# --values-memory's default: the host memory --values cpu may hold in values.
+DEFAULT_HOST_BUDGET = 16 << 30
+
+
+def install(values: str = "known", host_budget: int = DEFAULT_HOST_BUDGET) -> bool:
     """Puts the mode of Note [Known values on the simulated card] under everything the program
-    runs from now on, on this thread (and autograd's, which take its modes); False when the
-    process is not on the simulated card."""
+    runs from now on, on this thread (and autograd's, which take its modes): "known" values,
+    or "cpu", every op's values computed on the host within `host_budget` bytes (Note [Real
+    values beside the card]), said at the program's end. False when the process is not on the
+    simulated card."""
     global _installed
     if _installed is not None:
         return True
     card = _Card.find()
     if card is None:
         return False
-    _installed = KnownValues(card, limit_bytes)
+    if values == "cpu":
+        host = HostValues(host_budget)
+        _installed = KnownValues(card, sys.maxsize, host)
+        atexit.register(lambda: print(host.summary(), file=sys.stderr, flush=True))
+    else:
+        _installed = KnownValues(card)
     _hide_frames()
     _installed.__enter__()  # type: ignore[no-untyped-call]
     return True
@@ -754,8 +1003,10 @@ def _hide_frames() -> None:
 
 
 def install_from_environment() -> bool:
-    """install() as MEMTRACE_GPU_VALUES says (`memtrace run --gpu` sets it; "known" unset)."""
+    """install() as MEMTRACE_GPU_VALUES and MEMTRACE_GPU_VALUES_MEMORY say (`memtrace run
+    --gpu` sets them; "known" unset)."""
     wanted = os.environ.get(VALUES_VARIABLE) or "known"
     if wanted == "zeros":
         return False
-    return install()
+    budget = os.environ.get(VALUES_MEMORY_VARIABLE)
+    return install(wanted, int(budget) if budget else DEFAULT_HOST_BUDGET)
