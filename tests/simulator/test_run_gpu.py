@@ -67,7 +67,7 @@ def test_a_card_that_is_not_there_and_a_cpu_build_are_refused_in_one_line(tmp_pa
 def test_a_loop_waiting_on_a_computed_value_is_stopped(tmp_path):
     # With every value a kernel computes read as zero (--values zeros: what the simulated card
     # did before Note [Known values on the simulated card]), generate()'s stop test is never
-    # True; test_generate.py has it end by default.
+    # True; test_values.py has it end by default.
     trace = tmp_path / "generate.bin"
     result = memtrace_run("--gpu", "h100", "--values", "zeros", "--gpu-max-reads", "300", "-q",
                           "-o", trace, HERE / "programs" / "generate_hf.py", check=False)

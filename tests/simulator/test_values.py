@@ -2,10 +2,11 @@
 determines itself is known there (Note [Known values on the simulated card] in
 python/mem_tracer/simulated_values.py), so transformers' generate() stops after exactly
 max_new_tokens, as on a card where no sequence ends early, with its KV cache's peak what its
-shapes say; and a read of a value no kernel computed takes the path of Note [Values where they
-decide the path], listed by line.
+shapes say; a read of a value no kernel computed takes the path of Note [Values where they
+decide the path], listed by line; and under `--values cpu` (Note [Real values beside the
+card]) detection and MoE routing follow a CPU run's values.
 
-Each program runs under `memtrace run --gpu h100` (the default `--values known`), traced."""
+Each program runs under `memtrace run --gpu h100` (`--values known` unless said), traced."""
 import json
 import sys
 from pathlib import Path
@@ -33,6 +34,17 @@ def memtrace_run(*arguments):
                    {"PYTHONPATH": str(ROOT / "python")}, timeout=600)
     finally:
         memtrace_testing.SIMULATED_GPU = saved
+
+
+def on_the_host(program, *arguments):
+    """The program run on the CPU, untraced: the values a CPU run computes."""
+    import memtrace_testing
+    saved, memtrace_testing.SIMULATED_GPU = memtrace_testing.SIMULATED_GPU, None
+    try:
+        result = run([sys.executable, PROGRAMS / program, *arguments], timeout=600)
+    finally:
+        memtrace_testing.SIMULATED_GPU = saved
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def kv_cache_peak(trace):
@@ -104,13 +116,16 @@ def test_generate_ends_after_max_new_tokens_with_the_kv_cache_its_shapes_predict
     assert kv_cache_peak(trace) == predicted_kv_cache_peak(said)
     report = report_json(trace)
     expected = EXPECTED_ASSUMED[mode]
-    assert report["device_reads"]["count"] == sum(expected.values())
-    # By the user's line: the generate() call.
-    call = next(number for number, text in enumerate(
-        (PROGRAMS / "generate_gpt2.py").read_text().splitlines(), 1) if "model.generate(" in text)
+    # By the user's line: the generate() call; and the program's own sum of the tokens, which
+    # no kernel computed either.
+    lines = (PROGRAMS / "generate_gpt2.py").read_text().splitlines()
+    call = next(number for number, text in enumerate(lines, 1) if "model.generate(" in text)
+    tokens = next(number for number, text in enumerate(lines, 1) if "int(out.sum())" in text)
     rows = report["assumed_values"]["rows"]
     assert {(row["line"], row["assumed"]): row["count"] for row in rows} == {
-        (call, assumed): count for assumed, count in expected.items()}
+        **{(call, assumed): count for assumed, count in expected.items()},
+        (tokens, "0: read as zero: no kernel computed it"): 1}
+    assert report["device_reads"]["count"] == sum(expected.values()) + 1
     assert "FITS on a simulated NVIDIA H100 80GB HBM3" in result.stderr
 
 
@@ -165,3 +180,27 @@ def test_an_output_sized_by_a_mask_no_kernel_computed_keeps_everything(tmp_path)
     # The known mask's count, read inside the op, is not a read of an unknown value.
     known = next(number for number, text in enumerate(lines, 1) if text.endswith("# KNOWN"))
     assert known not in [row["line"] for row in report_json(trace)["device_reads"]["rows"]]
+
+
+@pytest.mark.parametrize("program", ["moe.py", "detection.py"])
+def test_real_values_beside_the_card_route_and_detect_as_a_cpu_run(tmp_path, program):
+    # An MoE's expert loads and Faster R-CNN's boxes are decided by values kernels compute:
+    # under --values cpu the host computes them beside the card, as the CPU run does.
+    trace = tmp_path / "cpu.bin"
+    result = memtrace_run("--gpu", "h100", "--values", "cpu", "-q", "-o", trace,
+                          PROGRAMS / program)
+    said = json.loads(result.stdout.strip().splitlines()[-1])
+    assert said == on_the_host(program, "cpu")
+    assert "--values cpu computed" in result.stderr and "FITS" in result.stderr
+    # Nothing was assumed: every value that decided the path was computed.
+    assert "assumed_values" not in report_json(trace)
+
+
+def test_greedy_generate_under_real_values_makes_a_cpu_runs_tokens(tmp_path):
+    # Its end tokens too: the host's values decide when each sequence ends.
+    result = memtrace_run("--gpu", "h100", "--values", "cpu", "-q", "-o", tmp_path / "cpu.bin",
+                          PROGRAMS / "generate_gpt2.py", "greedy")
+    said = json.loads(result.stdout.strip().splitlines()[-1])
+    on_cpu = on_the_host("generate_gpt2.py", "greedy", "cpu")
+    assert {key: said[key] for key in ("shape", "forwards", "tokens")} == {
+        key: on_cpu[key] for key in ("shape", "forwards", "tokens")}

@@ -1,6 +1,6 @@
 """What the program determines is known on the simulated card (Note [Known values on the
 simulated card] in python/mem_tracer/simulated_values.py), for
-tests/simulator/test_generate.py: each check prints `name value`; the lines marked READ read a
+tests/simulator/test_values.py: each check prints `name value`; the lines marked READ read a
 value no kernel computed."""
 import torch
 
