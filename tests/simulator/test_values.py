@@ -204,3 +204,15 @@ def test_greedy_generate_under_real_values_makes_a_cpu_runs_tokens(tmp_path):
     on_cpu = on_the_host("generate_gpt2.py", "greedy", "cpu")
     assert {key: said[key] for key in ("shape", "forwards", "tokens")} == {
         key: on_cpu[key] for key in ("shape", "forwards", "tokens")}
+
+
+def test_real_values_stay_within_their_host_memory(tmp_path):
+    # 1 MiB holds the router and a few experts' weights: past it values are unknown, as
+    # without --values cpu (every expert takes every token: the masks keep everything), and
+    # the run says so.
+    result = memtrace_run("--gpu", "h100", "--values", "cpu", "--values-memory", "1MiB", "-q",
+                          "-o", tmp_path / "budget.bin", PROGRAMS / "moe.py")
+    said = json.loads(result.stdout.strip().splitlines()[-1])
+    assert said["loads"] == [2 * 512] * 8
+    assert "its budget (--values-memory 1.0 MiB): values past it are unknown" in result.stderr
+    assert "values past the budget were left unknown" in result.stderr
