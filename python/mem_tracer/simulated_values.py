@@ -177,6 +177,29 @@ _SIZED_BY_VALUES = {_aten.nonzero.default, _aten.masked_select.default, _aten.in
 # And by name, from libraries that may not be loaded yet: torchvision's NMS counts on the card
 # the boxes it keeps (its overlaps mask no kernel computed: it keeps them all).
 _SIZED_BY_VALUES_NAMED = {"torchvision::nms"}
+# Note [How many distinct values an unknown tensor holds]
+# unique() of a tensor no kernel computed keeps everything: every element distinct
+# (Note [Values where they decide the path]). Often far fewer can be: class labels gathered
+# from a known arange of 91 (a detector's, by the boxes it kept), an MoE's chosen experts (topk's
+# indices into its 8). A loop over such a unique() then runs 91 times, not once per box (tens
+# of thousands, past --gpu-max-reads). So the mode keeps, for an unknown integer storage, a
+# bound on how many distinct values it holds: a known tensor's own count (computed on the host,
+# for one of at most a million elements the mode did not keep), passed on by ops that only move
+# values (a copy, an index, a gather, an embedding's rows); the indices topk, sort and argmax
+# return are bounded by the size of their dimension. unique() of a bounded tensor keeps at most
+# the bound.
+_MOVES_VALUES = {_aten.index.Tensor, _aten.index_select.default, _aten.gather.default,
+                 _aten.take.default, _aten.clone.default, _aten._to_copy.default,
+                 _aten._unsafe_view.default, _aten.embedding.default, _aten.view.default,
+                 _aten.reshape.default, _aten.alias.default}
+# Ops whose output (at this position) indexes their input's dimension `dim` (at this position,
+# with this default): topk(self, k, dim=-1), sort(self, dim=-1), argsort(self, dim=-1),
+# argmax(self, dim=None), argmin(self, dim=None), max.dim(self, dim), min.dim(self, dim).
+_INDEXES_DIMENSION = {_aten.topk.default: (1, 2, -1), _aten.sort.default: (1, 1, -1),
+                      _aten.argsort.default: (0, 1, -1), _aten.argmax.default: (0, 1, None),
+                      _aten.argmin.default: (0, 1, None), _aten.max.dim: (1, 1, None),
+                      _aten.min.dim: (1, 1, None)}
+_BOUND_LIMIT = 1 << 20  # elements: a larger known tensor's distinct values are not counted
 # Ops that read only the shape, dtype and device of their tensor input.
 _SHAPE_ONLY = {_aten.zeros_like.default, _aten.ones_like.default, _aten.full_like.default,
                _aten.new_zeros.default, _aten.new_ones.default, _aten.new_full.default}
@@ -212,6 +235,7 @@ class _OpTraits:
     collective: bool  # c10d's
     sized_by_values: bool  # in _SIZED_BY_VALUES
     writes_unsaid: bool  # writes an argument its schema does not mark (_written_unsaid)
+    bounds: bool  # moves values, or returns indices (Note [How many distinct values ...])
     written: tuple[tuple[int, str, bool], ...]  # its `Tensor(a!)` arguments: index, name, kwarg
 
     @staticmethod
@@ -233,6 +257,7 @@ class _OpTraits:
             sized_by_values=(func in _SIZED_BY_VALUES
                              or f"{func.namespace}::{func._opname}" in _SIZED_BY_VALUES_NAMED),
             writes_unsaid=func is _aten.cudnn_batch_norm.default,
+            bounds=func in _MOVES_VALUES or func in _INDEXES_DIMENSION,
             written=tuple((index, argument.name, argument.kwarg_only)
                           for index, argument in enumerate(func._schema.arguments)
                           if argument.alias_info is not None and argument.alias_info.is_write))
@@ -478,6 +503,9 @@ class KnownValues(TorchDispatchMode):
         # shared by two device storages.
         self._host_storages: set[int] = set()
         self._traits: dict[int, _OpTraits] = {}  # by id(func): ops live as long as torch
+        # Note [How many distinct values an unknown tensor holds]: by storage, with the weak
+        # reference that drops it.
+        self._bounds: dict[int, tuple[int, weakref.ref[torch.UntypedStorage]]] = {}
         # The values no kernel computed that decided the path: how many at each line, as what.
         self.assumed: dict[Assumption, int] = {}
         self._recorder = _assumption_recorder()
@@ -544,6 +572,7 @@ class KnownValues(TorchDispatchMode):
         self._unknown_storage(tensor.untyped_storage())
 
     def _unknown_storage(self, storage: torch.UntypedStorage) -> None:
+        self._bounds.pop(storage._cdata, None)
         entry = self._known.pop(storage._cdata, None)
         if entry is not None and self.host is not None:
             self.host.give_back(entry.host.nbytes())
@@ -626,7 +655,53 @@ class KnownValues(TorchDispatchMode):
             for tensor in card_outputs:
                 if tensor.untyped_storage()._cdata not in inputs:  # fresh, not an input's view
                     self._unknown(tensor)
+            if traits.bounds:
+                self._bound_outputs(func, args, results)
         return result
+
+    # ---- Note [How many distinct values an unknown tensor holds] -----------------------------
+
+    def _distinct(self, tensor: torch.Tensor) -> int | None:
+        """At most how many distinct values `tensor` holds, if that is known."""
+        if not _on_card(tensor) or tensor.is_floating_point() or tensor.is_complex():
+            return None
+        key = tensor.untyped_storage()._cdata
+        if key in self._known:
+            if tensor.numel() > _BOUND_LIMIT:
+                return None
+            return int(torch.unique(self._host_values(tensor)).numel())
+        bound = self._bounds.get(key)
+        return bound[0] if bound is not None else None
+
+    def _set_distinct(self, tensor: torch.Tensor, count: int) -> None:
+        storage = tensor.untyped_storage()
+        key, bounds = storage._cdata, self._bounds
+
+        def freed(reference: weakref.ref[torch.UntypedStorage]) -> None:
+            entry = bounds.get(key)
+            if entry is not None and entry[1] is reference:
+                del bounds[key]
+
+        bounds[key] = (count, weakref.ref(storage, freed))
+
+    def _bound_outputs(self, func: Any, args: tuple[Any, ...], results: tuple[Any, ...]) -> None:
+        """The bounds an op that moves values or returns indices passes on to its outputs."""
+        indexing = _INDEXES_DIMENSION.get(func)
+        if indexing is not None:
+            position, dim_position, default = indexing
+            if position >= len(results) or not isinstance(results[position], torch.Tensor):
+                return
+            dim = args[dim_position] if len(args) > dim_position else default
+            source = args[0]
+            size = source.numel() if dim is None else source.size(dim) if source.dim() else 1
+            self._set_distinct(results[position], size)
+            return
+        if not args or not isinstance(args[0], torch.Tensor) or \
+                not isinstance(results[0], torch.Tensor):
+            return
+        count = self._distinct(args[0])
+        if count is not None:
+            self._set_distinct(results[0], count)
 
     def _assume(self, read: Any, device: int) -> Any:
         """The value a read of an unknown value takes (Note [Values where they decide the
@@ -713,7 +788,9 @@ class KnownValues(TorchDispatchMode):
         # unique_consecutive(self, return_inverse, return_counts, dim).
         position = 2 if func is _aten._unique2.default else 1
         inverse = len(args) > position and args[position]
-        return [(source.numel(),), source.shape if inverse else (0,), (source.numel(),)], True
+        bound = self._distinct(source)
+        count = source.numel() if bound is None else min(source.numel(), bound)
+        return [(count,), source.shape if inverse else (0,), (count,)], True
 
     def _masks_known(self, func: Any, args: tuple[Any, ...]) -> bool:
         """Whether the masks that size a _SIZED_BY_VALUES op's output are all known."""
@@ -925,6 +1002,10 @@ class KnownValues(TorchDispatchMode):
                   and _is_non_overlapping_and_dense(real))
         if storage.nbytes() > self._limit or not covers:
             self._unknown(real)
+            if not computed.is_floating_point() and not computed.is_complex() \
+                    and computed.numel() <= _BOUND_LIMIT:
+                # Note [How many distinct values an unknown tensor holds]
+                self._set_distinct(real, int(torch.unique(computed).numel()))
             return real
         if (self.host is not None and computed.dtype == real.dtype
                 and computed.stride() == real.stride() and computed.storage_offset() == 0

@@ -216,3 +216,17 @@ def test_real_values_stay_within_their_host_memory(tmp_path):
     assert said["loads"] == [2 * 512] * 8
     assert "its budget (--values-memory 1.0 MiB): values past it are unknown" in result.stderr
     assert "values past the budget were left unknown" in result.stderr
+
+
+def test_detection_without_real_values_keeps_every_box_it_can(tmp_path):
+    # Without --values cpu every score and overlap is unknown: every mask keeps everything, NMS
+    # suppresses nothing, and each image keeps the detector's most boxes (100). Its labels come
+    # from a known arange of 91 classes: the per-class NMS loop runs over 91 values, not over
+    # every box (Note [How many distinct values an unknown tensor holds]).
+    trace = tmp_path / "known.bin"
+    result = memtrace_run("--gpu", "h100", "-q", "-o", trace, PROGRAMS / "detection.py")
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"boxes": [100, 100]}
+    assumed = report_json(trace)["assumed_values"]
+    assert {row["assumed"] for row in assumed["rows"]} == {
+        "everything: a mask no kernel computed keeps every element"}
+    assert assumed["count"] < 1000, assumed["count"]

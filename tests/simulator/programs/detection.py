@@ -1,8 +1,8 @@
 """torchvision's Faster R-CNN (ResNet-50 FPN, random weights: nothing is downloaded) in
 inference on two 320 x 320 images, on the device the first argument names, for
 tests/simulator/test_values.py: how many boxes pass its score threshold and NMS is decided by
-the values, so on the simulated card under `--values cpu` it is a CPU run's. Prints one JSON
-line: each image's box count."""
+the values, so on the simulated card under `--values cpu` it is a CPU run's (without it, every
+box passes: the most the detector keeps). Prints one JSON line: each image's box count."""
 import json
 import sys
 
