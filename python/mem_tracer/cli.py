@@ -21,6 +21,7 @@ from . import __version__, _native
 from ._run import TORCH_PEAK_KEYS, TORCH_PEAKS_VARIABLE
 from .errors import MemTracerError
 from .report import FRAMES, GROUPINGS, report_stats
+from .simulated_gpu import VALUES
 from .tracing import STACK_MODES
 
 # Exit status for a command line memtrace refuses (argparse's, and the native tools').
@@ -213,6 +214,17 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                      help="on a simulated card, refuse the sizes a library cannot know (cuFFT's "
                           "plans, cuSOLVER's buffers, cuDNN's RNN spaces) instead of running on "
                           "an estimate the verdict bounds (Note [Sizes nobody measured])")
+    run.add_argument("--values", choices=VALUES, default="known",
+                     help="on a simulated card, the values the program reads back: known (what "
+                          "the program determined itself is known, what a kernel computes from "
+                          "the card's data reads as zero or as its listed worst case), cpu "
+                          "(every op's values computed on the host beside the card: real "
+                          "routing, detections, end tokens, at a CPU run's cost), zeros (every "
+                          "value a kernel computes reads as zero) (default: %(default)s; "
+                          "docs/simulated-gpu.md)")
+    run.add_argument("--values-memory", metavar="SIZE", default=None,
+                     help="with --values cpu, the host memory the values may hold; past it new "
+                          "values are unknown (default: 16GiB)")
     # REMAINDER: -m takes the module and, untouched, every argument after it.
     run.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE",
                      help="-m MODULE [args...]: run a library module as a script, as python -m "
@@ -617,12 +629,19 @@ def _simulated(arguments: argparse.Namespace, environment: dict[str, str],
     if count < 1:
         raise _BadInput("run --gpu-count: at least one card")
     card = simulated_gpu.profile(arguments.gpu)
+    values = {"known": "values the program determined are known, those a kernel computes read "
+                       "as zero or their worst case",
+              "cpu": "every op's values computed on the host beside it (--values cpu)",
+              "zeros": "values a kernel computes read as zero"}[arguments.values]
+    values_memory = simulated_gpu.parse_size(arguments.values_memory) \
+        if arguments.values_memory else None
     print(f"== memtrace: simulated {card.device_name} x{count} (profile {card.name}, "
           f"{(memory or card.memory_bytes) / 2**30:.1f} GiB each): sizes are the card's, no kernel "
-          "runs, values read back are zeros", file=sys.stderr, flush=True)
+          f"runs, {values}", file=sys.stderr, flush=True)
     return simulated_gpu.environment(card, memory=memory, devices=count,
                                      max_reads=arguments.gpu_max_reads,
                                      refuse_unknown_sizes=arguments.gpu_refuse_unknown_sizes,
+                                     values=arguments.values, values_memory=values_memory,
                                      base=environment)
 
 

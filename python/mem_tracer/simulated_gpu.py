@@ -28,6 +28,15 @@ LIBRARIES = ("libcuda.so.1", "libcudart.so.13", "libcublas.so.13", "libcublasLt.
              "libcudnn.so.9", "libnccl.so.2", "libnvrtc.so.13", "libcufft.so.12",
              "libcusolver.so.12", "libcusparse.so.12", "libnvidia-ml.so.1")
 
+# How `memtrace run` treats values on the simulated card (mem_tracer.simulated_values, which
+# imports torch; these are here for the callers that must not): "known", Note [Known values on
+# the simulated card]; "cpu", every op's values computed on the host beside the card, in at
+# most MEMTRACE_GPU_VALUES_MEMORY bytes (Note [Real values beside the card]); "zeros", every
+# value a kernel computes reads as zero.
+VALUES_VARIABLE = "MEMTRACE_GPU_VALUES"
+VALUES_MEMORY_VARIABLE = "MEMTRACE_GPU_VALUES_MEMORY"
+VALUES = ("known", "cpu", "zeros")
+
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)?\s*$")
 _UNITS = {None: 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
           "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}
@@ -90,13 +99,15 @@ def profile(name: str) -> Profile:
 
 def environment(card: str | Profile, *, memory: int | None = None, devices: int = 1,
                 max_reads: int | None = None, refuse_unknown_sizes: bool = False,
+                values: str | None = None, values_memory: int | None = None,
                 base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment that runs a program on the simulated `card`: its libraries preloaded
     (after whatever LD_PRELOAD already holds, memtrace's library first), its profile, and
     `memory` bytes a device instead of the profile's when given, a limit on the reads of
-    device values (Note [A run that waits on a value] in simulator/core/device.cpp), and, with
-    `refuse_unknown_sizes`, a refusal of every size a library cannot know instead of an
-    estimate (Note [Sizes nobody measured] in simulator/core/sizes.cpp)."""
+    device values (Note [A run that waits on a value] in simulator/core/device.cpp), with
+    `refuse_unknown_sizes` a refusal of every size a library cannot know instead of an estimate
+    (Note [Sizes nobody measured] in simulator/core/sizes.cpp), and how `memtrace run` treats
+    values (`values`: VALUES; `values_memory`: the host memory "cpu" may hold)."""
     chosen = card if isinstance(card, Profile) else profile(card)
     folder = _native.simulator_directory() / "lib"
     missing = [name for name in LIBRARIES if not (folder / name).is_file()]
@@ -123,6 +134,11 @@ def environment(card: str | Profile, *, memory: int | None = None, devices: int 
         result["MEMTRACE_GPU_UNKNOWN_SIZES"] = "refuse"
     else:
         result.pop("MEMTRACE_GPU_UNKNOWN_SIZES", None)
+    for variable, value in ((VALUES_VARIABLE, values), (VALUES_MEMORY_VARIABLE, values_memory)):
+        if value:
+            result[variable] = str(value)
+        else:
+            result.pop(variable, None)
     # Triton links its launcher against the driver it finds here (the simulated libcuda.so).
     result["TRITON_LIBCUDA_PATH"] = str(folder)
     return result

@@ -410,18 +410,29 @@ Pointer find(const void* pointer) {
 // program does next (a loop that stops at an end token, MoE routing, nonzero's size) may differ
 // from the card. Every copy back to the host is counted and handed to the observer (memtrace's
 // recorder, which names the Python line) so that the report can say where a simulated run may
-// part from the card's.
+// part from the card's. Under `memtrace run`, PyTorch programs get more: what they determine
+// themselves is computed on the host beside the card and kept in device memory, and the reads
+// of it are not counted (simgpu_set_reads_known, simgpu_set_values: Note [Known values on the
+// simulated card] in python/mem_tracer/simulated_values.py).
 // Note [A run that waits on a value]
 // A loop that runs until the device computes a value never ends on the simulated device, where
 // nothing is computed: transformers' generate() reads `unfinished.max() == 0` back after every
-// token, which is always false here (it ran 22 minutes, 181,062 reads of that line, before it
-// was killed). So the simulated device can be given a limit on the reads a program makes
+// token, which was always false here (it ran 22 minutes, 181,062 reads of that line, before it
+// was killed; under `memtrace run` the test is now known once the length limit is reached:
+// Note [Known values on the simulated card] in python/mem_tracer/simulated_values.py, but a
+// loop on a value only a kernel computes stays). So the simulated device can be given a limit on
+// the reads a program makes
 // (MEMTRACE_GPU_MAX_READS; `memtrace run --gpu` sets 100,000 by default): a read past it fails
 // (cudaErrorNotPermitted, CUDA_ERROR_NOT_PERMITTED) after one line on stderr saying why, so the
 // program stops with its own error at the line that read, and memtrace's report lists the reads
 // by line. Without the variable there is no limit.
 namespace {
 SimgpuReadObserver g_observer = nullptr;
+
+// Reads made while the program's values are known on the host (simgpu_set_reads_known: Note
+// [Known values on the simulated card] in python/mem_tracer/simulated_values.py): neither
+// counted against the limit nor handed to the observer, since they read what the card would.
+thread_local bool t_reads_known = false;
 
 uint64_t readLimit() {
   static const uint64_t limit = [] {
@@ -433,6 +444,7 @@ uint64_t readLimit() {
 
 // False: past the limit (the read is refused, and said once).
 bool noteRead(const void* device_source, size_t bytes) {
+  if (t_reads_known) return true;
   uint64_t reads;
   {
     std::lock_guard<std::mutex> lock(state().mutex);
@@ -504,6 +516,36 @@ void fill(void* dst, int value, size_t bytes) {
   if (device) written(dst, bytes);
 }
 
+namespace {
+// Whether [address, address + bytes) is inside one allocation of device memory, of at most the
+// kept bytes.
+bool keptRange(const void* address, size_t bytes) {
+  if (!address || bytes > kKeptBytes) return false;
+  Pointer found = find(address);
+  uintptr_t start = reinterpret_cast<uintptr_t>(address);
+  return found.found && found.kind == MemoryKind::kDevice &&
+         start + bytes <= found.start + found.size;
+}
+}  // namespace
+
+bool setValues(void* dst, const void* src, size_t bytes) {
+  if (!bytes) return true;
+  if (!keptRange(dst, bytes)) return false;
+  if (src)
+    memmove(dst, src, bytes);
+  else
+    memset(dst, 0, bytes);
+  written(dst, bytes);
+  return true;
+}
+
+bool readValues(void* dst, const void* src, size_t bytes) {
+  if (!bytes) return true;
+  if (!dst || !keptRange(src, bytes)) return false;
+  memmove(dst, src, bytes);
+  return true;
+}
+
 uint64_t readsBack() {
   std::lock_guard<std::mutex> lock(state().mutex);
   return state().reads;
@@ -566,6 +608,20 @@ SIMGPU_EXPORT void simgpu_set_read_observer(SimgpuReadObserver observer) {
 
 SIMGPU_EXPORT uint64_t simgpu_reads_back(void) {
   return simgpu::readsBack();
+}
+
+SIMGPU_EXPORT int simgpu_set_reads_known(int known) {
+  bool previous = simgpu::t_reads_known;
+  simgpu::t_reads_known = known != 0;
+  return previous ? 1 : 0;
+}
+
+SIMGPU_EXPORT int simgpu_set_values(void* device, const void* host, size_t bytes) {
+  return simgpu::setValues(device, host, bytes) ? 0 : -1;
+}
+
+SIMGPU_EXPORT int simgpu_read_values(void* host, const void* device, size_t bytes) {
+  return simgpu::readValues(host, device, bytes) ? 0 : -1;
 }
 
 SIMGPU_EXPORT uint64_t simgpu_used_bytes(int device) {

@@ -99,6 +99,13 @@ inline constexpr size_t kKeptBytes = size_t{64} << 10;
 bool copy(void* dst, const void* src, size_t bytes);
 // A memset of device or host memory.
 void fill(void* dst, int value, size_t bytes);
+// Sets device memory (at most kKeptBytes, inside one allocation) to `src`'s bytes, or to zeros
+// when `src` is null, for memtrace: not a copy the program made, so not counted. False, setting
+// nothing, otherwise.
+bool setValues(void* dst, const void* src, size_t bytes);
+// Reads what device memory holds (at most kKeptBytes, inside one allocation) for memtrace, not
+// for the program: not counted, not observed. False, reading nothing, otherwise.
+bool readValues(void* dst, const void* src, size_t bytes);
 uint64_t readsBack();
 
 // ---- Refusals ---------------------------------------------------------------------------

@@ -39,6 +39,23 @@ void simgpu_set_read_observer(SimgpuReadObserver observer);
 typedef void (*SimgpuSizeObserver)(const char* description, uint64_t bytes, uint64_t at_most,
                                    int certainty, const void* address);
 void simgpu_set_size_observer(SimgpuSizeObserver observer);
+/* Whether the reads this thread makes from now on are of values the program knows on the host
+   (1) or not (0): known reads are carried out as any other, but neither counted (simgpu_reads_back,
+   MEMTRACE_GPU_MAX_READS) nor handed to the observer, since they read what the card would
+   (Note [Known values on the simulated card] in python/mem_tracer/simulated_values.py).
+   Returns the previous setting. */
+int simgpu_set_reads_known(int known);
+/* Sets `bytes` of device memory at `device`, inside one allocation and at most 64 KiB (what a
+   copy keeps: Note [Values on the simulated device]), to the host's bytes at `host`, or to zeros
+   when `host` is NULL: the values memtrace knows for a device tensor, or zeros where it knows
+   none (Note [Known values on the simulated card]). Not a copy the program made: not counted.
+   Returns 0, or -1 when the range is not such device memory. */
+int simgpu_set_values(void* device, const void* host, size_t bytes);
+/* Reads `bytes` of device memory at `device` into host memory, inside one allocation and at most
+   64 KiB, for memtrace itself: what a copy the program made put there (a tensor made from host
+   data by a path the dispatcher does not show). Not a read of the program's: not counted, not
+   observed. Returns 0, or -1 as simgpu_set_values. */
+int simgpu_read_values(void* host, const void* device, size_t bytes);
 /* For the generated stubs: one line the first time `function` is called, then `status`. */
 int simgpu_refuse(const char* library, const char* function, int status);
 

@@ -65,9 +65,12 @@ def test_a_card_that_is_not_there_and_a_cpu_build_are_refused_in_one_line(tmp_pa
 
 
 def test_a_loop_waiting_on_a_computed_value_is_stopped(tmp_path):
+    # With every value a kernel computes read as zero (--values zeros: what the simulated card
+    # did before Note [Known values on the simulated card]), generate()'s stop test is never
+    # True; test_values.py has it end by default.
     trace = tmp_path / "generate.bin"
-    result = memtrace_run("--gpu", "h100", "--gpu-max-reads", "300", "-q", "-o", trace,
-                          HERE / "programs" / "generate_hf.py", check=False)
+    result = memtrace_run("--gpu", "h100", "--values", "zeros", "--gpu-max-reads", "300", "-q",
+                          "-o", trace, HERE / "programs" / "generate_hf.py", check=False)
     assert result.returncode == 4, result.stderr[-2000:]
     assert "past the limit (MEMTRACE_GPU_MAX_READS=300)" in result.stderr
     assert "STOPPED on a simulated NVIDIA H100 80GB HBM3" in result.stderr

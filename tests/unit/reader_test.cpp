@@ -365,6 +365,53 @@ TEST(Reader, ReadsTheSimulatedDeviceAndItsReads) {
   std::remove(path.c_str());
 }
 
+// Note [Values where they decide the path]: what the simulated run assumed, with its stack and
+// text, and the record is version 6's.
+TEST(Reader, ReadsTheValuesASimulatedRunAssumed) {
+  std::string path = temporaryPath("assumed.bin");
+  TraceBuilder trace;
+  trace.processInfo().simulatedDevice("h100-80gb", "/opt/profiles/h100.json", 1ull << 30, 0, 1);
+  uint32_t frame = trace.frame(trace.string("/home/user/generate.py"), trace.string("main"), 12);
+  uint32_t stack = trace.pythonStack(0, frame);
+  uint32_t said = trace.string("True: beam search goes on to its length limit");
+  trace.marker(3, MarkerKind::kTracingStarted);
+  trace.context(9, 0, 0, format::Api::kDeviceRead).assumedValue(5, said, stack);
+  trace.write(path);
+  struct Assumed : reader::RecordVisitor {
+    void onAssumedValue(const reader::AssumedValue& value) {
+      seen.push_back(value);
+      threads.push_back(value.context->thread_id);
+    }
+    std::vector<reader::AssumedValue> seen;
+    std::vector<int64_t> threads;
+  } assumed;
+  TraceReader reader(path);
+  reader.read(assumed);
+  ASSERT_EQ(assumed.seen.size(), 1u);
+  EXPECT_EQ(assumed.seen[0].time_ns, 5u);
+  EXPECT_EQ(reader.tables().string(assumed.seen[0].assumed),
+            "True: beam search goes on to its length limit");
+  EXPECT_EQ(assumed.seen[0].python_stack, stack);
+  EXPECT_TRUE(assumed.seen[0].traced);
+  EXPECT_EQ(assumed.threads, (std::vector<int64_t>{9}));
+  TraceBuilder version_5(5);
+  version_5.processInfo().assumedValue(1, 0);
+  version_5.write(path);
+  try {
+    TraceReader old(path);
+    reader::RecordVisitor visitor;
+    old.read(visitor);
+    ADD_FAILURE() << "a version 6 record in a version 5 file was read";
+  } catch (const TraceError& error) {
+    EXPECT_NE(std::string(error.what())
+                  .find("a record of type 29 (trace format version 6) in a "
+                        "version 5"),
+              std::string::npos)
+        << error.what();
+  }
+  std::remove(path.c_str());
+}
+
 TEST(Reader, RefusesImpossibleSimulatedDevices) {
   std::string path = temporaryPath("simulated-bad.bin");
   auto refusal = [&](TraceBuilder& trace) -> std::string {

@@ -166,6 +166,15 @@ class TraceBuilder {
     varint(native);
     return *this;
   }
+  TraceBuilder& assumedValue(uint64_t time, uint32_t assumed, uint32_t python = 0,
+                             uint32_t native = 0) {
+    type(format::RecordType::kAssumedValue);
+    varint(timeDelta(time));
+    varint(assumed);
+    varint(python);
+    varint(native);
+    return *this;
+  }
   // Lines [first_line, first_line + line_count) of a generated file stand for a source stack
   // (Note [Generated code]).
   TraceBuilder& generatedCode(uint32_t file, uint64_t first_line, uint64_t line_count,

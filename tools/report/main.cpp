@@ -179,6 +179,7 @@ int run(const Options& options) {
   // point's are the ones the table and the views below read.
   report.device_reads = deviceReadRows(trace, report.summary, options.frame);
   report.simulated_sizes = simulatedSizeRows(trace, report.summary, options.frame);
+  report.assumed_values = assumedValueRows(trace, report.summary, options.frame);
   if (report.summary.first_failure) {
     progress.pass("replaying to the out-of-memory");
     report.oom = analyzeOom(trace, report.summary, options.frame);

@@ -38,7 +38,8 @@ inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 //      and 0x18 (Note [The flight recorder's file]), and record 0x19 (Note [Generated code]);
 //   5  record 0x1a and API 10 (Note [PyTorch's own allocator]);
 //   6  record 0x1b (Note [Weights and their modules]), record 0x1c and API 11 (Note [Sizes in
-//      the trace]).
+//      the trace]), record 0x1d (Note [Values where they decide the path] in
+//      python/mem_tracer/simulated_values.py).
 // A reader refuses a version past kVersion at the file header, naming both.
 inline constexpr uint32_t kVersion = 6;
 inline constexpr uint32_t kOldestVersion = 1;
@@ -184,9 +185,16 @@ enum class RecordType : uint8_t {
   // "call" and "shapes"), Python stack id, native stack id. Thread and device come from the
   // context (Api::kSimulatedSize).
   kSimulatedSize = 0x1c,
+  // A value the simulated run did not know (no kernel computed it), where it decided the
+  // program's path, and what the run took it to be (Note [Values where they decide the path] in
+  // python/mem_tracer/simulated_values.py): a read back as zero, or as the worst case memtrace
+  // knows for its line; a mask's count taken as everything. Fields: time delta, what was assumed
+  // (string id), Python stack id, native stack id. Thread and device come from the context
+  // (Api::kDeviceRead).
+  kAssumedValue = 0x1d,
 };
 // The last record type this version knows.
-inline constexpr RecordType kLastRecordType = RecordType::kSimulatedSize;
+inline constexpr RecordType kLastRecordType = RecordType::kAssumedValue;
 
 // Note [Weights and their modules]
 // A model's parameters and buffers are allocated where the program moves it to the device

@@ -123,6 +123,8 @@ class LiveReplay {
     }
     consumer_.onSizeAnswer(size, static_cast<const Allocation*>(linked), newly);
   }
+
+  void onAssumedValue(const AssumedValue& value) { consumer_.onAssumedValue(value); }
   void onSection(const Section& section) { consumer_.onSection(section); }
   void onStepPeak(const StepPeak& step) { consumer_.onStepPeak(step); }
   void onGeneratedCode(const GeneratedCode& code) { consumer_.onGeneratedCode(code); }

@@ -546,6 +546,22 @@ DeviceRead TraceReader::readDeviceRead() {
   return read;
 }
 
+AssumedValue TraceReader::readAssumedValue() {
+  AssumedValue value;
+  last_time_ += varint();
+  value.time_ns = last_time_;
+  value.assumed = static_cast<uint32_t>(varint());
+  value.python_stack = static_cast<uint32_t>(varint());
+  value.native_stack = static_cast<uint32_t>(varint());
+  checkId(value.assumed, tables_.strings.size(), "string");
+  checkId(value.python_stack, tables_.python_stacks.size(), "Python stack");
+  checkId(value.native_stack, tables_.native_stacks.size(), "native stack");
+  value.traced = tracing_;
+  value.module = current_module_;
+  value.context = &context_;
+  return value;
+}
+
 const Section& TraceReader::readSection() {
   Section& section = section_;
   section.time_ns = varint();

@@ -185,6 +185,18 @@ struct SimulatedSize {
   const Context* context;
 };
 
+// A value the simulated run did not know, where it decided the path, and what the run took it
+// to be (kAssumedValue): no memory event; its thread and device are the context's.
+struct AssumedValue {
+  uint64_t time_ns;
+  uint32_t assumed;  // string id of what was assumed
+  uint32_t python_stack;
+  uint32_t native_stack;
+  bool traced;      // made while tracing was on
+  uint32_t module;  // string id of the nn.Module running on its thread (0: none)
+  const Context* context;
+};
+
 // A reading of a device's memory (kDeviceMemory, Note [Device memory readings]).
 struct DeviceMemory {
   uint64_t time_ns;
@@ -297,6 +309,8 @@ struct RecordVisitor {
   void onSegment(const Segment&) {}
   // Version 6's (Note [Sizes in the trace]).
   void onSimulatedSize(const SimulatedSize&) {}
+  // Version 6's (Note [Values where they decide the path]).
+  void onAssumedValue(const AssumedValue&) {}
   void onEvent(const Event&) {}
   // Return true to stop reading (after the record just seen).
   bool done() const { return false; }
@@ -390,6 +404,7 @@ class TraceReader {
   // Version 3's records.
   const SimulatedDeviceInfo& readSimulatedDevice();
   DeviceRead readDeviceRead();
+  AssumedValue readAssumedValue();
   // Version 4's (Note [The flight recorder's file]).
   const Section& readSection();
   StepPeak readStepPeak();
@@ -601,6 +616,8 @@ void TraceReader::readRecord(Visitor& visitor) {
     }
     case RecordType::kSimulatedSize:
       return visitor.onSimulatedSize(readSimulatedSize());
+    case RecordType::kAssumedValue:
+      return visitor.onAssumedValue(readAssumedValue());
   }
   // Nothing is written as type 0: in an open chunk it is where the writer's records end.
   if (type == 0 && open_chunk_offset_) throw OpenChunkEnd{};

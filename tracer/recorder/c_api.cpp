@@ -252,6 +252,40 @@ MEMTRACE_EXPORT int memtrace_generated_code(const char* file, int first_line, in
   return 0;
 }
 
+MEMTRACE_EXPORT int memtrace_assumed_value(int device, const char* assumed) {
+  ensureRecorderInitialized();
+  if (!assumed || !*assumed || device < 0 || device >= format::kMaxDevices) {
+    memtrace::setLastError("memtrace_assumed_value: a device (0 to 63) and what was assumed");
+    return -1;
+  }
+  {
+    MutexLock lock;
+    if (!g_file_wanted) {
+      setError("tracing has not started: call memtrace_start() first");
+      return -1;
+    }
+  }
+  if (RecursionGuard::active()) return 0;  // from inside memtrace: not the program's
+  RecursionGuard guard;
+  recordAssumedValue(guard,
+                     EventSource{format::Api::kDeviceRead, format::Level::kTensor, device, 0,
+                                 __builtin_return_address(0)},
+                     assumed);
+  return 0;
+}
+
+MEMTRACE_EXPORT int memtrace_hide_python_code(const void* code) {
+  if (!code) {
+    setError("memtrace_hide_python_code: no code object");
+    return -1;
+  }
+  if (!python::hideCode(code)) {
+    setError("memtrace_hide_python_code: memtrace hides as many code objects as it can");
+    return -1;
+  }
+  return 0;
+}
+
 MEMTRACE_EXPORT int memtrace_lend_python_stack(int skip) {
   return lendPythonStack(skip > 0 ? static_cast<size_t>(skip) : 0);
 }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <utility>
 
 #include "tracer/common/flat_map.h"
@@ -538,12 +539,52 @@ GcPause::~GcPause() {
   if (reenable_) g_api.PyGC_Enable();
 }
 
+// Note [Frames memtrace hides]
+// memtrace's own Python code can run between the program's line and the allocation it causes:
+// on the simulated card every ATen op goes through the dispatch mode of Note [Known values on
+// the simulated card] (python/mem_tracer/simulated_values.py), whose __torch_dispatch__ calls
+// the op through torch's OpOverload.__call__. Those frames are not the program's: with them,
+// the innermost frame of every allocation would be torch/_ops.py's. So the package names their
+// code objects (memtrace_hide_python_code) and every stack captured leaves them out, as if the
+// program had called the op itself; a thread left with no frame of its own (autograd's) then
+// borrows its lent stack as before (Note [Stacks lent to threads without Python]). The table is
+// small and read without a lock: entries are only added, each before the count that shows it.
+constexpr size_t kMaxHiddenCodes = 32;
+std::atomic<const void*> g_hidden_codes[kMaxHiddenCodes];
+std::atomic<size_t> g_hidden_count{0};
+
+// `frames` less the hidden ones, in order; returns how many are left.
+size_t dropHidden(RawFrame* frames, size_t count) {
+  size_t hidden = g_hidden_count.load(std::memory_order_acquire);
+  if (hidden == 0) return count;
+  size_t kept = 0;
+  for (size_t i = 0; i < count; ++i) {
+    bool drop = false;
+    for (size_t j = 0; j < hidden && !drop; ++j)
+      drop = frames[i].code == g_hidden_codes[j].load(std::memory_order_relaxed);
+    if (!drop) frames[kept++] = frames[i];
+  }
+  return kept;
+}
+
+bool hideCode(const void* code) {
+  static std::mutex adding;
+  std::lock_guard<std::mutex> lock(adding);
+  size_t count = g_hidden_count.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < count; ++i)
+    if (g_hidden_codes[i].load(std::memory_order_relaxed) == code) return true;
+  if (count == kMaxHiddenCodes) return false;
+  g_hidden_codes[count].store(code, std::memory_order_relaxed);
+  g_hidden_count.store(count + 1, std::memory_order_release);
+  return true;
+}
+
 size_t captureStack(RawFrame* frames, size_t max) {
   if (g_walker.load(std::memory_order_relaxed) == Walker::kDirect) {
     const void* thread_state = g_api.PyGILState_GetThisThreadState();
     if (!thread_state) return 0;  // a thread that never ran Python
     size_t count = g_direct_walk(thread_state, frames, max);
-    if (count != SIZE_MAX) return count;
+    if (count != SIZE_MAX) return dropHidden(frames, count);
     g_walker.store(Walker::kPublicApi, std::memory_order_relaxed);
     sayLayoutUnknownOnce("a frame did not hold a code object where its layout says");
     return 0;
@@ -551,7 +592,7 @@ size_t captureStack(RawFrame* frames, size_t max) {
   void* thread_state = g_api.PyThreadState_UncheckedGet();
   if (!thread_state) return 0;
   void* top = g_api.PyThreadState_GetFrame(thread_state);  // a new reference, or null
-  return top ? walkWithApi(top, frames, max) : 0;
+  return top ? dropHidden(frames, walkWithApi(top, frames, max)) : 0;
 }
 
 void usePublicApiOnly() {

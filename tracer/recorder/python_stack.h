@@ -66,6 +66,10 @@ class GcPause {
 // `max`, keeping the innermost). Returns the count.
 size_t captureStack(RawFrame* frames, size_t max);
 
+// Leaves the frames of `code` (a code object the caller keeps alive) out of every stack
+// captured from now on (Note [Frames memtrace hides]). False when the table is full.
+bool hideCode(const void* code);
+
 // Walks only through the public API from now on (MEMTRACE_PYTHON_WALKER=api).
 void usePublicApiOnly();
 

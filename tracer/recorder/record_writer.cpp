@@ -685,6 +685,21 @@ bool RecordWriter::writeSimulatedSize(uint64_t time_ns, uintptr_t address, uint6
   return true;
 }
 
+bool RecordWriter::writeAssumedValue(uint64_t time_ns, const char* assumed, uint32_t python_stack,
+                                     uint32_t native_stack) {
+  bool ok = true;
+  uint32_t assumed_id = internString(assumed, cappedLength(assumed), &ok);
+  uint8_t* p = ok ? file_.reserve(48) : nullptr;
+  if (!p) return false;
+  uint8_t* start = p++;
+  p = putVarint(p, timeDelta(time_ns));
+  p = putVarint(p, assumed_id);
+  p = putVarint(p, python_stack);
+  p = putVarint(p, native_stack);
+  file_.commit(start, p, static_cast<uint8_t>(RecordType::kAssumedValue));
+  return true;
+}
+
 bool RecordWriter::writeGeneratedCode(const char* file, size_t file_size, int32_t first_line,
                                       int32_t line_count, python::FrameInfo* frames, size_t depth) {
   bool ok = true;

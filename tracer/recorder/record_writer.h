@@ -169,6 +169,10 @@ class RecordWriter {
   bool writeSimulatedSize(uint64_t time_ns, uintptr_t address, uint64_t bytes, uint64_t at_most,
                           format::Certainty certainty, const char* question, uint32_t python_stack,
                           uint32_t native_stack);
+  // A value the simulated run assumed where it decided the path, and what (Note [Values where
+  // they decide the path]).
+  bool writeAssumedValue(uint64_t time_ns, const char* assumed, uint32_t python_stack,
+                         uint32_t native_stack);
   // A stretch of generated code and the source stack it stands for (Note [Generated code] in
   // records.h): `depth` frames (at least one), outermost first, interned as a stack's are.
   bool writeGeneratedCode(const char* file, size_t file_size, int32_t first_line,

@@ -418,6 +418,20 @@ void recordSimulatedSize(const RecursionGuard&, const EventSource& source,
   afterRecord(time);
 }
 
+void recordAssumedValue(const RecursionGuard&, const EventSource& source, const char* assumed) {
+  ensureRecorderInitialized();
+  describeDevice(source.device);
+  EventRecording recording(source, /*is_free=*/false);  // Note [Recording scope before the lock]
+  MutexLock lock;
+  uint64_t time = monotonicNow();
+  if (!ensureFileOpen()) return;
+  uint32_t python_stack = 0, native_stack = 0;
+  if (!recording.writePrelude(source, source.device, source.level, &python_stack, &native_stack) ||
+      !g_writer.writeAssumedValue(time, assumed, python_stack, native_stack))
+    failWrite();
+  afterRecord(time);
+}
+
 void setSimulatedDevice(const SimulatedDevice& device) {
   ensureRecorderInitialized();
   MutexLock lock;

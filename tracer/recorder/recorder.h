@@ -108,6 +108,11 @@ struct SimulatedSize {
 };
 void recordSimulatedSize(const RecursionGuard& guard, const EventSource& source,
                          const SimulatedSize& size);
+// A value the simulated run did not know, where it decided the path (the package's dispatch
+// mode: Note [Values where they decide the path]): the thread's stacks and what was assumed,
+// recorded as a read is.
+void recordAssumedValue(const RecursionGuard& guard, const EventSource& source,
+                        const char* assumed);
 
 // Initializes the recorder once (config, fork and exit handlers, autostart). Called by the
 // library's constructor and, in case a hook runs before it, by every record function.

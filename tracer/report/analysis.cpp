@@ -308,6 +308,19 @@ struct SummaryVisitor : reader::LiveVisitor {
     site.bytes += read.bytes;
   }
 
+  void onAssumedValue(const reader::AssumedValue& value) {
+    summary.duration_ns = std::max(summary.duration_ns, value.time_ns);
+    if (!selected(summary.device_filter, value.context->device)) return;
+    ++summary.assumed_value_count;
+    // By stacks and what was assumed, as the reads are by stacks.
+    AssumedKey key{ReadKey{value.python_stack, value.native_stack, value.traced}, value.assumed};
+    auto [found, added] = assumed_sites.try_emplace(key, summary.assumed_values.size());
+    if (added)
+      summary.assumed_values.push_back(AssumedValueSite{
+          value.python_stack, value.native_stack, value.traced, value.module, value.assumed, 0});
+    ++summary.assumed_values[found->second].count;
+  }
+
   void onUnmatchedFree(const Event&) { ++summary.unmatched_frees; }
 
   void onFree(const Event& event, const Allocation& freed) {
@@ -401,12 +414,24 @@ struct SummaryVisitor : reader::LiveVisitor {
              0x9E3779B97F4A7C15ULL;
     }
   };
+  struct AssumedKey {
+    ReadKey where;
+    uint32_t assumed;
+    bool operator==(const AssumedKey&) const = default;
+  };
+  struct AssumedKeyHash {
+    size_t operator()(const AssumedKey& key) const {
+      return ReadKeyHash{}(key.where) ^ (uint64_t{key.assumed} * 0xC2B2AE3D27D4EB4FULL);
+    }
+  };
 
   TraceSummary& summary;
   const reader::Tables& tables;
   std::unordered_map<ReadKey, size_t, ReadKeyHash> read_sites;  // index into device_reads
   std::unordered_map<SizeKey, size_t, SizeKeyHash> size_sites;  // into simulated_sizes
   UnknownSizes unknown_now;  // Note [Sizes in the trace]: held now, on the selected devices
+  // Index into assumed_values.
+  std::unordered_map<AssumedKey, size_t, AssumedKeyHash> assumed_sites;
   uint64_t current = 0;
   uint64_t mapped = 0;           // bytes mapped now
   uint64_t reserved = 0;         // bytes of address space reserved now

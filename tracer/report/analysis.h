@@ -114,6 +114,17 @@ struct UnknownSizes {
   uint64_t unbounded = 0;    // those without a bound
 };
 
+// Values the simulated run assumed at one place (kAssumedValue, Note [Values where they decide
+// the path]): the stacks as written and what was assumed, counted.
+struct AssumedValueSite {
+  uint32_t python_stack = 0;
+  uint32_t native_stack = 0;
+  bool traced = false;
+  uint32_t module = 0;   // of the first (string id)
+  uint32_t assumed = 0;  // string id
+  uint64_t count = 0;
+};
+
 // The first failed allocation (an out-of-memory), as the trace wrote it.
 struct FailedRequest {
   uint64_t event = 0;
@@ -223,6 +234,10 @@ struct TraceSummary {
   std::vector<DeviceReadSite> device_reads;
   uint64_t device_read_count = 0;
   uint64_t device_read_bytes = 0;
+  // Values the simulated run assumed where they decided the path (kAssumedValue) on the
+  // selected devices, by stacks and what was assumed, in the order first seen; and how many.
+  std::vector<AssumedValueSite> assumed_values;
+  uint64_t assumed_value_count = 0;
 
   // Sizes the simulated libraries answered without knowing them (kSimulatedSize, Note [Sizes
   // in the trace]) on the selected devices, by stacks and question, in the order first seen.

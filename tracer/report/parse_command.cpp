@@ -139,6 +139,11 @@ struct Printer : reader::LiveVisitor {
         format::certaintyName(size.certainty), size.question, size.python_stack, size.native_stack,
         size.traced ? "traced" : "untraced");
   }
+  void onAssumedValue(const reader::AssumedValue& value) {
+    out << fmt::format("assumed-value t={} assumed={} pystack={} native={} {}\n", value.time_ns,
+                       value.assumed, value.python_stack, value.native_stack,
+                       value.traced ? "traced" : "untraced");
+  }
   void onSection(const reader::Section& section) {
     const reader::RunTotals& totals = section.totals;
     std::string devices;

@@ -253,6 +253,26 @@ void renderSimulatedSizesText(std::ostream& out, const Report& report) {
   out << ".\n" << kSimulatedSizesMeaning << "\n";
 }
 
+// Note [Values where they decide the path]: the values assumed, by line.
+void renderAssumedValuesText(std::ostream& out, const Report& report) {
+  const TraceSummary& s = report.summary;
+  if (!s.assumed_value_count) return;
+  size_t shown = report.top == 0 ? report.assumed_values.size()
+                                 : std::min(report.top, report.assumed_values.size());
+  out << fmt::format(
+      "\nValues the simulated run assumed where they decided the path ({}), by line{}:\n",
+      s.assumed_value_count,
+      report.assumed_values.size() > shown
+          ? fmt::format(", top {} of {}", shown, report.assumed_values.size())
+          : "");
+  out << fmt::format("{:>7}  {}\n", "Count", "Location: assumed");
+  for (size_t i = 0; i < shown; ++i) {
+    const AssumedValueRow& row = report.assumed_values[i];
+    out << fmt::format("{:>7}  {}: {}\n", row.count, row.location.name, row.assumed);
+  }
+  out << kAssumedValuesMeaning << "\n";
+}
+
 }  // namespace
 
 std::string simulatedLabel(const reader::SimulatedDeviceInfo& simulated) {
@@ -328,6 +348,28 @@ nlohmann::json simulatedSizesJson(const TraceSummary& summary,
       {"unheld_at_most",
        summary.unheld_size_unbounded ? json() : json(summary.unheld_size_at_most)},
       {"meaning", kSimulatedSizesMeaning}};
+}
+
+nlohmann::json assumedValuesJson(const TraceSummary& summary,
+                                 const std::vector<AssumedValueRow>& rows, size_t top) {
+  using nlohmann::json;
+  json entries = json::array();
+  size_t shown = top == 0 ? rows.size() : std::min(top, rows.size());
+  for (size_t i = 0; i < shown; ++i) {
+    const AssumedValueRow& row = rows[i];
+    json entry = {{"location", row.location.name},
+                  {"kind", locationKindName(row.location.kind)},
+                  {"assumed", row.assumed},
+                  {"count", row.count}};
+    if (!row.location.file.empty()) entry["file"] = row.location.file;
+    if (row.location.line) entry["line"] = row.location.line;
+    if (!row.location.function.empty()) entry["function"] = row.location.function;
+    entries.push_back(std::move(entry));
+  }
+  return {{"count", summary.assumed_value_count},
+          {"locations", rows.size()},
+          {"rows", entries},
+          {"meaning", kAssumedValuesMeaning}};
 }
 
 // Note [PyTorch's own allocator]: PyTorch's segments at the failure; null without them.
@@ -641,6 +683,7 @@ void renderText(std::ostream& out, const Report& report) {
   renderOutsideText(out, report, outside);
   renderDeviceReadsText(out, report);
   renderSimulatedSizesText(out, report);
+  renderAssumedValuesText(out, report);
 }
 
 namespace {
@@ -823,6 +866,8 @@ void renderJson(std::ostream& out, const Report& report) {
     document["device_reads"] = deviceReadsJson(s, report.device_reads, report.top);
   if (s.simulated || s.simulated_size_count)
     document["simulated_sizes"] = simulatedSizesJson(s, report.simulated_sizes, report.top);
+  if (s.assumed_value_count)
+    document["assumed_values"] = assumedValuesJson(s, report.assumed_values, report.top);
   if (const Prediction* prediction = report.prediction) {
     json unmatched = json::array();
     for (const PredictionFrameEntry& entry : unmatchedEntries(*prediction, report.table))

@@ -31,6 +31,9 @@ struct Report {
   // The sizes the simulated libraries answered without knowing them, by line
   // (simulatedSizeRows).
   std::vector<SimulatedSizeRow> simulated_sizes;
+  // The values the simulated run assumed where they decided the path, by line
+  // (assumedValueRows).
+  std::vector<AssumedValueRow> assumed_values;
   std::optional<OomReport> oom;
   // The user's line that holds most of the point, broken down (Note [One line holds the peak]).
   std::optional<LineBreakdown> dominant_line;
@@ -52,6 +55,11 @@ inline constexpr const char* kSimulatedSizesMeaning =
     "on the card; Note [Sizes nobody measured] in simulator/core/sizes.cpp): the peak holds "
     "them as answered, and the device profile's measured_sizes (python -m mem_tracer.calibrate "
     "on a card) replaces them.";
+
+inline constexpr const char* kAssumedValuesMeaning =
+    "No kernel computed these; where the program read one to decide what to do next, the run "
+    "took the memory's worst case where memtrace knows it (a loop goes on to its limit, a mask "
+    "keeps everything), zero elsewhere (Note [Values where they decide the path]).";
 // "SIMULATED: profile h200" (and ", 24.00 GiB set by the user" when it was).
 std::string simulatedLabel(const reader::SimulatedDeviceInfo& simulated);
 // The "simulated" object of the JSON views; null for a trace of a card.
@@ -62,6 +70,9 @@ nlohmann::json deviceReadsJson(const TraceSummary& summary, const std::vector<De
 // The simulated sizes, as the JSON report has them.
 nlohmann::json simulatedSizesJson(const TraceSummary& summary,
                                   const std::vector<SimulatedSizeRow>& rows, size_t top);
+// The assumed values, as the JSON report has them.
+nlohmann::json assumedValuesJson(const TraceSummary& summary,
+                                 const std::vector<AssumedValueRow>& rows, size_t top);
 // The OOM, as the JSON report has it (null without one).
 nlohmann::json oomJson(const std::optional<OomReport>& oom, size_t top);
 

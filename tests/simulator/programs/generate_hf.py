@@ -1,7 +1,7 @@
 """transformers' own generate() on a tiny GPT-2, for tests/simulator/test_run_gpu.py: its stop
-test reads `unfinished.max() == 0` back after every token, which a kernel computes and the
-simulated device reads as false, so without a limit on reads it would never end
-(Note [A run that waits on a value] in simulator/core/device.cpp)."""
+test reads `unfinished.max() == 0` back after every token, which a kernel computes, and with
+every such value read as zero (`memtrace run --values zeros`) it is false, so without a limit on
+reads it would never end (Note [A run that waits on a value] in simulator/core/device.cpp)."""
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 

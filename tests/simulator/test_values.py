@@ -1,0 +1,232 @@
+"""Values on the simulated card where they decide the path (issue 50): what the program
+determines itself is known there (Note [Known values on the simulated card] in
+python/mem_tracer/simulated_values.py), so transformers' generate() stops after exactly
+max_new_tokens, as on a card where no sequence ends early, with its KV cache's peak what its
+shapes say; a read of a value no kernel computed takes the path of Note [Values where they
+decide the path], listed by line; and under `--values cpu` (Note [Real values beside the
+card]) detection and MoE routing follow a CPU run's values.
+
+Each program runs under `memtrace run --gpu h100` (`--values known` unless said), traced."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from memtrace_testing import (
+    ROOT,
+    Build,
+    allocation_stacks,
+    parse_records,
+    report_json,
+    run,
+)
+
+HERE = Path(__file__).resolve().parent
+PROGRAMS = HERE / "programs"
+
+
+def memtrace_run(*arguments):
+    # Not on the tests' own simulated card: `--gpu` puts the program on its own.
+    import memtrace_testing
+    saved, memtrace_testing.SIMULATED_GPU = memtrace_testing.SIMULATED_GPU, None
+    try:
+        return run([sys.executable, "-m", "mem_tracer", "run", *map(str, arguments)],
+                   {"PYTHONPATH": str(ROOT / "python")}, timeout=600)
+    finally:
+        memtrace_testing.SIMULATED_GPU = saved
+
+
+def on_the_host(program, *arguments):
+    """The program run on the CPU, untraced: the values a CPU run computes."""
+    import memtrace_testing
+    saved, memtrace_testing.SIMULATED_GPU = memtrace_testing.SIMULATED_GPU, None
+    try:
+        result = run([sys.executable, PROGRAMS / program, *arguments], timeout=600)
+    finally:
+        memtrace_testing.SIMULATED_GPU = saved
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def kv_cache_peak(trace):
+    """The most bytes live at once in allocations of 1 KiB or more made in transformers'
+    cache_utils.py (their innermost frame there): the KV cache's tensors, without the few bytes
+    of bookkeeping a static cache keeps beside them (its length, its positions)."""
+    strings = {}
+    for line in run([Build.report, "parse", trace]).stdout.splitlines():
+        if line.startswith("string "):
+            _, number, text = line.split(" ", 2)
+            strings[number] = json.loads(text)
+    frames, innermost, sizes, live, peak = {}, {0: ""}, {}, 0, 0
+    for record in parse_records(trace):
+        kind = record["record"]
+        if kind == "frame":
+            frames[record["id"]] = strings[record["file"]]
+        elif kind == "pystack":
+            innermost[int(record["id"])] = frames[record["frame"]]
+        elif kind == "alloc" and int(record["size"]) >= 1024 and \
+                innermost[int(record["pystack"])].endswith("transformers/cache_utils.py"):
+            sizes[record["address"]] = int(record["size"])
+            live += int(record["size"])
+            peak = max(peak, live)
+        elif kind == "free" and record["address"] in sizes:
+            live -= sizes.pop(record["address"])
+    return peak
+
+
+def predicted_kv_cache_peak(said):
+    """From the shapes alone. The cache holds prompt + new - 1 positions at the end (the last
+    token is never fed back), K and V for each layer, fp16; at its peak, one more tensor of the
+    last layer is live beside them:
+    - a dynamic cache grows by torch.cat: the last layer's values of one position fewer, while
+      the longer copy is made;
+    - beam search then reorders every layer's cache by index_select: the last layer's values of
+      the full length, while the reordered copy is made;
+    - a static cache is allocated once, at its full length."""
+    sequences = said["batch"] * said["beams"]
+    positions = said["prompt"] + said["new"] - 1
+
+    def tensor(length):
+        return sequences * said["heads"] * length * said["head_dim"] * 2
+
+    cache = 2 * said["layers"] * tensor(positions)
+    extra = {"greedy": tensor(positions - 1), "sample": tensor(positions - 1),
+             "beam": tensor(positions), "static": 0}[said["mode"]]
+    return cache + extra
+
+
+# Reads of values no kernel computed, each listed by the user's line with what it took: the
+# stop test of every token but the last, whose test is known (the length limit makes `is_done`
+# all True): read as zero, transformers' sampling loop goes on; beam search's test is one whose
+# worst case memtrace knows (it goes on while True), and so are the two crops of its output
+# after the loop (nothing is cropped).
+ZERO = "False: read as zero: no kernel computed it"
+GOES_ON = "True: beam search goes on to its length limit"
+WHOLE = "the whole length: no beam ended before the limit, nothing is cropped"
+EXPECTED_ASSUMED = {"greedy": {ZERO: 63}, "sample": {ZERO: 63}, "static": {ZERO: 63},
+                    "beam": {GOES_ON: 63, WHOLE: 2}}
+
+
+@pytest.mark.parametrize("mode", ["greedy", "sample", "beam", "static"])
+def test_generate_ends_after_max_new_tokens_with_the_kv_cache_its_shapes_predict(tmp_path, mode):
+    trace = tmp_path / f"{mode}.bin"
+    result = memtrace_run("--gpu", "h100", "-q", "-o", trace, PROGRAMS / "generate_gpt2.py", mode)
+    said = json.loads(result.stdout.strip().splitlines()[-1])
+    # The prompt's 32 tokens and 64 new ones: one forward a token, the first over the prompt.
+    assert said["shape"] == [4, 96] and said["forwards"] == 64, said
+    assert kv_cache_peak(trace) == predicted_kv_cache_peak(said)
+    report = report_json(trace)
+    expected = EXPECTED_ASSUMED[mode]
+    # By the user's line: the generate() call; and the program's own sum of the tokens, which
+    # no kernel computed either.
+    lines = (PROGRAMS / "generate_gpt2.py").read_text().splitlines()
+    call = next(number for number, text in enumerate(lines, 1) if "model.generate(" in text)
+    tokens = next(number for number, text in enumerate(lines, 1) if "int(out.sum())" in text)
+    rows = report["assumed_values"]["rows"]
+    assert {(row["line"], row["assumed"]): row["count"] for row in rows} == {
+        **{(call, assumed): count for assumed, count in expected.items()},
+        (tokens, "0: read as zero: no kernel computed it"): 1}
+    assert report["device_reads"]["count"] == sum(expected.values()) + 1
+    assert "FITS on a simulated NVIDIA H100 80GB HBM3" in result.stderr
+
+
+def test_what_the_program_determines_is_known_and_read_uncounted(tmp_path):
+    trace = tmp_path / "known.bin"
+    result = memtrace_run("--gpu", "h100", "-q", "-o", trace, PROGRAMS / "known_values.py")
+    said = dict(line.split(" ", 1) for line in result.stdout.strip().splitlines())
+    assert said == {
+        "item": "145",  # sum(3 * arange(10) + 1), computed on the host beside the card
+        "full": "True",
+        "tolist": "[[6, 8, 1, 4], [2, 1, 1, 3]]",  # torch.tensor's data, lifted
+        "cpu": "[5, 6, 7, 8, 9]",
+        "in_place": "55",  # add_ wrote the shadow of the storage the view shares
+        "view": "4",
+        "nonzero": "5",  # an output of the host's size, where the card's read its count as 0
+        "mask": "6",
+        "where": "-1",
+        "or_true": "True",  # unknown | True
+        "and_false": "False",  # unknown & False
+        "zeros_like": "0.0",  # reads only the shape of an unknown tensor
+        "unknown": "False",  # read as zero: a kernel computes it
+    }
+    # Only the last read a value no kernel computed: the others read what the card would.
+    rows = report_json(trace)["device_reads"]["rows"]
+    marked = next(number for number, text in enumerate(
+        (PROGRAMS / "known_values.py").read_text().splitlines(), 1) if text.endswith("# READ"))
+    assert [(row["line"], row["count"]) for row in rows] == [(marked, 1)]
+    # Every op ran through the mode, whose frames the recorder leaves out (Note [Frames memtrace
+    # hides]): no stack holds the mode's frames nor torch's OpOverload.__call__, through which it
+    # calls each op; the innermost frame is the line that made the op (the program's, or torch's
+    # nn.Module code it called).
+    stacks = [frames for _, _, frames in allocation_stacks(trace)]
+    hidden = [frame for frames in stacks for frame in frames
+              if frame[0].endswith(("mem_tracer/simulated_values.py", "torch/_ops.py"))]
+    assert stacks and not hidden, hidden[:3]
+    assert {frames[-1][0] for frames in stacks} >= {str(PROGRAMS / "known_values.py")}
+
+
+def test_an_output_sized_by_a_mask_no_kernel_computed_keeps_everything(tmp_path):
+    trace = tmp_path / "masks.bin"
+    result = memtrace_run("--gpu", "h100", "-q", "-o", trace, PROGRAMS / "masks.py")
+    said = {name: json.loads(shape) for name, shape in
+            (line.split(" ", 1) for line in result.stdout.strip().splitlines())}
+    # 8 x 16 values no kernel computed: every element kept; the known mask keeps its 4 rows.
+    assert said == {"known_mask": [4, 16], "mask": [128], "nonzero": [128, 2],
+                    "masked_select": [128], "unique": [8], "where": [8]}
+    lines = (PROGRAMS / "masks.py").read_text().splitlines()
+    marked = [number for number, text in enumerate(lines, 1) if text.endswith("# EVERYTHING")]
+    rows = report_json(trace)["assumed_values"]["rows"]
+    assert sorted((row["line"], row["assumed"], row["count"]) for row in rows) == [
+        (line, "everything: a mask no kernel computed keeps every element", 1) for line in marked]
+    # The known mask's count, read inside the op, is not a read of an unknown value.
+    known = next(number for number, text in enumerate(lines, 1) if text.endswith("# KNOWN"))
+    assert known not in [row["line"] for row in report_json(trace)["device_reads"]["rows"]]
+
+
+@pytest.mark.parametrize("program", ["moe.py", "detection.py"])
+def test_real_values_beside_the_card_route_and_detect_as_a_cpu_run(tmp_path, program):
+    # An MoE's expert loads and Faster R-CNN's boxes are decided by values kernels compute:
+    # under --values cpu the host computes them beside the card, as the CPU run does.
+    trace = tmp_path / "cpu.bin"
+    result = memtrace_run("--gpu", "h100", "--values", "cpu", "-q", "-o", trace,
+                          PROGRAMS / program)
+    said = json.loads(result.stdout.strip().splitlines()[-1])
+    assert said == on_the_host(program, "cpu")
+    assert "--values cpu computed" in result.stderr and "FITS" in result.stderr
+    # Nothing was assumed: every value that decided the path was computed.
+    assert "assumed_values" not in report_json(trace)
+
+
+def test_greedy_generate_under_real_values_makes_a_cpu_runs_tokens(tmp_path):
+    # Its end tokens too: the host's values decide when each sequence ends.
+    result = memtrace_run("--gpu", "h100", "--values", "cpu", "-q", "-o", tmp_path / "cpu.bin",
+                          PROGRAMS / "generate_gpt2.py", "greedy")
+    said = json.loads(result.stdout.strip().splitlines()[-1])
+    on_cpu = on_the_host("generate_gpt2.py", "greedy", "cpu")
+    assert {key: said[key] for key in ("shape", "forwards", "tokens")} == {
+        key: on_cpu[key] for key in ("shape", "forwards", "tokens")}
+
+
+def test_real_values_stay_within_their_host_memory(tmp_path):
+    # 1 MiB holds the router and a few experts' weights: past it values are unknown, as
+    # without --values cpu (every expert takes every token: the masks keep everything), and
+    # the run says so.
+    result = memtrace_run("--gpu", "h100", "--values", "cpu", "--values-memory", "1MiB", "-q",
+                          "-o", tmp_path / "budget.bin", PROGRAMS / "moe.py")
+    said = json.loads(result.stdout.strip().splitlines()[-1])
+    assert said["loads"] == [2 * 512] * 8
+    assert "its budget (--values-memory 1.0 MiB): values past it are unknown" in result.stderr
+    assert "values past the budget were left unknown" in result.stderr
+
+
+def test_detection_without_real_values_keeps_every_box_it_can(tmp_path):
+    # Without --values cpu every score and overlap is unknown: every mask keeps everything, NMS
+    # suppresses nothing, and each image keeps the detector's most boxes (100). Its labels come
+    # from a known arange of 91 classes: the per-class NMS loop runs over 91 values, not over
+    # every box (Note [How many distinct values an unknown tensor holds]).
+    trace = tmp_path / "known.bin"
+    result = memtrace_run("--gpu", "h100", "-q", "-o", trace, PROGRAMS / "detection.py")
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"boxes": [100, 100]}
+    assumed = report_json(trace)["assumed_values"]
+    assert {row["assumed"] for row in assumed["rows"]} == {
+        "everything: a mask no kernel computed keeps every element"}
+    assert assumed["count"] < 1000, assumed["count"]
