@@ -136,6 +136,17 @@ def tensor_base_clone() -> Callable[..., Any]:
     return torch._C.TensorBase.clone
 
 
+def functional_tensor_type() -> type:
+    from torch._subclasses.functional_tensor import FunctionalTensor
+    return FunctionalTensor
+
+
+def op_overload_call_code() -> Any:
+    """The code object of OpOverload.__call__, the frame every op call from Python runs in."""
+    import torch
+    return torch._ops.OpOverload.__call__.__code__
+
+
 def storage_key(storage: Any) -> int:
     """A storage's identity: the same for every tensor over it, while it lives."""
     return int(storage._cdata)

@@ -63,9 +63,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import _torch_internals
 from .simulated_gpu import VALUES_MEMORY_VARIABLE, VALUES_VARIABLE
+
+# A storage's identity (its _cdata), through the gate: looked up on every op the mode sees.
+_storage_key = _torch_internals.storage_key
 
 # What the simulated card keeps of a copy (kKeptBytes in simulator/core/device.h): the values
 # device memory can hold for a read.
@@ -140,9 +143,8 @@ def _defers_to_modes(kind: type) -> bool:
     FunctionalTensorMode: DTensor's sharding propagation runs ops on fake tensors): the op goes
     on to that mode, as if this one were not there. Other subclasses (DTensor) handle the op in
     their own __torch_dispatch__, and the plain ops they call come back to this mode."""
-    from torch._subclasses.fake_tensor import FakeTensor
-    from torch._subclasses.functional_tensor import FunctionalTensor
-    return issubclass(kind, (FakeTensor, FunctionalTensor))
+    return issubclass(kind, (_torch_internals.fake_tensor_type(),
+                             _torch_internals.functional_tensor_type()))
 
 
 def _is_non_overlapping_and_dense(tensor: torch.Tensor) -> bool:
@@ -259,7 +261,7 @@ class _OpTraits:
             writes_unsaid=func is _aten.cudnn_batch_norm.default,
             bounds=func in _MOVES_VALUES or func in _INDEXES_DIMENSION,
             written=tuple((index, argument.name, argument.kwarg_only)
-                          for index, argument in enumerate(func._schema.arguments)
+                          for index, argument in enumerate(_torch_internals.op_schema(func).arguments)
                           if argument.alias_info is not None and argument.alias_info.is_write))
 
 
@@ -487,12 +489,12 @@ class HostValues:
                 f"(budget {_size(self.budget_bytes)}){refused}")
 
 
-class KnownValues(TorchDispatchMode):
+class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
     """The dispatch mode of Note [Known values on the simulated card]."""
 
     def __init__(self, card: _Card, limit_bytes: int = KEPT_BYTES,
                  host: HostValues | None = None) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]
+        super().__init__()
         self._card = card
         self._limit = limit_bytes
         # --values cpu: every op computed on the host, within a budget of host memory.
@@ -525,12 +527,12 @@ class KnownValues(TorchDispatchMode):
     # ---- shadows, and device memory kept as they say ------------------------------------------
 
     def _shadow(self, tensor: torch.Tensor) -> _Shadow | None:
-        return self._known.get(tensor.untyped_storage()._cdata)
+        return self._known.get(_storage_key(tensor.untyped_storage()))
 
     def _adopt(self, storage: torch.UntypedStorage, host: torch.UntypedStorage) -> bool:
         """`host` is what `storage` holds from now on; device memory says so. False when the
         host's budget of --values cpu has no room for it (then it is unknown)."""
-        key = storage._cdata
+        key = _storage_key(storage)
         known, card, budget = self._known, self._card, self.host
         pointer, nbytes = storage.data_ptr(), storage.nbytes()
         if budget is not None and not budget.take(host.nbytes()):
@@ -538,7 +540,7 @@ class KnownValues(TorchDispatchMode):
             return False
         held = host.nbytes() if budget is not None else 0
 
-        host_storages, host_key = self._host_storages, host._cdata
+        host_storages, host_key = self._host_storages, _storage_key(host)
 
         def freed(reference: weakref.ref[torch.UntypedStorage]) -> None:
             entry = known.get(key)
@@ -555,7 +557,7 @@ class KnownValues(TorchDispatchMode):
         if previous is not None and budget is not None:
             budget.give_back(previous.host.nbytes())
         if budget is not None:
-            self._host_storages.add(host._cdata)
+            self._host_storages.add(_storage_key(host))
         self._known[key] = _Shadow(host, weakref.ref(storage, freed))
         self._store(storage, host)
         return True
@@ -572,11 +574,11 @@ class KnownValues(TorchDispatchMode):
         self._unknown_storage(tensor.untyped_storage())
 
     def _unknown_storage(self, storage: torch.UntypedStorage) -> None:
-        self._bounds.pop(storage._cdata, None)
-        entry = self._known.pop(storage._cdata, None)
+        self._bounds.pop(_storage_key(storage), None)
+        entry = self._known.pop(_storage_key(storage), None)
         if entry is not None and self.host is not None:
             self.host.give_back(entry.host.nbytes())
-            self._host_storages.discard(entry.host._cdata)
+            self._host_storages.discard(_storage_key(entry.host))
         self._store(storage, None)
 
     @staticmethod
@@ -611,7 +613,7 @@ class KnownValues(TorchDispatchMode):
             known_storages = self._known
             for tensor in card_inputs:
                 if tensor is not overwritten and \
-                        tensor.untyped_storage()._cdata not in known_storages:
+                        _storage_key(tensor.untyped_storage()) not in known_storages:
                     known = False
                     break
         on_host = known and traits.computable
@@ -651,9 +653,9 @@ class KnownValues(TorchDispatchMode):
         for tensor in written:
             self._unknown(tensor)
         if card_outputs:
-            inputs = {tensor.untyped_storage()._cdata for tensor in card_inputs}
+            inputs = {_storage_key(tensor.untyped_storage()) for tensor in card_inputs}
             for tensor in card_outputs:
-                if tensor.untyped_storage()._cdata not in inputs:  # fresh, not an input's view
+                if _storage_key(tensor.untyped_storage()) not in inputs:  # fresh, not an input's view
                     self._unknown(tensor)
             if traits.bounds:
                 self._bound_outputs(func, args, results)
@@ -665,7 +667,7 @@ class KnownValues(TorchDispatchMode):
         """At most how many distinct values `tensor` holds, if that is known."""
         if not _on_card(tensor) or tensor.is_floating_point() or tensor.is_complex():
             return None
-        key = tensor.untyped_storage()._cdata
+        key = _storage_key(tensor.untyped_storage())
         if key in self._known:
             if tensor.numel() > _BOUND_LIMIT:
                 return None
@@ -675,7 +677,7 @@ class KnownValues(TorchDispatchMode):
 
     def _set_distinct(self, tensor: torch.Tensor, count: int) -> None:
         storage = tensor.untyped_storage()
-        key, bounds = storage._cdata, self._bounds
+        key, bounds = _storage_key(storage), self._bounds
 
         def freed(reference: weakref.ref[torch.UntypedStorage]) -> None:
             entry = bounds.get(key)
@@ -989,7 +991,7 @@ class KnownValues(TorchDispatchMode):
             # The device sized it by a count it read back as zero (nonzero, a boolean mask).
             real = torch.empty(computed.shape, dtype=real.dtype, device=real.device)
         storage = real.untyped_storage()
-        entry = self._known.get(storage._cdata)
+        entry = self._known.get(_storage_key(storage))
         if entry is not None:
             if computed.untyped_storage().data_ptr() != entry.host.data_ptr():
                 self._view(real, entry.host).copy_(computed)
@@ -1010,7 +1012,7 @@ class KnownValues(TorchDispatchMode):
         if (self.host is not None and computed.dtype == real.dtype
                 and computed.stride() == real.stride() and computed.storage_offset() == 0
                 and computed.untyped_storage().nbytes() == storage.nbytes()
-                and computed.untyped_storage()._cdata not in self._host_storages):
+                and _storage_key(computed.untyped_storage()) not in self._host_storages):
             host = computed.untyped_storage()  # the host's own result, laid out as the card's
         else:
             host = _host_storage(storage.nbytes())
@@ -1050,7 +1052,7 @@ def install(values: str = "known", host_budget: int = DEFAULT_HOST_BUDGET) -> bo
     else:
         _installed = KnownValues(card)
     _hide_frames()
-    _installed.__enter__()  # type: ignore[no-untyped-call]
+    _installed.__enter__()
     return True
 
 
@@ -1076,7 +1078,7 @@ def _hide_frames() -> None:
     hide = process.memtrace_hide_python_code
     hide.argtypes = [ctypes.c_void_p]
     hide.restype = ctypes.c_int
-    codes = [torch._ops.OpOverload.__call__.__code__]
+    codes = [_torch_internals.op_overload_call_code()]
     codes += [member.__code__ for member in vars(KnownValues).values()
               if hasattr(member, "__code__")]
     for code in codes:
