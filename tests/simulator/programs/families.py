@@ -30,6 +30,7 @@ linalg  linear algebra inside a training step: whitening by eigh, a Gaussian pro
 import json
 import math
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -325,6 +326,10 @@ def main():
     torch.cuda.synchronize()
     said["requested_peak"] = torch.cuda.memory_stats()["requested_bytes.all.peak"]
     print(json.dumps(said))
+    # Autograd's device thread may still need the GIL after backward() returned: a process that
+    # ends at once can abort in PyTorch's teardown (Note [Letting autograd's threads finish] in
+    # python/mem_tracer/_run.py); the calibration's untraced runs end so.
+    time.sleep(0.05)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ prints PyTorch's own peaks (torch.cuda.memory_stats()) as one JSON line: traced 
 run` they must be the untraced run's to the byte (issue 48: naming the model by reading the
 caller's f_locals kept the first batch alive until train() returned)."""
 import json
+import time
 
 import torch
 from torch import nn
@@ -49,6 +50,10 @@ def main():
     train(train_loader, model, criterion, optimizer, device)
     stats = torch.cuda.memory_stats()
     print(json.dumps({name: stats[name] for name in PEAKS}))
+    # The untraced run ends right after a backward: autograd's device thread may still need the
+    # GIL, and a process that ends at once can abort in PyTorch's teardown (Note [Letting
+    # autograd's threads finish] in python/mem_tracer/_run.py).
+    time.sleep(0.05)
 
 
 if __name__ == "__main__":

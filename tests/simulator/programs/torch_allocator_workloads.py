@@ -11,6 +11,7 @@ the test can see that nothing changed its allocator."""
 import json
 import os
 import sys
+import time
 
 import torch
 
@@ -186,3 +187,7 @@ if __name__ == "__main__":
                     for device_stats in (torch.cuda.memory_stats(index)
                                          for index in range(torch.cuda.device_count()))],
     }))
+    # Autograd's device thread may still need the GIL after backward() returned: a process that
+    # ends at once can abort in PyTorch's teardown (Note [Letting autograd's threads finish] in
+    # python/mem_tracer/_run.py), which struck the cudnn_benchmark workload once.
+    time.sleep(0.05)
