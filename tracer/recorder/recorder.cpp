@@ -384,10 +384,13 @@ void recordFree(const RecursionGuard&, const EventSource& source, const void* ad
   afterRecord(time);
 }
 
-// Note [The simulated device] (records.h): a read of device values is recorded as an
-// allocation is (guard, capture outside the lock, lock, write), with its context and stacks;
-// it changes no live bytes and no counter.
-void recordDeviceRead(const RecursionGuard&, const EventSource& source, uint64_t bytes) {
+namespace {
+
+// A record with the thread's stacks that is no memory event (a read, an answer, an assumption),
+// written as an allocation is (guard, capture outside the lock, lock, write): `write(time,
+// python_stack, native_stack)` writes the record itself. It changes no live bytes and no counter.
+template <typename Write>
+void recordWithStacks(const EventSource& source, Write write) {
   ensureRecorderInitialized();
   describeDevice(source.device);
   EventRecording recording(source, /*is_free=*/false);  // Note [Recording scope before the lock]
@@ -396,40 +399,34 @@ void recordDeviceRead(const RecursionGuard&, const EventSource& source, uint64_t
   if (!ensureFileOpen()) return;
   uint32_t python_stack = 0, native_stack = 0;
   if (!recording.writePrelude(source, source.device, source.level, &python_stack, &native_stack) ||
-      !g_writer.writeDeviceRead(time, bytes, python_stack, native_stack))
+      !write(time, python_stack, native_stack))
     failWrite();
   afterRecord(time);
+}
+
+}  // namespace
+
+// Note [The simulated device] (records.h): a read of device values is recorded with its context
+// and stacks.
+void recordDeviceRead(const RecursionGuard&, const EventSource& source, uint64_t bytes) {
+  recordWithStacks(source, [&](uint64_t time, uint32_t python_stack, uint32_t native_stack) {
+    return g_writer.writeDeviceRead(time, bytes, python_stack, native_stack);
+  });
 }
 
 void recordSimulatedSize(const RecursionGuard&, const EventSource& source,
                          const SimulatedSize& size) {
-  ensureRecorderInitialized();
-  describeDevice(source.device);
-  EventRecording recording(source, /*is_free=*/false);  // Note [Recording scope before the lock]
-  MutexLock lock;
-  uint64_t time = monotonicNow();
-  if (!ensureFileOpen()) return;
-  uint32_t python_stack = 0, native_stack = 0;
-  if (!recording.writePrelude(source, source.device, source.level, &python_stack, &native_stack) ||
-      !g_writer.writeSimulatedSize(time, reinterpret_cast<uintptr_t>(size.address), size.bytes,
-                                   size.at_most, size.certainty, size.question, python_stack,
-                                   native_stack))
-    failWrite();
-  afterRecord(time);
+  recordWithStacks(source, [&](uint64_t time, uint32_t python_stack, uint32_t native_stack) {
+    return g_writer.writeSimulatedSize(time, reinterpret_cast<uintptr_t>(size.address), size.bytes,
+                                       size.at_most, size.certainty, size.question, python_stack,
+                                       native_stack);
+  });
 }
 
 void recordAssumedValue(const RecursionGuard&, const EventSource& source, const char* assumed) {
-  ensureRecorderInitialized();
-  describeDevice(source.device);
-  EventRecording recording(source, /*is_free=*/false);  // Note [Recording scope before the lock]
-  MutexLock lock;
-  uint64_t time = monotonicNow();
-  if (!ensureFileOpen()) return;
-  uint32_t python_stack = 0, native_stack = 0;
-  if (!recording.writePrelude(source, source.device, source.level, &python_stack, &native_stack) ||
-      !g_writer.writeAssumedValue(time, assumed, python_stack, native_stack))
-    failWrite();
-  afterRecord(time);
+  recordWithStacks(source, [&](uint64_t time, uint32_t python_stack, uint32_t native_stack) {
+    return g_writer.writeAssumedValue(time, assumed, python_stack, native_stack);
+  });
 }
 
 void setSimulatedDevice(const SimulatedDevice& device) {
