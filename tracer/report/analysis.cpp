@@ -12,6 +12,7 @@
 #include "tracer/format/peak.h"
 #include "tracer/reader/live_set.h"
 #include "tracer/report/block_replay.h"
+#include "tracer/report/ranges.h"
 
 namespace memtrace::report {
 namespace {
@@ -545,30 +546,14 @@ struct LiveSetVisitor : reader::LiveVisitor {
                                               segment.graph_pool, segment.user_pool};
       return;
     }
-    uint64_t end = segment.address + segment.size;
-    auto it = segments.upper_bound(segment.address);
-    if (it != segments.begin()) --it;
-    while (it != segments.end() && it->first < end) {
-      LiveSegment cut = it->second;
-      uint64_t cut_end = cut.address + cut.size;
-      if (cut_end <= segment.address) {
-        ++it;
-        continue;
-      }
-      it = segments.erase(it);
-      if (cut.address < segment.address) {
-        LiveSegment before = cut;
-        before.size = segment.address - cut.address;
-        segments[before.address] = before;
-      }
-      if (cut_end > end) {
-        LiveSegment after = cut;
-        after.address = end;
-        after.size = cut_end - end;
-        it = segments.emplace(end, after).first;
-        ++it;
-      }
-    }
+    cutRanges(
+        segments, segment.address, segment.address + segment.size,
+        [](uint64_t, const LiveSegment& cut) { return cut.address + cut.size; },
+        [](LiveSegment cut, uint64_t from, uint64_t to) {
+          cut.address = from;
+          cut.size = to - from;
+          return cut;
+        });
   }
 
   // Whether `segment` comes after the point: after the event that is the point (a peak's

@@ -2,6 +2,8 @@
 
 #include <iterator>
 
+#include "tracer/report/ranges.h"
+
 namespace memtrace::report {
 
 void BlockReplay::addSegment(Device& device, uint64_t start, uint64_t end, bool expandable) {
@@ -25,25 +27,6 @@ void BlockReplay::addSegment(Device& device, uint64_t start, uint64_t end, bool 
   device.segments[start] = Segment{end, expandable};
 }
 
-void BlockReplay::removeRange(Device& device, uint64_t start, uint64_t end) {
-  auto it = device.segments.upper_bound(start);
-  if (it != device.segments.begin()) --it;
-  while (it != device.segments.end() && it->first < end) {
-    uint64_t segment_start = it->first;
-    Segment segment = it->second;
-    if (segment.end <= start) {
-      ++it;
-      continue;
-    }
-    it = device.segments.erase(it);
-    if (segment_start < start) device.segments[segment_start] = Segment{start, segment.expandable};
-    if (segment.end > end) {
-      device.segments[end] = Segment{segment.end, segment.expandable};
-      break;
-    }
-  }
-}
-
 void BlockReplay::onSegment(const reader::Segment& segment) {
   Device& device = devices_[segment.device];
   uint64_t end = segment.address + segment.size;
@@ -56,7 +39,13 @@ void BlockReplay::onSegment(const reader::Segment& segment) {
       return;
     case format::SegmentAction::kFree:
     case format::SegmentAction::kUnmap:
-      removeRange(device, segment.address, end);
+      cutRanges(
+          device.segments, segment.address, end,
+          [](uint64_t, const Segment& cut) { return cut.end; },
+          [](Segment cut, uint64_t, uint64_t to) {
+            cut.end = to;
+            return cut;
+          });
       return;
     case format::SegmentAction::kCount:  // the reader refuses it
       return;

@@ -61,7 +61,6 @@ class BlockReplay {
   };
 
   void addSegment(Device& device, uint64_t start, uint64_t end, bool expandable);
-  void removeRange(Device& device, uint64_t start, uint64_t end);
 
   format::CachingAllocatorRules rules_;
   std::unordered_map<int, Device> devices_;
