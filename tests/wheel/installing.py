@@ -14,8 +14,8 @@ the system only: `memtrace run --gpu h100` on a training script (FITS, at the le
 its peak PyTorch's own requested peak to the byte), `pytest --memtrace-gpu l4` failing a test
 over its budget at its line, and LD_PRELOAD of the installed library tracing tensors."""
 import json
-import re
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -40,6 +40,10 @@ stats = torch.cuda.memory_stats()
 print("requested", stats["requested_bytes.all.peak"], "allocated",
       stats["allocated_bytes.all.peak"], "reserved", stats["reserved_bytes.all.peak"])
 """
+
+# A small model saved as TorchScript, for memtrace-estimate (its arguments: the file).
+MODEL = ("import sys, torch; torch.jit.script(torch.nn.Sequential(torch.nn.Linear(64, 256), "
+         "torch.nn.ReLU(), torch.nn.Linear(256, 10))).save(sys.argv[1])")
 
 # A test over its GPU memory budget: 64 MiB at line 7 against 16 MiB.
 BUDGET_TEST = """\

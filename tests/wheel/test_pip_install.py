@@ -7,6 +7,7 @@ import re
 
 import pytest
 from installing import (
+    MODEL,
     clean_copy,
     in_venv,
     make_venv,
@@ -18,8 +19,6 @@ from memtrace_testing import ROOT
 
 # An older release than the tests' venv (2.14.1): its own bridge must be the one that attaches.
 OLDER_TORCH = "2.11.0"
-MODEL = ("import sys, torch; torch.jit.script(torch.nn.Sequential(torch.nn.Linear(64, 256), "
-         "torch.nn.ReLU(), torch.nn.Linear(256, 10))).save(sys.argv[1])")
 
 
 def readme_install_commands():

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from installing import (
+    MODEL,
     clean_copy,
     in_venv,
     make_venv,
@@ -24,8 +25,6 @@ from installing import (
 from memtrace_testing import ROOT, run
 
 SCRIPTS = ROOT / "tests" / "python" / "scripts"
-MODEL = ("import sys, torch; torch.jit.script(torch.nn.Sequential(torch.nn.Linear(64, 256), "
-         "torch.nn.ReLU(), torch.nn.Linear(256, 10))).save(sys.argv[1])")
 # The CUDA build of torch the wheel is proven beside: the newest release memtrace supports.
 CUDA_TORCH = "torch==2.14.1"
 BRIDGED = ("2.11.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0", "2.14.1")
