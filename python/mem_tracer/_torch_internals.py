@@ -4,7 +4,7 @@ Note [PyTorch internals]
 Recording a step on fake tensors, one rank of a job on the fake process group, and the
 training categories of a trace need what torch does not promise to keep: fake tensors and
 dispatch modes (torch._subclasses, torch.utils._python_dispatch), pytree, the autograd
-engine's saved-tensor hooks and callbacks (torch._C._autograd, Variable._execution_engine),
+engine's saved-tensor hooks, callbacks and graph task (torch._C._autograd, Variable._execution_engine),
 the optimizer's foreach selection, the fake process group (torch.testing._internal), DDP's
 private parameter-shape check and pre-forward, an op's schema and a storage's id, ATen's
 private ops the device runs (_scaled_dot_product_*, _safe_softmax), and inductor's loading of
@@ -206,6 +206,14 @@ def set_execution_engine(engine: Any) -> None:
     torch.autograd.Variable._execution_engine = engine
 
 
+def inside_backward() -> bool:
+    """Whether autograd's engine is running a graph task on this thread
+    (torch._C._current_graph_task_id() is -1 outside one); False where this torch lacks it."""
+    import torch
+    current = getattr(torch._C, "_current_graph_task_id", None)
+    return current is not None and current() != -1
+
+
 def queue_backward_callback(callback: Callable[[], None]) -> None:
     """Runs `callback` when the backward running now ends; RuntimeError outside a backward."""
     execution_engine().queue_callback(callback)
@@ -387,6 +395,7 @@ def check_all() -> list[str]:
         "saved_tensors_hooks_enabled": saved_tensors_hooks_enabled,
         "top_saved_tensors_hooks": top_saved_tensors_hooks,
         "execution_engine": lambda: execution_engine().queue_callback,
+        "inside_backward": lambda: torch._C._current_graph_task_id,
         "foreach_kernel_devices": foreach_kernel_devices,
         "foreach_supported_types": foreach_supported_types,
         "wrap_inductor_module_loading": _inductor_module_loading,  # and keep_function_line_maps

@@ -355,8 +355,7 @@ def install(model: Any = None, *, modules: bool = True, announce: bool = True) -
 def _inside_backward() -> bool:
     """Whether autograd's engine is running a graph task on this thread: a forward there is a
     re-entrant checkpoint's recomputation, part of backward."""
-    current = getattr(_torch._C, "_current_graph_task_id", None)
-    return current is not None and current() != -1
+    return _torch_internals.inside_backward()
 
 
 def _automatic_begins(module: Any, args: Any) -> None:
