@@ -66,14 +66,23 @@ def test_traced_counters_equal_untraced_and_the_trace_equals_them(tmp_path, name
     assert "memtrace:" not in result.stderr, result.stderr
     # The trace's figures are PyTorch's own: the peak of the tensors it asked for, to the byte,
     # and what its allocator reserved.
-    summary = report_json(trace)["summary"]
+    document = report_json(trace)
+    summary = document["summary"]
     assert summary["peak_bytes"] == traced["requested_peak"]
     assert summary["torch_reserved_peak_bytes"] == traced["reserved_peak"]
     # Note [Allocated bytes, replayed]: whole blocks, as max_memory_allocated counts them.
     assert summary["torch_allocated_peak_bytes"] == traced["allocated_peak"]
     assert summary["level"] == "tensor"
+    # And per line at the peak: each line's blocks, together PyTorch's allocated bytes there.
+    live = document["live"]
+    assert live["allocated_bytes"] == summary["torch_allocated_at_peak_bytes"], live
+    rows = live["rows"]
+    assert all(row["allocated_bytes"] >= row["bytes"] for row in rows), rows
+    if len(rows) == live["locations"]:
+        assert sum(row["allocated_bytes"] for row in rows) == live["allocated_bytes"]
     if name == "unsplit":
         assert traced["allocated_peak"] - traced["requested_peak"] >= 3 << 20, traced
+        assert any(row["allocated_bytes"] - row["bytes"] >= 3 << 20 for row in rows), rows
     records = parse_records(trace)
     segments = [r for r in records if r["record"] == "segment"]
     assert segments, "PyTorch's segments are recorded beside the tensors"

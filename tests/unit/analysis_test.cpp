@@ -323,6 +323,42 @@ TEST_F(Fixture, PyTorchsAllocatedBytesAreItsBlocks) {
   ASSERT_EQ(summary.devices.size(), 1u);
   EXPECT_TRUE(summary.devices[0].torch_allocated_known);
   EXPECT_EQ(summary.devices[0].torch_allocated_peak_bytes, 20 * kMiB);
+  // Per line, at the peak (both tensors live) and at the end (the 1000-byte tensor's block).
+  report::Locator by_line(reader.tables(), GroupBy::kLine, FramePolicy::kInnermost);
+  report::LiveSet peak = report::liveSetAt(reader, summary, Point{});
+  EXPECT_TRUE(peak.allocated_known);
+  EXPECT_EQ(peak.allocated_bytes, summary.torch_allocated_at_peak_bytes);
+  report::LocationTable at_peak = by_line.group(peak);
+  ASSERT_EQ(at_peak.rows.size(), 2u);
+  EXPECT_TRUE(at_peak.allocated_known);
+  EXPECT_EQ(at_peak.rows[0].bytes, 16 * kMiB + kMiB / 2);
+  EXPECT_EQ(at_peak.rows[0].allocated_bytes, 17 * kMiB);
+  EXPECT_EQ(at_peak.rows[1].allocated_bytes, 3 * kMiB);
+  report::LiveSet end = report::liveSetAt(reader, summary, Point{Point::Kind::kEnd});
+  EXPECT_EQ(end.allocated_bytes, summary.torch_allocated_end_bytes);
+  report::LocationTable at_end = by_line.group(end);
+  ASSERT_EQ(at_end.rows.size(), 2u);
+  EXPECT_EQ(at_end.rows[1].bytes, 1000u);
+  EXPECT_EQ(at_end.rows[1].allocated_bytes, 1024u);
+}
+
+// A tensor outside every segment the trace holds: its block cannot be known, so no line says
+// an allocated figure (never a guess).
+TEST_F(Fixture, AllocatedPerLineIsUnknownWhereABlockCannotBePlaced) {
+  using format::SegmentAction;
+  trace.marker(0, MarkerKind::kTracingStarted);
+  trace.context(1, 0, 0, format::Api::kTorchAllocator);
+  trace.segment(1, SegmentAction::kAlloc, 0, 0x100000000, 2 << 20);
+  trace.alloc(2, 0x100000000, 1000, at_10);
+  trace.alloc(3, 0x900000000, 1000, at_11);  // no segment of it was recorded
+  reader::TraceReader reader(write());
+  report::TraceSummary summary = report::summarize(reader);
+  EXPECT_FALSE(summary.torch_allocated_known);
+  report::LiveSet peak = report::liveSetAt(reader, summary, Point{});
+  EXPECT_FALSE(peak.allocated_known);
+  EXPECT_EQ(peak.allocated_bytes, 0u);
+  report::Locator by_line(reader.tables(), GroupBy::kLine, FramePolicy::kInnermost);
+  EXPECT_FALSE(by_line.group(peak).allocated_known);
 }
 
 // Note [PyTorch's own allocator]: reserved memory from the segment records beside the tensors'

@@ -535,11 +535,20 @@ struct LiveSetVisitor : reader::LiveVisitor {
     result.last_allocation.reset();
     seen_event = true;
   }
-  void onAlloc(const Event& event, const Allocation&) { result.last_allocation = event.address; }
+  void onAlloc(const Event& event, const Allocation& allocation) {
+    result.last_allocation = event.address;
+    if (event.context->api == format::Api::kTorchAllocator)
+      blocks.onAlloc(allocation.device, event.address, event.size);
+  }
+  void onFree(const Event& event, const Allocation& freed) {
+    if (event.context->api == format::Api::kTorchAllocator)
+      blocks.onFree(freed.device, event.address);
+  }
 
   // Reserved memory as the kSegment records say, up to the point: a range taken out may cut
   // ranges put in by other records (an expandable segment unmaps by the block).
   void onSegment(const reader::Segment& segment) {
+    blocks.onSegment(segment);
     if (!selected(summary.device_filter, segment.device) || pastPointAlready(segment)) return;
     if (segment.grows()) {
       segments[segment.address] = LiveSegment{segment.address, segment.size, segment.device,
@@ -576,6 +585,9 @@ struct LiveSetVisitor : reader::LiveVisitor {
   LiveSet& result;
   const TraceSummary& summary;
   std::map<uint64_t, LiveSegment> segments;
+  // The blocks PyTorch handed out, placed as the summary's pass places them (its conditions for
+  // losing a device decide whether they are known: TraceSummary::torch_allocated_known).
+  BlockReplay blocks;
   bool seen_event = false;
 };
 
@@ -848,6 +860,12 @@ LiveSet liveSetAt(reader::TraceReader& trace, const TraceSummary& summary, Point
     for (LiveAllocation& allocation : result.allocations)
       allocation.category = categoryOf(allocation.category, allocation.traced, summary.training);
   }
+  result.allocated_known = summary.torch_allocated_known;
+  if (result.allocated_known)
+    for (LiveAllocation& allocation : result.allocations) {
+      allocation.allocated = visitor.blocks.block(allocation.device, allocation.address);
+      result.allocated_bytes += allocation.allocated;
+    }
   return result;
 }
 

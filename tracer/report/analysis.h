@@ -302,6 +302,9 @@ struct LiveAllocation {
   uint32_t module;  // string id of the nn.Module path (0: none); its owner's, when told
   // Resolved: told at any time of the allocation's life, or the default (categoryOf).
   format::Category category = format::Category::kUnknown;
+  // The block PyTorch's caching allocator handed out for it (Note [Allocated bytes, replayed]):
+  // what max_memory_allocated counts of it; 0 where not known (LiveSet::allocated_known).
+  uint64_t allocated = 0;
 };
 
 // Note [What was live before tracing]
@@ -345,6 +348,11 @@ struct LiveSet {
   uint64_t time_ns = 0;  // its time
   uint64_t bytes = 0;
   std::vector<LiveAllocation> allocations;
+  // Every allocation's `allocated` is its block's size: PyTorch's own allocator's tensors, its
+  // blocks all placed by the replay (TraceSummary::torch_allocated_known); the sum is PyTorch's
+  // allocated bytes at the point.
+  bool allocated_known = false;
+  uint64_t allocated_bytes = 0;
   // PyTorch's reserved memory on the selected devices, by address (empty without kSegment).
   std::vector<LiveSegment> segments;
   // The address the last event replayed allocated (at the peak: the allocation that reached

@@ -88,6 +88,13 @@ uint64_t BlockReplay::onFree(int device_index, uint64_t address) {
   return size;
 }
 
+uint64_t BlockReplay::block(int device_index, uint64_t address) const {
+  auto device = devices_.find(device_index);
+  if (device == devices_.end()) return 0;
+  auto found = device->second.blocks.find(address);
+  return found == device->second.blocks.end() ? 0 : found->second;
+}
+
 bool BlockReplay::lost(int device_index) const {
   if (all_lost_) return true;
   auto found = devices_.find(device_index);

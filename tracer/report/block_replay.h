@@ -34,6 +34,9 @@ namespace memtrace::report {
 // is not seen there: `memtrace run` compares the figure with the program's own
 // max_memory_allocated at its end (Note [PyTorch's counters beside the trace] in
 // python/mem_tracer/cli.py), so it is said, not hidden.
+// At a point (the peak, the OOM, a time) the live set's replay places the same blocks, so each
+// line's tensors have their blocks' sizes beside their requests (LiveSet::allocated_known), the
+// lines together PyTorch's allocated bytes there.
 class BlockReplay {
  public:
   explicit BlockReplay(format::CachingAllocatorRules rules = {}) : rules_(rules) {}
@@ -44,6 +47,8 @@ class BlockReplay {
   uint64_t onAlloc(int device, uint64_t address, uint64_t requested);
   // Its free: the size of the block given back (0 for one never placed).
   uint64_t onFree(int device, uint64_t address);
+  // The block live at `address` now (its size), 0 when none is.
+  uint64_t block(int device, uint64_t address) const;
   // The device's blocks could not all be placed: its allocated bytes are unknown.
   bool lost(int device) const;
   void lose(int device) { devices_[device].lost = true; }

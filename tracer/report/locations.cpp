@@ -321,6 +321,7 @@ LocationTable Locator::group(const LiveSet& live_set) {
   };
   struct Group {
     uint64_t bytes = 0;
+    uint64_t allocated = 0;
     std::vector<uint64_t> sizes;
     const LiveAllocation* representative = nullptr;
   };
@@ -328,6 +329,7 @@ LocationTable Locator::group(const LiveSet& live_set) {
   for (const LiveAllocation& allocation : live_set.allocations) {
     Group& group = groups[keyOf(allocation)];
     group.bytes += allocation.size;
+    group.allocated += allocation.allocated;
     group.sizes.push_back(allocation.size);
     if (!group.representative) group.representative = &allocation;
   }
@@ -335,9 +337,11 @@ LocationTable Locator::group(const LiveSet& live_set) {
   table.group_by = group_by_;
   table.frame_policy = frame_policy_;
   table.total_bytes = live_set.bytes;
+  table.allocated_known = live_set.allocated_known;
   for (auto& [key, group] : groups) {
     TableRow row;
     row.bytes = group.bytes;
+    row.allocated_bytes = group.allocated;
     row.count = group.sizes.size();
     // The lower median for an even count: a size that was really allocated.
     auto middle = group.sizes.begin() + (group.sizes.size() - 1) / 2;

@@ -67,6 +67,9 @@ struct Location {
 
 struct TableRow {
   uint64_t bytes = 0;
+  // PyTorch's allocated bytes of the same tensors: their blocks (LiveAllocation::allocated),
+  // meaningful where LocationTable::allocated_known.
+  uint64_t allocated_bytes = 0;
   uint64_t cumulative_bytes = 0;
   uint64_t median_bytes = 0;
   uint64_t count = 0;
@@ -77,7 +80,8 @@ struct LocationTable {
   GroupBy group_by = GroupBy::kLine;
   FramePolicy frame_policy = FramePolicy::kUser;
   uint64_t total_bytes = 0;
-  std::vector<TableRow> rows;  // largest first; all of them (renderers cut to --top)
+  bool allocated_known = false;  // LiveSet::allocated_known: each row's allocated_bytes is exact
+  std::vector<TableRow> rows;    // largest first; all of them (renderers cut to --top)
 };
 
 class Locator {

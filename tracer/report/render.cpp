@@ -639,6 +639,9 @@ void renderText(std::ostream& out, const Report& report) {
   std::vector<std::optional<uint64_t>> predicted = predictions(report);
   // With an estimate, its prediction for the same location stands beside what was measured.
   std::string predicted_header = report.prediction ? fmt::format("{:<11} ", "Predicted") : "";
+  // PyTorch's allocated bytes of each row's tensors, where the replay placed every block (Note
+  // [Allocated bytes, replayed]): what max_memory_allocated counts of them.
+  if (table.allocated_known) predicted_header += fmt::format("{:<11} ", "Allocated");
   out << fmt::format("{:<11} {}{:<15} {:<11} {:>7}  {}\n", "Mem", predicted_header,
                      "Cumulative Mem", "Median", "Count", "Location");
   for (size_t i = 0; i < shown; ++i) {
@@ -646,6 +649,8 @@ void renderText(std::ostream& out, const Report& report) {
     std::string predicted_cell;
     if (report.prediction)
       predicted_cell = fmt::format("{:<11} ", predicted[i] ? formatBytes(*predicted[i]) : "-");
+    if (table.allocated_known)
+      predicted_cell += fmt::format("{:<11} ", formatBytes(row.allocated_bytes));
     out << fmt::format("{:<11} {}{:<15} {:<11} {:>7}  {}\n", formatBytes(row.bytes), predicted_cell,
                        formatBytes(row.cumulative_bytes), formatBytes(row.median_bytes), row.count,
                        row.location.name);
@@ -658,7 +663,8 @@ void renderText(std::ostream& out, const Report& report) {
   OutsideAllocations outside = outsideAllocations(s, report.live_set);
   if (!outside.devices.empty())
     out << fmt::format("{:<11} {}{:<15} {:<11} {:>7}  {}\n", formatBytes(outside.bytes),
-                       report.prediction ? fmt::format("{:<11} ", "-") : "",
+                       (report.prediction ? fmt::format("{:<11} ", "-") : "") +
+                           (table.allocated_known ? fmt::format("{:<11} ", "-") : ""),
                        formatBytes(table.total_bytes + outside.bytes), "-", "-",
                        "outside any allocation call: context and libraries (below)");
   renderDominantLineText(out, report);
@@ -814,6 +820,8 @@ nlohmann::json rowsJson(const Report& report, const Prediction* prediction) {
     if (!row.location.function.empty()) entry["function"] = row.location.function;
     if (!row.location.module.empty()) entry["module"] = row.location.module;
     if (prediction) entry["predicted_bytes"] = predicted[i] ? json(*predicted[i]) : json(nullptr);
+    entry["allocated_bytes"] =
+        report.table.allocated_known ? json(row.allocated_bytes) : json(nullptr);
     rows.push_back(std::move(entry));
   }
   return rows;
@@ -840,6 +848,8 @@ void renderJson(std::ostream& out, const Report& report) {
         {"event", report.live_set.event},
         {"time_ns", report.live_set.time_ns},
         {"bytes", report.live_set.bytes},
+        {"allocated_bytes",
+         report.live_set.allocated_known ? json(report.live_set.allocated_bytes) : json(nullptr)},
         {"allocations", report.live_set.allocations.size()},
         {"group_by", groupByName(report.table.group_by)},
         {"frame", report.table.frame_policy == FramePolicy::kUser ? "user" : "innermost"},
@@ -897,6 +907,7 @@ void renderCsv(std::ostream& out, const Report& report) {
   const std::optional<reader::SimulatedDeviceInfo>& simulated = report.summary.simulated;
   out << "mem_bytes,cumulative_bytes,median_bytes,count,location,file,line,function";
   out << (report.prediction ? ",predicted_bytes" : "")
+      << (report.table.allocated_known ? ",allocated_bytes" : "")
       << (simulated ? ",simulated_profile\n" : "\n");
   size_t shown = shownRows(report);
   std::vector<std::optional<uint64_t>> predicted = predictions(report);
@@ -909,6 +920,7 @@ void renderCsv(std::ostream& out, const Report& report) {
       out << ',';
       if (predicted[i]) out << *predicted[i];
     }
+    if (report.table.allocated_known) out << ',' << row.allocated_bytes;
     if (simulated) out << ',' << quote(simulated->profile_name);
     out << '\n';
   }
