@@ -1,0 +1,103 @@
+"""The program as it is (issue 48): real programs run on the simulated card untraced and under
+`memtrace run`, every counter of PyTorch's caching allocator (torch.cuda.memory_stats(): the
+requested, allocated, active, reserved bytes and blocks, current and peak, segments, retries,
+splits) equal to the byte. A tensor memtrace kept alive (a frame's locals, a batch), a changed
+allocator setting, a segment memtrace made or freed, or an extra synchronization would each
+change one of them. The simulated card stands for the real one here; what it assumes of it is
+what tests/simulator/test_torch_allocator.py checks: PyTorch's own caching allocator runs
+unmodified over the simulated cudaMalloc, so its counters are PyTorch's arithmetic over the
+program's requests, the same on a card.
+
+Run under the CUDA build's venv (CPython 3.11); the naming that once kept a caller's locals
+alive is checked on CPython 3.10 to 3.13 by tests/python/test_naming.py."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from memtrace_testing import ROOT, report_json, run
+
+HERE = Path(__file__).resolve().parent
+PROGRAMS = HERE / "programs"
+COUNTERS = PROGRAMS / "with_counters.py"
+
+
+def counters(stdout):
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def untraced_and_traced(tmp_path, program, *arguments, options=()):
+    import memtrace_testing
+    command = [COUNTERS, program, *arguments]
+
+    def environment(run_name):
+        # Each run compiles from scratch: inductor's cache would spare the second run the
+        # first's compilation (and its allocations).
+        return {"PYTHONPATH": str(ROOT / "python"),
+                "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"inductor-{run_name}")}
+    # Each command puts the program on its own simulated card.
+    saved, memtrace_testing.SIMULATED_GPU = memtrace_testing.SIMULATED_GPU, None
+    try:
+        untraced = run([sys.executable, "-m", "mem_tracer.simulated_gpu", "h100", "--",
+                        sys.executable, *map(str, command)], environment("untraced"),
+                       timeout=600)
+        trace = tmp_path / "traced.bin"
+        traced = run([sys.executable, "-m", "mem_tracer", "run", "--gpu", "h100", *options,
+                      "-q", "-o", str(trace), *map(str, command)], environment("traced"),
+                     timeout=600)
+    finally:
+        memtrace_testing.SIMULATED_GPU = saved
+    return counters(untraced.stdout), counters(traced.stdout), traced, trace
+
+
+# Note [A dispatch mode sums gradients out of place]
+# memtrace run --gpu's default values mode ("known", python/mem_tracer/simulated_values.py) is
+# a TorchDispatchMode, and under any such mode (a mode that only calls the op does the same)
+# PyTorch's autograd engine sums two gradients of one tensor (a residual's, q, k and v of one
+# input) into a new tensor instead of into the first: every op's output has its Python object,
+# which holds a reference, so the engine's in-place check (the tensor's only reference) fails.
+# Backward then allocates one tensor more at each such sum: transient, the peak unchanged on
+# the programs here, but the program's allocations are not the untraced run's. Measured:
+# transformers' GPT-2 loop below, 27 more allocations over 3 steps (10,973,184 bytes, none
+# live at the peak); `--values zeros` (no mode) is exact. Open (issue 48): run backward
+# outside the mode where no value it computes can decide the host's path.
+CHANGED_BY_THE_VALUES_MODE = pytest.mark.xfail(
+    strict=True, reason="Note [A dispatch mode sums gradients out of place]")
+# The inactive_split counters count the free blocks a split left, which depends on the order
+# in which threads free (autograd's device thread, the main one): two untraced runs of the
+# Trainer's loop differ in them (709 and 713). Every other counter is compared.
+TIMING = ("inactive_split.",)
+
+
+@pytest.mark.parametrize("options", [(), ("--values", "zeros")], ids=["known", "zeros"])
+@pytest.mark.parametrize("program,arguments", [
+    ("imagenet_loop.py", []),          # a batch in a function's locals, an unnamed root model
+    ("dataloader_cnn.py", []),         # DataLoader with two workers, pinned memory
+    ("compiled_train.py", []),         # torch.compile (inductor), each run compiling
+    pytest.param("transformer_loop.py", [],  # transformers' GPT-2, AdamW, bf16, in a function
+                 id="transformer_loop"),
+    pytest.param("trainer_gpt2.py", ["OUT", "bf16", "checkpointing"],  # the Trainer's loop
+                 id="trainer_gpt2"),
+])
+def test_every_counter_of_pytorchs_allocator_is_the_untraced_runs(request, tmp_path, program,
+                                                                  arguments, options):
+    if not options and program in ("transformer_loop.py", "trainer_gpt2.py"):
+        request.applymarker(CHANGED_BY_THE_VALUES_MODE)
+    arguments = [str(tmp_path / "out") if argument == "OUT" else argument
+                 for argument in arguments]
+    untraced, traced, result, trace = untraced_and_traced(tmp_path, PROGRAMS / program,
+                                                          *arguments, options=options)
+    assert set(untraced) == {"0"}, untraced.keys()
+    assert untraced["0"]["requested_bytes.all.peak"] > 1 << 20  # the program used the card
+    different = {name: (untraced["0"].get(name), traced["0"].get(name))
+                 for name in sorted(set(untraced["0"]) | set(traced["0"]))
+                 if untraced["0"].get(name) != traced["0"].get(name)
+                 and not name.startswith(TIMING)}
+    assert different == {}, different
+    # And the trace's figures are PyTorch's: `memtrace run` compared them and said nothing.
+    assert "PyTorch's own counters" not in result.stderr, result.stderr
+    summary = report_json(trace)["summary"]
+    assert summary["peak_bytes"] == untraced["0"]["requested_bytes.all.peak"]
+    assert summary["torch_allocated_peak_bytes"] == untraced["0"]["allocated_bytes.all.peak"]
+    assert summary["torch_reserved_peak_bytes"] == untraced["0"]["reserved_bytes.all.peak"]
