@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from memtrace_testing import ROOT, report_json, run
 
 HERE = Path(__file__).resolve().parent

@@ -11,7 +11,7 @@ program = sys.argv[1]
 sys.argv = sys.argv[1:]
 runpy.run_path(program, run_name="__main__")
 
-import torch  # noqa: E402 - the program imported it; this only reads its counters
+import torch  # the program imported it; this only reads its counters
 
 counters = {}
 if torch.cuda.is_initialized():
