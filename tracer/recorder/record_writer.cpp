@@ -445,10 +445,6 @@ bool RecordWriter::writeModuleScope(ThreadState& thread) {
   return true;
 }
 
-bool RecordWriter::deviceWritten(int device) const {
-  return device < 0 || device >= format::kMaxDevices || (devices_written_ >> device & 1);
-}
-
 bool RecordWriter::writeDevice(int device, const char* name, uint64_t total_bytes) {
   bool ok = true;
   uint32_t name_id = internString(name, cappedLength(name), &ok);

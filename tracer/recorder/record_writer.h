@@ -191,7 +191,18 @@ class RecordWriter {
   // lies outside every loaded object known: the caller refreshes the object table.
   uint32_t internNativeStack(ThreadState& thread, bool* ok, bool* unknown_object);
 
-  bool deviceWritten(int device) const;
+  bool deviceWritten(int device) const {
+    return device < 0 || device >= format::kMaxDevices || (devices_written_ >> device & 1);
+  }
+
+  // Whether the file already says what an event of `thread` in `context` needs before it, so
+  // that none of setContext, writeModuleScope and the device's record would write anything (the
+  // per-thread fast path: Note [One opening per event] in recorder.cpp). False where they might.
+  bool saysAlready(const ThreadState& thread, const EventContext& context) const {
+    return context_written_ && context == context_ && deviceWritten(context.device) &&
+           thread.written_module_generation == scope_generation_ &&
+           thread.written_module_version == thread.module_version;
+  }
 
  private:
   uint32_t internString(const char* data, size_t size, bool* ok);
