@@ -13,20 +13,20 @@ namespace memtrace::detail {
 // Both locks are taken in their order (Note [Lock order]) and held across fork(), so the
 // child starts with the recorder's state and the object table consistent.
 void Recorder::lockForFork() {
-  pthread_mutex_lock(&mutex_);
+  mutex_.lock();
   native::LoadedObject* ignored;
   native::lockObjects(&ignored);
 }
 
 void Recorder::unlockInParent() {
   native::unlockObjects();
-  pthread_mutex_unlock(&mutex_);
+  mutex_.unlock();
 }
 
 // The reset after a fork, in the child (Note [One recorder state]).
 void Recorder::afterForkInChild() {
   native::unlockObjects();
-  pthread_mutex_init(&mutex_, nullptr);
+  mutex_.reset();
   // The parent's buffer and file are the parent's: drop them unwritten. The child traces
   // into a file of its own, opened at its first event.
   file.abandon();

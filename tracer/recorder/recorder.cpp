@@ -48,7 +48,7 @@ bool countAlloc(int device, uint64_t size) {
   return rose;
 }
 
-void countFree(int device, uint64_t size) {
+inline void countFree(int device, uint64_t size) {
   for (int index : {0, counterIndex(device)}) {
     if (index < 0) continue;
     g_recorder.current[index] -=
@@ -109,13 +109,10 @@ uint64_t removeSegmentRange(uintptr_t address, uint64_t size) {
   }
 }
 
-void describeDevice(int device) {
-  if (device < 0 || device >= kMaxDevices) return;
+[[gnu::noinline]] void askDescription(int device) {
   DeviceDescription& description = g_devices[device];
   int expected = 0;
-  if (description.state.load(std::memory_order_acquire) == 2 ||
-      !description.state.compare_exchange_strong(expected, 1))
-    return;
+  if (!description.state.compare_exchange_strong(expected, 1)) return;
   DeviceDescriber describer = g_describer.load(std::memory_order_acquire);
   if (!describer ||
       !describer(device, description.name, sizeof(description.name), &description.total_bytes)) {
@@ -123,6 +120,14 @@ void describeDevice(int device) {
     description.total_bytes = 0;
   }
   description.state.store(2, std::memory_order_release);
+}
+
+// Asks the shim for the device's name and memory once (outside the lock).
+inline void describeDevice(int device) {
+  if (device < 0 || device >= kMaxDevices ||
+      g_devices[device].state.load(std::memory_order_acquire) == 2)
+    return;
+  askDescription(device);
 }
 
 // Writes the device's record once per file. Called with the recorder's lock held.
@@ -150,7 +155,8 @@ bool capturesStacks(bool is_free) {
 // Captures the thread's stacks into `capture` (its thread set). `walk_python`: Python stacks are
 // wanted and this thread's can be walked (decided once per event: it also decides the GcPause
 // around the public API's walk); `holds_gil`, canWalk's.
-void captureStacks(Capture* capture, const void* caller, bool walk_python, bool holds_gil) {
+[[gnu::noinline]] void captureStacks(Capture* capture, const void* caller, bool walk_python,
+                                     bool holds_gil) {
   ThreadState* thread = capture->thread;
   if (!thread) return;
   thread->python_count = 0;
@@ -172,7 +178,7 @@ void captureStacks(Capture* capture, const void* caller, bool walk_python, bool 
 
 // Gives the thread the stacks lent to the backward it runs, if any (the recorder's lock held).
 void borrowLentStack(Capture* capture) {
-  if (!capture->thread || !anyStackLent() || !format::wantsPython(g_recorder.config.stack_mode))
+  if (!capture->thread || !format::wantsPython(g_recorder.config.stack_mode) || !anyStackLent())
     return;
   capture->python = borrowLentStacks(*capture->thread, capture->graph_task);
 }
@@ -222,6 +228,7 @@ void initialize() {
     g_recorder.file_wanted = true;
     g_recorder.tracing.store(true, std::memory_order_relaxed);
   }
+  g_recorder.initialized.store(true, std::memory_order_release);
 }
 
 }  // namespace
@@ -231,7 +238,8 @@ bool loadedByPreload() {
 }
 
 void ensureRecorderInitialized() {
-  pthread_once(&g_init_once, initialize);
+  if (!g_recorder.initialized.load(std::memory_order_acquire))
+    pthread_once(&g_init_once, initialize);
 }
 
 void setDeviceDescriber(DeviceDescriber describer) {
@@ -264,15 +272,16 @@ enum class Stacks { kAllocation, kFree, kNone };
 // the event itself, shared by every record with the thread's stacks.
 class EventRecording {
  public:
-  EventRecording(const EventSource& source, Stacks stacks)
+  [[gnu::always_inline]] EventRecording(const EventSource& source, Stacks stacks)
       : captured_(stacks != Stacks::kNone && capturesStacks(stacks == Stacks::kFree)),
-        walk_python_(captured_ && format::wantsPython(g_recorder.config.stack_mode) &&
-                     python::canWalk(&holds_gil_)),
+        wants_python_(captured_ && format::wantsPython(g_recorder.config.stack_mode)),
+        walk_python_(wants_python_ && python::canWalk(&holds_gil_)),
         gc_pause_(walk_python_ && holds_gil_) {
     if (stacks == Stacks::kNone) return;
     // The thread's state, looked up once an event (Note [One opening per event]).
     capture_.thread = currentThreadState();
-    if (captured_) captureStacks(&capture_, source.caller, walk_python_, holds_gil_);
+    if (wants_python_ || (captured_ && format::wantsNative(g_recorder.config.stack_mode)))
+      captureStacks(&capture_, source.caller, walk_python_, holds_gil_);
   }
 
   // After the lock is released (Note [Recording scope before the lock]): a native frame
@@ -281,36 +290,57 @@ class EventRecording {
 
   // With the recorder's lock held: the device (once a file), the context, the thread's module
   // scope and the stacks of the event. False when the file could not take them.
-  bool writePrelude(const EventSource& source, int device, format::Level level,
-                    uint32_t* python_stack, uint32_t* native_stack) {
+  [[gnu::always_inline]] bool writePrelude(const EventSource& source, int device,
+                                           format::Level level, uint32_t* python_stack,
+                                           uint32_t* native_stack) {
     ThreadState* thread = capture_.thread;
-    context_ =
-        EventContext{thread ? thread->thread_id : 0, device, source.stream, source.api, level};
-    if (captured_) borrowLentStack(&capture_);
-    RecordWriter& writer = g_recorder.writer;
-    // The fast path: no stacks to intern, and the file already says all the rest.
-    if (!capture_.python && !capture_.native && thread && writer.saysAlready(*thread, context_)) {
+    source_ = &source;
+    device_ = device;
+    level_ = level;
+    if (wants_python_) borrowLentStack(&capture_);
+    // The fast path: no stacks to intern, and nothing changed since the thread's last event.
+    if (!capture_.python && !capture_.native && thread &&
+        g_recorder.writer.preludeUnchanged(*thread, source.stream,
+                                           RecordWriter::preludeKey(device, source.api, level))) {
       *python_stack = *native_stack = 0;
       return true;
     }
-    return writeDeviceIfNew(device) && writer.setContext(context_) &&
-           (!thread || writer.writeModuleScope(*thread)) &&
-           internStacks(capture_, python_stack, native_stack, &unknown_object_);
+    return writeChanges(python_stack, native_stack);
   }
 
   // After writePrelude: the context written, and the nn.Module the file says the thread runs.
-  const EventContext& context() const { return context_; }
+  EventContext context() const {
+    return EventContext{threadId(), device_, source_->stream, source_->api, level_};
+  }
+  pid_t threadId() const { return capture_.thread ? capture_.thread->thread_id : 0; }
   uint32_t module() const { return capture_.thread ? RecordWriter::moduleOf(*capture_.thread) : 0; }
   bool traced() const { return captured_; }
 
  private:
+  // writePrelude's path when something changed, or stacks are to be interned: it writes what
+  // changed, and remembers what the file now says for the thread's next event.
+  [[gnu::noinline]] bool writeChanges(uint32_t* python_stack, uint32_t* native_stack) {
+    ThreadState* thread = capture_.thread;
+    RecordWriter& writer = g_recorder.writer;
+    EventContext context = this->context();
+    bool ok = writeDeviceIfNew(device_) && writer.setContext(context) &&
+              (!thread || writer.writeModuleScope(*thread)) &&
+              internStacks(capture_, python_stack, native_stack, &unknown_object_);
+    if (ok && thread) writer.rememberPrelude(*thread, context);
+    return ok;
+  }
+
   bool captured_;           // stacks are wanted for this event
+  bool wants_python_;       // ... and Python stacks among them
   bool holds_gil_ = false;  // set by canWalk; before walk_python_, initialized after it
   bool walk_python_;
   python::GcPause gc_pause_;  // from before the public API's walk until the stacks are interned
   Capture capture_;
   bool unknown_object_ = false;
-  EventContext context_{};
+  // writePrelude's event: its source, device and level.
+  const EventSource* source_ = nullptr;
+  int device_ = -1;
+  format::Level level_ = format::Level::kTensor;
 };
 
 // The recorder initialized and the event's device described (outside the lock: the shim asks
@@ -338,16 +368,23 @@ struct DeviceMemoryAfterLock {
 // the file opened if one is wanted (with its snapshot, before the event changes what is live).
 // Then, under the lock, EventRecording::writePrelude writes what the file must say before the
 // event. Its per-thread fast path does nothing but compare when nothing changed since the
-// thread's last event: no stacks to intern, and the writer already says this thread's context
-// (thread, device, stream, api, level), the device's record and the thread's nn.Module for the
-// current decoding bases (RecordWriter::saysAlready); lent stacks are asked for only while
-// some are lent (anyStackLent, an atomic load). Anything else takes the path that writes what
-// changed, which the fast path never skips: the records written are the same either way.
+// thread's last event: no stacks to intern, the same device, stream, api and level, the same
+// nn.Module of the thread, and the writer's prelude epoch where the thread's last event left it
+// (RecordWriter::preludeUnchanged). The epoch moves on with every context record of any thread
+// and every new file or section, which is all that can make the file stop saying what it said
+// after that event (its context, the device's record, the thread's module scope: the thread
+// remembers it only when the file said all of it, RecordWriter::rememberPrelude). Lent stacks
+// are asked for only when Python stacks are wanted, and then only while some are lent
+// (anyStackLent, an atomic load). Anything else takes the path that writes what changed, which
+// the fast path never skips: the records written are the same either way. Measured with
+// bench/record_instructions.cpp (no stacks, an allocation and its free in a loop, callgrind
+// counting only the loop): 631 instructions an event before the one state and this opening, 311
+// after.
 //
 // The lock stays (Note [Why events take the recorder's lock]).
 class Event {
  public:
-  Event(const EventSource& source, Stacks stacks, int described_device)
+  [[gnu::always_inline]] Event(const EventSource& source, Stacks stacks, int described_device)
       : started_(described_device),
         recording(source, stacks),
         time(monotonicNow()),
@@ -377,9 +414,10 @@ class Event {
 // the snapshot a new file opens with). Per-thread buffers would need a context record and fresh
 // bases at every switch of buffer, so another record stream and more bytes, and the order of
 // events between threads, which the live table and the report replay, would be the order of
-// the merge instead of the order they happened under the lock. So an event takes the lock; its
-// cost is one uncontended pthread mutex (about 55 instructions of an event's, measured with
-// bench/record_instructions.cpp), and what runs under it is kept to the encoding itself.
+// the merge instead of the order they happened under the lock. So an event takes the lock, and the
+// lock is made cheap instead: a RecorderMutex (recorder_state.h), uncontended a compare-and-swap
+// and an exchange, where the pthread mutex it replaced cost 55 instructions an event
+// (bench/record_instructions.cpp); nothing runs under it but the tables and the encoding.
 
 }  // namespace
 
@@ -398,7 +436,7 @@ void recordAlloc(const RecursionGuard&, const EventSource& source, const void* a
     live.python_stack = python_stack;
     live.native_stack = native_stack;
     live.module = event.recording.module();
-    live.thread_id = event.recording.context().thread_id;
+    live.thread_id = event.recording.threadId();
     live.stream = source.stream;
     live.traced = g_recorder.tracing.load(std::memory_order_relaxed);
     // The flight recorder's number for it (Note [Keeping the peak without its events]).
