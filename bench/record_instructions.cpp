@@ -6,7 +6,10 @@
 //   valgrind --tool=callgrind --instr-atstart=no build/bench/record_instructions 11000
 //
 // The marginal cost of an event is the difference of the two totals over the difference of the
-// events (2 per pair), which leaves out what the loop's first round costs once. Tracing is
+// events (2 per pair), which leaves out what the loop's first round costs once. The totals
+// include the loop's own lines and the flusher thread's chunks; what the hooks call alone is
+// recordAlloc's and recordFree's inclusive cost (callgrind_annotate --inclusive=yes), differenced
+// the same way. Tracing is
 // started before the loop (MEMTRACE_STACKS=none, the file in $TMPDIR) and the loop waits
 // past the file's first flush period, so it measures the buffered path every later event takes
 // (Note [When records reach the file], tracer/recorder/recorder_state.h).
