@@ -2,9 +2,9 @@
 // (session.cpp), the flusher (flusher.cpp), the fork handlers (fork.cpp) and the C API
 // (c_api.cpp) share, and the lock that guards it. Nothing outside recorder/ includes this.
 //
-// Every object here is defined in recorder_state.cpp, in one translation unit, so that
-// their initialization order (g_recorder.writer refers to g_recorder.file) is the order written
-// there.
+// All of it is one object, g_recorder (Note [One recorder state]), defined in
+// recorder_state.cpp; its members are constructed in the order they are declared (its writer
+// refers to its file).
 #pragma once
 
 #include <linux/futex.h>
@@ -26,8 +26,8 @@
 
 // Note [Lock order]
 // Three locks are involved in recording, always taken in this order:
-//   recorder (the recorder's lock)  ->  object table (native_stack.cpp)
-//   dynamic loader      ->  object table
+//   recorder (RecorderLock)  ->  object table (native_stack.cpp)
+//   dynamic loader           ->  object table
 // The recorder's lock is never held while taking the loader's (dl_iterate_phdr, dlopen,
 // libunwind's unwinding, which reads the loaded objects): those all run in the capture step
 // or after the lock is released. A library constructor that allocates CUDA memory while
@@ -95,11 +95,12 @@ struct SimulatedDeviceCopy {
   int device_count = 0;
 };
 
-// The recorder's lock: a mutex of one word (Drepper's "Futexes Are Tricky", mutex3), the
-// pthread mutex's protocol without its checks of kind, owner and elision. Taken uncontended it
-// costs a compare-and-swap and, released, an exchange (about 10 instructions against the pthread
-// mutex's 55 an event: bench/record_instructions.cpp); contended, the waiter sleeps in the
-// kernel as a pthread mutex's does. Not recursive: the recorder never takes it twice.
+// The recorder's lock: a mutex of one word (the three-state futex mutex of Drepper's "Futexes
+// Are Tricky"), the pthread mutex's protocol without its checks of kind, owner and elision.
+// Taken uncontended it costs a compare-and-swap and, released, an exchange: 9 instructions an
+// event in bench/record_instructions.cpp, where the pthread mutex took 55; contended, the waiter
+// sleeps in the kernel as a pthread mutex's does. Not recursive: the recorder never takes it
+// twice.
 class RecorderMutex {
  public:
   void lock() {
