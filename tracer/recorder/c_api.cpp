@@ -21,8 +21,8 @@ namespace {
 // under the lock, into the open file, opening it if one is wanted.
 template <typename Write>
 int writeRecordNow(Write&& write) {
-  MutexLock lock;
-  if (!g_file_wanted) {
+  RecorderLock lock;
+  if (!g_recorder.file_wanted) {
     setError("tracing has not started: call memtrace_start() first");
     return -1;
   }
@@ -37,13 +37,14 @@ int writeRecordNow(Write&& write) {
 }
 
 int writeMarkerNow(MarkerKind kind, const char* name) {
-  return writeRecordNow([&](uint64_t time) { return g_writer.writeMarker(time, kind, name); });
+  return writeRecordNow(
+      [&](uint64_t time) { return g_recorder.writer.writeMarker(time, kind, name); });
 }
 
-// A per-device counter (g_current, g_peak, g_reserved, g_reserved_peak): device -1 is every
-// device's, one past kMaxDevices none.
+// A per-device counter (g_recorder.current, g_recorder.peak, g_recorder.reserved,
+// g_recorder.reserved_peak): device -1 is every device's, one past kMaxDevices none.
 uint64_t counterOf(const uint64_t (&counters)[kMaxDevices + 1], int device) {
-  MutexLock lock;
+  RecorderLock lock;
   int index = device < 0 ? 0 : counterIndex(device);
   return index < 0 ? 0 : counters[index];
 }
@@ -51,7 +52,7 @@ uint64_t counterOf(const uint64_t (&counters)[kMaxDevices + 1], int device) {
 }  // namespace
 
 void memtrace::setLastError(const char* message) {
-  MutexLock lock;
+  RecorderLock lock;
   setError(message);
 }
 
@@ -60,49 +61,50 @@ extern "C" {
 MEMTRACE_EXPORT int memtrace_start(const char* path) {
   ensureRecorderInitialized();
   // Settings may have changed since load (a Python program sets MEMTRACE_STACKS first).
-  // Loading may take the dynamic loader's lock, so it happens before g_mutex is taken
+  // Loading may take the dynamic loader's lock, so it happens before the recorder's lock is taken
   // (Note [Lock order]).
   Config config = readConfig();
   python::loadApi();
   if (config.python_public_api_only) python::usePublicApiOnly();
   if (format::wantsNative(config.stack_mode)) native::loadUnwinder();
-  MutexLock lock;
+  RecorderLock lock;
   // The setting of the running file's stack mode is what its ProcessInfo said; a changed
   // mode applies from the next file on, and to capture at once.
-  g_config = config;
+  g_recorder.config = config;
   if (path && *path) {
     char wanted[4096];
     expandPath(path, wanted, sizeof(wanted));
-    if (g_file.isOpen() && strcmp(wanted, g_file.path()) != 0) closeFile(MarkerKind::kTraceClosed);
-    strncpy(g_path_pattern, path, sizeof(g_path_pattern) - 1);
-  } else if (!g_file.isOpen()) {
-    strncpy(g_path_pattern, config.output_pattern, sizeof(g_path_pattern) - 1);
+    if (g_recorder.file.isOpen() && strcmp(wanted, g_recorder.file.path()) != 0)
+      closeFile(MarkerKind::kTraceClosed);
+    strncpy(g_recorder.path_pattern, path, sizeof(g_recorder.path_pattern) - 1);
+  } else if (!g_recorder.file.isOpen()) {
+    strncpy(g_recorder.path_pattern, config.output_pattern, sizeof(g_recorder.path_pattern) - 1);
   }
-  g_file_wanted = true;
-  g_write_failed = false;
-  bool was_open = g_file.isOpen();
-  bool was_tracing = g_tracing.exchange(true);
+  g_recorder.file_wanted = true;
+  g_recorder.write_failed = false;
+  bool was_open = g_recorder.file.isOpen();
+  bool was_tracing = g_recorder.tracing.exchange(true);
   if (!ensureFileOpen()) return -1;
   if (was_open && !was_tracing &&
-      !g_writer.writeMarker(monotonicNow(), MarkerKind::kTracingStarted, nullptr)) {
+      !g_recorder.writer.writeMarker(monotonicNow(), MarkerKind::kTracingStarted, nullptr)) {
     failWrite();
     return -1;
   }
-  g_last_error[0] = '\0';
+  g_recorder.last_error[0] = '\0';
   return 0;
 }
 
 MEMTRACE_EXPORT int memtrace_stop(void) {
   ensureRecorderInitialized();
   recordDeviceMemory();  // before the lock: it calls the driver
-  MutexLock lock;
-  if (!g_tracing.exchange(false)) {
+  RecorderLock lock;
+  if (!g_recorder.tracing.exchange(false)) {
     setError("tracing is not running");
     return -1;
   }
-  if (g_file.isOpen()) {
-    if (!g_writer.writeMarker(monotonicNow(), MarkerKind::kTracingStopped, nullptr) ||
-        !g_file.flush()) {
+  if (g_recorder.file.isOpen()) {
+    if (!g_recorder.writer.writeMarker(monotonicNow(), MarkerKind::kTracingStopped, nullptr) ||
+        !g_recorder.file.flush()) {
       failWrite();
       return -1;
     }
@@ -119,8 +121,8 @@ MEMTRACE_EXPORT int memtrace_phase_begin(const char* name) {
   ensureRecorderInitialized();
   int result = writeMarkerNow(MarkerKind::kPhaseBegin, name ? name : "");
   if (result == 0) {
-    MutexLock lock;
-    ++g_open_phases;
+    RecorderLock lock;
+    ++g_recorder.open_phases;
   }
   return result;
 }
@@ -128,12 +130,12 @@ MEMTRACE_EXPORT int memtrace_phase_begin(const char* name) {
 MEMTRACE_EXPORT int memtrace_phase_end(void) {
   ensureRecorderInitialized();
   {
-    MutexLock lock;
-    if (g_open_phases == 0) {
+    RecorderLock lock;
+    if (g_recorder.open_phases == 0) {
       setError("no phase is open");
       return -1;
     }
-    --g_open_phases;
+    --g_recorder.open_phases;
   }
   return writeMarkerNow(MarkerKind::kPhaseEnd, nullptr);
 }
@@ -141,35 +143,35 @@ MEMTRACE_EXPORT int memtrace_phase_end(void) {
 MEMTRACE_EXPORT int memtrace_set_category(uint64_t address, int category) {
   ensureRecorderInitialized();
   if (category < 0 || category >= static_cast<int>(format::Category::kCount)) {
-    MutexLock lock;
+    RecorderLock lock;
     setError("memtrace_set_category: the category is not one of memtrace_category's");
     return -1;
   }
   return writeRecordNow([&](uint64_t) {
     // The live table keeps it too: what the library writes itself, and the flight recorder's
     // sections, name it (Note [Keeping the peak without its events]).
-    if (LiveBlock* block = g_live.find(address))
+    if (LiveBlock* block = g_recorder.live.find(address))
       block->category = static_cast<format::Category>(category);
-    return g_writer.writeCategory(static_cast<uintptr_t>(address),
-                                  static_cast<format::Category>(category));
+    return g_recorder.writer.writeCategory(static_cast<uintptr_t>(address),
+                                           static_cast<format::Category>(category));
   });
 }
 
 MEMTRACE_EXPORT int memtrace_set_owner_module(uint64_t address, const char* module) {
   ensureRecorderInitialized();
   if (!module || !*module) {
-    MutexLock lock;
+    RecorderLock lock;
     setError("memtrace_set_owner_module: the module's path is empty");
     return -1;
   }
   return writeRecordNow([&](uint64_t) {
     uint32_t module_id = 0;
-    if (!g_writer.writeOwnerModule(static_cast<uintptr_t>(address), module, &module_id))
+    if (!g_recorder.writer.writeOwnerModule(static_cast<uintptr_t>(address), module, &module_id))
       return false;
     // As a category: what the library writes itself, and the flight recorder's sections (which
     // write each live block under its module's scope), name it (Note [Keeping the peak without
     // its events]).
-    if (LiveBlock* block = g_live.find(address)) block->module = module_id;
+    if (LiveBlock* block = g_recorder.live.find(address)) block->module = module_id;
     return true;
   });
 }
@@ -177,26 +179,27 @@ MEMTRACE_EXPORT int memtrace_set_owner_module(uint64_t address, const char* modu
 MEMTRACE_EXPORT int memtrace_training_phase(int phase) {
   ensureRecorderInitialized();
   if (phase < 0 || phase >= static_cast<int>(format::TrainingPhase::kCount)) {
-    MutexLock lock;
+    RecorderLock lock;
     setError("memtrace_training_phase: the phase is not one of memtrace_training_phase's");
     return -1;
   }
   return writeRecordNow([&](uint64_t time) {
-    g_phase = static_cast<format::TrainingPhase>(phase);
-    return g_writer.writeTrainingPhase(time, static_cast<format::TrainingPhase>(phase));
+    g_recorder.phase = static_cast<format::TrainingPhase>(phase);
+    return g_recorder.writer.writeTrainingPhase(time, static_cast<format::TrainingPhase>(phase));
   });
 }
 
 MEMTRACE_EXPORT int memtrace_step_end(uint64_t step) {
   ensureRecorderInitialized();
   if (step == 0) {
-    MutexLock lock;
+    RecorderLock lock;
     setError("memtrace_step_end: steps count from 1");
     return -1;
   }
   // The flight recorder keeps no step's events: it writes the step's peak instead.
   return writeRecordNow([&](uint64_t time) {
-    return g_config.flight ? flightStepEnd(time, step) : g_writer.writeStepEnd(time, step);
+    return g_recorder.config.flight ? flightStepEnd(time, step)
+                                    : g_recorder.writer.writeStepEnd(time, step);
   });
 }
 
@@ -216,7 +219,7 @@ MEMTRACE_EXPORT int memtrace_module_enter(const char* path) {
 MEMTRACE_EXPORT int memtrace_module_exit(void) {
   ThreadState* thread = currentThreadState();
   if (!thread || thread->module_depth == 0) {
-    MutexLock lock;
+    RecorderLock lock;
     setError("memtrace_module_exit: no module is running on this thread");
     return -1;
   }
@@ -229,7 +232,7 @@ MEMTRACE_EXPORT int memtrace_generated_code(const char* file, int first_line, in
                                             const char* const* files, const char* const* functions,
                                             const int* lines, int depth) {
   ensureRecorderInitialized();
-  MutexLock lock;
+  RecorderLock lock;
   if (!file || !*file || first_line < 1 || line_count < 1 || depth < 1 || !files || !functions ||
       !lines) {
     setError(
@@ -237,14 +240,14 @@ MEMTRACE_EXPORT int memtrace_generated_code(const char* file, int first_line, in
         "source stack of 1 frame or more are needed");
     return -1;
   }
-  if (!g_generated_code.add(file, first_line, line_count, files, functions, lines,
-                            static_cast<size_t>(depth))) {
+  if (!g_recorder.generated_code.add(file, first_line, line_count, files, functions, lines,
+                                     static_cast<size_t>(depth))) {
     setError("memtrace_generated_code: out of memory");
     return -1;
   }
   // Written now when a file is open (the code may run at once); else when one opens.
-  if (!g_file.isOpen()) return 0;
-  if (!g_generated_code.writeLast(g_writer)) {
+  if (!g_recorder.file.isOpen()) return 0;
+  if (!g_recorder.generated_code.writeLast(g_recorder.writer)) {
     failWrite();
     return -1;
   }
@@ -259,8 +262,8 @@ MEMTRACE_EXPORT int memtrace_assumed_value(int device, const char* assumed) {
     return -1;
   }
   {
-    MutexLock lock;
-    if (!g_file_wanted) {
+    RecorderLock lock;
+    if (!g_recorder.file_wanted) {
       setError("tracing has not started: call memtrace_start() first");
       return -1;
     }
@@ -300,12 +303,12 @@ MEMTRACE_EXPORT void memtrace_bind_lent_python_stack(int lend) {
 
 MEMTRACE_EXPORT int memtrace_flush(void) {
   ensureRecorderInitialized();
-  MutexLock lock;
-  if (!g_file.isOpen()) {
+  RecorderLock lock;
+  if (!g_recorder.file.isOpen()) {
     setError("no trace file is open");
     return -1;
   }
-  if (!g_file.flush()) {
+  if (!g_recorder.file.flush()) {
     failWrite();
     return -1;
   }
@@ -314,59 +317,59 @@ MEMTRACE_EXPORT int memtrace_flush(void) {
 
 MEMTRACE_EXPORT int memtrace_close(void) {
   ensureRecorderInitialized();
-  MutexLock lock;
-  g_tracing.store(false);
-  g_file_wanted = false;
-  g_open_phases = 0;
-  if (!g_file.isOpen()) return 0;
+  RecorderLock lock;
+  g_recorder.tracing.store(false);
+  g_recorder.file_wanted = false;
+  g_recorder.open_phases = 0;
+  if (!g_recorder.file.isOpen()) return 0;
   closeFile(MarkerKind::kTraceClosed);
-  return g_write_failed ? -1 : 0;
+  return g_recorder.write_failed ? -1 : 0;
 }
 
 MEMTRACE_EXPORT int memtrace_is_tracing(void) {
-  return g_tracing.load(std::memory_order_relaxed) ? 1 : 0;
+  return g_recorder.tracing.load(std::memory_order_relaxed) ? 1 : 0;
 }
 
 MEMTRACE_EXPORT const char* memtrace_output_path(void) {
-  MutexLock lock;
-  return g_file.path();
+  RecorderLock lock;
+  return g_recorder.file.path();
 }
 
 MEMTRACE_EXPORT uint64_t memtrace_current_bytes(int device) {
-  return counterOf(g_current, device);
+  return counterOf(g_recorder.current, device);
 }
 
 MEMTRACE_EXPORT uint64_t memtrace_peak_bytes(int device) {
-  return counterOf(g_peak, device);
+  return counterOf(g_recorder.peak, device);
 }
 
 MEMTRACE_EXPORT void memtrace_reset_peak(int device) {
-  MutexLock lock;
+  RecorderLock lock;
   for (int index = 0; index <= kMaxDevices; ++index)
     if (device < 0 || index == counterIndex(device)) {
-      g_peak[index] = g_current[index];
-      g_reserved_peak[index] = g_reserved[index];
+      g_recorder.peak[index] = g_recorder.current[index];
+      g_recorder.reserved_peak[index] = g_recorder.reserved[index];
     }
 }
 
 MEMTRACE_EXPORT uint64_t memtrace_reserved_bytes(int device) {
-  return counterOf(g_reserved, device);
+  return counterOf(g_recorder.reserved, device);
 }
 
 MEMTRACE_EXPORT uint64_t memtrace_peak_reserved_bytes(int device) {
-  return counterOf(g_reserved_peak, device);
+  return counterOf(g_recorder.reserved_peak, device);
 }
 
 MEMTRACE_EXPORT const char* memtrace_diagnostics(void) {
   static char text[128];
-  MutexLock lock;
+  RecorderLock lock;
   snprintf(text, sizeof(text), "python-walker=%s unwinder=%s", python::walkerName(),
            native::unwinderName());
   return text;
 }
 
 MEMTRACE_EXPORT const char* memtrace_last_error(void) {
-  return g_last_error;
+  return g_recorder.last_error;
 }
 
 }  // extern "C"

@@ -125,8 +125,8 @@ void stopCompacting(const char* why, int error) {
 // Copies the live table into `out`, sorted by address (a section's address deltas stay short).
 bool copyLive(GrowableArray<FlightEntry>& out) {
   out.clear();
-  if (!out.reserve(g_live.size())) return false;
-  g_live.forEach([&](uint64_t address, const LiveBlock& block) {
+  if (!out.reserve(g_recorder.live.size())) return false;
+  g_recorder.live.forEach([&](uint64_t address, const LiveBlock& block) {
     out.push(FlightEntry{address, block});
   });
   std::sort(out.begin(), out.end(),
@@ -145,27 +145,27 @@ bool writeEntries(const FlightEntry* entries, size_t count, uint64_t time_ns) {
     const FlightEntry& entry = entries[i];
     const LiveBlock& block = entry.block;
     EventContext context{block.thread_id, block.device, block.stream, block.api, block.level};
-    if (!g_writer.setContext(context)) return false;
+    if (!g_recorder.writer.setContext(context)) return false;
     if ((scoped || block.module) &&
         (!scoped || scope_thread != block.thread_id || scope_module != block.module)) {
-      if (!g_writer.writeModuleScopeId(block.module)) return false;
+      if (!g_recorder.writer.writeModuleScopeId(block.module)) return false;
       scoped = true;
       scope_thread = block.thread_id;
       scope_module = block.module;
     }
     if (block.traced != tracing) {
       tracing = block.traced;
-      if (!g_writer.writeMarker(
+      if (!g_recorder.writer.writeMarker(
               time_ns,
               tracing ? format::MarkerKind::kTracingStarted : format::MarkerKind::kTracingStopped,
               nullptr))
         return false;
     }
-    if (!g_writer.writeAlloc(time_ns, entry.address, block.size, block.python_stack,
-                             block.native_stack))
+    if (!g_recorder.writer.writeAlloc(time_ns, entry.address, block.size, block.python_stack,
+                                      block.native_stack))
       return false;
     if (block.category != format::Category::kUnknown &&
-        !g_writer.writeCategory(entry.address, block.category))
+        !g_recorder.writer.writeCategory(entry.address, block.category))
       return false;
   }
   return true;
@@ -175,14 +175,16 @@ bool writeFrees(const FlightEntry* entries, size_t count, uint64_t time_ns) {
   for (size_t i = 0; i < count; ++i) {
     const LiveBlock& block = entries[i].block;
     EventContext context{block.thread_id, block.device, block.stream, block.api, block.level};
-    if (!g_writer.setContext(context) || !g_writer.writeFree(time_ns, entries[i].address, 0, 0))
+    if (!g_recorder.writer.setContext(context) ||
+        !g_recorder.writer.writeFree(time_ns, entries[i].address, 0, 0))
       return false;
   }
   return true;
 }
 
 bool section(uint64_t time_ns, SectionKind kind, bool tracing, const SectionTotals& totals) {
-  return g_writer.writeSection(time_ns, kind, tracing, g_phase, g_config.flight_events, totals);
+  return g_recorder.writer.writeSection(time_ns, kind, tracing, g_recorder.phase,
+                                        g_recorder.config.flight_events, totals);
 }
 
 // The live set at the peak (Note [Keeping the peak without its events]) into g_scratch, the
@@ -190,8 +192,8 @@ bool section(uint64_t time_ns, SectionKind kind, bool tracing, const SectionTota
 bool livePeak() {
   GrowableArray<FlightEntry>& out = g_scratch;
   out.clear();
-  if (!out.reserve(g_live.size() + g_freed_since_peak.size())) return false;
-  g_live.forEach([&](uint64_t address, const LiveBlock& block) {
+  if (!out.reserve(g_recorder.live.size() + g_freed_since_peak.size())) return false;
+  g_recorder.live.forEach([&](uint64_t address, const LiveBlock& block) {
     if (block.serial <= g_flight.peak_serial) out.push(FlightEntry{address, block});
   });
   out.append(g_freed_since_peak.data(), g_freed_since_peak.size());
@@ -221,9 +223,10 @@ bool writeSections() {
       uint64_t time = g_flight.oom_time_ns;
       if (!section(time, SectionKind::kOutOfMemory, false, kept.totals) ||
           !writeEntries(g_oom_live.data(), g_oom_live.size(), time) ||
-          !g_writer.setContext(context) || !g_writer.writeModuleScopeId(request.module) ||
-          !g_writer.writeFailedAlloc(time, request.size, request.python_stack,
-                                     request.native_stack) ||
+          !g_recorder.writer.setContext(context) ||
+          !g_recorder.writer.writeModuleScopeId(request.module) ||
+          !g_recorder.writer.writeFailedAlloc(time, request.size, request.python_stack,
+                                              request.native_stack) ||
           !writeFrees(g_oom_live.data(), g_oom_live.size(), time))
         return false;
     } else if (!write_oom && peak) {
@@ -240,9 +243,9 @@ bool writeSections() {
   // PyTorch's segments at the window's start, as a new file's (session.cpp): the kept frames'
   // own segment records follow.
   for (const SegmentEntry& entry : g_frame_segments)
-    if (!g_writer.writeSegment(kept.time_ns, format::SegmentAction::kAlloc, entry.block.device,
-                               entry.address, entry.block.size, entry.block.graph_pool,
-                               entry.block.user_pool))
+    if (!g_recorder.writer.writeSegment(kept.time_ns, format::SegmentAction::kAlloc,
+                                        entry.block.device, entry.address, entry.block.size,
+                                        entry.block.graph_pool, entry.block.user_pool))
       return false;
   return true;
 }
@@ -251,37 +254,38 @@ bool writeSections() {
 // written (the caller writes it into whichever file is current after). False only when the
 // current file failed; a compaction that cannot be made leaves the file as it was.
 bool compact() {
-  if (!g_file.flush()) return false;
+  if (!g_recorder.file.flush()) return false;
   const Frame& kept = g_flight.frame;
   char final_path[4096];
-  snprintf(final_path, sizeof(final_path), "%s", g_file.path());
+  snprintf(final_path, sizeof(final_path), "%s", g_recorder.file.path());
   char temporary[4200];
   snprintf(temporary, sizeof(temporary), "%s.compacting", final_path);
   const char* error = nullptr;
-  if (g_next_file.open(temporary, &error, format::FileFlags::kFlight, g_config.map_file) !=
+  if (g_next_file.open(temporary, &error, format::FileFlags::kFlight, g_recorder.config.map_file) !=
       TraceFile::OpenResult::kOpened) {
     stopCompacting("cannot open the compacted file", g_next_file.lastErrno());
     return true;
   }
-  uint64_t old_end = g_file.bytesWritten();
-  g_file.swap(g_next_file);  // the writer writes into the new file; g_next_file is the old
-  g_writer.resetBases(kept.time_ns);
-  bool ok = g_writer.writeLoggedRecords(g_table_log, kept.table_log_bytes) && writeSections() &&
-            g_file.appendChunksFrom(g_next_file.fd(), kept.offset, old_end - kept.offset);
-  int failure = g_file.lastErrno();
+  uint64_t old_end = g_recorder.file.bytesWritten();
+  g_recorder.file.swap(g_next_file);  // the writer writes into the new file; g_next_file is the old
+  g_recorder.writer.resetBases(kept.time_ns);
+  bool ok = g_recorder.writer.writeLoggedRecords(g_table_log, kept.table_log_bytes) &&
+            writeSections() &&
+            g_recorder.file.appendChunksFrom(g_next_file.fd(), kept.offset, old_end - kept.offset);
+  int failure = g_recorder.file.lastErrno();
   if (ok && rename(temporary, final_path) != 0) {
     ok = false;
     failure = errno;
   }
   if (!ok) {
     // Back to the old file, whole as it was: the caller's kFrame resets the writer's bases.
-    g_file.abandon();
+    g_recorder.file.abandon();
     unlink(temporary);
-    g_file.swap(g_next_file);
+    g_recorder.file.swap(g_next_file);
     stopCompacting("cannot write the compacted file", failure);
     return true;
   }
-  g_file.setPath(final_path);
+  g_recorder.file.setPath(final_path);
   g_next_file.abandon();  // the old file, renamed over: only this process's view of it goes
   return true;
 }
@@ -290,38 +294,39 @@ bool compact() {
 // failed.
 bool startFrame(uint64_t time_ns, bool first) {
   bool compacted = false;
-  if (!first && !g_flight.compaction_off && g_file.bytesWritten() >= 2 * g_flight.compacted_bytes &&
-      g_file.bytesWritten() >= g_flight.compacted_bytes + kMinimumGrowth) {
+  if (!first && !g_flight.compaction_off &&
+      g_recorder.file.bytesWritten() >= 2 * g_flight.compacted_bytes &&
+      g_recorder.file.bytesWritten() >= g_flight.compacted_bytes + kMinimumGrowth) {
     if (!compact()) return false;
     compacted = !g_flight.compaction_off;
   }
   // The frame starts a chunk: the next compaction copies whole chunks from it on.
-  if (!g_file.flush()) return false;
+  if (!g_recorder.file.flush()) return false;
   Frame& frame = g_flight.frame;
-  frame.offset = g_file.bytesWritten();
+  frame.offset = g_recorder.file.bytesWritten();
   frame.serial = g_flight.serial;
   frame.time_ns = time_ns;
   frame.table_log_bytes = g_table_log.size();
   frame.totals = g_flight.totals;
-  if (!section(time_ns, SectionKind::kFrame, g_tracing.load(std::memory_order_relaxed),
+  if (!section(time_ns, SectionKind::kFrame, g_recorder.tracing.load(std::memory_order_relaxed),
                frame.totals))
     return false;
   if (!copyLive(g_frame_live)) {
     stopCompacting("out of memory for the live set's copy", ENOMEM);
   }
   g_frame_segments.clear();
-  if (!g_frame_segments.reserve(g_segments.size())) {
+  if (!g_frame_segments.reserve(g_recorder.segments.size())) {
     stopCompacting("out of memory for the segments' copy", ENOMEM);
   } else {
-    g_segments.forEach([&](uint64_t address, const SegmentBlock& block) {
+    g_recorder.segments.forEach([&](uint64_t address, const SegmentBlock& block) {
       g_frame_segments.push(SegmentEntry{address, block});
     });
   }
-  uint64_t length = 4 * static_cast<uint64_t>(g_live.size());
-  if (length < g_config.flight_events) length = g_config.flight_events;
+  uint64_t length = 4 * static_cast<uint64_t>(g_recorder.live.size());
+  if (length < g_recorder.config.flight_events) length = g_recorder.config.flight_events;
   if (length < kMinimumFrame) length = kMinimumFrame;
   g_flight.frame_length = length;
-  if (first || compacted) g_flight.compacted_bytes = g_file.bytesWritten();
+  if (first || compacted) g_flight.compacted_bytes = g_recorder.file.bytesWritten();
   return true;
 }
 
@@ -344,18 +349,18 @@ bool afterEvent(uint64_t time_ns) {
 
 void runPreparing() {
   g_table_log.clear();
-  g_writer.logTablesTo(g_config.flight ? &g_table_log : nullptr);
+  g_recorder.writer.logTablesTo(g_recorder.config.flight ? &g_table_log : nullptr);
 }
 
 bool runOpened(uint64_t time_ns) {
-  if (!g_config.flight) return true;
+  if (!g_recorder.config.flight) return true;
   Flight& flight = g_flight;
   flight = Flight{};
   for (int& slot : flight.device_slot) slot = -1;
   g_freed_since_peak.clear();
   g_oom_live.clear();
   // The opening chunk's snapshot: its allocations are the file's first events.
-  g_live.forEach([&](uint64_t, const LiveBlock& block) {
+  g_recorder.live.forEach([&](uint64_t, const LiveBlock& block) {
     ++flight.totals.events;
     ++flight.totals.allocations;
     ++flight.totals.untraced_allocations;
@@ -364,7 +369,7 @@ bool runOpened(uint64_t time_ns) {
       device->allocated_bytes += block.size;
   });
   flight.serial = flight.totals.events;
-  flight.peak_bytes = g_current[0];
+  flight.peak_bytes = g_recorder.current[0];
   if (flight.serial) {
     flight.peak_serial = flight.serial - 1;
     flight.peak_time_ns = time_ns;
@@ -372,12 +377,12 @@ bool runOpened(uint64_t time_ns) {
   for (int device = 0; device < kMaxDevices; ++device)
     if (SectionTotals::Device* totals =
             flight.device_slot[device] >= 0 ? deviceTotals(device) : nullptr) {
-      totals->peak_bytes = g_current[device + 1];
+      totals->peak_bytes = g_recorder.current[device + 1];
       totals->peak_time_ns = time_ns;
     }
   flight.step_begin_ns = time_ns;
   // A flight file must be a file the recorder can write again and rename over.
-  if (!g_file.mapped()) {
+  if (!g_recorder.file.mapped()) {
     warn("MEMTRACE_MODE=flight needs a trace that is a regular file it can map: ",
          "the trace keeps every event");
     flight.compaction_off = true;
@@ -398,12 +403,12 @@ bool runAllocated(uint64_t address, const LiveBlock& block, uint64_t time_ns) {
   if (!block.traced) ++flight.totals.untraced_allocations;
   if (SectionTotals::Device* device = deviceTotals(block.device)) {
     device->allocated_bytes += block.size;
-    if (g_current[block.device + 1] > device->peak_bytes) {
-      device->peak_bytes = g_current[block.device + 1];
+    if (g_recorder.current[block.device + 1] > device->peak_bytes) {
+      device->peak_bytes = g_recorder.current[block.device + 1];
       device->peak_time_ns = time_ns;
     }
   }
-  uint64_t current = g_current[0];
+  uint64_t current = g_recorder.current[0];
   // Note [New peak]: strictly higher. Note [Keeping the peak without its events].
   if (current > flight.peak_bytes) {
     flight.peak_bytes = current;
@@ -414,7 +419,7 @@ bool runAllocated(uint64_t address, const LiveBlock& block, uint64_t time_ns) {
   if (current > flight.step_peak_bytes) {
     flight.step_peak_bytes = current;
     flight.step_peak_time_ns = time_ns;
-    flight.step_phase = g_phase;
+    flight.step_phase = g_recorder.phase;
     flight.step_module = block.module;
   }
   (void)address;
@@ -462,12 +467,13 @@ void runFailed(uint64_t time_ns, uint64_t size, uint32_t python_stack, uint32_t 
 
 bool flightStepEnd(uint64_t time_ns, uint64_t step) {
   Flight& flight = g_flight;
-  bool ok = g_writer.writeStepPeak(step, flight.step_begin_ns, time_ns, flight.step_peak_time_ns,
-                                   flight.step_peak_bytes, flight.step_phase, flight.step_module);
+  bool ok = g_recorder.writer.writeStepPeak(step, flight.step_begin_ns, time_ns,
+                                            flight.step_peak_time_ns, flight.step_peak_bytes,
+                                            flight.step_phase, flight.step_module);
   flight.step_begin_ns = time_ns;
   flight.step_peak_bytes = 0;
   flight.step_peak_time_ns = time_ns;
-  flight.step_phase = g_phase;
+  flight.step_phase = g_recorder.phase;
   flight.step_module = 0;
   return ok;
 }
@@ -475,12 +481,12 @@ bool flightStepEnd(uint64_t time_ns, uint64_t step) {
 RunPeak runPeak() {
   // Without the flight recorder the counters of memtrace_peak_bytes say it (since the load or
   // the last memtrace_reset_peak), without a time.
-  if (!g_config.flight) return RunPeak{g_peak[0], 0};
+  if (!g_recorder.config.flight) return RunPeak{g_recorder.peak[0], 0};
   return RunPeak{g_flight.peak_bytes, g_flight.peak_time_ns};
 }
 
 void flightForget() {
-  g_writer.logTablesTo(nullptr);
+  g_recorder.writer.logTablesTo(nullptr);
   g_table_log.clear();
   g_frame_live.clear();
   g_freed_since_peak.clear();

@@ -1,7 +1,7 @@
 // Internal to recorder/: the flight recorder (MEMTRACE_MODE=flight; Note [The flight
 // recorder's file] in tracer/format/records.h, flight.cpp), and the run's counters it and the
 // reports the library writes itself (reports.cpp) share. Everything here is called with
-// g_mutex held.
+// the recorder's lock held.
 #pragma once
 
 #include <cstdint>

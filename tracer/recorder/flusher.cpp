@@ -15,8 +15,9 @@ void* flusherMain(void*) {
   for (;;) {
     nanosleep(&interval, nullptr);
     writeSnapshotIfAsked();  // Note [Reports the library writes itself]
-    MutexLock lock;
-    if (g_file.isOpen() && g_file.hasPendingBytes() && !g_file.flush()) failWrite();
+    RecorderLock lock;
+    if (g_recorder.file.isOpen() && g_recorder.file.hasPendingBytes() && !g_recorder.file.flush())
+      failWrite();
   }
   return nullptr;
 }
@@ -24,7 +25,7 @@ void* flusherMain(void*) {
 }  // namespace
 
 void startFlusher() {
-  if (g_flusher_running) return;
+  if (g_recorder.flusher_running) return;
   // The flusher must not take signals meant for the program's threads.
   sigset_t all, previous;
   sigfillset(&all);
@@ -34,7 +35,8 @@ void startFlusher() {
   pthread_attr_init(&attributes);
   pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attributes, 64 << 10);
-  if (pthread_create(&thread, &attributes, flusherMain, nullptr) == 0) g_flusher_running = true;
+  if (pthread_create(&thread, &attributes, flusherMain, nullptr) == 0)
+    g_recorder.flusher_running = true;
   pthread_attr_destroy(&attributes);
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }

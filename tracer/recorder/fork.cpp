@@ -9,44 +9,43 @@
 #include "tracer/recorder/thread_state.h"
 
 namespace memtrace::detail {
-namespace {
 
 // Both locks are taken in their order (Note [Lock order]) and held across fork(), so the
 // child starts with the recorder's state and the object table consistent.
-void forkPrepare() {
-  pthread_mutex_lock(&g_mutex);
+void Recorder::lockForFork() {
+  mutex_.lock();
   native::LoadedObject* ignored;
   native::lockObjects(&ignored);
 }
 
-void forkParent() {
+void Recorder::unlockInParent() {
   native::unlockObjects();
-  pthread_mutex_unlock(&g_mutex);
+  mutex_.unlock();
 }
 
-void forkChild() {
+// The reset after a fork, in the child (Note [One recorder state]).
+void Recorder::afterForkInChild() {
   native::unlockObjects();
-  pthread_mutex_init(&g_mutex, nullptr);
+  mutex_.reset();
   // The parent's buffer and file are the parent's: drop them unwritten. The child traces
   // into a file of its own, opened at its first event.
-  g_file.abandon();
+  file.abandon();
   flightForget();
-  g_flusher_running = false;
-  g_write_failed = false;
-  g_open_phases = 0;
+  flusher_running = false;
+  write_failed = false;
+  open_phases = 0;
   // The child's flusher does not run until its file opens, and children often end with
   // _exit(): every record it makes is written at once (Note [When records reach the file]).
-  g_write_through = true;
+  write_through = true;
   resetThreadIdAfterFork();
   // The threads that lent their stacks are not in the child (Note [Stacks lent to threads
   // without Python]), unless it is the one that forked.
   keepOnlyLendsOf(currentThreadState());
 }
 
-}  // namespace
-
 void installForkHandlers() {
-  pthread_atfork(forkPrepare, forkParent, forkChild);
+  pthread_atfork([] { g_recorder.lockForFork(); }, [] { g_recorder.unlockInParent(); },
+                 [] { g_recorder.afterForkInChild(); });
 }
 
 }  // namespace memtrace::detail

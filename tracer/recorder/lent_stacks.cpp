@@ -54,7 +54,7 @@ namespace {
 // Cost per event: a load of g_open_lends when nothing is lent; otherwise the getter (a
 // thread-local of torch's, read through __tls_get_addr: on a thread's first call it can
 // allocate its block, so it is called only while a stack is lent) and a copy of the lent
-// frames for the events that borrow them. Guarded by g_mutex.
+// frames for the events that borrow them. Guarded by the recorder's lock.
 constexpr size_t kMaxLends = 32;  // nested or interleaved at once; more are not lent
 
 struct Lend {
@@ -78,7 +78,8 @@ std::atomic<GraphTaskGetter> g_graph_task_getter{nullptr};
 std::atomic<bool> g_getter_looked_up{false};
 
 // torch::autograd::get_current_graph_task_id(), from libtorch_cpu.so, which Python loads
-// RTLD_LOCAL: found through its handle. Takes the loader's lock: never with g_mutex held.
+// RTLD_LOCAL: found through its handle. Takes the loader's lock: never with the recorder's lock
+// held.
 void lookUpGraphTaskGetter() {
   if (g_graph_task_getter.load(std::memory_order_acquire)) return;
   const char* name = "_ZN5torch8autograd25get_current_graph_task_idEv";
@@ -141,8 +142,8 @@ void release(Lend* lend) {
   g_open_lends.fetch_sub(1, std::memory_order_relaxed);
 }
 
-// Makes a lend of the calling thread's stack less its `skip` innermost frames (g_mutex not
-// held; takes it). Returns its id, 0 when none could be made.
+// Makes a lend of the calling thread's stack less its `skip` innermost frames (the recorder's lock
+// not held; takes it). Returns its id, 0 when none could be made.
 int makeLend(size_t skip, const void* graph_task_object) {
   ensureRecorderInitialized();
   if (!g_getter_looked_up.load(std::memory_order_acquire)) lookUpGraphTaskGetter();
@@ -150,10 +151,10 @@ int makeLend(size_t skip, const void* graph_task_object) {
   bool holds_gil = false;
   if (!thread || !python::canWalk(&holds_gil)) return 0;
   python::GcPause gc_pause(holds_gil);
-  size_t count = python::captureStack(thread->python_frames, g_config.python_depth);
+  size_t count = python::captureStack(thread->python_frames, g_recorder.config.python_depth);
   size_t kept = count > skip ? count - skip : 0;
   int64_t running = currentGraphTask();
-  MutexLock lock;
+  RecorderLock lock;
   Lend* free_slot = nullptr;
   for (Lend& lend : g_lends)
     if (!lend.id) {
@@ -237,14 +238,14 @@ int lendPythonStack(size_t skip) {
 
 void endLentPythonStack() {
   ThreadState* thread = currentThreadState();
-  MutexLock lock;
+  RecorderLock lock;
   release(innermostLendOf(thread));
 }
 
 void bindLentPythonStack(int id) {
   int64_t graph_task = currentGraphTask();
   if (graph_task < 0) return;
-  MutexLock lock;
+  RecorderLock lock;
   setGraphTask(lendWithId(id), graph_task);
 }
 
@@ -253,7 +254,7 @@ int lendForGraphTaskStart(const void* graph_task_object) {
   // adopts that lend, whose frames leave the wrapper out, and tells it the graph task.
   ThreadState* thread = currentThreadState();
   {
-    MutexLock lock;
+    RecorderLock lock;
     Lend* lend = innermostLendOf(thread);
     if (lend && !lend->adopted && !lend->graph_task_object && lend->graph_task < 0) {
       lend->adopted = true;
@@ -267,7 +268,7 @@ int lendForGraphTaskStart(const void* graph_task_object) {
 
 void endLendForGraphTask(int id) {
   if (id <= 0) return;
-  MutexLock lock;
+  RecorderLock lock;
   release(lendWithId(id));
 }
 
@@ -276,7 +277,7 @@ void graphTaskEvaluates(const void* graph_task_object) {
   // Inside the node's evaluation the engine's current graph task is this one.
   int64_t graph_task = currentGraphTask();
   if (graph_task < 0) return;
-  MutexLock lock;
+  RecorderLock lock;
   for (Lend& lend : g_lends)
     if (lend.id && lend.graph_task_object == graph_task_object) setGraphTask(&lend, graph_task);
 }

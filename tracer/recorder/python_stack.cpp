@@ -531,12 +531,12 @@ bool canWalk(bool* holds_gil) {
   return *holds_gil;
 }
 
-GcPause::GcPause(bool active) {
-  if (active && g_api.PyGC_Disable) reenable_ = g_api.PyGC_Disable() == 1;
+void GcPause::pause() {
+  if (g_api.PyGC_Disable) reenable_ = g_api.PyGC_Disable() == 1;
 }
 
-GcPause::~GcPause() {
-  if (reenable_) g_api.PyGC_Enable();
+void GcPause::resume() {
+  g_api.PyGC_Enable();
 }
 
 // Note [Frames memtrace hides]

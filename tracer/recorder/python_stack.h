@@ -53,12 +53,18 @@ bool canWalk(bool* holds_gil);
 // allocates plain strings.
 class GcPause {
  public:
-  explicit GcPause(bool active);
-  ~GcPause();
+  explicit GcPause(bool active) {
+    if (active) pause();
+  }
+  ~GcPause() {
+    if (reenable_) resume();
+  }
   GcPause(const GcPause&) = delete;
   GcPause& operator=(const GcPause&) = delete;
 
  private:
+  void pause();
+  void resume();
   bool reenable_ = false;
 };
 

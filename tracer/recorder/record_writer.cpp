@@ -72,6 +72,7 @@ void RecordWriter::resetBases(uint64_t time_ns) {
   last_native_stack_[0] = last_native_stack_[1] = 0;
   context_written_ = false;
   ++scope_generation_;
+  ++prelude_epoch_;
 }
 
 void RecordWriter::logTable(const uint8_t* start, const uint8_t* end) {
@@ -175,14 +176,6 @@ bool RecordWriter::pythonNodeOf(uint32_t id, uint32_t* parent, uint32_t* frame) 
   *parent = python_node_by_id_[id].parent;
   *frame = python_node_by_id_[id].frame;
   return true;
-}
-
-uint64_t RecordWriter::timeDelta(uint64_t time_ns) {
-  // Times are taken under the recorder's lock, so they only grow; the check keeps a
-  // clock oddity from turning into a huge unsigned delta.
-  uint64_t delta = time_ns > last_time_ns_ ? time_ns - last_time_ns_ : 0;
-  if (time_ns > last_time_ns_) last_time_ns_ = time_ns;
-  return delta;
 }
 
 bool RecordWriter::writeProcessInfo(const ProcessInfoFields& info) {
@@ -445,10 +438,6 @@ bool RecordWriter::writeModuleScope(ThreadState& thread) {
   return true;
 }
 
-bool RecordWriter::deviceWritten(int device) const {
-  return device < 0 || device >= format::kMaxDevices || (devices_written_ >> device & 1);
-}
-
 bool RecordWriter::writeDevice(int device, const char* name, uint64_t total_bytes) {
   bool ok = true;
   uint32_t name_id = internString(name, cappedLength(name), &ok);
@@ -592,49 +581,8 @@ bool RecordWriter::setContext(const EventContext& context) {
   file_.commit(start, p, static_cast<uint8_t>(RecordType::kContext));
   context_ = context;
   context_written_ = true;
+  ++prelude_epoch_;
   return true;
-}
-
-bool RecordWriter::writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address,
-                              const uint64_t* size, uint32_t python_stack, uint32_t native_stack) {
-  uint8_t* p = file_.reserve(64);
-  if (!p) return false;
-  uint8_t* type = p++;
-  uint8_t bits = EventBits::kEvent | kind_bit;
-  p = putVarint(p, timeDelta(time_ns));
-  auto delta = static_cast<int64_t>(address - last_address_);
-  if ((delta & 0xff) == 0) {
-    bits |= EventBits::kAddressIn256;
-    delta >>= 8;  // exact: the low byte is zero, and >> of a negative value is arithmetic
-  }
-  p = putZigzag(p, delta);
-  last_address_ = address;
-  if (size) p = putVarint(p, *size);
-  int kind = kind_bit ? 1 : 0;
-  if (python_stack == last_python_stack_[kind]) {
-    bits |= EventBits::kSamePythonStack;
-  } else {
-    p = putVarint(p, python_stack);
-    last_python_stack_[kind] = python_stack;
-  }
-  if (native_stack == last_native_stack_[kind]) {
-    bits |= EventBits::kSameNativeStack;
-  } else {
-    p = putVarint(p, native_stack);
-    last_native_stack_[kind] = native_stack;
-  }
-  file_.commit(type, p, bits);
-  return true;
-}
-
-bool RecordWriter::writeAlloc(uint64_t time_ns, uintptr_t address, uint64_t size,
-                              uint32_t python_stack, uint32_t native_stack) {
-  return writeEvent(0, time_ns, address, &size, python_stack, native_stack);
-}
-
-bool RecordWriter::writeFree(uint64_t time_ns, uintptr_t address, uint32_t python_stack,
-                             uint32_t native_stack) {
-  return writeEvent(EventBits::kFree, time_ns, address, nullptr, python_stack, native_stack);
 }
 
 bool RecordWriter::writeFailedAlloc(uint64_t time_ns, uint64_t size, uint32_t python_stack,

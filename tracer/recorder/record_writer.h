@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "tracer/common/flat_map.h"
+#include "tracer/format/codec.h"
 #include "tracer/format/records.h"
 #include "tracer/recorder/arena.h"
 #include "tracer/recorder/growable_array.h"
@@ -63,7 +64,13 @@ struct EventContext {
   uint64_t stream;
   format::Api api;
   format::Level level;
-  bool operator==(const EventContext&) const = default;
+  // Without a branch per field: it runs at every event that changed something (Note [One
+  // opening per event] in recorder.cpp).
+  bool operator==(const EventContext& other) const {
+    return ((thread_id ^ other.thread_id) | (device ^ other.device) | (stream ^ other.stream) |
+            (static_cast<unsigned>(api) ^ static_cast<unsigned>(other.api)) |
+            (static_cast<unsigned>(level) ^ static_cast<unsigned>(other.level))) == 0;
+  }
 };
 
 // The run's totals a flight recorder's kSection carries (records.h).
@@ -157,8 +164,14 @@ class RecordWriter {
   bool writeDeviceMemory(uint64_t time_ns, int device, uint64_t free_bytes, uint64_t total_bytes);
   bool setContext(const EventContext& context);
   bool writeAlloc(uint64_t time_ns, uintptr_t address, uint64_t size, uint32_t python_stack,
-                  uint32_t native_stack);
-  bool writeFree(uint64_t time_ns, uintptr_t address, uint32_t python_stack, uint32_t native_stack);
+                  uint32_t native_stack) {
+    return writeEvent(0, time_ns, address, &size, python_stack, native_stack);
+  }
+  bool writeFree(uint64_t time_ns, uintptr_t address, uint32_t python_stack,
+                 uint32_t native_stack) {
+    return writeEvent(format::EventBits::kFree, time_ns, address, nullptr, python_stack,
+                      native_stack);
+  }
   bool writeFailedAlloc(uint64_t time_ns, uint64_t size, uint32_t python_stack,
                         uint32_t native_stack);
   // A read of device values on the simulated device (Note [The simulated device]).
@@ -191,15 +204,48 @@ class RecordWriter {
   // lies outside every loaded object known: the caller refreshes the object table.
   uint32_t internNativeStack(ThreadState& thread, bool* ok, bool* unknown_object);
 
-  bool deviceWritten(int device) const;
+  bool deviceWritten(int device) const {
+    return device < 0 || device >= format::kMaxDevices || (devices_written_ >> device & 1);
+  }
+
+  // Whether the file already says what an event of `thread` in `context` needs before it, so
+  // that none of setContext, writeModuleScope and the device's record would write anything.
+  bool saysAlready(const ThreadState& thread, const EventContext& context) const {
+    return context_written_ && context == context_ && deviceWritten(context.device) &&
+           thread.written_module_generation == scope_generation_ &&
+           thread.written_module_version == thread.module_version;
+  }
+
+  // The per-thread fast path (Note [One opening per event] in recorder.cpp): the file still says
+  // all an event of `thread` in the context (`stream`, preludeKey(device, api, level)) needs
+  // before it, as it did after the thread's last event (rememberPrelude). Whatever could make it
+  // stop saying so (a context record of any thread, a new file, a section) moves the epoch on;
+  // the thread's nn.Module is the thread's own to compare.
+  static uint64_t preludeKey(int device, format::Api api, format::Level level) {
+    return uint64_t(uint32_t(device)) << 16 | uint64_t(api) << 8 | uint64_t(level);
+  }
+  bool preludeUnchanged(const ThreadState& thread, uint64_t stream, uint64_t key) const {
+    return thread.prelude_epoch == prelude_epoch_ && thread.prelude_stream == stream &&
+           thread.prelude_key == key && thread.written_module_version == thread.module_version;
+  }
+  // After the prelude of `thread`'s event in `context` was written: remembers it for
+  // preludeUnchanged, if the file now says all of it (not yet, for one: a device whose
+  // description the shim has not given yet has no record).
+  void rememberPrelude(ThreadState& thread, const EventContext& context) const {
+    if (!saysAlready(thread, context)) return;
+    thread.prelude_epoch = prelude_epoch_;
+    thread.prelude_stream = context.stream;
+    thread.prelude_key = preludeKey(context.device, context.api, context.level);
+  }
 
  private:
   uint32_t internString(const char* data, size_t size, bool* ok);
   uint32_t internFrame(python::FrameInfo* frame, bool* ok);
   // The Python stack trie's node of `frame` called from `parent`, written if it is new.
   uint32_t internPythonNode(uint32_t parent, uint32_t frame, bool* ok);
-  bool writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address, const uint64_t* size,
-                  uint32_t python_stack, uint32_t native_stack);
+  [[gnu::always_inline]] bool writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address,
+                                         const uint64_t* size, uint32_t python_stack,
+                                         uint32_t native_stack);
   uint64_t timeDelta(uint64_t time_ns);
   // The record just committed at `start`, to the table log if there is one.
   void logTable(const uint8_t* start, const uint8_t* end);
@@ -280,6 +326,52 @@ class RecordWriter {
   uint32_t last_native_stack_[2] = {0, 0};
   EventContext context_{};
   bool context_written_ = false;
+  // Moves on with every change of context_, context_written_ or the scope generation: what a
+  // thread's fast path compares against (preludeUnchanged). Never 0.
+  uint64_t prelude_epoch_ = 1;
 };
+
+// The event encoding (Note [Event bit layout] in records.h), inline: it runs once an event.
+inline uint64_t RecordWriter::timeDelta(uint64_t time_ns) {
+  // Times are taken under the recorder's lock, so they only grow; the check keeps a
+  // clock oddity from turning into a huge unsigned delta.
+  uint64_t delta = time_ns > last_time_ns_ ? time_ns - last_time_ns_ : 0;
+  if (time_ns > last_time_ns_) last_time_ns_ = time_ns;
+  return delta;
+}
+
+inline bool RecordWriter::writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address,
+                                     const uint64_t* size, uint32_t python_stack,
+                                     uint32_t native_stack) {
+  using format::EventBits;
+  uint8_t* p = file_.reserve(64);
+  if (!p) return false;
+  uint8_t* type = p++;
+  uint8_t bits = EventBits::kEvent | kind_bit;
+  p = codec::putVarint(p, timeDelta(time_ns));
+  auto delta = static_cast<int64_t>(address - last_address_);
+  if ((delta & 0xff) == 0) {
+    bits |= EventBits::kAddressIn256;
+    delta >>= 8;  // exact: the low byte is zero, and >> of a negative value is arithmetic
+  }
+  p = codec::putZigzag(p, delta);
+  last_address_ = address;
+  if (size) p = codec::putVarint(p, *size);
+  int kind = kind_bit ? 1 : 0;
+  if (python_stack == last_python_stack_[kind]) {
+    bits |= EventBits::kSamePythonStack;
+  } else {
+    p = codec::putVarint(p, python_stack);
+    last_python_stack_[kind] = python_stack;
+  }
+  if (native_stack == last_native_stack_[kind]) {
+    bits |= EventBits::kSameNativeStack;
+  } else {
+    p = codec::putVarint(p, native_stack);
+    last_native_stack_[kind] = native_stack;
+  }
+  file_.commit(type, p, bits);
+  return true;
+}
 
 }  // namespace memtrace

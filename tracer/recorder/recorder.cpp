@@ -35,23 +35,24 @@ struct DeviceDescription {
 
 pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
 std::atomic<DeviceDescriber> g_describer{nullptr};
-DeviceDescription g_devices[kMaxDevices];  // written once per device, outside g_mutex
+DeviceDescription g_devices[kMaxDevices];  // written once per device, outside the recorder's lock
 
 // Whether the device's peak rose.
 bool countAlloc(int device, uint64_t size) {
   bool rose = false;
   for (int index : {0, counterIndex(device)}) {
     if (index < 0) continue;
-    g_current[index] += size;
-    rose = format::raisePeak(g_peak[index], g_current[index]);  // Note [New peak]
+    g_recorder.current[index] += size;
+    rose = format::raisePeak(g_recorder.peak[index], g_recorder.current[index]);  // Note [New peak]
   }
   return rose;
 }
 
-void countFree(int device, uint64_t size) {
+inline void countFree(int device, uint64_t size) {
   for (int index : {0, counterIndex(device)}) {
     if (index < 0) continue;
-    g_current[index] -= size < g_current[index] ? size : g_current[index];
+    g_recorder.current[index] -=
+        size < g_recorder.current[index] ? size : g_recorder.current[index];
   }
 }
 
@@ -59,9 +60,9 @@ void countFree(int device, uint64_t size) {
 void countReserved(int device, uint64_t size, bool grows) {
   for (int index : {0, counterIndex(device)}) {
     if (index < 0) continue;
-    uint64_t& reserved = g_reserved[index];
+    uint64_t& reserved = g_recorder.reserved[index];
     reserved = grows ? reserved + size : reserved - (size < reserved ? size : reserved);
-    if (reserved > g_reserved_peak[index]) g_reserved_peak[index] = reserved;
+    if (reserved > g_recorder.reserved_peak[index]) g_recorder.reserved_peak[index] = reserved;
   }
 }
 
@@ -70,9 +71,9 @@ void countReserved(int device, uint64_t size, bool grows) {
 // that made them). Returns the bytes taken out.
 uint64_t removeSegmentRange(uintptr_t address, uint64_t size) {
   SegmentBlock removed{};
-  if (g_segments.erase(address, &removed)) {
+  if (g_recorder.segments.erase(address, &removed)) {
     if (removed.size == size) return size;
-    g_segments.insert(address, removed);  // not the same range: trimmed below
+    g_recorder.segments.insert(address, removed);  // not the same range: trimmed below
   }
   uint64_t end = address + size, taken = 0;
   // Segments are few (hundreds): a scan per cut is cheap, and cuts are rare.
@@ -83,13 +84,13 @@ uint64_t removeSegmentRange(uintptr_t address, uint64_t size) {
   Cut cuts[32];
   for (;;) {
     int count = 0;
-    g_segments.forEach([&](uint64_t start, const SegmentBlock& block) {
+    g_recorder.segments.forEach([&](uint64_t start, const SegmentBlock& block) {
       if (count < 32 && start < end && start + block.size > address) cuts[count++] = {start, block};
     });
     if (count == 0) return taken;
     for (int i = 0; i < count; ++i) {
       Cut& cut = cuts[i];
-      g_segments.erase(cut.start);
+      g_recorder.segments.erase(cut.start);
       uint64_t cut_end = cut.start + cut.block.size;
       uint64_t inside_from = cut.start > address ? cut.start : address;
       uint64_t inside_to = cut_end < end ? cut_end : end;
@@ -97,24 +98,21 @@ uint64_t removeSegmentRange(uintptr_t address, uint64_t size) {
       if (cut.start < address) {
         SegmentBlock before = cut.block;
         before.size = address - cut.start;
-        g_segments.insert(cut.start, before);
+        g_recorder.segments.insert(cut.start, before);
       }
       if (cut_end > end) {
         SegmentBlock after = cut.block;
         after.size = cut_end - end;
-        g_segments.insert(end, after);
+        g_recorder.segments.insert(end, after);
       }
     }
   }
 }
 
-void describeDevice(int device) {
-  if (device < 0 || device >= kMaxDevices) return;
+[[gnu::noinline]] void askDescription(int device) {
   DeviceDescription& description = g_devices[device];
   int expected = 0;
-  if (description.state.load(std::memory_order_acquire) == 2 ||
-      !description.state.compare_exchange_strong(expected, 1))
-    return;
+  if (!description.state.compare_exchange_strong(expected, 1)) return;
   DeviceDescriber describer = g_describer.load(std::memory_order_acquire);
   if (!describer ||
       !describer(device, description.name, sizeof(description.name), &description.total_bytes)) {
@@ -124,11 +122,20 @@ void describeDevice(int device) {
   description.state.store(2, std::memory_order_release);
 }
 
-// Writes the device's record once per file. Called with g_mutex held.
+// Asks the shim for the device's name and memory once (outside the lock).
+inline void describeDevice(int device) {
+  if (device < 0 || device >= kMaxDevices ||
+      g_devices[device].state.load(std::memory_order_acquire) == 2)
+    return;
+  askDescription(device);
+}
+
+// Writes the device's record once per file. Called with the recorder's lock held.
 bool writeDeviceIfNew(int device) {
-  if (g_writer.deviceWritten(device)) return true;
+  if (g_recorder.writer.deviceWritten(device)) return true;
   if (g_devices[device].state.load(std::memory_order_acquire) != 2) return true;
-  return g_writer.writeDevice(device, g_devices[device].name, g_devices[device].total_bytes);
+  return g_recorder.writer.writeDevice(device, g_devices[device].name,
+                                       g_devices[device].total_bytes);
 }
 
 // The capture step, outside the lock.
@@ -141,67 +148,58 @@ struct Capture {
 
 // Whether this event's stacks are captured at all (tracing, and frees only when asked).
 bool capturesStacks(bool is_free) {
-  return g_tracing.load(std::memory_order_relaxed) && (!is_free || g_config.free_stacks);
+  return g_recorder.tracing.load(std::memory_order_relaxed) &&
+         (!is_free || g_recorder.config.free_stacks);
 }
 
-// `walk_python`: Python stacks are wanted and this thread's can be walked (decided once per
-// event: it also decides the GcPause around the public API's walk); `holds_gil`, canWalk's.
-Capture captureStacks(bool is_free, const void* caller, bool walk_python, bool holds_gil) {
-  Capture capture;
-  if (!capturesStacks(is_free)) return capture;
-  capture.thread = currentThreadState();
-  if (!capture.thread) return capture;
-  capture.thread->python_count = 0;
-  capture.thread->native_count = 0;
-  capture.thread->python_holds_gil = holds_gil;
-  if (anyStackLent() && format::wantsPython(g_config.stack_mode))
-    capture.graph_task = currentGraphTask();
+// Captures the thread's stacks into `capture` (its thread set). `walk_python`: Python stacks are
+// wanted and this thread's can be walked (decided once per event: it also decides the GcPause
+// around the public API's walk); `holds_gil`, canWalk's.
+[[gnu::noinline]] void captureStacks(Capture* capture, const void* caller, bool walk_python,
+                                     bool holds_gil) {
+  ThreadState* thread = capture->thread;
+  if (!thread) return;
+  thread->python_count = 0;
+  thread->native_count = 0;
+  thread->python_holds_gil = holds_gil;
+  if (anyStackLent() && format::wantsPython(g_recorder.config.stack_mode))
+    capture->graph_task = currentGraphTask();
   if (walk_python) {
-    capture.thread->python_count =
-        python::captureStack(capture.thread->python_frames, g_config.python_depth);
-    capture.python = capture.thread->python_count > 0;
+    thread->python_count =
+        python::captureStack(thread->python_frames, g_recorder.config.python_depth);
+    capture->python = thread->python_count > 0;
   }
-  if (format::wantsNative(g_config.stack_mode)) {
-    capture.thread->native_count =
-        native::captureStack(capture.thread->native_ips, g_config.native_depth, caller);
-    capture.native = capture.thread->native_count > 0;
+  if (format::wantsNative(g_recorder.config.stack_mode)) {
+    thread->native_count =
+        native::captureStack(thread->native_ips, g_recorder.config.native_depth, caller);
+    capture->native = thread->native_count > 0;
   }
-  return capture;
 }
 
-// Gives the thread the stacks lent to the backward it runs, if any (g_mutex held).
+// Gives the thread the stacks lent to the backward it runs, if any (the recorder's lock held).
 void borrowLentStack(Capture* capture) {
-  if (!capture->thread || !anyStackLent() || !format::wantsPython(g_config.stack_mode)) return;
+  if (!capture->thread || !format::wantsPython(g_recorder.config.stack_mode) || !anyStackLent())
+    return;
   capture->python = borrowLentStacks(*capture->thread, capture->graph_task);
 }
 
-// Interns the captured stacks (with g_mutex held). *unknown_object asks the caller to
+// Interns the captured stacks (with the recorder's lock held). *unknown_object asks the caller to
 // refresh the object table once the lock is released.
 bool internStacks(const Capture& capture, uint32_t* python_stack, uint32_t* native_stack,
                   bool* unknown_object) {
   bool ok = true;
-  *python_stack = capture.python ? g_writer.internPythonStack(*capture.thread, &ok) : 0;
-  *native_stack =
-      ok && capture.native ? g_writer.internNativeStack(*capture.thread, &ok, unknown_object) : 0;
+  *python_stack = capture.python ? g_recorder.writer.internPythonStack(*capture.thread, &ok) : 0;
+  *native_stack = ok && capture.native
+                      ? g_recorder.writer.internNativeStack(*capture.thread, &ok, unknown_object)
+                      : 0;
   return ok;
 }
 
 void refreshObjectsIfNeeded(bool unknown_object) {
   if (!unknown_object) return;
   native::refreshObjectTable();
-  MutexLock lock;
-  if (g_file.isOpen() && !g_writer.writeNewLoadedObjects()) failWrite();
-}
-
-// The calling thread's nn.Module, if it changed since the file last said (g_mutex held).
-bool writeModuleScope() {
-  ThreadState* thread = currentThreadState();
-  return !thread || g_writer.writeModuleScope(*thread);
-}
-
-pid_t currentThreadId() {
-  ThreadState* thread = currentThreadState();
-  return thread ? thread->thread_id : 0;
+  RecorderLock lock;
+  if (g_recorder.file.isOpen() && !g_recorder.writer.writeNewLoadedObjects()) failWrite();
 }
 
 bool pathMentionsSelf(const char* preload) {
@@ -215,20 +213,22 @@ bool pathMentionsSelf(const char* preload) {
 }
 
 void initialize() {
-  g_config = readConfig();
-  strncpy(g_path_pattern, g_config.output_pattern, sizeof(g_path_pattern) - 1);
+  g_recorder.config = readConfig();
+  strncpy(g_recorder.path_pattern, g_recorder.config.output_pattern,
+          sizeof(g_recorder.path_pattern) - 1);
   bool preloaded = loadedByPreload();
-  bool autostart = g_config.autostart >= 0 ? g_config.autostart == 1 : preloaded;
+  bool autostart = g_recorder.config.autostart >= 0 ? g_recorder.config.autostart == 1 : preloaded;
   python::loadApi();
-  if (g_config.python_public_api_only) python::usePublicApiOnly();
-  if (format::wantsNative(g_config.stack_mode)) native::loadUnwinder();
+  if (g_recorder.config.python_public_api_only) python::usePublicApiOnly();
+  if (format::wantsNative(g_recorder.config.stack_mode)) native::loadUnwinder();
   installForkHandlers();
   installSnapshotSignal();
   atexit(onExit);
   if (autostart) {
-    g_file_wanted = true;
-    g_tracing.store(true, std::memory_order_relaxed);
+    g_recorder.file_wanted = true;
+    g_recorder.tracing.store(true, std::memory_order_relaxed);
   }
+  g_recorder.initialized.store(true, std::memory_order_release);
 }
 
 }  // namespace
@@ -238,7 +238,8 @@ bool loadedByPreload() {
 }
 
 void ensureRecorderInitialized() {
-  pthread_once(&g_init_once, initialize);
+  if (!g_recorder.initialized.load(std::memory_order_acquire))
+    pthread_once(&g_init_once, initialize);
 }
 
 void setDeviceDescriber(DeviceDescriber describer) {
@@ -248,67 +249,111 @@ void setDeviceDescriber(DeviceDescriber describer) {
 namespace {
 
 // Note [Recording scope before the lock]
-// Each record function declares its EventRecording before its MutexLock. Locals are
-// constructed in order and destroyed in reverse, so that one line fixes three orderings:
-//   - the capture (the EventRecording's constructor) runs before g_mutex is taken: the
-//     native walk reads the loaded objects under the loader's lock, which is never taken
-//     while g_mutex is held (Note [Lock order]); and threads capture in parallel;
-//   - the GcPause member outlives the lock: the stacks are interned under g_mutex, and the
-//     Python frames' metadata resolved there must not start a collection either
+// Each record function opens with one Event (Note [One opening per event]), whose members
+// are the steps of the opening in the order they run: the recording (EventRecording) before
+// the RecorderLock. Members are constructed in order and destroyed in reverse, so that one
+// declaration fixes three orderings:
+//   - the capture (the EventRecording's constructor) runs before the recorder's lock is taken:
+//     the native walk reads the loaded objects under the loader's lock, which is never taken
+//     while the recorder's lock is held (Note [Lock order]); and threads capture in parallel;
+//   - the GcPause member outlives the lock: the stacks are interned under the recorder's lock,
+//     and the Python frames' metadata resolved there must not start a collection either
 //     (Note [No Python code runs in a hook]);
-//   - the object-table refresh (the destructor) runs after g_mutex is released: it takes
-//     the loader's lock, then g_mutex itself to write the new loaded objects; with g_mutex still
-//     held that would invert the lock order and deadlock on the non-recursive mutex.
+//   - the object-table refresh (the destructor) runs after the recorder's lock is released: it
+//     takes the loader's lock, then the recorder's lock itself to write the new loaded objects;
+//     with the recorder's lock still held that would invert the lock order and deadlock on the
+//     non-recursive mutex.
+
+// Which stacks an event may carry: an allocation's (and a read's, a failed allocation's), a
+// free's (only with MEMTRACE_FREE_STACKS), or none (a segment's change).
+enum class Stacks { kAllocation, kFree, kNone };
 
 // The steps of recording an event before the lock (capture) and the records that go before
-// the event itself, shared by allocations, frees and failed allocations.
+// the event itself, shared by every record with the thread's stacks.
 class EventRecording {
  public:
-  EventRecording(const EventSource& source, bool is_free)
-      : walk_python_(capturesStacks(is_free) && format::wantsPython(g_config.stack_mode) &&
-                     python::canWalk(&holds_gil_)),
-        gc_pause_(walk_python_ && holds_gil_),
-        capture_(captureStacks(is_free, source.caller, walk_python_, holds_gil_)),
-        captured_(capturesStacks(is_free)) {}
+  [[gnu::always_inline]] EventRecording(const EventSource& source, Stacks stacks)
+      : captured_(stacks != Stacks::kNone && capturesStacks(stacks == Stacks::kFree)),
+        wants_python_(captured_ && format::wantsPython(g_recorder.config.stack_mode)),
+        walk_python_(wants_python_ && python::canWalk(&holds_gil_)),
+        gc_pause_(walk_python_ && holds_gil_) {
+    if (stacks == Stacks::kNone) return;
+    // The thread's state, looked up once an event (Note [One opening per event]).
+    capture_.thread = currentThreadState();
+    if (wants_python_ || (captured_ && format::wantsNative(g_recorder.config.stack_mode)))
+      captureStacks(&capture_, source.caller, walk_python_, holds_gil_);
+  }
 
   // After the lock is released (Note [Recording scope before the lock]): a native frame
   // outside every known loaded object asks for a refresh of the object table.
   ~EventRecording() { refreshObjectsIfNeeded(unknown_object_); }
 
-  // With g_mutex held: the device (once a file), the context, the thread's module scope and
-  // the stacks of the event. False when the file could not take them.
-  bool writePrelude(const EventSource& source, int device, format::Level level,
-                    uint32_t* python_stack, uint32_t* native_stack) {
-    EventContext context{capture_.thread ? capture_.thread->thread_id : currentThreadId(), device,
-                         source.stream, source.api, level};
-    if (captured_) borrowLentStack(&capture_);
-    context_ = context;
-    return writeDeviceIfNew(device) && g_writer.setContext(context) && writeModuleScope() &&
-           internStacks(capture_, python_stack, native_stack, &unknown_object_);
+  // With the recorder's lock held: the device (once a file), the context, the thread's module
+  // scope and the stacks of the event. False when the file could not take them.
+  [[gnu::always_inline]] bool writePrelude(const EventSource& source, int device,
+                                           format::Level level, uint32_t* python_stack,
+                                           uint32_t* native_stack) {
+    ThreadState* thread = capture_.thread;
+    source_ = &source;
+    device_ = device;
+    level_ = level;
+    if (wants_python_) borrowLentStack(&capture_);
+    // The fast path: no stacks to intern, and nothing changed since the thread's last event.
+    if (!capture_.python && !capture_.native && thread &&
+        g_recorder.writer.preludeUnchanged(*thread, source.stream,
+                                           RecordWriter::preludeKey(device, source.api, level))) {
+      *python_stack = *native_stack = 0;
+      return true;
+    }
+    return writeChanges(python_stack, native_stack);
   }
 
   // After writePrelude: the context written, and the nn.Module the file says the thread runs.
-  const EventContext& context() const { return context_; }
-  uint32_t module() const {
-    ThreadState* thread = capture_.thread ? capture_.thread : currentThreadState();
-    return thread ? RecordWriter::moduleOf(*thread) : 0;
+  EventContext context() const {
+    return EventContext{threadId(), device_, source_->stream, source_->api, level_};
   }
+  pid_t threadId() const { return capture_.thread ? capture_.thread->thread_id : 0; }
+  uint32_t module() const { return capture_.thread ? RecordWriter::moduleOf(*capture_.thread) : 0; }
   bool traced() const { return captured_; }
 
  private:
-  bool holds_gil_ = false;  // set by canWalk; before walk_python_, which is initialized after it
+  // writePrelude's path when something changed, or stacks are to be interned: it writes what
+  // changed, and remembers what the file now says for the thread's next event.
+  [[gnu::noinline]] bool writeChanges(uint32_t* python_stack, uint32_t* native_stack) {
+    ThreadState* thread = capture_.thread;
+    RecordWriter& writer = g_recorder.writer;
+    EventContext context = this->context();
+    bool ok = writeDeviceIfNew(device_) && writer.setContext(context) &&
+              (!thread || writer.writeModuleScope(*thread)) &&
+              internStacks(capture_, python_stack, native_stack, &unknown_object_);
+    if (ok && thread) writer.rememberPrelude(*thread, context);
+    return ok;
+  }
+
+  bool captured_;           // stacks are wanted for this event
+  bool wants_python_;       // ... and Python stacks among them
+  bool holds_gil_ = false;  // set by canWalk; before walk_python_, initialized after it
   bool walk_python_;
   python::GcPause gc_pause_;  // from before the public API's walk until the stacks are interned
   Capture capture_;
-  bool captured_;  // stacks are wanted for this event
   bool unknown_object_ = false;
-  EventContext context_{};
+  // writePrelude's event: its source, device and level.
+  const EventSource* source_ = nullptr;
+  int device_ = -1;
+  format::Level level_ = format::Level::kTensor;
 };
 
-}  // namespace
+// The recorder initialized and the event's device described (outside the lock: the shim asks
+// the driver), before anything else of an event.
+struct Started {
+  explicit Started(int device) {
+    ensureRecorderInitialized();
+    describeDevice(device);
+  }
+};
 
-// A device memory reading an allocation asks for, taken once g_mutex is released (it is
-// declared before the MutexLock): the driver is never called with g_mutex held.
+// A device memory reading an allocation asks for, taken once the recorder's lock is released
+// (it is declared before the lock): the driver is never called with the recorder's lock held.
 struct DeviceMemoryAfterLock {
   bool due = false;
   ~DeviceMemoryAfterLock() {
@@ -316,92 +361,144 @@ struct DeviceMemoryAfterLock {
   }
 };
 
+// Note [One opening per event]
+// Every record function opens the same way, written once here: the recorder initialized, the
+// device described, the thread's state looked up once and its stacks captured (outside the
+// lock), the recorder's lock taken, the time read under it (times only grow in the file), and
+// the file opened if one is wanted (with its snapshot, before the event changes what is live).
+// Then, under the lock, EventRecording::writePrelude writes what the file must say before the
+// event. Its per-thread fast path does nothing but compare when nothing changed since the
+// thread's last event: no stacks to intern, the same device, stream, api and level, the same
+// nn.Module of the thread, and the writer's prelude epoch where the thread's last event left it
+// (RecordWriter::preludeUnchanged). The epoch moves on with every context record of any thread
+// and every new file or section, which is all that can make the file stop saying what it said
+// after that event (its context, the device's record, the thread's module scope: the thread
+// remembers it only when the file said all of it, RecordWriter::rememberPrelude). Lent stacks
+// are asked for only when Python stacks are wanted, and then only while some are lent
+// (anyStackLent, an atomic load). Anything else takes the path that writes what changed, which
+// the fast path never skips: the records written are the same either way. Measured with
+// bench/record_instructions.cpp (no stacks, an allocation and its free in a loop, callgrind
+// counting only the loop, the difference of two loop lengths): recordAlloc and recordFree took
+// 615 instructions an event before the one state and this opening, 299 after; the whole loop
+// (with its own lines and the flusher thread's chunks) 631 and 311.
+//
+// The lock stays (Note [Why events take the recorder's lock]).
+class Event {
+ public:
+  [[gnu::always_inline]] Event(const EventSource& source, Stacks stacks, int described_device)
+      : started_(described_device),
+        recording(source, stacks),
+        time(monotonicNow()),
+        writing(ensureFileOpen()) {}
+
+ private:
+  Started started_;
+
+ public:
+  EventRecording recording;
+  DeviceMemoryAfterLock device_memory;
+
+ private:
+  RecorderLock lock_;
+
+ public:
+  const uint64_t time;
+  const bool writing;  // a file is open
+};
+
+// Note [Why events take the recorder's lock]
+// A thread's own buffer that takes its events without a lock, merged into the file later, does not
+// fit this file's encoding: every event is encoded against the record before it in the file (Note
+// [Event bit layout] in records.h: the time and address deltas, the previous stacks, the context
+// record that names the thread), and a thread's event may change what the next thread's means (the
+// live table replaces an allocation a free never reached, the counters of a device, the peak,
+// the snapshot a new file opens with). Per-thread buffers would need a context record and fresh
+// bases at every switch of buffer, so another record stream and more bytes, and the order of
+// events between threads, which the live table and the report replay, would be the order of
+// the merge instead of the order they happened under the lock. So an event takes the lock, and the
+// lock is made cheap instead: a RecorderMutex (recorder_state.h), uncontended a compare-and-swap
+// and an exchange, where the pthread mutex it replaced cost 55 instructions an event
+// (bench/record_instructions.cpp); nothing runs under it but the tables and the encoding.
+
+}  // namespace
+
 void recordAlloc(const RecursionGuard&, const EventSource& source, const void* address,
                  uint64_t size) {
-  ensureRecorderInitialized();
-  describeDevice(source.device);
-  EventRecording recording(source, /*is_free=*/false);  // Note [Recording scope before the lock]
-  DeviceMemoryAfterLock device_memory;
-  MutexLock lock;
-  uint64_t time = monotonicNow();
-  // The file opens (with its snapshot of the live table) before this allocation joins the
-  // live table, so that it is written once.
-  bool writing = ensureFileOpen();
-  // The stacks are interned (their records written) before the allocation joins the live
-  // table, which keeps them (LiveBlock).
+  Event event(source, Stacks::kAllocation, source.device);  // Note [One opening per event]
+  // The file opened (with its snapshot of the live table) before this allocation joins the
+  // live table, so that it is written once. The stacks are interned (their records written)
+  // before the allocation joins the live table, which keeps them (LiveBlock).
   uint32_t python_stack = 0, native_stack = 0;
-  bool prelude_written = writing && recording.writePrelude(source, source.device, source.level,
-                                                           &python_stack, &native_stack);
+  bool prelude_written =
+      event.writing && event.recording.writePrelude(source, source.device, source.level,
+                                                    &python_stack, &native_stack);
   LiveBlock live{size, static_cast<int16_t>(source.device), source.level, source.api};
-  if (writing) {
+  if (event.writing) {
     live.python_stack = python_stack;
     live.native_stack = native_stack;
-    live.module = recording.module();
-    live.thread_id = recording.context().thread_id;
+    live.module = event.recording.module();
+    live.thread_id = event.recording.threadId();
     live.stream = source.stream;
-    live.traced = g_tracing.load(std::memory_order_relaxed);
+    live.traced = g_recorder.tracing.load(std::memory_order_relaxed);
     // The flight recorder's number for it (Note [Keeping the peak without its events]).
-    if (g_config.flight) live.serial = flightSerial();
+    if (g_recorder.config.flight) live.serial = flightSerial();
   }
   LiveBlock replaced;
   // A free we never saw (freed through a path we do not hook): the new allocation replaces
   // it, by the rule the reader applies too (tracer/format/live_table.h).
-  if (g_live.allocate(reinterpret_cast<uintptr_t>(address), live, &replaced) ==
+  if (g_recorder.live.allocate(reinterpret_cast<uintptr_t>(address), live, &replaced) ==
       format::AllocOutcome::kReplaced)
     countFree(replaced.device, replaced.size);
   bool peak_rose = countAlloc(source.device, size);
-  if (!writing) return;
-  device_memory.due = deviceMemoryDue(source.device, time, peak_rose);
-  if (!prelude_written || !g_writer.writeAlloc(time, reinterpret_cast<uintptr_t>(address), size,
-                                               python_stack, native_stack)) {
+  if (!event.writing) return;
+  event.device_memory.due = deviceMemoryDue(source.device, event.time, peak_rose);
+  if (!prelude_written ||
+      !g_recorder.writer.writeAlloc(event.time, reinterpret_cast<uintptr_t>(address), size,
+                                    python_stack, native_stack)) {
     failWrite();
     return;
   }
-  if (g_config.flight && !runAllocated(reinterpret_cast<uintptr_t>(address), live, time)) {
+  if (g_recorder.config.flight &&
+      !runAllocated(reinterpret_cast<uintptr_t>(address), live, event.time)) {
     failWrite();
     return;
   }
-  afterRecord(time);
+  afterRecord(event.time);
 }
 
 void recordFree(const RecursionGuard&, const EventSource& source, const void* address) {
-  ensureRecorderInitialized();
-  EventRecording recording(source, /*is_free=*/true);  // Note [Recording scope before the lock]
-  MutexLock lock;
-  uint64_t time = monotonicNow();
-  bool writing = ensureFileOpen();
+  Event event(source, Stacks::kFree, -1);  // Note [One opening per event]
   LiveBlock live;
-  if (!g_live.free(reinterpret_cast<uintptr_t>(address), &live)) return;
+  if (!g_recorder.live.free(reinterpret_cast<uintptr_t>(address), &live)) return;
   countFree(live.device, live.size);
-  if (!writing) return;
+  if (!event.writing) return;
   uint32_t python_stack = 0, native_stack = 0;
-  if (!recording.writePrelude(source, live.device, live.level, &python_stack, &native_stack) ||
-      !g_writer.writeFree(time, reinterpret_cast<uintptr_t>(address), python_stack, native_stack)) {
+  if (!event.recording.writePrelude(source, live.device, live.level, &python_stack,
+                                    &native_stack) ||
+      !g_recorder.writer.writeFree(event.time, reinterpret_cast<uintptr_t>(address), python_stack,
+                                   native_stack)) {
     failWrite();
     return;
   }
-  if (g_config.flight) runFreed(reinterpret_cast<uintptr_t>(address), live);
-  afterRecord(time);
+  if (g_recorder.config.flight) runFreed(reinterpret_cast<uintptr_t>(address), live);
+  afterRecord(event.time);
 }
 
 namespace {
 
 // A record with the thread's stacks that is no memory event (a read, an answer, an assumption),
-// written as an allocation is (guard, capture outside the lock, lock, write): `write(time,
+// written as an allocation is (one opening, the prelude, the record): `write(time,
 // python_stack, native_stack)` writes the record itself. It changes no live bytes and no counter.
 template <typename Write>
 void recordWithStacks(const EventSource& source, Write write) {
-  ensureRecorderInitialized();
-  describeDevice(source.device);
-  EventRecording recording(source, /*is_free=*/false);  // Note [Recording scope before the lock]
-  MutexLock lock;
-  uint64_t time = monotonicNow();
-  if (!ensureFileOpen()) return;
+  Event event(source, Stacks::kAllocation, source.device);  // Note [One opening per event]
+  if (!event.writing) return;
   uint32_t python_stack = 0, native_stack = 0;
-  if (!recording.writePrelude(source, source.device, source.level, &python_stack, &native_stack) ||
-      !write(time, python_stack, native_stack))
+  if (!event.recording.writePrelude(source, source.device, source.level, &python_stack,
+                                    &native_stack) ||
+      !write(event.time, python_stack, native_stack))
     failWrite();
-  afterRecord(time);
+  afterRecord(event.time);
 }
 
 }  // namespace
@@ -410,29 +507,29 @@ void recordWithStacks(const EventSource& source, Write write) {
 // and stacks.
 void recordDeviceRead(const RecursionGuard&, const EventSource& source, uint64_t bytes) {
   recordWithStacks(source, [&](uint64_t time, uint32_t python_stack, uint32_t native_stack) {
-    return g_writer.writeDeviceRead(time, bytes, python_stack, native_stack);
+    return g_recorder.writer.writeDeviceRead(time, bytes, python_stack, native_stack);
   });
 }
 
 void recordSimulatedSize(const RecursionGuard&, const EventSource& source,
                          const SimulatedSize& size) {
   recordWithStacks(source, [&](uint64_t time, uint32_t python_stack, uint32_t native_stack) {
-    return g_writer.writeSimulatedSize(time, reinterpret_cast<uintptr_t>(size.address), size.bytes,
-                                       size.at_most, size.certainty, size.question, python_stack,
-                                       native_stack);
+    return g_recorder.writer.writeSimulatedSize(time, reinterpret_cast<uintptr_t>(size.address),
+                                                size.bytes, size.at_most, size.certainty,
+                                                size.question, python_stack, native_stack);
   });
 }
 
 void recordAssumedValue(const RecursionGuard&, const EventSource& source, const char* assumed) {
   recordWithStacks(source, [&](uint64_t time, uint32_t python_stack, uint32_t native_stack) {
-    return g_writer.writeAssumedValue(time, assumed, python_stack, native_stack);
+    return g_recorder.writer.writeAssumedValue(time, assumed, python_stack, native_stack);
   });
 }
 
 void setSimulatedDevice(const SimulatedDevice& device) {
   ensureRecorderInitialized();
-  MutexLock lock;
-  SimulatedDeviceCopy& copy = g_simulated;
+  RecorderLock lock;
+  SimulatedDeviceCopy& copy = g_recorder.simulated;
   snprintf(copy.profile_name, sizeof(copy.profile_name), "%s",
            device.profile_name ? device.profile_name : "");
   snprintf(copy.profile_file, sizeof(copy.profile_file), "%s",
@@ -448,19 +545,19 @@ void setSimulatedDevice(const SimulatedDevice& device) {
 }
 
 void recordSegment(const RecursionGuard&, const SegmentChange& change) {
-  ensureRecorderInitialized();
-  describeDevice(change.device);
-  MutexLock lock;
-  uint64_t time = monotonicNow();
-  // The file opens (with its snapshot of the segments) before this change, so that it is
-  // written once.
-  bool writing = ensureFileOpen();
+  // Note [One opening per event]; no stacks. The file opens (with its snapshot of the
+  // segments) before this change, so that it is written once.
+  Event event(
+      EventSource{format::Api::kTorchAllocator, format::Level::kSegment, change.device, 0, nullptr},
+      Stacks::kNone, change.device);
+  uint64_t time = event.time;
+  bool writing = event.writing;
   bool grows = change.action == format::SegmentAction::kAlloc ||
                change.action == format::SegmentAction::kMap;
   uint64_t size = change.size;
   if (grows) {
     SegmentBlock block{change.size, change.device, change.graph_pool, change.user_pool};
-    SegmentBlock* slot = g_segments.insert(change.address, block);
+    SegmentBlock* slot = g_recorder.segments.insert(change.address, block);
     if (!slot) return;  // no memory for the table: the recorder can say nothing true of it
     *slot = block;
   } else {
@@ -471,8 +568,8 @@ void recordSegment(const RecursionGuard&, const SegmentChange& change) {
   // replays it by the same rule.
   if (!writing || change.device < 0 || change.device >= kMaxDevices) return;
   if (!writeDeviceIfNew(change.device) ||
-      !g_writer.writeSegment(time, change.action, change.device, change.address, change.size,
-                             change.graph_pool, change.user_pool)) {
+      !g_recorder.writer.writeSegment(time, change.action, change.device, change.address,
+                                      change.size, change.graph_pool, change.user_pool)) {
     failWrite();
     return;
   }
@@ -480,25 +577,23 @@ void recordSegment(const RecursionGuard&, const SegmentChange& change) {
 }
 
 void recordFailedAlloc(const RecursionGuard&, const EventSource& source, uint64_t size) {
-  ensureRecorderInitialized();
-  describeDevice(source.device);
-  EventRecording recording(source, /*is_free=*/false);  // Note [Recording scope before the lock]
-  MutexLock lock;
-  uint64_t time = monotonicNow();
-  if (!ensureFileOpen()) return;
+  Event event(source, Stacks::kAllocation, source.device);  // Note [One opening per event]
+  if (!event.writing) return;
+  uint64_t time = event.time;
+  EventRecording& recording = event.recording;
   uint32_t python_stack = 0, native_stack = 0;
   if (!recording.writePrelude(source, source.device, source.level, &python_stack, &native_stack) ||
-      !g_writer.writeFailedAlloc(time, size, python_stack, native_stack)) {
+      !g_recorder.writer.writeFailedAlloc(time, size, python_stack, native_stack)) {
     failWrite();
     return;
   }
-  if (g_config.flight)
+  if (g_recorder.config.flight)
     runFailed(time, size, python_stack, native_stack, recording.context(), recording.module(),
               recording.traced());
   // Note [Reports the library writes itself].
   writeOutOfMemoryReport(time, size, recording.context(), python_stack, recording.module());
   // An OOM is often followed by the process dying: a buffered file writes it now.
-  if (!g_file.mapped() && !g_file.flush()) failWrite();
+  if (!g_recorder.file.mapped() && !g_recorder.file.flush()) failWrite();
 }
 
 }  // namespace memtrace

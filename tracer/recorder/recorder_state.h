@@ -2,12 +2,16 @@
 // (session.cpp), the flusher (flusher.cpp), the fork handlers (fork.cpp) and the C API
 // (c_api.cpp) share, and the lock that guards it. Nothing outside recorder/ includes this.
 //
-// Every object here is defined in recorder_state.cpp, in one translation unit, so that
-// their initialization order (g_writer refers to g_file) is the order written there.
+// All of it is one object, g_recorder (Note [One recorder state]), defined in
+// recorder_state.cpp; its members are constructed in the order they are declared (its writer
+// refers to its file).
 #pragma once
 
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstddef>
@@ -22,8 +26,8 @@
 
 // Note [Lock order]
 // Three locks are involved in recording, always taken in this order:
-//   recorder (g_mutex)  ->  object table (native_stack.cpp)
-//   dynamic loader      ->  object table
+//   recorder (RecorderLock)  ->  object table (native_stack.cpp)
+//   dynamic loader           ->  object table
 // The recorder's lock is never held while taking the loader's (dl_iterate_phdr, dlopen,
 // libunwind's unwinding, which reads the loaded objects): those all run in the capture step
 // or after the lock is released. A library constructor that allocates CUDA memory while
@@ -68,7 +72,7 @@ static_assert(sizeof(LiveBlock) == 56, "the live table's value stays seven words
 // A mapping of physical memory (cuMemMap), by its virtual address.
 struct Mapping {
   uint64_t size;
-  uint64_t handle;  // the physical memory's handle (its address in g_live)
+  uint64_t handle;  // the physical memory's handle (its address in g_recorder.live)
 };
 
 // A range of device memory PyTorch's caching allocator holds (Note [PyTorch's own allocator] in
@@ -80,33 +84,6 @@ struct SegmentBlock {
   uint64_t user_pool;
 };
 
-extern pthread_mutex_t g_mutex;
-
-// Everything below is guarded by g_mutex unless it says otherwise.
-extern Config g_config;
-extern TraceFile& g_file;  // these three are never destroyed (tracer/recorder/immortal.h)
-extern RecordWriter& g_writer;
-extern format::LiveTable<LiveBlock>& g_live;
-extern FlatMap<uint64_t, Mapping>& g_mappings;  // of physical memory g_live holds
-// PyTorch's reserved memory by start address, written again into every new file (session.cpp).
-extern FlatMap<uint64_t, SegmentBlock>& g_segments;
-extern uint64_t g_reserved[kMaxDevices + 1];  // [0]: all devices; [d + 1]: device d
-extern uint64_t g_reserved_peak[kMaxDevices + 1];
-extern uint64_t g_current[kMaxDevices + 1];  // [0]: all devices; [d + 1]: device d
-extern uint64_t g_peak[kMaxDevices + 1];
-extern bool g_file_wanted;   // a file should be open (started, or autostart)
-extern bool g_write_failed;  // writing failed; nothing is written until the next start
-extern bool
-    g_write_through;  // every record is written at once (Note [When records reach the file])
-extern uint64_t g_write_through_until_ns;  // ... and every record made before this time
-extern bool g_flusher_running;
-extern format::TrainingPhase g_phase;  // the last memtrace_training_phase
-extern int g_open_phases;
-extern char g_path_pattern[4096];  // the pattern the next file opens with
-extern char g_last_error[512];
-
-extern std::atomic<bool> g_tracing;  // capture stacks (read without the lock)
-
 // The simulated GPU (Note [The simulated device] in records.h), once the shim found it: a copy,
 // written to every file from then on (session.cpp).
 struct SimulatedDeviceCopy {
@@ -117,40 +94,135 @@ struct SimulatedDeviceCopy {
   bool memory_set_by_user = false;
   int device_count = 0;
 };
-extern SimulatedDeviceCopy g_simulated;
-// Writes the simulated device's record to the open file if it has not got it (g_mutex held).
+
+// The recorder's lock: a mutex of one word (the three-state futex mutex of Drepper's "Futexes
+// Are Tricky"), the pthread mutex's protocol without its checks of kind, owner and elision.
+// Taken uncontended it costs a compare-and-swap and, released, an exchange: 9 instructions an
+// event in bench/record_instructions.cpp, where the pthread mutex took 55; contended, the waiter
+// sleeps in the kernel as a pthread mutex's does. Not recursive: the recorder never takes it
+// twice.
+class RecorderMutex {
+ public:
+  void lock() {
+    int expected = kFree;
+    if (!state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire))
+      lockContended(expected);
+  }
+  void unlock() {
+    if (state_.exchange(kFree, std::memory_order_release) == kWaiters) wake();
+  }
+  // In a forked child, where the thread that held it does not exist.
+  void reset() { state_.store(kFree, std::memory_order_relaxed); }
+
+ private:
+  static constexpr int kFree = 0, kLocked = 1, kWaiters = 2;
+  void lockContended(int seen) {
+    if (seen != kWaiters) seen = state_.exchange(kWaiters, std::memory_order_acquire);
+    while (seen != kFree) {
+      syscall(SYS_futex, &state_, FUTEX_WAIT_PRIVATE, kWaiters, nullptr, nullptr, 0);
+      seen = state_.exchange(kWaiters, std::memory_order_acquire);
+    }
+  }
+  void wake() { syscall(SYS_futex, &state_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0); }
+  std::atomic<int> state_{kFree};
+};
+static_assert(sizeof(std::atomic<int>) == sizeof(int), "the futex is the atomic's word");
+
+// Note [One recorder state]
+// Everything the record path, the file session, the flusher, the fork handlers and the C API
+// share lives in one Recorder, g_recorder: constructed once (recorder_state.cpp) and never
+// destroyed (Note [The recorder's state outlives every thread]). Its lock is a private member:
+// only a RecorderLock takes it (and the fork handlers, through lockForFork), so that whoever
+// reads the type sees which lock guards what; the object table's lock (native_stack.cpp) is
+// taken after it, never before (Note [Lock order]). What is reset where:
+//   - a new trace file: the writer's tables (RecordWriter::beginFile, in openFile), the live
+//     table's stack ids (openFile's snapshot) and each thread's caches, which compare the
+//     writer's generation;
+//   - a fork, in the child: afterForkInChild (fork.cpp), for the recorder's own fields and the
+//     parts it calls into (the flight recorder's window, the lends of other threads).
+// The parts the recorder calls into keep file-scope state of their own, each guarded as its
+// file says: the flight recorder's window (flight.cpp, under the recorder's lock), the frame
+// cache (python_stack.cpp), the object table (native_stack.cpp, its own lock), the lends
+// (lent_stacks.cpp).
+class Recorder {
+ public:
+  Recorder() = default;
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  // Everything below is guarded by the lock (RecorderLock) unless it says otherwise.
+  Config config;
+  TraceFile file;
+  RecordWriter writer{file};
+  format::LiveTable<LiveBlock> live;
+  FlatMap<uint64_t, Mapping> mappings;  // of physical memory `live` holds
+  // PyTorch's reserved memory by start address, written again into every new file (session.cpp).
+  FlatMap<uint64_t, SegmentBlock> segments;
+  uint64_t reserved[kMaxDevices + 1];  // [0]: all devices; [d + 1]: device d
+  uint64_t reserved_peak[kMaxDevices + 1];
+  uint64_t current[kMaxDevices + 1];  // [0]: all devices; [d + 1]: device d
+  uint64_t peak[kMaxDevices + 1];
+  bool file_wanted;    // a file should be open (started, or autostart)
+  bool write_failed;   // writing failed; nothing is written until the next start
+  bool write_through;  // every record is written at once (Note [When records reach the file])
+  uint64_t write_through_until_ns;  // ... and every record made before this time
+  bool flusher_running;
+  format::TrainingPhase phase;  // the last memtrace_training_phase
+  int open_phases;
+  char path_pattern[4096];  // the pattern the next file opens with
+  char last_error[512];
+  // The simulated device, once the shim found it: a copy, written to every file from then on.
+  SimulatedDeviceCopy simulated;
+  // The stretches of generated code told so far (Note [Generated code] in records.h), written to
+  // every file when it opens (session.cpp) and to the open one when told (c_api.cpp).
+  GeneratedCodeTable generated_code;
+  // Device memory readings (Note [Device memory readings] in records.h): when device d was last
+  // read (or tried), and in which file (RecordWriter::generation()).
+  uint64_t device_memory_read_ns[kMaxDevices];
+  uint32_t device_memory_file[kMaxDevices];
+
+  std::atomic<bool> tracing;      // capture stacks (read without the lock)
+  std::atomic<bool> initialized;  // ensureRecorderInitialized() has run (read without the lock)
+
+  // fork() (fork.cpp): the lock, then the object table's, held across it (Note [Lock order]);
+  // in the parent both released; in the child both made anew and the recorder's fields reset.
+  void lockForFork();
+  void unlockInParent();
+  void afterForkInChild();
+
+ private:
+  friend class RecorderLock;
+  RecorderMutex mutex_;
+};
+
+// The recorder's state (Note [One recorder state]); never destroyed.
+extern Recorder& g_recorder;
+
+// Writes the simulated device's record to the open file if it has not got it (the recorder's lock
+// held).
 bool writeSimulatedDeviceIfNew();
-
-// The stretches of generated code told so far (Note [Generated code] in records.h), written to
-// every file when it opens (session.cpp) and to the open one when told (c_api.cpp).
-extern GeneratedCodeTable& g_generated_code;
-
-// Device memory readings (Note [Device memory readings] in records.h): when device d was last
-// read (or tried), and in which file (RecordWriter::generation()).
-extern uint64_t g_device_memory_read_ns[kMaxDevices];
-extern uint32_t g_device_memory_file[kMaxDevices];
 
 // Whether a reading of `device` is due after an allocation at `time_ns` that did (or did not)
 // raise the device's peak: the file has none of that device yet, or the peak rose and the last
-// try is a period old. Claims the reading (g_mutex held), so that one thread takes it.
+// try is a period old. Claims the reading (the recorder's lock held), so that one thread takes it.
 inline bool deviceMemoryDue(int device, uint64_t time_ns, bool peak_rose) {
   if (device < 0 || device >= kMaxDevices) return false;
-  bool first = g_device_memory_file[device] != g_writer.generation();
-  if (!first &&
-      !(peak_rose && time_ns - g_device_memory_read_ns[device] >= format::kDeviceMemoryPeriodNs))
+  bool first = g_recorder.device_memory_file[device] != g_recorder.writer.generation();
+  if (!first && !(peak_rose && time_ns - g_recorder.device_memory_read_ns[device] >=
+                                   format::kDeviceMemoryPeriodNs))
     return false;
-  g_device_memory_file[device] = g_writer.generation();
-  g_device_memory_read_ns[device] = time_ns;
+  g_recorder.device_memory_file[device] = g_recorder.writer.generation();
+  g_recorder.device_memory_read_ns[device] = time_ns;
   return true;
 }
 
-// Holds g_mutex for its scope (Note [Lock order]).
-class MutexLock {
+// Holds the recorder's lock for its scope (Note [Lock order]).
+class RecorderLock {
  public:
-  MutexLock() { pthread_mutex_lock(&g_mutex); }
-  ~MutexLock() { pthread_mutex_unlock(&g_mutex); }
-  MutexLock(const MutexLock&) = delete;
-  MutexLock& operator=(const MutexLock&) = delete;
+  RecorderLock() { g_recorder.mutex_.lock(); }
+  ~RecorderLock() { g_recorder.mutex_.unlock(); }
+  RecorderLock(const RecorderLock&) = delete;
+  RecorderLock& operator=(const RecorderLock&) = delete;
 };
 
 inline uint64_t monotonicNow() {
@@ -159,15 +231,16 @@ inline uint64_t monotonicNow() {
   return uint64_t(now.tv_sec) * 1000000000u + uint64_t(now.tv_nsec);
 }
 
-// The index of a device's counters in g_current and g_peak, or -1 past kMaxDevices.
+// The index of a device's counters in g_recorder.current and g_recorder.peak, or -1 past
+// kMaxDevices.
 inline int counterIndex(int device) {
   return device >= 0 && device < kMaxDevices ? device + 1 : -1;
 }
 
-// Sets memtrace_last_error()'s text. Called with g_mutex held.
+// Sets memtrace_last_error()'s text. Called with the recorder's lock held.
 void setError(const char* message, const char* detail = nullptr);
 
-// ---- The file session (session.cpp); all called with g_mutex held ----
+// ---- The file session (session.cpp); all called with the recorder's lock held ----
 
 // Expands %p to the pid, and a rank's %r, %w, %l, %g, %a, %j (session.cpp).
 void expandPath(const char* pattern, char* out, size_t out_size);
@@ -176,7 +249,7 @@ void expandPath(const char* pattern, char* out, size_t out_size);
 // after it (none wanted, or the open failed).
 bool openFile();
 inline bool ensureFileOpen() {
-  return g_file.isOpen() || openFile();
+  return g_recorder.file.isOpen() || openFile();
 }
 
 // Writes the closing marker `why` and closes the file, if one is open.
@@ -199,9 +272,10 @@ void failWrite();
 //     at most that much;
 //   - at once (each record its own chunk: a write per event, a few more bytes per event)
 //     where losing that much is not acceptable or the flusher cannot be relied on:
-//       * in a forked child (g_write_through from fork on): it typically ends with _exit(),
+//       * in a forked child (g_recorder.write_through from fork on): it typically ends with
+//       _exit(),
 //         and its flusher may never have run; a short child would leave no event at all;
-//       * during a file's first flush period (g_write_through_until_ns): a process killed
+//       * during a file's first flush period (g_recorder.write_through_until_ns): a process killed
 //         early would otherwise leave a trace without a single event;
 //       * once exit() has begun (onExit): static destructors and teardown frees follow.
 //   - the opening chunk (process, modules, snapshot) is written when the file opens, so a
@@ -211,8 +285,8 @@ inline constexpr uint64_t kFlushPeriodNs = 100 * 1000 * 1000;
 
 // After writing a record made at `time_ns`: write it through when the policy says so.
 inline void afterRecord(uint64_t time_ns) {
-  if ((g_write_through || time_ns < g_write_through_until_ns) && g_file.isOpen() &&
-      !g_file.mapped() && !g_file.flush())
+  if ((g_recorder.write_through || time_ns < g_recorder.write_through_until_ns) &&
+      g_recorder.file.isOpen() && !g_recorder.file.mapped() && !g_recorder.file.flush())
     failWrite();
 }
 
@@ -221,12 +295,12 @@ void onExit();
 
 // ---- The flusher thread (flusher.cpp) ----
 
-// Starts the thread that flushes the file every 100 ms, unless it runs. g_mutex held.
+// Starts the thread that flushes the file every 100 ms, unless it runs. the recorder's lock held.
 void startFlusher();
 
 // ---- Fork (fork.cpp) ----
 
-// Registers the pthread_atfork handlers that keep g_mutex and the object table
+// Registers the pthread_atfork handlers that keep the recorder's lock and the object table
 // consistent across fork() and give the child a file of its own.
 void installForkHandlers();
 

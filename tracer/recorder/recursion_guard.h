@@ -13,16 +13,24 @@
 
 namespace memtrace {
 
-// initial-exec: a TLS access is one instruction, and it never calls __tls_get_addr (which
-// can allocate) from inside a hook. The variable is one byte, well within the static TLS
-// surplus glibc keeps for libraries loaded with dlopen.
-extern thread_local bool t_inside_memtrace __attribute__((tls_model("initial-exec")));
+struct ThreadState;
+
+// What the recorder keeps in each thread's TLS: whether the thread is inside a hook, and its
+// ThreadState (thread_state.h), found by every event without a call. initial-exec: a TLS access
+// is one instruction, and it never calls __tls_get_addr (which can allocate) from inside a
+// hook. The variable is two words, well within the static TLS surplus glibc keeps for
+// libraries loaded with dlopen.
+struct ThreadLocals {
+  bool inside_memtrace;
+  ThreadState* state;  // nullptr until the thread's first event (currentThreadState)
+};
+extern thread_local constinit ThreadLocals t_memtrace __attribute__((tls_model("initial-exec")));
 
 class RecursionGuard {
  public:
-  static bool active() { return t_inside_memtrace; }
-  RecursionGuard() : previous_(t_inside_memtrace) { t_inside_memtrace = true; }
-  ~RecursionGuard() { t_inside_memtrace = previous_; }
+  static bool active() { return t_memtrace.inside_memtrace; }
+  RecursionGuard() : previous_(t_memtrace.inside_memtrace) { t_memtrace.inside_memtrace = true; }
+  ~RecursionGuard() { t_memtrace.inside_memtrace = previous_; }
   RecursionGuard(const RecursionGuard&) = delete;
   RecursionGuard& operator=(const RecursionGuard&) = delete;
 

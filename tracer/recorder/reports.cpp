@@ -87,7 +87,7 @@ GrowableArray<Group>& g_sorted = g_sorted_storage.value;
 void addString(uint32_t id, const char* none) {
   const char* data;
   size_t size;
-  if (g_writer.stringOf(id, &data, &size))
+  if (g_recorder.writer.stringOf(id, &data, &size))
     g_text.addBytes(data, size);
   else
     g_text.add("%s", none);
@@ -96,7 +96,7 @@ void addString(uint32_t id, const char* none) {
 // "file:line (function)" of a frame id.
 void addFrame(uint32_t frame_id) {
   RecordWriter::FrameEntry frame;
-  if (!g_writer.frameOf(frame_id, &frame)) {
+  if (!g_recorder.writer.frameOf(frame_id, &frame)) {
     g_text.add("<unknown>");
     return;
   }
@@ -108,7 +108,7 @@ void addFrame(uint32_t frame_id) {
 
 uint32_t innermostFrame(uint32_t python_stack) {
   uint32_t parent, frame;
-  return g_writer.pythonNodeOf(python_stack, &parent, &frame) ? frame : 0;
+  return g_recorder.writer.pythonNodeOf(python_stack, &parent, &frame) ? frame : 0;
 }
 
 void addBytesText(uint64_t bytes) {
@@ -130,7 +130,7 @@ void addBytesText(uint64_t bytes) {
 void addLiveTable(bool by_module, int device) {
   g_groups.clear();
   uint64_t total = 0, count = 0;
-  g_live.forEach([&](uint64_t, const LiveBlock& block) {
+  g_recorder.live.forEach([&](uint64_t, const LiveBlock& block) {
     if (device >= 0 && block.device != device) return;
     // Key 0 for no frame (or no module); untraced allocations under a key of their own.
     uint64_t key = by_module ? block.module : innermostFrame(block.python_stack);
@@ -207,7 +207,7 @@ void writeText(const char* path) {
 
 void addHeader(const char* what, uint64_t time_ns) {
   g_text.add("memtrace: %s in process %d at %.3f s (", what, getpid(),
-             static_cast<double>(time_ns - g_writer.startTime()) / 1e9);
+             static_cast<double>(time_ns - g_recorder.writer.startTime()) / 1e9);
   char command[512];
   int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
   ssize_t n = fd >= 0 ? read(fd, command, sizeof(command) - 1) : 0;
@@ -220,7 +220,7 @@ void addHeader(const char* what, uint64_t time_ns) {
 }
 
 void addTrailer() {
-  g_text.add("\nThe trace: %s\n", g_file.path());
+  g_text.add("\nThe trace: %s\n", g_recorder.file.path());
 }
 
 std::atomic<int> g_snapshots_asked{0};
@@ -235,7 +235,9 @@ void onSnapshotSignal(int) {
 void writeOutOfMemoryReport(uint64_t time_ns, uint64_t size, const EventContext& context,
                             uint32_t python_stack, uint32_t module) {
   // Beside a trace that is a file: a pipe or a device has no folder to write into.
-  if (!g_config.oom_report || !g_file.isOpen() || !g_file.regular() || !g_text.ready()) return;
+  if (!g_recorder.config.oom_report || !g_recorder.file.isOpen() || !g_recorder.file.regular() ||
+      !g_text.ready())
+    return;
   addHeader("an allocation failed (out of memory)", time_ns);
   g_text.add("\nThe failing request: ");
   addBytesText(size);
@@ -248,7 +250,7 @@ void writeOutOfMemoryReport(uint64_t time_ns, uint64_t size, const EventContext&
     uint32_t node = python_stack;
     for (int depth = 0; node && depth < kStackFrames; ++depth) {
       uint32_t parent, frame;
-      if (!g_writer.pythonNodeOf(node, &parent, &frame)) break;
+      if (!g_recorder.writer.pythonNodeOf(node, &parent, &frame)) break;
       g_text.add(depth == 0 ? "  at " : "     called from ");
       addFrame(frame);
       g_text.add("\n");
@@ -263,9 +265,9 @@ void writeOutOfMemoryReport(uint64_t time_ns, uint64_t size, const EventContext&
   int device = context.device;
   int index = counterIndex(device);
   g_text.add("\nLive when it failed, on device %d: ", device);
-  addBytesText(index >= 0 ? g_current[index] : 0);
+  addBytesText(index >= 0 ? g_recorder.current[index] : 0);
   g_text.add(" (all devices: ");
-  addBytesText(g_current[0]);
+  addBytesText(g_recorder.current[0]);
   g_text.add("); the most live at once so far: ");
   RunPeak peak = runPeak();
   addBytesText(peak.bytes);
@@ -275,14 +277,14 @@ void writeOutOfMemoryReport(uint64_t time_ns, uint64_t size, const EventContext&
   addLiveTable(true, device);
   addTrailer();
   g_text.add("memtrace-report %s --at oom   shows the first failure; --at end the last state\n",
-             g_file.path());
+             g_recorder.file.path());
   char path[4200];
-  snprintf(path, sizeof(path), "%s.oom.txt", g_file.path());
+  snprintf(path, sizeof(path), "%s.oom.txt", g_recorder.file.path());
   writeText(path);
 }
 
 void installSnapshotSignal() {
-  int signal_number = g_config.snapshot_signal;
+  int signal_number = g_recorder.config.snapshot_signal;
   if (signal_number <= 0) return;
   struct sigaction current;
   if (sigaction(signal_number, nullptr, &current) != 0 || current.sa_handler != SIG_DFL ||
@@ -297,35 +299,36 @@ void installSnapshotSignal() {
 
 void writeSnapshotIfAsked() {
   if (g_snapshots_asked.load(std::memory_order_relaxed) == g_snapshots_written) return;
-  MutexLock lock;
+  RecorderLock lock;
   g_snapshots_written = g_snapshots_asked.load(std::memory_order_relaxed);
-  if (!g_file.isOpen() || !g_file.regular() || !g_text.ready()) return;
+  if (!g_recorder.file.isOpen() || !g_recorder.file.regular() || !g_text.ready()) return;
   static int number = 0;
   ++number;
   uint64_t time = monotonicNow();
   char name[64];
   snprintf(name, sizeof(name), "memtrace snapshot %d", number);
-  if (!g_writer.writeMarker(time, format::MarkerKind::kAnnotation, name))
+  if (!g_recorder.writer.writeMarker(time, format::MarkerKind::kAnnotation, name))
     failWrite();
   else
     afterRecord(time);
   addHeader(name, time);
   g_text.add("\nLive now: ");
-  addBytesText(g_current[0]);
+  addBytesText(g_recorder.current[0]);
   g_text.add("; the most live at once so far: ");
   RunPeak peak = runPeak();
   addBytesText(peak.bytes);
   if (peak.time_ns)
-    g_text.add(" at %.3f s", static_cast<double>(peak.time_ns - g_writer.startTime()) / 1e9);
+    g_text.add(" at %.3f s",
+               static_cast<double>(peak.time_ns - g_recorder.writer.startTime()) / 1e9);
   g_text.add("\n\nBy line (the innermost Python frame), all devices:\n");
   addLiveTable(false, -1);
   g_text.add("\nBy nn.Module, all devices:\n");
   addLiveTable(true, -1);
   addTrailer();
-  g_text.add("memtrace-report %s --at %.3f   shows this moment\n", g_file.path(),
-             static_cast<double>(time - g_writer.startTime()) / 1e9);
+  g_text.add("memtrace-report %s --at %.3f   shows this moment\n", g_recorder.file.path(),
+             static_cast<double>(time - g_recorder.writer.startTime()) / 1e9);
   char path[4200];
-  snprintf(path, sizeof(path), "%s.snapshot-%d.txt", g_file.path(), number);
+  snprintf(path, sizeof(path), "%s.snapshot-%d.txt", g_recorder.file.path(), number);
   writeText(path);
 }
 

@@ -136,30 +136,32 @@ void expandPath(const char* pattern, char* out, size_t out_size) {
 
 void failWrite() {
   char detail[600];
-  snprintf(detail, sizeof(detail), "%s: %s; recording stopped, the program goes on", g_file.path(),
-           strerror(g_file.lastErrno() ? g_file.lastErrno() : EIO));
+  snprintf(detail, sizeof(detail), "%s: %s; recording stopped, the program goes on",
+           g_recorder.file.path(),
+           strerror(g_recorder.file.lastErrno() ? g_recorder.file.lastErrno() : EIO));
   warn("cannot write the trace file ", detail);
   setError("cannot write the trace file ", detail);
-  g_file.closeAfterFailure();
-  g_write_failed = true;
-  g_tracing.store(false, std::memory_order_relaxed);
+  g_recorder.file.closeAfterFailure();
+  g_recorder.write_failed = true;
+  g_recorder.tracing.store(false, std::memory_order_relaxed);
 }
 
 // Header, process information, loaded objects, then every allocation live now (as untraced: the
 // file's live bytes are right from its first event), then the start mark if tracing.
 bool openFile() {
-  if (g_file.isOpen()) return true;
-  if (!g_file_wanted || g_write_failed) return false;
+  if (g_recorder.file.isOpen()) return true;
+  if (!g_recorder.file_wanted || g_recorder.write_failed) return false;
   char path[4096];
-  expandPath(g_path_pattern, path, sizeof(path));
+  expandPath(g_recorder.path_pattern, path, sizeof(path));
   const char* error = nullptr;
-  uint32_t flags = g_config.flight ? format::FileFlags::kFlight : 0;
-  TraceFile::OpenResult result = g_file.open(path, &error, flags, g_config.map_file);
+  uint32_t flags = g_recorder.config.flight ? format::FileFlags::kFlight : 0;
+  TraceFile::OpenResult result =
+      g_recorder.file.open(path, &error, flags, g_recorder.config.map_file);
   if (result == TraceFile::OpenResult::kBusy) {
     // Another process is writing there (Note [Which process owns a trace file]).
     size_t length = strlen(path);
     snprintf(path + length, sizeof(path) - length, ".%d", getpid());
-    result = g_file.open(path, &error, flags, g_config.map_file);
+    result = g_recorder.file.open(path, &error, flags, g_recorder.config.map_file);
     if (result == TraceFile::OpenResult::kBusy) error = "locked by another process";
   }
   if (result != TraceFile::OpenResult::kOpened) {
@@ -167,11 +169,11 @@ bool openFile() {
     snprintf(detail, sizeof(detail), "%s: %s; the program goes on untraced", path, error);
     warn("cannot open the trace file ", detail);
     setError("cannot open the trace file ", detail);
-    g_write_failed = true;
-    g_tracing.store(false, std::memory_order_relaxed);
+    g_recorder.write_failed = true;
+    g_recorder.tracing.store(false, std::memory_order_relaxed);
     return false;
   }
-  if (g_config.verbose) warn("tracing to ", path);
+  if (g_recorder.config.verbose) warn("tracing to ", path);
 
   uint64_t start = monotonicNow();
   timespec wall;
@@ -184,7 +186,7 @@ bool openFile() {
   if (gethostname(host_name, sizeof(host_name)) != 0) host_name[0] = '\0';
   host_name[sizeof(host_name) - 1] = '\0';
 
-  g_writer.beginFile(start);
+  g_recorder.writer.beginFile(start);
   runPreparing();
   ProcessInfoFields info{};
   info.pid = getpid();
@@ -195,17 +197,19 @@ bool openFile() {
   info.command_line_size = readCommandLine(command_line, sizeof(command_line));
   info.executable = executable;
   info.host_name = host_name;
-  info.stack_mode = g_config.stack_mode;
-  info.python_depth = g_config.python_depth;
-  info.native_depth = g_config.native_depth;
-  info.free_stacks = g_config.free_stacks;
-  bool ok = g_writer.writeProcessInfo(info);
-  if (DistributedFields rank; ok && readDistributed(&rank)) ok = g_writer.writeDistributed(rank);
+  info.stack_mode = g_recorder.config.stack_mode;
+  info.python_depth = g_recorder.config.python_depth;
+  info.native_depth = g_recorder.config.native_depth;
+  info.free_stacks = g_recorder.config.free_stacks;
+  bool ok = g_recorder.writer.writeProcessInfo(info);
+  if (DistributedFields rank; ok && readDistributed(&rank))
+    ok = g_recorder.writer.writeDistributed(rank);
   // Note [The simulated device]: right after the process (and the rank), when known now.
   if (ok) ok = writeSimulatedDeviceIfNew();
-  if (ok && format::wantsNative(g_config.stack_mode)) ok = g_writer.writeNewLoadedObjects();
+  if (ok && format::wantsNative(g_recorder.config.stack_mode))
+    ok = g_recorder.writer.writeNewLoadedObjects();
   // Note [Generated code]: compiled code made before this file opened runs in it too.
-  if (ok) ok = g_generated_code.writeAll(g_writer);
+  if (ok) ok = g_recorder.generated_code.writeAll(g_recorder.writer);
 
   // The snapshot, device by device so that the context changes once per device. What the
   // live table says of each allocation is said again as the file says it: no stacks (the ids
@@ -213,7 +217,7 @@ bool openFile() {
   EventContext context{0, -1, 0, format::Api::kSnapshot, format::Level::kTensor};
   uint64_t serial = 0;
   for (int device = -1; ok && device < kMaxDevices; ++device) {
-    g_live.forEachValue([&](uint64_t address, LiveBlock& live) {
+    g_recorder.live.forEachValue([&](uint64_t address, LiveBlock& live) {
       int live_device = live.device >= 0 && live.device < kMaxDevices ? live.device : -1;
       if (!ok || live_device != device) return;
       context.device = live.device;
@@ -224,51 +228,53 @@ bool openFile() {
       live.traced = false;
       live.category = format::Category::kUnknown;
       live.serial = serial++;
-      ok = g_writer.setContext(context) && g_writer.writeAlloc(start, address, live.size, 0, 0);
+      ok = g_recorder.writer.setContext(context) &&
+           g_recorder.writer.writeAlloc(start, address, live.size, 0, 0);
     });
   }
   // PyTorch's reserved memory (Note [PyTorch's own allocator] in records.h), as segments
   // allocated at the file's start.
-  g_segments.forEach([&](uint64_t address, const SegmentBlock& block) {
+  g_recorder.segments.forEach([&](uint64_t address, const SegmentBlock& block) {
     if (ok)
-      ok = g_writer.writeSegment(start, format::SegmentAction::kAlloc, block.device, address,
-                                 block.size, block.graph_pool, block.user_pool);
+      ok = g_recorder.writer.writeSegment(start, format::SegmentAction::kAlloc, block.device,
+                                          address, block.size, block.graph_pool, block.user_pool);
   });
-  if (ok && g_tracing.load(std::memory_order_relaxed))
-    ok = g_writer.writeMarker(start, MarkerKind::kTracingStarted, nullptr);
+  if (ok && g_recorder.tracing.load(std::memory_order_relaxed))
+    ok = g_recorder.writer.writeMarker(start, MarkerKind::kTracingStarted, nullptr);
   // The opening chunk goes to the file now (Note [When records reach the file]).
-  if (!ok || !g_file.flush() || !runOpened(start)) {
+  if (!ok || !g_recorder.file.flush() || !runOpened(start)) {
     failWrite();
     return false;
   }
   // A mapped file has every record in the page cache as it is written: nothing to write
   // through (Note [When records reach the file]).
-  g_write_through_until_ns = g_file.mapped() ? 0 : start + kFlushPeriodNs;
+  g_recorder.write_through_until_ns = g_recorder.file.mapped() ? 0 : start + kFlushPeriodNs;
   startFlusher();
   return true;
 }
 
 void closeFile(MarkerKind why) {
-  if (!g_file.isOpen()) return;
-  if (!g_writer.writeMarker(monotonicNow(), why, nullptr) || !g_file.close()) failWrite();
+  if (!g_recorder.file.isOpen()) return;
+  if (!g_recorder.writer.writeMarker(monotonicNow(), why, nullptr) || !g_recorder.file.close())
+    failWrite();
 }
 
 void onExit() {
   // The last device memory reading, while the exiting thread's context may still be current
   // (the driver refuses the call once it is torn down: then there is none).
   recordDeviceMemory();
-  MutexLock lock;
-  if (g_file.isOpen()) {
+  RecorderLock lock;
+  if (g_recorder.file.isOpen()) {
     // A mapped file is left a little longer than its records (teardown may record more), not
     // a whole window longer.
-    if (!g_writer.writeMarker(monotonicNow(), MarkerKind::kProcessExit, nullptr) ||
-        !(g_file.mapped() ? g_file.trimForExit() : g_file.flush()))
+    if (!g_recorder.writer.writeMarker(monotonicNow(), MarkerKind::kProcessExit, nullptr) ||
+        !(g_recorder.file.mapped() ? g_recorder.file.trimForExit() : g_recorder.file.flush()))
       failWrite();
   }
   // Teardown frees after this point (static destructors, CUDA context teardown, other
   // threads still running) are still recorded, each written through; nothing is freed
   // (Note [The recorder's state outlives every thread]).
-  g_write_through = true;
+  g_recorder.write_through = true;
 }
 
 }  // namespace memtrace::detail

@@ -9,11 +9,10 @@
 
 namespace memtrace {
 
-thread_local bool t_inside_memtrace __attribute__((tls_model("initial-exec"))) = false;
+constinit thread_local ThreadLocals t_memtrace
+    __attribute__((tls_model("initial-exec"))) = {false, nullptr};
 
 namespace {
-
-thread_local ThreadState* t_state __attribute__((tls_model("initial-exec"))) = nullptr;
 
 pthread_key_t g_state_key;
 pthread_once_t g_state_key_once = PTHREAD_ONCE_INIT;
@@ -21,7 +20,7 @@ pthread_once_t g_state_key_once = PTHREAD_ONCE_INIT;
 void releaseState(void* state) {
   // Runs at thread exit. A CUDA free in a later thread-exit destructor makes a new state,
   // which is released on the destructors' next round.
-  if (t_state == state) t_state = nullptr;
+  if (t_memtrace.state == state) t_memtrace.state = nullptr;
   unmapPages(state, sizeof(ThreadState));
 }
 
@@ -31,19 +30,19 @@ void createKey() {
 
 }  // namespace
 
-ThreadState* currentThreadState() {
-  if (t_state) return t_state;
+ThreadState* createThreadState() {
+  if (t_memtrace.state) return t_memtrace.state;
   auto* state = static_cast<ThreadState*>(mapPages(sizeof(ThreadState)));
   if (!state) return nullptr;
   state->thread_id = static_cast<pid_t>(syscall(SYS_gettid));
   pthread_once(&g_state_key_once, createKey);
   pthread_setspecific(g_state_key, state);
-  t_state = state;
+  t_memtrace.state = state;
   return state;
 }
 
 void resetThreadIdAfterFork() {
-  if (t_state) t_state->thread_id = static_cast<pid_t>(syscall(SYS_gettid));
+  if (t_memtrace.state) t_memtrace.state->thread_id = static_cast<pid_t>(syscall(SYS_gettid));
 }
 
 }  // namespace memtrace

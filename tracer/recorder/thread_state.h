@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "tracer/recorder/python_stack.h"
+#include "tracer/recorder/recursion_guard.h"
 
 namespace memtrace {
 
@@ -49,11 +50,22 @@ struct ThreadState {
   uint32_t written_module_generation;
   uint64_t written_module_version;
   uint32_t written_module_id;  // the module's string id it said (0: none)
+
+  // The per-thread fast path (Note [One opening per event] in recorder.cpp): the writer's
+  // prelude epoch when this thread's last event left the file saying all its prelude (0: never),
+  // and that event's stream and other fields of its context (RecordWriter::preludeKey).
+  uint64_t prelude_epoch;
+  uint64_t prelude_stream;
+  uint64_t prelude_key;
 };
 
 // The calling thread's state, created on first use from mmap'd memory and released when
 // the thread exits. nullptr only when no memory could be mapped.
-ThreadState* currentThreadState();
+ThreadState* createThreadState();
+inline ThreadState* currentThreadState() {
+  ThreadState* state = t_memtrace.state;
+  return state ? state : createThreadState();
+}
 
 // In the child after fork(): the surviving thread has a new thread id.
 void resetThreadIdAfterFork();

@@ -16,7 +16,7 @@ std::atomic<DeviceMemoryReader> g_device_memory_reader{nullptr};
 
 // The physical memory at `handle`, or nullptr when the recorder did not see it made.
 LiveBlock* physicalMemory(uint64_t handle) {
-  LiveBlock* block = g_live.find(handle);
+  LiveBlock* block = g_recorder.live.find(handle);
   return block && block->api == format::Api::kCuMemCreate ? block : nullptr;
 }
 
@@ -24,8 +24,8 @@ bool unused(const LiveBlock& block) {
   return block.references == 0 && block.mappings == 0;
 }
 
-// Writes a record that changes no live bytes (g_mutex held), into the open file or the one
-// the recorder wants open.
+// Writes a record that changes no live bytes (the recorder's lock held), into the open file or the
+// one the recorder wants open.
 template <typename Write>
 void writeRecord(Write&& write) {
   if (!ensureFileOpen()) return;
@@ -36,7 +36,7 @@ void writeRecord(Write&& write) {
     afterRecord(time);
 }
 
-// Physical memory freed by an unmap: found under g_mutex, recorded after it (each free
+// Physical memory freed by an unmap: found under the recorder's lock, recorded after it (each free
 // captures its own stacks before taking the lock again). The driver cannot hand the handle out
 // again before the real call, which comes after.
 constexpr int kFreesPerPass = 64;
@@ -45,7 +45,7 @@ constexpr int kFreesPerPass = 64;
 
 void recordPhysicalRetain(const RecursionGuard&, uint64_t handle) {
   ensureRecorderInitialized();
-  MutexLock lock;
+  RecorderLock lock;
   LiveBlock* block = physicalMemory(handle);
   if (block && block->references != UINT16_MAX) ++block->references;
 }
@@ -54,7 +54,7 @@ void recordPhysicalRelease(const RecursionGuard& guard, const EventSource& sourc
                            uint64_t handle) {
   ensureRecorderInitialized();
   {
-    MutexLock lock;
+    RecorderLock lock;
     LiveBlock* block = physicalMemory(handle);
     if (!block || block->references == 0) return;
     if (block->references != UINT16_MAX) --block->references;
@@ -66,24 +66,26 @@ void recordPhysicalRelease(const RecursionGuard& guard, const EventSource& sourc
 void recordMemoryMap(const RecursionGuard&, uintptr_t address, uint64_t size, uint64_t offset,
                      uint64_t handle) {
   ensureRecorderInitialized();
-  MutexLock lock;
+  RecorderLock lock;
   if (LiveBlock* block = physicalMemory(handle)) {
     bool inserted = false;
-    if (g_mappings.insert(address, Mapping{size, handle}, &inserted) && inserted &&
+    if (g_recorder.mappings.insert(address, Mapping{size, handle}, &inserted) && inserted &&
         block->mappings != UINT16_MAX)
       ++block->mappings;
   }
-  writeRecord(
-      [&](uint64_t time) { return g_writer.writeMemoryMap(time, address, size, offset, handle); });
+  writeRecord([&](uint64_t time) {
+    return g_recorder.writer.writeMemoryMap(time, address, size, offset, handle);
+  });
 }
 
 void recordMemoryUnmap(const RecursionGuard& guard, const EventSource& source, uintptr_t address,
                        uint64_t size) {
   ensureRecorderInitialized();
   {
-    MutexLock lock;
+    RecorderLock lock;
     writeRecord([&](uint64_t time) {
-      return g_writer.writeAddressRange(time, format::RecordType::kMemoryUnmap, address, size);
+      return g_recorder.writer.writeAddressRange(time, format::RecordType::kMemoryUnmap, address,
+                                                 size);
     });
   }
   // cuMemUnmap takes whole mappings, end to end: walk them from `address`.
@@ -93,10 +95,10 @@ void recordMemoryUnmap(const RecursionGuard& guard, const EventSource& source, u
     uint64_t frees[kFreesPerPass];
     int count = 0;
     {
-      MutexLock lock;
+      RecorderLock lock;
       while (at < end && count < kFreesPerPass) {
         Mapping mapping;
-        if (!g_mappings.erase(at, &mapping) || mapping.size == 0) {
+        if (!g_recorder.mappings.erase(at, &mapping) || mapping.size == 0) {
           at = end;
           break;
         }
@@ -114,9 +116,9 @@ void recordMemoryUnmap(const RecursionGuard& guard, const EventSource& source, u
 
 void recordAddressRange(const RecursionGuard&, bool reserved, uintptr_t address, uint64_t size) {
   ensureRecorderInitialized();
-  MutexLock lock;
+  RecorderLock lock;
   writeRecord([&](uint64_t time) {
-    return g_writer.writeAddressRange(
+    return g_recorder.writer.writeAddressRange(
         time, reserved ? format::RecordType::kAddressReserve : format::RecordType::kAddressFree,
         address, size);
   });
@@ -133,20 +135,20 @@ void recordDeviceMemory() {
     // Only a process with a file of its own events reads: a forked child that allocated
     // nothing must never call the driver it inherited (CUDA is not fork-safe: its locks may
     // have been held by a thread the child does not have), not even at exit.
-    MutexLock lock;
-    if (!g_file.isOpen()) return;
+    RecorderLock lock;
+    if (!g_recorder.file.isOpen()) return;
   }
   int device = -1;
   uint64_t free_bytes = 0, total_bytes = 0;
   // The driver call, before the lock (Note [Lock order]).
   if (!reader(&device, &free_bytes, &total_bytes)) return;
   if (device < 0 || device >= kMaxDevices || free_bytes > total_bytes) return;
-  MutexLock lock;
-  if (!g_file.isOpen()) return;  // a reading alone opens no file
+  RecorderLock lock;
+  if (!g_recorder.file.isOpen()) return;  // a reading alone opens no file
   uint64_t time = monotonicNow();
-  g_device_memory_read_ns[device] = time;
-  g_device_memory_file[device] = g_writer.generation();
-  if (!g_writer.writeDeviceMemory(time, device, free_bytes, total_bytes))
+  g_recorder.device_memory_read_ns[device] = time;
+  g_recorder.device_memory_file[device] = g_recorder.writer.generation();
+  if (!g_recorder.writer.writeDeviceMemory(time, device, free_bytes, total_bytes))
     failWrite();
   else
     afterRecord(time);
