@@ -3,7 +3,7 @@
 Note [PyTorch internals]
 Recording a step on fake tensors, one rank of a job on the fake process group, and the
 training categories of a trace need what torch does not promise to keep: fake tensors and
-dispatch modes (torch._subclasses, torch.utils._python_dispatch), pytree, the autograd
+dispatch modes and their stack (torch._subclasses, torch.utils._python_dispatch), pytree, the autograd
 engine's saved-tensor hooks, callbacks and graph task (torch._C._autograd, Variable._execution_engine),
 the optimizer's foreach selection, the fake process group (torch.testing._internal), DDP's
 private parameter-shape check and pre-forward, an op's schema and a storage's id, ATen's
@@ -214,6 +214,21 @@ def inside_backward() -> bool:
     return current is not None and current() != -1
 
 
+@contextlib.contextmanager
+def dispatch_mode_suspended(mode: Any) -> Iterator[bool]:
+    """Takes `mode` off this thread's dispatch mode stack for the block when it is the mode on
+    top (yields True), and puts it back after; leaves the stack as it is otherwise (False)."""
+    from torch.utils import _python_dispatch
+    if _python_dispatch._get_current_dispatch_mode() is not mode:
+        yield False
+        return
+    _python_dispatch._pop_mode()
+    try:
+        yield True
+    finally:
+        _python_dispatch._push_mode(mode)
+
+
 def queue_backward_callback(callback: Callable[[], None]) -> None:
     """Runs `callback` when the backward running now ends; RuntimeError outside a backward."""
     execution_engine().queue_callback(callback)
@@ -366,6 +381,16 @@ def _inductor_module_loading() -> None:
     assert parameters[:3] == ["self", "name", "subgraph_code"], parameters
 
 
+def _check_dispatch_mode_suspended() -> None:
+    from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode
+    with TorchDispatchMode() as mode:
+        with dispatch_mode_suspended(mode) as suspended:
+            if not suspended or _get_current_dispatch_mode() is not None:
+                raise RuntimeError("the mode on top was not taken off")
+        if _get_current_dispatch_mode() is not mode:
+            raise RuntimeError("the mode was not put back")
+
+
 def _enter_and_leave(context: Callable[[], Any]) -> Callable[[], None]:
     def check() -> None:
         with context():
@@ -396,6 +421,7 @@ def check_all() -> list[str]:
         "top_saved_tensors_hooks": top_saved_tensors_hooks,
         "execution_engine": lambda: execution_engine().queue_callback,
         "inside_backward": lambda: torch._C._current_graph_task_id,
+        "dispatch_mode_suspended": _check_dispatch_mode_suspended,
         "foreach_kernel_devices": foreach_kernel_devices,
         "foreach_supported_types": foreach_supported_types,
         "wrap_inductor_module_loading": _inductor_module_loading,  # and keep_function_line_maps

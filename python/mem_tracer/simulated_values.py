@@ -1033,6 +1033,36 @@ def installed() -> KnownValues | None:
 DEFAULT_HOST_BUDGET = 16 << 30
 
 
+# Note [Backward outside the values mode]
+# Under any dispatch mode, autograd's engine sums two gradients of one tensor (a residual's,
+# q, k and v of one input) into a new tensor instead of into the first: each op's output then
+# has its Python object, which holds a reference, and the engine sums in place only into a
+# tensor nobody else holds. Backward would allocate one tensor more at each such sum, and the
+# program on the simulated card would not be the program (tests/simulator/test_unchanged.py,
+# Note [A dispatch mode sums gradients out of place]). Under "known" values nothing backward
+# computes is known anyway (gradients are kernels' results), so the mode is taken off the
+# calling thread's stack while the engine runs (autograd's threads take the caller's modes
+# when backward starts): backward runs as untraced. What that gives up: a recomputation
+# under activation checkpointing runs outside the mode too (what it computes is unknown, and
+# a read of a known value inside it reads as any unknown one), and a known tensor a backward
+# hook writes in place keeps its former value. A mode the program pushed above this one is
+# left as it is (then backward runs under both). Under "cpu" values the mode stays: real
+# gradients are what that mode is for, and its cost is said beside it.
+class _EngineOutsideTheMode:
+    """Autograd's engine, whose run_backward runs with the values mode taken off."""
+
+    def __init__(self, engine: Any, mode: KnownValues) -> None:
+        self._engine = engine
+        self._mode = mode
+
+    def run_backward(self, *args: Any, **kwargs: Any) -> Any:
+        with _torch_internals.dispatch_mode_suspended(self._mode):
+            return self._engine.run_backward(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+
 def install(values: str = "known", host_budget: int = DEFAULT_HOST_BUDGET) -> bool:
     """Puts the mode of Note [Known values on the simulated card] under everything the program
     runs from now on, on this thread (and autograd's, which take its modes): "known" values,
@@ -1053,6 +1083,9 @@ def install(values: str = "known", host_budget: int = DEFAULT_HOST_BUDGET) -> bo
         _installed = KnownValues(card)
     _hide_frames()
     _installed.__enter__()
+    engine = _torch_internals.execution_engine()
+    if values != "cpu" and engine is not None:  # Note [Backward outside the values mode]
+        _torch_internals.set_execution_engine(_EngineOutsideTheMode(engine, _installed))
     return True
 
 

@@ -3,12 +3,19 @@ every counter of PyTorch's caching allocator (torch.cuda.memory_stats() of each 
 program used) as one JSON line: tests/simulator/test_unchanged.py runs it traced and untraced
 and compares the two (issue 48: the program as it is)."""
 import json
+import os
 import runpy
 import sys
 import time
 
 program = sys.argv[1]
 sys.argv = sys.argv[1:]
+if os.environ.get("MEMTRACE_TEST_VALUES"):
+    # The simulated card's values as `memtrace run --gpu --values V` has them (the runner of
+    # an untraced program, `python -m mem_tracer.simulated_gpu`, has none): the same program
+    # on the same card, traced or not.
+    from mem_tracer import simulated_values
+    assert simulated_values.install(os.environ["MEMTRACE_TEST_VALUES"]), "not on the card"
 runpy.run_path(program, run_name="__main__")
 
 import torch  # the program imported it; this only reads its counters
