@@ -54,6 +54,7 @@ import ctypes
 import dataclasses
 import functools
 import linecache
+import math
 import os
 import sys
 import time
@@ -266,6 +267,7 @@ class _OpTraits:
     bounds: bool  # moves values, or returns indices (Note [How many distinct values ...])
     top_k: bool  # aten.topk: its indices over unknown values are assumed (Note [Top-k keeps k])
     fills: tuple[int | None, Any] | None  # in _FILLS: where its value is
+    unread: frozenset[int]  # arguments the host's stand-in does not read (_UNREAD)
     written: tuple[tuple[int, str, bool], ...]  # its `Tensor(a!)` arguments: index, name, kwarg
 
     @staticmethod
@@ -290,6 +292,7 @@ class _OpTraits:
             bounds=func in _MOVES_VALUES or func in _INDEXES_DIMENSION,
             top_k=func is _aten.topk.default,
             fills=_FILLS.get(func),
+            unread=_UNREAD.get(func, frozenset()) if every_op else frozenset(),
             written=tuple((index, argument.name, argument.kwarg_only)
                           for index, argument in enumerate(_torch_internals.op_schema(func).arguments)
                           if argument.alias_info is not None and argument.alias_info.is_write))
@@ -435,26 +438,135 @@ def _flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     return (output, None, None, None, None, None, None, None, None)
 
 
+def _attention_gradients(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+                         value: torch.Tensor, attn_bias: torch.Tensor | None, dropout_p: float,
+                         is_causal: bool, scale: float | None,
+                         bias_gradient: bool) -> tuple[Any, ...]:
+    """The gradients of _attention's output by query, key, value (and the bias, if asked), from
+    the forward recomputed in fp32: what the card's attention kernels compute in backward from
+    the output and log-sum-exp they saved, which the host never had (Note [Backward through
+    the host's stand-ins])."""
+    if dropout_p > 0:
+        raise RuntimeError("dropout's mask was drawn in the forward; the host did not keep it")
+    q, k, v, d_out = (tensor.float() for tensor in (query, key, value, grad_out))
+    groups = q.size(-3) // k.size(-3) if q.dim() >= 3 else 1
+    if groups > 1:  # grouped keys and values (GQA), as _attention takes them
+        k, v = k.repeat_interleave(groups, dim=-3), v.repeat_interleave(groups, dim=-3)
+    scale = scale if scale is not None else 1 / math.sqrt(q.size(-1))
+    scores = q @ k.transpose(-2, -1) * scale
+    if attn_bias is not None:
+        scores = scores + attn_bias.float()
+    if is_causal:  # scaled_dot_product_attention's causal mask: the top-left triangle
+        length, source = scores.shape[-2:]
+        scores = scores.masked_fill(
+            ~torch.ones(length, source, dtype=torch.bool).tril(), float("-inf"))
+    weights = scores.softmax(dim=-1)
+    d_value = weights.transpose(-2, -1) @ d_out
+    d_weights = d_out @ v.transpose(-2, -1)
+    d_scores = weights * (d_weights - (d_weights * weights).sum(dim=-1, keepdim=True))
+    d_query = d_scores @ k * scale
+    d_key = d_scores.transpose(-2, -1) @ q * scale
+    if groups > 1:  # each key and value head served `groups` query heads
+        d_key = d_key.unflatten(-3, (-1, groups)).sum(dim=-3)
+        d_value = d_value.unflatten(-3, (-1, groups)).sum(dim=-3)
+    d_bias = (d_scores.sum_to_size(attn_bias.shape).to(attn_bias.dtype)
+              if bias_gradient and attn_bias is not None else None)
+    return (d_query.to(query.dtype), d_key.to(key.dtype), d_value.to(value.dtype), d_bias)
+
+
+def _efficient_attention_backward(grad_out: torch.Tensor, query: torch.Tensor,
+                                  key: torch.Tensor, value: torch.Tensor,
+                                  attn_bias: torch.Tensor | None, out: Any, logsumexp: Any,
+                                  philox_seed: Any, philox_offset: Any, dropout_p: float,
+                                  grad_input_mask: list[bool], is_causal: bool = False, *,
+                                  scale: float | None = None) -> tuple[Any, ...]:
+    gradients = _attention_gradients(grad_out, query, key, value, attn_bias, dropout_p,
+                                     is_causal, scale, grad_input_mask[3])
+    return tuple(gradient if wanted else None
+                 for gradient, wanted in zip(gradients, grad_input_mask))
+
+
+def _flash_attention_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+                              value: torch.Tensor, out: Any, logsumexp: Any, cum_seq_q: Any,
+                              cum_seq_k: Any, max_q: int, max_k: int, dropout_p: float,
+                              is_causal: bool, philox_seed: Any, philox_offset: Any, *,
+                              scale: float | None = None) -> tuple[Any, ...]:
+    return _attention_gradients(grad_out, query, key, value, None, dropout_p, is_causal, scale,
+                                False)[:3]
+
+
+def _cudnn_attention_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+                              value: torch.Tensor, out: Any, logsumexp: Any, philox_seed: Any,
+                              philox_offset: Any, attn_bias: torch.Tensor | None,
+                              cum_seq_q: Any, cum_seq_k: Any, max_q: int, max_k: int,
+                              dropout_p: float, is_causal: bool, *,
+                              scale: float | None = None) -> tuple[Any, ...]:
+    return _attention_gradients(grad_out, query, key, value, attn_bias, dropout_p, is_causal,
+                                scale, False)[:3]
+
+
 def _cudnn_batch_norm(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                       running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
                       training: bool, exponential_average_factor: float,
                       epsilon: float) -> tuple[Any, ...]:
-    # In training the host's batch_norm updates the running statistics' shadows, as cuDNN's
-    # kernel updates them on the card.
-    output = torch.nn.functional.batch_norm(input, running_mean, running_var, weight, bias,
-                                            training, exponential_average_factor, epsilon)
-    return (output, None, None, None)
+    # In training the host's batch norm updates the running statistics' shadows, as cuDNN's
+    # kernel updates them on the card, and saves what cuDNN saves for backward: the batch's
+    # mean and inverse standard deviation.
+    output, save_mean, save_invstd = _aten.native_batch_norm(
+        input, weight, bias, running_mean, running_var, training, exponential_average_factor,
+        epsilon)
+    return (output, save_mean, save_invstd, None)
 
 
-# What the host runs for the card's own kernels that have none on the host: the attention
-# kernels scaled_dot_product_attention picks on the card and cuDNN's batch norm, as the host's
-# math computes them (the output; what only backward reads, the log-sum-exp, the saved
-# statistics and the random state, stays unknown).
+def _cudnn_batch_norm_backward(input: torch.Tensor, grad_output: torch.Tensor,
+                               weight: torch.Tensor, running_mean: torch.Tensor | None,
+                               running_var: torch.Tensor | None,
+                               save_mean: torch.Tensor | None, save_var: torch.Tensor | None,
+                               epsilon: float, reserve_space: Any) -> tuple[Any, ...]:
+    # cuDNN's save_var is the inverse standard deviation, as native_batch_norm's save_invstd;
+    # in evaluation nothing was saved, and the running statistics normalized.
+    training = save_mean is not None and save_mean.numel() > 0
+    return tuple(_aten.native_batch_norm_backward(
+        grad_output, input, weight, running_mean, running_var,
+        save_mean if training else None, save_var if training else None, training, epsilon,
+        [True, True, True]))
+
+
+# Note [Backward through the host's stand-ins]
+# The attention kernels scaled_dot_product_attention picks on the card (flash, memory-efficient,
+# cuDNN) and cuDNN's batch norm have no host kernel; under --values cpu the host runs its own
+# math for them (_HOST_STAND_INS). Their backward kernels read what the forward kernel saved:
+# attention its output's log-sum-exp (and the random state of its dropout), batch norm the
+# batch's mean and inverse standard deviation and a reserve space. Without stand-ins for them,
+# training's first backward read values the host did not have, every gradient was unknown,
+# and so were the weights after the optimizer's step: from the second step on, every value
+# (the loss too) read as zero, and nothing said so. So the host's batch norm saves what cuDNN
+# saves (the mean and inverse standard deviation, as native_batch_norm's), and the backward of
+# attention recomputes its forward from query, key and value in fp32: the arguments only the
+# card's kernels read (the log-sum-exp, the random state, the reserve space, _UNREAD) are not
+# needed to know the result. Attention with dropout is not recomputed (its mask was drawn in
+# the forward and is not kept): the host says it cannot run it. Whatever makes values unknown
+# under --values cpu (that, an op without a host kernel, the budget, compiled code) is said
+# at the end, with how many ops read them and the first.
 _HOST_STAND_INS: dict[Any, Callable[..., tuple[Any, ...]]] = {
     _aten._scaled_dot_product_cudnn_attention.default: _cudnn_attention,
     _aten._scaled_dot_product_efficient_attention.default: _efficient_attention,
     _aten._scaled_dot_product_flash_attention.default: _flash_attention,
     _aten.cudnn_batch_norm.default: _cudnn_batch_norm,
+    _aten._scaled_dot_product_cudnn_attention_backward.default: _cudnn_attention_backward,
+    _aten._scaled_dot_product_efficient_attention_backward.default:
+        _efficient_attention_backward,
+    _aten._scaled_dot_product_flash_attention_backward.default: _flash_attention_backward,
+    _aten.cudnn_batch_norm_backward.default: _cudnn_batch_norm_backward,
+}
+# The arguments of a stand-in's op that it does not read (by position): whether they are known
+# does not decide whether its result can be (Note [Backward through the host's stand-ins]).
+_UNREAD: dict[Any, frozenset[int]] = {
+    _aten._scaled_dot_product_efficient_attention_backward.default: frozenset({5, 6, 7, 8}),
+    _aten._scaled_dot_product_flash_attention_backward.default:
+        frozenset({4, 5, 6, 7, 12, 13}),
+    _aten._scaled_dot_product_cudnn_attention_backward.default: frozenset({4, 5, 6, 7, 9, 10}),
+    _aten.cudnn_batch_norm_backward.default: frozenset({8}),
 }
 
 
@@ -487,6 +599,10 @@ class HostValues:
         self.ops = 0
         self.seconds = 0.0
         self.refused = 0  # values left unknown for want of room
+        # Ops that read values the host did not have (Note [Backward through the host's
+        # stand-ins]), and the first: the op and the program's line.
+        self.unknown_reads = 0
+        self.first_unknown: tuple[str, tuple[str, int, str]] | None = None
         self._random_state: torch.Tensor | None = None
 
     def take(self, nbytes: int) -> bool:
@@ -538,12 +654,24 @@ class HostValues:
             real.copy_(copy)
         return host
 
+    def read_unknown(self, func: Any) -> None:
+        """`func` read a value the host did not have: its results are unknown."""
+        self.unknown_reads += 1
+        if self.first_unknown is None:
+            self.first_unknown = (str(func), _reading_place())
+
     def summary(self) -> str:
         refused = (f"; {self.refused:,} values past the budget were left unknown"
                    if self.refused else "")
+        unknown = ""
+        if self.first_unknown is not None:
+            func, (file, line, function) = self.first_unknown
+            unknown = (f"\n== memtrace: --values cpu: {self.unknown_reads:,} ops read values the "
+                       f"host did not have, the first {func} at {file}:{line} ({function}): what "
+                       "they computed is unknown, as a kernel's is without --values cpu")
         return (f"== memtrace: --values cpu computed {self.ops:,} ops on the host beside the "
                 f"card in {self.seconds:.2f} s, holding at most {_size(self.peak_bytes)} of values "
-                f"(budget {_size(self.budget_bytes)}){refused}")
+                f"(budget {_size(self.budget_bytes)}){refused}{unknown}")
 
 
 class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
@@ -675,7 +803,10 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         if not traits.shape_only:
             overwritten = args[0] if traits.overwrites else None
             known_storages, filled = self._known, None
-            for tensor in card_inputs:
+            read = card_inputs if not traits.unread else _card_tensors(
+                [value for index, value in enumerate(args) if index not in traits.unread]
+                + list(kwargs.values()))
+            for tensor in read:
                 if tensor is overwritten:
                     continue
                 key = _storage_key(tensor.untyped_storage())
@@ -693,6 +824,8 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                 # zeros, scattered into by the assumed indices).
                 known = bool(assumed) and all(self._fill_in(tensor) for tensor in filled)
         on_host = known and traits.computable
+        if not known and traits.computable and self.host is not None:
+            self.host.read_unknown(func)
         # A mask's count read inside the op (x[mask] with x unknown) is of a known value too.
         counts_known = not known and traits.sized_by_values and self._masks_known(func, args)
         if (on_host or counts_known) and card_inputs:

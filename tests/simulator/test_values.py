@@ -314,3 +314,22 @@ def test_top_k_keeps_k_in_transformers_mixtral(tmp_path):
     rows = report_json(trace)["assumed_values"]["rows"]
     assert {row["assumed"] for row in rows} == {TOP_K}
 
+
+def test_training_through_the_cards_own_kernels_under_real_values(tmp_path):
+    # Note [Backward through the host's stand-ins]: cuDNN's batch norm and the memory-efficient
+    # attention the card runs for fp32 have no host kernel, forward or backward; the host's math
+    # stands in for both, so three SGD steps' losses and the weights after them are a CPU
+    # run's, where every value after the first backward was unknown and read as zero, unsaid.
+    result = memtrace_run("--gpu", "h100", "--values", "cpu", "-q", "-o", tmp_path / "train.bin",
+                          PROGRAMS / "train_stand_ins.py")
+    said = json.loads(result.stdout.strip().splitlines()[-1])
+    assert said == on_the_host("train_stand_ins.py", "cpu")
+    assert "did not have" not in result.stderr and "cannot run" not in result.stderr
+    # With dropout the backward of attention cannot be recomputed (the forward's mask is not
+    # kept): the host says so, and says how many ops then read what it did not have.
+    result = memtrace_run("--gpu", "h100", "--values", "cpu", "-q", "-o",
+                          tmp_path / "dropout.bin", PROGRAMS / "train_stand_ins.py", "cuda",
+                          "dropout")
+    assert ("the host cannot run aten._scaled_dot_product_efficient_attention_backward.default "
+            "(dropout's mask was drawn in the forward; the host did not keep it)") in result.stderr
+    assert " ops read values the host did not have, the first " in result.stderr
