@@ -532,6 +532,24 @@ def _cudnn_batch_norm_backward(input: torch.Tensor, grad_output: torch.Tensor,
         [True, True, True]))
 
 
+def _native_batch_norm_backward(grad_out: torch.Tensor, input: torch.Tensor,
+                                weight: torch.Tensor | None, running_mean: torch.Tensor | None,
+                                running_var: torch.Tensor | None,
+                                save_mean: torch.Tensor | None, save_invstd: torch.Tensor | None,
+                                train: bool, epsilon: float,
+                                output_mask: list[bool]) -> tuple[Any, ...]:
+    # The card's kernel saves fp32 statistics for a bf16 or fp16 input whatever its parameters'
+    # type; the host's takes them in its parameters' type (its own forward saves them so).
+    dtype = weight.dtype if weight is not None else input.dtype
+
+    def as_parameters(tensor: torch.Tensor | None) -> torch.Tensor | None:
+        return tensor.to(dtype) if tensor is not None and tensor.is_floating_point() else tensor
+
+    return tuple(_aten.native_batch_norm_backward(
+        grad_out, input, weight, as_parameters(running_mean), as_parameters(running_var),
+        as_parameters(save_mean), as_parameters(save_invstd), train, epsilon, output_mask))
+
+
 # Note [Backward through the host's stand-ins]
 # The attention kernels scaled_dot_product_attention picks on the card (flash, memory-efficient,
 # cuDNN) and cuDNN's batch norm have no host kernel; under --values cpu the host runs its own
@@ -541,10 +559,11 @@ def _cudnn_batch_norm_backward(input: torch.Tensor, grad_output: torch.Tensor,
 # training's first backward read values the host did not have, every gradient was unknown,
 # and so were the weights after the optimizer's step: from the second step on, every value
 # (the loss too) read as zero, and nothing said so. So the host's batch norm saves what cuDNN
-# saves (the mean and inverse standard deviation, as native_batch_norm's), and the backward of
-# attention recomputes its forward from query, key and value in fp32: the arguments only the
-# card's kernels read (the log-sum-exp, the random state, the reserve space, _UNREAD) are not
-# needed to know the result. Attention with dropout is not recomputed (its mask was drawn in
+# saves (the mean and inverse standard deviation, as native_batch_norm's; the card's own
+# native_batch_norm saves them in fp32 for bf16 and fp16, which the host's backward takes in
+# the parameters' type), and the backward of attention recomputes its forward from query, key
+# and value in fp32: the arguments only the card's kernels read (the log-sum-exp, the random
+# state, the reserve space, _UNREAD) are not needed to know the result. Attention with dropout is not recomputed (its mask was drawn in
 # the forward and is not kept): the host says it cannot run it. Whatever makes values unknown
 # under --values cpu (that, an op without a host kernel, the budget, compiled code) is said
 # at the end, with how many ops read them and the first.
@@ -558,6 +577,7 @@ _HOST_STAND_INS: dict[Any, Callable[..., tuple[Any, ...]]] = {
         _efficient_attention_backward,
     _aten._scaled_dot_product_flash_attention_backward.default: _flash_attention_backward,
     _aten.cudnn_batch_norm_backward.default: _cudnn_batch_norm_backward,
+    _aten.native_batch_norm_backward.default: _native_batch_norm_backward,
 }
 # The arguments of a stand-in's op that it does not read (by position): whether they are known
 # does not decide whether its result can be (Note [Backward through the host's stand-ins]).

@@ -315,17 +315,23 @@ def test_top_k_keeps_k_in_transformers_mixtral(tmp_path):
     assert {row["assumed"] for row in rows} == {TOP_K}
 
 
-def test_training_through_the_cards_own_kernels_under_real_values(tmp_path):
+@pytest.mark.parametrize("variant", ["fp32", "bf16"])
+def test_training_through_the_cards_own_kernels_under_real_values(tmp_path, variant):
     # Note [Backward through the host's stand-ins]: cuDNN's batch norm and the memory-efficient
-    # attention the card runs for fp32 have no host kernel, forward or backward; the host's math
-    # stands in for both, so three SGD steps' losses and the weights after them are a CPU
-    # run's, where every value after the first backward was unknown and read as zero, unsaid.
+    # attention the card runs for fp32, cuDNN's attention for bf16, have no host kernel, forward
+    # or backward (and the card's batch norm saves fp32 statistics for bf16, which the host's
+    # backward does not take): the host's math stands in, so three SGD steps' losses and the
+    # weights after them are a CPU run's, where every value after the first backward was
+    # unknown and read as zero, unsaid.
     result = memtrace_run("--gpu", "h100", "--values", "cpu", "-q", "-o", tmp_path / "train.bin",
-                          PROGRAMS / "train_stand_ins.py")
+                          PROGRAMS / "train_stand_ins.py", "cuda", variant)
     said = json.loads(result.stdout.strip().splitlines()[-1])
-    assert said == on_the_host("train_stand_ins.py", "cpu")
+    assert said == on_the_host("train_stand_ins.py", "cpu", variant)
     assert "did not have" not in result.stderr and "cannot run" not in result.stderr
-    # With dropout the backward of attention cannot be recomputed (the forward's mask is not
+
+
+def test_training_through_attention_with_dropout_says_what_the_host_cannot_know(tmp_path):
+    # The backward of attention with dropout cannot be recomputed (the forward's mask is not
     # kept): the host says so, and says how many ops then read what it did not have.
     result = memtrace_run("--gpu", "h100", "--values", "cpu", "-q", "-o",
                           tmp_path / "dropout.bin", PROGRAMS / "train_stand_ins.py", "cuda",
