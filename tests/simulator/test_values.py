@@ -315,12 +315,12 @@ def test_top_k_keeps_k_in_transformers_mixtral(tmp_path):
     assert {row["assumed"] for row in rows} == {TOP_K}
 
 
-@pytest.mark.parametrize("variant", ["fp32", "bf16"])
+@pytest.mark.parametrize("variant", ["fp32", "bf16", "flash"])
 def test_training_through_the_cards_own_kernels_under_real_values(tmp_path, variant):
     # Note [Backward through the host's stand-ins]: cuDNN's batch norm and the memory-efficient
-    # attention the card runs for fp32, cuDNN's attention for bf16, have no host kernel, forward
-    # or backward (and the card's batch norm saves fp32 statistics for bf16, which the host's
-    # backward does not take): the host's math stands in, so three SGD steps' losses and the
+    # attention the card runs for fp32, cuDNN's attention for bf16 (flash attention with cuDNN's
+    # turned off) have no host kernel, forward or backward (and the card's batch norm saves fp32
+    # statistics for bf16, which the host's backward does not take): the host's math stands in, so three SGD steps' losses and the
     # weights after them are a CPU run's, where every value after the first backward was
     # unknown and read as zero, unsaid.
     result = memtrace_run("--gpu", "h100", "--values", "cpu", "-q", "-o", tmp_path / "train.bin",

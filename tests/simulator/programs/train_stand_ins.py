@@ -3,9 +3,9 @@ kernel of their own: in fp32 cuDNN's batch norm and the memory-efficient attenti
 scaled_dot_product_attention picks, in bf16 cuDNN's attention and a batch norm that saves fp32
 statistics (Note [Backward through the host's stand-ins] in python/mem_tracer/simulated_values.py
 runs the host's math beside them, forward and backward), on the device the first argument
-names; the second says `bf16`, or `dropout` (fp32, its attention with dropout); for
-tests/simulator/test_values.py. Prints one JSON line: each step's loss, and the
-sum of the weights after the last step."""
+names; the second says `bf16`, `flash` (bf16 with cuDNN's attention turned off: flash
+attention) or `dropout` (fp32, its attention with dropout); for tests/simulator/test_values.py.
+Prints one JSON line: each step's loss, and the sum of the weights after the last step."""
 import json
 import sys
 
@@ -35,7 +35,9 @@ class Model(nn.Module):
 device = sys.argv[1] if len(sys.argv) > 1 else "cuda"
 torch.manual_seed(0)
 variant = sys.argv[2] if len(sys.argv) > 2 else "fp32"
-dtype = torch.bfloat16 if variant == "bf16" else torch.float32
+dtype = torch.bfloat16 if variant in ("bf16", "flash") else torch.float32
+if variant == "flash":
+    torch.backends.cuda.enable_cudnn_sdp(False)
 model = Model(dropout=0.1 if variant == "dropout" else 0.0).to(device, dtype)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 images = torch.randn(8, 3, 8, 8).to(device, dtype)
