@@ -362,7 +362,7 @@ ASSUMED_READS = (
 # known values otherwise keep), and each read of such a value (a count inside nonzero or
 # x[mask], .item(), .tolist()) is listed at the program's line with TOP_K_FIRST, as any value
 # assumed. The topk values (the routing weights) stay unknown. Under --values cpu the host
-# computes topk itself, and nothing is assumed.
+# computes topk itself, and nothing is assumed (past --values-memory, as without it).
 TOP_K_FIRST = "top-k keeps k: each row's first k (every token to the same k experts)"
 ASSUMED_LIMIT = 64 << 20  # bytes a tensor: what values resting on an assumption are kept to
 _NOTHING_ASSUMED: frozenset[str] = frozenset()
