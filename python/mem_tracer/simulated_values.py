@@ -54,6 +54,7 @@ import ctypes
 import dataclasses
 import functools
 import linecache
+import math
 import os
 import sys
 import time
@@ -106,6 +107,9 @@ class _Shadow:
 
     host: torch.UntypedStorage
     reference: weakref.ref[torch.UntypedStorage]
+    # What was assumed of values no kernel computed for these values to be known (the `said`
+    # of each): noted again wherever they are read (Note [Top-k keeps k]).
+    assumed: frozenset[str] = frozenset()
 
 
 def _tensors(values: Any) -> Iterator[torch.Tensor]:
@@ -159,6 +163,20 @@ def _is_non_overlapping_and_dense(tensor: torch.Tensor) -> bool:
     return True
 
 
+def _covers(tensor: torch.Tensor) -> bool:
+    """Whether every byte of the tensor's storage is one of its elements', in whatever order
+    (cuDNN's attention output is laid out batch, sequence, head): the host's values of the
+    tensor are then all of the storage."""
+    return (tensor.storage_offset() == 0
+            and tensor.numel() * tensor.element_size() == tensor.untyped_storage().nbytes()
+            and _is_non_overlapping_and_dense(tensor))
+
+
+# What the host's op gives when it cannot run, or its result does not match the card's: None
+# is a result (an in-place foreach op's, the optimizer's step).
+NO_VALUES = object()
+
+
 def _host_storage(nbytes: int) -> torch.UntypedStorage:
     return torch.zeros(nbytes, dtype=torch.uint8).untyped_storage()
 
@@ -205,6 +223,15 @@ _BOUND_LIMIT = 1 << 20  # elements: a larger known tensor's distinct values are 
 # Ops that read only the shape, dtype and device of their tensor input.
 _SHAPE_ONLY = {_aten.zeros_like.default, _aten.ones_like.default, _aten.full_like.default,
                _aten.new_zeros.default, _aten.new_ones.default, _aten.new_full.default}
+# Ops that fill their output with one value, with where that value is among their arguments
+# (an index) or the value itself (Note [Top-k keeps k]: a fill too large to keep is
+# remembered by its value).
+_FILLS: dict[Any, tuple[int | None, Any]] = {
+    _aten.zeros.default: (None, 0), _aten.ones.default: (None, 1), _aten.full.default: (1, None),
+    _aten.zeros_like.default: (None, 0), _aten.ones_like.default: (None, 1),
+    _aten.full_like.default: (1, None), _aten.new_zeros.default: (None, 0),
+    _aten.new_ones.default: (None, 1), _aten.new_full.default: (2, None),
+    _aten.zero_.default: (None, 0), _aten.fill_.Scalar: (1, None)}
 # In-place ops that overwrite the whole of `self`: its former values do not matter.
 _OVERWRITE = {_aten.fill_.Scalar, _aten.fill_.Tensor, _aten.zero_.default, _aten.copy_.default}
 # Memory the card leaves as it was: its values are unknown (the host computes it only when it
@@ -238,6 +265,9 @@ class _OpTraits:
     sized_by_values: bool  # in _SIZED_BY_VALUES
     writes_unsaid: bool  # writes an argument its schema does not mark (_written_unsaid)
     bounds: bool  # moves values, or returns indices (Note [How many distinct values ...])
+    top_k: bool  # aten.topk: its indices over unknown values are assumed (Note [Top-k keeps k])
+    fills: tuple[int | None, Any] | None  # in _FILLS: where its value is
+    unread: frozenset[int]  # arguments the host's stand-in does not read (_UNREAD)
     written: tuple[tuple[int, str, bool], ...]  # its `Tensor(a!)` arguments: index, name, kwarg
 
     @staticmethod
@@ -260,6 +290,9 @@ class _OpTraits:
                              or f"{func.namespace}::{func._opname}" in _SIZED_BY_VALUES_NAMED),
             writes_unsaid=func is _aten.cudnn_batch_norm.default,
             bounds=func in _MOVES_VALUES or func in _INDEXES_DIMENSION,
+            top_k=func is _aten.topk.default,
+            fills=_FILLS.get(func),
+            unread=_UNREAD.get(func, frozenset()) if every_op else frozenset(),
             written=tuple((index, argument.name, argument.kwarg_only)
                           for index, argument in enumerate(_torch_internals.op_schema(func).arguments)
                           if argument.alias_info is not None and argument.alias_info.is_write))
@@ -309,6 +342,31 @@ ASSUMED_READS = (
                 "beam_indices[:, :max_generated_length]", _KEEPS_ALL,
                 "the whole length: no beam ended before the limit, nothing is cropped"),
 )
+# Note [Top-k keeps k]
+# An MoE's router picks each token's k experts by topk over logits no kernel computed, then
+# finds each expert's tokens with a mask (`chosen == expert`, one_hot) and nonzero or where.
+# Read as zeros, topk's indices would send every token to expert 0 k times over; left unknown,
+# every mask keeps everything (Note [Values where they decide the path]) and every expert takes
+# every token k times: 8 x 2 = 16 times the tokens a card ever routes. Neither is a run a card
+# can make, where each token goes to k distinct experts, tokens x k in all. So topk's indices
+# over values no kernel computed are taken as each row's first k positions (0, 1, .., k-1 along
+# its dimension: the order topk gives when those positions hold the largest values, as a card
+# can see), and are known from then on, as resting on that assumption. Of the distributions a
+# card can reach this is the memory worst case for the loops MoEs run: tokens x k are routed in
+# all, as always, and each of the k experts takes every token, the most one expert can (a
+# token's k experts are distinct), so the expert a loop over experts runs largest is the
+# largest any routing makes; what is kept across experts holds tokens x k rows whatever the
+# routing. What is computed from the assumed indices alone (masks, one_hot, counts, the
+# expert's token lists) is computed on the host as any known value, kept up to ASSUMED_LIMIT
+# a tensor (an expert mask of one_hot's tokens x k x experts int64 is larger than the 64 KiB
+# known values otherwise keep), and each read of such a value (a count inside nonzero or
+# x[mask], .item(), .tolist()) is listed at the program's line with TOP_K_FIRST, as any value
+# assumed. The topk values (the routing weights) stay unknown. Under --values cpu the host
+# computes topk itself, and nothing is assumed (past --values-memory, as without it).
+TOP_K_FIRST = "top-k keeps k: each row's first k (every token to the same k experts)"
+ASSUMED_LIMIT = 64 << 20  # bytes a tensor: what values resting on an assumption are kept to
+_NOTHING_ASSUMED: frozenset[str] = frozenset()
+
 # What a read of an unknown value takes where ASSUMED_READS names no value (after its value).
 READ_AS_ZERO = "read as zero: no kernel computed it"
 # What an output sized by a mask no kernel computed takes.
@@ -348,9 +406,11 @@ class Assumption:
 def _attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                attn_bias: torch.Tensor | None, dropout_p: float, is_causal: bool,
                scale: float | None) -> torch.Tensor:
+    # The card's kernels take grouped keys and values (fewer heads than the query's: GQA, as
+    # Mixtral's and Llama's) as they come; the host's math repeats them.
     return torch.nn.functional.scaled_dot_product_attention(
         query, key, value, attn_mask=attn_bias, dropout_p=dropout_p, is_causal=is_causal,
-        scale=scale)
+        scale=scale, enable_gqa=query.dim() >= 3 and query.size(-3) != key.size(-3))
 
 
 def _cudnn_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -378,26 +438,155 @@ def _flash_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
     return (output, None, None, None, None, None, None, None, None)
 
 
+def _attention_gradients(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+                         value: torch.Tensor, attn_bias: torch.Tensor | None, dropout_p: float,
+                         is_causal: bool, scale: float | None,
+                         bias_gradient: bool) -> tuple[Any, ...]:
+    """The gradients of _attention's output by query, key, value (and the bias, if asked), from
+    the forward recomputed in fp32: what the card's attention kernels compute in backward from
+    the output and log-sum-exp they saved, which the host never had (Note [Backward through
+    the host's stand-ins])."""
+    if dropout_p > 0:
+        raise RuntimeError("dropout's mask was drawn in the forward; the host did not keep it")
+    q, k, v, d_out = (tensor.float() for tensor in (query, key, value, grad_out))
+    groups = q.size(-3) // k.size(-3) if q.dim() >= 3 else 1
+    if groups > 1:  # grouped keys and values (GQA), as _attention takes them
+        k, v = k.repeat_interleave(groups, dim=-3), v.repeat_interleave(groups, dim=-3)
+    scale = scale if scale is not None else 1 / math.sqrt(q.size(-1))
+    scores = q @ k.transpose(-2, -1) * scale
+    if attn_bias is not None:
+        scores = scores + attn_bias.float()
+    if is_causal:  # scaled_dot_product_attention's causal mask: the top-left triangle
+        length, source = scores.shape[-2:]
+        scores = scores.masked_fill(
+            ~torch.ones(length, source, dtype=torch.bool).tril(), float("-inf"))
+    weights = scores.softmax(dim=-1)
+    d_value = weights.transpose(-2, -1) @ d_out
+    d_weights = d_out @ v.transpose(-2, -1)
+    d_scores = weights * (d_weights - (d_weights * weights).sum(dim=-1, keepdim=True))
+    d_query = d_scores @ k * scale
+    d_key = d_scores.transpose(-2, -1) @ q * scale
+    if groups > 1:  # each key and value head served `groups` query heads
+        d_key = d_key.unflatten(-3, (-1, groups)).sum(dim=-3)
+        d_value = d_value.unflatten(-3, (-1, groups)).sum(dim=-3)
+    d_bias = (d_scores.sum_to_size(attn_bias.shape).to(attn_bias.dtype)
+              if bias_gradient and attn_bias is not None else None)
+    return (d_query.to(query.dtype), d_key.to(key.dtype), d_value.to(value.dtype), d_bias)
+
+
+def _efficient_attention_backward(grad_out: torch.Tensor, query: torch.Tensor,
+                                  key: torch.Tensor, value: torch.Tensor,
+                                  attn_bias: torch.Tensor | None, out: Any, logsumexp: Any,
+                                  philox_seed: Any, philox_offset: Any, dropout_p: float,
+                                  grad_input_mask: list[bool], is_causal: bool = False, *,
+                                  scale: float | None = None) -> tuple[Any, ...]:
+    gradients = _attention_gradients(grad_out, query, key, value, attn_bias, dropout_p,
+                                     is_causal, scale, grad_input_mask[3])
+    return tuple(gradient if wanted else None
+                 for gradient, wanted in zip(gradients, grad_input_mask))
+
+
+def _flash_attention_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+                              value: torch.Tensor, out: Any, logsumexp: Any, cum_seq_q: Any,
+                              cum_seq_k: Any, max_q: int, max_k: int, dropout_p: float,
+                              is_causal: bool, philox_seed: Any, philox_offset: Any, *,
+                              scale: float | None = None) -> tuple[Any, ...]:
+    return _attention_gradients(grad_out, query, key, value, None, dropout_p, is_causal, scale,
+                                False)[:3]
+
+
+def _cudnn_attention_backward(grad_out: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+                              value: torch.Tensor, out: Any, logsumexp: Any, philox_seed: Any,
+                              philox_offset: Any, attn_bias: torch.Tensor | None,
+                              cum_seq_q: Any, cum_seq_k: Any, max_q: int, max_k: int,
+                              dropout_p: float, is_causal: bool, *,
+                              scale: float | None = None) -> tuple[Any, ...]:
+    return _attention_gradients(grad_out, query, key, value, attn_bias, dropout_p, is_causal,
+                                scale, False)[:3]
+
+
 def _cudnn_batch_norm(input: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                       running_mean: torch.Tensor | None, running_var: torch.Tensor | None,
                       training: bool, exponential_average_factor: float,
                       epsilon: float) -> tuple[Any, ...]:
-    # In training the host's batch_norm updates the running statistics' shadows, as cuDNN's
-    # kernel updates them on the card.
-    output = torch.nn.functional.batch_norm(input, running_mean, running_var, weight, bias,
-                                            training, exponential_average_factor, epsilon)
-    return (output, None, None, None)
+    # In training the host's batch norm updates the running statistics' shadows, as cuDNN's
+    # kernel updates them on the card, and saves what cuDNN saves for backward: the batch's
+    # mean and inverse standard deviation.
+    output, save_mean, save_invstd = _aten.native_batch_norm(
+        input, weight, bias, running_mean, running_var, training, exponential_average_factor,
+        epsilon)
+    return (output, save_mean, save_invstd, None)
 
 
-# What the host runs for the card's own kernels that have none on the host: the attention
-# kernels scaled_dot_product_attention picks on the card and cuDNN's batch norm, as the host's
-# math computes them (the output; what only backward reads, the log-sum-exp, the saved
-# statistics and the random state, stays unknown).
+def _cudnn_batch_norm_backward(input: torch.Tensor, grad_output: torch.Tensor,
+                               weight: torch.Tensor, running_mean: torch.Tensor | None,
+                               running_var: torch.Tensor | None,
+                               save_mean: torch.Tensor | None, save_var: torch.Tensor | None,
+                               epsilon: float, reserve_space: Any) -> tuple[Any, ...]:
+    # cuDNN's save_var is the inverse standard deviation, as native_batch_norm's save_invstd;
+    # in evaluation nothing was saved, and the running statistics normalized.
+    training = save_mean is not None and save_mean.numel() > 0
+    return tuple(_aten.native_batch_norm_backward(
+        grad_output, input, weight, running_mean, running_var,
+        save_mean if training else None, save_var if training else None, training, epsilon,
+        [True, True, True]))
+
+
+def _native_batch_norm_backward(grad_out: torch.Tensor, input: torch.Tensor,
+                                weight: torch.Tensor | None, running_mean: torch.Tensor | None,
+                                running_var: torch.Tensor | None,
+                                save_mean: torch.Tensor | None, save_invstd: torch.Tensor | None,
+                                train: bool, epsilon: float,
+                                output_mask: list[bool]) -> tuple[Any, ...]:
+    # The card's kernel saves fp32 statistics for a bf16 or fp16 input whatever its parameters'
+    # type; the host's takes them in its parameters' type (its own forward saves them so).
+    dtype = weight.dtype if weight is not None else input.dtype
+
+    def as_parameters(tensor: torch.Tensor | None) -> torch.Tensor | None:
+        return tensor.to(dtype) if tensor is not None and tensor.is_floating_point() else tensor
+
+    return tuple(_aten.native_batch_norm_backward(
+        grad_out, input, weight, as_parameters(running_mean), as_parameters(running_var),
+        as_parameters(save_mean), as_parameters(save_invstd), train, epsilon, output_mask))
+
+
+# Note [Backward through the host's stand-ins]
+# The attention kernels scaled_dot_product_attention picks on the card (flash, memory-efficient,
+# cuDNN) and cuDNN's batch norm have no host kernel; under --values cpu the host runs its own
+# math for them (_HOST_STAND_INS). Their backward kernels read what the forward kernel saved:
+# attention its output's log-sum-exp (and the random state of its dropout), batch norm the
+# batch's mean and inverse standard deviation and a reserve space. Without stand-ins for them,
+# training's first backward read values the host did not have, every gradient was unknown,
+# and so were the weights after the optimizer's step: from the second step on, every value
+# (the loss too) read as zero, and nothing said so. So the host's batch norm saves what cuDNN
+# saves (the mean and inverse standard deviation, as native_batch_norm's; the card's own
+# native_batch_norm saves them in fp32 for bf16 and fp16, which the host's backward takes in
+# the parameters' type), and the backward of attention recomputes its forward from query, key
+# and value in fp32: the arguments only the card's kernels read (the log-sum-exp, the random
+# state, the reserve space, _UNREAD) are not needed to know the result. Attention with dropout is not recomputed (its mask was drawn in
+# the forward and is not kept): the host says it cannot run it. Whatever makes values unknown
+# under --values cpu (that, an op without a host kernel, the budget, compiled code) is said
+# at the end, with how many ops read them and the first.
 _HOST_STAND_INS: dict[Any, Callable[..., tuple[Any, ...]]] = {
     _aten._scaled_dot_product_cudnn_attention.default: _cudnn_attention,
     _aten._scaled_dot_product_efficient_attention.default: _efficient_attention,
     _aten._scaled_dot_product_flash_attention.default: _flash_attention,
     _aten.cudnn_batch_norm.default: _cudnn_batch_norm,
+    _aten._scaled_dot_product_cudnn_attention_backward.default: _cudnn_attention_backward,
+    _aten._scaled_dot_product_efficient_attention_backward.default:
+        _efficient_attention_backward,
+    _aten._scaled_dot_product_flash_attention_backward.default: _flash_attention_backward,
+    _aten.cudnn_batch_norm_backward.default: _cudnn_batch_norm_backward,
+    _aten.native_batch_norm_backward.default: _native_batch_norm_backward,
+}
+# The arguments of a stand-in's op that it does not read (by position): whether they are known
+# does not decide whether its result can be (Note [Backward through the host's stand-ins]).
+_UNREAD: dict[Any, frozenset[int]] = {
+    _aten._scaled_dot_product_efficient_attention_backward.default: frozenset({5, 6, 7, 8}),
+    _aten._scaled_dot_product_flash_attention_backward.default:
+        frozenset({4, 5, 6, 7, 12, 13}),
+    _aten._scaled_dot_product_cudnn_attention_backward.default: frozenset({4, 5, 6, 7, 9, 10}),
+    _aten.cudnn_batch_norm_backward.default: frozenset({8}),
 }
 
 
@@ -430,6 +619,10 @@ class HostValues:
         self.ops = 0
         self.seconds = 0.0
         self.refused = 0  # values left unknown for want of room
+        # Ops that read values the host did not have (Note [Backward through the host's
+        # stand-ins]), and the first: the op and the program's line.
+        self.unknown_reads = 0
+        self.first_unknown: tuple[str, tuple[str, int, str]] | None = None
         self._random_state: torch.Tensor | None = None
 
     def take(self, nbytes: int) -> bool:
@@ -453,7 +646,7 @@ class HostValues:
                 host_written: list[tuple[torch.Tensor, torch.Tensor]],
                 no_host_kernel: Any) -> Any:
         """`func` on the host's values; a random one draws from the host's own stream (the
-        program's CPU generator is left as it was); None when the host cannot run it."""
+        program's CPU generator is left as it was); NO_VALUES when the host cannot run it."""
         start = time.perf_counter()
         draws = torch.Tag.nondeterministic_seeded in func.tags
         saved = torch.default_generator.get_state() if draws else None
@@ -470,7 +663,7 @@ class HostValues:
             reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error)
             print(f"== memtrace: --values cpu: the host cannot run {func} ({reason}); its "
                   "values are unknown, as a kernel's are without it", file=sys.stderr, flush=True)
-            return None
+            return NO_VALUES
         finally:
             if saved is not None:
                 self._random_state = torch.default_generator.get_state()
@@ -481,12 +674,24 @@ class HostValues:
             real.copy_(copy)
         return host
 
+    def read_unknown(self, func: Any) -> None:
+        """`func` read a value the host did not have: its results are unknown."""
+        self.unknown_reads += 1
+        if self.first_unknown is None:
+            self.first_unknown = (str(func), _reading_place())
+
     def summary(self) -> str:
         refused = (f"; {self.refused:,} values past the budget were left unknown"
                    if self.refused else "")
+        unknown = ""
+        if self.first_unknown is not None:
+            func, (file, line, function) = self.first_unknown
+            unknown = (f"\n== memtrace: --values cpu: {self.unknown_reads:,} ops read values the "
+                       f"host did not have, the first {func} at {file}:{line} ({function}): what "
+                       "they computed is unknown, as a kernel's is without --values cpu")
         return (f"== memtrace: --values cpu computed {self.ops:,} ops on the host beside the "
                 f"card in {self.seconds:.2f} s, holding at most {_size(self.peak_bytes)} of values "
-                f"(budget {_size(self.budget_bytes)}){refused}")
+                f"(budget {_size(self.budget_bytes)}){refused}{unknown}")
 
 
 class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
@@ -505,6 +710,9 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         # shared by two device storages.
         self._host_storages: set[int] = set()
         self._traits: dict[int, _OpTraits] = {}  # by id(func): ops live as long as torch
+        # Note [Top-k keeps k]: the storages a fill too large to keep filled with one value, by
+        # storage: the value, its dtype and the weak reference that drops it.
+        self._filled: dict[int, tuple[Any, torch.dtype, weakref.ref[torch.UntypedStorage]]] = {}
         # Note [How many distinct values an unknown tensor holds]: by storage, with the weak
         # reference that drops it.
         self._bounds: dict[int, tuple[int, weakref.ref[torch.UntypedStorage]]] = {}
@@ -529,7 +737,8 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
     def _shadow(self, tensor: torch.Tensor) -> _Shadow | None:
         return self._known.get(_storage_key(tensor.untyped_storage()))
 
-    def _adopt(self, storage: torch.UntypedStorage, host: torch.UntypedStorage) -> bool:
+    def _adopt(self, storage: torch.UntypedStorage, host: torch.UntypedStorage,
+               assumed: frozenset[str] = frozenset()) -> bool:
         """`host` is what `storage` holds from now on; device memory says so. False when the
         host's budget of --values cpu has no room for it (then it is unknown)."""
         key = _storage_key(storage)
@@ -558,7 +767,8 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
             budget.give_back(previous.host.nbytes())
         if budget is not None:
             self._host_storages.add(_storage_key(host))
-        self._known[key] = _Shadow(host, weakref.ref(storage, freed))
+        self._filled.pop(key, None)
+        self._known[key] = _Shadow(host, weakref.ref(storage, freed), assumed)
         self._store(storage, host)
         return True
 
@@ -575,6 +785,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
 
     def _unknown_storage(self, storage: torch.UntypedStorage) -> None:
         self._bounds.pop(_storage_key(storage), None)
+        self._filled.pop(_storage_key(storage), None)
         entry = self._known.pop(_storage_key(storage), None)
         if entry is not None and self.host is not None:
             self.host.give_back(entry.host.nbytes())
@@ -608,15 +819,33 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         if traits.reads_scalar and card_inputs and self._shadow(card_inputs[0]) is None:
             return self._assume(func(*args, **kwargs), card_inputs[0].device.index or 0)
         known = True
+        assumed = _NOTHING_ASSUMED  # Note [Top-k keeps k]: what the known inputs rest on
         if not traits.shape_only:
             overwritten = args[0] if traits.overwrites else None
-            known_storages = self._known
-            for tensor in card_inputs:
-                if tensor is not overwritten and \
-                        _storage_key(tensor.untyped_storage()) not in known_storages:
+            known_storages, filled = self._known, None
+            read = card_inputs if not traits.unread else _card_tensors(
+                [value for index, value in enumerate(args) if index not in traits.unread]
+                + list(kwargs.values()))
+            for tensor in read:
+                if tensor is overwritten:
+                    continue
+                key = _storage_key(tensor.untyped_storage())
+                entry = known_storages.get(key)
+                if entry is None:
+                    if key in self._filled:  # known as one value, if the op needs it so
+                        filled = (filled or []) + [tensor]
+                        continue
                     known = False
                     break
+                if entry.assumed:
+                    assumed |= entry.assumed
+            if known and filled is not None:
+                # Note [Top-k keeps k]: a fill joins values resting on an assumption (one_hot's
+                # zeros, scattered into by the assumed indices).
+                known = bool(assumed) and all(self._fill_in(tensor) for tensor in filled)
         on_host = known and traits.computable
+        if not known and traits.computable and self.host is not None:
+            self.host.read_unknown(func)
         # A mask's count read inside the op (x[mask] with x unknown) is of a known value too.
         counts_known = not known and traits.sized_by_values and self._masks_known(func, args)
         if (on_host or counts_known) and card_inputs:
@@ -637,18 +866,29 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         if traits.collective:
             self._collective(written, known)
             return result
-        host = None
-        if on_host and self._wanted(results, card_outputs, written):
+        host = NO_VALUES
+        # Values that rest on an assumption are kept larger (Note [Top-k keeps k]).
+        limit = max(self._limit, ASSUMED_LIMIT) if assumed else self._limit
+        if on_host and self._wanted(results, card_outputs, written, limit):
             host = self._on_host(func, traits, args, kwargs)
+            if host is not NO_VALUES and assumed and self._reads(func, traits, args, results):
+                read = self._note_assumed(assumed, card_inputs[0].device.index or 0,
+                                          host if traits.reads_scalar else None)
+                host = read if traits.reads_scalar else host
         elif not known and traits.decides:
-            host = self._decided(traits, args, card_outputs)
+            decided = self._decided(traits, args, card_outputs)
+            host = NO_VALUES if decided is None else decided
         elif not known and traits.sized_by_values:
+            if counts_known:
+                masks_assumed = self._masks_assumed(func, args)
+                if masks_assumed:
+                    self._note_assumed(masks_assumed, card_inputs[0].device.index or 0)
             result = self._sized_as_everything(func, args, result, card_inputs)
             results = tuple(result) if isinstance(result, (list, tuple)) else (result,)
             card_outputs = _card_tensors(results)
-        if host is not None:
-            taken = self._take(result, host, written)
-            if taken is not None:
+        if host is not NO_VALUES:
+            taken = self._take(result, host, written, assumed, limit, traits.sized_by_values)
+            if taken is not NO_VALUES:
                 return taken
         for tensor in written:
             self._unknown(tensor)
@@ -659,7 +899,104 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                     self._unknown(tensor)
             if traits.bounds:
                 self._bound_outputs(func, args, results)
+            if traits.top_k:
+                self._assume_top_k(args, kwargs, results)
+        if traits.fills is not None:
+            self._remember_fill(traits, args, result)
         return result
+
+    # ---- Note [Top-k keeps k] -----------------------------------------------------------------
+
+    def _assume_top_k(self, args: tuple[Any, ...], kwargs: dict[str, Any],
+                      results: tuple[Any, ...]) -> None:
+        """topk's indices over values no kernel computed: each row's first k positions, known
+        from now on as resting on that assumption."""
+        if len(results) < 2 or not isinstance(results[1], torch.Tensor):
+            return
+        indices = results[1]
+        storage = indices.untyped_storage()
+        if not _on_card(indices) or indices.numel() == 0 or not _covers(indices) \
+                or storage.nbytes() > max(self._limit, ASSUMED_LIMIT):
+            return
+        dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
+        shape = [1] * indices.dim()
+        if shape:
+            shape[dim] = indices.size(dim)
+        positions = torch.arange(indices.size(dim) if shape else 1, dtype=indices.dtype)
+        host = _host_storage(storage.nbytes())
+        self._view(indices, host).copy_(positions.view(shape).expand(indices.shape))
+        self._adopt(storage, host, frozenset((TOP_K_FIRST,)))
+
+    def _remember_fill(self, traits: _OpTraits, args: tuple[Any, ...], result: Any) -> None:
+        """A fill left unknown (too large to keep): its storage holds one value, remembered."""
+        assert traits.fills is not None
+        position, value = traits.fills
+        tensor = args[0] if traits.overwrites or result is None or \
+            not isinstance(result, torch.Tensor) else result
+        if position is not None:
+            if position >= len(args):
+                return
+            value = args[position]
+        if not isinstance(tensor, torch.Tensor) or not _on_card(tensor) or \
+                not isinstance(value, (bool, int, float)) or not _covers(tensor):
+            return
+        storage = tensor.untyped_storage()
+        key, filled = _storage_key(storage), self._filled
+        if key in self._known:
+            return
+
+        def freed(reference: weakref.ref[torch.UntypedStorage]) -> None:
+            entry = filled.get(key)
+            if entry is not None and entry[2] is reference:
+                del filled[key]
+
+        filled[key] = (value, tensor.dtype, weakref.ref(storage, freed))
+
+    def _fill_in(self, tensor: torch.Tensor) -> bool:
+        """The storage of a remembered fill made known: its shadow filled with its value."""
+        storage = tensor.untyped_storage()
+        value, dtype, _ = self._filled[_storage_key(storage)]
+        if storage.nbytes() > ASSUMED_LIMIT:
+            return False
+        host = _host_storage(storage.nbytes())
+        torch.empty((0,), dtype=dtype).set_(host).fill_(value)
+        return self._adopt(storage, host)
+
+    def _reads(self, func: Any, traits: _OpTraits, args: tuple[Any, ...],
+               results: tuple[Any, ...]) -> bool:
+        """Whether the op reads its device inputs' values back to the host: a result off the
+        card (a number, a host tensor), or an output sized by a count (a mask's)."""
+        if traits.sized_by_values:
+            return func is not _aten.index.Tensor or bool(self._masks_of(func, args))
+        for value in results:
+            for item in value if isinstance(value, (list, tuple)) else (value,):
+                if item is not None and not (isinstance(item, torch.Tensor) and _on_card(item)):
+                    return True
+        return False
+
+    def _masks_assumed(self, func: Any, args: tuple[Any, ...]) -> frozenset[str]:
+        """What the known masks that size a _SIZED_BY_VALUES op's output rest on."""
+        assumed = _NOTHING_ASSUMED
+        for mask in self._masks_of(func, args) or []:
+            entry = self._shadow(mask)
+            if entry is not None:
+                assumed |= entry.assumed
+        return assumed
+
+    def _note_assumed(self, assumed: frozenset[str], device: int, read: Any = None) -> Any:
+        """A read, at the program's line, of known values that rest on `assumed`; of a number
+        (`read`), the value it takes: the one ASSUMED_READS gives its line, a worst case known
+        for that line before any assumption (transformers' beam search computes the length it
+        crops its output to from beams chosen by topk), else the number read."""
+        where = _reading_place()
+        if read is not None:
+            for rule in ASSUMED_READS:
+                if rule.matches(*where):
+                    self._note(Assumption(*where, rule.said), device)
+                    return type(read)(rule.value)
+        for said in sorted(assumed):
+            self._note(Assumption(*where, said), device)
+        return read
 
     # ---- Note [How many distinct values an unknown tensor holds] -----------------------------
 
@@ -794,17 +1131,22 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         count = source.numel() if bound is None else min(source.numel(), bound)
         return [(count,), source.shape if inverse else (0,), (count,)], True
 
+    @staticmethod
+    def _masks_of(func: Any, args: tuple[Any, ...]) -> list[torch.Tensor] | None:
+        """The masks that size a _SIZED_BY_VALUES op's output (x[mask]'s, masked_select's);
+        None for an op sized otherwise."""
+        if func is _aten.index.Tensor:
+            return [index for index in args[1] if isinstance(index, torch.Tensor)
+                    and index.dtype in (torch.bool, torch.uint8)]
+        if func is _aten.masked_select.default:
+            return [args[1]]
+        return None
+
     def _masks_known(self, func: Any, args: tuple[Any, ...]) -> bool:
         """Whether the masks that size a _SIZED_BY_VALUES op's output are all known."""
-        if func is _aten.index.Tensor:
-            masks = [index for index in args[1] if index is not None
-                     and index.dtype in (torch.bool, torch.uint8)]
-        elif func is _aten.masked_select.default:
-            masks = [args[1]]
-        else:
-            return False
-        return bool(masks) and all(_on_card(mask) and self._shadow(mask) is not None
-                                   for mask in masks)
+        masks = self._masks_of(func, args)
+        return masks is not None and bool(masks) and all(
+            _on_card(mask) and self._shadow(mask) is not None for mask in masks)
 
     def _host_values(self, tensor: torch.Tensor) -> torch.Tensor:
         entry = self._shadow(tensor)
@@ -838,10 +1180,10 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                 self._unknown(tensor)
 
     def _wanted(self, results: tuple[Any, ...], card_outputs: list[torch.Tensor],
-                written: list[torch.Tensor]) -> bool:
+                written: list[torch.Tensor], limit: int) -> bool:
         """Whether the host's result is worth computing: a device output small enough to know,
         a known storage the op writes, or a result off the card (a number, a host tensor)."""
-        if any(tensor.untyped_storage().nbytes() <= self._limit for tensor in card_outputs):
+        if any(tensor.untyped_storage().nbytes() <= limit for tensor in card_outputs):
             return True
         if any(self._shadow(tensor) is not None for tensor in written):
             return True
@@ -869,7 +1211,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
 
     def _on_host(self, func: Any, traits: _OpTraits, args: tuple[Any, ...],
                  kwargs: dict[str, Any]) -> Any:
-        """The op run again on the host, on the shadows; None when it cannot run there."""
+        """The op run again on the host, on the shadows; NO_VALUES when it cannot run there."""
         written = {id(value) for index, name, kwarg_only in traits.written
                    for value in _tensors((kwargs.get(name) if kwarg_only or index >= len(args)
                                           else args[index],))}
@@ -887,7 +1229,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         except (RuntimeError, NotImplementedError, TypeError, ValueError, IndexError):
             # No host kernel (a CUDA-only op), or none for these arguments: unknown from now.
             self._no_host_kernel(func)
-            return None
+            return NO_VALUES
         for real, copy in host_written:
             real.copy_(copy)
         return host
@@ -947,25 +1289,28 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                 return torch.zeros(output.shape, dtype=output.dtype)
         return None
 
-    def _take(self, result: Any, host: Any, written: list[torch.Tensor]) -> Any:
+    def _take(self, result: Any, host: Any, written: list[torch.Tensor],
+              assumed: frozenset[str], limit: int, resizes: bool) -> Any:
         """The device's result with the host's values: a shadow for each device tensor (of the
         host's size where the device sized it by a count it read as zero), the host's value
-        where the result is no tensor. None when the two do not match (then all is unknown)."""
+        where the result is no tensor. NO_VALUES when the two do not match (then all is
+        unknown)."""
         single = not isinstance(result, (list, tuple))
         results = [result] if single else list(result)
         hosts = [host] if single else list(host) if isinstance(host, (list, tuple)) else None
         if hosts is None or len(hosts) != len(results):
-            return None
+            return NO_VALUES
         for index, (real, computed) in enumerate(zip(results, hosts)):
             if computed is None:  # an output the host's stand-in does not compute
                 if isinstance(real, torch.Tensor) and _on_card(real):
                     self._unknown(real)
             elif isinstance(real, torch.Tensor) and isinstance(computed, torch.Tensor):
-                results[index] = self._take_tensor(real, computed)
+                results[index] = self._take_tensor(real, computed, assumed, limit, resizes)
             elif isinstance(real, (list, tuple)) and isinstance(computed, (list, tuple)) \
                     and len(real) == len(computed):
                 results[index] = type(real)(
-                    self._take_tensor(r, c) if isinstance(r, torch.Tensor)
+                    self._take_tensor(r, c, assumed, limit, resizes)
+                    if isinstance(r, torch.Tensor)
                     and isinstance(c, torch.Tensor) else r for r, c in zip(real, computed))
             elif not isinstance(real, torch.Tensor) and not isinstance(computed, torch.Tensor):
                 results[index] = computed
@@ -977,17 +1322,22 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                 if entry is None:
                     self._unknown(tensor)
                 else:
+                    entry.assumed |= assumed
                     self._store(tensor.untyped_storage(), entry.host)
         if single:
             return results[0]
         return type(result)(results) if isinstance(result, tuple) else results
 
-    def _take_tensor(self, real: torch.Tensor, computed: torch.Tensor) -> torch.Tensor:
+    def _take_tensor(self, real: torch.Tensor, computed: torch.Tensor,
+                     assumed: frozenset[str], limit: int, resizes: bool) -> torch.Tensor:
         if not _on_card(real):
             if real.shape == computed.shape and real.data_ptr() != computed.data_ptr():
                 real.copy_(computed)
             return real
         if real.shape != computed.shape:
+            if not resizes:  # a stand-in's output laid out otherwise than the card's kernel's
+                self._unknown(real)
+                return real
             # The device sized it by a count it read back as zero (nonzero, a boolean mask).
             real = torch.empty(computed.shape, dtype=real.dtype, device=real.device)
         storage = real.untyped_storage()
@@ -995,14 +1345,10 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         if entry is not None:
             if computed.untyped_storage().data_ptr() != entry.host.data_ptr():
                 self._view(real, entry.host).copy_(computed)
+            entry.assumed |= assumed  # a write into part of it leaves the rest as it was
             self._store(storage, entry.host)
             return real
-        # Every byte of the storage is one of the tensor's, in whatever order (cuDNN's attention
-        # output is laid out batch, sequence, head), so the host's values are all of it.
-        covers = (real.storage_offset() == 0
-                  and real.numel() * real.element_size() == storage.nbytes()
-                  and _is_non_overlapping_and_dense(real))
-        if storage.nbytes() > self._limit or not covers:
+        if storage.nbytes() > limit or not _covers(real):
             self._unknown(real)
             if not computed.is_floating_point() and not computed.is_complex() \
                     and computed.numel() <= _BOUND_LIMIT:
@@ -1017,7 +1363,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         else:
             host = _host_storage(storage.nbytes())
             self._view(real, host).copy_(computed)
-        self._adopt(storage, host)
+        self._adopt(storage, host, assumed)
         return real
 
 

@@ -59,7 +59,8 @@ inline constexpr const char* kSimulatedSizesMeaning =
 inline constexpr const char* kAssumedValuesMeaning =
     "No kernel computed these; where the program read one to decide what to do next, the run "
     "took the memory's worst case where memtrace knows it (a loop goes on to its limit, a mask "
-    "keeps everything), zero elsewhere (Note [Values where they decide the path]).";
+    "keeps everything, top-k keeps each row's first k), zero elsewhere (Note [Values where they "
+    "decide the path], Note [Top-k keeps k]).";
 // "SIMULATED: profile h200" (and ", 24.00 GiB set by the user" when it was).
 std::string simulatedLabel(const reader::SimulatedDeviceInfo& simulated);
 // The "simulated" object of the JSON views; null for a trace of a card.
