@@ -14,7 +14,7 @@ from memtrace_testing import (Build, preloaded, progress_on_a_terminal, report_f
 @pytest.fixture(scope="module")
 def sequence_trace(tmp_path_factory):
     trace = tmp_path_factory.mktemp("report") / "sequence.bin"
-    run([Build.program("sequence")], preloaded(trace, MEMTRACE_TEST_DEVICE_MEMORY=10**9))
+    run([Build.program("sequence")], preloaded(trace, MEMTRACE_GPU_MEMORY=10**9))
     return trace
 
 
