@@ -105,7 +105,7 @@ def test_text_report_columns(build, sequence_trace):
     assert "Peak memory: 3.007 MiB (3153161 bytes)" in text
     header = [line for line in text.splitlines() if line.startswith("Mem ")][0]
     assert header.split() == ["Mem", "Cumulative", "Mem", "Median", "Count", "Location"]
-    assert "memtrace test device 1 (host memory)" in text
+    assert "device 1   NVIDIA H200" in text
 
 
 def test_csv_and_json_agree(build, sequence_trace):
