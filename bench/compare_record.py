@@ -19,7 +19,8 @@ def run(build):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
     env.update(LD_PRELOAD=f"{build}/allocator/libmemtrace.so", MEMTRACE_AUTOSTART="0",
                MEMTRACE_BENCH_DIR=tempfile.mkdtemp(prefix="memtrace-bench-"),
-               LD_LIBRARY_PATH=f"{build}/tests/testcudart/lib")
+               LD_LIBRARY_PATH=f"{build}/simulator/lib",
+               MEMTRACE_GPU_PROFILE=f"{build}/simulator/profiles/h200.json")
     output = subprocess.run([f"{build}/bench/record_bench", "--benchmark_format=json"], env=env,
                             capture_output=True, text=True, check=True).stdout
     return {entry["run_name"].split("/")[0].removeprefix("BM_"): entry["ns_per_pair"] * 1e9

@@ -49,7 +49,8 @@ def measure(build, mode, stacks, pairs, window, work):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
     env.update(LD_PRELOAD=str(build / "allocator" / "libmemtrace.so"), MEMTRACE_AUTOSTART="0",
                MEMTRACE_STACKS=stacks, MEMTRACE_MODE=mode,
-               LD_LIBRARY_PATH=str(build / "tests" / "testcudart" / "lib"))
+               LD_LIBRARY_PATH=str(build / "simulator" / "lib"),
+               MEMTRACE_GPU_PROFILE=str(build / "simulator" / "profiles" / "h200.json"))
     if window:
         env["MEMTRACE_FLIGHT_EVENTS"] = str(window)
     trace = Path(work) / "trace.bin"

@@ -30,7 +30,8 @@ def one(trace, watched):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
     env.update(LD_PRELOAD=str(BUILD / "allocator" / "libmemtrace.so"), MEMTRACE_OUTPUT=str(trace),
                MEMTRACE_STACKS="native", MEMTRACE_NATIVE_DEPTH="6",
-               LD_LIBRARY_PATH=str(BUILD / "tests" / "testcudart" / "lib"))
+               LD_LIBRARY_PATH=str(BUILD / "simulator" / "lib"),
+               MEMTRACE_GPU_PROFILE=str(BUILD / "simulator" / "profiles" / "h200.json"))
     start = time.monotonic()
     process = subprocess.Popen([BUILD / "bench" / "long_run", str(EVENTS)], env=env,
                                stdout=subprocess.DEVNULL)

@@ -29,7 +29,8 @@ def traced(trace, mode):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
     env.update(LD_PRELOAD=str(BUILD / "allocator" / "libmemtrace.so"), MEMTRACE_OUTPUT=str(trace),
                MEMTRACE_MODE=mode, MEMTRACE_STACKS="native", MEMTRACE_NATIVE_DEPTH="6",
-               LD_LIBRARY_PATH=str(BUILD / "tests" / "testcudart" / "lib"))
+               LD_LIBRARY_PATH=str(BUILD / "simulator" / "lib"),
+               MEMTRACE_GPU_PROFILE=str(BUILD / "simulator" / "profiles" / "h200.json"))
     if WINDOW:
         env["MEMTRACE_FLIGHT_EVENTS"] = str(WINDOW)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

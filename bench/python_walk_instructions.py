@@ -49,7 +49,8 @@ def main():
             env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
             env.update(LD_PRELOAD=str(BUILD / "allocator" / "libmemtrace.so"), MEMTRACE_AUTOSTART="0",
                        MEMTRACE_STACKS="python",
-                       LD_LIBRARY_PATH=str(BUILD / "tests" / "testcudart" / "lib"))
+                       LD_LIBRARY_PATH=str(BUILD / "simulator" / "lib"),
+                       MEMTRACE_GPU_PROFILE=str(BUILD / "simulator" / "profiles" / "h200.json"))
             subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
                             "--toggle-collect=*recordAlloc*", PYTHON, "-c", LOOP, workload, gil,
                             Path(work) / "trace.bin"],

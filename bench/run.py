@@ -24,7 +24,8 @@ WORKLOAD = BUILD / "bench" / "libmemtrace_bench_workload.so"
 def environment(work):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
     env.update(LD_PRELOAD=str(LIBRARY), MEMTRACE_AUTOSTART="0", MEMTRACE_BENCH_DIR=str(work),
-               LD_LIBRARY_PATH=str(BUILD / "tests" / "testcudart" / "lib"))
+               LD_LIBRARY_PATH=str(BUILD / "simulator" / "lib"),
+               MEMTRACE_GPU_PROFILE=str(BUILD / "simulator" / "profiles" / "h200.json"))
     return env
 
 

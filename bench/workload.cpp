@@ -44,16 +44,22 @@ __attribute__((visibility("default"), noinline)) uint64_t bench_hooked(long pair
   return loop(cudaMalloc, cudaFree, pairs, static_cast<size_t>(size));
 }
 
-// The same loop calling the allocator underneath, bypassing any interposition: the test
-// driver's own allocation, under names memtrace does not hook (a dlsym of cuMemAlloc_v2 would
-// hand out memtrace's hook, and the test runtime reaches the driver through it too).
+// The same loop calling the allocator underneath, bypassing any interposition: the simulated
+// driver's own cuMemAlloc_v2 and cuMemFree_v2, asked of its cuGetProcAddress under a name
+// memtrace does not hook (simgpu_driver_proc_address: simulator/driver/driver.h), since a
+// dlsym of cuMemAlloc_v2 or cuGetProcAddress_v2 would hand out memtrace's hook.
 __attribute__((visibility("default"), noinline)) uint64_t bench_direct(long pairs, long size) {
   static DriverMalloc real_malloc = nullptr;
   static DriverFree real_free = nullptr;
   if (!real_malloc) {
+    using ProcAddress = int (*)(const char*, void**, int, unsigned long long, int*);
     void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    real_malloc = reinterpret_cast<DriverMalloc>(dlsym(driver, "testcuda_mem_alloc"));
-    real_free = reinterpret_cast<DriverFree>(dlsym(driver, "testcuda_mem_free"));
+    auto proc_address = reinterpret_cast<ProcAddress>(dlsym(driver, "simgpu_driver_proc_address"));
+    void* function = nullptr;
+    proc_address("cuMemAlloc", &function, CUDA_VERSION, 0, nullptr);
+    real_malloc = reinterpret_cast<DriverMalloc>(function);
+    proc_address("cuMemFree", &function, CUDA_VERSION, 0, nullptr);
+    real_free = reinterpret_cast<DriverFree>(function);
   }
   auto allocate = [](void** pointer, size_t bytes) {
     return real_malloc(reinterpret_cast<CUdeviceptr*>(pointer), bytes);

@@ -40,8 +40,13 @@ class Build:
     dir = BUILD
     library = BUILD / "allocator" / "libmemtrace.so"
     report = BUILD / "bin" / "memtrace-report"
-    test_runtime = BUILD / "tests" / "testcudart" / "lib"
-    cudart = test_runtime / "libcudart.so.13"
+    # The simulated GPU's libraries (simulator/): the one fake CUDA every test runs on.
+    simulator = BUILD / "simulator" / "lib"
+    runtime = simulator / "libcudart.so.13"
+    driver = simulator / "libcuda.so.1"
+    # What the test scripts load (ctypes.CDLL): the simulated runtime, with the calls the tests
+    # make besides CUDA's (tests/preload/programs/cuda_calls.cpp) over it.
+    cuda = BUILD / "tests" / "preload" / "lib" / "libcudacalls.so"
     programs = BUILD / "tests" / "preload" / "bin"
     workload = BUILD / "tests" / "preload" / "lib" / "libworkload.so"
 
@@ -50,11 +55,23 @@ class Build:
         return cls.programs / name
 
 
+def card_environment():
+    """The simulated card the test programs and scripts run on, unless a test says otherwise: an
+    H200's profile with two devices (programs use device 1), its memory as the profile's. Under
+    MEMTRACE_TEST_GPU, simulated_environment says which card instead (nothing here)."""
+    if SIMULATED_GPU:
+        return {}
+    return {"MEMTRACE_GPU_PROFILE": str(BUILD / "simulator" / "profiles" / "h200.json"),
+            "MEMTRACE_GPU_COUNT": "2"}
+
+
 def run(command, env=None, check=True, timeout=60, **kwargs):
-    """Runs a command with a clean memtrace environment plus `env`."""
+    """Runs a command with a clean memtrace environment plus `env`, on the tests' simulated
+    card (card_environment)."""
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("MEMTRACE_") and k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
     full_env["MEMTRACE_BUILD_DIR"] = str(BUILD)
+    full_env.update(card_environment())
     full_env.update(env or {})
     if SIMULATED_GPU:
         full_env = simulated_environment(full_env)
@@ -75,8 +92,8 @@ def simulated_environment(env, profile=None, **options):
 
 
 def preloaded(trace, **extra):
-    """The environment that traces a program into `trace` under LD_PRELOAD."""
-    env = {"LD_PRELOAD": str(Build.library), "MEMTRACE_OUTPUT": str(trace)}
+    """The environment that traces a program into `trace` under LD_PRELOAD, on the tests' card."""
+    env = {"LD_PRELOAD": str(Build.library), "MEMTRACE_OUTPUT": str(trace), **card_environment()}
     env.update({k: str(v) for k, v in extra.items()})
     return env
 

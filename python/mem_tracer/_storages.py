@@ -24,7 +24,7 @@ def _default_address(tensor: Any) -> int | None:
 
 
 # How a tensor's storage is named to the recorder. Tests that mirror CPU tensors into memtrace
-# (the test CUDA runtime) replace it with the mirror's addresses.
+# (the simulated GPU's runtime) replace it with the mirror's addresses.
 _address_of: Callable[[Any], int | None] = _default_address
 
 

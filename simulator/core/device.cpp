@@ -176,6 +176,20 @@ void setCurrentDevice(int device) {
   t_device = device;
 }
 
+namespace {
+thread_local int t_capture_mode = 0;  // cudaStreamCaptureModeGlobal
+}
+
+int captureMode() {
+  return t_capture_mode;
+}
+
+int exchangeCaptureMode(int mode) {
+  int previous = t_capture_mode;
+  t_capture_mode = mode;
+  return previous;
+}
+
 uint64_t totalBytes(int device) {
   const Profile* card = profile();
   return card && device >= 0 && device < deviceCount() ? card->memory_bytes : 0;
@@ -643,7 +657,15 @@ void activate(int device) {
   if (device < 0 || device >= 64) return;
   uint64_t bit = uint64_t{1} << device;
   // Read first: every launch calls this, and the bit is set once.
-  if (!(g_active.load(std::memory_order_relaxed) & bit)) g_active.fetch_or(bit);
+  if (g_active.load(std::memory_order_relaxed) & bit) return;
+  if (g_active.fetch_or(bit) & bit) return;  // another thread made it meanwhile
+  static const uint64_t context_bytes = [] {
+    const char* text = getenv("MEMTRACE_GPU_CONTEXT_BYTES");
+    return text && *text ? strtoull(text, nullptr, 10) : 0;
+  }();
+  // Charged once, never given back (a primary context lives as long as the process here); a
+  // context that does not fit is not counted.
+  if (context_bytes) charge(device, context_bytes);
 }
 
 bool active(int device) {

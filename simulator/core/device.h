@@ -47,6 +47,11 @@ int deviceCount();  // MEMTRACE_GPU_COUNT (1); 0 without a profile
 // The calling thread's current device (a context's device, shared by runtime and driver).
 int currentDevice();
 void setCurrentDevice(int device);
+// The calling thread's stream capture mode (cudaStreamCaptureMode's numbering, the driver's
+// too), shared by runtime and driver as CUDA's runtime forwards it to the driver; exchanging
+// it returns the previous mode.
+int captureMode();
+int exchangeCaptureMode(int mode);
 
 // ---- Memory -----------------------------------------------------------------------------
 
@@ -121,7 +126,9 @@ void approximate(const char* library, const char* function, const char* how);
 
 namespace simgpu {
 // The device's primary context: made by the runtime's first call that needs it (or the
-// driver's cuDevicePrimaryCtxRetain), current on the threads that used it.
+// driver's cuDevicePrimaryCtxRetain), current on the threads that used it. Making it counts
+// MEMTRACE_GPU_CONTEXT_BYTES against the device (0 by default): what a card spends on a
+// context and the libraries' modules outside any allocation call.
 void activate(int device);
 bool active(int device);
 }  // namespace simgpu

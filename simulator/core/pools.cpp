@@ -6,6 +6,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "simulator/core/testing.h"
+
 // Note [Pools]
 // A real pool reserves physical memory in chunks and maps allocations into it; it keeps what
 // is freed up to its release threshold (0 by default: everything beyond what is allocated is
@@ -85,6 +87,7 @@ int poolDevice(Pool* pool) {
 }
 
 Status poolAllocate(Pool* pool, void** pointer, size_t size) {
+  testing::noteStreamOrderedAllocation();
   uint64_t bytes = chargedBytes(size ? size : 1);
   {
     std::lock_guard<std::mutex> lock(pools().mutex);
@@ -120,6 +123,7 @@ bool poolFree(void* pointer) {
 }
 
 void poolTrim(Pool* pool, uint64_t keep_bytes) {
+  testing::notePoolTrim();
   std::lock_guard<std::mutex> lock(pools().mutex);
   shrink(pool, keep_bytes);
 }

@@ -358,9 +358,52 @@ SIMGPU_API CUresult cuLogsUnregisterCallback(CUlogsCallbackHandle) {
 
 // ---- cuGetProcAddress ------------------------------------------------------------------------
 
+// Note [A variant from the future]
+// A program built against a CUDA newer than memtrace asks cuGetProcAddress for a form of a
+// function memtrace has never seen; memtrace must hand out the driver's own, untraced, and say so
+// (allocator/lookup_hooks.cpp). No CUDA release is newer than every test, so the simulated driver
+// answers cuMemAlloc asked at version 99000 or later with a form of its own: the same allocation
+// under a name memtrace does not know. No program built against a real toolkit asks that version.
+SIMGPU_API CUresult simgpu_testing_cuMemAlloc_future(CUdeviceptr* pointer, size_t size) {
+  return cuMemAlloc_v2(pointer, size);
+}
+
+SIMGPU_API CUresult cuGetProcAddress(const char* symbol, void** function, int version,
+                                     cuuint64_t flags);
+
+namespace {
+
+// Forms the generated table (simulator/exports/cuda.exports) leaves out, since it keeps each
+// function's newest form only: a program built against an older CUDA asks for the form of its
+// release, and the driver answers with that one (its ABI), as libcuda.so.1 does.
+struct Form {
+  const char* name;
+  int since;  // the first version it answers
+  int until;  // the first version it no longer answers (0: none)
+  void* function;
+};
+
+const Form kOtherForms[] = {
+    // cuCtxGetDevice of every release before CUDA 13 (without the context argument).
+    {"cuCtxGetDevice", 2000, 13000, reinterpret_cast<void*>(&cuCtxGetDevice)},
+    // CUDA 11.3's cuGetProcAddress, without the status.
+    {"cuGetProcAddress", 11030, 12000, reinterpret_cast<void*>(&cuGetProcAddress)},
+    {"cuMemAlloc", 99000, 0, reinterpret_cast<void*>(&simgpu_testing_cuMemAlloc_future)},
+};
+
+}  // namespace
+
 extern "C" int simgpu_driver_proc_address(const char* symbol, void** function, int version,
                                           unsigned long long flags, int* found) {
   *function = nullptr;
+  for (const Form& form : kOtherForms) {
+    if (strcmp(form.name, symbol) != 0 || version < form.since ||
+        (form.until && version >= form.until))
+      continue;
+    *function = form.function;
+    if (found) *found = CU_GET_PROC_ADDRESS_SUCCESS;
+    return CUDA_SUCCESS;
+  }
   for (size_t i = 0; i < simgpu_proc_count; ++i) {
     const SimgpuProc& proc = simgpu_procs[i];
     if (strcmp(proc.name, symbol) != 0) continue;
@@ -385,4 +428,11 @@ SIMGPU_API CUresult cuGetProcAddress_v2(const char* symbol, void** function, int
       static_cast<CUresult>(simgpu_driver_proc_address(symbol, function, version, flags, &found));
   if (status) *status = static_cast<CUdriverProcAddressQueryResult>(found);
   return result;
+}
+
+SIMGPU_API CUresult cuGetProcAddress(const char* symbol, void** function, int version,
+                                     cuuint64_t flags) {
+  if (!symbol || !function) return CUDA_ERROR_INVALID_VALUE;
+  return static_cast<CUresult>(
+      simgpu_driver_proc_address(symbol, function, version, flags, nullptr));
 }

@@ -9,6 +9,7 @@
 
 #include "simulator/core/device.h"
 #include "simulator/core/pools.h"
+#include "simulator/core/testing.h"
 #include "simulator/core/work.h"
 #include "simulator/driver/driver_internal.h"
 
@@ -81,6 +82,7 @@ SIMGPU_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* device, void* host
 SIMGPU_API CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   if (!free_bytes || !total_bytes) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult error = ready()) return error;
+  testing::noteMemoryInfo();
   int device = currentDevice();
   uint64_t total = totalBytes(device), used = usedBytes(device);
   *total_bytes = total;

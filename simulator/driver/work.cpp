@@ -340,10 +340,7 @@ SIMGPU_API CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
 }
 SIMGPU_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
   if (!mode) return CUDA_ERROR_INVALID_VALUE;
-  thread_local int current = CU_STREAM_CAPTURE_MODE_GLOBAL;
-  int previous = current;
-  current = *mode;
-  *mode = static_cast<CUstreamCaptureMode>(previous);
+  *mode = static_cast<CUstreamCaptureMode>(exchangeCaptureMode(*mode));
   return CUDA_SUCCESS;
 }
 SIMGPU_API CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr, cuuint32_t,

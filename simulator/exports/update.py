@@ -101,6 +101,10 @@ def main():
             driver_functions(include)]
     # The simulated runtime's way to the driver (simulator/driver/driver.h).
     rows.append("simgpu_driver_proc_address own")
+    # cuMemAlloc of a CUDA newer than any, for memtrace's tests (simulator/driver/driver.cpp).
+    rows.append("simgpu_testing_cuMemAlloc_future own")
+    # CUDA 11.3's cuGetProcAddress, which cuda.h names no longer (simulator/driver/driver.cpp).
+    rows.append("cuGetProcAddress own")
     write("cuda", "libcuda.so.1", None, 801, "refuse", rows, "the toolkit's cuda.h")
 
 

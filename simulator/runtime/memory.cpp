@@ -1,11 +1,13 @@
 // The runtime's devices, errors and memory: cudaMalloc and its kin, pools, copies, memsets.
 #include <cuda.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "simulator/core/attributes.h"
 #include "simulator/core/pools.h"
+#include "simulator/core/testing.h"
 #include "simulator/core/work.h"
 #include "simulator/runtime/runtime.h"
 
@@ -273,14 +275,105 @@ SIMGPU_API cudaError_t cudaProfilerStop(void) {
 
 // ---- Memory -------------------------------------------------------------------------------
 
+// Note [The runtime over the driver]
+// By default the simulated runtime allocates in the one state itself: a call of the runtime
+// is one call of the card, whoever interposes on the driver. CUDA's runtime is built over the
+// driver instead, and memtrace must not count an allocation twice when its hooks see both the
+// runtime's call and the driver's call the runtime makes. MEMTRACE_GPU_RUNTIME_DRIVER makes the
+// simulated runtime's memory calls (cudaMalloc, cudaFree, cudaMallocAsync and its pool form,
+// cudaFreeAsync, cudaMemGetInfo) the driver's (cuMemAlloc_v2, cuMemFree_v2, cuMemAllocAsync,
+// cuMemAllocFromPoolAsync, cuMemFreeAsync, cuMemGetInfo_v2), reached the two ways CUDA's
+// runtime has: "proc-address", as since CUDA 11.4 (dlopen of libcuda.so.1, dlsym of
+// cuGetProcAddress_v2, every function asked of it), or "link", as up to 11.3 (ordinary calls
+// through the PLT). memtrace's tests run both (tests/preload/test_preload.py).
+namespace {
+
+struct Driver {
+  decltype(&cuMemAlloc_v2) mem_alloc;
+  decltype(&cuMemFree_v2) mem_free;
+  decltype(&cuMemAllocAsync) mem_alloc_async;
+  decltype(&cuMemAllocFromPoolAsync) mem_alloc_from_pool_async;
+  decltype(&cuMemFreeAsync) mem_free_async;
+  decltype(&cuMemGetInfo_v2) mem_get_info;
+};
+
+template <typename Fn>
+bool ask(decltype(&cuGetProcAddress_v2) get_proc_address, const char* name, Fn* out) {
+  void* function = nullptr;
+  CUdriverProcAddressQueryResult status;
+  if (get_proc_address(name, &function, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) !=
+      CUDA_SUCCESS)
+    return false;
+  *out = reinterpret_cast<Fn>(function);
+  return true;
+}
+
+// nullptr: the runtime allocates in the state itself (MEMTRACE_GPU_RUNTIME_DRIVER unset).
+const Driver* driver() {
+  static const Driver* found = []() -> const Driver* {
+    static Driver calls{};
+    const char* way = getenv("MEMTRACE_GPU_RUNTIME_DRIVER");
+    if (!way || !*way) return nullptr;
+    if (strcmp(way, "link") == 0) {
+      calls = {&cuMemAlloc_v2,           &cuMemFree_v2,   &cuMemAllocAsync,
+               &cuMemAllocFromPoolAsync, &cuMemFreeAsync, &cuMemGetInfo_v2};
+      return &calls;
+    }
+    void* library =
+        strcmp(way, "proc-address") == 0 ? dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL) : nullptr;
+    auto get_proc_address = library ? reinterpret_cast<decltype(&cuGetProcAddress_v2)>(
+                                          dlsym(library, "cuGetProcAddress_v2"))
+                                    : nullptr;
+    if (!get_proc_address || !ask(get_proc_address, "cuMemAlloc", &calls.mem_alloc) ||
+        !ask(get_proc_address, "cuMemFree", &calls.mem_free) ||
+        !ask(get_proc_address, "cuMemAllocAsync", &calls.mem_alloc_async) ||
+        !ask(get_proc_address, "cuMemAllocFromPoolAsync", &calls.mem_alloc_from_pool_async) ||
+        !ask(get_proc_address, "cuMemFreeAsync", &calls.mem_free_async) ||
+        !ask(get_proc_address, "cuMemGetInfo", &calls.mem_get_info)) {
+      fprintf(stderr, "memtrace simulated GPU: MEMTRACE_GPU_RUNTIME_DRIVER=%s: %s\n", way,
+              get_proc_address ? "the driver lacks a memory function"
+                               : "neither \"link\" nor \"proc-address\" to libcuda.so.1");
+      abort();
+    }
+    return &calls;
+  }();
+  return found;
+}
+
+cudaError_t fromDriver(CUresult result) {
+  switch (result) {
+    case CUDA_SUCCESS:
+      return cudaSuccess;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      return fail(cudaErrorMemoryAllocation);
+    case CUDA_ERROR_INVALID_DEVICE:
+      return fail(cudaErrorInvalidDevice);
+    case CUDA_ERROR_NO_DEVICE:
+      return fail(cudaErrorNoDevice);
+    default:
+      return fail(cudaErrorInvalidValue);
+  }
+}
+
+}  // namespace
+
 SIMGPU_API cudaError_t cudaMalloc(void** pointer, size_t size) {
   if (cudaError_t error = context()) return error;
+  if (const Driver* calls = driver()) {
+    if (!pointer) return fail(cudaErrorInvalidValue);
+    CUdeviceptr memory = 0;
+    cudaError_t result = fromDriver(calls->mem_alloc(&memory, size));
+    *pointer = reinterpret_cast<void*>(memory);
+    return result;
+  }
   return fromStatus(allocate(pointer, size, currentDevice(), MemoryKind::kDevice));
 }
 
 SIMGPU_API cudaError_t cudaFree(void* pointer) {
   if (cudaError_t error = context()) return error;
   if (!pointer) return cudaSuccess;  // cudaFree(0): make the context, nothing more
+  if (const Driver* calls = driver())
+    return fromDriver(calls->mem_free(reinterpret_cast<CUdeviceptr>(pointer)));
   if (poolFree(pointer)) return cudaSuccess;
   return fromStatus(release(pointer));
 }
@@ -331,6 +424,9 @@ SIMGPU_API cudaError_t cudaHostGetFlags(unsigned int* flags, void*) {
 SIMGPU_API cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   if (!free_bytes || !total_bytes) return fail(cudaErrorInvalidValue);
   if (cudaError_t error = context()) return error;
+  if (const Driver* calls = driver())
+    return fromDriver(calls->mem_get_info(free_bytes, total_bytes));
+  testing::noteMemoryInfo();
   int device = currentDevice();
   uint64_t total = totalBytes(device), used = usedBytes(device);
   *total_bytes = total;
@@ -372,12 +468,27 @@ namespace {
 cudaError_t mallocFromPool(void** pointer, size_t size, Pool* pool, cudaStream_t stream) {
   if (cudaError_t error = context()) return error;
   if (!pool) return fail(cudaErrorInvalidValue);
+  if (const Driver* calls = driver()) {
+    if (!pointer) return fail(cudaErrorInvalidValue);
+    CUdeviceptr memory = 0;
+    auto cu_stream = reinterpret_cast<CUstream>(stream);
+    cudaError_t result =
+        fromDriver(pool == defaultPool(currentDevice())
+                       ? calls->mem_alloc_async(&memory, size, cu_stream)
+                       : calls->mem_alloc_from_pool_async(
+                             &memory, size, reinterpret_cast<CUmemoryPool>(pool), cu_stream));
+    *pointer = reinterpret_cast<void*>(memory);
+    return result;
+  }
   launched(stream, cudaGraphNodeTypeMemAlloc);
   return fromStatus(poolAllocate(pool, pointer, size));
 }
 
 cudaError_t freeAsync(void* pointer, cudaStream_t stream) {
   if (!pointer) return cudaSuccess;
+  if (const Driver* calls = driver())
+    return fromDriver(calls->mem_free_async(reinterpret_cast<CUdeviceptr>(pointer),
+                                            reinterpret_cast<CUstream>(stream)));
   launched(stream, cudaGraphNodeTypeMemFree);
   if (poolFree(pointer)) return cudaSuccess;
   return fromStatus(release(pointer));

@@ -119,10 +119,6 @@ SIMGPU_API cudaError_t cudaStreamAddCallback(cudaStream_t handle, cudaStreamCall
 
 // ---- Stream capture -----------------------------------------------------------------------
 
-namespace {
-thread_local int t_capture_mode = cudaStreamCaptureModeGlobal;
-}
-
 SIMGPU_API cudaError_t cudaStreamBeginCapture(cudaStream_t handle, cudaStreamCaptureMode mode) {
   if (reinterpret_cast<uintptr_t>(handle) <= 2) return fail(cudaErrorStreamCaptureUnsupported);
   if (!beginCapture(stream(handle), mode)) return fail(cudaErrorIllegalState);
@@ -185,9 +181,7 @@ SIMGPU_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t, cudaGra
 }
 SIMGPU_API cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
   if (!mode) return fail(cudaErrorInvalidValue);
-  int previous = t_capture_mode;
-  t_capture_mode = *mode;
-  *mode = static_cast<cudaStreamCaptureMode>(previous);
+  *mode = static_cast<cudaStreamCaptureMode>(exchangeCaptureMode(*mode));
   return cudaSuccess;
 }
 

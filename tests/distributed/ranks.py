@@ -1,4 +1,4 @@
-"""One rank of a torchrun job (gloo, on the CPU) allocating through the test CUDA runtime, as
+"""One rank of a torchrun job (gloo, on the CPU) allocating through the simulated GPU's runtime, as
 PyTorch's ops do: each call made with the GIL released (ctypes.CDLL), from the rank's own
 thread. Every rank allocates the same blocks; the heavy rank holds one more, at its own line,
 at its peak.

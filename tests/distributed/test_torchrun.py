@@ -1,5 +1,5 @@
 """A torchrun job traced per rank (memtrace run torchrun ...) and read as one, on the CPU: the
-gloo backend, each rank allocating through the test CUDA runtime with the GIL released, as
+gloo backend, each rank allocating through the simulated GPU's runtime with the GIL released, as
 PyTorch's ops do (ranks.py), one rank holding more on purpose. What it assumes of the real
 platform: torchrun hands every rank its environment (LD_PRELOAD, MEMTRACE_*, RANK, ...) as it
 does on a GPU machine, and each of the ranks' CUDA allocations is one recorded event, as each
@@ -37,7 +37,7 @@ def memtrace_run(folder, ranks, heavy, *options, torchrun_options=(), quiet=True
     """`memtrace run -o FOLDER torchrun --standalone --nproc-per-node N ranks.py ...`"""
     return run([sys.executable, "-m", "mem_tracer", "run", *(["-q"] if quiet else []), "-o", folder,
                 *run_options, TORCHRUN,
-                "--standalone", "--nproc-per-node", ranks, *torchrun_options, SCRIPT, Build.cudart,
+                "--standalone", "--nproc-per-node", ranks, *torchrun_options, SCRIPT, Build.cuda,
                 heavy, HEAVY_EXTRA, *options],
                {"PYTHONPATH": str(ROOT / "python")}, timeout=240)
 

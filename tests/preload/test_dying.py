@@ -87,7 +87,7 @@ def test_a_thread_calling_terminate_while_the_interpreter_finalizes(build, tmp_p
     library = Build.programs.parent / "lib" / "libterminator.so"
     script = Build.root / "tests" / "preload" / "scripts" / "terminate_at_finalization.py"
     env = {**preloaded(trace), "DYING_ACCOUNT": str(account),
-           "LD_LIBRARY_PATH": str(Build.test_runtime)}
+           "LD_LIBRARY_PATH": str(Build.simulator)}
     result = run([sys.executable, script, library], env, check=False)
     assert "main done" in result.stdout
     assert result.returncode == -signal.SIGABRT, result.stderr

@@ -26,7 +26,7 @@ def _start(trace, steps=100000, churn=2000, **env):
     environment = {k: v for k, v in os.environ.items()
                    if not k.startswith("MEMTRACE_") and k != "LD_PRELOAD"}
     environment.update(preloaded(trace), **{k: str(v) for k, v in env.items()})
-    return subprocess.Popen([sys.executable, str(SCRIPT), str(Build.cudart), str(steps),
+    return subprocess.Popen([sys.executable, str(SCRIPT), str(Build.cuda), str(steps),
                              str(churn), "2"], env=environment, stdout=subprocess.DEVNULL,
                             start_new_session=True)
 
@@ -87,7 +87,7 @@ def test_every_rank_of_a_local_job(build, tmp_path):
     folder = tmp_path / "job"
     folder.mkdir()
     command = (f"for r in 0 1; do RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r {sys.executable} {SCRIPT} "
-               f"{Build.cudart} 100000 2000 2 & done; wait")
+               f"{Build.cuda} 100000 2000 2 & done; wait")
     environment = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
     environment.update(preloaded(folder / "rank%r.bin"))
     # The shell itself is preloaded too but makes no CUDA call: it writes no trace.

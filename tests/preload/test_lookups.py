@@ -1,11 +1,12 @@
 """Every way a program finds CUDA's allocation functions (allocator/lookup_hooks.cpp), CUDA's
 virtual memory management (allocator/virtual_memory_hooks.cpp) and the device memory no
-allocation call made (cuMemGetInfo), each a real program under LD_PRELOAD against the test
-CUDA runtime and driver, compared with the program's own account of what it did.
+allocation call made (cuMemGetInfo), each a real program under LD_PRELOAD against the simulated
+GPU's runtime and driver (simulator/), compared with the program's own account of what it did.
 
 What the stand-in assumes of the real platform: libcuda.so.1 answers cuGetProcAddress by base
-name, version and stream flags as the driver documents it (the test driver's table follows
-cudaTypedefs.h), the runtime reaches the driver through it (CUDA 11.4 and later), and a
+name, version and stream flags as the driver documents it (the simulated driver's table is
+generated from cudaTypedefs.h' names), the runtime reaches the driver through it (CUDA 11.4 and
+later: MEMTRACE_GPU_RUNTIME_DRIVER, Note [The runtime over the driver]), and a
 physical allocation is freed when its last reference and its last mapping are gone
 (cuMemRelease's documentation). The real runtime's and driver's behavior is checked on a GPU by
 tools/gpu/frameworks_check.sh."""
@@ -50,8 +51,8 @@ def assert_trace_is_the_account(trace, account):
 
 @pytest.mark.parametrize("driver_way", ["proc-address", "link"])
 def test_runtime_found_with_dlopen_and_dlsym(build, tmp_path, driver_way):
-    account, other, _, trace = traced(build, tmp_path, "lookup_runtime_dlsym", build.cudart,
-                                      MEMTRACE_TEST_CUDART_DRIVER=driver_way)
+    account, other, _, trace = traced(build, tmp_path, "lookup_runtime_dlsym", build.runtime,
+                                      MEMTRACE_GPU_RUNTIME_DRIVER=driver_way)
     found = lookups(other)
     for name in ("cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync",
                  "cudaMalloc@libcudart.so.13"):
@@ -65,13 +66,13 @@ def test_runtime_found_with_dlopen_and_dlsym(build, tmp_path, driver_way):
 
 
 def test_lookups_without_memtrace_are_the_libraries_own(build, tmp_path):
-    result = run([build.program("lookup_runtime_dlsym"), build.cudart])
+    result = run([build.program("lookup_runtime_dlsym"), build.runtime])
     assert {obj for obj, _ in lookups(program_account(result.stdout)[1]).values()} == \
         {"libcudart.so.13"}
 
 
 def test_driver_found_with_dlopen_and_dlsym(build, tmp_path):
-    libcuda = build.test_runtime / "libcuda.so.1"
+    libcuda = build.driver
     account, other, _, trace = traced(build, tmp_path, "lookup_driver_dlsym", libcuda)
     found = lookups(other)
     assert found["cuMemAlloc_v2"] == (HOOK, "cuMemAlloc_v2")
@@ -82,7 +83,7 @@ def test_driver_found_with_dlopen_and_dlsym(build, tmp_path):
 
 
 def test_driver_found_through_cuGetProcAddress(build, tmp_path):
-    libcuda = build.test_runtime / "libcuda.so.1"
+    libcuda = build.driver
     account, other, stderr, trace = traced(build, tmp_path, "lookup_proc_address", libcuda)
     found = lookups(other)
     assert found["cuGetProcAddress_v2"] == (HOOK, "cuGetProcAddress_v2")
@@ -98,7 +99,7 @@ def test_driver_found_through_cuGetProcAddress(build, tmp_path):
     assert found["cuCtxGetDevice@12000"][0] == "libcuda.so.1"
     # A variant newer than memtrace knows is the driver's own, said once on stderr; what it
     # allocated is in no event.
-    assert found["cuMemAlloc@99000"] == ("libcuda.so.1", "testcuda_cuMemAlloc_future")
+    assert found["cuMemAlloc@99000"] == ("libcuda.so.1", "simgpu_testing_cuMemAlloc_future")
     warnings = [line for line in stderr.splitlines() if line.startswith("memtrace:")]
     assert len(warnings) == 1 and "not traced" in warnings[0] and "cuMemAlloc" in warnings[0]
     untraced = {int(words[0], 16) for words in other["untraced"]}
@@ -127,13 +128,13 @@ def test_driver_found_through_cudaGetDriverEntryPoint_expandable_segments(build,
     # At most 3 pages mapped at once, into 16 pages of reserved address space.
     assert report["summary"]["mapped_peak_bytes"] == 3 * (2 << 20)
     assert report["summary"]["reserved_peak_bytes"] == 16 * (2 << 20)
-    # The report agrees with the test driver's own count of what is live at the end.
+    # The report agrees with the simulated card's own count of what is live at the end.
     assert report["summary"]["end_bytes"] == int(other["driver-live"][0][0])
 
 
 def test_virtual_memory_is_freed_when_the_driver_frees_it(build, tmp_path):
     account, other, _, trace = traced(build, tmp_path, "virtual_memory",
-                                      MEMTRACE_TEST_DEVICE_MEMORY=1 << 30)
+                                      MEMTRACE_GPU_MEMORY=1 << 30)
     recorded = recorded_events(trace)
     assert [r[:4] for r in recorded] == account
     # The failed creation names its API; NCCL's buffer was on device 1.
@@ -155,14 +156,14 @@ def test_virtual_memory_is_freed_when_the_driver_frees_it(build, tmp_path):
 def test_device_memory_outside_any_allocation_call(build, tmp_path):
     context = 300 << 20
     _, other, _, trace = traced(build, tmp_path, "lookup_entry_point",
-                                MEMTRACE_TEST_CONTEXT_BYTES=context)
+                                MEMTRACE_GPU_CONTEXT_BYTES=context)
     # memtrace read the device's memory in relaxed capture mode (2), never the thread's own.
     assert other["memory-info-capture-mode"] == [["2"]]
     readings = [r for r in parse_records(trace) if r["record"] == "device-memory"]
     assert len(readings) >= 2  # after the first event, and at exit at least
     report = report_json(trace)
     outside = report["live"]["outside_allocations"]
-    # The test driver's used memory is its live allocations plus the context: all of the
+    # The simulated card's used memory is its live allocations plus the context: all of the
     # context is outside any allocation call, whichever reading is nearest.
     assert outside["bytes"] == context
     (device,) = outside["devices"]
@@ -174,7 +175,9 @@ def test_device_memory_outside_any_allocation_call(build, tmp_path):
 
 
 def test_no_device_memory_reading_without_a_context(build, tmp_path):
-    _, _, _, trace = traced(build, tmp_path, "lookup_entry_point", MEMTRACE_TEST_NO_CONTEXT=1)
+    # virtual_memory makes no context (the virtual memory calls need none): cuCtxGetDevice says
+    # so throughout, as the driver does before one is made, and memtrace reads nothing.
+    _, _, _, trace = traced(build, tmp_path, "virtual_memory")
     assert not [r for r in parse_records(trace) if r["record"] == "device-memory"]
     assert "outside_allocations" not in report_json(trace)["live"]
     assert "outside any allocation call" not in run([build.report, trace]).stdout
@@ -190,7 +193,7 @@ def test_dlsym_keeps_the_callers_scope(build, tmp_path):
         return {words[0]: words[1] for words in program_account(result.stdout)[1]["scope"]}
 
     alone = scopes({})
-    assert alone == {"default-testcuda_malloc": "libcudart.so.13",
+    assert alone == {"default-cudaRuntimeGetVersion": "libcudart.so.13",
                      "next-cudaMalloc": "libcudart.so.13",
                      "next-cudaGetDevice": "libcudart.so.13"}
     assert scopes(preloaded(tmp_path / "scopes.bin")) == alone
@@ -198,7 +201,7 @@ def test_dlsym_keeps_the_callers_scope(build, tmp_path):
 
 def test_gpu_frameworks_check_runs_dry_without_a_gpu(build, tmp_path):
     """tools/gpu/frameworks_check.sh, which the GPU check runs, works here in its dry run: its
-    C++ jobs against the test CUDA runtime, the framework jobs said not run."""
+    C++ jobs against the simulated GPU's runtime, the framework jobs said not run."""
     run([build.root / "tools" / "gpu" / "frameworks_check.sh", build.dir, tmp_path, "--dry-run"],
         timeout=300)
     figures = json.loads((tmp_path / "frameworks.json").read_text())

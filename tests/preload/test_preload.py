@@ -1,4 +1,4 @@
-"""Real programs run under LD_PRELOAD=libmemtrace.so against the test CUDA runtime, and the
+"""Real programs run under LD_PRELOAD=libmemtrace.so on the simulated GPU's runtime and driver, and the
 trace they leave read back with memtrace-report."""
 import os
 import re
@@ -22,8 +22,9 @@ def _traces(folder):
     return [path for path in folder.iterdir() if not path.name.endswith(".txt")]
 
 
-# How the test runtime reaches the driver: through cuGetProcAddress (CUDA's runtime since 11.4)
-# or the PLT (up to 11.3). Either way the driver's hooks see the runtime's nested calls.
+# How the simulated runtime reaches the driver (MEMTRACE_GPU_RUNTIME_DRIVER: Note [The runtime
+# over the driver] in simulator/runtime/memory.cpp): through cuGetProcAddress (CUDA's runtime
+# since 11.4) or the PLT (up to 11.3). Either way the driver's hooks see the runtime's nested calls.
 RUNTIME_DRIVER_WAYS = ["proc-address", "link"]
 
 
@@ -31,11 +32,11 @@ RUNTIME_DRIVER_WAYS = ["proc-address", "link"]
 def test_every_entry_point_is_recorded_once_in_order(build, tmp_path, driver_way):
     trace = tmp_path / "sequence.bin"
     result = run([build.program("sequence")],
-                 preloaded(trace, MEMTRACE_TEST_DEVICE_MEMORY=10**9,
-                           MEMTRACE_TEST_CUDART_DRIVER=driver_way))
+                 preloaded(trace, MEMTRACE_GPU_MEMORY=10**9,
+                           MEMTRACE_GPU_RUNTIME_DRIVER=driver_way))
     expected, _ = program_account(result.stdout)
     recorded = recorded_events(trace)
-    # The test runtime's cudaMalloc calls the driver's cuMemAlloc_v2, a hook too (found through
+    # The simulated runtime's cudaMalloc calls the driver's cuMemAlloc_v2, a hook too (found through
     # cuGetProcAddress or bound through the PLT): the recursion guard must keep those nested
     # calls out (one event per program call, the runtime's).
     assert [r[:4] for r in recorded] == expected
@@ -48,7 +49,7 @@ def test_every_entry_point_is_recorded_once_in_order(build, tmp_path, driver_way
 
 def test_report_peak_matches_the_program(build, tmp_path):
     trace = tmp_path / "sequence.bin"
-    result = run([build.program("sequence")], preloaded(trace, MEMTRACE_TEST_DEVICE_MEMORY=10**9))
+    result = run([build.program("sequence")], preloaded(trace, MEMTRACE_GPU_MEMORY=10**9))
     live, peak = live_and_peak(program_account(result.stdout)[0])
     report = report_json(trace)
     assert report["summary"]["peak_bytes"] == peak
@@ -57,8 +58,7 @@ def test_report_peak_matches_the_program(build, tmp_path):
     assert report["summary"]["allocations"] == 6 and report["summary"]["frees"] == 4
     assert report["summary"]["ended_cleanly"]
     names = {d["device"]: d["name"] for d in report["devices"]}
-    assert names == {0: "memtrace test device 0 (host memory)",
-                     1: "memtrace test device 1 (host memory)"}
+    assert names == {0: "NVIDIA H200", 1: "NVIDIA H200"}  # the tests' simulated card, twice
     oom = report_json(trace, "--at", "oom")
     assert oom["live"]["bytes"] == 1000 * 0 + 4096 + (3 << 20) + 512 + 2048
 
@@ -136,7 +136,7 @@ def test_a_second_process_does_not_overwrite_a_live_trace(build, tmp_path):
             "rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(12345))\n"
             "child = subprocess.run([sys.argv[2]], capture_output=True)\n"
             "print(child.returncode)\n")
-    result = run([sys.executable, "-c", code, build.cudart, build.program("sequence")],
+    result = run([sys.executable, "-c", code, build.cuda, build.program("sequence")],
                  preloaded(trace))
     assert result.stdout.strip() == "0"
     assert [e["size"] for e in events(trace)] == [12345]
@@ -153,7 +153,7 @@ def test_a_rank_names_its_file_and_says_which_rank_it_is(build, tmp_path):
     # What torchrun tells each worker (Note [A job's ranks]); the job id's '/' and ' ' are
     # not kept in a file name.
     pattern = tmp_path / "%j-r%r-w%w-l%l-g%g-a%a-%p.bin"
-    result = run([build.program("sequence")], preloaded(pattern, MEMTRACE_TEST_DEVICE_MEMORY=10**9,
+    result = run([build.program("sequence")], preloaded(pattern, MEMTRACE_GPU_MEMORY=10**9,
                                                           **RANK_ENVIRONMENT))
     (trace,) = _traces(tmp_path)
     pid = re.fullmatch(r"job_7_a-r5-w8-l1-g1-a2-(\d+)\.bin", trace.name).group(1)
@@ -168,13 +168,13 @@ def test_a_rank_names_its_file_and_says_which_rank_it_is(build, tmp_path):
 def test_a_restarted_rank_writes_a_new_file_and_a_lone_process_says_no_rank(build, tmp_path):
     pattern = tmp_path / "rank%r-attempt%a.bin"
     for attempt in (0, 1):
-        run([build.program("sequence")], preloaded(pattern, MEMTRACE_TEST_DEVICE_MEMORY=10**9,
+        run([build.program("sequence")], preloaded(pattern, MEMTRACE_GPU_MEMORY=10**9,
                                                    **{**RANK_ENVIRONMENT,
                                                       "TORCHELASTIC_RESTART_COUNT": attempt}))
     assert sorted(p.name for p in _traces(tmp_path)) == ["rank5-attempt0.bin", "rank5-attempt1.bin"]
     # Without torchrun's variables: no rank record, and "x" for what is unknown.
     run([build.program("sequence")], preloaded(tmp_path / "alone-%r-%%.bin",
-                                               MEMTRACE_TEST_DEVICE_MEMORY=10**9))
+                                               MEMTRACE_GPU_MEMORY=10**9))
     records = parse_records(tmp_path / "alone-x-%.bin")
     assert "rank" not in [record["record"] for record in records]
 
@@ -217,7 +217,7 @@ def test_native_stacks_name_the_calling_functions(build, tmp_path):
 
 def test_stacks_none_records_events_without_stacks(build, tmp_path):
     trace = tmp_path / "none.bin"
-    run([sys.executable, SCRIPTS / "layers.py", build.cudart], preloaded(trace, MEMTRACE_STACKS="none"))
+    run([sys.executable, SCRIPTS / "layers.py", build.cuda], preloaded(trace, MEMTRACE_STACKS="none"))
     recorded = events(trace)
     assert len(recorded) == 12 and all(e["pystack"] == 0 and e["native"] == 0 for e in recorded)
     assert report_json(trace)["live"]["rows"][0]["location"] == "<no stack>"
@@ -301,7 +301,7 @@ def test_pytorch_allocator_configuration_is_never_changed(build, tmp_path, conf)
             "rt = ctypes.CDLL(None); p = ctypes.c_void_p()\n"
             "rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(4096))\n"
             "print(os.environ.get('PYTORCH_CUDA_ALLOC_CONF'))\n")
-    result = run([sys.executable, "-c", code, build.cudart], env)
+    result = run([sys.executable, "-c", code, build.cuda], env)
     assert result.stdout.strip() == str(conf)
     levels = {r["level"] for r in parse_records(trace) if r["record"] == "context"}
     assert levels == {"tensor"}

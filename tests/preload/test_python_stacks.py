@@ -1,6 +1,6 @@
 """The recorder's Python stacks, under every CPython we support (3.10-3.13; CI runs them all; and
 3.13t, the free-threaded build, where it is installed),
-against the test CUDA runtime called as PyTorch calls CUDA: with the GIL released around the
+against the simulated GPU's runtime called as PyTorch calls CUDA: with the GIL released around the
 call (ctypes.CDLL), from the op's own thread (Note [Python frames without the GIL],
 tracer/recorder/python_stack.cpp). One case keeps the GIL held (ctypes.PyDLL), as a tensor's
 free from its Python dealloc does.
@@ -72,7 +72,7 @@ def test_layout_table_is_each_cpythons_own(python, tmp_path):
 def test_python_lines_are_attributed(build, tmp_path, python, gil):
     trace = tmp_path / "layers.bin"
     script = SCRIPTS / "layers.py"
-    result = run([python, script, build.cudart] + (["gil"] if gil == "held" else []), preloaded(trace))
+    result = run([python, script, build.cuda] + (["gil"] if gil == "held" else []), preloaded(trace))
     assert "memtrace:" not in result.stderr
     tagged = tagged_lines(script, "ALLOC")
     # Innermost frame: every allocation is made in cuda_alloc.
@@ -100,7 +100,7 @@ def test_direct_walk_without_the_gil_is_the_public_apis_with_it(build, tmp_path,
     reports, walkers = [], []
     for walker, gil in (("auto", []), ("api", ["gil"])):
         trace = tmp_path / f"{walker}.bin"
-        result = run([python, SCRIPTS / "walk.py", build.cudart] + gil,
+        result = run([python, SCRIPTS / "walk.py", build.cuda] + gil,
                      preloaded(trace, MEMTRACE_PYTHON_WALKER=walker))
         walkers.append(result.stdout.split()[0])
         reports.append(run([build.report, trace, "--group-by", "stack", "--top", "0", "--at", "end",
@@ -119,7 +119,7 @@ def test_two_threads_each_event_on_its_own_threads_line(build, tmp_path, python)
     # GIL released, while the other runs Python (objects, cycles, forced collections).
     trace = tmp_path / "threads.bin"
     script = SCRIPTS / "two_threads.py"
-    result = run([python, script, build.cudart, 25000], preloaded(trace), timeout=240)
+    result = run([python, script, build.cuda, 25000], preloaded(trace), timeout=240)
     threads = {int(number): name for name, number in
                (line.split() for line in result.stdout.splitlines())}
     calls = tagged_lines(script, "CALL")
@@ -136,7 +136,7 @@ def traced_script(build, tmp_path, python, name, tag):
     """Runs scripts/NAME.py under LD_PRELOAD: its allocations (allocation_stacks) and the lines
     it marks `# TAG:...`."""
     trace = tmp_path / f"{name}.bin"
-    run([python, SCRIPTS / f"{name}.py", build.cudart], preloaded(trace))
+    run([python, SCRIPTS / f"{name}.py", build.cuda], preloaded(trace))
     return allocation_stacks(trace), tagged_lines(SCRIPTS / f"{name}.py", tag)
 
 
@@ -152,7 +152,7 @@ def test_unwinding_and_callbacks_name_their_lines(build, tmp_path, python):
 def test_a_fork_while_tracing_names_the_childs_lines(build, tmp_path, python):
     pattern = tmp_path / "fork-%p.bin"
     script = SCRIPTS / "forking.py"
-    result = run([python, script, build.cudart], preloaded(pattern))
+    result = run([python, script, build.cuda], preloaded(pattern))
     child = int(result.stdout.split()[1])
     tagged = tagged_lines(script, "ALLOC")
     parent_file, = [p for p in tmp_path.iterdir() if p.name != f"fork-{child}.bin"]
@@ -178,7 +178,7 @@ def test_code_objects_made_and_dropped_name_their_own_allocations(build, tmp_pat
     # closure of a new factory, a lambda), each called once to allocate, then dropped; the next
     # one often takes the dead one's address. Before: 1,999 of 2,000 named after another.
     trace = tmp_path / "churn.bin"
-    result = run([python, SCRIPTS / "code_churn.py", build.cudart, 500], preloaded(trace))
+    result = run([python, SCRIPTS / "code_churn.py", build.cuda, 500], preloaded(trace))
     expected = [(file, int(line), function) for file, line, function in
                 (text.rsplit(" ", 2) for text in result.stdout.splitlines())]
     named = [tuple(frames[-1]) if frames else None for _, _, frames in allocation_stacks(trace)]
@@ -193,7 +193,7 @@ def test_a_thread_without_the_gil_never_walks_the_holders_frames(build, tmp_path
     # PyGILState_Check() with 1 on every thread. Before: up to a sixth of the allocations of
     # threads that never ran Python were named by the GIL holder's line (and 3.10 crashed).
     trace = tmp_path / "subinterpreter.bin"
-    run([python, SCRIPTS / "subinterpreter.py", build.cudart, 300],
+    run([python, SCRIPTS / "subinterpreter.py", build.cuda, 300],
         preloaded(trace, MEMTRACE_PYTHON_WALKER="api"))
     allocations = allocation_stacks(trace)
     assert len(allocations) == 300
@@ -205,7 +205,7 @@ def test_a_fork_during_a_lend_leaves_it_in_the_parent(build, tmp_path, python):
     # Note [Stacks lent to threads without Python]: the lender is not in the child (a worker
     # thread forked), so a thread without Python there borrows nothing; the parent still does.
     pattern = tmp_path / "lend-%p.bin"
-    result = run([python, SCRIPTS / "fork_during_lend.py", build.cudart], preloaded(pattern))
+    result = run([python, SCRIPTS / "fork_during_lend.py", build.cuda], preloaded(pattern))
     child = int(result.stdout.split()[1])
     lend = tagged_lines(SCRIPTS / "fork_during_lend.py", "LEND")["parent"]
     parent_file, = [p for p in tmp_path.iterdir() if p.name != f"lend-{child}.bin"]
@@ -227,7 +227,7 @@ def test_an_older_python_says_so_once(build, tmp_path, python):
             "for i in range(3):\n"
             "    for runtime, size in ((with_gil, 1 << 20), (without_gil, 2 << 20)):\n"
             "        runtime.cudaMalloc(ctypes.byref(ctypes.c_void_p()), ctypes.c_size_t(size))\n")
-    result = run([python, "-c", code, build.cudart], preloaded(trace))
+    result = run([python, "-c", code, build.cuda], preloaded(trace))
     version = run([python, "-c", "import sys; print(sys.version.split()[0])"]).stdout.strip()
     warnings = [line for line in result.stderr.splitlines() if line.startswith("memtrace:")]
     assert len(warnings) == 1 and f"CPython {version}" in warnings[0] and "3.10-3.13" in warnings[0]

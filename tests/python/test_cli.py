@@ -38,7 +38,7 @@ def refused(result, message):
 def a_trace(tmp_path_factory):
     """A trace of scripts/unmodified.py: 97 MiB live at the peak."""
     directory = tmp_path_factory.mktemp("trace")
-    memtrace("run", "-q", "-o", directory / "t-%p.bin", SCRIPTS / "unmodified.py", Build.cudart)
+    memtrace("run", "-q", "-o", directory / "t-%p.bin", SCRIPTS / "unmodified.py", Build.cuda)
     (trace,) = directory.glob("t-*.bin")
     return trace
 
@@ -137,7 +137,7 @@ def test_run_a_missing_script_says_only_that(tmp_path):
 
 
 def test_a_script_without_a_command_is_run(tmp_path):
-    result = memtrace(SCRIPTS / "unmodified.py", Build.cudart, "4", check=False, cwd=tmp_path)
+    result = memtrace(SCRIPTS / "unmodified.py", Build.cuda, "4", check=False, cwd=tmp_path)
     assert result.returncode == 4, result.stderr  # the script's own status
     assert "script done" in result.stdout
     (trace,) = tmp_path.glob("memtrace-*.bin")
@@ -209,7 +209,7 @@ def test_run_flight_writes_a_flight_recorders_file_that_live_reads(tmp_path):
     # Issue 33: `memtrace run --flight N` (MEMTRACE_MODE=flight) and `memtrace live`.
     loop = ROOT / "tests" / "preload" / "scripts" / "training_loop.py"
     trace = tmp_path / "flight.bin"
-    memtrace("run", "-q", "--flight", "2000", "-o", trace, loop, Build.cudart, "120", "400", "3")
+    memtrace("run", "-q", "--flight", "2000", "-o", trace, loop, Build.cuda, "120", "400", "3")
     summary = json.loads(memtrace("report", trace, "--format", "json").stdout)["summary"]
     assert summary["flight"]["window_events"] == 2000 and summary["flight"]["dropped"]
     (state,) = json.loads(memtrace("live", trace, "--once", "--format", "json").stdout)["traces"]

@@ -1,4 +1,4 @@
-"""The mem_tracer package, in subprocesses, against the test CUDA runtime (PyTorch's own
+"""The mem_tracer package, in subprocesses, on the simulated GPU's runtime (PyTorch's own
 registration of the allocator needs a CUDA build of torch: tests/gpu covers it)."""
 import ast
 import importlib.metadata
@@ -38,7 +38,7 @@ def python(*args, env=None, check=True, cwd=None):
 
 def test_three_line_flow_reports_the_peak_and_its_lines(build, tmp_path):
     trace, report = tmp_path / "flow.bin", tmp_path / "report.txt"
-    result = python(SCRIPTS / "flow.py", build.cudart, trace, report)
+    result = python(SCRIPTS / "flow.py", build.cuda, trace, report)
     said = json.loads(result.stdout.splitlines()[-1])
     lines = tagged_lines(SCRIPTS / "flow.py")
     # The peak is the logits' allocation: weights 64 MiB (untraced) + 3 outputs of 2 MiB +
@@ -64,7 +64,7 @@ def test_three_line_flow_reports_the_peak_and_its_lines(build, tmp_path):
 def test_counters_track_every_allocation(build, tmp_path):
     code = f"""
 import ctypes, sys
-ctypes.CDLL({str(build.cudart)!r}, mode=ctypes.RTLD_GLOBAL)
+ctypes.CDLL({str(build.cuda)!r}, mode=ctypes.RTLD_GLOBAL)
 import mem_tracer
 from mem_tracer import _native
 
@@ -83,7 +83,7 @@ print(mem_tracer.max_memory_allocated())
 
 @pytest.mark.parametrize("naming", ["named", "unnamed"])
 def test_module_attribution(build, tmp_path, naming):
-    result = python(SCRIPTS / "modules.py", build.cudart, tmp_path / "modules.bin", naming)
+    result = python(SCRIPTS / "modules.py", build.cuda, tmp_path / "modules.bin", naming)
     by_module = json.loads(result.stdout.splitlines()[-1])
     # Unnamed, the root is named when first called, by the variable the script calls it by
     # (Note [Module paths as the user names them]): `model`, as start_tracing(model=) names it.
@@ -135,7 +135,7 @@ def test_run_traces_an_unmodified_script(build, tmp_path):
     script = SCRIPTS / "unmodified.py"
     lines = tagged_lines(script)
     result = python("-m", "mem_tracer", "run", "--output", tmp_path / "run-%p.bin", "--top", "5",
-                    script, build.cudart, "3", check=False, cwd=tmp_path)
+                    script, build.cuda, "3", check=False, cwd=tmp_path)
     assert result.returncode == 3, result.stderr  # the script's own exit status
     assert "script done" in result.stdout
     traces = list(tmp_path.glob("run-*.bin"))
@@ -207,7 +207,7 @@ for call in (mem_tracer.stop_tracing, mem_tracer.report_stats, lambda: mem_trace
         "annotate(): tracing has not started: call memtrace_start() first"]
 
 
-# A process that loads the test CUDA runtime as PyTorch does, then libmemtrace.so through the
+# A process that loads the simulated CUDA runtime as PyTorch does, then libmemtrace.so through the
 # package; `fill_disk` makes the trace file's next write fail (RLIMIT_FSIZE at its size now).
 WRITE_FAILS = """
 import ctypes, os, resource, signal, sys, warnings
@@ -245,10 +245,10 @@ for warning in caught:
                "this process (torch is not imported); call mem_tracer.switch_allocator() first, "
                "or run the script with `python -m mem_tracer run`")
     for how in ("plain", "environ"):
-        said = python("-c", code, build.cudart, tmp_path / f"{how}.bin", how).stdout.splitlines()
+        said = python("-c", code, build.cuda, tmp_path / f"{how}.bin", how).stdout.splitlines()
         assert said == ["1", warning], how
     # Preloaded by the loader: its hooks see every allocation, nothing to warn about.
-    said = python("-c", code, build.cudart, tmp_path / "preloaded.bin", "plain",
+    said = python("-c", code, build.cuda, tmp_path / "preloaded.bin", "plain",
                   env={"LD_PRELOAD": str(build.library), "MEMTRACE_AUTOSTART": "0"}).stdout
     assert said.splitlines() == ["0"]
 
@@ -266,7 +266,7 @@ for attempt in range(2):
     trace = tmp_path / "full.bin"
     # Through the buffer: a limit at the file's size fails its next write. (A mapped trace has
     # room allocated past its records, which the records after fill first.)
-    said = python("-c", code, build.cudart, trace, env={"MEMTRACE_MAP_FILE": "0"}).stdout.splitlines()
+    said = python("-c", code, build.cuda, trace, env={"MEMTRACE_MAP_FILE": "0"}).stdout.splitlines()
     assert said == [
         f"stop_tracing(): cannot write the trace file {trace}: File too large; recording stopped, "
         "the program goes on",
@@ -297,7 +297,7 @@ with mem_tracer.trace(sys.argv[2] + ".3"):
 print("clean")
 """
     trace = tmp_path / "full.bin"
-    said = python("-c", code, build.cudart, trace, env={"MEMTRACE_MAP_FILE": "0"}).stdout.splitlines()
+    said = python("-c", code, build.cuda, trace, env={"MEMTRACE_MAP_FILE": "0"}).stdout.splitlines()
     failed = "cannot write the trace file {}: File too large; recording stopped, the program goes on"
     assert said == [f"trace(): {failed.format(trace)}",
                     f"KeyError(\"the block's\") ['mem_tracer.trace(): {failed.format(f'{trace}.2')}']",
@@ -316,7 +316,7 @@ except mem_tracer.MemTracerError as error:
     print(error)
 """
     trace = tmp_path / "stacks.bin"
-    said = python("-c", code, build.cudart, trace).stdout.splitlines()
+    said = python("-c", code, build.cuda, trace).stdout.splitlines()
     # The environment is the program's again after the start; a mode that does not exist is refused.
     assert said == ["None", "start_tracing(): stacks must be one of python, native, all, none, "
                     "not 'python-only'"]
@@ -437,7 +437,7 @@ def test_report_with_the_prediction_beside_the_measurement(build, tmp_path):
         match = re.search(r"# LINE:(\w+)", text)
         if match:
             lines[match.group(1)] = number
-    result = python(script, build.cudart, tmp_path / "predict.bin", tmp_path / "predict.txt")
+    result = python(script, build.cuda, tmp_path / "predict.bin", tmp_path / "predict.txt")
     said = json.loads(result.stdout.splitlines()[-1])
     assert said["method"] == "trace" and "scripting failed" in said["note"]
     text = (tmp_path / "predict.txt").read_text()
@@ -492,7 +492,7 @@ def test_backward_on_a_device_thread_names_the_backward_line(build, tmp_path):
     # Python, made while backward runs, name the line that called backward (--frame user).
     trace = tmp_path / "backward.bin"
     script = SCRIPTS / "device_backward.py"
-    result = python(script, build.cudart, trace,
+    result = python(script, build.cuda, trace,
                     env={"LD_PRELOAD": str(build.library), "MEMTRACE_AUTOSTART": "0"})
     # The engine is wrapped while tracing only, and backward computes what it did before.
     assert result.stdout.split("\n")[0] == "True True [2.0, 2.0, 2.0] [2.0, 2.0, 2.0]"

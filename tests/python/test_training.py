@@ -19,7 +19,7 @@ PACKAGE = ROOT / "python"
 
 def train(tmp_path, model, optimizer, *extra):
     trace = tmp_path / f"{model}-{optimizer}.bin"
-    result = run([sys.executable, SCRIPTS / "train.py", Build.cudart, trace, model, optimizer, "3",
+    result = run([sys.executable, SCRIPTS / "train.py", Build.cuda, trace, model, optimizer, "3",
                   *extra], {"PYTHONPATH": f"{PACKAGE}:{SCRIPTS}"}, timeout=300)
     return trace, json.loads(result.stdout.splitlines()[-1])
 
@@ -109,7 +109,7 @@ def test_the_hooks_change_nothing_the_program_computes(build, tmp_path):
     # for bit (the hooks only read tensors: pack returns the tensor, the pre-hooks return None).
     code = f"""
 import ctypes, sys, warnings
-ctypes.CDLL({str(Build.cudart)!r}, mode=ctypes.RTLD_GLOBAL)
+ctypes.CDLL({str(Build.cuda)!r}, mode=ctypes.RTLD_GLOBAL)
 import torch
 from torch import nn
 import mem_tracer
@@ -148,7 +148,7 @@ def test_the_weights_are_their_modules_and_named_as_allocated_before_tracing(bui
     if how == "unmodified":
         traces = tmp_path / "run-%p.bin"
         run([sys.executable, "-m", "mem_tracer", "run", "-q", "-o", traces, SCRIPTS / "train.py",
-             Build.cudart, tmp_path / "unused.bin", "mlp", "sgd", "3", "unmodified"],
+             Build.cuda, tmp_path / "unused.bin", "mlp", "sgd", "3", "unmodified"],
             {"PYTHONPATH": f"{PACKAGE}:{SCRIPTS}"}, timeout=300)
         (trace,) = tmp_path.glob("run-*.bin")
     else:
@@ -172,7 +172,7 @@ def test_the_weights_are_their_modules_and_named_as_allocated_before_tracing(bui
 def test_the_c_api_refuses_what_the_format_cannot_hold(build, tmp_path):
     code = f"""
 import ctypes
-ctypes.CDLL({str(Build.cudart)!r}, mode=ctypes.RTLD_GLOBAL)
+ctypes.CDLL({str(Build.cuda)!r}, mode=ctypes.RTLD_GLOBAL)
 from mem_tracer import _native, training
 lib = training._library()
 print(lib.memtrace_set_category(4096, 1), _native.last_error())
@@ -218,7 +218,7 @@ def test_memtrace_run_records_categories_of_an_unmodified_script(build, tmp_path
     # inputs, what autograd saves in its forward the activations).
     traces = tmp_path / "run-%p.bin"
     result = run([sys.executable, "-m", "mem_tracer", "run", "-q", "-o", traces, SCRIPTS / "train.py",
-                  Build.cudart, tmp_path / "unused.bin", "transformer", "adamw", "3", "unmodified"],
+                  Build.cuda, tmp_path / "unused.bin", "transformer", "adamw", "3", "unmodified"],
                  {"PYTHONPATH": f"{PACKAGE}:{SCRIPTS}"}, timeout=300)
     expected = json.loads(result.stdout.splitlines()[-1])
     (trace,) = tmp_path.glob("run-*.bin")

@@ -14,7 +14,7 @@ from memtrace_testing import (Build, preloaded, progress_on_a_terminal, report_f
 @pytest.fixture(scope="module")
 def sequence_trace(tmp_path_factory):
     trace = tmp_path_factory.mktemp("report") / "sequence.bin"
-    run([Build.program("sequence")], preloaded(trace, MEMTRACE_TEST_DEVICE_MEMORY=10**9))
+    run([Build.program("sequence")], preloaded(trace, MEMTRACE_GPU_MEMORY=10**9))
     return trace
 
 
@@ -105,7 +105,7 @@ def test_text_report_columns(build, sequence_trace):
     assert "Peak memory: 3.007 MiB (3153161 bytes)" in text
     header = [line for line in text.splitlines() if line.startswith("Mem ")][0]
     assert header.split() == ["Mem", "Cumulative", "Mem", "Median", "Count", "Location"]
-    assert "memtrace test device 1 (host memory)" in text
+    assert "device 1   NVIDIA H200" in text
 
 
 def test_csv_and_json_agree(build, sequence_trace):

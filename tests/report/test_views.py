@@ -83,9 +83,9 @@ def trace(work):
 
 @pytest.fixture(scope="module")
 def model_trace(work):
-    """A model-like program's trace, through the test CUDA runtime."""
+    """A model-like program's trace, through the simulated GPU's runtime."""
     path = work / "model.bin"
-    run([sys.executable, Build.root / "tests" / "preload" / "scripts" / "host_memory_model.py", Build.cudart],
+    run([sys.executable, Build.root / "tests" / "preload" / "scripts" / "host_memory_model.py", Build.cuda],
         preloaded(path))
     return path
 
@@ -514,7 +514,7 @@ def test_mixed_stacks_python_then_native(build, work):
     """With native stacks, a frame's Python stack goes on into the native frames from the
     C call down to CUDA's, without the interpreter's own frames in between."""
     trace = work / "all.bin"
-    run([sys.executable, Build.root / "tests" / "preload" / "scripts" / "host_memory_model.py", Build.cudart],
+    run([sys.executable, Build.root / "tests" / "preload" / "scripts" / "host_memory_model.py", Build.cuda],
         preloaded(trace, MEMTRACE_STACKS="all"))
     lines = report("flamegraph", trace, "--format", "folded").stdout.splitlines()
     forward = [line for line in lines if "host_memory_model.py:68 (forward)" in line]
@@ -522,7 +522,7 @@ def test_mixed_stacks_python_then_native(build, work):
     frames = forward[0].rsplit(" ", 1)[0].split(";")
     python = [f for f in frames if "host_memory_model.py:" in f]
     assert frames[:len(python)] == python  # Python first, outermost first
-    assert frames[-1].startswith("testcuda_malloc [libcudart.so.13]"), frames
+    assert frames[-1].startswith("cudacalls_malloc [libcudacalls.so]"), frames
     assert not any("_PyEval_EvalFrame" in f or "[python" in f or "[libpython" in f for f in frames), frames
     snapshot_path = work / "all.pickle"
     report("export", "pytorch", trace, "--at", "peak", "-o", snapshot_path)
@@ -530,4 +530,4 @@ def test_mixed_stacks_python_then_native(build, work):
         snapshot = pickle.load(file)
     biggest = max(snapshot["segments"], key=lambda s: s["total_size"])
     names = [f["name"] for f in biggest["frames"]]
-    assert names[0] == "testcuda_malloc" and names[-1] == "<module>" and "forward" in names, names
+    assert names[0] == "cudacalls_malloc" and names[-1] == "<module>" and "forward" in names, names

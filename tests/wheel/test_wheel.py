@@ -50,10 +50,10 @@ def wheel(tmp_path_factory):
 
 
 def trace_a_script(bin_dir, build, cwd):
-    """python -m mem_tracer run on an unmodified script, against the test CUDA runtime;
+    """python -m mem_tracer run on an unmodified script, on the simulated GPU's runtime;
     returns the trace."""
     result = in_venv(bin_dir, "python", "-m", "mem_tracer", "run", "-o", cwd / "run-%p.bin",
-                     "--top", "5", SCRIPTS / "unmodified.py", build.cudart, "0", cwd=cwd)
+                     "--top", "5", SCRIPTS / "unmodified.py", build.cuda, "0", cwd=cwd)
     assert "script done" in result.stdout
     traces = list(cwd.glob("run-*.bin"))
     assert len(traces) == 1

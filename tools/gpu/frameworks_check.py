@@ -16,8 +16,8 @@ also says what the report's row "outside any allocation call" held against nvidi
 
     tools/gpu/frameworks_check.sh BUILD OUT [--dry-run] [--jobs a,b] [--python PYTHON]
 
---dry-run runs on a machine without a GPU: the C++ jobs against the test CUDA runtime of the
-build (tests/testcudart), the others only checked to compile. Exits 1 when a check failed."""
+--dry-run runs on a machine without a GPU: the C++ jobs against the simulated GPU's runtime and
+driver of the build (simulator/lib, an H200's profile), the others only checked to compile. Exits 1 when a check failed."""
 import argparse
 import json
 import os
@@ -41,7 +41,9 @@ class Check:
         self.build, self.out, self.dry_run, self.python = build, out, dry_run, python
         self.library = build / "allocator" / "libmemtrace.so"
         self.report_tool = build / "bin" / "memtrace-report"
-        self.test_lib = build / "tests" / "testcudart" / "lib"
+        # The dry run's CUDA: the simulated GPU's libraries (simulator/), on an H200.
+        self.test_lib = build / "simulator" / "lib"
+        self.test_card = {"MEMTRACE_GPU_PROFILE": str(build / "simulator" / "profiles" / "h200.json")}
         self.failures = 0
         self.figures = {}
         self.cuda_include = next((p for p in [Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include",
@@ -71,6 +73,7 @@ class Check:
         env = {"LD_PRELOAD": str(self.library), "MEMTRACE_OUTPUT": str(trace)}
         if self.dry_run:
             env["LD_LIBRARY_PATH"] = str(self.test_lib)
+            env.update(self.test_card)
         env.update({k: str(v) for k, v in extra.items()})
         return env
 
@@ -108,7 +111,7 @@ class Check:
         if error:
             return self.result("lookup-facts", None, f"not built: {error}")
         driver = self.test_lib / "libcuda.so.1" if self.dry_run else "libcuda.so.1"
-        result = self.run([binary, driver])
+        result = self.run([binary, driver], self.test_card if self.dry_run else None)
         facts = {w[0]: int(w[-1]) for w in program_account(result.stdout)[1].get("fact", [])}
         self.result("lookup-facts", result.returncode == 0 and bool(facts),
                     f"the same function as dlsym's: {sum(facts.values())} of {len(facts)}"
@@ -119,7 +122,7 @@ class Check:
         for linking, libraries in [("dynamic", ["-lcudart"]), ("static", ["-lcudart_static"])]:
             job = f"plain-cuda ({linking} runtime)"
             if self.dry_run and linking == "static":
-                self.result(job, None, "the test runtime has no static form: GPU only")
+                self.result(job, None, "the simulated runtime has no static form: GPU only")
                 continue
             binary = self.out / f"plain_cuda_{linking}"
             error = self.compile(HERE / "plain_cuda.cpp", binary,

@@ -6,7 +6,7 @@
 //   untraced <address> <size>      an allocation memtrace must not see (said why in the program)
 //   lookup <name> <object> <symbol>  what a lookup handed out: the object and symbol dladdr
 //                                  names (memtrace's hook: libmemtrace.so)
-//   driver-live <bytes>            the test driver's own count of live device bytes
+//   driver-live <bytes>            the simulated GPU's own count of device bytes in use
 #pragma once
 
 #include <dlfcn.h>

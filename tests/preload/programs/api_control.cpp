@@ -1,6 +1,6 @@
 // Without LD_PRELOAD: loads libmemtrace.so with dlopen, as PyTorch's pluggable allocator
 // does, and drives it through the C API and the pluggable entry points. Prints what the
-// test checks: the library's counters and what the test runtime saw.
+// test checks: the library's counters and what the simulated GPU saw (simgpu_testing.h).
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
@@ -8,8 +8,19 @@
 #include <cstdio>
 #include <cstring>
 
-#include "tests/testcudart/testcuda.h"
+#include "simulator/core/simgpu_api.h"
+#include "simulator/core/simgpu_testing.h"
 #include "tracer/recorder/memtrace.h"
+
+// The release threshold of the device's default pool, as memtrace left it.
+static uint64_t releaseThreshold(int device) {
+  cudaMemPool_t pool = nullptr;
+  uint64_t threshold = 0;
+  if (cudaDeviceGetDefaultMemPool(&pool, device) != cudaSuccess ||
+      cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold) != cudaSuccess)
+    return 0;
+  return threshold;
+}
 
 #define LOAD(name) auto name = reinterpret_cast<decltype(&::name)>(dlsym(library, #name))
 
@@ -33,11 +44,11 @@ int main(int argc, char** argv) {
   LOAD(memtrace_reset_peak);
   LOAD(memtrace_last_error);
   LOAD(memtrace_empty_cache);
-  void* stream = reinterpret_cast<void*>(0x7);
-  // The pluggable allocator uses the CUDA runtime the process has loaded (PyTorch's); make
-  // sure this program has it loaded, whatever the linker's --as-needed dropped.
-  int devices = 0;
-  cudaGetDeviceCount(&devices);
+  // The pluggable allocator uses the CUDA runtime the process has loaded (PyTorch's); this
+  // program links it, and allocates on a stream of its own, as PyTorch's current stream is.
+  cudaStream_t created = nullptr;
+  if (cudaStreamCreate(&created) != cudaSuccess) return 66;
+  void* stream = created;
 
   // Before tracing starts: counted, and written as untraced when the file opens.
   void* weights = memtrace_alloc(10000, 0, stream);
@@ -67,12 +78,12 @@ int main(int argc, char** argv) {
   memtrace_reset_peak(-1);
   std::printf("peak_after_reset %llu\n", (unsigned long long)memtrace_peak_bytes(-1));
   std::printf("threshold0 %llu threshold1 %llu capture_mode %d\n",
-              (unsigned long long)testcuda_release_threshold(0),
-              (unsigned long long)testcuda_release_threshold(1),
-              testcuda_capture_mode_at_last_alloc());
+              (unsigned long long)releaseThreshold(0), (unsigned long long)releaseThreshold(1),
+              simgpu_testing_capture_mode_at_last_alloc());
   memtrace_empty_cache(0);
-  std::printf("trims %d\n", testcuda_trim_count());
-  std::printf("runtime_live %llu\n", (unsigned long long)testcuda_live_bytes(-1));
+  std::printf("trims %d\n", simgpu_testing_pool_trims());
+  std::printf("runtime_live %llu\n",
+              (unsigned long long)(simgpu_used_bytes(0) + simgpu_used_bytes(1)));
   memtrace_free(y, 2000, 1, stream);
   memtrace_free(weights, 10000, 0, stream);
   std::printf("close %d\n", memtrace_close());

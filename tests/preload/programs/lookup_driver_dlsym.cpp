@@ -14,7 +14,9 @@ int main(int argc, char** argv) {
   auto free_async = account::symbol<decltype(&cuMemFreeAsync)>(driver, "cuMemFreeAsync");
   account::symbol<decltype(&cuCtxGetDevice)>(driver, "cuCtxGetDevice");  // not hooked
 
-  CUstream stream = reinterpret_cast<CUstream>(0x9);
+  CUstream stream = nullptr;
+  auto create_stream = reinterpret_cast<decltype(&cuStreamCreate)>(dlsym(driver, "cuStreamCreate"));
+  account::require(create_stream && create_stream(&stream, 0) == CUDA_SUCCESS, "cuStreamCreate");
   CUdeviceptr a = 0, b = 0, c = 0;
   account::require(alloc(&a, 5 << 20) == CUDA_SUCCESS, "cuMemAlloc_v2");
   account::alloc("cuMemAlloc", a, 5 << 20);

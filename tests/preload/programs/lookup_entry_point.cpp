@@ -6,8 +6,9 @@
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 
+#include "simulator/core/simgpu_api.h"
+#include "simulator/core/simgpu_testing.h"
 #include "tests/preload/programs/account.h"
-#include "tests/testcudart/testcuda.h"
 
 // PyTorch still calls the deprecated cudaGetDriverEntryPoint on older releases.
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -34,6 +35,9 @@ constexpr size_t kPage = 2 << 20;  // the segment's page, CUDA's granularity
 }  // namespace
 
 int main() {
+  // The device's primary context first, as PyTorch makes it (cudaSetDevice initializes it since
+  // CUDA 12): memtrace reads the device's memory only where a context is current.
+  account::require(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice");
   void* function = nullptr;
   cudaDriverEntryPointQueryResult status;
   account::require(
@@ -95,7 +99,8 @@ int main() {
   shrink(1);
   shrink(0);
   account::require(address_free(segment, 16 * kPage) == CUDA_SUCCESS, "cuMemAddressFree");
-  std::printf("driver-live %llu\n", static_cast<unsigned long long>(testcuda_live_bytes(-1)));
-  std::printf("memory-info-capture-mode %d\n", testcuda_capture_mode_at_last_memory_info());
+  std::printf("driver-live %llu\n",
+              static_cast<unsigned long long>(simgpu_used_bytes(0) + simgpu_used_bytes(1)));
+  std::printf("memory-info-capture-mode %d\n", simgpu_testing_capture_mode_at_last_memory_info());
   return 0;  // driver_block stays live
 }

@@ -19,7 +19,10 @@ int main(int argc, char** argv) {
       reinterpret_cast<decltype(&cudaMalloc)>(dlvsym(runtime, "cudaMalloc", "libcudart.so.13"));
   account::lookup("cudaMalloc@libcudart.so.13", reinterpret_cast<const void*>(versioned));
 
-  cudaStream_t stream = reinterpret_cast<cudaStream_t>(0x7);
+  cudaStream_t stream = nullptr;
+  auto create_stream =
+      reinterpret_cast<decltype(&cudaStreamCreate)>(dlsym(runtime, "cudaStreamCreate"));
+  account::require(create_stream && create_stream(&stream) == cudaSuccess, "cudaStreamCreate");
   void *a = nullptr, *b = nullptr, *c = nullptr, *d = nullptr;
   account::require(malloc_(&a, 1 << 20) == cudaSuccess, "cudaMalloc");
   account::alloc("cudaMalloc", a, 1 << 20);

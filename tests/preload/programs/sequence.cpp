@@ -19,7 +19,8 @@ static void* runtimeAlloc(const char* api, size_t size) {
 }
 
 int main(int argc, char** argv) {
-  cudaStream_t stream = reinterpret_cast<cudaStream_t>(0x5);
+  cudaStream_t stream = nullptr;
+  cudaStreamCreate(&stream);
   void* a = runtimeAlloc("cudaMalloc", 1000);
   void* b = runtimeAlloc("cudaMalloc", 4096);
 
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
   cuMemFree_v2(e);
   cudaSetDevice(0);
 
-  // More than the device has (MEMTRACE_TEST_DEVICE_MEMORY): out of memory.
+  // More than the device has (MEMTRACE_GPU_MEMORY): out of memory.
   void* huge = nullptr;
   if (cudaMalloc(&huge, size_t{1} << 40) != cudaSuccess) std::printf("oom %zu\n", size_t{1} << 40);
 

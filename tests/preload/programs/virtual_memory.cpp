@@ -11,8 +11,9 @@
 //     memory (a failed allocation).
 #include <cuda.h>
 
+#include "simulator/core/simgpu_api.h"
+#include "simulator/core/simgpu_testing.h"
 #include "tests/preload/programs/account.h"
-#include "tests/testcudart/testcuda.h"
 
 namespace {
 
@@ -112,6 +113,7 @@ int main() {
   CUmemGenericAllocationHandle kept = create(kPage);
   map(reserve(kPage), kPage, kept);
   ok(cuMemRelease(host_memory), "release the host memory");
-  std::printf("driver-live %llu\n", static_cast<unsigned long long>(testcuda_live_bytes(-1)));
+  std::printf("driver-live %llu\n",
+              static_cast<unsigned long long>(simgpu_used_bytes(0) + simgpu_used_bytes(1)));
   return 0;
 }

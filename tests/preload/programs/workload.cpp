@@ -32,8 +32,8 @@ const char* objectOf(void* function) {
 // the caller, and a library loaded RTLD_LOCAL sees its own dependencies (libcudart here) that
 // the global scope does not have. Prints "scope <how> <object>" lines.
 extern "C" __attribute__((visibility("default"))) int lookups(void) {
-  std::printf("scope default-testcuda_malloc %s\n",
-              objectOf(dlsym(RTLD_DEFAULT, "testcuda_malloc")));
+  std::printf("scope default-cudaRuntimeGetVersion %s\n",
+              objectOf(dlsym(RTLD_DEFAULT, "cudaRuntimeGetVersion")));
   std::printf("scope next-cudaMalloc %s\n", objectOf(dlsym(RTLD_NEXT, "cudaMalloc")));
   std::printf("scope next-cudaGetDevice %s\n", objectOf(dlsym(RTLD_NEXT, "cudaGetDevice")));
   return 0;

@@ -14,13 +14,13 @@ import threading
 ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
 runtime = ctypes.CDLL(None)
 memtrace = ctypes.PyDLL(None)  # the preloaded libmemtrace.so's C API, called with the GIL
-runtime.testcuda_malloc_on_new_thread.restype = ctypes.c_void_p
+runtime.cudacalls_malloc_on_new_thread.restype = ctypes.c_void_p
 
 
 def fork_and_allocate():
     pid = os.fork()
     if pid == 0:
-        runtime.testcuda_malloc_on_new_thread(ctypes.c_size_t(2 << 20))
+        runtime.cudacalls_malloc_on_new_thread(ctypes.c_size_t(2 << 20))
         os._exit(0)
     os.waitpid(pid, 0)
     print("child", pid)
@@ -31,6 +31,6 @@ try:
     worker = threading.Thread(target=fork_and_allocate)
     worker.start()
     worker.join()
-    runtime.testcuda_malloc_on_new_thread(ctypes.c_size_t(1 << 20))
+    runtime.cudacalls_malloc_on_new_thread(ctypes.c_size_t(1 << 20))
 finally:
     memtrace.memtrace_end_lent_python_stack()

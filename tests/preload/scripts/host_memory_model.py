@@ -1,6 +1,6 @@
 """A model-like program for the tests: a small transformer's inference,
-written as the CUDA allocations it would make, through memtrace's test CUDA runtime (host
-memory behind CUDA's real entry points). Each allocation is one C call from the line that
+written as the CUDA allocations it would make, on memtrace's simulated GPU (its
+runtime behind CUDA's real entry points). Each allocation is one C call from the line that
 makes it, as torch.empty(..., device="cuda") is, so the report reads like a model's.
 
     python3 host_memory_model.py PATH/TO/libcudart.so.13"""
@@ -10,10 +10,10 @@ import sys
 # Loaded into the global scope and called through it, as PyTorch's libraries call CUDA.
 ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
 cuda = ctypes.CDLL(None)  # CDLL: the GIL released around the call, as PyTorch does around an op
-cuda.testcuda_malloc.restype = ctypes.c_void_p
-cuda.testcuda_malloc.argtypes = (ctypes.c_size_t,)
+cuda.cudacalls_malloc.restype = ctypes.c_void_p
+cuda.cudacalls_malloc.argtypes = (ctypes.c_size_t,)
 cuda.cudaFree.argtypes = (ctypes.c_void_p,)
-malloc, free = cuda.testcuda_malloc, cuda.cudaFree
+malloc, free = cuda.cudacalls_malloc, cuda.cudaFree
 
 BATCH, TOKENS, WIDTH, HEADS, LAYERS, VOCABULARY = 8, 512, 1024, 16, 4, 32000
 FLOAT = 4

@@ -1,4 +1,4 @@
-"""A Python program that allocates "device" memory through the test CUDA runtime, for the
+"""A Python program that allocates "device" memory through the simulated GPU's runtime, for the
 file:line attribution tests. Lines tagged `# ALLOC:<name>` are where the tests expect
 allocations to be attributed; sizes are in `SIZES`.
 

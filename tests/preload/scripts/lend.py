@@ -9,16 +9,16 @@ import sys
 ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
 runtime = ctypes.CDLL(None)
 memtrace = ctypes.PyDLL(None)  # the preloaded libmemtrace.so's C API, called with the GIL
-runtime.testcuda_malloc_on_new_thread.restype = ctypes.c_void_p
+runtime.cudacalls_malloc_on_new_thread.restype = ctypes.c_void_p
 
 
 def backward():
     assert memtrace.memtrace_lend_python_stack(0) > 0  # LEND:call
     try:
-        runtime.testcuda_malloc_on_new_thread(ctypes.c_size_t(5 << 20))
+        runtime.cudacalls_malloc_on_new_thread(ctypes.c_size_t(5 << 20))
     finally:
         memtrace.memtrace_end_lent_python_stack()
 
 
 backward()
-runtime.testcuda_malloc_on_new_thread(ctypes.c_size_t(6 << 20))
+runtime.cudacalls_malloc_on_new_thread(ctypes.c_size_t(6 << 20))

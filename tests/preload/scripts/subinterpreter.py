@@ -1,6 +1,6 @@
 """The public C API's walker after a sub-interpreter was made: on 3.10 and 3.11 PyGILState_Check()
 answers 1 from then on, on every thread, and the current thread state is the GIL holder's, not
-the caller's. Threads that never ran Python allocate (each made for it by the test runtime,
+the caller's. Threads that never ran Python allocate (each made for it by libcudacalls.so,
 called with the GIL released) while another thread runs Python: no allocation may be named by
 that thread's line (its frames, read without the GIL). Run with MEMTRACE_PYTHON_WALKER=api.
 
@@ -16,7 +16,7 @@ except ImportError:  # 3.13
 
 ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
 runtime = ctypes.CDLL(None)
-runtime.testcuda_malloc_on_new_thread.restype = ctypes.c_void_p
+runtime.cudacalls_malloc_on_new_thread.restype = ctypes.c_void_p
 interpreters.destroy(interpreters.create())
 finished = threading.Event()
 
@@ -29,6 +29,6 @@ def spin():
 spinner = threading.Thread(target=spin)
 spinner.start()
 for _ in range(int(sys.argv[2])):
-    runtime.testcuda_malloc_on_new_thread(ctypes.c_size_t(4096))
+    runtime.cudacalls_malloc_on_new_thread(ctypes.c_size_t(4096))
 finished.set()
 spinner.join()

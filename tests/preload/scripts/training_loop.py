@@ -1,4 +1,4 @@
-"""A training loop's allocations through the test CUDA runtime, with what mem_tracer's training
+"""A training loop's allocations through the simulated GPU's runtime, with what mem_tracer's training
 hooks tell the recorder (modules, categories, phases, step ends) said through its C API, for
 the flight recorder's tests (tests/preload/test_flight.py):
 

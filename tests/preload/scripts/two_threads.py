@@ -1,4 +1,4 @@
-"""Two threads allocate at once, each through the test CUDA runtime with the GIL released (as
+"""Two threads allocate at once, each through the simulated GPU's runtime with the GIL released (as
 PyTorch's ops do), while Python runs on the other: the main thread allocates Python objects and
 forces collections between its own allocations. Every event must name its own thread's line.
 

@@ -12,29 +12,29 @@ ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
 lib = ctypes.PyDLL(None) if sys.argv[2:] == ["gil"] else ctypes.CDLL(None)
 memtrace = ctypes.PyDLL(None)
 memtrace.memtrace_diagnostics.restype = ctypes.c_char_p
-lib.testcuda_malloc.restype = ctypes.c_void_p
-lib.testcuda_malloc.argtypes = (ctypes.c_size_t,)
+lib.cudacalls_malloc.restype = ctypes.c_void_p
+lib.cudacalls_malloc.argtypes = (ctypes.c_size_t,)
 
 
 def generate():
     for i in range(50):
-        yield lib.testcuda_malloc(4096 + i)
+        yield lib.cudacalls_malloc(4096 + i)
 
 
 async def coroutine():
     await asyncio.sleep(0)
-    return [lib.testcuda_malloc(8192) for _ in range(30)]
+    return [lib.cudacalls_malloc(8192) for _ in range(30)]
 
 
 def deep(depth):
     if depth == 0:
-        return list(generate()) + [lib.testcuda_malloc(100) for _ in range(100)]
+        return list(generate()) + [lib.cudacalls_malloc(100) for _ in range(100)]
     return deep(depth - 1)
 
 
 class Finalized:
     def __del__(self):
-        lib.testcuda_malloc(77)
+        lib.cudacalls_malloc(77)
 
 
 kept = deep(120) + asyncio.run(coroutine())

@@ -1,5 +1,5 @@
 """The three-line flow of mem_tracer, with allocations made through memtrace's pluggable
-entry points (what PyTorch calls under switch_allocator()) against the test CUDA runtime.
+entry points (what PyTorch calls under switch_allocator()) against the simulated GPU's runtime.
 Lines tagged `# ALLOC:<name>` are where the test expects the allocations attributed.
 
     python flow.py LIBCUDART TRACE REPORT_TXT"""

@@ -1,6 +1,6 @@
 """Mirrors CPU tensor storages into memtrace, as tools/demo/site-packages/host_cuda.py does, for
 the training tests: every storage an op makes is also "allocated" through memtrace_alloc (over
-the test CUDA runtime's host memory) and freed when the storage dies, as a CUDA tensor's would
+the simulated GPU's runtime) and freed when the storage dies, as a CUDA tensor's would
 be. It differs from the demo's in what a test needs to check the report independently: each
 allocation gets a serial (an address is reused after a free; a serial is not), the mirror keeps
 its own count of live bytes and the live serials at its own peak (overall and per step), and it

@@ -1,4 +1,4 @@
-"""A few training steps under the test CUDA runtime, with mem_tracer's training categories.
+"""A few training steps on the simulated GPU's runtime, with mem_tracer's training categories.
 
 argv: libcudart path, trace path, model (mlp | transformer), optimizer (sgd | adamw), steps,
 and options: "nomodel" (start_tracing() without model=: only the optimizer's hooks),

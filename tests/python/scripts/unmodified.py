@@ -5,18 +5,18 @@ import sys
 
 ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
 cuda = ctypes.CDLL(None)  # the GIL released around the call, as PyTorch does around an op
-cuda.testcuda_malloc.restype = ctypes.c_void_p
-cuda.testcuda_malloc.argtypes = (ctypes.c_size_t,)
+cuda.cudacalls_malloc.restype = ctypes.c_void_p
+cuda.cudacalls_malloc.argtypes = (ctypes.c_size_t,)
 
 
 def build():
     blocks = []
     for _ in range(2):
-        blocks.append(cuda.testcuda_malloc(48 << 20))  # ALLOC:big
+        blocks.append(cuda.cudacalls_malloc(48 << 20))  # ALLOC:big
     return blocks
 
 
 blocks = build()
-small = cuda.testcuda_malloc(1 << 20)  # ALLOC:small
+small = cuda.cudacalls_malloc(1 << 20)  # ALLOC:small
 print("script done")
 sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
