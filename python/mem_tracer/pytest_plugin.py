@@ -238,6 +238,10 @@ class _Measure:
     after: int = 0  # live after the checked call returned
     forked: bool = False
     out_of_memory: bool = False  # the call raised PyTorch's OutOfMemoryError
+    # PyTorch's requested_bytes.all.peak of each device when the call began (Note [PyTorch's
+    # counters beside each test]); and what the check found, None where the two agree.
+    torch_peaks: dict[int, int] = dataclasses.field(default_factory=dict)
+    counters: str | None = None
 
     def peak_trace(self) -> tuple[Path, str]:
         """The trace whose peak is the call's peak, and what its untraced bytes are."""
@@ -346,6 +350,7 @@ class _Session:
         self._start(measure.trace)
         self.library.memtrace_reset_peak(-1)
         measure.at_call = measure.before = self._current()
+        measure.torch_peaks = _torch_requested_peaks()
         outcome = None
         try:
             outcome = yield
@@ -356,10 +361,39 @@ class _Session:
             else:
                 measure.after = self._current()
             measure.peak = max(measure.peak, int(self.library.memtrace_peak_bytes(-1)))
+            measure.counters = self._counters_differ(measure.torch_peaks)
             self.measure = None
             measure.forked = self.forking
             self.library.memtrace_close()
             self._judge(item, limits, measure)
+
+    # Note [PyTorch's counters beside each test]
+    # `memtrace run` compares PyTorch's own peaks with the trace's at the program's end (Note
+    # [PyTorch's counters beside the trace] in cli.py); a test's call has no such end, and
+    # resetting PyTorch's peak counters per test would change the program under test. What can
+    # be read without changing anything: PyTorch's requested_bytes.all.peak of each device when
+    # the call begins and when it ends. Where it rose, PyTorch's peak of the whole session was
+    # reached during this call, and the trace's peak for the call (which counts what was live
+    # before it) must be the same number: each test that raises the session's peak is checked to
+    # the byte, the others are not checked. Where the bridge records PyTorch's tensors (reserved
+    # bytes seen on the device); a trace of segments counts what PyTorch keeps, not its requests.
+    # A trace above PyTorch's holds memory allocated outside its allocator (a library's own
+    # cudaMalloc); one below it missed a tensor. Either is said beside the test in the summary.
+    def _counters_differ(self, before: dict[int, int]) -> str | None:
+        after = _torch_requested_peaks()
+        differences = []
+        for device, peak in sorted(after.items()):
+            if peak <= before.get(device, 0):
+                continue  # the session's peak was not reached in this call
+            if not self.library.memtrace_peak_reserved_bytes(device):
+                continue  # no bridge: the trace holds segments
+            traced = int(self.library.memtrace_peak_bytes(device))
+            if traced != peak:
+                why = ("memory allocated outside PyTorch's allocator" if traced > peak
+                       else "the trace missed a tensor")
+                differences.append(f"device {device}: PyTorch's requested peak {peak:,} B, the "
+                                   f"trace's {traced:,} B ({why})")
+        return "; ".join(differences) or None
 
     @pytest.fixture
     def memtrace_training(self) -> Callable[..., contextlib.AbstractContextManager[Training]]:
@@ -449,6 +483,8 @@ class _Session:
                                   "at_call": measure.at_call}
         if measure.forked:
             result["forked"] = True
+        if measure.counters:
+            result["counters"] = measure.counters
         if measure.out_of_memory:
             result["oom"] = self._out_of_memory_text(measure.checked_trace or measure.trace)
             item.add_report_section("call", "memtrace", result["oom"])
@@ -542,6 +578,13 @@ class _Session:
                 self.results[report.nodeid] = json.loads(str(value))
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        differing = [(nodeid, result["counters"]) for nodeid, result in self.results.items()
+                     if result.get("counters")]
+        if differing:  # Note [PyTorch's counters beside each test]: said whatever --memtrace-top
+            terminalreporter.write_sep("=", "memtrace: PyTorch's own counters differ from the "
+                                            "trace")
+            for nodeid, text in differing:
+                terminalreporter.write_line(f"{nodeid}: {text}")
         if self.top == 0 or not self.results:
             return
         where = (f"on a simulated {self.card.device_name} ({_size_text(self.card.memory_bytes)})"
@@ -571,6 +614,16 @@ class _Session:
         import shutil
 
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _torch_requested_peaks() -> dict[int, int]:
+    """PyTorch's requested_bytes.all.peak of each device, where the program initialized CUDA
+    (reading them neither imports torch nor initializes CUDA); {} otherwise."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return {}
+    return {device: int(torch.cuda.memory_stats(device).get("requested_bytes.all.peak", 0))
+            for device in range(torch.cuda.device_count())}
 
 
 def _out_of_memory(outcome: Any) -> bool:

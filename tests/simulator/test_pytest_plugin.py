@@ -157,6 +157,45 @@ def test_limits_fail_naming_the_limit_the_figures_and_the_lines(pytester, sessio
     forks = summary[summary.index("::test_forks"):].splitlines()[1]
     assert forks.endswith("(forked: its child's memory is not counted)"), summary
     assert "forked" not in summary.replace(forks, ""), summary
+    # Note [PyTorch's counters beside each test]: each test that raised PyTorch's peak had the
+    # trace's peak equal to it.
+    assert "PyTorch's own counters differ" not in output, output
+
+
+OUTSIDE = '''
+import ctypes
+
+import torch
+
+
+def test_allocates_beside_pytorch():
+    kept = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
+    cudart = ctypes.CDLL("libcudart.so.13")  # the simulated card's, already loaded
+    pointer = ctypes.c_void_p()
+    assert cudart.cudaMalloc(ctypes.byref(pointer), ctypes.c_size_t(64 << 20)) == 0
+    more = torch.empty(16 << 20, dtype=torch.uint8, device="cuda")  # PyTorch's peak rises
+    assert cudart.cudaFree(pointer) == 0
+    del kept, more
+
+
+def test_only_pytorch():
+    torch.empty(100 << 20, dtype=torch.uint8, device="cuda")
+'''
+
+
+def test_a_test_whose_trace_is_not_pytorchs_peak_is_said(pytester, session):
+    # Note [PyTorch's counters beside each test]: 64 MiB from the runtime's cudaMalloc are in
+    # the trace's peak (the preloaded hooks record them) and not in PyTorch's requested bytes.
+    pytester.makepyfile(test_outside=OUTSIDE)
+    result = session("--memtrace-gpu", "h200")
+    result.assert_outcomes(passed=2)
+    output = result.stdout.str()
+    said = output[output.index("memtrace: PyTorch's own counters differ from the trace"):]
+    lines = [line for line in said.splitlines()[1:] if line.startswith("test_outside.py")]
+    assert lines == [
+        f"test_outside.py::test_allocates_beside_pytorch: device 0: PyTorch's requested peak "
+        f"{24 << 20:,} B, the trace's {88 << 20:,} B (memory allocated outside PyTorch's "
+        f"allocator)"], said
 
 
 FITS_AN_H100 = '''
