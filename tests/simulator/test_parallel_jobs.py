@@ -124,6 +124,20 @@ def test_fsdp2_every_rank_is_the_prediction_to_the_byte(fsdp_traced):
         assert rank["peak_bytes"] == estimate.peak_requested_bytes, rank
 
 
+def test_fsdp2_every_ranks_counters_are_the_untraced_jobs(fsdp_traced, tmp_path):
+    # The program as it is (issue 48), for a torchrun job: each traced rank's own PyTorch
+    # counters (what parallel_step.py wrote) equal the untraced job's, rank by rank. FSDP2
+    # waits on its collectives, so its allocations do not follow NCCL's watchdog's timing
+    # (DDP's do: test_max_memory_allocated_is_the_prediction_once_nccl_let_go).
+    folder, _ = fsdp_traced
+    traced = [json.loads((folder / f"said-rank{rank}.json").read_text()) for rank in range(2)]
+    untraced = untraced_job(tmp_path, "fsdp", 2)
+    counters = ("step_peak", "run_peak", "requested_peak", "reserved_peak")
+    assert [{name: said[name] for name in counters} for said in traced] == \
+        [{name: said[name] for name in counters} for said in untraced]
+    assert all(said["requested_peak"] > 0 for said in untraced), untraced
+
+
 def test_ddp_every_rank_is_the_prediction_or_with_the_bucket_nccl_holds(ddp_traced):
     folder, _ = ddp_traced
     estimate = predicted("ddp", 2)
