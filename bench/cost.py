@@ -257,6 +257,14 @@ def count(build, mode, repeat, work, sizes):
                     f"--callgrind-out-file={out}", str(python), str(script),
                     json.dumps(configuration(build, mode, work, name, sizes))],
                    env=env, check=True, capture_output=True, timeout=3600)
+    counts, files = parse_dumps(work, name)
+    # Nothing is counted outside the parts: the dump at exit holds nothing of the main thread.
+    assert counts.get("Program termination", {}).get(1, 0) == 0, counts.get("Program termination")
+    return counts, files
+
+
+def parse_dumps(work, name):
+    """{label: {thread: instructions}} of one process's dumps, and the main thread's dump files."""
     counts, files = {}, {}
     for dump in work.glob(f"callgrind-{name}.out*"):
         text = dump.read_text(errors="replace")
@@ -269,8 +277,6 @@ def count(build, mode, repeat, work, sizes):
         counts.setdefault(label, {})[thread] = total
         if thread == 1:
             files[label] = dump
-    # Nothing is counted outside the parts: the dump at exit holds nothing of the main thread.
-    assert counts.get("Program termination", {}).get(1, 0) == 0, counts.get("Program termination")
     return counts, files
 
 
@@ -306,6 +312,55 @@ def timed(build, mode, work, sizes):
     for path in work.glob(f"{name}.bin*"):
         path.unlink()
     return json.loads(output.strip().splitlines()[-1])
+
+
+# The self-check (--check): the same toggling around memtrace's record path without torch, so
+# that it runs in seconds: bench/workload.cpp's allocation loop through the test CUDA runtime,
+# traced with Python stacks, from Python with the GIL released (as PyTorch's ops are).
+CHECK = r'''
+import ctypes, sys
+toggle = ctypes.CDLL(sys.argv[1])
+toggle.memtrace_bench_stop.argtypes = (ctypes.c_char_p,)
+assert toggle.memtrace_bench_on_valgrind() == 1, "not under valgrind"
+workload = ctypes.CDLL(sys.argv[2])
+workload.bench_hooked.restype = ctypes.c_uint64
+workload.bench_hooked.argtypes = (ctypes.c_long, ctypes.c_long)
+memtrace = ctypes.CDLL(None)
+memtrace.memtrace_start.argtypes = (ctypes.c_char_p,)
+assert memtrace.memtrace_start(sys.argv[3].encode()) == 0
+workload.bench_hooked(200, 4096)
+for n in (100, 600):
+    toggle.memtrace_bench_start()
+    workload.bench_hooked(n, 4096)
+    toggle.memtrace_bench_stop(f"pairs-{n}".encode())
+memtrace.memtrace_close()
+'''
+
+
+def check(build, work):
+    """Two processes of CHECK: each part counted, nothing outside them, the repeats within
+    0.1 % of each other. Returns the instructions per allocation+free pair of each repeat."""
+    (work / "check.py").write_text(CHECK)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
+    env.update(LD_PRELOAD=str(build / "allocator" / "libmemtrace.so"), MEMTRACE_AUTOSTART="0",
+               MEMTRACE_STACKS="python", PYTHONHASHSEED="0",
+               LD_LIBRARY_PATH=str(build / "tests" / "testcudart" / "lib"))
+    per_pair = []
+    for repeat in (1, 2):
+        out = work / f"callgrind-check-{repeat}.out"
+        subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+                        f"--callgrind-out-file={out}", sys.executable, str(work / "check.py"),
+                        str(build / "bench" / "libmemtrace_callgrind_toggle.so"),
+                        str(build / "bench" / "libmemtrace_bench_workload.so"),
+                        str(work / f"check-{repeat}.bin")],
+                       env=env, check=True, capture_output=True, timeout=600)
+        counts = parse_dumps(work, f"check-{repeat}")[0]
+        assert counts.get("Program termination", {}).get(1, 0) == 0, counts
+        short, long = counts["pairs-100"][1], counts["pairs-600"][1]
+        assert 0 < short < long, (short, long)
+        per_pair.append((long - short) / 500)
+    assert agreement(*per_pair) <= 0.1, per_pair
+    return per_pair
 
 
 def chunk_bytes(path):
@@ -363,12 +418,21 @@ def main():
     parser.add_argument("--jobs", type=int, default=2, help="processes at once (counts do not change)")
     parser.add_argument("--json", default=None, help="also write every count here")
     parser.add_argument("--quick", action="store_true",
-                        help="the self-check: two modes, depth 3, short loops, no GPT-2")
+                        help="two modes, depth 3, short loops, no GPT-2 (minutes)")
+    parser.add_argument("--check", action="store_true",
+                        help="the self-check, without torch (seconds): the toggling counts the "
+                             "parts and nothing else, and two repeats agree")
     arguments = parser.parse_args()
     build = Path(arguments.build).resolve()
     if not (build / "bench" / "libmemtrace_callgrind_toggle.so").is_file():
         raise SystemExit(f"{build}/bench/libmemtrace_callgrind_toggle.so is not built "
                          "(valgrind's headers missing?)")
+    if arguments.check:
+        with tempfile.TemporaryDirectory(prefix="memtrace-cost-check-") as work:
+            first, second = check(build, Path(work))
+        print(f"instructions per traced allocation+free pair (Python stacks, test CUDA runtime): "
+              f"{first:,.1f} / {second:,.1f}")
+        return
     if arguments.quick:
         sizes = {"tensors": [20, 120], "depths": [3], "gpt2": False, "timed_tensors": 2000,
                  "rounds": 3}
