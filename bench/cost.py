@@ -431,6 +431,8 @@ def main():
                         help="the self-check, without torch (seconds): the toggling counts the "
                              "parts and nothing else, and two repeats agree")
     parser.add_argument("--from-json", default=None, help="print the tables of an earlier run's --json")
+    parser.add_argument("--keep", default=None,
+                        help="count in this folder and keep callgrind's dumps there (for callgrind_annotate)")
     arguments = parser.parse_args()
     if arguments.from_json:
         report(json.loads(Path(arguments.from_json).read_text()))
@@ -458,8 +460,9 @@ def main():
     # that fails late keeps what it counted, and --from-json prints the tables again.
     saved = Path(arguments.json) if arguments.json else build / "bench-cost.json"
     data = {"sizes": sizes, "modes": modes, "counts": {}, "record_trace_split": {}, "existing": []}
-    with tempfile.TemporaryDirectory(prefix="memtrace-cost-") as work:
-        work = Path(work)
+    with tempfile.TemporaryDirectory(prefix="memtrace-cost-") as temporary:
+        work = Path(arguments.keep or temporary)
+        work.mkdir(parents=True, exist_ok=True)
         (work / "measured.py").write_text(MEASURED)
         with concurrent.futures.ThreadPoolExecutor(arguments.jobs) as pool:
             jobs = {pool.submit(timed, build, mode, work, sizes): (mode, "timed") for mode in modes}
