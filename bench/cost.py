@@ -25,7 +25,8 @@ counted under the part's label), so a dump holds only the part. Python's hash se
 is counted, together (--separate-threads=no: a client request's dump would hold only the
 thread that asked, and a training step's backward runs on autograd's device thread); so is
 memtrace's flusher, which wakes every 100 ms of wall time (tracer/recorder/flusher.cpp): the
-few instructions it counts in a part vary with the machine's speed. What else differs between
+few instructions it counts in a part vary with the machine's speed (the self-check, --check,
+counts the recording thread alone and repeats bit for bit). What else differs between
 two processes is CPython's small-object allocator's state after start-up (which pools are
 partly used): measured on the untraced loop, _PyObject_Malloc and _PyObject_Free counted
 7,188 and 5,987 instructions more in one repeat's 1,200-tensor part than in the other's, about
@@ -347,7 +348,9 @@ memtrace.memtrace_close()
 
 def check(build, work):
     """Two processes of CHECK: each part counted, nothing outside them, the repeats within
-    0.1 % of each other. Returns the instructions per allocation+free pair of each repeat."""
+    0.1 % of each other. Returns the instructions per allocation+free pair of each repeat.
+    Counts the recording thread alone (--separate-threads=yes): memtrace's flusher wakes by
+    wall time, and a loaded machine (ctest -j) would add its wakes to one repeat's count."""
     (work / "check.py").write_text(CHECK)
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
     env.update(LD_PRELOAD=str(build / "allocator" / "libmemtrace.so"), MEMTRACE_AUTOSTART="0",
@@ -356,7 +359,7 @@ def check(build, work):
     per_pair = []
     for repeat in (1, 2):
         out = work / f"callgrind-check-{repeat}.out"
-        subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=no",
+        subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
                         f"--callgrind-out-file={out}", sys.executable, str(work / "check.py"),
                         str(build / "bench" / "libmemtrace_callgrind_toggle.so"),
                         str(build / "bench" / "libmemtrace_bench_workload.so"),
