@@ -26,7 +26,7 @@ is counted, together (--separate-threads=no: a client request's dump would hold 
 thread that asked, and a training step's backward runs on autograd's device thread); so is
 memtrace's flusher, which wakes every 100 ms of wall time (tracer/recorder/flusher.cpp): the
 few instructions it counts in a part vary with the machine's speed (the self-check, --check,
-counts the recording thread alone and repeats bit for bit). What else differs between
+counts the recording thread alone: its repeats agree within 0.003 %). What else differs between
 two processes is CPython's small-object allocator's state after start-up (which pools are
 partly used): measured on the untraced loop, _PyObject_Malloc and _PyObject_Free counted
 7,188 and 5,987 instructions more in one repeat's 1,200-tensor part than in the other's, about
@@ -36,7 +36,6 @@ import concurrent.futures
 import json
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -276,13 +275,13 @@ def parse_dumps(work, name):
     counts, files = {}, {}
     for dump in work.glob(f"callgrind-{name}.out*"):
         text = dump.read_text(errors="replace")
-        trigger = re.search(r"^desc: Trigger: (?:Client Request: )?(.*)$", text, re.M)
+        trigger = re.search(r"^desc: Trigger: (?:Client Request: )?(.*)$", text, re.MULTILINE)
         if trigger is None:  # the empty file callgrind leaves under the plain name
             continue
         label = trigger.group(1)
-        thread = re.search(r"^thread: (\d+)$", text, re.M)
+        thread = re.search(r"^thread: (\d+)$", text, re.MULTILINE)
         thread = thread.group(1) if thread else "1"  # all threads together
-        total = int(re.search(r"^totals: (\d+)$", text, re.M).group(1))
+        total = int(re.search(r"^totals: (\d+)$", text, re.MULTILINE).group(1))
         counts.setdefault(label, {})[thread] = total
         if thread == "1":
             files[label] = dump
@@ -409,8 +408,9 @@ def existing_workloads(build, work):
     for line in output.splitlines():
         result = json.loads(line)
         if result["stack"] == "same":  # the file holds both shapes: one figure per depth and GIL
-            rows.append((f"bench/python_stacks.py, {result['python_depth']} frames, GIL "
-                         f"{result['gil']}, same and varying", result["bytes_per_event"]))
+            name = (f"bench/python_stacks.py, {result['python_depth']} frames, GIL "
+                    f"{result['gil']}, same and varying")
+            rows.append((name, result["bytes_per_event"]))
     trace = work / "threads.bin"
     env.pop("MEMTRACE_AUTOSTART")
     env["MEMTRACE_OUTPUT"] = str(trace)
@@ -538,8 +538,8 @@ def report(data):
               f"inclusive) {parts.get('tracker', 0):,.0f}, PyTorch's own {own:,.0f}")
 
     if len(sizes["depths"]) > 1:
-        print(f"\nInstructions per tensor by Python depth (same loop, the outer frames unchanged "
-              f"between allocations), repeat 1 / repeat 2; slope: per frame from 10 to 90:\n")
+        print("\nInstructions per tensor by Python depth (same loop, the outer frames unchanged "
+              "between allocations), repeat 1 / repeat 2; slope: per frame from 10 to 90:\n")
         print("| mode | " + " | ".join(f"{d} frames" for d in sizes["depths"]) + " | per frame beyond 10 |")
         print("|---|" + "---:|" * (len(sizes["depths"]) + 1))
         for mode in modes:
