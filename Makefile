@@ -85,8 +85,10 @@ demo: cuda-torch-venv build ## trace a built-in example (on a GPU, or a simulate
 bench: build ## run the benchmarks whose figures docs/performance.md records
 	@python3 bench/run.py $(BUILD)
 
-# Instructions counted around the measured work only, two agreeing repeats (issue 52): about
-# 30 minutes on 2 cores, valgrind and the CUDA build of torch's venv needed.
+# Instructions counted around the measured work only, two repeats (issue 52): 17 minutes on the
+# 2-core machine under other builds' load (three processes at once), valgrind and the CUDA build
+# of torch's venv needed. Exits with an error, after the tables, when two repeats are more than
+# 0.1 % apart.
 bench-cost: cuda-torch-venv build ## what memtrace costs a PyTorch program on the simulated GPU, in instructions (docs/performance.md)
 	@python3 bench/cost.py $(BUILD)
 

@@ -426,7 +426,7 @@ def existing_workloads(build, work):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("build", nargs="?", default=str(ROOT / "build"))
-    parser.add_argument("--jobs", type=int, default=2, help="processes at once (counts do not change)")
+    parser.add_argument("--jobs", type=int, default=3, help="processes at once (counts do not change)")
     parser.add_argument("--json", default=None, help="also write every count here")
     parser.add_argument("--quick", action="store_true",
                         help="two modes, depth 3, short loops, no GPT-2 (minutes)")
