@@ -3,7 +3,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: help setup configure build check test test-sanitize test-cuda-torch cuda-torch-venv demo bench wheel format clean
+.PHONY: help setup configure build check test test-sanitize test-cuda-torch cuda-torch-venv demo bench bench-cost wheel format clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -84,6 +84,13 @@ demo: cuda-torch-venv build ## trace a built-in example (on a GPU, or a simulate
 
 bench: build ## run the benchmarks whose figures docs/performance.md records
 	@python3 bench/run.py $(BUILD)
+
+# Instructions counted around the measured work only, two repeats (issue 52): 17 minutes on the
+# 2-core machine under other builds' load (three processes at once), valgrind and the CUDA build
+# of torch's venv needed. Exits with an error, after the tables, when two repeats are more than
+# 0.1 % apart.
+bench-cost: cuda-torch-venv build ## what memtrace costs a PyTorch program on the simulated GPU, in instructions (docs/performance.md)
+	@python3 bench/cost.py $(BUILD)
 
 wheel: setup ## the relocatable manylinux wheel in dist/ (pip wheel, then auditwheel)
 	@MEMTRACE_TORCH_BRIDGE_PYTHONS=$(abspath $(CUDA_TORCH_VENV))/bin/python tools/build_wheel.sh dist

@@ -51,6 +51,20 @@ def varying(pairs, size):
     return total
 
 
+def chunk_bytes(path):
+    """The trace's bytes up to its open chunk, once flushed: a mapped trace's file is longer
+    than its records (as bench/record_bench.cpp's fileBytes reads it)."""
+    end = 16
+    with open(path, "rb") as file:
+        while True:
+            file.seek(end)
+            header = file.read(12)
+            size = int.from_bytes(header[:4], "little") if len(header) == 12 else 0
+            if size == 0:
+                return end
+            end += 12 + size
+
+
 def measure(fn):
     times = [fn() / PAIRS for _ in range(REPEATS)]
     return statistics.median(times)
@@ -71,7 +85,7 @@ def main():
             same = measure(lambda: at_depth(depth, workload.bench_hooked, PAIRS, 4096))
             changing = measure(lambda: at_depth(depth, varying, PAIRS, 4096))
             memtrace.memtrace_flush()
-            size = os.path.getsize(path)
+            size = chunk_bytes(path)
             memtrace.memtrace_close()
             os.remove(path)
             events = 2 * PAIRS * REPEATS * 2

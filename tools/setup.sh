@@ -26,6 +26,7 @@ debian_packages=(
   libgtest-dev          # unit tests
   libgmock-dev
   libbenchmark-dev      # bench/
+  valgrind              # bench/cost.py and the instruction counts: callgrind and its headers
   node-d3               # d3.js, inlined into the self-contained HTML report (memtrace-report html)
   chromium              # headless browser: the tests open the HTML report in it
   clang                 # libFuzzer and the sanitizer build (tests/fuzz, make test-sanitize)

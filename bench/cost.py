@@ -1,0 +1,608 @@
+"""What memtrace costs a PyTorch program, counted in instructions around the measured work only,
+with two repeats that agree (issue 52), beside PyTorch's own `_record_memory_history`; and the
+same work's bytes per event and wall-clock time, as second figures.
+
+    python3 bench/cost.py BUILD_DIR [--jobs N] [--json OUT] [--quick]
+
+Everything runs on memtrace's simulated H200 (python/mem_tracer/simulated_gpu.py) under
+BUILD_DIR/venv-torch-cuda, so the caching allocator's host code, the dispatcher and the
+bridge are PyTorch's own. Each mode is one process per repeat (two repeats), counted by
+`valgrind --tool=callgrind --instr-atstart=no`, the script switching the instrumentation on
+and off around each measured part itself (bench/callgrind_toggle.c). Every part is run at two
+lengths in the same process, and the figure is the marginal count: (long - short) / (the
+difference in tensors, forwards or steps). Then one process a mode without valgrind times the
+same parts (wall-clock, median and range of ROUNDS rounds) and reads its trace's bytes.
+
+Note [Instructions counted around the work]
+Counting the whole process (bench/torch_allocator_instructions.py, before this) counted about
+5.9e9 instructions of start-up and torch's import around a few million of measured work, and
+the start-up varied by 5-8e6 between identical runs: ±3-4k instructions a tensor over 2,000
+tensors, more than memtrace's whole cost without stacks. Here callgrind instruments nothing
+until the measured script calls memtrace_bench_start() (CALLGRIND_ZERO_STATS, then
+CALLGRIND_START_INSTRUMENTATION) and stops at memtrace_bench_stop() (which dumps what was
+counted under the part's label), so a dump holds only the part. Python's hash seed is fixed
+(PYTHONHASHSEED=0: a set's or dict's layout, hence its probing, must not vary). Every thread
+is counted, together (--separate-threads=no: a client request's dump would hold only the
+thread that asked, and a training step's backward runs on autograd's device thread); so is
+memtrace's flusher, which wakes every 100 ms of wall time (tracer/recorder/flusher.cpp): the
+few instructions it counts in a part vary with the machine's speed (the self-check, --check,
+counts the recording thread alone: its repeats agree within 0.003 %). What else differs between
+two processes is CPython's small-object allocator's state after start-up (which pools are
+partly used): measured on the untraced loop, _PyObject_Malloc and _PyObject_Free counted
+7,188 and 5,987 instructions more in one repeat's 1,200-tensor part than in the other's, about
+24 a tensor (0.15 %); and in memtrace's modes the CRC-32C of the trace's chunks, closed when the
+flusher's 100 ms come round (codec::crc32cHardware: about 20 a tensor apart in mode `none`). The
+figures print both repeats and their difference."""
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The measured script. Module-level code on purpose: the tensor loop's stack is <module>, loop,
+# step (3 frames) at the smallest depth, as in the issue's figures, and `descend` adds one frame
+# per level above `loop` for the depth table.
+MEASURED = r'''
+import ctypes, json, os, statistics, sys, time
+config = json.loads(sys.argv[1])
+mode = config["mode"]
+toggle = ctypes.CDLL(config["toggle"])
+toggle.memtrace_bench_stop.argtypes = (ctypes.c_char_p,)
+counting = bool(toggle.memtrace_bench_on_valgrind())
+if mode == "switch_allocator":
+    import mem_tracer
+    mem_tracer.switch_allocator()
+import torch
+x = torch.empty(256, device="cuda")  # CUDA, the allocator and its first segment
+traced = mode not in ("untraced", "async-untraced") and not mode.startswith("history")
+if mode == "switch_allocator":
+    mem_tracer.start_tracing(config["trace"], stacks="python")
+if mode.startswith("history"):
+    torch.cuda.memory._record_memory_history(stacks=mode.split("-")[1])
+memtrace = ctypes.CDLL(config["library"]) if traced else None
+results = {}
+
+
+def trace_bytes():
+    """The bytes of the trace's whole chunks once flushed (as bench/record_bench.cpp reads them:
+    a mapped trace's file is longer than its records)."""
+    if memtrace is None:
+        return 0
+    memtrace.memtrace_flush()
+    end = 16
+    with open(config["trace"], "rb") as file:
+        while True:
+            file.seek(end)
+            header = file.read(12)
+            size = int.from_bytes(header[:4], "little") if len(header) == 12 else 0
+            if size == 0:
+                return end
+            end += 12 + size
+
+
+def events():
+    """Allocations and frees PyTorch's allocator made so far (None where it keeps no count)."""
+    if mode == "switch_allocator" or mode.startswith("async"):
+        return None
+    stats = torch.cuda.memory_stats()
+    return stats["allocation.all.allocated"] + stats["allocation.all.freed"]
+
+
+def begin():
+    if counting:
+        toggle.memtrace_bench_start()
+        return None
+    torch.cuda.synchronize()
+    return trace_bytes(), events(), time.perf_counter()
+
+
+def end(label, n, state):
+    if counting:
+        toggle.memtrace_bench_stop(label.encode())
+        return
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - state[2]
+    after = events()
+    result = results.setdefault(label, {"n": n, "seconds": [], "bytes": [], "events": []})
+    result["seconds"].append(seconds)
+    result["bytes"].append(trace_bytes() - state[0])
+    result["events"].append(None if after is None else after - state[1])
+
+
+probe = False
+depths = []
+
+
+def step():
+    if probe:
+        frame, count = sys._getframe(), 0
+        while frame is not None:
+            frame, count = frame.f_back, count + 1
+        depths.append(count)
+    t = torch.empty(256, device="cuda")
+    del t
+
+
+def loop(n):
+    for _ in range(n):
+        step()
+
+
+def descend(k, n):
+    if k > 1:
+        descend(k - 1, n)
+    else:
+        loop(n)
+
+
+rounds = 1 if counting else config["rounds"]
+lengths = config["tensors"] if counting else [config["timed_tensors"]]
+for depth in config["depths"]:
+    probe, depths[:] = True, []
+    if depth == 3:
+        loop(1)
+    else:
+        descend(depth - 3, 1)
+    probe = False
+    assert depths == [depth], (depth, depths)
+    if depth == 3:
+        loop(200)
+    else:
+        descend(depth - 3, 200)
+    for n in lengths:
+        for _ in range(rounds):
+            state = begin()
+            if depth == 3:
+                loop(n)
+            else:
+                descend(depth - 3, n)
+            end(f"tensor-{depth}-{n}", n, state)
+
+if config["gpt2"]:
+    import transformers
+    torch.manual_seed(0)
+    with torch.device("cuda"):  # made on the device: no host initialisation to wait for
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config()).eval()
+    for batch in (1, 8):
+        ids = torch.randint(0, 50257, (batch, 128), device="cuda")
+        def forward():
+            with torch.no_grad():
+                model(ids, use_cache=False)
+            torch.cuda.synchronize()
+        for _ in range(config["warm"]):
+            forward()
+        for n in (config["forwards"] if counting else [config["forwards"][-1]]):
+            for _ in range(rounds):
+                state = begin()
+                for _ in range(n):
+                    forward()
+                end(f"forward{batch}-{n}", n, state)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(0, 50257, (8, 128), device="cuda")
+    def train_step():
+        loss = model(ids, labels=ids, use_cache=False).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+    for _ in range(config["warm"]):
+        train_step()
+    for n in (config["steps"] if counting else [config["steps"][-1]]):
+        for _ in range(rounds):
+            state = begin()
+            for _ in range(n):
+                train_step()
+            end(f"train8-{n}", n, state)
+
+if mode == "switch_allocator":
+    mem_tracer.stop_tracing()
+if not counting:
+    print(json.dumps(results))
+'''
+
+# (mode, the table's name for it, environment, whether it runs GPT-2)
+MODES = [
+    ("untraced", "untraced (PyTorch's caching allocator)", {}, True),
+    ("none", "memtrace's default (inside PyTorch's allocator), no stacks", {"stacks": "none"}, True),
+    ("python", "memtrace's default, Python stacks", {"stacks": "python"}, True),
+    ("native", "memtrace's default, native stacks", {"stacks": "native"}, False),
+    ("all", "memtrace's default, Python and native stacks", {"stacks": "all"}, False),
+    ("switch_allocator", "`switch_allocator()` + `start_tracing(stacks=\"python\")`", {}, False),
+    ("async-untraced", "`backend:cudaMallocAsync`, untraced", {"async": True}, False),
+    ("async-python", "the hook path: `backend:cudaMallocAsync` traced, Python stacks",
+     {"async": True, "stacks": "python"}, False),
+    ("history-python", "`_record_memory_history(stacks=\"python\")`", {}, True),
+    ("history-all", "`_record_memory_history(stacks=\"all\")`", {}, False),
+]
+BASELINE = {"async-python": "async-untraced"}  # what a mode's "over untraced" is against
+DEPTHS = (3, 10, 30, 50, 90)
+
+
+def environment(build, mode, work, name):
+    sys.path.insert(0, str(ROOT / "python"))
+    from mem_tracer import simulated_gpu
+    _, _, options, _ = next(m for m in MODES if m[0] == mode)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MEMTRACE_") and k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
+    env["PYTHONPATH"] = str(ROOT / "python")
+    env["PYTHONHASHSEED"] = "0"
+    if options.get("async"):
+        env["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
+    if "stacks" in options:
+        env.update(LD_PRELOAD=str(build / "allocator" / "libmemtrace.so"),
+                   MEMTRACE_STACKS=options["stacks"], MEMTRACE_OUTPUT=str(work / f"{name}.bin"))
+    return simulated_gpu.environment("h200", base=env)
+
+
+def gpt2(mode, sizes):
+    return next(m for m in MODES if m[0] == mode)[3] and sizes["gpt2"]
+
+
+def configuration(build, mode, work, name, sizes):
+    return {"mode": mode, "toggle": str(build / "bench" / "libmemtrace_callgrind_toggle.so"),
+            "library": str(build / "allocator" / "libmemtrace.so"),
+            "trace": str(work / f"{name}.bin"), "depths": sizes["depths"],
+            "tensors": sizes["tensors"], "timed_tensors": sizes["timed_tensors"],
+            "gpt2": gpt2(mode, sizes), "warm": 2, "forwards": [1, 2], "steps": [1, 2],
+            "rounds": sizes["rounds"]}
+
+
+def count(build, mode, repeat, work, sizes):
+    """One process of `mode` under callgrind: {label: {thread: instructions}} and the dumps."""
+    name = f"{mode}-{repeat}"
+    script = work / "measured.py"
+    out = work / f"callgrind-{name}.out"
+    env = environment(build, mode, work, name)
+    python = build / "venv-torch-cuda" / "bin" / "python"
+    subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=no",
+                    f"--callgrind-out-file={out}", str(python), str(script),
+                    json.dumps(configuration(build, mode, work, name, sizes))],
+                   env=env, check=True, capture_output=True, timeout=3600)
+    counts, files = parse_dumps(work, name)
+    # Nothing is counted outside the parts: the dump at exit holds nothing of the main thread.
+    assert counts.get("Program termination", {}).get("1", 0) == 0, counts.get("Program termination")
+    return counts, files
+
+
+def parse_dumps(work, name):
+    """{label: {thread: instructions}} of one process's dumps, and the main thread's dump files."""
+    counts, files = {}, {}
+    for dump in work.glob(f"callgrind-{name}.out*"):
+        text = dump.read_text(errors="replace")
+        trigger = re.search(r"^desc: Trigger: (?:Client Request: )?(.*)$", text, re.MULTILINE)
+        if trigger is None:  # the empty file callgrind leaves under the plain name
+            continue
+        label = trigger.group(1)
+        thread = re.search(r"^thread: (\d+)$", text, re.MULTILINE)
+        thread = thread.group(1) if thread else "1"  # all threads together
+        total = int(re.search(r"^totals: (\d+)$", text, re.MULTILINE).group(1))
+        counts.setdefault(label, {})[thread] = total
+        if thread == "1":
+            files[label] = dump
+    return counts, files
+
+
+def record_trace_split(files, short, long, tensors):
+    """Per tensor, inclusive: PyTorch's `record_trace` and memtrace's tracker under it
+    (callgrind_annotate over the two lengths' dumps, differenced)."""
+    def inclusive(dump):
+        text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(dump)],
+                              capture_output=True, text=True, check=True).stdout
+        found = {}
+        for line in text.splitlines():
+            match = re.match(r"\s*([\d,]+) \([^)]*\)\s+\S*?:(.*?) \[", line)
+            if not match:
+                continue
+            value, function = int(match.group(1).replace(",", "")), match.group(2)
+            for key, pattern in (("record_trace", "DeviceCachingAllocator::record_trace("),
+                                 ("tracker", "onTraceEntry(")):
+                if pattern in function:
+                    found[key] = found.get(key, 0) + value
+        return found
+    a, b = inclusive(files[short]), inclusive(files[long])
+    return {key: (b.get(key, 0) - a.get(key, 0)) / tensors for key in set(a) | set(b)}
+
+
+def timed(build, mode, work, sizes):
+    """One process of `mode` without valgrind: wall-clock seconds, trace bytes, events."""
+    name = f"{mode}-timed"
+    env = environment(build, mode, work, name)
+    python = build / "venv-torch-cuda" / "bin" / "python"
+    output = subprocess.run([str(python), str(work / "measured.py"),
+                             json.dumps(configuration(build, mode, work, name, sizes))],
+                            env=env, check=True, capture_output=True, text=True, timeout=3600).stdout
+    for path in work.glob(f"{name}.bin*"):
+        path.unlink()
+    return json.loads(output.strip().splitlines()[-1])
+
+
+# The self-check (--check): the same toggling around memtrace's record path without torch, so
+# that it runs in seconds: bench/workload.cpp's allocation loop through the test CUDA runtime,
+# traced with Python stacks, from Python with the GIL released (as PyTorch's ops are).
+CHECK = r'''
+import ctypes, sys
+toggle = ctypes.CDLL(sys.argv[1])
+toggle.memtrace_bench_stop.argtypes = (ctypes.c_char_p,)
+assert toggle.memtrace_bench_on_valgrind() == 1, "not under valgrind"
+workload = ctypes.CDLL(sys.argv[2])
+workload.bench_hooked.restype = ctypes.c_uint64
+workload.bench_hooked.argtypes = (ctypes.c_long, ctypes.c_long)
+memtrace = ctypes.CDLL(None)
+memtrace.memtrace_start.argtypes = (ctypes.c_char_p,)
+assert memtrace.memtrace_start(sys.argv[3].encode()) == 0
+workload.bench_hooked(200, 4096)
+for n in (100, 2100):
+    toggle.memtrace_bench_start()
+    workload.bench_hooked(n, 4096)
+    toggle.memtrace_bench_stop(f"pairs-{n}".encode())
+memtrace.memtrace_close()
+'''
+
+
+def check(build, work):
+    """Two processes of CHECK: each part counted, nothing outside them, the repeats within
+    0.1 % of each other. Returns the instructions per allocation+free pair of each repeat.
+    Counts the recording thread alone (--separate-threads=yes): memtrace's flusher wakes by
+    wall time, and a loaded machine (ctest -j) would add its wakes to one repeat's count."""
+    (work / "check.py").write_text(CHECK)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
+    env.update(LD_PRELOAD=str(build / "allocator" / "libmemtrace.so"), MEMTRACE_AUTOSTART="0",
+               MEMTRACE_STACKS="python", PYTHONHASHSEED="0",
+               LD_LIBRARY_PATH=str(build / "tests" / "testcudart" / "lib"))
+    per_pair = []
+    for repeat in (1, 2):
+        out = work / f"callgrind-check-{repeat}.out"
+        subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
+                        f"--callgrind-out-file={out}", sys.executable, str(work / "check.py"),
+                        str(build / "bench" / "libmemtrace_callgrind_toggle.so"),
+                        str(build / "bench" / "libmemtrace_bench_workload.so"),
+                        str(work / f"check-{repeat}.bin")],
+                       env=env, check=True, capture_output=True, timeout=600)
+        counts = parse_dumps(work, f"check-{repeat}")[0]
+        assert counts.get("Program termination", {}).get("1", 0) == 0, counts
+        short, long = counts["pairs-100"]["1"], counts["pairs-2100"]["1"]
+        assert 0 < short < long, (short, long)
+        per_pair.append((long - short) / 2000)
+    assert agreement(*per_pair) <= 0.1, per_pair
+    return per_pair
+
+
+def chunk_bytes(path):
+    """A closed or flushed trace's bytes up to its open chunk (bench/record_bench.cpp's
+    fileBytes: a mapped trace's file is longer than its records)."""
+    end = 16
+    with open(path, "rb") as file:
+        while True:
+            file.seek(end)
+            header = file.read(12)
+            size = int.from_bytes(header[:4], "little") if len(header) == 12 else 0
+            if size == 0:
+                return end
+            end += 12 + size
+
+
+def existing_workloads(build, work):
+    """Bytes per event on the workloads the other benchmarks and tests use, through the test
+    CUDA runtime: bench/record_bench's loops (median of its repetitions), bench/python_stacks.py's
+    (10 and 30 frames), and tests/preload/programs/threads (8 threads at once)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
+    env.update(LD_PRELOAD=str(build / "allocator" / "libmemtrace.so"), MEMTRACE_AUTOSTART="0",
+               MEMTRACE_BENCH_DIR=str(work), LD_LIBRARY_PATH=str(build / "tests" / "testcudart" / "lib"))
+    rows = []
+    output = subprocess.run([build / "bench" / "record_bench", "--benchmark_format=json",
+                             "--benchmark_filter=Traced"], env=env, capture_output=True, text=True,
+                            check=True).stdout
+    for entry in json.loads(output)["benchmarks"]:
+        if entry.get("aggregate_name") == "median":
+            rows.append((f"bench/record_bench {entry['run_name'].split('/')[0]}",
+                         entry["bytes_per_event"]))
+    output = subprocess.run([sys.executable, ROOT / "bench" / "python_stacks.py",
+                             build / "bench" / "libmemtrace_bench_workload.so"], env=env,
+                            capture_output=True, text=True, check=True).stdout
+    for line in output.splitlines():
+        result = json.loads(line)
+        if result["stack"] == "same":  # the file holds both shapes: one figure per depth and GIL
+            name = (f"bench/python_stacks.py, {result['python_depth']} frames, GIL "
+                    f"{result['gil']}, same and varying")
+            rows.append((name, result["bytes_per_event"]))
+    trace = work / "threads.bin"
+    env.pop("MEMTRACE_AUTOSTART")
+    env["MEMTRACE_OUTPUT"] = str(trace)
+    output = subprocess.run([build / "tests" / "preload" / "bin" / "threads"], env=env,
+                            capture_output=True, text=True, check=True).stdout
+    made = dict(line.split() for line in output.splitlines())
+    events = int(made["allocations"]) + int(made["frees"])
+    rows.append((f"tests/preload/programs/threads: 8 threads at once ({events:,} events)",
+                 chunk_bytes(trace) / events))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("build", nargs="?", default=str(ROOT / "build"))
+    parser.add_argument("--jobs", type=int, default=3, help="processes at once (counts do not change)")
+    parser.add_argument("--json", default=None, help="also write every count here")
+    parser.add_argument("--quick", action="store_true",
+                        help="two modes, depth 3, short loops, no GPT-2 (minutes)")
+    parser.add_argument("--check", action="store_true",
+                        help="the self-check, without torch (seconds): the toggling counts the "
+                             "parts and nothing else, and two repeats agree")
+    parser.add_argument("--from-json", default=None, help="print the tables of an earlier run's --json")
+    parser.add_argument("--keep", default=None,
+                        help="count in this folder and keep callgrind's dumps there (for callgrind_annotate)")
+    arguments = parser.parse_args()
+    if arguments.from_json:
+        report(json.loads(Path(arguments.from_json).read_text()))
+        return
+    build = Path(arguments.build).resolve()
+    if not (build / "bench" / "libmemtrace_callgrind_toggle.so").is_file():
+        raise SystemExit(f"{build}/bench/libmemtrace_callgrind_toggle.so is not built "
+                         "(valgrind's headers missing?)")
+    if arguments.check:
+        with tempfile.TemporaryDirectory(prefix="memtrace-cost-check-") as work:
+            first, second = check(build, Path(work))
+        print(f"instructions per traced allocation+free pair (Python stacks, test CUDA runtime): "
+              f"{first:,.1f} / {second:,.1f}")
+        return
+    if arguments.quick:
+        sizes = {"tensors": [20, 120], "depths": [3], "gpt2": False, "timed_tensors": 2000,
+                 "rounds": 3}
+        modes = ["untraced", "none"]
+    else:
+        sizes = {"tensors": [200, 1200], "depths": list(DEPTHS), "gpt2": True,
+                 "timed_tensors": 20000, "rounds": 7}
+        modes = [m[0] for m in MODES]
+    short, long = sizes["tensors"]
+    # Every result is written as it comes (--json, or BUILD_DIR/bench-cost.json), so that a run
+    # that fails late keeps what it counted, and --from-json prints the tables again.
+    saved = Path(arguments.json) if arguments.json else build / "bench-cost.json"
+    data = {"sizes": sizes, "modes": modes, "counts": {}, "record_trace_split": {}, "existing": []}
+    with tempfile.TemporaryDirectory(prefix="memtrace-cost-") as temporary:
+        work = Path(arguments.keep or temporary)
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "measured.py").write_text(MEASURED)
+        with concurrent.futures.ThreadPoolExecutor(arguments.jobs) as pool:
+            jobs = {pool.submit(timed, build, mode, work, sizes): (mode, "timed") for mode in modes}
+            jobs.update({pool.submit(count, build, mode, repeat, work, sizes): (mode, repeat)
+                         for mode in sorted(modes, key=lambda m: not gpt2(m, sizes))
+                         for repeat in ("1", "2")})
+            for job in concurrent.futures.as_completed(jobs):
+                mode, repeat = jobs[job]
+                if repeat == "timed":
+                    data["counts"].setdefault(mode, {})["timed"] = job.result()
+                else:
+                    data["counts"].setdefault(mode, {})[repeat], files = job.result()
+                    if repeat == "1" and mode in ("none", "python"):
+                        data["record_trace_split"][mode] = record_trace_split(
+                            files, f"tensor-3-{short}", f"tensor-3-{long}", long - short)
+                saved.write_text(json.dumps(data, indent=1))
+                print(f"{mode} {repeat} done", file=sys.stderr, flush=True)
+        if not arguments.quick:
+            data["existing"] = existing_workloads(build, work)
+            saved.write_text(json.dumps(data, indent=1))
+    report(data)
+
+
+def marginal(counts, mode, repeat, part, lengths):
+    """Instructions per unit of `part` (every thread's)."""
+    a, b = (counts[mode][repeat][f"{part}-{n}"] for n in lengths)
+    return (b["1"] - a["1"]) / (lengths[1] - lengths[0])
+
+
+def agreement(first, second):
+    return abs(first - second) / max(abs(first), 1e-9) * 100
+
+
+def report(data):
+    """Prints the tables of a run's data (main's, or --from-json's)."""
+    counts, split, sizes, modes = data["counts"], data["record_trace_split"], data["sizes"], data["modes"]
+    tensors = sizes["tensors"]
+    figures = {}
+    labels = {m[0]: m[1] for m in MODES}
+
+    def row(mode, part, lengths):
+        first = marginal(counts, mode, "1", part, lengths)
+        second = marginal(counts, mode, "2", part, lengths)
+        figures.setdefault(mode, {})[part] = {"repeat1": first, "repeat2": second,
+                                              "agreement_percent": agreement(first, second)}
+        return first, second
+
+    print(f"Instructions per tensor (`torch.empty(256, device=\"cuda\")` freed at once, 3 Python "
+          f"frames deep), marginal between {tensors[0]} and {tensors[1]} tensors, two processes:\n")
+    print("| mode | repeat 1 | repeat 2 | agreement | over untraced | wall-clock ns per tensor, "
+          "median (range) | bytes per event |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    base = {}
+    for mode in modes:
+        first, second = row(mode, "tensor-3", tensors)
+        base[mode] = first
+        reference = BASELINE.get(mode, "untraced")
+        over = f"{first - base[reference]:+,.0f}" if mode != reference and reference in base else ""
+        timed = counts[mode]["timed"][f"tensor-3-{sizes['timed_tensors']}"]
+        ns = [s / timed["n"] * 1e9 for s in timed["seconds"]]
+        per_event = ""
+        if mode not in ("untraced", "async-untraced") and not mode.startswith("history"):
+            per_event = f"{statistics.median(timed['bytes']) / (2 * timed['n']):.2f}"
+        print(f"| {labels[mode]} | {first:,.0f} | {second:,.0f} | {agreement(first, second):.3f} % | "
+              f"{over} | {statistics.median(ns):,.0f} ({min(ns):,.0f}-{max(ns):,.0f}) | {per_event} |")
+    for mode, parts in split.items():
+        own = parts.get("record_trace", 0) - parts.get("tracker", 0)
+        print(f"\n{labels[mode]}: per tensor, PyTorch's `record_trace` inclusive "
+              f"{parts.get('record_trace', 0):,.0f}, of it memtrace's tracker (onTraceEntry, "
+              f"inclusive) {parts.get('tracker', 0):,.0f}, PyTorch's own {own:,.0f}")
+
+    if len(sizes["depths"]) > 1:
+        print("\nInstructions per tensor by Python depth (same loop, the outer frames unchanged "
+              "between allocations), repeat 1 / repeat 2; slope: per frame from 10 to 90:\n")
+        print("| mode | " + " | ".join(f"{d} frames" for d in sizes["depths"]) + " | per frame beyond 10 |")
+        print("|---|" + "---:|" * (len(sizes["depths"]) + 1))
+        for mode in modes:
+            cells = []
+            values = {}
+            for depth in sizes["depths"]:
+                first, second = row(mode, f"tensor-{depth}", tensors)
+                values[depth] = first
+                cells.append(f"{first:,.0f} / {second:,.0f}")
+            slope = (values[90] - values[10]) / 80
+            figures[mode]["slope_beyond_10"] = slope
+            print(f"| {labels[mode]} | " + " | ".join(cells) + f" | {slope:,.1f} |")
+
+    if sizes["gpt2"]:
+        print("\nInstructions per launch-bound step of GPT-2 small (random weights, 128 tokens, "
+              "simulated H200), marginal between 1 and 2 forwards (and training steps) after 2 "
+              "warm ones, repeat 1 / repeat 2, and the ratio to untraced:\n")
+        print("| mode | forward, batch 1 | forward, batch 8 | AdamW training step, batch 8 |")
+        print("|---|---:|---:|---:|")
+        parts = (("forward1", [1, 2]), ("forward8", [1, 2]), ("train8", [1, 2]))
+        untraced = {}
+        for mode in modes:
+            if "forward1-1" not in counts[mode]["1"]:
+                continue
+            cells = []
+            for part, lengths in parts:
+                first, second = row(mode, part, lengths)
+                untraced.setdefault(part, first)
+                cells.append(f"{first / 1e6:,.3f} M / {second / 1e6:,.3f} M "
+                             f"({agreement(first, second):.3f} %; {first / untraced[part]:.3f}x)")
+            print(f"| {labels[mode]} | " + " | ".join(cells) + " |")
+        print("\nWall-clock and bytes of the same steps without valgrind, median (range) of "
+              f"{sizes['rounds']} rounds in one process:\n")
+        print("| mode | forward, batch 1 (ms) | forward, batch 8 (ms) | training step (ms) | "
+              "bytes per event (fwd 1 / fwd 8 / step) |")
+        print("|---|---:|---:|---:|---:|")
+        for mode in modes:
+            timed = counts[mode]["timed"]
+            if "forward1-2" not in timed:
+                continue
+            cells, per_event = [], []
+            for part, lengths in parts:
+                entry = timed[f"{part}-{lengths[-1]}"]
+                ms = [s / entry["n"] * 1e3 for s in entry["seconds"]]
+                cells.append(f"{statistics.median(ms):.2f} ({min(ms):.2f}-{max(ms):.2f})")
+                if entry["bytes"][0] and entry["events"][0]:
+                    per_event.append(f"{statistics.median(b / e for b, e in zip(entry['bytes'], entry['events'])):.2f}")
+            print(f"| {labels[mode]} | " + " | ".join(cells) + f" | {' / '.join(per_event)} |")
+
+    worst = max(f["agreement_percent"] for parts in figures.values() for f in parts.values()
+                if isinstance(f, dict))
+    print(f"\nWorst agreement between the two repeats: {worst:.4f} %")
+    if data["existing"]:
+        print("\nBytes per event on the other benchmarks' workloads (test CUDA runtime):\n")
+        print("| workload | bytes per event |")
+        print("|---|---:|")
+        for name, value in data["existing"]:
+            print(f"| {name} | {value:.2f} |")
+    if worst > 0.1:
+        raise SystemExit(f"the repeats disagree by {worst:.4f} % (goal: 0.1 %)")
+
+
+if __name__ == "__main__":
+    main()
