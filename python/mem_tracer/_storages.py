@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import weakref
+from collections.abc import Iterable
 from typing import Any, Callable
 
 from . import _native
@@ -66,21 +67,30 @@ def tell_owner(module: Any, path: bytes) -> bool:
     (not its children's). Returns whether each of them had an address to tell (on the
     device): a module whose tensors are not there yet is told again later."""
     everything = True
-    tell = None
     for tensors in (module._parameters, module._buffers):
-        for tensor in tensors.values():
-            if tensor is None:
-                continue
-            found = address(tensor)
-            if found is None:
-                everything = False
-                continue
-            known = _told.get(found)
-            if known is not None and known() is tensor:
-                continue
-            tell = tell or _set_owner_module()
-            tell(found, path)
-            _told[found] = weakref.ref(tensor)
+        everything = tell_owner_of(tensors.values(), path) and everything
+    return everything
+
+
+def tell_owner_of(tensors: Iterable[Any], path: bytes) -> bool:
+    """Tells the recorder that the module named `path` owns the allocations of `tensors` (a
+    parameter's gradient and optimizer state are its module's: Note [Everything a parameter
+    has is its module's] in training.py). Returns whether each had an address to tell."""
+    everything = True
+    tell = None
+    for tensor in tensors:
+        if tensor is None:
+            continue
+        found = address(tensor)
+        if found is None:
+            everything = False
+            continue
+        known = _told.get(found)
+        if known is not None and known() is tensor:
+            continue
+        tell = tell or _set_owner_module()
+        tell(found, path)
+        _told[found] = weakref.ref(tensor)
     return everything
 
 
