@@ -16,6 +16,11 @@ from . import _native
 def _default_address(tensor: Any) -> int | None:
     # CPU storages are not memtrace's allocations. The start of the storage, not of the tensor
     # (a view starts inside it), without making a storage object (this runs per saved tensor).
+    # A DTensor (FSDP2's sharded parameters, their gradients and optimizer state) has no
+    # storage of its own: its rank's shard, a plain tensor, has.
+    local = getattr(tensor, "_local_tensor", None)
+    if local is not None:
+        tensor = local
     if not tensor.is_cuda:
         return None
     offset = tensor.storage_offset()
@@ -36,7 +41,7 @@ def set_address_resolver(resolver: Callable[[Any], int | None] | None) -> None:
 
 def address(tensor: Any) -> int | None:
     """The address of the allocation `tensor`'s storage starts at; None where it has none
-    (a CPU tensor, a meta one, sparse or wrapper subclasses)."""
+    (a CPU tensor, a meta one, sparse or wrapper subclasses other than DTensor)."""
     try:
         return _address_of(tensor)
     except (RuntimeError, NotImplementedError):
