@@ -7,7 +7,8 @@ where each step ends, learnt from PyTorch's own hooks with no change to the trai
 - PyTorch's global optimizer step hooks (every optimizer, no need to know it): before
   ``step()`` the parameters of its param_groups and their ``.grad``; after it, the tensors of
   ``optimizer.state``, then the step's end. These need no model, so any ``start_tracing()``
-  records parameters, gradients, optimizer state and steps.
+  records parameters, gradients, optimizer state and steps; each of them is also told the
+  module owning its parameter (Note [Everything a parameter has is its module's]).
 - With ``start_tracing(model=model)``, hooks on that root module: its forward's tensor
   arguments are inputs; tensors autograd saves for backward during its forward (not
   parameters, not inputs) are activations (a ``saved_tensors_hooks`` pair, pushed for the
