@@ -349,6 +349,12 @@ def module_path(module: Any) -> str:
     return path
 
 
+def named_modules() -> list[tuple[Any, str]]:
+    """Every module named so far, with its path, in the order they were named (a root before
+    its children, a child in its parent's order)."""
+    return list(_names.items())
+
+
 _encoded: weakref.WeakKeyDictionary[Any, bytes] = weakref.WeakKeyDictionary()
 # The modules whose parameters and buffers this trace was told the owner of, all of them on
 # the device then (Note [Weights and their modules] in tracer/format/records.h).

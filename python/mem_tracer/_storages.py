@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import weakref
+from collections.abc import Iterable
 from typing import Any, Callable
 
 from . import _native
@@ -15,6 +16,11 @@ from . import _native
 def _default_address(tensor: Any) -> int | None:
     # CPU storages are not memtrace's allocations. The start of the storage, not of the tensor
     # (a view starts inside it), without making a storage object (this runs per saved tensor).
+    # A DTensor (FSDP2's sharded parameters, their gradients and optimizer state) has no
+    # storage of its own: its rank's shard, a plain tensor, has.
+    local = getattr(tensor, "_local_tensor", None)
+    if local is not None:
+        tensor = local
     if not tensor.is_cuda:
         return None
     offset = tensor.storage_offset()
@@ -35,7 +41,7 @@ def set_address_resolver(resolver: Callable[[Any], int | None] | None) -> None:
 
 def address(tensor: Any) -> int | None:
     """The address of the allocation `tensor`'s storage starts at; None where it has none
-    (a CPU tensor, a meta one, sparse or wrapper subclasses)."""
+    (a CPU tensor, a meta one, sparse or wrapper subclasses other than DTensor)."""
     try:
         return _address_of(tensor)
     except (RuntimeError, NotImplementedError):
@@ -66,21 +72,30 @@ def tell_owner(module: Any, path: bytes) -> bool:
     (not its children's). Returns whether each of them had an address to tell (on the
     device): a module whose tensors are not there yet is told again later."""
     everything = True
-    tell = None
     for tensors in (module._parameters, module._buffers):
-        for tensor in tensors.values():
-            if tensor is None:
-                continue
-            found = address(tensor)
-            if found is None:
-                everything = False
-                continue
-            known = _told.get(found)
-            if known is not None and known() is tensor:
-                continue
-            tell = tell or _set_owner_module()
-            tell(found, path)
-            _told[found] = weakref.ref(tensor)
+        everything = tell_owner_of(tensors.values(), path) and everything
+    return everything
+
+
+def tell_owner_of(tensors: Iterable[Any], path: bytes) -> bool:
+    """Tells the recorder that the module named `path` owns the allocations of `tensors` (a
+    parameter's gradient and optimizer state are its module's: Note [Everything a parameter
+    has is its module's] in training.py). Returns whether each had an address to tell."""
+    everything = True
+    tell = None
+    for tensor in tensors:
+        if tensor is None:
+            continue
+        found = address(tensor)
+        if found is None:
+            everything = False
+            continue
+        known = _told.get(found)
+        if known is not None and known() is tensor:
+            continue
+        tell = tell or _set_owner_module()
+        tell(found, path)
+        _told[found] = weakref.ref(tensor)
     return everything
 
 

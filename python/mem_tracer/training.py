@@ -7,7 +7,8 @@ where each step ends, learnt from PyTorch's own hooks with no change to the trai
 - PyTorch's global optimizer step hooks (every optimizer, no need to know it): before
   ``step()`` the parameters of its param_groups and their ``.grad``; after it, the tensors of
   ``optimizer.state``, then the step's end. These need no model, so any ``start_tracing()``
-  records parameters, gradients, optimizer state and steps.
+  records parameters, gradients, optimizer state and steps; each of them is also told the
+  module owning its parameter (Note [Everything a parameter has is its module's]).
 - With ``start_tracing(model=model)``, hooks on that root module: its forward's tensor
   arguments are inputs; tensors autograd saves for backward during its forward (not
   parameters, not inputs) are activations (a ``saved_tensors_hooks`` pair, pushed for the
@@ -148,12 +149,58 @@ def _optimizer_parameters(optimizer: Any) -> list[Any]:
     return [p for group in optimizer.param_groups for p in group["params"]]
 
 
+# Note [Everything a parameter has is its module's]
+# A parameter's gradient and optimizer state are its module's, as the parameter is (Note
+# [Weights and their modules] in tracer/format/records.h), whoever allocated them: backward
+# (the gradient, under the module whose backward made it, or none), the optimizer's lazy state
+# in its first step (outside any module), a foreach or fused optimizer's (the same
+# optimizer.state). The optimizer's hooks know each by the parameter it belongs to (its
+# `.grad`, optimizer.state[parameter]), and the parameter's module by its identity: the module
+# whose own _parameters hold it, among the modules named (Note [Module paths as the user names
+# them] in _modules.py), the first named for a parameter two modules share (GPT-2's lm_head
+# and wte: wte, named first). Each is told by a kOwnerModule record, which holds for the
+# allocation's whole life, when the hooks first see it: the gradient before the step, the
+# state after it, and the parameter itself then too (one put on the device again by `.to()`
+# after its module last ran). A parameter of no named module (the user's own tensor given to
+# the optimizer) has no owner, and its gradient and state stay where they were made.
+_owners: dict[int, tuple[weakref.ref[Any], bytes]] = {}  # id(parameter) -> (it, module path)
+_owning = False  # whether install() was asked for module attribution
+
+
+def _learn_owners() -> None:
+    _owners.clear()
+    for module, path in list(_modules.named_modules()):
+        encoded = path.encode()
+        for parameter in module._parameters.values():
+            if parameter is not None and id(parameter) not in _owners:
+                _owners[id(parameter)] = (weakref.ref(parameter), encoded)
+
+
+def _owner(parameter: Any) -> bytes | None:
+    known = _owners.get(id(parameter))
+    return known[1] if known is not None and known[0]() is parameter else None
+
+
+def _tell_owners(parameters: list[Any], belongings: Callable[[Any], list[Any]]) -> None:
+    """Tells each parameter's module that it owns what `belongings(parameter)` gives (Note
+    [Everything a parameter has is its module's])."""
+    if not _owning:
+        return
+    if any(_owner(parameter) is None for parameter in parameters):
+        _learn_owners()  # a parameter not seen before, or a module named since
+    for parameter in parameters:
+        path = _owner(parameter)
+        if path is not None:
+            _storages.tell_owner_of(belongings(parameter), path)
+
+
 def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     _leave_backward_module()
     _phase(_OPTIMIZER)
     parameters = _optimizer_parameters(optimizer)
     _tell_lasting(parameters, _PARAMETER)
     _tell([p.grad for p in parameters if p.grad is not None], _GRADIENT)
+    _tell_owners(parameters, lambda parameter: [parameter, parameter.grad])
 
 
 def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -161,6 +208,8 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     tensor_type = _torch.Tensor
     _tell_lasting([value for state in optimizer.state.values() for value in state.values()
                    if isinstance(value, tensor_type)], _OPTIMIZER_STATE)
+    _tell_owners(list(optimizer.state), lambda parameter: [
+        value for value in optimizer.state[parameter].values() if isinstance(value, tensor_type)])
     _steps += 1
     library = _library()
     library.memtrace_step_end(_steps)
@@ -224,7 +273,7 @@ def _root_forward_ends(module: Any, args: Any, kwargs: Any, output: Any) -> None
     if forwards.pushed and forwards.pushed.pop():
         _torch_internals.pop_saved_tensors_hooks()
     if forwards.depth == 0:
-        _watch_backward(output, None)
+        _watch_backward(output, None, root=_path_of(module) if _owning else None)
 
 
 def _backward_begins(*_: Any) -> None:
@@ -233,6 +282,11 @@ def _backward_begins(*_: Any) -> None:
         _torch_internals.queue_backward_callback(_backward_ends)
     except RuntimeError:  # not inside a backward (a hook called some other way)
         pass
+
+
+def _root_backward_begins(path: bytes, node_id: int) -> None:
+    _backward_begins()
+    _enter_backward_module(path, node_id)
 
 
 def _backward_ends() -> None:
@@ -250,7 +304,10 @@ def _backward_ends() -> None:
 # goes on its output's grad_fn (no change to the graph): when backward reaches that node, the
 # module's backward begins, and the thread running it enters that module (replacing the one it
 # entered before). Nested modules that end on the same node register in the order their
-# forwards return, innermost first, so the first to fire on a node wins.
+# forwards return, innermost first, so the first to fire on a node wins. The root module's
+# output nodes enter the root: the ops its own forward ends with (transformers' models compute
+# the loss there, and its backward, the logits' gradient in fp32, is the largest of a language
+# model's step) are the root's until backward reaches a leaf module.
 
 
 def _enter_backward_module(path: bytes, node_id: int) -> None:
@@ -273,11 +330,13 @@ def _leave_backward_module() -> None:
         state["backward_module"] = False
 
 
-def _watch_backward(output: Any, path: bytes | None, inputs: Any = ()) -> None:
+def _watch_backward(output: Any, path: bytes | None, inputs: Any = (),
+                    root: bytes | None = None) -> None:
     """Pre-hooks on the grad_fn of `output`'s tensors: the root's (path None: the backward
-    phase begins) or a module's (its backward begins on the thread that runs it). Nodes of
-    `inputs` are not the module's: a module that passes a tensor through (Dropout(0),
-    Identity) did not make its node."""
+    phase begins, and the thread running it enters the root module `root`, when given) or a
+    module's (its backward begins on the thread that runs it). Nodes of `inputs` are not the
+    module's: a module that passes a tensor through (Dropout(0), Identity) did not make its
+    node."""
     nodes = [tensor.grad_fn for tensor in _tensors(output) if tensor.grad_fn is not None]
     if not nodes:
         return
@@ -287,8 +346,11 @@ def _watch_backward(output: Any, path: bytes | None, inputs: Any = ()) -> None:
         if node_id in seen:
             continue
         seen.add(node_id)
-        if path is None:
+        if path is None and root is None:
             node.register_prehook(_backward_begins)
+        elif path is None:
+            node.register_prehook(
+                lambda grad_outputs, root=root, node_id=node_id: _root_backward_begins(root, node_id))
         else:
             node.register_prehook(
                 lambda grad_outputs, path=path, node_id=node_id: _enter_backward_module(path, node_id))
@@ -297,16 +359,22 @@ def _watch_backward(output: Any, path: bytes | None, inputs: Any = ()) -> None:
 _encoded_paths: weakref.WeakKeyDictionary[Any, bytes] = weakref.WeakKeyDictionary()
 
 
-def _module_forward_ends(module: Any, args: Any, output: Any) -> None:
-    # Leaf modules only: where a container and its last child end on the same node the child
-    # wins anyway, and a container's own ops (a residual add) cost little in backward next to
-    # what a hook on every container costs in forward.
-    if module._modules or not _torch.is_grad_enabled() or _torch.compiler.is_compiling():
-        return
+def _path_of(module: Any) -> bytes:
     path = _encoded_paths.get(module)
     if path is None:
         path = _encoded_paths[module] = _modules.module_path(module).encode()
-    _watch_backward(output, path, args)
+    return path
+
+
+def _module_forward_ends(module: Any, args: Any, output: Any) -> None:
+    # Leaf modules only: where a container and its last child end on the same node the child
+    # wins anyway, and a container's own ops (a residual add) cost little in backward next to
+    # what a hook on every container costs in forward. The root's own ops that end its forward
+    # (a loss computed in the model's forward, as transformers' models do) are the root's: its
+    # backward begins there (_root_forward_ends).
+    if module._modules or not _torch.is_grad_enabled() or _torch.compiler.is_compiling():
+        return
+    _watch_backward(output, _path_of(module), args)
 
 
 # ---- install / uninstall ----------------------------------------------------------------
@@ -316,7 +384,7 @@ def install(model: Any = None, *, modules: bool = True, announce: bool = True) -
     """Installs the hooks (start_tracing() calls it): the optimizer's always, the root
     module's when `model` is given, and the backward module attribution when `modules`.
     `announce` writes the first training record now (the trace is a training one from here)."""
-    global _model, _torch
+    global _model, _torch, _owning
     with _lock:
         if _handles:
             # Tracing started again (maybe into another file): tell the parameters again.
@@ -331,6 +399,7 @@ def install(model: Any = None, *, modules: bool = True, announce: bool = True) -
         except ImportError:
             return
         _torch = torch
+        _owning = modules
         _handles.append(torch_optimizer.register_optimizer_step_pre_hook(_before_step))
         _handles.append(torch_optimizer.register_optimizer_step_post_hook(_after_step))
         lending = _backward.lend_stacks_to_autograd()
@@ -404,4 +473,5 @@ def uninstall() -> None:
         _told.clear()
         _parameters.clear()
         _encoded_paths.clear()
+        _owners.clear()
     _leave_backward_module()

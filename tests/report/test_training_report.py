@@ -234,6 +234,33 @@ def test_what_was_live_before_tracing_has_one_name_in_every_table(build, tmp_pat
     assert f"owner-module address={P:#x} module={1 + 1}\n" in parsed, parsed
 
 
+def test_a_modules_gradient_and_optimizer_state_before_tracing_are_named_by_what_they_hold(
+        build, tmp_path):
+    """Note [Everything a parameter has is its module's] in python/mem_tracer/training.py: a
+    parameter's gradient and optimizer state, allocated before tracing, are told their category
+    and their parameter's module. By module they are that module's; by line they are named by
+    what they hold, not as its weights (which the module's parameter alone is)."""
+    w = TraceWriter()
+    w.device(0, w.string("GPU 0"), 1 << 30).context(1, 0)
+    head = w.string("model.head")
+    for time, (address, size) in enumerate([(P, 4 * KIB), (G, 8 * KIB), (S, 16 * KIB)], start=1):
+        w.alloc(time, address, size)
+    w.marker(10, TRACING_STARTED)
+    w.category(P, PARAMETER).owner_module(P, head)
+    w.category(G, GRADIENT).owner_module(G, head)
+    w.category(S, OPTIMIZER_STATE).owner_module(S, head)
+    w.marker(11, TRACE_CLOSED)
+    trace = w.write(tmp_path / "state.bin", version=6)
+
+    def rows(*options):
+        said = json.loads(run([build.report, trace, "--format", "json", *options]).stdout)
+        return {row["location"]: row["bytes"] for row in said["live"]["rows"]}
+
+    assert rows() == {WEIGHTS: 4 * KIB, "gradients, allocated before tracing": 8 * KIB,
+                      "optimizer state, allocated before tracing": 16 * KIB}
+    assert rows("--group-by", "module") == {"model.head": 28 * KIB}
+
+
 def test_the_weights_before_tracing_stand_beside_the_estimators(build, tmp_path):
     trace = before_tracing(tmp_path / "before.bin")
     estimate = tmp_path / "estimate.json"

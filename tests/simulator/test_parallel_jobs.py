@@ -138,6 +138,30 @@ def test_fsdp2_every_ranks_counters_are_the_untraced_jobs(fsdp_traced, tmp_path)
     assert all(said["requested_peak"] > 0 for said in untraced), untraced
 
 
+@pytest.mark.parametrize("which", ["ddp_traced", "fsdp_traced"])
+def test_every_rank_has_its_parameters_gradients_and_optimizer_state_under_their_modules(
+        which, request):
+    """Issue 51: on each rank the module table puts the parameters, their gradients and AdamW's
+    state under the modules owning the parameters (Note [Everything a parameter has is its
+    module's] in python/mem_tracer/training.py), FSDP2's sharded ones (DTensors, told by their
+    rank's shard) too: what FSDP2's ranks hold in no module is their batch. On main before it,
+    FSDP2's ranks had no parameter, gradient or optimizer state at all, and 36 % of the peak
+    (120.5 MiB) in <no module>. DDP's ranks keep 160.4 MiB of temporaries there at their peak,
+    in the optimizer's step (DDP's buckets among them): no module owns those yet."""
+    folder, _ = request.getfixturevalue(which)
+    for trace in rank_traces(folder, 2):
+        training = report_json(trace)["training"]
+        at_peak = training["categories_at_peak"]
+        assert at_peak["parameter"] > 0 and at_peak["optimizer_state"] > 0, at_peak
+        outside = [row["categories"] for row in training["modules_at_peak"]["rows"]
+                   if row["module"] == ""]
+        if outside:
+            assert all(outside[0][category] == 0
+                       for category in ("parameter", "gradient", "optimizer_state")), outside
+            if which == "fsdp_traced":
+                assert sum(outside[0].values()) <= sum(at_peak.values()) / 10, outside
+
+
 def test_ddp_every_rank_is_the_prediction_or_with_the_bucket_nccl_holds(ddp_traced):
     folder, _ = ddp_traced
     estimate = predicted("ddp", 2)

@@ -204,10 +204,12 @@ inline constexpr RecordType kLastRecordType = RecordType::kAssumedValue;
 // table that put a model's weights under `<no module>` would say less than it knows. So the
 // package tells, by a kOwnerModule record, the module of each parameter's and buffer's
 // allocation: when tracing starts with model=, and when a module first runs with them on the
-// device while tracing (mem_tracer/_modules.py). As a kCategory record, it names a live
-// allocation by its start address, holds for that allocation's whole life (a reader applies
-// it backwards, to the allocation's event), replaces the module its event had, and is
-// ignored for an address that starts no live allocation (a tensor inside a segment). The
+// device while tracing (mem_tracer/_modules.py); and of each parameter's gradient and optimizer
+// state, at each optimizer step (Note [Everything a parameter has is its module's] in
+// python/mem_tracer/training.py). As a kCategory record, it names a live allocation by its
+// start address, holds for that allocation's whole life (a reader applies it backwards, to the
+// allocation's event), replaces the module its event had, and is ignored for an address that
+// starts no live allocation (a tensor inside a segment). The
 // report then puts the weights under their modules wherever it groups by module, and names
 // those allocated before tracing `weights, allocated before tracing` where it groups by line
 // (Note [What was live before tracing] in tracer/report/analysis.h).

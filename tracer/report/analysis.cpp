@@ -669,11 +669,26 @@ struct ToldVisitor : reader::LiveVisitor {
 }  // namespace
 
 format::Category untracedHolding(const LiveAllocation& allocation) {
-  // A module owns only its parameters and buffers (Note [Weights and their modules]).
+  switch (allocation.category) {
+    case format::Category::kGradient:
+    case format::Category::kOptimizerState:
+    case format::Category::kActivation:
+    case format::Category::kInput:
+      // A module owns its parameters' gradients and optimizer state too (Note [Everything a
+      // parameter has is its module's] in python/mem_tracer/training.py): what it holds is
+      // its category, whichever module owns it.
+      return allocation.category;
+    case format::Category::kUnknown:
+    case format::Category::kParameter:
+    case format::Category::kTemporary:
+    case format::Category::kCount:
+      break;
+  }
+  // An owner module with no other category told: a parameter or a buffer (Note [Weights and
+  // their modules]).
   if (allocation.module != 0 || allocation.category == format::Category::kParameter)
     return format::Category::kParameter;
-  return allocation.category == format::Category::kTemporary ? format::Category::kUnknown
-                                                             : allocation.category;
+  return format::Category::kUnknown;
 }
 
 const char* untracedName(format::Category holding) {

@@ -326,8 +326,9 @@ struct LiveAllocation {
 // estimate, the weights' row stands beside the estimator's weights (parameters, buffers and
 // constants) and the inputs' beside its inputs, both of which it counts as there before the
 // forward (prediction.cpp).
-// What the trace knows an untraced allocation holds: kParameter for the weights (a module's
-// buffers too), its category otherwise (kUnknown: nothing).
+// What the trace knows an untraced allocation holds: its category where one was told (a
+// module's gradient or optimizer state too), else kParameter for the weights (an allocation a
+// module owns: its buffers too), else kUnknown (nothing).
 format::Category untracedHolding(const LiveAllocation& allocation);
 // Its name (above); "untraced" when nothing is known.
 const char* untracedName(format::Category holding);
