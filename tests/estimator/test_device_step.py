@@ -282,7 +282,7 @@ def test_grouped_query_attention_and_autocast_choose_as_the_kernel_sees_them():
     float32 no fused kernel takes it on cuda-sm90 (efficient takes no GQA: math); under bf16
     autocast the kernel sees bf16 inputs (autocast casts sdpa's inputs first) and cuDNN takes
     them. The recording runs either (the fake backward of each kernel gives the key's heads)."""
-    import transformers  # tools/setup.sh and make cuda-torch-venv install it
+    import transformers  # scripts/setup.sh and make cuda-torch-venv install it
     torch.manual_seed(0)
     config = transformers.LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
                                       num_attention_heads=4, num_key_value_heads=2,
@@ -414,7 +414,7 @@ def _on_fake_gpu(model):
 
 
 def _tiny_gpt2():
-    import transformers  # tools/setup.sh and make cuda-torch-venv install it
+    import transformers  # scripts/setup.sh and make cuda-torch-venv install it
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=1000,
                                      n_positions=64)
