@@ -1,7 +1,7 @@
 """A training step recorded as the estimated device runs it, whatever torch is at hand: the
-optimizer's implementation PyTorch picks there (mem_tracer.device_optimizer), the device's sdpa
-kernel and dropout (mem_tracer.device_kernels), what the training loop holds (loop=), and the
-model on the CPU or on the GPU.
+optimizer's implementation PyTorch picks there (mem_tracer.estimator.device_optimizer), the
+device's sdpa kernel and dropout (mem_tracer.estimator.device_kernels), what the training loop
+holds (loop=), and the model on the CPU or on the GPU.
 
 ctest runs this file twice: under the torch the build uses (estimator.device_step; a CPU build
 on CI) and under a CUDA build of torch without a GPU (estimator.cuda_build; `make
@@ -25,7 +25,7 @@ from training_truth import measure_step
 
 sys.path.insert(0, str(REPOSITORY / "python"))
 import mem_tracer  # noqa: E402
-from mem_tracer import device_kernels, device_optimizer, step_graph  # noqa: E402
+from mem_tracer.estimator import device_kernels, device_optimizer, step_graph  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

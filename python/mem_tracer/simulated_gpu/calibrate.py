@@ -23,8 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import simulated_gpu
-from .errors import MemTracerError
+from .. import simulated_gpu
+from ..errors import MemTracerError
 
 # Note [Calibrating a profile]
 # A simulated library answers some sizes without knowing them; a device profile's tables hold the
@@ -431,8 +431,8 @@ def write_profile(source: Path, out: Path, questions: list[dict[str, Any]],
         (" (dry run on the simulated card: not the card's)" if dry_run else "")
     sizes = profile.setdefault("measured_sizes", {
         "note": "Sizes measured on this card by python -m mem_tracer.calibrate (Note [Calibrating "
-                "a profile] in python/mem_tracer/calibrate.py); they win over the simulated "
-                "libraries' estimates.",
+                "a profile] in python/mem_tracer/simulated_gpu/calibrate.py); they win over the "
+                "simulated libraries' estimates.",
         "entries": []})
     workspaces = profile.setdefault("cudnn_workspaces", {"entries": []})
     lines = []
@@ -487,8 +487,9 @@ def main(argv: list[str] | None = None) -> int:
             environment = (simulated_gpu.environment(card) if arguments.dry_run else
                            {key: value for key, value in os.environ.items()
                             if not key.startswith("MEMTRACE_GPU_")})
-            status = subprocess.call([sys.executable, "-m", "mem_tracer.calibrate", "--measure",
-                                      str(questions_file), str(answers_file)], env=environment)
+            status = subprocess.call([sys.executable, "-m", "mem_tracer.simulated_gpu.calibrate",
+                                      "--measure", str(questions_file), str(answers_file)],
+                                     env=environment)
             if status != 0 or not answers_file.exists():
                 raise MemTracerError(f"the measuring process failed (exit status {status})")
             answers = json.loads(answers_file.read_text())
