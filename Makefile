@@ -9,7 +9,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
 
 setup: ## install the Debian and Python packages the build and tests need (idempotent)
-	@tools/setup.sh
+	@scripts/setup.sh
 
 # The bridges to PyTorch's allocator are built for the torch of python3 and of the venv with
 # torch's CUDA build, when it is there (allocator/CMakeLists.txt): make that venv first.
@@ -93,10 +93,10 @@ bench-cost: cuda-torch-venv build ## what memtrace costs a PyTorch program on th
 	@python3 bench/cost.py $(BUILD)
 
 wheel: setup ## the relocatable manylinux wheel in dist/ (pip wheel, then auditwheel)
-	@MEMTRACE_TORCH_BRIDGE_PYTHONS=$(abspath $(CUDA_TORCH_VENV))/bin/python tools/build_wheel.sh dist
+	@MEMTRACE_TORCH_BRIDGE_PYTHONS=$(abspath $(CUDA_TORCH_VENV))/bin/python scripts/build_wheel.sh dist
 
-format: ## clang-format the C++ sources (ctest's `format` entry checks them: tools/format.sh --check)
-	@tools/format.sh
+format: ## clang-format the C++ sources (ctest's `format` entry checks them: scripts/format.sh --check)
+	@scripts/format.sh
 
 clean: ## remove the build directories
 	@rm -rf $(BUILD) $(SANITIZE_BUILD) $(FUZZ_BUILD)

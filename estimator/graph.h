@@ -18,9 +18,9 @@
 // value dies depends on the execution semantics (Note [Eager and TorchScript lifetimes]).
 //
 // The TorchScript front end (torchscript/) is one producer; graph files (graph_file.h) are
-// the other: a training step or a forward recorded on fake tensors (mem_tracer.step_graph),
-// whose nodes say which storages they allocate and release, and whose storages say what they
-// hold in training (a category, as the tracer's records name them).
+// the other: a training step or a forward recorded on fake tensors
+// (mem_tracer.estimator.step_graph), whose nodes say which storages they allocate and release, and
+// whose storages say what they hold in training (a category, as the tracer's records name them).
 #pragma once
 
 #include <compare>

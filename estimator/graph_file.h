@@ -1,6 +1,7 @@
-// Graph files: a training step or a forward recorded on fake tensors by mem_tracer.step_graph
-// (Note [Recording the step on fake tensors] in python/mem_tracer/step_graph.py), read into the
-// neutral graph. docs/estimate-format.md ("Graph files") describes the format.
+// Graph files: a training step or a forward recorded on fake tensors by
+// mem_tracer.estimator.step_graph (Note [Recording the step on fake tensors] in
+// python/mem_tracer/estimator/step_graph.py), read into the neutral graph. docs/estimate-format.md
+// ("Graph files") describes the format.
 //
 // Note [Graph files]
 // ~~~~~~~~~~~~~~~~~~

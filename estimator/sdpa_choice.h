@@ -9,8 +9,8 @@
 // non-nested inputs with a unit stride in the last dim, non-empty sequences, equal batch sizes
 // and as many key heads as query heads (or a divisor of them with enable_gqa).
 // Two front ends make the choice: the TorchScript one (op_rules.cpp) and the step recorded on
-// fake tensors in Python (python/mem_tracer/device_kernels.py, sdpa_choice). Both read the
-// profile with a reader of their own and reduce a call to the same facts (SdpaCall here,
+// fake tensors in Python (python/mem_tracer/estimator/device_kernels.py, sdpa_choice). Both read
+// the profile with a reader of their own and reduce a call to the same facts (SdpaCall here,
 // SdpaCall there); tests/estimator/sdpa_cases.json is one set of cases both are tested
 // against, kernel and reason word for word (tests/estimator/unit/sdpa_choice_test.cpp and
 // tests/estimator/test_sdpa_choice.py), so the two cannot drift apart unseen.

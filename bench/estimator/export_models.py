@@ -42,7 +42,7 @@ def main(directory):
     del medium
     llama = tiny_llama()
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python"))
-    from mem_tracer.estimate import trace_model
+    from mem_tracer.estimator.estimate import trace_model
     traced, _, _ = trace_model(llama, (torch.randint(0, 32000, (1, 1024)),), {})
     traced.save(str(directory / "llama_1b_traced.pt"))
     print(f"llama_1b: {sum(p.numel() for p in llama.parameters())} parameters")

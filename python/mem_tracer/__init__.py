@@ -12,7 +12,7 @@ The Python door onto memtrace. In three lines::
 or, with no code change: ``python -m mem_tracer run script.py``.
 """
 from .errors import MemTracerError
-from .estimate import (
+from .estimator.estimate import (
     BatchPoint,
     Device,
     Estimate,
@@ -22,8 +22,9 @@ from .estimate import (
     Semantics,
     estimate,
 )
-from .parallel import DDP, FSDP, ParallelEstimate, Strategy
-from .plan import Plan, checkpoint_modules, plan
+from .estimator.parallel import DDP, FSDP, ParallelEstimate, Strategy
+from .estimator.plan import Plan, checkpoint_modules, plan
+from .estimator.training_step import Loop, TrainingStep
 from .report import At, Frame, GroupBy, report_data, report_stats
 from .tracing import (
     Stacks,
@@ -39,7 +40,6 @@ from .tracing import (
     switch_allocator,
     trace,
 )
-from .training_step import Loop, TrainingStep
 
 __all__ = [
     "DDP",

@@ -122,9 +122,9 @@ def main() -> None:
         training.install_automatic()
         _compiled.install()
         # On the simulated card, the values the program determines are known there (Note [Known
-        # values on the simulated card] in simulated_values.py).
+        # values on the simulated card] in simulated_gpu/values.py).
         if os.environ.get("MEMTRACE_GPU_PROFILE"):
-            from . import simulated_values
+            from .simulated_gpu import values as simulated_values
             simulated_values.install_from_environment()
     try:
         _run(sys.argv[1:])

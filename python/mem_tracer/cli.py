@@ -302,8 +302,8 @@ def _forward(prog: str, name: str, arguments: list[str]) -> int:
 
 def _estimate_export_archive(tool: str, arguments: list[str]) -> int:
     """`memtrace estimate model.pt2 --input ...`: the torch.export archive is recorded on fake
-    tensors (one forward, mem_tracer.step_graph) into a graph file, which memtrace-estimate
-    reads with the other options."""
+    tensors (one forward, mem_tracer.estimator.step_graph) into a graph file, which
+    memtrace-estimate reads with the other options."""
     import tempfile
 
     archive = next(argument for argument in arguments if argument.endswith(".pt2"))
@@ -329,7 +329,7 @@ def _estimate_export_archive(tool: str, arguments: list[str]) -> int:
 
         import torch
 
-        from . import step_graph
+        from .estimator import step_graph
         with warnings.catch_warnings():  # torch.export's own deprecations are not the user's
             warnings.simplefilter("ignore")
             module = torch.export.load(archive).module()

@@ -12,7 +12,7 @@ from typing import Any, Literal, TextIO, get_args
 
 from . import _native
 from .errors import MemTracerError
-from .estimate import write_prediction
+from .estimator.estimate import write_prediction
 from .tracing import last_trace
 
 # memtrace-report's --group-by and --frame.

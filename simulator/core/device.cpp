@@ -427,13 +427,13 @@ Pointer find(const void* pointer) {
 // part from the card's. Under `memtrace run`, PyTorch programs get more: what they determine
 // themselves is computed on the host beside the card and kept in device memory, and the reads
 // of it are not counted (simgpu_set_reads_known, simgpu_set_values: Note [Known values on the
-// simulated card] in python/mem_tracer/simulated_values.py).
+// simulated card] in python/mem_tracer/simulated_gpu/values.py).
 // Note [A run that waits on a value]
 // A loop that runs until the device computes a value never ends on the simulated device, where
 // nothing is computed: transformers' generate() reads `unfinished.max() == 0` back after every
 // token, which was always false here (it ran 22 minutes, 181,062 reads of that line, before it
 // was killed; under `memtrace run` the test is now known once the length limit is reached:
-// Note [Known values on the simulated card] in python/mem_tracer/simulated_values.py, but a
+// Note [Known values on the simulated card] in python/mem_tracer/simulated_gpu/values.py, but a
 // loop on a value only a kernel computes stays). So the simulated device can be given a limit on
 // the reads a program makes
 // (MEMTRACE_GPU_MAX_READS; `memtrace run --gpu` sets 100,000 by default): a read past it fails
@@ -444,7 +444,7 @@ namespace {
 SimgpuReadObserver g_observer = nullptr;
 
 // Reads made while the program's values are known on the host (simgpu_set_reads_known: Note
-// [Known values on the simulated card] in python/mem_tracer/simulated_values.py): neither
+// [Known values on the simulated card] in python/mem_tracer/simulated_gpu/values.py): neither
 // counted against the limit nor handed to the observer, since they read what the card would.
 thread_local bool t_reads_known = false;
 

@@ -42,7 +42,7 @@ void simgpu_set_size_observer(SimgpuSizeObserver observer);
 /* Whether the reads this thread makes from now on are of values the program knows on the host
    (1) or not (0): known reads are carried out as any other, but neither counted (simgpu_reads_back,
    MEMTRACE_GPU_MAX_READS) nor handed to the observer, since they read what the card would
-   (Note [Known values on the simulated card] in python/mem_tracer/simulated_values.py).
+   (Note [Known values on the simulated card] in python/mem_tracer/simulated_gpu/values.py).
    Returns the previous setting. */
 int simgpu_set_reads_known(int known);
 /* Sets `bytes` of device memory at `device`, inside one allocation and at most 64 KiB (what a

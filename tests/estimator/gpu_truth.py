@@ -70,7 +70,7 @@ def build(name, dtype):
 
 def export(name, dtype, path):
     """Traces the model at batch 1 on the CPU, as mem_tracer.estimate traces it."""
-    from mem_tracer.estimate import trace_model
+    from mem_tracer.estimator.estimate import trace_model
 
     model, example = build(name, dtype)
     keywords = {"use_cache": False} if name == "gpt2" else {}

@@ -76,7 +76,7 @@ def _described(strategy, values):
 def predict(model_name, strategy, values, world_size):
     """mem_tracer's estimate for the job; and the FSDP modules it shards (the truth's)."""
     import mem_tracer
-    from mem_tracer import parallel
+    from mem_tracer.estimator import parallel
     from parallel_truth import OPTIMIZERS, model_and_example
 
     model, args, kwargs = model_and_example(model_name, BATCH)
@@ -210,7 +210,7 @@ def cuda_table(model_names, world_size=2):
     """The same jobs' rank 0 predicted with the `cuda` profile (nothing measured: no GPU here),
     beside the `cpu` profile's."""
     import mem_tracer
-    from mem_tracer import parallel
+    from mem_tracer.estimator import parallel
     from parallel_truth import OPTIMIZERS, model_and_example
 
     lines = ["| model | job | settings | cpu: peak | cuda: storages' peak | cuda: "

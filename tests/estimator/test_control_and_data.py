@@ -149,7 +149,7 @@ def test_nonzero_and_mask_use_example_counts_or_the_worst_case(tmp_path):
     # Example counts: 5 of the 32 elements positive, for both selections.
     example = torch.zeros(4, 8)
     example.view(-1)[[0, 3, 9, 17, 30]] = 1.0
-    from mem_tracer import example_counts
+    from mem_tracer.estimator import example_counts
     counts = example_counts.record(lambda: module(example))
     assert counts == [("aten::nonzero", 32, 5), ("aten::index", 32, 5)]
     counts_path = tmp_path / "counts.txt"

@@ -1,7 +1,7 @@
 """A training step recorded as the estimated device runs it, whatever torch is at hand: the
-optimizer's implementation PyTorch picks there (mem_tracer.device_optimizer), the device's sdpa
-kernel and dropout (mem_tracer.device_kernels), what the training loop holds (loop=), and the
-model on the CPU or on the GPU.
+optimizer's implementation PyTorch picks there (mem_tracer.estimator.device_optimizer), the
+device's sdpa kernel and dropout (mem_tracer.estimator.device_kernels), what the training loop
+holds (loop=), and the model on the CPU or on the GPU.
 
 ctest runs this file twice: under the torch the build uses (estimator.device_step; a CPU build
 on CI) and under a CUDA build of torch without a GPU (estimator.cuda_build; `make
@@ -25,7 +25,7 @@ from training_truth import measure_step
 
 sys.path.insert(0, str(REPOSITORY / "python"))
 import mem_tracer  # noqa: E402
-from mem_tracer import device_kernels, device_optimizer, step_graph  # noqa: E402
+from mem_tracer.estimator import device_kernels, device_optimizer, step_graph  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -282,7 +282,7 @@ def test_grouped_query_attention_and_autocast_choose_as_the_kernel_sees_them():
     float32 no fused kernel takes it on cuda-sm90 (efficient takes no GQA: math); under bf16
     autocast the kernel sees bf16 inputs (autocast casts sdpa's inputs first) and cuDNN takes
     them. The recording runs either (the fake backward of each kernel gives the key's heads)."""
-    import transformers  # tools/setup.sh and make cuda-torch-venv install it
+    import transformers  # scripts/setup.sh and make cuda-torch-venv install it
     torch.manual_seed(0)
     config = transformers.LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2,
                                       num_attention_heads=4, num_key_value_heads=2,
@@ -414,7 +414,7 @@ def _on_fake_gpu(model):
 
 
 def _tiny_gpt2():
-    import transformers  # tools/setup.sh and make cuda-torch-venv install it
+    import transformers  # scripts/setup.sh and make cuda-torch-venv install it
     torch.manual_seed(0)
     config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=1000,
                                      n_positions=64)

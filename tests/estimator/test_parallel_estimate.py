@@ -22,7 +22,7 @@ import parallel_accuracy  # noqa: E402
 from parallel_truth import OPTIMIZERS, model_and_example  # noqa: E402
 
 import mem_tracer  # noqa: E402
-from mem_tracer import parallel  # noqa: E402
+from mem_tracer.estimator import parallel  # noqa: E402
 
 SMALL = parallel_accuracy.SMALL_BUCKET_MB
 

@@ -1,4 +1,4 @@
-"""sdpa's kernel choice in Python (mem_tracer.device_kernels) answers every case of
+"""sdpa's kernel choice in Python (mem_tracer.estimator.device_kernels) answers every case of
 sdpa_cases.json as the file says, kernel and reason word for word; the estimator's C++ is held
 to the same file by tests/estimator/unit/sdpa_choice_test.cpp (Note [sdpa's kernel choice]).
 Also: the two readers of a profile agree on what they refuse."""
@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
 
-from mem_tracer import device_kernels  # noqa: E402
+from mem_tracer.estimator import device_kernels  # noqa: E402
 
 CASES = json.loads((Path(__file__).with_name("sdpa_cases.json")).read_text())["cases"]
 PROFILES = ROOT / "estimator" / "profiles"

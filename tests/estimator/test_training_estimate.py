@@ -189,14 +189,14 @@ def test_a_budget_too_small_for_batch_1():
 def _step_file():
     model = _mlp()
     x, y = _xy()
-    from mem_tracer import step_graph
+    from mem_tracer.estimator import step_graph
     document = step_graph.record(model, (x,), loss_fn=cross_entropy, targets=(y,),
                                  optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
     return document
 
 
 def test_graph_file_on_the_command_line(tmp_path):
-    from mem_tracer import step_graph
+    from mem_tracer.estimator import step_graph
     path = step_graph.write(_step_file(), tmp_path / "step.json")
     text = run_estimator(path, "--device", "cpu")
     assert text.returncode == 0, text.stderr

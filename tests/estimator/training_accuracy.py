@@ -30,7 +30,7 @@ from training_truth import measure_step  # noqa: E402
 
 import mem_tracer  # noqa: E402
 from mem_tracer._modules import module_blocks  # noqa: E402
-from mem_tracer.step_graph import CATEGORIES  # noqa: E402
+from mem_tracer.estimator.step_graph import CATEGORIES  # noqa: E402
 
 TOLERANCE = 0.03
 BATCH = 2
@@ -91,9 +91,9 @@ def measure_row(name, make, example, optimizer_name, precision, checkpointed):
     except Exception as error:  # noqa: BLE001 - the model cannot train this way
         truth = error
     try:
-        from mem_tracer import step_graph
-        from mem_tracer.estimate import _record_and_estimate
-        from mem_tracer.training_step import RecordedStep, TrainingStep
+        from mem_tracer.estimator import step_graph
+        from mem_tracer.estimator.estimate import _record_and_estimate
+        from mem_tracer.estimator.training_step import RecordedStep, TrainingStep
         import tempfile
         with tempfile.TemporaryDirectory() as work:
             step = RecordedStep.of(TrainingStep(optimizer=optimizer, autocast=autocast))

@@ -40,8 +40,8 @@ sys.path.insert(0, str(REPOSITORY / "python"))
 import models  # noqa: E402
 import zoo  # noqa: E402
 from memory_tracker import measure_call  # noqa: E402
-from mem_tracer import example_counts  # noqa: E402
-from mem_tracer.estimate import trace_model  # noqa: E402
+from mem_tracer.estimator import example_counts  # noqa: E402
+from mem_tracer.estimator.estimate import trace_model  # noqa: E402
 
 BATCHES = (1, 3)
 SEMANTICS = ("eager", "torchscript")

@@ -13,7 +13,7 @@ def pytest_configure(config):
         if not torch.backends.cuda.is_built():
             pytest.exit("MEMTRACE_TEST_GPU needs a CUDA build of torch", returncode=1)
         return
-    # Without torch nothing here can run, GPU or not: that fails (tools/setup.sh installs it).
+    # Without torch nothing here can run, GPU or not: that fails (scripts/setup.sh installs it).
     import torch
     if not torch.cuda.is_available():
         pytest.exit("no CUDA GPU visible to PyTorch: tests/gpu skipped", returncode=77)

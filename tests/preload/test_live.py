@@ -120,7 +120,7 @@ def test_a_flight_recorder_followed_across_its_compactions(build, tmp_path):
 
 def test_the_view_in_a_terminal(build, tmp_path):
     tmux = shutil.which("tmux")
-    assert tmux is not None, "tmux is not installed (tools/setup.sh installs it)"
+    assert tmux is not None, "tmux is not installed (scripts/setup.sh installs it)"
     trace = tmp_path / "watched.bin"
     process = _start(trace)
     session = f"memtrace-live-{uuid.uuid4().hex[:8]}"

@@ -10,7 +10,7 @@ import pytest
 from memtrace_testing import ROOT, Build, run
 
 # What memtrace adds when a program made no CUDA allocation and the torch it imports is a CPU
-# build (this interpreter's, pinned by tools/setup.sh).
+# build (this interpreter's, pinned by scripts/setup.sh).
 CPU_TORCH = (f" (this Python's torch {importlib.metadata.version('torch')} is a CPU build, "
              "which never allocates GPU memory)")
 

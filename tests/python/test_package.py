@@ -16,7 +16,7 @@ SCRIPTS = Path(__file__).parent / "scripts"
 PACKAGE = ROOT / "python"
 
 # What memtrace adds when a program made no CUDA allocation and the torch it imports is a CPU
-# build (this interpreter's, pinned by tools/setup.sh).
+# build (this interpreter's, pinned by scripts/setup.sh).
 CPU_TORCH = (f" (this Python's torch {importlib.metadata.version('torch')} is a CPU build, "
              "which never allocates GPU memory)")
 
@@ -96,22 +96,47 @@ def test_module_attribution(build, tmp_path, naming):
 
 def package_imports():
     """Each module of the package -> the package's modules it imports, at the top or inside a
-    function (a lazy import closes a circle as well)."""
-    modules = {path.stem: path for path in (PACKAGE / "mem_tracer").glob("*.py")}
+    function (a lazy import closes a circle as well). A module is named by its dotted path inside
+    the package (`estimator.estimate`), a subpackage by its own (`simulated_gpu`, its
+    __init__.py); a name taken from the package's own __init__ (`__version__`) is not counted."""
+    root = PACKAGE / "mem_tracer"
 
-    def imported_by(node):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:  # from . import x, from .x import
-            return [node.module] if node.module else [a.name for a in node.names if a.name in modules]
-        if isinstance(node, ast.ImportFrom) and node.module.startswith("mem_tracer"):
-            return [node.module.removeprefix("mem_tracer").removeprefix(".") or "__init__"]
+    def name_of(path):
+        parts = path.relative_to(root).with_suffix("").parts
+        parts = parts[:-1] if parts[-1] == "__init__" else parts
+        return ".".join(parts) or "__init__"
+
+    modules = {name_of(path): path for path in sorted(root.rglob("*.py"))}
+
+    def taken(target, names):
+        """What `from <target> import names` imports: each name that is a module, else the
+        target module itself."""
+        inside = [".".join([*target, name]) for name in names]
+        found = [name for name in inside if name in modules]
+        if len(found) < len(names) and target:
+            found.append(".".join(target))
+        return found
+
+    def imported_by(node, package):
+        if isinstance(node, ast.ImportFrom) and node.level:  # from . import x, from ..x import y
+            above = package[:len(package) - (node.level - 1)]
+            target = above + (node.module.split(".") if node.module else [])
+            return taken(target, [a.name for a in node.names])
+        if isinstance(node, ast.ImportFrom) and node.module.split(".")[0] == "mem_tracer":
+            return taken(node.module.split(".")[1:], [a.name for a in node.names])
         if isinstance(node, ast.Import):
             return [a.name.removeprefix("mem_tracer").removeprefix(".") or "__init__"
                     for a in node.names if a.name.split(".")[0] == "mem_tracer"]
         return []
 
-    return {name: {imported.split(".")[0] for node in ast.walk(ast.parse(path.read_text()))
-                   for imported in imported_by(node)}
-            for name, path in modules.items()}
+    imports = {}
+    for name, path in modules.items():
+        own = [] if name == "__init__" else name.split(".")
+        package = own if path.name == "__init__.py" else own[:-1]
+        imports[name] = {imported for node in ast.walk(ast.parse(path.read_text()))
+                         for imported in imported_by(node, package)}
+    assert all(imported in modules for found in imports.values() for imported in found), imports
+    return imports
 
 
 def test_no_module_of_the_package_imports_one_that_imports_it():

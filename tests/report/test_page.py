@@ -193,7 +193,7 @@ SCENARIOS = [
 
 @pytest.mark.parametrize("name,options,factor,width", SCENARIOS, ids=[s[0] for s in SCENARIOS])
 def test_timeline_labels_never_intersect(build, work, name, options, factor, width):
-    assert chromium.executable() is not None, "Chromium is not installed (run tools/setup.sh)"
+    assert chromium.executable() is not None, "Chromium is not installed (run scripts/setup.sh)"
     trace, _ = activity_trace(work / f"{name}.bin", **options)
     extra = []
     if factor is not None:

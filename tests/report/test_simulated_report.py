@@ -264,7 +264,7 @@ def box(browser, selector):
 
 
 def test_the_page_shows_a_banner_the_oom_and_the_reads(simulated, card, tmp_path):
-    assert chromium.executable() is not None, "Chromium is not installed (run tools/setup.sh)"
+    assert chromium.executable() is not None, "Chromium is not installed (run scripts/setup.sh)"
     page = tmp_path / "simulated.html"
     run([Build.report, "html", simulated, "-o", page])
     with Page(page) as browser:

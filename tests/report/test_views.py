@@ -203,7 +203,7 @@ def replay_peak(snapshot, device=0):
 
 @pytest.fixture(scope="module")
 def memory_viz():
-    import torch.cuda._memory_viz as memory_viz  # torch is installed by tools/setup.sh
+    import torch.cuda._memory_viz as memory_viz  # torch is installed by scripts/setup.sh
     return memory_viz
 
 
@@ -313,10 +313,10 @@ def open_in_chromium(html, screenshot):
 
 
 def needs_chromium(test):
-    """Marks a test that drives Chromium. tools/setup.sh installs it, so a missing Chromium
+    """Marks a test that drives Chromium. scripts/setup.sh installs it, so a missing Chromium
     is a broken setup: the test fails saying so (it is never skipped)."""
     def checked(*args, **kwargs):
-        assert chromium.executable() is not None, "Chromium is not installed (run tools/setup.sh)"
+        assert chromium.executable() is not None, "Chromium is not installed (run scripts/setup.sh)"
         return test(*args, **kwargs)
     checked.__name__, checked.__doc__ = test.__name__, test.__doc__
     checked.__signature__ = __import__("inspect").signature(test)

@@ -38,7 +38,7 @@ def predicted(strategy, world_size):
     import torch
 
     import mem_tracer
-    from mem_tracer import parallel
+    from mem_tracer.estimator import parallel
     model = parallel_step.model().train()
     job = (parallel.FSDP(modules=("0", "2", "4")) if strategy == "fsdp"
            else parallel.DDP(gradient_as_bucket_view=strategy == "ddp-view"))

@@ -12,9 +12,9 @@ rank, three steps. What is compared, rank by rank:
 Tolerance 0 for FSDP2, and for DDP once NCCL has let go of DDP's first-step bucket: a rank whose
 steps are shorter than NCCL's watchdog takes to let go (up to 100 ms; the simulated steps take a
 few) peaks between the prediction and Estimate.parallel.held_by_nccl's figure, both exact
-(Note [NCCL holds DDP's first buckets] in python/mem_tracer/parallel.py). docs/simulated-gpu.md,
-"A torchrun job on simulated cards", has the table, the gloo jobs beside them and the 4-rank
-job's report."""
+(Note [NCCL holds DDP's first buckets] in python/mem_tracer/estimator/parallel.py).
+docs/simulated-gpu.md, "A torchrun job on simulated cards", has the table, the gloo jobs
+beside them and the 4-rank job's report."""
 import json
 import sys
 from pathlib import Path
@@ -68,7 +68,7 @@ def predicted(strategy, world_size):
     import torch
 
     import mem_tracer
-    from mem_tracer import parallel
+    from mem_tracer.estimator import parallel
     model = parallel_step.model().train()
     job = parallel.DDP() if strategy == "ddp" else parallel.FSDP(modules=("0", "2", "4"))
     step = mem_tracer.TrainingStep(optimizer=torch.optim.AdamW(model.parameters(), lr=1e-3),

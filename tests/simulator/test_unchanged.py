@@ -55,7 +55,7 @@ def untraced_and_traced(tmp_path, program, *arguments, values="known", untraced_
 
 
 # Note [A dispatch mode sums gradients out of place]
-# memtrace run --gpu's default values mode ("known", python/mem_tracer/simulated_values.py) is
+# memtrace run --gpu's default values mode ("known", python/mem_tracer/simulated_gpu/values.py) is
 # a TorchDispatchMode, and under any such mode (a mode that only calls the op does the same)
 # PyTorch's autograd engine sums two gradients of one tensor (a residual's, q, k and v of one
 # input) into a new tensor instead of into the first: every op's output has its Python object,

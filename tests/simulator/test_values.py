@@ -1,6 +1,6 @@
 """Values on the simulated card where they decide the path (issue 50): what the program
 determines itself is known there (Note [Known values on the simulated card] in
-python/mem_tracer/simulated_values.py), so transformers' generate() stops after exactly
+python/mem_tracer/simulated_gpu/values.py), so transformers' generate() stops after exactly
 max_new_tokens, as on a card where no sequence ends early, with its KV cache's peak what its
 shapes say; a read of a value no kernel computed takes the path of Note [Values where they
 decide the path], listed by line; and under `--values cpu` (Note [Real values beside the
@@ -105,7 +105,7 @@ WHOLE = "the whole length: no beam ended before the limit, nothing is cropped"
 EXPECTED_ASSUMED = {"greedy": {ZERO: 63}, "sample": {ZERO: 63}, "static": {ZERO: 63},
                     "beam": {GOES_ON: 63, WHOLE: 2}}
 # Beam search chooses its beams and tokens by topk over scores no kernel computed: each row's
-# first k (Note [Top-k keeps k] in python/mem_tracer/simulated_values.py), known from then on,
+# first k (Note [Top-k keeps k] in python/mem_tracer/simulated_gpu/values.py), known from then on,
 # so its crops (their line's worst case all the same) and the program's sum of its tokens read
 # known values, resting on that assumption, and are not counted as reads of device values.
 TOP_K = "top-k keeps k: each row's first k (every token to the same k experts)"
@@ -180,7 +180,7 @@ def test_what_the_program_determines_is_known_and_read_uncounted(tmp_path):
     # nn.Module code it called).
     stacks = [frames for _, _, frames in allocation_stacks(trace)]
     hidden = [frame for frames in stacks for frame in frames
-              if frame[0].endswith(("mem_tracer/simulated_values.py", "torch/_ops.py"))]
+              if frame[0].endswith(("mem_tracer/simulated_gpu/values.py", "torch/_ops.py"))]
     assert stacks and not hidden, hidden[:3]
     assert {frames[-1][0] for frames in stacks} >= {str(PROGRAMS / "known_values.py")}
 

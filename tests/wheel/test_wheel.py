@@ -75,6 +75,10 @@ def test_wheel_is_manylinux_with_its_libraries_and_without_libtorch(wheel):
     for name in ("mem_tracer/lib/libmemtrace.so", "mem_tracer/bin/memtrace-report",
                  "mem_tracer/bin/memtrace-estimate", "mem_tracer/bin/profiles/cuda.json"):
         assert name in names
+    # Every module of the package, its subpackages' too (estimator/, simulated_gpu/).
+    package = ROOT / "python"
+    for module in sorted(package.rglob("*.py")):
+        assert module.relative_to(package).as_posix() in names, (module, names)
     # A bridge to PyTorch's allocator for every release memtrace supports, and the simulated
     # GPU: each of its libraries under the file name a CUDA program asks for, every profile.
     for release in BRIDGED:

@@ -91,7 +91,7 @@ def trace(path):
 def predict(path, device):
     model, tokens = built()
     # Recorded on fake tensors: nothing TorchScript, which torch deprecates, runs on the demo's
-    # path (Note [Choosing the front end] in mem_tracer/estimate.py).
+    # path (Note [Choosing the front end] in mem_tracer/estimator/estimate.py).
     prediction = mem_tracer.estimate(model, (tokens,), budget="24GiB", device=device,
                                      method="record",
                                      output=os.path.join(os.path.dirname(path),

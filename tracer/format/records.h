@@ -39,7 +39,7 @@ inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 //   5  record 0x1a and API 10 (Note [PyTorch's own allocator]);
 //   6  record 0x1b (Note [Weights and their modules]), record 0x1c and API 11 (Note [Sizes in
 //      the trace]), record 0x1d (Note [Values where they decide the path] in
-//      python/mem_tracer/simulated_values.py).
+//      python/mem_tracer/simulated_gpu/values.py).
 // A reader refuses a version past kVersion at the file header, naming both.
 inline constexpr uint32_t kVersion = 6;
 inline constexpr uint32_t kOldestVersion = 1;
@@ -187,7 +187,7 @@ enum class RecordType : uint8_t {
   kSimulatedSize = 0x1c,
   // A value the simulated run did not know (no kernel computed it), where it decided the
   // program's path, and what the run took it to be (Note [Values where they decide the path] in
-  // python/mem_tracer/simulated_values.py): a read back as zero, or as the worst case memtrace
+  // python/mem_tracer/simulated_gpu/values.py): a read back as zero, or as the worst case memtrace
   // knows for its line; a mask's count taken as everything. Fields: time delta, what was assumed
   // (string id), Python stack id, native stack id. Thread and device come from the context
   // (Api::kDeviceRead).

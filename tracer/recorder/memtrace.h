@@ -79,8 +79,8 @@ MEMTRACE_EXPORT int memtrace_generated_code(const char* file, int first_line, in
  * memtrace_bind_lent_python_stack(id), called from inside that backward (a pre-hook of its root
  * node), tells the lend which of autograd's graph tasks it is for; under LD_PRELOAD the engine
  * says so itself. */
-/* Note [Values where they decide the path] (python/mem_tracer/simulated_values.py): records, with
- * the calling thread's stacks, that the simulated run took a value no kernel computed on
+/* Note [Values where they decide the path] (python/mem_tracer/simulated_gpu/values.py): records,
+ * with the calling thread's stacks, that the simulated run took a value no kernel computed on
  * `device` to be `assumed` (a short text: "0 (False): read as zero ..."). Returns 0, or -1 with
  * memtrace_last_error() set when nothing is recorded (no device, no text, not recording). */
 MEMTRACE_EXPORT int memtrace_assumed_value(int device, const char* assumed);

@@ -542,7 +542,7 @@ void GcPause::resume() {
 // Note [Frames memtrace hides]
 // memtrace's own Python code can run between the program's line and the allocation it causes:
 // on the simulated card every ATen op goes through the dispatch mode of Note [Known values on
-// the simulated card] (python/mem_tracer/simulated_values.py), whose __torch_dispatch__ calls
+// the simulated card] (python/mem_tracer/simulated_gpu/values.py), whose __torch_dispatch__ calls
 // the op through torch's OpOverload.__call__. Those frames are not the program's: with them,
 // the innermost frame of every allocation would be torch/_ops.py's. So the package names their
 // code objects (memtrace_hide_python_code) and every stack captured leaves them out, as if the

@@ -55,7 +55,7 @@ TEST(UserCode, LeavesOutTheStandardLibraryPackagesAndTorch) {
   EXPECT_FALSE(isUserCode("/usr/lib/python3/dist-packages/numpy/core.py"));
   EXPECT_FALSE(isUserCode("/usr/lib/python3.11/contextlib.py"));
   EXPECT_FALSE(isUserCode("/src/pytorch/torch/nn/modules/conv.py"));
-  EXPECT_FALSE(isUserCode("/src/memtrace/python/mem_tracer/estimate.py"));
+  EXPECT_FALSE(isUserCode("/src/memtrace/python/mem_tracer/estimator/estimate.py"));
   EXPECT_TRUE(isUserCode("<string>"));  // python -c
   EXPECT_FALSE(isUserCode(""));
 }

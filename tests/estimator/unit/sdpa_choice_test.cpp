@@ -1,6 +1,6 @@
 // sdpa's kernel choice in the estimator (estimator/sdpa_choice.cpp) answers every case of
 // tests/estimator/sdpa_cases.json as the file says, kernel and reason word for word; the
-// Python choice (mem_tracer.device_kernels) is held to the same file by
+// Python choice (mem_tracer.estimator.device_kernels) is held to the same file by
 // tests/estimator/test_sdpa_choice.py (Note [sdpa's kernel choice]).
 #include "estimator/sdpa_choice.h"
 

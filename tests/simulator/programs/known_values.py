@@ -1,5 +1,5 @@
 """What the program determines is known on the simulated card (Note [Known values on the
-simulated card] in python/mem_tracer/simulated_values.py), for
+simulated card] in python/mem_tracer/simulated_gpu/values.py), for
 tests/simulator/test_values.py: each check prints `name value`; the lines marked READ read a
 value no kernel computed."""
 import torch

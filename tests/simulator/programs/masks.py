@@ -1,5 +1,5 @@
 """Outputs sized by a mask, for tests/simulator/test_values.py (Note [Values where they decide
-the path] in python/mem_tracer/simulated_values.py): a known mask keeps what it holds, one no
+the path] in python/mem_tracer/simulated_gpu/values.py): a known mask keeps what it holds, one no
 kernel computed keeps everything. Each line prints `name shape`."""
 import torch
 

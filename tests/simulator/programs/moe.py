@@ -2,7 +2,7 @@
 the device the first argument names, for tests/simulator/test_values.py: on the simulated
 card under `--values cpu` its router's choices, and so each expert's load, are a CPU run's;
 under known values its topk's indices are each token's first two experts (Note [Top-k keeps
-k] in python/mem_tracer/simulated_values.py). Prints one JSON line: each expert's tokens, the
+k] in python/mem_tracer/simulated_gpu/values.py). Prints one JSON line: each expert's tokens, the
 output's sum and, on a card, the bytes PyTorch's allocator held when the loop over experts
 began and at the forward's peak (a second forward, after the first made cuBLAS's workspaces)."""
 import json

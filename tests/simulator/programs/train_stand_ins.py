@@ -1,11 +1,12 @@
-"""Three training steps of a small model whose forward, on a card, runs kernels with no host
-kernel of their own: in fp32 cuDNN's batch norm and the memory-efficient attention
+"""Three training steps of a small model whose forward, on a card, runs kernels with no host kernel
+of their own: in fp32 cuDNN's batch norm and the memory-efficient attention
 scaled_dot_product_attention picks, in bf16 cuDNN's attention and a batch norm that saves fp32
-statistics (Note [Backward through the host's stand-ins] in python/mem_tracer/simulated_values.py
-runs the host's math beside them, forward and backward), on the device the first argument
-names; the second says `bf16`, `flash` (bf16 with cuDNN's attention turned off: flash
-attention) or `dropout` (fp32, its attention with dropout); for tests/simulator/test_values.py.
-Prints one JSON line: each step's loss, and the sum of the weights after the last step."""
+statistics (Note [Backward through the host's stand-ins] in
+python/mem_tracer/simulated_gpu/values.py runs the host's math beside them, forward and backward),
+on the device the first argument names; the second says `bf16`, `flash` (bf16 with cuDNN's attention
+turned off: flash attention) or `dropout` (fp32, its attention with dropout); for
+tests/simulator/test_values.py. Prints one JSON line: each step's loss, and the sum of the weights
+after the last step."""
 import json
 import sys
 

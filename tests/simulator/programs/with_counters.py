@@ -14,7 +14,7 @@ if os.environ.get("MEMTRACE_TEST_VALUES"):
     # The simulated card's values as `memtrace run --gpu --values V` has them (the runner of
     # an untraced program, `python -m mem_tracer.simulated_gpu`, has none): the same program
     # on the same card, traced or not.
-    from mem_tracer import simulated_values
+    from mem_tracer.simulated_gpu import values as simulated_values
     assert simulated_values.install(os.environ["MEMTRACE_TEST_VALUES"]), "not on the card"
 runpy.run_path(program, run_name="__main__")
 

@@ -10,7 +10,7 @@ OUTPUT-rankR.json.
 
 --pause sleeps that long before each step after the first: longer than NCCL's watchdog takes
 to let go of the first step's collectives (Note [NCCL holds DDP's first buckets] in
-python/mem_tracer/parallel.py). --bucket-view: DDP with gradient_as_bucket_view=True.
+python/mem_tracer/estimator/parallel.py). --bucket-view: DDP with gradient_as_bucket_view=True.
 
 Run on simulated cards: memtrace run --gpu h100 torchrun --nproc-per-node 2 parallel_step.py
 fsdp out. What the estimator is given for the same job: `model()` and `example()` (import this

@@ -39,7 +39,7 @@ def _foreach_on(parameters: list[Any], device: str, group: dict[str, Any],
     parameters' types on `device`, and Adam's exception for a Tensor lr without capturable."""
     import torch
 
-    from . import _torch_internals
+    from .. import _torch_internals
 
     if group.get("differentiable", False):
         return False

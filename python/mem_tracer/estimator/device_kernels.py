@@ -1,6 +1,6 @@
 """The kernels the estimated device runs, applied to a step recorded on fake tensors
-(mem_tracer.step_graph): the device profile's sdpa kernel and the device's dropout, and which
-of the optimizer's tensors the device keeps in host memory.
+(mem_tracer.estimator.step_graph): the device profile's sdpa kernel and the device's dropout, and
+which of the optimizer's tensors the device keeps in host memory.
 
 Note [The device's kernels on fake tensors]
 The step is recorded on fake CPU tensors whatever the device estimated for: a fake CUDA tensor
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import _torch_internals
+from .. import _torch_internals
 
 
 class KernelRulesError(Exception):
@@ -127,7 +127,7 @@ def profile_path(profile: str | os.PathLike[str]) -> Path:
     text = os.fspath(profile)
     if "/" in text or text.endswith(".json"):
         return Path(text)
-    from . import _native
+    from .. import _native
     return _native.estimator_path().parent / "profiles" / f"{text}.json"
 
 

@@ -17,8 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import _native
-from .errors import MemTracerError
+from .. import _native
+from ..errors import MemTracerError
 
 # The libraries that stand in for NVIDIA's, in the order they are preloaded: each under the
 # file name (soname) the program's own CUDA libraries ask for, so that the dynamic linker takes
@@ -28,7 +28,7 @@ LIBRARIES = ("libcuda.so.1", "libcudart.so.13", "libcublas.so.13", "libcublasLt.
              "libcudnn.so.9", "libnccl.so.2", "libnvrtc.so.13", "libcufft.so.12",
              "libcusolver.so.12", "libcusparse.so.12", "libnvidia-ml.so.1")
 
-# How `memtrace run` treats values on the simulated card (mem_tracer.simulated_values, which
+# How `memtrace run` treats values on the simulated card (mem_tracer.simulated_gpu.values, which
 # imports torch; these are here for the callers that must not): "known", Note [Known values on
 # the simulated card]; "cpu", every op's values computed on the host beside the card, in at
 # most MEMTRACE_GPU_VALUES_MEMORY bytes (Note [Real values beside the card]); "zeros", every
@@ -172,6 +172,3 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     return subprocess.call(command, env=env)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,7 +3,7 @@
 # style, 100 columns), or with --check says which files are not formatted and exits non-zero (a
 # ctest entry runs this). Every tracked file with a C or C++ extension: what the build generates
 # lives in build/, which git does not track, so no list of folders can miss a new file.
-# clang-format 14 is the version tools/setup.sh installs (Debian 12's): other versions format
+# clang-format 14 is the version scripts/setup.sh installs (Debian 12's): other versions format
 # a few constructs differently, so the check uses that one.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -65,8 +65,8 @@ from typing import Any
 
 import torch
 
-from . import _torch_internals
-from .simulated_gpu import VALUES_MEMORY_VARIABLE, VALUES_VARIABLE
+from .. import _torch_internals
+from . import VALUES_MEMORY_VARIABLE, VALUES_VARIABLE
 
 # A storage's identity (its _cdata), through the gate: looked up on every op the mode sees.
 _storage_key = _torch_internals.storage_key

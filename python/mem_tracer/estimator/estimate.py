@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from . import _native
-from .errors import MemTracerError
+from .. import _native
+from ..errors import MemTracerError
 from .parallel import ParallelEstimate, estimate_of
 from .torchscript_export import (
     Method,
@@ -189,7 +189,7 @@ def _device_profile(device: Device | os.PathLike[str]) -> str:
 
         if torch.cuda.is_available():
             major, minor = torch.cuda.get_device_capability()
-            from ._torch_internals import torch_release
+            from .._torch_internals import torch_release
             release = torch_release(torch.__version__)
             if (major, minor) == (9, 0) or (9 <= major <= 12 and release >= (2, 12)):
                 return "cuda-sm90"
@@ -245,7 +245,8 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     ``parallel=``, one rank of a DDP or FSDP job. The step's options given to estimate() itself
     (``training=True, optimizer=opt, ...``, the form before TrainingStep) still work, with a
     DeprecationWarning saying what to write. The step is recorded on fake
-    tensors (no memory, no compute; mem_tracer.step_graph) and estimated by memtrace-estimate:
+    tensors (no memory, no compute; mem_tracer.estimator.step_graph) and estimated by
+    memtrace-estimate:
     ``Estimate.training_peak_bytes`` and ``Estimate.training_breakdown`` (parameter, gradient,
     optimizer_state, activation, input, temporary) are its figures, ``batch_sizes`` and
     ``budget`` record it again per batch. The step runs what the ``device`` profile's device
@@ -401,8 +402,8 @@ def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any],
                          prepare: Callable[[Any], Any] | None = None,
                          held: bool = False) -> dict[str, Any]:
     """The estimator's JSON of the step recorded on fake tensors (of one rank of a job, with
-    step.job: mem_tracer.parallel; `held`: with what NCCL can hold beside it, Note [NCCL holds
-    DDP's first buckets])."""
+    step.job: mem_tracer.estimator.parallel; `held`: with what NCCL can hold beside it, Note
+    [NCCL holds DDP's first buckets])."""
     from . import parallel, step_graph
     job = step.job
     try:
@@ -435,20 +436,21 @@ def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any],
 
 # Note [A forward that cannot be exported]
 # torch.jit.script takes no transformers model and torch.jit.trace refuses some (a Python
-# autograd.Function: BLOOM's GeLUFunction). Such a forward is recorded on fake tensors instead,
-# the way a training step is (mem_tracer.step_graph, training=False: one no-grad forward, op by
-# op below autograd), where any Python runs and every tensor lives as long as Python holds it:
-# eager semantics by construction, with no TorchScript to interpret (so semantics="torchscript"
-# does not apply). Estimate.method is then "record" and method_note says why. TorchScript stays
-# the way for files and the command line, and for models it takes, unless its eager figure is
-# approximate (values the exported code names nowhere, whose lifetime is only bracketed): then
-# the recording gives Python's own lifetimes instead of the bracket.
+# autograd.Function: BLOOM's GeLUFunction). Such a forward is recorded on fake tensors instead, the
+# way a training step is (mem_tracer.estimator.step_graph, training=False: one no-grad forward, op
+# by op below autograd), where any Python runs and every tensor lives as long as Python holds it:
+# eager semantics by construction, with no TorchScript to interpret (so semantics="torchscript" does
+# not apply). Estimate.method is then "record" and method_note says why. TorchScript stays the way
+# for files and the command line, and for models it takes, unless its eager figure is approximate
+# (values the exported code names nowhere, whose lifetime is only bracketed): then the recording
+# gives Python's own lifetimes instead of the bracket.
 def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, profile: str,
                        output: str | os.PathLike[str] | None,
                        batch_sizes: Sequence[int] | None, budget: int | str | None,
                        step: RecordedStep, note: str | None = None) -> Estimate:
     """estimate() of a training step, of a torch.export archive, or of a forward no exporter
-    takes: recorded on fake tensors (mem_tracer.step_graph), estimated from the graph file."""
+    takes: recorded on fake tensors (mem_tracer.estimator.step_graph), estimated from the graph
+    file."""
     from . import parallel
     training = step.training
     optimizer, accumulate = step.step.optimizer, step.step.accumulate

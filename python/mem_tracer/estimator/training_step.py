@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import MemTracerError
+from ..errors import MemTracerError
 from .parallel import DDP, FSDP, Job, Strategy, job
 
 # What the training loop's own names hold (step_graph.LOOPS, Note [What the loop holds]): the

@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from . import _torch_internals
+from .. import _torch_internals
 from .step_recorder import StepGraphError, storage_key
 
 

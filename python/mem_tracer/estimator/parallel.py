@@ -70,9 +70,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from . import _torch_internals
-from ._modules import module_blocks
-from .errors import MemTracerError
+from .. import _torch_internals
+from .._modules import module_blocks
+from ..errors import MemTracerError
 
 Strategy = Literal["ddp", "fsdp"]
 
