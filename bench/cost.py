@@ -44,6 +44,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from trace_chunks import chunk_bytes  # bench/trace_chunks.py, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # The measured script. Module-level code on purpose: the tensor loop's stack is <module>, loop,
@@ -325,7 +327,7 @@ def timed(build, mode, work, sizes):
 
 
 # The self-check (--check): the same toggling around memtrace's record path without torch, so
-# that it runs in seconds: bench/workload.cpp's allocation loop through the test CUDA runtime,
+# that it runs in seconds: bench/workload.cpp's allocation loop on the simulated card's CUDA runtime,
 # traced with Python stacks, from Python with the GIL released (as PyTorch's ops are).
 CHECK = r'''
 import ctypes, sys
@@ -356,7 +358,8 @@ def check(build, work):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
     env.update(LD_PRELOAD=str(build / "allocator" / "libmemtrace.so"), MEMTRACE_AUTOSTART="0",
                MEMTRACE_STACKS="python", PYTHONHASHSEED="0",
-               LD_LIBRARY_PATH=str(build / "tests" / "testcudart" / "lib"))
+               LD_LIBRARY_PATH=str(build / "simulator" / "lib"),
+               MEMTRACE_GPU_PROFILE=str(build / "simulator" / "profiles" / "h200.json"))
     per_pair = []
     for repeat in (1, 2):
         out = work / f"callgrind-check-{repeat}.out"
@@ -375,27 +378,16 @@ def check(build, work):
     return per_pair
 
 
-def chunk_bytes(path):
-    """A closed or flushed trace's bytes up to its open chunk (bench/record_bench.cpp's
-    fileBytes: a mapped trace's file is longer than its records)."""
-    end = 16
-    with open(path, "rb") as file:
-        while True:
-            file.seek(end)
-            header = file.read(12)
-            size = int.from_bytes(header[:4], "little") if len(header) == 12 else 0
-            if size == 0:
-                return end
-            end += 12 + size
 
 
 def existing_workloads(build, work):
-    """Bytes per event on the workloads the other benchmarks and tests use, through the test
-    CUDA runtime: bench/record_bench's loops (median of its repetitions), bench/python_stacks.py's
+    """Bytes per event on the workloads the other benchmarks and tests use, on the simulated
+    card's CUDA runtime: bench/record_bench's loops (median of its repetitions), bench/python_stacks.py's
     (10 and 30 frames), and tests/preload/programs/threads (8 threads at once)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
     env.update(LD_PRELOAD=str(build / "allocator" / "libmemtrace.so"), MEMTRACE_AUTOSTART="0",
-               MEMTRACE_BENCH_DIR=str(work), LD_LIBRARY_PATH=str(build / "tests" / "testcudart" / "lib"))
+               MEMTRACE_BENCH_DIR=str(work), LD_LIBRARY_PATH=str(build / "simulator" / "lib"),
+               MEMTRACE_GPU_PROFILE=str(build / "simulator" / "profiles" / "h200.json"))
     rows = []
     output = subprocess.run([build / "bench" / "record_bench", "--benchmark_format=json",
                              "--benchmark_filter=Traced"], env=env, capture_output=True, text=True,
@@ -449,7 +441,7 @@ def main():
     if arguments.check:
         with tempfile.TemporaryDirectory(prefix="memtrace-cost-check-") as work:
             first, second = check(build, Path(work))
-        print(f"instructions per traced allocation+free pair (Python stacks, test CUDA runtime): "
+        print(f"instructions per traced allocation+free pair (Python stacks, simulated card): "
               f"{first:,.1f} / {second:,.1f}")
         return
     if arguments.quick:
@@ -595,7 +587,7 @@ def report(data):
                 if isinstance(f, dict))
     print(f"\nWorst agreement between the two repeats: {worst:.4f} %")
     if data["existing"]:
-        print("\nBytes per event on the other benchmarks' workloads (test CUDA runtime):\n")
+        print("\nBytes per event on the other benchmarks' workloads (the simulated card's runtime):\n")
         print("| workload | bytes per event |")
         print("|---|---:|")
         for name, value in data["existing"]:

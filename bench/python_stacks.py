@@ -16,6 +16,8 @@ import statistics
 import time
 import sys
 
+from trace_chunks import chunk_bytes  # bench/trace_chunks.py, beside this script
+
 PAIRS = 20000
 REPEATS = 7
 
@@ -51,18 +53,6 @@ def varying(pairs, size):
     return total
 
 
-def chunk_bytes(path):
-    """The trace's bytes up to its open chunk, once flushed: a mapped trace's file is longer
-    than its records (as bench/record_bench.cpp's fileBytes reads it)."""
-    end = 16
-    with open(path, "rb") as file:
-        while True:
-            file.seek(end)
-            header = file.read(12)
-            size = int.from_bytes(header[:4], "little") if len(header) == 12 else 0
-            if size == 0:
-                return end
-            end += 12 + size
 
 
 def measure(fn):

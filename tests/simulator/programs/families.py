@@ -18,7 +18,8 @@ diffusion  a denoising step of a diffusion U-Net: a timestep embedding, residual
         GroupNorm, self-attention at the lowest resolution, batch 4 latents of 4 x 32 x 32,
         AdamW, under bfloat16 autocast.
 moe     a mixture-of-experts layer with top-2 routing: which tokens go to which expert is
-        decided by the router's values (nonzero), zeros on the simulated card.
+        decided by the router's values (nonzero), assumed on the simulated card (each token
+        to its row's first k experts: Note [Top-k keeps k]).
 rnn     pytorch/examples' word_language_model --model LSTM (embedding, a 2-layer LSTM with
         dropout, a decoder), a training step and evaluation; a bidirectional GRU over packed
         sequences in half precision; an LSTM with projections.
