@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tracer/format/ranges.h"
+
 namespace memtrace {
 namespace {
 
@@ -82,3 +84,26 @@ TEST(BlockReplay, WhatCannotBePlacedLosesTheDeviceOnly) {
 
 }  // namespace
 }  // namespace memtrace
+
+// Note [Cutting a range out of PyTorch's segments]: the rule the recorder's table and the
+// report's replays share.
+TEST(RangeCut, KeepsWhatLiesOutsideTheCutAndCountsWhatIsTaken) {
+  using memtrace::format::cutRange;
+  auto inside = cutRange(100, 200, 50, 250);  // the whole range goes
+  EXPECT_EQ(inside.taken, 100u);
+  EXPECT_FALSE(inside.keeps_before);
+  EXPECT_FALSE(inside.keeps_after);
+  auto middle = cutRange(100, 200, 120, 150);  // cut in the middle: two pieces stay
+  EXPECT_EQ(middle.taken, 30u);
+  EXPECT_TRUE(middle.keeps_before);
+  EXPECT_TRUE(middle.keeps_after);
+  auto front = cutRange(100, 200, 0, 130);  // its front goes
+  EXPECT_EQ(front.taken, 30u);
+  EXPECT_FALSE(front.keeps_before);
+  EXPECT_TRUE(front.keeps_after);
+  std::map<uint64_t, uint64_t> ranges{{0, 100}, {100, 200}, {300, 400}};  // start -> end
+  memtrace::format::cutRanges(
+      ranges, 50, 350, [](uint64_t, uint64_t end) { return end; },
+      [](uint64_t, uint64_t, uint64_t to) { return to; });
+  EXPECT_EQ(ranges, (std::map<uint64_t, uint64_t>{{0, 50}, {350, 400}}));
+}

@@ -13,6 +13,7 @@
 #include <initializer_list>
 
 #include "tracer/format/peak.h"
+#include "tracer/format/ranges.h"
 #include "tracer/recorder/flight.h"
 #include "tracer/recorder/lent_stacks.h"
 #include "tracer/recorder/native_stack.h"
@@ -92,15 +93,15 @@ uint64_t removeSegmentRange(uintptr_t address, uint64_t size) {
       Cut& cut = cuts[i];
       g_recorder.segments.erase(cut.start);
       uint64_t cut_end = cut.start + cut.block.size;
-      uint64_t inside_from = cut.start > address ? cut.start : address;
-      uint64_t inside_to = cut_end < end ? cut_end : end;
-      taken += inside_to - inside_from;
-      if (cut.start < address) {
+      // Note [Cutting a range out of PyTorch's segments]: the report's replays cut the same.
+      format::RangeCut pieces = format::cutRange(cut.start, cut_end, address, end);
+      taken += pieces.taken;
+      if (pieces.keeps_before) {
         SegmentBlock before = cut.block;
         before.size = address - cut.start;
         g_recorder.segments.insert(cut.start, before);
       }
-      if (cut_end > end) {
+      if (pieces.keeps_after) {
         SegmentBlock after = cut.block;
         after.size = cut_end - end;
         g_recorder.segments.insert(end, after);

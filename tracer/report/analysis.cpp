@@ -10,9 +10,9 @@
 #include <utility>
 
 #include "tracer/format/peak.h"
+#include "tracer/format/ranges.h"
 #include "tracer/reader/live_set.h"
 #include "tracer/report/block_replay.h"
-#include "tracer/report/ranges.h"
 
 namespace memtrace::report {
 namespace {
@@ -555,7 +555,7 @@ struct LiveSetVisitor : reader::LiveVisitor {
                                               segment.graph_pool, segment.user_pool};
       return;
     }
-    cutRanges(
+    format::cutRanges(
         segments, segment.address, segment.address + segment.size,
         [](uint64_t, const LiveSegment& cut) { return cut.address + cut.size; },
         [](LiveSegment cut, uint64_t from, uint64_t to) {

@@ -2,7 +2,7 @@
 
 #include <iterator>
 
-#include "tracer/report/ranges.h"
+#include "tracer/format/ranges.h"
 
 namespace memtrace::report {
 
@@ -39,7 +39,7 @@ void BlockReplay::onSegment(const reader::Segment& segment) {
       return;
     case format::SegmentAction::kFree:
     case format::SegmentAction::kUnmap:
-      cutRanges(
+      format::cutRanges(
           device.segments, segment.address, end,
           [](uint64_t, const Segment& cut) { return cut.end; },
           [](Segment cut, uint64_t, uint64_t to) {
