@@ -22,7 +22,7 @@ from installing import (
     says_its_capabilities,
     site_package,
 )
-from memtrace_testing import ROOT, run
+from memtrace_testing import BUILD, ROOT, run
 
 SCRIPTS = ROOT / "tests" / "python" / "scripts"
 # The CUDA build of torch the wheel is proven beside: the newest release memtrace supports.
@@ -50,10 +50,12 @@ def wheel(tmp_path_factory):
 
 
 def trace_a_script(bin_dir, build, cwd):
-    """python -m mem_tracer run on an unmodified script, on the simulated GPU's runtime;
-    returns the trace."""
+    """python -m mem_tracer run on an unmodified script, on the simulated GPU's runtime (the
+    build's libcudacalls.so calls it; its device is the one the profile describes, as a
+    program on a card has its card); returns the trace."""
+    card = {"MEMTRACE_GPU_PROFILE": str(BUILD / "simulator" / "profiles" / "h200.json")}
     result = in_venv(bin_dir, "python", "-m", "mem_tracer", "run", "-o", cwd / "run-%p.bin",
-                     "--top", "5", SCRIPTS / "unmodified.py", build.cuda, "0", cwd=cwd)
+                     "--top", "5", SCRIPTS / "unmodified.py", build.cuda, "0", cwd=cwd, env=card)
     assert "script done" in result.stdout
     traces = list(cwd.glob("run-*.bin"))
     assert len(traces) == 1
