@@ -55,25 +55,28 @@ class Build:
         return cls.programs / name
 
 
-def card_environment():
+def card_environment(suite_card=True):
     """The simulated card the test programs and scripts run on, unless a test says otherwise: an
     H200's profile with two devices (programs use device 1), its memory as the profile's. Under
-    MEMTRACE_TEST_GPU, simulated_environment says which card instead (nothing here)."""
-    if SIMULATED_GPU:
+    MEMTRACE_TEST_GPU (`suite_card`), simulated_environment says which card instead (nothing
+    here)."""
+    if suite_card and SIMULATED_GPU:
         return {}
     return {"MEMTRACE_GPU_PROFILE": str(BUILD / "simulator" / "profiles" / "h200.json"),
             "MEMTRACE_GPU_COUNT": "2"}
 
 
-def run(command, env=None, check=True, timeout=60, **kwargs):
+def run(command, env=None, check=True, timeout=60, own_card=False, **kwargs):
     """Runs a command with a clean memtrace environment plus `env`, on the tests' simulated
-    card (card_environment)."""
+    card (card_environment). `own_card`: the command puts its program on simulated cards of its
+    own (`memtrace run --gpu`, `python -m mem_tracer.simulated_gpu`, the calibration), so the
+    suite's card (MEMTRACE_TEST_GPU) is not put under it."""
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("MEMTRACE_") and k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
     full_env["MEMTRACE_BUILD_DIR"] = str(BUILD)
-    full_env.update(card_environment())
+    full_env.update(card_environment(suite_card=not own_card))
     full_env.update(env or {})
-    if SIMULATED_GPU:
+    if SIMULATED_GPU and not own_card:
         full_env = simulated_environment(full_env)
     result = subprocess.run([str(c) for c in command], env=full_env, capture_output=True,
                             text=True, timeout=timeout, **kwargs)

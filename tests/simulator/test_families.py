@@ -30,15 +30,10 @@ def line_of(text):
 
 def memtrace_run(tmp_path, family, *options, check=True):
     # On the card --gpu names, not the tests' own simulated one.
-    import memtrace_testing
-    saved, memtrace_testing.SIMULATED_GPU = memtrace_testing.SIMULATED_GPU, None
     trace = tmp_path / f"{family}.bin"
-    try:
-        result = run([sys.executable, "-m", "mem_tracer", "run", "--gpu", "h100", *options, "-q",
-                      "-o", trace, PROGRAM, family], {"PYTHONPATH": str(ROOT / "python")},
-                     check=check, timeout=300)
-    finally:
-        memtrace_testing.SIMULATED_GPU = saved
+    result = run([sys.executable, "-m", "mem_tracer", "run", "--gpu", "h100", *options, "-q",
+                  "-o", trace, PROGRAM, family], {"PYTHONPATH": str(ROOT / "python")},
+                 check=check, timeout=300, own_card=True)
     return result, trace
 
 
@@ -167,16 +162,11 @@ def test_the_calibration_dry_run_writes_a_profile_the_next_run_takes_exactly(tmp
     (--dry-run: the card's answers are the simulated card's here): the RNN and linear algebra
     families' questions asked again through the libraries' own calls and written into a copy of
     the profile, which the next runs take as measured: no size is left unknown."""
-    import memtrace_testing
-    saved, memtrace_testing.SIMULATED_GPU = memtrace_testing.SIMULATED_GPU, None
     profile = tmp_path / "h100-calibrated.json"
     workload = f"{sys.executable} {PROGRAM} rnn && {sys.executable} {PROGRAM} linalg"
-    try:
-        result = run([sys.executable, "-m", "mem_tracer.calibrate", "h100", "--dry-run", "--out",
-                      profile, "--", "sh", "-c", workload], {"PYTHONPATH": str(ROOT / "python")},
-                     timeout=300)
-    finally:
-        memtrace_testing.SIMULATED_GPU = saved
+    result = run([sys.executable, "-m", "mem_tracer.calibrate", "h100", "--dry-run", "--out",
+                  profile, "--", "sh", "-c", workload], {"PYTHONPATH": str(ROOT / "python")},
+                 timeout=300, own_card=True)
     assert "11 questions the simulated libraries could not answer" in result.stderr
     assert "NVIDIA H100 80GB HBM3's answers (dry run: the simulated card):" in result.stdout
     assert "not asked" not in result.stdout
@@ -192,14 +182,10 @@ def test_the_calibration_dry_run_writes_a_profile_the_next_run_takes_exactly(tmp
                e["measured"].endswith("(dry run on the simulated card: not the card's)")
                for e in entries)
     for family in ("rnn", "linalg"):
-        saved, memtrace_testing.SIMULATED_GPU = memtrace_testing.SIMULATED_GPU, None
         trace = tmp_path / f"calibrated-{family}.bin"
-        try:
-            result = run([sys.executable, "-m", "mem_tracer", "run", "--gpu", profile, "-q", "-o",
-                          trace, PROGRAM, family], {"PYTHONPATH": str(ROOT / "python")},
-                         timeout=300)
-        finally:
-            memtrace_testing.SIMULATED_GPU = saved
+        result = run([sys.executable, "-m", "mem_tracer", "run", "--gpu", profile, "-q", "-o",
+                      trace, PROGRAM, family], {"PYTHONPATH": str(ROOT / "python")},
+                     timeout=300, own_card=True)
         assert "FITS" in result.stderr and "the peak is approximate" not in result.stderr
         assert "memtrace simulated GPU" not in result.stderr
         report = report_json(trace)

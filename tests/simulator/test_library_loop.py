@@ -23,14 +23,9 @@ LAYERS = 4  # trainer_gpt2.py's
 
 def memtrace_run(*arguments):
     # Not on the tests' own simulated card: memtrace run --gpu puts the program on its own.
-    import memtrace_testing
-    saved, memtrace_testing.SIMULATED_GPU = memtrace_testing.SIMULATED_GPU, None
     path = os.pathsep.join(filter(None, [str(ROOT / "python"), os.environ.get("PYTHONPATH")]))
-    try:
-        return run([sys.executable, "-m", "mem_tracer", "run", *map(str, arguments)],
-                   {"PYTHONPATH": path}, timeout=300)
-    finally:
-        memtrace_testing.SIMULATED_GPU = saved
+    return run([sys.executable, "-m", "mem_tracer", "run", *map(str, arguments)],
+               {"PYTHONPATH": path}, timeout=300, own_card=True)
 
 
 @pytest.fixture(scope="module", params=["plain", "checkpointing"])

@@ -34,33 +34,21 @@ import parallel_step  # noqa: E402
 PAUSE_S = 1.0
 
 
-def unsimulated(call, *arguments, **options):
-    """`call` with the suite's own simulated card off: the commands below put each program
-    on its own cards."""
-    import memtrace_testing
-    saved, memtrace_testing.SIMULATED_GPU = memtrace_testing.SIMULATED_GPU, None
-    try:
-        return call(*arguments, **options)
-    finally:
-        memtrace_testing.SIMULATED_GPU = saved
-
-
 def traced_job(folder, strategy, ranks):
     """`memtrace run --gpu h100 -q -o FOLDER torchrun --standalone --nproc-per-node N
     parallel_step.py STRATEGY OUT`: every rank traced, on its own simulated H100."""
-    return unsimulated(run, [sys.executable, "-m", "mem_tracer", "run", "--gpu", "h100", "-q",
-                             "-o", folder, TORCHRUN, "--standalone", "--nproc-per-node", ranks,
-                             SCRIPT, strategy, folder / "said"],
-                       {"PYTHONPATH": str(ROOT / "python")}, timeout=600)
+    return run([sys.executable, "-m", "mem_tracer", "run", "--gpu", "h100", "-q", "-o", folder,
+                TORCHRUN, "--standalone", "--nproc-per-node", ranks, SCRIPT, strategy,
+                folder / "said"], {"PYTHONPATH": str(ROOT / "python")}, timeout=600,
+               own_card=True)
 
 
 def untraced_job(work, strategy, ranks, *options):
     """The same job untraced, under PyTorch's default allocator, on N simulated H100s
     (python -m mem_tracer.simulated_gpu): what each rank said, in rank order."""
-    unsimulated(run, [sys.executable, "-m", "mem_tracer.simulated_gpu", "h100", "--devices",
-                      ranks, "--", TORCHRUN, "--standalone", "--nproc-per-node", ranks, SCRIPT,
-                      strategy, work / "said", *options],
-                {"PYTHONPATH": str(ROOT / "python")}, timeout=600)
+    run([sys.executable, "-m", "mem_tracer.simulated_gpu", "h100", "--devices", ranks, "--",
+         TORCHRUN, "--standalone", "--nproc-per-node", ranks, SCRIPT, strategy, work / "said",
+         *options], {"PYTHONPATH": str(ROOT / "python")}, timeout=600, own_card=True)
     return [json.loads((work / f"said-rank{rank}.json").read_text()) for rank in range(ranks)]
 
 

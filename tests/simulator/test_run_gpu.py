@@ -15,13 +15,8 @@ GiB = 1 << 30
 
 def on_its_own_card(command, check=True):
     # Not on the tests' own simulated card: the command puts the program on its own.
-    import memtrace_testing
-    saved, memtrace_testing.SIMULATED_GPU = memtrace_testing.SIMULATED_GPU, None
-    try:
-        return run([sys.executable, *map(str, command)], {"PYTHONPATH": str(ROOT / "python")},
-                   check=check, timeout=600)
-    finally:
-        memtrace_testing.SIMULATED_GPU = saved
+    return run([sys.executable, *map(str, command)], {"PYTHONPATH": str(ROOT / "python")},
+               check=check, timeout=600, own_card=True)
 
 
 def memtrace_run(*arguments, check=True):

@@ -30,7 +30,6 @@ def untraced_and_traced(tmp_path, program, *arguments, values="known", untraced_
     """The program's counters untraced on the simulated card (its values as `untraced_values`
     says: "known", or None for no values mode), and under `memtrace run --gpu --values
     VALUES`."""
-    import memtrace_testing
     command = [COUNTERS, program, *arguments]
 
     def environment(run_name, **more):
@@ -39,18 +38,14 @@ def untraced_and_traced(tmp_path, program, *arguments, values="known", untraced_
         return {"PYTHONPATH": str(ROOT / "python"),
                 "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / f"inductor-{run_name}"), **more}
     # Each command puts the program on its own simulated card.
-    saved, memtrace_testing.SIMULATED_GPU = memtrace_testing.SIMULATED_GPU, None
-    try:
-        mode = {"MEMTRACE_TEST_VALUES": untraced_values} if untraced_values else {}
-        untraced = run([sys.executable, "-m", "mem_tracer.simulated_gpu", "h100", "--",
-                        sys.executable, *map(str, command)], environment("untraced", **mode),
-                       timeout=600)
-        trace = tmp_path / "traced.bin"
-        traced = run([sys.executable, "-m", "mem_tracer", "run", "--gpu", "h100", "--values",
-                      values, "-q", "-o", str(trace), *map(str, command)],
-                     environment("traced"), timeout=600)
-    finally:
-        memtrace_testing.SIMULATED_GPU = saved
+    mode = {"MEMTRACE_TEST_VALUES": untraced_values} if untraced_values else {}
+    untraced = run([sys.executable, "-m", "mem_tracer.simulated_gpu", "h100", "--",
+                    sys.executable, *map(str, command)], environment("untraced", **mode),
+                   timeout=600, own_card=True)
+    trace = tmp_path / "traced.bin"
+    traced = run([sys.executable, "-m", "mem_tracer", "run", "--gpu", "h100", "--values",
+                  values, "-q", "-o", str(trace), *map(str, command)],
+                 environment("traced"), timeout=600, own_card=True)
     return counters(untraced.stdout), counters(traced.stdout), traced, trace
 
 

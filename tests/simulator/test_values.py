@@ -27,23 +27,13 @@ PROGRAMS = HERE / "programs"
 
 def memtrace_run(*arguments, env=None):
     # Not on the tests' own simulated card: `--gpu` puts the program on its own.
-    import memtrace_testing
-    saved, memtrace_testing.SIMULATED_GPU = memtrace_testing.SIMULATED_GPU, None
-    try:
-        return run([sys.executable, "-m", "mem_tracer", "run", *map(str, arguments)],
-                   {"PYTHONPATH": str(ROOT / "python"), **(env or {})}, timeout=600)
-    finally:
-        memtrace_testing.SIMULATED_GPU = saved
+    return run([sys.executable, "-m", "mem_tracer", "run", *map(str, arguments)],
+               {"PYTHONPATH": str(ROOT / "python"), **(env or {})}, timeout=600, own_card=True)
 
 
 def on_the_host(program, *arguments):
     """The program run on the CPU, untraced: the values a CPU run computes."""
-    import memtrace_testing
-    saved, memtrace_testing.SIMULATED_GPU = memtrace_testing.SIMULATED_GPU, None
-    try:
-        result = run([sys.executable, PROGRAMS / program, *arguments], timeout=600)
-    finally:
-        memtrace_testing.SIMULATED_GPU = saved
+    result = run([sys.executable, PROGRAMS / program, *arguments], timeout=600, own_card=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
