@@ -617,13 +617,11 @@ class _Session:
 
 
 def _torch_requested_peaks() -> dict[int, int]:
-    """PyTorch's requested_bytes.all.peak of each device, where the program initialized CUDA
-    (reading them neither imports torch nor initializes CUDA); {} otherwise."""
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_initialized():
-        return {}
-    return {device: int(torch.cuda.memory_stats(device).get("requested_bytes.all.peak", 0))
-            for device in range(torch.cuda.device_count())}
+    """PyTorch's requested_bytes.all.peak of each device its caching allocator counted on, as
+    `memtrace run` reads them at the program's end (mem_tracer._run._torch_peaks: never
+    importing torch or initializing CUDA, {} under an allocator that keeps no counters)."""
+    from ._run import _torch_peaks
+    return {int(device): peaks["requested"] for device, peaks in _torch_peaks().items()}
 
 
 def _out_of_memory(outcome: Any) -> bool:
