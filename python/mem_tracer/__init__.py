@@ -25,6 +25,7 @@ from .estimator.estimate import (
 from .estimator.parallel import DDP, FSDP, ParallelEstimate, Strategy
 from .estimator.plan import Plan, checkpoint_modules, plan
 from .estimator.training_step import Loop, TrainingStep
+from .parameters import ParameterStats, parameter_stats
 from .report import At, Frame, GroupBy, report_data, report_stats
 from .tracing import (
     Stacks,
@@ -56,6 +57,7 @@ __all__ = [
     "Method",
     "ModuleEntry",
     "ParallelEstimate",
+    "ParameterStats",
     "Plan",
     "Semantics",
     "Stacks",
@@ -68,6 +70,7 @@ __all__ = [
     "last_trace",
     "max_memory_allocated",
     "memory_allocated",
+    "parameter_stats",
     "phase",
     "plan",
     "report_data",

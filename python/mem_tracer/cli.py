@@ -231,6 +231,23 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                           "does")
     run.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args...]",
                      help="the script and its own arguments")
+    params = commands.add_parser(
+        "params", help="list a model's parameters and buffers by module (shape, dtype, bytes)",
+        usage=f"{prog} params MODEL [--values] [--json] [-o FILE]",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=_fill("Lists every parameter and buffer of a model file with its module "
+                          "path, shape, dtype and bytes, grouped by module, a tied weight "
+                          "counted once (the total is what memtrace-estimate counts as the "
+                          "weights). MODEL: a TorchScript file, a torch.export archive (.pt2), "
+                          "a state dict saved by torch.save, or a .safetensors file. --values "
+                          "reads the values too: mean, std, min, max and the share of zeros."),
+        epilog=_examples(("memtrace params model.pt", "memtrace params model.safetensors --json",
+                          "memtrace params model.pt2 --values -o params.txt")))
+    params.add_argument("model", metavar="MODEL", help="the model file")
+    params.add_argument("--values", action="store_true",
+                        help="read the values: mean, std, min, max, share of exact zeros")
+    params.add_argument("--json", action="store_true", help="JSON instead of text")
+    params.add_argument("--output", "-o", default=None, help="write to FILE instead of stdout")
     for name, command in _FORWARDED.items():
         # No option is the front door's: prefix_chars no argument starts with makes every
         # argument a plain value, passed on as given (--help is answered in _forward).
@@ -752,13 +769,33 @@ def _say_unknown_sizes(summaries: list[dict[str, Any]]) -> None:
           "replaces them)", file=sys.stderr)
 
 
+def _params(arguments: argparse.Namespace) -> int:
+    """`memtrace params MODEL`: mem_tracer.parameter_stats, printed or written."""
+    from .parameters import parameter_stats
+
+    stats = parameter_stats(arguments.model, values=arguments.values)
+    text = stats.to_json() if arguments.json else str(stats)
+    if arguments.output is None:
+        try:
+            print(text)
+        except BrokenPipeError:  # `memtrace params model.pt | head`: the reader had enough
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    else:
+        try:
+            Path(arguments.output).write_text(text + "\n")
+        except OSError as error:
+            raise MemTracerError(f"params: cannot write {arguments.output}: "
+                                 f"{error.strerror}") from error
+    return 0
+
+
 def _with_command(argv: list[str]) -> list[str]:
     """`memtrace script.py ...` is `memtrace run script.py ...`: a first argument that is no
     command and no option, but a Python file (or any existing file), is a program to run; and
     `memtrace -m module ...` is `memtrace run -m module ...`."""
     if argv[:1] == ["-m"]:
         return ["run", *argv]
-    if not argv or argv[0].startswith("-") or argv[0] in ("run", *_FORWARDED):
+    if not argv or argv[0].startswith("-") or argv[0] in ("run", "params", *_FORWARDED):
         return argv
     return ["run", *argv] if argv[0].endswith(".py") or os.path.isfile(argv[0]) else argv
 
@@ -770,6 +807,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if arguments.command == "run":
             return run(arguments)
+        if arguments.command == "params":
+            return _params(arguments)
         return _forward(prog, arguments.command, arguments.arguments)
     except _BadInput as error:
         print(f"{prog}: error: {error}", file=sys.stderr)
