@@ -30,6 +30,7 @@ values, `non_finite` counts NaNs and infinities, `zero_share` is the share of el
 zero (-0.0 included) among all. A tensor without values (meta, fake) is refused in one line."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import struct
@@ -395,16 +396,8 @@ def _from_safetensors(path: Path, values: bool) -> ParameterStats:
             header = json.loads(file.read(size))
         except ValueError as error:
             raise MemTracerError(f"{path}: its header is not JSON: {error}") from error
-    if values:
-        try:
-            from safetensors.torch import load_file
-        except ImportError as error:
-            raise MemTracerError("values of a .safetensors file need the safetensors package "
-                                 "(pip install safetensors)") from error
-        loaded = load_file(str(path))
-        return _collected(str(path), "safetensors",
-                          ((name, "tensor", loaded[name]) for name in header
-                           if name != "__metadata__"), True)
+    if not isinstance(header, dict):
+        raise MemTracerError(f"{path}: its header is no JSON object: not a .safetensors file")
     entries = []
     for name, info in header.items():
         if name == "__metadata__":
@@ -421,7 +414,21 @@ def _from_safetensors(path: Path, values: bool) -> ParameterStats:
                                  f"{dtype}")
         entries.append(TensorEntry(name, name.rpartition(".")[0], "tensor", shape, dtype,
                                    end - start, end - start, None, None))
+    if values:
+        entries = _safetensors_values(path, entries)
     return ParameterStats(str(path), "safetensors", tuple(entries), _module_totals(entries))
+
+
+def _safetensors_values(path: Path, entries: list[TensorEntry]) -> list[TensorEntry]:
+    """The entries with their values' statistics, one tensor in memory at a time."""
+    try:
+        from safetensors import safe_open
+    except ImportError as error:
+        raise MemTracerError("values of a .safetensors file need the safetensors package "
+                             "(pip install safetensors)") from error
+    with safe_open(str(path), framework="pt") as file:
+        return [dataclasses.replace(entry, values=_value_stats(
+            str(path), entry.name, file.get_tensor(entry.name))) for entry in entries]
 
 
 def _first_line(error: BaseException) -> str:
