@@ -43,8 +43,8 @@ from typing import Any
 
 from .errors import MemTracerError
 
-# Elements read at once when values are asked for: bounds the float64 copy to 128 MiB.
-_CHUNK_ELEMENTS = 1 << 24
+# Elements read at once when values are asked for: a float64 copy of 32 MiB and its masks.
+_CHUNK_ELEMENTS = 1 << 22
 
 # safetensors' dtype names (the format's spec) → torch's names and element sizes.
 _SAFETENSORS_DTYPES: dict[str, tuple[str, int]] = {
