@@ -17,7 +17,7 @@ CPU_TORCH = (f" (this Python's torch {importlib.metadata.version('torch')} is a 
 SCRIPTS = Path(__file__).parent / "scripts"
 PACKAGE = ROOT / "python"
 COMMANDS = ("run", "report", "diff", "html", "flamegraph", "export", "parse", "estimate", "plan",
-            "live")
+            "live", "params")
 
 
 def memtrace(*args, check=True, cwd=None, env=None):
