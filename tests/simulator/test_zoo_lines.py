@@ -12,7 +12,9 @@ What makes a row right (Note [Workspaces on their lines] in estimator/passes/att
 the workspaces are on the line and in the module of the op that took them, the weights and
 inputs allocated before tracing beside the estimator's. The bar: every row within 0.1 % of the
 measured peak (a few scalars, a cache's small tensors and who made a view differ by kilobytes;
-the cuBLAS workspace alone is 32 MiB of the ~33 MiB peaks)."""
+the cuBLAS workspace alone is 32 MiB of the ~33 MiB peaks). Each workspace is checked to the
+byte besides: cuBLAS's where the trace keeps it, and a cuDNN convolution's, on a card and an
+estimate's profile that both state one, where the U-Net's peak holds it."""
 import json
 import sys
 from pathlib import Path
@@ -137,3 +139,61 @@ def test_each_workspace_is_predicted_where_it_was_taken(measured_and_predicted, 
             # The trace names the model it was given "model"; the estimate names its modules
             # from the model down (both are model=Caller, whose module is .model).
             assert taken[0][1] == f"model.{workspace['module_path']}", (taken, workspace)
+
+
+# A convolution workspace both sides know: every cuDNN convolution plan of the simulated card
+# asks for it (the profile's cudnn_workspaces, as a measurement would fill it: Note [Engines and
+# workspaces] in simulator/libraries/cudnn_engines.cpp), and the estimate's profile states it as
+# the bound cuDNN keeps to (convolution_workspace.bound_bytes). Neither profile measures one on
+# its own, so the U-Net above takes none; here it takes one at each convolution, for the call.
+CUDNN_WORKSPACE = 64 << 20
+
+
+@pytest.fixture(scope="module")
+def with_a_cudnn_workspace(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("zoo-lines-cudnn")
+    card = json.loads((ROOT / "simulator" / "profiles" / "h200.json").read_text())
+    card["cudnn_workspaces"]["entries"] = [
+        {"match": {"operation": operation}, "workspace_bytes": CUDNN_WORKSPACE,
+         "measured": "test_zoo_lines: every convolution plan asks for 64 MiB"}
+        for operation in ("convolution_forward", "convolution_backward_data")]
+    (directory / "card.json").write_text(json.dumps(card))
+    profile = json.loads((ROOT / "estimator" / "profiles" / "cuda-sm90.json").read_text())
+    profile["convolution_workspace"]["bound_bytes"] = CUDNN_WORKSPACE
+    (directory / "estimate.json").write_text(json.dumps(profile))
+    script = HERE / "scripts" / "zoo_lines.py"
+    environment = {"PYTHONPATH": str(ROOT / "python")}
+    run([sys.executable, "-m", "mem_tracer.simulated_gpu", directory / "card.json", "--",
+         sys.executable, script, "trace", directory, "unet"], environment, timeout=300,
+        own_card=True)
+    run([sys.executable, script, "predict", directory, "--device", directory / "estimate.json",
+         "unet"], environment, timeout=300)
+    return directory
+
+
+def test_a_cudnn_workspace_is_on_the_line_that_took_it(with_a_cudnn_workspace):
+    """The U-Net's peak is inside a convolution, its cuDNN workspace live for the call: the
+    peak, and the line and the module of that convolution, are predicted to the byte, the
+    workspace in them; every other row as above."""
+    directory = with_a_cudnn_workspace
+    errors = sorted(path.name for path in directory.glob("unet.error"))
+    assert not errors, (directory / errors[0]).read_text()
+    document = json.loads((directory / "unet.json").read_text())
+    workspaces = document["requested_peak"]["workspaces"]
+    assert [(w["library"], w["bytes"], w["op"]) for w in workspaces] == [
+        ("convolution", CUDNN_WORKSPACE, "aten::convolution")], workspaces
+    workspace = workspaces[0]
+    where = {"line": f"{Path(workspace['user_frame']['file']).name}:"
+                     f"{workspace['user_frame']['line']}",
+             "module": f"model.{workspace['module_path']}"}
+    for group_by in ("line", "module"):
+        peak, table = rows(directory, "unet", group_by)
+        assert peak == document["summary"]["peak_requested_bytes"], (peak, document["summary"])
+        holding = [row for row in table if row["location"].split(" ")[0].endswith(where[group_by])]
+        assert len(holding) == 1, (where, [row["location"] for row in table])
+        row = holding[0]
+        assert row["bytes"] == row["predicted_bytes"] >= CUDNN_WORKSPACE, row
+        assert row is max(table, key=lambda each: each["bytes"])
+        apart = {row["location"]: (row["bytes"], row["predicted_bytes"]) for row in table
+                 if abs(row["bytes"] - (row.get("predicted_bytes") or 0)) > TOLERANCE * peak}
+        assert not apart, (group_by, apart)

@@ -3,8 +3,10 @@ card or predicted on the CPU, one file per model, for test_zoo_lines.py.
 
     python zoo_lines.py trace DIR NAME...     (PyTorch's CUDA build, on the simulated card:
                                               DIR/NAME.bin)
-    python3 zoo_lines.py predict DIR NAME...  (the torch memtrace-estimate was built against:
-                                              DIR/NAME.json, estimate(method="record"))
+    python3 zoo_lines.py predict DIR [--device PROFILE.json] NAME...
+                                             (the torch memtrace-estimate was built against:
+                                              DIR/NAME.json, estimate(method="record") for
+                                              cuda-sm90 or the profile given)
 
 Both call the model through Caller, whose forward is one line of this file: a Hugging Face
 model's allocations are all in transformers' code, so that line is the user's line that names
@@ -69,11 +71,14 @@ def trace(directory, names):
 
 
 def predict(directory, names):
+    device = "cuda-sm90"
+    if names[:1] == ["--device"]:  # a profile file of the test's own
+        device, names = Path(names[1]), names[2:]
     for name in names:
         caller, inputs = built(name)
         try:
             with torch.no_grad():
-                mem_tracer.estimate(caller, inputs, device="cuda-sm90", method="record",
+                mem_tracer.estimate(caller, inputs, device=device, method="record",
                                     output=os.path.join(directory, f"{name}.json"))
         except Exception as error:  # noqa: BLE001
             failed(directory, name, error)
