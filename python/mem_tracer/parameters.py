@@ -305,8 +305,10 @@ def _from_file(path: Path, values: bool) -> ParameterStats:
         names = archive.namelist()
     if any(name.endswith("/constants.pkl") or name == "constants.pkl" for name in names):
         try:
-            with warnings.catch_warnings():  # torch's deprecation of TorchScript is not the user's
-                warnings.simplefilter("ignore", DeprecationWarning)
+            # torch deprecates TorchScript (DeprecationWarning in 2.13, FutureWarning in 2.14):
+            # memtrace's call, not the user's.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
                 module = torch.jit.load(str(path), map_location="cpu")
         except Exception as error:  # torch raises many kinds: each said in one line
             raise MemTracerError(f"{path}: TorchScript could not load it: {_first_line(error)}") \
