@@ -424,17 +424,16 @@ inline constexpr uint64_t kDeviceMemoryPeriodNs = 100 * 1000 * 1000;
 //             k-th most recent allocation's (no address field, bit 5 zero)
 //
 // Fields, in order: time delta (ns since the previous timed record), address (zigzag
-// delta from the previous event's address), size (allocations only: a free's size is the
-// size of the allocation it frees), Python stack id (unless bit 4), native stack id
-// (unless bit 3). Frees carry stacks only when ProcessInfo says so; otherwise bits 4 and
-// 3 are set and their stacks stay 0.
+// delta from the previous event's address; none for a free naming a table entry), size
+// (allocations only, none where bits 2-0 name its slot: a free's size is the size of the
+// allocation it frees), Python stack id (unless bit 4), native stack id (unless bit 3). Frees carry
+// stacks only when ProcessInfo says so; otherwise bits 4 and 3 are set and their stacks stay 0.
 //
 // Note [Event tables]
 // Before version 7 (issue 52: at most 4 bytes an event), an allocation's size took 2-3 bytes
 // and a free's address delta 1-3 bytes, though most sizes recur and most frees free one of
-// the last few allocations. Writer and reader keep the same
-// two small tables (EventTables), updated by every event as it is written and read, and reset
-// with every other decoding base:
+// the last few allocations. Writer and reader keep the same two small tables (EventTables),
+// updated by every event as it is written and read, and reset with every other decoding base:
 //   - sizes: 7 slots, a size's slot chosen by a hash of it (sizeSlot). An allocation whose
 //     size is in its slot names the slot (bits 2-0 = slot + 1); another writes its size and
 //     puts it in its slot. One comparison an event on the record path.
@@ -442,12 +441,12 @@ inline constexpr uint64_t kDeviceMemoryPeriodNs = 100 * 1000 * 1000;
 //     last 7 names it (bits 2-0 = k for the k-th most recent) instead of writing its
 //     address; a free of any other address writes it as before. Up to 7 comparisons an
 //     event (the recorder's loop of an allocation and its free finds it at the first).
-// The time delta stays in nanoseconds and is most of what is left (about 2 bytes an event
-// on GPT-2's forward): no table shortens it without dropping precision. A compressor on
-// whole chunks was measured and not taken (docs/performance.md, Trace size): records are
-// stored straight into the mapped file as they are made (Note [Records reach the page cache
-// as they are written]), so a closed chunk cannot be rewritten smaller without a moment in
-// which the file does not read.
+// The time delta stays in nanoseconds and is most of what is left (2.07 bytes an event on
+// GPT-2's forwards and training steps): no table shortens it without dropping precision. A
+// compressor on whole chunks was measured and not taken (docs/performance.md, Trace size): records
+// are stored straight into the mapped file as they are made (Note [Records reach the page cache as
+// they are written]), so a closed chunk cannot be rewritten smaller without a moment in which the
+// file does not read.
 struct EventBits {
   static constexpr uint8_t kEvent = 0x80;
   static constexpr uint8_t kFree = 0x40;
