@@ -3,6 +3,7 @@ with two repeats that agree (issue 52), beside PyTorch's own `_record_memory_his
 same work's bytes per event and wall-clock time, as second figures.
 
     python3 bench/cost.py BUILD_DIR [--jobs N] [--json OUT] [--quick]
+    python3 bench/cost.py BUILD_DIR --bytes [--jobs N] [--json OUT]   bytes an event only
 
 Everything runs on memtrace's simulated H200 (python/mem_tracer/simulated_gpu.py) under
 BUILD_DIR/venv-torch-cuda, so the caching allocator's host code, the dispatcher and the
@@ -228,6 +229,12 @@ BASELINE = {"async-python": "async-untraced"}  # what a mode's "over untraced" i
 DEPTHS = (3, 10, 30, 50, 90)
 
 
+def simulator_dir(build):
+    """The simulated GPU's build folder: MEMTRACE_SIMULATOR_DIR's, as mem_tracer._native reads it
+    (a tree that only rebuilt the recorder runs on another tree's simulator), else BUILD's."""
+    return Path(os.environ.get("MEMTRACE_SIMULATOR_DIR") or build / "simulator")
+
+
 def environment(build, mode, work, name):
     sys.path.insert(0, str(ROOT / "python"))
     from mem_tracer import simulated_gpu
@@ -358,8 +365,8 @@ def check(build, work):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
     env.update(LD_PRELOAD=str(build / "allocator" / "libmemtrace.so"), MEMTRACE_AUTOSTART="0",
                MEMTRACE_STACKS="python", PYTHONHASHSEED="0",
-               LD_LIBRARY_PATH=str(build / "simulator" / "lib"),
-               MEMTRACE_GPU_PROFILE=str(build / "simulator" / "profiles" / "h200.json"))
+               LD_LIBRARY_PATH=str(simulator_dir(build) / "lib"),
+               MEMTRACE_GPU_PROFILE=str(simulator_dir(build) / "profiles" / "h200.json"))
     per_pair = []
     for repeat in (1, 2):
         out = work / f"callgrind-check-{repeat}.out"
@@ -386,8 +393,8 @@ def existing_workloads(build, work):
     (10 and 30 frames), and tests/preload/programs/threads (8 threads at once)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMTRACE_")}
     env.update(LD_PRELOAD=str(build / "allocator" / "libmemtrace.so"), MEMTRACE_AUTOSTART="0",
-               MEMTRACE_BENCH_DIR=str(work), LD_LIBRARY_PATH=str(build / "simulator" / "lib"),
-               MEMTRACE_GPU_PROFILE=str(build / "simulator" / "profiles" / "h200.json"))
+               MEMTRACE_BENCH_DIR=str(work), LD_LIBRARY_PATH=str(simulator_dir(build) / "lib"),
+               MEMTRACE_GPU_PROFILE=str(simulator_dir(build) / "profiles" / "h200.json"))
     rows = []
     output = subprocess.run([build / "bench" / "record_bench", "--benchmark_format=json",
                              "--benchmark_filter=Traced"], env=env, capture_output=True, text=True,
@@ -427,6 +434,9 @@ def main():
     parser.add_argument("--check", action="store_true",
                         help="the self-check, without torch (seconds): the toggling counts the "
                              "parts and nothing else, and two repeats agree")
+    parser.add_argument("--bytes", action="store_true",
+                        help="bytes per event only, no valgrind: every traced mode's tensor loop, "
+                             "GPT-2 (no stacks, Python stacks) and the other benchmarks' workloads")
     parser.add_argument("--from-json", default=None, help="print the tables of an earlier run's --json")
     parser.add_argument("--keep", default=None,
                         help="count in this folder and keep callgrind's dumps there (for callgrind_annotate)")
@@ -443,6 +453,9 @@ def main():
             first, second = check(build, Path(work))
         print(f"instructions per traced allocation+free pair (Python stacks, simulated card): "
               f"{first:,.1f} / {second:,.1f}")
+        return
+    if arguments.bytes:
+        bytes_per_event(build, arguments.jobs, arguments.json)
         return
     if arguments.quick:
         sizes = {"tensors": [20, 120], "depths": [3], "gpt2": False, "timed_tensors": 2000,
@@ -481,6 +494,45 @@ def main():
             data["existing"] = existing_workloads(build, work)
             saved.write_text(json.dumps(data, indent=1))
     report(data)
+
+
+# The traced modes whose bytes --bytes measures (GPT-2 only where MODES runs it).
+BYTES_MODES = ["none", "python", "native", "all", "switch_allocator", "async-python"]
+
+
+def bytes_per_event(build, jobs, saved):
+    """--bytes: one process a traced mode without valgrind (one round: bytes do not vary with
+    the machine's load as times do), then the other benchmarks' workloads. Prints the table
+    docs/performance.md has (Trace size)."""
+    sizes = {"tensors": [200, 1200], "depths": [3], "gpt2": True, "timed_tensors": 20000,
+             "rounds": 1}
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="memtrace-bytes-") as temporary:
+        work = Path(temporary)
+        (work / "measured.py").write_text(MEASURED)
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            results = dict(zip(BYTES_MODES, pool.map(lambda m: timed(build, m, work, sizes),
+                                                     BYTES_MODES)))
+        for mode in BYTES_MODES:
+            name = next(m[1] for m in MODES if m[0] == mode)
+            loop = results[mode][f"tensor-3-{sizes['timed_tensors']}"]
+            rows.append((f"the per-tensor loop (20,000 tensors), {name}",
+                         loop["bytes"][0] / (2 * loop["n"])))
+            for label, part in (("forward1-2", "GPT-2 forward, batch 1"),
+                                ("forward8-2", "GPT-2 forward, batch 8"),
+                                ("train8-2", "GPT-2 AdamW training step, batch 8")):
+                entry = results[mode].get(label)
+                if entry and entry["events"][0]:
+                    rows.append((f"{part}, {name}", entry["bytes"][0] / entry["events"][0]))
+        rows += existing_workloads(build, work)
+    if saved:
+        Path(saved).write_text(json.dumps(rows, indent=1))
+    print("| workload | bytes per event |")
+    print("|---|---:|")
+    for name, value in rows:
+        print(f"| {name} | {value:.2f} |")
+    over = [name for name, value in rows if value > 4]
+    print(f"\n{len(rows) - len(over)} of {len(rows)} workloads at most 4 bytes an event")
 
 
 def marginal(counts, mode, repeat, part, lengths):

@@ -214,6 +214,20 @@ def flight():
     return w
 
 
+def event_tables():
+    """Version 7's events that name entries of the event tables (Note [Event tables])."""
+    w = TraceWriter()
+    s = w.python_stack(0, w.frame(w.string("model.py"), w.string("forward"), 10))
+    w.device(0, w.string("GPU 0"), 1 << 34).context(7, 0).marker(1, TRACING_STARTED)
+    w.alloc(10, 0x7f0000000000, 4096, s).alloc_of_size_entry(20, 0x7f0000001000,
+                                                              w.size_slot(4096) + 1, s)
+    w.alloc(30, 0x7f0000002000, 100, s).free_of_recent_allocation(40, 0x7f0000000000, 3)
+    w.flush()
+    w.free_of_recent_allocation(50, 0x7f0000002000, 1).free(60, 0x7f0000001000)
+    w.marker(70, TRACE_CLOSED)
+    return w
+
+
 def main():
     corpus = HERE / "corpus"
     corpus.mkdir(exist_ok=True)
@@ -228,6 +242,9 @@ def main():
     # Version 4: a flight recorder's file, whole and ending in an open chunk (a killed writer's).
     flight().write(corpus / "flight.bin", flags=FLIGHT)
     flight().write(corpus / "flight_open.bin", flags=FLIGHT, open_tail=64)
+    # Version 7: events naming entries of the event tables, whole and cut in its last chunk.
+    data = event_tables().write(corpus / "event_tables.bin", version=7).read_bytes()
+    (corpus / "event_tables_cut.bin").write_bytes(data[:len(data) - 5])
     (corpus / "tmp").unlink()
 
 

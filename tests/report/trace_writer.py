@@ -231,11 +231,32 @@ class TraceWriter:
         self.chunk += bytes([bits]) + body + varint(python) + varint(native)
         return self
 
+    @staticmethod
+    def size_slot(size):
+        """The sizes table's slot of `size` (EventTables::sizeSlot), from 0 to 6."""
+        return ((((size * 0x9E3779B97F4A7C15) % (1 << 64)) >> 32) * 7) >> 32
+
     def alloc(self, time, address, size, python=0, native=0):
         return self._event(False, time, address, size, python, native)
 
     def free(self, time, address):
         return self._event(True, time, address, 0, 0, 0)
+
+    def alloc_of_size_entry(self, time, address, entry, python=0, native=0):
+        """Version 7 (Note [Event tables] in tracer/format/records.h): an allocation whose size
+        is in slot `entry` - 1 of the sizes table (size_slot), so not written."""
+        delta = address - self.last_address
+        self.last_address = address
+        self.chunk += bytes([EVENT | entry]) + self._delta(time) + varint(zigzag(delta)) \
+            + varint(python) + varint(native)
+        return self
+
+    def free_of_recent_allocation(self, time, address, entry):
+        """Version 7: a free of the `entry`-th most recent allocation (at `address`), its
+        address not written."""
+        self.last_address = address
+        self.chunk += bytes([EVENT | FREE | entry]) + self._delta(time) + varint(0) + varint(0)
+        return self
 
     def failed_alloc(self, time, size, python=0):
         self.chunk += bytes([FAILED_ALLOC]) + self._delta(time) + varint(size) + varint(python) + varint(0)

@@ -196,7 +196,7 @@ TEST(Reader, RefusesOtherVersionsWithAClearMessage) {
     } catch (const TraceError& error) {
       EXPECT_EQ(std::string(error.what()), path + ": trace format version " +
                                                std::to_string(version) +
-                                               ", but this memtrace reads versions 1 to 6");
+                                               ", but this memtrace reads versions 1 to 7");
     }
   }
   std::remove(path.c_str());
@@ -212,6 +212,112 @@ TEST(Reader, ReadsVersionOneFiles) {
   ASSERT_EQ(collector.events.size(), 2u);
   EXPECT_EQ(collector.events[1].kind, EventKind::kFree);
   EXPECT_FALSE(trace.tables().distributed);
+  std::remove(path.c_str());
+}
+
+// Note [Event tables] (version 7): an allocation may name its size's slot and a free one of
+// the last allocations instead of writing them; version 6 wrote neither, and a version-6 file
+// that seems to is damaged.
+std::vector<uint8_t> tablesTrace() {
+  uint8_t slot = static_cast<uint8_t>(format::EventTables::sizeSlot(4096) + 1);
+  TraceBuilder trace;
+  trace.processInfo().context(7, 0);
+  trace.alloc(10, 0x7f0000000000, 4096);             // the size written: its slot holds it
+  trace.allocOfSizeEntry(20, 0x7f0000001000, slot);  // 4096 again, by its slot
+  trace.alloc(30, 0x7f0000002000, 100);
+  trace.freeOfRecentAllocation(40, 0x7f0000000000, 3);  // the third most recent
+  trace.freeOfRecentAllocation(50, 0x7f0000002000, 1);  // the most recent
+  trace.free(60, 0x7f0000001000);                       // by its address
+  trace.flushChunk();
+  trace.allocOfSizeEntry(70, 0x7f0000003000, slot);  // the tables carry over chunks
+  trace.freeOfRecentAllocation(80, 0x7f0000003000, 1);
+  return trace.bytes();
+}
+
+TEST(Reader, EventsNameEntriesOfTheEventTables) {
+  std::string path = temporaryPath("tables.bin");
+  writeBytes(path, tablesTrace());
+  {
+    TraceReader reader(path);
+    Collector collector;
+    reader.read(collector);
+    ASSERT_EQ(collector.events.size(), 8u);
+    const uint64_t addresses[] = {0x7f0000000000, 0x7f0000001000, 0x7f0000002000, 0x7f0000000000,
+                                  0x7f0000002000, 0x7f0000001000, 0x7f0000003000, 0x7f0000003000};
+    const uint64_t sizes[] = {4096, 4096, 100, 0, 0, 0, 4096, 0};
+    for (size_t i = 0; i < 8; ++i) {
+      EXPECT_EQ(collector.events[i].address, addresses[i]) << "event " << i;
+      EXPECT_EQ(collector.events[i].size, sizes[i]) << "event " << i;
+      EXPECT_EQ(collector.events[i].time_ns, 10 * (i + 1)) << "event " << i;
+    }
+  }
+  // A free naming an entry has no address field, so bit 5 (the field divided by 256) is
+  // damage; in a version-6 file, so is any entry.
+  TraceBuilder with_bit_5;
+  with_bit_5.processInfo().context(7, 0).alloc(10, 0x1000, 64);
+  with_bit_5.freeOfRecentAllocation(20, 0x1000, 1, format::EventBits::kAddressIn256);
+  TraceBuilder version_6(6);
+  version_6.processInfo().context(7, 0).alloc(10, 0x1000, 64);
+  version_6.freeOfRecentAllocation(20, 0x1000, 1);
+  for (auto [builder, expected] :
+       {std::pair{&with_bit_5, "a free naming a recent allocation with bit 5 set"},
+        std::pair{&version_6, "an event with reserved bits set"}}) {
+    builder->write(path);
+    try {
+      TraceReader reader(path);
+      Collector collector;
+      reader.read(collector);
+      ADD_FAILURE() << "read: " << expected;
+    } catch (const TraceError& error) {
+      EXPECT_NE(std::string(error.what()).find(expected), std::string::npos) << error.what();
+    }
+  }
+  std::remove(path.c_str());
+}
+
+// Cut anywhere, a file whose events name table entries reads its whole chunks, each event as
+// the whole file reads it.
+TEST(Reader, AFileWithEventTablesCutAnywhereReadsItsWholeChunksAsTheyWere) {
+  std::vector<uint8_t> good = tablesTrace();
+  std::string path = temporaryPath("tables-cut.bin");
+  writeBytes(path, good);
+  Collector whole;
+  TraceReader(path).read(whole);
+  ASSERT_EQ(whole.events.size(), 8u);
+  size_t first_chunk_end = format::kFileHeaderSize + format::kChunkHeaderSize +
+                           codec::getU32(good.data() + format::kFileHeaderSize);
+  for (size_t size = first_chunk_end; size <= good.size(); ++size) {
+    writeBytes(path, std::vector<uint8_t>(good.begin(), good.begin() + size));
+    TraceReader trace(path);
+    Collector collector;
+    trace.read(collector);
+    ASSERT_EQ(collector.events.size(), size == good.size() ? 8u : 6u) << "cut at " << size;
+    for (size_t i = 0; i < collector.events.size(); ++i) {
+      EXPECT_EQ(collector.events[i].address, whole.events[i].address) << "cut at " << size;
+      EXPECT_EQ(collector.events[i].size, whole.events[i].size) << "cut at " << size;
+    }
+  }
+  std::remove(path.c_str());
+}
+
+// A version-6 file (no event tables) reads as it always did.
+TEST(Reader, ReadsVersionSixFiles) {
+  std::string path = temporaryPath("version6.bin");
+  TraceBuilder(6)
+      .processInfo()
+      .context(7, 0)
+      .alloc(10, 0x7f0000000000, 4096)
+      .alloc(20, 0x7f0000001000, 4096)
+      .free(30, 0x7f0000000000)
+      .free(40, 0x7f0000001000)
+      .write(path);
+  TraceReader trace(path);
+  Collector collector;
+  trace.read(collector);
+  ASSERT_EQ(collector.events.size(), 4u);
+  EXPECT_EQ(collector.events[1].size, 4096u);
+  EXPECT_EQ(collector.events[2].address, 0x7f0000000000u);
+  EXPECT_EQ(collector.events[3].address, 0x7f0000001000u);
   std::remove(path.c_str());
 }
 
@@ -707,7 +813,8 @@ TEST(Reader, RefusesWhatIsNotATrace) {
   EXPECT_NE(
       message(TraceBuilder().processInfo().raw({0x7e}).bytes()).find("unknown record type 126"),
       std::string::npos);
-  EXPECT_NE(message(TraceBuilder().processInfo().raw({0x81}).bytes()).find("reserved bits"),
+  // Bits 2-0 of an event are version 7's (Note [Event tables]): reserved in version 6.
+  EXPECT_NE(message(TraceBuilder(6).processInfo().raw({0x81}).bytes()).find("reserved bits"),
             std::string::npos);
   {
     TraceBuilder trace;

@@ -90,6 +90,45 @@ TEST(Recorder, EventsRoundTripExactly) {
   std::remove(path.c_str());
 }
 
+// Note [Event tables] in records.h: recurring sizes and frees of recent allocations are
+// written as table entries, the others as fields; every one reads back exactly.
+TEST(Recorder, TableEntriesRoundTripExactly) {
+  std::string path = temporaryPath("tables-roundtrip.bin");
+  ASSERT_EQ(memtrace_start(path.c_str()), 0) << memtrace_last_error();
+  std::vector<uint64_t> live;
+  std::vector<std::pair<uint64_t, uint64_t>> written;  // (address, size); size 0: a free
+  for (uint64_t i = 0; i < 300; ++i) {
+    uint64_t where = 0x7f0000000000 + i * 0x10000 + (i % 3) * 0x100;
+    uint64_t size = (i % 5 == 0) ? 1000 + i : 256 << (i % 4);  // recurring and new sizes
+    alloc(where, size);
+    live.push_back(where);
+    written.emplace_back(where, size);
+    // Free the most recent, one up to 12 back, or none.
+    if (i % 3 != 2 && live.size() > 1) {
+      size_t back = (i * 7) % 13;
+      size_t at = live.size() - 1 - (back < live.size() ? back : 0);
+      release(live[at]);
+      written.emplace_back(live[at], 0);
+      live.erase(live.begin() + static_cast<long>(at));
+    }
+  }
+  for (uint64_t where : live) {
+    release(where);
+    written.emplace_back(where, 0);
+  }
+  ASSERT_EQ(memtrace_close(), 0);
+  Recorded recorded = readBack(path);
+  ASSERT_EQ(recorded.events.size(), written.size());
+  for (size_t i = 0; i < written.size(); ++i) {
+    const reader::Event& event = recorded.events[i];
+    EXPECT_EQ(event.kind, written[i].second ? reader::EventKind::kAlloc : reader::EventKind::kFree)
+        << "event " << i;
+    EXPECT_EQ(event.address, written[i].first) << "event " << i;
+    EXPECT_EQ(event.size, written[i].second) << "event " << i;
+  }
+  std::remove(path.c_str());
+}
+
 TEST(Recorder, CountsEverythingAndSnapshotsWhatWasLiveBeforeTheStart) {
   memtrace_reset_peak(-1);
   uint64_t base = memtrace_current_bytes(-1);

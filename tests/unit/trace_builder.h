@@ -110,6 +110,33 @@ class TraceBuilder {
   TraceBuilder& free(uint64_t time, uint64_t address, uint32_t python = 0, uint32_t native = 0) {
     return event(true, time, address, nullptr, python, native);
   }
+  // Version 7's events that name an entry of the event tables (Note [Event tables] in
+  // records.h), written as that Note says, the tables kept by the test: an allocation of
+  // the size in slot `entry` - 1 (no size field), a free of the `entry`-th most recent
+  // allocation, which the test says is at `address` (no address field).
+  TraceBuilder& allocOfSizeEntry(uint64_t time, uint64_t address, uint8_t entry) {
+    uint8_t bits = format::EventBits::kEvent | entry;
+    int64_t delta = static_cast<int64_t>(address - last_address_);
+    last_address_ = address;
+    size_t type_at = chunk_.size();
+    chunk_.push_back(0);
+    varint(timeDelta(time));
+    varint(codec::zigzag(delta));
+    varint(0);
+    varint(0);
+    chunk_[type_at] = bits;
+    return *this;
+  }
+  TraceBuilder& freeOfRecentAllocation(uint64_t time, uint64_t address, uint8_t entry,
+                                       uint8_t extra_bits = 0) {
+    last_address_ = address;
+    type(static_cast<format::RecordType>(format::EventBits::kEvent | format::EventBits::kFree |
+                                         entry | extra_bits));
+    varint(timeDelta(time));
+    varint(0);
+    varint(0);
+    return *this;
+  }
   TraceBuilder& failedAlloc(uint64_t time, uint64_t size, uint32_t python = 0) {
     type(format::RecordType::kFailedAlloc);
     varint(timeDelta(time));

@@ -39,9 +39,11 @@ inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 //   5  record 0x1a and API 10 (Note [PyTorch's own allocator]);
 //   6  record 0x1b (Note [Weights and their modules]), record 0x1c and API 11 (Note [Sizes in
 //      the trace]), record 0x1d (Note [Values where they decide the path] in
-//      python/mem_tracer/simulated_gpu/values.py).
+//      python/mem_tracer/simulated_gpu/values.py);
+//   7  a memory event's low three bits (zero before) name an entry of the event tables: an
+//      allocation's size or a free's address, then not written (Note [Event bit layout]).
 // A reader refuses a version past kVersion at the file header, naming both.
-inline constexpr uint32_t kVersion = 6;
+inline constexpr uint32_t kVersion = 7;
 inline constexpr uint32_t kOldestVersion = 1;
 inline constexpr size_t kFileHeaderSize = 16;
 // The file header's flags.
@@ -417,20 +419,69 @@ inline constexpr uint64_t kDeviceMemoryPeriodNs = 100 * 1000 * 1000;
 //             aligned, so the low byte of a delta is almost always zero)
 //   bit 4     the Python stack is the previous event's of the same kind (no field)
 //   bit 3     the native stack is the previous event's of the same kind (no field)
-//   bits 2-0  zero (reserved)
+//   bits 2-0  an entry of the event tables (version 7; zero before, and zero: no entry):
+//             an allocation's size is sizes[k - 1] (no size field); a free's address is the
+//             k-th most recent allocation's (no address field, bit 5 zero)
 //
 // Fields, in order: time delta (ns since the previous timed record), address (zigzag
-// delta from the previous event's address), size (allocations only: a free's size is the
-// size of the allocation it frees), Python stack id (unless bit 4), native stack id
-// (unless bit 3). Frees carry stacks only when ProcessInfo says so; otherwise bits 4 and
-// 3 are set and their stacks stay 0.
+// delta from the previous event's address; none for a free naming a table entry), size
+// (allocations only, none where bits 2-0 name its slot: a free's size is the size of the
+// allocation it frees), Python stack id (unless bit 4), native stack id (unless bit 3). Frees carry
+// stacks only when ProcessInfo says so; otherwise bits 4 and 3 are set and their stacks stay 0.
+//
+// Note [Event tables]
+// Before version 7 (issue 52: at most 4 bytes an event), an allocation's size took 2-3 bytes
+// and a free's address delta 1-3 bytes, though most sizes recur and most frees free one of
+// the last few allocations. Writer and reader keep the same two small tables (EventTables),
+// updated by every event as it is written and read, and reset with every other decoding base:
+//   - sizes: 7 slots, a size's slot chosen by a hash of it (sizeSlot). An allocation whose
+//     size is in its slot names the slot (bits 2-0 = slot + 1); another writes its size and
+//     puts it in its slot. One comparison an event on the record path.
+//   - recent allocations: the last 8 allocations' addresses (a ring). A free of one of the
+//     last 7 names it (bits 2-0 = k for the k-th most recent) instead of writing its
+//     address; a free of any other address writes it as before. Up to 7 comparisons an
+//     event (the recorder's loop of an allocation and its free finds it at the first).
+// The time delta stays in nanoseconds and is most of what is left (2.07 bytes an event on
+// GPT-2's forwards and training steps): no table shortens it without dropping precision. A
+// compressor on whole chunks was measured and not taken (docs/performance.md, Trace size): records
+// are stored straight into the mapped file as they are made (Note [Records reach the page cache as
+// they are written]), so a closed chunk cannot be rewritten smaller without a moment in which the
+// file does not read.
 struct EventBits {
   static constexpr uint8_t kEvent = 0x80;
   static constexpr uint8_t kFree = 0x40;
   static constexpr uint8_t kAddressIn256 = 0x20;
   static constexpr uint8_t kSamePythonStack = 0x10;
   static constexpr uint8_t kSameNativeStack = 0x08;
-  static constexpr uint8_t kReserved = 0x07;
+  // Version 7's table entry (Note [Event tables]); reserved (zero) before it.
+  static constexpr uint8_t kTableEntry = 0x07;
+};
+// The first version whose events name entries of the event tables.
+inline constexpr uint32_t kEventTablesVersion = 7;
+
+// The event tables of Note [Event tables], the same in writer, reader and the tests' writer.
+struct EventTables {
+  static constexpr uint32_t kSizeSlots = 7;
+  static constexpr uint32_t kRecentAllocations = 7;  // a free names one of these
+  uint64_t sizes[kSizeSlots] = {};
+  uint64_t recent[8] = {};  // a ring: the allocation n's address at recent[n % 8]
+  uint32_t allocations = 0;
+
+  // Fibonacci hashing, then the top 32 bits scaled to [0, kSizeSlots).
+  static uint32_t sizeSlot(uint64_t size) {
+    uint64_t hash = size * 0x9e3779b97f4a7c15ull;
+    return static_cast<uint32_t>(((hash >> 32) * kSizeSlots) >> 32);
+  }
+  // The k-th most recent allocation's address, k from 1 to kRecentAllocations.
+  uint64_t recentAllocation(uint32_t k) const { return recent[(allocations - k) & 7]; }
+  void addAllocation(uint64_t address) { recent[allocations++ & 7] = address; }
+  // The k of the most recent of the last kRecentAllocations allocations at `address`; 0 if
+  // none of them is.
+  uint32_t findRecent(uint64_t address) const {
+    for (uint32_t k = 1; k <= kRecentAllocations; ++k)
+      if (recent[(allocations - k) & 7] == address) return k;
+    return 0;
+  }
 };
 
 // Which CUDA entry point an event came through (frees name the function that freed).

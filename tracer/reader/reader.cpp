@@ -86,6 +86,7 @@ void TraceReader::rewind() {
   tracing_ = false;
   last_time_ = 0;
   last_address_ = 0;
+  event_tables_ = format::EventTables{};
   last_python_stack_[0] = last_python_stack_[1] = 0;
   last_native_stack_[0] = last_native_stack_[1] = 0;
   event_count_ = 0;
@@ -597,6 +598,7 @@ const Section& TraceReader::readSection() {
   // Every decoding base starts afresh (records.h, RecordType::kSection).
   last_time_ = section.time_ns;
   last_address_ = 0;
+  event_tables_ = format::EventTables{};
   last_python_stack_[0] = last_python_stack_[1] = 0;
   last_native_stack_[0] = last_native_stack_[1] = 0;
   context_ = Context{};

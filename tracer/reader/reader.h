@@ -436,6 +436,7 @@ class TraceReader {
   bool tracing_ = false;
   uint64_t last_time_ = 0;
   uint64_t last_address_ = 0;
+  format::EventTables event_tables_;  // version 7 (Note [Event tables])
   uint32_t last_python_stack_[2] = {0, 0};
   uint32_t last_native_stack_[2] = {0, 0};
   uint64_t event_count_ = 0;
@@ -497,20 +498,37 @@ bool TraceReader::follow(Visitor& visitor) {
 // Inline, unlike the other records' functions (reader.cpp): it runs once per event.
 inline Event TraceReader::readEvent(uint8_t type) {
   using format::EventBits;
-  if (type & EventBits::kReserved) fail("an event with reserved bits set");
+  uint32_t entry = type & EventBits::kTableEntry;
+  if (entry && version_ < format::kEventTablesVersion) fail("an event with reserved bits set");
   int kind = (type & EventBits::kFree) ? 1 : 0;
   Event event;
   event.kind = kind ? EventKind::kFree : EventKind::kAlloc;
   event.index = event_count_++;
   last_time_ += varint();
   event.time_ns = last_time_;
-  // Unsigned: a delta times 256 wraps like the addresses do, where a signed one could
-  // overflow (undefined) on a crafted file.
-  uint64_t delta = static_cast<uint64_t>(zigzag());
-  if (type & EventBits::kAddressIn256) delta *= 256;
-  last_address_ += delta;
+  if (kind && entry) {
+    // One of the last allocations (Note [Event tables] in records.h).
+    if (type & EventBits::kAddressIn256) fail("a free naming a recent allocation with bit 5 set");
+    last_address_ = event_tables_.recentAllocation(entry);
+  } else {
+    // Unsigned: a delta times 256 wraps like the addresses do, where a signed one could
+    // overflow (undefined) on a crafted file.
+    uint64_t delta = static_cast<uint64_t>(zigzag());
+    if (type & EventBits::kAddressIn256) delta *= 256;
+    last_address_ += delta;
+  }
   event.address = last_address_;
-  event.size = kind ? 0 : varint();
+  if (kind) {
+    event.size = 0;
+  } else {
+    if (entry) {
+      event.size = event_tables_.sizes[entry - 1];
+    } else {
+      event.size = varint();
+      event_tables_.sizes[format::EventTables::sizeSlot(event.size)] = event.size;
+    }
+    event_tables_.addAllocation(event.address);
+  }
   if (!(type & EventBits::kSamePythonStack)) {
     last_python_stack_[kind] = static_cast<uint32_t>(varint());
     checkId(last_python_stack_[kind], tables_.python_stacks.size(), "Python stack");

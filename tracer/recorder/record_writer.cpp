@@ -70,6 +70,7 @@ void RecordWriter::resetBases(uint64_t time_ns) {
   last_address_ = 0;
   last_python_stack_[0] = last_python_stack_[1] = 0;
   last_native_stack_[0] = last_native_stack_[1] = 0;
+  event_tables_ = format::EventTables{};
   context_written_ = false;
   ++scope_generation_;
   ++prelude_epoch_;

@@ -163,12 +163,15 @@ class RecordWriter {
   // A device memory reading (Note [Device memory readings]).
   bool writeDeviceMemory(uint64_t time_ns, int device, uint64_t free_bytes, uint64_t total_bytes);
   bool setContext(const EventContext& context);
-  bool writeAlloc(uint64_t time_ns, uintptr_t address, uint64_t size, uint32_t python_stack,
-                  uint32_t native_stack) {
+  // Inlined into the record path as they always were: the event tables (Note [Event tables])
+  // made them large enough that the compiler would call them instead (a call and its register
+  // saves cost more than the tables do).
+  [[gnu::always_inline]] bool writeAlloc(uint64_t time_ns, uintptr_t address, uint64_t size,
+                                         uint32_t python_stack, uint32_t native_stack) {
     return writeEvent(0, time_ns, address, &size, python_stack, native_stack);
   }
-  bool writeFree(uint64_t time_ns, uintptr_t address, uint32_t python_stack,
-                 uint32_t native_stack) {
+  [[gnu::always_inline]] bool writeFree(uint64_t time_ns, uintptr_t address, uint32_t python_stack,
+                                        uint32_t native_stack) {
     return writeEvent(format::EventBits::kFree, time_ns, address, nullptr, python_stack,
                       native_stack);
   }
@@ -324,6 +327,7 @@ class RecordWriter {
   uintptr_t last_address_ = 0;
   uint32_t last_python_stack_[2] = {0, 0};  // [alloc, free]
   uint32_t last_native_stack_[2] = {0, 0};
+  format::EventTables event_tables_;
   EventContext context_{};
   bool context_written_ = false;
   // Moves on with every change of context_, context_written_ or the scope generation: what a
@@ -349,14 +353,29 @@ inline bool RecordWriter::writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr
   uint8_t* type = p++;
   uint8_t bits = EventBits::kEvent | kind_bit;
   p = codec::putVarint(p, timeDelta(time_ns));
-  auto delta = static_cast<int64_t>(address - last_address_);
-  if ((delta & 0xff) == 0) {
-    bits |= EventBits::kAddressIn256;
-    delta >>= 8;  // exact: the low byte is zero, and >> of a negative value is arithmetic
+  // A free of one of the last allocations names it (Note [Event tables] in records.h).
+  uint32_t recent = size ? 0 : event_tables_.findRecent(address);
+  if (recent) {
+    bits |= static_cast<uint8_t>(recent);
+  } else {
+    auto delta = static_cast<int64_t>(address - last_address_);
+    if ((delta & 0xff) == 0) {
+      bits |= EventBits::kAddressIn256;
+      delta >>= 8;  // exact: the low byte is zero, and >> of a negative value is arithmetic
+    }
+    p = codec::putZigzag(p, delta);
   }
-  p = codec::putZigzag(p, delta);
   last_address_ = address;
-  if (size) p = codec::putVarint(p, *size);
+  if (size) {
+    uint32_t slot = format::EventTables::sizeSlot(*size);
+    if (event_tables_.sizes[slot] == *size) {
+      bits |= static_cast<uint8_t>(slot + 1);
+    } else {
+      p = codec::putVarint(p, *size);
+      event_tables_.sizes[slot] = *size;
+    }
+    event_tables_.addAllocation(address);
+  }
   int kind = kind_bit ? 1 : 0;
   if (python_stack == last_python_stack_[kind]) {
     bits |= EventBits::kSamePythonStack;
