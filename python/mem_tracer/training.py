@@ -265,11 +265,9 @@ def _patch_ddp_buckets(torch: Any) -> list[_Patched]:
     modules]); nothing where torch has no distributed package."""
     if not torch.distributed.is_available():
         return []
-    from torch.distributed import Reducer
-    from torch.nn.parallel import DistributedDataParallel
     patched = []
-    for owner, name in ((DistributedDataParallel, "_ddp_init_helper"),
-                        (Reducer, "_rebuild_buckets")):
+    for owner, name in ((torch.nn.parallel.DistributedDataParallel, "_ddp_init_helper"),
+                        (torch.distributed.Reducer, "_rebuild_buckets")):
         if name in owner.__dict__:
             patched.append(_Patched(owner, name,
                                     _charged_to(DDP_BUCKETS_OWNER, owner.__dict__[name])))

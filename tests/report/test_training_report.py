@@ -129,10 +129,10 @@ def owners_and_modules(path):
     w.marker(1, TRACING_STARTED)
     w.training_phase(2, FORWARD)
     address, time = 0x7f0000000000, 10
-    for path, size in ([(f"model.part{i}", KIB) for i in range(13)]
-                       + [("<DDP buckets>", 64 * KIB), ("<optimizer.step>", 32 * KIB),
-                          ("", 2 * KIB)]):
-        w.module_scope(w.string(path) if path else 0)
+    for module, size in ([(f"model.part{i}", KIB) for i in range(13)]
+                         + [("<DDP buckets>", 64 * KIB), ("<optimizer.step>", 32 * KIB),
+                            ("", 2 * KIB)]):
+        w.module_scope(w.string(module) if module else 0)
         w.alloc(time, address, size)
         address += 1 << 20
         time += 1
