@@ -390,4 +390,12 @@ def test_the_training_fixture_gives_each_steps_figures(pytester, session):
     pytester.makepyfile(test_training=TRAINING)
     result = session("--memtrace-gpu", "h200", "-rA")
     result.assert_outcomes(passed=1)
-    assert "FIGURES Training(peak_bytes=" in result.stdout.str()
+    output = result.stdout.str()
+    assert "FIGURES Training(peak_bytes=" in output
+    # The summary's line of the module table at the test's peak (Note [The module table]): the
+    # model's Linear layers (folded, x2) own most of it, their parameters and AdamW's state.
+    summary = output[output.index("memtrace: GPU memory by test"):]
+    modules = re.search(r"^\s+by module: (.+)$", summary, re.M)
+    assert modules, summary
+    first = re.match(r"(\S+(?: \(x\d+\))?) [\d.]+ [KMG]iB \((\d+) %\)", modules[1])
+    assert first and first[1] == "model.* (x2)" and int(first[2]) >= 50, modules[1]

@@ -909,7 +909,9 @@ bool isIndex(std::string_view part) {
 
 // An owner the Python package names that is not a module (`<optimizer.step>`, `<DDP buckets>`:
 // Note [Owners that are not modules] in python/mem_tracer/training.py): one part, never cut.
-bool isNamedOwner(std::string_view path) { return !path.empty() && path.front() == '<'; }
+bool isNamedOwner(std::string_view path) {
+  return !path.empty() && path.front() == '<';
+}
 
 // The named components of `path` (its indices not counted).
 size_t namedDepth(std::string_view path) {

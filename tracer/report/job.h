@@ -65,7 +65,7 @@ struct TracePeak {
 struct JobModuleRow {
   std::string module;  // "" for a row without module
   std::string name;    // as the report names it (moduleName: "<no module>", "model.h.* (x4)")
-  std::vector<uint64_t> bytes;        // indexed like JobReport::ranks; 0 where a rank has none
+  std::vector<uint64_t> bytes;            // indexed like JobReport::ranks; 0 where a rank has none
   std::vector<CategoryBytes> categories;  // the same, by category
 };
 struct ModuleShareDifference {

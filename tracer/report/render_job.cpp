@@ -68,29 +68,29 @@ json rankJson(const TracePeak& rank) {
     if (rank.categories[value])
       categories[format::categoryName(static_cast<format::Category>(value))] =
           rank.categories[value];
-  json entry = {{"trace", rank.path},
-                {"label", rank.label()},
-                {"rank", rank.distributed ? json(rank.distributed->rank) : json(nullptr)},
-                {"host", rank.host},
-                {"pid", rank.summary.process.pid},
-                {"peak_bytes", rank.summary.peak_bytes},
-                {"peak_event", rank.summary.peak_event},
-                {"peak_time_ns", rank.summary.peak_time_ns},
-                {"job_peak_time_ns", rank.offset_ns + rank.summary.peak_time_ns},
-                {"offset_ns", rank.offset_ns},
-                {"duration_ns", rank.summary.duration_ns},
-                {"events", rank.summary.events},
-                {"step", rank.peak_step ? json(rank.peak_step) : json(nullptr)},
-                {"phase", rank.peak_phase ? json(format::trainingPhaseName(*rank.peak_phase))
-                                          : json(nullptr)},
-                {"line", rank.peak_line},
-                {"module", rank.peak_module},
-                {"categories", categories},
-                {"modules_at_peak", rank.summary.training
-                                        ? moduleTableJson(rank.summary.peak_modules)
-                                        : json(nullptr)},
-                {"ended_cleanly", rank.summary.ended_cleanly},
-                {"simulated", simulatedJson(rank.summary.simulated)}};
+  json entry = {
+      {"trace", rank.path},
+      {"label", rank.label()},
+      {"rank", rank.distributed ? json(rank.distributed->rank) : json(nullptr)},
+      {"host", rank.host},
+      {"pid", rank.summary.process.pid},
+      {"peak_bytes", rank.summary.peak_bytes},
+      {"peak_event", rank.summary.peak_event},
+      {"peak_time_ns", rank.summary.peak_time_ns},
+      {"job_peak_time_ns", rank.offset_ns + rank.summary.peak_time_ns},
+      {"offset_ns", rank.offset_ns},
+      {"duration_ns", rank.summary.duration_ns},
+      {"events", rank.summary.events},
+      {"step", rank.peak_step ? json(rank.peak_step) : json(nullptr)},
+      {"phase",
+       rank.peak_phase ? json(format::trainingPhaseName(*rank.peak_phase)) : json(nullptr)},
+      {"line", rank.peak_line},
+      {"module", rank.peak_module},
+      {"categories", categories},
+      {"modules_at_peak",
+       rank.summary.training ? moduleTableJson(rank.summary.peak_modules) : json(nullptr)},
+      {"ended_cleanly", rank.summary.ended_cleanly},
+      {"simulated", simulatedJson(rank.summary.simulated)}};
   if (rank.distributed) {
     const reader::DistributedInfo& d = *rank.distributed;
     entry["local_rank"] = d.local_rank;
@@ -131,12 +131,9 @@ json modulesJson(const JobReport& job) {
   json differing = nullptr;
   if (job.differing_module) {
     const ModuleShareDifference& d = *job.differing_module;
-    differing = {{"location", job.modules[d.row].name},
-                 {"highest_index", d.highest},
-                 {"highest_share", d.highest_share},
-                 {"lowest_index", d.lowest},
-                 {"lowest_share", d.lowest_share},
-                 {"text", differingText(job)}};
+    differing = {{"location", job.modules[d.row].name}, {"highest_index", d.highest},
+                 {"highest_share", d.highest_share},    {"lowest_index", d.lowest},
+                 {"lowest_share", d.lowest_share},      {"text", differingText(job)}};
   }
   return {{"rows", rows}, {"differs_most", differing}};
 }

@@ -167,12 +167,11 @@ nlohmann::json trainingJson(const TraceSummary& s) {
                      {"peak_phase", format::trainingPhaseName(step.peak_phase)},
                      {"peak_module", step.peak_module},
                      {"categories", breakdownJson(step.peak_categories)}});
-  nlohmann::json training = {
-      {"categories_at_peak", breakdownJson(s.peak_categories)},
-      {"modules_at_peak", moduleTableJson(s.peak_modules)},
-      {"categories_told", s.categories_told},
-      {"categories_ignored", s.categories_ignored},
-      {"steps", steps}};
+  nlohmann::json training = {{"categories_at_peak", breakdownJson(s.peak_categories)},
+                             {"modules_at_peak", moduleTableJson(s.peak_modules)},
+                             {"categories_told", s.categories_told},
+                             {"categories_ignored", s.categories_ignored},
+                             {"steps", steps}};
   if (s.steps.size() >= 2 && bytesOf(s.steps[1].peak_categories, Category::kOptimizerState)) {
     training["first_step"] = {
         {"optimizer_state_bytes", bytesOf(s.steps[1].peak_categories, Category::kOptimizerState)},
