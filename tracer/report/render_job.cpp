@@ -222,8 +222,8 @@ uint64_t lowerMedian(std::vector<uint64_t> values) {
 void renderJobModules(std::ostream& out, const JobReport& job) {
   if (job.modules.empty()) return;
   const TracePeak& peak = job.ranks[job.peak_rank];
-  out << "\nBy module at each rank's peak (Note [The module table]; the categories of each row in "
-         "the JSON report and each rank's own report):\n";
+  out << "\nBy module at each rank's peak (each row's categories: the JSON report, or the rank's "
+         "own):\n";
   bool columns = job.ranks.size() <= kRankColumns;
   std::string header = fmt::format("{:<11} ", peak.label());
   if (columns) {
