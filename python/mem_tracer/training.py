@@ -260,18 +260,11 @@ def _charged_to(owner: bytes, function: Callable[..., Any]) -> Callable[..., Any
     return charged
 
 
-def _patch_ddp_buckets(torch: Any) -> list[_Patched]:
+def _patch_ddp_buckets() -> list[_Patched]:
     """DDP's bucket allocations charged to `<DDP buckets>` (Note [Owners that are not
     modules]); nothing where torch has no distributed package."""
-    if not torch.distributed.is_available():
-        return []
-    patched = []
-    for owner, name in ((torch.nn.parallel.DistributedDataParallel, "_ddp_init_helper"),
-                        (torch.distributed.Reducer, "_rebuild_buckets")):
-        if name in owner.__dict__:
-            patched.append(_Patched(owner, name,
-                                    _charged_to(DDP_BUCKETS_OWNER, owner.__dict__[name])))
-    return patched
+    return [_Patched(owner, name, _charged_to(DDP_BUCKETS_OWNER, owner.__dict__[name]))
+            for owner, name in _torch_internals.ddp_bucket_allocators()]
 
 
 def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -494,7 +487,7 @@ def install(model: Any = None, *, modules: bool = True, announce: bool = True) -
             # With or without a model: backward is charged to the module whose backward runs
             # whichever way the modules were named (Note [Module paths as the user names them]).
             _handles.append(torch_module.register_module_forward_hook(_module_forward_ends))
-            _handles.extend(_patch_ddp_buckets(torch))
+            _handles.extend(_patch_ddp_buckets())
         if model is None or not isinstance(model, torch.nn.Module):
             return
         _model = weakref.ref(model)
