@@ -63,9 +63,10 @@ test-sanitize: setup ## the unit, preload, report and fuzz tests under ASan+UBSa
 # when pip succeeded. The stamp holds the package list: a venv made from an older list gets
 # what the new one adds (pytest-xdist, for the pytest plugin's test; accelerate, which
 # transformers' Trainer needs, for tests/simulator/test_library_loop.py; torchvision, whose
-# Faster R-CNN tests/simulator/test_values.py runs) without being made again.
+# Faster R-CNN tests/simulator/test_values.py runs; lightning, whose Trainer
+# tests/simulator/test_library_loop.py runs) without being made again.
 CUDA_TORCH_VENV ?= $(BUILD)/venv-torch-cuda
-CUDA_TORCH_PACKAGES ?= torch==2.14.1 transformers==5.23.0 accelerate==1.15.0 torchvision==0.29.1 pytest pytest-xdist numpy
+CUDA_TORCH_PACKAGES ?= torch==2.14.1 transformers==5.23.0 accelerate==1.15.0 torchvision==0.29.1 lightning==2.6.6 pytest pytest-xdist numpy
 cuda-torch-venv: ## make the venv with a CUDA build of torch that estimator.cuda_build runs under
 	@[ -f $(CUDA_TORCH_VENV)/.complete ] && \
 	  [ "$$(cat $(CUDA_TORCH_VENV)/.complete)" = "$(CUDA_TORCH_PACKAGES)" ] || { \

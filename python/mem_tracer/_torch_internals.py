@@ -6,7 +6,8 @@ training categories of a trace need what torch does not promise to keep: fake te
 dispatch modes and their stack (torch._subclasses, torch.utils._python_dispatch), pytree, the autograd
 engine's saved-tensor hooks, callbacks and graph task (torch._C._autograd, Variable._execution_engine),
 the optimizer's foreach selection, the fake process group (torch.testing._internal), DDP's
-private parameter-shape check and pre-forward, an op's schema and a storage's id, ATen's
+private parameter-shape check, pre-forward and the two functions that allocate its gradient
+buckets, an op's schema and a storage's id, ATen's
 private ops the device runs (_scaled_dot_product_*, _safe_softmax), and inductor's loading of
 the code it generated (torch._inductor.codecache.PyCodeCache.load_by_key_path and the line map
 it is given: Note [Generated code] in tracer/format/records.h). Each is named here once;
@@ -256,6 +257,20 @@ def register_fake_backend() -> None:
     import torch.testing._internal.distributed.fake_pg  # noqa: F401  # registers "fake"
 
 
+def ddp_bucket_allocators() -> list[tuple[Any, str]]:
+    """The (class, attribute) of each function in which DDP allocates its gradient buckets:
+    DistributedDataParallel._ddp_init_helper, which builds its Reducer (the first buckets), and
+    the Reducer's _rebuild_buckets (Note [Owners that are not modules] in training.py). []
+    where torch has no distributed package."""
+    import torch
+    if not torch.distributed.is_available():
+        return []
+    from torch.distributed import Reducer  # type: ignore[attr-defined]
+    from torch.nn.parallel import DistributedDataParallel
+    found = [(DistributedDataParallel, "_ddp_init_helper"), (Reducer, "_rebuild_buckets")]
+    return [(owner, name) for owner, name in found if name in owner.__dict__]
+
+
 def fake_store() -> Any:
     from torch.testing._internal.distributed.fake_pg import FakeStore
     return FakeStore()
@@ -398,6 +413,11 @@ def _enter_and_leave(context: Callable[[], Any]) -> Callable[[], None]:
     return check
 
 
+def _all_found(found: list[Any], expected: int) -> None:
+    if len(found) != expected:
+        raise LookupError(f"{len(found)} of {expected} found: {found}")
+
+
 def check_all() -> list[str]:
     """Resolves every name above on the installed torch; returns the ones that fail, with why
     (tests/python/test_torch_internals.py)."""
@@ -431,6 +451,7 @@ def check_all() -> list[str]:
         checks["fake_store"] = fake_store
         checks["ddp_shape_check_skipped"] = _enter_and_leave(ddp_shape_check_skipped)
         checks["ddp_pre_forward"] = lambda: torch.nn.parallel.DistributedDataParallel._pre_forward
+        checks["ddp_bucket_allocators"] = lambda: _all_found(ddp_bucket_allocators(), 2)
     failed = []
     for name, check in checks.items():
         try:

@@ -68,7 +68,8 @@ def _forwards() -> _Forwards:
     if state.generation != _generation:
         state.generation, state.depth, state.pushed, state.roots = _generation, 0, [], []
     return state
-_thread = threading.local()  # .backward_module: a module this thread entered in backward
+_thread = threading.local()  # .backward_module: a module this thread entered in backward;
+# .stepping: whether it entered <optimizer.step> (Note [Owners that are not modules])
 _torch: Any = None  # torch, bound by install()
 
 
@@ -194,9 +195,83 @@ def _tell_owners(parameters: list[Any], belongings: Callable[[Any], list[Any]]) 
             _storages.tell_owner_of(belongings(parameter), path)
 
 
+# Note [Owners that are not modules]
+# Two kinds of allocation in a training step belong to no one module, and are large enough to
+# hide the module table's answer when left in `<no module>` (DDP over 2 ranks: 25.6 % of the
+# peak, tests/simulator/test_parallel_jobs.py):
+# - the optimizer step's own temporaries (foreach AdamW's intermediate lists, one tensor a
+#   parameter, made and freed inside step()) are charged to the owner `<optimizer.step>`, which
+#   the stepping thread enters between the step's pre and post hooks. What the step makes that
+#   belongs to a parameter (the lazy state of the first step) is told its parameter's module
+#   after the step (Note [Everything a parameter has is its module's]), which holds over it.
+# - DDP's gradient buckets (flat buffers, each holding the gradients of many parameters, of
+#   several modules at once: DDP's first step has one bucket holding them all) are charged to
+#   the owner `<DDP buckets>`: entered while DDP builds its Reducer (its first buckets) and
+#   while the Reducer rebuilds them (at the second forward), the two places DDP allocates them.
+#   These are patched onto DDP's class and the Reducer's type while tracing, and put back by
+#   uninstall(); the program's DDP is otherwise untouched (a communication hook would have given
+#   each bucket's buffer, but DDP takes only one, and the program may want its own).
+# A name in angle brackets is an owner the package names, not a module path: the report shows
+# it whole, never cut or folded (Note [The module table] in tracer/report/analysis.h).
+OPTIMIZER_STEP_OWNER = b"<optimizer.step>"
+DDP_BUCKETS_OWNER = b"<DDP buckets>"
+
+
+def _enter_owner(owner: bytes) -> None:
+    _native.library().memtrace_module_enter(owner)
+
+
+def _leave_owner() -> None:
+    _native.library().memtrace_module_exit()
+
+
+def _enter_step_owner() -> None:
+    if getattr(_thread, "stepping", False):  # a step that raised never reached its post hook
+        _leave_owner()
+    _enter_owner(OPTIMIZER_STEP_OWNER)
+    _thread.stepping = True
+
+
+def _leave_step_owner() -> None:
+    if getattr(_thread, "stepping", False):
+        _leave_owner()
+        _thread.stepping = False
+
+
+class _Patched:
+    """An attribute of a class replaced while tracing, put back by remove() (a hook handle)."""
+
+    def __init__(self, owner: Any, name: str, replacement: Callable[..., Any]) -> None:
+        self.owner, self.name, self.original = owner, name, owner.__dict__[name]
+        setattr(owner, name, replacement)
+
+    def remove(self) -> None:
+        setattr(self.owner, self.name, self.original)
+
+
+def _charged_to(owner: bytes, function: Callable[..., Any]) -> Callable[..., Any]:
+    def charged(*args: Any, **kwargs: Any) -> Any:
+        _enter_owner(owner)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _leave_owner()
+    charged.__wrapped__ = function  # type: ignore[attr-defined]
+    return charged
+
+
+def _patch_ddp_buckets() -> list[_Patched]:
+    """DDP's bucket allocations charged to `<DDP buckets>` (Note [Owners that are not
+    modules]); nothing where torch has no distributed package."""
+    return [_Patched(owner, name, _charged_to(DDP_BUCKETS_OWNER, owner.__dict__[name]))
+            for owner, name in _torch_internals.ddp_bucket_allocators()]
+
+
 def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     _leave_backward_module()
     _phase(_OPTIMIZER)
+    if _owning:
+        _enter_step_owner()
     parameters = _optimizer_parameters(optimizer)
     _tell_lasting(parameters, _PARAMETER)
     _tell([p.grad for p in parameters if p.grad is not None], _GRADIENT)
@@ -205,6 +280,7 @@ def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
 
 def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     global _steps
+    _leave_step_owner()
     tensor_type = _torch.Tensor
     _tell_lasting([value for state in optimizer.state.values() for value in state.values()
                    if isinstance(value, tensor_type)], _OPTIMIZER_STATE)
@@ -411,6 +487,7 @@ def install(model: Any = None, *, modules: bool = True, announce: bool = True) -
             # With or without a model: backward is charged to the module whose backward runs
             # whichever way the modules were named (Note [Module paths as the user names them]).
             _handles.append(torch_module.register_module_forward_hook(_module_forward_ends))
+            _handles.extend(_patch_ddp_buckets())
         if model is None or not isinstance(model, torch.nn.Module):
             return
         _model = weakref.ref(model)
@@ -475,3 +552,4 @@ def uninstall() -> None:
         _encoded_paths.clear()
         _owners.clear()
     _leave_backward_module()
+    _leave_step_owner()

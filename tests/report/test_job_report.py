@@ -111,6 +111,40 @@ def test_the_same_rows_by_module_and_as_csv(tmp_path):
     assert line30[1]["phase"] == "backward" and line30[1]["peak_module"] == "model.head"
 
 
+def test_every_ranks_module_table_and_the_module_whose_share_differs(tmp_path):
+    """Issue 51: the job report has each rank's module x category table at its peak (Note [The
+    job's module table]), joined by module, and names the module whose share of the peak
+    differs most between ranks: model.head holds 2 of rank 0's 6 MiB, 5 of rank 1's 9."""
+    folder = job_folder(tmp_path)
+    job = job_json(folder)
+    for rank, head in zip(job["ranks"], (2 * MIB, 5 * MIB, 3 * MIB)):
+        table = rank["modules_at_peak"]
+        assert [(row["module"], row["bytes"]) for row in table["rows"]] == sorted(
+            [("model.encoder", 4 * MIB), ("model.head", head)], key=lambda row: -row[1])
+        # Every rank's table sums to its categories, cell by cell.
+        for category, value in rank["categories"].items():
+            assert sum(row["categories"][category] for row in table["rows"]) == value, category
+    modules = job["modules"]
+    assert [(row["location"], row["bytes"]) for row in modules["rows"]] == [
+        ("model.head", [2 * MIB, 5 * MIB, 3 * MIB]), ("model.encoder", [4 * MIB] * 3)]
+    differs = modules["differs_most"]
+    assert (differs["location"], differs["highest_index"], differs["lowest_index"]) == (
+        "model.head", 1, 0)
+    assert abs(differs["highest_share"] - 5 / 9) < 1e-12
+    assert abs(differs["lowest_share"] - 2 / 6) < 1e-12
+    text = run([Build.report, folder]).stdout
+    assert "By module at each rank's peak" in text
+    assert re.search(r"^5\.000 MiB\s+2\.000 MiB\s+3\.000 MiB\s+model\.head$", text, re.M), text
+    assert "Differs most between ranks: model.head holds 55.6 % of rank 1's peak (5.000 MiB), " \
+           "33.3 % of rank 0's (2.000 MiB)." in text
+    # Ranks that hold the same: said so, no module named.
+    (tmp_path / "same").mkdir()
+    same = job_folder(tmp_path / "same", extras=(MIB, MIB))
+    assert job_json(same)["modules"]["differs_most"] is None
+    assert "Every module's share of the peak is the same on every rank (within 0.1 point)." in \
+        run([Build.report, same]).stdout
+
+
 def test_clocks_are_aligned_at_the_jobs_start(tmp_path):
     # One host: by CLOCK_MONOTONIC (rank 1 started 2 s after rank 0); the wall clocks, which
     # disagree, are not used.

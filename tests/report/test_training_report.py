@@ -119,6 +119,74 @@ def test_the_module_table_folds_blocks_and_sums_to_the_categories_line(build, tm
     assert "(all: the categories line)" in text
 
 
+def owners_and_modules(path):
+    """13 modules model.part0..12 (1 KiB each: too many rows at depth 2, so the table is cut to
+    `model`), and what the package charges to owners that are not modules (Note [Owners that
+    are not modules] in python/mem_tracer/training.py): <DDP buckets> 64 KiB, <optimizer.step>
+    32 KiB, with a dot in its name; and 2 KiB in no module."""
+    w = TraceWriter()
+    w.device(0, w.string("GPU 0"), 1 << 30).context(1, 0)
+    w.marker(1, TRACING_STARTED)
+    w.training_phase(2, FORWARD)
+    address, time = 0x7f0000000000, 10
+    for module, size in ([(f"model.part{i}", KIB) for i in range(13)]
+                         + [("<DDP buckets>", 64 * KIB), ("<optimizer.step>", 32 * KIB),
+                            ("", 2 * KIB)]):
+        w.module_scope(w.string(module) if module else 0)
+        w.alloc(time, address, size)
+        address += 1 << 20
+        time += 1
+    return w.write(path)
+
+
+def test_owners_that_are_not_modules_are_rows_of_their_own_never_cut(build, tmp_path):
+    trace = owners_and_modules(tmp_path / "owners.bin")
+    training = json.loads(run([build.report, trace, "--format", "json"]).stdout)["training"]
+    table = training["modules_at_peak"]
+    assert table["depth"] == 1
+    assert [(r["module"], r["count"], r["bytes"]) for r in table["rows"]] == [
+        ("<DDP buckets>", 1, 64 * KIB), ("<optimizer.step>", 1, 32 * KIB),
+        ("model", 1, 13 * KIB), ("", 1, 2 * KIB)]
+    text = run([build.report, trace]).stdout
+    assert "By module at the peak (paths cut to 1 named part, * for repeated blocks):" in text
+    assert re.search(r"^\s+32\.00 KiB\s+32\.00 KiB\s+<optimizer\.step>$", text, re.M), text
+
+
+def test_the_page_has_the_module_table_sortable_by_any_column(build, tmp_path):
+    """The HTML page's module x category table beside the flame graph: the report's rows,
+    largest first; a click on a title sorts by that column, a second reverses it."""
+    import chromium
+    assert chromium.executable() is not None, "Chromium is not installed (run scripts/setup.sh)"
+    trace = owners_and_modules(tmp_path / "owners.bin")
+    page = tmp_path / "owners.html"
+    run([build.report, "html", trace, "-o", page])
+    browser = chromium.Browser(width=1400, height=1000)
+    try:
+        browser.open(page)
+        browser.wait_until("document.body && document.body.getAttribute('data-ready') === '1'")
+        assert browser.evaluate("document.getElementById('modules-section').hidden") is False
+        modules = "[...document.querySelectorAll('#modules tbody tr')].map(r => r.getAttribute('data-module'))"
+        assert browser.evaluate(modules) == ["<DDP buckets>", "<optimizer.step>", "model",
+                                             "<no module>"]
+        assert browser.evaluate("[...document.querySelectorAll('#modules th')].map(t => t.textContent)") \
+            == ["Total", "temporary", "Module"]
+        footer = "[...document.querySelectorAll('#modules tfoot td')].map(t => t.textContent)"
+        assert browser.evaluate(footer)[2] == "(all: the categories line)"
+        assert browser.evaluate(footer)[0] == browser.evaluate(footer)[1]  # all temporary
+        browser.evaluate("document.querySelector('#modules th[data-column=\"Module\"]').click()")
+        assert browser.evaluate(modules) == ["<DDP buckets>", "<no module>", "<optimizer.step>",
+                                             "model"]
+        browser.evaluate("document.querySelector('#modules th[data-column=\"Module\"]').click()")
+        assert browser.evaluate("document.getElementById('modules').getAttribute('data-sorted')") \
+            == "Module descending"
+        assert browser.evaluate(modules)[0] == "model"
+        browser.evaluate("document.querySelector('#modules th[data-column=\"Total\"]').click()")
+        assert browser.evaluate(modules)[0] == "<DDP buckets>"
+        assert browser.problems() == []
+    finally:
+        browser.close()
+
+
 def test_at_the_end_categories_hold_and_untold_untraced_is_unknown(build, tmp_path):
     trace = two_steps(tmp_path / "steps.bin")
     said = json.loads(run([build.report, trace, "--format", "json", "--group-by", "category",

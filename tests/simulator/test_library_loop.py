@@ -6,14 +6,18 @@ included, and its module x category table at the peak (Note [The module table] i
 tracer/report/analysis.h) folds the blocks and sums to the categories line. Every byte a module
 owns is under it: its parameters' gradients and optimizer state (Note [Everything a parameter
 has is its module's] in python/mem_tracer/training.py), the loss's backward (the root's, Note
-[Backward modules]), and the activations checkpointing recomputes in backward."""
+[Backward modules]), and the activations checkpointing recomputes in backward. The loops of
+accelerate over DDP (2 simulated ranks under torchrun) and of Lightning's Trainer too, with
+DDP's buckets and the optimizer step's temporaries under owners of their own (Note [Owners
+that are not modules])."""
+import json
 import os
 import re
 import sys
 from pathlib import Path
 
 import pytest
-from memtrace_testing import ROOT, report_json, run
+from memtrace_testing import ROOT, Build, report_json, run
 
 HERE = Path(__file__).resolve().parent
 TRAINER = HERE / "programs" / "trainer_gpt2.py"
@@ -160,3 +164,65 @@ def test_start_tracing_without_a_model_names_modules_forward_and_backward(tmp_pa
     # Backward's allocations are the module's whose backward runs: the weight gradients.
     down_grad = 3001 * 10 * 4
     assert rows.get("wrapped.down", 0) >= down_grad, rows
+
+
+# ---- the loops people use (issue 51, item 4): accelerate over DDP, Lightning -------------
+
+ACCELERATE_DDP = HERE / "programs" / "accelerate_ddp.py"
+LIGHTNING = HERE / "programs" / "lightning_loop.py"
+TORCHRUN = Path(sys.executable).parent / "torchrun"
+
+
+def check_owned(training):
+    """At most 10 % of the peak in `<no module>`, none of it a parameter's, a gradient or
+    optimizer state; the module x category table summing to the categories line, cell by cell.
+    Returns the table's rows by name."""
+    at_peak = training["categories_at_peak"]
+    rows = training["modules_at_peak"]["rows"]
+    assert {category: sum(row["categories"][category] for row in rows)
+            for category in at_peak} == at_peak, rows
+    outside = outside_every_module(training)
+    assert all(outside[category] == 0 for category in OWNED), outside
+    assert sum(outside.values()) <= sum(at_peak.values()) / 10, (outside, at_peak)
+    assert at_peak["parameter"] > 0 and at_peak["optimizer_state"] > 0, at_peak
+    return {row["location"]: row for row in rows}
+
+
+def test_accelerate_over_ddp_on_two_simulated_ranks(tmp_path):
+    """accelerate's loop (`accelerator.backward(loss)`) with DDP over 2 simulated H100s: each
+    rank's peak (in the optimizer's step) has DDP's buckets under <DDP buckets> and foreach
+    AdamW's temporaries under <optimizer.step> (Note [Owners that are not modules] in
+    python/mem_tracer/training.py); what is in no module is the batch and the loss."""
+    folder = tmp_path / "job"
+    result = memtrace_run("--gpu", "h100", "-q", "-o", folder, TORCHRUN, "--standalone",
+                          "--nproc-per-node", 2, ACCELERATE_DDP)
+    assert "trained rank 0 of 2" in result.stdout and "trained rank 1 of 2" in result.stdout, \
+        result.stderr[-3000:]
+    traces = sorted(folder.glob("*.bin"))
+    assert len(traces) == 2, traces
+    parameters = (1024 * 4096 + 4096) + (4096 * 4096 + 4096) + (4096 * 10 + 10)
+    for trace in traces:
+        rows = check_owned(report_json(trace)["training"])
+        assert rows["network.* (x3)"]["categories"]["parameter"] == 4 * parameters, rows
+        assert rows["<DDP buckets>"]["bytes"] in (4 * parameters, 8 * parameters), rows
+        assert rows["<optimizer.step>"]["bytes"] > 0, rows
+    # The job report has the same table for each rank.
+    job = json.loads(run([Build.report, folder, "--format", "json"]).stdout)
+    assert [rank["modules_at_peak"] is not None for rank in job["ranks"]] == [True, True]
+    assert "<DDP buckets>" in {row["location"] for row in job["modules"]["rows"]}
+
+
+def test_lightning_trainer_on_the_simulated_card(tmp_path):
+    """Lightning's Trainer (its optimizer step runs the user's training_step inside
+    `optimizer.step(closure)`): the model's modules own their parameters, gradients and AdamW's
+    state; at most 10 % of the peak is in no module."""
+    import importlib.util
+    assert importlib.util.find_spec("lightning") is not None, (
+        f"lightning is not installed for {sys.executable}: make cuda-torch-venv installs it")
+    trace = tmp_path / "lightning.bin"
+    result = memtrace_run("--gpu", "h100", "-q", "-o", trace, LIGHTNING, tmp_path / "out")
+    assert "trained" in result.stdout, result.stderr[-3000:]
+    training = report_json(trace)["training"]
+    rows = check_owned(training)
+    assert [step["step"] for step in training["steps"]] == [1, 2, 3], training["steps"]
+    assert any(name.startswith("network") for name in rows), rows

@@ -390,4 +390,16 @@ def test_the_training_fixture_gives_each_steps_figures(pytester, session):
     pytester.makepyfile(test_training=TRAINING)
     result = session("--memtrace-gpu", "h200", "-rA")
     result.assert_outcomes(passed=1)
-    assert "FIGURES Training(peak_bytes=" in result.stdout.str()
+    output = result.stdout.str()
+    assert "FIGURES Training(peak_bytes=" in output
+    # The summary's line of the module table at the test's peak (Note [The module table]): its
+    # 3 largest rows, largest first, the model's Linear layers (their parameters, gradients and
+    # AdamW's state) first; then how many more rows the table has.
+    summary = output[output.index("memtrace: GPU memory by test"):]
+    modules = re.search(r"^\s+by module: (.+)$", summary, re.M)
+    assert modules, summary
+    rows = re.findall(r"(?:^|, )(.+?) [\d.]+ [KMG]iB \((\d+) %\)", modules[1])
+    shares = [int(share) for _, share in rows]
+    assert len(rows) == 3 and shares == sorted(shares, reverse=True) and sum(shares) <= 100, rows
+    assert rows[0][0] == "module[Linear]" and shares[0] >= 40, rows
+    assert re.search(r", \d+ more$", modules[1]), modules[1]

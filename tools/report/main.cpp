@@ -190,11 +190,12 @@ int run(const Options& options) {
   report.table = locator.group(report.live_set);
   report.dominant_line =
       breakDownDominantLine(locator, trace.tables(), report.live_set, report.table);
+  if ((options.command == Command::kReport || options.command == Command::kHtml) &&
+      report.summary.training) {
+    progress.pass("resolving the training categories");  // the page's module table too
+    resolveTraining(trace, report.summary);
+  }
   if (options.command == Command::kReport) {
-    if (report.summary.training) {
-      progress.pass("resolving the training categories");
-      resolveTraining(trace, report.summary);
-    }
     progress.done();
     report.prediction = prediction ? &*prediction : nullptr;
     if (options.format == Format::kJson)

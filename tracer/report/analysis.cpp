@@ -907,8 +907,15 @@ bool isIndex(std::string_view part) {
          std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// An owner the Python package names that is not a module (`<optimizer.step>`, `<DDP buckets>`:
+// Note [Owners that are not modules] in python/mem_tracer/training.py): one part, never cut.
+bool isNamedOwner(std::string_view path) {
+  return !path.empty() && path.front() == '<';
+}
+
 // The named components of `path` (its indices not counted).
 size_t namedDepth(std::string_view path) {
+  if (isNamedOwner(path)) return 1;
   size_t depth = 0;
   for (size_t begin = 0; begin <= path.size();) {
     size_t end = std::min(path.find('.', begin), path.size());
@@ -921,6 +928,7 @@ size_t namedDepth(std::string_view path) {
 // `path` cut after `depth` named components, with the indices right after them kept (a
 // block's: `h.3`): as it is, and with each index as `*`.
 std::pair<std::string, std::string> cutPath(std::string_view path, size_t depth) {
+  if (isNamedOwner(path)) return {std::string(path), std::string(path)};
   std::string concrete;
   std::string folded;
   size_t named = 0;

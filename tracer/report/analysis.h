@@ -156,7 +156,10 @@ struct FlightSummary {
 // component becomes `*` (`model.transformer.h.3.attn` at depth 3 is `model.transformer.h.*`),
 // with the count of blocks folded in. Allocations made in no module (a model's parameters moved
 // to the device, the optimizer's state, the loss outside the model) are one row, "" (printed
-// "<no module>"). Every row's categories sum to the categories line: nothing is dropped.
+// "<no module>"). An owner the Python package names that is not a module (`<optimizer.step>`,
+// `<DDP buckets>`: Note [Owners that are not modules] in python/mem_tracer/training.py) is a
+// row of its own, never cut or folded. Every row's categories sum to the categories line:
+// nothing is dropped.
 struct ModuleCategoryRow {
   std::string module;  // the folded path; "": no module
   uint64_t count = 0;  // the modules folded into the row (the blocks `*` stands for), at least 1

@@ -11,6 +11,8 @@
 #include <map>
 #include <thread>
 
+#include "tracer/report/training.h"
+
 namespace memtrace::report {
 namespace {
 
@@ -73,6 +75,7 @@ TracePeak readPeak(const std::string& path, const JobOptions& options) {
   TracePeak rank;
   rank.path = path;
   rank.summary = summarize(trace, options.device, options.until);
+  resolveTraining(trace, rank.summary);
   rank.distributed = trace.tables().distributed;
   rank.host = rank.summary.process.host_name;
   LiveSet live_set = liveSetAt(trace, rank.summary, Point{});
@@ -161,6 +164,54 @@ void alignClocks(JobReport& job) {
           ? "at the job's start, by each process's CLOCK_MONOTONIC start on one host (exact)"
           : "at the job's start, by each host's wall clock at each process's start (as exact as "
             "the hosts' clocks agree: NTP keeps them within milliseconds)";
+}
+
+// Note [The job's module table].
+void joinModules(JobReport& job) {
+  std::vector<size_t> order{job.peak_rank};
+  for (size_t i = 0; i < job.ranks.size(); ++i)
+    if (i != job.peak_rank) order.push_back(i);
+  std::map<std::string, size_t> index;  // a row's key -> its index in job.modules
+  for (size_t rank : order) {
+    for (const ModuleCategoryRow& row : job.ranks[rank].summary.peak_modules.rows) {
+      std::string key = row.module.empty() ? "\n" + row.without_module : row.module;
+      auto [found, added] = index.try_emplace(key, job.modules.size());
+      if (added)
+        job.modules.push_back(JobModuleRow{row.module, moduleName(row),
+                                           std::vector<uint64_t>(job.ranks.size()),
+                                           std::vector<CategoryBytes>(job.ranks.size())});
+      JobModuleRow& joined = job.modules[found->second];
+      joined.bytes[rank] += row.bytes;
+      for (size_t c = 0; c < row.categories.size(); ++c)
+        joined.categories[rank][c] += row.categories[c];
+    }
+  }
+  if (job.ranks.size() < 2) return;
+  constexpr double kShown = 0.001;  // 0.1 point of a rank's peak
+  double widest = kShown;
+  for (size_t r = 0; r < job.modules.size(); ++r) {
+    ModuleShareDifference difference{r, 0, 0, -1.0, 2.0};
+    for (size_t rank = 0; rank < job.ranks.size(); ++rank) {
+      uint64_t peak = job.ranks[rank].summary.peak_bytes;
+      if (!peak || job.ranks[rank].summary.peak_modules.rows.empty()) continue;
+      double share = double(job.modules[r].bytes[rank]) / double(peak);
+      if (share > difference.highest_share) {
+        difference.highest_share = share;
+        difference.highest = rank;
+      }
+      if (share < difference.lowest_share) {
+        difference.lowest_share = share;
+        difference.lowest = rank;
+      }
+    }
+    // Ties (two modules' shares always move together when they are all a peak holds) go to
+    // the row listed first: the peak rank's largest.
+    double spread = difference.highest_share - difference.lowest_share;
+    if (job.differing_module ? spread > widest + 1e-9 : spread >= widest) {
+      widest = spread;
+      job.differing_module = difference;
+    }
+  }
 }
 
 }  // namespace
@@ -272,6 +323,7 @@ JobReport readJob(const std::vector<std::string>& paths, const JobOptions& optio
     }
     job.rows.push_back(std::move(by_rank));
   }
+  joinModules(job);
   return job;
 }
 

@@ -38,7 +38,7 @@ struct TracePeak {
   std::string path;
   std::optional<reader::DistributedInfo> distributed;  // nullopt: the trace is no rank's
   std::string host;
-  TraceSummary summary;
+  TraceSummary summary;  // training resolved (peak_modules: the module table at its peak)
   // What was live at its peak, grouped as JobOptions::groupings say, one table each.
   std::vector<LocationTable> tables;
   CategoryBytes categories{};  // at its peak (all unknown without training records)
@@ -53,6 +53,25 @@ struct TracePeak {
 
   int64_t rank() const { return distributed ? distributed->rank : -1; }
   std::string label() const;  // "rank 3", or the file's name for a trace that is no rank's
+};
+
+// Note [The job's module table]
+// Each rank's module table at its own peak (Note [The module table]), joined by row: a
+// module's path as cut for that rank's table, or what a row without module holds. The rows
+// are the peak rank's first, largest first, then those only other ranks have. A module whose
+// share of the peak differs between ranks is what tells the ranks apart (an uneven shard, a
+// rank that alone holds a bucket NCCL keeps): the row whose share of its rank's peak differs
+// most between two ranks is named, with both shares, where it differs by 0.1 point or more.
+struct JobModuleRow {
+  std::string module;  // "" for a row without module
+  std::string name;    // as the report names it (moduleName: "<no module>", "model.h.* (x4)")
+  std::vector<uint64_t> bytes;            // indexed like JobReport::ranks; 0 where a rank has none
+  std::vector<CategoryBytes> categories;  // the same, by category
+};
+struct ModuleShareDifference {
+  size_t row = 0;                  // index into JobReport::modules
+  size_t highest = 0, lowest = 0;  // the ranks (indices) where its share is highest and lowest
+  double highest_share = 0, lowest_share = 0;  // of those ranks' peaks, in [0, 1]
 };
 
 struct JobReport {
@@ -73,6 +92,10 @@ struct JobReport {
   std::vector<JoinedRow> rows;
   GroupBy group_by = GroupBy::kLine;
   FramePolicy frame = FramePolicy::kUser;
+  // Every rank's module table (Note [The job's module table]); empty where no rank has training
+  // records.
+  std::vector<JobModuleRow> modules;
+  std::optional<ModuleShareDifference> differing_module;
 };
 
 // Reads each of `paths` at its peak, on up to JobOptions::threads threads at once. Throws the

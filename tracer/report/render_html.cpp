@@ -16,6 +16,7 @@
 #include "tracer/report/escape.h"
 #include "tracer/report/html_assets.h"
 #include "tracer/report/render.h"
+#include "tracer/report/training.h"
 
 namespace memtrace::report {
 namespace {
@@ -161,6 +162,9 @@ void renderHtml(std::ostream& out, const HtmlReport& html) {
       {"table", tableJson(html.report, html.prediction)},
       {"timeline", timelineJson(html.timeline)},
       {"flame", flameJson(html.flame)},
+      // The module x category table at the peak, beside the flame graph (null without training
+      // records: Note [The module table]).
+      {"training", trainingJson(summary)},
       {"estimate", predictionJson(html.prediction)}};
   writePage(out, assets::kReportHtml, "memtrace: " + html.report.trace_path, assets::kReportJs,
             data);

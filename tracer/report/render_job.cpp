@@ -9,6 +9,7 @@
 #include "tracer/report/html_assets.h"
 #include "tracer/report/render.h"
 #include "tracer/report/render_html.h"
+#include "tracer/report/training.h"
 
 namespace memtrace::report {
 namespace {
@@ -67,26 +68,29 @@ json rankJson(const TracePeak& rank) {
     if (rank.categories[value])
       categories[format::categoryName(static_cast<format::Category>(value))] =
           rank.categories[value];
-  json entry = {{"trace", rank.path},
-                {"label", rank.label()},
-                {"rank", rank.distributed ? json(rank.distributed->rank) : json(nullptr)},
-                {"host", rank.host},
-                {"pid", rank.summary.process.pid},
-                {"peak_bytes", rank.summary.peak_bytes},
-                {"peak_event", rank.summary.peak_event},
-                {"peak_time_ns", rank.summary.peak_time_ns},
-                {"job_peak_time_ns", rank.offset_ns + rank.summary.peak_time_ns},
-                {"offset_ns", rank.offset_ns},
-                {"duration_ns", rank.summary.duration_ns},
-                {"events", rank.summary.events},
-                {"step", rank.peak_step ? json(rank.peak_step) : json(nullptr)},
-                {"phase", rank.peak_phase ? json(format::trainingPhaseName(*rank.peak_phase))
-                                          : json(nullptr)},
-                {"line", rank.peak_line},
-                {"module", rank.peak_module},
-                {"categories", categories},
-                {"ended_cleanly", rank.summary.ended_cleanly},
-                {"simulated", simulatedJson(rank.summary.simulated)}};
+  json entry = {
+      {"trace", rank.path},
+      {"label", rank.label()},
+      {"rank", rank.distributed ? json(rank.distributed->rank) : json(nullptr)},
+      {"host", rank.host},
+      {"pid", rank.summary.process.pid},
+      {"peak_bytes", rank.summary.peak_bytes},
+      {"peak_event", rank.summary.peak_event},
+      {"peak_time_ns", rank.summary.peak_time_ns},
+      {"job_peak_time_ns", rank.offset_ns + rank.summary.peak_time_ns},
+      {"offset_ns", rank.offset_ns},
+      {"duration_ns", rank.summary.duration_ns},
+      {"events", rank.summary.events},
+      {"step", rank.peak_step ? json(rank.peak_step) : json(nullptr)},
+      {"phase",
+       rank.peak_phase ? json(format::trainingPhaseName(*rank.peak_phase)) : json(nullptr)},
+      {"line", rank.peak_line},
+      {"module", rank.peak_module},
+      {"categories", categories},
+      {"modules_at_peak",
+       rank.summary.training ? moduleTableJson(rank.summary.peak_modules) : json(nullptr)},
+      {"ended_cleanly", rank.summary.ended_cleanly},
+      {"simulated", simulatedJson(rank.summary.simulated)}};
   if (rank.distributed) {
     const reader::DistributedInfo& d = *rank.distributed;
     entry["local_rank"] = d.local_rank;
@@ -104,6 +108,34 @@ json locationJson(const Location& location) {
   if (!location.function.empty()) entry["function"] = location.function;
   if (!location.module.empty()) entry["module"] = location.module;
   return entry;
+}
+
+std::string shareText(double share) {
+  return fmt::format("{:.1f} %", 100.0 * share);
+}
+
+// Note [The job's module table]: "model.4 holds 12.1 % of rank 3's peak, 3.0 % of rank 0's".
+std::string differingText(const JobReport& job) {
+  const ModuleShareDifference& d = *job.differing_module;
+  const JobModuleRow& row = job.modules[d.row];
+  return fmt::format("{} holds {} of {}'s peak ({}), {} of {}'s ({})", row.name,
+                     shareText(d.highest_share), job.ranks[d.highest].label(),
+                     formatBytes(row.bytes[d.highest]), shareText(d.lowest_share),
+                     job.ranks[d.lowest].label(), formatBytes(row.bytes[d.lowest]));
+}
+
+json modulesJson(const JobReport& job) {
+  json rows = json::array();
+  for (const JobModuleRow& row : job.modules)
+    rows.push_back({{"module", row.module}, {"location", row.name}, {"bytes", row.bytes}});
+  json differing = nullptr;
+  if (job.differing_module) {
+    const ModuleShareDifference& d = *job.differing_module;
+    differing = {{"location", job.modules[d.row].name}, {"highest_index", d.highest},
+                 {"highest_share", d.highest_share},    {"lowest_index", d.lowest},
+                 {"lowest_share", d.lowest_share},      {"text", differingText(job)}};
+  }
+  return {{"rows", rows}, {"differs_most", differing}};
 }
 
 json jobJson(const JobReport& job, size_t top) {
@@ -137,6 +169,7 @@ json jobJson(const JobReport& job, size_t top) {
         {"median_index", job.median_rank},
         {"median_bytes", median.summary.peak_bytes},
         {"over_median_bytes", peak.summary.peak_bytes - median.summary.peak_bytes}}},
+      {"modules", modulesJson(job)},
       {"table",
        {{"group_by", groupByName(job.group_by)},
         {"frame", job.frame == FramePolicy::kUser ? "user" : "innermost"},
@@ -184,6 +217,44 @@ uint64_t lowerMedian(std::vector<uint64_t> values) {
   return *middle;
 }
 
+// Every rank's module table at its peak, the peak rank's column first (Note [The job's module
+// table]), and the module whose share differs most between ranks.
+void renderJobModules(std::ostream& out, const JobReport& job) {
+  if (job.modules.empty()) return;
+  const TracePeak& peak = job.ranks[job.peak_rank];
+  out << "\nBy module at each rank's peak (each row's categories: the JSON report, or the rank's "
+         "own):\n";
+  bool columns = job.ranks.size() <= kRankColumns;
+  std::string header = fmt::format("{:<11} ", peak.label());
+  if (columns) {
+    for (size_t i = 0; i < job.ranks.size(); ++i)
+      if (i != job.peak_rank) header += fmt::format("{:<11} ", job.ranks[i].label());
+  } else {
+    header += fmt::format("{:<11} {:<11} {:<11} ", "Others min", "median", "max");
+  }
+  out << header << "Module\n";
+  for (const JobModuleRow& row : job.modules) {
+    std::string line = fmt::format("{:<11} ", formatBytes(row.bytes[job.peak_rank]));
+    std::vector<uint64_t> others;
+    for (size_t i = 0; i < job.ranks.size(); ++i) {
+      if (i == job.peak_rank) continue;
+      others.push_back(row.bytes[i]);
+      if (columns) line += fmt::format("{:<11} ", row.bytes[i] ? formatBytes(row.bytes[i]) : "-");
+    }
+    if (!columns)
+      line += fmt::format("{:<11} {:<11} {:<11} ",
+                          formatBytes(*std::min_element(others.begin(), others.end())),
+                          formatBytes(lowerMedian(others)),
+                          formatBytes(*std::max_element(others.begin(), others.end())));
+    out << line << row.name << "\n";
+  }
+  if (job.ranks.size() < 2) return;
+  if (job.differing_module)
+    out << fmt::format("Differs most between ranks: {}.\n", differingText(job));
+  else
+    out << "Every module's share of the peak is the same on every rank (within 0.1 point).\n";
+}
+
 }  // namespace
 
 void renderJobText(std::ostream& out, const JobReport& job, size_t top) {
@@ -227,6 +298,8 @@ void renderJobText(std::ostream& out, const JobReport& job, size_t top) {
   }
   out << fmt::format("\n{} peaks highest: {}, {}.\n", peak.label(),
                      formatBytes(peak.summary.peak_bytes), overMedianText(job));
+
+  renderJobModules(out, job);
 
   size_t rows = shown(job.rows.size(), top);
   out << fmt::format("\nLive at {}'s peak, by {}{}, beside the other ranks' figures at theirs",

@@ -43,12 +43,6 @@ nlohmann::json breakdownJson(const CategoryBytes& bytes) {
   return object;
 }
 
-// "model.transformer.h.* (x4)", "<no module>", "weights, allocated before tracing".
-std::string moduleName(const ModuleCategoryRow& row) {
-  if (row.module.empty()) return row.without_module;
-  return row.count > 1 ? fmt::format("{} (x{})", row.module, row.count) : row.module;
-}
-
 // The module x category table at the peak (Note [The module table]): the categories the peak
 // holds as columns, the modules as rows, and their total, which is the categories line.
 void renderModuleTable(std::ostream& out, const TraceSummary& s) {
@@ -144,6 +138,22 @@ void renderTrainingText(std::ostream& out, const TraceSummary& s) {
   out << "\n";
 }
 
+std::string moduleName(const ModuleCategoryRow& row) {
+  if (row.module.empty()) return row.without_module;
+  return row.count > 1 ? fmt::format("{} (x{})", row.module, row.count) : row.module;
+}
+
+nlohmann::json moduleTableJson(const ModuleCategoryTable& table) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const ModuleCategoryRow& row : table.rows)
+    rows.push_back({{"module", row.module},
+                    {"location", moduleName(row)},
+                    {"count", row.count},
+                    {"bytes", row.bytes},
+                    {"categories", breakdownJson(row.categories)}});
+  return {{"depth", table.depth}, {"rows", rows}};
+}
+
 nlohmann::json trainingJson(const TraceSummary& s) {
   if (!s.training) return nullptr;
   nlohmann::json steps = nlohmann::json::array();
@@ -157,19 +167,11 @@ nlohmann::json trainingJson(const TraceSummary& s) {
                      {"peak_phase", format::trainingPhaseName(step.peak_phase)},
                      {"peak_module", step.peak_module},
                      {"categories", breakdownJson(step.peak_categories)}});
-  nlohmann::json modules = nlohmann::json::array();
-  for (const ModuleCategoryRow& row : s.peak_modules.rows)
-    modules.push_back({{"module", row.module},
-                       {"location", moduleName(row)},
-                       {"count", row.count},
-                       {"bytes", row.bytes},
-                       {"categories", breakdownJson(row.categories)}});
-  nlohmann::json training = {
-      {"categories_at_peak", breakdownJson(s.peak_categories)},
-      {"modules_at_peak", {{"depth", s.peak_modules.depth}, {"rows", modules}}},
-      {"categories_told", s.categories_told},
-      {"categories_ignored", s.categories_ignored},
-      {"steps", steps}};
+  nlohmann::json training = {{"categories_at_peak", breakdownJson(s.peak_categories)},
+                             {"modules_at_peak", moduleTableJson(s.peak_modules)},
+                             {"categories_told", s.categories_told},
+                             {"categories_ignored", s.categories_ignored},
+                             {"steps", steps}};
   if (s.steps.size() >= 2 && bytesOf(s.steps[1].peak_categories, Category::kOptimizerState)) {
     training["first_step"] = {
         {"optimizer_state_bytes", bytesOf(s.steps[1].peak_categories, Category::kOptimizerState)},
