@@ -141,7 +141,7 @@ class Estimate:
     # batch_sizes= or budget= of a recorded estimate: how the other batches were made (each
     # recorded, or extended from three recordings: Note [A budget search from three
     # recordings]); None otherwise.
-    search_note: str | None = None
+    search_note: str | None = field(default=None, repr=False)
 
     @property
     def training_workspace_bytes(self) -> int | None:
