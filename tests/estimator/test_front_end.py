@@ -125,7 +125,7 @@ def test_a_budget_search_from_three_recordings_holds_where_recorded(tmp_path):
     result = mem_tracer.estimate(model, (ids,), budget="1GiB", device="cuda-sm90")
     largest = result.largest_batch
     assert result.search_note.startswith(
-        "the budget search extended the recordings at batches 1, 2, 3"), result.search_note
+        "the budget search extended the recordings at batches 2, 3, 4"), result.search_note
     assert f"then recorded {largest} and {largest + 1} to check the answer" in result.search_note
     assert "other batches: the budget search extended" in str(result)
     # Recorded here, apart from the search: the answer fits, the next batch does not.
@@ -150,10 +150,10 @@ def test_affine_graphs_extend_and_others_are_refused():
               for batch in batch_graphs.BASES}
     extend = batch_graphs.affine(graphs)
     assert extend(100) == {"storages": [{"bytes": 1100, "shape": [100, 5], "name": "x"}]}
-    graphs[3]["storages"][0]["bytes"] = 131  # 110, 120, 131: not equally spaced
-    with pytest.raises(batch_graphs.NotAffine, match="bytes is 110, 120, 131"):
+    graphs[4]["storages"][0]["bytes"] = 141  # 120, 130, 141: not equally spaced
+    with pytest.raises(batch_graphs.NotAffine, match="bytes is 120, 130, 141"):
         batch_graphs.affine(graphs)
-    graphs[3] = {"storages": []}
+    graphs[4] = {"storages": []}
     with pytest.raises(batch_graphs.NotAffine, match="another length"):
         batch_graphs.affine(graphs)
 

@@ -1,4 +1,4 @@
-"""A recorded graph at any batch, from recordings at three batches (Note [A budget search from
+"""A recorded graph at any batch from 2 on, from recordings at three batches (Note [A budget search from
 three recordings])."""
 from __future__ import annotations
 
@@ -10,16 +10,20 @@ from typing import Any
 # more); a budget search tries tens of batches (doubling, then bisecting: 20 for GPT-2 in 1 GiB),
 # so recording each took 26 s there. But a graph recorded at batch n differs from the one at
 # batch 1 only in its numbers: the bytes and shapes of what depends on the batch, and FLOPs.
-# Where the recordings at batches 1, 2 and 3 have the same structure (every op, storage, frame,
+# Where the recordings at batches 2, 3 and 4 have the same structure (every op, storage, frame,
 # kernel choice and string equal) and each number is affine in the batch (its three values
-# equally spaced), the graph at any batch is those numbers extended, and memtrace-estimate (C++,
-# a fraction of a second a graph) answers each batch the search tries. Three points can miss
+# equally spaced), the graph at any batch from 2 on is those numbers extended, and
+# memtrace-estimate on it answers each batch the search tries (batch 1 is recorded: a forward
+# often takes another path there, a broadcast or a squeezed dimension). Each call of
+# memtrace-estimate costs about 0.7 s, mostly loading LibTorch, so the search also starts where
+# the requested bytes at 3 and 4, on a straight line, cross the budget, and gallops and bisects
+# from there: about 8 calls where doubling from 1 made 20. Three points can miss
 # what changes later (a kernel chosen by size, a size rounded up): so the answer is then
 # recorded for real, at the largest batch found and the one after it; if either disagrees with
 # the extended graphs the search records every batch it tries instead. estimate() says which
 # (Estimate.search_note), never a silent approximation. A forward whose graphs are not affine
 # in the batch is recorded per batch, as before, and the note says why.
-BASES = (1, 2, 3)
+BASES = (2, 3, 4)
 
 
 class NotAffine(Exception):
@@ -27,19 +31,21 @@ class NotAffine(Exception):
 
 
 def affine(graphs: Mapping[int, Any]) -> Callable[[int], Any]:
-    """The graph at any batch from the graphs at batches 1, 2 and 3; NotAffine when their
+    """The graph at any batch from 2 on, from the graphs at BASES; NotAffine when their
     structure differs or a number is not affine in the batch."""
     first, second, third = (graphs[batch] for batch in BASES)
     template = _template(first, second, third, "")
 
     def at(batch: int) -> Any:
-        return _filled(template, batch)
+        if batch < BASES[0]:
+            raise NotAffine(f"batch {batch} is below the recordings at {BASES}")
+        return _filled(template, batch - BASES[0])
 
     return at
 
 
 def _template(a: Any, b: Any, c: Any, where: str) -> Any:
-    """The graph with each number that changes replaced by (its value at 1, its step)."""
+    """The graph with each number that changes replaced by (its first value, its step)."""
     if isinstance(a, dict):
         if not isinstance(b, dict) or not isinstance(c, dict) or a.keys() != b.keys() \
                 or a.keys() != c.keys():
@@ -53,28 +59,29 @@ def _template(a: Any, b: Any, c: Any, where: str) -> Any:
         if a == b == c:
             return a
         if c - b != b - a:
-            raise NotAffine(f"{where} is {a}, {b}, {c} at batches 1, 2, 3: not affine")
+            raise NotAffine(f"{where} is {a}, {b}, {c} at batches 2, 3, 4: not affine")
         return _Affine(a, b - a)
     if a != b or a != c:
-        raise NotAffine(f"{where} is {a!r}, {b!r}, {c!r} at batches 1, 2, 3")
+        raise NotAffine(f"{where} is {a!r}, {b!r}, {c!r} at batches 2, 3, 4")
     return a
 
 
 class _Affine:
-    __slots__ = ("at_one", "step")
+    __slots__ = ("first", "step")
 
-    def __init__(self, at_one: int, step: int) -> None:
-        self.at_one, self.step = at_one, step
+    def __init__(self, first: int, step: int) -> None:
+        self.first, self.step = first, step
 
 
-def _filled(template: Any, batch: int) -> Any:
+def _filled(template: Any, steps: int) -> Any:
+    """The template `steps` batches past the first recording."""
     if isinstance(template, _Affine):
-        value = template.at_one + template.step * (batch - 1)
+        value = template.first + template.step * steps
         if value < 0:
-            raise NotAffine(f"a size would be negative ({value}) at batch {batch}")
+            raise NotAffine(f"a size would be negative ({value}) at batch {BASES[0] + steps}")
         return value
     if isinstance(template, dict):
-        return {key: _filled(value, batch) for key, value in template.items()}
+        return {key: _filled(value, steps) for key, value in template.items()}
     if isinstance(template, list):
-        return [_filled(value, batch) for value in template]
+        return [_filled(value, steps) for value in template]
     return template

@@ -269,7 +269,7 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     the module (torch.jit.script), or traces it with torch.jit.trace(strict=False) when that
     fails; ``method="record"`` records and refuses what it cannot give.
     ``Estimate.method`` and ``Estimate.method_note`` (and ``str(Estimate)``) say which front end
-    ran and why. A ``budget`` search on a recording extends recordings at batches 1, 2 and 3 and
+    ran and why. A ``budget`` search on a recording extends recordings at batches 2, 3 and 4 and
     records its answer to check it (Note [A budget search from three recordings];
     ``Estimate.search_note`` says so).
     ``example_inputs``: one per positional ``forward`` argument, tensors (their shape and
@@ -633,7 +633,7 @@ def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, p
 
 class _RecordedBatches:
     """The estimator's JSON of a recorded step at other batches: each recorded, or extended
-    from recordings at batches 1, 2 and 3 (Note [A budget search from three recordings])."""
+    from recordings at batches 2, 3 and 4 (Note [A budget search from three recordings])."""
 
     def __init__(self, model: Any, args: list[Any], kwargs: dict[str, Any], profile: str,
                  step: RecordedStep, work: Path) -> None:
@@ -678,6 +678,11 @@ class _RecordedBatches:
                                                  self.work / f"estimate-{batch}.json")
         return self.estimates[key]
 
+    def _recorded_here(self, batch: int) -> bool:
+        """Whether `batch` is recorded rather than extended (below the recordings, or one)."""
+        from . import batch_graphs
+        return batch in self.graphs or batch < batch_graphs.BASES[0]
+
     def extended(self) -> Callable[[int], dict[str, Any]] | str:
         """The graph at any batch, or why the recordings do not extend (a phrase)."""
         from . import batch_graphs
@@ -699,15 +704,15 @@ class _RecordedBatches:
         if isinstance(extend, str):
             return [self.recorded(batch) for batch in batch_sizes], f"each recorded ({extend})"
         try:
-            points = [self._estimated(extend(batch), batch, None) if batch not in self.graphs
-                      else self.recorded(batch) for batch in batch_sizes]
+            points = [self.recorded(batch) if self._recorded_here(batch)
+                      else self._estimated(extend(batch), batch, None) for batch in batch_sizes]
         except batch_graphs.NotAffine as error:
             return [self.recorded(b) for b in batch_sizes], f"each recorded ({error})"
         largest = max(batch_sizes)
         if points[batch_sizes.index(largest)]["summary"] != self.recorded(largest)["summary"]:
             return ([self.recorded(b) for b in batch_sizes],
                     f"each recorded (the recording at {largest} differs from the extended graph)")
-        return points, (f"extended from recordings at batches 1, 2, 3 (every size affine in the "
+        return points, (f"extended from recordings at batches 2, 3, 4 (every size affine in the "
                         f"batch), the largest, {largest}, recorded to check it")
 
     def largest(self, budget: int | str) -> tuple[int | None, str]:
@@ -722,13 +727,13 @@ class _RecordedBatches:
             return _largest_batch(recorded_fit), f"recorded each batch it tried ({extend})"
 
         def extended_fit(batch: int) -> tuple[bool, bool]:
-            if batch in self.graphs:
+            if self._recorded_here(batch):
                 return recorded_fit(batch)
             return _fits(self._estimated(extend(batch), batch, budget))
 
         try:
-            two, three = (self.recorded(batch, budget) for batch in (2, 3))
-            largest = _guided_largest(extended_fit, two, three)
+            second, third = (self.recorded(batch, budget) for batch in batch_graphs.BASES[1:])
+            largest = _guided_largest(extended_fit, second, third, batch_graphs.BASES[2])
         except batch_graphs.NotAffine as error:
             return _largest_batch(recorded_fit), f"recorded each batch it tried ({error})"
         checked = [largest, largest + 1] if largest is not None else [1]
@@ -736,26 +741,26 @@ class _RecordedBatches:
             if recorded_fit(batch)[0] != extended_fit(batch)[0]:
                 return _largest_batch(recorded_fit), (
                     f"recorded each batch it tried (at batch {batch} the recording and the "
-                    "graph extended from batches 1, 2, 3 disagree)")
-        return largest, ("extended the recordings at batches 1, 2, 3 (every size affine in the "
+                    "graph extended from batches 2, 3, 4 disagree)")
+        return largest, ("extended the recordings at batches 2, 3, 4 (every size affine in the "
                          "batch), then recorded " + " and ".join(map(str, checked)) +
                          " to check the answer")
 
 
-def _guided_largest(check: Callable[[int], tuple[bool, bool]], two: Mapping[str, Any],
-                    three: Mapping[str, Any], limit: int = 1 << 16) -> int | None:
+def _guided_largest(check: Callable[[int], tuple[bool, bool]], before: Mapping[str, Any],
+                    last: Mapping[str, Any], at: int, limit: int = 1 << 16) -> int | None:
     """_largest_batch's answer (a batch that fits, the next one not) where each check costs
-    a memtrace-estimate call: starting where the bytes at batches 2 and 3, on a straight line,
-    cross the budget, then galloping and bisecting around it (a handful of calls where
+    a memtrace-estimate call: starting where the bytes at batches at - 1 and at (`before`,
+    `last`), on a straight line, cross the budget, then galloping and bisecting around it (a handful of calls where
     doubling from 1 takes twenty)."""
     if not check(1)[0]:
         return None
     # The requested bytes grow smoothly (the reserved ones by whole segments).
-    slope = int(three["summary"]["peak_requested_bytes"]) - int(two["summary"]["peak_requested_bytes"])
+    slope = int(last["summary"]["peak_requested_bytes"]) - int(before["summary"]["peak_requested_bytes"])
     if slope <= 0:
         return _largest_batch(check, limit)
-    room = three["step"]["budget"]["budget_bytes"] - three["summary"]["peak_reserved_bytes"]
-    guess = min(max(3 + int(room) // int(slope), 1), limit)
+    room = last["step"]["budget"]["budget_bytes"] - last["summary"]["peak_reserved_bytes"]
+    guess = min(max(at + int(room) // slope, 1), limit)
     stride = 1
     if check(guess)[0]:
         low = guess
