@@ -1,28 +1,28 @@
-"""A recorded graph at any batch from 2 on, from recordings at three batches (Note [A budget search from
-three recordings])."""
+"""A recorded graph at any batch from 2 on, from recordings at three batches (Note [A budget
+search from three recordings])."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from typing import Any
 
 # Note [A budget search from three recordings]
-# Recording a forward on fake tensors costs about a second on a small GPT-2 (a training step,
-# more); a budget search tries tens of batches (doubling, then bisecting: 20 for GPT-2 in 1 GiB),
-# so recording each took 26 s there. But a graph recorded at batch n differs from the one at
-# batch 1 only in its numbers: the bytes and shapes of what depends on the batch, and FLOPs.
-# Where the recordings at batches 2, 3 and 4 have the same structure (every op, storage, frame,
-# kernel choice and string equal) and each number is affine in the batch (its three values
-# equally spaced), the graph at any batch from 2 on is those numbers extended, and
-# memtrace-estimate on it answers each batch the search tries (batch 1 is recorded: a forward
-# often takes another path there, a broadcast or a squeezed dimension). Each call of
-# memtrace-estimate costs about 0.7 s, mostly loading LibTorch, so the search also starts where
-# the requested bytes at 3 and 4, on a straight line, cross the budget, and gallops and bisects
-# from there: about 8 calls where doubling from 1 made 20. Three points can miss
-# what changes later (a kernel chosen by size, a size rounded up): so the answer is then
-# recorded for real, at the largest batch found and the one after it; if either disagrees with
-# the extended graphs the search records every batch it tries instead. estimate() says which
-# (Estimate.search_note), never a silent approximation. A forward whose graphs are not affine
-# in the batch is recorded per batch, as before, and the note says why.
+# A recorded graph has its shapes fixed: each batch a budget search tries is a recording (0.4 s
+# on a 2-layer GPT-2; a training step, more) and a call of memtrace-estimate (0.7 s, most of it
+# loading LibTorch), and the search tries tens of batches (doubling, then bisecting: 20 for that
+# GPT-2 in 1 GiB, 26 s). But a graph recorded at batch n differs from the one at another batch
+# only in its numbers: the bytes and shapes of what depends on the batch, and FLOPs. Where the
+# recordings at batches 2, 3 and 4 have the same structure (every op, storage, frame, kernel
+# choice and string equal) and each number is affine in the batch (its three values equally
+# spaced), the graph at any batch from 2 on is those numbers extended, and memtrace-estimate on
+# it answers each batch the search tries (batch 1 is recorded: a forward often takes another
+# path there, a broadcast or a squeezed dimension; the demo's does). The search also starts
+# where the requested bytes at 3 and 4, on a straight line, cross the budget, and gallops and
+# bisects from there: about 8 calls where doubling from 1 made 20. Three points can miss what
+# changes later (a kernel chosen by size, a size rounded up): so the answer is then recorded
+# for real, at the largest batch found and the one after it; if either disagrees with the
+# extended graphs the search records every batch it tries instead. estimate() says which
+# (Estimate.search_note): never a silent approximation. A forward whose graphs are not affine
+# in the batch is recorded at each batch, as before, and the note says why.
 BASES = (2, 3, 4)
 
 

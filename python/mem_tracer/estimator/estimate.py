@@ -391,9 +391,11 @@ RECORDED_NOTE = "recorded on fake tensors: one forward as Python runs it, withou
 # and method_note says so. method="torchscript" asks for the former default (script, else
 # trace); method="record" for the recording, refusing what it cannot give. memtrace's own
 # TorchScript calls hide torch's deprecation warnings: they are not the user's to act on.
-# Batches: a recording per batch costs about a second on a small GPT-2 where the C++ sweep
-# of one TorchScript file costs a fraction of that; a budget search takes tens of batches, so
-# it is made from three recordings instead (Note [A budget search from three recordings]).
+# Batches: the C++ sweeps a TorchScript file's batches in one process, but a recorded graph
+# has its shapes fixed: each batch is a recording (0.4 s on a small GPT-2) and a call of
+# memtrace-estimate (0.7 s, most of it loading LibTorch); a budget search tries tens of
+# batches, so it is made from three recordings instead (Note [A budget search from three
+# recordings]).
 def _needs_torchscript(model: Any, semantics: Semantics,
                        keep_model: str | os.PathLike[str] | None, assume_worst_case: bool,
                        args: list[Any], kwargs: Mapping[str, Any]) -> str | None:
@@ -698,7 +700,9 @@ class _RecordedBatches:
     def sweep(self, batch_sizes: list[int]) -> tuple[list[dict[str, Any]], str]:
         """The estimates at `batch_sizes` and how they were made (a phrase)."""
         from . import batch_graphs
-        if len(set(batch_sizes) - set(self.graphs)) <= len(batch_graphs.BASES):
+        # Extending costs five recordings (2, 3, 4, 1 and the largest to check): fewer batches
+        # are recorded each.
+        if len(set(batch_sizes) - set(self.graphs)) <= 8:
             return [self.recorded(batch) for batch in batch_sizes], "each recorded"
         extend = self.extended()
         if isinstance(extend, str):
