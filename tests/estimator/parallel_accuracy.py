@@ -229,7 +229,8 @@ def cuda_table(model_names, world_size=2):
                     device=device, parallel=job, world_size=world_size)
             cuda = figures["cuda"]
             lines.append(f"| {model_name} | {strategy.upper()} | {_described(strategy, values)} | "
-                         f"{figures['cpu'].training_peak_bytes:,} | {cuda.training_peak_bytes:,} | "
+                         f"{figures['cpu'].training_categories_peak_bytes:,} | "
+                         f"{cuda.training_categories_peak_bytes:,} | "
                          f"{cuda.peak_allocated_bytes:,} | {cuda.peak_reserved_bytes:,} | "
                          f"{cuda.optimizer_implementation} |")
     return "\n".join(lines)

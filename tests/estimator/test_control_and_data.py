@@ -172,8 +172,9 @@ def test_bad_example_counts_file(tmp_path):
     assert "bad.txt:1: expected OP ELEMENTS COUNT" in result.stderr
 
 
+@pytest.mark.parametrize("method", ["auto", "torchscript"])  # recorded; scripted or traced
 @pytest.mark.parametrize("seed", [0, 6])
-def test_moe_routing_from_the_python_api_is_exact(seed):
+def test_moe_routing_from_the_python_api_is_exact(seed, method):
     from mem_tracer import estimate
 
     torch.manual_seed(seed)
@@ -182,7 +183,8 @@ def test_moe_routing_from_the_python_api_is_exact(seed):
     rows = torch.bincount(model.gate(example).argmax(-1), minlength=2).tolist()
     # Seed 6 routes every row to expert 0: expert 1 gets none (an empty index_add).
     assert (0 in rows) == (seed == 6), rows
-    result = estimate(model, (example,), device="cuda")
+    result = estimate(model, (example,), device="cuda", method=method)
+    assert (result.method == "record") == (method == "auto"), result.method_note
     assert not result.lower_bound
     kinds = [a["kind"] for a in result.raw["assumptions"]]
     assert kinds.count("data_dependent_size") >= 2

@@ -340,7 +340,7 @@ def test_the_loop_is_the_truths(loop):
                                  loop=loop)
     truth = measure_step(model, (ids,), optimizer=optimizer, loss_fn=_cross_entropy,
                          targets=(targets,), loop=loop)
-    assert result.training_peak_bytes == truth.peak
+    assert result.training_categories_peak_bytes == truth.peak
     assert result.training_breakdown == truth.categories
     assert result.training_peak_phase == truth.phase
     assert result.loop == loop and f"assumed loop={loop!r}: {step_graph.LOOPS[loop]}" in str(result)
@@ -353,14 +353,14 @@ def test_the_loops_differ_by_the_output():
     logits = 4 * 32 * 2048 * 4
     peaks = {loop: mem_tracer.estimate(model, (ids,), training=True, device="cpu",
                                        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
-                                       loop=loop).training_peak_bytes
+                                       loop=loop).training_categories_peak_bytes
              for loop in step_graph.LOOPS}
     assert peaks["until-next-forward"] >= peaks["until-step-end"] >= peaks["until-loss"]
     assert peaks["until-next-forward"] - peaks["until-loss"] >= logits
     default = mem_tracer.estimate(model, (ids,), training=True, device="cpu",
                                   optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
     assert default.loop == step_graph.DEFAULT_LOOP == "until-next-forward"
-    assert default.training_peak_bytes == peaks["until-next-forward"]
+    assert default.training_categories_peak_bytes == peaks["until-next-forward"]
     with pytest.raises(mem_tracer.MemTracerError, match="loop must be one of until-next-forward"):
         mem_tracer.estimate(model, (ids,), training=True, device="cpu", loop="never")
 
@@ -434,7 +434,7 @@ def test_the_model_on_the_cpu_or_the_gpu_gives_one_estimate():
                                      optimizer=torch.optim.AdamW(m.parameters()))
                  for m, x in ((model, ids), (on_gpu, _on_fake_gpu(ids)))]
     first, second = estimates
-    assert first.training_peak_bytes == second.training_peak_bytes > 0
+    assert first.training_categories_peak_bytes == second.training_categories_peak_bytes > 0
     assert first.training_breakdown == second.training_breakdown
     assert first.training_peak_phase == second.training_peak_phase
     assert first.optimizer_implementation == second.optimizer_implementation == "foreach"

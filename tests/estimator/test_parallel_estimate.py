@@ -69,8 +69,9 @@ def test_what_the_communication_buffers_are():
                                                         {"temporary": gradients}}
     assert views.parallel.communication_categories == {"gradient buckets":
                                                        {"gradient": gradients}}
-    assert copies.training_peak_bytes - views.training_peak_bytes == gradients
-    assert views.training_peak_bytes == single.training_peak_bytes
+    assert (copies.training_categories_peak_bytes - views.training_categories_peak_bytes
+            == gradients)
+    assert views.training_categories_peak_bytes == single.training_categories_peak_bytes
     text = str(copies)
     assert "per rank of 2 (DDP" in text and "gradient buckets" in text
     assert copies.raw["parallel"]["world_size"] == 2 and "rank 0 of 2 under DDP" in copies.method_note
@@ -128,7 +129,7 @@ def test_plan_per_rank_is_proven_by_running_it():
     larger, args, _ = model_and_example("mlp", plan.largest_batch + 1)
     sharded = mem_tracer.estimate(larger, args, training=True, device="cpu", parallel="fsdp",
                                   optimizer=OPTIMIZERS["adamw"](larger.parameters()), world_size=2)
-    assert sharded.training_peak_bytes <= budget
+    assert sharded.training_categories_peak_bytes <= budget
 
 
 def _refusal(**options):

@@ -90,7 +90,7 @@ def test_accumulation_and_grad_scaler_are_exact(options):
                                  loss_fn=cross_entropy, targets=(y,), device="cpu", **options)
     truth = measure_step(model, (x,), optimizer=optimizer, loss_fn=cross_entropy, targets=(y,),
                          **options)
-    assert result.training_peak_bytes == truth.peak
+    assert result.training_categories_peak_bytes == truth.peak
     assert result.training_breakdown == truth.categories
     assert result.training_peak_phase == truth.phase
 
@@ -110,10 +110,11 @@ def test_the_estimate_says_what_it_recorded():
     assert result.training_breakdown["parameter"] == parameters
     assert result.training_breakdown["optimizer_state"] == parameters  # the momentum buffers
     assert result.optimizer_state_bytes == parameters
-    assert sum(result.training_breakdown.values()) == result.training_peak_bytes
+    assert sum(result.training_breakdown.values()) == result.training_categories_peak_bytes
     assert [point.batch for point in result.batches] == [1, 16]
     assert result.batches[0].peak_requested_bytes < result.batches[1].peak_requested_bytes
-    assert f"training step peak {result.training_peak_bytes / 2**20:.2f} MiB" in str(result)
+    assert (f"the categories' sum {result.training_categories_peak_bytes / 2**20:.2f} MiB"
+            in str(result))
     step = result.raw["step"]
     assert step["kind"] == "training" and step["optimizer"] == "SGD" and step["device"] == "cpu"
     # Every line of the step is attributed: the forward's to the model, backward's to
@@ -139,7 +140,7 @@ def test_a_training_step_is_one_value_and_the_old_keywords_still_work():
         "optimizer=..., loss_fn=..., targets=..., accumulate=..., loop=...))")
     assert warned[0].filename == __file__  # the caller's line, not the package's
     # The same step (the stacks differ only in the line that called estimate()).
-    assert old.training_peak_bytes == result.training_peak_bytes
+    assert old.training_categories_peak_bytes == result.training_categories_peak_bytes
     assert old.training_breakdown == result.training_breakdown
     assert old.raw["summary"] == result.raw["summary"] and old.loop == result.loop
     with pytest.raises(mem_tracer.MemTracerError, match="give optimizer inside TrainingStep"):
@@ -253,7 +254,7 @@ def test_a_torch_export_archive_is_estimated(tmp_path):
     with torch.no_grad():
         truth = measure_call(model, (x,), {}).peak
     assert result.activation_peak_bytes == truth
-    assert result.training_peak_bytes is None
+    assert result.training_categories_peak_bytes is None
     # The tool itself says where such a file goes: the front door, which records it.
     refused = run_estimator(path, "--input", "4x16")
     assert refused.returncode == BAD_INPUT and "memtrace estimate" in refused.stderr

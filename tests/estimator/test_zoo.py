@@ -98,12 +98,12 @@ def test_estimate_bert_with_keyword_inputs():
     entry = zoo.ZOO["bert-sdpa"]
     model = entry.build()
     _, inputs = entry.example(2)
-    result = estimate(model, inputs, device="cuda")
+    result = estimate(model, inputs, device="cuda", method="torchscript")
     # Scripting a transformers model fails; the note says why and how it was traced instead.
     assert result.method == "trace"
     assert result.method_note.startswith("traced with torch.jit.trace (scripting failed: ")
     assert "strict=False" in result.method_note and "keyword inputs" in result.method_note
-    assert f"exported by trace: {result.method_note}" in str(result)
+    assert f"front end: trace: {result.method_note}" in str(result)
     assert result.raw["summary"]["parameter_bytes"] == sum(
         p.numel() * p.element_size() for p in model.parameters())
     assert result.input_bytes == sum(t.numel() * t.element_size() for t in inputs.values())
@@ -112,7 +112,7 @@ def test_estimate_bert_with_keyword_inputs():
     assert result.by_module and all(entry.module_path in names for entry in result.by_module)
     assert model.training is False
     # example_kwargs is the same call as a dict of inputs.
-    again = estimate(model, (), example_kwargs=inputs, device="cuda")
+    again = estimate(model, (), example_kwargs=inputs, device="cuda", method="torchscript")
     assert again.activation_peak_bytes == result.activation_peak_bytes
 
 
@@ -124,10 +124,11 @@ def test_estimate_gpt2_positional_traces_without_a_wrapper():
     # No batch sweep: transformers 5's causal mask indexes by the traced batch size, so the
     # trace at batch 1 cannot run at batch 4 (memtrace-estimate says so; zoo rows
     # gpt2-*/traced/b3).
-    result = estimate(model, (ids,), device="cuda")
+    result = estimate(model, (ids,), device="cuda", method="torchscript")
     # GPT-2 returns a ModelOutput (a dict): trace(strict=False) takes it without a wrapper.
     assert result.method == "trace"
-    assert result.method_note.endswith("; strict=False"), result.method_note
+    assert result.method_note.endswith("; strict=False (TorchScript: method='torchscript')"), (
+        result.method_note)
     assert result.input_bytes == ids.numel() * ids.element_size()
     assert result.weight_bytes >= weight_bytes(model)
     measured = measure_call(model, (ids,), {}).peak
@@ -139,8 +140,10 @@ def test_estimate_gpt2_positional_traces_without_a_wrapper():
 
 def test_estimate_keeps_scripting_plain_models():
     model = zoo.ZOO["gru"].build()
-    result = estimate(model, (torch.randint(0, zoo.VOCABULARY, (2, zoo.SEQUENCE)),), device="cuda")
-    assert result.method == "script" and result.method_note == "scripted with torch.jit.script"
+    result = estimate(model, (torch.randint(0, zoo.VOCABULARY, (2, zoo.SEQUENCE)),), device="cuda",
+                      method="torchscript")
+    assert result.method == "script" and result.method_note == (
+        "scripted with torch.jit.script (TorchScript: method='torchscript')")
 
 
 def test_estimate_records_a_forward_no_exporter_takes():
@@ -150,7 +153,7 @@ def test_estimate_records_a_forward_no_exporter_takes():
     model = zoo._hf("BloomForCausalLM", "BloomConfig", "eager", vocab_size=zoo.VOCABULARY,
                     hidden_size=32, n_layer=2, n_head=2, use_cache=False).eval()
     _, inputs = zoo.ZooModel("bloom", lambda: model, zoo._text).example(2)
-    result = estimate(model, inputs, device="cpu", batch_sizes=[1, 3])
+    result = estimate(model, inputs, device="cpu", batch_sizes=[1, 3], method="torchscript")
     assert result.method == "record", result.method_note
     assert result.method_note.startswith("recorded on fake tensors: one forward as Python runs it")
     assert "GeLUFunction" in result.method_note and "tracing failed" in result.method_note
@@ -169,7 +172,7 @@ def test_estimate_records_when_the_traced_eager_figure_is_approximate(attention)
     # bracketed (-6 % here). estimate() records the forward instead, with Python's lifetimes.
     model = zoo._modernbert(attention).eval()
     inputs = zoo._text(2)
-    result = estimate(model, inputs, device="cpu")
+    result = estimate(model, inputs, device="cpu", method="torchscript")
     assert result.method == "record", result.method_note
     assert "left how long Python holds" in result.method_note, result.method_note
     measured = measure_call(model, (), inputs).peak

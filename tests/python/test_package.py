@@ -393,9 +393,10 @@ def test_estimate_a_small_model(build, tmp_path):
 import json, torch, mem_tracer, tiny
 x = torch.randn(32, 64)
 results = {}
-for name in ("Mlp", "Varargs"):
-    e = mem_tracer.estimate(getattr(tiny, name)(), (x,), batch_sizes=[1, 64], budget="1GiB")
-    results[name] = {"method": e.method, "note": e.method_note, "weights": e.weight_bytes,
+for name, method in (("Mlp", "torchscript"), ("Varargs", "torchscript"), ("Mlp", "auto")):
+    e = mem_tracer.estimate(getattr(tiny, name)(), (x,), batch_sizes=[1, 64], budget="1GiB",
+                            method=method)
+    results[name + " " + method] = {"method": e.method, "note": e.method_note, "weights": e.weight_bytes,
                      "activations": e.activation_peak_bytes, "inputs": e.input_bytes,
                      "lines": [[l.line, l.bytes] for l in e.by_user_line],
                      "batches": [b.batch for b in e.batches], "largest": e.largest_batch,
@@ -404,7 +405,10 @@ print(json.dumps(results))
 """
     said = json.loads(python("-c", code, env={"PYTHONPATH": f"{PACKAGE}:{tmp_path}"}, cwd=tmp_path).stdout)
     line = ESTIMATE_MODEL.splitlines().index("        h = torch.relu(self.l1(x))") + 1
-    for name, method in (("Mlp", "script"), ("Varargs", "trace")):
+    # TorchScript asked for (scripted, or traced where scripting fails), and the default: the
+    # forward recorded on fake tensors (Note [Choosing the front end]); the same figures.
+    for name, method in (("Mlp torchscript", "script"), ("Varargs torchscript", "trace"),
+                         ("Mlp auto", "record")):
         result = said[name]
         assert result["method"] == method
         # Weights: (64 * 256 + 256) + (256 * 10 + 10) floats; input 32 x 64 floats.
@@ -415,26 +419,32 @@ print(json.dumps(results))
         assert result["lines"] == [[line, 2 * 32 * 256 * 4]]
         assert result["batches"] == [1, 64] and result["growing"]
         assert result["largest"] > 64
-    assert said["Varargs"]["note"].startswith("traced with torch.jit.trace (scripting failed: ")
+    assert said["Varargs torchscript"]["note"].startswith("traced with torch.jit.trace (scripting failed: ")
+    assert said["Mlp torchscript"]["note"] == ("scripted with torch.jit.script (TorchScript: "
+                                               "method='torchscript')")
+    assert said["Mlp auto"]["note"] == ("recorded on fake tensors: one forward as Python runs it, "
+                                        "without TorchScript")
 
 
 def test_estimate_by_recording_calls_nothing_torchscript(build, tmp_path):
-    # method="record" (Note [Choosing the front end]): the same figures as the TorchScript front
-    # end, with none of TorchScript's entry points called (torch deprecates them: each warns on
-    # every call in torch 2.14) and no warning of any kind reaching the user.
+    # The default front end (Note [Choosing the front end]): the same figures as TorchScript's,
+    # with none of TorchScript's entry points called (torch deprecates them: each warns on
+    # every call in torch 2.14) and no warning of any kind reaching the user; method="record"
+    # refuses what only TorchScript gives.
     (tmp_path / "tiny.py").write_text(ESTIMATE_MODEL)
     code = """
 import json, warnings, torch, mem_tracer, tiny
 x = torch.randn(32, 64)
-scripted = mem_tracer.estimate(tiny.Mlp(), (x,), budget="1GiB")
+scripted = mem_tracer.estimate(tiny.Mlp(), (x,), budget="1GiB", method="torchscript")
 def refused(*args, **kwargs):
     raise AssertionError("TorchScript called")
 torch.jit.script = torch.jit.trace = torch.jit.save = torch.jit.load = refused
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    recorded = mem_tracer.estimate(tiny.Mlp(), (x,), budget="1GiB", method="record")
+    recorded = mem_tracer.estimate(tiny.Mlp(), (x,), budget="1GiB")
 refusals = []
-for options in ({"semantics": "torchscript"}, {"keep_model": "m.pt"}, {"method": "script"}):
+for options in ({"semantics": "torchscript"}, {"keep_model": "m.pt"}, {"method": "script"},
+                {"assume_worst_case": True}):
     try:
         mem_tracer.estimate(tiny.Mlp(), (x,), **{"method": "record", **options})
     except mem_tracer.MemTracerError as error:
@@ -452,7 +462,8 @@ print(json.dumps({"method": recorded.method, "note": recorded.method_note,
     assert said["warnings"] == [] and said["same"] and said["model"] == "None"
     assert [refusal.split(": ", 1)[1].split(";")[0].split(" (")[0] for refusal in said["refusals"]] == [
         "method='record' gives eager semantics only", "method='record' makes no TorchScript file to keep",
-        "method must be one of auto, record, not 'script'"]
+        "method must be one of auto, record, torchscript, not 'script'",
+        "method='record' sizes data-dependent ops by the example inputs it runs on"]
 
 
 def test_report_with_the_prediction_beside_the_measurement(build, tmp_path):
@@ -464,7 +475,8 @@ def test_report_with_the_prediction_beside_the_measurement(build, tmp_path):
             lines[match.group(1)] = number
     result = python(script, build.cuda, tmp_path / "predict.bin", tmp_path / "predict.txt")
     said = json.loads(result.stdout.splitlines()[-1])
-    assert said["method"] == "trace" and "scripting failed" in said["note"]
+    # The default front end records the forward on fake tensors (fakecuda.track runs on them).
+    assert said["method"] == "record" and "without TorchScript" in said["note"], said
     text = (tmp_path / "predict.txt").read_text()
     assert re.search(r"Predicted peak: .* by memtrace-estimate, eager semantics: ", text)
     rows = {}
@@ -485,7 +497,8 @@ def test_estimate_names_no_deleted_file_and_prints_short(build, tmp_path):
     code = """
 import json, os, sys, torch, mem_tracer, tiny
 x = torch.randn(32, 64)
-temporary = mem_tracer.estimate(tiny.Mlp(), (x,), output="temporary.json", budget="1GiB")
+temporary = mem_tracer.estimate(tiny.Mlp(), (x,), output="temporary.json", budget="1GiB",
+                                method="torchscript")
 kept = mem_tracer.estimate(tiny.Mlp(), (x,), output="kept.json", keep_model="kept.pt")
 print(json.dumps({"temporary": str(temporary.model_path), "kept": str(kept.model_path),
                   "raw": [temporary.raw["model"], kept.raw["model"]],
@@ -499,11 +512,13 @@ print(json.dumps({"temporary": str(temporary.model_path), "kept": str(kept.model
     assert said["kept"] == str(kept) and kept.is_file()
     assert said["raw"] == [None, str(kept)] and said["files"] == [None, str(kept)]
     # The tables and the estimator's JSON stay out of repr(); str() is a summary for people.
-    assert said["repr"].startswith("Estimate(method='script', method_note='scripted with "
-                                   "torch.jit.script', model_path=None, semantics='eager', ")
-    assert len(said["repr"]) < 500 and "raw=" not in said["repr"]
+    assert said["repr"].startswith("Estimate(method='script', method_note=\"scripted with "
+                                   "torch.jit.script (TorchScript: method='torchscript')\", "
+                                   "model_path=None, semantics='eager', ")
+    assert len(said["repr"]) < 600 and "raw=" not in said["repr"]
     lines = said["str"].splitlines()
-    assert lines[0].startswith("memtrace-estimate (eager semantics): peak ")
+    # The first figure is the one torch.cuda.max_memory_allocated() answers, named so.
+    assert lines[0].startswith("memtrace-estimate (eager semantics): max_memory_allocated() ")
     assert "  model file: none kept (estimate(..., keep_model=PATH) keeps it)" in lines
     assert any(line.startswith("  the largest batch within the budget: ") for line in lines)
     assert lines[-2] == "  live at the peak, by line of your code:"

@@ -90,13 +90,13 @@ def trace(path):
 
 def predict(path, device):
     model, tokens = built()
-    # Recorded on fake tensors: nothing TorchScript, which torch deprecates, runs on the demo's
-    # path (Note [Choosing the front end] in mem_tracer/estimator/estimate.py).
+    # Recorded on fake tensors, estimate()'s default: nothing TorchScript, which torch
+    # deprecates, runs on the demo's path (Note [Choosing the front end] in
+    # mem_tracer/estimator/estimate.py).
     prediction = mem_tracer.estimate(model, (tokens,), budget="24GiB", device=device,
-                                     method="record",
                                      output=os.path.join(os.path.dirname(path),
                                                          "tiny_gpt.estimate.json"))
-    print(f"$ mem_tracer.estimate(model, (tokens,), device={device!r}, method='record'): "
+    print(f"$ mem_tracer.estimate(model, (tokens,), device={device!r}): "
           f"{prediction.method_note}; "
           f"weights {prediction.weight_bytes / 2**20:.2f} MiB, activations at their peak "
           f"{prediction.activation_peak_bytes / 2**20:.2f} MiB; the largest batch for 24 GiB: "

@@ -26,6 +26,7 @@ from .torchscript_export import (
     _data_dependent_options,
     _first_line,
     _input_spec,
+    _is_shape,
     _NotExportable,
     _to_torchscript,
     trace_model,
@@ -42,10 +43,11 @@ Semantics = Literal["eager", "torchscript"]
 # memtrace-estimate's device profiles (`memtrace-estimate --list-devices`), or "auto": the GPU
 # in hand. A profile of one's own is a .json file, given as a path object.
 Device = Literal["auto", "cuda", "cuda-sm90", "cuda-no-cublas-workspace", "cpu"]
-# How estimate() reaches a graph (Note [Choosing the front end]): "auto" (TorchScript first,
-# then fake tensors), or "record" (fake tensors only: no TorchScript at all).
-FrontEnd = Literal["auto", "record"]
-FRONT_ENDS: tuple[str, ...] = ("auto", "record")
+# How estimate() reaches a graph (Note [Choosing the front end]): "auto" (a module's forward
+# recorded on fake tensors, TorchScript where only it gives what is asked), "record" (fake
+# tensors only: no TorchScript at all) or "torchscript" (scripted, else traced).
+FrontEnd = Literal["auto", "record", "torchscript"]
+FRONT_ENDS: tuple[str, ...] = ("auto", "record", "torchscript")
 
 
 @dataclass
@@ -80,12 +82,26 @@ class BatchPoint:
     lower_bound: bool
 
 
+# Note [The training figures named]
+# A user holds an estimate against torch.cuda.max_memory_allocated(). For a training step the
+# estimate used to lead with training_peak_bytes, the six categories' sum at the step's peak:
+# on every transformers model on sm90 it is 64 MiB below max_memory_allocated(), cuBLAS's two
+# 32 MiB workspaces (forward's thread and backward's), which belong to no category. So
+# str(Estimate) now leads with the figure named max_memory_allocated() (peak_allocated_bytes:
+# the categories, the workspaces and the caching allocator's rounding), then requested_bytes'
+# peak and max_memory_reserved(); the categories' sum is training_categories_peak_bytes, said
+# "the categories' sum", with the workspaces beside it (training_workspace_bytes =
+# peak_requested_bytes - training_categories_peak_bytes). training_peak_bytes still answers,
+# with a DeprecationWarning naming both figures. The JSON's summary.training_peak_bytes keeps
+# its name (docs/estimate-format.md defines it as the categories' sum).
 @dataclass
 class Estimate:
     """What one forward pass of the model is predicted to take on a GPU. Sizes in bytes."""
 
-    method: Method  # how the model reached TorchScript: "script", "trace", or "file" (a saved .pt)
-    method_note: str  # why, in a sentence (e.g. why scripting failed)
+    # The front end: "record" (recorded on fake tensors), "script" or "trace" (exported to
+    # TorchScript), or "file" (a saved .pt); Note [Choosing the front end].
+    method: Method
+    method_note: str  # why, in a sentence (e.g. why TorchScript was needed, why scripting failed)
     # The TorchScript file the estimator read: the file given, or estimate(keep_model=...)'s;
     # None when estimate() exported the model to a temporary file, deleted when it returned.
     model_path: Path | None
@@ -107,9 +123,12 @@ class Estimate:
     largest_batch: int | None = None  # with budget: the largest batch that fits
     raw: dict[str, Any] = field(default_factory=dict, repr=False)  # the estimator's JSON
     path: Path | None = None  # that JSON's file
-    # training=True: the step's peak, every storage live at once (parameters, gradients,
-    # optimizer state, activations, inputs, temporaries), and those six at the peak.
-    training_peak_bytes: int | None = None
+    # training=True: the six categories' sum at the step's peak (parameters, gradients,
+    # optimizer state, activations, inputs, temporaries: every storage of the step live then),
+    # and each of them. Not max_memory_allocated(): that is peak_allocated_bytes, which also
+    # holds the library workspaces (cuBLAS's, cuBLASLt's), outside the categories:
+    # training_workspace_bytes (Note [The training figures named]).
+    training_categories_peak_bytes: int | None = None
     training_breakdown: dict[str, int] | None = None
     optimizer_state_bytes: int = 0
     training_peak_phase: str | None = None  # "forward", "backward", "optimizer" or "none"
@@ -119,25 +138,55 @@ class Estimate:
     loop: Loop | None = None
     # parallel=: one rank of a DDP or FSDP job (its communication buffers, the ranks recorded).
     parallel: ParallelEstimate | None = None
+    # batch_sizes= or budget= of a recorded estimate: how the other batches were made (each
+    # recorded, or extended from three recordings: Note [A budget search from three
+    # recordings]); None otherwise.
+    search_note: str | None = field(default=None, repr=False)
+
+    @property
+    def training_workspace_bytes(self) -> int | None:
+        """training=True: the bytes at the step's peak outside the six categories, the library
+        workspaces (cuBLAS's: 32 MiB a stream on sm90, forward's and backward's threads):
+        peak_requested_bytes less training_categories_peak_bytes."""
+        if self.training_categories_peak_bytes is None:
+            return None
+        return self.peak_requested_bytes - self.training_categories_peak_bytes
+
+    @property
+    def training_peak_bytes(self) -> int | None:
+        """Deprecated: training_categories_peak_bytes, the name that says what it is."""
+        import warnings
+        warnings.warn("Estimate.training_peak_bytes is the categories' sum at the step's peak, "
+                      "without the library workspaces: it is now named "
+                      "training_categories_peak_bytes (max_memory_allocated() is "
+                      "peak_allocated_bytes)", DeprecationWarning, stacklevel=2)
+        return self.training_categories_peak_bytes
 
     def __str__(self) -> str:
         def mib(size: int) -> str:
             return f"{size / 2**20:.2f} MiB"
 
-        lines = [f"memtrace-estimate ({self.semantics} semantics): peak {mib(self.peak_requested_bytes)} "
-                 f"requested, {mib(self.peak_allocated_bytes)} allocated, "
-                 f"{mib(self.peak_reserved_bytes)} reserved"
+        # Note [The training figures named]: the first figure is max_memory_allocated()'s.
+        what = "one training step" if self.training_categories_peak_bytes is not None else \
+            f"{self.semantics} semantics"
+        lines = [f"memtrace-estimate ({what}): max_memory_allocated() "
+                 f"{mib(self.peak_allocated_bytes)}, requested_bytes peak "
+                 f"{mib(self.peak_requested_bytes)}, max_memory_reserved() "
+                 f"{mib(self.peak_reserved_bytes)}"
                  + (" (a lower bound: some sizes were unknown)" if self.lower_bound else ""),
                  (f"  weights {mib(self.weight_bytes)}, inputs {mib(self.input_bytes)}, "
                   f"activations at their peak {mib(self.activation_peak_bytes)}"),
-                 f"  exported by {self.method}: {self.method_note}",
-                 f"  model file: {self.model_path}" if self.model_path is not None else
-                 "  model file: none kept (estimate(..., keep_model=PATH) keeps it)"]
-        if self.training_peak_bytes is not None and self.training_breakdown is not None:
+                 f"  front end: {self.method}: {self.method_note}"]
+        if self.method != "record":
+            lines.append(f"  model file: {self.model_path}" if self.model_path is not None else
+                         "  model file: none kept (estimate(..., keep_model=PATH) keeps it)")
+        if self.training_categories_peak_bytes is not None and self.training_breakdown is not None:
             from .step_graph import LOOPS
-            lines.append(f"  training step peak {mib(self.training_peak_bytes)}"
-                         f" (in the {self.training_peak_phase} phase): " + ", ".join(
-                             f"{name} {mib(size)}" for name, size in self.training_breakdown.items()))
+            lines.append(f"  at the step's peak (in the {self.training_peak_phase} phase): the "
+                         f"categories' sum {mib(self.training_categories_peak_bytes)} (" + ", ".join(
+                             f"{name} {mib(size)}" for name, size in self.training_breakdown.items())
+                         + f"), and library workspaces {mib(self.training_workspace_bytes or 0)}"
+                         " beside them")
             if self.optimizer_implementation:
                 lines.append(f"  the optimizer as the device runs it: "
                              f"{self.optimizer_implementation}")
@@ -152,6 +201,8 @@ class Estimate:
                 + (", ..." if len(self.batches) > len(shown) else ""))
         if self.largest_batch is not None:
             lines.append(f"  the largest batch within the budget: {self.largest_batch}")
+        if self.search_note:
+            lines.append(f"  other batches: {self.search_note}")
         if self.by_user_line:
             lines.append("  live at the peak, by line of your code:")
         for entry in self.by_user_line[:5]:
@@ -209,16 +260,18 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     """Predicts the GPU memory of one forward pass (or, with ``training=True``, of one training
     step), without running it on a GPU.
 
-    ``model``: an nn.Module or the path of a saved TorchScript file. A module is scripted
-    (torch.jit.script); when that fails (it does on most Hugging Face models) it is traced
-    with torch.jit.trace(strict=False), so dict and ModelOutput outputs trace too; when neither
-    takes it (BLOOM's Python autograd.Function), one forward is recorded on fake tensors, with
-    eager semantics (Note [A forward that cannot be exported]).
-    ``Estimate.method`` and ``Estimate.method_note`` (and ``str(Estimate)``) say which and why.
-    ``method="record"`` records the forward on fake tensors without trying TorchScript, whose
-    entry points torch deprecates (torch.jit.trace warns from 2.13, torch.jit.script from 2.14):
-    eager semantics, no TorchScript file (no ``keep_model``), and a ``budget`` search records
-    the forward once per batch it tries (Note [Choosing the front end]).
+    ``model``: an nn.Module or the path of a saved TorchScript file. By default
+    (``method="auto"``) a module's forward is recorded once on fake tensors, as Python runs it
+    (eager semantics), calling nothing of TorchScript, which torch deprecates; TorchScript is
+    taken where only it gives what is asked: a saved ``.pt`` file, ``semantics="torchscript"``,
+    ``keep_model=``, ``assume_worst_case=True``, shapes instead of example tensors, or a forward
+    the recording fails on (Note [Choosing the front end]). ``method="torchscript"`` scripts
+    the module (torch.jit.script), or traces it with torch.jit.trace(strict=False) when that
+    fails; ``method="record"`` records and refuses what it cannot give.
+    ``Estimate.method`` and ``Estimate.method_note`` (and ``str(Estimate)``) say which front end
+    ran and why. A ``budget`` search on a recording extends recordings at batches 2, 3 and 4 and
+    records its answer to check it (Note [A budget search from three recordings];
+    ``Estimate.search_note`` says so).
     ``example_inputs``: one per positional ``forward`` argument, tensors (their shape and
     dtype are used) or shapes; or a dict of keyword inputs (a tokenizer's output).
     ``example_kwargs``: keyword inputs (``attention_mask=...``); non-tensor ones
@@ -247,8 +300,10 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     DeprecationWarning saying what to write. The step is recorded on fake
     tensors (no memory, no compute; mem_tracer.estimator.step_graph) and estimated by
     memtrace-estimate:
-    ``Estimate.training_peak_bytes`` and ``Estimate.training_breakdown`` (parameter, gradient,
-    optimizer_state, activation, input, temporary) are its figures, ``batch_sizes`` and
+    ``Estimate.peak_allocated_bytes`` is its ``max_memory_allocated()``;
+    ``Estimate.training_categories_peak_bytes`` and ``Estimate.training_breakdown`` (parameter,
+    gradient, optimizer_state, activation, input, temporary) the categories' sum at its peak and
+    each of them, ``Estimate.training_workspace_bytes`` the library workspaces beside them, ``batch_sizes`` and
     ``budget`` record it again per batch. The step runs what the ``device`` profile's device
     runs, wherever the model is: the optimizer's implementation PyTorch picks there (foreach by
     default on CUDA; ``Estimate.optimizer_implementation``), its sdpa kernel and dropout.
@@ -269,41 +324,106 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     if method not in FRONT_ENDS:
         raise MemTracerError(f"estimate(): method must be one of {', '.join(FRONT_ENDS)}, "
                              f"not {method!r}")
-    if method == "record" and step is None and not _is_export_archive(model):
-        _refuse_for_recording(model, semantics, keep_model, assume_worst_case)
-        return _estimate_recorded(
-            model, example_inputs, kwargs, profile=_device_profile(device), output=output,
-            batch_sizes=batch_sizes, budget=budget, step=FORWARD,
-            note="recorded on fake tensors: one forward as Python runs it, without TorchScript")
     if step is not None or _is_export_archive(model):
+        if method == "torchscript":
+            raise MemTracerError("estimate(): method='torchscript' exports a forward; a training "
+                                 "step and a torch.export archive are recorded on fake tensors")
         return _estimate_recorded(
             model, example_inputs, kwargs, profile=_device_profile(device), output=output,
             batch_sizes=batch_sizes, budget=budget,
             step=RecordedStep.of(step) if step is not None else FORWARD)
+    if method == "record":
+        _refuse_for_recording(model, semantics, keep_model, assume_worst_case, example_inputs,
+                              kwargs)
+    if method == "auto":
+        # Note [Choosing the front end]
+        needs = _needs_torchscript(model, semantics, keep_model, assume_worst_case,
+                                   example_inputs, kwargs)
+        if needs is None:
+            try:
+                return _estimate_recorded(
+                    model, example_inputs, kwargs, profile=_device_profile(device),
+                    output=output, batch_sizes=batch_sizes, budget=budget, step=FORWARD,
+                    note=RECORDED_NOTE, fallible=True)
+            except _NotRecordable as error:
+                # Hidden from nobody: method_note says the recording failed, and why.
+                fallback = (f"recording on fake tensors failed ({error}), so TorchScript "
+                            "instead")
+                return _estimate_exported(
+                    model, example_inputs, kwargs, batch_sizes=batch_sizes, budget=budget,
+                    semantics=semantics, device=device, output=output, keep_model=keep_model,
+                    assume_worst_case=assume_worst_case, why=fallback)
+        return _estimate_exported(model, example_inputs, kwargs, batch_sizes=batch_sizes,
+                                  budget=budget, semantics=semantics, device=device,
+                                  output=output, keep_model=keep_model,
+                                  assume_worst_case=assume_worst_case, why=needs)
+    if method == "record":
+        return _estimate_recorded(
+            model, example_inputs, kwargs, profile=_device_profile(device), output=output,
+            batch_sizes=batch_sizes, budget=budget, step=FORWARD, note=RECORDED_NOTE)
     return _estimate_exported(model, example_inputs, kwargs, batch_sizes=batch_sizes,
                               budget=budget, semantics=semantics, device=device, output=output,
-                              keep_model=keep_model, assume_worst_case=assume_worst_case)
+                              keep_model=keep_model, assume_worst_case=assume_worst_case,
+                              why="method='torchscript'")
+
+
+RECORDED_NOTE = "recorded on fake tensors: one forward as Python runs it, without TorchScript"
 
 
 # Note [Choosing the front end]
-# TorchScript is deprecated upstream: torch.jit.trace warns on every call from torch 2.13,
-# torch.jit.script and torch.jit.save from 2.14. estimate() still exports a module to TorchScript
-# first by default (method="auto": its torchscript semantics, the command line's file and the
-# fast batch sweeps in C++ rest on it), and hides the warnings of its own calls, which are not
-# the user's to act on. method="record" takes the other front end, which needs no TorchScript
-# at all: one forward recorded on fake tensors (Note [A forward that cannot be exported]), as
-# Python runs it. It gives the same figures wherever both take the model (the test models and
-# the demo's, to the byte), but it is eager only, keeps no model file, and a budget search
-# records the forward again for each batch it tries (seconds, where the C++ sweep takes a
-# fraction of one). `make demo`, the first screen a newcomer sees, takes it: nothing
-# deprecated runs on its path, and its estimate line says so.
+# TorchScript is deprecated upstream: torch.jit.script warns on every call from torch 2.14
+# ("switch to torch.compile or torch.export"). So estimate() of an nn.Module records one forward
+# on fake tensors by default (method="auto"): the front end the training step already uses
+# (Note [A forward that cannot be exported]), which runs any Python, gives Python's own
+# lifetimes (eager semantics by construction, no bracket where an export names a value
+# nowhere) and calls nothing deprecated. We chose it over torch.export because it needs no
+# export to succeed (graph breaks, dict outputs, data-dependent shapes, a Python
+# autograd.Function all record as they run) and its figures are the training step's, already
+# held against the CPU and the simulated card. TorchScript stays where only it gives what is
+# asked, and method="auto" takes it per request, saying why in method_note:
+#   - a saved TorchScript file (.pt), as the command line reads it;
+#   - semantics="torchscript" (the interpreter's frees at last use);
+#   - keep_model= (a TorchScript file for memtrace-estimate and `memtrace plan`);
+#   - assume_worst_case=True (the C++ bounds data-dependent ops; the recording sizes them by
+#     the example it runs on);
+#   - shapes instead of example tensors (a recording needs values to run on).
+# If the recording itself fails (an op fake tensors cannot run), auto falls back to TorchScript
+# and method_note says so. method="torchscript" asks for the former default (script, else
+# trace); method="record" for the recording, refusing what it cannot give. memtrace's own
+# TorchScript calls hide torch's deprecation warnings: they are not the user's to act on.
+# Batches: the C++ sweeps a TorchScript file's batches in one process, but a recorded graph
+# has its shapes fixed: each batch is a recording (0.4 s on a small GPT-2) and a call of
+# memtrace-estimate (0.7 s, most of it loading LibTorch); a budget search tries tens of
+# batches, so it is made from three recordings instead (Note [A budget search from three
+# recordings]).
+def _needs_torchscript(model: Any, semantics: Semantics,
+                       keep_model: str | os.PathLike[str] | None, assume_worst_case: bool,
+                       args: list[Any], kwargs: Mapping[str, Any]) -> str | None:
+    """Why method="auto" takes TorchScript for this request (a phrase), or None to record."""
+    if isinstance(model, (str, os.PathLike)):
+        return "a saved TorchScript file"
+    if semantics != "eager":
+        return "semantics='torchscript' asks for the TorchScript interpreter's lifetimes"
+    if keep_model is not None:
+        return "keep_model= asks for a TorchScript file"
+    if assume_worst_case:
+        return "assume_worst_case=True bounds data-dependent ops in the TorchScript estimator"
+    if any(_is_shape(value) for value in [*args, *kwargs.values()]):
+        return "shapes, not example tensors, cannot be recorded"
+    return None
+
+
 def _refuse_for_recording(model: Any, semantics: Semantics,
                           keep_model: str | os.PathLike[str] | None,
-                          assume_worst_case: bool) -> None:
+                          assume_worst_case: bool, args: list[Any],
+                          kwargs: Mapping[str, Any]) -> None:
     """MemTracerError when estimate(method="record") is asked for what only TorchScript gives."""
     if isinstance(model, (str, os.PathLike)):
         raise MemTracerError("estimate(): method='record' records a module's forward; a saved "
                              "TorchScript file is read as it is (method='auto')")
+    if any(_is_shape(value) for value in [*args, *kwargs.values()]):
+        raise MemTracerError("estimate(): method='record' runs the forward on example tensors; "
+                             "shapes need method='auto' or 'torchscript'")
     if semantics != "eager":
         raise MemTracerError("estimate(): method='record' gives eager semantics only (the "
                              "forward as Python runs it); semantics='torchscript' needs method='auto'")
@@ -320,7 +440,7 @@ def _estimate_exported(model: Any, example_inputs: list[Any], kwargs: dict[str, 
                        semantics: Semantics, device: Device | os.PathLike[str],
                        output: str | os.PathLike[str] | None,
                        keep_model: str | os.PathLike[str] | None,
-                       assume_worst_case: bool) -> Estimate:
+                       assume_worst_case: bool, why: str) -> Estimate:
     """estimate() of a forward exported to TorchScript (scripted, traced, or a file) and read by
     memtrace-estimate; recorded on fake tensors instead where no exporter takes it (Note [A
     forward that cannot be exported])."""
@@ -330,6 +450,8 @@ def _estimate_exported(model: Any, example_inputs: list[Any], kwargs: dict[str, 
         try:
             method, note, model_path, ordered, wrapped = _to_torchscript(
                 model, example_inputs, export, kwargs)
+            if method != "file":
+                note = f"{note} (TorchScript: {why})"
         except _NotExportable as error:
             # Note [A forward that cannot be exported]
             return _estimate_recorded(
@@ -447,7 +569,8 @@ def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any],
 def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, profile: str,
                        output: str | os.PathLike[str] | None,
                        batch_sizes: Sequence[int] | None, budget: int | str | None,
-                       step: RecordedStep, note: str | None = None) -> Estimate:
+                       step: RecordedStep, note: str | None = None,
+                       fallible: bool = False) -> Estimate:
     """estimate() of a training step, of a torch.export archive, or of a forward no exporter
     takes: recorded on fake tensors (mem_tracer.estimator.step_graph), estimated from the graph
     file."""
@@ -474,8 +597,13 @@ def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, p
     with tempfile.TemporaryDirectory(prefix="mem_tracer-") as temporary:
         work = Path(temporary)
         json_path = Path(output) if output is not None else work / "estimate.json"
-        document = _record_and_estimate(model, args, kwargs, profile, step, work, json_path,
-                                        held=True)
+        try:
+            document = _record_and_estimate(model, args, kwargs, profile, step, work, json_path,
+                                            held=True)
+        except MemTracerError as error:
+            if not fallible:
+                raise
+            raise _NotRecordable(str(error).removeprefix("estimate(): ")) from error
         if step.job is not None:
             parallel.record_other_ranks(
                 document, model, step.job,
@@ -486,21 +614,188 @@ def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, p
         if output is not None:
             json_path.write_text(json.dumps(document, indent=2) + "\n")
         result = _estimate_from(document, "record", note, json_path if output is not None else None)
+        batches = _RecordedBatches(model, args, kwargs, profile, step, work)
+        notes = []
         if batch_sizes:
-            for batch in batch_sizes:
-                point = _record_and_estimate(model, args, kwargs, profile, step, work,
-                                             work / f"batch-{batch}.json", batch=int(batch))
+            points, said = batches.sweep([int(batch) for batch in batch_sizes])
+            notes.append(f"the batches {said}")
+            for batch, point in zip(batch_sizes, points):
                 summary = point["summary"]
                 result.batches.append(BatchPoint(int(batch), summary["peak_requested_bytes"],
                                                  summary["peak_allocated_bytes"],
                                                  summary["peak_reserved_bytes"],
                                                  bool(point.get("lower_bound"))))
         if budget is not None:
-            result.largest_batch = _largest_batch(
-                lambda batch: _fits(_record_and_estimate(model, args, kwargs, profile, step, work,
-                                                         work / f"fit-{batch}.json", batch=batch,
-                                                         budget=budget)))
+            result.largest_batch, said = batches.largest(budget)
+            notes.append(f"the budget search {said}")
+        if notes:
+            result.search_note = "; ".join(notes)
         return result
+
+
+class _RecordedBatches:
+    """The estimator's JSON of a recorded step at other batches: each recorded, or extended
+    from recordings at batches 2, 3 and 4 (Note [A budget search from three recordings])."""
+
+    def __init__(self, model: Any, args: list[Any], kwargs: dict[str, Any], profile: str,
+                 step: RecordedStep, work: Path) -> None:
+        self.model, self.args, self.kwargs = model, args, kwargs
+        self.profile, self.step, self.work = profile, step, work
+        self.graphs: dict[int, dict[str, Any]] = {}
+        self.recordings = 0
+        self.estimates: dict[tuple[int, str | None, bool], dict[str, Any]] = {}
+
+    def recorded(self, batch: int, budget: int | str | None = None) -> dict[str, Any]:
+        """The estimate of the step recorded at `batch` (kept for extending)."""
+        if self.step.job is not None:  # one rank of a job: its own summary, recorded each time
+            self.recordings += 1
+            return _record_and_estimate(self.model, self.args, self.kwargs, self.profile,
+                                        self.step, self.work, self.work / f"job-{batch}.json",
+                                        batch=batch, budget=budget)
+        return self._estimated(self.graph(batch), batch, budget, recorded=True)
+
+    def graph(self, batch: int) -> dict[str, Any]:
+        """The step recorded at `batch` (once)."""
+        if batch not in self.graphs:
+            from . import step_graph
+            self.recordings += 1
+            try:
+                self.graphs[batch] = step_graph.record(
+                    self.model, self.args, example_kwargs=self.kwargs, profile=self.profile,
+                    batch=batch, **self.step.options())
+            except step_graph.StepGraphError as error:
+                raise MemTracerError(f"estimate(): {error}") from error
+        return self.graphs[batch]
+
+    def _estimated(self, graph: dict[str, Any], batch: int, budget: int | str | None,
+                   recorded: bool = False) -> dict[str, Any]:
+        """memtrace-estimate on the graph (about 0.7 s a call, most of it loading LibTorch)."""
+        from . import step_graph
+        key = (batch, None if budget is None else str(budget), recorded)
+        if key not in self.estimates:
+            path = step_graph.write(graph, self.work / f"graph-{batch}.json")
+            options = ["--device", self.profile] + (
+                ["--budget", str(budget)] if budget is not None else [])
+            self.estimates[key] = _run_estimator(path, [], options,
+                                                 self.work / f"estimate-{batch}.json")
+        return self.estimates[key]
+
+    def _recorded_here(self, batch: int) -> bool:
+        """Whether `batch` is recorded rather than extended (below the recordings, or one)."""
+        from . import batch_graphs
+        return batch in self.graphs or batch < batch_graphs.BASES[0]
+
+    def extended(self) -> Callable[[int], dict[str, Any]] | str:
+        """The graph at any batch, or why the recordings do not extend (a phrase)."""
+        from . import batch_graphs
+        if self.step.job is not None:
+            return "one rank of a job is recorded at each batch"
+        for batch in batch_graphs.BASES:
+            self.graph(batch)
+        try:
+            return batch_graphs.affine(self.graphs)
+        except batch_graphs.NotAffine as error:
+            return f"the graph is not affine in the batch: {error}"
+
+    def sweep(self, batch_sizes: list[int]) -> tuple[list[dict[str, Any]], str]:
+        """The estimates at `batch_sizes` and how they were made (a phrase)."""
+        from . import batch_graphs
+        # Extending costs five recordings (2, 3, 4, 1 and the largest to check): fewer batches
+        # are recorded each.
+        if len(set(batch_sizes) - set(self.graphs)) <= 8:
+            return [self.recorded(batch) for batch in batch_sizes], "each recorded"
+        extend = self.extended()
+        if isinstance(extend, str):
+            return [self.recorded(batch) for batch in batch_sizes], f"each recorded ({extend})"
+        try:
+            points = [self.recorded(batch) if self._recorded_here(batch)
+                      else self._estimated(extend(batch), batch, None) for batch in batch_sizes]
+        except batch_graphs.NotAffine as error:
+            return [self.recorded(b) for b in batch_sizes], f"each recorded ({error})"
+        largest = max(batch_sizes)
+        if points[batch_sizes.index(largest)]["summary"] != self.recorded(largest)["summary"]:
+            return ([self.recorded(b) for b in batch_sizes],
+                    f"each recorded (the recording at {largest} differs from the extended graph)")
+        return points, (f"extended from recordings at batches 2, 3, 4 (every size affine in the "
+                        f"batch), the largest, {largest}, recorded to check it")
+
+    def largest(self, budget: int | str) -> tuple[int | None, str]:
+        """The largest batch that fits `budget`, and how it was found (a phrase)."""
+        from . import batch_graphs
+
+        def recorded_fit(batch: int) -> tuple[bool, bool]:
+            return _fits(self.recorded(batch, budget))
+
+        extend = self.extended()
+        if isinstance(extend, str):
+            return _largest_batch(recorded_fit), f"recorded each batch it tried ({extend})"
+
+        def extended_fit(batch: int) -> tuple[bool, bool]:
+            if self._recorded_here(batch):
+                return recorded_fit(batch)
+            return _fits(self._estimated(extend(batch), batch, budget))
+
+        try:
+            second, third = (self.recorded(batch, budget) for batch in batch_graphs.BASES[1:])
+            largest = _guided_largest(extended_fit, second, third, batch_graphs.BASES[2])
+        except batch_graphs.NotAffine as error:
+            return _largest_batch(recorded_fit), f"recorded each batch it tried ({error})"
+        checked = [largest, largest + 1] if largest is not None else [1]
+        for batch in checked:
+            if recorded_fit(batch)[0] != extended_fit(batch)[0]:
+                return _largest_batch(recorded_fit), (
+                    f"recorded each batch it tried (at batch {batch} the recording and the "
+                    "graph extended from batches 2, 3, 4 disagree)")
+        return largest, ("extended the recordings at batches 2, 3, 4 (every size affine in the "
+                         "batch), then recorded " + " and ".join(map(str, checked)) +
+                         " to check the answer")
+
+
+def _guided_largest(check: Callable[[int], tuple[bool, bool]], before: Mapping[str, Any],
+                    last: Mapping[str, Any], at: int, limit: int = 1 << 16) -> int | None:
+    """_largest_batch's answer (a batch that fits, the next one not) where each check costs
+    a memtrace-estimate call: starting where the bytes at batches at - 1 and at (`before`,
+    `last`), on a straight line, cross the budget, then galloping and bisecting around it (a handful of calls where
+    doubling from 1 takes twenty)."""
+    if not check(1)[0]:
+        return None
+    # The requested bytes grow smoothly (the reserved ones by whole segments).
+    slope = int(last["summary"]["peak_requested_bytes"]) - int(before["summary"]["peak_requested_bytes"])
+    if slope <= 0:
+        return _largest_batch(check, limit)
+    room = last["step"]["budget"]["budget_bytes"] - last["summary"]["peak_reserved_bytes"]
+    guess = min(max(at + int(room) // slope, 1), limit)
+    stride = 1
+    if check(guess)[0]:
+        low = guess
+        while True:
+            if low + stride > limit:
+                high = limit + 1
+                break
+            if check(low + stride)[0]:
+                low, stride = low + stride, stride * 2
+            else:
+                high = low + stride
+                break
+    else:
+        high = guess
+        while True:
+            candidate = max(high - stride, 1)
+            if check(candidate)[0]:
+                low = candidate
+                break
+            high, stride = candidate, stride * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        if check(middle)[0]:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+class _NotRecordable(Exception):
+    """The forward could not be recorded on fake tensors (why, in a line)."""
 
 
 def _fits(document: Mapping[str, Any]) -> tuple[bool, bool]:
@@ -554,7 +849,7 @@ def _estimate_from(document: dict[str, Any], method: Method, note: str, path: Pa
         by_module=[ModuleEntry(_unwrapped(e["module_path"], wrapped), e["bytes"],
                                e.get("tensors", 0)) for e in peak.get("by_module", [])],
         raw=document, path=path,
-        training_peak_bytes=summary.get("training_peak_bytes"),
+        training_categories_peak_bytes=summary.get("training_peak_bytes"),
         training_breakdown=_in_order(summary.get("training_breakdown")),
         optimizer_state_bytes=summary.get("optimizer_state_bytes", 0),
         training_peak_phase=step.get("peak_phase") if summary.get("training_peak_bytes") else None,
