@@ -42,7 +42,7 @@ SANITIZE_ENV := ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_er
 test: ## run every test (unit, preload, Python, a CUDA build of torch, then the sanitizer build; GPU tests only with a GPU)
 	@if [ "$(CUDA_TORCH)" = 1 ]; then $(MAKE) --no-print-directory cuda-torch-venv; fi
 	@$(MAKE) --no-print-directory build
-	@ctest --test-dir $(BUILD) --output-on-failure -j$$(nproc) -LE '^pythons$$'
+	@ctest --test-dir $(BUILD) --output-on-failure -j$$(nproc) -LE '^interpreters$$'
 	@if [ "$(SANITIZE)" = 1 ]; then $(MAKE) --no-print-directory test-sanitize; fi
 
 test-sanitize: setup ## the unit, preload, report and fuzz tests under ASan+UBSan (no estimator: LibTorch is not sanitizer-built)
@@ -79,7 +79,8 @@ test-cuda-torch: cuda-torch-venv build ## only the estimator's device tests unde
 	@MEMTRACE_CUDA_TORCH_PYTHON=$(abspath $(CUDA_TORCH_VENV))/bin/python \
 	  ctest --test-dir $(BUILD) --output-on-failure -R '^estimator\.cuda_build$$'
 
-# The pythons tier (issue 48), outside `make test`: the unchanged-program set
+# The pythons tier (issue 48; ctest label `interpreters`, which `-L python` does not match),
+# outside `make test`: the unchanged-program set
 # (tests/simulator/test_unchanged.py) under the CUDA build of torch on each other CPython the
 # package supports, one venv each beside the 3.11 one (about 5.5 GB and 2-4 minutes each from
 # the package mirror; pyenv's interpreters), made like cuda-torch-venv: the stamp written only
@@ -101,8 +102,8 @@ pythons-venvs: ## make a venv with torch's CUDA build for each CPython of the py
 	  echo "$$packages" >$$venv/.complete || exit 1; \
 	done
 
-test-pythons: pythons-venvs build ## the pythons tier: every PyTorch counter traced as untraced on CPython 3.10, 3.12, 3.13 (ctest -L pythons)
-	@ctest --test-dir $(BUILD) --output-on-failure -L '^pythons$$'
+test-pythons: pythons-venvs build ## the pythons tier: every PyTorch counter traced as untraced on CPython 3.10, 3.12, 3.13 (ctest -L interpreters)
+	@ctest --test-dir $(BUILD) --output-on-failure -L '^interpreters$$'
 
 demo: cuda-torch-venv build ## trace a built-in example (on a GPU, or a simulated one) and print its report
 	@tools/demo.sh $(BUILD)

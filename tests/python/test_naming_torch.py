@@ -4,11 +4,12 @@ local, the model an unnamed root) and a call at a module's top level, under the 
 pre-hook's naming, on torch's CPU tensors, and sees by weakref that each batch dies when the
 program drops it, and that the module's namespace is left whole.
 
-Which interpreters: MEMTRACE_NAMING_PYTHONS ("3.12 3.13", the `pythons.naming_torch` entry of
-the pythons tier, under the venvs `make pythons-venvs` makes: build/venv-torch-cuda-<version>);
-unset, the interpreter running pytest (the `python` entry: the build's Python, whose torch is
-2.13.0+cpu, scripts/setup.sh). No other CPU build of torch is on this machine or its mirror
-(only cp311's), so the other CPythons run the CUDA build's venvs, on CPU tensors."""
+Which interpreters: MEMTRACE_NAMING_PYTHONS ("3.10 3.12 3.13": the `pythons.naming_torch`
+entry, label interpreters, under the venvs `make pythons-venvs` makes,
+build/venv-torch-cuda-<version>); unset, the interpreter running pytest (the `python` entry:
+the build's Python, whose torch is 2.13.0+cpu, scripts/setup.sh). No other CPU build of torch
+is on this machine or its mirror (only cp311's), so the other CPythons run the CUDA build's
+venvs, on CPU tensors."""
 import json
 import os
 import sys
