@@ -3,7 +3,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: help setup configure build check test test-sanitize test-cuda-torch cuda-torch-venv demo bench bench-cost wheel format clean
+.PHONY: help setup configure build check test test-sanitize test-cuda-torch cuda-torch-venv test-pythons pythons-venvs demo bench bench-cost wheel format clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -42,7 +42,7 @@ SANITIZE_ENV := ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_er
 test: ## run every test (unit, preload, Python, a CUDA build of torch, then the sanitizer build; GPU tests only with a GPU)
 	@if [ "$(CUDA_TORCH)" = 1 ]; then $(MAKE) --no-print-directory cuda-torch-venv; fi
 	@$(MAKE) --no-print-directory build
-	@ctest --test-dir $(BUILD) --output-on-failure -j$$(nproc)
+	@ctest --test-dir $(BUILD) --output-on-failure -j$$(nproc) -LE '^interpreters$$'
 	@if [ "$(SANITIZE)" = 1 ]; then $(MAKE) --no-print-directory test-sanitize; fi
 
 test-sanitize: setup ## the unit, preload, report and fuzz tests under ASan+UBSan (no estimator: LibTorch is not sanitizer-built)
@@ -79,6 +79,32 @@ cuda-torch-venv: ## make the venv with a CUDA build of torch that estimator.cuda
 test-cuda-torch: cuda-torch-venv build ## only the estimator's device tests under a CUDA build of torch
 	@MEMTRACE_CUDA_TORCH_PYTHON=$(abspath $(CUDA_TORCH_VENV))/bin/python \
 	  ctest --test-dir $(BUILD) --output-on-failure -R '^estimator\.cuda_build$$'
+
+# The pythons tier (issue 48; ctest label `interpreters`, which `-L python` does not match),
+# outside `make test`: the unchanged-program set
+# (tests/simulator/test_unchanged.py) under the CUDA build of torch on each other CPython the
+# package supports, one venv each beside the 3.11 one (about 5.5 GB and 2-4 minutes each from
+# the package mirror; pyenv's interpreters), made like cuda-torch-venv: the stamp written only
+# when pip succeeded. docs/reliability.md has the last run's result.
+# transformers 5.23.0 needs CPython 3.11 or later: 3.10's venv has the last release for 3.10.
+PYTHONS_TIER ?= 3.12 3.13 3.10
+PYTHONS_TIER_PACKAGES_3.10 ?= $(subst transformers==5.23.0,transformers==5.20.2,$(CUDA_TORCH_PACKAGES))
+pythons-venvs: ## make a venv with torch's CUDA build for each CPython of the pythons tier (3.10, 3.12, 3.13)
+	@for version in $(PYTHONS_TIER); do \
+	  venv=$(BUILD)/venv-torch-cuda-$$version; \
+	  packages="$(CUDA_TORCH_PACKAGES)"; [ $$version != 3.10 ] || packages="$(PYTHONS_TIER_PACKAGES_3.10)"; \
+	  [ -f $$venv/.complete ] && [ "$$(cat $$venv/.complete)" = "$$packages" ] && continue; \
+	  python=$$(ls /root/.pyenv/versions/$$version.*/bin/python$$version 2>/dev/null | tail -1); \
+	  [ -n "$$python" ] || python=$$(command -v python$$version); \
+	  [ -x "$$python" ] || { echo "CPython $$version is not installed (pyenv install $$version)"; exit 1; }; \
+	  { [ -f $$venv/.complete ] || { rm -rf $$venv && $$python -m venv $$venv; }; } && \
+	  { $$venv/bin/pip install --no-cache-dir $$packages >$$venv.log 2>&1 \
+	    || { tail -20 $$venv.log; exit 1; }; } && \
+	  echo "$$packages" >$$venv/.complete || exit 1; \
+	done
+
+test-pythons: pythons-venvs build ## the pythons tier: every PyTorch counter traced as untraced on CPython 3.10, 3.12, 3.13 (ctest -L interpreters)
+	@ctest --test-dir $(BUILD) --output-on-failure -L '^interpreters$$'
 
 demo: cuda-torch-venv build ## trace a built-in example (on a GPU, or a simulated one) and print its report
 	@tools/demo.sh $(BUILD)

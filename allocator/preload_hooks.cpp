@@ -101,7 +101,7 @@ auto syncAllocHook(Real real, Api api, const void* caller, Pointer* pointer, siz
   if (!real) return Codes::kNotInitialized;
   if (RecursionGuard::active()) return real(pointer, size, rest...);
   RecursionGuard guard;
-  hooks::Caller who = hooks::callerOf(caller);
+  hooks::Caller who = hooks::memoryCallerOf(caller);
   auto result = real(pointer, size, rest...);
   if (who == hooks::Caller::kTorchTracked) return result;
   hooks::recordAllocResult(guard, result == Codes::kSuccess, result == Codes::kOutOfMemory,
@@ -124,7 +124,7 @@ MEMTRACE_EXPORT cudaError_t cudaFree(void* pointer) {
   if (!real) return cudaErrorInitializationError;
   if (RecursionGuard::active() || !pointer) return real(pointer);
   RecursionGuard guard;
-  hooks::Caller who = hooks::callerOf(MEMTRACE_CALLER);
+  hooks::Caller who = hooks::memoryCallerOf(MEMTRACE_CALLER);
   if (who != hooks::Caller::kTorchTracked)
     memtrace::recordFree(
         guard, runtimeSource(Api::kCudaMalloc, hooks::levelOf(who), -1, nullptr, MEMTRACE_CALLER),
@@ -190,7 +190,7 @@ MEMTRACE_EXPORT CUresult cuMemFree_v2(CUdeviceptr pointer) {
   if (!real) return CUDA_ERROR_NOT_INITIALIZED;
   if (RecursionGuard::active() || !pointer) return real(pointer);
   RecursionGuard guard;
-  if (hooks::callerOf(MEMTRACE_CALLER) != hooks::Caller::kTorchTracked)
+  if (hooks::memoryCallerOf(MEMTRACE_CALLER) != hooks::Caller::kTorchTracked)
     memtrace::recordFree(guard, driverSource(Api::kCuMemAlloc, nullptr, MEMTRACE_CALLER),
                          reinterpret_cast<void*>(pointer));
   return real(pointer);

@@ -15,6 +15,7 @@
 #include "tracer/format/caching_allocator.h"
 #include "tracer/recorder/config.h"
 #include "tracer/recorder/memtrace.h"
+#include "tracer/recorder/native_stack.h"
 #include "tracer/recorder/recorder.h"
 
 namespace memtrace::hooks {
@@ -234,6 +235,72 @@ int findC10Cuda(dl_phdr_info* info, size_t, void*) {
   return 1;
 }
 
+// Note [NCCL's memory beneath PyTorch's allocator]
+// A torch.cuda.MemPool on an allocator of its own (MemPool(backend.mem_allocator): NCCL's
+// ncclMemAlloc; any CUDAPluggableAllocator) has PyTorch's caching allocator ask that allocator
+// for its segments, and the allocator calls CUDA from its own library: NCCL maps memory by
+// cuMemCreate, cuMemAddressReserve and cuMemMap from libnccl (Note [NCCL's memory through the
+// driver] in simulator/libraries/nccl.cpp). The caching allocator reports each such segment (the
+// bridge records it, with its MemPool) and the tensors in it, and the hooks, seeing calls from
+// libnccl, recorded the same memory again: each byte twice. So a memory call whose caller is
+// not libc10_cuda.so but which is made beneath it (a frame of libc10_cuda.so on the calling
+// thread's native stack) is PyTorch's allocator's, as if it had made it: its tracker's to
+// record once attached (the hook records nothing), a segment without one. Only the calls that
+// make or free memory look (cudaMalloc's kind and the virtual memory calls: a few per segment,
+// none per tensor), and only once libc10_cuda.so is loaded; each then costs one unwind of the
+// calling thread. PyTorch's allocator makes no other memory call beneath itself (its host
+// allocator lives in libtorch_cuda.so), so nothing is lost that it does not report.
+
+// The executable segments of libc10_cuda.so, once it is loaded.
+struct TextRanges {
+  uintptr_t start[native::kMaxSegments];
+  uintptr_t end[native::kMaxSegments];
+  int count = 0;
+};
+TextRanges g_c10_text;
+std::atomic<int> g_c10_text_state{0};  // 0: not found yet, 1: being written, 2: written
+
+int findC10Text(dl_phdr_info* info, size_t, void* data) {
+  if (!isC10Cuda(info->dlpi_name)) return 0;
+  auto* ranges = static_cast<TextRanges*>(data);
+  for (int i = 0; i < info->dlpi_phnum && ranges->count < native::kMaxSegments; ++i) {
+    const ElfW(Phdr)& header = info->dlpi_phdr[i];
+    if (header.p_type != PT_LOAD || !(header.p_flags & PF_X)) continue;
+    ranges->start[ranges->count] = info->dlpi_addr + header.p_vaddr;
+    ranges->end[ranges->count] = info->dlpi_addr + header.p_vaddr + header.p_memsz;
+    ++ranges->count;
+  }
+  return 1;
+}
+
+// libc10_cuda.so's code, or false while it is not loaded.
+bool c10Text(TextRanges* ranges) {
+  if (g_c10_text_state.load(std::memory_order_acquire) == 2) {
+    *ranges = g_c10_text;
+    return true;
+  }
+  *ranges = TextRanges{};
+  if (!dl_iterate_phdr(findC10Text, ranges) || ranges->count == 0) return false;
+  int expected = 0;
+  if (g_c10_text_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
+    g_c10_text = *ranges;
+    g_c10_text_state.store(2, std::memory_order_release);
+  }
+  return true;
+}
+
+// A return address into libc10_cuda.so on the calling thread's stack above `caller`, or null.
+const void* c10FrameBeneath(const void* caller) {
+  TextRanges text;
+  if (!c10Text(&text) || !native::loadUnwinder()) return nullptr;
+  uintptr_t ips[32];
+  size_t count = native::captureStack(ips, 32, caller);
+  for (size_t i = 0; i < count; ++i)
+    for (int r = 0; r < text.count; ++r)
+      if (ips[i] >= text.start[r] && ips[i] < text.end[r]) return reinterpret_cast<void*>(ips[i]);
+  return nullptr;
+}
+
 }  // namespace
 
 Caller callerOf(const void* caller) {
@@ -241,6 +308,13 @@ Caller callerOf(const void* caller) {
   int state = attachOnce(/*say=*/true);
   // kAttaching: another thread is attaching right now (Note [Attaching to PyTorch's allocator]).
   return state == kAttached ? Caller::kTorchTracked : Caller::kTorchUntracked;
+}
+
+Caller memoryCallerOf(const void* caller) {
+  Caller direct = callerOf(caller);
+  if (direct != Caller::kOther) return direct;
+  const void* beneath = c10FrameBeneath(caller);
+  return beneath ? callerOf(beneath) : Caller::kOther;
 }
 
 }  // namespace memtrace::hooks

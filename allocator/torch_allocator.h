@@ -17,6 +17,12 @@ enum class Caller {
 // bridge (once per process; Note [Attaching to PyTorch's allocator] in torch_allocator.cpp).
 Caller callerOf(const void* caller);
 
+// callerOf for a call that makes or frees memory: a call made beneath PyTorch's caching
+// allocator (libc10_cuda.so on the native stack: a MemPool's own allocator, NCCL's
+// ncclMemAlloc) is its, too (Note [NCCL's memory beneath PyTorch's allocator] in
+// torch_allocator.cpp).
+Caller memoryCallerOf(const void* caller);
+
 // The level of a synchronous allocation (cudaMalloc, cuMemCreate and kin) made by `caller`.
 inline format::Level levelOf(Caller caller) {
   return caller == Caller::kTorchUntracked ? format::Level::kSegment : format::Level::kTensor;

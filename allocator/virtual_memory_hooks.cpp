@@ -24,9 +24,11 @@ EventSource physicalSource(int device, const void* caller) {
   return EventSource{Api::kCuMemCreate, Level::kSegment, device, 0, caller};
 }
 
-// Whether `caller`'s call is PyTorch's tracker's to record (the hook then records nothing).
+// Whether `caller`'s call is PyTorch's tracker's to record (the hook then records nothing): one
+// made by PyTorch's caching allocator, or beneath it by a MemPool's own allocator (NCCL's; Note
+// [NCCL's memory beneath PyTorch's allocator] in torch_allocator.cpp).
 bool trackedElsewhere(const void* caller) {
-  return memtrace::hooks::callerOf(caller) == memtrace::hooks::Caller::kTorchTracked;
+  return memtrace::hooks::memoryCallerOf(caller) == memtrace::hooks::Caller::kTorchTracked;
 }
 
 // A call that ends something: `record` (given the guard) runs before the real call.

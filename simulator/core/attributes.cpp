@@ -187,8 +187,12 @@ bool deviceAttribute(int attribute, int device, int* value) {
     case CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS:
       *value = 1;
       return true;
+    // Multicast (NVLink SHARP): a property of the machine, not the card (multicastSupported).
+    case CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED:
+      *value = multicastSupported() ? 1 : 0;
+      return true;
     // No: an integrated part, a watchdog, TCC, multi-GPU boards, host page tables, fabric
-    // handles, multicast (NVLink SHARP), MPS, Windows handles, DMA-BUF.
+    // handles, MPS, Windows handles, DMA-BUF.
     case CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT:
     case CU_DEVICE_ATTRIBUTE_INTEGRATED:
     case CU_DEVICE_ATTRIBUTE_TCC_DRIVER:
@@ -205,7 +209,6 @@ bool deviceAttribute(int attribute, int device, int* value) {
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED:
-    case CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_MPS_ENABLED:
     case CU_DEVICE_ATTRIBUTE_D3D12_CIG_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_VULKAN_CIG_SUPPORTED:

@@ -168,6 +168,14 @@ int deviceCount() {
   return count;
 }
 
+bool multicastSupported() {
+  static const bool supported = [] {
+    const char* text = getenv("MEMTRACE_GPU_MULTICAST");
+    return text && strcmp(text, "1") == 0;
+  }();
+  return supported;
+}
+
 int currentDevice() {
   return t_device;
 }

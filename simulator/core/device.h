@@ -42,6 +42,12 @@ struct Profile {
 // when set. nullptr when it cannot be read; error() then says why in one line.
 const Profile* profile();
 const std::string& profileError();
+// Whether the simulated cards are joined for multicast (NVLink SHARP over NVSwitch:
+// CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED): MEMTRACE_GPU_MULTICAST=1; otherwise not, as on the
+// machine the H200's rows were measured on. PyTorch offers NCCL's memory allocator
+// (ProcessGroupNCCL's mem_allocator) only where it is (Note [NCCL's memory through the driver]
+// in simulator/libraries/nccl.cpp).
+bool multicastSupported();
 int deviceCount();  // MEMTRACE_GPU_COUNT (1); 0 without a profile
 
 // The calling thread's current device (a context's device, shared by runtime and driver).

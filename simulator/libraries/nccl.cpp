@@ -1,5 +1,6 @@
 // NCCL (libnccl.so.2): communicators that know their rank, size and device, and collectives
 // that move nothing (each rank runs on its own simulated device; Note [Collectives]).
+#include <cuda.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -200,15 +201,75 @@ SIMGPU_API const char* ncclGetErrorString(int result) {
 SIMGPU_API const char* ncclGetLastError(void*) {
   return "";
 }
-// Memory NCCL hands out for user buffers (ncclMemAlloc): device memory, counted.
+// Note [NCCL's memory through the driver]
+// ncclMemAlloc hands out device memory for user buffers (torch.cuda.MemPool on
+// ProcessGroupNCCL's mem_allocator, to register with communicators): on a card NCCL makes it
+// with CUDA's virtual memory calls, from NCCL's own library (ncclCuMemAlloc: cuMemCreate of the
+// size rounded up to the recommended granularity, cuMemAddressReserve, cuMemMap,
+// cuMemSetAccess), and frees it with cuMemRetainAllocationHandle, cuMemRelease,
+// cuMemGetAddressRange, cuMemUnmap, cuMemRelease, cuMemAddressFree. The simulated library
+// makes the same calls to the driver's exported functions, by their names, as NCCL's
+// resolved entry points are: so an interposer (memtrace's hooks) sees what it sees on a card
+// (Note [NCCL's memory beneath PyTorch's allocator] in allocator/virtual_memory_hooks.cpp).
+namespace {
+
+CUresult mapNew(void** pointer, size_t size) {
+  CUdevice device;
+  if (CUresult error = cuDeviceGet(&device, currentDevice())) return error;
+  CUmemAllocationProp prop = {};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  size_t granularity = 0;
+  if (CUresult error =
+          cuMemGetAllocationGranularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+    return error;
+  size = (size + granularity - 1) / granularity * granularity;
+  CUmemGenericAllocationHandle handle;
+  if (CUresult error = cuMemCreate(&handle, size, &prop, 0)) return error;
+  CUdeviceptr address = 0;
+  CUresult result = cuMemAddressReserve(&address, size, granularity, 0, 0);
+  if (result == CUDA_SUCCESS) {
+    result = cuMemMap(address, size, 0, handle, 0);
+    if (result != CUDA_SUCCESS) cuMemAddressFree(address, size);
+  }
+  if (result != CUDA_SUCCESS) {
+    cuMemRelease(handle);
+    return result;
+  }
+  CUmemAccessDesc access = {};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  cuMemSetAccess(address, size, &access, 1);
+  *pointer = reinterpret_cast<void*>(address);
+  return CUDA_SUCCESS;
+}
+
+CUresult unmap(void* pointer) {
+  CUmemGenericAllocationHandle handle;
+  if (CUresult error = cuMemRetainAllocationHandle(&handle, pointer)) return error;
+  cuMemRelease(handle);  // the reference just taken
+  size_t size = 0;
+  CUdeviceptr address = reinterpret_cast<CUdeviceptr>(pointer);
+  if (CUresult error = cuMemGetAddressRange(nullptr, &size, address)) return error;
+  if (CUresult error = cuMemUnmap(address, size)) return error;
+  cuMemRelease(handle);  // cuMemCreate's
+  return cuMemAddressFree(address, size);
+}
+
+}  // namespace
+
 SIMGPU_API int ncclMemAlloc(void** pointer, size_t size) {
-  return allocate(pointer, size, currentDevice(), MemoryKind::kDevice) == Status::kSuccess
-             ? kSuccess
-             : 1;
+  if (!pointer) return kInvalidArgument;
+  if (size == 0) {
+    *pointer = nullptr;
+    return kSuccess;
+  }
+  return mapNew(pointer, size) == CUDA_SUCCESS ? kSuccess : 1;
 }
 SIMGPU_API int ncclMemFree(void* pointer) {
-  release(pointer);
-  return kSuccess;
+  if (!pointer) return kSuccess;
+  return unmap(pointer) == CUDA_SUCCESS ? kSuccess : kInvalidArgument;
 }
 SIMGPU_API int ncclCommRegister(void*, void*, size_t, void** handle) {
   static char registered;

@@ -8,8 +8,10 @@ what tests/simulator/test_torch_allocator.py checks: PyTorch's own caching alloc
 unmodified over the simulated cudaMalloc, so its counters are PyTorch's arithmetic over the
 program's requests, the same on a card.
 
-Run under the CUDA build's venv (CPython 3.11); the naming that once kept a caller's locals
-alive is checked on CPython 3.10 to 3.13 by tests/python/test_naming.py."""
+Run under the CUDA build's venv (CPython 3.11: simulator.unchanged), and under 3.10, 3.12 and
+3.13 by the pythons tier (pythons.unchanged.<version>, label interpreters: make test-pythons;
+docs/reliability.md has the last run); the naming that once kept a caller's locals alive is
+checked on CPython 3.10 to 3.13 by tests/python/test_naming.py and test_naming_torch.py."""
 import json
 import sys
 from pathlib import Path
