@@ -151,7 +151,8 @@ int makeLend(size_t skip, const void* graph_task_object) {
   bool holds_gil = false;
   if (!thread || !python::canWalk(&holds_gil)) return 0;
   python::GcPause gc_pause(holds_gil);
-  size_t count = python::captureStack(thread->python_frames, g_recorder.config.python_depth);
+  size_t count = python::captureStack(thread->python_frames, g_recorder.config.python_depth,
+                                      &thread->python_walk);
   size_t kept = count > skip ? count - skip : 0;
   int64_t running = currentGraphTask();
   RecorderLock lock;
@@ -190,6 +191,7 @@ void append(ThreadState& thread, const Lend& lend) {
   std::memcpy(thread.python_frames + thread.python_count, lend.frames,
               count * sizeof(lend.frames[0]));
   thread.python_count += count;
+  thread.python_walk.frames_serial = 0;  // no longer a walk's output alone
 }
 
 }  // namespace

@@ -162,6 +162,19 @@ const char* unwinderName() {
   }
 }
 
+// Note [Native stacks walked whole]
+// Python stacks stop at the first frame met again (Note [Python stacks flat in depth],
+// python_stack.cpp); native ones are unwound whole, for want of anything to stop at. What a
+// native frame is made of, its return address, is found only by unwinding to it: the unwinder
+// reads each frame's CFI to learn where the caller's address and frame lie, so comparing the
+// rest of a stack with the last one costs the unwind it would save. Frame pointers would make
+// the chain a list to compare as Python's is, but the host's libraries are built without them
+// (Debian's libpython, PyTorch's wheels: -fomit-frame-pointer), and a frame pointer chain
+// through such a library is garbage. A stack address met again proves nothing either: the same
+// slot holds the same return address after a return and another call from the same line, with
+// another caller above it. And the need is smaller: CPython (3.11 on) runs a call from Python
+// to Python inside the same C call of its interpreter loop, so the native stack does not grow
+// with the Python depth (docs/performance.md, the depth table: 0.0 instructions a Python frame).
 size_t captureStack(uintptr_t* ips, size_t max, const void* caller) {
   // Room for memtrace's own frames (hook, recorder, capture) on top of `max`.
   constexpr int kOwnFramesMargin = 8;

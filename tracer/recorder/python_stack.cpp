@@ -149,7 +149,8 @@ T field(const void* base, int32_t offset) {
 // it names alive instead (resolveFrame), which it may: it holds the GIL.
 constexpr size_t kDeathSlots = 16384;
 std::atomic<uint32_t> g_code_deaths[kDeathSlots];
-void (*g_code_dealloc)(void*) = nullptr;  // CPython's own, once replaced
+std::atomic<uint64_t> g_code_deaths_total{0};  // every slot's (Note [Python stacks flat in depth])
+void (*g_code_dealloc)(void*) = nullptr;       // CPython's own, once replaced
 
 inline size_t deathSlotOf(const void* code) {
   // Code objects are 16-byte aligned, a few hundred bytes each: the address bits above the
@@ -159,6 +160,7 @@ inline size_t deathSlotOf(const void* code) {
 
 void codeDeallocCountingDeath(void* code) {
   g_code_deaths[deathSlotOf(code)].fetch_add(1, std::memory_order_release);
+  g_code_deaths_total.fetch_add(1, std::memory_order_release);
   g_code_dealloc(code);
 }
 
@@ -258,13 +260,158 @@ inline uint32_t identityOf(const void* code) {
   return (g_code_deaths[deathSlotOf(code)].load(std::memory_order_relaxed) << 1) | 1;
 }
 
-// Note [Python frames without the GIL]: the calling thread's frames, innermost first. Returns
-// the count, or SIZE_MAX when the innermost frame does not hold a code object where the layout
-// says (a layout that is wrong fails there; resolveFrame checks each new frame again before it
-// reads anything through it). One instance per CPython version, so that every offset is a
-// constant of the code (the walk costs ~25 instructions a frame).
+// Note [Frames memtrace hides]
+// memtrace's own Python code can run between the program's line and the allocation it causes:
+// on the simulated card every ATen op goes through the dispatch mode of Note [Known values on
+// the simulated card] (python/mem_tracer/simulated_gpu/values.py), whose __torch_dispatch__ calls
+// the op through torch's OpOverload.__call__. Those frames are not the program's: with them,
+// the innermost frame of every allocation would be torch/_ops.py's. So the package names their
+// code objects (memtrace_hide_python_code) and every stack captured leaves them out, as if the
+// program had called the op itself; a thread left with no frame of its own (autograd's) then
+// borrows its lent stack as before (Note [Stacks lent to threads without Python]). The table is
+// small and read without a lock: entries are only added, each before the count that shows it.
+constexpr size_t kMaxHiddenCodes = 32;
+std::atomic<const void*> g_hidden_codes[kMaxHiddenCodes];
+std::atomic<size_t> g_hidden_count{0};
+
+// Whether `code` is one of the first `hidden` hidden code objects.
+inline bool isHidden(const void* code, size_t hidden) {
+  for (size_t j = 0; j < hidden; ++j)
+    if (code == g_hidden_codes[j].load(std::memory_order_relaxed)) return true;
+  return false;
+}
+
+// `frames` less the hidden ones, in order; returns how many are left.
+size_t dropHidden(RawFrame* frames, size_t count) {
+  size_t hidden = g_hidden_count.load(std::memory_order_acquire);
+  if (hidden == 0) return count;
+  size_t kept = 0;
+  for (size_t i = 0; i < count; ++i)
+    if (!isHidden(frames[i].code, hidden)) frames[kept++] = frames[i];
+  return kept;
+}
+
+// Note [Python stacks flat in depth]
+// A thread's stack between two of its events mostly differs in its innermost frames: the outer
+// ones are the callers of the last capture, still suspended where they were. Walking them again
+// cost ~43 instructions a frame, and the writer ~17 more comparing them with its cached stack
+// (bench/cost.py's depth table, docs/performance.md). So each thread keeps the chain of its last
+// walk (WalkCache), and a walk stops at the first frame from which the chain out to the
+// outermost frame is the cached one, reusing the frames the last walk made of it.
+// What identifies a frame? Nothing CPython keeps, on any layout: a frame is freed when it
+// returns, and the next frame pushed at the same depth gets its memory (3.11 on: the thread's
+// data stack; 3.10: the frame free list and each code object's zombie frame), with the same
+// code and, if called from the same line, the same instruction. A caller that returned to a
+// loop and called again from another line leaves its callee's frame at the same address and
+// instruction as before, with a changed caller (tests/preload/scripts/stack_reuse.py: a walk
+// that stopped there named the old caller's line). So no frame alone proves the frames outside it
+// unchanged; the walk instead compares the whole rest of the chain with the cached one, frame by
+// frame, reading only what the output is made of: each frame's instruction (3.11 on, a pointer into
+// its code object's own bytecode, which tells the code object too while it lives; 3.10, f_lasti and
+// f_code) and the next frame, until both chains end together. Equal instructions all the way
+// out give equal output: a frame's position and its code object are functions of them, and
+// whether it is skipped (an entry frame of the C stack; a frame before its first traceable
+// instruction) of its code and position, as no callee's frame stays before RESUME. Addresses
+// only choose where to try (height_of_address; past a frame whose own instruction moved the
+// walk tries again, past a deeper difference it walks on without trying), so a freed and reused
+// frame, a generator resumed from another caller, recursion at another depth, or another thread can
+// only make the try fail, never pass. The cached output also holds each frame's identity (Note
+// [Code objects that die]) and leaves out the hidden frames (Note [Frames memtrace hides]): the
+// tail is reused only if no code object died and no code object was hidden since it was made. The
+// comparison costs ~8 instructions a frame (a load of the instruction, a load of the next frame,
+// the compare), not 0: the goal of issue 52 (5) is missed by that much, for the reason above.
+// Native stacks have no such cache: see Note [Native stacks walked whole] (native_stack.cpp). The
+// public API's walk (a thread that holds the GIL, an unknown layout) keeps none.
+inline uint32_t addressSlot(const void* frame) {
+  return static_cast<uint32_t>((reinterpret_cast<uintptr_t>(frame) * 0x9E3779B97F4A7C15ull) >> 58);
+}
+
+// What a frame's output is made of besides its code object (which tells the code object too
+// from 3.11 on): its instruction pointer, or f_lasti (3.10).
 template <const MemtracePythonLayout& layout>
-size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max) {
+inline uintptr_t instructionOf(const void* frame) {
+  if constexpr (layout.frame_is_object)
+    return static_cast<uint32_t>(field<int>(frame, layout.frame_instruction));
+  else
+    return field<uintptr_t>(frame, layout.frame_instruction);
+}
+
+enum class Chain { kUnchanged, kFrameMoved, kChanged };
+
+// Whether the chain from `frame` out is the cached chain from `height` down to the outermost
+// frame (Note [Python stacks flat in depth]): kFrameMoved when `frame` itself differs (an inner
+// frame that went on to another instruction: cheap, try its caller), kChanged when a frame
+// outside it does.
+template <const MemtracePythonLayout& layout>
+Chain compareChain(const void* frame, size_t height, const WalkCache& cache) {
+  const uintptr_t* instruction = cache.chain_instruction;
+  if (instructionOf<layout>(frame) != instruction[height]) return Chain::kFrameMoved;
+  for (;;) {
+    if constexpr (layout.frame_is_object)
+      if (field<const void*>(frame, layout.frame_code) != cache.chain_code[height])
+        return Chain::kChanged;
+    frame = field<const void*>(frame, layout.frame_previous);
+    if (height == 0) return frame ? Chain::kChanged : Chain::kUnchanged;
+    if (!frame) return Chain::kChanged;
+    --height;
+    if (instructionOf<layout>(frame) != instruction[height]) return Chain::kChanged;
+  }
+}
+
+// After a direct walk with a cache (`walked` frames made of `visits` frames visited): the cached
+// tail appended when the walk stopped at `tail_height` of the cached chain, and the chain
+// remembered for the next walk when this one reached the outermost frame. Returns the count.
+size_t rememberWalk(WalkCache* cache, RawFrame* frames, size_t max, size_t walked, size_t visits,
+                    size_t tail_height, bool reached_outermost, uint64_t deaths, size_t hidden) {
+  ++cache->serial;
+  cache->frames_serial = cache->serial;
+  cache->same_outer = 0;
+  size_t total = walked;
+  size_t reused = 0;
+  size_t top = visits - 1;  // the height of the innermost frame visited (the outermost's is 0)
+  if (tail_height != SIZE_MAX) {
+    size_t tail = cache->chain_outputs_through[tail_height];
+    size_t room = max - walked;
+    size_t copied = tail < room ? tail : room;
+    std::memcpy(frames + walked, cache->output + cache->output_count - tail,
+                copied * sizeof(RawFrame));
+    total = walked + copied;
+    reached_outermost = copied == tail;  // else the outermost frames were left out
+    if (reached_outermost) cache->same_outer = reused = tail;
+    top = tail_height + visits;
+  }
+  if (!reached_outermost || top + 1 == 0 || top >= kMaxWalkVisits) {
+    cache->chain_count = 0;
+    return total;
+  }
+  for (size_t v = 0; v < visits; ++v) {
+    size_t height = top - v;
+    cache->chain_instruction[height] = cache->visit_instruction[v];
+    cache->chain_code[height] = cache->visit_code[v];
+    cache->chain_outputs_through[height] =
+        static_cast<uint16_t>(total - cache->visit_outputs_before[v]);
+    cache->height_of_address[addressSlot(cache->visit_frame[v])] =
+        static_cast<uint16_t>(height + 1);
+  }
+  cache->chain_count = top + 1;
+  // The reused tail is where it was in the cached output when the inner part kept its length.
+  bool tail_in_place = reused && cache->output_count - reused == walked;
+  std::memcpy(cache->output, frames, (tail_in_place ? walked : total) * sizeof(RawFrame));
+  cache->output_count = total;
+  cache->code_deaths = deaths;
+  cache->hidden = hidden;
+  return total;
+}
+
+// Note [Python frames without the GIL]: the calling thread's frames, innermost first, less the
+// hidden ones (Note [Frames memtrace hides]). Returns the count, or SIZE_MAX when the innermost
+// frame does not hold a code object where the layout says (a layout that is wrong fails there;
+// resolveFrame checks each new frame again before it reads anything through it). One instance
+// per CPython version, so that every offset is a constant of the code (the walk costs ~25
+// instructions a frame). With `cache`, the frames outside the first one met again are the last
+// walk's (Note [Python stacks flat in depth]).
+template <const MemtracePythonLayout& layout>
+size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max, WalkCache* cache) {
   const void* frame = thread_state;
   if constexpr (layout.thread_cframe >= 0) {
     frame = field<const void*>(thread_state, layout.thread_cframe);
@@ -276,9 +423,35 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max) {
   // bounded: at most one of each per recorded frame, and one at the top. A chain that goes on
   // past that (a layout that lies, a cycle) ends the walk rather than looping.
   if (max == 0) return 0;
+  size_t hidden = g_hidden_count.load(std::memory_order_acquire);
+  uint64_t deaths = g_code_deaths_total.load(std::memory_order_relaxed);
+  bool try_cache =
+      cache && cache->chain_count > 0 && cache->code_deaths == deaths && cache->hidden == hidden;
+  size_t tail_height = SIZE_MAX;  // the cached chain's height where the rest was met again
+  size_t visits = 0;
   size_t visits_left = 2 * max + 2;
   for (; frame && visits_left > 0;
        frame = field<const void*>(frame, layout.frame_previous), --visits_left) {
+    if (try_cache) {
+      uint32_t height = cache->height_of_address[addressSlot(frame)];
+      if (height != 0 && height <= cache->chain_count) {
+        Chain chain = compareChain<layout>(frame, height - 1, *cache);
+        if (chain == Chain::kUnchanged) {
+          tail_height = height - 1;
+          break;
+        }
+        // One deep try a walk: a failed one costs up to the chain's length.
+        try_cache = chain == Chain::kFrameMoved;
+      }
+    }
+    if (cache) {
+      cache->visit_frame[visits] = frame;
+      cache->visit_instruction[visits] = instructionOf<layout>(frame);
+      if constexpr (layout.frame_is_object)
+        cache->visit_code[visits] = field<const void*>(frame, layout.frame_code);
+      cache->visit_outputs_before[visits] = static_cast<uint16_t>(walked);
+      ++visits;
+    }
     int position;
     const char* code;
     if constexpr (layout.frame_is_object) {
@@ -299,13 +472,16 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max) {
       ptrdiff_t bytes_in = instruction - units;
       position = bytes_in < 0 ? -1 : static_cast<int32_t>(bytes_in & ~ptrdiff_t{1});
     }
+    if (hidden != 0 && isHidden(code, hidden)) continue;
     frames[walked] = RawFrame{code, position, identityOf(code)};
     if (++walked == max) break;
   }
-  return walked;
+  if (!cache) return walked;
+  return rememberWalk(cache, frames, max, walked, visits, tail_height,
+                      tail_height == SIZE_MAX && !frame, deaths, hidden);
 }
 
-using DirectWalk = size_t (*)(const void*, RawFrame*, size_t);
+using DirectWalk = size_t (*)(const void*, RawFrame*, size_t, WalkCache*);
 
 template <size_t... index>
 DirectWalk directWalkOf(const MemtracePythonLayout* layout, std::index_sequence<index...>) {
@@ -539,34 +715,6 @@ void GcPause::resume() {
   g_api.PyGC_Enable();
 }
 
-// Note [Frames memtrace hides]
-// memtrace's own Python code can run between the program's line and the allocation it causes:
-// on the simulated card every ATen op goes through the dispatch mode of Note [Known values on
-// the simulated card] (python/mem_tracer/simulated_gpu/values.py), whose __torch_dispatch__ calls
-// the op through torch's OpOverload.__call__. Those frames are not the program's: with them,
-// the innermost frame of every allocation would be torch/_ops.py's. So the package names their
-// code objects (memtrace_hide_python_code) and every stack captured leaves them out, as if the
-// program had called the op itself; a thread left with no frame of its own (autograd's) then
-// borrows its lent stack as before (Note [Stacks lent to threads without Python]). The table is
-// small and read without a lock: entries are only added, each before the count that shows it.
-constexpr size_t kMaxHiddenCodes = 32;
-std::atomic<const void*> g_hidden_codes[kMaxHiddenCodes];
-std::atomic<size_t> g_hidden_count{0};
-
-// `frames` less the hidden ones, in order; returns how many are left.
-size_t dropHidden(RawFrame* frames, size_t count) {
-  size_t hidden = g_hidden_count.load(std::memory_order_acquire);
-  if (hidden == 0) return count;
-  size_t kept = 0;
-  for (size_t i = 0; i < count; ++i) {
-    bool drop = false;
-    for (size_t j = 0; j < hidden && !drop; ++j)
-      drop = frames[i].code == g_hidden_codes[j].load(std::memory_order_relaxed);
-    if (!drop) frames[kept++] = frames[i];
-  }
-  return kept;
-}
-
 bool hideCode(const void* code) {
   static std::mutex adding;
   std::lock_guard<std::mutex> lock(adding);
@@ -579,12 +727,13 @@ bool hideCode(const void* code) {
   return true;
 }
 
-size_t captureStack(RawFrame* frames, size_t max) {
+size_t captureStack(RawFrame* frames, size_t max, WalkCache* cache) {
+  if (cache) cache->frames_serial = 0;  // until a walk says what the frames are
   if (g_walker.load(std::memory_order_relaxed) == Walker::kDirect) {
     const void* thread_state = g_api.PyGILState_GetThisThreadState();
     if (!thread_state) return 0;  // a thread that never ran Python
-    size_t count = g_direct_walk(thread_state, frames, max);
-    if (count != SIZE_MAX) return dropHidden(frames, count);
+    size_t count = g_direct_walk(thread_state, frames, max, cache);
+    if (count != SIZE_MAX) return count;
     g_walker.store(Walker::kPublicApi, std::memory_order_relaxed);
     sayLayoutUnknownOnce("a frame did not hold a code object where its layout says");
     return 0;

@@ -68,9 +68,51 @@ class GcPause {
   bool reenable_ = false;
 };
 
+// The most frames a walk visits: every recorded frame, one skipped frame beside each (an entry
+// frame of the C stack, a frame not started yet) and one at the top (walkDirectly's bound).
+inline constexpr size_t kMaxFrames = 256;  // the most a stack keeps (MEMTRACE_PYTHON_DEPTH)
+inline constexpr size_t kMaxWalkVisits = 2 * kMaxFrames + 2;
+
+// A thread's memory of its last direct walk (Note [Python stacks flat in depth]): the chain it
+// read, from the outermost frame in, and what it made of it. Kept in the thread's state; only the
+// thread itself reads or writes it.
+struct WalkCache {
+  // Walks made (0: none yet); `frames_serial` is the walk whose output the thread's frame
+  // buffer holds exactly, 0 once anything else was put there (a lent stack, a reset).
+  uint64_t serial;
+  uint64_t frames_serial;
+  // The outermost frames of the last walk's output that are those of the walk before it, in
+  // the same order: the writer need not compare them with its cached stack.
+  size_t same_outer;
+  // The chain of the last walk that reached the outermost frame (0 frames: nothing cached),
+  // by height (0: the outermost frame): each frame's instruction (3.11 on: a pointer into its
+  // code; 3.10: f_lasti) and code object (3.10), and how many frames of the output come from
+  // it and the frames outside it.
+  size_t chain_count;
+  uintptr_t chain_instruction[kMaxWalkVisits];
+  const void* chain_code[kMaxWalkVisits];
+  uint16_t chain_outputs_through[kMaxWalkVisits];
+  // Where to look for a frame met again: the height + 1 of the chain's frame whose address
+  // hashes here (0: none). A guess only; the chain is compared before anything is reused.
+  uint16_t height_of_address[64];
+  // What the tail was made under: the code objects' deaths (Note [Code objects that die]) and
+  // the hidden code objects (Note [Frames memtrace hides]) counted then.
+  uint64_t code_deaths;
+  size_t hidden;
+  // The last walk's output, innermost first.
+  size_t output_count;
+  RawFrame output[kMaxFrames];
+  // The frames of the walk under way, innermost first (scratch).
+  const void* visit_frame[kMaxWalkVisits];
+  uintptr_t visit_instruction[kMaxWalkVisits];
+  const void* visit_code[kMaxWalkVisits];
+  uint16_t visit_outputs_before[kMaxWalkVisits];
+};
+
 // Writes the calling thread's Python frames, innermost first, into `frames` (at most
-// `max`, keeping the innermost). Returns the count.
-size_t captureStack(RawFrame* frames, size_t max);
+// `max`, keeping the innermost). Returns the count. `cache`: the thread's own (or nullptr: a
+// full walk, nothing remembered).
+size_t captureStack(RawFrame* frames, size_t max, WalkCache* cache);
 
 // Leaves the frames of `code` (a code object the caller keeps alive) out of every stack
 // captured from now on (Note [Frames memtrace hides]). False when the table is full.
