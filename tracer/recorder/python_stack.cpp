@@ -304,26 +304,27 @@ size_t dropHidden(RawFrame* frames, size_t count) {
 // code and, if called from the same line, the same instruction. A caller that returned to a
 // loop and called again from another line leaves its callee's frame at the same address and
 // instruction as before, with a changed caller (tests/preload/scripts/stack_reuse.py: a walk
-// that stopped there named the old caller's line). So no frame alone proves the frames outside it
-// unchanged; the walk instead compares the whole rest of the chain with the cached one, frame by
-// frame, reading only what the output is made of: each frame's instruction (3.11 on, a pointer into
-// its code object's own bytecode, which tells the code object too while it lives; 3.10, f_lasti and
-// f_code) and the next frame, until both chains end together. Equal instructions all the way
-// out give equal output: a frame's position and its code object are functions of them, and
-// whether it is skipped (an entry frame of the C stack; a frame before its first traceable
-// instruction) of its code and position, as no callee's frame stays before RESUME. Addresses
-// only choose where to try (height_of_address; past a frame whose own instruction moved the
-// walk tries again, past a deeper difference it walks on without trying), so a freed and reused
-// frame, a generator resumed from another caller, recursion at another depth, or another thread can
-// only make the try fail, never pass. The cached output also holds each frame's identity (Note
-// [Code objects that die]) and leaves out the hidden frames (Note [Frames memtrace hides]): the
-// tail is reused only if no code object died and no code object was hidden since it was made. The
-// comparison costs ~8 instructions a frame (a load of the instruction, a load of the next frame,
-// the compare), not 0: the goal of issue 52 (5) is missed by that much, for the reason above.
-// Native stacks have no such cache: see Note [Native stacks walked whole] (native_stack.cpp). The
-// public API's walk (a thread that holds the GIL, an unknown layout) keeps none.
+// that stopped there named the old caller's line). So no frame alone proves the frames outside
+// it unchanged; the walk instead compares the whole rest of the chain with the cached one, frame
+// by frame, out to the outermost: each frame's address and instruction (3.11 on, a pointer into
+// its code object's own bytecode, which tells the code object too while it lives; 3.10, f_lasti
+// and f_code), until both chains end together. Equal instructions all the way out give equal
+// output: a frame's position and its code object are functions of them, and whether it is
+// skipped (an entry frame of the C stack; a frame before its first traceable instruction) of its
+// code and position, as no caller's frame is still before RESUME. Where to try is a guess
+// (height_of_address: a frame's height in the cached chain, by its address; past a frame that is
+// not there or whose own instruction moved the walk tries again, past a deeper difference it
+// walks on without trying), so a freed and reused frame, a generator resumed from another
+// caller, recursion at another depth, or another thread can only make the try fail, never pass.
+// The cached output also holds each frame's identity (Note [Code objects that die]) and leaves
+// out the hidden frames (Note [Frames memtrace hides]): the tail is reused only if no code object
+// died and no code object was hidden since it was made.
+// The comparison costs instructions a frame (two loads, two compares: docs/performance.md's depth
+// table), not none: issue 52's goal (5) is missed by that much, for the reason above. Native
+// stacks have no such cache: Note [Native stacks walked whole] (native_stack.cpp). The public
+// API's walk (a thread that holds the GIL, an unknown layout) keeps none.
 inline uint32_t addressSlot(const void* frame) {
-  return static_cast<uint32_t>((reinterpret_cast<uintptr_t>(frame) * 0x9E3779B97F4A7C15ull) >> 58);
+  return static_cast<uint32_t>((reinterpret_cast<uintptr_t>(frame) * 0x9E3779B97F4A7C15ull) >> 56);
 }
 
 // What a frame's output is made of besides its code object (which tells the code object too
@@ -339,23 +340,26 @@ inline uintptr_t instructionOf(const void* frame) {
 enum class Chain { kUnchanged, kFrameMoved, kChanged };
 
 // Whether the chain from `frame` out is the cached chain from `height` down to the outermost
-// frame (Note [Python stacks flat in depth]): kFrameMoved when `frame` itself differs (an inner
-// frame that went on to another instruction: cheap, try its caller), kChanged when a frame
-// outside it does.
+// frame (Note [Python stacks flat in depth]): kFrameMoved when `frame` itself is not the cached
+// frame at that height or went on to another instruction (an inner frame: cheap, try its
+// caller), kChanged when a frame outside it differs. Every cached frame is non-null, so a chain
+// that ends early fails the address comparison before its end is read.
 template <const MemtracePythonLayout& layout>
 Chain compareChain(const void* frame, size_t height, const WalkCache& cache) {
-  const uintptr_t* instruction = cache.chain_instruction;
-  if (instructionOf<layout>(frame) != instruction[height]) return Chain::kFrameMoved;
-  for (;;) {
+  if (frame != cache.chain_frame[height] ||
+      instructionOf<layout>(frame) != cache.chain_instruction[height])
+    return Chain::kFrameMoved;
+  for (size_t h = height;; --h) {
     if constexpr (layout.frame_is_object)
-      if (field<const void*>(frame, layout.frame_code) != cache.chain_code[height])
+      if (field<const void*>(frame, layout.frame_code) != cache.chain_code[h])
         return Chain::kChanged;
     frame = field<const void*>(frame, layout.frame_previous);
-    if (height == 0) return frame ? Chain::kChanged : Chain::kUnchanged;
-    if (!frame) return Chain::kChanged;
-    --height;
-    if (instructionOf<layout>(frame) != instruction[height]) return Chain::kChanged;
+    if (h == 0) break;
+    if (frame != cache.chain_frame[h - 1] ||
+        instructionOf<layout>(frame) != cache.chain_instruction[h - 1])
+      return Chain::kChanged;
   }
+  return frame ? Chain::kChanged : Chain::kUnchanged;
 }
 
 // After a direct walk with a cache (`walked` frames made of `visits` frames visited): the cached
@@ -386,6 +390,7 @@ size_t rememberWalk(WalkCache* cache, RawFrame* frames, size_t max, size_t walke
   }
   for (size_t v = 0; v < visits; ++v) {
     size_t height = top - v;
+    cache->chain_frame[height] = cache->visit_frame[v];
     cache->chain_instruction[height] = cache->visit_instruction[v];
     cache->chain_code[height] = cache->visit_code[v];
     cache->chain_outputs_through[height] =

@@ -85,16 +85,17 @@ struct WalkCache {
   // the same order: the writer need not compare them with its cached stack.
   size_t same_outer;
   // The chain of the last walk that reached the outermost frame (0 frames: nothing cached),
-  // by height (0: the outermost frame): each frame's instruction (3.11 on: a pointer into its
-  // code; 3.10: f_lasti) and code object (3.10), and how many frames of the output come from
-  // it and the frames outside it.
+  // by height (0: the outermost frame): each frame's address, instruction (3.11 on: a pointer
+  // into its code; 3.10: f_lasti) and code object (3.10), and how many frames of the output come
+  // from it and the frames outside it.
   size_t chain_count;
+  const void* chain_frame[kMaxWalkVisits];
   uintptr_t chain_instruction[kMaxWalkVisits];
   const void* chain_code[kMaxWalkVisits];
   uint16_t chain_outputs_through[kMaxWalkVisits];
   // Where to look for a frame met again: the height + 1 of the chain's frame whose address
   // hashes here (0: none). A guess only; the chain is compared before anything is reused.
-  uint16_t height_of_address[64];
+  uint16_t height_of_address[256];
   // What the tail was made under: the code objects' deaths (Note [Code objects that die]) and
   // the hidden code objects (Note [Frames memtrace hides]) counted then.
   uint64_t code_deaths;
