@@ -3,8 +3,16 @@
 // GIL], python_stack.cpp): PyTorch releases it around every op. The GIL is never taken.
 #pragma once
 
+#include <sys/types.h>
+
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+
+#include "tracer/common/flat_map.h"
+#include "tracer/recorder/arena.h"
+#include "tracer/recorder/python_layouts.h"
 
 namespace memtrace::python {
 
@@ -131,5 +139,76 @@ const char* walkerName();
 // is canWalk's answer in this hook). Called under the recorder's lock, in the hook that
 // captured the frame or borrowed it (Note [Stacks lent to threads without Python]).
 FrameInfo* resolveFrame(const RawFrame& frame, bool holds_gil);
+
+// The Python side's state, a part of the recorder's (Recorder::python; Note [One recorder
+// state]): the C API and the frame layout found at load, the deaths of code objects (Note [Code
+// objects that die]), the hidden code objects (Note [Frames memtrace hides]) and the frame cache
+// (Note [Python frame cache], under the recorder's lock). Set once at load, or atomics, except
+// the frame cache.
+struct PythonState {
+  // The functions of the Python C API we use. Opaque pointers stand for PyObject*,
+  // PyFrameObject*, PyThreadState*. The first block is called without the GIL (each says why
+  // that is safe); the rest only by a thread that holds it (the public-API walker).
+  struct Api {
+    int (*Py_IsInitialized)();  // reads a flag of the runtime
+    int (*Py_IsFinalizing)();   // 3.13; _Py_IsFinalizing before: an atomic load
+    void* (
+        *PyGILState_GetThisThreadState)();  // a thread-specific key's value (any thread, any time)
+    int (*PyCode_CheckLineNumber)(int, void*);  // _PyCode_CheckLineNumber: reads the bounds only
+    const void* PyCode_Type;
+    const void* PyType_Type;
+    const unsigned long* Py_Version;  // 3.11: the version as PY_VERSION_HEX
+
+    int (*PyGILState_Check)();
+    void* (*PyThreadState_UncheckedGet)();   // _PyThreadState_UncheckedGet (<= 3.12) or
+                                             // PyThreadState_GetUnchecked (3.13)
+    void* (*PyThreadState_GetFrame)(void*);  // 3.9
+    void* (*PyFrame_GetBack)(void*);         // 3.9
+    void* (*PyFrame_GetCode)(void*);         // 3.9
+    int (*PyFrame_GetLasti)(void*);          // 3.11; absent before
+    int (*PyFrame_GetLineNumber)(void*);
+    int (*PyCode_Addr2Line)(void*, int);
+    void* (*PyObject_GetAttrString)(void*, const char*);
+    const char* (*PyUnicode_AsUTF8AndSize)(void*, ssize_t*);
+    void (*PyErr_Clear)();
+    void (*Py_IncRef)(void*);
+    void (*Py_DecRef)(void*);
+    int (*PyGC_Disable)();  // 3.10
+    int (*PyGC_Enable)();   // 3.10
+  };
+
+  enum class Walker { kDirect, kPublicApi };
+  using DirectWalk = size_t (*)(const void*, RawFrame*, size_t, WalkCache*);
+  struct RawFrameHash {
+    uint64_t operator()(const RawFrame& frame) const {
+      return mixBits(reinterpret_cast<uintptr_t>(frame.code) ^
+                     (static_cast<uint64_t>(static_cast<uint32_t>(frame.position)) << 32) ^
+                     frame.identity);
+    }
+  };
+  static constexpr size_t kDeathSlots = 16384;
+  static constexpr size_t kMaxHiddenCodes = 32;
+
+  Api api;
+  std::atomic<bool> api_loaded{false};
+  std::atomic<Walker> walker{Walker::kPublicApi};
+  const MemtracePythonLayout* layout = nullptr;  // for this interpreter, if we know it
+  DirectWalk direct_walk = nullptr;              // for this interpreter's layout
+  bool thread_state_is_thread_local = false;     // 3.12 on: see holdsGil
+  std::atomic<bool> layout_failed_said{false};
+  // A Python too old for the walkers' API: its Py_IsInitialized, to say so once it runs.
+  int (*unsupported_python_initialized)() = nullptr;
+
+  std::atomic<uint32_t> code_deaths[kDeathSlots];  // by address slot
+  std::atomic<uint64_t> code_deaths_total{0};  // every slot's (Note [Python stacks flat in depth])
+  void (*code_dealloc)(void*) = nullptr;       // CPython's own, once replaced
+
+  std::atomic<const void*> hidden_codes[kMaxHiddenCodes];
+  std::atomic<size_t> hidden_count{0};
+  std::mutex hiding;  // one hideCode at a time (readers take no lock)
+
+  FlatMap<RawFrame, FrameInfo*, RawFrameHash> frame_cache;
+  Arena frame_arena;  // the frames' strings and FrameInfos
+};
 
 }  // namespace memtrace::python
