@@ -9,6 +9,7 @@ What these tests assume of the real platform: that PyTorch's Python bindings rel
 around each op and call the allocator on the calling thread (its generated dispatch wrappers;
 seen on an H200, docs/gpu-record-h200.md), and that autograd runs a GPU's backward on a thread
 of its own that never ran Python (Note [Stacks lent to threads without Python])."""
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -237,3 +238,29 @@ def test_an_older_python_says_so_once(build, tmp_path, python):
             ("<no Python frame>", 6 << 20), ("<string>:6 (<module>)", 3 << 20)]
     else:
         assert [(r["location"], r["bytes"]) for r in rows] == [("<no Python frame>", 9 << 20)]
+
+
+@pytest.mark.parametrize("python", SUPPORTED_PYTHONS)
+def test_a_stack_like_the_last_is_still_its_own(build, tmp_path, python):
+    # Note [Python stacks flat in depth]: a walk stops where the rest of the chain is its last
+    # walk's. Every allocation's stack, on two threads at once, is what the program saw: a callee
+    # pushed again at the same address under a caller on another line, recursion to varying
+    # depths (past MEMTRACE_PYTHON_DEPTH: the innermost 100 kept), a generator and a coroutine
+    # resumed from other callers, a freed frame's memory taken by another function's.
+    trace = tmp_path / "reuse.bin"
+    result = run([python, SCRIPTS / "stack_reuse.py", build.cuda, 3],
+                 preloaded(trace, MEMTRACE_PYTHON_DEPTH=100), timeout=240)
+    expected = {}
+    for line in result.stdout.splitlines():
+        thread, size, frames = line.split(" ", 2)
+        stack = [tuple(frame) for frame in json.loads(frames)][-100:]
+        expected.setdefault(int(thread), []).append((int(size), stack))
+    recorded = {}
+    for thread, size, frames in allocation_stacks(trace):
+        recorded.setdefault(thread, []).append((size, [tuple(frame) for frame in frames]))
+    assert sorted(len(events) for events in expected.values()) == [3 * 34, 3 * 34]  # 34 allocations a round
+    assert recorded.keys() == expected.keys()
+    for thread, events in expected.items():
+        wrong = [(index, want[0], got[1][-3:], want[1][-3:])
+                 for index, (got, want) in enumerate(zip(recorded[thread], events)) if got != want]
+        assert len(recorded[thread]) == len(events) and not wrong, (len(wrong), wrong[:3])

@@ -35,7 +35,6 @@
 #include <algorithm>
 
 #include "tracer/recorder/growable_array.h"
-#include "tracer/recorder/immortal.h"
 
 namespace memtrace::detail {
 namespace {
@@ -45,76 +44,19 @@ using format::SectionKind;
 // A compaction waits until the file grew by this much at least (a small window would
 // otherwise compact every frame).
 constexpr uint64_t kMinimumGrowth = 256 << 10;
-// The shortest frame, in events.
-constexpr uint64_t kMinimumFrame = 1024;
+constexpr uint64_t kMinimumFrame = FlightState::kMinimumFrame;
+using Frame = FlightState::Frame;
+using SegmentEntry = FlightState::SegmentEntry;
 
-struct FlightEntry {
-  uint64_t address;
-  LiveBlock block;
-};
-
-struct Frame {
-  uint64_t offset = 0;  // where its kFrame's chunk starts in the current file
-  uint64_t serial = 0;  // the events before it
-  uint64_t time_ns = 0;
-  size_t table_log_bytes = 0;  // the table records written before it
-  SectionTotals totals{};
-};
-
-struct Flight {
-  uint64_t serial = 0;  // memory events written to this file (the next event's index)
-  SectionTotals totals{};
-  int device_slot[kMaxDevices];  // device -> index in totals.devices, -1 none yet
-
-  uint64_t peak_bytes = 0;
-  uint64_t peak_serial = UINT64_MAX;  // UINT64_MAX: no allocation yet
-  uint64_t peak_time_ns = 0;
-
-  bool oom_seen = false;
-  uint64_t oom_serial = 0;
-  uint64_t oom_time_ns = 0;
-  FlightEntry oom_failed{};  // the failed request: its size, stacks and context
-
-  Frame frame;  // the latest frame's start
-  uint64_t frame_length = kMinimumFrame;
-  uint64_t compacted_bytes = 0;  // the file's size after the last compaction (or its start)
-  bool compaction_off = false;
-
-  uint64_t step_begin_ns = 0;
-  uint64_t step_peak_bytes = 0;
-  uint64_t step_peak_time_ns = 0;
-  format::TrainingPhase step_phase = format::TrainingPhase::kNone;
-  uint32_t step_module = 0;
-};
-
-Flight g_flight;
-// Never destroyed (Note [The recorder's state outlives every thread]).
-Immortal<GrowableArray<FlightEntry>> g_freed_since_peak_storage;
-Immortal<GrowableArray<FlightEntry>> g_frame_live_storage;  // the live set at frame's start
-Immortal<GrowableArray<FlightEntry>> g_oom_live_storage;
-Immortal<GrowableArray<FlightEntry>> g_scratch_storage;
-Immortal<GrowableArray<uint8_t>> g_table_log_storage;
-Immortal<TraceFile> g_next_file_storage;  // the compacted file while it is written
-// PyTorch's segments at the frame's start (Note [PyTorch's own allocator] in records.h).
-struct SegmentEntry {
-  uint64_t address;
-  SegmentBlock block;
-};
-Immortal<GrowableArray<SegmentEntry>> g_frame_segments_storage;
-GrowableArray<SegmentEntry>& g_frame_segments = g_frame_segments_storage.value;
-GrowableArray<FlightEntry>& g_freed_since_peak = g_freed_since_peak_storage.value;
-GrowableArray<FlightEntry>& g_frame_live = g_frame_live_storage.value;
-GrowableArray<FlightEntry>& g_oom_live = g_oom_live_storage.value;
-GrowableArray<FlightEntry>& g_scratch = g_scratch_storage.value;
-GrowableArray<uint8_t>& g_table_log = g_table_log_storage.value;
-TraceFile& g_next_file = g_next_file_storage.value;
-
-bool g_compaction_warned = false;
+// The flight recorder's state is the recorder's (Recorder::flight; Note [One recorder state]).
+inline FlightState& state() {
+  return g_recorder.flight;
+}
 
 void stopCompacting(const char* why, int error) {
-  g_flight.compaction_off = true;
-  if (g_compaction_warned) return;
-  g_compaction_warned = true;
+  state().now.compaction_off = true;
+  if (state().compaction_warned) return;
+  state().compaction_warned = true;
   char detail[600];
   snprintf(detail, sizeof(detail),
            "%s (%s); the flight recorder's file keeps every event from here", why,
@@ -187,17 +129,17 @@ bool section(uint64_t time_ns, SectionKind kind, bool tracing, const SectionTota
                                         g_recorder.config.flight_events, totals);
 }
 
-// The live set at the peak (Note [Keeping the peak without its events]) into g_scratch, the
+// The live set at the peak (Note [Keeping the peak without its events]) into state().scratch, the
 // allocation that reached the peak last.
 bool livePeak() {
-  GrowableArray<FlightEntry>& out = g_scratch;
+  GrowableArray<FlightEntry>& out = state().scratch;
   out.clear();
-  if (!out.reserve(g_recorder.live.size() + g_freed_since_peak.size())) return false;
+  if (!out.reserve(g_recorder.live.size() + state().freed_since_peak.size())) return false;
   g_recorder.live.forEach([&](uint64_t address, const LiveBlock& block) {
-    if (block.serial <= g_flight.peak_serial) out.push(FlightEntry{address, block});
+    if (block.serial <= state().now.peak_serial) out.push(FlightEntry{address, block});
   });
-  out.append(g_freed_since_peak.data(), g_freed_since_peak.size());
-  uint64_t peak = g_flight.peak_serial;
+  out.append(state().freed_since_peak.data(), state().freed_since_peak.size());
+  uint64_t peak = state().now.peak_serial;
   std::sort(out.begin(), out.end(), [peak](const FlightEntry& a, const FlightEntry& b) {
     bool a_last = a.block.serial == peak, b_last = b.block.serial == peak;
     return a_last != b_last ? b_last : a.address < b.address;
@@ -209,40 +151,40 @@ bool livePeak() {
 // the latest frame on excepted: the peak and the out-of-memory sections that frame's events
 // no longer hold, in the order of their times, then the live set at the frame's start.
 bool writeSections() {
-  const Frame& kept = g_flight.frame;
-  bool peak = g_flight.peak_serial != UINT64_MAX && g_flight.peak_serial < kept.serial;
-  bool oom = g_flight.oom_seen && g_flight.oom_serial < kept.serial;
-  bool oom_first = oom && (!peak || g_flight.oom_time_ns < g_flight.peak_time_ns);
+  const Frame& kept = state().now.frame;
+  bool peak = state().now.peak_serial != UINT64_MAX && state().now.peak_serial < kept.serial;
+  bool oom = state().now.oom_seen && state().now.oom_serial < kept.serial;
+  bool oom_first = oom && (!peak || state().now.oom_time_ns < state().now.peak_time_ns);
   for (int pass = 0; pass < 2; ++pass) {
     bool write_oom = (pass == 0) == oom_first;
     if (write_oom && oom) {
-      const FlightEntry& failed = g_flight.oom_failed;
+      const FlightEntry& failed = state().now.oom_failed;
       const LiveBlock& request = failed.block;
       EventContext context{request.thread_id, request.device, request.stream, request.api,
                            request.level};
-      uint64_t time = g_flight.oom_time_ns;
+      uint64_t time = state().now.oom_time_ns;
       if (!section(time, SectionKind::kOutOfMemory, false, kept.totals) ||
-          !writeEntries(g_oom_live.data(), g_oom_live.size(), time) ||
+          !writeEntries(state().oom_live.data(), state().oom_live.size(), time) ||
           !g_recorder.writer.setContext(context) ||
           !g_recorder.writer.writeModuleScopeId(request.module) ||
           !g_recorder.writer.writeFailedAlloc(time, request.size, request.python_stack,
                                               request.native_stack) ||
-          !writeFrees(g_oom_live.data(), g_oom_live.size(), time))
+          !writeFrees(state().oom_live.data(), state().oom_live.size(), time))
         return false;
     } else if (!write_oom && peak) {
-      uint64_t time = g_flight.peak_time_ns;
+      uint64_t time = state().now.peak_time_ns;
       if (!livePeak() || !section(time, SectionKind::kPeak, false, kept.totals) ||
-          !writeEntries(g_scratch.data(), g_scratch.size(), time) ||
-          !writeFrees(g_scratch.data(), g_scratch.size(), time))
+          !writeEntries(state().scratch.data(), state().scratch.size(), time) ||
+          !writeFrees(state().scratch.data(), state().scratch.size(), time))
         return false;
     }
   }
   if (!section(kept.time_ns, SectionKind::kWindow, false, kept.totals) ||
-      !writeEntries(g_frame_live.data(), g_frame_live.size(), kept.time_ns))
+      !writeEntries(state().frame_live.data(), state().frame_live.size(), kept.time_ns))
     return false;
   // PyTorch's segments at the window's start, as a new file's (session.cpp): the kept frames'
   // own segment records follow.
-  for (const SegmentEntry& entry : g_frame_segments)
+  for (const SegmentEntry& entry : state().frame_segments)
     if (!g_recorder.writer.writeSegment(kept.time_ns, format::SegmentAction::kAlloc,
                                         entry.block.device, entry.address, entry.block.size,
                                         entry.block.graph_pool, entry.block.user_pool))
@@ -255,23 +197,25 @@ bool writeSections() {
 // current file failed; a compaction that cannot be made leaves the file as it was.
 bool compact() {
   if (!g_recorder.file.flush()) return false;
-  const Frame& kept = g_flight.frame;
+  const Frame& kept = state().now.frame;
   char final_path[4096];
   snprintf(final_path, sizeof(final_path), "%s", g_recorder.file.path());
   char temporary[4200];
   snprintf(temporary, sizeof(temporary), "%s.compacting", final_path);
   const char* error = nullptr;
-  if (g_next_file.open(temporary, &error, format::FileFlags::kFlight, g_recorder.config.map_file) !=
-      TraceFile::OpenResult::kOpened) {
-    stopCompacting("cannot open the compacted file", g_next_file.lastErrno());
+  if (state().next_file.open(temporary, &error, format::FileFlags::kFlight,
+                             g_recorder.config.map_file) != TraceFile::OpenResult::kOpened) {
+    stopCompacting("cannot open the compacted file", state().next_file.lastErrno());
     return true;
   }
   uint64_t old_end = g_recorder.file.bytesWritten();
-  g_recorder.file.swap(g_next_file);  // the writer writes into the new file; g_next_file is the old
+  g_recorder.file.swap(
+      state().next_file);  // the writer writes into the new file; state().next_file is the old
   g_recorder.writer.resetBases(kept.time_ns);
-  bool ok = g_recorder.writer.writeLoggedRecords(g_table_log, kept.table_log_bytes) &&
-            writeSections() &&
-            g_recorder.file.appendChunksFrom(g_next_file.fd(), kept.offset, old_end - kept.offset);
+  bool ok =
+      g_recorder.writer.writeLoggedRecords(state().table_log, kept.table_log_bytes) &&
+      writeSections() &&
+      g_recorder.file.appendChunksFrom(state().next_file.fd(), kept.offset, old_end - kept.offset);
   int failure = g_recorder.file.lastErrno();
   if (ok && rename(temporary, final_path) != 0) {
     ok = false;
@@ -281,12 +225,12 @@ bool compact() {
     // Back to the old file, whole as it was: the caller's kFrame resets the writer's bases.
     g_recorder.file.abandon();
     unlink(temporary);
-    g_recorder.file.swap(g_next_file);
+    g_recorder.file.swap(state().next_file);
     stopCompacting("cannot write the compacted file", failure);
     return true;
   }
   g_recorder.file.setPath(final_path);
-  g_next_file.abandon();  // the old file, renamed over: only this process's view of it goes
+  state().next_file.abandon();  // the old file, renamed over: only this process's view of it goes
   return true;
 }
 
@@ -294,71 +238,71 @@ bool compact() {
 // failed.
 bool startFrame(uint64_t time_ns, bool first) {
   bool compacted = false;
-  if (!first && !g_flight.compaction_off &&
-      g_recorder.file.bytesWritten() >= 2 * g_flight.compacted_bytes &&
-      g_recorder.file.bytesWritten() >= g_flight.compacted_bytes + kMinimumGrowth) {
+  if (!first && !state().now.compaction_off &&
+      g_recorder.file.bytesWritten() >= 2 * state().now.compacted_bytes &&
+      g_recorder.file.bytesWritten() >= state().now.compacted_bytes + kMinimumGrowth) {
     if (!compact()) return false;
-    compacted = !g_flight.compaction_off;
+    compacted = !state().now.compaction_off;
   }
   // The frame starts a chunk: the next compaction copies whole chunks from it on.
   if (!g_recorder.file.flush()) return false;
-  Frame& frame = g_flight.frame;
+  Frame& frame = state().now.frame;
   frame.offset = g_recorder.file.bytesWritten();
-  frame.serial = g_flight.serial;
+  frame.serial = state().now.serial;
   frame.time_ns = time_ns;
-  frame.table_log_bytes = g_table_log.size();
-  frame.totals = g_flight.totals;
+  frame.table_log_bytes = state().table_log.size();
+  frame.totals = state().now.totals;
   if (!section(time_ns, SectionKind::kFrame, g_recorder.tracing.load(std::memory_order_relaxed),
                frame.totals))
     return false;
-  if (!copyLive(g_frame_live)) {
+  if (!copyLive(state().frame_live)) {
     stopCompacting("out of memory for the live set's copy", ENOMEM);
   }
-  g_frame_segments.clear();
-  if (!g_frame_segments.reserve(g_recorder.segments.size())) {
+  state().frame_segments.clear();
+  if (!state().frame_segments.reserve(g_recorder.segments.size())) {
     stopCompacting("out of memory for the segments' copy", ENOMEM);
   } else {
     g_recorder.segments.forEach([&](uint64_t address, const SegmentBlock& block) {
-      g_frame_segments.push(SegmentEntry{address, block});
+      state().frame_segments.push(SegmentEntry{address, block});
     });
   }
   uint64_t length = 4 * static_cast<uint64_t>(g_recorder.live.size());
   if (length < g_recorder.config.flight_events) length = g_recorder.config.flight_events;
   if (length < kMinimumFrame) length = kMinimumFrame;
-  g_flight.frame_length = length;
-  if (first || compacted) g_flight.compacted_bytes = g_recorder.file.bytesWritten();
+  state().now.frame_length = length;
+  if (first || compacted) state().now.compacted_bytes = g_recorder.file.bytesWritten();
   return true;
 }
 
 SectionTotals::Device* deviceTotals(int device) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
-  int& slot = g_flight.device_slot[device];
+  int& slot = state().now.device_slot[device];
   if (slot < 0) {
-    slot = g_flight.totals.device_count++;
-    g_flight.totals.devices[slot] = SectionTotals::Device{device, 0, 0, 0};
+    slot = state().now.totals.device_count++;
+    state().now.totals.devices[slot] = SectionTotals::Device{device, 0, 0, 0};
   }
-  return &g_flight.totals.devices[slot];
+  return &state().now.totals.devices[slot];
 }
 
 bool afterEvent(uint64_t time_ns) {
-  if (g_flight.serial - g_flight.frame.serial < g_flight.frame_length) return true;
+  if (state().now.serial - state().now.frame.serial < state().now.frame_length) return true;
   return startFrame(time_ns, false);
 }
 
 }  // namespace
 
 void runPreparing() {
-  g_table_log.clear();
-  g_recorder.writer.logTablesTo(g_recorder.config.flight ? &g_table_log : nullptr);
+  state().table_log.clear();
+  g_recorder.writer.logTablesTo(g_recorder.config.flight ? &state().table_log : nullptr);
 }
 
 bool runOpened(uint64_t time_ns) {
   if (!g_recorder.config.flight) return true;
-  Flight& flight = g_flight;
-  flight = Flight{};
+  FlightState::Now& flight = state().now;
+  flight = FlightState::Now{};
   for (int& slot : flight.device_slot) slot = -1;
-  g_freed_since_peak.clear();
-  g_oom_live.clear();
+  state().freed_since_peak.clear();
+  state().oom_live.clear();
   // The opening chunk's snapshot: its allocations are the file's first events.
   g_recorder.live.forEach([&](uint64_t, const LiveBlock& block) {
     ++flight.totals.events;
@@ -391,11 +335,11 @@ bool runOpened(uint64_t time_ns) {
 }
 
 uint64_t flightSerial() {
-  return g_flight.serial;
+  return state().now.serial;
 }
 
 bool runAllocated(uint64_t address, const LiveBlock& block, uint64_t time_ns) {
-  Flight& flight = g_flight;
+  FlightState::Now& flight = state().now;
   uint64_t index = flight.serial++;
   ++flight.totals.events;
   ++flight.totals.allocations;
@@ -414,7 +358,7 @@ bool runAllocated(uint64_t address, const LiveBlock& block, uint64_t time_ns) {
     flight.peak_bytes = current;
     flight.peak_serial = index;
     flight.peak_time_ns = time_ns;
-    g_freed_since_peak.clear();
+    state().freed_since_peak.clear();
   }
   if (current > flight.step_peak_bytes) {
     flight.step_peak_bytes = current;
@@ -427,19 +371,19 @@ bool runAllocated(uint64_t address, const LiveBlock& block, uint64_t time_ns) {
 }
 
 void runFreed(uint64_t address, const LiveBlock& block) {
-  Flight& flight = g_flight;
+  FlightState::Now& flight = state().now;
   ++flight.serial;
   ++flight.totals.events;
   ++flight.totals.frees;
   if (flight.peak_serial != UINT64_MAX && block.serial <= flight.peak_serial &&
-      !g_freed_since_peak.push(FlightEntry{address, block}))
+      !state().freed_since_peak.push(FlightEntry{address, block}))
     stopCompacting("out of memory for the live set at the peak", ENOMEM);
   // A frame starts on an allocation or a failure only: its time is the event's.
 }
 
 void runFailed(uint64_t time_ns, uint64_t size, uint32_t python_stack, uint32_t native_stack,
                const EventContext& context, uint32_t module, bool traced) {
-  Flight& flight = g_flight;
+  FlightState::Now& flight = state().now;
   uint64_t index = flight.serial++;
   ++flight.totals.events;
   ++flight.totals.failed_allocations;
@@ -459,14 +403,14 @@ void runFailed(uint64_t time_ns, uint64_t size, uint32_t python_stack, uint32_t 
   request.stream = context.stream;
   request.traced = traced;
   flight.oom_failed = FlightEntry{0, request};
-  if (!copyLive(g_oom_live)) {
+  if (!copyLive(state().oom_live)) {
     flight.oom_seen = false;
     stopCompacting("out of memory for the live set at the failed allocation", ENOMEM);
   }
 }
 
 bool flightStepEnd(uint64_t time_ns, uint64_t step) {
-  Flight& flight = g_flight;
+  FlightState::Now& flight = state().now;
   bool ok = g_recorder.writer.writeStepPeak(step, flight.step_begin_ns, time_ns,
                                             flight.step_peak_time_ns, flight.step_peak_bytes,
                                             flight.step_phase, flight.step_module);
@@ -482,15 +426,15 @@ RunPeak runPeak() {
   // Without the flight recorder the counters of memtrace_peak_bytes say it (since the load or
   // the last memtrace_reset_peak), without a time.
   if (!g_recorder.config.flight) return RunPeak{g_recorder.peak[0], 0};
-  return RunPeak{g_flight.peak_bytes, g_flight.peak_time_ns};
+  return RunPeak{state().now.peak_bytes, state().now.peak_time_ns};
 }
 
 void flightForget() {
   g_recorder.writer.logTablesTo(nullptr);
-  g_table_log.clear();
-  g_frame_live.clear();
-  g_freed_since_peak.clear();
-  g_oom_live.clear();
+  state().table_log.clear();
+  state().frame_live.clear();
+  state().freed_since_peak.clear();
+  state().oom_live.clear();
 }
 
 }  // namespace memtrace::detail

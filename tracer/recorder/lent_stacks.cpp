@@ -51,37 +51,23 @@ namespace {
 // task and has no Python frame: the lend, if exactly one is open (a stand-in for autograd's
 // thread, tests/preload/scripts/lend.py); with several, none (never a guess).
 // A forked child keeps only the lends of the thread that forked (keepOnlyLendsOf).
-// Cost per event: a load of g_open_lends when nothing is lent; otherwise the getter (a
+// Cost per event: a load of the open lends' count when nothing is lent; otherwise the getter (a
 // thread-local of torch's, read through __tls_get_addr: on a thread's first call it can
 // allocate its block, so it is called only while a stack is lent) and a copy of the lent
 // frames for the events that borrow them. Guarded by the recorder's lock.
-constexpr size_t kMaxLends = 32;  // nested or interleaved at once; more are not lent
-
-struct Lend {
-  int id;  // 0: a free slot
-  ThreadState* lender;
-  int64_t graph_task;  // the engine's id of the graph task it was lent for; -1: not known yet
-  const void* graph_task_object;  // the GraphTask* the engine's entry saw, to learn its id
-  int parent;                     // the lend of the graph task the lender ran when it lent; 0: none
-  bool adopted;  // the engine's entry found the package's lend and took it as its own
-  size_t count;
-  python::RawFrame frames[kMaxPythonDepth];
-};
-
-Lend g_lends[kMaxLends];
-int g_last_lend_id = 0;
-std::atomic<int> g_open_lends{0};
-std::atomic<int> g_lends_without_id{0};  // lends whose graph task's id the engine will tell
-
-using GraphTaskGetter = int (*)();
-std::atomic<GraphTaskGetter> g_graph_task_getter{nullptr};
-std::atomic<bool> g_getter_looked_up{false};
+// The lends are the recorder's (Recorder::lent_stacks; Note [One recorder state]).
+inline LentStacks& lent() {
+  return g_recorder.lent_stacks;
+}
+constexpr size_t kMaxLends = LentStacks::kMaxLends;
+using Lend = LentStacks::Lend;
+using GraphTaskGetter = LentStacks::GraphTaskGetter;
 
 // torch::autograd::get_current_graph_task_id(), from libtorch_cpu.so, which Python loads
 // RTLD_LOCAL: found through its handle. Takes the loader's lock: never with the recorder's lock
 // held.
 void lookUpGraphTaskGetter() {
-  if (g_graph_task_getter.load(std::memory_order_acquire)) return;
+  if (lent().graph_task_getter.load(std::memory_order_acquire)) return;
   const char* name = "_ZN5torch8autograd25get_current_graph_task_idEv";
   void* found = dlsym(RTLD_DEFAULT, name);
   if (!found) {
@@ -90,20 +76,20 @@ void lookUpGraphTaskGetter() {
       dlclose(torch);  // RTLD_NOLOAD took a reference of a library that stays loaded
     }
   }
-  if (found) g_graph_task_getter.store(reinterpret_cast<GraphTaskGetter>(found));
-  g_getter_looked_up.store(true, std::memory_order_release);
+  if (found) lent().graph_task_getter.store(reinterpret_cast<GraphTaskGetter>(found));
+  lent().getter_looked_up.store(true, std::memory_order_release);
 }
 
 Lend* lendWithId(int id) {
   if (id <= 0) return nullptr;
-  for (Lend& lend : g_lends)
+  for (Lend& lend : lent().lends)
     if (lend.id == id) return &lend;
   return nullptr;
 }
 
 Lend* lendForGraphTask(int64_t graph_task) {
   if (graph_task < 0) return nullptr;
-  for (Lend& lend : g_lends)
+  for (Lend& lend : lent().lends)
     if (lend.id && lend.graph_task == graph_task) return &lend;
   return nullptr;
 }
@@ -111,7 +97,7 @@ Lend* lendForGraphTask(int64_t graph_task) {
 // The calling thread's most recent open lend.
 Lend* innermostLendOf(ThreadState* thread) {
   Lend* found = nullptr;
-  for (Lend& lend : g_lends)
+  for (Lend& lend : lent().lends)
     if (lend.id && lend.lender == thread && (!found || lend.id > found->id)) found = &lend;
   return found;
 }
@@ -119,7 +105,7 @@ Lend* innermostLendOf(ThreadState* thread) {
 // The one open lend (whose graph task is not known yet, if `unbound`), or nullptr.
 Lend* onlyOpenLend(bool unbound) {
   Lend* found = nullptr;
-  for (Lend& lend : g_lends) {
+  for (Lend& lend : lent().lends) {
     if (!lend.id || (unbound && lend.graph_task >= 0)) continue;
     if (found) return nullptr;
     found = &lend;
@@ -130,41 +116,42 @@ Lend* onlyOpenLend(bool unbound) {
 // The lend learns the id of the graph task it was lent for.
 void setGraphTask(Lend* lend, int64_t graph_task) {
   if (!lend || lend->graph_task >= 0) return;
-  if (lend->graph_task_object) g_lends_without_id.fetch_sub(1, std::memory_order_relaxed);
+  if (lend->graph_task_object) lent().without_id.fetch_sub(1, std::memory_order_relaxed);
   lend->graph_task = graph_task;
 }
 
 void release(Lend* lend) {
   if (!lend || !lend->id) return;
   if (lend->graph_task < 0 && lend->graph_task_object)
-    g_lends_without_id.fetch_sub(1, std::memory_order_relaxed);
+    lent().without_id.fetch_sub(1, std::memory_order_relaxed);
   lend->id = 0;
-  g_open_lends.fetch_sub(1, std::memory_order_relaxed);
+  lent().open.fetch_sub(1, std::memory_order_relaxed);
 }
 
 // Makes a lend of the calling thread's stack less its `skip` innermost frames (the recorder's lock
 // not held; takes it). Returns its id, 0 when none could be made.
 int makeLend(size_t skip, const void* graph_task_object) {
   ensureRecorderInitialized();
-  if (!g_getter_looked_up.load(std::memory_order_acquire)) lookUpGraphTaskGetter();
+  if (!lent().getter_looked_up.load(std::memory_order_acquire)) lookUpGraphTaskGetter();
   ThreadState* thread = currentThreadState();
   bool holds_gil = false;
   if (!thread || !python::canWalk(&holds_gil)) return 0;
   python::GcPause gc_pause(holds_gil);
-  size_t count = python::captureStack(thread->python_frames, g_recorder.config.python_depth);
+  size_t count = python::captureStack(thread->python_frames, g_recorder.config.python_depth,
+                                      &thread->python_walk);
   size_t kept = count > skip ? count - skip : 0;
   int64_t running = currentGraphTask();
   RecorderLock lock;
   Lend* free_slot = nullptr;
-  for (Lend& lend : g_lends)
+  for (Lend& lend : lent().lends)
     if (!lend.id) {
       free_slot = &lend;
       break;
     }
   if (!free_slot) return 0;
   Lend& lend = *free_slot;
-  lend.id = ++g_last_lend_id;
-  if (lend.id <= 0) lend.id = g_last_lend_id = 1;  // wrapped (2^31 lends)
+  lend.id = ++lent().last_id;
+  if (lend.id <= 0) lend.id = lent().last_id = 1;  // wrapped (2^31 lends)
   lend.lender = thread;
   lend.graph_task = -1;
   lend.graph_task_object = graph_task_object;
@@ -178,8 +165,8 @@ int makeLend(size_t skip, const void* graph_task_object) {
     python::resolveFrame(thread->python_frames[skip + i], holds_gil);
   std::memcpy(lend.frames, thread->python_frames + skip, kept * sizeof(lend.frames[0]));
   lend.count = kept;
-  if (graph_task_object) g_lends_without_id.fetch_add(1, std::memory_order_relaxed);
-  g_open_lends.fetch_add(1, std::memory_order_relaxed);
+  if (graph_task_object) lent().without_id.fetch_add(1, std::memory_order_relaxed);
+  lent().open.fetch_add(1, std::memory_order_relaxed);
   return lend.id;
 }
 
@@ -190,6 +177,7 @@ void append(ThreadState& thread, const Lend& lend) {
   std::memcpy(thread.python_frames + thread.python_count, lend.frames,
               count * sizeof(lend.frames[0]));
   thread.python_count += count;
+  thread.python_walk.frames_serial = 0;  // no longer a walk's output alone
 }
 
 }  // namespace
@@ -197,11 +185,11 @@ void append(ThreadState& thread, const Lend& lend) {
 namespace detail {
 
 bool anyStackLent() {
-  return g_open_lends.load(std::memory_order_relaxed) > 0;
+  return lent().open.load(std::memory_order_relaxed) > 0;
 }
 
 int64_t currentGraphTask() {
-  GraphTaskGetter getter = g_graph_task_getter.load(std::memory_order_acquire);
+  GraphTaskGetter getter = lent().graph_task_getter.load(std::memory_order_acquire);
   return getter ? getter() : -1;
 }
 
@@ -226,7 +214,7 @@ bool borrowLentStacks(ThreadState& thread, int64_t graph_task) {
 }
 
 void keepOnlyLendsOf(ThreadState* survivor) {
-  for (Lend& lend : g_lends)
+  for (Lend& lend : lent().lends)
     if (lend.id && lend.lender != survivor) release(&lend);
 }
 
@@ -259,7 +247,7 @@ int lendForGraphTaskStart(const void* graph_task_object) {
     if (lend && !lend->adopted && !lend->graph_task_object && lend->graph_task < 0) {
       lend->adopted = true;
       lend->graph_task_object = graph_task_object;
-      g_lends_without_id.fetch_add(1, std::memory_order_relaxed);
+      lent().without_id.fetch_add(1, std::memory_order_relaxed);
       return 0;
     }
   }
@@ -273,12 +261,12 @@ void endLendForGraphTask(int id) {
 }
 
 void graphTaskEvaluates(const void* graph_task_object) {
-  if (g_lends_without_id.load(std::memory_order_relaxed) == 0) return;
+  if (lent().without_id.load(std::memory_order_relaxed) == 0) return;
   // Inside the node's evaluation the engine's current graph task is this one.
   int64_t graph_task = currentGraphTask();
   if (graph_task < 0) return;
   RecorderLock lock;
-  for (Lend& lend : g_lends)
+  for (Lend& lend : lent().lends)
     if (lend.id && lend.graph_task_object == graph_task_object) setGraphTask(&lend, graph_task);
 }
 

@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "tracer/recorder/arena.h"
-#include "tracer/recorder/immortal.h"
+#include "tracer/recorder/recorder_state.h"
 
 namespace memtrace::native {
 namespace {
@@ -22,28 +22,14 @@ namespace {
 // C++ exception of the host (all of PyTorch's) would then unwind through it. So it is
 // loaded with dlopen(RTLD_LOCAL) and only unw_backtrace is looked up. Debian's libunwind.a
 // is not position-independent, so static linking is not an option either.
-using UnwBacktrace = int (*)(void**, int);
-std::atomic<UnwBacktrace> g_unw_backtrace{nullptr};
-std::atomic<int> g_unwinder{0};  // 0 not loaded, 1 libunwind, 2 glibc backtrace, 3 none
+using UnwBacktrace = NativeState::UnwBacktrace;
+using Range = NativeState::Range;
+constexpr size_t kMaxLoadedObjects = NativeState::kMaxLoadedObjects;
 
-// memtrace's own executable range: frames inside it (the hook, the recorder) are skipped.
-uintptr_t g_self_start = 0;
-uintptr_t g_self_end = 0;
-
-constexpr size_t kMaxLoadedObjects = 4096;
-pthread_mutex_t g_objects_mutex = PTHREAD_MUTEX_INITIALIZER;
-LoadedObject g_objects[kMaxLoadedObjects];
-size_t g_object_count = 0;
-// Object paths; guarded by g_objects_mutex. Never destroyed (tracer/recorder/immortal.h).
-Immortal<Arena> g_object_arena_storage;
-Arena& g_object_arena = g_object_arena_storage.value;
-
-struct Range {
-  uintptr_t start;
-  uintptr_t end;
-};
-Range g_ranges[kMaxLoadedObjects];  // executable ranges of g_objects, sorted by start
-size_t g_range_count = 0;
+// The native side's state is the recorder's (Recorder::native; Note [One recorder state]).
+inline NativeState& state() {
+  return detail::g_recorder.native;
+}
 
 void readBuildId(const dl_phdr_info* info, LoadedObject* object) {
   for (int i = 0; i < info->dlpi_phnum; ++i) {
@@ -82,9 +68,9 @@ int addObject(dl_phdr_info* info, size_t, void*) {
     exe[length] = '\0';
     path = exe;
   }
-  for (size_t i = 0; i < g_object_count; ++i)
-    if (sameObject(g_objects[i], info, path)) return 0;
-  if (g_object_count == kMaxLoadedObjects) return 1;
+  for (size_t i = 0; i < state().object_count; ++i)
+    if (sameObject(state().objects[i], info, path)) return 0;
+  if (state().object_count == kMaxLoadedObjects) return 1;
 
   LoadedObject object{};
   object.bias = info->dlpi_addr;
@@ -94,21 +80,22 @@ int addObject(dl_phdr_info* info, size_t, void*) {
       object.segments[object.segment_count++] = {info->dlpi_addr + header.p_vaddr, header.p_memsz};
   }
   if (object.segment_count == 0) return 0;
-  object.path = g_object_arena.copyString(path, std::strlen(path));
+  object.path = state().object_arena.copyString(path, std::strlen(path));
   if (!object.path) return 1;
   readBuildId(info, &object);
-  g_objects[g_object_count++] = object;
+  state().objects[state().object_count++] = object;
   return 0;
 }
 
 void rebuildRanges() {
-  g_range_count = 0;
-  for (size_t i = 0; i < g_object_count; ++i)
-    for (uint32_t s = 0; s < g_objects[i].segment_count && g_range_count < kMaxLoadedObjects; ++s) {
-      const Segment& segment = g_objects[i].segments[s];
-      g_ranges[g_range_count++] = {segment.start, segment.start + segment.size};
+  state().range_count = 0;
+  for (size_t i = 0; i < state().object_count; ++i)
+    for (uint32_t s = 0;
+         s < state().objects[i].segment_count && state().range_count < kMaxLoadedObjects; ++s) {
+      const Segment& segment = state().objects[i].segments[s];
+      state().ranges[state().range_count++] = {segment.start, segment.start + segment.size};
     }
-  std::sort(g_ranges, g_ranges + g_range_count,
+  std::sort(state().ranges, state().ranges + state().range_count,
             [](const Range& a, const Range& b) { return a.start < b.start; });
 }
 
@@ -119,8 +106,8 @@ int findSelf(dl_phdr_info* info, size_t, void* self) {
     uintptr_t start = info->dlpi_addr + header.p_vaddr;
     if (header.p_type == PT_LOAD && (header.p_flags & PF_X) && address >= start &&
         address < start + header.p_memsz) {
-      g_self_start = start;
-      g_self_end = start + header.p_memsz;
+      state().self_start = start;
+      state().self_end = start + header.p_memsz;
       return 1;
     }
   }
@@ -130,29 +117,29 @@ int findSelf(dl_phdr_info* info, size_t, void* self) {
 }  // namespace
 
 bool loadUnwinder() {
-  int state = g_unwinder.load(std::memory_order_acquire);
-  if (state != 0) return state != 3;
+  int unwinder = state().unwinder.load(std::memory_order_acquire);
+  if (unwinder != 0) return unwinder != 3;
   dl_iterate_phdr(findSelf, reinterpret_cast<void*>(&captureStack));
   void* handle = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
   if (handle) {
     auto fn = reinterpret_cast<UnwBacktrace>(dlsym(handle, "unw_backtrace"));
     if (fn) {
-      g_unw_backtrace.store(fn, std::memory_order_release);
-      state = 1;
+      state().unw_backtrace.store(fn, std::memory_order_release);
+      unwinder = 1;
     }
   }
-  if (state == 0) {
+  if (unwinder == 0) {
     // glibc's backtrace() loads libgcc_s on its first call: do that now, not in a hook.
     void* warm[4];
-    state = backtrace(warm, 4) > 0 ? 2 : 3;
+    unwinder = backtrace(warm, 4) > 0 ? 2 : 3;
   }
   refreshObjectTable();
-  g_unwinder.store(state, std::memory_order_release);
-  return state != 3;
+  state().unwinder.store(unwinder, std::memory_order_release);
+  return unwinder != 3;
 }
 
 const char* unwinderName() {
-  switch (g_unwinder.load(std::memory_order_acquire)) {
+  switch (state().unwinder.load(std::memory_order_acquire)) {
     case 1:
       return "libunwind";
     case 2:
@@ -162,15 +149,28 @@ const char* unwinderName() {
   }
 }
 
+// Note [Native stacks walked whole]
+// Python stacks stop at the first frame met again (Note [Python stacks flat in depth],
+// python_stack.cpp); native ones are unwound whole, for want of anything to stop at. What a
+// native frame is made of, its return address, is found only by unwinding to it: the unwinder
+// reads each frame's CFI to learn where the caller's address and frame lie, so comparing the
+// rest of a stack with the last one costs the unwind it would save. Frame pointers would make
+// the chain a list to compare as Python's is, but the host's libraries are built without them
+// (Debian's libpython, PyTorch's wheels: -fomit-frame-pointer), and a frame pointer chain
+// through such a library is garbage. A stack address met again proves nothing either: the same
+// slot holds the same return address after a return and another call from the same line, with
+// another caller above it. And the need is smaller: CPython (3.11 on) runs a call from Python
+// to Python inside the same C call of its interpreter loop, so the native stack does not grow
+// with the Python depth (docs/performance.md, the depth table: 0.0 instructions a Python frame).
 size_t captureStack(uintptr_t* ips, size_t max, const void* caller) {
   // Room for memtrace's own frames (hook, recorder, capture) on top of `max`.
   constexpr int kOwnFramesMargin = 8;
   void* buffer[256 + kOwnFramesMargin];
   int want = static_cast<int>(std::min<size_t>(max, 256)) + kOwnFramesMargin;
   int count = 0;
-  switch (g_unwinder.load(std::memory_order_acquire)) {
+  switch (state().unwinder.load(std::memory_order_acquire)) {
     case 1:
-      count = g_unw_backtrace.load(std::memory_order_relaxed)(buffer, want);
+      count = state().unw_backtrace.load(std::memory_order_relaxed)(buffer, want);
       break;
     case 2:
       count = backtrace(buffer, want);
@@ -186,7 +186,7 @@ size_t captureStack(uintptr_t* ips, size_t max, const void* caller) {
   if (first == 0) {
     while (first < count) {
       auto ip = reinterpret_cast<uintptr_t>(buffer[first]);
-      if (ip < g_self_start || ip >= g_self_end) break;
+      if (ip < state().self_start || ip >= state().self_end) break;
       ++first;
     }
   }
@@ -197,23 +197,23 @@ size_t captureStack(uintptr_t* ips, size_t max, const void* caller) {
 }
 
 bool objectTableCovers(uintptr_t ip) {
-  pthread_mutex_lock(&g_objects_mutex);
+  pthread_mutex_lock(&state().objects_mutex);
   // The last range starting at or before ip.
   const Range* it =
-      std::upper_bound(g_ranges, g_ranges + g_range_count, ip,
+      std::upper_bound(state().ranges, state().ranges + state().range_count, ip,
                        [](uintptr_t value, const Range& r) { return value < r.start; });
-  bool covered = it != g_ranges && ip < (it - 1)->end;
-  pthread_mutex_unlock(&g_objects_mutex);
+  bool covered = it != state().ranges && ip < (it - 1)->end;
+  pthread_mutex_unlock(&state().objects_mutex);
   return covered;
 }
 
 void refreshObjectTable() {
   // dl_iterate_phdr holds the loader's lock while it calls back; the callback takes only
-  // g_objects_mutex, which is never held while taking the loader's lock, so the order is
+  // state().objects_mutex, which is never held while taking the loader's lock, so the order is
   // always loader -> objects (Note [Lock order] in recorder_state.h).
   struct Guard {
-    Guard() { pthread_mutex_lock(&g_objects_mutex); }
-    ~Guard() { pthread_mutex_unlock(&g_objects_mutex); }
+    Guard() { pthread_mutex_lock(&state().objects_mutex); }
+    ~Guard() { pthread_mutex_unlock(&state().objects_mutex); }
   };
   dl_iterate_phdr(
       [](dl_phdr_info* info, size_t size, void* data) {
@@ -226,13 +226,13 @@ void refreshObjectTable() {
 }
 
 size_t lockObjects(LoadedObject** objects) {
-  pthread_mutex_lock(&g_objects_mutex);
-  *objects = g_objects;
-  return g_object_count;
+  pthread_mutex_lock(&state().objects_mutex);
+  *objects = state().objects;
+  return state().object_count;
 }
 
 void unlockObjects() {
-  pthread_mutex_unlock(&g_objects_mutex);
+  pthread_mutex_unlock(&state().objects_mutex);
 }
 
 }  // namespace memtrace::native

@@ -3,8 +3,13 @@
 // to symbolize them offline. The recorder never symbolizes.
 #pragma once
 
+#include <pthread.h>
+
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+
+#include "tracer/recorder/arena.h"
 
 namespace memtrace::native {
 
@@ -25,6 +30,33 @@ struct LoadedObject {
   uint32_t segment_count;
   Segment segments[kMaxSegments];  // executable PT_LOAD segments, as loaded
   uint32_t written_generation;     // the trace file generation it was last written to
+};
+
+// The native side's state, a part of the recorder's (Recorder::native; Note [One recorder
+// state]): the unwinder, memtrace's own code, and the loaded objects, which have a lock of their
+// own (objects_mutex), taken after the recorder's and the dynamic loader's, never before either
+// (Note [Lock order]).
+struct NativeState {
+  static constexpr size_t kMaxLoadedObjects = 4096;
+  using UnwBacktrace = int (*)(void**, int);
+  struct Range {
+    uintptr_t start;
+    uintptr_t end;
+  };
+
+  std::atomic<UnwBacktrace> unw_backtrace;
+  std::atomic<int> unwinder;  // 0 not loaded, 1 libunwind, 2 glibc backtrace, 3 none
+  // memtrace's own executable range: frames inside it (the hook, the recorder) are skipped.
+  uintptr_t self_start;
+  uintptr_t self_end;
+
+  pthread_mutex_t objects_mutex = PTHREAD_MUTEX_INITIALIZER;
+  // Guarded by objects_mutex.
+  LoadedObject objects[kMaxLoadedObjects];
+  size_t object_count;
+  Arena object_arena;               // the objects' paths
+  Range ranges[kMaxLoadedObjects];  // executable ranges of objects, sorted by start
+  size_t range_count;
 };
 
 // Loads the unwinder. Returns whether native stacks can be captured (libunwind, or glibc's

@@ -13,41 +13,23 @@
 #include "tracer/common/flat_map.h"
 #include "tracer/recorder/arena.h"
 #include "tracer/recorder/config.h"
-#include "tracer/recorder/immortal.h"
 #include "tracer/recorder/python_layouts.h"
+#include "tracer/recorder/recorder_state.h"
 
 namespace memtrace::python {
 namespace {
 
-// The functions of the Python C API we use. Opaque pointers stand for PyObject*,
-// PyFrameObject*, PyThreadState*. The first block is called without the GIL (each says why
-// that is safe); the rest only by a thread that holds it (the public-API walker).
-struct Api {
-  int (*Py_IsInitialized)();                 // reads a flag of the runtime
-  int (*Py_IsFinalizing)();                  // 3.13; _Py_IsFinalizing before: an atomic load
-  void* (*PyGILState_GetThisThreadState)();  // a thread-specific key's value (any thread, any time)
-  int (*PyCode_CheckLineNumber)(int, void*);  // _PyCode_CheckLineNumber: reads the bounds only
-  const void* PyCode_Type;
-  const void* PyType_Type;
-  const unsigned long* Py_Version;  // 3.11: the version as PY_VERSION_HEX
+using Api = PythonState::Api;
+using Walker = PythonState::Walker;
+using RawFrameHash = PythonState::RawFrameHash;
+using DirectWalk = PythonState::DirectWalk;
+constexpr size_t kDeathSlots = PythonState::kDeathSlots;
+constexpr size_t kMaxHiddenCodes = PythonState::kMaxHiddenCodes;
 
-  int (*PyGILState_Check)();
-  void* (*PyThreadState_UncheckedGet)();   // _PyThreadState_UncheckedGet (<= 3.12) or
-                                           // PyThreadState_GetUnchecked (3.13)
-  void* (*PyThreadState_GetFrame)(void*);  // 3.9
-  void* (*PyFrame_GetBack)(void*);         // 3.9
-  void* (*PyFrame_GetCode)(void*);         // 3.9
-  int (*PyFrame_GetLasti)(void*);          // 3.11; absent before
-  int (*PyFrame_GetLineNumber)(void*);
-  int (*PyCode_Addr2Line)(void*, int);
-  void* (*PyObject_GetAttrString)(void*, const char*);
-  const char* (*PyUnicode_AsUTF8AndSize)(void*, ssize_t*);
-  void (*PyErr_Clear)();
-  void (*Py_IncRef)(void*);
-  void (*Py_DecRef)(void*);
-  int (*PyGC_Disable)();  // 3.10
-  int (*PyGC_Enable)();   // 3.10
-};
+// The Python side's state is the recorder's (Recorder::python; Note [One recorder state]).
+inline PythonState& state() {
+  return detail::g_recorder.python;
+}
 
 // Note [Python frames without the GIL]
 // PyTorch's Python bindings release the GIL around every ATen op, so the allocations a model
@@ -102,14 +84,6 @@ struct Api {
 constexpr MemtracePythonLayout kLayouts[] = {MEMTRACE_PYTHON_LAYOUTS};
 constexpr size_t kLayoutCount = sizeof(kLayouts) / sizeof(kLayouts[0]);
 
-enum class Walker { kDirect, kPublicApi };
-std::atomic<Walker> g_walker{Walker::kPublicApi};
-const MemtracePythonLayout* g_layout = nullptr;  // for this interpreter, if we know it
-std::atomic<bool> g_layout_failed_said{false};
-
-Api g_api;
-std::atomic<bool> g_api_loaded{false};
-
 template <typename Fn>
 bool lookUp(Fn* slot, const char* name) {
   *slot = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, name));
@@ -133,8 +107,8 @@ T field(const void* base, int32_t offset) {
 // the GIL (the counts are not atomic; a lost update frees a live object), nor dropped on the
 // allocating thread without it. Instead the recorder is told when a code object dies:
 // PyCode_Type's tp_dealloc is replaced, once, by codeDeallocCountingDeath, which bumps the
-// counter of the code object's address slot (g_code_deaths, one of kDeathSlots) and then calls
-// CPython's own code_dealloc with the same argument on the same thread. The identity of a
+// counter of the code object's address slot (state().code_deaths, one of kDeathSlots) and then
+// calls CPython's own code_dealloc with the same argument on the same thread. The identity of a
 // frame (RawFrame::identity) is its slot's count when it was walked, so a code object born at
 // a dead one's address has another identity than every frame cached for the dead one: the
 // count was raised before the memory was freed, and the new object can only run (and be
@@ -147,9 +121,6 @@ T field(const void* base, int32_t offset) {
 // pointer stays valid for the life of the process. Deaths are counted wherever frames are
 // walked directly (the same layout condition); the public API's walk keeps every code object
 // it names alive instead (resolveFrame), which it may: it holds the GIL.
-constexpr size_t kDeathSlots = 16384;
-std::atomic<uint32_t> g_code_deaths[kDeathSlots];
-void (*g_code_dealloc)(void*) = nullptr;  // CPython's own, once replaced
 
 inline size_t deathSlotOf(const void* code) {
   // Code objects are 16-byte aligned, a few hundred bytes each: the address bits above the
@@ -158,27 +129,10 @@ inline size_t deathSlotOf(const void* code) {
 }
 
 void codeDeallocCountingDeath(void* code) {
-  g_code_deaths[deathSlotOf(code)].fetch_add(1, std::memory_order_release);
-  g_code_dealloc(code);
+  state().code_deaths[deathSlotOf(code)].fetch_add(1, std::memory_order_release);
+  state().code_deaths_total.fetch_add(1, std::memory_order_release);
+  state().code_dealloc(code);
 }
-
-struct RawFrameHash {
-  uint64_t operator()(const RawFrame& frame) const {
-    return mixBits(reinterpret_cast<uintptr_t>(frame.code) ^
-                   (static_cast<uint64_t>(static_cast<uint32_t>(frame.position)) << 32) ^
-                   frame.identity);
-  }
-};
-
-// Note [Python frame cache]
-// Turning a frame into file:line:function costs a few hundred ns, so it is done once per
-// distinct RawFrame and kept for the life of the process; trace files come and go (fork,
-// reopen) but the meaning of a frame does not. Guarded by the recorder's lock.
-// Never destroyed (Note [The recorder's state outlives every thread]).
-Immortal<FlatMap<RawFrame, FrameInfo*, RawFrameHash>> g_frame_cache_storage;
-FlatMap<RawFrame, FrameInfo*, RawFrameHash>& g_frame_cache = g_frame_cache_storage.value;
-Immortal<Arena> g_frame_arena_storage;
-Arena& g_frame_arena = g_frame_arena_storage.value;
 
 const MemtracePythonLayout* layoutOf(unsigned long version_hex, bool free_threaded) {
   if ((version_hex >> 24) != 3) return nullptr;
@@ -192,8 +146,8 @@ const MemtracePythonLayout* layoutOf(unsigned long version_hex, bool free_thread
 // PyType_Type at its ob_type offset (8 in the default build; 24 free-threaded, and in a
 // --with-trace-refs build, which no layout describes).
 bool objectsLaidOutAs(const MemtracePythonLayout& layout) {
-  return g_api.PyCode_Type && g_api.PyType_Type &&
-         field<const void*>(g_api.PyCode_Type, layout.object_type) == g_api.PyType_Type;
+  return state().api.PyCode_Type && state().api.PyType_Type &&
+         field<const void*>(state().api.PyCode_Type, layout.object_type) == state().api.PyType_Type;
 }
 
 // "3.9.18", from Py_GetVersion (a string made once, at start-up); "?" without it.
@@ -205,7 +159,7 @@ void pythonVersion(char* out, size_t size) {
 }
 
 void sayLayoutUnknownOnce(const char* why) {
-  if (g_layout_failed_said.exchange(true)) return;
+  if (state().layout_failed_said.exchange(true)) return;
   char version[32], line[320];
   pythonVersion(version, sizeof(version));
   snprintf(line, sizeof(line),
@@ -216,11 +170,9 @@ void sayLayoutUnknownOnce(const char* why) {
 }
 
 // A Python too old for the API the walkers use (before 3.9): said once, when it runs.
-int (*g_unsupported_python_initialized)() = nullptr;
-
 void sayUnsupportedOnce() {
-  if (!g_unsupported_python_initialized || !g_unsupported_python_initialized() ||
-      g_layout_failed_said.exchange(true))
+  if (!state().unsupported_python_initialized || !state().unsupported_python_initialized() ||
+      state().layout_failed_said.exchange(true))
     return;
   char version[32], line[200];
   pythonVersion(version, sizeof(version));
@@ -232,39 +184,187 @@ void sayUnsupportedOnce() {
 // Note [Code objects that die]: from now on every code object's death is counted. Done once,
 // when the API is loaded: before Python starts (LD_PRELOAD), or by a thread that holds the GIL
 // (the package's dlopen), so that every thread that frees a code object later (with the GIL)
-// sees g_code_dealloc set before it calls through the new slot.
+// sees state().code_dealloc set before it calls through the new slot.
 bool countCodeDeaths() {
-  if (!g_layout || !objectsLaidOutAs(*g_layout)) return false;
+  if (!state().layout || !objectsLaidOutAs(*state().layout)) return false;
   using Dealloc = void (*)(void*);
   auto* slot = reinterpret_cast<Dealloc*>(
-      const_cast<char*>(static_cast<const char*>(g_api.PyCode_Type)) + g_layout->type_dealloc);
+      const_cast<char*>(static_cast<const char*>(state().api.PyCode_Type)) +
+      state().layout->type_dealloc);
   Dealloc current = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
   if (!current) return false;
   if (current != &codeDeallocCountingDeath) {
-    g_code_dealloc = current;
+    state().code_dealloc = current;
     __atomic_store_n(slot, &codeDeallocCountingDeath, __ATOMIC_RELEASE);
   }
   return true;
 }
 
 bool isCode(const void* object, const MemtracePythonLayout& layout) {
-  return object && field<const void*>(object, layout.object_type) == g_api.PyCode_Type;
+  return object && field<const void*>(object, layout.object_type) == state().api.PyCode_Type;
 }
 
 // What tells a code object from a dead one that had its address (Note [Code objects that
 // die]): the deaths counted at its address slot. Never 0: 0 is a frame the API walked. One load
 // a frame: the walk's cost is in loads (bench/python_walk_instructions.py).
 inline uint32_t identityOf(const void* code) {
-  return (g_code_deaths[deathSlotOf(code)].load(std::memory_order_relaxed) << 1) | 1;
+  return (state().code_deaths[deathSlotOf(code)].load(std::memory_order_relaxed) << 1) | 1;
 }
 
-// Note [Python frames without the GIL]: the calling thread's frames, innermost first. Returns
-// the count, or SIZE_MAX when the innermost frame does not hold a code object where the layout
-// says (a layout that is wrong fails there; resolveFrame checks each new frame again before it
-// reads anything through it). One instance per CPython version, so that every offset is a
-// constant of the code (the walk costs ~25 instructions a frame).
+// Note [Frames memtrace hides]
+// memtrace's own Python code can run between the program's line and the allocation it causes:
+// on the simulated card every ATen op goes through the dispatch mode of Note [Known values on
+// the simulated card] (python/mem_tracer/simulated_gpu/values.py), whose __torch_dispatch__ calls
+// the op through torch's OpOverload.__call__. Those frames are not the program's: with them,
+// the innermost frame of every allocation would be torch/_ops.py's. So the package names their
+// code objects (memtrace_hide_python_code) and every stack captured leaves them out, as if the
+// program had called the op itself; a thread left with no frame of its own (autograd's) then
+// borrows its lent stack as before (Note [Stacks lent to threads without Python]). The table is
+// small and read without a lock: entries are only added, each before the count that shows it.
+
+// Whether `code` is one of the first `hidden` hidden code objects.
+inline bool isHidden(const void* code, size_t hidden) {
+  for (size_t j = 0; j < hidden; ++j)
+    if (code == state().hidden_codes[j].load(std::memory_order_relaxed)) return true;
+  return false;
+}
+
+// `frames` less the hidden ones, in order; returns how many are left.
+size_t dropHidden(RawFrame* frames, size_t count) {
+  size_t hidden = state().hidden_count.load(std::memory_order_acquire);
+  if (hidden == 0) return count;
+  size_t kept = 0;
+  for (size_t i = 0; i < count; ++i)
+    if (!isHidden(frames[i].code, hidden)) frames[kept++] = frames[i];
+  return kept;
+}
+
+// Note [Python stacks flat in depth]
+// A thread's stack between two of its events mostly differs in its innermost frames: the outer
+// ones are the callers of the last capture, still suspended where they were. Walking them again
+// cost ~43 instructions a frame, and the writer ~17 more comparing them with its cached stack
+// (bench/cost.py's depth table, docs/performance.md). So each thread keeps the chain of its last
+// walk (WalkCache), and a walk stops at the first frame from which the chain out to the
+// outermost frame is the cached one, reusing the frames the last walk made of it.
+// What identifies a frame? Nothing CPython keeps, on any layout: a frame is freed when it
+// returns, and the next frame pushed at the same depth gets its memory (3.11 on: the thread's
+// data stack; 3.10: the frame free list and each code object's zombie frame), with the same
+// code and, if called from the same line, the same instruction. A caller that returned to a
+// loop and called again from another line leaves its callee's frame at the same address and
+// instruction as before, with a changed caller (tests/preload/scripts/stack_reuse.py: a walk
+// that stopped there named the old caller's line). So no frame alone proves the frames outside
+// it unchanged; the walk instead compares the whole rest of the chain with the cached one, frame
+// by frame, out to the outermost: each frame's address and instruction (3.11 on, a pointer into
+// its code object's own bytecode, which tells the code object too while it lives; 3.10, f_lasti
+// and f_code), until both chains end together. Equal instructions all the way out give equal
+// output: a frame's position and its code object are functions of them, and whether it is
+// skipped (an entry frame of the C stack; a frame before its first traceable instruction) of its
+// code and position, as no caller's frame is still before RESUME. Where to try is a guess
+// (height_of_address: a frame's height in the cached chain, by its address; past a frame that is
+// not there or whose own instruction moved the walk tries again, past a deeper difference it
+// walks on without trying), so a freed and reused frame, a generator resumed from another
+// caller, recursion at another depth, or another thread can only make the try fail, never pass.
+// The cached output also holds each frame's identity (Note [Code objects that die]) and leaves
+// out the hidden frames (Note [Frames memtrace hides]): the tail is reused only if no code object
+// died and no code object was hidden since it was made.
+// The comparison costs instructions a frame (two loads, two compares: docs/performance.md's depth
+// table), not none: issue 52's goal (5) is missed by that much, for the reason above. Native
+// stacks have no such cache: Note [Native stacks walked whole] (native_stack.cpp). The public
+// API's walk (a thread that holds the GIL, an unknown layout) keeps none.
+inline uint32_t addressSlot(const void* frame) {
+  return static_cast<uint32_t>((reinterpret_cast<uintptr_t>(frame) * 0x9E3779B97F4A7C15ull) >> 56);
+}
+
+// What a frame's output is made of besides its code object (which tells the code object too
+// from 3.11 on): its instruction pointer, or f_lasti (3.10).
 template <const MemtracePythonLayout& layout>
-size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max) {
+inline uintptr_t instructionOf(const void* frame) {
+  if constexpr (layout.frame_is_object)
+    return static_cast<uint32_t>(field<int>(frame, layout.frame_instruction));
+  else
+    return field<uintptr_t>(frame, layout.frame_instruction);
+}
+
+enum class Chain { kUnchanged, kFrameMoved, kChanged };
+
+// Whether the chain from `frame` out is the cached chain from `height` down to the outermost
+// frame (Note [Python stacks flat in depth]): kFrameMoved when `frame` itself is not the cached
+// frame at that height or went on to another instruction (an inner frame: cheap, try its
+// caller), kChanged when a frame outside it differs. Every cached frame is non-null, so a chain
+// that ends early fails the address comparison before its end is read.
+template <const MemtracePythonLayout& layout>
+Chain compareChain(const void* frame, size_t height, const WalkCache& cache) {
+  if (frame != cache.chain_frame[height] ||
+      instructionOf<layout>(frame) != cache.chain_instruction[height])
+    return Chain::kFrameMoved;
+  for (size_t h = height;; --h) {
+    if constexpr (layout.frame_is_object)
+      if (field<const void*>(frame, layout.frame_code) != cache.chain_code[h])
+        return Chain::kChanged;
+    frame = field<const void*>(frame, layout.frame_previous);
+    if (h == 0) break;
+    if (frame != cache.chain_frame[h - 1] ||
+        instructionOf<layout>(frame) != cache.chain_instruction[h - 1])
+      return Chain::kChanged;
+  }
+  return frame ? Chain::kChanged : Chain::kUnchanged;
+}
+
+// After a direct walk with a cache (`walked` frames made of `visits` frames visited): the cached
+// tail appended when the walk stopped at `tail_height` of the cached chain, and the chain
+// remembered for the next walk when this one reached the outermost frame. Returns the count.
+size_t rememberWalk(WalkCache* cache, RawFrame* frames, size_t max, size_t walked, size_t visits,
+                    size_t tail_height, bool reached_outermost, uint64_t deaths, size_t hidden) {
+  ++cache->serial;
+  cache->frames_serial = cache->serial;
+  cache->same_outer = 0;
+  size_t total = walked;
+  size_t reused = 0;
+  size_t top = visits - 1;  // the height of the innermost frame visited (the outermost's is 0)
+  if (tail_height != SIZE_MAX) {
+    size_t tail = cache->chain_outputs_through[tail_height];
+    size_t room = max - walked;
+    size_t copied = tail < room ? tail : room;
+    std::memcpy(frames + walked, cache->output + cache->output_count - tail,
+                copied * sizeof(RawFrame));
+    total = walked + copied;
+    reached_outermost = copied == tail;  // else the outermost frames were left out
+    if (reached_outermost) cache->same_outer = reused = tail;
+    top = tail_height + visits;
+  }
+  if (!reached_outermost || top + 1 == 0 || top >= kMaxWalkVisits) {
+    cache->chain_count = 0;
+    return total;
+  }
+  for (size_t v = 0; v < visits; ++v) {
+    size_t height = top - v;
+    cache->chain_frame[height] = cache->visit_frame[v];
+    cache->chain_instruction[height] = cache->visit_instruction[v];
+    cache->chain_code[height] = cache->visit_code[v];
+    cache->chain_outputs_through[height] =
+        static_cast<uint16_t>(total - cache->visit_outputs_before[v]);
+    cache->height_of_address[addressSlot(cache->visit_frame[v])] =
+        static_cast<uint16_t>(height + 1);
+  }
+  cache->chain_count = top + 1;
+  // The reused tail is where it was in the cached output when the inner part kept its length.
+  bool tail_in_place = reused && cache->output_count - reused == walked;
+  std::memcpy(cache->output, frames, (tail_in_place ? walked : total) * sizeof(RawFrame));
+  cache->output_count = total;
+  cache->code_deaths = deaths;
+  cache->hidden = hidden;
+  return total;
+}
+
+// Note [Python frames without the GIL]: the calling thread's frames, innermost first, less the
+// hidden ones (Note [Frames memtrace hides]). Returns the count, or SIZE_MAX when the innermost
+// frame does not hold a code object where the layout says (a layout that is wrong fails there;
+// resolveFrame checks each new frame again before it reads anything through it). One instance
+// per CPython version, so that every offset is a constant of the code (the walk costs ~25
+// instructions a frame). With `cache`, the frames outside the first one met again are the last
+// walk's (Note [Python stacks flat in depth]).
+template <const MemtracePythonLayout& layout>
+size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max, WalkCache* cache) {
   const void* frame = thread_state;
   if constexpr (layout.thread_cframe >= 0) {
     frame = field<const void*>(thread_state, layout.thread_cframe);
@@ -276,9 +376,35 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max) {
   // bounded: at most one of each per recorded frame, and one at the top. A chain that goes on
   // past that (a layout that lies, a cycle) ends the walk rather than looping.
   if (max == 0) return 0;
+  size_t hidden = state().hidden_count.load(std::memory_order_acquire);
+  uint64_t deaths = state().code_deaths_total.load(std::memory_order_relaxed);
+  bool try_cache =
+      cache && cache->chain_count > 0 && cache->code_deaths == deaths && cache->hidden == hidden;
+  size_t tail_height = SIZE_MAX;  // the cached chain's height where the rest was met again
+  size_t visits = 0;
   size_t visits_left = 2 * max + 2;
   for (; frame && visits_left > 0;
        frame = field<const void*>(frame, layout.frame_previous), --visits_left) {
+    if (try_cache) {
+      uint32_t height = cache->height_of_address[addressSlot(frame)];
+      if (height != 0 && height <= cache->chain_count) {
+        Chain chain = compareChain<layout>(frame, height - 1, *cache);
+        if (chain == Chain::kUnchanged) {
+          tail_height = height - 1;
+          break;
+        }
+        // One deep try a walk: a failed one costs up to the chain's length.
+        try_cache = chain == Chain::kFrameMoved;
+      }
+    }
+    if (cache) {
+      cache->visit_frame[visits] = frame;
+      cache->visit_instruction[visits] = instructionOf<layout>(frame);
+      if constexpr (layout.frame_is_object)
+        cache->visit_code[visits] = field<const void*>(frame, layout.frame_code);
+      cache->visit_outputs_before[visits] = static_cast<uint16_t>(walked);
+      ++visits;
+    }
     int position;
     const char* code;
     if constexpr (layout.frame_is_object) {
@@ -299,13 +425,14 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max) {
       ptrdiff_t bytes_in = instruction - units;
       position = bytes_in < 0 ? -1 : static_cast<int32_t>(bytes_in & ~ptrdiff_t{1});
     }
+    if (hidden != 0 && isHidden(code, hidden)) continue;
     frames[walked] = RawFrame{code, position, identityOf(code)};
     if (++walked == max) break;
   }
-  return walked;
+  if (!cache) return walked;
+  return rememberWalk(cache, frames, max, walked, visits, tail_height,
+                      tail_height == SIZE_MAX && !frame, deaths, hidden);
 }
-
-using DirectWalk = size_t (*)(const void*, RawFrame*, size_t);
 
 template <size_t... index>
 DirectWalk directWalkOf(const MemtracePythonLayout* layout, std::index_sequence<index...>) {
@@ -314,25 +441,22 @@ DirectWalk directWalkOf(const MemtracePythonLayout* layout, std::index_sequence<
   return walk;
 }
 
-DirectWalk g_direct_walk = nullptr;           // for this interpreter's layout
-bool g_thread_state_is_thread_local = false;  // 3.12 on: see holdsGil
-
 // The public API's walk, from the thread's top frame object, which it releases. The GIL is
 // held. The code objects it names are kept alive by resolveFrame (identity 0).
 size_t walkWithApi(void* frame, RawFrame* frames, size_t max) {
   size_t count = 0;
   while (frame && count < max) {
-    void* code = g_api.PyFrame_GetCode(frame);  // a new reference
-    int position =
-        g_api.PyFrame_GetLasti ? g_api.PyFrame_GetLasti(frame) : g_api.PyFrame_GetLineNumber(frame);
+    void* code = state().api.PyFrame_GetCode(frame);  // a new reference
+    int position = state().api.PyFrame_GetLasti ? state().api.PyFrame_GetLasti(frame)
+                                                : state().api.PyFrame_GetLineNumber(frame);
     // The frame keeps its code object alive until resolveFrame takes its own reference.
-    g_api.Py_DecRef(code);
+    state().api.Py_DecRef(code);
     frames[count++] = RawFrame{code, position, 0};
-    void* back = g_api.PyFrame_GetBack(frame);  // a new reference, or null
-    g_api.Py_DecRef(frame);
+    void* back = state().api.PyFrame_GetBack(frame);  // a new reference, or null
+    state().api.Py_DecRef(frame);
     frame = back;
   }
-  if (frame) g_api.Py_DecRef(frame);  // deeper than `max`: the outermost frames are dropped
+  if (frame) state().api.Py_DecRef(frame);  // deeper than `max`: the outermost frames are dropped
   return count;
 }
 
@@ -344,14 +468,15 @@ size_t walkWithApi(void* frame, RawFrame* frames, size_t max) {
 // current thread state is the calling thread's own (a thread-local), set only while it holds
 // the GIL (its interpreter's).
 bool holdsGil() {
-  void* current = g_api.PyThreadState_UncheckedGet();
-  if (!current || !g_api.PyGILState_Check()) return false;
-  return g_thread_state_is_thread_local || current == g_api.PyGILState_GetThisThreadState();
+  void* current = state().api.PyThreadState_UncheckedGet();
+  if (!current || !state().api.PyGILState_Check()) return false;
+  return state().thread_state_is_thread_local ||
+         current == state().api.PyGILState_GetThisThreadState();
 }
 
 bool pythonRunning() {
-  return g_api_loaded.load(std::memory_order_acquire) && g_api.Py_IsInitialized() &&
-         !(g_api.Py_IsFinalizing && g_api.Py_IsFinalizing());
+  return state().api_loaded.load(std::memory_order_acquire) && state().api.Py_IsInitialized() &&
+         !(state().api.Py_IsFinalizing && state().api.Py_IsFinalizing());
 }
 
 // The UTF-8 of a str object, read from its own characters (Note [Python frames without the
@@ -359,23 +484,25 @@ bool pythonRunning() {
 void copyString(const void* text, const char** out, uint32_t* size) {
   *out = "?";
   *size = 1;
-  const MemtracePythonLayout& layout = *g_layout;
+  const MemtracePythonLayout& layout = *state().layout;
   if (!text) return;
-  uint32_t state = field<uint32_t>(text, layout.unicode_state);
-  uint32_t kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+  uint32_t bits = field<uint32_t>(text, layout.unicode_state);
+  uint32_t kind = (bits >> 2) & 7, compact = (bits >> 5) & 1, ascii = (bits >> 6) & 1;
   if (!compact || (kind != 1 && kind != 2 && kind != 4)) return;
   auto length = field<ssize_t>(text, layout.unicode_length);
   if (length < 0 || length > (1 << 16)) return;
   const char* characters = static_cast<const char*>(text) +
                            (ascii ? layout.ascii_object_size : layout.compact_object_size);
   if (ascii) {
-    if (const char* copy = g_frame_arena.copyString(characters, static_cast<size_t>(length))) {
+    if (const char* copy =
+            state().frame_arena.copyString(characters, static_cast<size_t>(length))) {
       *out = copy;
       *size = static_cast<uint32_t>(length);
     }
     return;
   }
-  auto* utf8 = static_cast<char*>(g_frame_arena.allocate(4 * static_cast<size_t>(length) + 1));
+  auto* utf8 =
+      static_cast<char*>(state().frame_arena.allocate(4 * static_cast<size_t>(length) + 1));
   if (!utf8) return;
   size_t used = 0;
   for (ssize_t i = 0; i < length; ++i) {
@@ -405,7 +532,7 @@ void copyString(const void* text, const char** out, uint32_t* size) {
 // The line of a byte offset, from the code object's line table (Note [Python frames without
 // the GIL]); 0 where the instruction has none.
 int lineOf(const void* code, int position) {
-  const MemtracePythonLayout& layout = *g_layout;
+  const MemtracePythonLayout& layout = *state().layout;
   int first_line = field<int>(code, layout.code_first_line);
   if (position < 0) return first_line;  // PyCode_Addr2Line's answer too
   const void* table = field<const void*>(code, layout.code_line_table);
@@ -413,12 +540,12 @@ int lineOf(const void* code, int position) {
   auto length = field<ssize_t>(table, layout.bytes_size);
   const auto* bytes = static_cast<const uint8_t*>(table) + layout.bytes_data;
   MemtraceAddressRange range{-1, 0, -1, {first_line, bytes, bytes + length}};
-  int line = g_api.PyCode_CheckLineNumber(position, &range);
+  int line = state().api.PyCode_CheckLineNumber(position, &range);
   return line < 0 ? 0 : line;
 }
 
 void resolveDirectly(const RawFrame& frame, FrameInfo* info) {
-  const MemtracePythonLayout& layout = *g_layout;
+  const MemtracePythonLayout& layout = *state().layout;
   if (!isCode(frame.code, layout)) {  // never seen: the walk names only code objects' frames
     *info = FrameInfo{"?", "?", 1, 1, 0, 0, 0};
     return;
@@ -434,28 +561,28 @@ void resolveWithApi(const RawFrame& frame, FrameInfo* info) {
   auto copyAttribute = [&](const char* name, const char** out, uint32_t* size) {
     *out = "?";
     *size = 1;
-    void* value = g_api.PyObject_GetAttrString(code, name);
+    void* value = state().api.PyObject_GetAttrString(code, name);
     if (!value) {
-      g_api.PyErr_Clear();
+      state().api.PyErr_Clear();
       return;
     }
     ssize_t length = 0;
-    const char* utf8 = g_api.PyUnicode_AsUTF8AndSize(value, &length);
+    const char* utf8 = state().api.PyUnicode_AsUTF8AndSize(value, &length);
     if (utf8) {
-      if (const char* copy = g_frame_arena.copyString(utf8, static_cast<size_t>(length))) {
+      if (const char* copy = state().frame_arena.copyString(utf8, static_cast<size_t>(length))) {
         *out = copy;
         *size = static_cast<uint32_t>(length);
       }
     } else {
-      g_api.PyErr_Clear();
+      state().api.PyErr_Clear();
     }
-    g_api.Py_DecRef(value);
+    state().api.Py_DecRef(value);
   };
   copyAttribute("co_filename", &info->file, &info->file_size);
   copyAttribute("co_name", &info->function, &info->function_size);
-  if (g_api.PyFrame_GetLasti) {
+  if (state().api.PyFrame_GetLasti) {
     // An instruction without a line (some generated code) reports line 0.
-    int line = frame.position >= 0 ? g_api.PyCode_Addr2Line(code, frame.position) : -1;
+    int line = frame.position >= 0 ? state().api.PyCode_Addr2Line(code, frame.position) : -1;
     info->line = line < 0 ? 0 : line;
   } else {
     info->line = frame.position;  // Python 3.10's public API gives the line itself
@@ -465,7 +592,7 @@ void resolveWithApi(const RawFrame& frame, FrameInfo* info) {
 }  // namespace
 
 bool loadApi() {
-  if (g_api_loaded.load(std::memory_order_acquire)) return true;
+  if (state().api_loaded.load(std::memory_order_acquire)) return true;
   Api api{};
   bool ok = lookUp(&api.Py_IsInitialized, "Py_IsInitialized") &&
             lookUp(&api.PyGILState_Check, "PyGILState_Check") &&
@@ -481,7 +608,7 @@ bool loadApi() {
             lookUp(&api.PyErr_Clear, "PyErr_Clear") && lookUp(&api.Py_IncRef, "Py_IncRef") &&
             lookUp(&api.Py_DecRef, "Py_DecRef");
   if (!ok) {
-    g_unsupported_python_initialized = api.Py_IsInitialized;  // null where no Python runs
+    state().unsupported_python_initialized = api.Py_IsInitialized;  // null where no Python runs
     return false;
   }
   // Optional: with PyFrame_GetLasti frames are told apart by instruction and the line is
@@ -502,124 +629,103 @@ bool loadApi() {
   unsigned long version = api.Py_Version ? *api.Py_Version
                           : !api.PyFrame_GetLasti && dlsym(RTLD_DEFAULT, "PyGC_Enable") ? 0x030A0000
                                                                                         : 0;
-  g_api = api;
-  g_thread_state_is_thread_local = version >= 0x030C0000;
+  state().api = api;
+  state().thread_state_is_thread_local = version >= 0x030C0000;
   // Only the free-threaded build has it (Objects/object.c, under Py_GIL_DISABLED).
   bool free_threaded = dlsym(RTLD_DEFAULT, "_Py_MergeZeroLocalRefcount") != nullptr;
-  g_layout = layoutOf(version, free_threaded);
-  if (g_layout) g_direct_walk = directWalkOf(g_layout, std::make_index_sequence<kLayoutCount>());
+  state().layout = layoutOf(version, free_threaded);
+  if (state().layout)
+    state().direct_walk = directWalkOf(state().layout, std::make_index_sequence<kLayoutCount>());
   // Frames are walked directly only where code objects' deaths are counted (Note [Code objects
   // that die]): their identity rests on it.
-  if (g_direct_walk && api.PyCode_CheckLineNumber && countCodeDeaths())
-    g_walker.store(Walker::kDirect, std::memory_order_relaxed);
-  g_api_loaded.store(true, std::memory_order_release);
+  if (state().direct_walk && api.PyCode_CheckLineNumber && countCodeDeaths())
+    state().walker.store(Walker::kDirect, std::memory_order_relaxed);
+  state().api_loaded.store(true, std::memory_order_release);
   return true;
 }
 
 bool canWalk(bool* holds_gil) {
   *holds_gil = false;
-  if (!g_api_loaded.load(std::memory_order_acquire)) {
+  if (!state().api_loaded.load(std::memory_order_acquire)) {
     sayUnsupportedOnce();
     return false;
   }
   if (!pythonRunning()) return false;
-  if (g_walker.load(std::memory_order_relaxed) == Walker::kDirect) return true;
+  if (state().walker.load(std::memory_order_relaxed) == Walker::kDirect) return true;
   *holds_gil = holdsGil();
-  if (!*holds_gil && !g_layout_failed_said.load(std::memory_order_relaxed))
-    sayLayoutUnknownOnce(g_layout ? "this build lays objects out unlike the default build"
-                                  : "no known frame layout");
+  if (!*holds_gil && !state().layout_failed_said.load(std::memory_order_relaxed))
+    sayLayoutUnknownOnce(state().layout ? "this build lays objects out unlike the default build"
+                                        : "no known frame layout");
   return *holds_gil;
 }
 
 void GcPause::pause() {
-  if (g_api.PyGC_Disable) reenable_ = g_api.PyGC_Disable() == 1;
+  if (state().api.PyGC_Disable) reenable_ = state().api.PyGC_Disable() == 1;
 }
 
 void GcPause::resume() {
-  g_api.PyGC_Enable();
-}
-
-// Note [Frames memtrace hides]
-// memtrace's own Python code can run between the program's line and the allocation it causes:
-// on the simulated card every ATen op goes through the dispatch mode of Note [Known values on
-// the simulated card] (python/mem_tracer/simulated_gpu/values.py), whose __torch_dispatch__ calls
-// the op through torch's OpOverload.__call__. Those frames are not the program's: with them,
-// the innermost frame of every allocation would be torch/_ops.py's. So the package names their
-// code objects (memtrace_hide_python_code) and every stack captured leaves them out, as if the
-// program had called the op itself; a thread left with no frame of its own (autograd's) then
-// borrows its lent stack as before (Note [Stacks lent to threads without Python]). The table is
-// small and read without a lock: entries are only added, each before the count that shows it.
-constexpr size_t kMaxHiddenCodes = 32;
-std::atomic<const void*> g_hidden_codes[kMaxHiddenCodes];
-std::atomic<size_t> g_hidden_count{0};
-
-// `frames` less the hidden ones, in order; returns how many are left.
-size_t dropHidden(RawFrame* frames, size_t count) {
-  size_t hidden = g_hidden_count.load(std::memory_order_acquire);
-  if (hidden == 0) return count;
-  size_t kept = 0;
-  for (size_t i = 0; i < count; ++i) {
-    bool drop = false;
-    for (size_t j = 0; j < hidden && !drop; ++j)
-      drop = frames[i].code == g_hidden_codes[j].load(std::memory_order_relaxed);
-    if (!drop) frames[kept++] = frames[i];
-  }
-  return kept;
+  state().api.PyGC_Enable();
 }
 
 bool hideCode(const void* code) {
-  static std::mutex adding;
-  std::lock_guard<std::mutex> lock(adding);
-  size_t count = g_hidden_count.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(state().hiding);
+  size_t count = state().hidden_count.load(std::memory_order_relaxed);
   for (size_t i = 0; i < count; ++i)
-    if (g_hidden_codes[i].load(std::memory_order_relaxed) == code) return true;
+    if (state().hidden_codes[i].load(std::memory_order_relaxed) == code) return true;
   if (count == kMaxHiddenCodes) return false;
-  g_hidden_codes[count].store(code, std::memory_order_relaxed);
-  g_hidden_count.store(count + 1, std::memory_order_release);
+  state().hidden_codes[count].store(code, std::memory_order_relaxed);
+  state().hidden_count.store(count + 1, std::memory_order_release);
   return true;
 }
 
-size_t captureStack(RawFrame* frames, size_t max) {
-  if (g_walker.load(std::memory_order_relaxed) == Walker::kDirect) {
-    const void* thread_state = g_api.PyGILState_GetThisThreadState();
+size_t captureStack(RawFrame* frames, size_t max, WalkCache* cache) {
+  if (cache) cache->frames_serial = 0;  // until a walk says what the frames are
+  if (state().walker.load(std::memory_order_relaxed) == Walker::kDirect) {
+    const void* thread_state = state().api.PyGILState_GetThisThreadState();
     if (!thread_state) return 0;  // a thread that never ran Python
-    size_t count = g_direct_walk(thread_state, frames, max);
-    if (count != SIZE_MAX) return dropHidden(frames, count);
-    g_walker.store(Walker::kPublicApi, std::memory_order_relaxed);
+    size_t count = state().direct_walk(thread_state, frames, max, cache);
+    if (count != SIZE_MAX) return count;
+    state().walker.store(Walker::kPublicApi, std::memory_order_relaxed);
     sayLayoutUnknownOnce("a frame did not hold a code object where its layout says");
     return 0;
   }
-  void* thread_state = g_api.PyThreadState_UncheckedGet();
+  void* thread_state = state().api.PyThreadState_UncheckedGet();
   if (!thread_state) return 0;
-  void* top = g_api.PyThreadState_GetFrame(thread_state);  // a new reference, or null
+  void* top = state().api.PyThreadState_GetFrame(thread_state);  // a new reference, or null
   return top ? dropHidden(frames, walkWithApi(top, frames, max)) : 0;
 }
 
 void usePublicApiOnly() {
-  g_walker.store(Walker::kPublicApi, std::memory_order_relaxed);
-  g_layout_failed_said.store(true);  // asked for: nothing to say
+  state().walker.store(Walker::kPublicApi, std::memory_order_relaxed);
+  state().layout_failed_said.store(true);  // asked for: nothing to say
 }
 
 const char* walkerName() {
-  return g_walker.load(std::memory_order_relaxed) == Walker::kDirect ? "direct" : "public-api";
+  return state().walker.load(std::memory_order_relaxed) == Walker::kDirect ? "direct"
+                                                                           : "public-api";
 }
 
+// Note [Python frame cache]
+// Turning a frame into file:line:function costs a few hundred ns, so it is done once per
+// distinct RawFrame and kept for the life of the process (PythonState::frame_cache and
+// frame_arena, never destroyed: Note [The recorder's state outlives every thread]); trace files
+// come and go (fork, reopen) but the meaning of a frame does not. Guarded by the recorder's lock.
 FrameInfo* resolveFrame(const RawFrame& frame, bool holds_gil) {
-  if (FrameInfo** cached = g_frame_cache.find(frame)) return *cached;
+  if (FrameInfo** cached = state().frame_cache.find(frame)) return *cached;
   bool walked_directly = frame.identity != 0;
   // A frame the API walked, not resolved when it was (out of memory), and met again on a thread
   // without the GIL (a lent stack's): the API is not called there; the frame stays unknown.
   if (!walked_directly && !holds_gil) return nullptr;
-  auto* info = static_cast<FrameInfo*>(g_frame_arena.allocate(sizeof(FrameInfo)));
+  auto* info = static_cast<FrameInfo*>(state().frame_arena.allocate(sizeof(FrameInfo)));
   if (!info) return nullptr;
   if (walked_directly)
     resolveDirectly(frame, info);
   else
     resolveWithApi(frame, info);
-  if (!g_frame_cache.insert(frame, info)) return nullptr;
+  if (!state().frame_cache.insert(frame, info)) return nullptr;
   // A frame the API walked is known by its code object's address alone: keep the code object
   // alive (we hold the GIL), so that the address can never be reused by another.
-  if (!walked_directly) g_api.Py_IncRef(const_cast<void*>(frame.code));
+  if (!walked_directly) state().api.Py_IncRef(const_cast<void*>(frame.code));
   return info;
 }
 

@@ -3,8 +3,16 @@
 // GIL], python_stack.cpp): PyTorch releases it around every op. The GIL is never taken.
 #pragma once
 
+#include <sys/types.h>
+
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+
+#include "tracer/common/flat_map.h"
+#include "tracer/recorder/arena.h"
+#include "tracer/recorder/python_layouts.h"
 
 namespace memtrace::python {
 
@@ -68,9 +76,52 @@ class GcPause {
   bool reenable_ = false;
 };
 
+// The most frames a walk visits: every recorded frame, one skipped frame beside each (an entry
+// frame of the C stack, a frame not started yet) and one at the top (walkDirectly's bound).
+inline constexpr size_t kMaxFrames = 256;  // the most a stack keeps (MEMTRACE_PYTHON_DEPTH)
+inline constexpr size_t kMaxWalkVisits = 2 * kMaxFrames + 2;
+
+// A thread's memory of its last direct walk (Note [Python stacks flat in depth]): the chain it
+// read, from the outermost frame in, and what it made of it. Kept in the thread's state; only the
+// thread itself reads or writes it.
+struct WalkCache {
+  // Walks made (0: none yet); `frames_serial` is the walk whose output the thread's frame
+  // buffer holds exactly, 0 once anything else was put there (a lent stack, a reset).
+  uint64_t serial;
+  uint64_t frames_serial;
+  // The outermost frames of the last walk's output that are those of the walk before it, in
+  // the same order: the writer need not compare them with its cached stack.
+  size_t same_outer;
+  // The chain of the last walk that reached the outermost frame (0 frames: nothing cached),
+  // by height (0: the outermost frame): each frame's address, instruction (3.11 on: a pointer
+  // into its code; 3.10: f_lasti) and code object (3.10), and how many frames of the output come
+  // from it and the frames outside it.
+  size_t chain_count;
+  const void* chain_frame[kMaxWalkVisits];
+  uintptr_t chain_instruction[kMaxWalkVisits];
+  const void* chain_code[kMaxWalkVisits];
+  uint16_t chain_outputs_through[kMaxWalkVisits];
+  // Where to look for a frame met again: the height + 1 of the chain's frame whose address
+  // hashes here (0: none). A guess only; the chain is compared before anything is reused.
+  uint16_t height_of_address[256];
+  // What the tail was made under: the code objects' deaths (Note [Code objects that die]) and
+  // the hidden code objects (Note [Frames memtrace hides]) counted then.
+  uint64_t code_deaths;
+  size_t hidden;
+  // The last walk's output, innermost first.
+  size_t output_count;
+  RawFrame output[kMaxFrames];
+  // The frames of the walk under way, innermost first (scratch).
+  const void* visit_frame[kMaxWalkVisits];
+  uintptr_t visit_instruction[kMaxWalkVisits];
+  const void* visit_code[kMaxWalkVisits];
+  uint16_t visit_outputs_before[kMaxWalkVisits];
+};
+
 // Writes the calling thread's Python frames, innermost first, into `frames` (at most
-// `max`, keeping the innermost). Returns the count.
-size_t captureStack(RawFrame* frames, size_t max);
+// `max`, keeping the innermost). Returns the count. `cache`: the thread's own (or nullptr: a
+// full walk, nothing remembered).
+size_t captureStack(RawFrame* frames, size_t max, WalkCache* cache);
 
 // Leaves the frames of `code` (a code object the caller keeps alive) out of every stack
 // captured from now on (Note [Frames memtrace hides]). False when the table is full.
@@ -88,5 +139,76 @@ const char* walkerName();
 // is canWalk's answer in this hook). Called under the recorder's lock, in the hook that
 // captured the frame or borrowed it (Note [Stacks lent to threads without Python]).
 FrameInfo* resolveFrame(const RawFrame& frame, bool holds_gil);
+
+// The Python side's state, a part of the recorder's (Recorder::python; Note [One recorder
+// state]): the C API and the frame layout found at load, the deaths of code objects (Note [Code
+// objects that die]), the hidden code objects (Note [Frames memtrace hides]) and the frame cache
+// (Note [Python frame cache], under the recorder's lock). Set once at load, or atomics, except
+// the frame cache.
+struct PythonState {
+  // The functions of the Python C API we use. Opaque pointers stand for PyObject*,
+  // PyFrameObject*, PyThreadState*. The first block is called without the GIL (each says why
+  // that is safe); the rest only by a thread that holds it (the public-API walker).
+  struct Api {
+    int (*Py_IsInitialized)();  // reads a flag of the runtime
+    int (*Py_IsFinalizing)();   // 3.13; _Py_IsFinalizing before: an atomic load
+    void* (
+        *PyGILState_GetThisThreadState)();  // a thread-specific key's value (any thread, any time)
+    int (*PyCode_CheckLineNumber)(int, void*);  // _PyCode_CheckLineNumber: reads the bounds only
+    const void* PyCode_Type;
+    const void* PyType_Type;
+    const unsigned long* Py_Version;  // 3.11: the version as PY_VERSION_HEX
+
+    int (*PyGILState_Check)();
+    void* (*PyThreadState_UncheckedGet)();   // _PyThreadState_UncheckedGet (<= 3.12) or
+                                             // PyThreadState_GetUnchecked (3.13)
+    void* (*PyThreadState_GetFrame)(void*);  // 3.9
+    void* (*PyFrame_GetBack)(void*);         // 3.9
+    void* (*PyFrame_GetCode)(void*);         // 3.9
+    int (*PyFrame_GetLasti)(void*);          // 3.11; absent before
+    int (*PyFrame_GetLineNumber)(void*);
+    int (*PyCode_Addr2Line)(void*, int);
+    void* (*PyObject_GetAttrString)(void*, const char*);
+    const char* (*PyUnicode_AsUTF8AndSize)(void*, ssize_t*);
+    void (*PyErr_Clear)();
+    void (*Py_IncRef)(void*);
+    void (*Py_DecRef)(void*);
+    int (*PyGC_Disable)();  // 3.10
+    int (*PyGC_Enable)();   // 3.10
+  };
+
+  enum class Walker { kDirect, kPublicApi };
+  using DirectWalk = size_t (*)(const void*, RawFrame*, size_t, WalkCache*);
+  struct RawFrameHash {
+    uint64_t operator()(const RawFrame& frame) const {
+      return mixBits(reinterpret_cast<uintptr_t>(frame.code) ^
+                     (static_cast<uint64_t>(static_cast<uint32_t>(frame.position)) << 32) ^
+                     frame.identity);
+    }
+  };
+  static constexpr size_t kDeathSlots = 16384;
+  static constexpr size_t kMaxHiddenCodes = 32;
+
+  Api api;
+  std::atomic<bool> api_loaded{false};
+  std::atomic<Walker> walker{Walker::kPublicApi};
+  const MemtracePythonLayout* layout = nullptr;  // for this interpreter, if we know it
+  DirectWalk direct_walk = nullptr;              // for this interpreter's layout
+  bool thread_state_is_thread_local = false;     // 3.12 on: see holdsGil
+  std::atomic<bool> layout_failed_said{false};
+  // A Python too old for the walkers' API: its Py_IsInitialized, to say so once it runs.
+  int (*unsupported_python_initialized)() = nullptr;
+
+  std::atomic<uint32_t> code_deaths[kDeathSlots];  // by address slot
+  std::atomic<uint64_t> code_deaths_total{0};  // every slot's (Note [Python stacks flat in depth])
+  void (*code_dealloc)(void*) = nullptr;       // CPython's own, once replaced
+
+  std::atomic<const void*> hidden_codes[kMaxHiddenCodes];
+  std::atomic<size_t> hidden_count{0};
+  std::mutex hiding;  // one hideCode at a time (readers take no lock)
+
+  FlatMap<RawFrame, FrameInfo*, RawFrameHash> frame_cache;
+  Arena frame_arena;  // the frames' strings and FrameInfos
+};
 
 }  // namespace memtrace::python

@@ -295,12 +295,13 @@ namespace {
 // its last stack (`cached`, outermost first; cached_nodes[i] is the node of cached[0, i]):
 // the outer frames both share keep their nodes, and only the others are looked up, with
 // intern(parent node, frame, the frame's parent or nullptr), which returns the frame's node
-// (0 on failure).
+// (0 on failure). `known`: outer frames the caller knows both share (not compared again).
 template <typename Frame, typename Intern>
 uint32_t internThroughCache(const Frame* captured, size_t count, Frame* cached,
-                            uint32_t* cached_nodes, size_t* cached_count, Intern&& intern) {
-  size_t common = 0;
+                            uint32_t* cached_nodes, size_t* cached_count, Intern&& intern,
+                            size_t known = 0) {
   size_t limit = count < *cached_count ? count : *cached_count;
+  size_t common = known < limit ? known : limit;
   while (common < limit && cached[common] == captured[count - 1 - common]) ++common;
   uint32_t parent = common ? cached_nodes[common - 1] : 0;
   for (size_t i = common; i < count; ++i) {
@@ -324,6 +325,7 @@ void RecordWriter::syncThreadCache(ThreadState& thread) const {
   if (thread.cache_generation == generation_) return;
   thread.cache_generation = generation_;
   thread.cached_python_count = 0;
+  thread.cached_python_walk = 0;
   thread.cached_native_count = 0;
 }
 
@@ -355,6 +357,11 @@ uint32_t RecordWriter::internPythonNode(uint32_t parent, uint32_t frame, bool* o
 uint32_t RecordWriter::internPythonStack(ThreadState& thread, bool* ok) {
   if (thread.python_count == 0) return 0;
   syncThreadCache(thread);
+  // Outer frames the walk reused from the one cached_python was made of are not compared again
+  // (Note [Python stacks flat in depth], python_stack.cpp).
+  uint64_t walk = thread.python_walk.frames_serial;
+  size_t known =
+      walk != 0 && walk == thread.cached_python_walk + 1 ? thread.python_walk.same_outer : 0;
   uint32_t leaf = internThroughCache(
       thread.python_frames, thread.python_count, thread.cached_python, thread.cached_python_nodes,
       &thread.cached_python_count,
@@ -362,7 +369,9 @@ uint32_t RecordWriter::internPythonStack(ThreadState& thread, bool* ok) {
         python::FrameInfo* info = python::resolveFrame(raw, thread.python_holds_gil);
         uint32_t frame = internFrame(info ? info : &g_unknown_frame, ok);
         return *ok ? internPythonNode(parent, frame, ok) : 0;
-      });
+      },
+      known);
+  thread.cached_python_walk = leaf ? walk : 0;
   if (!leaf) *ok = false;
   return leaf;
 }

@@ -161,13 +161,14 @@ bool capturesStacks(bool is_free) {
   ThreadState* thread = capture->thread;
   if (!thread) return;
   thread->python_count = 0;
+  thread->python_walk.frames_serial = 0;
   thread->native_count = 0;
   thread->python_holds_gil = holds_gil;
   if (anyStackLent() && format::wantsPython(g_recorder.config.stack_mode))
     capture->graph_task = currentGraphTask();
   if (walk_python) {
-    thread->python_count =
-        python::captureStack(thread->python_frames, g_recorder.config.python_depth);
+    thread->python_count = python::captureStack(
+        thread->python_frames, g_recorder.config.python_depth, &thread->python_walk);
     capture->python = thread->python_count > 0;
   }
   if (format::wantsNative(g_recorder.config.stack_mode)) {

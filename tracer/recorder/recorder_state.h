@@ -21,6 +21,10 @@
 #include "tracer/format/records.h"
 #include "tracer/recorder/config.h"
 #include "tracer/recorder/generated_code.h"
+#include "tracer/recorder/growable_array.h"
+#include "tracer/recorder/lent_stacks.h"
+#include "tracer/recorder/native_stack.h"
+#include "tracer/recorder/python_stack.h"
 #include "tracer/recorder/record_writer.h"
 #include "tracer/recorder/trace_file.h"
 
@@ -95,6 +99,68 @@ struct SimulatedDeviceCopy {
   int device_count = 0;
 };
 
+// The flight recorder's state (flight.cpp; Note [Keeping the peak without its events] there), a
+// part of the Recorder: guarded by the recorder's lock.
+struct FlightEntry {
+  uint64_t address;
+  LiveBlock block;
+};
+
+struct FlightState {
+  static constexpr uint64_t kMinimumFrame = 1024;  // the shortest frame, in events
+
+  struct Frame {
+    uint64_t offset = 0;  // where its kFrame's chunk starts in the current file
+    uint64_t serial = 0;  // the events before it
+    uint64_t time_ns = 0;
+    size_t table_log_bytes = 0;  // the table records written before it
+    SectionTotals totals{};
+  };
+
+  // PyTorch's segments at the frame's start (Note [PyTorch's own allocator] in records.h).
+  struct SegmentEntry {
+    uint64_t address;
+    SegmentBlock block;
+  };
+
+  // This file's counts, peaks and frame.
+  struct Now {
+    uint64_t serial = 0;  // memory events written to this file (the next event's index)
+    SectionTotals totals{};
+    int device_slot[kMaxDevices];  // device -> index in totals.devices, -1 none yet
+
+    uint64_t peak_bytes = 0;
+    uint64_t peak_serial = UINT64_MAX;  // UINT64_MAX: no allocation yet
+    uint64_t peak_time_ns = 0;
+
+    bool oom_seen = false;
+    uint64_t oom_serial = 0;
+    uint64_t oom_time_ns = 0;
+    FlightEntry oom_failed{};  // the failed request: its size, stacks and context
+
+    Frame frame;  // the latest frame's start
+    uint64_t frame_length = kMinimumFrame;
+    uint64_t compacted_bytes = 0;  // the file's size after the last compaction (or its start)
+    bool compaction_off = false;
+
+    uint64_t step_begin_ns = 0;
+    uint64_t step_peak_bytes = 0;
+    uint64_t step_peak_time_ns = 0;
+    format::TrainingPhase step_phase = format::TrainingPhase::kNone;
+    uint32_t step_module = 0;
+  };
+
+  Now now;
+  GrowableArray<FlightEntry> freed_since_peak;
+  GrowableArray<FlightEntry> frame_live;  // the live set at the frame's start
+  GrowableArray<FlightEntry> oom_live;
+  GrowableArray<FlightEntry> scratch;
+  GrowableArray<uint8_t> table_log;
+  TraceFile next_file;  // the compacted file while it is written
+  GrowableArray<SegmentEntry> frame_segments;
+  bool compaction_warned = false;
+};
+
 // The recorder's lock: a mutex of one word (the three-state futex mutex of Drepper's "Futexes
 // Are Tricky"), the pthread mutex's protocol without its checks of kind, owner and elision.
 // Taken uncontended it costs a compare-and-swap and, released, an exchange: 9 instructions an
@@ -129,21 +195,29 @@ class RecorderMutex {
 static_assert(sizeof(std::atomic<int>) == sizeof(int), "the futex is the atomic's word");
 
 // Note [One recorder state]
-// Everything the record path, the file session, the flusher, the fork handlers and the C API
-// share lives in one Recorder, g_recorder: constructed once (recorder_state.cpp) and never
-// destroyed (Note [The recorder's state outlives every thread]). Its lock is a private member:
-// only a RecorderLock takes it (and the fork handlers, through lockForFork), so that whoever
-// reads the type sees which lock guards what; the object table's lock (native_stack.cpp) is
-// taken after it, never before (Note [Lock order]). What is reset where:
+// Everything the record path, the file session, the flusher, the fork handlers, the C API and
+// the parts they call into keep lives in one Recorder, g_recorder: constructed once
+// (recorder_state.cpp) and never destroyed (Note [The recorder's state outlives every thread]).
+// The parts are members of it, each a type of its own part's header: the lends (LentStacks,
+// lent_stacks.h), the flight recorder's window (FlightState, here), the Python side
+// (python::PythonState: the C API, the layout, code objects' deaths, hidden code, the frame
+// cache) and the native side (native::NativeState: the unwinder, the loaded objects). No file
+// of recorder/ keeps a variable of its own; the headers declare two mutable globals, g_recorder
+// and the thread-local t_memtrace (recursion_guard.h). Which lock guards what is said by the
+// types, in one order (Note [Lock order]):
+//   - the recorder's lock (RecorderMutex, a private member: only a RecorderLock takes it, and the
+//     fork handlers through lockForFork) guards every member that is not an atomic, a field set
+//     once at load, or one of the two below;
+//   - native::NativeState::objects_mutex guards the loaded objects: taken after the recorder's
+//     lock and after the dynamic loader's, never before either;
+//   - python::PythonState::hiding serializes hideCode only (readers read atomics).
+// What is reset where:
 //   - a new trace file: the writer's tables (RecordWriter::beginFile, in openFile), the live
-//     table's stack ids (openFile's snapshot) and each thread's caches, which compare the
-//     writer's generation;
-//   - a fork, in the child: afterForkInChild (fork.cpp), for the recorder's own fields and the
-//     parts it calls into (the flight recorder's window, the lends of other threads).
-// The parts the recorder calls into keep file-scope state of their own, each guarded as its
-// file says: the flight recorder's window (flight.cpp, under the recorder's lock), the frame
-// cache (python_stack.cpp), the object table (native_stack.cpp, its own lock), the lends
-// (lent_stacks.cpp).
+//     table's stack ids (openFile's snapshot), the flight recorder's window (runOpened) and each
+//     thread's caches, which compare the writer's generation;
+//   - a fork, in the child: afterForkInChild (fork.cpp), the one place, for every member: the
+//     locks made anew, the file abandoned, the flight recorder's window forgotten, the lends of
+//     other threads ended.
 class Recorder {
  public:
   Recorder() = default;
@@ -180,6 +254,15 @@ class Recorder {
   // read (or tried), and in which file (RecordWriter::generation()).
   uint64_t device_memory_read_ns[kMaxDevices];
   uint32_t device_memory_file[kMaxDevices];
+
+  // The Python stacks lent to threads that run autograd's backward (lent_stacks.cpp).
+  LentStacks lent_stacks;
+  // The flight recorder's window (MEMTRACE_MODE=flight, flight.cpp).
+  FlightState flight;
+  // The Python side (python_stack.cpp) and the native side (native_stack.cpp): set once when
+  // loaded, atomics, the frame cache (under this lock) and the loaded objects (under their own).
+  python::PythonState python;
+  native::NativeState native;
 
   std::atomic<bool> tracing;      // capture stacks (read without the lock)
   std::atomic<bool> initialized;  // ensureRecorderInitialized() has run (read without the lock)

@@ -14,7 +14,7 @@
 
 namespace memtrace {
 
-inline constexpr size_t kMaxPythonDepth = 256;
+inline constexpr size_t kMaxPythonDepth = python::kMaxFrames;
 inline constexpr size_t kMaxNativeDepth = 256;
 inline constexpr size_t kMaxModuleDepth = 64;
 inline constexpr size_t kMaxModulePath = 256;
@@ -26,6 +26,8 @@ struct ThreadState {
   python::RawFrame python_frames[kMaxPythonDepth];
   size_t python_count;
   bool python_holds_gil;  // this thread held the GIL when they were captured (canWalk)
+  // The last direct walk's chain (Note [Python stacks flat in depth]).
+  python::WalkCache python_walk;
   uintptr_t native_ips[kMaxNativeDepth];
   size_t native_count;
 
@@ -35,6 +37,7 @@ struct ThreadState {
   python::RawFrame cached_python[kMaxPythonDepth];
   uint32_t cached_python_nodes[kMaxPythonDepth];
   size_t cached_python_count;
+  uint64_t cached_python_walk;  // the walk (WalkCache::serial) cached_python is, 0: unknown
   uintptr_t cached_native[kMaxNativeDepth];
   uint32_t cached_native_nodes[kMaxNativeDepth];
   size_t cached_native_count;

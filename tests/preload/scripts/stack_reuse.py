@@ -1,0 +1,139 @@
+"""Stacks that share their outer frames with the thread's last one, or seem to (Note [Python
+stacks flat in depth], tracer/recorder/python_stack.cpp): each allocation's stack must be its
+own, whatever the stack before it was. The cases: a callee's frame pushed again at the same
+address and instruction under a caller now on another line; recursion to varying depths; a
+generator and a coroutine resumed from other callers; a frame freed and its memory taken by a
+frame of another function; two threads at once; stacks deeper than MEMTRACE_PYTHON_DEPTH. The
+runtime is called with the GIL released (ctypes.CDLL), as PyTorch's ops are.
+
+    python stack_reuse.py LIBCUDART ROUNDS
+
+Prints one line per allocation, in order, per thread: "<thread> <size> <json of its stack>",
+the stack as (file, line, function), outermost first, as the program saw it (sys._getframe)
+just before the call, with the innermost frame's line the call's."""
+import ctypes
+import json
+import sys
+import threading
+
+ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+runtime = ctypes.CDLL(None)
+runtime.cudacalls_malloc.restype = ctypes.c_void_p
+runtime.cudacalls_malloc.argtypes = (ctypes.c_size_t,)
+runtime.cudaFree.argtypes = (ctypes.c_void_p,)
+ROUNDS = int(sys.argv[2])
+expected = []
+lock = threading.Lock()
+
+
+def allocate(size):
+    frames, frame = [], sys._getframe()
+    while frame is not None:
+        frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
+        frame = frame.f_back
+    frames.reverse()
+    frames[-1] = (frames[-1][0], CALL_LINE, "allocate")
+    with lock:
+        expected.append((threading.get_native_id(), size, frames))
+    runtime.cudaFree(runtime.cudacalls_malloc(size))  # the call
+
+
+CALL_LINE = allocate.__code__.co_firstlineno + 9
+
+
+def callee(size):
+    allocate(size)
+
+
+def same_depth_other_caller(size):
+    # The callee's frame is pushed at the same address each time, at the same instruction; only
+    # the line of this frame differs between the two calls.
+    callee(size)
+    callee(size + 1)
+
+
+def recurse(depth, size):
+    if depth == 0:
+        return allocate(size)
+    return recurse(depth - 1, size)
+
+
+def generator(size):
+    while True:
+        allocate(size)
+        size = yield
+
+
+def resume_here(gen, size):
+    gen.send(size)
+
+
+def resume_there(gen, size):
+    gen.send(size)
+
+
+async def coroutine_body(size):
+    while True:
+        allocate(size)
+        size = await Suspend()
+
+
+class Suspend:
+    def __await__(self):
+        return (yield)
+
+
+def drive_here(coroutine, size):
+    coroutine.send(size)
+
+
+def drive_there(coroutine, size):
+    coroutine.send(size)
+
+
+def first_function(size):
+    allocate(size)
+
+
+def second_function(size):
+    allocate(size)
+
+
+def freed_and_reused(size):
+    # first_function's frame is freed when it returns; second_function's takes its memory.
+    first_function(size)
+    second_function(size + 1)
+
+
+def one_round(base):
+    for i in range(3):
+        same_depth_other_caller(base + 2 * i)
+    for depth in (5, 3, 5, 9, 3, 0, 150, 140):
+        recurse(depth, base + 10 + depth)
+    gen = generator(base + 200)
+    next(gen)
+    for i in range(3):
+        resume_here(gen, base + 201 + i)
+        resume_there(gen, base + 204 + i)
+    gen.close()
+    coroutine = coroutine_body(base + 300)
+    coroutine.send(None)
+    for i in range(3):
+        drive_here(coroutine, base + 301 + i)
+        drive_there(coroutine, base + 304 + i)
+    coroutine.close()
+    for i in range(3):
+        freed_and_reused(base + 400 + 2 * i)
+
+
+def rounds(base):
+    for _ in range(ROUNDS):
+        one_round(base)
+
+
+worker = threading.Thread(target=rounds, args=(1 << 16,))
+worker.start()
+rounds(1 << 12)
+worker.join()
+for thread, size, frames in expected:
+    print(thread, size, json.dumps(frames))
