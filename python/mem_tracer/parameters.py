@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import _torch_internals
 from .errors import MemTracerError
 
 # Elements read at once when values are asked for: a float64 copy of 32 MiB and its masks.
@@ -222,7 +223,7 @@ def _collected(source: str, form: str, tensors: Any, values: bool) -> ParameterS
         storage = tensor.untyped_storage()
         # The storage's own object (its StorageImpl): one key per storage, also for meta and
         # fake tensors, whose data pointers are all 0.
-        key = (tensor.device, storage._cdata)
+        key = (tensor.device, _torch_internals.storage_key(storage))
         first = key not in counted
         if first:
             counted[key] = name
@@ -286,9 +287,7 @@ def _value_stats(source: str, name: str, tensor: Any) -> ValueStats:
 
 
 def _is_fake(tensor: Any) -> bool:
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    return isinstance(tensor, FakeTensor)
+    return isinstance(tensor, _torch_internals.fake_tensor_type())
 
 
 def _from_file(path: Path, values: bool) -> ParameterStats:
