@@ -15,7 +15,9 @@ import pytest
 import torch
 from torch import nn
 
-import mem_tracer
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[2] / "python"))
+
+import mem_tracer  # noqa: E402
 from mem_tracer import parameters as stats_module
 from mem_tracer.parameters import parameter_stats
 
