@@ -21,7 +21,8 @@ The models (a loop over each library's own registry, never a hand list):
   (`AutoModel.from_config`), with attention "sdpa" and "eager" where the class has both;
   inputs from the model's `main_input_name`.
 - torchvision: every classification and segmentation model of `torchvision.models.list_models`,
-  random weights, at the smallest of 64, 96, 128, 224, 299 pixels a forward takes.
+  random weights, at the smallest of 64, 96, 128, 224, 299 pixels a forward takes (tried on
+  the meta device; 64 for RegNet, whose init cannot run there).
 - zoo: the repository's own (tests/estimator/zoo.py).
 A model that cannot be built, run or estimated is still a row: its error, in a line.
 
@@ -234,6 +235,7 @@ def build(family, name, attention, batch, train, size=None):
         entry = zoo.ZOO[name]
         model = entry.build()
         args, kwargs = entry.example(batch)
+        train = train or entry.train  # the zoo's train-mode models run in train mode
     else:
         raise ValueError(f"no family {family!r}")
     return model.train(train), args, kwargs
@@ -243,8 +245,11 @@ def torchvision_size(name):
     """The smallest of SIZES a forward of the model takes, tried on the meta device."""
     import torch
 
-    with torch.device("meta"):
-        model = torchvision_model(name).eval()
+    try:
+        with torch.device("meta"):
+            model = torchvision_model(name).eval()
+    except NotImplementedError:  # an init that reads values (RegNet's): no probe, the smallest
+        return SIZES[0]
     for size in SIZES:
         try:
             with torch.no_grad():
@@ -366,6 +371,13 @@ def predict(family, name, attention, task, size, profile):
         "method": estimate.method,
         "lower_bound": bool(estimate.lower_bound),
         "approximate": bool(estimate.raw.get("eager_approximate")),
+        "cublas_workspace": (estimate.raw.get("summary") or {}).get("cublas_workspace_bytes"),
+        "unknown_ops": sorted(str(op)[:80] for op in estimate.raw.get("unknown_ops") or ())[:5],
+        # Ops whose output size the example's values decided (nonzero, masks, routing): there
+        # the card, where no kernel computes a value, cannot referee the estimate.
+        "data_dependent": sorted({str(assumption.get("op")) for assumption in
+                                  estimate.raw.get("assumptions") or ()
+                                  if assumption.get("kind") == "data_dependent_size"}),
     }
 
 
@@ -521,11 +533,16 @@ def make_row(case, task, measured, predicted, seconds, reason=None):
         error_allocated=error_percent(guess["allocated"], truth["allocated"]),
         error_requested=error_percent(guess["requested"], truth["requested"]),
         method=guess["method"],
+        cublas_workspace=guess.get("cublas_workspace"),
         flags=[flag for flag in ("approximate", "lower_bound") if guess[flag]],
-        judged=not truth["assumed"],
+        judged=not truth["assumed"] and not guess.get("data_dependent"),
         seconds=seconds)
     if truth["assumed"]:
         row["assumed"] = truth["assumed"]
+    if guess.get("data_dependent"):
+        row["data_dependent"] = guess["data_dependent"]
+    if guess.get("unknown_ops"):
+        row["unknown_ops"] = guess["unknown_ops"]
     return row
 
 

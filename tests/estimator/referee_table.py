@@ -34,9 +34,29 @@ BEGIN = "<!-- referee-table: made by tests/estimator/referee_table.py --write; d
 END = "<!-- referee-table end -->"
 BUDGET = 3.0  # % of max_memory_allocated(): the issue's budget
 
-# What was found of a row over 1 %, by (family, model, attention); the others read "not yet
-# explained". Only what someone looked at goes here.
-CAUSES: dict[tuple[str, str, str], str] = {}
+# What was found of a row over 1 %: (a regular expression over FAMILY/MODEL/ATTENTION/TASK,
+# the cause); the others read "not yet explained". Only what someone looked at goes here, with
+# how it was found.
+CAUSES = (
+    (r"^zoo/transformer-encoder-eval/-/infer",
+     "nn.TransformerEncoder's inference fast path is one native op, "
+     "`aten._transformer_encoder_layer_fwd`, whose matmuls take cuBLAS's 32 MiB workspace on "
+     "the card (held after the forward: 33,556,480 bytes more than before it); the estimate "
+     "puts no workspace on that op"),
+    (r"^zoo/transformer-encoder-train/-/infer",
+     "partly: the estimate (from the scripted module) holds no cuBLAS workspace here either "
+     "(0.08 MiB predicted); in train mode the card does not take the fast path, and its 32 MiB "
+     "is the workspace of the ordinary matmuls; why the estimate leaves it out on this graph "
+     "is not yet explained"),
+    (r"^transformers/convnext",
+     "not yet explained; likely torchvision's ConvNeXt cause below (each layer permutes back to "
+     "a channels-last view before the next convolution), not checked"),
+    (r"^torchvision/convnext_",
+     "the downsampling convolutions get a channels-last input (LayerNorm2d permutes back a "
+     "view) and PyTorch's cuDNN path copies the weight to channels-last for the call: on "
+     "convnext_tiny the peak is at the 384→768 2×2 convolution, 4,718,592 bytes (its weight) "
+     "above what is live after it; the estimate does not count the copy"),
+)
 
 # A class without sdpa refuses attn_implementation="sdpa": not a failure, the row does not exist.
 _NO_SDPA = re.compile(r"does not support .*(sdpa|scaled_dot_product)|sdpa.*not supported",
@@ -52,6 +72,23 @@ def kind(row):
     if not row.get("judged", True):
         return "unjudged"
     return "flagged" if row.get("flags") else "judged"
+
+
+def cause_of(row):
+    name = f"{row['family']}/{row['model']}/{row['attention']}/{row['task']}"
+    return next((cause for pattern, cause in CAUSES if re.search(pattern, name)),
+                "not yet explained")
+
+
+def _unjudged_why(row):
+    said = []
+    if row.get("data_dependent"):
+        said.append("the example's values sized " + ", ".join(
+            f"`{op}`" for op in row["data_dependent"]) + " in the estimate")
+    if row.get("assumed"):
+        said.append(f"the card assumed {row['assumed'][0]}" +
+                    (f" (and {len(row['assumed']) - 1} more)" if len(row["assumed"]) > 1 else ""))
+    return "; ".join(said).replace("|", "/")
 
 
 def _reason(text):
@@ -138,6 +175,15 @@ def render(rows):
               "failures below, with its reason; one not tried has no row yet (the run is "
               "resumable: `make bench-referee` goes on)."]
 
+    methods = defaultdict(lambda: defaultdict(int))
+    for row in rows:
+        if "method" in row:
+            methods[row["family"]][row["method"]] += 1
+    lines += ["", "Front ends the estimates took (`Estimate.method`), rows: " + "; ".join(
+        f"{family} " + ", ".join(f"{method} {count}" for method, count in
+                                 sorted(methods[family].items()))
+        for family in FAMILIES if family in methods) + "."]
+
     over = sorted((row for row in rows if kind(row) == "judged"
                    and abs(row["error_allocated"]) > 1.0),
                   key=lambda row: -abs(row["error_allocated"]))
@@ -147,8 +193,7 @@ def render(rows):
         lines += ["| row | measured | predicted | error | peak phase (measured, predicted) "
                   "| front end | cause |", "|---|---:|---:|---:|---|---|---|"]
         for row in over:
-            cause = CAUSES.get((row["family"], row["model"], row["attention"]),
-                               "not yet explained")
+            cause = cause_of(row)
             lines.append(f"| {_row_name(row)} | {_mib(row['measured']['allocated'])} "
                          f"| {_mib(row['predicted']['allocated'])} "
                          f"| {_percent(row['error_allocated'])} "
@@ -172,9 +217,8 @@ def render(rows):
               "decided a shape or the path; the CPU truths of the zoo's table below stand in):",
               ""]
     if unjudged:
-        lines += ["| row | what the card assumed (first) | error against the card |",
-                  "|---|---|---:|"]
-        lines += [f"| {_row_name(row)} | {(row.get('assumed') or ['?'])[0]} "
+        lines += ["| row | why | error against the card |", "|---|---|---:|"]
+        lines += [f"| {_row_name(row)} | {_unjudged_why(row)} "
                   f"| {_percent(row['error_allocated'])} |" for row in unjudged]
     else:
         lines.append("None.")
