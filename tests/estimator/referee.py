@@ -1,0 +1,682 @@
+"""The referee run: the estimator held against the simulated card, model after model (issue 53).
+
+For one model and its inputs, the same forward (torch.no_grad, batch 1 and 2) and the same
+AdamW training step run on the simulated card of a profile (docs/simulated-gpu.md), untraced,
+under PyTorch's default caching allocator, giving `requested_bytes.all.peak`,
+`max_memory_allocated()`, `max_memory_reserved()` and the phase of the peak; beside it
+`mem_tracer.estimate(..., device=<the profile's estimator profile>)` (with
+`training=TrainingStep(...)` for the step), its figures, its front end (`Estimate.method`) and
+whether it says approximate or a lower bound. One JSON line a row, appended to the data file
+(docs/referee.jsonl), so that a run is resumable (`--resume` skips the rows already there) and
+can be split (`--only REGEX`, `--limit N`, `--tasks`):
+
+    python tests/estimator/referee.py [--families transformers,torchvision,zoo] [--only REGEX]
+        [--limit N] [--tasks infer-b1,infer-b2,train-b2] [--resume] [--data docs/referee.jsonl]
+        [--profile h100] [--timeout 300]
+
+The models (a loop over each library's own registry, never a hand list):
+- transformers: every model type of `CONFIG_MAPPING_NAMES`, its default config made small by
+  `shrink` (hidden sizes, layers, heads, intermediate sizes, vocabulary, image and audio sizes,
+  experts: by attribute name, in every sub-config), the base model of the auto mapping
+  (`AutoModel.from_config`), with attention "sdpa" and "eager" where the class has both;
+  inputs from the model's `main_input_name`.
+- torchvision: every classification and segmentation model of `torchvision.models.list_models`,
+  random weights, at the smallest of 64, 96, 128, 224, 299 pixels a forward takes (tried on
+  the meta device; 64 for RegNet, whose init cannot run there).
+- zoo: the repository's own (tests/estimator/zoo.py).
+A model that cannot be built, run or estimated is still a row: its error, in a line.
+
+Each measurement and each estimate runs in a forked child of a long-lived process (one on the
+simulated card, one beside it), so that a fresh CUDA context and cuBLAS workspace start every
+measurement (the estimate is for the first forward of a process), a crash, hang or OOM loses
+one row only, and torch and transformers are imported twice per run, not per model.
+
+Where a value no kernel computed decided a shape or the path (MoE routing, nonzero, a mask:
+the card's values mode, Note [Values where they decide the path] in
+python/mem_tracer/simulated_gpu/values.py, lists every such read), the row says so
+(`judged: false`): the card cannot referee it, and the CPU truths of zoo_accuracy.py stand in.
+
+The table of docs/accuracy.md is made from the data file by referee_table.py.
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPOSITORY = HERE.parents[1]
+DATA = REPOSITORY / "docs" / "referee.jsonl"
+FAMILIES = ("transformers", "torchvision", "zoo")
+TASKS = ("infer-b1", "infer-b2", "train-b2")
+SEQUENCE = 32  # tokens a row for the transformers models
+SIZES = (64, 96, 128, 224, 299)  # pixels tried for a torchvision model, smallest first
+SEED = 0
+
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPOSITORY / "python"))
+
+
+# ---- the models -------------------------------------------------------------------------------
+
+# Attribute names a config spells its sizes with, and the small value each takes (shrink).
+_SMALL = {
+    **dict.fromkeys(("hidden_size", "d_model", "n_embd", "embed_dim", "dim", "hidden_dim",
+                     "word_embed_proj_dim", "embedding_size", "projection_dim", "n_embed",
+                     "d_embed", "text_embed_dim", "vision_embed_dim"), 64),
+    **dict.fromkeys(("num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers",
+                     "decoder_layers", "num_encoder_layers", "num_decoder_layers",
+                     "num_backbone_layers"), 2),
+    **dict.fromkeys(("num_attention_heads", "n_head", "n_heads", "encoder_attention_heads",
+                     "decoder_attention_heads", "num_heads"), 4),
+    **dict.fromkeys(("num_key_value_heads", "n_kv_heads", "num_kv_heads", "multi_query_group_num"),
+                    2),
+    **dict.fromkeys(("intermediate_size", "ffn_dim", "n_inner", "encoder_ffn_dim",
+                     "decoder_ffn_dim", "d_ff", "ffn_hidden_size", "moe_intermediate_size",
+                     "shared_expert_intermediate_size", "mlp_dim", "d_inner"), 128),
+    **dict.fromkeys(("head_dim", "d_kv", "kv_channels", "attention_head_size"), 16),
+    **dict.fromkeys(("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts"),
+                    4),
+    **dict.fromkeys(("num_experts_per_tok", "moe_topk", "top_k"), 2),
+    **dict.fromkeys(("image_size", "img_size"), 64),
+    **dict.fromkeys(("max_source_positions",), 64),
+    **dict.fromkeys(("num_mel_bins",), 16),
+}
+VOCABULARY = 512
+_TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
+              "sep_token_id", "cls_token_id", "mask_token_id", "unk_token_id")
+
+
+def shrink(config, depth=0):
+    """The config made small in place, by attribute name (not per model), sub-configs too."""
+    from transformers import PretrainedConfig
+
+    for name in list(vars(config)):
+        value = getattr(config, name, None)
+        if isinstance(value, PretrainedConfig) and depth < 3:
+            shrink(value, depth + 1)
+        elif name in _SMALL and isinstance(value, int) and not isinstance(value, bool):
+            small = _SMALL[name]
+            setattr(config, name, min(value, small) if name != "image_size" else small)
+        elif name == "vocab_size" and isinstance(value, int):
+            setattr(config, name, min(value, VOCABULARY))
+        elif name in ("depths", "depth") and isinstance(value, list):
+            setattr(config, name, [1 for _ in value])
+        elif name in ("hidden_sizes", "embed_dims", "hidden_dims") and isinstance(value, list):
+            setattr(config, name, [16 * 2 ** i for i in range(len(value))])
+        elif name in ("num_heads", "num_attention_heads") and isinstance(value, list):
+            setattr(config, name, [1 for _ in value])
+    vocabulary = getattr(config, "vocab_size", None)
+    if isinstance(vocabulary, int):
+        for name in _TOKEN_IDS:
+            value = getattr(config, name, None)
+            if isinstance(value, int) and value >= vocabulary:
+                setattr(config, name, vocabulary - 1)
+    return config
+
+
+def _image_size(config):
+    for holder in (config, getattr(config, "vision_config", None)):
+        size = getattr(holder, "image_size", None) if holder is not None else None
+        if size is not None:
+            return tuple(size) if isinstance(size, (list, tuple)) else (size, size)
+    return (64, 64)
+
+
+def transformers_inputs(model, config, batch):
+    """The forward's keyword inputs, from the model's main input name; ValueError otherwise."""
+    import torch
+
+    name = model.main_input_name
+    text = getattr(config, "text_config", None) or config
+    vocabulary = getattr(text, "vocab_size", None) or VOCABULARY
+    if name == "input_ids":
+        inputs = {"input_ids": torch.randint(0, vocabulary, (batch, SEQUENCE))}
+    elif name == "pixel_values":
+        channels = getattr(config, "num_channels", None) or getattr(
+            getattr(config, "vision_config", None), "num_channels", 3)
+        inputs = {"pixel_values": torch.randn(batch, channels, *_image_size(config))}
+    elif name == "input_values":
+        inputs = {"input_values": torch.randn(batch, 4000)}
+    elif name == "input_features":
+        bins = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", 80)
+        length = 2 * getattr(config, "max_source_positions", 64)
+        inputs = {"input_features": torch.randn(batch, bins, length)}
+    else:
+        raise ValueError(f"main input {name!r}: the referee makes no such input")
+    # A model of text and images (CLIP and its kind) takes both, whichever is its main input.
+    parameters = inspect.signature(model.forward).parameters
+    if "pixel_values" in parameters and "pixel_values" not in inputs and \
+            getattr(config, "vision_config", None) is not None:
+        vision = config.vision_config
+        inputs["pixel_values"] = torch.randn(batch, getattr(vision, "num_channels", 3),
+                                             *_image_size(config))
+    if "input_ids" in parameters and "input_ids" not in inputs and \
+            getattr(config, "text_config", None) is not None:
+        inputs["input_ids"] = torch.randint(0, vocabulary, (batch, SEQUENCE))
+    if getattr(config, "is_encoder_decoder", False):
+        inputs["decoder_input_ids"] = torch.randint(0, vocabulary, (batch, SEQUENCE // 2))
+    return inputs
+
+
+def transformers_model(model_type, attention):
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    config = shrink(CONFIG_MAPPING[model_type]())
+    return transformers.AutoModel.from_config(config, attn_implementation=attention), config
+
+
+def transformers_models():
+    """{(model type, attention): None} for every model type with a base model; the others
+    with the reason."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    found = []
+    for model_type in sorted(CONFIG_MAPPING_NAMES):
+        if model_type not in MODEL_MAPPING_NAMES:
+            found.append((model_type, "-", "no base model in transformers' auto mapping"))
+            continue
+        for attention in ("sdpa", "eager"):
+            found.append((model_type, attention, None))
+    return found
+
+
+def torchvision_models():
+    import torchvision.models as tv
+
+    names = tv.list_models(module=tv) + tv.list_models(module=tv.segmentation)
+    return [(name, "-", None) for name in sorted(names)]
+
+
+def torchvision_model(name):
+    import torchvision.models as tv
+
+    options = {"weights": None}
+    if name in tv.list_models(module=tv.segmentation):
+        options.update(weights_backbone=None, num_classes=21)
+    return tv.get_model(name, **options)
+
+
+def zoo_models():
+    import zoo
+
+    return [(name, "-", None) for name in zoo.ZOO]
+
+
+def build(family, name, attention, batch, train, size=None):
+    """(model, args, kwargs, described input) on the CPU, seeded."""
+    import torch
+
+    torch.manual_seed(SEED)
+    if family == "transformers":
+        model, config = transformers_model(name, attention)
+        if not train and hasattr(model.config, "use_cache"):
+            model.config.use_cache = False
+        torch.manual_seed(SEED + 1)
+        kwargs = transformers_inputs(model, config, batch)
+        args = ()
+    elif family == "torchvision":
+        model = torchvision_model(name)
+        torch.manual_seed(SEED + 1)
+        args, kwargs = (torch.randn(batch, 3, size or SIZES[0], size or SIZES[0]),), {}
+    elif family == "zoo":
+        import zoo
+
+        entry = zoo.ZOO[name]
+        model = entry.build()
+        args, kwargs = entry.example(batch)
+        train = train or entry.train  # the zoo's train-mode models run in train mode
+    else:
+        raise ValueError(f"no family {family!r}")
+    return model.train(train), args, kwargs
+
+
+def torchvision_size(name):
+    """The smallest of SIZES a forward of the model takes, tried on the meta device."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            model = torchvision_model(name).eval()
+    except NotImplementedError:  # an init that reads values (RegNet's): no probe, the smallest
+        return SIZES[0]
+    for size in SIZES:
+        try:
+            with torch.no_grad():
+                model(torch.empty(1, 3, size, size, device="meta"))
+            return size
+        except Exception:  # noqa: BLE001 - the next size
+            continue
+    raise ValueError(f"no forward at {', '.join(map(str, SIZES))} pixels")
+
+
+def loss_of(output):
+    """The step's loss: the sum of the output's first floating-point tensor (a tensor, a
+    ModelOutput, a dict or a tuple), as the measured step and the estimate both take it."""
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return output.sum()
+    values = output.values() if hasattr(output, "values") else output
+    for value in values:
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return value.sum()
+        if isinstance(value, (tuple, list, dict)) and value:
+            try:
+                return loss_of(value)
+            except ValueError:
+                continue
+    raise ValueError("the output holds no floating-point tensor to take a loss of")
+
+
+def _on(device, value):
+    return value.to(device) if hasattr(value, "to") else value
+
+
+# ---- one measurement, one estimate (each in a child of its own) ---------------------------------
+
+def measure(family, name, attention, task, size):
+    """On the simulated card (this process's): the peaks of the forward or the training step."""
+    import torch
+    from mem_tracer.simulated_gpu import values
+
+    if not values.install():
+        raise RuntimeError("not on the simulated card (run through referee.py, not alone)")
+    train = task.startswith("train")
+    batch = int(task.rsplit("b", 1)[1])
+    model, args, kwargs = build(family, name, attention, batch, train, size)
+    model = model.cuda()
+    args = tuple(_on("cuda", value) for value in args)
+    kwargs = {key: _on("cuda", value) for key, value in kwargs.items()}
+    torch.cuda.synchronize()
+    phases = {}  # phase: (allocated, requested, reserved), each its peak within the phase
+
+    def mark(phase):
+        torch.cuda.synchronize()
+        stats = torch.cuda.memory_stats()
+        phases[phase] = (torch.cuda.max_memory_allocated(), stats["requested_bytes.all.peak"],
+                         torch.cuda.max_memory_reserved())
+        torch.cuda.reset_peak_memory_stats()
+
+    if not train:
+        torch.cuda.reset_peak_memory_stats()
+        with torch.no_grad():
+            output = model(*args, **kwargs)
+        mark("forward")
+        del output
+    else:
+        optimizer = torch.optim.AdamW(model.parameters())
+
+        def step(measured=False):
+            output = model(*args, **kwargs)
+            loss = loss_of(output)
+            if measured:
+                mark("forward")
+            loss.backward()
+            if measured:
+                mark("backward")
+            optimizer.step()
+            if measured:
+                mark("optimizer")
+            optimizer.zero_grad(set_to_none=True)
+
+        step()
+        step()  # the optimizer's state exists: the steady state the estimate is of
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        step(measured=True)
+    assumed = values.installed().assumed
+    peak = max(phases, key=lambda phase: phases[phase][0])
+    return {
+        "allocated": phases[peak][0],
+        "requested": max(figures[1] for figures in phases.values()),
+        "reserved": max(figures[2] for figures in phases.values()),
+        "phase": peak,
+        "assumed": sorted(f"{a.file.rsplit('/', 1)[-1]}:{a.line}: {a.said}"
+                          for a in assumed)[:5] if assumed else [],
+    }
+
+
+def predict(family, name, attention, task, size, profile):
+    """Beside the card: mem_tracer.estimate of the same forward or step, and what it says."""
+    import torch
+
+    import mem_tracer
+
+    train = task.startswith("train")
+    batch = int(task.rsplit("b", 1)[1])
+    model, args, kwargs = build(family, name, attention, batch, train, size)
+    inputs = args if args else kwargs
+    if train:
+        step = mem_tracer.TrainingStep(optimizer=torch.optim.AdamW(model.parameters()),
+                                       loss_fn=loss_of, loop="until-step-end")
+        estimate = mem_tracer.estimate(model, inputs, device=profile, training=step)
+    else:
+        estimate = mem_tracer.estimate(model, inputs, device=profile)
+    return {
+        "requested": estimate.peak_requested_bytes,
+        "allocated": estimate.peak_allocated_bytes,
+        "reserved": estimate.peak_reserved_bytes,
+        "phase": estimate.training_peak_phase if train else "forward",
+        "method": estimate.method,
+        "lower_bound": bool(estimate.lower_bound),
+        "approximate": bool(estimate.raw.get("eager_approximate")),
+        "cublas_workspace": (estimate.raw.get("summary") or {}).get("cublas_workspace_bytes"),
+        "unknown_ops": sorted(str(op)[:80] for op in estimate.raw.get("unknown_ops") or ())[:5],
+        # Ops whose output size the example's values decided (nonzero, masks, routing): there
+        # the card, where no kernel computes a value, cannot referee the estimate.
+        "data_dependent": sorted({str(assumption.get("op")) for assumption in
+                                  estimate.raw.get("assumptions") or ()
+                                  if assumption.get("kind") == "data_dependent_size"}),
+    }
+
+
+def last_line(text):
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    return (lines[-1] if lines else "no message")[:300]
+
+
+def in_child(function, arguments, timeout):
+    """function(*arguments) in a forked child: its result, or {"error": one line}."""
+    import pickle
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read)
+        try:
+            result = {"result": function(*arguments)}
+        except BaseException as error:  # noqa: BLE001 - the row says why, in a line
+            where = traceback.extract_tb(error.__traceback__)[-1:]
+            place = f" ({Path(where[0].filename).name}:{where[0].lineno})" if where else ""
+            result = {"error": f"{type(error).__name__}: {last_line(error)}{place}"}
+        with os.fdopen(write, "wb") as pipe:
+            pipe.write(pickle.dumps(result))
+        os._exit(0)
+    os.close(write)
+    started = time.monotonic()
+    chunks = []
+    with os.fdopen(read, "rb") as pipe:
+        import select
+
+        while True:
+            left = timeout - (time.monotonic() - started)
+            if left <= 0:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return {"error": f"timed out after {timeout} s"}
+            ready, _, _ = select.select([pipe], [], [], min(left, 5.0))
+            if ready:
+                chunk = os.read(pipe.fileno(), 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+    _, status = os.waitpid(pid, 0)
+    if chunks:
+        return pickle.loads(b"".join(chunks))
+    if os.WIFSIGNALED(status):
+        return {"error": f"the child died of signal {os.WTERMSIG(status)}"}
+    return {"error": f"the child exited {os.WEXITSTATUS(status)} without a result"}
+
+
+def serve(role, profile, timeout):
+    """A long-lived process: one JSON request a line on stdin, one JSON answer a line on stdout,
+    each computed in a forked child."""
+    import torch
+
+    torch.set_num_threads(1)
+    import transformers  # noqa: F401 - imported once, before the children fork
+    import torchvision  # noqa: F401
+
+    import zoo  # noqa: F401
+
+    transformers.logging.set_verbosity_error()
+    out = sys.stdout
+    sys.stdout = sys.stderr  # what the models print stays off the answers
+    for line in sys.stdin:
+        request = json.loads(line)
+        started = time.monotonic()
+        arguments = (request["family"], request["model"], request["attention"], request["task"],
+                     request.get("size"))
+        if role == "measure":
+            answer = in_child(measure, arguments, timeout)
+        elif request.get("probe"):
+            answer = in_child(torchvision_size, (request["model"],), timeout)
+        else:
+            answer = in_child(predict, arguments + (profile,), timeout)
+        answer["seconds"] = round(time.monotonic() - started, 2)
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
+
+
+class Server:
+    """A serve() process, started again when it dies."""
+
+    def __init__(self, role, environment, profile, timeout):
+        self.command = [sys.executable, __file__, "--serve", role, "--profile-name", profile,
+                        "--timeout", str(timeout)]
+        self.environment = environment
+        self.process = None
+
+    def ask(self, request):
+        if self.process is None or self.process.poll() is not None:
+            self.process = subprocess.Popen(self.command, stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, text=True,
+                                            env=self.environment, stderr=subprocess.DEVNULL)
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            self.process = None
+            return {"error": "the referee's server died", "seconds": 0}
+        return json.loads(line)
+
+    def close(self):
+        if self.process is not None and self.process.poll() is None:
+            self.process.stdin.close()
+            self.process.wait(timeout=60)
+
+
+# ---- the run ------------------------------------------------------------------------------------
+
+def key(row):
+    return (row["family"], row["model"], row["attention"], row["task"])
+
+
+def read_rows(path):
+    """The data file's rows, the last of each (family, model, attention, task) where a row was
+    run again, in the order they were first written."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            rows[key(row)] = row
+    return list(rows.values())
+
+
+def error_percent(predicted, measured):
+    if not measured:
+        return None
+    return round(100.0 * (predicted - measured) / measured, 4)
+
+
+def make_row(case, task, measured, predicted, seconds, reason=None):
+    family, model, attention = case
+    row = {"family": family, "model": model, "task": task, "attention": attention}
+    if reason is None:
+        failed = [f"{what}: {answer['error']}" for what, answer in
+                  (("estimate", predicted), ("measurement", measured)) if "error" in answer]
+        if len(failed) == 2:  # neither side built or ran it: the model's own error says why
+            reason = f"builds or runs nowhere: {measured['error']}"
+        else:
+            reason = "; ".join(failed) or None
+    if reason is not None:
+        row.update(error=reason, seconds=seconds)
+        return row
+    truth, guess = measured["result"], predicted["result"]
+    row.update(
+        measured={k: truth[k] for k in ("requested", "allocated", "reserved", "phase")},
+        predicted={k: guess[k] for k in ("requested", "allocated", "reserved", "phase")},
+        error_allocated=error_percent(guess["allocated"], truth["allocated"]),
+        error_requested=error_percent(guess["requested"], truth["requested"]),
+        method=guess["method"],
+        cublas_workspace=guess.get("cublas_workspace"),
+        flags=[flag for flag in ("approximate", "lower_bound") if guess[flag]],
+        judged=not truth["assumed"] and not guess.get("data_dependent"),
+        seconds=seconds)
+    if truth["assumed"]:
+        row["assumed"] = truth["assumed"]
+    if guess.get("data_dependent"):
+        row["data_dependent"] = guess["data_dependent"]
+    if guess.get("unknown_ops"):
+        row["unknown_ops"] = guess["unknown_ops"]
+    return row
+
+
+def all_cases(families):
+    listed = {"transformers": transformers_models, "torchvision": torchvision_models,
+              "zoo": zoo_models}
+    return [(family, *entry) for family in families for entry in listed[family]()]
+
+
+def run(arguments):
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    from mem_tracer import simulated_gpu
+
+    card = simulated_gpu.profile(arguments.profile)
+    profile = card.estimator_profile
+    beside = dict(os.environ)
+    beside["PYTHONPATH"] = os.pathsep.join([str(REPOSITORY / "python"),
+                                            beside.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    on_card = simulated_gpu.environment(card, base=beside)
+    estimator = Server("predict", beside, profile, arguments.timeout)
+    referee = Server("measure", on_card, profile, arguments.timeout)
+    done = {key(row) for row in read_rows(arguments.data)
+            if not (arguments.retry_failed and "error" in row)} if arguments.resume else set()
+    if not arguments.resume and Path(arguments.data).exists() and not arguments.append:
+        Path(arguments.data).unlink()
+    tasks = arguments.tasks.split(",")
+    only = re.compile(arguments.only) if arguments.only else None
+    wanted = {tuple(case.split("/")) for case in arguments.case or ()}
+    written = 0
+    cases = all_cases(arguments.families.split(","))
+    try:
+        with open(arguments.data, "a") as data:
+            for family in arguments.families.split(","):
+                # What the registry lists, and the versions, for the table's coverage.
+                import torchvision
+
+                names = {case[1] for case in cases if case[0] == family}
+                data.write(json.dumps({
+                    "family": family, "model": "*", "attention": "-", "task": "registry",
+                    "model_types": len(names), "profile": arguments.profile,
+                    "versions": {"torch": torch.__version__,
+                                 "transformers": transformers.__version__,
+                                 "torchvision": torchvision.__version__}},
+                    sort_keys=True) + "\n")
+            for family, model, attention, reason in cases:
+                if only and not only.search(f"{family}/{model}/{attention}"):
+                    continue
+                if wanted and not any(case[:3] == (family, model, attention) for case in wanted):
+                    continue
+                size = None
+                for task in tasks if reason is None else ["-"]:
+                    if (family, model, attention, task) in done:
+                        continue
+                    if wanted and (family, model, attention, task) not in wanted:
+                        continue
+                    if arguments.limit is not None and written >= arguments.limit:
+                        return written
+                    started = time.monotonic()
+                    row_reason = reason
+                    if family == "torchvision" and size is None and row_reason is None:
+                        probe = estimator.ask({"family": family, "model": model, "probe": True,
+                                               "attention": attention, "task": task})
+                        size = probe.get("result")
+                        if size is None:
+                            row_reason = f"no input size: {probe['error']}"
+                    if row_reason is None:
+                        request = {"family": family, "model": model, "attention": attention,
+                                   "task": task, "size": size}
+                        predicted = estimator.ask(request)
+                        measured = referee.ask(request)
+                        row = make_row((family, model, attention), task, measured, predicted,
+                                       round(time.monotonic() - started, 1))
+                    else:
+                        row = make_row((family, model, attention), task, None, None, 0.0,
+                                       row_reason)
+                    if size is not None:
+                        row["pixels"] = size
+                    data.write(json.dumps(row, sort_keys=True) + "\n")
+                    data.flush()
+                    written += 1
+                    shown = row.get("error") or (f"{row['error_allocated']:+.3f} %"
+                                                 + ("" if row["judged"] else " (not judged)"))
+                    print(f"{family}/{model}/{attention}/{task}: {shown} "
+                          f"({row['seconds']} s)", flush=True)
+                    if "error" in row and "measurement:" in row["error"] and \
+                            "estimate:" in row["error"] and reason is None:
+                        # Neither side built or ran it: the other tasks say the same, unrun.
+                        reason = f"as {task}: {row['error']}"
+    finally:
+        estimator.close()
+        referee.close()
+    return written
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--families", default=",".join(FAMILIES))
+    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--only", help="a regular expression over FAMILY/MODEL/ATTENTION")
+    parser.add_argument("--case", action="append",
+                        help="FAMILY/MODEL/ATTENTION/TASK: this row only (repeatable)")
+    parser.add_argument("--limit", type=int, help="at most this many rows, then stop")
+    parser.add_argument("--resume", action="store_true", help="skip the rows the data file has")
+    parser.add_argument("--retry-failed", action="store_true",
+                        help="with --resume, run again the rows that failed")
+    parser.add_argument("--append", action="store_true",
+                        help="append to the data file without skipping (else it starts anew)")
+    parser.add_argument("--data", default=str(DATA))
+    parser.add_argument("--profile", default="h100", help="the simulated card's profile")
+    parser.add_argument("--timeout", type=int, default=300, help="seconds a child may take")
+    parser.add_argument("--serve", choices=("measure", "predict"), help=argparse.SUPPRESS)
+    parser.add_argument("--profile-name", help=argparse.SUPPRESS)
+    arguments = parser.parse_args(argv)
+    if arguments.serve:
+        serve(arguments.serve, arguments.profile_name, arguments.timeout)
+        return 0
+    for family in arguments.families.split(","):
+        if family not in FAMILIES:
+            parser.error(f"no family {family!r} (there are: {', '.join(FAMILIES)})")
+    for case in arguments.case or ():
+        if len(case.split("/")) != 4 or case.split("/")[3] not in TASKS:
+            parser.error(f"--case {case!r}: write FAMILY/MODEL/ATTENTION/TASK (ATTENTION '-' "
+                         f"where the model has no choice; TASK one of {', '.join(TASKS)})")
+    for task in arguments.tasks.split(","):
+        if task not in TASKS:
+            parser.error(f"no task {task!r} (there are: {', '.join(TASKS)})")
+    started = time.monotonic()
+    written = run(arguments)
+    print(f"{written} rows written to {arguments.data} in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
