@@ -12,7 +12,6 @@ Prints one JSON object."""
 import json
 import os
 import pty
-import resource
 import statistics
 import subprocess
 import sys
@@ -57,7 +56,7 @@ def one(trace, watched):
 
         reader = threading.Thread(target=drain, daemon=True)
         reader.start()
-    _, status, usage = os.wait4(process.pid, 0)
+    _, _status, usage = os.wait4(process.pid, 0)
     wall = time.monotonic() - start
     if viewer:
         os.write(controller, b"q")

@@ -13,8 +13,8 @@ import ctypes
 import json
 import os
 import statistics
-import time
 import sys
+import time
 
 from trace_chunks import chunk_bytes  # bench/trace_chunks.py, beside this script
 
@@ -67,13 +67,13 @@ def main():
     results = []
     for gil, workload in WORKLOADS.items():
         for depth in (10, 30):
-            direct = measure(lambda: at_depth(depth, workload.bench_direct, PAIRS, 4096))
+            direct = measure(lambda depth=depth, workload=workload: at_depth(depth, workload.bench_direct, PAIRS, 4096))
             assert memtrace.memtrace_start(path.encode()) == 0
             # Past the file's first flush period, which is written through (Note [When records
             # reach the file]): the buffered path every later event takes is what is measured.
             time.sleep(0.11)
-            same = measure(lambda: at_depth(depth, workload.bench_hooked, PAIRS, 4096))
-            changing = measure(lambda: at_depth(depth, varying, PAIRS, 4096))
+            same = measure(lambda depth=depth, workload=workload: at_depth(depth, workload.bench_hooked, PAIRS, 4096))
+            changing = measure(lambda depth=depth: at_depth(depth, varying, PAIRS, 4096))
             memtrace.memtrace_flush()
             size = chunk_bytes(path)
             memtrace.memtrace_close()

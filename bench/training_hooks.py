@@ -27,10 +27,9 @@ BUILD = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "build").resolve()
 os.environ.setdefault("MEMTRACE_LIBRARY", str(BUILD / "allocator" / "libmemtrace.so"))
 sys.path.insert(0, str(ROOT / "python"))
 
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-
-import mem_tracer  # noqa: E402
+import mem_tracer
+import torch
+from torch import nn
 
 ROUNDS = 80
 
@@ -93,8 +92,8 @@ def main():
                 if arguments is not None:
                     mem_tracer.stop_tracing()
             untraced_times.append(timed["untraced"])
-            for kind in differences:
-                differences[kind].append(timed[kind] - timed["untraced"])
+            for kind, values in differences.items():
+                values.append(timed[kind] - timed["untraced"])
         records = trace.stat().st_size
     untraced = statistics.median(untraced_times)
     result = {"model": "2-layer TransformerEncoder d=128, batch 8x64, AdamW, 1 thread",

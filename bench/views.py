@@ -22,7 +22,7 @@ BUILD = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "build").resolve()
 EVENTS = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000_000
 REPORT = BUILD / "bin" / "memtrace-report"
 sys.path.insert(0, str(ROOT / "tests" / "report"))
-import chromium  # noqa: E402
+import chromium
 
 
 def timed(command):

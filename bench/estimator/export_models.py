@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "estimator"))
-import models  # noqa: E402
+import models
 
 
 def main(directory):

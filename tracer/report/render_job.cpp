@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "tracer/common/byte_format.h"
@@ -217,36 +218,49 @@ uint64_t lowerMedian(std::vector<uint64_t> values) {
   return *middle;
 }
 
-// Every rank's module table at its peak, the peak rank's column first (Note [The job's module
-// table]), and the module whose share differs most between ranks.
-void renderJobModules(std::ostream& out, const JobReport& job) {
-  if (job.modules.empty()) return;
-  const TracePeak& peak = job.ranks[job.peak_rank];
-  out << "\nBy module at each rank's peak (each row's categories: the JSON report, or the rank's "
-         "own):\n";
-  bool columns = job.ranks.size() <= kRankColumns;
-  std::string header = fmt::format("{:<11} ", peak.label());
-  if (columns) {
+// The columns of a table beside every rank: the peak rank's, then each other's (or, past
+// kRankColumns ranks, the others' minimum, median and maximum).
+std::string rankColumnsHeader(const JobReport& job) {
+  std::string header = fmt::format("{:<11} ", job.ranks[job.peak_rank].label());
+  if (job.ranks.size() <= kRankColumns) {
     for (size_t i = 0; i < job.ranks.size(); ++i)
       if (i != job.peak_rank) header += fmt::format("{:<11} ", job.ranks[i].label());
   } else {
     header += fmt::format("{:<11} {:<11} {:<11} ", "Others min", "median", "max");
   }
-  out << header << "Module\n";
+  return header;
+}
+
+// A row's cells under rankColumnsHeader: the peak rank's bytes, then each other rank's ("-"
+// where it has none), or past kRankColumns ranks the others' minimum, median and maximum.
+std::string rankCells(const JobReport& job, const std::vector<std::optional<uint64_t>>& bytes) {
+  std::string line = fmt::format("{:<11} ", formatBytes(bytes[job.peak_rank].value_or(0)));
+  bool columns = job.ranks.size() <= kRankColumns;
+  std::vector<uint64_t> others;
+  for (size_t i = 0; i < job.ranks.size(); ++i) {
+    if (i == job.peak_rank) continue;
+    others.push_back(bytes[i].value_or(0));
+    if (columns) line += fmt::format("{:<11} ", bytes[i] ? formatBytes(*bytes[i]) : "-");
+  }
+  if (!columns)
+    line += fmt::format("{:<11} {:<11} {:<11} ",
+                        formatBytes(*std::min_element(others.begin(), others.end())),
+                        formatBytes(lowerMedian(others)),
+                        formatBytes(*std::max_element(others.begin(), others.end())));
+  return line;
+}
+
+// Every rank's module table at its peak, the peak rank's column first (Note [The job's module
+// table]), and the module whose share differs most between ranks.
+void renderJobModules(std::ostream& out, const JobReport& job) {
+  if (job.modules.empty()) return;
+  out << "\nBy module at each rank's peak (each row's categories: the JSON report, or the rank's "
+         "own):\n";
+  out << rankColumnsHeader(job) << "Module\n";
   for (const JobModuleRow& row : job.modules) {
-    std::string line = fmt::format("{:<11} ", formatBytes(row.bytes[job.peak_rank]));
-    std::vector<uint64_t> others;
-    for (size_t i = 0; i < job.ranks.size(); ++i) {
-      if (i == job.peak_rank) continue;
-      others.push_back(row.bytes[i]);
-      if (columns) line += fmt::format("{:<11} ", row.bytes[i] ? formatBytes(row.bytes[i]) : "-");
-    }
-    if (!columns)
-      line += fmt::format("{:<11} {:<11} {:<11} ",
-                          formatBytes(*std::min_element(others.begin(), others.end())),
-                          formatBytes(lowerMedian(others)),
-                          formatBytes(*std::max_element(others.begin(), others.end())));
-    out << line << row.name << "\n";
+    std::vector<std::optional<uint64_t>> bytes;
+    for (uint64_t value : row.bytes) bytes.push_back(value ? std::optional(value) : std::nullopt);
+    out << rankCells(job, bytes) << row.name << "\n";
   }
   if (job.ranks.size() < 2) return;
   if (job.differing_module)
@@ -307,31 +321,9 @@ void renderJobText(std::ostream& out, const JobReport& job, size_t top) {
                      job.frame == FramePolicy::kUser ? " in user code" : "");
   if (rows < job.rows.size()) out << fmt::format(" (top {} of {})", rows, job.rows.size());
   out << ":\n";
-  bool columns = job.ranks.size() <= kRankColumns;
-  std::string header = fmt::format("{:<11} ", peak.label());
-  if (columns) {
-    for (size_t i = 0; i < job.ranks.size(); ++i)
-      if (i != job.peak_rank) header += fmt::format("{:<11} ", job.ranks[i].label());
-  } else {
-    header += fmt::format("{:<11} {:<11} {:<11} ", "Others min", "median", "max");
-  }
-  out << header << "Location\n";
-  for (size_t r = 0; r < rows; ++r) {
-    const JoinedRow& row = job.rows[r];
-    std::string line = fmt::format("{:<11} ", formatBytes(row.bytes[job.peak_rank].value_or(0)));
-    std::vector<uint64_t> others;
-    for (size_t i = 0; i < job.ranks.size(); ++i) {
-      if (i == job.peak_rank) continue;
-      others.push_back(row.bytes[i].value_or(0));
-      if (columns) line += fmt::format("{:<11} ", row.bytes[i] ? formatBytes(*row.bytes[i]) : "-");
-    }
-    if (!columns)
-      line += fmt::format("{:<11} {:<11} {:<11} ",
-                          formatBytes(*std::min_element(others.begin(), others.end())),
-                          formatBytes(lowerMedian(others)),
-                          formatBytes(*std::max_element(others.begin(), others.end())));
-    out << line << row.location.name << "\n";
-  }
+  out << rankColumnsHeader(job) << "Location\n";
+  for (size_t r = 0; r < rows; ++r)
+    out << rankCells(job, job.rows[r].bytes) << job.rows[r].location.name << "\n";
 }
 
 void renderJobJson(std::ostream& out, const JobReport& job, size_t top) {

@@ -785,6 +785,11 @@ def _guided_largest(check: Callable[[int], tuple[bool, bool]], before: Mapping[s
                 low = candidate
                 break
             high, stride = candidate, stride * 2
+    return _bisect(check, low, high)
+
+
+def _bisect(check: Callable[[int], tuple[bool, bool]], low: int, high: int) -> int:
+    """The largest batch in [low, high) that fits, where ``low`` fits and ``high`` does not."""
     while high - low > 1:
         middle = (low + high) // 2
         if check(middle)[0]:
@@ -822,13 +827,7 @@ def _largest_batch(check: Callable[[int], tuple[bool, bool]], limit: int = 1 << 
             break
         batch *= 2
     low, high = best, min(max(best * 2, 2), limit + 1)
-    while high - low > 1:
-        middle = (low + high) // 2
-        if check(middle)[0]:
-            low = middle
-        else:
-            high = middle
-    return low
+    return _bisect(check, low, high)
 
 
 def _estimate_from(document: dict[str, Any], method: Method, note: str, path: Path | None, *,
