@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "tracer/common/byte_format.h"
 #include "tracer/report/html_assets.h"
