@@ -231,6 +231,25 @@ def test_the_page_draws_one_timeline_per_rank_on_the_jobs_axis(tmp_path):
         ranks = browser.evaluate("[...document.querySelectorAll('#ranks tr')].slice(1)"
                                  ".map(row => row.children[3].textContent)")
         assert ranks == ["6.000 MiB", "9.000 MiB", "7.000 MiB"]
+        # The module table (issue 51): every rank's column, the peak rank's order first, the
+        # module whose share differs most named; a click on a title sorts by that column.
+        modules = ("[...document.querySelectorAll('#modules tbody tr')]"
+                   ".map(row => [...row.children].map(cell => cell.textContent))")
+        assert not browser.evaluate("document.querySelector('#modules-section').hidden")
+        assert browser.evaluate(modules) == [
+            ["2.000 MiB", "5.000 MiB", "3.000 MiB", "model.head"],
+            ["4.000 MiB", "4.000 MiB", "4.000 MiB", "model.encoder"]]
+        assert browser.evaluate("document.querySelector('#modules-differs').textContent") == (
+            "Differs most between ranks: model.head holds 55.6 % of rank 1's peak (5.000 MiB), "
+            "33.3 % of rank 0's (2.000 MiB).")
+        browser.evaluate("document.querySelector('#modules th[data-column=\"rank 0\"]')"
+                         ".dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+        assert [row[-1] for row in browser.evaluate(modules)] == ["model.encoder", "model.head"]
+        browser.evaluate("document.querySelector('#modules th[data-column=\"Module\"]')"
+                         ".dispatchEvent(new MouseEvent('click', {bubbles: true}))")
+        assert [row[-1] for row in browser.evaluate(modules)] == ["model.encoder", "model.head"]
+        assert browser.evaluate("document.querySelector('#modules').dataset.sorted") == \
+            "Module ascending"
         assert browser.evaluate("document.querySelector('#error').hidden")
         assert browser.problems() == []
     finally:
