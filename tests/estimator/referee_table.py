@@ -38,16 +38,6 @@ BUDGET = 3.0  # % of max_memory_allocated(): the issue's budget
 # the cause); the others read "not yet explained". Only what someone looked at goes here, with
 # how it was found.
 CAUSES = (
-    (r"^zoo/transformer-encoder-eval/-/infer",
-     "nn.TransformerEncoder's inference fast path is one native op, "
-     "`aten._transformer_encoder_layer_fwd`, whose matmuls take cuBLAS's 32 MiB workspace on "
-     "the card (held after the forward: 33,556,480 bytes more than before it); the estimate "
-     "puts no workspace on that op"),
-    (r"^zoo/transformer-encoder-train/-/infer",
-     "partly: the estimate (from the scripted module) holds no cuBLAS workspace here either "
-     "(0.08 MiB predicted); in train mode the card does not take the fast path, and its 32 MiB "
-     "is the workspace of the ordinary matmuls; why the estimate leaves it out on this graph "
-     "is not yet explained"),
     (r"^transformers/convnext",
      "not yet explained; likely torchvision's ConvNeXt cause below (each layer permutes back to "
      "a channels-last view before the next convolution), not checked"),
