@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _torch_internals
-from .errors import MemTracerError
+from .errors import MemTracerError, first_line
 
 # Elements read at once when values are asked for: a float64 copy of 32 MiB and its masks.
 _CHUNK_ELEMENTS = 1 << 22
@@ -310,7 +310,7 @@ def _from_file(path: Path, values: bool) -> ParameterStats:
                 warnings.simplefilter("ignore")
                 module = torch.jit.load(str(path), map_location="cpu")
         except Exception as error:  # torch raises many kinds: each said in one line
-            raise MemTracerError(f"{path}: TorchScript could not load it: {_first_line(error)}") \
+            raise MemTracerError(f"{path}: TorchScript could not load it: {first_line(error)}") \
                 from error
         tensors = list(_module_tensors(module)) + list(_script_constants(module))
         return _collected(str(path), "TorchScript", tensors, values)
@@ -321,7 +321,7 @@ def _from_file(path: Path, values: bool) -> ParameterStats:
         loaded = torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
     except Exception as error:
         raise MemTracerError(f"{path}: torch.load(weights_only=True) refused it: "
-                             f"{_first_line(error)}") from error
+                             f"{first_line(error)}") from error
     state, where = _state_dict_in(loaded)
     if state is None:
         raise MemTracerError(f"{path}: holds a {type(loaded).__name__}, not a state dict of "
@@ -373,7 +373,7 @@ def _from_export_archive(path: Path, values: bool) -> ParameterStats:
             program = torch.export.load(str(path))
     except Exception as error:
         raise MemTracerError(f"{path}: torch.export.load could not read it: "
-                             f"{_first_line(error)}") from error
+                             f"{first_line(error)}") from error
     tensors: list[tuple[str, str, Any]] = [
         (name, "parameter", tensor) for name, tensor in program.named_parameters()]
     tensors += [(name, "buffer", tensor) for name, tensor in program.named_buffers()]
@@ -430,11 +430,6 @@ def _safetensors_values(path: Path, entries: list[TensorEntry]) -> list[TensorEn
     with safe_open(str(path), framework="pt") as file:
         return [dataclasses.replace(entry, values=_value_stats(
             str(path), entry.name, file.get_tensor(entry.name))) for entry in entries]
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def _leaf(entry: TensorEntry) -> str:

@@ -19,12 +19,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .. import _native
-from ..errors import MemTracerError
+from ..errors import MemTracerError, first_line
 from .parallel import ParallelEstimate, estimate_of
 from .torchscript_export import (
     Method,
     _data_dependent_options,
-    _first_line,
     _input_spec,
     _is_shape,
     _NotExportable,
@@ -584,7 +583,7 @@ def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, p
             model = torch.export.load(str(path)).module()
         except Exception as error:
             raise MemTracerError(f"estimate(): {path}: cannot load as a torch.export archive: "
-                                 f"{_first_line(error)}") from error
+                                 f"{first_line(error)}") from error
         note = f"{path} (torch.export) recorded on fake tensors"
     elif note is None:
         note = "recorded on fake tensors: " + (

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import MemTracerError
+from ..errors import MemTracerError, first_line
 
 # How the model reached the estimator: scripted, traced, given as a saved TorchScript file, or
 # recorded on fake tensors (a training step, or a torch.export archive;
@@ -71,11 +71,6 @@ def _flattening_module(model: Any, positional: int, keywords: Sequence[str],
     return CallFlattened()
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
 def trace_model(model: Any, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None
                 ) -> tuple[Any, list[Any], str]:
     """Traces ``model(*args, **kwargs)`` with torch.jit.trace(strict=False) for the estimator.
@@ -105,7 +100,7 @@ def trace_model(model: Any, args: Sequence[Any] = (), kwargs: Mapping[str, Any] 
                 traced = torch.jit.trace(model, args, strict=False, check_trace=False)
                 return traced, inputs, "strict=False"
             except Exception as error:  # noqa: BLE001 - the wrapper below records any output
-                reason = f"a direct trace failed: {_first_line(error)}"
+                reason = f"a direct trace failed: {first_line(error)}"
         else:
             reason = "keyword inputs " + ", ".join(keywords or list(constants))
         wrapper = _flattening_module(model, len(args), keywords, constants)
@@ -162,7 +157,7 @@ def _to_torchscript(model: Any, example_inputs: Sequence[Any], path: Path,
                     torch.jit.script(model).save(str(path))
                 return "script", "scripted with torch.jit.script", path, positional, False
             except Exception as error:  # noqa: BLE001 - any scripting failure falls back to tracing
-                reason = _first_line(error)
+                reason = first_line(error)
         if not all(isinstance(x, torch.Tensor) for x in example_inputs):
             raise MemTracerError(f"estimate(): the model cannot be scripted ({reason}) and tracing it "
                                  "needs example tensors, not shapes")
@@ -171,7 +166,7 @@ def _to_torchscript(model: Any, example_inputs: Sequence[Any], path: Path,
             traced.save(str(path))  # a Python autograd.Function traces, and fails here
         except Exception as error:  # said, and recorded on fake tensors instead
             raise _NotExportable(f"scripting failed: {reason}; tracing failed: "
-                                 f"{_first_line(error)}") from error
+                                 f"{first_line(error)}") from error
         return ("trace", f"traced with torch.jit.trace (scripting failed: {reason}); {how}", path,
                 inputs, "wrapper" in how)
     finally:
