@@ -507,13 +507,56 @@ def read_rows(path):
     return list(rows.values())
 
 
+MEASURED = ("requested", "allocated", "reserved", "phase")  # the card's side of a row
+DEFAULT_FRONT_END = "record"  # Estimate.method of estimate()'s default for an nn.Module
+
+
+_COMMIT = []  # the checkout's commit, looked up once a run
+
+
+def stamp():
+    """When and with which commit a side is taken: {"at": UTC time, "commit": short hash, with
+    "+changes" when the referee or the package differed from it as the run started}."""
+    if not _COMMIT:
+        _COMMIT.append(_commit())
+    return {"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": _COMMIT[0]}
+
+
+def _commit():
+    def git(*command):
+        try:
+            return subprocess.run(["git", "-C", str(REPOSITORY), *command], capture_output=True,
+                                  text=True, timeout=30).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    if git("status", "--porcelain", "--", "python", "tests/estimator"):
+        commit += "+changes"
+    return commit
+
+
+def stale_estimate(row):
+    """Whether the row's estimate is to be taken again by --re-estimate: its card side is kept
+    and its estimate came through a front end that is not estimate()'s default, before the
+    default changed (a row estimated again keeps its stamp, and is not taken again even where
+    the recording failed and TorchScript stood in)."""
+    if "measured" not in row or {"estimated", "estimate_failed"} & set(row.get("taken", {})):
+        return False
+    if "error" in row:  # the card ran it, the estimate failed: the old front end's failure?
+        return row["error"].startswith("estimate:")
+    return row.get("method") != DEFAULT_FRONT_END
+
+
 def error_percent(predicted, measured):
     if not measured:
         return None
     return round(100.0 * (predicted - measured) / measured, 4)
 
 
-def make_row(case, task, measured, predicted, seconds, reason=None):
+def make_row(case, task, measured, predicted, seconds, reason=None, taken=None):
+    """One row of the data file. `taken`: {"measured": stamp, "estimated": stamp} (stamp()),
+    when and with which commit each side was taken; a side that failed keeps no stamp."""
     family, model, attention = case
     row = {"family": family, "model": model, "task": task, "attention": attention}
     if reason is None:
@@ -525,10 +568,17 @@ def make_row(case, task, measured, predicted, seconds, reason=None):
             reason = "; ".join(failed) or None
     if reason is not None:
         row.update(error=reason, seconds=seconds)
+        if measured is not None and "result" in measured:
+            # The card's side ran: kept, so that a later estimate need not measure again.
+            row["measured"] = {k: measured["result"][k] for k in MEASURED}
+            if measured["result"].get("assumed"):
+                row["assumed"] = measured["result"]["assumed"]
+            if taken and "measured" in taken:
+                row["taken"] = {"measured": taken["measured"]}
         return row
     truth, guess = measured["result"], predicted["result"]
     row.update(
-        measured={k: truth[k] for k in ("requested", "allocated", "reserved", "phase")},
+        measured={k: truth[k] for k in MEASURED},
         predicted={k: guess[k] for k in ("requested", "allocated", "reserved", "phase")},
         error_allocated=error_percent(guess["allocated"], truth["allocated"]),
         error_requested=error_percent(guess["requested"], truth["requested"]),
@@ -537,6 +587,11 @@ def make_row(case, task, measured, predicted, seconds, reason=None):
         flags=[flag for flag in ("approximate", "lower_bound") if guess[flag]],
         judged=not truth["assumed"] and not guess.get("data_dependent"),
         seconds=seconds)
+    if taken:
+        row["taken"] = taken
+    for side, answer in (("measure", measured), ("estimate", predicted)):
+        if answer.get("seconds") is not None:
+            row[f"seconds_{side}"] = answer["seconds"]
     if truth["assumed"]:
         row["assumed"] = truth["assumed"]
     if guess.get("data_dependent"):
@@ -544,6 +599,85 @@ def make_row(case, task, measured, predicted, seconds, reason=None):
     if guess.get("unknown_ops"):
         row["unknown_ops"] = guess["unknown_ops"]
     return row
+
+
+def recorded_in(path):
+    """{row key: stamp} for rows written before sides were stamped: the commit that first held
+    the row as it is, and that commit's time (the side was taken with the code before it)."""
+    path = Path(path).resolve()
+    # A copy outside the checkout holds the committed file's rows: its history stands in.
+    relative = (path if path.is_relative_to(REPOSITORY) else DATA).relative_to(REPOSITORY)
+    commits = subprocess.run(["git", "-C", str(REPOSITORY), "log", "--reverse",
+                              "--format=%h %cI", "--", str(relative)],
+                             capture_output=True, text=True).stdout.split("\n")
+    first, seen = {}, {}
+    for line in filter(None, commits):
+        commit, when = line.split(" ", 1)
+        text = subprocess.run(["git", "-C", str(REPOSITORY), "show", f"{commit}:{relative}"],
+                              capture_output=True, text=True).stdout
+        for row_line in text.splitlines():
+            if row_line.strip():
+                row = json.loads(row_line)
+                if seen.get(key(row)) != row:
+                    seen[key(row)] = row
+                    first[key(row)] = {"at": when, "commit": commit,
+                                       "note": "recorded in this commit, taken before it"}
+    return first
+
+
+def re_estimate(arguments, estimator, referee):
+    """--re-estimate: the rows whose estimate is stale (stale_estimate) estimated again, their
+    card side kept; rows whose estimate failed before the card's side was kept run again whole."""
+    import zoo  # noqa: F401 - the server imports it; here only for the row's cases
+
+    rows = read_rows(arguments.data)
+    only = re.compile(arguments.only) if arguments.only else None
+    wanted = [row for row in rows if row["task"] != "registry" and (
+        stale_estimate(row) or ("error" in row and "measured" not in row
+                                and row["error"].startswith("estimate:")
+                                and "measurement:" not in row["error"]
+                                and "estimate_failed" not in row.get("taken", {})))
+              and (not only or only.search(f"{row['family']}/{row['model']}/{row['attention']}"))]
+    legacy = recorded_in(arguments.data) if wanted else {}
+    print(f"{len(wanted)} rows to estimate again", flush=True)
+    written = 0
+    with open(arguments.data, "a") as data:
+        for old in wanted:
+            if arguments.limit is not None and written >= arguments.limit:
+                break
+            started = time.monotonic()
+            request = {"family": old["family"], "model": old["model"],
+                       "attention": old["attention"], "task": old["task"],
+                       "size": old.get("pixels")}
+            predicted = estimator.ask(request)
+            taken = {"estimated": stamp()}
+            if "measured" in old:
+                measured = {"result": {**old["measured"], "assumed": old.get("assumed", [])}}
+                taken["measured"] = old.get("taken", {}).get("measured") or legacy.get(key(old))
+            else:
+                measured = referee.ask(request)
+                taken["measured"] = stamp()
+            if "error" in predicted:
+                taken.pop("estimated")
+                taken["estimate_failed"] = stamp()
+            row = make_row((old["family"], old["model"], old["attention"]), old["task"],
+                           measured, predicted, round(time.monotonic() - started, 1),
+                           taken=taken)
+            if "error" in predicted and "measured" in row:
+                row["taken"] = taken  # the estimate's failure stamped: not taken again
+            if old.get("pixels") is not None:
+                row["pixels"] = old["pixels"]
+            before = old.get("error_allocated")
+            row["error_before"] = {"method": old.get("method"), "error_allocated": before} \
+                if before is not None else {"error": old.get("error", "")[:200]}
+            data.write(json.dumps(row, sort_keys=True) + "\n")
+            data.flush()
+            written += 1
+            shown = row.get("error") or f"{row['error_allocated']:+.3f} % ({row['method']})"
+            print(f"{old['family']}/{old['model']}/{old['attention']}/{old['task']}: "
+                  f"{before if before is None else f'{before:+.3f} %'} ({old.get('method')}) "
+                  f"-> {shown} ({row['seconds']} s)", flush=True)
+    return written
 
 
 def all_cases(families):
@@ -567,6 +701,12 @@ def run(arguments):
     on_card = simulated_gpu.environment(card, base=beside)
     estimator = Server("predict", beside, profile, arguments.timeout)
     referee = Server("measure", on_card, profile, arguments.timeout)
+    if arguments.re_estimate:
+        try:
+            return re_estimate(arguments, estimator, referee)
+        finally:
+            estimator.close()
+            referee.close()
     done = {key(row) for row in read_rows(arguments.data)
             if not (arguments.retry_failed and "error" in row)} if arguments.resume else set()
     if not arguments.resume and Path(arguments.data).exists() and not arguments.append:
@@ -616,8 +756,13 @@ def run(arguments):
                                    "task": task, "size": size}
                         predicted = estimator.ask(request)
                         measured = referee.ask(request)
+                        taken = {"measured": stamp(), "estimated": stamp()}
+                        if "error" in predicted:
+                            taken["estimate_failed"] = taken.pop("estimated")
                         row = make_row((family, model, attention), task, measured, predicted,
-                                       round(time.monotonic() - started, 1))
+                                       round(time.monotonic() - started, 1), taken=taken)
+                        if "error" in predicted and "measured" in row:
+                            row["taken"] = taken
                     else:
                         row = make_row((family, model, attention), task, None, None, 0.0,
                                        row_reason)
@@ -651,6 +796,10 @@ def main(argv=None):
     parser.add_argument("--resume", action="store_true", help="skip the rows the data file has")
     parser.add_argument("--retry-failed", action="store_true",
                         help="with --resume, run again the rows that failed")
+    parser.add_argument("--re-estimate", action="store_true",
+                        help="estimate again the rows estimated through another front end than "
+                             "estimate()'s default (the card's side kept), and the rows whose "
+                             "estimate failed; nothing else")
     parser.add_argument("--append", action="store_true",
                         help="append to the data file without skipping (else it starts anew)")
     parser.add_argument("--data", default=str(DATA))
