@@ -91,18 +91,43 @@ _SMALL = {
     **dict.fromkeys(("num_mel_bins",), 16),
 }
 VOCABULARY = 512
+_LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers",
+           "encoder_layers")  # the first a config has counts its layers (per-layer lists)
 _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
               "sep_token_id", "cls_token_id", "mask_token_id", "unk_token_id")
 
 
-def shrink(config, depth=0):
-    """The config made small in place, by attribute name (not per model), sub-configs too."""
+def _small(name, value):
+    """A size made small by its attribute name, or the value as it is."""
+    if name in _SMALL and isinstance(value, int) and not isinstance(value, bool):
+        return min(value, _SMALL[name]) if name != "image_size" else _SMALL[name]
+    return value
+
+
+def shrink(config, depth=0, per_layer_lists=False):
+    """The config made small in place, by attribute name (not per model), sub-configs too.
+
+    A heterogeneous config (transformers' per-layer configs: `per_layer_config`, whose
+    attributes cannot be read globally) is made small consistently: its per-layer overrides
+    are taken off, the global values made small, then the overrides of the layers left put back,
+    each made small by the same names. With `per_layer_lists`, a list as long as the layers
+    (`layer_types`, a per-layer `intermediate_size`) is cut to the layers left, its sizes made
+    small (build() asks for it only where the config as shrunk before does not build, so that
+    every model that built keeps its size)."""
     from transformers import PretrainedConfig
 
+    spec = vars(config).get("_heterogeneity_spec")
+    overrides = None
+    if spec is not None:
+        overrides = {int(index): dict(values)
+                     for index, values in spec.per_layer_overrides.items()}
+        config.per_layer_config = None  # homogeneous while it is made small
+    layers_before = next((vars(config)[name] for name in _LAYERS
+                          if isinstance(vars(config).get(name), int)), None)
     for name in list(vars(config)):
         value = getattr(config, name, None)
         if isinstance(value, PretrainedConfig) and depth < 3:
-            shrink(value, depth + 1)
+            shrink(value, depth + 1, per_layer_lists)
         elif name in _SMALL and isinstance(value, int) and not isinstance(value, bool):
             small = _SMALL[name]
             setattr(config, name, min(value, small) if name != "image_size" else small)
@@ -114,6 +139,16 @@ def shrink(config, depth=0):
             setattr(config, name, [16 * 2 ** i for i in range(len(value))])
         elif name in ("num_heads", "num_attention_heads") and isinstance(value, list):
             setattr(config, name, [1 for _ in value])
+    layers = next((vars(config)[name] for name in _LAYERS
+                   if isinstance(vars(config).get(name), int)), None)
+    if per_layer_lists and layers_before and layers is not None and layers < layers_before:
+        for name, value in list(vars(config).items()):
+            if isinstance(value, list) and len(value) == layers_before:
+                setattr(config, name, [_small(name, item) for item in value[:layers]])
+    if overrides is not None:
+        config.per_layer_config = {
+            index: {name: _small(name, value) for name, value in values.items()}
+            for index, values in overrides.items() if layers is None or index < layers}
     vocabulary = getattr(config, "vocab_size", None)
     if isinstance(vocabulary, int):
         for name in _TOKEN_IDS:
@@ -167,28 +202,90 @@ def transformers_inputs(model, config, batch):
     return inputs
 
 
+# Where a model type has no base model in MODEL_MAPPING_NAMES, the first of these auto mappings
+# that names a class for it (then the others, by name), else its modeling module's own class.
+_OTHER_MAPPINGS = ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
+                   "MODEL_FOR_MASKED_LM_MAPPING_NAMES", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
+                   "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",
+                   "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", "MODEL_FOR_BACKBONE_MAPPING_NAMES")
+BUILT = {}  # how the last transformers model was built, where not by AutoModel (the row says)
+
+
+def model_class(model_type, config):
+    """(class, how) for a model type without a base model in MODEL_MAPPING_NAMES: the class
+    another auto mapping names for it, else the model class its modeling module defines for
+    its config class (a `...Model` before others, no task head, not the PreTrainedModel
+    base); ValueError when neither has one."""
+    import importlib
+    import inspect as inspection
+
+    import transformers
+    from transformers.models.auto import modeling_auto
+
+    mappings = list(_OTHER_MAPPINGS) + sorted(
+        name for name in dir(modeling_auto) if name.endswith("_MAPPING_NAMES")
+        and name.startswith("MODEL_FOR_") and name not in _OTHER_MAPPINGS)
+    for mapping in mappings:
+        name = getattr(modeling_auto, mapping, {}).get(model_type)
+        if isinstance(name, str) and hasattr(transformers, name):
+            return getattr(transformers, name), f"{name} ({mapping})"
+    module_name = type(config).__module__.replace(".configuration_", ".modeling_")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"no model class in transformers' auto mappings, and {module_name} "
+                         f"does not import: {last_line(error)}") from None
+    classes = sorted((value for value in vars(module).values()
+                      if inspection.isclass(value) and value.__module__ == module.__name__
+                      and getattr(value, "config_class", None) is type(config)
+                      and not value.__name__.endswith("PreTrainedModel")
+                      and "For" not in value.__name__),
+                     key=lambda value: (not value.__name__.endswith("Model"), len(value.__name__),
+                                        value.__name__))
+    if not classes:
+        raise ValueError(f"no model class for {type(config).__name__} in transformers' auto "
+                         f"mappings or in {module_name}")
+    return classes[0], f"{classes[0].__name__} ({module_name.rsplit('.', 1)[-1]})"
+
+
 def transformers_model(model_type, attention):
+    """The model type's model, from its default config made small (shrink); where the config
+    so made does not build a model, made small again with its per-layer lists cut (shrink's
+    per_layer_lists), which only a config that did not build takes."""
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
-    config = shrink(CONFIG_MAPPING[model_type]())
-    return transformers.AutoModel.from_config(config, attn_implementation=attention), config
+    def made(config):
+        if model_type in MODEL_MAPPING_NAMES:
+            return transformers.AutoModel.from_config(config, attn_implementation=attention)
+        cls, how = model_class(model_type, config)
+        BUILT["class"] = how
+        return cls._from_config(config, attn_implementation=attention)
+
+    BUILT.clear()
+    config = CONFIG_MAPPING[model_type]()
+    try:
+        shrink(config)
+        return made(config), config
+    except Exception as first:  # noqa: BLE001 - the per-layer lists may be why
+        config = CONFIG_MAPPING[model_type]()
+        try:
+            shrink(config, per_layer_lists=True)
+            model = made(config)
+        except Exception:  # noqa: BLE001 - not why: the first error says what failed
+            raise first from None
+        BUILT["per_layer_lists"] = True
+        return model, config
 
 
 def transformers_models():
-    """{(model type, attention): None} for every model type with a base model; the others
-    with the reason."""
+    """[(model type, attention, None)] for every model type of the registry, sdpa and eager
+    (a class without sdpa refuses it: that row is left out of the table)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
-    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
-    found = []
-    for model_type in sorted(CONFIG_MAPPING_NAMES):
-        if model_type not in MODEL_MAPPING_NAMES:
-            found.append((model_type, "-", "no base model in transformers' auto mapping"))
-            continue
-        for attention in ("sdpa", "eager"):
-            found.append((model_type, attention, None))
-    return found
+    return [(model_type, attention, None) for model_type in sorted(CONFIG_MAPPING_NAMES)
+            for attention in ("sdpa", "eager")]
 
 
 def torchvision_models():
@@ -344,6 +441,7 @@ def measure(family, name, attention, task, size):
         "phase": peak,
         "assumed": sorted(f"{a.file.rsplit('/', 1)[-1]}:{a.line}: {a.said}"
                           for a in assumed)[:5] if assumed else [],
+        "built": dict(BUILT),
     }
 
 
@@ -378,6 +476,7 @@ def predict(family, name, attention, task, size, profile):
         "data_dependent": sorted({str(assumption.get("op")) for assumption in
                                   estimate.raw.get("assumptions") or ()
                                   if assumption.get("kind") == "data_dependent_size"}),
+        "built": dict(BUILT),
     }
 
 
@@ -504,7 +603,21 @@ def read_rows(path):
         if line.strip():
             row = json.loads(line)
             rows[key(row)] = row
-    return list(rows.values())
+    # A model type once listed without a task (no base model then) and tried since at a task:
+    # the old row is superseded.
+    tried = {(row["family"], row["model"]) for row in rows.values() if row["task"] != "-"}
+    return [row for row in rows.values()
+            if row["task"] != "-" or (row["family"], row["model"]) not in tried]
+
+
+# A class without sdpa refuses attn_implementation="sdpa": not a failure, the row does not exist.
+_NO_SDPA = re.compile(r"does not support .*(sdpa|scaled_dot_product)|sdpa.*not supported",
+                      re.IGNORECASE)
+
+
+def no_sdpa(row):
+    """Whether the row is an sdpa row of a class without sdpa (no row: the table leaves it out)."""
+    return row["attention"] == "sdpa" and bool(_NO_SDPA.search(row.get("error", "")))
 
 
 MEASURED = ("requested", "allocated", "reserved", "phase")  # the card's side of a row
@@ -589,6 +702,8 @@ def make_row(case, task, measured, predicted, seconds, reason=None, taken=None):
         seconds=seconds)
     if taken:
         row["taken"] = taken
+    if guess.get("built"):  # not AutoModel's base model, or per-layer lists cut: said
+        row["built"] = guess["built"]
     for side, answer in (("measure", measured), ("estimate", predicted)):
         if answer.get("seconds") is not None:
             row[f"seconds_{side}"] = answer["seconds"]
@@ -707,8 +822,13 @@ def run(arguments):
         finally:
             estimator.close()
             referee.close()
-    done = {key(row) for row in read_rows(arguments.data)
-            if not (arguments.retry_failed and "error" in row)} if arguments.resume else set()
+    existing = read_rows(arguments.data) if arguments.resume else []
+    done = {key(row) for row in existing if not (arguments.retry_failed and "error" in row)}
+    # A case that builds or runs nowhere (neither side ran a task of it, or its class has no
+    # sdpa) is not tried again at another task: it would fail the same way (--retry-failed does).
+    nowhere = {key(row)[:3] for row in existing if not arguments.retry_failed
+               and (row.get("error", "").startswith("builds or runs nowhere")
+                    or no_sdpa(row))}
     if not arguments.resume and Path(arguments.data).exists() and not arguments.append:
         Path(arguments.data).unlink()
     tasks = arguments.tasks.split(",")
@@ -734,6 +854,8 @@ def run(arguments):
                 if only and not only.search(f"{family}/{model}/{attention}"):
                     continue
                 if wanted and not any(case[:3] == (family, model, attention) for case in wanted):
+                    continue
+                if (family, model, attention) in nowhere and not wanted:
                     continue
                 size = None
                 for task in tasks if reason is None else ["-"]:

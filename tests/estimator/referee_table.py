@@ -27,7 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-from referee import DATA, FAMILIES, read_rows  # noqa: E402 - after the path
+from referee import DATA, FAMILIES, no_sdpa, read_rows  # noqa: E402 - after the path
 
 PAGE = REPOSITORY / "docs" / "accuracy.md"
 BEGIN = "<!-- referee-table: made by tests/estimator/referee_table.py --write; do not edit -->"
@@ -48,15 +48,10 @@ CAUSES = (
      "above what is live after it; the estimate does not count the copy"),
 )
 
-# A class without sdpa refuses attn_implementation="sdpa": not a failure, the row does not exist.
-_NO_SDPA = re.compile(r"does not support .*(sdpa|scaled_dot_product)|sdpa.*not supported",
-                      re.IGNORECASE)
-
-
 def kind(row):
     """"failed", "absent" (no sdpa in that class), "unjudged", "flagged" or "judged"."""
     if "error" in row:
-        if row["attention"] == "sdpa" and _NO_SDPA.search(row["error"]):
+        if no_sdpa(row):
             return "absent"
         return "failed"
     if not row.get("judged", True):
