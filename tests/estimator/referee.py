@@ -826,6 +826,10 @@ def run(arguments):
     done = {key(row) for row in existing if not (arguments.retry_failed and "error" in row)}
     # A case that builds or runs nowhere (neither side ran a task of it, or its class has no
     # sdpa) is not tried again at another task: it would fail the same way (--retry-failed does).
+    # --only-tried: the model types with a row at a task already (a coverage pass, such as
+    # batch 2 or sdpa, over what batch 1 ran, before types not tried yet).
+    tried = {(row["family"], row["model"]) for row in existing
+             if row["task"] not in ("-", "registry")}
     nowhere = {key(row)[:3] for row in existing if not arguments.retry_failed
                and (row.get("error", "").startswith("builds or runs nowhere")
                     or no_sdpa(row))}
@@ -856,6 +860,8 @@ def run(arguments):
                 if wanted and not any(case[:3] == (family, model, attention) for case in wanted):
                     continue
                 if (family, model, attention) in nowhere and not wanted:
+                    continue
+                if arguments.only_tried and (family, model) not in tried:
                     continue
                 size = None
                 for task in tasks if reason is None else ["-"]:
@@ -922,6 +928,8 @@ def main(argv=None):
                         help="estimate again the rows estimated through another front end than "
                              "estimate()'s default (the card's side kept), and the rows whose "
                              "estimate failed; nothing else")
+    parser.add_argument("--only-tried", action="store_true",
+                        help="with --resume, only model types that have a row at a task already")
     parser.add_argument("--append", action="store_true",
                         help="append to the data file without skipping (else it starts anew)")
     parser.add_argument("--data", default=str(DATA))
