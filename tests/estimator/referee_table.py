@@ -99,6 +99,65 @@ def _row_name(row):
     return f"{row['family']}/{row['model']}{attention} {row['task']}"
 
 
+def _moved(row):
+    before = row["error_before"].get("error_allocated")
+    now = row.get("error_allocated")
+    if before is None or now is None:
+        return (before is None) != (now is None)
+    return abs(abs(now) - abs(before)) > 0.1
+
+
+def _provenance(rows):
+    """When and with which commit the rows' sides were taken (each row's `taken`)."""
+    said = []
+    for side, name in (("measured", "card"), ("estimated", "estimate")):
+        groups = defaultdict(list)
+        for row in rows:
+            stamp = (row.get("taken") or {}).get(side)
+            if stamp is None and side == "estimated" and "error" not in row:
+                stamp = {"commit": "unstamped"}
+            if stamp is None and side == "measured" and "measured" in row:
+                stamp = {"commit": "unstamped"}
+            if stamp is not None:
+                recorded = " recorded" if stamp.get("note") else ""
+                groups[stamp["commit"] + recorded].append(stamp.get("at", ""))
+        parts = []
+        for commit, times in sorted(groups.items(), key=lambda item: min(item[1])):
+            if commit == "unstamped":
+                parts.append(f"{len(times)} before sides were stamped (recorded by d8a6fc4, "
+                             "b99857c or f7db5fc, taken with the code before them)")
+            else:
+                days = sorted(t[:16].replace("T", " ") for t in times)
+                span = days[0] if days[0] == days[-1] else f"{days[0]} to {days[-1][11:]}"
+                if commit.endswith(" recorded"):
+                    parts.append(f"{len(times)} recorded by {commit.split()[0]} ({span} UTC), "
+                                 "taken with the code before it")
+                else:
+                    parts.append(f"{len(times)} at {commit} ({span} UTC)")
+        said.append(f"{name} side: " + "; ".join(parts))
+    return ("Sides taken (each row's `taken`: when, and with which commit of this "
+            "repository): " + "; ".join(said) + ".")
+
+
+def _times(rows):
+    """The rows' wall time (each row's `seconds`: both sides, or the estimate alone where the
+    card's side was kept), from the data."""
+    whole = sorted(row["seconds"] for row in rows
+                   if "error" not in row and "error_before" not in row and "seconds" in row)
+    again = sorted(row["seconds"] for row in rows if "error_before" in row and "seconds" in row)
+    failed = [row["seconds"] for row in rows if "error" in row and "seconds" in row]
+    total = sum(row.get("seconds", 0.0) for row in rows)
+    said = (f"Wall time (each row's `seconds`, on the machine and load its run says): a row "
+            f"measured and estimated {statistics.median(whole):.1f} s (median of {len(whole)}; "
+            f"mean {statistics.fmean(whole):.1f} s)" if whole else "Wall time: ")
+    if again:
+        said += (f"; an estimate taken again {statistics.median(again):.1f} s (median of "
+                 f"{len(again)})")
+    if failed:
+        said += f"; a failed row {statistics.median(failed):.1f} s (median of {len(failed)})"
+    return said + f"; the rows' sum {total / 3600:.2f} h."
+
+
 def render(rows):
     """The Markdown between the markers."""
     registry = {row["family"]: row for row in rows if row["task"] == "registry"}
@@ -168,6 +227,36 @@ def render(rows):
         f"{family} " + ", ".join(f"{method} {count}" for method, count in
                                  sorted(methods[family].items()))
         for family in FAMILIES if family in methods) + "."]
+    lines += ["", _provenance(rows), "", _times(rows)]
+    built = [row for row in rows if row.get("built") and "error" not in row]
+    if built:
+        classes = sum(1 for row in built if "class" in row["built"])
+        lists = sum(1 for row in built if row["built"].get("per_layer_lists"))
+        lines += ["", f"Built otherwise than by `AutoModel.from_config`: {classes} rows whose "
+                  "model type has no base model in `MODEL_MAPPING_NAMES` (the class another "
+                  "auto mapping names, else its modeling module's model class; each row's "
+                  f"`built` says which), {lists} rows whose config built only with its "
+                  "per-layer lists cut to the layers left."]
+
+    again = [row for row in rows if "error_before" in row]
+    if again:
+        moved = [row for row in again if _moved(row)]
+        lines += ["", f"**Estimated again with the default front end** ({len(again)} rows "
+                  "estimated through TorchScript before the default became the recording on "
+                  "fake tensors, or whose estimate had failed; the card's side kept): "
+                  f"{sum(1 for row in again if 'error' not in row)} ran, "
+                  f"{sum(1 for row in again if 'error' in row)} failed; "
+                  f"{len(moved)} moved by more than 0.1 point of |error| or between failing "
+                  "and running" + (":" if moved else ".")]
+        if moved:
+            lines += ["", "| row | before | now |", "|---|---|---|"]
+            for row in sorted(moved, key=_row_name):
+                before = row["error_before"]
+                was = (f"{_percent(before['error_allocated'])} ({before['method']})"
+                       if "error_allocated" in before else "failed")
+                now = (f"{_percent(row['error_allocated'])} ({row['method']})"
+                       if "error" not in row else "failed: " + _reason(row["error"])[:80])
+                lines.append(f"| {_row_name(row)} | {was} | {now.replace('|', '/')} |")
 
     over = sorted((row for row in rows if kind(row) == "judged"
                    and abs(row["error_allocated"]) > 1.0),
