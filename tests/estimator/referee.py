@@ -229,23 +229,30 @@ def model_class(model_type, config):
         name = getattr(modeling_auto, mapping, {}).get(model_type)
         if isinstance(name, str) and hasattr(transformers, name):
             return getattr(transformers, name), f"{name} ({mapping})"
-    module_name = type(config).__module__.replace(".configuration_", ".modeling_")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ValueError(f"no model class in transformers' auto mappings, and {module_name} "
-                         f"does not import: {last_line(error)}") from None
-    classes = sorted((value for value in vars(module).values()
-                      if inspection.isclass(value) and value.__module__ == module.__name__
-                      and getattr(value, "config_class", None) is type(config)
-                      and not value.__name__.endswith("PreTrainedModel")
-                      and "For" not in value.__name__),
-                     key=lambda value: (not value.__name__.endswith("Model"), len(value.__name__),
-                                        value.__name__))
+    import pkgutil
+
+    package = importlib.import_module(type(config).__module__.rsplit(".", 1)[0])
+    classes, failed = [], []
+    for found in sorted(pkgutil.iter_modules(package.__path__), key=lambda found: found.name):
+        if not found.name.startswith("modeling_"):  # PyTorch modules (no tf_ or flax_ here)
+            continue
+        try:
+            module = importlib.import_module(f"{package.__name__}.{found.name}")
+        except ImportError as error:
+            failed.append(f"{found.name}: {last_line(error)}")
+            continue
+        classes += [value for value in vars(module).values()
+                    if inspection.isclass(value) and value.__module__ == module.__name__
+                    and getattr(value, "config_class", None) is type(config)
+                    and not value.__name__.endswith("PreTrainedModel")
+                    and "For" not in value.__name__]
+    classes.sort(key=lambda value: (not value.__name__.endswith("Model"), len(value.__name__),
+                                    value.__name__))
     if not classes:
         raise ValueError(f"no model class for {type(config).__name__} in transformers' auto "
-                         f"mappings or in {module_name}")
-    return classes[0], f"{classes[0].__name__} ({module_name.rsplit('.', 1)[-1]})"
+                         f"mappings or in {package.__name__}'s modeling modules"
+                         + (f" ({'; '.join(failed)})" if failed else ""))
+    return classes[0], f"{classes[0].__name__} ({classes[0].__module__.rsplit('.', 1)[-1]})"
 
 
 def transformers_model(model_type, attention):
