@@ -688,7 +688,7 @@ def make_row(case, task, measured, predicted, seconds, reason=None, taken=None):
             reason = "; ".join(failed) or None
     if reason is not None:
         row.update(error=reason, seconds=seconds)
-        if measured is not None and "result" in measured:
+        if measured is not None and set(MEASURED) <= set(measured.get("result") or ()):
             # The card's side ran: kept, so that a later estimate need not measure again.
             row["measured"] = {k: measured["result"][k] for k in MEASURED}
             if measured["result"].get("assumed"):

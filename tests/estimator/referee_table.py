@@ -48,6 +48,31 @@ CAUSES = (
      "above what is live after it; the estimate does not count the copy"),
 )
 
+# Whose a failure is, read from its one-line message (the first pattern that matches): what a
+# reader of the table needs to know of a row the referee could not judge. A reading of the
+# message, not a diagnosis: each row's own reason is beside it.
+FAILURE_KINDS = (
+    ("the estimate (the card ran it)", r"^estimate: (?!.*measurement:)"),
+    ("the card (the estimate ran it)", r"^measurement: "),
+    ("a package the venv lacks", r"ImportError|ModuleNotFoundError|pip install"),
+    ("no model class", r"no model class|no base model"),
+    ("the referee's inputs (the forward wants others)",
+     r"main input|missing \d+ required|required positional|image tokens|must be provided|"
+     r"cannot be `None`|have to specify|should be specified at the same time|Input must be a "
+     r"5D|_forward_unimplemented|unexpected keyword argument"),
+    ("the shrinker's sizes (two sizes made small disagree)",
+     r"cannot be multiplied|must match the size|is invalid for input of size|channels, but "
+     r"got|divisible by|split_with_sizes|not a multiple|normalized_shape|running_mean|too "
+     r"small|out of range|stride should not be zero|repeats can not be negative|Padding_idx|"
+     r"expanded size|broadcast|same reduction dim|per-layer attribute|different than the set"),
+    ("other (the model's own code on its default config made small)", r"."),
+)
+
+
+def failure_kind(error):
+    return next(what for what, pattern in FAILURE_KINDS if re.search(pattern, error))
+
+
 def kind(row):
     """"failed", "absent" (no sdpa in that class), "unjudged", "flagged" or "judged"."""
     if "error" in row:
@@ -302,16 +327,24 @@ def render(rows):
         if kind(row) == "failed":
             failed[_reason(row["error"])].append(row)
     absent = sum(1 for row in rows if kind(row) == "absent")
+    whose = defaultdict(int)
+    for group in failed.values():
+        for row in group:
+            whose[failure_kind(row["error"])] += 1
     lines += ["", f"**Failures** ({sum(map(len, failed.values()))} rows, by reason; "
-              f"{absent} sdpa rows of classes without sdpa are not rows):", ""]
+              f"{absent} sdpa rows of classes without sdpa are not rows). Whose, as the "
+              "message reads (FAILURE_KINDS in referee_table.py): " + "; ".join(
+                  f"{what} {count}" for what, count in
+                  sorted(whose.items(), key=lambda item: (-item[1], item[0]))) + ".", ""]
     if failed:
-        lines += ["| rows | reason (numbers and names as N and '…') | models |",
-                  "|---:|---|---|"]
+        lines += ["| rows | whose | reason (numbers and names as N and '…') | models |",
+                  "|---:|---|---|---|"]
         for reason, group in sorted(failed.items(), key=lambda item: (-len(item[1]), item[0])):
             names = sorted({f"{row['family']}/{row['model']}" for row in group})
             shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12
                                              else "")
-            lines.append(f"| {len(group)} | {reason.replace('|', '/')} | {shown} |")
+            lines.append(f"| {len(group)} | {failure_kind(group[0]['error'])} "
+                         f"| {reason.replace('|', '/')} | {shown} |")
     else:
         lines.append("None.")
     lines += ["", END]

@@ -9,6 +9,7 @@ the committed row is in (exact, 0.1 %, 1 %, 3 %); and the table in docs/accuracy
 referee_table.py makes from the committed data file, so that the docs and the data cannot
 drift. A row that fails, or a referee that cannot find its card, fails the test saying why.
 """
+import json
 import os
 import signal
 from pathlib import Path
@@ -100,3 +101,74 @@ def test_a_failing_or_dying_model_is_a_row_with_its_reason():
                            {"error": "ValueError: no"}, 1.0)
     assert row["error"] == "estimate: ValueError: no"
     assert referee_table.kind(row) == "failed"
+    assert referee_table.failure_kind(row["error"]) == "the estimate (the card ran it)"
+
+
+def test_a_row_whose_estimate_failed_keeps_the_card_side_and_is_estimated_again():
+    measured = {"result": {"requested": 10, "allocated": 12, "reserved": 20, "phase": "forward",
+                           "assumed": []}}
+    taken = {"measured": {"at": "2026-11-29T17:00:00Z", "commit": "abc1234"}}
+    row = referee.make_row(("zoo", "m", "-"), "infer-b1", measured,
+                           {"error": "MemTracerError: no"}, 1.0, taken=taken)
+    assert row["measured"]["allocated"] == 12 and row["taken"] == taken
+    assert referee_table.kind(row) == "failed"
+    assert referee.stale_estimate(row)  # the estimate failed, not yet taken again
+    row["taken"]["estimate_failed"] = {"at": "2026-11-29T17:05:00Z", "commit": "def5678"}
+    assert not referee.stale_estimate(row)  # taken again and failed again: not a third time
+
+
+def test_the_rows_estimated_again_are_those_of_another_front_end_not_yet_taken_again():
+    row = {"family": "zoo", "model": "m", "attention": "-", "task": "infer-b1",
+           "measured": {"allocated": 1}, "method": "trace", "error_allocated": 0.0}
+    assert referee.stale_estimate(row)
+    assert not referee.stale_estimate({**row, "method": referee.DEFAULT_FRONT_END})
+    # TorchScript standing in after the recording failed, estimated this session: kept.
+    stamped = {**row, "taken": {"estimated": {"at": "2026-11-29T17:10:00Z", "commit": "x"}}}
+    assert not referee.stale_estimate(stamped)
+    assert not referee.stale_estimate({k: v for k, v in row.items() if k != "measured"})
+
+
+def test_a_model_type_tried_at_a_task_supersedes_its_row_without_one(tmp_path):
+    data = tmp_path / "rows.jsonl"
+    old = {"family": "transformers", "model": "t", "attention": "-", "task": "-",
+           "error": "no base model in transformers' auto mapping"}
+    other = {**old, "model": "u"}
+    new = {"family": "transformers", "model": "t", "attention": "eager", "task": "infer-b1",
+           "error": "builds or runs nowhere: ValueError: x"}
+    data.write_text("".join(json.dumps(row) + "\n" for row in (old, other, new)))
+    assert [referee.key(row) for row in referee.read_rows(data)] == [
+        ("transformers", "u", "-", "-"), ("transformers", "t", "eager", "infer-b1")]
+
+
+def test_a_model_type_without_a_base_model_takes_another_mappings_class_or_its_own():
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    for model_type, wanted in (("trocr", "TrOCRForCausalLM"),  # MODEL_FOR_CAUSAL_LM_...
+                               ("blip_text_model", "BlipTextModel")):  # modeling_blip_text.py
+        assert model_type not in MODEL_MAPPING_NAMES
+        cls, how = referee.model_class(model_type, CONFIG_MAPPING[model_type]())
+        assert cls.__name__ == wanted, how
+    with pytest.raises(ValueError, match="no model class for SamMaskDecoderConfig"):
+        referee.model_class("sam_mask_decoder", CONFIG_MAPPING["sam_mask_decoder"]())
+
+
+def test_a_heterogeneous_config_is_made_small_layer_by_layer():
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    config = CONFIG_MAPPING["dots3_note"]()
+    text = config.text_config
+    assert text.is_heterogeneous, "dots3_note's text config is no longer heterogeneous: pick another"
+    before = {int(index): dict(values)
+              for index, values in text._heterogeneity_spec.per_layer_overrides.items()}
+    referee.shrink(config)
+    layers = text.num_hidden_layers
+    assert layers <= 2
+    overrides = {int(index): values
+                 for index, values in text._heterogeneity_spec.per_layer_overrides.items()}
+    assert set(overrides) == {index for index in before if index < layers}
+    for index, values in overrides.items():
+        assert values.keys() == before[index].keys()
+        for name, value in values.items():
+            assert value == referee._small(name, before[index][name])
+            assert getattr(text.per_layer_config[index], name) == value
