@@ -474,6 +474,7 @@ def predict(family, name, attention, task, size, profile):
         "reserved": estimate.peak_reserved_bytes,
         "phase": estimate.training_peak_phase if train else "forward",
         "method": estimate.method,
+        "method_note": estimate.method_note,
         "lower_bound": bool(estimate.lower_bound),
         "approximate": bool(estimate.raw.get("eager_approximate")),
         "cublas_workspace": (estimate.raw.get("summary") or {}).get("cublas_workspace_bytes"),
@@ -709,6 +710,8 @@ def make_row(case, task, measured, predicted, seconds, reason=None, taken=None):
         seconds=seconds)
     if taken:
         row["taken"] = taken
+    if guess["method"] != DEFAULT_FRONT_END and guess.get("method_note"):
+        row["method_note"] = last_line(guess["method_note"])  # why not the default
     if guess.get("built"):  # not AutoModel's base model, or per-layer lists cut: said
         row["built"] = guess["built"]
     for side, answer in (("measure", measured), ("estimate", predicted)):
