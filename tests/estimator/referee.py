@@ -203,21 +203,25 @@ def transformers_inputs(model, config, batch):
 
 
 # Where a model type has no base model in MODEL_MAPPING_NAMES, the first of these auto mappings
-# that names a class for it (then the others, by name), else its modeling module's own class.
-_OTHER_MAPPINGS = ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
-                   "MODEL_FOR_MASKED_LM_MAPPING_NAMES", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
+# that names a class for it (then the others, by name), else its package's own model class.
+_OTHER_MAPPINGS = ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+                   "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
+                   "MODEL_FOR_MASKED_LM_MAPPING_NAMES",
+                   "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
                    "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",
-                   "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", "MODEL_FOR_BACKBONE_MAPPING_NAMES")
+                   "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
+                   "MODEL_FOR_BACKBONE_MAPPING_NAMES")
 BUILT = {}  # how the last transformers model was built, where not by AutoModel (the row says)
 
 
 def model_class(model_type, config):
     """(class, how) for a model type without a base model in MODEL_MAPPING_NAMES: the class
-    another auto mapping names for it, else the model class its modeling module defines for
-    its config class (a `...Model` before others, no task head, not the PreTrainedModel
-    base); ValueError when neither has one."""
+    another auto mapping names for it, else the model class its package's modeling modules
+    define for its config class (a `...Model` before others, no task head, not the
+    PreTrainedModel base); ValueError when neither has one."""
     import importlib
     import inspect as inspection
+    import pkgutil
 
     import transformers
     from transformers.models.auto import modeling_auto
@@ -229,8 +233,6 @@ def model_class(model_type, config):
         name = getattr(modeling_auto, mapping, {}).get(model_type)
         if isinstance(name, str) and hasattr(transformers, name):
             return getattr(transformers, name), f"{name} ({mapping})"
-    import pkgutil
-
     package = importlib.import_module(type(config).__module__.rsplit(".", 1)[0])
     classes, failed = [], []
     for found in sorted(pkgutil.iter_modules(package.__path__), key=lambda found: found.name):

@@ -158,7 +158,8 @@ def test_a_heterogeneous_config_is_made_small_layer_by_layer():
 
     config = CONFIG_MAPPING["dots3_note"]()
     text = config.text_config
-    assert text.is_heterogeneous, "dots3_note's text config is no longer heterogeneous: pick another"
+    assert text.is_heterogeneous, \
+        "dots3_note's text config is no longer heterogeneous: the test needs another"
     before = {int(index): dict(values)
               for index, values in text._heterogeneity_spec.per_layer_overrides.items()}
     referee.shrink(config)
