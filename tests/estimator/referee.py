@@ -828,6 +828,7 @@ def run(arguments):
     on_card = simulated_gpu.environment(card, base=beside)
     estimator = Server("predict", beside, profile, arguments.timeout)
     referee = Server("measure", on_card, profile, arguments.timeout)
+    stamp()  # the commit looked up as the run starts: the code its servers load
     if arguments.re_estimate:
         try:
             return re_estimate(arguments, estimator, referee)

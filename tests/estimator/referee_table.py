@@ -259,7 +259,7 @@ def render(rows):
         lists = sum(1 for row in built if row["built"].get("per_layer_lists"))
         lines += ["", f"Built otherwise than by `AutoModel.from_config`: {classes} rows whose "
                   "model type has no base model in `MODEL_MAPPING_NAMES` (the class another "
-                  "auto mapping names, else its modeling module's model class; each row's "
+                  "auto mapping names, else its package's own model class; each row's "
                   f"`built` says which), {lists} rows whose config built only with its "
                   "per-layer lists cut to the layers left."]
 
