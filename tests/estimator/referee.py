@@ -11,15 +11,24 @@ whether it says approximate or a lower bound. One JSON line a row, appended to t
 can be split (`--only REGEX`, `--limit N`, `--tasks`):
 
     python tests/estimator/referee.py [--families transformers,torchvision,zoo] [--only REGEX]
-        [--limit N] [--tasks infer-b1,infer-b2,train-b2] [--resume] [--data docs/referee.jsonl]
-        [--profile h100] [--timeout 300]
+        [--limit N] [--tasks infer-b1,infer-b2,train-b2] [--resume [--only-tried]]
+        [--retry-failed] [--data docs/referee.jsonl] [--profile h100] [--timeout 300]
+    python tests/estimator/referee.py --re-estimate [--only REGEX] [--limit N]
+
+`--re-estimate` takes again only the estimate of the rows whose estimate came through another
+front end than estimate()'s default (TorchScript, before the recording became the default) or
+failed, keeping the card's side (deterministic: the simulated card and PyTorch's allocator);
+each row's `taken` says when and with which commit each side was taken, `error_before` what the
+old estimate said. `--only-tried` (with `--resume`) runs a coverage pass (batch 2, sdpa, the
+training step) over the model types that have rows before the types not tried yet.
 
 The models (a loop over each library's own registry, never a hand list):
 - transformers: every model type of `CONFIG_MAPPING_NAMES`, its default config made small by
   `shrink` (hidden sizes, layers, heads, intermediate sizes, vocabulary, image and audio sizes,
-  experts: by attribute name, in every sub-config), the base model of the auto mapping
-  (`AutoModel.from_config`), with attention "sdpa" and "eager" where the class has both;
-  inputs from the model's `main_input_name`.
+  experts: by attribute name, in every sub-config and per-layer config), the base model of the
+  auto mapping (`AutoModel.from_config`), or where it has none the class another auto mapping
+  names or the package's own model class (model_class), with attention "sdpa" and "eager"
+  where the class has both; inputs from the model's `main_input_name`.
 - torchvision: every classification and segmentation model of `torchvision.models.list_models`,
   random weights, at the smallest of 64, 96, 128, 224, 299 pixels a forward takes (tried on
   the meta device; 64 for RegNet, whose init cannot run there).
