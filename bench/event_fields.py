@@ -21,11 +21,9 @@ each column's unit. The variants:
 import argparse
 import re
 import subprocess
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from trace_chunks import chunk_bytes  # noqa: E402
+from trace_chunks import chunk_bytes  # bench/trace_chunks.py, beside this script
 
 
 def varint_size(value):
