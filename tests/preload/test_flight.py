@@ -44,14 +44,17 @@ def _table(trace, *options):
 def runs(build, tmp_path_factory):
     folder = tmp_path_factory.mktemp("flight")
     return {
-        "full": _loop(folder / "full.bin", "full", 80, 400, 3),
-        "flight": _loop(folder / "flight.bin", "flight", 80, 400, 3),
+        # Long enough for the file to outgrow the compaction's 256 KiB at 2.5 bytes an event
+        # (format version 8's microseconds: Note [Times in microseconds]); 80 steps were enough
+        # at version 7's nanoseconds.
+        "full": _loop(folder / "full.bin", "full", 120, 400, 3),
+        "flight": _loop(folder / "flight.bin", "flight", 120, 400, 3),
         # Long enough for the file to be compacted after the failed allocation: events on the
         # simulated card are small in the file (its addresses lie close together), and a
         # compaction waits for the file to double (Note [When the flight recorder compacts]).
-        "full-oom": _loop(folder / "full-oom.bin", "full", 160, 400, 3, "oom"),
-        "flight-oom": _loop(folder / "flight-oom.bin", "flight", 160, 400, 3, "oom"),
-        "flight-long": _loop(folder / "flight-long.bin", "flight", 320, 400, 3),
+        "full-oom": _loop(folder / "full-oom.bin", "full", 240, 400, 3, "oom"),
+        "flight-oom": _loop(folder / "flight-oom.bin", "flight", 240, 400, 3, "oom"),
+        "flight-long": _loop(folder / "flight-long.bin", "flight", 480, 400, 3),
     }
 
 
@@ -99,7 +102,7 @@ def test_the_run_s_counts_and_steps_are_the_full_trace_s(runs):
     assert [device["peak_bytes"] for device in flight["devices"]] == \
         [device["peak_bytes"] for device in full["devices"]]
     full_steps, flight_steps = full["training"]["steps"], flight["training"]["steps"]
-    assert len(flight_steps) == len(full_steps) == 160 + 80 + 1  # and the unfinished one
+    assert len(flight_steps) == len(full_steps) == 240 + 120 + 1  # and the unfinished one
     for mine, theirs in zip(flight_steps, full_steps):
         assert (mine["step"], mine["peak_bytes"], mine["peak_phase"], mine["peak_module"]) == \
                (theirs["step"], theirs["peak_bytes"], theirs["peak_phase"], theirs["peak_module"])

@@ -78,7 +78,12 @@ class TraceWriter:
     Times are absolute nanoseconds since the trace's start."""
 
     def __init__(self, pid=4242, command=("python", "model.py"), stacks=1, host="host",
-                 start_unix_ns=1700000000000000000, start_monotonic_ns=1000):
+                 start_unix_ns=1700000000000000000, start_monotonic_ns=1000, time_unit_ns=None):
+        """`time_unit_ns`: version 8's time unit (Note [Times in microseconds] in
+        tracer/format/records.h), written as the process record's last field; the times given
+        are then still nanoseconds, multiples of it, and each delta is written in units. None:
+        no such field, for a file of version 7 or older."""
+        self.time_unit_ns = time_unit_ns
         self.chunk = bytearray()
         self.chunks = []
         self.strings = self.frames = self.python_stacks = self.native_stacks = 0
@@ -88,6 +93,8 @@ class TraceWriter:
             + varint(start_monotonic_ns) + byte_string("\0".join(command)) \
             + byte_string("/usr/bin/python3") + byte_string(host) + byte_string("memtrace test") \
             + bytes([stacks]) + varint(128) + varint(32) + bytes([0])
+        if time_unit_ns is not None:
+            self.chunk += varint(time_unit_ns)
 
     def distributed(self, rank, world_size, local_rank=-1, local_world_size=-1, group_rank=-1,
                     restart_count=0, job_id="job"):
@@ -100,7 +107,9 @@ class TraceWriter:
     def _delta(self, time):
         assert time >= self.last_time, "times must not go back"
         delta, self.last_time = time - self.last_time, time
-        return varint(delta)
+        unit = self.time_unit_ns or 1
+        assert delta % unit == 0, "times must be multiples of the time unit"
+        return varint(delta // unit)
 
     def string(self, text):
         self.chunk += bytes([STRING]) + byte_string(text)
@@ -273,6 +282,8 @@ class TraceWriter:
     def write(self, path, version=VERSION, flags=0, open_tail=0):
         """With `open_tail`, the records not yet in a chunk are written as an open chunk (its
         size 0) followed by that many zero bytes, as a mapped trace's writer leaves them."""
+        assert (version >= 8) == (self.time_unit_ns is not None), \
+            "a version-8 file names its time unit (time_unit_ns=), an older one does not"
         if not open_tail:
             self.flush()
         tail = b""

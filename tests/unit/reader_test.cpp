@@ -196,7 +196,7 @@ TEST(Reader, RefusesOtherVersionsWithAClearMessage) {
     } catch (const TraceError& error) {
       EXPECT_EQ(std::string(error.what()), path + ": trace format version " +
                                                std::to_string(version) +
-                                               ", but this memtrace reads versions 1 to 7");
+                                               ", but this memtrace reads versions 1 to 8");
     }
   }
   std::remove(path.c_str());
@@ -212,6 +212,65 @@ TEST(Reader, ReadsVersionOneFiles) {
   ASSERT_EQ(collector.events.size(), 2u);
   EXPECT_EQ(collector.events[1].kind, EventKind::kFree);
   EXPECT_FALSE(trace.tables().distributed);
+  std::remove(path.c_str());
+}
+
+// Note [Times in microseconds] (version 8): kProcessInfo names the time unit, every time
+// delta counts units of it, and the reader gives nanoseconds since the start as before; a
+// version-7 file's deltas are nanoseconds.
+TEST(Reader, TimeDeltasCountTheFileUnit) {
+  std::string path = temporaryPath("time-unit.bin");
+  struct Times : Collector {
+    void onDeviceMemory(const reader::DeviceMemory& reading) {
+      readings.push_back(reading.time_ns);
+    }
+    std::vector<uint64_t> readings;
+  };
+  for (uint64_t unit : {1000u, 1u, 7u}) {
+    SCOPED_TRACE("unit " + std::to_string(unit) + " ns");
+    TraceBuilder trace;
+    trace.processInfo(42, format::StackMode::kPython, unit).context(7, 0);
+    trace.marker(0, format::MarkerKind::kTracingStarted);
+    trace.alloc(7000, 0x1000, 512).alloc(7000, 0x2000, 512);  // the same time: a zero delta
+    trace.deviceMemory(21000, 0, 1 << 20, 1 << 30).flushChunk();
+    trace.free(7000000000000, 0x1000);  // 81 days: the delta carries over the chunk
+    trace.write(path);
+    TraceReader reader(path);
+    Times times;
+    reader.read(times);
+    EXPECT_EQ(reader.tables().process.time_unit_ns, unit);
+    ASSERT_EQ(times.events.size(), 3u);
+    EXPECT_EQ(times.events[0].time_ns, 7000u);
+    EXPECT_EQ(times.events[1].time_ns, 7000u);
+    EXPECT_EQ(times.events[2].time_ns, 7000000000000u);
+    EXPECT_EQ(times.readings, std::vector<uint64_t>{21000});
+  }
+  {
+    TraceBuilder version_7(7);
+    version_7.processInfo().context(7, 0).alloc(1234, 0x1000, 512).write(path);
+    TraceReader reader(path);
+    Collector collector;
+    reader.read(collector);
+    EXPECT_EQ(reader.tables().process.time_unit_ns, 1u);
+    ASSERT_EQ(collector.events.size(), 1u);
+    EXPECT_EQ(collector.events[0].time_ns, 1234u);
+  }
+  // A unit of 0 or past a second is damage, refused at the process record.
+  for (uint64_t unit : {uint64_t{0}, format::kMaxTimeUnitNs + 1}) {
+    TraceBuilder().processInfo(42, format::StackMode::kPython, unit).context(7, 0).write(path);
+    std::string what;
+    try {
+      TraceReader reader(path);
+      reader::RecordVisitor visitor;
+      reader.read(visitor);
+    } catch (const TraceError& error) {
+      what = error.what();
+    }
+    EXPECT_NE(
+        what.find("a time unit of " + std::to_string(unit) + " ns (1 to 1000000000 expected)"),
+        std::string::npos)
+        << what;
+  }
   std::remove(path.c_str());
 }
 

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <time.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -88,6 +90,50 @@ TEST(Recorder, EventsRoundTripExactly) {
   EXPECT_EQ(recorded.markers,
             (std::vector<MarkerKind>{MarkerKind::kTracingStarted, MarkerKind::kTraceClosed}));
   std::remove(path.c_str());
+}
+
+uint64_t monotonicNs() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return uint64_t(now.tv_sec) * 1000000000u + uint64_t(now.tv_nsec);
+}
+
+// Note [Times in microseconds] in records.h: the file names its time unit (1 µs unless
+// MEMTRACE_TIME_RESOLUTION=ns), and each event's time is the start of the unit its clock
+// reading fell in, read back as nanoseconds since the start.
+TEST(Recorder, TimesCountTheFileUnit) {
+  for (const char* resolution : {"", "ns", "us"}) {
+    SCOPED_TRACE(std::string("MEMTRACE_TIME_RESOLUTION=") + resolution);
+    setenv("MEMTRACE_TIME_RESOLUTION", resolution, 1);
+    uint64_t unit = std::string(resolution) == "ns" ? 1 : 1000;
+    std::string path = temporaryPath("time-unit.bin");
+    ASSERT_EQ(memtrace_start(path.c_str()), 0) << memtrace_last_error();
+    std::vector<std::pair<uint64_t, uint64_t>> taken;  // the clock before and after each event
+    for (uint64_t i = 0; i < 200; ++i) {
+      uint64_t before = monotonicNs();
+      if (i % 2 == 0)
+        alloc(0x7f0000000000 + (i / 2) * 0x1000, 512);
+      else
+        release(0x7f0000000000 + (i / 2) * 0x1000);
+      taken.emplace_back(before, monotonicNs());
+      if (i % 50 == 0) std::this_thread::sleep_for(std::chrono::microseconds(30));
+    }
+    ASSERT_EQ(memtrace_close(), 0);
+    unsetenv("MEMTRACE_TIME_RESOLUTION");
+    reader::Tables tables;
+    Recorded recorded = readBack(path, &tables);
+    EXPECT_EQ(tables.process.time_unit_ns, unit);
+    ASSERT_EQ(recorded.events.size(), taken.size());
+    uint64_t start = tables.process.start_monotonic_ns;
+    for (size_t i = 0; i < taken.size(); ++i) {
+      uint64_t time = recorded.events[i].time_ns;
+      EXPECT_EQ(time % unit, 0u) << "event " << i;
+      // The unit [start + time, start + time + unit) holds a reading between the two taken.
+      EXPECT_LE(start + time, taken[i].second) << "event " << i;
+      EXPECT_GT(start + time + unit, taken[i].first) << "event " << i;
+    }
+    std::remove(path.c_str());
+  }
 }
 
 // Note [Event tables] in records.h: recurring sizes and frees of recent allocations are

@@ -16,12 +16,16 @@ namespace memtrace::testing {
 class TraceBuilder {
  public:
   explicit TraceBuilder(uint32_t version = format::kVersion)
-      : file_(format::kMagic, format::kMagic + sizeof(format::kMagic)) {
+      : file_(format::kMagic, format::kMagic + sizeof(format::kMagic)), version_(version) {
     putU32(version);
     putU32(0);
   }
 
-  TraceBuilder& processInfo(int pid = 42, format::StackMode mode = format::StackMode::kPython) {
+  // Times are nanoseconds: a version-8 file says its time unit is 1 ns unless told another
+  // (Note [Times in microseconds]); the builder then writes each time delta in units, and
+  // the times it is given must be multiples of the unit.
+  TraceBuilder& processInfo(int pid = 42, format::StackMode mode = format::StackMode::kPython,
+                            uint64_t time_unit_ns = 1) {
     type(format::RecordType::kProcessInfo);
     varint(pid);
     varint(1);
@@ -35,6 +39,8 @@ class TraceBuilder {
     varint(128);
     varint(32);
     chunk_.push_back(0);
+    if (version_ >= format::kTimeUnitVersion) varint(time_unit_ns);
+    time_unit_ns_ = time_unit_ns ? time_unit_ns : 1;  // 0: a damaged file's, no times follow
     return *this;
   }
   TraceBuilder& distributed(int64_t rank, int64_t world_size, int64_t local_rank,
@@ -301,7 +307,7 @@ class TraceBuilder {
   uint64_t timeDelta(uint64_t time) {
     uint64_t delta = time - last_time_;
     last_time_ = time;
-    return delta;
+    return delta / time_unit_ns_;
   }
   void type(format::RecordType type) { chunk_.push_back(static_cast<uint8_t>(type)); }
   void varint(uint64_t value) {
@@ -319,6 +325,8 @@ class TraceBuilder {
   }
 
   std::vector<uint8_t> file_;
+  uint32_t version_;
+  uint64_t time_unit_ns_ = 1;
   std::vector<uint8_t> chunk_;
   uint32_t strings_ = 0, frames_ = 0, python_stacks_ = 0, native_stacks_ = 0;
   uint64_t last_time_ = 0;

@@ -41,9 +41,11 @@ inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 //      the trace]), record 0x1d (Note [Values where they decide the path] in
 //      python/mem_tracer/simulated_gpu/values.py);
 //   7  a memory event's low three bits (zero before) name an entry of the event tables: an
-//      allocation's size or a free's address, then not written (Note [Event bit layout]).
+//      allocation's size or a free's address, then not written (Note [Event bit layout]);
+//   8  kProcessInfo's last field, the time unit: every time delta counts units of it (1 ns
+//      before; Note [Times in microseconds]).
 // A reader refuses a version past kVersion at the file header, naming both.
-inline constexpr uint32_t kVersion = 7;
+inline constexpr uint32_t kVersion = 8;
 inline constexpr uint32_t kOldestVersion = 1;
 inline constexpr size_t kFileHeaderSize = 16;
 // The file header's flags.
@@ -77,7 +79,9 @@ enum class RecordType : uint8_t {
   // epoch ns), start time (CLOCK_MONOTONIC ns; the base of every event time), command
   // line (string, arguments separated by NUL), executable path (string), host name
   // (string), tracer version (string), stack mode (StackMode byte), Python depth limit,
-  // native depth limit, free events carry stacks (0/1).
+  // native depth limit, free events carry stacks (0/1), and from version 8 the time unit (ns
+  // a unit of every "time delta" field counts; 1 to kMaxTimeUnitNs; Note [Times in
+  // microseconds]).
   kProcessInfo = 0x01,
   // A string. Fields: bytes (varint length + UTF-8).
   kString = 0x02,
@@ -423,7 +427,7 @@ inline constexpr uint64_t kDeviceMemoryPeriodNs = 100 * 1000 * 1000;
 //             an allocation's size is sizes[k - 1] (no size field); a free's address is the
 //             k-th most recent allocation's (no address field, bit 5 zero)
 //
-// Fields, in order: time delta (ns since the previous timed record), address (zigzag
+// Fields, in order: time delta (time units since the previous timed record), address (zigzag
 // delta from the previous event's address; none for a free naming a table entry), size
 // (allocations only, none where bits 2-0 name its slot: a free's size is the size of the
 // allocation it frees), Python stack id (unless bit 4), native stack id (unless bit 3). Frees carry
@@ -441,12 +445,29 @@ inline constexpr uint64_t kDeviceMemoryPeriodNs = 100 * 1000 * 1000;
 //     last 7 names it (bits 2-0 = k for the k-th most recent) instead of writing its
 //     address; a free of any other address writes it as before. Up to 7 comparisons an
 //     event (the recorder's loop of an allocation and its free finds it at the first).
-// The time delta stays in nanoseconds and is most of what is left (2.07 bytes an event on
-// GPT-2's forwards and training steps): no table shortens it without dropping precision. A
-// compressor on whole chunks was measured and not taken (docs/performance.md, Trace size): records
-// are stored straight into the mapped file as they are made (Note [Records reach the page cache as
-// they are written]), so a closed chunk cannot be rewritten smaller without a moment in which the
-// file does not read.
+// The time delta, in nanoseconds, was then most of what was left (2.07 bytes an event on
+// GPT-2's forwards and training steps): version 8 counts it in microseconds (Note [Times in
+// microseconds]). A compressor on whole chunks was measured and not taken (docs/performance.md,
+// Trace size): records are stored straight into the mapped file as they are made (Note [Records
+// reach the page cache as they are written]), so a closed chunk cannot be rewritten smaller without
+// a moment in which the file does not read.
+
+// Note [Times in microseconds]
+// Every record's time (a "time delta" field) counts units of the file's time unit, which
+// kProcessInfo names (version 8; nanoseconds before): 1 µs by default, as PyTorch's own memory
+// snapshots record their entries (each trace entry's time_us in torch.cuda.memory._snapshot(),
+// written by torch/csrc/cuda/memory_snapshot.cpp from TraceEntry's time_), 1 ns with
+// MEMTRACE_TIME_RESOLUTION=ns. Nanosecond deltas took 2.07 bytes an event on GPT-2's forwards and
+// steps, microsecond ones about one (docs/performance.md, Trace size): a memory timeline needs no
+// finer clock, and events keep their order by their place in the file, never by their times,
+// which may now be equal. The writer takes each time as the start of its unit, t - (t - start) %
+// unit, start being kProcessInfo's monotonic start, so that a time is the same whichever record
+// carries it; the fields that are nanoseconds whatever the unit (kSection's times, kStepPeak's)
+// hold such times too. The reader multiplies each delta by the unit: every time it gives is
+// nanoseconds since the start, as before, and a multiple of the unit.
+inline constexpr uint32_t kTimeUnitVersion = 8;
+inline constexpr uint64_t kMaxTimeUnitNs = 1000000000;  // a second: anything coarser is no clock
+
 struct EventBits {
   static constexpr uint8_t kEvent = 0x80;
   static constexpr uint8_t kFree = 0x40;

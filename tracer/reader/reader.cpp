@@ -85,6 +85,7 @@ void TraceReader::rewind() {
   context_ = Context{};
   tracing_ = false;
   last_time_ = 0;
+  time_unit_ns_ = 1;
   last_address_ = 0;
   event_tables_ = format::EventTables{};
   last_python_stack_[0] = last_python_stack_[1] = 0;
@@ -263,6 +264,14 @@ const ProcessInfo& TraceReader::readProcessInfo() {
   info.python_depth = static_cast<uint32_t>(varint());
   info.native_depth = static_cast<uint32_t>(varint());
   info.free_stacks = byte() != 0;
+  info.time_unit_ns = 1;
+  if (version_ >= format::kTimeUnitVersion) {
+    info.time_unit_ns = varint();
+    if (info.time_unit_ns < 1 || info.time_unit_ns > format::kMaxTimeUnitNs)
+      fail("a time unit of " + std::to_string(info.time_unit_ns) + " ns (1 to " +
+           std::to_string(format::kMaxTimeUnitNs) + " expected)");
+  }
+  time_unit_ns_ = info.time_unit_ns;
   seen_process_info_ = true;
   last_time_ = 0;
   return info;
@@ -348,7 +357,7 @@ const Context& TraceReader::readContext() {
 
 Marker TraceReader::readMarker() {
   Marker marker;
-  last_time_ += varint();
+  last_time_ += timeDelta();
   marker.time_ns = last_time_;
   uint8_t kind = byte();
   if (kind >= static_cast<uint8_t>(format::MarkerKind::kCount)) fail("an unknown marker kind");
@@ -366,7 +375,7 @@ Event TraceReader::readFailedAlloc() {
   Event event;
   event.kind = EventKind::kFailedAlloc;
   event.index = event_count_++;
-  last_time_ += varint();
+  last_time_ += timeDelta();
   event.time_ns = last_time_;
   event.address = 0;
   event.size = varint();
@@ -411,7 +420,7 @@ std::pair<uint64_t, uint32_t> TraceReader::readOwnerModule() {
 }
 
 std::pair<uint64_t, format::TrainingPhase> TraceReader::readTrainingPhase() {
-  last_time_ += varint();
+  last_time_ += timeDelta();
   uint8_t phase = byte();
   if (phase >= static_cast<uint8_t>(format::TrainingPhase::kCount))
     fail("an unknown training phase " + std::to_string(phase));
@@ -419,7 +428,7 @@ std::pair<uint64_t, format::TrainingPhase> TraceReader::readTrainingPhase() {
 }
 
 std::pair<uint64_t, uint64_t> TraceReader::readStepEnd() {
-  last_time_ += varint();
+  last_time_ += timeDelta();
   uint64_t step = varint();
   if (step == 0) fail("a step end numbered 0 (steps count from 1)");
   return {last_time_, step};
@@ -442,7 +451,7 @@ const DistributedInfo& TraceReader::readDistributed() {
 
 MemoryMap TraceReader::readMemoryMap() {
   MemoryMap map;
-  last_time_ += varint();
+  last_time_ += timeDelta();
   map.time_ns = last_time_;
   map.address = varint();
   map.size = varint();
@@ -453,7 +462,7 @@ MemoryMap TraceReader::readMemoryMap() {
 
 AddressRange TraceReader::readAddressRange() {
   AddressRange range;
-  last_time_ += varint();
+  last_time_ += timeDelta();
   range.time_ns = last_time_;
   range.address = varint();
   range.size = varint();
@@ -462,7 +471,7 @@ AddressRange TraceReader::readAddressRange() {
 
 Segment TraceReader::readSegment() {
   Segment segment;
-  last_time_ += varint();
+  last_time_ += timeDelta();
   segment.time_ns = last_time_;
   uint8_t action = byte();
   if (action >= static_cast<uint8_t>(format::SegmentAction::kCount))
@@ -479,7 +488,7 @@ Segment TraceReader::readSegment() {
 
 SimulatedSize TraceReader::readSimulatedSize() {
   SimulatedSize size;
-  last_time_ += varint();
+  last_time_ += timeDelta();
   size.time_ns = last_time_;
   size.address = varint();
   size.bytes = varint();
@@ -503,7 +512,7 @@ SimulatedSize TraceReader::readSimulatedSize() {
 
 DeviceMemory TraceReader::readDeviceMemory() {
   DeviceMemory reading;
-  last_time_ += varint();
+  last_time_ += timeDelta();
   reading.time_ns = last_time_;
   reading.device = deviceIndex(zigzag(), "a device memory reading");
   if (reading.device < 0) fail("a device memory reading without a device");
@@ -534,7 +543,7 @@ const SimulatedDeviceInfo& TraceReader::readSimulatedDevice() {
 
 DeviceRead TraceReader::readDeviceRead() {
   DeviceRead read;
-  last_time_ += varint();
+  last_time_ += timeDelta();
   read.time_ns = last_time_;
   read.bytes = varint();
   read.python_stack = static_cast<uint32_t>(varint());
@@ -549,7 +558,7 @@ DeviceRead TraceReader::readDeviceRead() {
 
 AssumedValue TraceReader::readAssumedValue() {
   AssumedValue value;
-  last_time_ += varint();
+  last_time_ += timeDelta();
   value.time_ns = last_time_;
   value.assumed = static_cast<uint32_t>(varint());
   value.python_stack = static_cast<uint32_t>(varint());

@@ -44,6 +44,9 @@ struct ProcessInfo {
   uint32_t python_depth = 0;
   uint32_t native_depth = 0;
   bool free_stacks = false;
+  // The unit of the file's time deltas (Note [Times in microseconds] in records.h): 1 before
+  // version 8. Every time the reader gives is nanoseconds whatever it is.
+  uint64_t time_unit_ns = 1;
 };
 
 // The kDistributed record: which rank of a torch.distributed job the process was (Note [A
@@ -363,6 +366,8 @@ class TraceReader {
   [[noreturn]] void cutOff() const;
   struct OpenChunkEnd {};
   uint64_t varint();
+  // A time delta field, in nanoseconds (Note [Times in microseconds]).
+  uint64_t timeDelta() { return varint() * time_unit_ns_; }
   int64_t zigzag();
   uint8_t byte();
   std::string bytes();
@@ -435,6 +440,7 @@ class TraceReader {
   Context context_;
   bool tracing_ = false;
   uint64_t last_time_ = 0;
+  uint64_t time_unit_ns_ = 1;  // kProcessInfo's (version 8), 1 before it
   uint64_t last_address_ = 0;
   format::EventTables event_tables_;  // version 7 (Note [Event tables])
   uint32_t last_python_stack_[2] = {0, 0};
@@ -504,7 +510,7 @@ inline Event TraceReader::readEvent(uint8_t type) {
   Event event;
   event.kind = kind ? EventKind::kFree : EventKind::kAlloc;
   event.index = event_count_++;
-  last_time_ += varint();
+  last_time_ += timeDelta();
   event.time_ns = last_time_;
   if (kind && entry) {
     // One of the last allocations (Note [Event tables] in records.h).

@@ -113,6 +113,14 @@ Config readConfig() {
     else
       warn("MEMTRACE_SNAPSHOT_SIGNAL must be USR1, USR2 or none; using USR1, not ", name);
   }
+  // Note [Times in microseconds] in records.h.
+  config.time_unit_ns = 1000;
+  if (const char* resolution = getenv("MEMTRACE_TIME_RESOLUTION"); resolution && *resolution) {
+    if (!strcmp(resolution, "ns"))
+      config.time_unit_ns = 1;
+    else if (strcmp(resolution, "us") != 0)
+      warn("MEMTRACE_TIME_RESOLUTION must be us or ns; using us, not ", resolution);
+  }
   return config;
 }
 

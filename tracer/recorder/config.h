@@ -28,6 +28,8 @@
 //                          none; installed only where the program left the signal at its
 //                          default                                  (USR1)
 //   MEMTRACE_OOM_REPORT    0: no report of a failed allocation beside the trace   (1)
+//   MEMTRACE_TIME_RESOLUTION  us | ns: the unit of the times in the trace (Note [Times in
+//                          microseconds], tracer/format/records.h)   (us)
 #pragma once
 
 #include <cstdint>
@@ -51,6 +53,7 @@ struct Config {
   bool map_file;           // write into a mapping of the file where it can
   int snapshot_signal;     // 0: none
   bool oom_report;
+  uint32_t time_unit_ns;  // 1000 (us) or 1 (ns)
 };
 
 // Reads the environment. Safe to call before main (from a constructor) and at run time.

@@ -39,9 +39,10 @@ python::FrameInfo g_unknown_frame = {"<unknown>", "<unknown>", 9, 9, 0, 0, 0};
 
 }  // namespace
 
-void RecordWriter::beginFile(uint64_t start_monotonic_ns) {
+void RecordWriter::beginFile(uint64_t start_monotonic_ns, uint32_t time_unit_ns) {
   ++generation_;
   start_monotonic_ns_ = start_monotonic_ns;
+  time_unit_ns_ = time_unit_ns == 1 ? 1 : 1000;  // the two timeDelta knows
   last_step_ = 0;
   last_step_end_ns_ = start_monotonic_ns;
   string_by_id_.clear();
@@ -66,7 +67,7 @@ void RecordWriter::beginFile(uint64_t start_monotonic_ns) {
 }
 
 void RecordWriter::resetBases(uint64_t time_ns) {
-  last_time_ns_ = time_ns;
+  last_time_ns_ = unitStart(time_ns);
   last_address_ = 0;
   last_python_stack_[0] = last_python_stack_[1] = 0;
   last_native_stack_[0] = last_native_stack_[1] = 0;
@@ -106,7 +107,8 @@ bool RecordWriter::writeSection(uint64_t time_ns, format::SectionKind kind, bool
   uint8_t* p = file_.reserve(128 + 40 * static_cast<size_t>(totals.device_count));
   if (!p) return false;
   uint8_t* start = p++;
-  p = putVarint(p, time_ns > start_monotonic_ns_ ? time_ns - start_monotonic_ns_ : 0);
+  // Nanoseconds, at the start of their unit (Note [Times in microseconds]).
+  p = putVarint(p, unitStart(time_ns) - start_monotonic_ns_);
   *p++ = static_cast<uint8_t>(kind);
   *p++ = tracing ? 1 : 0;
   *p++ = static_cast<uint8_t>(phase);
@@ -120,9 +122,7 @@ bool RecordWriter::writeSection(uint64_t time_ns, format::SectionKind kind, bool
     p = putZigzag(p, device.device);
     p = putVarint(p, device.allocated_bytes);
     p = putVarint(p, device.peak_bytes);
-    p = putVarint(p, device.peak_time_ns > start_monotonic_ns_
-                         ? device.peak_time_ns - start_monotonic_ns_
-                         : 0);
+    p = putVarint(p, unitStart(device.peak_time_ns) - start_monotonic_ns_);
   }
   file_.commit(start, p, static_cast<uint8_t>(RecordType::kSection));
   resetBases(time_ns > last_time_ns_ ? time_ns : last_time_ns_);
@@ -135,6 +135,11 @@ bool RecordWriter::writeStepPeak(uint64_t step, uint64_t begin_ns, uint64_t end_
   uint8_t* p = file_.reserve(80);
   if (!p) return false;
   uint8_t* start = p++;
+  // Nanoseconds, each time at the start of its unit as the events' (Note [Times in
+  // microseconds]).
+  begin_ns = unitStart(begin_ns);
+  end_ns = unitStart(end_ns);
+  peak_time_ns = unitStart(peak_time_ns);
   auto after = [](uint64_t time, uint64_t base) { return time > base ? time - base : 0; };
   p = putZigzag(p, static_cast<int64_t>(step - last_step_));
   p = putVarint(p, after(begin_ns, last_step_end_ns_));
@@ -200,6 +205,7 @@ bool RecordWriter::writeProcessInfo(const ProcessInfoFields& info) {
   p = putVarint(p, info.python_depth);
   p = putVarint(p, info.native_depth);
   *p++ = info.free_stacks ? 1 : 0;
+  p = putVarint(p, time_unit_ns_);  // version 8 (Note [Times in microseconds])
   file_.commit(start, p, static_cast<uint8_t>(RecordType::kProcessInfo));
   logTable(start, p);
   return true;

@@ -96,8 +96,9 @@ class RecordWriter {
   explicit RecordWriter(TraceFile& file) : file_(file) {}
 
   // Forgets the previous file's tables; the records that follow start a new file whose
-  // time base is `start_monotonic_ns`.
-  void beginFile(uint64_t start_monotonic_ns);
+  // time base is `start_monotonic_ns` and whose times count `time_unit_ns` (1 or 1000:
+  // Note [Times in microseconds] in records.h).
+  void beginFile(uint64_t start_monotonic_ns, uint32_t time_unit_ns = 1000);
   // Identifies the current file's tables (caches elsewhere compare against it).
   uint32_t generation() const { return generation_; }
   // The current file's time base (CLOCK_MONOTONIC ns).
@@ -249,7 +250,14 @@ class RecordWriter {
   [[gnu::always_inline]] bool writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address,
                                          const uint64_t* size, uint32_t python_stack,
                                          uint32_t native_stack);
+  // The time units from the last timed record to `time_ns`; the last time moves on by them.
   uint64_t timeDelta(uint64_t time_ns);
+  // `time_ns` at the start of its time unit (Note [Times in microseconds]), as every time the
+  // file holds; the start for a time before it.
+  uint64_t unitStart(uint64_t time_ns) const {
+    if (time_ns <= start_monotonic_ns_) return start_monotonic_ns_;
+    return time_ns - (time_ns - start_monotonic_ns_) % time_unit_ns_;
+  }
   // The record just committed at `start`, to the table log if there is one.
   void logTable(const uint8_t* start, const uint8_t* end);
   // Forgets the thread's cached stack if it belongs to another file's tables.
@@ -291,6 +299,7 @@ class RecordWriter {
   // Module scopes written are for this generation of bases (a new file or a kSection).
   uint32_t scope_generation_ = 0;
   uint64_t start_monotonic_ns_ = 0;
+  uint32_t time_unit_ns_ = 1000;  // 1 or 1000: timeDelta divides by a constant
   GrowableArray<uint8_t>* table_log_ = nullptr;
   // The previous kStepPeak's (its fields are relative to them).
   uint64_t last_step_ = 0;
@@ -322,7 +331,8 @@ class RecordWriter {
   bool simulated_written_ = false;  // the file has its kSimulatedDevice record
   static_assert(format::kMaxDevices <= 64, "devices_written_ has a bit per device");
 
-  // Delta bases of the event encoding (Note [Event bit layout]).
+  // Delta bases of the event encoding (Note [Event bit layout]). The last time is at the
+  // start of its unit (unitStart).
   uint64_t last_time_ns_ = 0;
   uintptr_t last_address_ = 0;
   uint32_t last_python_stack_[2] = {0, 0};  // [alloc, free]
@@ -340,8 +350,16 @@ inline uint64_t RecordWriter::timeDelta(uint64_t time_ns) {
   // Times are taken under the recorder's lock, so they only grow; the check keeps a
   // clock oddity from turning into a huge unsigned delta.
   uint64_t delta = time_ns > last_time_ns_ ? time_ns - last_time_ns_ : 0;
-  if (time_ns > last_time_ns_) last_time_ns_ = time_ns;
-  return delta;
+  // Whole units only, the rest left to the next record's delta: the last time stays at the
+  // start of a unit (Note [Times in microseconds]). Two divisors known here, so that the
+  // default costs a multiplication, not a division.
+  if (time_unit_ns_ == 1) {
+    last_time_ns_ += delta;
+    return delta;
+  }
+  uint64_t units = delta / 1000;
+  last_time_ns_ += units * 1000;
+  return units;
 }
 
 inline bool RecordWriter::writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address,

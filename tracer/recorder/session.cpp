@@ -186,7 +186,7 @@ bool openFile() {
   if (gethostname(host_name, sizeof(host_name)) != 0) host_name[0] = '\0';
   host_name[sizeof(host_name) - 1] = '\0';
 
-  g_recorder.writer.beginFile(start);
+  g_recorder.writer.beginFile(start, g_recorder.config.time_unit_ns);
   runPreparing();
   ProcessInfoFields info{};
   info.pid = getpid();

@@ -30,11 +30,11 @@ struct Printer : reader::LiveVisitor {
     out << fmt::format(
         "process pid={} ppid={} start_unix_ns={} start_monotonic_ns={} command=[{}] "
         "executable={} host={} version={} stacks={} python_depth={} native_depth={} "
-        "free_stacks={}\n",
+        "free_stacks={} time_unit_ns={}\n",
         info.pid, info.parent_pid, info.start_unix_ns, info.start_monotonic_ns, command,
         quoted(info.executable), quoted(info.host_name), quoted(info.tracer_version),
         format::stackModeName(info.stack_mode), info.python_depth, info.native_depth,
-        info.free_stacks ? 1 : 0);
+        info.free_stacks ? 1 : 0, info.time_unit_ns);
   }
   void onDistributed(const reader::DistributedInfo& info) {
     out << fmt::format(

@@ -1,0 +1,177 @@
+"""Where a trace's bytes go, field by field (issue 52, item 4): each memory event's type byte,
+time delta, address, size and stacks as the writer encodes them (Note [Event bit layout] in
+tracer/format/records.h), the other records as the rest of the chunks; and what the events
+would take in other encodings, so that a change of format is weighed before it is made.
+
+    python3 bench/event_fields.py BUILD_DIR TRACE [--unit NS]
+
+BUILD_DIR's memtrace-report parses TRACE; the events are then encoded again here, as version 8
+writes them, with times at the start of their --unit (default: the trace's own; 1000 turns a
+nanosecond trace into what the default writes now: a time is taken at the start of its unit,
+exactly as the writer does). Every figure is bytes over the trace's memory events. The encoder
+here is checked against the file: with the trace's own unit, the events' bytes must not exceed
+the chunks' payloads (a mismatch means this script is wrong, and it says so). The other records
+(tables, contexts, segments, markers, chunk headers) are the rest, their time deltas re-encoded in
+each column's unit. The variants:
+  - size / 512: the size field as size / 512 * 2 + 1 when 512 divides it (PyTorch's caching
+    allocator rounds every block to 512 B), else size * 2;
+  - per thread: the address base, the event tables and the previous stacks kept for each thread
+    (the context's), as interleaved threads would need.
+"""
+import argparse
+import re
+import subprocess
+from pathlib import Path
+
+from trace_chunks import chunk_bytes  # bench/trace_chunks.py, beside this script
+
+
+def varint_size(value):
+    size = 1
+    while value >= 0x80:
+        value >>= 7
+        size += 1
+    return size
+
+
+def zigzag(value):
+    return (value << 1) if value >= 0 else ((-value) << 1) - 1
+
+
+def size_slot(size):
+    return ((((size * 0x9E3779B97F4A7C15) % (1 << 64)) >> 32) * 7) >> 32
+
+
+class Bases:
+    """The decoding bases an event is encoded against (records.h's EventTables and the rest)."""
+
+    def __init__(self):
+        self.address = 0
+        self.sizes = [0] * 7
+        self.recent = []
+        self.python = [0, 0]
+        self.native = [0, 0]
+
+
+class Encoder:
+    def __init__(self, unit, start, variant):
+        self.unit, self.start, self.variant = unit, start, variant
+        self.last_time = 0  # ns since the start, at the start of its unit
+        self.bases = {}
+        self.fields = dict.fromkeys(("type", "time", "address", "size", "python stack",
+                                     "native stack"), 0)
+        self.events = 0
+
+    def time(self, time_ns):
+        """A timed record's delta, in bytes (every timed record moves the base, events or not)."""
+        delta = max(0, time_ns - self.last_time)
+        units = delta // self.unit
+        self.last_time += units * self.unit
+        return varint_size(units)
+
+    def event(self, free, time_ns, address, size, python, native, thread):
+        bases = self.bases.setdefault(thread if self.variant == "per thread" else 0, Bases())
+        self.events += 1
+        self.fields["type"] += 1
+        self.fields["time"] += self.time(time_ns)
+        recent = 0
+        if free:
+            for k, candidate in enumerate(reversed(bases.recent[-7:]), 1):
+                if candidate == address:
+                    recent = k
+                    break
+        if not recent:
+            delta = address - bases.address
+            if delta & 0xFF == 0:
+                delta >>= 8
+            self.fields["address"] += varint_size(zigzag(delta))
+        bases.address = address
+        if not free:
+            slot = size_slot(size)
+            if bases.sizes[slot] != size:
+                if self.variant == "size / 512":
+                    value = (size // 512) * 2 + 1 if size % 512 == 0 else size * 2
+                else:
+                    value = size
+                self.fields["size"] += varint_size(value)
+                bases.sizes[slot] = size
+            bases.recent = bases.recent[-7:] + [address]
+        kind = 1 if free else 0
+        if python != bases.python[kind]:
+            self.fields["python stack"] += varint_size(python)
+            bases.python[kind] = python
+        if native != bases.native[kind]:
+            self.fields["native stack"] += varint_size(native)
+            bases.native[kind] = native
+
+
+def read(report, path):
+    return subprocess.run([report, "parse", path], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+
+
+def encode(lines, unit, variant):
+    process = next(line for line in lines if line.startswith("process "))
+    start = int(re.search(r"start_monotonic_ns=(\d+)", process).group(1))
+    found = re.search(r" time_unit_ns=(\d+)", process)
+    own_unit = int(found.group(1)) if found else 1
+    encoder = Encoder(unit or own_unit, start, variant)
+    other_time = 0
+    thread = 0
+    for line in lines:
+        kind = line.split(" ", 1)[0]
+        if kind == "context":
+            thread = int(re.search(r"thread=(\d+)", line).group(1))
+            continue
+        if kind == "section":
+            raise SystemExit("a flight recorder's file: its sections are not modelled here")
+        found = re.search(r" t=(\d+)", line)
+        if kind in ("alloc", "free"):
+            fields = dict(re.findall(r"(\w+)=(\S+)", line))
+            encoder.event(kind == "free", int(found.group(1)), int(fields["address"], 16),
+                          int(fields["size"]), int(fields["pystack"]), int(fields["native"]),
+                          thread)
+        elif found:
+            other_time += encoder.time(int(found.group(1)))
+    return encoder, own_unit, other_time
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("build")
+    parser.add_argument("trace")
+    parser.add_argument("--unit", type=int, default=0, help="time unit in ns (default: the trace's)")
+    arguments = parser.parse_args()
+    report = str(Path(arguments.build) / "bin" / "memtrace-report")
+    lines = read(report, arguments.trace)
+    total = chunk_bytes(arguments.trace) - 16
+    own, own_unit, own_other_time = encode(lines, 0, "")
+    if not own.events:
+        raise SystemExit(f"{arguments.trace}: no memory events")
+    other = total - sum(own.fields.values())
+    if other < 0:
+        raise SystemExit(f"{arguments.trace}: the events as encoded here take {-other} bytes more "
+                         "than the file's chunks: this script's encoder is wrong")
+    events = own.events
+    print(f"{arguments.trace}: {events:,} memory events, {total:,} bytes of chunks "
+          f"({total / events:.2f} an event), time unit {own_unit} ns")
+    columns = [(f"as written ({own_unit} ns)", own, other)]
+    unit = arguments.unit or own_unit
+    for variant in ("", "size / 512", "per thread"):
+        encoder, _, other_time = encode(lines, unit, variant)
+        # The other records' time deltas in this unit instead of the file's.
+        columns.append((f"{unit} ns" + (f", {variant}" if variant else ""), encoder,
+                        other - own_other_time + other_time))
+    print("| field | " + " | ".join(name for name, _, _ in columns) + " |")
+    print("|---|" + "---:|" * len(columns))
+    for field in own.fields:
+        print(f"| {field} | " + " | ".join(f"{e.fields[field] / events:.2f}" for _, e, _ in columns)
+              + " |")
+    print("| the other records (chunk headers included) | "
+          + " | ".join(f"{rest / events:.2f}" for _, _, rest in columns) + " |")
+    print("| **an event** | " + " | ".join(f"**{(sum(e.fields.values()) + rest) / events:.2f}**"
+                                          for _, e, rest in columns) + " |")
+
+
+if __name__ == "__main__":
+    main()
