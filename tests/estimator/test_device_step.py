@@ -320,6 +320,114 @@ def test_python_and_the_torchscript_front_end_choose_alike(tmp_path):
             assert chosen == [device_kernels.sdpa_choice(rules, call)[0]], (profile, dtype, head)
 
 
+# -- convolutions and the fused encoder --------------------------------------------------------
+
+class ChannelsLastStage(nn.Module):
+    """ConvNeXt's pattern: a LayerNorm over the channels between two permutes leaves the
+    activation with channels-last strides; then a downsampling convolution (a 2x2 weight,
+    contiguous), a depthwise one and a 1x1 one."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(64)
+        self.down = nn.Conv2d(64, 128, 2, stride=2)
+        self.depthwise = nn.Conv2d(128, 128, 7, padding=3, groups=128)
+        self.pointwise = nn.Conv2d(128, 32, 1)
+
+    def forward(self, x):
+        x = self.norm(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+        return self.pointwise(self.depthwise(self.down(x)))
+
+
+def _copies(document):
+    """Each aten::clone of the recording: (module, bytes, the op before it, whether the next
+    node releases it)."""
+    nodes, storages = document["nodes"], document["storages"]
+    found = []
+    for index, node in enumerate(nodes):
+        if node["op"] != "aten::clone":
+            continue
+        (storage, _, _), = node["allocates"]
+        released = index + 1 < len(nodes) and storage in nodes[index + 1]["releases"]
+        found.append((node["module"], storages[storage]["bytes"], nodes[index - 1]["op"],
+                      released))
+    return found
+
+
+def test_a_convolution_copies_what_cuda_copies():
+    """On CUDA a convolution's operands are made contiguous in the format cuDNN wants
+    (channels-last when either is: Note [The device's kernels on fake tensors]). Assumed of the
+    card, as measured on the simulated H100 (torch 2.14.1+cu130, PyTorch's own code around the
+    simulated cuDNN; torch.cuda.memory._record_memory_history): F.conv2d of a channels-last
+    (1, 384, 8, 8) input and a contiguous (768, 384, 2, 2) weight allocates its output (49,152
+    B) in cudnn_convolution, then the weight's copy (4,718,592 B, clone from contiguous) freed in
+    cudnn_convolution_forward_out; a depthwise (C, 1, 7, 7) or 1x1 weight is not copied (one
+    layout in both formats); a contiguous input meeting a channels-last weight is copied in
+    _convolution before the output. The CPU's kernels copy nothing (the CPU profile)."""
+    model = ChannelsLastStage().eval()
+    x = torch.randn(1, 64, 16, 16)
+    on_cuda = step_graph.record(model, (x,), training=False, profile="cuda-sm90")
+    assert _copies(on_cuda) == [("down", 128 * 64 * 2 * 2 * 4, "aten::convolution", True)]
+    assert _copies(step_graph.record(model, (x,), training=False, profile="cpu")) == []
+    # A channels-last weight and a contiguous input: the input is copied, before the output.
+    stem = nn.Conv2d(3, 16, 3).to(memory_format=torch.channels_last).eval()
+    image = torch.randn(2, 3, 32, 32)
+    recorded = step_graph.record(stem, (image,), training=False, profile="cuda-sm90")
+    ops = _ops(recorded)
+    assert ops[:2] == ["aten::clone", "aten::convolution"], ops
+    (storage, shape, _), = recorded["nodes"][0]["allocates"]
+    assert shape == [2, 3, 32, 32] and storage in recorded["nodes"][-1]["releases"] + \
+        recorded["nodes"][1]["releases"]
+    # Both channels-last: nothing copied. In a training step the copies are made too, and
+    # autograd saves the operands as given (no copy is saved for backward).
+    both = step_graph.record(stem, (image.contiguous(memory_format=torch.channels_last),),
+                             training=False, profile="cuda-sm90")
+    assert _copies(both) == []
+    trained = ChannelsLastStage().train()
+    step = step_graph.record(trained, (x,), profile="cuda-sm90",
+                             optimizer=torch.optim.SGD(trained.parameters(), lr=0.1))
+    assert ("down", 128 * 64 * 2 * 2 * 4, "aten::convolution", True) in _copies(step)
+    assert [128, 64, 2, 2] not in [list(shape) for shape, _ in _saved(step)]
+
+
+def test_the_fused_encoder_takes_the_cublas_workspace_through_torchscript():
+    """nn.TransformerEncoderLayer and nn.MultiheadAttention in eval without grad run the fused
+    path, one op each in a TorchScript graph (aten::_transformer_encoder_layer_fwd, which calls
+    aten::_native_multi_head_attention); its input projection (at::linear, addmm) is the
+    process's first cuBLAS call and takes the workspace, 32 MiB on sm90. Assumed of the card, as
+    measured on the simulated H100 (torch 2.14.1+cu130): the 33,554,432-byte block allocated
+    inside native_multi_head_attention_cuda (gemm_and_bias, getCUDABlasLtWorkspace), for either
+    module called first; the zoo's 2-layer encoder (tests/estimator/zoo.py,
+    transformer-encoder-eval, 1 x 16 x 32) peaks at 33,642,496 B max_memory_allocated, which
+    method="torchscript" now predicts to the byte (88,064 B before: no workspace)."""
+    import zoo
+
+    encoder = zoo.ZOO["transformer-encoder-eval"]
+    model = encoder.build()
+    args, _ = encoder.example(1)
+    whole = mem_tracer.estimate(model, args, device="cuda-sm90", method="torchscript")
+    assert whole.method == "script"
+    assert whole.raw["summary"]["cublas_workspace_bytes"] == 32 * 2**20
+    assert whole.raw["cublas_workspace_node"]["op"] == "aten::_transformer_encoder_layer_fwd"
+    assert whole.raw["cublas_workspace_node"]["module_path"] == "layers.0"
+    assert whole.peak_allocated_bytes == 33_642_496
+    torch.manual_seed(0)
+    attention = nn.MultiheadAttention(32, 2, batch_first=True).eval()
+
+    class SelfAttention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attention = attention
+
+        def forward(self, x):
+            return self.attention(x, x, x, need_weights=False)[0]
+
+    alone = mem_tracer.estimate(SelfAttention(), args, device="cuda-sm90", method="torchscript")
+    assert alone.raw["summary"]["cublas_workspace_bytes"] == 32 * 2**20
+    assert alone.raw["cublas_workspace_node"]["op"] == "aten::_native_multi_head_attention"
+    assert alone.peak_allocated_bytes > 32 * 2**20
+
+
 # -- the loop -----------------------------------------------------------------------------------
 
 def _cross_entropy(logits, targets):

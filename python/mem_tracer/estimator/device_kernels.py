@@ -20,6 +20,23 @@ instead (its fake kernel sizes its outputs; autograd saves what its derivative f
 - dropout: an out-of-place dropout on CUDA is native_dropout, which saves a bool mask (one
   byte an element); the CPU's is bernoulli noise in the input's dtype (four bytes an element
   in float32). In-place and feature dropout are the same on both (dropout.cpp).
+- convolution: on CUDA, `_convolution` (Convolution.cpp) calls the backend with
+  `input.contiguous(format)`, and cuDNN's forward (cudnn/ConvShared.cpp,
+  cudnn_convolution_forward_out) makes `weight.contiguous(format)` after allocating the output;
+  the format is channels-last when the weight is 4-d (5-d: channels-last 3d) and the input or
+  the weight has channels-last strides (cudnn_conv_suggest_memory_format; never for float64),
+  else contiguous. An operand not already in that format is copied for the call and released
+  when it returns: a channels-last activation meeting a contiguous weight (ConvNeXt's
+  downsampling convolutions: the weight's bytes), a contiguous or strided input meeting a
+  channels-last weight, a transposed input of a 1-d convolution. Seen on the simulated H100
+  (torch 2.14.1+cu130, PyTorch's own code around the simulated cuDNN): input copy, output,
+  weight copy, weight copy freed, input copy freed; a weight whose layout is the same in both
+  formats (depthwise, C_in/groups = 1; or a 1x1 kernel) is not copied. The recording makes the
+  same copies around the fake convolution, off the autograd graph (autograd saves the operands
+  as passed); the output's layout is the fake CPU kernel's, which picks channels-last as cuDNN
+  does for 2-d float convolutions (not for float64, nor 3-d: a later op's strides may then
+  differ from the card's). The backward's copies (cudnn_convolution_backward_*) are not made,
+  nor are any by memtrace-estimate's TorchScript front end (a .pt file, method="torchscript").
 The CPU's own profile changes nothing: the fake CPU tensors run the CPU's composites. Not
 applied: CUDA's autocast op lists (the recording runs the CPU's), cuDNN's RNN kernels, what a
 CUDA kernel allocates inside itself, and the model's own Python branches on
@@ -346,6 +363,64 @@ _SDPA_PARAMETERS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causa
 _SDPA_DEFAULTS: dict[str, Any] = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False,
                                   "scale": None, "enable_gqa": False}
 
+# The convolutions whose operands CUDA copies into the backend's memory format (the Note above).
+_CONVOLUTIONS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                 "conv_transpose3d")
+
+
+def _strides_like_channels_last(sizes: Sequence[int], strides: Sequence[int]) -> bool:
+    """c10's is_channels_last_strides_2d_s4 / 3d_s5 (c10/core/MemoryFormat.h), which
+    Tensor.suggest_memory_format() reads: C innermost, then W, H (D), N; ambiguous layouts
+    (a size-1 or zero-stride channel dimension) read as contiguous."""
+    order = {4: (1, 3, 2, 0), 5: (1, 4, 3, 2, 0)}.get(len(sizes))
+    if order is None or strides[1] == 0:
+        return False
+    minimum = 0
+    for dim in order:
+        if sizes[dim] == 0 or strides[dim] < minimum:
+            return False
+        if dim == 0 and minimum == strides[1]:
+            return False
+        minimum = strides[dim] * max(1, sizes[dim])
+    return True
+
+
+def convolution_memory_format(input: Any, weight: Any) -> Any:
+    """The memory format CUDA's convolution backend wants its operands in
+    (cudnn_conv_suggest_memory_format; a 1-d convolution's is contiguous)."""
+    import torch
+    if torch.float64 in (input.dtype, weight.dtype):
+        return torch.contiguous_format
+    layouts = [_strides_like_channels_last(t.shape, t.stride()) for t in (input, weight)]
+    if weight.dim() == 4 and any(layouts):
+        return torch.channels_last
+    if weight.dim() == 5 and any(layouts):
+        return torch.channels_last_3d
+    return torch.contiguous_format
+
+
+def device_convolution(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """A convolution with the copies CUDA makes of its operands (the Note above): the input's
+    before the output, the weight's after it, both released when the call returns."""
+    import torch
+    input = args[0] if args else kwargs.get("input")
+    weight = args[1] if len(args) > 1 else kwargs.get("weight")
+    if not isinstance(input, torch.Tensor) or not isinstance(weight, torch.Tensor) or \
+            input.numel() == 0 or input.dim() not in (weight.dim(), weight.dim() - 1):
+        return func(*args, **kwargs)
+    batched = input if input.dim() == weight.dim() else input.unsqueeze(0)
+    memory_format = convolution_memory_format(batched, weight)
+    with torch.no_grad():
+        staged = None if batched.is_contiguous(memory_format=memory_format) else \
+            batched.contiguous(memory_format=memory_format)
+    output = func(*args, **kwargs)
+    if not weight.is_contiguous(memory_format=memory_format):
+        with torch.no_grad():
+            weight.contiguous(memory_format=memory_format)  # cuDNN's copy, freed on return
+    del staged
+    return output
+
+
 # Factories that make a tensor where they are told (device=), else on the host: in torch.optim
 # the step counts of a group that is neither capturable nor fused (`torch.tensor(0.0)`,
 # `device="cpu"`), which the device never holds; `device=p.device` is the parameter's device.
@@ -380,6 +455,7 @@ class DeviceKernels:
         padding = next((k.pad_mask_to for k in rules.sdpa if k.name == "efficient"), 16)
         head = next((k.pad_head_dim_to for k in rules.sdpa if k.name == "flash"), 8)
         factories = {getattr(torch, name) for name in _FACTORIES}
+        convolutions = {getattr(torch, name) for name in _CONVOLUTIONS}
         owner = self
 
         class Mode(TorchFunctionMode):
@@ -392,6 +468,8 @@ class DeviceKernels:
                     return owner._sdpa(args, kwargs, padding, head)
                 if func is torch.nn.functional.dropout or func is torch.dropout:
                     return owner._dropout(func, args, kwargs)
+                if func in convolutions:
+                    return device_convolution(func, args, kwargs)
                 if owner.optimizer_phase and func in factories and \
                         kwargs.get("device") in (None, "cpu"):
                     owner.making_host_tensor += 1
@@ -442,5 +520,6 @@ class DeviceKernels:
 
 
 __all__ = ["CPU_RULES", "SDPA_KERNELS", "DeviceKernels", "KernelChoice", "KernelRules",
-           "KernelRulesError", "SdpaCall", "SdpaKernel", "SdpaTensor", "device_dropout", "device_sdpa", "kernel_rules", "profile_path",
+           "KernelRulesError", "SdpaCall", "SdpaKernel", "SdpaTensor", "convolution_memory_format",
+           "device_convolution", "device_dropout", "device_sdpa", "kernel_rules", "profile_path",
            "sdpa_choice", "sdpa_rejects"]
