@@ -237,6 +237,15 @@ json estimateJson(const Graph& graph, const Estimate& estimate, const RenderOpti
   requested["by_frame"] = groupsJson(estimate.requested_attribution.by_frame, false);
   requested["by_user_frame"] = groupsJson(estimate.requested_attribution.by_user_frame, false);
   requested["by_module"] = groupsJson(estimate.requested_attribution.by_module, true);
+  if (graph.training_step) {
+    // Note [The step's own calls] in estimator/passes/attribute_peak.h.
+    json calls = json::array();
+    for (const StepCallGroup& call : estimate.requested_attribution.by_step_call)
+      calls.push_back({{"phase", format::trainingPhaseName(call.phase)},
+                       {"bytes", call.bytes},
+                       {"tensors", call.tensors}});
+    requested["by_step_call"] = std::move(calls);
+  }
   json workspaces = json::array();
   for (const Workspace& workspace : estimate.allocator.peak_requested_workspaces) {
     json entry = {{"library", workspace.library}, {"bytes", workspace.bytes}};

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <string_view>
 
 // Note [Two groupings by line]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -43,6 +45,10 @@ struct Groups {
   std::map<SourceFrame, LiveGroup> by_frame;
   std::map<SourceFrame, LiveGroup> by_user_frame;
   std::map<std::string, LiveGroup> by_module;
+  // Note [The step's own calls]: set for a training step's requested peak.
+  bool step_calls = false;
+  std::set<SourceFrame> forward_lines;
+  std::map<format::TrainingPhase, StepCallGroup> by_step_call;
 
   void charge(const Node* producer, int64_t bytes) {
     std::vector<SourceFrame> no_stack;
@@ -51,7 +57,19 @@ struct Groups {
     SourceFrame user_frame = innermostUserFrame(stack);
     std::string module = producer ? producer->module_path : std::string();
     memtrace::estimator::charge(by_frame, frame, LiveGroup{frame, {}, 0, 0}, bytes);
-    memtrace::estimator::charge(by_user_frame, user_frame, LiveGroup{user_frame, {}, 0, 0}, bytes);
+    bool own_call = step_calls && producer &&
+                    (producer->phase == format::TrainingPhase::kBackward ||
+                     producer->phase == format::TrainingPhase::kOptimizer) &&
+                    !forward_lines.contains(user_frame);
+    if (own_call) {
+      StepCallGroup& group = by_step_call[producer->phase];
+      group.phase = producer->phase;
+      group.bytes += bytes;
+      group.tensors += 1;
+    } else {
+      memtrace::estimator::charge(by_user_frame, user_frame, LiveGroup{user_frame, {}, 0, 0},
+                                  bytes);
+    }
     chargeModule(module, bytes);
   }
   void chargeModule(const std::string& module, int64_t bytes) {
@@ -61,6 +79,7 @@ struct Groups {
     attribution.by_frame = collect(by_frame);
     attribution.by_user_frame = collect(by_user_frame);
     attribution.by_module = collect(by_module);
+    for (const auto& [phase, group] : by_step_call) attribution.by_step_call.push_back(group);
   }
 };
 
@@ -101,10 +120,23 @@ PeakAttribution attributePeak(const Graph& graph, const std::vector<StorageId>& 
 PeakAttribution attributeRequestedPeak(const Graph& graph, const std::vector<StorageId>& live,
                                        const std::vector<Workspace>& workspaces) {
   Groups groups;
+  if (graph.training_step) {
+    groups.step_calls = true;
+    for (const Node& node : graph.nodes) {
+      if (node.phase != format::TrainingPhase::kForward) continue;
+      SourceFrame line = innermostUserFrame(node.stack);
+      if (line.known()) groups.forward_lines.insert(line);
+    }
+  }
   PeakAttribution attribution = attributeStorages(graph, live, groups);
-  for (const Workspace& workspace : workspaces)
-    if (workspace.bytes > 0 && workspace.node.valid())
+  for (const Workspace& workspace : workspaces) {
+    // Note [The step's own calls]: a training step's library workspaces are there before it
+    // (a convolution's is taken by its call, in the step).
+    std::string_view library = workspace.library;
+    bool before_the_step = graph.training_step && (library == "cuBLAS" || library == "cuBLASLt");
+    if (workspace.bytes > 0 && workspace.node.valid() && !before_the_step)
       groups.charge(&graph.node(workspace.node), workspace.bytes);
+  }
   for (const Storage& storage : graph.storages)
     if ((storage.origin == StorageOrigin::kParameter || storage.origin == StorageOrigin::kBuffer) &&
         storage.bytes > 0)

@@ -17,6 +17,14 @@ struct LiveGroup {
   int64_t tensors = 0;
 };
 
+// Live bytes at a training step's peak that one of the step's own calls allocated (Note [The
+// step's own calls]).
+struct StepCallGroup {
+  format::TrainingPhase phase = format::TrainingPhase::kNone;  // kBackward or kOptimizer
+  int64_t bytes = 0;
+  int64_t tensors = 0;
+};
+
 // The storages live at the peak, each charged to the node that allocated it, grouped three
 // ways. The first two are the tracer's two groupings (Note [Two groupings by line]).
 struct PeakAttribution {
@@ -24,6 +32,9 @@ struct PeakAttribution {
   std::vector<LiveGroup> by_user_frame;  // innermost frame in the user's own code
   std::vector<LiveGroup> by_module;      // module instance path
   std::vector<StorageId> storages;       // the live storages, largest first
+  // A training step's requested peak: what backward and the optimizer's step allocated outside
+  // the forward's lines, in place of by_user_frame (Note [The step's own calls]).
+  std::vector<StepCallGroup> by_step_call;
 };
 
 PeakAttribution attributePeak(const Graph& graph, const std::vector<StorageId>& live);
@@ -42,6 +53,26 @@ PeakAttribution attributePeak(const Graph& graph, const std::vector<StorageId>& 
 // its name, "blocks.0.attn.qkv.weight"), as the tracer's module table puts them (Note
 // [Weights and their modules] in tracer/format/records.h). The activations' own peak keeps its
 // attribution ("peak" of the estimate's JSON); this one is "requested_peak".
+//
+// Note [The step's own calls]
+// A training step's estimate is of the steady state: the replay allocates the library
+// workspaces, with the weights, the optimizer's state and the inputs, before the step's first
+// node (replay_caching_allocator.cpp), as a program's second step finds them, taken in its
+// first. So on a training step the workspaces are charged to no line and no module: a trace of a
+// step after the first shows them allocated before tracing, and the report puts the estimate's
+// workspaces beside that row (tracer/report/prediction.cpp). The lines of the user's code the
+// recording knows are the forward's (the model's code, the loss function); backward and
+// optimizer.step() are called by the estimator's own loop (TrainingStep), so what they allocate
+// has for its user frame the line that called estimate(), where no trace puts it. A trace puts
+// it on the line of the program's loop that called loss.backward() (autograd's threads borrow
+// that stack) or optimizer.step(). So a storage made in the backward or the optimizer phase
+// whose user frame is none of the forward's lines is charged to its phase instead
+// ("by_step_call"), and the report puts each beside the row of the line whose allocations were
+// last made in that phase (the line that called backward() also holds the loss's own gradient,
+// made before autograd reaches the model's output, where a trace's backward phase begins).
+// Backward's work on the forward's lines (a checkpointed block's recomputation, a hook in the
+// model's code) stays on them. The innermost-frame grouping (torch's own files, both sides) and the
+// modules are unchanged.
 PeakAttribution attributeRequestedPeak(const Graph& graph, const std::vector<StorageId>& live,
                                        const std::vector<Workspace>& workspaces);
 

@@ -1,6 +1,6 @@
 """How long estimate() takes on a small GPT-2 (2 layers, n_embd 128, vocab 1000, input 2×128,
 device="cuda-sm90"): one estimate, a budget search (1 GiB) and a sweep of six batches, with the
-figures each gives (docs/estimator.md quotes them).
+figures each gives (docs/estimator.md quotes them); then plan() of its AdamW step in 1 GiB.
 
     PYTHONPATH=python MEMTRACE_BIN_DIR=build/bin python3 tests/estimator/budget_search_timing.py [METHOD]
 
@@ -32,6 +32,11 @@ def main() -> None:
                    else result.peak_allocated_bytes)
         print(f"{name}: {seconds:.1f} s, method {result.method}, {figures}; "
               f"{getattr(result, 'search_note', None)}")
+    start = time.perf_counter()
+    plan = mem_tracer.plan(model, (ids,), budget="1GiB", device="cuda-sm90",
+                           optimizer=torch.optim.AdamW(model.parameters()))
+    print(f"plan 1GiB (AdamW step): {time.perf_counter() - start:.1f} s, batch "
+          f"{plan.largest_batch}, {plan.peak_bytes}; {getattr(plan, 'search_note', None)}")
 
 
 if __name__ == "__main__":

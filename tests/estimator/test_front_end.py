@@ -119,6 +119,42 @@ def test_auto_takes_torchscript_only_where_the_request_needs_it(tmp_path, option
         assert result.peak_allocated_bytes == recorded.peak_allocated_bytes
 
 
+class ReadsOnTheHost(Mlp):
+    """Mlp whose forward reads its input on the host through NumPy (a statistic kept for
+    logging): a fake tensor has no data to read, so the recording fails; torch.jit.script
+    refuses `.numpy()` too, and torch.jit.trace runs the forward on the example tensors, the
+    value read becoming a constant of the trace. What the read makes is a Python float: no
+    tensor, so its memory is Mlp's."""
+
+    def forward(self, x):
+        self.largest = float(abs(x.detach().numpy()).max())
+        return super().forward(x)
+
+
+def test_a_forward_the_recording_fails_on_falls_back_to_torchscript():
+    x = torch.randn(32, 64)
+    torch.manual_seed(0)
+    model = ReadsOnTheHost()
+    # The recording really fails on it (what makes auto fall back).
+    with pytest.raises(mem_tracer.MemTracerError, match=r"\.numpy\(\) is not supported"):
+        mem_tracer.estimate(model, (x,), method="record")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing of the fallback's TorchScript reaches the user
+        result = mem_tracer.estimate(model, (x,))
+    assert result.method == "trace", (result.method, result.method_note)
+    note = result.method_note
+    assert "recording on fake tensors failed (" in note and ".numpy() is not supported" in note \
+        and "so TorchScript instead" in note and "scripting failed" in note, note
+    assert "TorchScript instead" in str(result)
+    # Right: the same figures as the same layers recorded without the host read.
+    recorded = mem_tracer.estimate(Mlp(), (x,), method="record")
+    assert recorded.method == "record"
+    assert (result.peak_requested_bytes, result.peak_allocated_bytes, result.weight_bytes,
+            result.input_bytes) == (recorded.peak_requested_bytes, recorded.peak_allocated_bytes,
+                                    recorded.weight_bytes, recorded.input_bytes)
+    assert result.peak_allocated_bytes > result.weight_bytes + result.input_bytes
+
+
 def test_a_saved_file_is_read_as_torchscript(tmp_path):
     path = tmp_path / "mlp.pt"
     with warnings.catch_warnings():

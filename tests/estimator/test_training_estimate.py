@@ -179,6 +179,37 @@ def test_plan_is_proven_by_running_it():
                    for m in model.modules())
 
 
+def test_plan_searches_as_estimate_does_and_answers_as_every_batch_recorded(tmp_path):
+    """plan() takes estimate()'s budget search (Note [A budget search from three recordings]):
+    its answer is the brute force's, every batch from 1 recorded and estimated until one does
+    not fit (and the two after it do not either), and its note says how it searched."""
+    from mem_tracer.estimator.estimate import _device_profile, _record_and_estimate
+    from mem_tracer.estimator.training_step import RecordedStep, TrainingStep
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+    x = torch.randn(2, 128, 64)  # ~448 KiB a row at the step's peak: batch 10 fits 5.3 MB
+    optimizer = torch.optim.AdamW(model.parameters())
+    budget = 5_300_000
+    plan = mem_tracer.plan(model, (x,), budget=budget, optimizer=optimizer, device="cpu")
+    assert plan.search_note.startswith(
+        "the budget search extended the recordings at batches 2, 3, 4"), plan.search_note
+    assert f"batches: {plan.search_note}" in str(plan)
+    step = RecordedStep.of(TrainingStep(optimizer=optimizer))
+
+    def fits(batch):
+        document = _record_and_estimate(model, [x], {}, _device_profile("cpu"), step, tmp_path,
+                                        tmp_path / "brute.json", batch=batch, budget=budget)
+        return document["step"]["budget"]["fits"], document["summary"]["peak_requested_bytes"]
+
+    brute, batch = None, 1
+    while fits(batch)[0]:
+        brute, batch = batch, batch + 1
+    assert not fits(batch + 1)[0] and not fits(batch + 2)[0]
+    assert brute == 10 and plan.largest_batch == brute, (plan, brute)
+    assert plan.peak_bytes == fits(brute)[1]
+
+
 def test_a_budget_too_small_for_batch_1():
     model = _mlp()
     plan = mem_tracer.plan(model, (_xy()[0],), budget="1KiB", device="cpu")

@@ -25,6 +25,10 @@ struct Allocation {
   bool traced;
   // As told so far (kCategory records); kUnknown when none was.
   format::Category category = format::Category::kUnknown;
+  // The training phase the trace was in when it was made (kTrainingPhase records, a section's
+  // phase): which of the step's calls made it (Note [The step's own calls] in
+  // estimator/passes/attribute_peak.h).
+  format::TrainingPhase phase = format::TrainingPhase::kNone;
   uint64_t index = 0;  // the event that made it
   // Its size is a simulated library's answer that was not exact (kSimulatedSize, Note [Sizes
   // in the trace]): then `size_at_most` is how large it could have been (UINT64_MAX: no bound).
@@ -93,6 +97,7 @@ class LiveReplay {
   void onModuleScope(int64_t thread, uint32_t module) { consumer_.onModuleScope(thread, module); }
   void onMarker(const Marker& marker) { consumer_.onMarker(marker); }
   void onTrainingPhase(uint64_t time_ns, format::TrainingPhase phase) {
+    if (!stopped_) phase_ = phase;
     consumer_.onTrainingPhase(time_ns, phase);
   }
   void onStepEnd(uint64_t time_ns, uint64_t step) { consumer_.onStepEnd(time_ns, step); }
@@ -125,7 +130,10 @@ class LiveReplay {
   }
 
   void onAssumedValue(const AssumedValue& value) { consumer_.onAssumedValue(value); }
-  void onSection(const Section& section) { consumer_.onSection(section); }
+  void onSection(const Section& section) {
+    if (!stopped_) phase_ = section.phase;
+    consumer_.onSection(section);
+  }
   void onStepPeak(const StepPeak& step) { consumer_.onStepPeak(step); }
   void onGeneratedCode(const GeneratedCode& code) { consumer_.onGeneratedCode(code); }
   void onSegment(const Segment& segment) {
@@ -153,6 +161,7 @@ class LiveReplay {
     switch (event.kind) {
       case EventKind::kAlloc: {
         Allocation allocation = allocationOf(event);
+        allocation.phase = phase_;
         if (!pending_.empty()) linkPending(event, &allocation);
         Allocation replaced;
         switch (live_.allocate(event.address, allocation, &replaced)) {
@@ -212,6 +221,7 @@ class LiveReplay {
   Consumer& consumer_;
   format::LiveTable<Allocation> live_;
   std::vector<PendingSize> pending_;
+  format::TrainingPhase phase_ = format::TrainingPhase::kNone;
   bool stopped_ = false;
 };
 

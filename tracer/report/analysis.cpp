@@ -478,6 +478,7 @@ struct SnapshotVisitor : reader::LiveVisitor {
         if (!selected(summary.device_filter, entry.device)) return;
         copy.push_back(LiveAllocation{address, entry.size, entry.python_stack, entry.native_stack,
                                       entry.device, entry.traced, entry.module, entry.category});
+        copy.back().phase = entry.phase;
       });
       std::sort(copy.begin(), copy.end(), [](const LiveAllocation& a, const LiveAllocation& b) {
         return a.address < b.address;
@@ -862,6 +863,7 @@ LiveSet liveSetAt(reader::TraceReader& trace, const TraceSummary& summary, Point
     result.allocations.push_back(LiveAllocation{address, entry.size, entry.python_stack,
                                                 entry.native_stack, entry.device, entry.traced,
                                                 entry.module, entry.category});
+    result.allocations.back().phase = entry.phase;
     result.bytes += entry.size;
   });
   // Table order depends on hashing; sort by address for a deterministic result.

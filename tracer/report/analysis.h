@@ -308,6 +308,9 @@ struct LiveAllocation {
   // The block PyTorch's caching allocator handed out for it (Note [Allocated bytes, replayed]):
   // what max_memory_allocated counts of it; 0 where not known (LiveSet::allocated_known).
   uint64_t allocated = 0;
+  // The training phase it was made in (Note [The step's own calls] in
+  // estimator/passes/attribute_peak.h).
+  format::TrainingPhase phase = format::TrainingPhase::kNone;
 };
 
 // Note [What was live before tracing]

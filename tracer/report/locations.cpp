@@ -324,6 +324,7 @@ LocationTable Locator::group(const LiveSet& live_set) {
     uint64_t allocated = 0;
     std::vector<uint64_t> sizes;
     const LiveAllocation* representative = nullptr;
+    format::TrainingPhase phase = format::TrainingPhase::kNone;
   };
   std::unordered_map<Key, Group, KeyHash> groups;
   for (const LiveAllocation& allocation : live_set.allocations) {
@@ -332,6 +333,8 @@ LocationTable Locator::group(const LiveSet& live_set) {
     group.allocated += allocation.allocated;
     group.sizes.push_back(allocation.size);
     if (!group.representative) group.representative = &allocation;
+    // The step's phases come in this order (format::TrainingPhase's values).
+    group.phase = std::max(group.phase, allocation.phase);
   }
   LocationTable table;
   table.group_by = group_by_;
@@ -348,6 +351,7 @@ LocationTable Locator::group(const LiveSet& live_set) {
     std::nth_element(group.sizes.begin(), middle, group.sizes.end());
     row.median_bytes = *middle;
     row.location = describe(*group.representative);
+    row.phase = group.phase;
     table.rows.push_back(std::move(row));
   }
   std::sort(table.rows.begin(), table.rows.end(), [](const TableRow& a, const TableRow& b) {

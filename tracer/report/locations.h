@@ -74,6 +74,9 @@ struct TableRow {
   uint64_t median_bytes = 0;
   uint64_t count = 0;
   Location location;
+  // The last of a step's phases (forward, backward, the optimizer's) its allocations were made
+  // in; kNone when none was (Note [The step's own calls] in estimator/passes/attribute_peak.h).
+  format::TrainingPhase phase = format::TrainingPhase::kNone;
 };
 
 struct LocationTable {

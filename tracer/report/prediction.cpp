@@ -94,6 +94,32 @@ Prediction loadPrediction(const std::string& path) {
           name, unsignedField(*breakdown, name, path + ": summary.training_breakdown"));
     }
   }
+  // Note [The step's own calls] in estimator/passes/attribute_peak.h.
+  if (auto requested = document.find("requested_peak"); requested != document.end() &&
+                                                        requested->is_object() &&
+                                                        requested->contains("by_step_call")) {
+    const json& calls = (*requested)["by_step_call"];
+    if (!calls.is_array())
+      throw std::runtime_error(path + ": \"requested_peak.by_step_call\" is not a list");
+    prediction.step_calls = true;
+    for (const json& call : calls) {
+      std::string where = path + ": an entry of \"requested_peak.by_step_call\"";
+      if (!call.is_object()) throw std::runtime_error(where + " is not an object");
+      std::string phase = stringOrEmpty(call, "phase");
+      format::TrainingPhase value = phase == "backward"    ? format::TrainingPhase::kBackward
+                                    : phase == "optimizer" ? format::TrainingPhase::kOptimizer
+                                                           : format::TrainingPhase::kNone;
+      if (value == format::TrainingPhase::kNone)
+        throw std::runtime_error(where + ": \"phase\" is not \"backward\" or \"optimizer\"");
+      prediction.by_step_call.emplace_back(value, unsignedField(call, "bytes", where));
+    }
+    for (const char* key : {"cublas_workspace_bytes", "cublaslt_workspace_bytes"})
+      if (auto found = summary->find(key); found != summary->end() && !found->is_null())
+        prediction.workspace_bytes_before_step += unsignedField(*summary, key, path + ": summary");
+    if (summary->contains("optimizer_state_bytes"))
+      prediction.optimizer_state_bytes =
+          unsignedField(*summary, "optimizer_state_bytes", path + ": summary");
+  }
   // Where requested_bytes peaks, workspaces on their lines (Note [Workspaces on their lines]
   // in estimator/passes/attribute_peak.h); an estimate from before it has the activations' peak.
   const char* point = document.contains("requested_peak") ? "requested_peak" : "peak";
@@ -184,6 +210,43 @@ std::optional<uint64_t> beforeTheForward(const Prediction& prediction, const Loc
   if (location.holding == format::Category::kParameter && table.group_by != GroupBy::kModule)
     return prediction.weight_bytes;
   if (location.holding == format::Category::kInput) return prediction.input_bytes;
+  if (!prediction.step_calls) return {};
+  // Note [The step's own calls]: a training step's estimate holds, before the step, the library
+  // workspaces (what a trace of a later step cannot name: "untraced"), the optimizer's state
+  // (under its modules by module) and nothing else: its step begins after zero_grad.
+  switch (location.holding) {
+    case format::Category::kUnknown:
+      return prediction.workspace_bytes_before_step;
+    case format::Category::kOptimizerState:
+      if (table.group_by == GroupBy::kModule) return {};
+      return prediction.optimizer_state_bytes;
+    case format::Category::kGradient:
+    case format::Category::kActivation:
+      return uint64_t{0};
+    case format::Category::kParameter:
+    case format::Category::kInput:
+    case format::Category::kTemporary:
+    case format::Category::kCount:
+      break;
+  }
+  return {};
+}
+
+// Note [The step's own calls]: the estimate's bytes of backward's or the optimizer's step's own
+// call, for a row of lines, functions or files that the estimate has no entry for and whose
+// allocations were last made in that phase (the line that calls backward() also holds the
+// loss's own gradient, made before autograd reaches the model's output, where a trace's
+// backward phase begins: mem_tracer/training.py); the largest such row takes them (the rows
+// come largest first), another of the same phase 0 (a loop calls backward from one line).
+std::optional<uint64_t> ownCall(const Prediction& prediction, const LocationTable& table,
+                                const TableRow& row, std::vector<bool>& taken) {
+  if (!prediction.step_calls || !comparable(table, row.location)) return {};
+  for (size_t i = 0; i < prediction.by_step_call.size(); ++i) {
+    if (prediction.by_step_call[i].first != row.phase) continue;
+    if (taken[i]) return uint64_t{0};
+    taken[i] = true;
+    return prediction.by_step_call[i].second;
+  }
   return {};
 }
 
@@ -204,6 +267,7 @@ std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction
     return predicted;
   }
   std::unordered_map<std::string, uint64_t> by_key = predictedByKey(prediction, table);
+  std::vector<bool> calls_taken(prediction.by_step_call.size(), false);
   for (const TableRow& row : table.rows) {
     std::optional<std::string> key;
     if (std::optional<uint64_t> before = beforeTheForward(prediction, table, row.location)) {
@@ -221,6 +285,12 @@ std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction
       continue;
     }
     auto found = by_key.find(*key);
+    if (found == by_key.end()) {
+      if (std::optional<uint64_t> call = ownCall(prediction, table, row, calls_taken)) {
+        predicted.push_back(call);
+        continue;
+      }
+    }
     predicted.emplace_back(found == by_key.end() ? 0 : found->second);
   }
   return predicted;

@@ -49,6 +49,15 @@ struct Prediction {
   // summary.training_breakdown), keyed like --group-by category. Empty otherwise.
   std::optional<uint64_t> training_peak_bytes;
   std::vector<std::pair<std::string, uint64_t>> by_category;
+  // A training step's estimate that names its own calls (requested_peak.by_step_call; Note [The
+  // step's own calls] in estimator/passes/attribute_peak.h): what it holds before the step
+  // besides the weights and the inputs, the optimizer's state (summary.optimizer_state_bytes)
+  // and the library workspaces (summary.cublas_workspace_bytes + cublaslt_workspace_bytes); and
+  // what backward and the optimizer's step allocated outside the forward's lines, by phase.
+  bool step_calls = false;
+  uint64_t optimizer_state_bytes = 0;
+  uint64_t workspace_bytes_before_step = 0;
+  std::vector<std::pair<format::TrainingPhase, uint64_t>> by_step_call;
 };
 
 // Reads and checks an estimate file. Throws std::runtime_error, whose message names the
@@ -59,8 +68,11 @@ Prediction loadPrediction(const std::string& path);
 // frame policy, summed at the table's grain (a line; a file and function; a file), or by
 // nn.Module (Note [Module paths of the tracer and the estimator]); the estimate's weights and
 // inputs beside the rows of weights and inputs allocated before tracing, where rows are lines,
-// functions or files. A row the estimate cannot speak to (a stack, other untraced or native
-// memory) gets nullopt; a row it has no entry for 0.
+// functions or files; for a training step's estimate, the optimizer's state and the library
+// workspaces beside the rows of what was there before tracing, and what backward and the
+// optimizer's step allocated beside the row whose allocations were all made in that phase
+// (Note [The step's own calls]). A row the estimate cannot speak to (a stack, other untraced
+// or native memory) gets nullopt; a row it has no entry for 0.
 std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction,
                                                     const LocationTable& table);
 

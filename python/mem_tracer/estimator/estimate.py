@@ -637,9 +637,11 @@ class _RecordedBatches:
     from recordings at batches 2, 3 and 4 (Note [A budget search from three recordings])."""
 
     def __init__(self, model: Any, args: list[Any], kwargs: dict[str, Any], profile: str,
-                 step: RecordedStep, work: Path) -> None:
+                 step: RecordedStep, work: Path,
+                 prepare: Callable[[Any], Any] | None = None) -> None:
         self.model, self.args, self.kwargs = model, args, kwargs
         self.profile, self.step, self.work = profile, step, work
+        self.prepare = prepare  # plan(): the fake copy's modules wrapped in checkpointing
         self.graphs: dict[int, dict[str, Any]] = {}
         self.recordings = 0
         self.estimates: dict[tuple[int, str | None, bool], dict[str, Any]] = {}
@@ -650,7 +652,7 @@ class _RecordedBatches:
             self.recordings += 1
             return _record_and_estimate(self.model, self.args, self.kwargs, self.profile,
                                         self.step, self.work, self.work / f"job-{batch}.json",
-                                        batch=batch, budget=budget)
+                                        batch=batch, budget=budget, prepare=self.prepare)
         return self._estimated(self.graph(batch), batch, budget, recorded=True)
 
     def graph(self, batch: int) -> dict[str, Any]:
@@ -661,7 +663,7 @@ class _RecordedBatches:
             try:
                 self.graphs[batch] = step_graph.record(
                     self.model, self.args, example_kwargs=self.kwargs, profile=self.profile,
-                    batch=batch, **self.step.options())
+                    batch=batch, prepare=self.prepare, **self.step.options())
             except step_graph.StepGraphError as error:
                 raise MemTracerError(f"estimate(): {error}") from error
         return self.graphs[batch]
@@ -718,8 +720,9 @@ class _RecordedBatches:
         return points, (f"extended from recordings at batches 2, 3, 4 (every size affine in the "
                         f"batch), the largest, {largest}, recorded to check it")
 
-    def largest(self, budget: int | str) -> tuple[int | None, str]:
-        """The largest batch that fits `budget`, and how it was found (a phrase)."""
+    def largest(self, budget: int | str, limit: int = 1 << 16) -> tuple[int | None, str]:
+        """The largest batch up to `limit` that fits `budget`, and how it was found (a
+        phrase)."""
         from . import batch_graphs
 
         def recorded_fit(batch: int) -> tuple[bool, bool]:
@@ -727,7 +730,7 @@ class _RecordedBatches:
 
         extend = self.extended()
         if isinstance(extend, str):
-            return _largest_batch(recorded_fit), f"recorded each batch it tried ({extend})"
+            return _largest_batch(recorded_fit, limit), f"recorded each batch it tried ({extend})"
 
         def extended_fit(batch: int) -> tuple[bool, bool]:
             if self._recorded_here(batch):
@@ -736,13 +739,15 @@ class _RecordedBatches:
 
         try:
             second, third = (self.recorded(batch, budget) for batch in batch_graphs.BASES[1:])
-            largest = _guided_largest(extended_fit, second, third, batch_graphs.BASES[2])
+            largest = _guided_largest(extended_fit, second, third, batch_graphs.BASES[2], limit)
         except batch_graphs.NotAffine as error:
-            return _largest_batch(recorded_fit), f"recorded each batch it tried ({error})"
-        checked = [largest, largest + 1] if largest is not None else [1]
+            return _largest_batch(recorded_fit, limit), f"recorded each batch it tried ({error})"
+        # The batch past the limit is never asked for: the answer there is the limit.
+        checked = ([largest] + ([largest + 1] if largest < limit else [])
+                   if largest is not None else [1])
         for batch in checked:
             if recorded_fit(batch)[0] != extended_fit(batch)[0]:
-                return _largest_batch(recorded_fit), (
+                return _largest_batch(recorded_fit, limit), (
                     f"recorded each batch it tried (at batch {batch} the recording and the "
                     "graph extended from batches 2, 3, 4 disagree)")
         return largest, ("extended the recordings at batches 2, 3, 4 (every size affine in the "

@@ -2,7 +2,10 @@
 wrap in activation checkpointing to fit a larger one.
 
 Every candidate batch is a training step recorded on fake tensors and estimated by
-memtrace-estimate (estimate(training=True)): nothing runs, nothing is allocated. Fitting is
+memtrace-estimate (estimate(training=True)): nothing runs, nothing is allocated. The search is
+estimate(budget=...)'s: three recordings extended to the other batches where the step's graph is
+affine in the batch, the answer then recorded to check it, every batch recorded otherwise (Note
+[A budget search from three recordings]); Plan.search_note says which. Fitting is
 decided by the estimator's replay of PyTorch's caching allocator on a device of the budget's
 size, so rounding and segments count, not only the bytes the tensors ask for.
 """
@@ -20,8 +23,8 @@ from ..errors import MemTracerError
 from .estimate import (
     Device,
     _device_profile,
-    _largest_batch,
-    _record_and_estimate,
+    _fits,
+    _RecordedBatches,
     call_inputs,
 )
 from .parallel import DDP, FSDP, Strategy
@@ -63,6 +66,9 @@ class Plan:
     largest_batch_checkpointed: int | None = None
     peak_bytes_checkpointed: int | None = None
     recompute_flops: int = 0  # the wrapped modules' forward, run again in backward
+    # How the batches were searched: extended from three recordings, or each recorded, and
+    # why (Note [A budget search from three recordings]; estimate()'s search_note).
+    search_note: str | None = None
 
     def apply(self, model: Any) -> Any:
         """Wraps the planned modules of `model` in torch.utils.checkpoint (non-reentrant), in
@@ -82,6 +88,8 @@ class Plan:
                          f"{', ...' if len(self.checkpoint_modules) > 6 else ''}): batch "
                          f"{self.largest_batch_checkpointed} ({mib(self.peak_bytes_checkpointed)}"
                          f"), recomputing {self.recompute_flops / 1e9:.3f} GFLOP a step")
+        if self.search_note:
+            lines.append(f"  batches: {self.search_note}")
         return "\n".join(lines)
 
 
@@ -133,38 +141,36 @@ def plan(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (), *,
     with tempfile.TemporaryDirectory(prefix="mem_tracer-plan-") as temporary:
         work = Path(temporary)
 
-        def run(batch: int, modules: Sequence[str] = ()) -> dict[str, Any]:
+        def batches(modules: Sequence[str] = ()) -> _RecordedBatches:
+            """The step's estimates at any batch, with `modules` checkpointed (Note [A budget
+            search from three recordings], as estimate(budget=...) searches)."""
             prepare = (lambda copy: checkpoint_modules(copy, modules)) if modules else None
-            return _record_and_estimate(model, args, kwargs, profile, step, work,
-                                        work / "plan.json", batch=batch, budget=budget_bytes,
-                                        prepare=prepare)
+            return _RecordedBatches(model, args, kwargs, profile, step, work, prepare=prepare)
 
-        def check(modules: Sequence[str]) -> Callable[[int], tuple[bool, bool]]:
-            def fits(batch: int) -> tuple[bool, bool]:
-                document = run(batch, modules)
-                requested = document["summary"]["peak_requested_bytes"]
-                return bool(document["step"]["budget"]["fits"]), requested > 2 * budget_bytes
-            return fits
-
-        largest = _largest_batch(check(()), limit)
+        plain = batches()
+        largest, said = plain.largest(budget_bytes, limit)
+        notes = [f"the budget search {said}"]
         result = Plan(budget_bytes, largest,
-                      run(largest)["summary"]["peak_requested_bytes"] if largest else None)
+                      plain.recorded(largest, budget_bytes)["summary"]["peak_requested_bytes"]
+                      if largest else None, search_note=notes[0])
         if not checkpoint:
             return result
         blocks = module_blocks(model)
         if not blocks:
             raise MemTracerError("plan(): found no modules to checkpoint (no ModuleList, "
                                  "Sequential or child module with parameters)")
-        reached = _largest_batch(check(blocks), limit)
+        reached, said = batches(blocks).largest(budget_bytes, limit)
+        notes.append(f"with every block checkpointed, the budget search {said}")
+        result.search_note = "; ".join(notes)
         if reached is None or (largest is not None and reached <= largest):
             return result  # checkpointing does not fit a larger batch
         chosen = list(blocks)
-        for block in list(blocks):  # as few as still fit that batch
+        for block in list(blocks):  # as few as still fit that batch: one recording each
             fewer = [other for other in chosen if other != block]
-            if fewer and check(fewer)(reached)[0]:
+            if fewer and _fits(batches(fewer).recorded(reached, budget_bytes))[0]:
                 chosen = fewer
-        with_checkpoints = run(reached, chosen)
-        without = run(reached)
+        with_checkpoints = batches(chosen).recorded(reached, budget_bytes)
+        without = plain.recorded(reached, budget_bytes)
         result.checkpoint_modules = chosen
         result.largest_batch_checkpointed = reached
         result.peak_bytes_checkpointed = with_checkpoints["summary"]["peak_requested_bytes"]

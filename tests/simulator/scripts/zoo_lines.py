@@ -7,6 +7,9 @@ card or predicted on the CPU, one file per model, for test_zoo_lines.py.
                                              (the torch memtrace-estimate was built against:
                                               DIR/NAME.json, estimate(method="record") for
                                               cuda-sm90 or the profile given)
+    python zoo_lines.py trace-step DIR NAME...   (an AdamW training step, the third, traced:
+                                                  DIR/NAME.bin)
+    python3 zoo_lines.py predict-step DIR NAME... (the same step predicted: DIR/NAME.json)
 
 Both call the model through Caller, whose forward is one line of this file: a Hugging Face
 model's allocations are all in transformers' code, so that line is the user's line that names
@@ -84,5 +87,58 @@ def predict(directory, names):
             failed(directory, name, error)
 
 
+def loss_of(output):
+    """The step's loss, on both sides: the sum of the output's first floating-point tensor."""
+    if isinstance(output, torch.Tensor):
+        return output.sum()
+    values = output.values() if hasattr(output, "values") else output
+    return next(value for value in values
+                if isinstance(value, torch.Tensor) and value.is_floating_point()).sum()
+
+
+def trace_step(directory, names):
+    """Each model's third AdamW step traced (the first two make the optimizer's state and take
+    the cuBLAS workspaces: the steady state a training estimate is of), the loop's calls each
+    on a line of its own, as a training loop has them."""
+    mem_tracer.switch_allocator()
+    for name in names:
+        try:
+            caller, inputs = built(name)
+            caller = caller.cuda().train()  # as the referee trains it (tests/estimator/referee.py)
+            inputs = {key: value.cuda() for key, value in inputs.items()}
+            optimizer = torch.optim.AdamW(caller.parameters())
+
+            def step():
+                output = caller(**inputs)
+                loss = loss_of(output)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+
+            step()
+            step()
+            with mem_tracer.trace(os.path.join(directory, f"{name}.bin"), model=caller):
+                step()
+        except Exception as error:  # noqa: BLE001 - said, and the test names it
+            failed(directory, name, error)
+        caller = inputs = optimizer = None
+        gc.collect()
+        torch._C._cuda_clearCublasWorkspaces()
+
+
+def predict_step(directory, names):
+    for name in names:
+        caller, inputs = built(name)
+        caller.train()
+        try:
+            step = mem_tracer.TrainingStep(optimizer=torch.optim.AdamW(caller.parameters()),
+                                           loss_fn=loss_of, loop="until-step-end")
+            mem_tracer.estimate(caller, inputs, device="cuda-sm90", training=step,
+                                output=os.path.join(directory, f"{name}.json"))
+        except Exception as error:  # noqa: BLE001
+            failed(directory, name, error)
+
+
 if __name__ == "__main__":
-    {"trace": trace, "predict": predict}[sys.argv[1]](sys.argv[2], sys.argv[3:])
+    {"trace": trace, "predict": predict, "trace-step": trace_step,
+     "predict-step": predict_step}[sys.argv[1]](sys.argv[2], sys.argv[3:])
