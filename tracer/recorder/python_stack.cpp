@@ -267,9 +267,10 @@ size_t dropHidden(RawFrame* frames, size_t count) {
 // The cached output also holds each frame's identity (Note [Code objects that die]) and leaves
 // out the hidden frames (Note [Frames memtrace hides]): the tail is reused only if no code object
 // died and no code object was hidden since it was made.
-// The comparison costs instructions a frame, not none, for the reason above: about 4.6 beyond
-// 10 frames, against 10.7 when it indexed three arrays a frame in a counted loop
-// (Note [The chain compared a frame at a time]; docs/performance.md's depth table). Native
+// The comparison costs instructions a frame, not none, for the reason above: 8.7 a frame beyond
+// 10 in all (7 of them the comparison, 1.8 the copy of the reused frames), against 10.7 when it
+// indexed three arrays a frame in a loop counted frame by frame (Note [The chain compared a
+// frame at a time]; docs/performance.md's depth table): issue 52's goal, 5, is missed. Native
 // stacks have no such cache: Note [Native stacks walked whole] (native_stack.cpp). The public
 // API's walk (a thread that holds the GIL, an unknown layout) keeps none.
 inline uint32_t addressSlot(const void* frame) {
@@ -298,9 +299,12 @@ enum class Chain { kUnchanged, kFrameMoved, kChanged };
 // link before anything is read through it (every cached caller but the outermost frame's
 // nullptr is a live frame's address, so a chain that ends early, or differs, is caught before
 // it could be followed), then the caller's instruction; the two cached words of a height are
-// side by side (WalkCache::Link) at constant offsets from one base in the unrolled body: two
-// loads, two compares with memory operands and two branches a frame (3.10 compares the code
-// object too, a third), four frames an iteration. Comparing the addresses costs nothing beside
+// side by side (WalkCache::Link) at constant offsets from one base in the unrolled body, four
+// frames an iteration. What the compiler makes of it (GCC 12, -O2, 3.11's layout): per frame the
+// caller loaded and compared with its cached word, the cached instruction loaded and compared
+// with the caller's, two branches (6), and the loop's count and base moved on every four frames
+// (1 a frame); 3.10 compares the code object too. x86 compares one memory operand at a time, so
+// each of the two words costs a load and a compare. Comparing the addresses costs nothing beside
 // the compare a null caller would need anyway, and keeps the proof of Note [Python stacks flat in
 // depth] as it was: the same frames, at the same instructions, all the way out.
 template <const MemtracePythonLayout& layout>
