@@ -268,21 +268,26 @@ def configuration(build, mode, work, name, sizes):
 
 
 # Note [Repeats that agree]
-# Two processes of the same mode counted the same work 0.001-0.383 % apart before this (the worst,
-# GPT-2's forward with Python stacks: 69 k instructions a forward), for two reasons found:
-# - addresses: the kernel places the stacks, the heap and every mapping at random (ASLR), and
-#   much of what runs hashes or compares addresses: memtrace's own walk (Note [Python stacks flat
-#   in depth]: the table of frames by address), PyTorch's maps of blocks by pointer, CPython's
-#   dicts and sets of objects hashed by id, its small-object allocator's pools. Each process
-#   then takes its own number of probes and collisions. Every count runs with the address space
-#   laid out the same way each time (`setarch -R`: no randomization, for valgrind and so the
-#   program it runs), as PYTHONHASHSEED=0 fixes the hash of strings;
-# - the wall clock: memtrace's flusher closes a chunk, and computes its checksum, when its 100 ms
-#   come round, so how much of that fell into a part followed the machine's speed. The measured
-#   script now flushes the trace before each part (outside it) and at its end (inside it), so
-#   that every part checksums exactly its own records; the flusher's wakes inside a part still
-#   count, but a wake finds little to do (a few hundred instructions, against millions a part).
-# Measured after: see docs/performance.md (What a PyTorch program pays), both repeats shown.
+# Two processes of the same mode counted the same work 0.001-0.383 % apart (GPT-2's forward with
+# Python stacks the worst, 69 k instructions a forward). Two things the bench could fix, it does:
+# - addresses: the kernel lays out the stacks, the heap and every mapping at random (ASLR), and
+#   much of what runs hashes or compares addresses (memtrace's walk: the table of frames by
+#   address, Note [Python stacks flat in depth]; PyTorch's map of blocks by pointer; CPython's
+#   dicts and sets of objects hashed by id). Every count runs under `setarch -R` (the layout the
+#   same each time, for valgrind and so for the program it runs), as PYTHONHASHSEED=0 fixes the
+#   hash of strings;
+# - the wall clock in memtrace's flushes: the flusher closes a chunk, and computes its checksum,
+#   when its 100 ms come round, so how much of that fell into a part followed the machine's speed
+#   (mode `none` differed by 19.8 instructions a tensor of CRC-32C). The measured script flushes
+#   the trace before each part (outside it) and at its end (inside it): every part checksums
+#   exactly its own records; a wake of the flusher inside a part finds little left to do.
+# What it cannot fix, measured on the untraced mode (callgrind_annotate's self costs by function,
+# each repeat's long part less its short one, one repeat less the other; docs/performance.md):
+# glibc's malloc (its consolidations), CPython's small-object pools and probes keyed by an address
+# take other paths in each process, the heap being in another state, most likely from the order
+# the program's threads ran in, which the wall clock decides under valgrind too (not proven); and
+# autograd's engine shares a backward between its threads differently (measured). So the repeats
+# still differ by up to ~0.4 % on a training step; the figures show both.
 FIXED_ADDRESSES = ["setarch", os.uname().machine, "-R"]
 
 
