@@ -27,12 +27,8 @@ is counted, together (--separate-threads=no: a client request's dump would hold 
 thread that asked, and a training step's backward runs on autograd's device thread); so is
 memtrace's flusher, which wakes every 100 ms of wall time (tracer/recorder/flusher.cpp): the
 few instructions it counts in a part vary with the machine's speed (the self-check, --check,
-counts the recording thread alone: its repeats agree within 0.003 %). What else differs between
-two processes is CPython's small-object allocator's state after start-up (which pools are
-partly used): measured on the untraced loop, _PyObject_Malloc and _PyObject_Free counted
-7,188 and 5,987 instructions more in one repeat's 1,200-tensor part than in the other's, about
-24 a tensor (0.15 %); and in memtrace's modes the CRC-32C of the trace's chunks, closed when the
-flusher's 100 ms come round (codec::crc32cHardware: about 20 a tensor apart in mode `none`). The
+counts the recording thread alone: its repeats agree within 0.003 %). What else made two
+processes differ, and what the bench does about it: Note [Repeats that agree]. The
 figures print both repeats and their difference."""
 import argparse
 import concurrent.futures
@@ -100,6 +96,9 @@ def events():
 
 def begin():
     if counting:
+        # Note [Repeats that agree]: what is still buffered goes to the file outside the part.
+        if memtrace is not None:
+            memtrace.memtrace_flush()
         toggle.memtrace_bench_start()
         return None
     torch.cuda.synchronize()
@@ -108,6 +107,10 @@ def begin():
 
 def end(label, n, state):
     if counting:
+        # The part's own records reach the file inside it, checksum and all, however many of the
+        # flusher's 100 ms fell into it (Note [Repeats that agree]).
+        if memtrace is not None:
+            memtrace.memtrace_flush()
         toggle.memtrace_bench_stop(label.encode())
         return
     torch.cuda.synchronize()
@@ -264,6 +267,30 @@ def configuration(build, mode, work, name, sizes):
             "rounds": sizes["rounds"]}
 
 
+# Note [Repeats that agree]
+# Two processes of the same mode counted the same work 0.001-0.383 % apart (GPT-2's forward with
+# Python stacks the worst, 69 k instructions a forward). Two things the bench could fix, it does:
+# - addresses: the kernel lays out the stacks, the heap and every mapping at random (ASLR), and
+#   much of what runs hashes or compares addresses (memtrace's walk: the table of frames by
+#   address, Note [Python stacks flat in depth]; PyTorch's map of blocks by pointer; CPython's
+#   dicts and sets of objects hashed by id). Every count runs under `setarch -R` (the layout the
+#   same each time, for valgrind and so for the program it runs), as PYTHONHASHSEED=0 fixes the
+#   hash of strings;
+# - the wall clock in memtrace's flushes: the flusher closes a chunk, and computes its checksum,
+#   when its 100 ms come round, so how much of that fell into a part followed the machine's speed
+#   (mode `none` differed by 19.8 instructions a tensor of CRC-32C). The measured script flushes
+#   the trace before each part (outside it) and at its end (inside it): every part checksums
+#   exactly its own records; a wake of the flusher inside a part finds little left to do.
+# What it cannot fix, measured on the untraced mode (callgrind_annotate's self costs by function,
+# each repeat's long part less its short one, one repeat less the other; docs/performance.md):
+# glibc's malloc (its consolidations), CPython's small-object pools and probes keyed by an address
+# take other paths in each process, the heap being in another state, most likely from the order
+# the program's threads ran in, which the wall clock decides under valgrind too (not proven); and
+# autograd's engine shares a backward between its threads differently (measured). So the repeats
+# still differ by up to ~0.4 % on a training step; the figures show both.
+FIXED_ADDRESSES = ["setarch", os.uname().machine, "-R"]
+
+
 def count(build, mode, repeat, work, sizes):
     """One process of `mode` under callgrind: {label: {thread: instructions}} and the dumps."""
     name = f"{mode}-{repeat}"
@@ -271,7 +298,7 @@ def count(build, mode, repeat, work, sizes):
     out = work / f"callgrind-{name}.out"
     env = environment(build, mode, work, name)
     python = build / "venv-torch-cuda" / "bin" / "python"
-    subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=no",
+    subprocess.run([*FIXED_ADDRESSES, "valgrind", "--tool=callgrind", "--instr-atstart=no", "--separate-threads=no",
                     f"--callgrind-out-file={out}", str(python), str(script),
                     json.dumps(configuration(build, mode, work, name, sizes))],
                    env=env, check=True, capture_output=True, timeout=3600)

@@ -93,12 +93,18 @@ struct WalkCache {
   // the same order: the writer need not compare them with its cached stack.
   size_t same_outer;
   // The chain of the last walk that reached the outermost frame (0 frames: nothing cached),
-  // by height (0: the outermost frame): each frame's address, instruction (3.11 on: a pointer
-  // into its code; 3.10: f_lasti) and code object (3.10), and how many frames of the output come
-  // from it and the frames outside it.
+  // by height (0: the outermost frame): each frame's address, its link (what the comparison
+  // reads of it: its caller's address, nullptr for the outermost frame, and its instruction, 3.11
+  // on a pointer into its code, 3.10 f_lasti; side by side, in the order compareChain reads
+  // them) and code object (3.10), and how many frames of the output come from it and the frames
+  // outside it.
+  struct Link {
+    const void* previous;
+    uintptr_t instruction;
+  };
   size_t chain_count;
   const void* chain_frame[kMaxWalkVisits];
-  uintptr_t chain_instruction[kMaxWalkVisits];
+  Link chain[kMaxWalkVisits];
   const void* chain_code[kMaxWalkVisits];
   uint16_t chain_outputs_through[kMaxWalkVisits];
   // Where to look for a frame met again: the height + 1 of the chain's frame whose address

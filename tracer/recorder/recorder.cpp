@@ -38,23 +38,25 @@ pthread_once_t g_init_once = PTHREAD_ONCE_INIT;
 std::atomic<DeviceDescriber> g_describer{nullptr};
 DeviceDescription g_devices[kMaxDevices];  // written once per device, outside the recorder's lock
 
-// Whether the device's peak rose.
-bool countAlloc(int device, uint64_t size) {
-  bool rose = false;
-  for (int index : {0, counterIndex(device)}) {
-    if (index < 0) continue;
-    g_recorder.current[index] += size;
-    rose = format::raisePeak(g_recorder.peak[index], g_recorder.current[index]);  // Note [New peak]
-  }
-  return rose;
+// Whether the device's peak rose. Every event counts twice, the process's counter (index 0)
+// and the device's, written out rather than as a loop: they run on every event.
+inline bool countAlloc(int device, uint64_t size) {
+  g_recorder.current[0] += size;
+  bool rose = format::raisePeak(g_recorder.peak[0], g_recorder.current[0]);  // Note [New peak]
+  int index = counterIndex(device);
+  if (index < 0) return rose;
+  g_recorder.current[index] += size;
+  return format::raisePeak(g_recorder.peak[index], g_recorder.current[index]);
+}
+
+inline void takeAway(uint64_t& counter, uint64_t size) {
+  counter -= size < counter ? size : counter;
 }
 
 inline void countFree(int device, uint64_t size) {
-  for (int index : {0, counterIndex(device)}) {
-    if (index < 0) continue;
-    g_recorder.current[index] -=
-        size < g_recorder.current[index] ? size : g_recorder.current[index];
-  }
+  takeAway(g_recorder.current[0], size);
+  int index = counterIndex(device);
+  if (index >= 0) takeAway(g_recorder.current[index], size);
 }
 
 // Reserved memory grows or shrinks by `size` on `device` (segments: recordSegment).
@@ -296,9 +298,6 @@ class EventRecording {
                                            format::Level level, uint32_t* python_stack,
                                            uint32_t* native_stack) {
     ThreadState* thread = capture_.thread;
-    source_ = &source;
-    device_ = device;
-    level_ = level;
     if (wants_python_) borrowLentStack(&capture_);
     // The fast path: no stacks to intern, and nothing changed since the thread's last event.
     if (!capture_.python && !capture_.native && thread &&
@@ -307,12 +306,12 @@ class EventRecording {
       *python_stack = *native_stack = 0;
       return true;
     }
-    return writeChanges(python_stack, native_stack);
+    return writeChanges(context(source, device, level), python_stack, native_stack);
   }
 
   // After writePrelude: the context written, and the nn.Module the file says the thread runs.
-  EventContext context() const {
-    return EventContext{threadId(), device_, source_->stream, source_->api, level_};
+  EventContext context(const EventSource& source, int device, format::Level level) const {
+    return EventContext{threadId(), device, source.stream, source.api, level};
   }
   pid_t threadId() const { return capture_.thread ? capture_.thread->thread_id : 0; }
   uint32_t module() const { return capture_.thread ? RecordWriter::moduleOf(*capture_.thread) : 0; }
@@ -321,11 +320,11 @@ class EventRecording {
  private:
   // writePrelude's path when something changed, or stacks are to be interned: it writes what
   // changed, and remembers what the file now says for the thread's next event.
-  [[gnu::noinline]] bool writeChanges(uint32_t* python_stack, uint32_t* native_stack) {
+  [[gnu::noinline]] bool writeChanges(const EventContext& context, uint32_t* python_stack,
+                                      uint32_t* native_stack) {
     ThreadState* thread = capture_.thread;
     RecordWriter& writer = g_recorder.writer;
-    EventContext context = this->context();
-    bool ok = writeDeviceIfNew(device_) && writer.setContext(context) &&
+    bool ok = writeDeviceIfNew(context.device) && writer.setContext(context) &&
               (!thread || writer.writeModuleScope(*thread)) &&
               internStacks(capture_, python_stack, native_stack, &unknown_object_);
     if (ok && thread) writer.rememberPrelude(*thread, context);
@@ -339,10 +338,6 @@ class EventRecording {
   python::GcPause gc_pause_;  // from before the public API's walk until the stacks are interned
   Capture capture_;
   bool unknown_object_ = false;
-  // writePrelude's event: its source, device and level.
-  const EventSource* source_ = nullptr;
-  int device_ = -1;
-  format::Level level_ = format::Level::kTensor;
 };
 
 // The recorder initialized and the event's device described (outside the lock: the shim asks
@@ -589,11 +584,12 @@ void recordFailedAlloc(const RecursionGuard&, const EventSource& source, uint64_
     failWrite();
     return;
   }
+  EventContext context = recording.context(source, source.device, source.level);
   if (g_recorder.config.flight)
-    runFailed(time, size, python_stack, native_stack, recording.context(), recording.module(),
+    runFailed(time, size, python_stack, native_stack, context, recording.module(),
               recording.traced());
   // Note [Reports the library writes itself].
-  writeOutOfMemoryReport(time, size, recording.context(), python_stack, recording.module());
+  writeOutOfMemoryReport(time, size, context, python_stack, recording.module());
   // An OOM is often followed by the process dying: a buffered file writes it now.
   if (!g_recorder.file.mapped() && !g_recorder.file.flush()) failWrite();
 }
