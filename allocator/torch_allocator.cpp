@@ -5,6 +5,8 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,17 +31,77 @@ namespace {
 // bridge for the running torch release is loaded and its tracker attached, to every device's
 // allocator at once; everything PyTorch's allocator does after it is recorded from inside it.
 // The calling thread holds that device's allocator lock, which is recursive: attaching takes it
-// again. Another thread whose first segment is on another device at the same moment is not
-// waited for (it records its call as a segment; its tensor's trace entry comes before the
-// tracker reaches that device): two threads waiting for each other's locks would hang the
-// program, and that race costs at most one segment's first tensor.
+// again. It attaches in two steps:
+//   preparing: the bridge found, loaded and asked whether it would attach (memtrace_torch_check:
+//     the release, the allocator's kind), with no lock of PyTorch's taken. Another thread's call
+//     from PyTorch's allocator waits for this step: it decides whether the tracker or the hooks
+//     record PyTorch's memory, and it can never wait for that thread's locks;
+//   attaching: the tracker attached to each device's allocator in turn, under each one's lock.
+//     Another thread whose first segment is on another device at this moment cannot be waited
+//     for: it holds its device's lock, which the attach needs, and waiting would hang both. Its
+//     calls are recorded by nobody then, and Note [Tensors made while the tracker attaches] says
+//     how what it made is recorded once the tracker is attached.
 // Which release runs is read from torch/version.py beside the loaded libc10_cuda.so; the bridge
 // built for it is libmemtrace-torch-<release>.so beside libmemtrace.so (MEMTRACE_TORCH_BRIDGE
 // names another file). No bridge, one that does not load, or an allocator that is not PyTorch's
 // caching allocator: one line on stderr, and PyTorch's calls are recorded as segments.
+//
+// Note [Tensors made while the tracker attaches]
+// A thread (B) whose first segment is on device 1 while thread A attaches holds device 1's lock
+// from before its cudaMalloc to after its tensor's trace entry. If it took that lock before A's
+// attach reached device 1, the attach waits for it, and B's segment and first tensor (and any
+// tensor B makes on device 1 before the attach gets the lock) pass before the tracker is there;
+// if after, the tracker records them. Its hooks cannot tell which, so they record nothing while
+// the state is kAttaching and count the call. Once the tracker is on every device, if any call
+// was counted, A reads PyTorch's own snapshot of its allocator (through the bridge, each device
+// under its lock, as memory_snapshot() does) and records each segment and each live tensor the
+// recorder does not know yet: the ones the tracker never saw. Their thread is unknown, so they
+// carry no stacks (thread 0), and one mark in the trace says how many there were. A tensor
+// known to the recorder is left as it is, so nothing is counted twice.
+// The snapshot is a copy: between it and a tensor's recording, device 1 may change (a tensor
+// of the snapshot freed, and its free, of an address not yet known, dropped). So each tracker
+// call on a device counts itself twice, when it starts and when it ends, in that device's
+// counters, which it writes under the device's lock (plain stores, no atomic read-modify-write
+// on the hot path). A held allocation is recorded only if, under the recorder's lock, its
+// device's counters show no call started since before the snapshot and none still running;
+// otherwise the snapshot is read again (at most kHeldAttempts times). A change PyTorch makes
+// after that check is recorded after the held allocation, and so applies to it. The kFailed
+// outcome after kAttaching (PyTorch refusing the tracker after memtrace_torch_check accepted
+// it) loses the counted calls' segments: one line on stderr says so.
 
-enum State : int { kUnknown, kAttaching, kAttached, kFailed };
+enum State : int { kUnknown, kPreparing, kAttaching, kAttached, kFailed };
 std::atomic<int> g_state{kUnknown};
+// Calls from PyTorch's allocator that no one recorded while the state was kAttaching.
+std::atomic<int> g_unrecorded{0};
+
+// Note [Tensors made while the tracker attaches]: each device's tracker calls, counted when
+// they start and when they end. Only tracker calls write them, under the device's lock.
+struct TrackerCalls {
+  std::atomic<uint64_t> started{0};
+  std::atomic<uint64_t> ended{0};
+};
+TrackerCalls g_tracker_calls[format::kMaxDevices];
+
+// Counts one tracker call on `device` for its scope.
+class TrackerCall {
+ public:
+  explicit TrackerCall(int device)
+      : calls_(device >= 0 && device < format::kMaxDevices ? &g_tracker_calls[device] : nullptr) {
+    if (calls_)
+      calls_->started.store(calls_->started.load(std::memory_order_relaxed) + 1,
+                            std::memory_order_release);
+  }
+  ~TrackerCall() {
+    if (calls_)
+      calls_->ended.store(calls_->ended.load(std::memory_order_relaxed) + 1,
+                          std::memory_order_release);
+  }
+  TrackerCall(const TrackerCall&) = delete;
+  TrackerCall& operator=(const TrackerCall&) = delete;
+
+ private:
+  TrackerCalls* calls_;
+};
 
 // Callers seen, by return address: a program calls CUDA from few places, and dladdr (a walk of
 // the loaded objects under the loader's lock) is paid once for each.
@@ -115,13 +177,27 @@ EventSource torchSource(int device, uint64_t stream, const void* caller) {
   return EventSource{format::Api::kTorchAllocator, format::Level::kTensor, device, stream, caller};
 }
 
-void tensorAlloc(int device, uint64_t stream, uint64_t address, uint64_t size) {
+void recordTensorAlloc(int device, uint64_t stream, uint64_t address, uint64_t size,
+                       const void* caller) {
   RecursionGuard guard;
-  recordAlloc(guard, torchSource(device, stream, __builtin_return_address(0)),
-              reinterpret_cast<const void*>(address), size);
+  recordAlloc(guard, torchSource(device, stream, caller), reinterpret_cast<const void*>(address),
+              size);
+}
+
+void recordSegmentChange(int action, int device, uint64_t address, uint64_t size,
+                         uint64_t graph_pool, uint64_t user_pool) {
+  RecursionGuard guard;
+  recordSegment(guard, SegmentChange{static_cast<format::SegmentAction>(action), device,
+                                     static_cast<uintptr_t>(address), size, graph_pool, user_pool});
+}
+
+void tensorAlloc(int device, uint64_t stream, uint64_t address, uint64_t size) {
+  TrackerCall call(device);
+  recordTensorAlloc(device, stream, address, size, __builtin_return_address(0));
 }
 
 void tensorFree(int device, uint64_t stream, uint64_t address) {
+  TrackerCall call(device);
   RecursionGuard guard;
   recordFree(guard, torchSource(device, stream, __builtin_return_address(0)),
              reinterpret_cast<const void*>(address));
@@ -130,9 +206,8 @@ void tensorFree(int device, uint64_t stream, uint64_t address) {
 void segment(int action, int device, uint64_t address, uint64_t size, uint64_t graph_pool,
              uint64_t user_pool) {
   if (action < 0 || action >= static_cast<int>(format::SegmentAction::kCount)) return;
-  RecursionGuard guard;
-  recordSegment(guard, SegmentChange{static_cast<format::SegmentAction>(action), device,
-                                     static_cast<uintptr_t>(address), size, graph_pool, user_pool});
+  TrackerCall call(device);
+  recordSegmentChange(action, device, address, size, graph_pool, user_pool);
 }
 
 void outOfMemory(int device, uint64_t stream, uint64_t size, uint64_t) {
@@ -187,7 +262,15 @@ void markAllocatorSettings() {
   }
 }
 
-bool attach(bool say = true) {
+// The bridge, loaded and willing to attach (the preparing step of Note [Attaching to PyTorch's
+// allocator]).
+struct Bridge {
+  MemtraceTorchAttach attach = nullptr;
+  MemtraceTorchSnapshot snapshot = nullptr;
+  void* c10 = nullptr;
+};
+
+bool prepare(Bridge* bridge, bool say) {
   Config config = readConfig();
   if (!config.torch_tracker) {  // MEMTRACE_TORCH_TRACKER=0: segments, as asked
     snprintf(g_refusal, sizeof(g_refusal), "MEMTRACE_TORCH_TRACKER=0 asks for segments only");
@@ -200,31 +283,153 @@ bool attach(bool say = true) {
   }
   char path[4200];
   bridgePath(release, path, sizeof(path));
-  void* bridge = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-  if (!bridge) {
+  void* library = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (!library) {
     char detail[1200];
     snprintf(detail, sizeof(detail), "%s (%s)", release, dlerror());
     refuse("no bridge to PyTorch's allocator for torch ", detail, say);
     return false;
   }
-  auto attach_tracker = reinterpret_cast<MemtraceTorchAttach>(dlsym(bridge, MEMTRACE_TORCH_ATTACH));
-  void* c10 = dlopen(g_c10_path, RTLD_NOW | RTLD_NOLOAD);
+  bridge->attach = reinterpret_cast<MemtraceTorchAttach>(dlsym(library, MEMTRACE_TORCH_ATTACH));
+  auto check = reinterpret_cast<MemtraceTorchAttach>(dlsym(library, MEMTRACE_TORCH_CHECK));
+  bridge->snapshot =
+      reinterpret_cast<MemtraceTorchSnapshot>(dlsym(library, MEMTRACE_TORCH_SNAPSHOT));
+  bridge->c10 = dlopen(g_c10_path, RTLD_NOW | RTLD_NOLOAD);
   char error[512] = "";
-  if (!attach_tracker || !c10 || attach_tracker(c10, &kSink, error, sizeof(error)) != 0) {
+  if (!bridge->attach || !check || !bridge->snapshot || !bridge->c10 ||
+      check(bridge->c10, &kSink, error, sizeof(error)) != 0) {
     refuse("cannot attach to PyTorch's allocator: ",
            *error ? error : "the bridge or libc10_cuda.so could not be opened", say);
     return false;
   }
-  markAllocatorSettings();
   return true;
 }
 
-// Attaches once per process (the first caller does; the others see its outcome).
+// Note [Tensors made while the tracker attaches]: the snapshot read again when a device changed.
+constexpr int kHeldAttempts = 100;
+
+// One reading of the snapshot: each device's tracker calls started before it, and what it
+// recorded.
+struct HeldReading {
+  uint64_t started[format::kMaxDevices];
+  int recorded = 0;
+  uint64_t recorded_bytes = 0;
+  bool stale = false;
+};
+
+bool deviceUnchanged(const void* context, int device) {
+  if (device < 0 || device >= format::kMaxDevices) return true;  // never counted: nothing to see
+  const auto* reading = static_cast<const HeldReading*>(context);
+  const TrackerCalls& calls = g_tracker_calls[device];
+  uint64_t started = calls.started.load(std::memory_order_acquire);
+  return started == reading->started[device] &&
+         calls.ended.load(std::memory_order_acquire) == started;
+}
+
+void heldSegment(void* context, int device, uint64_t address, uint64_t size, int expandable,
+                 uint64_t graph_pool, uint64_t user_pool) {
+  auto* reading = static_cast<HeldReading*>(context);
+  if (reading->stale) return;
+  // An expandable segment's range is its mapped pages, as the tracker's SEGMENT_MAP says them.
+  SegmentChange change{expandable ? format::SegmentAction::kMap : format::SegmentAction::kAlloc,
+                       device,
+                       static_cast<uintptr_t>(address),
+                       size,
+                       graph_pool,
+                       user_pool};
+  RecursionGuard guard;
+  if (recordHeldSegment(guard, change, HeldCheck{deviceUnchanged, reading}) == HeldOutcome::kStale)
+    reading->stale = true;
+}
+
+void heldTensor(void* context, int device, uint64_t stream, uint64_t address, uint64_t size) {
+  auto* reading = static_cast<HeldReading*>(context);
+  if (reading->stale) return;
+  RecursionGuard guard;
+  switch (recordHeldAlloc(guard, torchSource(device, stream, nullptr),
+                          reinterpret_cast<const void*>(address), size,
+                          HeldCheck{deviceUnchanged, reading})) {
+    case HeldOutcome::kRecorded:
+      ++reading->recorded;
+      reading->recorded_bytes += size;
+      return;
+    case HeldOutcome::kKnown:
+      return;
+    case HeldOutcome::kStale:
+      reading->stale = true;
+      return;
+  }
+}
+
+// Records what the allocator made before the tracker reached its device (Note [Tensors made
+// while the tracker attaches]).
+void recordHeld(const Bridge& bridge) {
+  int recorded = 0;
+  uint64_t recorded_bytes = 0;
+  bool stale = true;
+  for (int attempt = 0; attempt < kHeldAttempts && stale; ++attempt) {
+    HeldReading reading;
+    for (int device = 0; device < format::kMaxDevices; ++device)
+      reading.started[device] = g_tracker_calls[device].started.load(std::memory_order_acquire);
+    MemtraceTorchHeld held{&reading, heldSegment, heldTensor};
+    char error[512] = "";
+    if (bridge.snapshot(bridge.c10, &held, error, sizeof(error)) != 0) {
+      char line[700];
+      snprintf(line, sizeof(line),
+               "PyTorch's allocator gave no snapshot (%s); the tensors made on another device "
+               "while memtrace attached to it are not in the trace",
+               error);
+      warn(line);
+      return;
+    }
+    recorded += reading.recorded;
+    recorded_bytes += reading.recorded_bytes;
+    stale = reading.stale;
+    if (stale) sched_yield();
+  }
+  if (stale)
+    warn(
+        "PyTorch's allocator kept changing while memtrace read what it made during the attach; "
+        "a tensor made then may be missing from the trace");
+  if (recorded == 0) return;
+  char mark[256];
+  snprintf(mark, sizeof(mark), "%s%d tensor%s (%llu bytes), without their stacks",
+           format::kHeldDuringAttachMark, recorded, recorded == 1 ? "" : "s",
+           static_cast<unsigned long long>(recorded_bytes));
+  memtrace_annotate(mark);
+}
+
+// Attaches once per process (the first caller does; the others see its outcome, waiting for it
+// only while it prepares: Note [Attaching to PyTorch's allocator]).
 int attachOnce(bool say) {
   int state = g_state.load(std::memory_order_acquire);
-  if (state == kUnknown && g_state.compare_exchange_strong(state, kAttaching)) {
-    state = attach(say) ? kAttached : kFailed;
-    g_state.store(state, std::memory_order_release);
+  if (state == kUnknown && g_state.compare_exchange_strong(state, kPreparing)) {
+    Bridge bridge;
+    if (!prepare(&bridge, say)) {
+      g_state.store(kFailed, std::memory_order_release);
+      return kFailed;
+    }
+    g_state.store(kAttaching, std::memory_order_seq_cst);
+    char error[512] = "";
+    if (bridge.attach(bridge.c10, &kSink, error, sizeof(error)) != 0) {
+      refuse("cannot attach to PyTorch's allocator: ", error, say);
+      if (g_unrecorded.load(std::memory_order_seq_cst) > 0)
+        warn(
+            "the segments PyTorch's allocator made on another thread during the failed attach "
+            "are not in the trace");
+      g_state.store(kFailed, std::memory_order_release);
+      return kFailed;
+    }
+    markAllocatorSettings();
+    // A call that saw kAttaching was counted before it made anything: one not counted by now
+    // came after the tracker reached every device, which records it.
+    if (g_unrecorded.load(std::memory_order_seq_cst) > 0) recordHeld(bridge);
+    g_state.store(kAttached, std::memory_order_release);
+    return kAttached;
+  }
+  while (state == kPreparing) {
+    sched_yield();
+    state = g_state.load(std::memory_order_acquire);
   }
   return state;
 }
@@ -248,8 +453,13 @@ int findC10Cuda(dl_phdr_info* info, size_t, void*) {
 // record once attached (the hook records nothing), a segment without one. Only the calls that
 // make or free memory look (cudaMalloc's kind and the virtual memory calls: a few per segment,
 // none per tensor), and only once libc10_cuda.so is loaded; each then costs one unwind of the
-// calling thread. PyTorch's allocator makes no other memory call beneath itself (its host
-// allocator lives in libtorch_cuda.so), so nothing is lost that it does not report.
+// calling thread. Whether it is loaded is looked for in the loader's whole list of objects again
+// only once an object was loaded or unloaded since (the loader's counts of both, read at the
+// list's first object): a program that is not PyTorch's walked the whole list on each such call
+// before (bench/hook_instructions, 20 loaded objects: 2,700 of the 3,844 instructions a
+// cudaMalloc or cudaFree took under LD_PRELOAD; 249 of 1,413 after: docs/performance.md).
+// PyTorch's allocator makes no other memory call beneath itself (its host allocator lives in
+// libtorch_cuda.so), so nothing is lost that it does not report.
 
 // The executable segments of libc10_cuda.so, once it is loaded.
 struct TextRanges {
@@ -273,14 +483,36 @@ int findC10Text(dl_phdr_info* info, size_t, void* data) {
   return 1;
 }
 
+// The loader's count of objects loaded plus objects unloaded: it changes with every dlopen and
+// dlclose that maps or unmaps one. Read from the first object alone (the walk stops there).
+int readLoaderGeneration(dl_phdr_info* info, size_t size, void* data) {
+  if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
+    *static_cast<unsigned long long*>(data) = info->dlpi_adds + info->dlpi_subs;
+  return 1;
+}
+
+// The loader's generation when libc10_cuda.so was last looked for and not found: until another
+// object is loaded it cannot be there (Note [NCCL's memory beneath PyTorch's allocator]).
+constexpr unsigned long long kNoGeneration = ~0ull;
+std::atomic<unsigned long long> g_c10_absent_at{kNoGeneration};
+
 // libc10_cuda.so's code, or false while it is not loaded.
 bool c10Text(TextRanges* ranges) {
   if (g_c10_text_state.load(std::memory_order_acquire) == 2) {
     *ranges = g_c10_text;
     return true;
   }
+  unsigned long long generation = kNoGeneration;
+  dl_iterate_phdr(readLoaderGeneration, &generation);
+  if (generation != kNoGeneration && generation == g_c10_absent_at.load(std::memory_order_relaxed))
+    return false;
   *ranges = TextRanges{};
-  if (!dl_iterate_phdr(findC10Text, ranges) || ranges->count == 0) return false;
+  if (!dl_iterate_phdr(findC10Text, ranges) || ranges->count == 0) {
+    // Read before the walk: an object loaded during it moves the generation on, so it is looked
+    // for again.
+    g_c10_absent_at.store(generation, std::memory_order_relaxed);
+    return false;
+  }
   int expected = 0;
   if (g_c10_text_state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) {
     g_c10_text = *ranges;
@@ -306,7 +538,12 @@ const void* c10FrameBeneath(const void* caller) {
 Caller callerOf(const void* caller) {
   if (!fromC10Cuda(caller)) return Caller::kOther;
   int state = attachOnce(/*say=*/true);
-  // kAttaching: another thread is attaching right now (Note [Attaching to PyTorch's allocator]).
+  if (state == kAttaching) {
+    // Another thread is attaching the tracker right now: what this call makes is recorded from
+    // PyTorch's snapshot once it is attached (Note [Tensors made while the tracker attaches]).
+    g_unrecorded.fetch_add(1, std::memory_order_seq_cst);
+    return Caller::kTorchTracked;
+  }
   return state == kAttached ? Caller::kTorchTracked : Caller::kTorchUntracked;
 }
 
@@ -338,13 +575,13 @@ MEMTRACE_EXPORT int memtrace_torch_attach(void) {
 
 MEMTRACE_EXPORT int memtrace_torch_segment_held(int device, uint64_t address, uint64_t size,
                                                 uint64_t graph_pool, uint64_t user_pool) {
-  segment(static_cast<int>(memtrace::format::SegmentAction::kAlloc), device, address, size,
-          graph_pool, user_pool);
+  recordSegmentChange(static_cast<int>(memtrace::format::SegmentAction::kAlloc), device, address,
+                      size, graph_pool, user_pool);
   return 0;
 }
 
 MEMTRACE_EXPORT int memtrace_torch_tensor_held(int device, uint64_t address, uint64_t size) {
-  tensorAlloc(device, 0, address, size);
+  recordTensorAlloc(device, 0, address, size, __builtin_return_address(0));
   return 0;
 }
 

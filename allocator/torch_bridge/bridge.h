@@ -41,6 +41,25 @@ typedef int (*MemtraceTorchAttach)(void* c10_cuda, const struct MemtraceTorchSin
                                    char* error, size_t error_size);
 #define MEMTRACE_TORCH_ATTACH "memtrace_torch_attach"
 
+/* Whether memtrace_torch_attach would attach: every check it makes, without attaching (no lock
+ * of PyTorch's is taken). Same arguments and answers. */
+#define MEMTRACE_TORCH_CHECK "memtrace_torch_check"
+
+/* What PyTorch's caching allocator holds now, as its own snapshot says (Note [Tensors made
+ * while the tracker attaches] in allocator/torch_allocator.cpp): each segment, then each of its
+ * live blocks (allocated, or freed and waiting for its streams), with the size the program asked
+ * for. Called after the snapshot is taken: no lock of PyTorch's is held. `expandable`: an
+ * expandable segment's mapped range. */
+struct MemtraceTorchHeld {
+  void* context;
+  void (*segment)(void* context, int device, uint64_t address, uint64_t size, int expandable,
+                  uint64_t graph_pool, uint64_t user_pool);
+  void (*tensor)(void* context, int device, uint64_t stream, uint64_t address, uint64_t size);
+};
+typedef int (*MemtraceTorchSnapshot)(void* c10_cuda, const struct MemtraceTorchHeld* held,
+                                     char* error, size_t error_size);
+#define MEMTRACE_TORCH_SNAPSHOT "memtrace_torch_snapshot"
+
 #ifdef __cplusplus
 }
 #endif

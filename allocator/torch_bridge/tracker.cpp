@@ -57,27 +57,23 @@ void onTraceEntry(const TraceEntry& entry) {
   }
 }
 
-}  // namespace
-
-extern "C" __attribute__((visibility("default"))) int memtrace_torch_attach(
-    void* c10_cuda, const MemtraceTorchSink* sink, char* error, size_t error_size) {
-  if (!sink || sink->version != MEMTRACE_TORCH_SINK_VERSION) {
-    snprintf(error, error_size, "the bridge was built for another memtrace");
-    return -1;
-  }
+// PyTorch's native caching allocator in the process's libc10_cuda.so, or null with `error` said
+// and *code set (-2: another allocator; -1: anything else).
+allocator::CUDAAllocator* nativeAllocator(void* c10_cuda, char* error, size_t error_size,
+                                          int* code) {
+  *code = -1;
   // The allocator pointer, by its mangled name in the process's own libc10_cuda.so.
   auto* pointer = static_cast<std::atomic<allocator::CUDAAllocator*>*>(
       dlsym(c10_cuda, "_ZN3c104cuda20CUDACachingAllocator9allocatorE"));
   if (!pointer) {
     snprintf(error, error_size, "libc10_cuda.so has no caching allocator");
-    return -1;
+    return nullptr;
   }
   allocator::CUDAAllocator* instance = pointer->load();
   if (!instance) {
     snprintf(error, error_size, "PyTorch's CUDA allocator is not set up");
-    return -1;
+    return nullptr;
   }
-  g_sink = *sink;
   try {
     // Only the native caching allocator has trackers: cudaMallocAsync's refuses (the program's
     // events are then its own cudaMallocAsync calls), a pluggable one is memtrace's or another's.
@@ -85,18 +81,86 @@ extern "C" __attribute__((visibility("default"))) int memtrace_torch_attach(
     if (name != "native") {
       snprintf(error, error_size, "PyTorch's CUDA allocator is '%s', not its caching allocator",
                name.c_str());
-      return -2;
+      *code = -2;
+      return nullptr;
     }
     if (!instance->initialized()) {
       snprintf(error, error_size, "PyTorch's caching allocator is not initialized yet");
-      return -1;
+      return nullptr;
     }
+  } catch (const std::exception& failure) {
+    snprintf(error, error_size, "PyTorch's allocator could not be asked: %s", failure.what());
+    return nullptr;
+  } catch (...) {
+    snprintf(error, error_size, "PyTorch's allocator could not be asked");
+    return nullptr;
+  }
+  return instance;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int memtrace_torch_check(
+    void* c10_cuda, const MemtraceTorchSink* sink, char* error, size_t error_size) {
+  if (!sink || sink->version != MEMTRACE_TORCH_SINK_VERSION) {
+    snprintf(error, error_size, "the bridge was built for another memtrace");
+    return -1;
+  }
+  int code;
+  return nativeAllocator(c10_cuda, error, error_size, &code) ? 0 : code;
+}
+
+extern "C" __attribute__((visibility("default"))) int memtrace_torch_attach(
+    void* c10_cuda, const MemtraceTorchSink* sink, char* error, size_t error_size) {
+  if (!sink || sink->version != MEMTRACE_TORCH_SINK_VERSION) {
+    snprintf(error, error_size, "the bridge was built for another memtrace");
+    return -1;
+  }
+  int code;
+  allocator::CUDAAllocator* instance = nativeAllocator(c10_cuda, error, error_size, &code);
+  if (!instance) return code;
+  g_sink = *sink;
+  try {
     instance->attachAllocatorTraceTracker(onTraceEntry);
   } catch (const std::exception& failure) {
     snprintf(error, error_size, "PyTorch refused the tracker: %s", failure.what());
     return -1;
   } catch (...) {
     snprintf(error, error_size, "PyTorch refused the tracker");
+    return -1;
+  }
+  return 0;
+}
+
+extern "C" __attribute__((visibility("default"))) int memtrace_torch_snapshot(
+    void* c10_cuda, const MemtraceTorchHeld* held, char* error, size_t error_size) {
+  int code;
+  allocator::CUDAAllocator* instance = nativeAllocator(c10_cuda, error, error_size, &code);
+  if (!instance || !held) return instance ? -1 : code;
+  try {
+    // Each device's part is read under that device's lock, as memory_snapshot() reads it; the
+    // arguments left to their defaults, which every release has (all pools).
+    allocator::SnapshotInfo snapshot = instance->snapshot();
+    for (const allocator::SegmentInfo& segment : snapshot.segments) {
+      held->segment(held->context, segment.device, segment.address, segment.total_size,
+                    segment.is_expandable ? 1 : 0,
+                    static_cast<uint64_t>(segment.owner_private_pool_id.first),
+                    static_cast<uint64_t>(segment.owner_private_pool_id.second));
+      // A block's address is its segment's plus the sizes before it, as torch/csrc/cuda/
+      // Module.cpp's memory_snapshot() counts it: the blocks come in address order.
+      uint64_t address = segment.address;
+      for (const allocator::BlockInfo& block : segment.blocks) {
+        if (block.allocated || block.active)
+          held->tensor(held->context, segment.device, reinterpret_cast<uintptr_t>(segment.stream),
+                       address, block.requested_size ? block.requested_size : block.size);
+        address += block.size;
+      }
+    }
+  } catch (const std::exception& failure) {
+    snprintf(error, error_size, "PyTorch's allocator gave no snapshot: %s", failure.what());
+    return -1;
+  } catch (...) {
+    snprintf(error, error_size, "PyTorch's allocator gave no snapshot");
     return -1;
   }
   return 0;

@@ -18,6 +18,9 @@ int simgpu_testing_capture_mode_at_last_alloc(void);
 int simgpu_testing_capture_mode_at_last_memory_info(void);
 /* How many times cudaMemPoolTrimTo or cuMemPoolTrimTo ran, on any pool. */
 int simgpu_testing_pool_trims(void);
+/* MEMTRACE_GPU_TEST_MEET's meeting (Note [Test hooks of the simulated GPU]): 1 when all its
+   devices' first stream-capture queries met, 0 when they waited 10 s in vain, -1 before. */
+int simgpu_testing_meeting(void);
 
 #ifdef __cplusplus
 }

@@ -10,5 +10,7 @@ void noteStreamOrderedAllocation();
 void noteMemoryInfo();
 // A pool was trimmed by cudaMemPoolTrimTo or cuMemPoolTrimTo.
 void notePoolTrim();
+// A stream-capture query on `device`: waits there while MEMTRACE_GPU_TEST_MEET asks it to.
+void meetBeforeCaptureQuery(int device);
 
 }  // namespace simgpu::testing

@@ -14,6 +14,7 @@
 #include "simulator/core/attributes.h"
 #include "simulator/core/fatbinary.h"
 #include "simulator/core/pools.h"
+#include "simulator/core/testing.h"
 #include "simulator/driver/driver.h"
 #include "simulator/runtime/runtime.h"
 
@@ -139,6 +140,7 @@ SIMGPU_API cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t handle, cudaGraph_
   return cudaStreamEndCapture(handle, graph);
 }
 SIMGPU_API cudaError_t cudaStreamIsCapturing(cudaStream_t handle, cudaStreamCaptureStatus* status) {
+  testing::meetBeforeCaptureQuery(currentDevice());  // Note [Test hooks of the simulated GPU]
   if (!status) return fail(cudaErrorInvalidValue);
   *status = static_cast<cudaStreamCaptureStatus>(stream(handle)->capture);
   return cudaSuccess;

@@ -10,6 +10,7 @@ simulated H200, untraced and traced under LD_PRELOAD (or `memtrace run --gpu`), 
 own counters."""
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -243,3 +244,45 @@ def test_allocator_settings_that_change_its_rules_make_allocated_unknown(tmp_pat
     text = run([Build.report, trace]).stdout
     assert (f"not known, as the program set PYTORCH_CUDA_ALLOC_CONF={settings}, whose rounding or "
             "splitting the replay of its blocks does not follow") in text
+
+
+def test_first_tensors_on_two_devices_at_once_are_all_in_the_trace(tmp_path):
+    # Note [Tensors made while the tracker attaches]: two threads make their first segments on
+    # two devices at once, held together by the simulated card (MEMTRACE_GPU_TEST_MEET=2) where
+    # PyTorch's allocator holds each device's lock, so that one attaches while the other makes
+    # its segment and tensors where no tracker is yet. The card stands in for a GPU only in when
+    # it answers: the two allocators, their locks and trace entries are PyTorch's own.
+    untraced, _ = workload("two_devices_at_once", devices=2, MEMTRACE_GPU_TEST_MEET=2)
+    trace = tmp_path / "at_once.bin"
+    traced, result = workload("two_devices_at_once", trace, devices=2, MEMTRACE_GPU_TEST_MEET=2)
+    assert untraced["meeting"] == traced["meeting"] == 1, (
+        "the simulated card's MEMTRACE_GPU_TEST_MEET did not hold the two first segments "
+        f"together: untraced {untraced['meeting']}, traced {traced['meeting']}")
+    assert traced == untraced and len(traced["devices"]) == 2
+    assert "memtrace:" not in result.stderr, result.stderr
+    # Each device's figures are PyTorch's own: a tensor missed would lower the peak (3 MiB of
+    # it is the other thread's first tensor), one counted twice raise it.
+    document = report_json(trace)
+    devices = {device["device"]: device for device in document["devices"]}
+    for index, counters in enumerate(traced["devices"]):
+        assert devices[index]["peak_bytes"] == counters["requested_peak"], (index, devices)
+        assert devices[index]["torch_allocated_peak_bytes"] == counters["allocated_peak"]
+        assert devices[index]["torch_reserved_peak_bytes"] == counters["reserved_peak"]
+    # Every tensor of both devices is in the trace, once.
+    records = parse_records(trace)
+    allocations, context = {}, {}
+    for record in records:
+        if record["record"] == "context":
+            context = record
+        elif record["record"] == "alloc" and context.get("level") == "tensor":
+            allocations.setdefault(int(context["device"]), []).append(int(record["size"]))
+    for index in (0, 1):
+        made = sorted([(3 << 20) + 1000 * (index + 1), 4096 + index, 6 << 20])
+        assert sorted(allocations.get(index, [])) == made, (index, allocations)
+    # The tensors told from PyTorch's snapshot, without their stacks, are said to be: the first
+    # tensor of the thread that did not attach, and its second if it came before the tracker.
+    marks = [marker["name"] for marker in document["markers"]
+             if "while memtrace attached" in marker["name"]]
+    assert len(marks) == 1, document["markers"]
+    told = re.search(r": (\d+) tensors? \((\d+) bytes\)", marks[0])
+    assert told and int(told.group(1)) in (1, 2), marks

@@ -44,10 +44,14 @@ struct Recorded : reader::RecordVisitor {
   void onEvent(const reader::Event& event) {
     events.push_back(event);
     devices.push_back(event.context->device);
+    threads.push_back(event.context->thread_id);
+    apis.push_back(event.context->api);
   }
   void onMarker(const reader::Marker& marker) { markers.push_back(marker.kind); }
   std::vector<reader::Event> events;
   std::vector<int> devices;
+  std::vector<int64_t> threads;  // the event's context's, read while it is current
+  std::vector<format::Api> apis;
   std::vector<MarkerKind> markers;
 };
 
@@ -359,6 +363,68 @@ TEST(Recorder, NativeStacksShareTheirCommonFrames) {
         covered |= ip >= start && ip < start + size;
     EXPECT_TRUE(covered) << std::hex << ip;
   }
+  std::remove(path.c_str());
+}
+
+bool deviceFlag(const void* context, int) {
+  return *static_cast<const bool*>(context);
+}
+
+// Note [Tensors made while the tracker attaches] (allocator/torch_allocator.cpp): what
+// PyTorch's snapshot holds is recorded once, never over what the recorder knows, and not at all
+// while the device's check says it changed.
+TEST(Recorder, HeldAllocationsAreRecordedOnceAndOnlyWhileTheirDeviceIsUnchanged) {
+  std::string path = temporaryPath("held.bin");
+  ASSERT_EQ(memtrace_start(path.c_str()), 0) << memtrace_last_error();
+  uint64_t live_before = memtrace_current_bytes(1);
+  uint64_t reserved_before = memtrace_reserved_bytes(1);
+  bool unchanged = false;
+  HeldCheck check{deviceFlag, &unchanged};
+  const EventSource torch{format::Api::kTorchAllocator, format::Level::kTensor, 1, 0, nullptr};
+  const SegmentChange segment{format::SegmentAction::kAlloc, 1, 0x7e0000000000, 2 << 20, 0, 0};
+  alloc(0x7e0000001000, 512, 1);  // a tensor the tracker recorded
+  {
+    RecursionGuard guard;
+    EXPECT_EQ(recordHeldSegment(guard, segment, check), HeldOutcome::kStale);
+    EXPECT_EQ(recordHeldAlloc(guard, torch, address(0x7e0000000000), 4096, check),
+              HeldOutcome::kStale);
+    EXPECT_EQ(memtrace_current_bytes(1), live_before + 512);
+    EXPECT_EQ(memtrace_reserved_bytes(1), reserved_before);
+    unchanged = true;
+    EXPECT_EQ(recordHeldSegment(guard, segment, check), HeldOutcome::kRecorded);
+    EXPECT_EQ(recordHeldSegment(guard, segment, check), HeldOutcome::kKnown);
+    EXPECT_EQ(recordHeldAlloc(guard, torch, address(0x7e0000001000), 512, check),
+              HeldOutcome::kKnown);
+    EXPECT_EQ(recordHeldAlloc(guard, torch, address(0x7e0000000000), 4096, check),
+              HeldOutcome::kRecorded);
+    EXPECT_EQ(recordHeldAlloc(guard, torch, address(0x7e0000000000), 4096, check),
+              HeldOutcome::kKnown);
+  }
+  EXPECT_EQ(memtrace_current_bytes(1), live_before + 512 + 4096);
+  EXPECT_EQ(memtrace_reserved_bytes(1), reserved_before + (2 << 20));
+  release(0x7e0000000000);
+  release(0x7e0000001000);
+  {
+    RecursionGuard guard;
+    recordSegment(guard,
+                  SegmentChange{format::SegmentAction::kFree, 1, 0x7e0000000000, 2 << 20, 0, 0});
+  }
+  EXPECT_EQ(memtrace_current_bytes(1), live_before);
+  EXPECT_EQ(memtrace_reserved_bytes(1), reserved_before);
+  ASSERT_EQ(memtrace_close(), 0);
+
+  Recorded recorded = readBack(path);
+  ASSERT_EQ(recorded.events.size(), 4u);
+  const reader::Event& held = recorded.events[1];
+  EXPECT_EQ(held.kind, reader::EventKind::kAlloc);
+  EXPECT_EQ(held.address, 0x7e0000000000u);
+  EXPECT_EQ(held.size, 4096u);
+  // No thread's stacks are its: none, and no thread.
+  EXPECT_EQ(held.python_stack, 0u);
+  EXPECT_EQ(held.native_stack, 0u);
+  EXPECT_EQ(recorded.threads[1], 0);
+  EXPECT_NE(recorded.threads[0], 0);
+  EXPECT_EQ(recorded.apis[1], format::Api::kTorchAllocator);
   std::remove(path.c_str());
 }
 

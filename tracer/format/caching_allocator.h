@@ -41,6 +41,11 @@ struct CachingAllocatorRules {
 // these rules (roundup_power2_divisions, max_split_size_mb), followed by the variable and its
 // value: the report's replay of the blocks then says it does not know them.
 inline constexpr char kAllocatorSettingsMark[] = "memtrace: PyTorch's allocator settings: ";
+// The annotation memtrace writes when it recorded, from PyTorch's snapshot, tensors another
+// thread made while the tracker was being attached (Note [Tensors made while the tracker
+// attaches] in allocator/torch_allocator.cpp), followed by how many and their bytes.
+inline constexpr char kHeldDuringAttachMark[] =
+    "memtrace: made on another thread while memtrace attached to PyTorch's allocator: ";
 
 // round_size: the block a request of `bytes` needs.
 inline int64_t roundRequest(const CachingAllocatorRules& rules, int64_t bytes) {

@@ -541,14 +541,10 @@ void setSimulatedDevice(const SimulatedDevice& device) {
   if (!writeSimulatedDeviceIfNew()) failWrite();
 }
 
-void recordSegment(const RecursionGuard&, const SegmentChange& change) {
-  // Note [One opening per event]; no stacks. The file opens (with its snapshot of the
-  // segments) before this change, so that it is written once.
-  Event event(
-      EventSource{format::Api::kTorchAllocator, format::Level::kSegment, change.device, 0, nullptr},
-      Stacks::kNone, change.device);
-  uint64_t time = event.time;
-  bool writing = event.writing;
+namespace {
+
+// recordSegment's change, once its event is open (under the recorder's lock).
+void applySegment(uint64_t time, bool writing, const SegmentChange& change) {
   bool grows = change.action == format::SegmentAction::kAlloc ||
                change.action == format::SegmentAction::kMap;
   uint64_t size = change.size;
@@ -571,6 +567,65 @@ void recordSegment(const RecursionGuard&, const SegmentChange& change) {
     return;
   }
   afterRecord(time);
+}
+
+EventSource segmentSource(int device) {
+  return EventSource{format::Api::kTorchAllocator, format::Level::kSegment, device, 0, nullptr};
+}
+
+}  // namespace
+
+void recordSegment(const RecursionGuard&, const SegmentChange& change) {
+  // Note [One opening per event]; no stacks. The file opens (with its snapshot of the
+  // segments) before this change, so that it is written once.
+  Event event(segmentSource(change.device), Stacks::kNone, change.device);
+  applySegment(event.time, event.writing, change);
+}
+
+HeldOutcome recordHeldSegment(const RecursionGuard&, const SegmentChange& change,
+                              const HeldCheck& check) {
+  Event event(segmentSource(change.device), Stacks::kNone, change.device);
+  if (!check.unchanged(check.context, change.device)) return HeldOutcome::kStale;
+  // A segment the table has over any part of the range is known: the tracker recorded it.
+  bool known = false;
+  uint64_t end = change.address + change.size;
+  g_recorder.segments.forEach([&](uint64_t start, const SegmentBlock& block) {
+    known = known || (start < end && start + block.size > change.address);
+  });
+  if (known) return HeldOutcome::kKnown;
+  applySegment(event.time, event.writing, change);
+  return HeldOutcome::kRecorded;
+}
+
+HeldOutcome recordHeldAlloc(const RecursionGuard&, const EventSource& source, const void* address,
+                            uint64_t size, const HeldCheck& check) {
+  // Note [One opening per event], without the calling thread's stacks: they are not its.
+  Event event(source, Stacks::kNone, source.device);
+  if (!check.unchanged(check.context, source.device)) return HeldOutcome::kStale;
+  uintptr_t key = reinterpret_cast<uintptr_t>(address);
+  if (g_recorder.live.find(key)) return HeldOutcome::kKnown;
+  uint32_t python_stack = 0, native_stack = 0;
+  bool prelude_written =
+      event.writing && event.recording.writePrelude(source, source.device, source.level,
+                                                    &python_stack, &native_stack);
+  LiveBlock live{size, static_cast<int16_t>(source.device), source.level, source.api};
+  if (event.writing) {
+    live.stream = source.stream;
+    live.traced = g_recorder.tracing.load(std::memory_order_relaxed);
+    if (g_recorder.config.flight) live.serial = flightSerial();
+  }
+  LiveBlock replaced;
+  g_recorder.live.allocate(key, live, &replaced);
+  bool peak_rose = countAlloc(source.device, size);
+  if (!event.writing) return HeldOutcome::kRecorded;
+  event.device_memory.due = deviceMemoryDue(source.device, event.time, peak_rose);
+  if (!prelude_written || !g_recorder.writer.writeAlloc(event.time, key, size, 0, 0) ||
+      (g_recorder.config.flight && !runAllocated(key, live, event.time))) {
+    failWrite();
+    return HeldOutcome::kRecorded;
+  }
+  afterRecord(event.time);
+  return HeldOutcome::kRecorded;
 }
 
 void recordFailedAlloc(const RecursionGuard&, const EventSource& source, uint64_t size) {

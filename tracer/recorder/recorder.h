@@ -48,6 +48,21 @@ struct SegmentChange {
 };
 void recordSegment(const RecursionGuard& guard, const SegmentChange& change);
 
+// What PyTorch's caching allocator held before its tracker reached the device, told from its
+// snapshot (Note [Tensors made while the tracker attaches] in allocator/torch_allocator.cpp).
+// Each is recorded only while `unchanged(context, device)` holds, asked under the recorder's
+// lock, and only where the recorder knows nothing at the address yet (a live allocation there,
+// or a segment over the range): no thread's stacks are its, so it carries none (thread 0).
+struct HeldCheck {
+  bool (*unchanged)(const void* context, int device);
+  const void* context;
+};
+enum class HeldOutcome { kRecorded, kKnown, kStale };
+HeldOutcome recordHeldAlloc(const RecursionGuard& guard, const EventSource& source,
+                            const void* address, uint64_t size, const HeldCheck& check);
+HeldOutcome recordHeldSegment(const RecursionGuard& guard, const SegmentChange& change,
+                              const HeldCheck& check);
+
 // Virtual memory management (tracer/format/records.h, Note [Virtual memory management]).
 // Physical memory made by cuMemCreate is recorded with recordAlloc, its handle as the address
 // (source.api kCuMemCreate). These say what happens to it afterwards; each is a no-op for a

@@ -4,13 +4,15 @@ printing PyTorch's own counters at its end as one JSON line:
     python torch_allocator_workloads.py (mlp | cudnn_benchmark | expandable | mempool |
                                          empty_cache | fragmentation | graphs | unsplit |
                                          record_stream | two_devices | fork_after_attach |
-                                         swap_allocator)
+                                         swap_allocator | two_devices_at_once)
 
 The program never knows whether memtrace traces it: it reads PYTORCH_CUDA_ALLOC_CONF back, so
 the test can see that nothing changed its allocator."""
+import ctypes
 import json
 import os
 import sys
+import threading
 import time
 
 import torch
@@ -163,11 +165,54 @@ def swap_allocator():
     del first, after
 
 
+
+def _simulated_card():
+    """The simulated card's library, loaded in this process (its test hooks: Note [Test hooks of
+    the simulated GPU] in simulator/core/testing.cpp)."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if line.rstrip().endswith("/libmemtrace-simgpu.so"):
+                return ctypes.CDLL(line.split()[-1])
+    raise SystemExit("two_devices_at_once runs on the simulated card: libmemtrace-simgpu.so is "
+                     "not loaded")
+
+
+MEETING = {}
+
+
+def two_devices_at_once():
+    # Two threads make their first tensors on two devices at the same moment: the simulated
+    # card (MEMTRACE_GPU_TEST_MEET=2) holds each at its device's first segment, inside PyTorch's
+    # allocator with that device's lock held, until both are there. Whichever reaches memtrace
+    # first attaches to the allocator while the other holds its device's lock (Note [Tensors
+    # made while the tracker attaches] in allocator/torch_allocator.cpp).
+    torch.cuda.init()
+    made = {}
+
+    def first_tensors(device):
+        with torch.cuda.device(device):
+            made[device] = [torch.empty((3 << 20) + 1000 * (device + 1), dtype=torch.uint8,
+                                        device=f"cuda:{device}"),
+                            torch.empty(4096 + device, dtype=torch.uint8, device=f"cuda:{device}")]
+
+    threads = [threading.Thread(target=first_tensors, args=(device,)) for device in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    MEETING["meeting"] = _simulated_card().simgpu_testing_meeting()
+    # A tensor of each device freed (its free matches its allocation), more made after.
+    del made[0][1], made[1][0]
+    later = [torch.empty(6 << 20, dtype=torch.uint8, device=f"cuda:{device}") for device in (1, 0)]
+    made.clear()
+    del later
+
+
 WORKLOADS = {"mlp": mlp_steps, "cudnn_benchmark": cudnn_benchmark, "expandable": mlp_steps,
              "mempool": mempool, "empty_cache": empty_cache, "fragmentation": fragmentation,
              "graphs": graphs, "unsplit": unsplit, "record_stream": record_stream,
              "two_devices": two_devices, "fork_after_attach": fork_after_attach,
-             "swap_allocator": swap_allocator}
+             "swap_allocator": swap_allocator, "two_devices_at_once": two_devices_at_once}
 
 if __name__ == "__main__":
     WORKLOADS[sys.argv[1]]()
@@ -181,9 +226,12 @@ if __name__ == "__main__":
         "reserved_current": stats["reserved_bytes.all.current"],
         "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
         "backend": torch.cuda.get_allocator_backend(),
+        **MEETING,
         "devices": [{"requested_peak": device_stats["requested_bytes.all.peak"],
                      "allocated_peak": device_stats["allocated_bytes.all.peak"],
-                     "reserved_peak": device_stats["reserved_bytes.all.peak"]}
+                     "reserved_peak": device_stats["reserved_bytes.all.peak"],
+                     "requested_current": device_stats["requested_bytes.all.current"],
+                     "allocations": device_stats["allocation.all.allocated"]}
                     for device_stats in (torch.cuda.memory_stats(index)
                                          for index in range(torch.cuda.device_count()))],
     }))
