@@ -20,8 +20,11 @@ what the device does instead:
   output, after the device's own checks (same messages). Seen on the simulated H100 (the
   referee, docs/accuracy.md): exaone_moe, laguna, mellum, mimo_v2_flash, nemo_speechlm and the
   zoo's Mixtral and Qwen2-MoE AdamW steps run there in float32, and their estimates failed.
-A stand-in applies to fake tensors only: on real ones (the run for the example's data-dependent
-values: Note [Data-dependent values] in step_recorder.py) the op runs as it is.
+The TorchScript front end makes the same output in C++ (groupedMmMeta in
+estimator/torchscript/op_rules.cpp); each is tested against the real op (test_op_rules.py there,
+test_device_step.py here). A stand-in applies to fake tensors only: on real ones (the run for
+the example's data-dependent values: Note [Data-dependent values] in step_recorder.py) the op
+runs as it is.
 """
 from __future__ import annotations
 
