@@ -106,6 +106,13 @@ at::Tensor groupedMmMeta(const at::Tensor& a, const at::Tensor& b,
   return at::empty_strided(size, strides, a.options().dtype(dtype));
 }
 
+at::Tensor logicalNotMeta(const at::Tensor& self) {
+  // aten/src/ATen/native/UnaryOps.cpp: logical_not is a composite over logical_not_out, which
+  // LibTorch has no meta kernel for (its meta is Python's). A bool TensorIterator output of
+  // one input, as `self == 0` makes it (the same iterator, whose meta kernel LibTorch has).
+  return at::eq(self, 0);
+}
+
 void registerMetaKernels() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -120,6 +127,7 @@ void registerMetaKernels() {
     library->impl("floor_divide", TORCH_FN(floorDivideMeta));
     library->impl("floor_divide_.Tensor", TORCH_FN(floorDivideInPlaceMeta));
     library->impl("_grouped_mm", TORCH_FN(groupedMmMeta));
+    library->impl("logical_not", TORCH_FN(logicalNotMeta));
   });
 }
 

@@ -7,8 +7,8 @@
 //   - ops whose meta kernel PyTorch registers from Python only (torch/_meta_registrations.py),
 //     so LibTorch has none and PyTorch keeps no shape function either: _safe_softmax (which
 //     sdpa's math fallback calls), native_group_norm, _weight_norm_interface, histc and
-//     floor_divide (transformers' MoE experts), and the fused nn.TransformerEncoderLayer /
-//     nn.MultiheadAttention fast path;
+//     floor_divide (transformers' MoE experts), logical_not (CPM-Ant's attention mask), and the
+//     fused nn.TransformerEncoderLayer / nn.MultiheadAttention fast path;
 //   - ops whose composite kernel reads tensor data on the host: _grouped_mm (the experts'
 //     grouped matmul loops over `offs`), whose output is made as PyTorch makes it;
 //   - ops whose LibTorch meta kernel rejects inputs the real kernels take: index_add and

@@ -94,6 +94,14 @@ def fake_tensor_type() -> type:
     return FakeTensor
 
 
+def fake_constant(value: Any) -> Any:
+    """The value a fake tensor holds when it was made from numbers alone (FakeTensor.constant,
+    kept for small tensors), else None."""
+    if not isinstance(value, fake_tensor_type()):
+        return None
+    return getattr(value, "constant", None)
+
+
 def data_dependent_errors() -> tuple[type[BaseException], ...]:
     """What a fake tensor raises for an op whose output depends on the data."""
     from torch._subclasses.fake_tensor import (

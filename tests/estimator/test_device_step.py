@@ -566,3 +566,99 @@ def test_plan_and_inference_with_this_torch():
     assert str(REPOSITORY / "python") in mem_tracer.__file__
     if built and not torch.cuda.is_available():
         assert inference.raw["device_profile"]["name"] == "cuda"
+
+
+# -- ops whose fake kernel refuses what the device runs ---------------------------------------
+
+class GroupedExperts(nn.Module):
+    """Top-1 experts run by two grouped matmuls, as transformers' grouped_mm_experts_forward
+    runs them: the tokens sorted by expert, the groups' ends from a histogram (no value decides
+    a size). The second weight is stored (experts, out, hidden) and passed transposed (column
+    major), as Mixtral's are."""
+
+    def __init__(self, experts=4, dim=32, hidden=44, out=32):
+        super().__init__()
+        self.experts = experts
+        self.router = nn.Linear(dim, experts)
+        self.up = nn.Parameter(torch.randn(experts, dim, hidden) * 0.1)
+        self.down = nn.Parameter(torch.randn(experts, out, hidden) * 0.1)
+
+    def forward(self, x):
+        tokens = x.reshape(-1, x.size(-1))
+        expert = self.router(tokens).argmax(-1)
+        ends = torch.histc(expert.float(), bins=self.experts, min=0, max=self.experts - 1)
+        offs = ends.cumsum(0).to(torch.int32)
+        hidden = F.grouped_mm(tokens[expert.argsort()], self.up, offs=offs)
+        # The kernel takes no gradient of stride 0 (a sum's): the device refuses it too.
+        return F.gelu(F.grouped_mm(F.gelu(hidden), self.down.transpose(-2, -1), offs=offs))
+
+
+_GROUPED_CASES = {  # (mat_a, mat_b, offs): each layout the device's fallback takes
+    "2d-3d": (lambda: torch.randn(10, 64), lambda: torch.randn(4, 64, 136), [3, 5, 9, 10]),
+    "2d-3d padded": (lambda: torch.randn(10, 64), lambda: torch.randn(4, 30, 64).transpose(-2, -1),
+                     [3, 5, 9, 10]),
+    "2d-2d": (lambda: torch.randn(64, 16), lambda: torch.randn(16, 136), [3, 5, 9, 16]),
+    "3d-2d": (lambda: torch.randn(4, 10, 64), lambda: torch.randn(64, 16), [3, 5, 9, 16]),
+    "3d-3d": (lambda: torch.randn(4, 10, 64), lambda: torch.randn(4, 64, 24), None),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["float32", "float16"])
+@pytest.mark.parametrize("case", sorted(_GROUPED_CASES))
+def test_grouped_mm_on_fake_tensors_is_the_kernel_outside_bfloat16(case, dtype):
+    """Note [Fake kernels stricter than the device's]: torch's meta kernel of _grouped_mm
+    refuses float32 (and float16 in 2.13); the recording's stand-in makes what the real kernel
+    makes: the CPU kernel, which makes its output as CUDA's does (create_grouped_gemm_output_
+    tensor, GroupedMMUtils.h, shared by both; the float32 fallback on the simulated H100 gave
+    the same bytes: exaone_moe and the zoo's Mixtral step exact in the referee). Same shape,
+    strides and storage bytes; bad strides refused with the kernel's message."""
+    from mem_tracer import _torch_internals
+    from mem_tracer.estimator import fake_kernels
+
+    make_a, make_b, ends = _GROUPED_CASES[case]
+    a, b = make_a().to(dtype), make_b().to(dtype)
+    offs = torch.tensor(ends, dtype=torch.int32) if ends is not None else None
+    real = torch._grouped_mm(a, b, offs=offs)
+    with _torch_internals.fake_tensor_mode(allow_non_fake_inputs=True) as mode:
+        fake_a, fake_b = mode.from_tensor(a), mode.from_tensor(b)
+        fake_offs = mode.from_tensor(offs) if offs is not None else None
+        with pytest.raises(RuntimeError):  # what the stand-in is for
+            torch._grouped_mm(fake_a.float(), fake_b.float(), offs=fake_offs)
+        stand_in = fake_kernels.stand_in("aten::_grouped_mm", (fake_a, fake_b, fake_offs), {})
+        assert stand_in is not None
+        fake = stand_in()
+    assert (fake.shape, fake.stride(), fake.dtype) == (real.shape, real.stride(), real.dtype)
+    assert fake.untyped_storage().nbytes() == real.untyped_storage().nbytes()
+    # A row-major weight whose rows are not 16-byte aligned: refused by both, alike.
+    odd = torch.randn(4, 64, 130, dtype=dtype)
+    inputs = (torch.randn(10, 64, dtype=dtype), odd)
+    offs = torch.tensor([3, 5, 9, 10], dtype=torch.int32)
+    with pytest.raises(RuntimeError, match="strides should be multiple of 16 bytes"):
+        torch._grouped_mm(*inputs, offs=offs)
+    with _torch_internals.fake_tensor_mode() as mode, \
+            pytest.raises(RuntimeError, match="strides should be multiple of 16 bytes"):
+        fake_kernels.grouped_mm_fallback(*map(mode.from_tensor, inputs),
+                                         offs=mode.from_tensor(offs))
+
+
+def test_a_float32_grouped_mm_step_is_recorded_and_is_the_real_step(tmp_path):
+    """The MoE step that failed on fake tensors ("Expected mat_a to be BFloat16 or supported
+    Float16 matrix") records on cuda-sm90, its grouped matmuls in forward and backward; its
+    live peak on the CPU profile is the real CPU step's, byte for byte."""
+    torch.manual_seed(0)
+    model = GroupedExperts()
+    x = torch.randn(2, 12, 32)
+    parameters = list(model.parameters())
+    on_cuda = step_graph.record(model, (x,), optimizer=torch.optim.AdamW(parameters),
+                                profile="cuda-sm90")
+    assert _ops(on_cuda, "forward").count("aten::_grouped_mm") == 2
+    # The second product's input and weight gradients, the first's weight gradient (its input,
+    # the sorted tokens, needs none).
+    assert _ops(on_cuda, "backward").count("aten::_grouped_mm") == 3
+    made = [entry for node in on_cuda["nodes"] if node["op"] == "aten::_grouped_mm"
+            and node["phase"] == "forward" for entry in node["allocates"]]
+    assert [(shape, on_cuda["storages"][index]["bytes"]) for index, shape, _ in made] == \
+        [([24, 44], 24 * 44 * 4), ([24, 32], 24 * 32 * 4)]
+    on_cpu = step_graph.record(model, (x,), optimizer=torch.optim.AdamW(parameters))
+    truth = measure_step(model, (x,), optimizer=torch.optim.AdamW(parameters))
+    assert _live_peak(on_cpu, tmp_path)["summary"]["training_peak_bytes"] == truth.peak

@@ -102,6 +102,13 @@ class FloorDivide(nn.Module):
         return order // torch.tensor(2) + 1
 
 
+class LogicalNot(nn.Module):
+    """CPM-Ant's attention mask: the context's complement, broadcast against a triangle."""
+
+    def forward(self, context):
+        return context[:, :, None].logical_not() & (context[:, None, :] > 0)
+
+
 class GroupedMm(nn.Module):
     """transformers' grouped-mm experts: rows sorted by expert, `offs` their ends, weights
     (experts, out, in) transposed; an `out` not a multiple of 16 bytes pads the output's rows."""
@@ -154,6 +161,7 @@ CASES = {
     # Meta kernels PyTorch registers from Python only (transformers' MoE experts).
     "histc": (Histc(), [torch.rand(3, 7) * 4], None),
     "floor_divide": (FloorDivide(), _tensors((4, 6)), None),
+    "logical_not": (LogicalNot(), [torch.randint(0, 2, (2, 9))], None),
     "grouped_mm": (GroupedMm(), _grouped_inputs(8), None),
     "grouped_mm-padded": (GroupedMm(), _grouped_inputs(6), None),
     # LibTorch's meta kernel rejects an empty source (an expert with no rows); the CPU's takes it.

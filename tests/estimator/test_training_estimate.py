@@ -295,3 +295,49 @@ def test_a_torch_export_archive_is_estimated(tmp_path):
                            env={**os.environ, "PYTHONPATH": str(REPOSITORY / "python")})
     assert front.returncode == 0, front.stderr
     assert json.loads(front.stdout)["summary"]["activation_peak_requested_bytes"] == truth
+
+
+class ReadsValues(nn.Module):
+    """Reads values as transformers' longformer does: one only on real tensors (the padding
+    warning of warn_if_padding_and_no_attention_mask, skipped when is_tracing(), which fake
+    tensors are), sizes computed as tensors from numbers and read back by a view (its chunking:
+    torch.div of a size), and one that decides the path (whether any attention is global:
+    mask.any().item())."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+        self.read_on_real_tensors = 0
+
+    def forward(self, x, mask):
+        from torch._subclasses.fake_tensor import FakeTensor  # what is_tracing() checks
+        if not isinstance(x, FakeTensor) and bool((x[:, :, 0] == 0).any()):
+            self.read_on_real_tensors += 1
+        chunks = torch.div(x.size(1), 4, rounding_mode="trunc")
+        y = self.fc(x).view(x.size(0), chunks, 4, 16)
+        if mask.any().item():
+            y = torch.cat([y, y], 1)
+        return y.relu()
+
+
+@pytest.mark.parametrize("global_attention", [False, True])
+def test_values_read_on_real_tensors_only_do_not_shift_the_others(global_attention):
+    """Note [Data-dependent values]: each value the example gave is given back where it was
+    read, not by order alone (longformer's estimate failed: the real run's extra read shifted
+    the bool onto the chunking's view, "Expected scalar.isIntegral"); a size made from numbers
+    is known (no assumption); the value that decides the path is the example's, and said."""
+    torch.manual_seed(0)
+    model = ReadsValues().eval()
+    x = torch.randn(2, 32, 16)
+    x[:, 0, 0] = 0  # the real-tensor read finds "padding"
+    mask = torch.zeros(2, 32, dtype=torch.bool)
+    mask[0, 3] = global_attention
+    result = mem_tracer.estimate(model, (x, mask), device="cpu")
+    assert result.method == "record"
+    assert model.read_on_real_tensors == 0  # the user's model is not run; its copy is
+    assumed = [a for a in result.raw["assumptions"] if a["kind"] == "data_dependent_size"]
+    assert [a["op"] for a in assumed] == ["aten::_local_scalar_dense"]
+    assert f"{global_attention}" in assumed[0]["detail"]
+    with torch.no_grad():
+        truth = measure_call(model, (x, mask), {}).peak
+    assert result.activation_peak_bytes == truth

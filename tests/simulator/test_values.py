@@ -193,6 +193,35 @@ def test_an_output_sized_by_a_mask_no_kernel_computed_keeps_everything(tmp_path)
     assert known not in [row["line"] for row in report_json(trace)["device_reads"]["rows"]]
 
 
+def test_a_routing_computed_from_known_values_is_the_real_one_and_nothing_is_assumed(tmp_path):
+    # Issue 53: the referee saw the zoo's top-1 MoE (nonzero over an argmax of the router)
+    # record no assumption on the card. Why: its router's weights and input come from the host,
+    # so what the router computes is known, computed on the host (Note [Known values on the
+    # simulated card]), and argmax passes no gradient, so AdamW never changes the router. The
+    # card routes as a real one would: each expert's rows are the CPU run's, step after step,
+    # and no value was assumed. What the test assumes of a real card: its fp32 router logits
+    # pick the same argmax as the host's (no two logits of a token within rounding).
+    trace = tmp_path / "known.bin"
+    card = json.loads(memtrace_run("--gpu", "h100", "-q", "-o", trace, PROGRAMS / "moe_top1.py")
+                      .stdout.strip().splitlines()[-1])
+    cpu = on_the_host("moe_top1.py", "cpu")
+    assert card["loads"] == cpu["loads"] and len(cpu["loads"]) == 8, (card, cpu)
+    assert sum(cpu["loads"][:4]) == 16 and max(cpu["loads"]) < 16
+    assert "assumed_values" not in report_json(trace)  # the report's section of assumptions
+    # Drawn on the card, the input is a value no kernel computed: every expert's nonzero keeps
+    # every token (Note [Values where they decide the path]), and each is said at its line.
+    trace = tmp_path / "drawn.bin"
+    drawn = json.loads(memtrace_run("--gpu", "h100", "-q", "-o", trace, PROGRAMS / "moe_top1.py",
+                                    "cuda", "drawn").stdout.strip().splitlines()[-1])
+    assert drawn["loads"] == [16] * 8
+    zoo = ROOT / "tests" / "estimator" / "zoo.py"
+    line = next(number for number, text in enumerate(zoo.read_text().splitlines(), 1)
+                if "torch.nonzero(choice == index)" in text)
+    rows = report_json(trace)["assumed_values"]["rows"]
+    assert [(row["line"], row["assumed"], row["count"]) for row in rows] == [
+        (line, "everything: a mask no kernel computed keeps every element", 8)]
+
+
 @pytest.mark.parametrize("program", ["moe.py", "detection.py"])
 def test_real_values_beside_the_card_route_and_detect_as_a_cpu_run(tmp_path, program):
     # An MoE's expert loads and Faster R-CNN's boxes are decided by values kernels compute:

@@ -37,6 +37,7 @@ from .. import _torch_internals, training
 from .fake_copies import fake_copy_mode, quiet_fake_tensors, with_rows
 from .step_loop import DEFAULT_LOOP, LOOPS, StepLoop, StepSpec, default_loss
 from .step_recorder import (
+    ExampleValue,
     Recorder,
     StepGraphError,
     dispatch_mode,
@@ -149,7 +150,7 @@ class _Step:
             self.prepare(model)
         return model, args, kwargs, targets
 
-    def example_values(self) -> list[tuple[str, Any]]:
+    def example_values(self) -> list[ExampleValue]:
         """What the step's data-dependent ops give on the example input: the step run once on
         a real copy, where the model is (Note [Data-dependent values])."""
         import torch
@@ -169,7 +170,7 @@ class _Step:
                                  f"data-dependent ops) failed: {_one_line(error)}") from error
         return recorder.collect
 
-    def record(self, replay: list[tuple[str, Any]] | None) -> dict[str, Any]:
+    def record(self, replay: list[ExampleValue] | None) -> dict[str, Any]:
         import torch
 
         from .device_kernels import DeviceKernels

@@ -139,7 +139,7 @@ class StepLoop:
     def step(self) -> None:
         import torch
         recorder = self.recorder
-        recorder.replayed = 0
+        recorder.replayed.clear()
         if not self.spec.training:
             with torch.no_grad(), recorder.in_phase(Phase.FORWARD):
                 output = call(self.model, self.args, self.kwargs)

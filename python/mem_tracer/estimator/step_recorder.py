@@ -13,6 +13,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import _torch_internals
+from . import fake_kernels
 
 if TYPE_CHECKING:
     from .device_kernels import DeviceKernels, KernelChoice
@@ -120,6 +121,14 @@ class AssumptionRow:
         return {"kind": self.kind, "op": self.op, "stack": self.stack, "detail": self.detail}
 
 
+class ExampleValue(NamedTuple):
+    """What a data-dependent op gave on the example input (Note [Data-dependent values])."""
+
+    op: str
+    site: tuple[Frame, ...]  # the model's frames it ran in, innermost first
+    value: Any  # a number, or the shapes and dtypes of its tensors (_summary)
+
+
 class Carried(NamedTuple):
     """A storage the first step made: if it still lives when the recorded step starts, the
     loop carried it over."""
@@ -171,11 +180,12 @@ class Recorder:
         self.backward_module: str | None = None
         self.saved: set[int] = set()  # storages (indices) autograd saved in the forward
         self.recording = False
-        # Note [Data-dependent values]: on real tensors, what each data-dependent op gave, in
-        # order (collect); on fake ones, those given back in the same order (replay).
-        self.collect: list[tuple[str, Any]] | None = None
-        self.replay: list[tuple[str, Any]] | None = None
-        self.replayed = 0
+        # Note [Data-dependent values]: on real tensors, what each data-dependent op gave, with
+        # where it ran (collect); on fake ones, those given back where they ran, in the order
+        # they ran there (replay; replayed counts each place's, from each step's start).
+        self.collect: list[ExampleValue] | None = None
+        self.replay: list[ExampleValue] | None = None
+        self.replayed: dict[tuple[str, tuple[Frame, ...]], int] = {}
         self.assumptions: list[AssumptionRow] = []
         # Note [The device's kernels on fake tensors] (device_kernels.py): the device's kernel
         # choices, and the storages the device keeps in host memory (never counted).
@@ -222,16 +232,8 @@ class Recorder:
 
     def _stack(self) -> list[int]:
         """The Python stack of the op, innermost first, without the dispatch machinery and
-        this module."""
-        frames: list[int] = []
-        frame: Any = sys._getframe(2)
-        while frame is not None and len(frames) < _MAX_FRAMES:
-            filename = frame.f_code.co_filename
-            if not (filename.startswith(_HERE) or
-                    any(part in filename for part in _torch_internals.MACHINERY_FILES)):
-                frames.append(self._frame_id(frame))
-            frame = frame.f_back
-        return frames
+        this package."""
+        return [self._frame_id(frame) for frame in _model_frames()]
 
     def _module(self) -> str:
         if self.phase is Phase.BACKWARD:
@@ -241,12 +243,15 @@ class Recorder:
     def dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         name = _op_name(func)
         data_dependent = _is_data_dependent(name, args)
+        site = _site() if data_dependent else ()
         if data_dependent and self.replay is not None:
-            output = self._replayed(name, args)
+            output = self._replayed(name, site, args)
         else:
-            output = func(*args, **kwargs)
+            # Note [Fake kernels stricter than the device's] (fake_kernels.py).
+            substitute = fake_kernels.stand_in(name, args, kwargs)
+            output = substitute() if substitute is not None else func(*args, **kwargs)
         if data_dependent and self.collect is not None:
-            self.collect.append((name, _summary(output)))
+            self.collect.append(ExampleValue(name, site, _summary(output)))
         if self.device_kernels is not None and self.device_kernels.making_host_tensor:
             for tensor in tensors_in(output):
                 self.host[storage_key(tensor)] = self._weak(  # type: ignore[no-untyped-call]
@@ -346,16 +351,19 @@ class Recorder:
         """The storage's index, while it lives (a freed storage's key can be reused)."""
         return self.ids.get(storage_key(tensors_in(tensor)[0]))
 
-    def _replayed(self, name: str, args: tuple[Any, ...]) -> Any:
+    def _replayed(self, name: str, site: tuple[Frame, ...], args: tuple[Any, ...]) -> Any:
         import torch
         assert self.replay is not None
-        if self.replayed >= len(self.replay) or self.replay[self.replayed][0] != name:
-            expected = self.replay[self.replayed][0] if self.replayed < len(self.replay) else "none"
-            raise StepGraphError(f"{name} is data-dependent, and the step on the example input "
-                                 f"ran {expected} here: the model takes another path on fake "
-                                 "tensors")
-        summary = self.replay[self.replayed][1]
-        self.replayed += 1
+        ran = [example.value for example in self.replay
+               if example.op == name and example.site == site]
+        count = self.replayed.get((name, site), 0)
+        if count >= len(ran):
+            where = f" at {site[0].file}:{site[0].line}" if site else ""
+            raise StepGraphError(f"{name}{where} is data-dependent, and the step on the example "
+                                 f"input ran it there {len(ran)} times, not {count + 1}: the "
+                                 "model takes another path on fake tensors")
+        summary = ran[count]
+        self.replayed[(name, site)] = count + 1
         device = next((a.device for a in tensors_in(args)), torch.device("cpu"))
         output = _from_summary(summary, device)
         if self.recording:
@@ -405,9 +413,15 @@ def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
 # Note [Data-dependent values]
 # An op whose output size or value depends on tensor data (nonzero, a boolean mask, .item(),
 # unique) cannot run on fake tensors. When the step meets one, record() runs the step once on
-# a real copy of the model with the example inputs, keeps what each such op gave, in order, and
-# records the fake step again giving those back: sizes as on the example input, said in the
-# graph file's assumptions (as memtrace-estimate's --example-counts does for TorchScript).
+# a real copy of the model with the example inputs, keeps what each such op gave and where (the
+# model's frames it ran in), and records the fake step again giving those back, each place its
+# own in the order they ran there: sizes as on the example input, said in the graph file's
+# assumptions (as memtrace-estimate's --example-counts does for TorchScript). By place, not by
+# order alone: a model's Python may take a path of its own on real tensors (transformers'
+# warn_if_padding_and_no_attention_mask reads a value unless is_tracing(), which fake tensors
+# are), and a value given back at another op's place is wrong (longformer: a bool where the
+# chunking's view wants a size). A fake tensor made from numbers alone holds its value
+# (torch.div of two sizes): read back, it is known, neither replayed nor assumed.
 _DATA_DEPENDENT = {"aten::nonzero", "aten::_local_scalar_dense", "aten::masked_select",
                    "aten::_unique2", "aten::unique_dim", "aten::unique_consecutive",
                    "aten::repeat_interleave.Tensor", "aten::bincount", "aten::nonzero_numpy"}
@@ -415,12 +429,37 @@ _DATA_DEPENDENT = {"aten::nonzero", "aten::_local_scalar_dense", "aten::masked_s
 
 def _is_data_dependent(name: str, args: tuple[Any, ...]) -> bool:
     if name in _DATA_DEPENDENT:
-        return True
+        # A fake tensor made from numbers alone holds them (torch.div(size, 2) in longformer's
+        # chunking, read back with .item()): its value is known, not the example's.
+        return not (args and _torch_internals.fake_constant(args[0]) is not None)
     if name == "aten::index.Tensor" and len(args) > 1:
         import torch
         return any(isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8)
                    for index in (args[1] or []))
     return False
+
+
+def _model_frames() -> Iterator[Any]:
+    """The Python frames of the op being dispatched, innermost first, without the dispatch
+    machinery and this package."""
+    frame: Any = sys._getframe(1)
+    found = 0
+    while frame is not None and found < _MAX_FRAMES:
+        filename = frame.f_code.co_filename
+        if not (filename.startswith(_HERE) or
+                any(part in filename for part in _torch_internals.MACHINERY_FILES)):
+            found += 1
+            yield frame
+        frame = frame.f_back
+
+
+def _site() -> tuple[Frame, ...]:
+    """Where a data-dependent op runs: the model's frames, innermost first, outside torch (whose
+    Module.__call__ takes another line when hooks are installed, as the recording's are)."""
+    import torch
+    inside = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+    return tuple(Frame(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+                 for frame in _model_frames() if not frame.f_code.co_filename.startswith(inside))
 
 
 def _summary(output: Any) -> Any:

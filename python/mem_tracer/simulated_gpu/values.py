@@ -329,7 +329,11 @@ class AssumedRead:
 # computed (nonzero, `x[mask]`, masked_select, unique) is taken as everything: the mask keeps
 # every element, unique finds them all distinct. Every such read is kept, by the line that made
 # it and what it took, and written into the trace (memtrace_assumed_value, record 0x1d): the
-# report lists them by the user's line.
+# report lists them by the user's line. A path decided by values the host computed from known
+# ones is the card's real path, and nothing is assumed there: the estimator zoo's top-1 MoE routes
+# by an argmax of a router whose weights and input came from the host, and that no optimizer
+# changes (argmax passes no gradient), so its nonzeros take the CPU run's rows
+# (tests/simulator/test_values.py).
 _KEEPS_ALL = sys.maxsize  # a slice's end that keeps everything
 ASSUMED_READS = (
     AssumedRead("transformers/generation/utils.py", "_beam_search",
