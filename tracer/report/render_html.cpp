@@ -134,7 +134,9 @@ void writePage(std::ostream& out, std::string_view page, const std::string& titl
     if (name == "D3_LICENSE") return std::string(assets::kD3License);
     if (name == "D3") return std::string(assets::kD3Js);
     if (name == "CSS") return std::string(assets::kReportCss);
-    if (name == "JS") return std::string(assets::kBytesJs) + "\n" + std::string(script);
+    if (name == "JS")
+      return std::string(assets::kBytesJs) + "\n" + std::string(assets::kSortableTableJs) + "\n" +
+             std::string(script);
     if (name == "DATA") return data_text;
     throw std::logic_error("unknown slot in a page template: " + std::string(name));
   };

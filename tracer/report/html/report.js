@@ -602,7 +602,7 @@
   }
 
   // Note [The module table] (tracer/report/analysis.h): the peak's bytes by module and
-  // category, sortable by any column (click a title; again to reverse), the categories line last.
+  // category, sortable by any column (sortable_table.js), the categories line last.
   function drawModules() {
     const training = data.training;
     if (!training || !training.modules_at_peak.rows.length) return;
@@ -616,43 +616,21 @@
       .concat(categories.map(name => ({title: name, key: row => row.categories[name], number: true})))
       .concat([{title: 'Module', key: row => row.location, number: false}]);
     const element = d3.select('#modules');
-    const headers = element.append('thead').append('tr').selectAll('th').data(columns).enter()
-      .append('th').attr('class', 'sortable').attr('data-column', d => d.title).text(d => d.title);
-    const body = element.append('tbody');
+    sortableTable(element, columns, table.rows, {column: 'Total', descending: true}, (tr, row) => {
+      tr.attr('data-module', row.location);
+      tr.append('td').attr('class', 'number').attr('data-bytes', row.bytes).text(humanBytes(row.bytes));
+      for (const name of categories) {
+        const value = row.categories[name];
+        tr.append('td').attr('class', 'number').attr('data-bytes', value).text(value ? humanBytes(value) : '-');
+      }
+      tr.append('td').attr('class', 'location').text(row.location);
+    });
     const total = element.append('tfoot').append('tr').attr('class', 'all');
     total.append('td').attr('class', 'number').text(humanBytes(
       Object.values(training.categories_at_peak).reduce((a, b) => a + b, 0)));
     for (const name of categories)
       total.append('td').attr('class', 'number').text(humanBytes(training.categories_at_peak[name]));
     total.append('td').attr('class', 'location').text('(all: the categories line)');
-    let sorted = {column: 'Total', descending: true};
-    function draw() {
-      const column = columns.find(c => c.title === sorted.column);
-      const sign = sorted.descending ? -1 : 1;
-      const rows = table.rows.slice().sort((a, b) => {
-        const x = column.key(a), y = column.key(b);
-        return sign * (column.number ? x - y : (x < y ? -1 : x > y ? 1 : 0));
-      });
-      body.selectAll('tr').remove();
-      for (const row of rows) {
-        const tr = body.append('tr').attr('data-module', row.location);
-        tr.append('td').attr('class', 'number').attr('data-bytes', row.bytes).text(humanBytes(row.bytes));
-        for (const name of categories) {
-          const value = row.categories[name];
-          tr.append('td').attr('class', 'number').attr('data-bytes', value).text(value ? humanBytes(value) : '-');
-        }
-        tr.append('td').attr('class', 'location').text(row.location);
-      }
-      headers.attr('aria-sort', d => d.title !== sorted.column ? 'none'
-        : sorted.descending ? 'descending' : 'ascending');
-      element.attr('data-sorted', `${sorted.column} ${sorted.descending ? 'descending' : 'ascending'}`);
-    }
-    headers.on('click', d => {
-      sorted = d.title === sorted.column ? {column: d.title, descending: !sorted.descending}
-        : {column: d.title, descending: d.number};
-      draw();
-    });
-    draw();
   }
 
   // ---- a simulated run, an OOM, the reads of device values -------------------------------
