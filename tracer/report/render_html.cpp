@@ -166,7 +166,7 @@ void renderHtml(std::ostream& out, const HtmlReport& html) {
       {"flame", flameJson(html.flame)},
       // The module x category table at the peak, beside the flame graph (null without training
       // records: Note [The module table]).
-      {"training", trainingJson(summary)},
+      {"training", trainingJson(summary, html.prediction)},
       {"estimate", predictionJson(html.prediction)}};
   writePage(out, assets::kReportHtml, "memtrace: " + html.report.trace_path, assets::kReportJs,
             data);
