@@ -9,6 +9,9 @@ measured module table (Note [Predicted module cells] in tracer/report/prediction
 What the simulated card stands for here: its allocations are PyTorch's own on an H200 (sizes,
 cuBLAS's 32 MiB workspace a thread on sm90); what the estimate assumes of a fresh process
 (the workspaces taken anew) the script gives it by handing them back between the two traces.
+
+Cost: 102 s (ctest simulator.module_cells; the traces and the estimates, on 2 cores shared with
+other work, 2026-11-29).
 """
 import json
 import sys

@@ -1,7 +1,7 @@
-"""The estimator's zoo GPT-2 (tests/estimator/zoo.py, gpt2-sdpa) on the simulated card, traced or predicted,
-for test_module_cells.py: its inference (under no_grad) and three training steps (AdamW, the
-loop TrainingStep assumes by default: `out = model(...); loss = f(out, y)`, then backward, the
-optimizer's step and zero_grad(set_to_none=True)).
+"""The estimator's zoo GPT-2 (tests/estimator/zoo.py, gpt2-sdpa) on the simulated card, traced
+or predicted, for test_module_cells.py: its inference (under no_grad) and three training steps
+(AdamW, the loop TrainingStep assumes by default: `out = model(...); loss = f(out, y)`, then
+backward, the optimizer's step and zero_grad(set_to_none=True)).
 
     python module_cells.py trace DIR      (PyTorch's CUDA build, on the simulated card:
                                           DIR/inference.bin, DIR/training.bin)
