@@ -75,6 +75,12 @@ struct Storage {
   std::string name;   // weights and inputs: "layer1.0.conv1.weight", "input 0"
   // In a training step (graph files): what it holds, for its whole life.
   format::Category category = format::Category::kUnknown;
+  // The module that owns it, whoever allocated it: a parameter's, and its gradient's and
+  // optimizer state's (graph files: Note [Everything a parameter has is its module's] in
+  // python/mem_tracer/training.py). Empty without `owned`: its producer's module, or, for a
+  // weight, the module its name says (attributeRequestedPeak).
+  std::string owner_module{};
+  bool owned = false;
 };
 
 struct SourceFrame {
@@ -139,6 +145,9 @@ struct Node {
   // Its inputs are uses in TorchScript semantics only.
   bool torch_script_only = false;
   format::TrainingPhase phase = format::TrainingPhase::kNone;  // graph files of a training step
+  // False for a node that runs outside every module (a graph file's "module": null: the loss,
+  // the optimizer's step); module_path is then "".
+  bool in_module = true;
 };
 
 // One function invocation (module forward, functional, helper). Scopes nest dynamically.

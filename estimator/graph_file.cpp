@@ -185,6 +185,10 @@ class Reader {
       storage.origin = found->second;
       storage.category = categoryOf(text(entry, "category", where), where);
       storage.name = text(entry, "name", where);
+      if (auto module = entry.find("module"); module != entry.end() && !module->is_null()) {
+        storage.owner_module = text(entry, "module", where);
+        storage.owned = true;
+      }
       graph.addStorage(std::move(storage));
       Value value;  // what a persistent storage holds: its shape, when the file says it
       if (auto shape = entry.find("shape"); shape != entry.end() && shape->is_array()) {
@@ -233,7 +237,11 @@ class Reader {
       Node node;
       node.op = text(entry, "op", where);
       node.phase = phaseOf(text(entry, "phase", where), where);
-      node.module_path = text(entry, "module", where);
+      // null: outside every module (a field that was always a string before: read alike).
+      if (const json& module = member(entry, "module", where); module.is_null())
+        node.in_module = false;
+      else
+        node.module_path = text(entry, "module", where);
       node.scope = ScopeId(0u);
       if (auto flops = entry.find("flops"); flops != entry.end()) {
         node.flops = integer(*flops, where + "'s flops");

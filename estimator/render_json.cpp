@@ -246,6 +246,13 @@ json estimateJson(const Graph& graph, const Estimate& estimate, const RenderOpti
                        {"tensors", call.tensors}});
     requested["by_step_call"] = std::move(calls);
   }
+  // Note [Module x category predicted]: every byte there by owner and category.
+  json cells = json::array();
+  for (const ModuleCategoryGroup& cell : estimate.requested_attribution.by_module_category)
+    cells.push_back({{"module_path", cell.module_path},
+                     {"category", format::categoryName(cell.category)},
+                     {"bytes", cell.bytes}});
+  requested["by_module_category"] = std::move(cells);
   json workspaces = json::array();
   for (const Workspace& workspace : estimate.allocator.peak_requested_workspaces) {
     json entry = {{"library", workspace.library}, {"bytes", workspace.bytes}};

@@ -108,6 +108,55 @@ std::string moduleOfWeight(const std::string& name) {
   return dot == std::string::npos ? std::string() : name.substr(0, dot);
 }
 
+// Note [Module x category predicted]: the owner of what a node allocates.
+std::string nodeOwner(const Node* node) {
+  if (node && node->in_module) return node->module_path;
+  return node && node->phase == format::TrainingPhase::kOptimizer ? kOptimizerStep : kNoModule;
+}
+
+// Note [Module x category predicted]: a storage's category, named as a trace names it.
+format::Category categoryOf(const Storage& storage) {
+  if (storage.category != format::Category::kUnknown) return storage.category;
+  if (isWeight(storage.origin)) return format::Category::kParameter;
+  if (storage.origin == StorageOrigin::kInput) return format::Category::kInput;
+  if (storage.origin == StorageOrigin::kOptimizerState) return format::Category::kOptimizerState;
+  return format::Category::kTemporary;
+}
+
+// The cells of Note [Module x category predicted], largest first.
+std::vector<ModuleCategoryGroup> moduleCategories(const Graph& graph,
+                                                  const std::vector<StorageId>& live,
+                                                  const std::vector<Workspace>& workspaces) {
+  std::map<std::pair<std::string, format::Category>, int64_t> cells;
+  auto owner = [&](const Storage& storage) {
+    if (storage.owned) return storage.owner_module;
+    if (storage.origin == StorageOrigin::kParameter || storage.origin == StorageOrigin::kBuffer)
+      return moduleOfWeight(storage.name);
+    if (storage.producer.valid()) return nodeOwner(&graph.node(storage.producer));
+    return std::string(kNoModule);
+  };
+  for (StorageId id : live) {
+    const Storage& storage = graph.storage(id);
+    if (storage.bytes > 0) cells[{owner(storage), categoryOf(storage)}] += storage.bytes;
+  }
+  for (const Workspace& workspace : workspaces)
+    if (workspace.bytes > 0)
+      cells[{nodeOwner(workspace.node.valid() ? &graph.node(workspace.node) : nullptr),
+             format::Category::kTemporary}] += workspace.bytes;
+  // What lives through the whole run: weights, inputs, optimizer state.
+  for (const Storage& storage : graph.storages)
+    if (storage.origin != StorageOrigin::kActivation && storage.origin != StorageOrigin::kHost &&
+        storage.bytes > 0)
+      cells[{owner(storage), categoryOf(storage)}] += storage.bytes;
+  std::vector<ModuleCategoryGroup> groups;
+  for (const auto& [key, bytes] : cells) groups.push_back({key.first, key.second, bytes});
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const ModuleCategoryGroup& left, const ModuleCategoryGroup& right) {
+                     return left.bytes > right.bytes;
+                   });
+  return groups;
+}
+
 }  // namespace
 
 PeakAttribution attributePeak(const Graph& graph, const std::vector<StorageId>& live) {
@@ -142,6 +191,7 @@ PeakAttribution attributeRequestedPeak(const Graph& graph, const std::vector<Sto
         storage.bytes > 0)
       groups.chargeModule(moduleOfWeight(storage.name), storage.bytes);
   groups.into(attribution);
+  attribution.by_module_category = moduleCategories(graph, live, workspaces);
   return attribution;
 }
 

@@ -24,6 +24,18 @@ struct StepCallGroup {
   int64_t bytes = 0;
   int64_t tensors = 0;
 };
+// Bytes at the peak of one module and one category (Note [Module x category predicted]).
+struct ModuleCategoryGroup {
+  std::string module_path;  // named_modules()'s ("" the root); kNoModule: outside every module
+  format::Category category = format::Category::kUnknown;
+  int64_t bytes = 0;
+};
+// The module key of what no module owns (the loss, the inputs, the optimizer state of a tensor
+// the model does not hold), as the tracer's module table names its row; and of the optimizer
+// step's own temporaries, the tracer's owner that is not a module (Note [Owners that are not
+// modules] in python/mem_tracer/training.py).
+inline constexpr const char* kNoModule = "<no module>";
+inline constexpr const char* kOptimizerStep = "<optimizer.step>";
 
 // The storages live at the peak, each charged to the node that allocated it, grouped three
 // ways. The first two are the tracer's two groupings (Note [Two groupings by line]).
@@ -35,6 +47,8 @@ struct PeakAttribution {
   // A training step's requested peak: what backward and the optimizer's step allocated outside
   // the forward's lines, in place of by_user_frame (Note [The step's own calls]).
   std::vector<StepCallGroup> by_step_call;
+  // attributeRequestedPeak only: every byte live there, by owner and category, largest first.
+  std::vector<ModuleCategoryGroup> by_module_category;
 };
 
 PeakAttribution attributePeak(const Graph& graph, const std::vector<StorageId>& live);
@@ -73,6 +87,20 @@ PeakAttribution attributePeak(const Graph& graph, const std::vector<StorageId>& 
 // Backward's work on the forward's lines (a checkpointed block's recomputation, a hook in the
 // model's code) stays on them. The innermost-frame grouping (torch's own files, both sides) and the
 // modules are unchanged.
+// Note [Module x category predicted]
+// The tracer's module table (Note [The module table] in tracer/report/analysis.h) puts every
+// byte live at the measured peak in a cell: its owner (a module, an owner that is not a
+// module, or none) and its category. The same cells are predicted here, at the requested peak,
+// so that they sum to peak_requested_bytes, the figure the measured peak is compared with:
+// - owner: a parameter's, gradient's and optimizer state's is the parameter's module (a graph
+//   file's storage "module"; a weight of a TorchScript graph, its name's: Note [Everything a
+//   parameter has is its module's] in python/mem_tracer/training.py); anything else is its
+//   producer's module (a workspace, the node's that took it); a node outside every module is
+//   <optimizer.step> in the optimizer phase, else <no module>, as are the inputs.
+// - category: a training step's storages carry theirs (graph files); an inference graph's have
+//   none, and are named as a trace of a forward under no_grad names them: weights parameter,
+//   inputs input, everything the forward allocates temporary (autograd saves nothing), as are
+//   the library workspaces.
 PeakAttribution attributeRequestedPeak(const Graph& graph, const std::vector<StorageId>& live,
                                        const std::vector<Workspace>& workspaces);
 

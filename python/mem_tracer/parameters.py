@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _torch_internals
+from ._sizes import size_text
 from .errors import MemTracerError, first_line
 
 # Elements read at once when values are asked for: a float64 copy of 32 MiB and its masks.
@@ -152,11 +153,11 @@ class ParameterStats:
         return json.dumps(self.to_dict(), indent=2)
 
     def __str__(self) -> str:
-        kinds = ", ".join(f"{kind}s {_size(self.bytes_of(kind))}"
+        kinds = ", ".join(f"{kind}s {size_text(self.bytes_of(kind))}"
                           for kind in ("parameter", "buffer", "constant", "tensor")
                           if any(entry.kind == kind for entry in self.tensors))
         lines = [(f"{self.source} ({self.format}): {len(self.tensors)} tensors, "
-                  f"{self.elements:,} elements, {_size(self.total_bytes)} ({kinds})")]
+                  f"{self.elements:,} elements, {size_text(self.total_bytes)} ({kinds})")]
         for entry in self.shared:
             lines.append(f"  shared: {entry.name} is {entry.shares}'s storage, counted once")
         lines.append("")
@@ -166,13 +167,13 @@ class ParameterStats:
         width = max((len(_leaf(e)) for e in self.tensors), default=4)
         shape_width = max((len(_shape(e.shape)) for e in self.tensors), default=5)
         for total in self.modules:
-            lines.append(f"{total.module or '(the model itself)'}: {_size(total.bytes)}, "
+            lines.append(f"{total.module or '(the model itself)'}: {size_text(total.bytes)}, "
                          f"{total.elements:,} elements in {total.tensors} "
                          f"tensor{'s' if total.tensors != 1 else ''}")
             for entry in by_module[total.module]:
                 row = (f"  {_leaf(entry):<{width}}  {entry.kind:<9}  "
                        f"{_shape(entry.shape):<{shape_width}}  {entry.dtype:<8}  "
-                       f"{_size(entry.bytes):>10}")
+                       f"{size_text(entry.bytes):>10}")
                 if entry.shares is not None:
                     row += f"  (counted with {entry.shares})"
                 if entry.values is not None:
@@ -438,13 +439,6 @@ def _leaf(entry: TensorEntry) -> str:
 
 def _shape(shape: tuple[int, ...]) -> str:
     return "x".join(str(extent) for extent in shape) if shape else "scalar"
-
-
-def _size(size: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale:
-            return f"{size / scale:.4g} {unit}"
-    return f"{size} B"
 
 
 def _values_text(stats: ValueStats) -> str:

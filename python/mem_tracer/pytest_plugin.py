@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from ._sizes import size_text
 from .errors import MemTracerError
 
 # Note [The library before the first CUDA allocation]
@@ -170,13 +171,6 @@ def _has_environment(wanted: dict[str, str], profile: str | None) -> bool:
         return False
     profile_path = wanted.get("MEMTRACE_GPU_PROFILE")
     return profile is None or os.environ.get("MEMTRACE_GPU_PROFILE") == profile_path
-
-
-def _size_text(size: int) -> str:
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(size) >= scale:
-            return f"{size / scale:.2f} {unit}"
-    return f"{size} B"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -460,19 +454,19 @@ class _Session:
         peak_trace, untraced = measure.peak_trace()
         if limits.memory is not None and measure.peak > limits.memory:
             lines, reads = self._lines(peak_trace, "peak", _LINES_SHOWN, untraced)
-            before = (f"; {_size_text(measure.at_call)} of it was live before the test's call"
+            before = (f"; {size_text(measure.at_call)} of it was live before the test's call"
                       if measure.at_call else "")
             problems.append(
-                f"GPU memory peaked at {_size_text(measure.peak)}, over the limit of "
-                f"{_size_text(limits.memory)} (limit_gpu_memory({limits.memory_text!r})){before}."
+                f"GPU memory peaked at {size_text(measure.peak)}, over the limit of "
+                f"{size_text(limits.memory)} (limit_gpu_memory({limits.memory_text!r})){before}."
                 f"\nLive at the peak, by line:\n{lines}{reads}")
         if limits.leaks is not None and measure.leaked > limits.leaks:
             lines, reads = self._lines(measure.checked_trace or measure.trace, "end",
                                        _LINES_SHOWN, None)
             warmups = f" after {limits.warmups} warmup call(s)" if limits.warmups else ""
             problems.append(
-                f"GPU memory leaked: {_size_text(measure.leaked)} was still allocated after the "
-                f"test returned{warmups}, over the limit of {_size_text(limits.leaks)} "
+                f"GPU memory leaked: {size_text(measure.leaked)} was still allocated after the "
+                f"test returned{warmups}, over the limit of {size_text(limits.leaks)} "
                 f"(limit_gpu_leaks({limits.leaks_text!r})).\n"
                 f"Allocated by the test and still live, by line:\n{lines}{reads}")
         if problems and measure.forked:
@@ -533,9 +527,9 @@ class _Session:
         if not oom:
             return "ran out of GPU memory (no refused allocation in the trace)"
         memory = oom.get("memory_bytes")
-        card = f" on the {_size_text(int(memory))} card" if memory else ""
-        return (f"ran out of memory{card}: asked for {_size_text(int(oom['request']['bytes']))} "
-                f"at {oom['request']['location']}, {_size_text(int(oom['live_bytes']))} live")
+        card = f" on the {size_text(int(memory))} card" if memory else ""
+        return (f"ran out of memory{card}: asked for {size_text(int(oom['request']['bytes']))} "
+                f"at {oom['request']['location']}, {size_text(int(oom['live_bytes']))} live")
 
     def _lines(self, trace: Path, at: str, top: int, untraced: str | None,
                plain: bool = False) -> tuple[str, str]:
@@ -561,11 +555,11 @@ class _Session:
                       "they are zeros: shapes that follow them may not be a real run's.\n"
                       if reads else "")
         if plain:
-            return "\n".join(f"{_size_text(row['bytes'])} {_location(row)}"
+            return "\n".join(f"{size_text(row['bytes'])} {_location(row)}"
                              for row in rows), reads_text
         if not rows:
             return "    (none traced)\n", reads_text
-        return "".join(f"    {_size_text(row['bytes']):>11}  {_location(row)}\n"
+        return "".join(f"    {size_text(row['bytes']):>11}  {_location(row)}\n"
                        for row in rows), reads_text
 
     @pytest.hookimpl(hookwrapper=True)
@@ -595,7 +589,7 @@ class _Session:
                 terminalreporter.write_line(f"{nodeid}: {text}")
         if self.top == 0 or not self.results:
             return
-        where = (f"on a simulated {self.card.device_name} ({_size_text(self.card.memory_bytes)})"
+        where = (f"on a simulated {self.card.device_name} ({size_text(self.card.memory_bytes)})"
                  if self.card else "")
         terminalreporter.write_sep("=", f"memtrace: GPU memory by test {where}".rstrip())
         ranked = sorted(self.results.items(), key=lambda entry: -int(entry[1]["peak"]))
@@ -603,7 +597,7 @@ class _Session:
             f"{'peak':>11} {'leaked':>11}  test / largest lines at its peak")
         for nodeid, result in ranked[:self.top]:
             terminalreporter.write_line(
-                f"{_size_text(int(result['peak'])):>11} {_size_text(int(result['leaked'])):>11}  "
+                f"{size_text(int(result['peak'])):>11} {size_text(int(result['leaked'])):>11}  "
                 f"{nodeid}")
             lines = list(result.get("lines") or [""])
             notes = [lines[0]] if lines[0] else []
@@ -659,7 +653,7 @@ def _modules_text(data: dict[str, Any] | str) -> str:
     total = sum(int(row["bytes"]) for row in rows)
     if not rows or not total:
         return ""
-    shown = [f"{_location(row)} {_size_text(int(row['bytes']))} "
+    shown = [f"{_location(row)} {size_text(int(row['bytes']))} "
              f"({100 * int(row['bytes']) / total:.0f} %)" for row in rows[:_SUMMARY_LINES]]
     more = f", {len(rows) - _SUMMARY_LINES} more" if len(rows) > _SUMMARY_LINES else ""
     return f"by module: {', '.join(shown)}{more}"

@@ -214,6 +214,53 @@ def test_the_predicted_step_stands_beside_the_measured_one(build, tmp_path, mode
     assert f"Predicted peak: " in text and "+0.0 % against the measured peak" in text
 
 
+@pytest.mark.parametrize(("model", "optimizer"), [("mlp", "sgd"), ("transformer", "adamw")])
+def test_each_module_cell_is_predicted_to_the_byte(build, tmp_path, model, optimizer):
+    """Note [Predicted module cells] (tracer/report/prediction.cpp): the estimate's module x
+    category cells, joined to the measured module table, equal it cell by cell where the
+    estimate is exact (the CPU's step, as test_the_predicted_step_stands_beside_the_measured_one
+    shows for the categories): the parameters, gradients and optimizer state under the module
+    that owns the parameter, the activations and temporaries under the module that made them,
+    the optimizer's own temporaries under <optimizer.step>, the loss and the inputs under no
+    module. Then the same estimate with one module renamed: that row's cells no longer meet."""
+    estimate = tmp_path / "estimate.json"
+    trace, expected = train(tmp_path, model, optimizer, f"estimate={estimate}")
+    said = json.loads(report(trace, "--format", "json", "--top", "0", "--estimate", estimate))
+    table = said["training"]["modules_at_peak"]
+    cells = {row["location"]: (row["categories"], row["predicted"]["categories"])
+             for row in table["rows"]}
+    assert all(measured == predicted for measured, predicted in cells.values()), cells
+    assert len(cells) >= 2 and table["predicted_only"] == [], table
+    assert table["predicted_total"]["categories"] == expected["categories"]
+    assert table["predicted_total"]["bytes"] == expected["peak_bytes"]
+    # Every category that holds bytes is somewhere other than <no module> but the inputs'.
+    owned = {name for location, (measured, _) in cells.items() if location != "<no module>"
+             for name, size in measured.items() if size}
+    assert {"parameter", "gradient", "optimizer_state"} <= owned, cells
+    text = report(trace, "--estimate", estimate)
+    # Beneath each row and the categories line, its prediction: "=" in every cell.
+    beneath = [line.split()[:-1] for line in text.splitlines() if line.endswith("    predicted")]
+    assert len(beneath) == len(cells) + 1, text
+    assert all(cell == "=" for line in beneath for cell in line), text
+
+    # Renamed: the first module path under the root that holds a parameter is moved elsewhere.
+    document = json.loads(estimate.read_text())
+    moved = next(cell["module_path"] for cell in document["requested_peak"]["by_module_category"]
+                 if cell["category"] == "parameter" and not cell["module_path"].startswith("<"))
+    for cell in document["requested_peak"]["by_module_category"]:
+        if cell["module_path"] == moved:
+            cell["module_path"] = "renamed"
+    renamed = tmp_path / "renamed.json"
+    renamed.write_text(json.dumps(document))
+    table = json.loads(report(trace, "--format", "json", "--top", "0", "--estimate",
+                              renamed))["training"]["modules_at_peak"]
+    apart = [row["location"] for row in table["rows"]
+             if row["categories"] != row["predicted"]["categories"]]
+    # At depth 1 (the MLP's table: model.*), a path without an index folds into the root's row.
+    expected = "model.renamed" if table["depth"] > 1 else "model"
+    assert apart and [row["location"] for row in table["predicted_only"]] == [expected], table
+
+
 def test_memtrace_run_records_categories_of_an_unmodified_script(build, tmp_path):
     # `python -m mem_tracer run train.py`: the script calls no start_tracing(); the bootstrap
     # installs the training hooks, and the first module called is the root (its arguments the

@@ -187,6 +187,74 @@ def test_the_page_has_the_module_table_sortable_by_any_column(build, tmp_path):
         browser.close()
 
 
+def owners_estimate(path):
+    """An estimate of owners_and_modules()'s trace with module x category cells (Note [Module x
+    category predicted] in estimator/passes/attribute_peak.h): <DDP buckets> as measured, none
+    of <optimizer.step>, 12 of the 13 parts and 512 B in the root itself (one row at depth 1),
+    and a parameter besides the temporaries in no module, a category the trace has none of."""
+    cells = ([{"module_path": f"part{i}", "category": "temporary", "bytes": KIB} for i in range(12)]
+             + [{"module_path": "", "category": "temporary", "bytes": 512},
+                {"module_path": "<DDP buckets>", "category": "temporary", "bytes": 64 * KIB},
+                {"module_path": "<no module>", "category": "temporary", "bytes": 2 * KIB},
+                {"module_path": "<no module>", "category": "parameter", "bytes": KIB}])
+    path.write_text(json.dumps({
+        "format": "memtrace-estimate", "version": 1, "model": "hand", "semantics": "eager",
+        "summary": {"peak_requested_bytes": 159 * KIB // 2, "peak_allocated_bytes": 80 * KIB},
+        "requested_peak": {"by_frame": [], "by_user_frame": [], "by_module": [],
+                           "by_module_category": cells}}))
+    return path
+
+
+def test_each_module_cell_has_its_prediction_beside_it(build, tmp_path):
+    """Note [Predicted module cells] (tracer/report/prediction.cpp): the estimate's cells folded
+    to the measured table's depth and joined by module: in JSON each row's "predicted", in the
+    text a line beneath each row ("=" where the same to the byte), and on the page beneath
+    each figure (Chromium)."""
+    trace = owners_and_modules(tmp_path / "owners.bin")
+    estimate = owners_estimate(tmp_path / "estimate.json")
+    table = json.loads(run([build.report, trace, "--format", "json", "--estimate",
+                            estimate]).stdout)["training"]["modules_at_peak"]
+    predicted = {row["location"]: (row["predicted"]["bytes"],
+                                   {k: v for k, v in row["predicted"]["categories"].items() if v})
+                 for row in table["rows"]}
+    assert predicted == {"<DDP buckets>": (64 * KIB, {"temporary": 64 * KIB}),
+                         "<optimizer.step>": (0, {}),
+                         "model": (12 * KIB + 512, {"temporary": 12 * KIB + 512}),
+                         "<no module>": (3 * KIB, {"temporary": 2 * KIB, "parameter": KIB})}
+    assert table["predicted_only"] == []
+    assert table["predicted_total"]["bytes"] == 159 * KIB // 2
+    text = run([build.report, trace, "--estimate", estimate]).stdout
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("By module at the peak"))
+    assert lines[header + 1].startswith("  beneath each row, the estimate's prediction"), text
+    assert lines[header + 2].split() == ["total", "parameter", "temporary", "module"], text
+    assert lines[header + 3].endswith("  <DDP buckets>"), text
+    assert lines[header + 4].split() == ["=", "=", "=", "predicted"], text
+    assert lines[header + 6].split() == ["-", "=", "-", "predicted"], text  # <optimizer.step>
+    assert lines[header + 8].split() == ["12.50", "KiB", "=", "12.50", "KiB", "predicted"], text
+    assert lines[header + 10].split() == ["3.000", "KiB", "1.000", "KiB", "=", "predicted"], text
+
+    import chromium
+    assert chromium.executable() is not None, "Chromium is not installed (run scripts/setup.sh)"
+    page = tmp_path / "owners.html"
+    run([build.report, "html", trace, "--estimate", estimate, "-o", page])
+    browser = chromium.Browser(width=1400, height=1000)
+    try:
+        browser.open(page)
+        browser.wait_until("document.body && document.body.getAttribute('data-ready') === '1'")
+        beneath = ("[...document.querySelectorAll('#modules tbody tr')].map(r => [r.dataset.module, "
+                   "[...r.querySelectorAll('.predicted')].map(p => p.textContent)])")
+        assert browser.evaluate(beneath) == [
+            ["<DDP buckets>", ["=", "=", "="]], ["<optimizer.step>", ["-", "=", "-"]],
+            ["model", ["12.50 KiB", "=", "12.50 KiB"]], ["<no module>", ["3.000 KiB", "1.000 KiB", "="]]]
+        footer = "[...document.querySelectorAll('#modules tfoot .predicted')].map(p => p.textContent)"
+        assert browser.evaluate(footer) == ["79.50 KiB", "1.000 KiB", "78.50 KiB"]
+        assert "the estimate's" in browser.evaluate("document.getElementById('modules-title').textContent")
+        assert browser.problems() == []
+    finally:
+        browser.close()
+
+
 def test_at_the_end_categories_hold_and_untold_untraced_is_unknown(build, tmp_path):
     trace = two_steps(tmp_path / "steps.bin")
     said = json.loads(run([build.report, trace, "--format", "json", "--group-by", "category",

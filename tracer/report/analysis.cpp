@@ -960,6 +960,10 @@ void sortModuleRows(std::vector<ModuleCategoryRow>& rows) {
 
 }  // namespace
 
+std::string foldedModulePath(std::string_view path, size_t depth) {
+  return cutPath(path, depth).second;
+}
+
 ModuleCategoryTable moduleCategories(const std::vector<LiveAllocation>& allocations,
                                      const reader::Tables& tables, size_t max_rows) {
   // By module; the allocations no module owns by how the locator names them (Note [What was

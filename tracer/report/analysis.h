@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -397,6 +398,10 @@ format::Category categoryOf(format::Category told, bool traced, bool training);
 
 // The bytes of `allocations` by category.
 CategoryBytes categoryBytes(const std::vector<LiveAllocation>& allocations);
+
+// `path` as a row of a module table cut to `depth` named parts names it: cut after them, each
+// index `*` (Note [The module table]); an owner that is not a module as it is.
+std::string foldedModulePath(std::string_view path, size_t depth);
 
 // The bytes of `allocations` by module and category (Note [The module table]).
 ModuleCategoryTable moduleCategories(const std::vector<LiveAllocation>& allocations,

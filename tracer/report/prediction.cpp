@@ -1,5 +1,6 @@
 #include "tracer/report/prediction.h"
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -128,6 +129,22 @@ Prediction loadPrediction(const std::string& path) {
     if (!peak->is_object()) throw std::runtime_error(path + ": \"" + point + "\" is not an object");
     prediction.by_frame = frameEntries(*peak, point, "by_frame", path);
     prediction.by_user_frame = frameEntries(*peak, point, "by_user_frame", path);
+    if (auto cells = peak->find("by_module_category"); cells != peak->end()) {
+      std::string where = path + ": \"" + point + ".by_module_category\"";
+      if (!cells->is_array()) throw std::runtime_error(where + " is not a list");
+      for (const json& item : *cells) {
+        if (!item.is_object()) throw std::runtime_error(where + ": an entry is not an object");
+        std::string name = stringOrEmpty(item, "category");
+        PredictionModuleCell cell{stringOrEmpty(item, "module_path"), format::Category::kUnknown,
+                                  unsignedField(item, "bytes", where)};
+        for (uint8_t value = 0; value < static_cast<uint8_t>(format::Category::kCount); ++value)
+          if (name == format::categoryName(static_cast<format::Category>(value)))
+            cell.category = static_cast<format::Category>(value);
+        if (cell.category == format::Category::kUnknown && name != "unknown")
+          throw std::runtime_error(where + ": unknown category \"" + name + "\"");
+        prediction.by_module_category.push_back(std::move(cell));
+      }
+    }
     if (auto modules = peak->find("by_module"); modules != peak->end()) {
       if (!modules->is_array())
         throw std::runtime_error(path + ": \"" + point + ".by_module\" is not a list");
@@ -294,6 +311,102 @@ std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction
     predicted.emplace_back(found == by_key.end() ? 0 : found->second);
   }
   return predicted;
+}
+
+// Note [Predicted module cells]
+// The estimate names a module by named_modules()'s path under the model ("h.0.attn", the root
+// ""), the trace by the root's name and that path, cut and folded to the table's depth
+// ("model.h.*"): each predicted path is put under a stand-in root and folded to the same depth,
+// and both sides meet on the part under the root (Note [Module paths of the tracer and the
+// estimator]). Owners that are not modules (`<optimizer.step>`, `<DDP buckets>`) meet by name.
+// What the estimate puts under no module meets the measured rows without a module category by
+// category: a category's cells go to the row of what was allocated before tracing holding it,
+// if the trace has one (the inputs made before the trace started: "inputs, allocated before
+// tracing"), else to `<no module>`'s row, else to the largest row without a module. A row
+// without a module that gets no cell holds what the estimate cannot tell apart (untraced
+// memory of no known category): it has no prediction (null), not a prediction of zero.
+namespace {
+
+constexpr std::string_view kNoModuleKey = "\x01no module";
+
+std::string measuredKey(const ModuleCategoryRow& row) {
+  if (row.module.empty()) return std::string(kNoModuleKey) + row.without_module;
+  if (row.module.front() == '<') return row.module;
+  return "." + std::string(pathUnderRoot(row.module));
+}
+
+std::string predictedKey(const std::string& module_path, size_t depth) {
+  if (module_path == "<no module>") return std::string(kNoModuleKey);
+  if (!module_path.empty() && module_path.front() == '<') return module_path;
+  std::string folded = foldedModulePath(module_path.empty() ? "_" : "_." + module_path, depth);
+  return "." + std::string(pathUnderRoot(folded));
+}
+
+// The key of the measured row that takes the estimate's no-module bytes of `category`.
+std::string noModuleRowKey(const ModuleCategoryTable& measured, format::Category category) {
+  const ModuleCategoryRow* chosen = nullptr;
+  for (const ModuleCategoryRow& row : measured.rows) {
+    if (!row.module.empty()) continue;
+    // (What no category was known of is "untraced": no predicted category goes there.)
+    std::string_view before_tracing = untracedName(category);
+    if (before_tracing != "untraced" && row.without_module == before_tracing)
+      return measuredKey(row);
+    // <no module>'s row, else the largest without a module (rows are largest first).
+    if (!chosen || row.without_module == "<no module>") chosen = &row;
+  }
+  return chosen ? measuredKey(*chosen) : std::string(kNoModuleKey) + "<no module>";
+}
+
+}  // namespace
+
+PredictedModuleTable predictedModuleTable(const Prediction& prediction,
+                                          const ModuleCategoryTable& measured) {
+  PredictedModuleTable table;
+  if (prediction.by_module_category.empty() || measured.rows.empty()) return table;
+  std::unordered_map<std::string, CategoryBytes> by_key;
+  for (const PredictionModuleCell& cell : prediction.by_module_category) {
+    std::string key = predictedKey(cell.module_path, measured.depth);
+    if (key == kNoModuleKey) key = noModuleRowKey(measured, cell.category);
+    by_key[key][static_cast<size_t>(cell.category)] += cell.bytes;
+    table.total[static_cast<size_t>(cell.category)] += cell.bytes;
+  }
+  // The trace's name for the model, for the predicted rows it has none of: the largest
+  // module row's first part.
+  std::string root = "model";
+  for (const ModuleCategoryRow& row : measured.rows) {
+    if (row.module.empty() || row.module.front() == '<') continue;
+    root = row.module.substr(0, row.module.find('.'));
+    break;
+  }
+  for (const ModuleCategoryRow& row : measured.rows) {
+    auto found = by_key.find(measuredKey(row));
+    if (found == by_key.end()) {
+      // A module the estimate puts nothing in: zero; a row without a module: unknown.
+      table.rows.push_back(row.module.empty() ? std::nullopt
+                                              : std::optional<CategoryBytes>(CategoryBytes{}));
+      continue;
+    }
+    table.rows.push_back(found->second);
+    by_key.erase(found);
+  }
+  for (const auto& [key, categories] : by_key) {
+    uint64_t total = 0;
+    for (uint64_t bytes : categories) total += bytes;
+    if (!total) continue;
+    ModuleCategoryRow row{"", 1, total, categories, ""};
+    if (key.rfind(kNoModuleKey, 0) == 0)
+      row.without_module = key.substr(kNoModuleKey.size());
+    else if (key.front() == '<')
+      row.module = key;
+    else
+      row.module = key == "." ? root : root + key;
+    table.unmatched.push_back(std::move(row));
+  }
+  std::sort(table.unmatched.begin(), table.unmatched.end(),
+            [](const ModuleCategoryRow& a, const ModuleCategoryRow& b) {
+              return a.bytes != b.bytes ? a.bytes > b.bytes : a.module < b.module;
+            });
+  return table;
 }
 
 std::vector<PredictionFrameEntry> unmatchedEntries(const Prediction& prediction,

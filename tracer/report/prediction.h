@@ -25,6 +25,12 @@ struct PredictionModuleEntry {
   uint64_t bytes = 0;
 };
 
+struct PredictionModuleCell {
+  std::string module_path;  // named_modules()'s ("" the root), or an owner: "<no module>", ...
+  format::Category category = format::Category::kUnknown;
+  uint64_t bytes = 0;
+};
+
 // An estimate file as the report reads it: only what it shows beside the measurement. (The
 // estimator's own estimator::Estimate is the whole analysis that file was written from.)
 struct Prediction {
@@ -58,6 +64,10 @@ struct Prediction {
   uint64_t optimizer_state_bytes = 0;
   uint64_t workspace_bytes_before_step = 0;
   std::vector<std::pair<format::TrainingPhase, uint64_t>> by_step_call;
+  // Every byte where requested_bytes peaks, by owner and category ("requested_peak.
+  // by_module_category": Note [Module x category predicted] in
+  // estimator/passes/attribute_peak.h); empty in an estimate from before it.
+  std::vector<PredictionModuleCell> by_module_category;
 };
 
 // Reads and checks an estimate file. Throws std::runtime_error, whose message names the
@@ -75,6 +85,21 @@ Prediction loadPrediction(const std::string& path);
 // or native memory) gets nullopt; a row it has no entry for 0.
 std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction,
                                                     const LocationTable& table);
+
+// Note [Predicted module cells]: the estimate's module x category cells at the grain of the
+// measured module table (its depth, its folded blocks), one per measured row.
+struct PredictedModuleTable {
+  // Beside each measured row: the predicted bytes by category; nullopt for a row without a
+  // module that no predicted cell goes to (untraced memory the estimate cannot tell apart).
+  std::vector<std::optional<CategoryBytes>> rows;
+  // Predicted rows that no measured row has (a module the estimate puts bytes in, the trace
+  // none at its peak), largest first; their module is folded as a measured row's would be.
+  std::vector<ModuleCategoryRow> unmatched;
+  CategoryBytes total{};  // every predicted cell: sums to the requested peak
+};
+// Empty (no rows) when the estimate has no module x category cells or the table no rows.
+PredictedModuleTable predictedModuleTable(const Prediction& prediction,
+                                          const ModuleCategoryTable& measured);
 
 // The estimate's entries (keyed like the table's frame policy) that match no row of the
 // table: what the estimator predicted live at its peak where nothing was live at the

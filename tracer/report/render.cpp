@@ -625,7 +625,7 @@ void renderText(std::ostream& out, const Report& report) {
     out << "\n";
   }
   out << "\n";
-  renderTrainingText(out, s);
+  renderTrainingText(out, s, report.prediction);
   renderOomText(out, report);
 
   const LocationTable& table = report.table;
@@ -870,7 +870,7 @@ void renderJson(std::ostream& out, const Report& report) {
     document["live"]["outside_allocations"] = {{"bytes", outside.bytes}, {"devices", readings}};
   }
   document["live"]["dominant_line"] = dominantLineJson(report);
-  if (s.training) document["training"] = trainingJson(s);
+  if (s.training) document["training"] = trainingJson(s, report.prediction);
   document["oom"] = oomJson(report.oom, report.top);
   if (s.simulated || s.device_read_count)
     document["device_reads"] = deviceReadsJson(s, report.device_reads, report.top);

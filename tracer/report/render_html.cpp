@@ -134,7 +134,9 @@ void writePage(std::ostream& out, std::string_view page, const std::string& titl
     if (name == "D3_LICENSE") return std::string(assets::kD3License);
     if (name == "D3") return std::string(assets::kD3Js);
     if (name == "CSS") return std::string(assets::kReportCss);
-    if (name == "JS") return std::string(assets::kBytesJs) + "\n" + std::string(script);
+    if (name == "JS")
+      return std::string(assets::kBytesJs) + "\n" + std::string(assets::kSortableTableJs) + "\n" +
+             std::string(script);
     if (name == "DATA") return data_text;
     throw std::logic_error("unknown slot in a page template: " + std::string(name));
   };
@@ -164,7 +166,7 @@ void renderHtml(std::ostream& out, const HtmlReport& html) {
       {"flame", flameJson(html.flame)},
       // The module x category table at the peak, beside the flame graph (null without training
       // records: Note [The module table]).
-      {"training", trainingJson(summary)},
+      {"training", trainingJson(summary, html.prediction)},
       {"estimate", predictionJson(html.prediction)}};
   writePage(out, assets::kReportHtml, "memtrace: " + html.report.trace_path, assets::kReportJs,
             data);

@@ -25,7 +25,8 @@ struct HtmlReport {
 nlohmann::json timelineJson(const Timeline& timeline);
 
 // Writes a page template (html/*.html) with its slots filled: TITLE (escaped), D3, D3_LICENSE,
-// CSS (the report's stylesheet), JS (`script`) and DATA (`data`, made safe for a <script>
+// CSS (the report's stylesheet), JS (`script`, after the helpers every page shares: bytes.js's
+// humanBytes(), sortable_table.js's sortableTable()) and DATA (`data`, made safe for a <script>
 // element: Note [HTML report safety]).
 void writePage(std::ostream& out, std::string_view page, const std::string& title,
                std::string_view script, const nlohmann::json& data);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,17 +44,34 @@ nlohmann::json breakdownJson(const CategoryBytes& bytes) {
   return object;
 }
 
+uint64_t sum(const CategoryBytes& bytes) {
+  uint64_t total = 0;
+  for (uint64_t size : bytes) total += size;
+  return total;
+}
+
 // The module x category table at the peak (Note [The module table]): the categories the peak
-// holds as columns, the modules as rows, and their total, which is the categories line.
-void renderModuleTable(std::ostream& out, const TraceSummary& s) {
+// holds as columns, the modules as rows, and their total, which is the categories line. With
+// an estimate's cells (Note [Predicted module cells]), a line beneath each row gives the
+// prediction in the same columns, "=" where it is the measured figure to the byte: a second
+// figure in each cell ("1.234 GiB / 1.250 GiB") would double a table that is 100 columns wide
+// with four categories, and a table of differences alone would hide what was predicted.
+void renderModuleTable(std::ostream& out, const TraceSummary& s, const Prediction* prediction) {
   const ModuleCategoryTable& table = s.peak_modules;
   if (table.rows.empty()) return;
+  PredictedModuleTable predicted;
+  if (prediction) predicted = predictedModuleTable(*prediction, table);
+  bool beside = !predicted.rows.empty();
   std::vector<Category> columns;
   for (Category category : kOrder)
-    if (bytesOf(s.peak_categories, category)) columns.push_back(category);
+    if (bytesOf(s.peak_categories, category) || (beside && bytesOf(predicted.total, category)))
+      columns.push_back(category);
   out << fmt::format(
       "\nBy module at the peak (paths cut to {} named part{}, * for repeated blocks):\n",
       table.depth, table.depth == 1 ? "" : "s");
+  if (beside)
+    out << "  beneath each row, the estimate's prediction where it peaks (= the same to the byte; "
+           "--format json has both)\n";
   std::string header = fmt::format("  {:>10}", "total");
   for (Category category : columns)
     header += fmt::format("  {:>15}", format::categoryName(category));
@@ -66,12 +84,31 @@ void renderModuleTable(std::ostream& out, const TraceSummary& s) {
     }
     out << text << fmt::format("  {}\n", name);
   };
+  auto predictedLine = [&](uint64_t total, const CategoryBytes& measured,
+                           const std::optional<CategoryBytes>& cells) {
+    if (!cells) {
+      out << fmt::format("  {:>10}  (the estimate does not speak to this row)\n", "");
+      return;
+    }
+    auto cell = [](uint64_t value, uint64_t against) {
+      return value == against ? std::string("=") : value ? formatBytes(value) : std::string("-");
+    };
+    std::string text = fmt::format("  {:>10}", cell(sum(*cells), total));
+    for (Category category : columns)
+      text += fmt::format("  {:>15}", cell(bytesOf(*cells, category), bytesOf(measured, category)));
+    out << text << "    predicted\n";
+  };
   uint64_t total = 0;
-  for (const ModuleCategoryRow& row : table.rows) {
+  for (size_t i = 0; i < table.rows.size(); ++i) {
+    const ModuleCategoryRow& row = table.rows[i];
     line(row.bytes, row.categories, moduleName(row));
+    if (beside) predictedLine(row.bytes, row.categories, predicted.rows[i]);
     total += row.bytes;
   }
+  for (const ModuleCategoryRow& row : predicted.unmatched)
+    line(row.bytes, row.categories, moduleName(row) + " (predicted only: nothing measured)");
   line(total, s.peak_categories, "(all: the categories line)");
+  if (beside) predictedLine(total, s.peak_categories, predicted.total);
 }
 
 std::string seconds(uint64_t ns) {
@@ -80,7 +117,7 @@ std::string seconds(uint64_t ns) {
 
 }  // namespace
 
-void renderTrainingText(std::ostream& out, const TraceSummary& s) {
+void renderTrainingText(std::ostream& out, const TraceSummary& s, const Prediction* prediction) {
   if (!s.training) return;
   out << fmt::format("Categories at the peak: {}\n", breakdownText(s.peak_categories));
   if (s.categories_ignored)
@@ -88,7 +125,7 @@ void renderTrainingText(std::ostream& out, const TraceSummary& s) {
         "  note       {} of {} categories named no allocation's start (tensors inside "
         "segments of PyTorch's caching allocator are not told apart)\n",
         s.categories_ignored, s.categories_told);
-  renderModuleTable(out, s);
+  renderModuleTable(out, s, prediction);
   if (s.steps.empty()) {
     out << "\n";
     return;
@@ -143,19 +180,44 @@ std::string moduleName(const ModuleCategoryRow& row) {
   return row.count > 1 ? fmt::format("{} (x{})", row.module, row.count) : row.module;
 }
 
-nlohmann::json moduleTableJson(const ModuleCategoryTable& table) {
+nlohmann::json moduleTableJson(const ModuleCategoryTable& table,
+                               const PredictedModuleTable* predicted) {
+  bool beside = predicted && !predicted->rows.empty();
+  auto cellsJson = [](const CategoryBytes& cells) {
+    return nlohmann::json{{"bytes", sum(cells)}, {"categories", breakdownJson(cells)}};
+  };
   nlohmann::json rows = nlohmann::json::array();
-  for (const ModuleCategoryRow& row : table.rows)
-    rows.push_back({{"module", row.module},
-                    {"location", moduleName(row)},
-                    {"count", row.count},
-                    {"bytes", row.bytes},
-                    {"categories", breakdownJson(row.categories)}});
-  return {{"depth", table.depth}, {"rows", rows}};
+  for (size_t i = 0; i < table.rows.size(); ++i) {
+    const ModuleCategoryRow& row = table.rows[i];
+    nlohmann::json entry = {{"module", row.module},
+                            {"location", moduleName(row)},
+                            {"count", row.count},
+                            {"bytes", row.bytes},
+                            {"categories", breakdownJson(row.categories)}};
+    if (beside)
+      entry["predicted"] =
+          predicted->rows[i] ? cellsJson(*predicted->rows[i]) : nlohmann::json(nullptr);
+    rows.push_back(std::move(entry));
+  }
+  nlohmann::json result = {{"depth", table.depth}, {"rows", rows}};
+  if (beside) {
+    nlohmann::json only = nlohmann::json::array();
+    for (const ModuleCategoryRow& row : predicted->unmatched) {
+      nlohmann::json entry = cellsJson(row.categories);
+      entry["module"] = row.module;
+      entry["location"] = moduleName(row);
+      only.push_back(std::move(entry));
+    }
+    result["predicted_only"] = std::move(only);
+    result["predicted_total"] = cellsJson(predicted->total);
+  }
+  return result;
 }
 
-nlohmann::json trainingJson(const TraceSummary& s) {
+nlohmann::json trainingJson(const TraceSummary& s, const Prediction* prediction) {
   if (!s.training) return nullptr;
+  PredictedModuleTable predicted;
+  if (prediction) predicted = predictedModuleTable(*prediction, s.peak_modules);
   nlohmann::json steps = nlohmann::json::array();
   for (const StepSummary& step : s.steps)
     steps.push_back({{"step", step.step},
@@ -168,7 +230,7 @@ nlohmann::json trainingJson(const TraceSummary& s) {
                      {"peak_module", step.peak_module},
                      {"categories", breakdownJson(step.peak_categories)}});
   nlohmann::json training = {{"categories_at_peak", breakdownJson(s.peak_categories)},
-                             {"modules_at_peak", moduleTableJson(s.peak_modules)},
+                             {"modules_at_peak", moduleTableJson(s.peak_modules, &predicted)},
                              {"categories_told", s.categories_told},
                              {"categories_ignored", s.categories_ignored},
                              {"steps", steps}};

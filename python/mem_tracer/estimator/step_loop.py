@@ -69,6 +69,12 @@ class StepSpec:
     optimizer_settings: list[dict[str, Any]]
 
 
+def _owner(name: str) -> str:
+    """The module a parameter or buffer named `name` (named_parameters()'s) belongs to: its
+    path less the last part ("h.0.attn.weight": "h.0.attn"; "weight": the root, "")."""
+    return name.rpartition(".")[0]
+
+
 class StepLoop:
     """`steps` steps of the copies on tensors of `device`; the last one recorded when the
     recorder records (fake tensors): the first makes the optimizer's state, so the last is the
@@ -82,7 +88,8 @@ class StepLoop:
         self.optimizer = (fake_optimizer(spec.optimizer, spec.model, model,
                                          spec.optimizer_settings) if spec.training else None)
         self.scaler = torch.amp.GradScaler(device) if spec.scaler and spec.training else None
-        self.gradients: set[int] = set()  # the .grad storages (indices) when the optimizer steps
+        # The .grad storages (indices) when the optimizer steps, each with its parameter's module.
+        self.gradients: dict[int, str] = {}
         self.names: dict[str, Any] = {}  # what the loop's own names hold (Note [What the loop holds])
 
     def pack(self, tensor: Any) -> Any:
@@ -152,10 +159,10 @@ class StepLoop:
                 recorder.backward_module = None
                 (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
                 del loss
-        for parameter in self.model.parameters():
+        for name, parameter in self.model.named_parameters():
             index = recorder.index_of(parameter.grad) if parameter.grad is not None else None
             if index is not None:
-                self.gradients.add(index)
+                self.gradients[index] = _owner(name)
         self.optimizer_step()
         if self.spec.loop == "until-step-end":
             self.names.clear()
@@ -167,16 +174,22 @@ class StepLoop:
         parameters = list(model.named_parameters())
         buffers = list(model.named_buffers())
         recorder.persistent([p for _, p in parameters], "parameter", "parameter",
-                            [name for name, _ in parameters])
+                            [name for name, _ in parameters],
+                            [_owner(name) for name, _ in parameters])
         recorder.persistent([b for _, b in buffers], "buffer", "parameter",
-                            [name for name, _ in buffers])
+                            [name for name, _ in buffers], [_owner(name) for name, _ in buffers])
         if self.optimizer is not None:
-            state = [(f"{index}.{key}", value)
-                     for index, per_parameter in enumerate(self.optimizer.state.values())
+            # Each state's owner is its parameter's module (a parameter the model does not
+            # hold, the user's own tensor, has none).
+            owners = {id(parameter): _owner(name) for name, parameter in parameters}
+            state = [(f"{index}.{key}", value, owners.get(id(parameter)))
+                     for index, (parameter, per_parameter)
+                     in enumerate(self.optimizer.state.items())
                      for key, value in per_parameter.items()
                      if isinstance(value, torch.Tensor)]
-            recorder.persistent([v for _, v in state], "optimizer_state", "optimizer_state",
-                                [f"optimizer state {name}" for name, _ in state])
+            recorder.persistent([v for _, v, _ in state], "optimizer_state", "optimizer_state",
+                                [f"optimizer state {name}" for name, _, _ in state],
+                                [owner for _, _, owner in state])
         inputs = tensors_in((self.args, self.kwargs))
         recorder.persistent(inputs, "input", "input",
                             [f"input {index}" for index in range(len(inputs))])

@@ -63,6 +63,10 @@ class StorageRow:
     shape: list[int] | None = None  # those that live through the step
     dtype: str | None = None
     collective: str | None = None  # the communication op that first wrote it
+    # The module that owns it, whoever allocated it (a parameter's, its gradient's and its
+    # optimizer state's: Note [Everything a parameter has is its module's] in training.py,
+    # which the estimate's module x category cells follow); None: the node that made it says.
+    module: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         row: dict[str, Any] = {"bytes": self.bytes, "origin": self.origin,
@@ -71,6 +75,8 @@ class StorageRow:
             row.update(shape=self.shape, dtype=self.dtype)
         if self.collective is not None:
             row["collective"] = self.collective
+        if self.module is not None:
+            row["module"] = self.module
         return row
 
 
@@ -80,7 +86,7 @@ class NodeRow:
 
     op: str
     phase: Phase
-    module: str
+    module: str | None  # named_modules()'s path ("" the root); None: outside every module
     stack: list[int]  # frame ids, innermost first
     releases: list[int]
     allocates: list[Allocation]
@@ -208,9 +214,11 @@ class Recorder:
     # -- storages ------------------------------------------------------------------------
 
     def persistent(self, tensors: Sequence[Any], origin: str, category: str,
-                   names: Sequence[str] | None = None) -> None:
+                   names: Sequence[str] | None = None,
+                   modules: Sequence[str | None] | None = None) -> None:
         """Storages that exist before the step and after it (parameters, optimizer state,
-        inputs): allocated before the first node, never released."""
+        inputs): allocated before the first node, never released; `modules`, the module
+        owning each (None: no module)."""
         for index, wrapped in enumerate(tensors):
             tensor = tensors_in(wrapped)[0]
             key = storage_key(tensor)
@@ -219,7 +227,8 @@ class Recorder:
             self.ids[key] = len(self.storages)
             self.storages.append(StorageRow(int(tensor.untyped_storage().nbytes()), origin,
                                             category, names[index] if names else origin,
-                                            list(tensor.shape), str(tensor.dtype)[6:]))
+                                            list(tensor.shape), str(tensor.dtype)[6:],
+                                            module=modules[index] if modules else None))
 
     def _frame_id(self, frame: Any) -> int:
         code = frame.f_code
@@ -235,10 +244,12 @@ class Recorder:
         this package."""
         return [self._frame_id(frame) for frame in _model_frames()]
 
-    def _module(self) -> str:
+    def _module(self) -> str | None:
+        """The module the op runs in: named_modules()'s path ("" the root), or None outside
+        every module (the loss, backward before it reaches a module, the optimizer)."""
         if self.phase is Phase.BACKWARD:
-            return self.backward_module or ""
-        return self.modules[-1] if self.modules else ""
+            return self.backward_module
+        return self.modules[-1] if self.modules else None
 
     def dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         name = _op_name(func)
@@ -335,7 +346,7 @@ class Recorder:
             allocates.append(Allocation(self.ids[key], shape, dtype))
         self.earlier.clear()
         if allocates:
-            self.nodes.append(NodeRow("memtrace::step_before", Phase.NONE, "", [], [],
+            self.nodes.append(NodeRow("memtrace::step_before", Phase.NONE, None, [], [],
                                       allocates))
 
     def in_host_memory(self, tensor: Any) -> bool:
@@ -382,17 +393,19 @@ class Recorder:
             released.append(self.ids.pop(key))
         return sorted(released)
 
-    def finish(self, gradients: set[int]) -> None:
+    def finish(self, gradients: dict[int, str]) -> None:
         """The step is over: what died after the last op is released by a last node, and every
-        storage the step allocated gets its category (a gradient before a saved activation)."""
+        storage the step allocated gets its category (a gradient before a saved activation);
+        a gradient, its parameter's module (`gradients`: storage index -> module path)."""
         releases = self._sweep()
         if releases:
-            self.nodes.append(NodeRow("memtrace::step_end", Phase.NONE, "", [], releases, []))
+            self.nodes.append(NodeRow("memtrace::step_end", Phase.NONE, None, [], releases, []))
         for index, storage in enumerate(self.storages):
             if storage.origin != "activation":
                 continue
             if index in gradients:
                 storage.category = "gradient"
+                storage.module = gradients[index]
             elif index in self.saved:
                 storage.category = "activation"
 

@@ -23,7 +23,7 @@ def main():
         name, _, path = argument.partition("=")
         text = Path(path).read_text(encoding="utf-8")
         lowered = text.lower()
-        if name in ("kD3Js", "kBytesJs", "kReportJs", "kFlameSvgJs", "kJobJs") and ("</script" in lowered or "<!--" in lowered):
+        if name in ("kD3Js", "kBytesJs", "kSortableTableJs", "kReportJs", "kFlameSvgJs", "kJobJs") and ("</script" in lowered or "<!--" in lowered):
             sys.exit(f"embed_assets.py: {path} contains '</script' or '<!--': it cannot be inlined")
         if name in ("kFlameSvgJs", "kBytesJs") and "]]>" in text:
             sys.exit(f"embed_assets.py: {path} contains ']]>': it cannot go into a CDATA section")

@@ -104,7 +104,7 @@
 
   // Note [The job's module table] (tracer/report/job.h): every rank's bytes by module at its own
   // peak, joined by module, the module whose share differs most named above; sortable by any
-  // column (click a title; again to reverse).
+  // column (sortable_table.js).
   function drawModules() {
     const modules = data.modules;
     if (!modules || !modules.rows.length) return;
@@ -114,35 +114,13 @@
       : 'Every module\'s share of the peak is the same on every rank (within 0.1 point).');
     const columns = data.ranks.map((rank, index) => ({title: rank.label, key: row => row.bytes[index], number: true}))
       .concat([{title: 'Module', key: row => row.location, number: false}]);
-    const element = d3.select('#modules');
-    const headers = element.append('thead').append('tr').selectAll('th').data(columns).enter()
-      .append('th').attr('class', 'sortable').attr('data-column', d => d.title).text(d => d.title);
-    const body = element.append('tbody');
-    let sorted = {column: data.ranks[data.peak.index].label, descending: true};
-    function draw() {
-      const column = columns.find(c => c.title === sorted.column);
-      const sign = sorted.descending ? -1 : 1;
-      const rows = modules.rows.slice().sort((a, b) => {
-        const x = column.key(a), y = column.key(b);
-        return sign * (column.number ? x - y : (x < y ? -1 : x > y ? 1 : 0));
-      });
-      body.selectAll('tr').remove();
-      for (const row of rows) {
-        const tr = body.append('tr').attr('data-module', row.location);
+    sortableTable(d3.select('#modules'), columns, modules.rows,
+      {column: data.ranks[data.peak.index].label, descending: true}, (tr, row) => {
+        tr.attr('data-module', row.location);
         for (const value of row.bytes)
           tr.append('td').attr('class', 'number').attr('data-bytes', value).text(value ? humanBytes(value) : '-');
         tr.append('td').attr('class', 'location').text(row.location);
-      }
-      headers.attr('aria-sort', d => d.title !== sorted.column ? 'none'
-        : sorted.descending ? 'descending' : 'ascending');
-      element.attr('data-sorted', `${sorted.column} ${sorted.descending ? 'descending' : 'ascending'}`);
-    }
-    headers.on('click', d => {
-      sorted = d.title === sorted.column ? {column: d.title, descending: !sorted.descending}
-        : {column: d.title, descending: d.number};
-      draw();
-    });
-    draw();
+      });
   }
 
   function drawRows() {

@@ -602,57 +602,51 @@
   }
 
   // Note [The module table] (tracer/report/analysis.h): the peak's bytes by module and
-  // category, sortable by any column (click a title; again to reverse), the categories line last.
+  // category, sortable by any column (sortable_table.js), the categories line last. With an
+  // estimate that has module x category cells (Note [Predicted module cells] in
+  // tracer/report/prediction.h), each cell holds the prediction beneath the measured figure
+  // ("=" where they are the same to the byte), and the rows the trace has none of come last.
   function drawModules() {
     const training = data.training;
     if (!training || !training.modules_at_peak.rows.length) return;
     const table = training.modules_at_peak;
+    const predictedTotal = table.predicted_total;
     const categories = Object.keys(training.categories_at_peak)
-      .filter(name => training.categories_at_peak[name] > 0);
+      .filter(name => training.categories_at_peak[name] > 0 ||
+        (predictedTotal && predictedTotal.categories[name] > 0));
     d3.select('#modules-section').attr('hidden', null);
     d3.select('#modules-title').text(`At the peak, by module and category (paths cut to ${table.depth} ` +
-      `named part${table.depth === 1 ? '' : 's'}, * for repeated blocks)`);
+      `named part${table.depth === 1 ? '' : 's'}, * for repeated blocks)` +
+      (predictedTotal ? '; beneath each figure, the estimate\'s (= the same to the byte)' : ''));
     const columns = [{title: 'Total', key: row => row.bytes, number: true}]
-      .concat(categories.map(name => ({title: name, key: row => row.categories[name], number: true})))
+      .concat(categories.map(name => ({title: name, key: row => row.categories[name] || 0, number: true})))
       .concat([{title: 'Module', key: row => row.location, number: false}]);
-    const element = d3.select('#modules');
-    const headers = element.append('thead').append('tr').selectAll('th').data(columns).enter()
-      .append('th').attr('class', 'sortable').attr('data-column', d => d.title).text(d => d.title);
-    const body = element.append('tbody');
-    const total = element.append('tfoot').append('tr').attr('class', 'all');
-    total.append('td').attr('class', 'number').text(humanBytes(
-      Object.values(training.categories_at_peak).reduce((a, b) => a + b, 0)));
-    for (const name of categories)
-      total.append('td').attr('class', 'number').text(humanBytes(training.categories_at_peak[name]));
-    total.append('td').attr('class', 'location').text('(all: the categories line)');
-    let sorted = {column: 'Total', descending: true};
-    function draw() {
-      const column = columns.find(c => c.title === sorted.column);
-      const sign = sorted.descending ? -1 : 1;
-      const rows = table.rows.slice().sort((a, b) => {
-        const x = column.key(a), y = column.key(b);
-        return sign * (column.number ? x - y : (x < y ? -1 : x > y ? 1 : 0));
-      });
-      body.selectAll('tr').remove();
-      for (const row of rows) {
-        const tr = body.append('tr').attr('data-module', row.location);
-        tr.append('td').attr('class', 'number').attr('data-bytes', row.bytes).text(humanBytes(row.bytes));
-        for (const name of categories) {
-          const value = row.categories[name];
-          tr.append('td').attr('class', 'number').attr('data-bytes', value).text(value ? humanBytes(value) : '-');
-        }
-        tr.append('td').attr('class', 'location').text(row.location);
-      }
-      headers.attr('aria-sort', d => d.title !== sorted.column ? 'none'
-        : sorted.descending ? 'descending' : 'ascending');
-      element.attr('data-sorted', `${sorted.column} ${sorted.descending ? 'descending' : 'ascending'}`);
+    const rows = table.rows.concat((table.predicted_only || []).map(row => ({
+      location: `${row.location} (predicted only)`, bytes: 0, categories: {}, predicted: row})));
+    function cell(tr, measured, predicted) {
+      const td = tr.append('td').attr('class', 'number').attr('data-bytes', measured);
+      td.append('span').text(measured ? humanBytes(measured) : '-');
+      if (predicted === undefined) return;
+      td.attr('data-predicted-bytes', predicted);
+      td.append('span').attr('class', 'predicted')
+        .text(predicted === null ? '?' : predicted === measured ? '=' : predicted ? humanBytes(predicted) : '-');
     }
-    headers.on('click', d => {
-      sorted = d.title === sorted.column ? {column: d.title, descending: !sorted.descending}
-        : {column: d.title, descending: d.number};
-      draw();
+    const element = d3.select('#modules');
+    sortableTable(element, columns, rows, {column: 'Total', descending: true}, (tr, row) => {
+      tr.attr('data-module', row.location);
+      // undefined: no estimate; null: a row the estimate cannot speak to.
+      const predicted = predictedTotal ? row.predicted : undefined;
+      cell(tr, row.bytes, predicted && predicted.bytes);
+      for (const name of categories)
+        cell(tr, row.categories[name] || 0, predicted && predicted.categories[name]);
+      tr.append('td').attr('class', 'location').text(row.location);
     });
-    draw();
+    const total = element.append('tfoot').append('tr').attr('class', 'all');
+    cell(total, Object.values(training.categories_at_peak).reduce((a, b) => a + b, 0),
+      predictedTotal && predictedTotal.bytes);
+    for (const name of categories)
+      cell(total, training.categories_at_peak[name], predictedTotal && predictedTotal.categories[name]);
+    total.append('td').attr('class', 'location').text('(all: the categories line)');
   }
 
   // ---- a simulated run, an OOM, the reads of device values -------------------------------
