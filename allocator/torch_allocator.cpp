@@ -68,6 +68,9 @@ namespace {
 // after that check is recorded after the held allocation, and so applies to it. The kFailed
 // outcome after kAttaching (PyTorch refusing the tracker after memtrace_torch_check accepted
 // it) loses the counted calls' segments: one line on stderr says so.
+// The package's attach (memtrace_torch_attach, Note [Attaching from the package] in
+// python/mem_tracer/tracing.py) records everything PyTorch held before it the same way, with
+// the same checks and retries, and no mark: those are allocations made before tracing.
 
 enum State : int { kUnknown, kPreparing, kAttaching, kAttached, kFailed };
 std::atomic<int> g_state{kUnknown};
@@ -390,9 +393,11 @@ void recordHeld(const Bridge& bridge, bool during_attach) {
     if (stale) sched_yield();
   }
   if (stale)
-    warn(
-        "PyTorch's allocator kept changing while memtrace read what it made during the attach; "
-        "a tensor made then may be missing from the trace");
+    warn(during_attach
+             ? "PyTorch's allocator kept changing while memtrace read what it made during the "
+               "attach; a tensor made then may be missing from the trace"
+             : "PyTorch's allocator kept changing while memtrace read what it held before "
+               "tracing; a tensor it held then may be missing from the trace");
   if (recorded == 0 || !during_attach) return;
   char mark[256];
   snprintf(mark, sizeof(mark), "%s%d tensor%s (%llu bytes), without their stacks",
@@ -401,11 +406,11 @@ void recordHeld(const Bridge& bridge, bool during_attach) {
   memtrace_annotate(mark);
 }
 
-// Attaches once per process (the first caller does; the others see its outcome, waiting for it
-// only while it prepares: Note [Attaching to PyTorch's allocator]).
 // The bridge attached (written before the state leaves kPreparing).
 Bridge g_bridge;
 
+// Attaches once per process (the first caller does; the others see its outcome, waiting for it
+// only while it prepares: Note [Attaching to PyTorch's allocator]).
 int attachOnce(bool say) {
   int state = g_state.load(std::memory_order_acquire);
   if (state == kUnknown && g_state.compare_exchange_strong(state, kPreparing)) {

@@ -114,9 +114,11 @@ def _library_routes_allocations() -> bool:
 # again; a tensor of the snapshot that another thread frees before it is recorded (its free,
 # of an address not known yet, dropped) is not left live forever: each snapshot block is
 # recorded only while its device's tracker calls show no change since the snapshot was read,
-# else the snapshot is read again. PyTorch's CUDA is initialized first if it is not yet (the
-# allocator has no device allocators before), which a program that goes on to use CUDA would
-# do anyway.
+# else the snapshot is read again. (The call holds the GIL, as all the library's calls do, so a
+# Python thread's free waits for it; the checks are for the threads that do not hold it:
+# PyTorch's own, and any op running with the GIL released.) PyTorch's CUDA is initialized
+# first if it is not yet (the allocator has no device allocators before), which a program that
+# goes on to use CUDA would do anyway.
 def _attach_to_torch() -> str | None:
     """Attaches the recorder to PyTorch's caching allocator; returns why not, or None."""
     global _attached

@@ -202,8 +202,10 @@ def test_start_tracing_while_another_thread_frees_leaves_no_phantom(tmp_path):
     # and its recording left the tensor live in the trace for ever (the Python loop over
     # torch.cuda.memory_snapshot() did, every run of this program: 3.6 to 13 MB too many); a
     # tensor made after the attach is in the snapshot too, and counts once. The race is left to
-    # the scheduler, the GIL handed over as often as the interpreter allows: the other thread
-    # must have freed tensors during the start for the test to say anything, and it checks so.
+    # the scheduler, the GIL handed over as often as the interpreter allows; memtrace_torch_attach
+    # holds the GIL, so the other thread's frees now wait for it, and what still lands inside it
+    # is the allocation torch.empty makes with the GIL released (the attach's checks' case). The
+    # other thread must have run during the start for the test to say anything: it checks so.
     trace = tmp_path / "freeing.bin"
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("MEMTRACE_") and k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
