@@ -68,6 +68,9 @@ namespace {
 // after that check is recorded after the held allocation, and so applies to it. The kFailed
 // outcome after kAttaching (PyTorch refusing the tracker after memtrace_torch_check accepted
 // it) loses the counted calls' segments: one line on stderr says so.
+// The package's attach (memtrace_torch_attach, Note [Attaching from the package] in
+// python/mem_tracer/tracing.py) records everything PyTorch held before it the same way, with
+// the same checks and retries, and no mark: those are allocations made before tracing.
 
 enum State : int { kUnknown, kPreparing, kAttaching, kAttached, kFailed };
 std::atomic<int> g_state{kUnknown};
@@ -361,9 +364,11 @@ void heldTensor(void* context, int device, uint64_t stream, uint64_t address, ui
   }
 }
 
-// Records what the allocator made before the tracker reached its device (Note [Tensors made
-// while the tracker attaches]).
-void recordHeld(const Bridge& bridge) {
+// Records what the allocator holds that the recorder does not know yet (Note [Tensors made
+// while the tracker attaches]; the package's attach, Note [Attaching from the package] in
+// python/mem_tracer/tracing.py, records all it held before). `during_attach`: those are the
+// tensors made while the tracker attached, which the mark then counts.
+void recordHeld(const Bridge& bridge, bool during_attach) {
   int recorded = 0;
   uint64_t recorded_bytes = 0;
   bool stale = true;
@@ -375,10 +380,10 @@ void recordHeld(const Bridge& bridge) {
     char error[512] = "";
     if (bridge.snapshot(bridge.c10, &held, error, sizeof(error)) != 0) {
       char line[700];
-      snprintf(line, sizeof(line),
-               "PyTorch's allocator gave no snapshot (%s); the tensors made on another device "
-               "while memtrace attached to it are not in the trace",
-               error);
+      snprintf(line, sizeof(line), "PyTorch's allocator gave no snapshot (%s); %s", error,
+               during_attach ? "the tensors made on another device while memtrace attached to "
+                               "it are not in the trace"
+                             : "what it held before tracing is not in the trace");
       warn(line);
       return;
     }
@@ -388,10 +393,12 @@ void recordHeld(const Bridge& bridge) {
     if (stale) sched_yield();
   }
   if (stale)
-    warn(
-        "PyTorch's allocator kept changing while memtrace read what it made during the attach; "
-        "a tensor made then may be missing from the trace");
-  if (recorded == 0) return;
+    warn(during_attach
+             ? "PyTorch's allocator kept changing while memtrace read what it made during the "
+               "attach; a tensor made then may be missing from the trace"
+             : "PyTorch's allocator kept changing while memtrace read what it held before "
+               "tracing; a tensor it held then may be missing from the trace");
+  if (recorded == 0 || !during_attach) return;
   char mark[256];
   snprintf(mark, sizeof(mark), "%s%d tensor%s (%llu bytes), without their stacks",
            format::kHeldDuringAttachMark, recorded, recorded == 1 ? "" : "s",
@@ -399,12 +406,15 @@ void recordHeld(const Bridge& bridge) {
   memtrace_annotate(mark);
 }
 
+// The bridge attached (written before the state leaves kPreparing).
+Bridge g_bridge;
+
 // Attaches once per process (the first caller does; the others see its outcome, waiting for it
 // only while it prepares: Note [Attaching to PyTorch's allocator]).
 int attachOnce(bool say) {
   int state = g_state.load(std::memory_order_acquire);
   if (state == kUnknown && g_state.compare_exchange_strong(state, kPreparing)) {
-    Bridge bridge;
+    Bridge& bridge = g_bridge;
     if (!prepare(&bridge, say)) {
       g_state.store(kFailed, std::memory_order_release);
       return kFailed;
@@ -423,7 +433,7 @@ int attachOnce(bool say) {
     markAllocatorSettings();
     // A call that saw kAttaching was counted before it made anything: one not counted by now
     // came after the tracker reached every device, which records it.
-    if (g_unrecorded.load(std::memory_order_seq_cst) > 0) recordHeld(bridge);
+    if (g_unrecorded.load(std::memory_order_seq_cst) > 0) recordHeld(bridge, true);
     g_state.store(kAttached, std::memory_order_release);
     return kAttached;
   }
@@ -568,21 +578,15 @@ MEMTRACE_EXPORT int memtrace_torch_attach(void) {
     return -1;
   }
   int state = attachOnce(/*say=*/false);
-  if (state == kAttached) return 0;
+  if (state == kAttached) {
+    // What PyTorch held before (Note [Attaching from the package] in python/mem_tracer/
+    // tracing.py), read as the hooks' attach reads it: a tensor freed after the snapshot is
+    // not left live, one made after the attach is not recorded twice.
+    recordHeld(g_bridge, /*during_attach=*/false);
+    return 0;
+  }
   memtrace::setLastError(state == kAttaching ? "another thread is attaching right now" : g_refusal);
   return -1;
-}
-
-MEMTRACE_EXPORT int memtrace_torch_segment_held(int device, uint64_t address, uint64_t size,
-                                                uint64_t graph_pool, uint64_t user_pool) {
-  recordSegmentChange(static_cast<int>(memtrace::format::SegmentAction::kAlloc), device, address,
-                      size, graph_pool, user_pool);
-  return 0;
-}
-
-MEMTRACE_EXPORT int memtrace_torch_tensor_held(int device, uint64_t address, uint64_t size) {
-  recordTensorAlloc(device, 0, address, size, __builtin_return_address(0));
-  return 0;
 }
 
 }  // extern "C"

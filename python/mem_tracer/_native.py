@@ -271,8 +271,6 @@ def library() -> ctypes.PyDLL:
         "memtrace_reserved_bytes": ([c_int], c_uint64),
         "memtrace_peak_reserved_bytes": ([c_int], c_uint64),
         "memtrace_torch_attach": ([], c_int),
-        "memtrace_torch_segment_held": ([c_int, c_uint64, c_uint64, c_uint64, c_uint64], c_int),
-        "memtrace_torch_tensor_held": ([c_int, c_uint64, c_uint64], c_int),
         "memtrace_last_error": ([], c_char_p),
         "memtrace_empty_cache": ([c_int], None),
         "memtrace_lend_python_stack": ([c_int], c_int),

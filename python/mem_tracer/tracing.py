@@ -103,14 +103,22 @@ def _library_routes_allocations() -> bool:
 # Note [Attaching from the package]
 # Without LD_PRELOAD and without switch_allocator(), no hook sees CUDA; PyTorch's caching
 # allocator can still be recorded from inside (Note [PyTorch's own allocator] in
-# tracer/format/records.h): the library attaches the bridge's tracker to it now, and what it
-# already holds (its memory_snapshot(): segments, and each live block's requested size) is told
+# tracer/format/records.h): the library attaches the bridge's tracker to it now, and then
+# records what it already holds (from PyTorch's snapshot, read through the bridge: segments,
+# and each live block's requested size, freed blocks still waiting for their streams included)
 # as allocations made before tracing, so that the trace's live bytes are right from its start.
-# The tracker comes first and the snapshot after: a tensor made in between is then in both,
-# which the live table's rule takes as one (an allocation over a live address replaces it),
-# where the other order could lose it. PyTorch's CUDA is initialized first if it is not yet
-# (the allocator has no device allocators before), which a program that goes on to use CUDA
-# would do anyway.
+# Both happen in one native call, memtrace_torch_attach, the way the hooks' attach records the
+# tensors made during it (Note [Tensors made while the tracker attaches] in
+# allocator/torch_allocator.cpp): the tracker comes first and the snapshot after, so a tensor
+# made in between is recorded by the tracker and left as it is when the snapshot tells it
+# again; a tensor of the snapshot that another thread frees before it is recorded (its free,
+# of an address not known yet, dropped) is not left live forever: each snapshot block is
+# recorded only while its device's tracker calls show no change since the snapshot was read,
+# else the snapshot is read again. (The call holds the GIL, as all the library's calls do, so a
+# Python thread's free waits for it; the checks are for the threads that do not hold it:
+# PyTorch's own, and any op running with the GIL released.) PyTorch's CUDA is initialized
+# first if it is not yet (the allocator has no device allocators before), which a program that
+# goes on to use CUDA would do anyway.
 def _attach_to_torch() -> str | None:
     """Attaches the recorder to PyTorch's caching allocator; returns why not, or None."""
     global _attached
@@ -122,18 +130,9 @@ def _attach_to_torch() -> str | None:
     if not torch.cuda.is_available():
         return "PyTorch sees no CUDA device here"
     torch.cuda.init()
-    library = _native.library()
-    if library.memtrace_torch_attach() != 0:
+    if _native.library().memtrace_torch_attach() != 0:
         return _native.last_error()
     _attached = True
-    for segment in torch.cuda.memory_snapshot():
-        device = int(segment["device"])
-        library.memtrace_torch_segment_held(device, int(segment["address"]),
-                                            int(segment["total_size"]), 0, 0)
-        for block in segment["blocks"]:
-            if block["state"] in ("active_allocated", "active_pending_free"):
-                library.memtrace_torch_tensor_held(device, int(block["address"]),
-                                                   int(block.get("requested_size", block["size"])))
     return None
 
 

@@ -124,14 +124,12 @@ MEMTRACE_EXPORT uint64_t memtrace_peak_reserved_bytes(int device);
  * of this process from inside (its trace tracker, through the bridge built for the torch
  * release that runs), where libmemtrace.so was not preloaded: the Python package's
  * start_tracing(). PyTorch's CUDA must be initialized. 0 when attached (now or before), -1
- * otherwise (memtrace_last_error() says why; nothing is written to stderr).
- * memtrace_torch_segment_held and memtrace_torch_tensor_held then say what the allocator held
- * before (its memory_snapshot()): a segment, and a live tensor of `size` requested bytes,
- * counted as allocations made before tracing (untraced). */
+ * otherwise (memtrace_last_error() says why; nothing is written to stderr). Once attached, what
+ * the allocator holds that the recorder does not know yet (from its snapshot: each segment, and
+ * each live tensor of its requested bytes) is recorded, without stacks, as allocations made
+ * before tracing (untraced), under Note [Tensors made while the tracker attaches]'s checks in
+ * allocator/torch_allocator.cpp (its one line on stderr if the allocator kept changing). */
 MEMTRACE_EXPORT int memtrace_torch_attach(void);
-MEMTRACE_EXPORT int memtrace_torch_segment_held(int device, uint64_t address, uint64_t size,
-                                                uint64_t graph_pool, uint64_t user_pool);
-MEMTRACE_EXPORT int memtrace_torch_tensor_held(int device, uint64_t address, uint64_t size);
 
 /* How this process records, for troubleshooting: "python-walker=<direct|checking|public-api>
  * unwinder=<libunwind|glibc-backtrace|none>" (the unwinder once native stacks were asked for). */
