@@ -39,13 +39,15 @@ BUDGET = 3.0  # % of max_memory_allocated(): the issue's budget
 # how it was found.
 CAUSES = (
     (r"^transformers/convnext",
-     "not yet explained; likely torchvision's ConvNeXt cause below (each layer permutes back to "
-     "a channels-last view before the next convolution), not checked"),
+     "torchvision's ConvNeXt cause below (a channels-last input to a convolution whose weight "
+     "is not: PyTorch's cuDNN path copies the weight for the call); counted by the recorded "
+     "forward on CUDA profiles since this session (device_kernels.py), rows taken again exact"),
     (r"^torchvision/convnext_",
      "the downsampling convolutions get a channels-last input (LayerNorm2d permutes back a "
      "view) and PyTorch's cuDNN path copies the weight to channels-last for the call: on "
      "convnext_tiny the peak is at the 384→768 2×2 convolution, 4,718,592 bytes (its weight) "
-     "above what is live after it; the estimate does not count the copy"),
+     "above what is live after it; counted by the recorded forward on CUDA profiles since this "
+     "session (device_kernels.py), rows taken again exact"),
 )
 
 # Whose a failure is, read from its one-line message (the first pattern that matches): what a
