@@ -156,8 +156,8 @@ def test_a_flight_recorders_file_keeps_the_card_and_the_kept_reads(tmp_path):
     # tables again, the simulated-device record among them, once; the reads of device values
     # are events of the stream, kept with the last N events and dropped with the others.
     # Steps enough for the file to grow past the compaction's minimum (256 KiB, flight.cpp's
-    # kMinimumGrowth) several times at today's encoding (about 3 bytes an event here since
-    # format version 7's event tables; 6,000 steps no longer did).
+    # kMinimumGrowth) at today's encoding (about 3 bytes an event here with format version 7's
+    # event tables, 2.5 with version 8's microseconds; 6,000 steps no longer did).
     trace = tmp_path / "flight.bin"
     steps = 30000
     result = on_card([sys.executable, PROGRAMS / "flight_loop.py", steps], "h100-80gb", trace,
