@@ -417,24 +417,27 @@ class Event {
 // and an exchange, where the pthread mutex it replaced cost 55 instructions an event
 // (bench/record_instructions.cpp); nothing runs under it but the tables and the encoding.
 
-}  // namespace
-
-void recordAlloc(const RecursionGuard&, const EventSource& source, const void* address,
-                 uint64_t size) {
-  Event event(source, Stacks::kAllocation, source.device);  // Note [One opening per event]
-  // The file opened (with its snapshot of the live table) before this allocation joins the
-  // live table, so that it is written once. The stacks are interned (their records written)
-  // before the allocation joins the live table, which keeps them (LiveBlock).
+// What recordAlloc and recordHeldAlloc do once the event is open: the allocation joins the live
+// table, is counted and written. The file opened (with its snapshot of the live table) before
+// the allocation joins the live table, so that it is written once; the stacks are interned
+// (their records written) before it joins, since the live table keeps them (LiveBlock). `held`:
+// an allocation read from PyTorch's snapshot (recordHeldAlloc), whose stacks, nn.Module and
+// thread are not the calling thread's: it has none (thread 0).
+[[gnu::always_inline]] inline void joinAllocation(Event& event, const EventSource& source,
+                                                  uintptr_t key, uint64_t size, bool held) {
   uint32_t python_stack = 0, native_stack = 0;
   bool prelude_written =
       event.writing && event.recording.writePrelude(source, source.device, source.level,
                                                     &python_stack, &native_stack);
+  if (held) python_stack = native_stack = 0;
   LiveBlock live{size, static_cast<int16_t>(source.device), source.level, source.api};
   if (event.writing) {
-    live.python_stack = python_stack;
-    live.native_stack = native_stack;
-    live.module = event.recording.module();
-    live.thread_id = event.recording.threadId();
+    if (!held) {
+      live.python_stack = python_stack;
+      live.native_stack = native_stack;
+      live.module = event.recording.module();
+      live.thread_id = event.recording.threadId();
+    }
     live.stream = source.stream;
     live.traced = g_recorder.tracing.load(std::memory_order_relaxed);
     // The flight recorder's number for it (Note [Keeping the peak without its events]).
@@ -443,24 +446,29 @@ void recordAlloc(const RecursionGuard&, const EventSource& source, const void* a
   LiveBlock replaced;
   // A free we never saw (freed through a path we do not hook): the new allocation replaces
   // it, by the rule the reader applies too (tracer/format/live_table.h).
-  if (g_recorder.live.allocate(reinterpret_cast<uintptr_t>(address), live, &replaced) ==
-      format::AllocOutcome::kReplaced)
+  if (g_recorder.live.allocate(key, live, &replaced) == format::AllocOutcome::kReplaced)
     countFree(replaced.device, replaced.size);
   bool peak_rose = countAlloc(source.device, size);
   if (!event.writing) return;
   event.device_memory.due = deviceMemoryDue(source.device, event.time, peak_rose);
   if (!prelude_written ||
-      !g_recorder.writer.writeAlloc(event.time, reinterpret_cast<uintptr_t>(address), size,
-                                    python_stack, native_stack)) {
+      !g_recorder.writer.writeAlloc(event.time, key, size, python_stack, native_stack)) {
     failWrite();
     return;
   }
-  if (g_recorder.config.flight &&
-      !runAllocated(reinterpret_cast<uintptr_t>(address), live, event.time)) {
+  if (g_recorder.config.flight && !runAllocated(key, live, event.time)) {
     failWrite();
     return;
   }
   afterRecord(event.time);
+}
+
+}  // namespace
+
+void recordAlloc(const RecursionGuard&, const EventSource& source, const void* address,
+                 uint64_t size) {
+  Event event(source, Stacks::kAllocation, source.device);  // Note [One opening per event]
+  joinAllocation(event, source, reinterpret_cast<uintptr_t>(address), size, /*held=*/false);
 }
 
 void recordFree(const RecursionGuard&, const EventSource& source, const void* address) {
@@ -604,27 +612,8 @@ HeldOutcome recordHeldAlloc(const RecursionGuard&, const EventSource& source, co
   if (!check.unchanged(check.context, source.device)) return HeldOutcome::kStale;
   uintptr_t key = reinterpret_cast<uintptr_t>(address);
   if (g_recorder.live.find(key)) return HeldOutcome::kKnown;
-  uint32_t python_stack = 0, native_stack = 0;
-  bool prelude_written =
-      event.writing && event.recording.writePrelude(source, source.device, source.level,
-                                                    &python_stack, &native_stack);
-  LiveBlock live{size, static_cast<int16_t>(source.device), source.level, source.api};
-  if (event.writing) {
-    live.stream = source.stream;
-    live.traced = g_recorder.tracing.load(std::memory_order_relaxed);
-    if (g_recorder.config.flight) live.serial = flightSerial();
-  }
-  LiveBlock replaced;
-  g_recorder.live.allocate(key, live, &replaced);
-  bool peak_rose = countAlloc(source.device, size);
-  if (!event.writing) return HeldOutcome::kRecorded;
-  event.device_memory.due = deviceMemoryDue(source.device, event.time, peak_rose);
-  if (!prelude_written || !g_recorder.writer.writeAlloc(event.time, key, size, 0, 0) ||
-      (g_recorder.config.flight && !runAllocated(key, live, event.time))) {
-    failWrite();
-    return HeldOutcome::kRecorded;
-  }
-  afterRecord(event.time);
+  // Not in the live table, under the lock the event holds: nothing is replaced.
+  joinAllocation(event, source, key, size, /*held=*/true);
   return HeldOutcome::kRecorded;
 }
 
