@@ -113,6 +113,11 @@ def _reason(text):
     return text[:160]
 
 
+def _section(title, header, alignment, body):
+    """One section of the table: its title, then its rows under the header, or "None."."""
+    return ["", title, ""] + ([header, alignment, *body] if body else ["None."])
+
+
 def _percent(value):
     return f"{value:+.2f} %"
 
@@ -288,41 +293,31 @@ def render(rows):
     over = sorted((row for row in rows if kind(row) == "judged"
                    and abs(row["error_allocated"]) > 1.0),
                   key=lambda row: -abs(row["error_allocated"]))
-    lines += ["", f"**Judged rows over 1 %** ({len(over)}; over {BUDGET:g} %: "
-              f"{sum(1 for row in over if abs(row['error_allocated']) > BUDGET)}), MiB:", ""]
-    if over:
-        lines += ["| row | measured | predicted | error | peak phase (measured, predicted) "
-                  "| front end | cause |", "|---|---:|---:|---:|---|---|---|"]
-        for row in over:
-            cause = cause_of(row)
-            lines.append(f"| {_row_name(row)} | {_mib(row['measured']['allocated'])} "
-                         f"| {_mib(row['predicted']['allocated'])} "
-                         f"| {_percent(row['error_allocated'])} "
-                         f"| {row['measured']['phase']}, {row['predicted']['phase']} "
-                         f"| {row['method']} | {cause} |")
-    else:
-        lines.append("None.")
+    lines += _section(
+        f"**Judged rows over 1 %** ({len(over)}; over {BUDGET:g} %: "
+        f"{sum(1 for row in over if abs(row['error_allocated']) > BUDGET)}), MiB:",
+        "| row | measured | predicted | error | peak phase (measured, predicted) | front end "
+        "| cause |", "|---|---:|---:|---:|---|---|---|",
+        [f"| {_row_name(row)} | {_mib(row['measured']['allocated'])} "
+         f"| {_mib(row['predicted']['allocated'])} | {_percent(row['error_allocated'])} "
+         f"| {row['measured']['phase']}, {row['predicted']['phase']} "
+         f"| {row['method']} | {cause_of(row)} |" for row in over])
 
     flagged = [row for row in rows if kind(row) == "flagged"]
-    lines += ["", f"**Flagged by the estimate** ({len(flagged)}: approximate or a lower bound; "
-              "not in the distribution above):", ""]
-    if flagged:
-        lines += ["| row | flags | error |", "|---|---|---:|"]
-        lines += [f"| {_row_name(row)} | {', '.join(row['flags'])} "
-                  f"| {_percent(row['error_allocated'])} |" for row in flagged]
-    else:
-        lines.append("None.")
+    lines += _section(
+        f"**Flagged by the estimate** ({len(flagged)}: approximate or a lower bound; "
+        "not in the distribution above):",
+        "| row | flags | error |", "|---|---|---:|",
+        [f"| {_row_name(row)} | {', '.join(row['flags'])} "
+         f"| {_percent(row['error_allocated'])} |" for row in flagged])
 
     unjudged = [row for row in rows if kind(row) == "unjudged"]
-    lines += ["", f"**Not judged by the card** ({len(unjudged)}: a value no kernel computed "
-              "decided a shape or the path; the CPU truths of the zoo's table below stand in):",
-              ""]
-    if unjudged:
-        lines += ["| row | why | error against the card |", "|---|---|---:|"]
-        lines += [f"| {_row_name(row)} | {_unjudged_why(row)} "
-                  f"| {_percent(row['error_allocated'])} |" for row in unjudged]
-    else:
-        lines.append("None.")
+    lines += _section(
+        f"**Not judged by the card** ({len(unjudged)}: a value no kernel computed "
+        "decided a shape or the path; the CPU truths of the zoo's table below stand in):",
+        "| row | why | error against the card |", "|---|---|---:|",
+        [f"| {_row_name(row)} | {_unjudged_why(row)} "
+         f"| {_percent(row['error_allocated'])} |" for row in unjudged])
 
     failed = defaultdict(list)
     for row in rows:
