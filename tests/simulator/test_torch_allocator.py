@@ -162,14 +162,20 @@ def test_without_a_bridge_the_segments_are_recorded_and_it_says_so(tmp_path):
     assert summary["torch_reserved_peak_bytes"] is None
 
 
-def test_start_tracing_without_preload_attaches_to_the_allocator(tmp_path):
-    # Note [Attaching from the package]: nothing preloaded, the model already on the card.
-    trace = tmp_path / "late.bin"
+def package_environment():
+    """The simulated H200 with nothing of memtrace preloaded and no allocator settings: the
+    package finds the build (MEMTRACE_BUILD_DIR) and attaches from Python."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("MEMTRACE_") and k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
     env["MEMTRACE_BUILD_DIR"] = str(BUILD)
     env["PYTHONPATH"] = str(ROOT / "python")
-    env = simulated_environment(env, "h200")
+    return simulated_environment(env, "h200")
+
+
+def test_start_tracing_without_preload_attaches_to_the_allocator(tmp_path):
+    # Note [Attaching from the package]: nothing preloaded, the model already on the card.
+    trace = tmp_path / "late.bin"
+    env = package_environment()
     assert "libmemtrace.so" not in env["LD_PRELOAD"]
     result = subprocess.run([sys.executable, "-W", "error::UserWarning",
                              str(HERE / "programs" / "start_tracing_late.py"), str(trace)],
@@ -207,11 +213,7 @@ def test_start_tracing_while_another_thread_frees_leaves_no_phantom(tmp_path):
     # is the allocation torch.empty makes with the GIL released (the attach's checks' case). The
     # other thread must have run during the start for the test to say anything: it checks so.
     trace = tmp_path / "freeing.bin"
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("MEMTRACE_") and k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
-    env["MEMTRACE_BUILD_DIR"] = str(BUILD)
-    env["PYTHONPATH"] = str(ROOT / "python")
-    env = simulated_environment(env, "h200")
+    env = package_environment()
     result = subprocess.run([sys.executable, "-W", "error::UserWarning",
                              str(HERE / "programs" / "start_tracing_while_freeing.py"), str(trace)],
                             env=env, capture_output=True, text=True, timeout=300)
