@@ -52,11 +52,17 @@ NAMES = [name for name in zoo.ZOO
 
 @pytest.fixture(scope="module")
 def measured_and_predicted(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("zoo-lines")
+    return trace_and_predict(tmp_path_factory.mktemp("zoo-lines"), "", NAMES, timeout=900)
+
+
+def trace_and_predict(directory, step, names, timeout):
+    """scripts/zoo_lines.py's trace and predict (`step`: "" the forwards, "-step" a training
+    step) of `names` into `directory`."""
     script = HERE / "scripts" / "zoo_lines.py"
     environment = {"PYTHONPATH": str(ROOT / "python")}
-    run([sys.executable, script, "trace", directory, *NAMES], environment, timeout=900)
-    run([sys.executable, script, "predict", directory, *NAMES], environment, timeout=900)
+    run([sys.executable, script, "trace" + step, directory, *names], environment, timeout=timeout)
+    run([sys.executable, script, "predict" + step, directory, *names], environment,
+        timeout=timeout)
     return directory
 
 
@@ -209,13 +215,8 @@ STEP_NAMES = ["vit-sdpa-functional", "gpt2-eager", "checkpointed-mlp"]
 
 @pytest.fixture(scope="module")
 def steps_measured_and_predicted(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("zoo-steps")
-    script = HERE / "scripts" / "zoo_lines.py"
-    environment = {"PYTHONPATH": str(ROOT / "python")}
-    run([sys.executable, script, "trace-step", directory, *STEP_NAMES], environment, timeout=600)
-    run([sys.executable, script, "predict-step", directory, *STEP_NAMES], environment,
-        timeout=600)
-    return directory
+    return trace_and_predict(tmp_path_factory.mktemp("zoo-steps"), "-step", STEP_NAMES,
+                             timeout=600)
 
 
 def line_of(text):
