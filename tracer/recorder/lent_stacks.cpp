@@ -139,6 +139,7 @@ int makeLend(size_t skip, const void* graph_task_object) {
   python::GcPause gc_pause(holds_gil);
   size_t count = python::captureStack(thread->python_frames, g_recorder.config.python_depth,
                                       &thread->python_walk);
+  python::fillReusedTail(thread->python_frames, &thread->python_walk);  // copied into the lend
   size_t kept = count > skip ? count - skip : 0;
   int64_t running = currentGraphTask();
   RecorderLock lock;
@@ -172,6 +173,8 @@ int makeLend(size_t skip, const void* graph_task_object) {
 
 // Appends `lend`'s frames to the thread's, up to its capacity.
 void append(ThreadState& thread, const Lend& lend) {
+  // The writer will read the whole buffer (frames_serial 0 below).
+  python::fillReusedTail(thread.python_frames, &thread.python_walk);
   size_t room = kMaxPythonDepth - thread.python_count;
   size_t count = lend.count < room ? lend.count : room;
   std::memcpy(thread.python_frames + thread.python_count, lend.frames,

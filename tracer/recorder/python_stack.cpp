@@ -345,16 +345,24 @@ size_t rememberWalk(WalkCache* cache, RawFrame* frames, size_t max, size_t walke
   size_t total = walked;
   size_t reused = 0;
   size_t top = visits - 1;  // the height of the innermost frame visited (the outermost's is 0)
+  bool tail_in_place = false;
   if (tail_height != SIZE_MAX) {
     size_t tail = cache->chain_outputs_through[tail_height];
     size_t room = max - walked;
     size_t copied = tail < room ? tail : room;
-    std::memcpy(frames + walked, cache->output + cache->output_count - tail,
-                copied * sizeof(RawFrame));
     total = walked + copied;
     reached_outermost = copied == tail;  // else the outermost frames were left out
-    if (reached_outermost) cache->same_outer = reused = tail;
     top = tail_height + visits;
+    // The reused tail is where it was in the cached output when the inner part kept its length:
+    // left there (Note [The reused tail read in place]) when the chain is kept below.
+    tail_in_place = reached_outermost && cache->output_count - tail == walked &&
+                    top < kMaxWalkVisits;
+    if (tail_in_place)
+      cache->tail_pending = tail;
+    else
+      std::memcpy(frames + walked, cache->output + cache->output_count - tail,
+                  copied * sizeof(RawFrame));
+    if (reached_outermost) cache->same_outer = reused = tail;
   }
   if (!reached_outermost || top + 1 == 0 || top >= kMaxWalkVisits) {
     cache->chain_count = 0;
@@ -375,8 +383,6 @@ size_t rememberWalk(WalkCache* cache, RawFrame* frames, size_t max, size_t walke
   for (size_t height = top + 1 - visits; height <= top; ++height)
     cache->chain[height].previous = height == 0 ? nullptr : cache->chain_frame[height - 1];
   cache->chain_count = top + 1;
-  // The reused tail is where it was in the cached output when the inner part kept its length.
-  bool tail_in_place = reused && cache->output_count - reused == walked;
   std::memcpy(cache->output, frames, (tail_in_place ? walked : total) * sizeof(RawFrame));
   cache->output_count = total;
   cache->code_deaths = deaths;
@@ -707,7 +713,10 @@ bool hideCode(const void* code) {
 }
 
 size_t captureStack(RawFrame* frames, size_t max, WalkCache* cache) {
-  if (cache) cache->frames_serial = 0;  // until a walk says what the frames are
+  if (cache) {
+    cache->frames_serial = 0;  // until a walk says what the frames are
+    cache->tail_pending = 0;   // the buffer is written anew
+  }
   if (state().walker.load(std::memory_order_relaxed) == Walker::kDirect) {
     const void* thread_state = state().api.PyGILState_GetThisThreadState();
     if (!thread_state) return 0;  // a thread that never ran Python

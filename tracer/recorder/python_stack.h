@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 
 #include "tracer/common/flat_map.h"
@@ -117,6 +118,10 @@ struct WalkCache {
   // The last walk's output, innermost first.
   size_t output_count;
   RawFrame output[kMaxFrames];
+  // The outermost frames of the last walk's output not yet written into the frame buffer the
+  // walk wrote (Note [The reused tail read in place]): they are output's, at the same
+  // positions. fillReusedTail writes them there.
+  size_t tail_pending;
   // The frames of the walk under way, innermost first (scratch).
   const void* visit_frame[kMaxWalkVisits];
   uintptr_t visit_instruction[kMaxWalkVisits];
@@ -126,8 +131,27 @@ struct WalkCache {
 
 // Writes the calling thread's Python frames, innermost first, into `frames` (at most
 // `max`, keeping the innermost). Returns the count. `cache`: the thread's own (or nullptr: a
-// full walk, nothing remembered).
+// full walk, nothing remembered); then the outermost cache->tail_pending frames of the count
+// are not written yet (fillReusedTail).
 size_t captureStack(RawFrame* frames, size_t max, WalkCache* cache);
+
+// Note [The reused tail read in place]
+// A walk that stops at a frame met again (Note [Python stacks flat in depth]) reuses the last
+// walk's output for the frames outside it. Where the inner part kept its length, which is the
+// steady state of a loop, those frames sit in the cache's output at the very positions they
+// take in the new stack, and the one reader that runs on every event, the writer, does not read
+// them: the walk told it (same_outer) that they are the frames its cached stack was made of.
+// So the walk leaves them there (tail_pending) instead of copying 24 bytes a frame into the
+// thread's frame buffer (1.8 instructions a frame beyond 10, docs/performance.md's depth
+// table), and whoever reads the buffer's outer frames (the writer when its cache is not the
+// last walk's, a lend, a borrow that appends to the buffer) calls fillReusedTail first.
+inline void fillReusedTail(RawFrame* frames, WalkCache* cache) {
+  size_t pending = cache->tail_pending;
+  if (!pending) return;
+  size_t start = cache->output_count - pending;
+  std::memcpy(frames + start, cache->output + start, pending * sizeof(RawFrame));
+  cache->tail_pending = 0;
+}
 
 // Leaves the frames of `code` (a code object the caller keeps alive) out of every stack
 // captured from now on (Note [Frames memtrace hides]). False when the table is full.

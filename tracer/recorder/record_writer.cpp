@@ -368,6 +368,11 @@ uint32_t RecordWriter::internPythonStack(ThreadState& thread, bool* ok) {
   uint64_t walk = thread.python_walk.frames_serial;
   size_t known =
       walk != 0 && walk == thread.cached_python_walk + 1 ? thread.python_walk.same_outer : 0;
+  // internThroughCache reads no frame of the `known` outermost while its cache holds them; the
+  // reused tail is read in place then (Note [The reused tail read in place], python_stack.h).
+  size_t unread = known < thread.cached_python_count ? known : thread.cached_python_count;
+  if (unread < thread.python_walk.tail_pending)
+    python::fillReusedTail(thread.python_frames, &thread.python_walk);
   uint32_t leaf = internThroughCache(
       thread.python_frames, thread.python_count, thread.cached_python, thread.cached_python_nodes,
       &thread.cached_python_count,
