@@ -98,7 +98,8 @@ class FlatMap {
   // live table inserts on every allocation (bench/record_instructions.cpp) from two places, and
   // GCC inlines a function of this size only while it has one caller (a call cost 24
   // instructions an allocation more); growth, the rare part, stays a call.
-  [[gnu::always_inline]] Value* insert(const Key& key, const Value& value, bool* inserted = nullptr) {
+  [[gnu::always_inline]] Value* insert(const Key& key, const Value& value,
+                                       bool* inserted = nullptr) {
     if ((size_ + 1) * 2 > capacity_ && !grow()) return nullptr;
     for (size_t i = indexOf(key);; i = next(i)) {
       Slot& slot = slots_[i];

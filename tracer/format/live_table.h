@@ -31,7 +31,8 @@ class LiveTable {
   // allocation that was live there. Always inlined: the recorder calls it on every allocation
   // (bench/record_instructions.cpp), from two places (an allocation, and one read from
   // PyTorch's snapshot), and GCC, which inlined it while it had one caller, stopped there.
-  [[gnu::always_inline]] AllocOutcome allocate(uint64_t address, const Value& value, Value* replaced = nullptr) {
+  [[gnu::always_inline]] AllocOutcome allocate(uint64_t address, const Value& value,
+                                               Value* replaced = nullptr) {
     bool inserted = false;
     Value* slot = live_.insert(address, value, &inserted);
     if (!slot) return AllocOutcome::kNoMemory;

@@ -267,12 +267,13 @@ size_t dropHidden(RawFrame* frames, size_t count) {
 // The cached output also holds each frame's identity (Note [Code objects that die]) and leaves
 // out the hidden frames (Note [Frames memtrace hides]): the tail is reused only if no code object
 // died and no code object was hidden since it was made.
-// The comparison costs instructions a frame, not none, for the reason above: 8.7 a frame beyond
-// 10 in all (7 of them the comparison, 1.8 the copy of the reused frames), against 10.7 when it
-// indexed three arrays a frame in a loop counted frame by frame (Note [The chain compared a
-// frame at a time]; docs/performance.md's depth table): issue 52's goal, 5, is missed. Native
-// stacks have no such cache: Note [Native stacks walked whole] (native_stack.cpp). The public
-// API's walk (a thread that holds the GIL, an unknown layout) keeps none.
+// The comparison costs instructions a frame, not none, for the reason above: 6.9 a frame beyond
+// 10 in all, all of it the comparison (8.7 while the reused frames were copied, Note [The reused
+// tail read in place] in python_stack.h; 10.7 when it indexed three arrays a frame in a loop
+// counted frame by frame, Note [The chain compared a frame at a time]; docs/performance.md's
+// depth table): issue 52's goal, 5, is missed. Native stacks have no such cache: Note [Native
+// stacks walked whole] (native_stack.cpp). The public API's walk (a thread that holds the GIL,
+// an unknown layout) keeps none.
 inline uint32_t addressSlot(const void* frame) {
   return static_cast<uint32_t>((reinterpret_cast<uintptr_t>(frame) * 0x9E3779B97F4A7C15ull) >> 56);
 }
@@ -355,8 +356,8 @@ size_t rememberWalk(WalkCache* cache, RawFrame* frames, size_t max, size_t walke
     top = tail_height + visits;
     // The reused tail is where it was in the cached output when the inner part kept its length:
     // left there (Note [The reused tail read in place]) when the chain is kept below.
-    tail_in_place = reached_outermost && cache->output_count - tail == walked &&
-                    top < kMaxWalkVisits;
+    tail_in_place =
+        reached_outermost && cache->output_count - tail == walked && top < kMaxWalkVisits;
     if (tail_in_place)
       cache->tail_pending = tail;
     else
