@@ -35,8 +35,10 @@ instead (its fake kernel sizes its outputs; autograd saves what its derivative f
   same copies around the fake convolution, off the autograd graph (autograd saves the operands
   as passed); the output's layout is the fake CPU kernel's, which picks channels-last as cuDNN
   does for 2-d float convolutions (not for float64, nor 3-d: a later op's strides may then
-  differ from the card's). The backward's copies (cudnn_convolution_backward_*) are not made,
-  nor are any by memtrace-estimate's TorchScript front end (a .pt file, method="torchscript").
+  differ from the card's). The backward's copies (cudnn_convolution_backward_*) are not made.
+  memtrace-estimate's TorchScript front end (a .pt file, method="torchscript") makes the same
+  forward copies (convolutionRule in estimator/torchscript/op_rules.cpp; test_op_rules.py
+  holds the two front ends equal).
 The CPU's own profile changes nothing: the fake CPU tensors run the CPU's composites. Not
 applied: CUDA's autocast op lists (the recording runs the CPU's), cuDNN's RNN kernels, what a
 CUDA kernel allocates inside itself, and the model's own Python branches on
