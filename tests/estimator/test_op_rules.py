@@ -6,6 +6,7 @@ the TorchScript interpreter runs the module on CPU tensors: output shapes, strid
 stride makes a later reshape copy), dtypes, and what the op allocates and drops.
 """
 
+import sys
 from typing import Optional
 
 import pytest
@@ -13,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from conftest import estimate_json
+from conftest import REPOSITORY, estimate_json
 from memory_tracker import measure_call
 
 
@@ -301,6 +302,7 @@ def test_convolution_copies_are_the_recordings(device):
     simulated H100); the recording makes the copies, and memtrace-estimate's TorchScript front
     end the same (convolutionRule): equal peaks, the copies included (before the rule the
     TorchScript figure was the weight copy short). On the CPU neither copies."""
+    sys.path.insert(0, str(REPOSITORY / "python"))
     import mem_tracer
 
     torch.manual_seed(0)
