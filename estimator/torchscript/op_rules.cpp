@@ -402,6 +402,31 @@ std::optional<OpRuleResult> gruRule(const KernelRules& kernels, const Arguments&
   });
 }
 
+// aten::repeat_interleave.self_Tensor with counts the tracer captured: torch.jit.trace records a
+// Python number computed from sizes (Mamba-2's `num_heads // num_groups` in transformers'
+// nemotron_h and falcon_h1) as a 0-dim tensor on the host, and so the Tensor overload, whose
+// composite kernel reads the counts on the host (repeat_interleave.Tensor, which has no meta
+// kernel in LibTorch). The program passed a number: the int overload, which PyTorch makes as
+// unsqueeze, expand, one contiguous clone and a view (repeat_interleave_symint, Repeat.cpp), run
+// here on meta. Counts on the device are the program's data: the rule declines and the op stays
+// unknown (a lower bound), as before.
+std::optional<OpRuleResult> repeatInterleaveRule(const KernelRules&, const Arguments& arguments) {
+  const at::Tensor& self = arguments["self"].toTensor();
+  const at::Tensor& repeats = arguments["repeats"].toTensor();
+  if (repeats.is_meta() || repeats.numel() != 1 || repeats.dim() > 1 ||
+      !at::isIntegralType(repeats.scalar_type(), /*includeBool=*/false)) {
+    return std::nullopt;
+  }
+  const c10::IValue& dim = arguments["dim"];
+  const c10::IValue& output_size = arguments["output_size"];
+  OpRuleResult result;
+  result.outputs.emplace_back(at::repeat_interleave_symint(
+      self, c10::SymInt(repeats.item<int64_t>()),
+      dim.isNone() ? std::nullopt : std::optional<int64_t>(dim.toInt()),
+      output_size.isNone() ? std::nullopt : std::optional<c10::SymInt>(output_size.toSymInt())));
+  return result;
+}
+
 // LibTorch's meta kernel for index_add and index_reduce (index_func_meta_impl) checks its
 // TensorIterator on the slices at index 0 of self and source, so it rejects a source that is
 // empty along `dim`, which the CPU and CUDA kernels take and leave self as it was: a
@@ -426,6 +451,100 @@ std::optional<OpRuleResult> indexAccumulateRule(const KernelRules&, const Argume
   return result;
 }
 
+// c10's is_channels_last_strides_2d_s4 / 3d_s5 (c10/core/MemoryFormat.h), which
+// suggest_memory_format() reads: C innermost, then W, H (D), N; ambiguous layouts (a size-1
+// or zero-stride channel dimension) read as contiguous. The same test as the recording's
+// _strides_like_channels_last (python/mem_tracer/estimator/device_kernels.py).
+bool stridesLikeChannelsLast(const at::Tensor& tensor) {
+  static const std::vector<int64_t> kOrder4 = {1, 3, 2, 0};
+  static const std::vector<int64_t> kOrder5 = {1, 4, 3, 2, 0};
+  if (tensor.dim() != 4 && tensor.dim() != 5) return false;
+  const std::vector<int64_t>& order = tensor.dim() == 4 ? kOrder4 : kOrder5;
+  at::IntArrayRef sizes = tensor.sizes();
+  at::IntArrayRef strides = tensor.strides();
+  if (strides[1] == 0) return false;
+  int64_t minimum = 0;
+  for (int64_t dim : order) {
+    if (sizes[dim] == 0 || strides[dim] < minimum) return false;
+    if (dim == 0 && minimum == strides[1]) return false;
+    minimum = strides[dim] * std::max<int64_t>(1, sizes[dim]);
+  }
+  return true;
+}
+
+// A convolution's output size (ConvUtils.h: conv_output_size, conv_input_size for a transposed
+// one): meta tensors have no convolution kernel in LibTorch (the backend is chosen by device),
+// so the rule sizes it. Nothing for what it does not know (a padding given as a string).
+std::optional<std::vector<int64_t>> convolutionOutputSize(const at::Tensor& input,
+                                                          const at::Tensor& weight,
+                                                          const Arguments& arguments) {
+  const std::string& name = arguments.schema.name();
+  bool transposed = name.find("transpose") != std::string::npos;
+  if (name == "aten::_convolution") transposed = arguments["transposed"].toBool();
+  if (!arguments["padding"].isIntList()) return std::nullopt;
+  int64_t spatial = input.dim() - 2;
+  auto list = [&](const char* argument, int64_t fallback) {
+    std::vector<int64_t> values(spatial, fallback);
+    std::optional<int> index = arguments.schema.argumentIndexWithName(argument);
+    if (!index || static_cast<size_t>(*index) >= arguments.values.size()) return values;
+    std::vector<int64_t> given = arguments.values[*index].toIntVector();
+    for (int64_t dim = 0; dim < spatial && !given.empty(); ++dim) {
+      values[dim] = given[given.size() == 1 ? 0 : dim];
+    }
+    return values;
+  };
+  std::vector<int64_t> stride = list("stride", 1), padding = list("padding", 0),
+                       dilation = list("dilation", 1), output_padding = list("output_padding", 0);
+  int64_t groups = arguments["groups"].toInt();
+  std::vector<int64_t> size = {input.size(0),
+                               transposed ? weight.size(1) * groups : weight.size(0)};
+  for (int64_t dim = 0; dim < spatial; ++dim) {
+    int64_t extent = dilation[dim] * (weight.size(dim + 2) - 1);
+    size.push_back(transposed
+                       ? (input.size(dim + 2) - 1) * stride[dim] - 2 * padding[dim] + extent +
+                             output_padding[dim] + 1
+                       : (input.size(dim + 2) + 2 * padding[dim] - extent - 1) / stride[dim] + 1);
+  }
+  return size;
+}
+
+// A convolution on CUDA with the copies PyTorch makes of its operands for cuDNN (Note [The
+// device's kernels on fake tensors] in python/mem_tracer/estimator/device_kernels.py, where
+// the facts and what confirmed them are; the recording makes the same): `_convolution` passes
+// `input.contiguous(format)`, cuDNN's forward makes `weight.contiguous(format)` after the
+// output, both released when the call returns; the format is channels-last when the weight is
+// 4-d (5-d: channels-last 3d) and either operand has channels-last strides, never in float64,
+// else contiguous. Other devices: the op as it is (the rule declines).
+std::optional<OpRuleResult> convolutionRule(const KernelRules& kernels,
+                                            const Arguments& arguments) {
+  if (kernels.device != "cuda") return std::nullopt;
+  const at::Tensor& input = arguments["input"].toTensor();
+  const at::Tensor& weight = arguments["weight"].toTensor();
+  if (input.numel() == 0 || (input.dim() != weight.dim() && input.dim() != weight.dim() - 1)) {
+    return std::nullopt;
+  }
+  at::Tensor batched = input.dim() == weight.dim() ? input : input.unsqueeze(0);
+  at::MemoryFormat format = at::MemoryFormat::Contiguous;
+  bool float64 = batched.scalar_type() == at::kDouble || weight.scalar_type() == at::kDouble;
+  if (!float64 && (stridesLikeChannelsLast(batched) || stridesLikeChannelsLast(weight))) {
+    if (weight.dim() == 4) format = at::MemoryFormat::ChannelsLast;
+    if (weight.dim() == 5) format = at::MemoryFormat::ChannelsLast3d;
+  }
+  std::optional<std::vector<int64_t>> size = convolutionOutputSize(batched, weight, arguments);
+  if (!size) return std::nullopt;
+  at::Tensor staged;
+  if (!batched.is_contiguous(format)) staged = batched.contiguous(format);
+  // Contiguous, as the shape function that sizes a convolution without the rule makes it.
+  at::Tensor output = at::empty(*size, batched.options());
+  if (!weight.is_contiguous(format)) {
+    at::Tensor copy = weight.contiguous(format);  // cuDNN's, released on return
+  }
+  staged.reset();
+  OpRuleResult result;
+  result.outputs.emplace_back(input.dim() == weight.dim() ? output : output.squeeze(0));
+  return result;
+}
+
 using Rule = std::function<std::optional<OpRuleResult>(const KernelRules&, const Arguments&)>;
 
 // The table (Note [Op rules]). Meta kernels registered in the dispatcher are listed by
@@ -440,6 +559,17 @@ const std::vector<std::pair<std::string, Rule>>& ruleTable() {
       {"aten::index_add_", indexAccumulateRule},
       {"aten::index_reduce", indexAccumulateRule},
       {"aten::index_reduce_", indexAccumulateRule},
+      {"aten::repeat_interleave.self_Tensor", repeatInterleaveRule},
+      {"aten::_convolution", convolutionRule},
+      {"aten::conv1d", convolutionRule},
+      {"aten::conv2d", convolutionRule},
+      {"aten::conv3d", convolutionRule},
+      {"aten::conv1d.padding", convolutionRule},
+      {"aten::conv2d.padding", convolutionRule},
+      {"aten::conv3d.padding", convolutionRule},
+      {"aten::conv_transpose1d", convolutionRule},
+      {"aten::conv_transpose2d.input", convolutionRule},
+      {"aten::conv_transpose3d.input", convolutionRule},
   };
   return kTable;
 }

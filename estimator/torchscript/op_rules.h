@@ -10,7 +10,9 @@
 //     floor_divide (transformers' MoE experts), logical_not (CPM-Ant's attention mask), and the
 //     fused nn.TransformerEncoderLayer / nn.MultiheadAttention fast path;
 //   - ops whose composite kernel reads tensor data on the host: _grouped_mm (the experts'
-//     grouped matmul loops over `offs`), whose output is made as PyTorch makes it;
+//     grouped matmul loops over `offs`), whose output is made as PyTorch makes it, and
+//     repeat_interleave with counts a trace captured as a host tensor (a number the program
+//     computed from sizes: made as the int overload makes it);
 //   - ops whose LibTorch meta kernel rejects inputs the real kernels take: index_add and
 //     index_reduce with a source empty along `dim` (an expert that got no rows), where.self
 //     with a 0-dim CPU tensor beside meta ones (sdpa's math fallback making a bool mask
@@ -20,6 +22,9 @@
 //     attention matrix; the device runs flash, memory-efficient or cuDNN attention instead,
 //     which allocate the output and (sometimes) a logsumexp. Which one it runs depends on
 //     dtype, head dim, mask and architecture: the profile's kernel rules (KernelRules) say.
+//   - ops the device runs on copies of their operands: a convolution on CUDA, whose operands
+//     PyTorch copies into cuDNN's memory format (channels-last when either is), as the
+//     recording does (Note [The device's kernels on fake tensors], device_kernels.py).
 // A rule makes its outputs (and any temporary it allocates and drops) as meta tensors while the
 // meta allocation recorder runs, so its memory events come out like any other op's
 // (Note [Meta allocations]). What a kernel allocates internally and never returns (flash's

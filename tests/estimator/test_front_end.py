@@ -136,14 +136,21 @@ def test_a_forward_the_recording_fails_on_falls_back_to_torchscript():
     torch.manual_seed(0)
     model = ReadsOnTheHost()
     # The recording really fails on it (what makes auto fall back).
-    with pytest.raises(mem_tracer.MemTracerError, match=r"\.numpy\(\) is not supported"):
+    # A plain forward is named so, not a step (it was "recording the step" before).
+    with pytest.raises(mem_tracer.MemTracerError, match=r"recording the forward on fake tensors "
+                                                        r"failed: .*\.numpy\(\) is not supported"):
         mem_tracer.estimate(model, (x,), method="record")
+    with pytest.raises(mem_tracer.MemTracerError, match=r"recording the step on fake tensors "
+                                                        r"failed: .*\.numpy\(\) is not supported"):
+        mem_tracer.estimate(model, (x,), training=mem_tracer.TrainingStep(
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.1)))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing of the fallback's TorchScript reaches the user
         result = mem_tracer.estimate(model, (x,))
     assert result.method == "trace", (result.method, result.method_note)
     note = result.method_note
-    assert "recording on fake tensors failed (" in note and ".numpy() is not supported" in note \
+    assert "recording the forward on fake tensors failed (RuntimeError: " in note \
+        and ".numpy() is not supported" in note and "step" not in note \
         and "so TorchScript instead" in note and "scripting failed" in note, note
     assert "TorchScript instead" in str(result)
     # Right: the same figures as the same layers recorded without the host read.

@@ -6,6 +6,7 @@ the TorchScript interpreter runs the module on CPU tensors: output shapes, strid
 stride makes a later reshape copy), dtypes, and what the op allocates and drops.
 """
 
+import sys
 from typing import Optional
 
 import pytest
@@ -13,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from conftest import estimate_json
+from conftest import REPOSITORY, estimate_json
 from memory_tracker import measure_call
 
 
@@ -234,3 +235,80 @@ def test_device_queries_answer_the_profile(tmp_path):
     on_cuda = estimate_json(path, "--input", "4x8", "--device", "cuda")
     assert on_cpu["summary"]["activation_peak_requested_bytes"] == 2 * 4 * 8 * 4
     assert on_cuda["summary"]["activation_peak_requested_bytes"] == 4 * 8 * 4
+
+
+class RepeatHeads(nn.Module):
+    """Mamba-2's scan in transformers (nemotron_h, falcon_h1): the groups' B repeated to the
+    heads by a count computed from sizes, `num_heads // num_groups`."""
+
+    def forward(self, hidden, groups):
+        heads = hidden.shape[2]
+        repeated = groups.repeat_interleave(heads // groups.shape[2], dim=2, output_size=heads)
+        return repeated * 2
+
+
+class RepeatByTensor(nn.Module):
+    def forward(self, x, counts):
+        return x.repeat_interleave(counts, dim=0) * 2
+
+
+def test_repeat_interleave_by_a_number_the_trace_captured(tmp_path):
+    """torch.jit.trace records the count as a 0-dim host tensor, so the Tensor overload, whose
+    kernel reads the counts (no meta kernel in LibTorch): the op was unknown and nemotron_h's
+    and falcon_h1's traced estimates lower bounds (-40 %, -44 %). The program passed a number:
+    the estimate is the eager forward's (the int overload: one contiguous clone), measured here
+    on the CPU. Counts that are the program's own tensor stay unknown, flagged."""
+    inputs = [torch.randn(2, 16, 8, 4), torch.randn(2, 16, 2, 4)]
+    path = tmp_path / "repeat.pt"
+    torch.jit.trace(RepeatHeads(), inputs).save(str(path))
+    assert "aten::repeat_interleave" in str(torch.jit.load(str(path)).graph)
+    measured = measure_call(RepeatHeads(), inputs, {}).peak
+    arguments = [a for t in inputs for a in ("--input", _argument(t))]
+    document = estimate_json(path, *arguments, "--device", "cpu", "--semantics", "torchscript")
+    assert not document["unknown_ops"], document["unknown_ops"]
+    assert not document["lower_bound"]
+    assert document["summary"]["activation_peak_requested_bytes"] == measured == 2 * 4096
+
+    by_tensor = tmp_path / "by_tensor.pt"
+    counts = torch.tensor([1, 3, 2])
+    torch.jit.script(RepeatByTensor()).save(str(by_tensor))
+    document = estimate_json(by_tensor, "--input", "3x4:float32", "--input", "3:int64",
+                             "--device", "cpu", "--semantics", "torchscript")
+    assert [op["op"] for op in document["unknown_ops"]] == ["aten::repeat_interleave"]
+    assert document["lower_bound"]
+    assert RepeatByTensor()(torch.randn(3, 4), counts).shape == (6, 4)  # what the count decides
+
+
+class ChannelsLastConvolutions(nn.Module):
+    """ConvNeXt's downsampling: a channels-last activation meets a contiguous 2x2 weight (cuDNN
+    gets a channels-last copy of the weight); then a 1-d convolution over a transposed input
+    (its copy, contiguous)."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Conv2d(8, 16, 2, stride=2)
+        self.mix = nn.Conv1d(16, 16, 3, padding=1)
+
+    def forward(self, x):
+        y = self.down(x.contiguous(memory_format=torch.channels_last))
+        sequence = y.flatten(2)  # (B, C, L) from channels-last: C innermost, not contiguous
+        return self.mix(sequence) * 2
+
+
+@pytest.mark.parametrize("device", ["cuda-sm90", "cpu"])
+def test_convolution_copies_are_the_recordings(device):
+    """On CUDA, PyTorch copies a convolution's operands into cuDNN's memory format (Note [The
+    device's kernels on fake tensors] in device_kernels.py: the facts, confirmed on the
+    simulated H100); the recording makes the copies, and memtrace-estimate's TorchScript front
+    end the same (convolutionRule): equal peaks, the copies included (before the rule the
+    TorchScript figure was the weight copy short). On the CPU neither copies."""
+    sys.path.insert(0, str(REPOSITORY / "python"))
+    import mem_tracer
+
+    torch.manual_seed(0)
+    model, x = ChannelsLastConvolutions().eval(), torch.randn(2, 8, 16, 16)
+    recorded = mem_tracer.estimate(model, (x,), device=device, method="record")
+    scripted = mem_tracer.estimate(model, (x,), device=device, method="torchscript")
+    assert scripted.method == "script" and not scripted.lower_bound
+    assert scripted.peak_requested_bytes == recorded.peak_requested_bytes, \
+        (scripted.peak_requested_bytes, recorded.peak_requested_bytes)

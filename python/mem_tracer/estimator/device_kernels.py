@@ -35,12 +35,16 @@ instead (its fake kernel sizes its outputs; autograd saves what its derivative f
   same copies around the fake convolution, off the autograd graph (autograd saves the operands
   as passed); the output's layout is the fake CPU kernel's, which picks channels-last as cuDNN
   does for 2-d float convolutions (not for float64, nor 3-d: a later op's strides may then
-  differ from the card's). The backward's copies (cudnn_convolution_backward_*) are not made,
-  nor are any by memtrace-estimate's TorchScript front end (a .pt file, method="torchscript").
+  differ from the card's). The backward's copies (cudnn_convolution_backward_*) are not made.
+  memtrace-estimate's TorchScript front end (a .pt file, method="torchscript") makes the same
+  forward copies (convolutionRule in estimator/torchscript/op_rules.cpp; test_op_rules.py
+  holds the two front ends equal).
 The CPU's own profile changes nothing: the fake CPU tensors run the CPU's composites. Not
 applied: CUDA's autocast op lists (the recording runs the CPU's), cuDNN's RNN kernels, what a
-CUDA kernel allocates inside itself, and the model's own Python branches on
-`tensor.device.type` (they take the CPU's branch).
+CUDA kernel allocates inside itself (the memory-efficient attention backward's float workspace,
+`_efficient_attention_backward`: 131,200 B in the zoo's qwen2-moe-sdpa AdamW step on the
+simulated H100, which makes backward that step's peak, estimated −0.038 %), and the model's own
+Python branches on `tensor.device.type` (they take the CPU's branch).
 """
 from __future__ import annotations
 

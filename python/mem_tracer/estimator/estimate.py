@@ -346,8 +346,8 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
                     note=RECORDED_NOTE, fallible=True)
             except _NotRecordable as error:
                 # Hidden from nobody: method_note says the recording failed, and why.
-                fallback = (f"recording on fake tensors failed ({error}), so TorchScript "
-                            "instead")
+                reason = str(error).removeprefix(f"{FORWARD_FAILED}: ")
+                fallback = f"{FORWARD_FAILED} ({reason}), so TorchScript instead"
                 return _estimate_exported(
                     model, example_inputs, kwargs, batch_sizes=batch_sizes, budget=budget,
                     semantics=semantics, device=device, output=output, keep_model=keep_model,
@@ -367,6 +367,9 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
 
 
 RECORDED_NOTE = "recorded on fake tensors: one forward as Python runs it, without TorchScript"
+# How a forward's recording that failed begins (step_graph._Step.record says "step" for a
+# training step): method_note of the TorchScript that stands in quotes it once.
+FORWARD_FAILED = "recording the forward on fake tensors failed"
 
 
 # Note [Choosing the front end]

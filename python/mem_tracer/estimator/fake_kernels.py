@@ -22,7 +22,8 @@ what the device does instead:
   zoo's Mixtral and Qwen2-MoE AdamW steps run there in float32, and their estimates failed.
 The TorchScript front end makes the same output in C++ (groupedMmMeta in
 estimator/torchscript/op_rules.cpp); each is tested against the real op (test_op_rules.py there,
-test_device_step.py here). A stand-in applies to fake tensors only: on real ones (the run for
+test_device_step.py here), and the two against each other over one list of cases (layouts, the
+three dtypes, a padded row: test_device_step.py's test_grouped_mm_is_one_rule_in_cpp_and_python). A stand-in applies to fake tensors only: on real ones (the run for
 the example's data-dependent values: Note [Data-dependent values] in step_recorder.py) the op
 runs as it is.
 """

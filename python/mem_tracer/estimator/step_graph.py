@@ -130,6 +130,12 @@ class _Step:
         self.spec = StepSpec(model, training, loss_fn or default_loss, optimizer, autocast,
                              scaler, accumulate, loop, optimizer_settings)
 
+    @property
+    def what(self) -> str:
+        """What is recorded, as the messages name it: a training step, or a plain forward
+        (estimate() of an inference: a forward under no_grad, no optimizer)."""
+        return "step" if self.training else "forward"
+
     def _copies(self, mode: Any) -> tuple[Any, list[Any], dict[str, Any], list[Any]]:
         """The model, inputs and targets copied (onto fake CPU tensors when `mode` is a fake
         mode; else real copies where they are), with `batch` rows, prepared."""
@@ -166,7 +172,7 @@ class _Step:
                 StepLoop(self.spec, recorder, *self._copies(None),
                          device=self.model_device).run(steps=1)
         except Exception as error:
-            raise StepGraphError(f"running the step on the example input (for its "
+            raise StepGraphError(f"running the {self.what} on the example input (for its "
                                  f"data-dependent ops) failed: {_one_line(error)}") from error
         return recorder.collect
 
@@ -191,7 +197,7 @@ class _Step:
         except StepGraphError:
             raise
         except Exception as error:
-            raise StepGraphError(f"recording the step on fake tensors failed: "
+            raise StepGraphError(f"recording the {self.what} on fake tensors failed: "
                                  f"{_one_line(error)}") from error
         return {
             "format": FORMAT, "version": VERSION,
