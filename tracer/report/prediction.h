@@ -42,9 +42,6 @@ struct PredictionStepWorkspaces {
   std::vector<PredictionModuleEntry> by_module;
   std::vector<std::pair<format::TrainingPhase, uint64_t>> by_step_call;
   std::vector<PredictionModuleCell> by_module_category;
-  // Apart from all of the above, in an estimate that keeps them apart (a training step's since
-  // Note [The step's workspaces]; before it, they were in workspace_bytes_before_step).
-  std::optional<PredictionStepWorkspaces> step_workspaces;
 };
 
 // An estimate file as the report reads it: only what it shows beside the measurement. (The
@@ -85,6 +82,9 @@ struct Prediction {
   // by_module_category": Note [Module x category predicted] in
   // estimator/passes/attribute_peak.h); empty in an estimate from before it.
   std::vector<PredictionModuleCell> by_module_category;
+  // Apart from all of the above, in an estimate that keeps them apart (a training step's since
+  // Note [The step's workspaces]; before it, they were in workspace_bytes_before_step).
+  std::optional<PredictionStepWorkspaces> step_workspaces;
 };
 
 // Reads and checks an estimate file. Throws std::runtime_error, whose message names the
