@@ -260,13 +260,38 @@ Prediction withStepWorkspaces(const Prediction& prediction, uint64_t untraced_by
   return placed;
 }
 
-uint64_t untracedBytes(const LocationTable& table) {
+uint64_t untracedBytes(const LocationTable& table,
+                       format::Category holding = format::Category::kUnknown) {
   uint64_t bytes = 0;
   for (const TableRow& row : table.rows)
-    if (row.location.kind == LocationKind::kUntraced &&
-        row.location.holding == format::Category::kUnknown)
+    if (row.location.kind == LocationKind::kUntraced && row.location.holding == holding)
       bytes += row.bytes;
   return bytes;
+}
+
+// The prediction as the rows of `table` take it: the step's workspaces where the trace shows
+// them, and so the optimizer's state, which the estimate holds before its step (Note [The step's
+// own calls]): a trace of a program's first step made it in that step's optimizer.step() (an
+// optimizer's lazy state), on the line that called it, in the optimizer phase; where the trace
+// holds less optimizer state allocated before tracing than the estimate does, the estimate's
+// goes with the optimizer's own call (ownCall). By module it is under its parameters' modules
+// either way.
+Prediction placedBesideRows(const Prediction& estimate, const LocationTable& table) {
+  Prediction prediction = withStepWorkspaces(estimate, untracedBytes(table));
+  if (!prediction.step_calls || !prediction.optimizer_state_bytes ||
+      untracedBytes(table, format::Category::kOptimizerState) >= prediction.optimizer_state_bytes)
+    return prediction;
+  auto call = std::find_if(prediction.by_step_call.begin(), prediction.by_step_call.end(),
+                           [](const auto& each) {
+                             return each.first == format::TrainingPhase::kOptimizer;
+                           });
+  if (call == prediction.by_step_call.end())
+    prediction.by_step_call.emplace_back(format::TrainingPhase::kOptimizer,
+                                         prediction.optimizer_state_bytes);
+  else
+    call->second += prediction.optimizer_state_bytes;
+  prediction.optimizer_state_bytes = 0;
+  return prediction;
 }
 
 bool untracedRow(const ModuleCategoryRow& row) {
@@ -390,7 +415,7 @@ std::optional<uint64_t> ownCall(const Prediction& prediction, const LocationTabl
 
 std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& estimate,
                                                     const LocationTable& table) {
-  Prediction prediction = withStepWorkspaces(estimate, untracedBytes(table));
+  Prediction prediction = placedBesideRows(estimate, table);
   std::vector<std::optional<uint64_t>> predicted;
   if (table.group_by == GroupBy::kCategory) {
     // A training step's estimate speaks to every category; an inference one to none.
@@ -543,7 +568,7 @@ PredictedModuleTable predictedModuleTable(const Prediction& estimate,
 
 std::vector<PredictionFrameEntry> unmatchedEntries(const Prediction& estimate,
                                                    const LocationTable& table) {
-  Prediction prediction = withStepWorkspaces(estimate, untracedBytes(table));
+  Prediction prediction = placedBesideRows(estimate, table);
   std::vector<PredictionFrameEntry> unmatched;
   if (table.group_by == GroupBy::kStack || table.group_by == GroupBy::kModule ||
       table.group_by == GroupBy::kCategory)
