@@ -260,8 +260,7 @@ json estimateJson(const Graph& graph, const Estimate& estimate, const RenderOpti
     requested["by_step_call"] = stepCallsJson(estimate.requested_attribution.by_step_call);
   }
   // Note [Module x category predicted]: every byte there by owner and category.
-  requested["by_module_category"] =
-      cellsJson(estimate.requested_attribution.by_module_category);
+  requested["by_module_category"] = cellsJson(estimate.requested_attribution.by_module_category);
   if (graph.training_step) {
     // Note [The step's workspaces] in estimator/passes/attribute_peak.h.
     const StepWorkspaceAttribution& apart = estimate.requested_attribution.step_workspaces;

@@ -92,8 +92,8 @@ std::vector<PredictionModuleEntry> moduleEntries(const json& modules, const std:
   for (const json& item : modules) {
     std::string entry = where + ": an entry";
     if (!item.is_object()) throw std::runtime_error(entry + " is not an object");
-    entries.push_back(
-        PredictionModuleEntry{stringOrEmpty(item, "module_path"), unsignedField(item, "bytes", entry)});
+    entries.push_back(PredictionModuleEntry{stringOrEmpty(item, "module_path"),
+                                            unsignedField(item, "bytes", entry)});
   }
   return entries;
 }
@@ -281,10 +281,9 @@ Prediction placedBesideRows(const Prediction& estimate, const LocationTable& tab
   if (!prediction.step_calls || !prediction.optimizer_state_bytes ||
       untracedBytes(table, format::Category::kOptimizerState) >= prediction.optimizer_state_bytes)
     return prediction;
-  auto call = std::find_if(prediction.by_step_call.begin(), prediction.by_step_call.end(),
-                           [](const auto& each) {
-                             return each.first == format::TrainingPhase::kOptimizer;
-                           });
+  auto call = std::find_if(
+      prediction.by_step_call.begin(), prediction.by_step_call.end(),
+      [](const auto& each) { return each.first == format::TrainingPhase::kOptimizer; });
   if (call == prediction.by_step_call.end())
     prediction.by_step_call.emplace_back(format::TrainingPhase::kOptimizer,
                                          prediction.optimizer_state_bytes);
