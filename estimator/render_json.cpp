@@ -53,6 +53,24 @@ json groupsJson(const std::vector<LiveGroup>& groups, bool by_module) {
   return list;
 }
 
+json stepCallsJson(const std::vector<StepCallGroup>& calls) {
+  json list = json::array();
+  for (const StepCallGroup& call : calls)
+    list.push_back({{"phase", format::trainingPhaseName(call.phase)},
+                    {"bytes", call.bytes},
+                    {"tensors", call.tensors}});
+  return list;
+}
+
+json cellsJson(const std::vector<ModuleCategoryGroup>& cells) {
+  json list = json::array();
+  for (const ModuleCategoryGroup& cell : cells)
+    list.push_back({{"module_path", cell.module_path},
+                    {"category", format::categoryName(cell.category)},
+                    {"bytes", cell.bytes}});
+  return list;
+}
+
 // The first value on each storage: what a tensor "is" when listing storages.
 std::vector<ValueId> firstValueOfStorage(const Graph& graph) {
   std::vector<ValueId> first(graph.storages.size());
@@ -239,20 +257,20 @@ json estimateJson(const Graph& graph, const Estimate& estimate, const RenderOpti
   requested["by_module"] = groupsJson(estimate.requested_attribution.by_module, true);
   if (graph.training_step) {
     // Note [The step's own calls] in estimator/passes/attribute_peak.h.
-    json calls = json::array();
-    for (const StepCallGroup& call : estimate.requested_attribution.by_step_call)
-      calls.push_back({{"phase", format::trainingPhaseName(call.phase)},
-                       {"bytes", call.bytes},
-                       {"tensors", call.tensors}});
-    requested["by_step_call"] = std::move(calls);
+    requested["by_step_call"] = stepCallsJson(estimate.requested_attribution.by_step_call);
   }
   // Note [Module x category predicted]: every byte there by owner and category.
-  json cells = json::array();
-  for (const ModuleCategoryGroup& cell : estimate.requested_attribution.by_module_category)
-    cells.push_back({{"module_path", cell.module_path},
-                     {"category", format::categoryName(cell.category)},
-                     {"bytes", cell.bytes}});
-  requested["by_module_category"] = std::move(cells);
+  requested["by_module_category"] = cellsJson(estimate.requested_attribution.by_module_category);
+  if (graph.training_step) {
+    // Note [The step's workspaces] in estimator/passes/attribute_peak.h.
+    const StepWorkspaceAttribution& apart = estimate.requested_attribution.step_workspaces;
+    requested["step_workspaces"] = {{"bytes", apart.bytes},
+                                    {"by_frame", groupsJson(apart.by_frame, false)},
+                                    {"by_user_frame", groupsJson(apart.by_user_frame, false)},
+                                    {"by_step_call", stepCallsJson(apart.by_step_call)},
+                                    {"by_module", groupsJson(apart.by_module, true)},
+                                    {"by_module_category", cellsJson(apart.by_module_category)}};
+  }
   json workspaces = json::array();
   for (const Workspace& workspace : estimate.allocator.peak_requested_workspaces) {
     json entry = {{"library", workspace.library}, {"bytes", workspace.bytes}};

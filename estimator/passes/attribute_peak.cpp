@@ -75,13 +75,21 @@ struct Groups {
   void chargeModule(const std::string& module, int64_t bytes) {
     memtrace::estimator::charge(by_module, module, LiveGroup{{}, module, 0, 0}, bytes);
   }
-  void into(PeakAttribution& attribution) const {
+  template <typename Attribution>
+  void into(Attribution& attribution) const {
     attribution.by_frame = collect(by_frame);
     attribution.by_user_frame = collect(by_user_frame);
     attribution.by_module = collect(by_module);
     for (const auto& [phase, group] : by_step_call) attribution.by_step_call.push_back(group);
   }
 };
+
+// Note [The step's workspaces]: cuBLAS's and cuBLASLt's on a training step (a convolution's is
+// taken by its call, in the step).
+bool stepWorkspace(const Graph& graph, const Workspace& workspace) {
+  std::string_view library = workspace.library;
+  return graph.training_step && (library == "cuBLAS" || library == "cuBLASLt");
+}
 
 // The live activations, largest first, charged to their producers.
 PeakAttribution attributeStorages(const Graph& graph, const std::vector<StorageId>& live,
@@ -123,11 +131,32 @@ format::Category categoryOf(const Storage& storage) {
   return format::Category::kTemporary;
 }
 
-// The cells of Note [Module x category predicted], largest first.
+using Cells = std::map<std::pair<std::string, format::Category>, int64_t>;
+
+// Largest first.
+std::vector<ModuleCategoryGroup> sortedCells(const Cells& cells) {
+  std::vector<ModuleCategoryGroup> groups;
+  for (const auto& [key, bytes] : cells) groups.push_back({key.first, key.second, bytes});
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const ModuleCategoryGroup& left, const ModuleCategoryGroup& right) {
+                     return left.bytes > right.bytes;
+                   });
+  return groups;
+}
+
+// A library workspace's cell: a temporary of the node that took it.
+void chargeWorkspaceCell(Cells& cells, const Graph& graph, const Workspace& workspace) {
+  if (workspace.bytes > 0)
+    cells[{nodeOwner(workspace.node.valid() ? &graph.node(workspace.node) : nullptr),
+           format::Category::kTemporary}] += workspace.bytes;
+}
+
+// The cells of Note [Module x category predicted], largest first, without the step's
+// workspaces (Note [The step's workspaces]).
 std::vector<ModuleCategoryGroup> moduleCategories(const Graph& graph,
                                                   const std::vector<StorageId>& live,
                                                   const std::vector<Workspace>& workspaces) {
-  std::map<std::pair<std::string, format::Category>, int64_t> cells;
+  Cells cells;
   auto owner = [&](const Storage& storage) {
     if (storage.owned) return storage.owner_module;
     if (storage.origin == StorageOrigin::kParameter || storage.origin == StorageOrigin::kBuffer)
@@ -140,21 +169,13 @@ std::vector<ModuleCategoryGroup> moduleCategories(const Graph& graph,
     if (storage.bytes > 0) cells[{owner(storage), categoryOf(storage)}] += storage.bytes;
   }
   for (const Workspace& workspace : workspaces)
-    if (workspace.bytes > 0)
-      cells[{nodeOwner(workspace.node.valid() ? &graph.node(workspace.node) : nullptr),
-             format::Category::kTemporary}] += workspace.bytes;
+    if (!stepWorkspace(graph, workspace)) chargeWorkspaceCell(cells, graph, workspace);
   // What lives through the whole run: weights, inputs, optimizer state.
   for (const Storage& storage : graph.storages)
     if (storage.origin != StorageOrigin::kActivation && storage.origin != StorageOrigin::kHost &&
         storage.bytes > 0)
       cells[{owner(storage), categoryOf(storage)}] += storage.bytes;
-  std::vector<ModuleCategoryGroup> groups;
-  for (const auto& [key, bytes] : cells) groups.push_back({key.first, key.second, bytes});
-  std::stable_sort(groups.begin(), groups.end(),
-                   [](const ModuleCategoryGroup& left, const ModuleCategoryGroup& right) {
-                     return left.bytes > right.bytes;
-                   });
-  return groups;
+  return sortedCells(cells);
 }
 
 }  // namespace
@@ -178,14 +199,24 @@ PeakAttribution attributeRequestedPeak(const Graph& graph, const std::vector<Sto
     }
   }
   PeakAttribution attribution = attributeStorages(graph, live, groups);
+  // Note [The step's workspaces]: grouped as the rest is, apart.
+  Groups step_workspaces;
+  step_workspaces.step_calls = groups.step_calls;
+  step_workspaces.forward_lines = groups.forward_lines;
+  Cells step_workspace_cells;
   for (const Workspace& workspace : workspaces) {
-    // Note [The step's own calls]: a training step's library workspaces are there before it
-    // (a convolution's is taken by its call, in the step).
-    std::string_view library = workspace.library;
-    bool before_the_step = graph.training_step && (library == "cuBLAS" || library == "cuBLASLt");
-    if (workspace.bytes > 0 && workspace.node.valid() && !before_the_step)
+    if (workspace.bytes <= 0) continue;
+    if (stepWorkspace(graph, workspace)) {
+      attribution.step_workspaces.bytes += workspace.bytes;
+      chargeWorkspaceCell(step_workspace_cells, graph, workspace);
+      step_workspaces.charge(workspace.node.valid() ? &graph.node(workspace.node) : nullptr,
+                             workspace.bytes);
+    } else if (workspace.node.valid()) {
       groups.charge(&graph.node(workspace.node), workspace.bytes);
+    }
   }
+  step_workspaces.into(attribution.step_workspaces);
+  attribution.step_workspaces.by_module_category = sortedCells(step_workspace_cells);
   for (const Storage& storage : graph.storages)
     if ((storage.origin == StorageOrigin::kParameter || storage.origin == StorageOrigin::kBuffer) &&
         storage.bytes > 0)

@@ -37,6 +37,17 @@ struct ModuleCategoryGroup {
 inline constexpr const char* kNoModule = "<no module>";
 inline constexpr const char* kOptimizerStep = "<optimizer.step>";
 
+// A training step's cuBLAS and cuBLASLt workspaces live at the requested peak, grouped as the
+// rest is, apart from it (Note [The step's workspaces]).
+struct StepWorkspaceAttribution {
+  int64_t bytes = 0;
+  std::vector<LiveGroup> by_frame;
+  std::vector<LiveGroup> by_user_frame;
+  std::vector<LiveGroup> by_module;
+  std::vector<StepCallGroup> by_step_call;
+  std::vector<ModuleCategoryGroup> by_module_category;
+};
+
 // The storages live at the peak, each charged to the node that allocated it, grouped three
 // ways. The first two are the tracer's two groupings (Note [Two groupings by line]).
 struct PeakAttribution {
@@ -47,8 +58,10 @@ struct PeakAttribution {
   // A training step's requested peak: what backward and the optimizer's step allocated outside
   // the forward's lines, in place of by_user_frame (Note [The step's own calls]).
   std::vector<StepCallGroup> by_step_call;
-  // attributeRequestedPeak only: every byte live there, by owner and category, largest first.
+  // attributeRequestedPeak only: every byte live there, by owner and category, largest first
+  // (a training step's cuBLAS and cuBLASLt workspaces apart, in step_workspaces).
   std::vector<ModuleCategoryGroup> by_module_category;
+  StepWorkspaceAttribution step_workspaces;
 };
 
 PeakAttribution attributePeak(const Graph& graph, const std::vector<StorageId>& live);
@@ -72,9 +85,8 @@ PeakAttribution attributePeak(const Graph& graph, const std::vector<StorageId>& 
 // A training step's estimate is of the steady state: the replay allocates the library
 // workspaces, with the weights, the optimizer's state and the inputs, before the step's first
 // node (replay_caching_allocator.cpp), as a program's second step finds them, taken in its
-// first. So on a training step the workspaces are charged to no line and no module: a trace of a
-// step after the first shows them allocated before tracing, and the report puts the estimate's
-// workspaces beside that row (tracer/report/prediction.cpp). The lines of the user's code the
+// first. So on a training step the cuBLAS and cuBLASLt workspaces are charged to no line and no
+// module, and stand apart (Note [The step's workspaces]). The lines of the user's code the
 // recording knows are the forward's (the model's code, the loss function); backward and
 // optimizer.step() are called by the estimator's own loop (TrainingStep), so what they allocate
 // has for its user frame the line that called estimate(), where no trace puts it. A trace puts
@@ -87,6 +99,21 @@ PeakAttribution attributePeak(const Graph& graph, const std::vector<StorageId>& 
 // Backward's work on the forward's lines (a checkpointed block's recomputation, a hook in the
 // model's code) stays on them. The innermost-frame grouping (torch's own files, both sides) and the
 // modules are unchanged.
+// Note [The step's workspaces]
+// Whether a trace of a training step shows cuBLAS's and cuBLASLt's workspaces on the lines and
+// in the modules that took them, or as allocated before tracing, depends on where the trace
+// starts, which the estimate cannot know: a whole program traced (`memtrace run train.py`)
+// holds them where its first step's first matmul in each thread took them (the forward's line
+// and module; the line that called backward() and the module whose backward ran first, for
+// autograd's thread); a trace that starts after the first step holds them untraced. So the
+// estimate keeps them apart from every grouping of the requested peak ("requested_peak.
+// step_workspaces", with their total), grouped as the rest is: by innermost line, by the user's
+// line (or the step's own call, as backward's allocations are: Note [The step's own calls]), by
+// module, and by owner and category (temporary of the taking node's owner). The report reads
+// the trace and puts them either where they were taken or beside the untraced row
+// (Note [Where the step's workspaces are] in tracer/report/prediction.cpp). Everything else
+// plus these sums to the requested peak.
+//
 // Note [Module x category predicted]
 // The tracer's module table (Note [The module table] in tracer/report/analysis.h) puts every
 // byte live at the measured peak in a cell: its owner (a module, an owner that is not a

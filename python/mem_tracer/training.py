@@ -201,7 +201,8 @@ def _tell_owners(parameters: list[Any], belongings: Callable[[Any], list[Any]]) 
 # peak, tests/simulator/test_parallel_jobs.py):
 # - the optimizer step's own temporaries (foreach AdamW's intermediate lists, one tensor a
 #   parameter, made and freed inside step()) are charged to the owner `<optimizer.step>`, which
-#   the stepping thread enters between the step's pre and post hooks. What the step makes that
+#   the stepping thread enters between the step's pre and post hooks (and while a GradScaler's
+#   step and update run: _patch_grad_scaler). What the step makes that
 #   belongs to a parameter (the lazy state of the first step) is told its parameter's module
 #   after the step (Note [Everything a parameter has is its module's]), which holds over it.
 # - DDP's gradient buckets (flat buffers, each holding the gradients of many parameters, of
@@ -267,7 +268,33 @@ def _patch_ddp_buckets() -> list[_Patched]:
             for owner, name in _torch_internals.ddp_bucket_allocators()]
 
 
-def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+# A GradScaler's step and update are the optimizer's step as the program calls it
+# (scaler.step(optimizer) unscales the gradients, checks them and steps; update() adjusts the
+# scale): what they make themselves (the found-inf flags unscale_ keeps until update(), the
+# inverse scale) is charged to <optimizer.step> in the optimizer phase, as the estimator's
+# TrainingStep(scaler=True) records them (Note [Owners that are not modules]).
+def _patch_grad_scaler() -> list[_Patched]:
+    scaler = getattr(getattr(_torch, "amp", None), "GradScaler", None)
+    if scaler is None:
+        return []
+    return [_Patched(scaler, name, _in_the_step(scaler.__dict__[name]))
+            for name in ("step", "update")]
+
+
+def _in_the_step(function: Callable[..., Any]) -> Callable[..., Any]:
+    def stepping(*args: Any, **kwargs: Any) -> Any:
+        _enter_owner(OPTIMIZER_STEP_OWNER)
+        _phase(_OPTIMIZER)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _phase(_NONE)
+            _leave_owner()
+    stepping.__wrapped__ = function  # type: ignore[attr-defined]
+    return stepping
+
+
+def _before_step(optimizer: Any, args: Any, kwargs: Any) -> tuple[Any, Any] | None:
     _leave_backward_module()
     _phase(_OPTIMIZER)
     if _owning:
@@ -276,6 +303,41 @@ def _before_step(optimizer: Any, args: Any, kwargs: Any) -> None:
     _tell_lasting(parameters, _PARAMETER)
     _tell([p.grad for p in parameters if p.grad is not None], _GRADIENT)
     _tell_owners(parameters, lambda parameter: [parameter, parameter.grad])
+    return _closure_outside_the_step(args, kwargs)
+
+
+# Note [A closure inside the optimizer's step]
+# optimizer.step(closure) (Lightning's loop, LBFGS) runs the closure (the forward, the loss,
+# backward) inside the step, after its pre-hook. Left so, what the closure makes outside every
+# module (the loss and what computes it) was charged to <optimizer.step>, and the step's own
+# work came after backward's end, in no phase (Lightning's steps read a peak phase of "none").
+# The pre-hook hands the step a closure that runs the program's outside <optimizer.step> and
+# the optimizer phase and enters both again when it returns: the closure's allocations are
+# charged as the same loop written without a closure charges them, the loop the estimator's
+# TrainingStep predicts (the loss in <no module>, the step's temporaries in <optimizer.step>).
+def _closure_outside_the_step(args: Any, kwargs: Any) -> tuple[Any, Any] | None:
+    if args and callable(args[0]):
+        return (_outside_the_step(args[0]), *args[1:]), kwargs
+    if callable(kwargs.get("closure")):
+        return args, {**kwargs, "closure": _outside_the_step(kwargs["closure"])}
+    return None
+
+
+def _outside_the_step(closure: Callable[..., Any]) -> Callable[..., Any]:
+    def outside(*args: Any, **kwargs: Any) -> Any:
+        stepping = getattr(_thread, "stepping", False)
+        if stepping:
+            _leave_step_owner()
+        _phase(_NONE)
+        try:
+            return closure(*args, **kwargs)
+        finally:
+            _leave_backward_module()
+            _phase(_OPTIMIZER)
+            if stepping:
+                _enter_step_owner()
+    outside.__wrapped__ = closure  # type: ignore[attr-defined]
+    return outside
 
 
 def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -488,6 +550,7 @@ def install(model: Any = None, *, modules: bool = True, announce: bool = True) -
             # whichever way the modules were named (Note [Module paths as the user names them]).
             _handles.append(torch_module.register_module_forward_hook(_module_forward_ends))
             _handles.extend(_patch_ddp_buckets())
+            _handles.extend(_patch_grad_scaler())
         if model is None or not isinstance(model, torch.nn.Module):
             return
         _model = weakref.ref(model)

@@ -414,3 +414,85 @@ def test_the_weights_before_tracing_stand_beside_the_estimators(build, tmp_path)
                          "/home/user/model.py:4 (forward)": 0}
     text = run([build.report, trace, "--estimate", estimate]).stdout
     assert re.search(rf"^14\.00 KiB +14\.00 KiB +.*  {WEIGHTS}$", text, re.MULTILINE), text
+
+
+def workspace_step(path, first_step):
+    """Note [Where the step's workspaces are] (tracer/report/prediction.cpp): a training step of
+    model.layer, whose parameter (4 KiB) was allocated before tracing, with a 32 KiB workspace
+    W that is either taken in the trace, at model.py:3 in model.layer (`first_step`: the trace
+    holds the program's first step), or allocated before tracing, of no known category (a trace
+    of a later step); then the layer's activation (2 KiB) at model.py:4."""
+    w = TraceWriter()
+    w.device(0, w.string("GPU 0"), 1 << 30).context(1, 0)
+    layer, forward = w.string("model.layer"), w.string("forward")
+    model = w.string("/home/user/model.py")
+    taking = w.python_stack(0, w.frame(model, forward, 3))
+    activation = w.python_stack(0, w.frame(model, forward, 4))
+    w.alloc(1, P, 4 * KIB)
+    if not first_step:
+        w.alloc(2, S, 32 * KIB)
+    w.marker(3, TRACING_STARTED)
+    w.category(P, PARAMETER).owner_module(P, layer)
+    w.training_phase(4, FORWARD)
+    w.module_scope(layer)
+    if first_step:
+        w.alloc(5, S, 32 * KIB, python=taking)
+    w.alloc(6, A, 2 * KIB, python=activation)
+    w.category(A, ACTIVATION)
+    w.marker(7, TRACE_CLOSED)
+    return w.write(path, version=6)
+
+
+def workspace_estimate(path):
+    """workspace_step()'s step as an estimate states it: the workspace apart (Note [The step's
+    workspaces] in estimator/passes/attribute_peak.h), on model.py:3 and in `layer`."""
+    line = {"file": "/home/user/model.py", "function": "forward"}
+    path.write_text(json.dumps({
+        "format": "memtrace-estimate", "version": 1, "model": "hand", "semantics": "eager",
+        "summary": {"peak_requested_bytes": 38 * KIB, "peak_allocated_bytes": 38 * KIB,
+                    "weight_bytes": 4 * KIB, "input_bytes": 0, "cublas_workspace_bytes": 32 * KIB,
+                    "cublaslt_workspace_bytes": 0, "optimizer_state_bytes": 0},
+        "requested_peak": {
+            "by_frame": [{**line, "line": 4, "bytes": 2 * KIB}],
+            "by_user_frame": [{**line, "line": 4, "bytes": 2 * KIB}],
+            "by_module": [{"module_path": "layer", "bytes": 6 * KIB}],
+            "by_step_call": [],
+            "by_module_category": [
+                {"module_path": "layer", "category": "parameter", "bytes": 4 * KIB},
+                {"module_path": "layer", "category": "activation", "bytes": 2 * KIB}],
+            "step_workspaces": {
+                "bytes": 32 * KIB,
+                "by_frame": [{**line, "line": 3, "bytes": 32 * KIB}],
+                "by_user_frame": [{**line, "line": 3, "bytes": 32 * KIB}],
+                "by_step_call": [],
+                "by_module": [{"module_path": "layer", "bytes": 32 * KIB}],
+                "by_module_category": [
+                    {"module_path": "layer", "category": "temporary", "bytes": 32 * KIB}]}}}))
+    return path
+
+
+@pytest.mark.parametrize("first_step", [True, False], ids=["first-step", "later-step"])
+def test_the_steps_workspaces_are_where_the_trace_shows_them(build, tmp_path, first_step):
+    """The same estimate beside two traces: the workspace on the line and in the module that
+    took it where the trace took it, beside the untraced row where it was there before
+    tracing; every row and every cell equal to its prediction, by line and by module."""
+    trace = workspace_step(tmp_path / "step.bin", first_step)
+    estimate = workspace_estimate(tmp_path / "estimate.json")
+    said = json.loads(run([build.report, trace, "--estimate", estimate, "--format", "json",
+                           "--top", "0"]).stdout)
+    lines = {row["location"].split(" ")[0].rsplit("/", 1)[-1]: (row["bytes"], row["predicted_bytes"])
+             for row in said["live"]["rows"]}
+    taken = {"model.py:3": (32 * KIB, 32 * KIB)} if first_step else {"untraced": (32 * KIB, 32 * KIB)}
+    assert lines == {**taken, "model.py:4": (2 * KIB, 2 * KIB), "weights,": (4 * KIB, 4 * KIB)}
+    assert said["estimate"]["predicted_only"] == [], said["estimate"]
+    table = said["training"]["modules_at_peak"]
+    cells = {row["location"]: ({k: v for k, v in row["categories"].items() if v},
+                               {k: v for k, v in row["predicted"]["categories"].items() if v})
+             for row in table["rows"]}
+    layer = {"parameter": 4 * KIB, "activation": 2 * KIB}
+    if first_step:
+        assert cells == {"model.layer": ({**layer, "temporary": 32 * KIB},) * 2}, cells
+    else:
+        assert cells == {"model.layer": (layer, layer),
+                         "untraced": ({"unknown": 32 * KIB},) * 2}, cells
+    assert table["predicted_only"] == [] and table["predicted_total"]["bytes"] == 38 * KIB, table

@@ -173,6 +173,10 @@ LIGHTNING = HERE / "programs" / "lightning_loop.py"
 TORCHRUN = Path(sys.executable).parent / "torchrun"
 
 
+# The MLP's parameters (scripts/parallel_step.py's, lightning_loop.py's): 21,020,682.
+PARAMETERS = (1024 * 4096 + 4096) + (4096 * 4096 + 4096) + (4096 * 10 + 10)
+
+
 def check_owned(training):
     """At most 10 % of the peak in `<no module>`, none of it a parameter's, a gradient or
     optimizer state; the module x category table summing to the categories line, cell by cell.
@@ -200,7 +204,7 @@ def test_accelerate_over_ddp_on_two_simulated_ranks(tmp_path):
         result.stderr[-3000:]
     traces = sorted(folder.glob("*.bin"))
     assert len(traces) == 2, traces
-    parameters = (1024 * 4096 + 4096) + (4096 * 4096 + 4096) + (4096 * 10 + 10)
+    parameters = PARAMETERS
     for trace in traces:
         rows = check_owned(report_json(trace)["training"])
         assert rows["network.* (x3)"]["categories"]["parameter"] == 4 * parameters, rows
@@ -215,7 +219,12 @@ def test_accelerate_over_ddp_on_two_simulated_ranks(tmp_path):
 def test_lightning_trainer_on_the_simulated_card(tmp_path):
     """Lightning's Trainer (its optimizer step runs the user's training_step inside
     `optimizer.step(closure)`): the model's modules own their parameters, gradients and AdamW's
-    state; at most 10 % of the peak is in no module."""
+    state; at most 10 % of the peak is in no module. The closure runs outside the step's owner
+    and phase (Note [A closure inside the optimizer's step] in python/mem_tracer/training.py):
+    `<optimizer.step>` holds foreach AdamW's temporaries alone, one a parameter (84,082,728 B,
+    what the estimate of the same step without a closure puts there: test_parallel_jobs.py's
+    DDP cells), and each step peaks in the optimizer phase. Before it: 84,082,736 B (the loss
+    and its gradient's scalar in it) and a peak phase of `none` in every step."""
     import importlib.util
     assert importlib.util.find_spec("lightning") is not None, (
         f"lightning is not installed for {sys.executable}: make cuda-torch-venv installs it")
@@ -226,3 +235,30 @@ def test_lightning_trainer_on_the_simulated_card(tmp_path):
     rows = check_owned(training)
     assert [step["step"] for step in training["steps"]] == [1, 2, 3], training["steps"]
     assert any(name.startswith("network") for name in rows), rows
+    assert rows["<optimizer.step>"]["bytes"] == 4 * PARAMETERS, rows["<optimizer.step>"]
+    assert [step["peak_phase"] for step in training["steps"]] == ["optimizer"] * 3, \
+        training["steps"]
+
+
+SCALER = HERE / "programs" / "scaler_loop.py"
+
+
+def test_a_grad_scalers_step_is_where_the_estimate_puts_it(tmp_path):
+    """A GradScaler's step and update run under `<optimizer.step>` in the trace as in the
+    estimate (TrainingStep(scaler=True) records them in the optimizer phase): the found-inf
+    flag unscale_ keeps until update() was `<no module>` in the trace and `<optimizer.step>` in
+    the estimate (4 B apart each way) before GradScaler.step was charged to the step. Every
+    module x category cell of the program's peak equal to the estimate's, to the byte."""
+    trace, estimate = tmp_path / "scaler.bin", tmp_path / "scaler.json"
+    result = memtrace_run("--gpu", "h100", "-q", "-o", trace, SCALER)
+    assert "trained" in result.stdout, result.stderr[-3000:]
+    run([sys.executable, SCALER, "predict", estimate],
+        {"PYTHONPATH": str(ROOT / "python")}, timeout=300)
+    said = report_json(trace, "--estimate", estimate, "--top", "0")
+    table = said["training"]["modules_at_peak"]
+    assert said["summary"]["peak_bytes"] == said["estimate"]["peak_requested_bytes"], said["summary"]
+    cells = {row["location"]: (row["categories"], row["predicted"] and row["predicted"]["categories"])
+             for row in table["rows"]}
+    assert all(measured == predicted for measured, predicted in cells.values()), cells
+    assert table["predicted_only"] == [], table["predicted_only"]
+    assert cells["<optimizer.step>"][0]["temporary"] == 4 * PARAMETERS + 4, cells

@@ -99,6 +99,35 @@ def test_every_training_cell_is_within_its_bound(measured_and_predicted):
                if row["predicted"] is not None) >= 64 << 20
 
 
+def test_the_first_steps_workspaces_are_on_the_lines_that_took_them(measured_and_predicted):
+    """This trace holds the program's first training step (the workspaces were given back
+    before it), so the estimate's cuBLAS workspaces go where that step took them (Note [Where
+    the step's workspaces are] in tracer/report/prediction.cpp), by line as by module: the
+    forward's on Caller's line (zoo_lines.py), autograd's on the line that called backward(),
+    none beside `untraced` (the targets, 256 B); AdamW's state, made in that step, on the line
+    that called optimizer.step(). Every line within the cells' bound. (Before: both workspaces
+    on `untraced` by line, 64 MiB predicted against 256 B measured.)"""
+    directory = measured_and_predicted
+    said = json.loads(run([Build.report, directory / "training.bin", "--estimate",
+                           directory / "training.json", "--format", "json", "--top", "0",
+                           "--group-by", "line"]).stdout)
+    rows = {row["location"].split(" ")[0].rsplit("/", 1)[-1]: row for row in said["live"]["rows"]}
+    apart = {where: (row["bytes"], row["predicted_bytes"]) for where, row in rows.items()
+             if abs(row["bytes"] - row["predicted_bytes"]) > TRAINING_BOUND}
+    assert not apart, apart
+    script = (HERE / "scripts" / "module_cells.py").read_text().splitlines()
+
+    def line_of(text):
+        return f"module_cells.py:{[line.strip() for line in script].index(text) + 1}"
+    forward = [where for where in rows if where.startswith("zoo_lines.py:")]
+    assert len(forward) == 1, list(rows)
+    for where in (forward[0], line_of("loss.backward()")):
+        assert rows[where]["predicted_bytes"] >= 32 << 20 <= rows[where]["bytes"], rows[where]
+    assert rows["untraced"]["predicted_bytes"] < 32 << 20, rows["untraced"]
+    step = rows[line_of("optimizer.step()")]
+    assert step["bytes"] == step["predicted_bytes"] > 0, step
+
+
 def test_a_renamed_module_meets_no_row(measured_and_predicted, tmp_path):
     """The join is by module path: the same estimate with transformer.wte renamed leaves wte's
     row without its parameter, and the renamed module stands apart, predicted only."""

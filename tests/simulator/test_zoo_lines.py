@@ -262,3 +262,15 @@ def test_a_training_step_is_predicted_where_it_was_measured(steps_measured_and_p
     assert backward["bytes"] == calls["backward"] >= summary["training_breakdown"]["gradient"] > 0
     if document["step"]["peak_phase"] == "optimizer":
         assert by_location[line_of("optimizer.step()")]["bytes"] == calls["optimizer"] > 0
+    # By module x category too (Note [Where the step's workspaces are] in
+    # tracer/report/prediction.cpp): the workspaces beside the untraced row, as by line, and in
+    # no module's cell; every cell to the byte. (Before: they were in the cells of the modules
+    # whose matmuls take them, 64 MiB over, and `untraced` had no prediction.)
+    table = json.loads(run([Build.report, directory / f"{name}.bin", "--estimate",
+                            directory / f"{name}.json", "--format", "json", "--top", "0"]).stdout)
+    table = table["training"]["modules_at_peak"]
+    cells = {row["location"]: (row["categories"], row["predicted"] and row["predicted"]["categories"])
+             for row in table["rows"]}
+    assert all(measured == predicted for measured, predicted in cells.values()), cells
+    assert table["predicted_only"] == [], table["predicted_only"]
+    assert cells["untraced"][1]["unknown"] == 2 * CUBLAS_WORKSPACE, cells["untraced"]

@@ -50,6 +50,73 @@ std::vector<PredictionFrameEntry> frameEntries(const json& peak, const std::stri
   return entries;
 }
 
+std::vector<std::pair<format::TrainingPhase, uint64_t>> stepCalls(const json& calls,
+                                                                  const std::string& where) {
+  if (!calls.is_array()) throw std::runtime_error(where + " is not a list");
+  std::vector<std::pair<format::TrainingPhase, uint64_t>> entries;
+  for (const json& call : calls) {
+    std::string entry = where + ": an entry";
+    if (!call.is_object()) throw std::runtime_error(entry + " is not an object");
+    std::string phase = stringOrEmpty(call, "phase");
+    format::TrainingPhase value = phase == "backward"    ? format::TrainingPhase::kBackward
+                                  : phase == "optimizer" ? format::TrainingPhase::kOptimizer
+                                                         : format::TrainingPhase::kNone;
+    if (value == format::TrainingPhase::kNone)
+      throw std::runtime_error(entry + ": \"phase\" is not \"backward\" or \"optimizer\"");
+    entries.emplace_back(value, unsignedField(call, "bytes", entry));
+  }
+  return entries;
+}
+
+std::vector<PredictionModuleCell> moduleCells(const json& cells, const std::string& where) {
+  if (!cells.is_array()) throw std::runtime_error(where + " is not a list");
+  std::vector<PredictionModuleCell> entries;
+  for (const json& item : cells) {
+    if (!item.is_object()) throw std::runtime_error(where + ": an entry is not an object");
+    std::string name = stringOrEmpty(item, "category");
+    PredictionModuleCell cell{stringOrEmpty(item, "module_path"), format::Category::kUnknown,
+                              unsignedField(item, "bytes", where)};
+    for (uint8_t value = 0; value < static_cast<uint8_t>(format::Category::kCount); ++value)
+      if (name == format::categoryName(static_cast<format::Category>(value)))
+        cell.category = static_cast<format::Category>(value);
+    if (cell.category == format::Category::kUnknown && name != "unknown")
+      throw std::runtime_error(where + ": unknown category \"" + name + "\"");
+    entries.push_back(std::move(cell));
+  }
+  return entries;
+}
+
+std::vector<PredictionModuleEntry> moduleEntries(const json& modules, const std::string& where) {
+  if (!modules.is_array()) throw std::runtime_error(where + " is not a list");
+  std::vector<PredictionModuleEntry> entries;
+  for (const json& item : modules) {
+    std::string entry = where + ": an entry";
+    if (!item.is_object()) throw std::runtime_error(entry + " is not an object");
+    entries.push_back(PredictionModuleEntry{stringOrEmpty(item, "module_path"),
+                                            unsignedField(item, "bytes", entry)});
+  }
+  return entries;
+}
+
+// Note [The step's workspaces] in estimator/passes/attribute_peak.h.
+PredictionStepWorkspaces stepWorkspaces(const json& apart, const std::string& path) {
+  std::string point = "requested_peak.step_workspaces";
+  if (!apart.is_object()) throw std::runtime_error(path + ": \"" + point + "\" is not an object");
+  PredictionStepWorkspaces workspaces;
+  workspaces.bytes = unsignedField(apart, "bytes", path + ": " + point);
+  workspaces.by_frame = frameEntries(apart, point, "by_frame", path);
+  workspaces.by_user_frame = frameEntries(apart, point, "by_user_frame", path);
+  for (const char* key : {"by_step_call", "by_module", "by_module_category"})
+    if (!apart.contains(key))
+      throw std::runtime_error(path + ": \"" + point + "\" has no \"" + key + "\"");
+  std::string where = path + ": \"" + point + ".";
+  workspaces.by_step_call = stepCalls(apart["by_step_call"], where + "by_step_call\"");
+  workspaces.by_module = moduleEntries(apart["by_module"], where + "by_module\"");
+  workspaces.by_module_category =
+      moduleCells(apart["by_module_category"], where + "by_module_category\"");
+  return workspaces;
+}
+
 }  // namespace
 
 Prediction loadPrediction(const std::string& path) {
@@ -99,24 +166,16 @@ Prediction loadPrediction(const std::string& path) {
   if (auto requested = document.find("requested_peak"); requested != document.end() &&
                                                         requested->is_object() &&
                                                         requested->contains("by_step_call")) {
-    const json& calls = (*requested)["by_step_call"];
-    if (!calls.is_array())
-      throw std::runtime_error(path + ": \"requested_peak.by_step_call\" is not a list");
     prediction.step_calls = true;
-    for (const json& call : calls) {
-      std::string where = path + ": an entry of \"requested_peak.by_step_call\"";
-      if (!call.is_object()) throw std::runtime_error(where + " is not an object");
-      std::string phase = stringOrEmpty(call, "phase");
-      format::TrainingPhase value = phase == "backward"    ? format::TrainingPhase::kBackward
-                                    : phase == "optimizer" ? format::TrainingPhase::kOptimizer
-                                                           : format::TrainingPhase::kNone;
-      if (value == format::TrainingPhase::kNone)
-        throw std::runtime_error(where + ": \"phase\" is not \"backward\" or \"optimizer\"");
-      prediction.by_step_call.emplace_back(value, unsignedField(call, "bytes", where));
-    }
-    for (const char* key : {"cublas_workspace_bytes", "cublaslt_workspace_bytes"})
-      if (auto found = summary->find(key); found != summary->end() && !found->is_null())
-        prediction.workspace_bytes_before_step += unsignedField(*summary, key, path + ": summary");
+    prediction.by_step_call =
+        stepCalls((*requested)["by_step_call"], path + ": \"requested_peak.by_step_call\"");
+    if (auto apart = requested->find("step_workspaces"); apart != requested->end())
+      prediction.step_workspaces = stepWorkspaces(*apart, path);
+    else  // an estimate from before Note [The step's workspaces]: before the step
+      for (const char* key : {"cublas_workspace_bytes", "cublaslt_workspace_bytes"})
+        if (auto found = summary->find(key); found != summary->end() && !found->is_null())
+          prediction.workspace_bytes_before_step +=
+              unsignedField(*summary, key, path + ": summary");
     if (summary->contains("optimizer_state_bytes"))
       prediction.optimizer_state_bytes =
           unsignedField(*summary, "optimizer_state_bytes", path + ": summary");
@@ -129,37 +188,121 @@ Prediction loadPrediction(const std::string& path) {
     if (!peak->is_object()) throw std::runtime_error(path + ": \"" + point + "\" is not an object");
     prediction.by_frame = frameEntries(*peak, point, "by_frame", path);
     prediction.by_user_frame = frameEntries(*peak, point, "by_user_frame", path);
-    if (auto cells = peak->find("by_module_category"); cells != peak->end()) {
-      std::string where = path + ": \"" + point + ".by_module_category\"";
-      if (!cells->is_array()) throw std::runtime_error(where + " is not a list");
-      for (const json& item : *cells) {
-        if (!item.is_object()) throw std::runtime_error(where + ": an entry is not an object");
-        std::string name = stringOrEmpty(item, "category");
-        PredictionModuleCell cell{stringOrEmpty(item, "module_path"), format::Category::kUnknown,
-                                  unsignedField(item, "bytes", where)};
-        for (uint8_t value = 0; value < static_cast<uint8_t>(format::Category::kCount); ++value)
-          if (name == format::categoryName(static_cast<format::Category>(value)))
-            cell.category = static_cast<format::Category>(value);
-        if (cell.category == format::Category::kUnknown && name != "unknown")
-          throw std::runtime_error(where + ": unknown category \"" + name + "\"");
-        prediction.by_module_category.push_back(std::move(cell));
-      }
-    }
-    if (auto modules = peak->find("by_module"); modules != peak->end()) {
-      if (!modules->is_array())
-        throw std::runtime_error(path + ": \"" + point + ".by_module\" is not a list");
-      for (const json& item : *modules) {
-        std::string where = path + ": an entry of \"" + point + ".by_module\"";
-        if (!item.is_object()) throw std::runtime_error(where + " is not an object");
-        prediction.by_module.push_back(PredictionModuleEntry{stringOrEmpty(item, "module_path"),
-                                                             unsignedField(item, "bytes", where)});
-      }
-    }
+    if (auto cells = peak->find("by_module_category"); cells != peak->end())
+      prediction.by_module_category =
+          moduleCells(*cells, path + ": \"" + point + ".by_module_category\"");
+    if (auto modules = peak->find("by_module"); modules != peak->end())
+      prediction.by_module = moduleEntries(*modules, path + ": \"" + point + ".by_module\"");
   }
   return prediction;
 }
 
 namespace {
+
+// Note [Where the step's workspaces are]
+// A training step's estimate keeps cuBLAS's and cuBLASLt's workspaces apart (Note [The step's
+// workspaces] in estimator/passes/attribute_peak.h), since only the trace can say whether it
+// began before they were taken. It says so by what it holds at the point: memory of no known
+// category allocated before tracing (the "untraced" row) of at least the workspaces' bytes
+// means they were there before it began (a later step traced: they go beside that row, as the
+// estimate's view of the steady step has them); less means the trace took them itself (a
+// program's first step traced, `memtrace run train.py`: they join the estimate's lines, its
+// step's own calls, its modules and its cells, where the taking node is). The workspaces never
+// end, so an untraced row that small cannot hold them; one that large could hold something
+// else instead only if the program made that much memory of no category before tracing and the
+// trace also took the workspaces itself, which the rule reads as before tracing. The rule is all
+// or nothing (a trace that begins between the forward's first matmul and backward's is not told
+// apart), and one: the per-line join and the module cells read the same point's untraced bytes.
+bool stepWorkspacesBeforeTracing(const PredictionStepWorkspaces& apart, uint64_t untraced_bytes) {
+  return untraced_bytes >= apart.bytes;
+}
+
+void addFrames(std::vector<PredictionFrameEntry>& into,
+               const std::vector<PredictionFrameEntry>& entries) {
+  for (const PredictionFrameEntry& entry : entries) {
+    auto same = std::find_if(into.begin(), into.end(), [&](const PredictionFrameEntry& other) {
+      return other.file == entry.file && other.line == entry.line &&
+             other.function == entry.function;
+    });
+    if (same == into.end()) {
+      into.push_back(entry);
+    } else {
+      same->bytes += entry.bytes;
+      same->tensors += entry.tensors;
+    }
+  }
+}
+
+// The prediction with a training step's workspaces where the trace shows them (Note [Where the
+// step's workspaces are]); `untraced_bytes`: the trace's untraced memory of no known category.
+Prediction withStepWorkspaces(const Prediction& prediction, uint64_t untraced_bytes) {
+  Prediction placed = prediction;
+  if (!prediction.step_workspaces) return placed;
+  const PredictionStepWorkspaces& apart = *prediction.step_workspaces;
+  placed.step_workspaces.reset();
+  if (stepWorkspacesBeforeTracing(apart, untraced_bytes)) {
+    placed.workspace_bytes_before_step = apart.bytes;
+    return placed;
+  }
+  addFrames(placed.by_frame, apart.by_frame);
+  addFrames(placed.by_user_frame, apart.by_user_frame);
+  for (const PredictionModuleEntry& entry : apart.by_module) placed.by_module.push_back(entry);
+  for (const auto& [phase, bytes] : apart.by_step_call) {
+    auto same = std::find_if(placed.by_step_call.begin(), placed.by_step_call.end(),
+                             [&](const auto& call) { return call.first == phase; });
+    if (same == placed.by_step_call.end())
+      placed.by_step_call.emplace_back(phase, bytes);
+    else
+      same->second += bytes;
+  }
+  for (const PredictionModuleCell& cell : apart.by_module_category)
+    placed.by_module_category.push_back(cell);
+  return placed;
+}
+
+uint64_t untracedBytes(const LocationTable& table,
+                       format::Category holding = format::Category::kUnknown) {
+  uint64_t bytes = 0;
+  for (const TableRow& row : table.rows)
+    if (row.location.kind == LocationKind::kUntraced && row.location.holding == holding)
+      bytes += row.bytes;
+  return bytes;
+}
+
+// The prediction as the rows of `table` take it: the step's workspaces where the trace shows
+// them, and so the optimizer's state, which the estimate holds before its step (Note [The step's
+// own calls]): a trace of a program's first step made it in that step's optimizer.step() (an
+// optimizer's lazy state), on the line that called it, in the optimizer phase; where the trace
+// holds less optimizer state allocated before tracing than the estimate does, the estimate's
+// goes with the optimizer's own call (ownCall). By module it is under its parameters' modules
+// either way.
+Prediction placedBesideRows(const Prediction& estimate, const LocationTable& table) {
+  Prediction prediction = withStepWorkspaces(estimate, untracedBytes(table));
+  if (!prediction.step_calls || !prediction.optimizer_state_bytes ||
+      untracedBytes(table, format::Category::kOptimizerState) >= prediction.optimizer_state_bytes)
+    return prediction;
+  auto call = std::find_if(
+      prediction.by_step_call.begin(), prediction.by_step_call.end(),
+      [](const auto& each) { return each.first == format::TrainingPhase::kOptimizer; });
+  if (call == prediction.by_step_call.end())
+    prediction.by_step_call.emplace_back(format::TrainingPhase::kOptimizer,
+                                         prediction.optimizer_state_bytes);
+  else
+    call->second += prediction.optimizer_state_bytes;
+  prediction.optimizer_state_bytes = 0;
+  return prediction;
+}
+
+bool untracedRow(const ModuleCategoryRow& row) {
+  return row.module.empty() && row.without_module == untracedName(format::Category::kUnknown);
+}
+
+uint64_t untracedBytes(const ModuleCategoryTable& table) {
+  uint64_t bytes = 0;
+  for (const ModuleCategoryRow& row : table.rows)
+    if (untracedRow(row)) bytes += row.bytes;
+  return bytes;
+}
 
 const std::vector<PredictionFrameEntry>& entriesFor(const Prediction& prediction,
                                                     const LocationTable& table) {
@@ -269,8 +412,9 @@ std::optional<uint64_t> ownCall(const Prediction& prediction, const LocationTabl
 
 }  // namespace
 
-std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& prediction,
+std::vector<std::optional<uint64_t>> predictedBytes(const Prediction& estimate,
                                                     const LocationTable& table) {
+  Prediction prediction = placedBesideRows(estimate, table);
   std::vector<std::optional<uint64_t>> predicted;
   if (table.group_by == GroupBy::kCategory) {
     // A training step's estimate speaks to every category; an inference one to none.
@@ -359,11 +503,23 @@ std::string noModuleRowKey(const ModuleCategoryTable& measured, format::Category
 
 }  // namespace
 
-PredictedModuleTable predictedModuleTable(const Prediction& prediction,
+PredictedModuleTable predictedModuleTable(const Prediction& estimate,
                                           const ModuleCategoryTable& measured) {
   PredictedModuleTable table;
-  if (prediction.by_module_category.empty() || measured.rows.empty()) return table;
+  if (estimate.by_module_category.empty() || measured.rows.empty()) return table;
+  Prediction prediction = withStepWorkspaces(estimate, untracedBytes(measured));
   std::unordered_map<std::string, CategoryBytes> by_key;
+  // Note [Where the step's workspaces are]: before tracing, beside the untraced row, as memory
+  // of no known category (what the trace knows of it).
+  if (prediction.workspace_bytes_before_step)
+    for (const ModuleCategoryRow& row : measured.rows)
+      if (untracedRow(row)) {
+        by_key[measuredKey(row)][static_cast<size_t>(format::Category::kUnknown)] +=
+            prediction.workspace_bytes_before_step;
+        table.total[static_cast<size_t>(format::Category::kUnknown)] +=
+            prediction.workspace_bytes_before_step;
+        break;
+      }
   for (const PredictionModuleCell& cell : prediction.by_module_category) {
     std::string key = predictedKey(cell.module_path, measured.depth);
     if (key == kNoModuleKey) key = noModuleRowKey(measured, cell.category);
@@ -409,8 +565,9 @@ PredictedModuleTable predictedModuleTable(const Prediction& prediction,
   return table;
 }
 
-std::vector<PredictionFrameEntry> unmatchedEntries(const Prediction& prediction,
+std::vector<PredictionFrameEntry> unmatchedEntries(const Prediction& estimate,
                                                    const LocationTable& table) {
+  Prediction prediction = placedBesideRows(estimate, table);
   std::vector<PredictionFrameEntry> unmatched;
   if (table.group_by == GroupBy::kStack || table.group_by == GroupBy::kModule ||
       table.group_by == GroupBy::kCategory)

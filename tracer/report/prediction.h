@@ -31,6 +31,19 @@ struct PredictionModuleCell {
   uint64_t bytes = 0;
 };
 
+// A training step's cuBLAS and cuBLASLt workspaces, grouped as the rest of the estimate is
+// ("requested_peak.step_workspaces"; Note [The step's workspaces] in
+// estimator/passes/attribute_peak.h): where the trace shows them, the report puts them (Note
+// [Where the step's workspaces are] in prediction.cpp).
+struct PredictionStepWorkspaces {
+  uint64_t bytes = 0;
+  std::vector<PredictionFrameEntry> by_frame;
+  std::vector<PredictionFrameEntry> by_user_frame;
+  std::vector<PredictionModuleEntry> by_module;
+  std::vector<std::pair<format::TrainingPhase, uint64_t>> by_step_call;
+  std::vector<PredictionModuleCell> by_module_category;
+};
+
 // An estimate file as the report reads it: only what it shows beside the measurement. (The
 // estimator's own estimator::Estimate is the whole analysis that file was written from.)
 struct Prediction {
@@ -58,7 +71,8 @@ struct Prediction {
   // A training step's estimate that names its own calls (requested_peak.by_step_call; Note [The
   // step's own calls] in estimator/passes/attribute_peak.h): what it holds before the step
   // besides the weights and the inputs, the optimizer's state (summary.optimizer_state_bytes)
-  // and the library workspaces (summary.cublas_workspace_bytes + cublaslt_workspace_bytes); and
+  // and the library workspaces (summary.cublas_workspace_bytes + cublaslt_workspace_bytes, in
+  // an estimate without step_workspaces; else where the trace shows them); and
   // what backward and the optimizer's step allocated outside the forward's lines, by phase.
   bool step_calls = false;
   uint64_t optimizer_state_bytes = 0;
@@ -68,6 +82,9 @@ struct Prediction {
   // by_module_category": Note [Module x category predicted] in
   // estimator/passes/attribute_peak.h); empty in an estimate from before it.
   std::vector<PredictionModuleCell> by_module_category;
+  // Apart from all of the above, in an estimate that keeps them apart (a training step's since
+  // Note [The step's workspaces]; before it, they were in workspace_bytes_before_step).
+  std::optional<PredictionStepWorkspaces> step_workspaces;
 };
 
 // Reads and checks an estimate file. Throws std::runtime_error, whose message names the

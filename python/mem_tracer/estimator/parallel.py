@@ -347,9 +347,25 @@ def record(model: Any, example_inputs: Sequence[Any] = (), *, parallel: Job,
                 return _wrap_fsdp(copy, settings, mesh)
             warmup = 1
         document = step_graph.record(model, example_inputs, wrap=wrap, warmup=warmup, **step)
+    if isinstance(parallel.settings, DDP):
+        _own_ddp_buckets(document)
     document["parallel"] = {"strategy": parallel.strategy, "world_size": parallel.world_size,
                             "rank": parallel.rank, "settings": _settings(parallel)}
     return document
+
+
+# The owner a trace names DDP's gradient buckets by (Note [Owners that are not modules] in
+# training.py): the estimate's module x category cells name them the same.
+DDP_BUCKETS_OWNER = "<DDP buckets>"
+
+
+def _own_ddp_buckets(document: dict[str, Any]) -> None:
+    """DDP's buckets (the storages its all-reduce first wrote) owned by `<DDP buckets>`, as a
+    trace owns them; a bucket that is the gradients (gradient_as_bucket_view) stays theirs."""
+    for storage in document["storages"]:
+        if (storage.get("collective") == "c10d::allreduce_" and "module" not in storage
+                and storage["category"] != "gradient"):
+            storage["module"] = DDP_BUCKETS_OWNER
 
 
 def _settings(job: Job) -> dict[str, Any]:

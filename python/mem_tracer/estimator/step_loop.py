@@ -159,13 +159,31 @@ class StepLoop:
                 recorder.backward_module = None
                 (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
                 del loss
+        owners = self.owners()
         for name, parameter in self.model.named_parameters():
             index = recorder.index_of(parameter.grad) if parameter.grad is not None else None
             if index is not None:
-                self.gradients[index] = _owner(name)
+                self.gradients[index] = owners.get(id(parameter), _owner(name))
         self.optimizer_step()
         if self.spec.loop == "until-step-end":
             self.names.clear()
+
+    def owners(self) -> dict[int, str]:
+        """Each parameter's and buffer's module (by the tensor's id), named as the recorder names
+        the modules the forward runs: named_modules() of the model as given, so that a wrapper
+        made around it (DDP, whose parameters are named `module.0.weight`) adds no part to the
+        path, as a trace adds none (Note [Module paths as the user names them] in
+        _modules.py). Empty where the recorder names no module."""
+        names = self.recorder.module_names
+        owners: dict[int, str] = {}
+        for module in self.model.modules():
+            name = names.get(id(module))
+            if name is None:
+                continue
+            for _, tensor in (*module.named_parameters(recurse=False),
+                              *module.named_buffers(recurse=False)):
+                owners.setdefault(id(tensor), name)
+        return owners
 
     def declare_persistent(self) -> None:
         """The storages that live through the recorded step, as the tracer names them."""
@@ -173,15 +191,17 @@ class StepLoop:
         recorder, model = self.recorder, self.model
         parameters = list(model.named_parameters())
         buffers = list(model.named_buffers())
+        known = self.owners()
+        owners = {id(tensor): known.get(id(tensor), _owner(name))
+                  for name, tensor in (*parameters, *buffers)}
         recorder.persistent([p for _, p in parameters], "parameter", "parameter",
                             [name for name, _ in parameters],
-                            [_owner(name) for name, _ in parameters])
+                            [owners[id(p)] for _, p in parameters])
         recorder.persistent([b for _, b in buffers], "buffer", "parameter",
-                            [name for name, _ in buffers], [_owner(name) for name, _ in buffers])
+                            [name for name, _ in buffers], [owners[id(b)] for _, b in buffers])
         if self.optimizer is not None:
             # Each state's owner is its parameter's module (a parameter the model does not
             # hold, the user's own tensor, has none).
-            owners = {id(parameter): _owner(name) for name, parameter in parameters}
             state = [(f"{index}.{key}", value, owners.get(id(parameter)))
                      for index, (parameter, per_parameter)
                      in enumerate(self.optimizer.state.items())

@@ -204,12 +204,16 @@ class Recorder:
 
     @contextlib.contextmanager
     def in_phase(self, phase: Phase) -> Iterator[None]:
-        """The ops run inside are `phase`'s; after it, none's (as the tracer's phases)."""
+        """The ops run inside are `phase`'s; after it, none's (as the tracer's phases), and in
+        no module: a forward that never returned (checkpointing's recomputation in backward
+        stops a block's forward once it has what backward needs, its forward hook never runs)
+        leaves no module behind it for the optimizer's step or the next step's loss."""
         self.phase = phase
         try:
             yield
         finally:
             self.phase = Phase.NONE
+            self.modules.clear()
 
     # -- storages ------------------------------------------------------------------------
 
