@@ -259,7 +259,6 @@ def environment(build, mode, work, name):
            if not k.startswith("MEMTRACE_") and k not in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF")}
     env["PYTHONPATH"] = str(ROOT / "python")
     env["PYTHONHASHSEED"] = "0"
-    env.update(EXTRA_ENVIRONMENT)
     if options.get("async"):
         env["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
     if "stacks" in options:
@@ -320,14 +319,17 @@ WARM = {"tensor_parts": 3, "gpt2_parts": 5, "warm_forwards": 8, "warm_steps": 5}
 # each part its own dump, and the figure is the median of the long parts less the median of the
 # short ones: a consolidation falls in one round and the median leaves it out. The figure is
 # still everything the program runs in a steady state, every thread, nothing subtracted; what the
-# median leaves out (the range of the rounds' own marginals) is printed beside it. After that, two
-# processes still differ a little (a repeat's settled parts 0.06-0.08 % from the other's on
-# GPT-2's forward: the heap's state, PyTorch's block map probing another way) and the training
-# step's rounds spread most (autograd's engine sharing the backward between its threads another
-# way each time, measured before). Not tried, as not needed once the medians agreed, and each
-# changes what the program costs: PYTHONMALLOC=malloc (every small object through glibc instead
-# of pymalloc), a fixed order of the threads (valgrind has none).
-EXTRA_ENVIRONMENT = {}
+# median leaves out (the range of the rounds' own marginals) is printed beside it, and so is
+# memtrace's own part (its objects' self costs, which two processes count alike within 0.013 % of
+# a forward). After that, two processes still differ by an offset the same in every round
+# (0.1-0.2 % on GPT-2's forward) and the training step's rounds spread most (autograd's engine
+# sharing the backward between its threads another way each time, measured before). The offset between two processes is mostly CPython's
+# small-object allocator (`_PyObject_Free`, `_PyObject_Malloc`: 20 k of the 25-28 k a forward
+# between two settled parts of untraced's two processes, the same in every round), so the medians
+# bring the training step to 0.008-0.101 % but not every forward within 0.1 % (docs/performance.md). Tried:
+# PYTHONMALLOC=malloc (the forward 5 % dearer, its parts spread 1 %, the repeats 0.344 % apart:
+# worse, and not what the program costs). Not tried: a median over several processes a repeat,
+# a fixed order of the threads (valgrind has none).
 FIXED_ADDRESSES = ["setarch", os.uname().machine, "-R"]
 
 
@@ -595,8 +597,9 @@ def main():
                 else:
                     data["counts"].setdefault(mode, {})[repeat], files = job.result()
                     if repeat == "1" and mode in ("none", "python"):
+                        last = f"#{sizes['tensor_parts'] - 1}"  # the last round: warmed up most
                         data["record_trace_split"][mode] = record_trace_split(
-                            files, f"tensor-3-{short}#0", f"tensor-3-{long}#0", long - short)
+                            files, f"tensor-3-{short}{last}", f"tensor-3-{long}{last}", long - short)
                 saved.write_text(json.dumps(data, indent=1))
                 print(f"{mode} {repeat} done", file=sys.stderr, flush=True)
         if not arguments.quick and not arguments.modes:
@@ -629,7 +632,7 @@ def bytes_per_event(build, jobs, saved):
                          loop["bytes"][0] / (2 * loop["n"])))
             for label, part in (("forward1-2", "GPT-2 forward, batch 1"),
                                 ("forward8-2", "GPT-2 forward, batch 8"),
-                                ("train8-2", "GPT-2 AdamW training step, batch 8")):
+                                ("train8-3", "GPT-2 AdamW training step, batch 8")):
                 entry = results[mode].get(label)
                 if entry and entry["events"][0]:
                     rows.append((f"{part}, {name}", entry["bytes"][0] / entry["events"][0]))
