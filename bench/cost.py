@@ -320,7 +320,7 @@ WARM = {"tensor_parts": 3, "gpt2_parts": 5, "warm_forwards": 8, "warm_steps": 5}
 # short ones: a consolidation falls in one round and the median leaves it out. The figure is
 # still everything the program runs in a steady state, every thread, nothing subtracted; what the
 # median leaves out (the range of the rounds' own marginals) is printed beside it, and so is
-# memtrace's own part (its objects' self costs, which two processes count alike within 0.013 % of
+# memtrace's own part (its objects' self costs, which two processes count alike within 0.012 % of
 # a forward). After that, two processes still differ by an offset the same in every round
 # (0.1-0.2 % on GPT-2's forward) and the training step's rounds spread most (autograd's engine
 # sharing the backward between its threads another way each time, measured before). The offset between two processes is mostly CPython's
