@@ -112,6 +112,9 @@ _HEAD_PARTS = dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim
 # - "mel bins": an audio model's input features with as many bins as its sub-config (its audio
 #   encoder's) says, where the model's own config does not; "…, time first": (batch, time, bins),
 #   the layout of Parakeet's and the other conformer encoders (Whisper's is (batch, bins, time)).
+# - "image tokens N": a model of text and images whose forward wants as many image tokens in
+#   `input_ids` as its images have features (its message says how many: N a sample), the
+#   image token made one of the small vocabulary's where the default is beyond it.
 VARIANTS = ("", "head", "keep hidden_dim", "mel bins", "mel bins, time first")
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers",
            "encoder_layers")  # the first a config has counts its layers (per-layer lists)
@@ -173,6 +176,13 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
     if variant == "head" and isinstance(vars(config).get("qk_head_dim"), int):
         # MLA's query/key head: its rope and nope parts (DeepSeek-V3's config derives it so).
         config.qk_head_dim = config.qk_nope_head_dim + config.qk_rope_head_dim
+    if variant.startswith("image tokens") and depth == 0:
+        text = getattr(config, "text_config", None) or config
+        vocabulary = getattr(text, "vocab_size", None)
+        for name in _IMAGE_TOKEN:
+            value = vars(config).get(name)
+            if isinstance(value, int) and isinstance(vocabulary, int) and value >= vocabulary:
+                setattr(config, name, vocabulary - 2)  # a token the embedding has
     if variant == "head" and heads_before is not None:
         for name in ("num_key_value_heads", "n_kv_heads", "num_kv_heads"):
             if heads_before.get(name) == heads_before.get("num_attention_heads"):
@@ -240,7 +250,22 @@ def transformers_inputs(model, config, batch, variant=""):
         inputs["input_ids"] = torch.randint(0, vocabulary, (batch, SEQUENCE))
     if getattr(config, "is_encoder_decoder", False):
         inputs["decoder_input_ids"] = torch.randint(0, vocabulary, (batch, SEQUENCE // 2))
+    if variant.startswith("image tokens") and "input_ids" in inputs:
+        # A sample's image tokens, as many as its image has features (the model's message).
+        count, token = int(variant.rsplit(" ", 1)[1]), _image_token(config)
+        ids = torch.randint(0, vocabulary, (batch, max(SEQUENCE, count + 8)))
+        ids[ids == token] = 0
+        ids[:, 1:1 + count] = token
+        inputs["input_ids"] = ids
     return inputs
+
+
+_IMAGE_TOKEN = ("image_token_id", "image_token_index")
+
+
+def _image_token(config):
+    return next((vars(config)[name] for name in _IMAGE_TOKEN
+                 if isinstance(vars(config).get(name), int)), None)
 
 
 # Where a model type has no base model in MODEL_MAPPING_NAMES, the first of these auto mappings
@@ -350,16 +375,17 @@ def _config_text(model_type, variant):
         return f"failed: {error}"
 
 
-def _runs(model, config, batch, variant):
-    """Whether the model's forward runs on the CPU on the referee's inputs (no_grad, eval)."""
+def _fails(model, config, batch, variant):
+    """Why the model's forward fails on the CPU on the referee's inputs (no_grad, eval), in a
+    line; None where it runs."""
     import torch
 
     try:
         with torch.no_grad():
             model.eval()(**transformers_inputs(model, config, batch, variant))
-        return True
-    except Exception:  # noqa: BLE001 - any failure: the next variant is tried
-        return False
+        return None
+    except Exception as error:  # noqa: BLE001 - any failure: the next variant is tried
+        return f"{type(error).__name__}: {error}"
 
 
 def transformers_variant(model_type, attention, batch):
@@ -378,17 +404,28 @@ def transformers_variant(model_type, attention, batch):
         mel is not None if variant.startswith("mel bins") else
         _config_text(model_type, variant) not in (plain,)
         and not _config_text(model_type, variant).startswith("failed: "))]
+    if _image_token(CONFIG_MAPPING[model_type]()) is not None:
+        others.append("image tokens")
     if not others:
         return ""
+    plain_error = None
     for variant in ("", *others):
+        if variant == "image tokens":  # as many as the plain forward's message says
+            found = re.search(r"image tokens do not match, tokens: \d+, features: (\d+)",
+                              plain_error or "")
+            if not found:
+                continue
+            variant = f"image tokens {int(found.group(1)) // batch}"
         torch.manual_seed(SEED)
         try:
             model, config = transformers_model(model_type, attention, variant)
         except Exception:  # noqa: BLE001 - does not build: the next one
             continue
         torch.manual_seed(SEED + 1)
-        if _runs(model, config, batch, variant):
+        error = _fails(model, config, batch, variant)
+        if error is None:
             return variant
+        plain_error = plain_error or error
     return ""
 
 
