@@ -111,7 +111,8 @@ _HEAD_PARTS = dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim
                              "v_head_dim", "rope_head_dim"), 16)
 # - "mel bins": an audio model's input features with as many bins as its sub-config (its audio
 #   encoder's) says, where the model's own config does not; "…, time first": (batch, time, bins),
-#   the layout of Parakeet's and the other conformer encoders (Whisper's is (batch, bins, time)).
+#   the layout of Parakeet's and the other conformer encoders (Whisper's is (batch, bins, time));
+#   "time first" alone: that layout where the model's own config says its bins;
 # - "image tokens N": a model of text and images whose forward wants as many image tokens in
 #   `input_ids` as its images have features (its message says how many: N a sample), the
 #   image token made one of the small vocabulary's where the default is beyond it.
@@ -404,6 +405,8 @@ def transformers_variant(model_type, attention, batch):
         mel is not None if variant.startswith("mel bins") else
         _config_text(model_type, variant) not in (plain,)
         and not _config_text(model_type, variant).startswith("failed: "))]
+    if isinstance(getattr(CONFIG_MAPPING[model_type](), "num_mel_bins", None), int):
+        others.append("time first")  # its own mel bins, the features (batch, time, bins)
     if _image_token(CONFIG_MAPPING[model_type]()) is not None:
         others.append("image tokens")
     if not others:
