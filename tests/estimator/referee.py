@@ -116,6 +116,8 @@ _HEAD_PARTS = dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim
 # - "image tokens N": a model of text and images whose forward wants as many image tokens in
 #   `input_ids` as its images have features (its message says how many: N a sample), the
 #   image token made one of the small vocabulary's where the default is beyond it.
+# - "mrope N": multimodal rotary sections (Qwen2-VL's, GLM-4V's) summing to N, the small
+#   head's rotary half the model's message names.
 VARIANTS = ("", "head", "keep hidden_dim", "mel bins", "mel bins, time first")
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers",
            "encoder_layers")  # the first a config has counts its layers (per-layer lists)
@@ -177,6 +179,13 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
     if variant == "head" and isinstance(vars(config).get("qk_head_dim"), int):
         # MLA's query/key head: its rope and nope parts (DeepSeek-V3's config derives it so).
         config.qk_head_dim = config.qk_nope_head_dim + config.qk_rope_head_dim
+    if variant.startswith("mrope ") and isinstance(vars(config).get("rope_parameters"), dict):
+        # Multimodal rotary sections (Qwen2-VL's kind, [8, 12, 12] of a 64-wide rotary half
+        # by default) made to sum to the small head's half, as the model's message says.
+        total = int(variant.split()[1])
+        sections = config.rope_parameters.get("mrope_section") or [8, 12, 12]
+        scaled = [max(1, value * total // sum(sections)) for value in sections[:-1]]
+        config.rope_parameters["mrope_section"] = scaled + [total - sum(scaled)]
     if variant.startswith("image tokens") and depth == 0:
         text = getattr(config, "text_config", None) or config
         vocabulary = getattr(text, "vocab_size", None)
@@ -367,6 +376,15 @@ def _sub_config_mel_bins(config):
                  and isinstance(getattr(sub, "num_mel_bins", None), int)), None)
 
 
+def _mentions(config, word):
+    """Whether the modeling modules of the config's package name `word`."""
+    import sys as system
+
+    folder = Path(system.modules[type(config).__module__].__file__).parent
+    return any(word in path.read_text(errors="replace")
+               for path in folder.glob("modeling_*.py"))
+
+
 def _config_text(model_type, variant):
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
@@ -407,12 +425,20 @@ def transformers_variant(model_type, attention, batch):
         and not _config_text(model_type, variant).startswith("failed: "))]
     if isinstance(getattr(CONFIG_MAPPING[model_type](), "num_mel_bins", None), int):
         others.append("time first")  # its own mel bins, the features (batch, time, bins)
+    if _mentions(CONFIG_MAPPING[model_type](), "mrope_section"):
+        others.append("mrope")  # tried only where the plain forward's message asks for it
     if _image_token(CONFIG_MAPPING[model_type]()) is not None:
         others.append("image tokens")
     if not others:
         return ""
     plain_error = None
     for variant in ("", *others):
+        if variant == "mrope":  # sections summing to what the plain forward's message says
+            found = re.search(r"split_sizes to sum exactly to (\d+) .*split_sizes=\[\d+, \d+, "
+                              r"\d+\]", plain_error or "")
+            if not found:
+                continue
+            variant = f"mrope {found.group(1)}"
         if variant == "image tokens":  # as many as the plain forward's message says
             found = re.search(r"image tokens do not match, tokens: \d+, features: (\d+)",
                               plain_error or "")

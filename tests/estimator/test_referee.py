@@ -181,7 +181,9 @@ def test_a_shrinking_variant_is_taken_only_where_the_plain_config_does_not_run()
                                ("deepseek_v3", "head"),  # MLA's rope/nope parts, kv heads
                                ("efficientnet", "keep hidden_dim"),  # round_filters(1280)
                                ("parakeet_ctc", "mel bins, time first"),  # encoder's bins
-                               ("paligemma", "image tokens 16")):  # 16 features an image
+                               ("paligemma", "image tokens 16"),  # 16 features an image
+                               ("parakeet_encoder", "time first"),  # (batch, time, bins)
+                               ("glm4v_text", "mrope 8")):  # [8, 12, 12] by default
         assert referee.transformers_variant(model_type, "eager", 1) == wanted, model_type
     # Llama's "head" config differs (as many key/value heads as query heads), but the plain
     # one runs: Llama keeps the sizes its rows were taken with.
