@@ -28,7 +28,10 @@ The models (a loop over each library's own registry, never a hand list):
   experts: by attribute name, in every sub-config and per-layer config), the base model of the
   auto mapping (`AutoModel.from_config`), or where it has none the class another auto mapping
   names or the package's own model class (model_class), with attention "sdpa" and "eager"
-  where the class has both; inputs from the model's `main_input_name`.
+  where the class has both; inputs from the model's `main_input_name`. Where the config so
+  made does not run its forward on the CPU, a variant of the shrinker's rules or the inputs
+  that does (VARIANTS: a head's parts, EfficientNet's top channels, an audio encoder's mel
+  bins and layout, multimodal rotary sections, image tokens), said in the row's `built`.
 - torchvision: every classification and segmentation model of `torchvision.models.list_models`,
   random weights, at the smallest of 64, 96, 128, 224, 299 pixels a forward takes (tried on
   the meta device; 64 for RegNet, whose init cannot run there).
@@ -412,7 +415,6 @@ def transformers_variant(model_type, attention, batch):
     variant's config differs from the plain one and the plain one does not run (so that every
     model that ran keeps its sizes); "" where none runs (the row says the plain one's error)."""
     import torch
-
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     plain = _config_text(model_type, "")
@@ -448,7 +450,7 @@ def transformers_variant(model_type, attention, batch):
         torch.manual_seed(SEED)
         try:
             model, config = transformers_model(model_type, attention, variant)
-        except Exception:  # noqa: BLE001 - does not build: the next one
+        except Exception:  # noqa: BLE001, S112 - does not build: the next one
             continue
         torch.manual_seed(SEED + 1)
         error = _fails(model, config, batch, variant)
