@@ -1015,10 +1015,11 @@ def run(arguments):
     done = {key(row) for row in existing if not (arguments.retry_failed and "error" in row)}
     # A case that builds or runs nowhere (neither side ran a task of it, or its class has no
     # sdpa) is not tried again at another task: it would fail the same way (--retry-failed does).
-    # --only-tried: the model types with a row at a task already (a coverage pass, such as
-    # batch 2 or sdpa, over what batch 1 ran, before types not tried yet).
+    # --only-tried: the model types that ran at a task already, on the card at least (a
+    # coverage pass, such as batch 2 or sdpa, over what batch 1 ran, before types not tried
+    # yet; a type that ran nowhere is for --retry-failed, once the shrinker or inputs change).
     tried = {(row["family"], row["model"]) for row in existing
-             if row["task"] not in ("-", "registry")}
+             if row["task"] not in ("-", "registry") and ("measured" in row or "error" not in row)}
     nowhere = {key(row)[:3] for row in existing if not arguments.retry_failed
                and (row.get("error", "").startswith("builds or runs nowhere")
                     or no_sdpa(row))}
@@ -1118,7 +1119,7 @@ def main(argv=None):
                              "estimate()'s default (the card's side kept), and the rows whose "
                              "estimate failed; nothing else")
     parser.add_argument("--only-tried", action="store_true",
-                        help="with --resume, only model types that have a row at a task already")
+                        help="with --resume, only model types that ran at a task already")
     parser.add_argument("--append", action="store_true",
                         help="append to the data file without skipping (else it starts anew)")
     parser.add_argument("--data", default=str(DATA))
