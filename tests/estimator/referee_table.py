@@ -21,7 +21,7 @@ import argparse
 import re
 import statistics
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -264,11 +264,17 @@ def render(rows):
     if built:
         classes = sum(1 for row in built if "class" in row["built"])
         lists = sum(1 for row in built if row["built"].get("per_layer_lists"))
+        variants = Counter(re.sub(r" \d+$", " N", row["built"]["variant"])
+                           for row in built if row["built"].get("variant"))
         lines += ["", f"Built otherwise than by `AutoModel.from_config`: {classes} rows whose "
                   "model type has no base model in `MODEL_MAPPING_NAMES` (the class another "
                   "auto mapping names, else its package's own model class; each row's "
                   f"`built` says which), {lists} rows whose config built only with its "
-                  "per-layer lists cut to the layers left."]
+                  "per-layer lists cut to the layers left" + (
+                      f"; {sum(variants.values())} rows of models that ran only with a variant "
+                      "of the shrinker's rules or inputs (VARIANTS in referee.py): " + ", ".join(
+                          f"{name} {count}" for name, count in sorted(variants.items()))
+                      if variants else "") + "."]
 
     again = [row for row in rows if "error_before" in row]
     if again:
