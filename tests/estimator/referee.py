@@ -28,7 +28,10 @@ The models (a loop over each library's own registry, never a hand list):
   experts: by attribute name, in every sub-config and per-layer config), the base model of the
   auto mapping (`AutoModel.from_config`), or where it has none the class another auto mapping
   names or the package's own model class (model_class), with attention "sdpa" and "eager"
-  where the class has both; inputs from the model's `main_input_name`.
+  where the class has both; inputs from the model's `main_input_name`. Where the config so
+  made does not run its forward on the CPU, a variant of the shrinker's rules or the inputs
+  that does (VARIANTS: a head's parts, EfficientNet's top channels, an audio encoder's mel
+  bins and layout, multimodal rotary sections, image tokens), said in the row's `built`.
 - torchvision: every classification and segmentation model of `torchvision.models.list_models`,
   random weights, at the smallest of 64, 96, 128, 224, 299 pixels a forward takes (tried on
   the meta device; 64 for RegNet, whose init cannot run there).
@@ -100,6 +103,25 @@ _SMALL = {
     **dict.fromkeys(("num_mel_bins",), 16),
 }
 VOCABULARY = 512
+# Sizes made small only where the config made small by _SMALL alone does not run its forward
+# (transformers_model's probe): rows that ran keep their sizes. Each is a variant tried in turn.
+# - "head": the sizes of a head's parts (rotary, MLA's rope/nope/value parts), which the head
+#   size of _SMALL leaves larger than the head (GPT-J, CodeGen, DeepSeek-V2/V3's attention),
+#   and as many key/value heads as query heads where the default config has as many;
+# - "keep hidden_dim": `hidden_dim` as the default config has it, where a model derives the
+#   layer it sizes from other numbers (EfficientNet's top convolution: round_filters(1280)).
+_HEAD_PARTS = dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim",
+                             "v_head_dim", "rope_head_dim"), 16)
+# - "mel bins": an audio model's input features with as many bins as its sub-config (its audio
+#   encoder's) says, where the model's own config does not; "…, time first": (batch, time, bins),
+#   the layout of Parakeet's and the other conformer encoders (Whisper's is (batch, bins, time));
+#   "time first" alone: that layout where the model's own config says its bins;
+# - "image tokens N": a model of text and images whose forward wants as many image tokens in
+#   `input_ids` as its images have features (its message says how many: N a sample), the
+#   image token made one of the small vocabulary's where the default is beyond it.
+# - "mrope N": multimodal rotary sections (Qwen2-VL's, GLM-4V's) summing to N, the small
+#   head's rotary half the model's message names.
+VARIANTS = ("", "head", "keep hidden_dim", "mel bins", "mel bins, time first")
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers",
            "encoder_layers")  # the first a config has counts its layers (per-layer lists)
 _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
@@ -113,7 +135,7 @@ def _small(name, value):
     return value
 
 
-def shrink(config, depth=0, per_layer_lists=False):
+def shrink(config, depth=0, per_layer_lists=False, variant=""):
     """The config made small in place, by attribute name (not per model), sub-configs too.
 
     A heterogeneous config (transformers' per-layer configs: `per_layer_config`, whose
@@ -122,7 +144,8 @@ def shrink(config, depth=0, per_layer_lists=False):
     each made small by the same names. With `per_layer_lists`, a list as long as the layers
     (`layer_types`, a per-layer `intermediate_size`) is cut to the layers left, its sizes made
     small (build() asks for it only where the config as shrunk before does not build, so that
-    every model that built keeps its size)."""
+    every model that built keeps its size). `variant` (one of VARIANTS) adds a rule that
+    transformers_model takes only where the config without it does not run."""
     from transformers import PretrainedConfig
 
     spec = vars(config).get("_heterogeneity_spec")
@@ -131,12 +154,20 @@ def shrink(config, depth=0, per_layer_lists=False):
         overrides = {int(index): dict(values)
                      for index, values in spec.per_layer_overrides.items()}
         config.per_layer_config = None  # homogeneous while it is made small
+    heads_before = {name: vars(config)[name] for name in
+                    ("num_attention_heads", "num_key_value_heads", "n_kv_heads", "num_kv_heads")
+                    if isinstance(vars(config).get(name), int)} or None
     layers_before = next((vars(config)[name] for name in _LAYERS
                           if isinstance(vars(config).get(name), int)), None)
     for name in list(vars(config)):
         value = getattr(config, name, None)
         if isinstance(value, PretrainedConfig) and depth < 3:
-            shrink(value, depth + 1, per_layer_lists)
+            shrink(value, depth + 1, per_layer_lists, variant)
+        elif variant == "keep hidden_dim" and name == "hidden_dim":
+            continue
+        elif variant == "head" and name in _HEAD_PARTS and isinstance(value, int) \
+                and not isinstance(value, bool):
+            setattr(config, name, min(value, _HEAD_PARTS[name]))
         elif name in _SMALL and isinstance(value, int) and not isinstance(value, bool):
             small = _SMALL[name]
             setattr(config, name, min(value, small) if name != "image_size" else small)
@@ -148,6 +179,27 @@ def shrink(config, depth=0, per_layer_lists=False):
             setattr(config, name, [16 * 2 ** i for i in range(len(value))])
         elif name in ("num_heads", "num_attention_heads") and isinstance(value, list):
             setattr(config, name, [1 for _ in value])
+    if variant == "head" and isinstance(vars(config).get("qk_head_dim"), int):
+        # MLA's query/key head: its rope and nope parts (DeepSeek-V3's config derives it so).
+        config.qk_head_dim = config.qk_nope_head_dim + config.qk_rope_head_dim
+    if variant.startswith("mrope ") and isinstance(vars(config).get("rope_parameters"), dict):
+        # Multimodal rotary sections (Qwen2-VL's kind, [8, 12, 12] of a 64-wide rotary half
+        # by default) made to sum to the small head's half, as the model's message says.
+        total = int(variant.split()[1])
+        sections = config.rope_parameters.get("mrope_section") or [8, 12, 12]
+        scaled = [max(1, value * total // sum(sections)) for value in sections[:-1]]
+        config.rope_parameters["mrope_section"] = scaled + [total - sum(scaled)]
+    if variant.startswith("image tokens") and depth == 0:
+        text = getattr(config, "text_config", None) or config
+        vocabulary = getattr(text, "vocab_size", None)
+        for name in _IMAGE_TOKEN:
+            value = vars(config).get(name)
+            if isinstance(value, int) and isinstance(vocabulary, int) and value >= vocabulary:
+                setattr(config, name, vocabulary - 2)  # a token the embedding has
+    if variant == "head" and heads_before is not None:
+        for name in ("num_key_value_heads", "n_kv_heads", "num_kv_heads"):
+            if heads_before.get(name) == heads_before.get("num_attention_heads"):
+                setattr(config, name, config.num_attention_heads)  # no grouped query heads
     layers = next((vars(config)[name] for name in _LAYERS
                    if isinstance(vars(config).get(name), int)), None)
     if per_layer_lists and layers_before and layers is not None and layers < layers_before:
@@ -175,7 +227,7 @@ def _image_size(config):
     return (64, 64)
 
 
-def transformers_inputs(model, config, batch):
+def transformers_inputs(model, config, batch, variant=""):
     """The forward's keyword inputs, from the model's main input name; ValueError otherwise."""
     import torch
 
@@ -192,8 +244,11 @@ def transformers_inputs(model, config, batch):
         inputs = {"input_values": torch.randn(batch, 4000)}
     elif name == "input_features":
         bins = getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", 80)
+        if variant.startswith("mel bins"):  # an audio encoder's sub-config says them
+            bins = _sub_config_mel_bins(config) or bins
         length = 2 * getattr(config, "max_source_positions", 64)
-        inputs = {"input_features": torch.randn(batch, bins, length)}
+        shape = (batch, length, bins) if variant.endswith("time first") else (batch, bins, length)
+        inputs = {"input_features": torch.randn(*shape)}
     else:
         raise ValueError(f"main input {name!r}: the referee makes no such input")
     # A model of text and images (CLIP and its kind) takes both, whichever is its main input.
@@ -208,7 +263,22 @@ def transformers_inputs(model, config, batch):
         inputs["input_ids"] = torch.randint(0, vocabulary, (batch, SEQUENCE))
     if getattr(config, "is_encoder_decoder", False):
         inputs["decoder_input_ids"] = torch.randint(0, vocabulary, (batch, SEQUENCE // 2))
+    if variant.startswith("image tokens") and "input_ids" in inputs:
+        # A sample's image tokens, as many as its image has features (the model's message).
+        count, token = int(variant.rsplit(" ", 1)[1]), _image_token(config)
+        ids = torch.randint(0, vocabulary, (batch, max(SEQUENCE, count + 8)))
+        ids[ids == token] = 0
+        ids[:, 1:1 + count] = token
+        inputs["input_ids"] = ids
     return inputs
+
+
+_IMAGE_TOKEN = ("image_token_id", "image_token_index")
+
+
+def _image_token(config):
+    return next((vars(config)[name] for name in _IMAGE_TOKEN
+                 if isinstance(vars(config).get(name), int)), None)
 
 
 # Where a model type has no base model in MODEL_MAPPING_NAMES, the first of these auto mappings
@@ -266,10 +336,11 @@ def model_class(model_type, config):
     return classes[0], f"{classes[0].__name__} ({classes[0].__module__.rsplit('.', 1)[-1]})"
 
 
-def transformers_model(model_type, attention):
-    """The model type's model, from its default config made small (shrink); where the config
-    so made does not build a model, made small again with its per-layer lists cut (shrink's
-    per_layer_lists), which only a config that did not build takes."""
+def transformers_model(model_type, attention, variant=""):
+    """The model type's model, from its default config made small (shrink, with `variant`'s
+    rule); where the config so made does not build a model, made small again with its
+    per-layer lists cut (shrink's per_layer_lists), which only a config that did not build
+    takes."""
     import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
@@ -284,17 +355,109 @@ def transformers_model(model_type, attention):
     BUILT.clear()
     config = CONFIG_MAPPING[model_type]()
     try:
-        shrink(config)
+        shrink(config, variant=variant)
         return made(config), config
     except Exception as first:  # noqa: BLE001 - the per-layer lists may be why
         config = CONFIG_MAPPING[model_type]()
         try:
-            shrink(config, per_layer_lists=True)
+            shrink(config, per_layer_lists=True, variant=variant)
             model = made(config)
         except Exception:  # noqa: BLE001 - not why: the first error says what failed
             raise first from None
         BUILT["per_layer_lists"] = True
         return model, config
+
+
+def _sub_config_mel_bins(config):
+    """The mel bins a sub-config says where the config itself does not (None otherwise)."""
+    from transformers import PretrainedConfig
+
+    if isinstance(getattr(config, "num_mel_bins", None), int):
+        return None
+    return next((sub.num_mel_bins for sub in vars(config).values()
+                 if isinstance(sub, PretrainedConfig)
+                 and isinstance(getattr(sub, "num_mel_bins", None), int)), None)
+
+
+def _mentions(config, word):
+    """Whether the modeling modules of the config's package name `word`."""
+    import sys as system
+
+    folder = Path(system.modules[type(config).__module__].__file__).parent
+    return any(word in path.read_text(errors="replace")
+               for path in folder.glob("modeling_*.py"))
+
+
+def _config_text(model_type, variant):
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    try:
+        return repr(shrink(CONFIG_MAPPING[model_type](), variant=variant).to_dict())
+    except Exception as error:  # noqa: BLE001 - a config that cannot be made: not a variant
+        return f"failed: {error}"
+
+
+def _fails(model, config, batch, variant):
+    """Why the model's forward fails on the CPU on the referee's inputs (no_grad, eval), in a
+    line; None where it runs."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            model.eval()(**transformers_inputs(model, config, batch, variant))
+        return None
+    except Exception as error:  # noqa: BLE001 - any failure: the next variant is tried
+        return f"{type(error).__name__}: {error}"
+
+
+def transformers_variant(model_type, attention, batch):
+    """The first of VARIANTS whose model runs its forward on the CPU, tried only where a
+    variant's config differs from the plain one and the plain one does not run (so that every
+    model that ran keeps its sizes); "" where none runs (the row says the plain one's error)."""
+    import torch
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    plain = _config_text(model_type, "")
+    if plain.startswith("failed: "):
+        return ""
+    mel = _sub_config_mel_bins(shrink(CONFIG_MAPPING[model_type]()))
+    others = [variant for variant in VARIANTS[1:] if (
+        mel is not None if variant.startswith("mel bins") else
+        _config_text(model_type, variant) not in (plain,)
+        and not _config_text(model_type, variant).startswith("failed: "))]
+    if isinstance(getattr(CONFIG_MAPPING[model_type](), "num_mel_bins", None), int):
+        others.append("time first")  # its own mel bins, the features (batch, time, bins)
+    if _mentions(CONFIG_MAPPING[model_type](), "mrope_section"):
+        others.append("mrope")  # tried only where the plain forward's message asks for it
+    if _image_token(CONFIG_MAPPING[model_type]()) is not None:
+        others.append("image tokens")
+    if not others:
+        return ""
+    plain_error = None
+    for variant in ("", *others):
+        if variant == "mrope":  # sections summing to what the plain forward's message says
+            found = re.search(r"split_sizes to sum exactly to (\d+) .*split_sizes=\[\d+, \d+, "
+                              r"\d+\]", plain_error or "")
+            if not found:
+                continue
+            variant = f"mrope {found.group(1)}"
+        if variant == "image tokens":  # as many as the plain forward's message says
+            found = re.search(r"image tokens do not match, tokens: \d+, features: (\d+)",
+                              plain_error or "")
+            if not found:
+                continue
+            variant = f"image tokens {int(found.group(1)) // batch}"
+        torch.manual_seed(SEED)
+        try:
+            model, config = transformers_model(model_type, attention, variant)
+        except Exception:  # noqa: BLE001, S112 - does not build: the next one
+            continue
+        torch.manual_seed(SEED + 1)
+        error = _fails(model, config, batch, variant)
+        if error is None:
+            return variant
+        plain_error = plain_error or error
+    return ""
 
 
 def transformers_models():
@@ -334,11 +497,15 @@ def build(family, name, attention, batch, train, size=None):
 
     torch.manual_seed(SEED)
     if family == "transformers":
-        model, config = transformers_model(name, attention)
+        variant = transformers_variant(name, attention, batch)
+        torch.manual_seed(SEED)
+        model, config = transformers_model(name, attention, variant)
+        if variant:
+            BUILT["variant"] = variant  # not the plain config made small: the row says which
         if not train and hasattr(model.config, "use_cache"):
             model.config.use_cache = False
         torch.manual_seed(SEED + 1)
-        kwargs = transformers_inputs(model, config, batch)
+        kwargs = transformers_inputs(model, config, batch, variant)
         args = ()
     elif family == "torchvision":
         model = torchvision_model(name)
@@ -848,10 +1015,11 @@ def run(arguments):
     done = {key(row) for row in existing if not (arguments.retry_failed and "error" in row)}
     # A case that builds or runs nowhere (neither side ran a task of it, or its class has no
     # sdpa) is not tried again at another task: it would fail the same way (--retry-failed does).
-    # --only-tried: the model types with a row at a task already (a coverage pass, such as
-    # batch 2 or sdpa, over what batch 1 ran, before types not tried yet).
+    # --only-tried: the model types that ran at a task already, on the card at least (a
+    # coverage pass, such as batch 2 or sdpa, over what batch 1 ran, before types not tried
+    # yet; a type that ran nowhere is for --retry-failed, once the shrinker or inputs change).
     tried = {(row["family"], row["model"]) for row in existing
-             if row["task"] not in ("-", "registry")}
+             if row["task"] not in ("-", "registry") and ("measured" in row or "error" not in row)}
     nowhere = {key(row)[:3] for row in existing if not arguments.retry_failed
                and (row.get("error", "").startswith("builds or runs nowhere")
                     or no_sdpa(row))}
@@ -951,7 +1119,7 @@ def main(argv=None):
                              "estimate()'s default (the card's side kept), and the rows whose "
                              "estimate failed; nothing else")
     parser.add_argument("--only-tried", action="store_true",
-                        help="with --resume, only model types that have a row at a task already")
+                        help="with --resume, only model types that ran at a task already")
     parser.add_argument("--append", action="store_true",
                         help="append to the data file without skipping (else it starts anew)")
     parser.add_argument("--data", default=str(DATA))

@@ -173,3 +173,21 @@ def test_a_heterogeneous_config_is_made_small_layer_by_layer():
         for name, value in values.items():
             assert value == referee._small(name, before[index][name])
             assert getattr(text.per_layer_config[index], name) == value
+
+
+def test_a_shrinking_variant_is_taken_only_where_the_plain_config_does_not_run():
+    # Each variant's rule, where the config made small by _SMALL alone fails its forward.
+    for model_type, wanted in (("gptj", "head"),  # rotary_dim 64 > the head's 16
+                               ("deepseek_v3", "head"),  # MLA's rope/nope parts, kv heads
+                               ("efficientnet", "keep hidden_dim"),  # round_filters(1280)
+                               ("parakeet_ctc", "mel bins, time first"),  # encoder's bins
+                               ("paligemma", "image tokens 16"),  # 16 features an image
+                               ("parakeet_encoder", "time first"),  # (batch, time, bins)
+                               ("glm4v_text", "mrope 8")):  # [8, 12, 12] by default
+        assert referee.transformers_variant(model_type, "eager", 1) == wanted, model_type
+    # Llama's "head" config differs (as many key/value heads as query heads), but the plain
+    # one runs: Llama keeps the sizes its rows were taken with.
+    assert referee._config_text("llama", "head") != referee._config_text("llama", "")
+    assert referee.transformers_variant("llama", "eager", 1) == ""
+    # Where no variant runs either, the plain config: the row says the plain one's error.
+    assert referee.transformers_variant("granite_speech5_ctc", "eager", 1) == ""
