@@ -2,7 +2,7 @@
 as written, and how much of an event its time delta takes: the figures docs/performance.md
 ("Trace size") weighed before choosing the event tables over a compressor.
 
-    python3 bench/chunk_compression.py BUILD_DIR TRACE... [--gpt2 STACKS OUT]
+    python3 bench/chunk_compression.py BUILD_DIR TRACE... [--gpt2 STACKS OUT [--forwards N]]
 
 For each trace: its events (memtrace-report parse), bytes an event as written (whole chunks and
 their headers), then each chunk's payload compressed alone plus its 12-byte header, by zlib
@@ -10,7 +10,8 @@ their headers), then each chunk's payload compressed alone plus its 12-byte head
 packages); zstd -3 over all the payloads at once; `memtrace-report compact`'s file (version 9: Note
 [Compressed chunks]); and the events' time deltas as varints in the file's time unit, alone and
 compressed by zstd -19. --gpt2 first traces GPT-2 small on the simulated H200 under BUILD_DIR's
-libmemtrace.so (three forwards at batch 1, two AdamW steps at batch 8; MEMTRACE_STACKS=STACKS)
+libmemtrace.so (three forwards at batch 1, or --forwards N, then two AdamW steps at batch 8;
+MEMTRACE_STACKS=STACKS)
 into OUT, and reads it with the rest."""
 import argparse
 import os
@@ -30,7 +31,7 @@ torch.manual_seed(0)
 with torch.device("cuda"):
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config()).eval()
 ids = torch.randint(0, 50257, (1, 128), device="cuda")
-for _ in range(3):
+for _ in range(FORWARDS):
     with torch.no_grad():
         model(ids, use_cache=False)
     torch.cuda.synchronize()
@@ -114,6 +115,8 @@ def main():
     parser.add_argument("build")
     parser.add_argument("traces", nargs="*")
     parser.add_argument("--gpt2", nargs=2, metavar=("STACKS", "OUT"))
+    parser.add_argument("--forwards", type=int, default=3,
+                        help="--gpt2's forwards at batch 1 before its two steps (0: the steps alone)")
     arguments = parser.parse_intermixed_args()
     build = Path(arguments.build).resolve()
     for tool in ("zstd", "lz4"):
@@ -128,7 +131,8 @@ def main():
         env.update(PYTHONPATH=str(ROOT / "python"), MEMTRACE_STACKS=stacks, MEMTRACE_OUTPUT=out,
                    LD_PRELOAD=str(build / "allocator" / "libmemtrace.so"))
         env = simulated_gpu.environment("h200", base=env)
-        subprocess.run([str(build / "venv-torch-cuda" / "bin" / "python"), "-c", GPT2], env=env,
+        script = GPT2.replace("FORWARDS", str(arguments.forwards))
+        subprocess.run([str(build / "venv-torch-cuda" / "bin" / "python"), "-c", script], env=env,
                        check=True, capture_output=True)
         traces.insert(0, out)
     if not traces:
