@@ -92,10 +92,15 @@ Compacted compactTrace(const std::string& path, int level) {
       stored.resize(size);
       readAt(stored.data(), size, payload);
       offset = payload + size;
-      if (compressed) {
+      if (compressed) {  // the read above inflated it: another result is a file changed since
         uLongf made = codec::getU32(stored.data());
         std::vector<uint8_t> inflated(made);
-        uncompress(inflated.data(), &made, stored.data() + 4, stored.size() - 4);  // read above
+        if (uncompress(inflated.data(), &made, stored.data() + 4, stored.size() - 4) != Z_OK ||
+            made != inflated.size()) {
+          std::fclose(file);
+          throw TraceError(path + ": changed while it was read (byte " +
+                           std::to_string(payload - format::kChunkHeaderSize) + ")");
+        }
         stored.swap(inflated);
       }
     }
