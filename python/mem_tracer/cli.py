@@ -102,6 +102,13 @@ _FORWARDED: dict[str, _Forwarded] = {
         _REPORT, ("parse",), "print every record of a trace as a line of text",
         "TRACE", "Prints every record of a trace as a line of text (for tests and debugging).",
         ("memtrace parse trace.bin | head",)),
+    "compact": _Forwarded(
+        _REPORT, ("compact",), "rewrite a closed trace smaller (compressed chunks, same records)",
+        "TRACE -o SMALLER.bin [-f]",
+        "Rewrites a closed trace with its chunks compressed by zlib (format version 9): every "
+        "command reads the new file record for record as it read the trace, in about half the "
+        "bytes. Prints the bytes an event before and after on stderr.",
+        ("memtrace compact trace.bin -o trace.small.bin",)),
     "estimate": _Forwarded(
         _ESTIMATE, (), "predict the GPU memory of one forward pass of a TorchScript model",
         "(MODEL.pt | MODEL.pt2 | STEP.json) --input SHAPE[:DTYPE] [--input ...] "

@@ -16,8 +16,8 @@ CPU_TORCH = (f" (this Python's torch {importlib.metadata.version('torch')} is a 
 
 SCRIPTS = Path(__file__).parent / "scripts"
 PACKAGE = ROOT / "python"
-COMMANDS = ("run", "report", "diff", "html", "flamegraph", "export", "parse", "estimate", "plan",
-            "live", "params")
+COMMANDS = ("run", "report", "diff", "html", "flamegraph", "export", "parse", "compact",
+            "estimate", "plan", "live", "params")
 
 
 def memtrace(*args, check=True, cwd=None, env=None):
@@ -85,7 +85,8 @@ def test_help_lists_every_command_with_examples():
 
 @pytest.mark.parametrize("command, tool_option", [
     ("report", "--group-by"), ("html", "--lanes"), ("flamegraph", "--format"),
-    ("export", "perfetto"), ("parse", "parse"), ("estimate", "--semantics"), ("plan", "--budget")])
+    ("export", "perfetto"), ("parse", "parse"), ("compact", "--force"), ("estimate", "--semantics"),
+    ("plan", "--budget")])
 def test_help_of_a_native_command(command, tool_option):
     result = memtrace(command, "--help")
     text = result.stdout
@@ -111,6 +112,26 @@ def test_report_and_parse_are_memtrace_reports(a_trace):
         assert ours.stdout == native.stdout and ours.stdout
         assert json.loads(ours.stdout)["summary"]["peak_bytes"] == 97 << 20
     assert memtrace("parse", a_trace).stdout == run([Build.report, "parse", a_trace]).stdout
+
+
+def test_compact_is_memtrace_reports(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests" / "report"))
+    from trace_writer import TraceWriter  # a trace of 400 events in 4 chunks, by hand
+    writer = TraceWriter(time_unit_ns=1000)
+    writer.device(0, writer.string("GPU"), 1 << 34).context(1, 0)
+    for i in range(200):
+        writer.alloc(1000 * (2 * i + 1), 0x7F0000000000 + (i % 7) * 4096, 4096)
+        writer.free(1000 * (2 * i + 2), 0x7F0000000000 + (i % 7) * 4096)
+        if i % 50 == 49:
+            writer.flush()
+    trace = writer.write(tmp_path / "trace.bin", version=8)
+    small = tmp_path / "small.bin"
+    result = memtrace("compact", trace, "-o", small)
+    assert result.stderr == run([Build.report, "compact", trace, "-o", tmp_path / "native.bin"]).stderr \
+        .replace(str(tmp_path / "native.bin"), str(small))
+    assert small.read_bytes() == (tmp_path / "native.bin").read_bytes()
+    assert small.stat().st_size < trace.stat().st_size / 2
+    assert memtrace("parse", small).stdout == memtrace("parse", trace).stdout
 
 
 def test_html_flamegraph_export_write_their_files(a_trace, tmp_path):
