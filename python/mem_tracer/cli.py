@@ -542,8 +542,9 @@ def run(arguments: argparse.Namespace) -> int:
 # file holds the same records (compact leaves out a cut last record, which no reader reads).
 # A copy that is not smaller is dropped. Not compacted: a trace written to something other than
 # a regular file, and the traces of the LD_PRELOAD and switch_allocator() paths, which no
-# memtrace process outlives (`memtrace compact TRACE -o OUT` compacts them). --no-compact keeps
-# the file as written.
+# memtrace process outlives (`memtrace compact TRACE -o OUT` compacts them). Ctrl-C during the
+# compaction leaves the traces not yet compacted as written. --no-compact keeps the file as
+# written.
 def _compact_traces(traces: list[Path], quiet: bool) -> None:
     """Compacts each trace in place (Note [memtrace run compacts the trace]); one line on
     stderr: the bytes before and after (not with --quiet), or what could not be compacted."""
@@ -569,12 +570,15 @@ def _compact_traces(traces: list[Path], quiet: bool) -> None:
             else:
                 smaller = size
                 copy.unlink()
-        except (MemTracerError, OSError) as error:
+        except (MemTracerError, OSError, KeyboardInterrupt) as error:
             with contextlib.suppress(OSError):
                 if copy.is_file():
                     copy.unlink()
-            print(f"== memtrace: {trace} left as written, not compacted: {error}",
-                  file=sys.stderr, flush=True)
+            interrupted = isinstance(error, KeyboardInterrupt)
+            print(f"== memtrace: {trace} left as written, not compacted: "
+                  f"{'interrupted (Ctrl-C)' if interrupted else error}", file=sys.stderr, flush=True)
+            if interrupted:  # the traces after it too: the user wants the run over
+                return
             continue
         compacted += 1
         before += size
