@@ -2,14 +2,16 @@
 as written, and how much of an event its time delta takes: the figures docs/performance.md
 ("Trace size") weighed before choosing the event tables over a compressor.
 
-    python3 bench/chunk_compression.py BUILD_DIR TRACE... [--gpt2 STACKS OUT]
+    python3 bench/chunk_compression.py BUILD_DIR TRACE... [--gpt2 STACKS OUT [--forwards N]]
 
 For each trace: its events (memtrace-report parse), bytes an event as written (whole chunks and
 their headers), then each chunk's payload compressed alone plus its 12-byte header, by zlib
 (levels 1 and 6), zstd (-1, -3) and lz4 (-1), their command lines (Debian's zstd and lz4
-packages); zstd -3 over all the payloads at once; and the events' time deltas as varints, alone
-and compressed by zstd -19. --gpt2 first traces GPT-2 small on the simulated H200 under BUILD_DIR's
-libmemtrace.so (three forwards at batch 1, two AdamW steps at batch 8; MEMTRACE_STACKS=STACKS)
+packages); zstd -3 over all the payloads at once; `memtrace-report compact`'s file (version 9: Note
+[Compressed chunks]); and the events' time deltas as varints in the file's time unit, alone and
+compressed by zstd -19. --gpt2 first traces GPT-2 small on the simulated H200 under BUILD_DIR's
+libmemtrace.so (three forwards at batch 1, or --forwards N, then two AdamW steps at batch 8;
+MEMTRACE_STACKS=STACKS)
 into OUT, and reads it with the rest."""
 import argparse
 import os
@@ -17,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import zlib
 from pathlib import Path
 
@@ -28,7 +31,7 @@ torch.manual_seed(0)
 with torch.device("cuda"):
     model = transformers.GPT2LMHeadModel(transformers.GPT2Config()).eval()
 ids = torch.randint(0, 50257, (1, 128), device="cuda")
-for _ in range(3):
+for _ in range(FORWARDS):
     with torch.no_grad():
         model(ids, use_cache=False)
     torch.cuda.synchronize()
@@ -71,16 +74,19 @@ def varint(value):
 def measure(report, path):
     parsed = subprocess.run([report, "parse", path], capture_output=True, text=True,
                             check=True).stdout
-    events, times, last = 0, bytearray(), 0
+    events, times, last, unit = 0, bytearray(), 0, 1
     for line in parsed.splitlines():
         kind = line.split(" ", 1)[0]
+        if kind == "process":  # version 8's time unit: the deltas as the file writes them
+            found = re.search(r" time_unit_ns=(\d+)", line)
+            unit = int(found.group(1)) if found else 1
         found = re.search(r" t=(\d+)", line)
         if found and kind in ("alloc", "free", "marker", "segment", "device-read",
                               "device-memory", "failed-alloc"):
             time = int(found.group(1))
             if kind in ("alloc", "free"):
                 events += 1
-                times += varint(max(0, time - last))
+                times += varint(max(0, time - last) // unit)
             last = max(last, time)
     if not events:
         raise SystemExit(f"{path}: no memory events")
@@ -93,6 +99,10 @@ def measure(report, path):
                        ("lz4 -1", lambda p: command("lz4", "-1", p))):
         figures[name] = sum(12 + size(p) for p in payloads)
     figures["zstd -3, whole payload"] = command("zstd", "-3", b"".join(payloads))
+    with tempfile.TemporaryDirectory() as folder:  # what memtrace itself makes of it (version 9)
+        compacted = Path(folder) / "compacted.bin"
+        subprocess.run([report, "compact", path, "-o", compacted], capture_output=True, check=True)
+        figures["memtrace-report compact"] = compacted.stat().st_size - 16  # as above: no file header
     figures["time deltas"] = len(times)
     figures["time deltas, zstd -19"] = command("zstd", "-19", bytes(times))
     print(f"{path}: {events:,} events, {figures.pop('chunks')} chunks; bytes an event:")
@@ -105,6 +115,8 @@ def main():
     parser.add_argument("build")
     parser.add_argument("traces", nargs="*")
     parser.add_argument("--gpt2", nargs=2, metavar=("STACKS", "OUT"))
+    parser.add_argument("--forwards", type=int, default=3,
+                        help="--gpt2's forwards at batch 1 before its two steps (0: the steps alone)")
     arguments = parser.parse_intermixed_args()
     build = Path(arguments.build).resolve()
     for tool in ("zstd", "lz4"):
@@ -119,7 +131,8 @@ def main():
         env.update(PYTHONPATH=str(ROOT / "python"), MEMTRACE_STACKS=stacks, MEMTRACE_OUTPUT=out,
                    LD_PRELOAD=str(build / "allocator" / "libmemtrace.so"))
         env = simulated_gpu.environment("h200", base=env)
-        subprocess.run([str(build / "venv-torch-cuda" / "bin" / "python"), "-c", GPT2], env=env,
+        script = GPT2.replace("FORWARDS", str(arguments.forwards))
+        subprocess.run([str(build / "venv-torch-cuda" / "bin" / "python"), "-c", script], env=env,
                        check=True, capture_output=True)
         traces.insert(0, out)
     if not traces:

@@ -19,6 +19,7 @@ debian_packages=(
   pkg-config
   libunwind-dev         # libunwind.so.8: native stacks (dlopen'ed by libmemtrace, never linked)
   libdw-dev             # elfutils: offline symbolization in memtrace-report
+  zlib1g-dev            # compressed chunks in memtrace-report (never in the injected library)
   libspdlog-dev         # logging in the tools (never in the injected library)
   libfmt-dev
   nlohmann-json3-dev    # JSON in the tools

@@ -6,8 +6,10 @@ are theirs: they are passed on untouched, so that the two command lines never di
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -102,6 +104,13 @@ _FORWARDED: dict[str, _Forwarded] = {
         _REPORT, ("parse",), "print every record of a trace as a line of text",
         "TRACE", "Prints every record of a trace as a line of text (for tests and debugging).",
         ("memtrace parse trace.bin | head",)),
+    "compact": _Forwarded(
+        _REPORT, ("compact",), "rewrite a closed trace smaller (compressed chunks, same records)",
+        "TRACE -o SMALLER.bin [-f]",
+        "Rewrites a closed trace with its chunks compressed by zlib (format version 9): every "
+        "command reads the new file record for record as it read the trace, in about half the "
+        "bytes. Prints the bytes an event before and after on stderr.",
+        ("memtrace compact trace.bin -o trace.small.bin",)),
     "estimate": _Forwarded(
         _ESTIMATE, (), "predict the GPU memory of one forward pass of a TorchScript model",
         "(MODEL.pt | MODEL.pt2 | STEP.json) --input SHAPE[:DTYPE] [--input ...] "
@@ -192,6 +201,10 @@ def _parser(prog: str) -> argparse.ArgumentParser:
                           "own code, or the innermost, where the allocating call is "
                           "(default: %(default)s)")
     run.add_argument("--quiet", "-q", action="store_true", help="write the trace, print no report")
+    run.add_argument("--no-compact", dest="compact", action="store_false",
+                     help="keep the trace as the recorder wrote it; by default it is rewritten "
+                          "with compressed chunks once the program has exited, the same records "
+                          "in about half the bytes (memtrace compact)")
     run.add_argument("--flight", metavar="N", type=int, default=None,
                      help="the flight recorder: a file the size of what is live however long the "
                           "run, with the live set at the peak, at the end (or the first failed "
@@ -433,9 +446,12 @@ def _run_job(arguments: argparse.Namespace, program: list[str]) -> int:
         print(f"\n== memtrace: {len(traces)} traces in {folder}", flush=True)
         _call([str(_native.tool_path(_REPORT)), str(folder), "--top", str(arguments.top),
                "--group-by", arguments.group_by, "--frame", arguments.frame])
+    summaries = [summary for summary in map(_trace_summary, traces) if summary is not None] \
+        if arguments.gpu else []
+    if arguments.compact:
+        _compact_traces(traces, arguments.quiet)
     if arguments.gpu:
-        return _verdict(arguments, [summary for summary in map(_trace_summary, traces)
-                                    if summary is not None], status)
+        return _verdict(arguments, summaries, status)
     return status
 
 
@@ -502,6 +518,8 @@ def run(arguments: argparse.Namespace) -> int:
         report_stats(top=arguments.top, group_by=arguments.group_by, frame=arguments.frame,
                      trace=trace)
     summary = _trace_summary(trace) if torch_peaks or arguments.gpu else None
+    if arguments.compact:
+        _compact_traces([trace], arguments.quiet)
     if torch_peaks and summary is not None and arguments.flight is None:
         differences = torch_counter_differences(summary, torch_peaks)
         if differences:
@@ -509,6 +527,70 @@ def run(arguments: argparse.Namespace) -> int:
     if arguments.gpu:
         return _verdict(arguments, [summary] if summary is not None else [], status)
     return status
+
+
+# Note [memtrace run compacts the trace]
+# The recorder writes plain chunks (its records go straight into the mapped file: Note
+# [Compressed chunks] in tracer/format/records.h), so `memtrace run` rewrites each trace with
+# compressed chunks once the program has exited, in its own process (memtrace-report compact):
+# the traced program runs the same code, and pays nothing. The copy is written beside the trace
+# (TRACE.compacting, which `memtrace live` never takes for a trace) and renamed over it only
+# once whole, with the trace's permissions: a crash or a full disk midway leaves the trace as the
+# recorder wrote it, and so does any failure to compact, said in one line (the exit status stays
+# the program's). The report and the summary read the file as written, before the rename, so
+# that what they say of it (a process killed in the middle of a chunk) is said; the compacted
+# file holds the same records (compact leaves out a cut last record, which no reader reads).
+# A copy that is not smaller is dropped. Not compacted: a trace written to something other than
+# a regular file, and the traces of the LD_PRELOAD and switch_allocator() paths, which no
+# memtrace process outlives (`memtrace compact TRACE -o OUT` compacts them). Ctrl-C during the
+# compaction leaves the traces not yet compacted as written. --no-compact keeps the file as
+# written.
+def _compact_traces(traces: list[Path], quiet: bool) -> None:
+    """Compacts each trace in place (Note [memtrace run compacts the trace]); one line on
+    stderr: the bytes before and after (not with --quiet), or what could not be compacted."""
+    before = after = events = 0
+    compacted = 0
+    for trace in traces:
+        if not trace.is_file():
+            continue
+        size = trace.stat().st_size
+        copy = trace.with_name(trace.name + ".compacting")
+        try:
+            result = subprocess.run([str(_native.tool_path(_REPORT)), "compact", str(trace),
+                                     "-o", str(copy), "--force"],
+                                    capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                lines = result.stderr.strip().splitlines() or [f"exit status {result.returncode}"]
+                raise MemTracerError(lines[-1])
+            counted = re.search(r": (\d+) events; ", result.stderr)
+            smaller = copy.stat().st_size
+            if smaller < size:
+                shutil.copymode(trace, copy)
+                os.replace(copy, trace)
+            else:
+                smaller = size
+                copy.unlink()
+        except (MemTracerError, OSError, KeyboardInterrupt) as error:
+            with contextlib.suppress(OSError):
+                if copy.is_file():
+                    copy.unlink()
+            interrupted = isinstance(error, KeyboardInterrupt)
+            print(f"== memtrace: {trace} left as written, not compacted: "
+                  f"{'interrupted (Ctrl-C)' if interrupted else error}", file=sys.stderr, flush=True)
+            if interrupted:  # the traces after it too: the user wants the run over
+                return
+            continue
+        compacted += 1
+        before += size
+        after += smaller
+        events += int(counted.group(1)) if counted else 0
+    if quiet or not compacted:
+        return
+    what = "trace compacted" if compacted == 1 else f"{compacted} traces compacted"
+    per_event = (f"{before / events:.2f} -> {after / events:.2f} bytes an event; "
+                 if events else "")
+    print(f"== memtrace: {what}: {before:,} -> {after:,} bytes ({per_event}--no-compact keeps "
+          "it as written)", file=sys.stderr, flush=True)
 
 
 def _trace_summary(trace: Path) -> dict[str, Any] | None:

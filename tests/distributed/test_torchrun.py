@@ -103,6 +103,15 @@ def test_memtrace_run_prints_the_jobs_report(four_ranks):
     # The median of an even count is the lower of the middle two: here any of the three others.
     assert re.search(r"^rank 2 peaks highest: 34\.00 MiB, \+24\.00 MiB over the median rank's "
                      r"10\.00 MiB \(rank [013]\) \(\+240\.0 %\)\.$", result.stdout, re.M), result.stdout
+    # Then each rank's trace is compacted (Note [memtrace run compacts the trace] in cli.py): one
+    # line for the four, and every file holds compressed chunks (bit 31 of a chunk's size).
+    (said,) = [line for line in result.stderr.splitlines() if "compacted" in line]
+    assert said.startswith("== memtrace: 4 traces compacted: "), result.stderr
+    for path, _, _ in traces_by_attempt(folder).values():
+        data = path.read_bytes()
+        assert int.from_bytes(data[8:12], "little") == 9
+        assert int.from_bytes(data[16:20], "little") & 0x80000000, path  # its first chunk
+    assert not list(folder.glob("*.compacting*"))
 
 
 # PyTorch releases the GIL around its ops, and ranks.py calls the runtime the same way: the

@@ -19,6 +19,7 @@
 
 #include "tracer/format/codec.h"
 #include "tracer/format/records.h"
+#include "tracer/reader/compact.h"
 #include "tracer/reader/reader.h"
 #include "tracer/report/analysis.h"
 #include "tracer/report/device_reads.h"
@@ -49,7 +50,9 @@ std::vector<uint8_t> withChecksums(const uint8_t* data, size_t size) {
   size_t offset = memtrace::format::kFileHeaderSize;
   while (offset + memtrace::format::kChunkHeaderSize <= size) {
     uint8_t* header = fixed.data() + offset;
-    uint32_t payload = memtrace::codec::getU32(header);
+    // Version 9's compressed chunks count their stored bytes in the other bits (Note
+    // [Compressed chunks]).
+    uint32_t payload = memtrace::codec::getU32(header) & ~memtrace::format::kCompressedChunk;
     if (payload == 0 || payload > size - offset - memtrace::format::kChunkHeaderSize) break;
     uint8_t* start = header + memtrace::format::kChunkHeaderSize;
     memtrace::codec::putU32(header + 4, memtrace::codec::crc32c(start, payload));
@@ -59,9 +62,11 @@ std::vector<uint8_t> withChecksums(const uint8_t* data, size_t size) {
   return fixed;
 }
 
-// The input as a file the reader opens by path, without touching the disk.
-std::string inputFile(const uint8_t* data, size_t size) {
-  static int fd = memfd_create("memtrace-fuzz", 0);
+// The input as a file the reader opens by path, without touching the disk (`slot` 1: a second
+// file, for what compact made of the first).
+std::string inputFile(const uint8_t* data, size_t size, int slot = 0) {
+  static int fds[2] = {memfd_create("memtrace-fuzz", 0), memfd_create("memtrace-fuzz-compact", 0)};
+  int fd = fds[slot];
   if (fd < 0) {
     std::perror("memfd_create");
     std::abort();
@@ -100,11 +105,29 @@ void reportAt(TraceReader& trace, const TraceSummary& summary, Point point, Grou
   renderHtml(out, HtmlReport{report, timeline, flame, nullptr});
 }
 
+// parse's lines without the last one where that says where a cut or open chunk begins: what
+// compact keeps of a trace, record for record.
+std::string recordLines(TraceReader& trace) {
+  std::ostringstream out;
+  printRecords(trace, out);
+  std::string text = out.str();
+  if (trace.cutOffset() || trace.openChunkOffset())
+    text.erase(text.rfind('\n', text.size() - 2) + 1);
+  return text;
+}
+
 void everyCommand(const std::string& path) {
   TraceReader trace(path);
-  {
-    std::ostringstream out;
-    printRecords(trace, out);
+  std::string records = recordLines(trace);
+  // compact (Note [Compressed chunks]): a file that reads as the same records, or a refusal.
+  if (trace.version() >= memtrace::format::kTimeUnitVersion) {
+    memtrace::reader::Compacted compacted = memtrace::reader::compactTrace(path);
+    TraceReader again(inputFile(reinterpret_cast<const uint8_t*>(compacted.file.data()),
+                                compacted.file.size(), 1));
+    if (recordLines(again) != records) {
+      std::fprintf(stderr, "compact changed the records of %s\n", path.c_str());
+      std::abort();
+    }
   }
   for (Until until : {Until::kEnd, Until::kLastStop}) {
     TraceSummary summary = summarize(trace, kAllDevices, until);

@@ -228,9 +228,10 @@ def event_tables():
     return w
 
 
-def microseconds():
+def microseconds(compressed=False):
     """Version 8's time unit (Note [Times in microseconds]): times in microseconds, equal
-    times beside each other, a training step and a device memory reading among the events."""
+    times beside each other, a training step and a device memory reading among the events.
+    `compressed`: both chunks compressed (version 9, Note [Compressed chunks])."""
     w = TraceWriter(time_unit_ns=1000)
     s = w.python_stack(0, w.frame(w.string("train.py"), w.string("step"), 12))
     w.device(0, w.string("GPU 0"), 1 << 34).context(7, 0).marker(0, TRACING_STARTED)
@@ -238,11 +239,11 @@ def microseconds():
     w.alloc(1000, 0x7f0000000000, 512, s).alloc_of_size_entry(1000, 0x7f0000000200,
                                                               w.size_slot(512) + 1, s)
     w.device_memory(3000, 0, (1 << 34) - (2 << 20), 1 << 34)
-    w.flush()
+    w.flush(compressed)
     w.free_of_recent_allocation(250000, 0x7f0000000200, 1).step_end(250000, 1)
     w.free(10**15, 0x7f0000000000)  # 11.6 days after the start
     w.marker(10**15, TRACE_CLOSED)
-    return w
+    return w.flush(compressed)
 
 
 def main():
@@ -265,6 +266,9 @@ def main():
     # Version 8: times in microseconds, whole and cut in its last chunk.
     data = microseconds().write(corpus / "microseconds.bin", version=8).read_bytes()
     (corpus / "microseconds_cut.bin").write_bytes(data[:len(data) - 5])
+    # Version 9: the same in compressed chunks, whole and cut in its last chunk.
+    data = microseconds(compressed=True).write(corpus / "compressed.bin", version=9).read_bytes()
+    (corpus / "compressed_cut.bin").write_bytes(data[:len(data) - 5])
     (corpus / "tmp").unlink()
 
 

@@ -16,8 +16,8 @@ CPU_TORCH = (f" (this Python's torch {importlib.metadata.version('torch')} is a 
 
 SCRIPTS = Path(__file__).parent / "scripts"
 PACKAGE = ROOT / "python"
-COMMANDS = ("run", "report", "diff", "html", "flamegraph", "export", "parse", "estimate", "plan",
-            "live", "params")
+COMMANDS = ("run", "report", "diff", "html", "flamegraph", "export", "parse", "compact",
+            "estimate", "plan", "live", "params")
 
 
 def memtrace(*args, check=True, cwd=None, env=None):
@@ -85,7 +85,8 @@ def test_help_lists_every_command_with_examples():
 
 @pytest.mark.parametrize("command, tool_option", [
     ("report", "--group-by"), ("html", "--lanes"), ("flamegraph", "--format"),
-    ("export", "perfetto"), ("parse", "parse"), ("estimate", "--semantics"), ("plan", "--budget")])
+    ("export", "perfetto"), ("parse", "parse"), ("compact", "--force"), ("estimate", "--semantics"),
+    ("plan", "--budget")])
 def test_help_of_a_native_command(command, tool_option):
     result = memtrace(command, "--help")
     text = result.stdout
@@ -111,6 +112,26 @@ def test_report_and_parse_are_memtrace_reports(a_trace):
         assert ours.stdout == native.stdout and ours.stdout
         assert json.loads(ours.stdout)["summary"]["peak_bytes"] == 97 << 20
     assert memtrace("parse", a_trace).stdout == run([Build.report, "parse", a_trace]).stdout
+
+
+def test_compact_is_memtrace_reports(tmp_path):
+    sys.path.insert(0, str(ROOT / "tests" / "report"))
+    from trace_writer import TraceWriter  # a trace of 400 events in 4 chunks, by hand
+    writer = TraceWriter(time_unit_ns=1000)
+    writer.device(0, writer.string("GPU"), 1 << 34).context(1, 0)
+    for i in range(200):
+        writer.alloc(1000 * (2 * i + 1), 0x7F0000000000 + (i % 7) * 4096, 4096)
+        writer.free(1000 * (2 * i + 2), 0x7F0000000000 + (i % 7) * 4096)
+        if i % 50 == 49:
+            writer.flush()
+    trace = writer.write(tmp_path / "trace.bin", version=8)
+    small = tmp_path / "small.bin"
+    result = memtrace("compact", trace, "-o", small)
+    assert result.stderr == run([Build.report, "compact", trace, "-o", tmp_path / "native.bin"]).stderr \
+        .replace(str(tmp_path / "native.bin"), str(small))
+    assert small.read_bytes() == (tmp_path / "native.bin").read_bytes()
+    assert small.stat().st_size < trace.stat().st_size / 2
+    assert memtrace("parse", small).stdout == memtrace("parse", trace).stdout
 
 
 def test_html_flamegraph_export_write_their_files(a_trace, tmp_path):
@@ -217,6 +238,78 @@ def test_run_flight_writes_a_flight_recorders_file_that_live_reads(tmp_path):
     refused(memtrace("run", "--flight", "0", loop, check=False),
             "run --flight: the events to keep, at least 1")
 
+
+
+def chunk_sizes(trace):
+    """The size field of each chunk of a trace (bit 31: compressed, version 9), and the file's
+    format version."""
+    sys.path.insert(0, str(ROOT / "tests" / "report"))
+    from trace_writer import COMPRESSED_CHUNK
+    data = trace.read_bytes()
+    assert data[:8] == b"MEMTRACE", trace
+    sizes, offset = [], 16  # the file header; then each chunk: size, CRC-32C, sequence
+    while offset + 12 <= len(data):
+        size = int.from_bytes(data[offset:offset + 4], "little")
+        sizes.append(size)
+        offset += 12 + (size & ~COMPRESSED_CHUNK)
+    assert offset == len(data), (trace, offset, len(data))
+    return [bool(size & COMPRESSED_CHUNK) for size in sizes], int.from_bytes(data[8:12], "little")
+
+
+def test_run_compacts_the_trace_it_leaves_and_it_reads_as_written(tmp_path):
+    # Issue 52 (Note [memtrace run compacts the trace] in cli.py): the trace memtrace run leaves
+    # has compressed chunks, and every reader reads it as the file the recorder wrote.
+    loop = ROOT / "tests" / "preload" / "scripts" / "training_loop.py"
+    trace = tmp_path / "compacted.bin"
+    result = memtrace("run", "--top", "5", "-o", trace, loop, Build.cuda, "60", "200", "3")
+    compressed, version = chunk_sizes(trace)
+    assert version == 9 and any(compressed), compressed
+    assert not list(tmp_path.glob("*.compacting*"))  # the copy was renamed over the trace
+    # The report run printed was read from the file as written, before the rename.
+    printed = result.stdout.split(f"== memtrace: {trace}\n", 1)[1]
+    assert printed == memtrace("report", trace, "--top", "5").stdout
+    line = result.stderr.splitlines()[-1]
+    before = int(line.split("trace compacted: ")[1].split(" -> ")[0].replace(",", ""))
+    events = json.loads(memtrace("report", trace, "--format", "json").stdout)["summary"]
+    assert line == (f"== memtrace: trace compacted: {before:,} -> {trace.stat().st_size:,} bytes "
+                    f"({before / events['events']:.2f} -> "
+                    f"{trace.stat().st_size / events['events']:.2f} bytes an event; "
+                    "--no-compact keeps it as written)"), result.stderr
+    assert trace.stat().st_size < before / 4  # the loop's regular churn compresses well
+    # The same run with --no-compact: the file as the recorder wrote it, the same report.
+    plain = tmp_path / "plain.bin"
+    result = memtrace("run", "-q", "--no-compact", "-o", plain, loop, Build.cuda, "60", "200", "3")
+    assert result.stderr == "" and not any(chunk_sizes(plain)[0])
+    assert plain.stat().st_size > trace.stat().st_size
+    assert what_the_run_did(plain) == what_the_run_did(trace)
+    # `memtrace live` on the finished run reads the compacted file.
+    (state,) = json.loads(memtrace("live", trace, "--once", "--format", "json").stdout)["traces"]
+    assert state["ended"] and state["peak_bytes"] == events["peak_bytes"]
+
+
+def what_the_run_did(trace):
+    """The JSON report of a trace less what differs between two runs of one program (times,
+    pid, path): its counts and peaks, and the table of what was live at the peak."""
+    report = json.loads(memtrace("report", trace, "--format", "json").stdout)
+    summary = {key: report["summary"][key] for key in
+               ("events", "allocations", "frees", "peak_bytes", "end_bytes", "level")}
+    return summary, report["live"]["rows"]
+
+
+def test_a_trace_that_cannot_be_compacted_is_left_as_written(tmp_path):
+    # A directory where the compacted copy would go: compact cannot write it; the run says so in
+    # one line, leaves the trace as the recorder wrote it, and exits with the program's status.
+    trace = tmp_path / "t.bin"
+    (tmp_path / "t.bin.compacting").mkdir()
+    result = memtrace("run", "-q", "-o", trace, SCRIPTS / "unmodified.py", Build.cuda, "5",
+                      check=False)
+    assert result.returncode == 5, result.stderr
+    assert result.stderr.splitlines() == [
+        f"== memtrace: {trace} left as written, not compacted: memtrace-report: error: "
+        f"{trace}.compacting: cannot write: Is a directory"], result.stderr
+    assert not any(chunk_sizes(trace)[0]) and (tmp_path / "t.bin.compacting").is_dir()
+    summary = json.loads(memtrace("report", trace, "--format", "json").stdout)["summary"]
+    assert summary["peak_bytes"] == 97 << 20
 
 def in_process(module):
     """A module of the package, imported here (what it reads of torch is stood in for)."""

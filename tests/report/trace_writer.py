@@ -2,9 +2,11 @@
 tests/unit/trace_builder.h does in C++), so that the views' tests can check their output
 against traces whose every byte count is known."""
 import struct
+import zlib
 
 MAGIC = b"MEMTRACE"
 VERSION = 4
+COMPRESSED_CHUNK = 0x80000000  # a chunk size's top bit, version 9 (Note [Compressed chunks])
 
 # Record types and marker kinds (tracer/format/records.h).
 PROCESS_INFO, STRING, PYTHON_FRAME, PYTHON_STACK, NATIVE_STACK, LOADED_OBJECT, DEVICE, CONTEXT, \
@@ -271,10 +273,17 @@ class TraceWriter:
         self.chunk += bytes([FAILED_ALLOC]) + self._delta(time) + varint(size) + varint(python) + varint(0)
         return self
 
-    def flush(self):
+    def flush(self, compressed=False):
+        """Closes the chunk being built. `compressed`: as a version-9 compressed chunk (Note
+        [Compressed chunks] in tracer/format/records.h): the records' size, then the records as a
+        zlib stream, the size field's top bit set."""
         if self.chunk:
             payload = bytes(self.chunk)
-            header = struct.pack("<II", len(payload), crc32c(payload))
+            size = len(payload)
+            if compressed:
+                payload = struct.pack("<I", len(payload)) + zlib.compress(payload)
+                size = len(payload) | COMPRESSED_CHUNK
+            header = struct.pack("<II", size, crc32c(payload))
             self.chunks.append(header + struct.pack("<I", crc32c(header)) + payload)
             self.chunk = bytearray()
         return self

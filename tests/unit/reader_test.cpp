@@ -196,7 +196,7 @@ TEST(Reader, RefusesOtherVersionsWithAClearMessage) {
     } catch (const TraceError& error) {
       EXPECT_EQ(std::string(error.what()), path + ": trace format version " +
                                                std::to_string(version) +
-                                               ", but this memtrace reads versions 1 to 8");
+                                               ", but this memtrace reads versions 1 to 9");
     }
   }
   std::remove(path.c_str());

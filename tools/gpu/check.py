@@ -44,7 +44,8 @@ DEBIAN_PACKAGES = {
     "libdw1": "its shared library",
     "libelf-dev": "libdw.pc requires libelf",
     "libelf1": "its shared library",
-    "zlib1g-dev": "libdw.pc and libelf.pc require zlib.pc (pkg-config fails without it)",
+    "zlib1g-dev": "the reader's compressed chunks (Note [Compressed chunks]); libdw.pc and "
+                  "libelf.pc require zlib.pc too",
     "liblzma-dev": "libdw.pc requires liblzma.pc",
     "libspdlog-dev": "the tools' logging",
     "libspdlog1.10": "its shared library",

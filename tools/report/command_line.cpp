@@ -30,6 +30,7 @@ constexpr const char* kUsage =
        memtrace-report export perfetto TRACE [-o trace.json] [--device N] [--points N]
        memtrace-report export pytorch TRACE [-o snapshot.pickle] [--at ...] [--device N]
        memtrace-report live PID | TRACE | FOLDER [--interval S] [--group-by ...] [--once]
+       memtrace-report compact TRACE -o SMALLER.bin
        memtrace-report COMMAND --help         the options of COMMAND)";
 
 constexpr const char* kDescription =
@@ -67,8 +68,9 @@ const std::vector<std::pair<std::string, Command>> kCommandWords = {
     {"html", Command::kHtml},
     {"flamegraph", Command::kFlamegraph},
     {"export", Command::kExportPerfetto},
-    {"live", Command::kLive}};
-constexpr const char* kCommands = "report, diff, parse, html, flamegraph, export, live";
+    {"live", Command::kLive},
+    {"compact", Command::kCompact}};
+constexpr const char* kCommands = "report, diff, parse, html, flamegraph, export, live, compact";
 
 bool isCommand(const std::string& word) {
   for (const auto& [name, command] : kCommandWords)
@@ -224,6 +226,14 @@ examples:
                                  "every record of the trace as a line of text", "parse");
     addOutput(parse);
     parse->footer("\nexample:\n  memtrace-report parse trace.bin | grep failed-alloc");
+
+    CLI::App* compact = addCommand(
+        app_, Command::kCompact, "compact",
+        "the trace rewritten smaller: its records unchanged, in chunks compressed with zlib "
+        "(format version 9; every command reads it as it read the trace)",
+        "compact");
+    addOutput(compact);
+    compact->footer("\nexample:\n  memtrace-report compact trace.bin -o trace.small.bin");
 
     CLI::App* html = addCommand(
         app_, Command::kHtml, "html",
@@ -534,6 +544,8 @@ examples:
         throw UsageError("more than one trace file given ('" + options.trace + "', '" +
                          options.traces[1] + "')");
     }
+    if (options.command == Command::kCompact && options.output.empty())
+      throw UsageError("compact writes a file: give it with -o FILE");
     if (options.command == Command::kDiff && options.traces.size() != 2)
       throw UsageError(
           fmt::format("diff compares two traces, A and B, not {}", options.traces.size()));
@@ -605,6 +617,8 @@ const char* commandWord(Command command) {
       return "export";
     case Command::kLive:
       return "live";
+    case Command::kCompact:
+      return "compact";
   }
   return "report";
 }

@@ -23,6 +23,7 @@ enum class Command {
   kExportPerfetto,  // Chrome trace event JSON
   kExportPytorch,   // PyTorch's memory snapshot pickle
   kLive,            // a running process's trace (or a job's), followed in the terminal
+  kCompact,         // the trace rewritten with compressed chunks (Note [Compressed chunks])
 };
 
 // The command as messages name it: "export" for both exports.

@@ -33,6 +33,7 @@
 #include "tools/report/command_line.h"
 #include "tools/report/live_view.h"
 #include "tracer/common/byte_format.h"
+#include "tracer/reader/compact.h"
 #include "tracer/reader/reader.h"
 #include "tracer/report/analysis.h"
 #include "tracer/report/diff.h"
@@ -129,6 +130,21 @@ int run(const Options& options) {
     return memtrace::tools::runLive(live);
   }
   if (options.command == Command::kDiff) return runDiff(options);
+  if (options.command == Command::kCompact) {
+    memtrace::reader::Compacted compacted = memtrace::reader::compactTrace(options.trace);
+    memtrace::tools::writeOutput(options.output, compacted.file);
+    uint64_t events = compacted.events ? compacted.events : 1;
+    std::fprintf(stderr,
+                 "%s: %llu events; %llu bytes in %llu chunks -> %zu bytes in %llu chunks "
+                 "(%.2f -> %.2f bytes an event)\n",
+                 options.output.c_str(), static_cast<unsigned long long>(compacted.events),
+                 static_cast<unsigned long long>(compacted.bytes_in),
+                 static_cast<unsigned long long>(compacted.chunks_in), compacted.file.size(),
+                 static_cast<unsigned long long>(compacted.chunks_out),
+                 static_cast<double>(compacted.bytes_in) / static_cast<double>(events),
+                 static_cast<double>(compacted.file.size()) / static_cast<double>(events));
+    return 0;
+  }
   memtrace::reader::TraceReader trace(options.trace);
   std::ostringstream out;
   if (options.command == Command::kParse) {

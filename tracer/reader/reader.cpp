@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "tracer/format/codec.h"
 
@@ -51,6 +52,11 @@ TraceReader::~TraceReader() {
 }
 
 void TraceReader::fail(const std::string& what) const {
+  if (compressed_chunk_offset_ && record_start_ && !chunk_.empty())
+    throw TraceError(path_ + ": " + what + " at byte " +
+                     std::to_string(record_start_ - chunk_.data()) +
+                     " of the records of the compressed chunk at byte " +
+                     std::to_string(compressed_chunk_offset_));
   throw TraceError(path_ + ": " + what + " at byte " + std::to_string(recordOffset()));
 }
 
@@ -99,6 +105,7 @@ void TraceReader::rewind() {
   last_step_end_ns_ = 0;
   cut_offset_ = 0;
   open_chunk_offset_ = 0;
+  compressed_chunk_offset_ = 0;
   at_end_ = false;
   next_chunk_offset_ = format::kFileHeaderSize;
   chunk_.clear();
@@ -162,6 +169,7 @@ bool TraceReader::loadChunk(uint64_t offset) {
     chunk_.resize(region);
     chunk_.resize(readAt(chunk_.data(), region, offset + sizeof(header)));
     open_chunk_offset_ = offset;
+    compressed_chunk_offset_ = 0;
     chunk_offset_ = offset + sizeof(header);
     next_chunk_offset_ = chunk_offset_ + chunk_.size();
     cursor_ = chunk_.data();
@@ -173,6 +181,9 @@ bool TraceReader::loadChunk(uint64_t offset) {
   if (codec::crc32c(header, 8) != codec::getU32(header + 8))
     throw TraceError(path_ + ": corrupted chunk header (checksum mismatch) at byte " +
                      std::to_string(offset));
+  bool compressed =
+      version_ >= format::kCompressedChunkVersion && (size & format::kCompressedChunk);
+  if (compressed) size &= ~format::kCompressedChunk;
   if (size == 0 || size > format::kMaxChunkPayload)
     throw TraceError(path_ + ": a chunk of " + std::to_string(size) + " bytes at byte " +
                      std::to_string(offset) + " (corrupted?)");
@@ -187,9 +198,29 @@ bool TraceReader::loadChunk(uint64_t offset) {
   cut_offset_ = 0;
   chunk_offset_ = offset + sizeof(header);
   next_chunk_offset_ = chunk_offset_ + size;
+  compressed_chunk_offset_ = compressed ? offset : 0;
+  if (compressed) inflateChunk(offset);
   cursor_ = chunk_.data();
-  end_ = cursor_ + size;
+  end_ = cursor_ + chunk_.size();
   return true;
+}
+
+void TraceReader::inflateChunk(uint64_t offset) {
+  auto corrupt = [&](const std::string& what) {
+    throw TraceError(path_ + ": a compressed chunk at byte " + std::to_string(offset) + " " + what +
+                     " (corrupted?)");
+  };
+  if (chunk_.size() < 4) corrupt("too short to hold its records' size");
+  uint32_t records = codec::getU32(chunk_.data());
+  if (records == 0 || records > format::kMaxChunkPayload)
+    corrupt("says its records take " + std::to_string(records) + " bytes");
+  inflated_.resize(records);
+  uLongf made = records;
+  int status = uncompress(inflated_.data(), &made, chunk_.data() + 4, chunk_.size() - 4);
+  if (status != Z_OK || made != records)
+    corrupt("does not inflate to the " + std::to_string(records) + " bytes it says (zlib: " +
+            (status == Z_OK ? std::string("fewer bytes") : std::string(zError(status))) + ")");
+  chunk_.swap(inflated_);
 }
 
 void TraceReader::cutOff() const {

@@ -346,8 +346,14 @@ class TraceReader {
   // Where the open chunk the file ends in begins (its writer was stopped, or still writes),
   // or 0 when it ends on a whole chunk.
   uint64_t openChunkOffset() const { return open_chunk_offset_; }
+  // After read(), when the file ends in an open chunk: where its last whole record ends.
+  uint64_t openChunkEnd() const {
+    return open_chunk_offset_ ? chunk_offset_ + static_cast<uint64_t>(cursor_ - chunk_.data()) : 0;
+  }
   // The file header's flags (format::FileFlags).
   uint32_t flags() const { return flags_; }
+  // The file header's format version.
+  uint32_t version() const { return version_; }
   // How many events and bytes the last read() saw.
   uint64_t eventCount() const { return event_count_; }
 
@@ -356,6 +362,8 @@ class TraceReader {
   bool nextChunk();
   // Loads the chunk whose header is at `offset` (nextChunk and follow).
   bool loadChunk(uint64_t offset);
+  // Replaces chunk_'s stored bytes by the records they hold (Note [Compressed chunks]).
+  void inflateChunk(uint64_t offset);
   void rewind();
   // Reads records from cursor_ on, chunk after chunk, to the end of what the file holds.
   template <typename Visitor>
@@ -430,7 +438,11 @@ class TraceReader {
   const uint8_t* record_start_ = nullptr;
   uint64_t cut_offset_ = 0;
   uint64_t open_chunk_offset_ = 0;  // the open chunk being read (0: none)
-  bool at_end_ = false;             // an open chunk's end was reached: nothing follows it
+  // The header of the compressed chunk being read (0: the chunk is not): record offsets then
+  // count its inflated records, not the file's bytes.
+  uint64_t compressed_chunk_offset_ = 0;
+  std::vector<uint8_t> inflated_;  // inflateChunk's output, swapped with chunk_
+  bool at_end_ = false;            // an open chunk's end was reached: nothing follows it
   uint64_t records_read_ = 0;
   uint32_t flags_ = 0;
   Tables tables_;
