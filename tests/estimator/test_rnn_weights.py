@@ -19,11 +19,18 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import REPOSITORY
 from torch import nn
 
-import mem_tracer
-from mem_tracer import simulated_gpu
-from mem_tracer.estimator import step_graph
+sys.path.insert(0, str(REPOSITORY / "python"))
+import mem_tracer  # noqa: E402
+from mem_tracer import simulated_gpu  # noqa: E402
+from mem_tracer.estimator import step_graph  # noqa: E402
+
+BUILD = os.environ.get("MEMTRACE_BUILD_DIR")
+if BUILD:  # the build ctest names, not whatever the checkout's build/ holds
+    os.environ.setdefault("MEMTRACE_BIN_DIR", str(Path(BUILD) / "bin"))
+    os.environ.setdefault("MEMTRACE_SIMULATOR_DIR", str(Path(BUILD) / "simulator"))
 
 # An LSTM of 26,255,360 B of float32 weights: above kMinLargeAlloc, its flat buffer takes a
 # segment of its own, 27,262,976 B, and the 1,007,616 B left over (under kSmallSize) stay in
@@ -87,14 +94,14 @@ def test_an_lstm_is_one_weight_storage_on_cuda_only():
 
 
 def test_an_lstm_forward_is_the_simulated_cards_to_the_byte():
-    build = os.environ.get("MEMTRACE_BUILD_DIR")
-    if build:  # the build ctest names, not whatever the checkout's build/ holds
-        os.environ.setdefault("MEMTRACE_BIN_DIR", str(Path(build) / "bin"))
-        os.environ.setdefault("MEMTRACE_SIMULATOR_DIR", str(Path(build) / "simulator"))
     assert torch.backends.cuda.is_built(), "the card's side needs a CUDA build of torch"
     program = PROGRAM.format(tests=str(Path(__file__).parent), steps=STEPS, hidden=HIDDEN)
+    beside = dict(os.environ)
+    beside["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY / "python"),
+                                                         beside.get("PYTHONPATH")]))
     run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                         env=simulated_gpu.environment("h100"), timeout=300, check=False)
+                         env=simulated_gpu.environment("h100", base=beside), timeout=300,
+                         check=False)
     assert run.returncode == 0, run.stderr[-2000:]
     card = json.loads(run.stdout.strip().splitlines()[-1])
     assert card["storages"] == 1  # Module.cuda() flattened the weights into one buffer
