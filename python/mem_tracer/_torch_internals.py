@@ -161,6 +161,14 @@ def storage_key(storage: Any) -> int:
     return int(storage._cdata)
 
 
+def rnn_flat_weights(module: Any) -> list[Any] | None:
+    """An nn.RNNBase's weights in the order flatten_parameters hands them to cuDNN
+    (_flat_weights), or None while that list is only partly made, as flatten_parameters
+    checks (Note [cuDNN's flat RNN weights] in estimator/device_kernels.py)."""
+    weights = list(module._flat_weights)
+    return weights if len(weights) == len(module._flat_weights_names) else None
+
+
 def op_schema(func: Any) -> Any:
     """An OpOverload's FunctionSchema (name, arguments with their alias information)."""
     return func._schema
@@ -442,6 +450,7 @@ def check_all() -> list[str]:
         "disable_torch_function_subclass": disable_torch_function_subclass,
         "tensor_base_clone": tensor_base_clone,
         "storage_key": lambda: storage_key(torch.zeros(1).untyped_storage()),
+        "rnn_flat_weights": lambda: _all_found(rnn_flat_weights(torch.nn.LSTM(2, 2)) or [], 4),
         "op_schema": lambda: op_schema(torch.ops.aten.mm.default).arguments,
         "op_packet": lambda: op_packet(torch.ops.aten.mm.default),
         "aten_op": lambda: [aten_op(name) for name in PRIVATE_ATEN_OPS],

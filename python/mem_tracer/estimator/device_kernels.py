@@ -431,6 +431,67 @@ def device_convolution(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -
 _FACTORIES = ("tensor", "zeros", "ones", "full", "empty", "as_tensor", "scalar_tensor")
 
 
+# Note [cuDNN's flat RNN weights]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# On CUDA, Module.to(device) ends an nn.LSTM's, GRU's or RNN's move with flatten_parameters()
+# (torch/nn/modules/rnn.py, RNNBase._apply): when its flat weights are all tensors of one
+# dtype cuDNN takes (half, float, double; cudnn.is_acceptable), none aliasing another,
+# torch._cudnn_rnn_flatten_weight (aten/src/ATen/native/cudnn/RNN.cpp) allocates one buffer of
+# cuDNN's weight space and points every weight into it, and the weights' own blocks are freed.
+# The card's caching allocator then holds the RNN's weights as one block, and one block of
+# more than kMinLargeAlloc takes a segment of its own, rounded to kRoundLarge, unsplit when
+# less than kSmallSize would remain: allocated_bytes counts the whole segment. Seen on the
+# simulated H100 (torch 2.14.1+cu130; torch.cuda.memory._record_memory_history): parakeet_tdt's
+# 2-layer LSTM (640, 640) at model.cuda(), its 8 weights moved one by one (26,255,360 B),
+# a 27,262,976-byte segment allocated for the flat buffer of 26,255,360 B, the 8 freed: the
+# 1,007,616 B the estimate missed on every model with an LSTM prediction network. On a CUDA
+# profile the fake copy's RNN weights are made views of one fake buffer in the same order, so
+# the document holds them as one storage, as the card does. Assumed of cuDNN: the weight space
+# is the weights' bytes, matrices and biases packed without padding (the simulated cuDNN's
+# cudnnGetRNNWeightSpaceSize, which equals the sum above). Not modelled: the weights'
+# transient blocks before the flatten (they change which segments are reserved, not what is
+# allocated after the move: parakeet_tdt's max_memory_reserved is estimated 20 MiB short, one
+# segment), cuDNN's RNN workspace and reserve inside _cudnn_rnn (the recording runs the CPU's
+# LSTM, which in a training step saves more than cuDNN's reserve: parakeet's AdamW step
+# requests 806,912 B more than the card), and memtrace-estimate's TorchScript front end
+# (method="torchscript"), whose weights stay apart.
+_CUDNN_RNN_DTYPES = ("float16", "float32", "float64")
+
+
+def flatten_rnn_weights(model: Any, rules: KernelRules) -> int:
+    """On a CUDA profile, every RNN module of `model` (a fake copy) that flatten_parameters
+    would flatten gets its weights as views of one buffer (Note [cuDNN's flat RNN weights]);
+    the number of modules flattened."""
+    import torch
+
+    if rules.device != "cuda":
+        return 0
+    flattened = 0
+    for module in model.modules():
+        if not isinstance(module, torch.nn.RNNBase):
+            continue
+        weights = _torch_internals.rnn_flat_weights(module)
+        if not weights or not all(isinstance(w, torch.Tensor) for w in weights):
+            continue
+        dtype = weights[0].dtype
+        if (_dtype_name(dtype) not in _CUDNN_RNN_DTYPES or any(w.dtype != dtype for w in weights)
+                or len({_weight_start(w) for w in weights}) != len(weights)):
+            continue
+        flat = torch.empty(sum(w.numel() for w in weights), dtype=dtype, device=weights[0].device)
+        offset = 0
+        with torch.no_grad():
+            for weight in weights:
+                weight.set_(flat.untyped_storage(), offset, weight.size())
+                offset += weight.numel()
+        flattened += 1
+    return flattened
+
+
+def _weight_start(tensor: Any) -> tuple[int, int]:
+    """Where a weight's data starts (flatten_parameters' check that none alias: data_ptr)."""
+    return (_torch_internals.storage_key(tensor.untyped_storage()), tensor.storage_offset())
+
+
 @dataclass
 class KernelChoice:
     """One call the device runs with a kernel of its own: the op, the kernel, why."""

@@ -179,10 +179,12 @@ class _Step:
     def record(self, replay: list[ExampleValue] | None) -> dict[str, Any]:
         import torch
 
-        from .device_kernels import DeviceKernels
+        from .device_kernels import DeviceKernels, flatten_rnn_weights
 
         fake_mode = _torch_internals.fake_tensor_mode(allow_non_fake_inputs=True)
         model, args, kwargs, targets = self._copies(fake_mode)
+        with fake_mode:  # Note [cuDNN's flat RNN weights]
+            flatten_rnn_weights(model, self.rules)
         recorder = Recorder({id(module): name for name, module in model.named_modules()})
         recorder.replay = replay
         kernels = recorder.device_kernels = DeviceKernels(self.rules, recorder.choice)
