@@ -48,16 +48,11 @@ CAUSES = (
      "convnext_tiny the peak is at the 384→768 2×2 convolution, 4,718,592 bytes (its weight) "
      "above what is live after it; counted by the recorded forward on CUDA profiles since this "
      "session (device_kernels.py), rows taken again exact"),
-    (r"^transformers/(parakeet_rnnt|parakeet_tdt|nemotron_asr_streaming|nemotron3_5_asr)/"
-     r".*/infer",
-     "not yet explained; what is known (2026-11-29, from the rows): 1,007,616 bytes short at "
-     "batch 1 and at batch 2 alike, in the models with an LSTM prediction network (RNN-T, TDT); "
-     "the same family's CTC and encoder-only rows (parakeet_ctc, parakeet_encoder, canary, "
-     "lasr_ctc) are exact: cuDNN's LSTM buffers suspected, not confirmed"),
     (r"^transformers/inkling_text/sdpa/infer-b2$",
      "not yet explained; what is known: a mixture of experts whose loop over the experts hit "
      "takes `nonzero` (the card assumed no value, the recording flagged nothing); batch 1 is "
-     "−0.46 %, the eager rows went through TorchScript and are flagged lower bounds"),
+     "−0.46 %; the eager rows, recorded on fake tensors since 2026-11-29, are exact at both "
+     "batches, so the sdpa path is the suspect"),
 )
 
 # Whose a failure is, read from its one-line message (the first pattern that matches): what a
