@@ -247,13 +247,14 @@ Prediction withStepWorkspaces(const Prediction& prediction, uint64_t untraced_by
   addFrames(placed.by_frame, apart.by_frame);
   addFrames(placed.by_user_frame, apart.by_user_frame);
   for (const PredictionModuleEntry& entry : apart.by_module) placed.by_module.push_back(entry);
-  for (const auto& [phase, bytes] : apart.by_step_call) {
+  for (const auto& entry : apart.by_step_call) {  // not a structured binding: clang 14 cannot
+                                                  // capture one in the lambda
     auto same = std::find_if(placed.by_step_call.begin(), placed.by_step_call.end(),
-                             [&](const auto& call) { return call.first == phase; });
+                             [&](const auto& call) { return call.first == entry.first; });
     if (same == placed.by_step_call.end())
-      placed.by_step_call.emplace_back(phase, bytes);
+      placed.by_step_call.push_back(entry);
     else
-      same->second += bytes;
+      same->second += entry.second;
   }
   for (const PredictionModuleCell& cell : apart.by_module_category)
     placed.by_module_category.push_back(cell);
