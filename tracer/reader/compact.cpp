@@ -93,10 +93,8 @@ Compacted compactTrace(const std::string& path, int level) {
       readAt(stored.data(), size, payload);
       offset = payload + size;
       if (compressed) {  // the read above inflated it: another result is a file changed since
-        uLongf made = codec::getU32(stored.data());
-        std::vector<uint8_t> inflated(made);
-        if (uncompress(inflated.data(), &made, stored.data() + 4, stored.size() - 4) != Z_OK ||
-            made != inflated.size()) {
+        std::vector<uint8_t> inflated;
+        if (!inflateRecords(stored.data(), stored.size(), inflated).empty()) {
           std::fclose(file);
           throw TraceError(path + ": changed while it was read (byte " +
                            std::to_string(payload - format::kChunkHeaderSize) + ")");

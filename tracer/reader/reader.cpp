@@ -205,21 +205,25 @@ bool TraceReader::loadChunk(uint64_t offset) {
   return true;
 }
 
+std::string inflateRecords(const uint8_t* stored, size_t size, std::vector<uint8_t>& records) {
+  if (size < 4) return "too short to hold its records' size";
+  uint32_t expected = codec::getU32(stored);
+  if (expected == 0 || expected > format::kMaxChunkPayload)
+    return "says its records take " + std::to_string(expected) + " bytes";
+  records.resize(expected);
+  uLongf made = expected;
+  int status = uncompress(records.data(), &made, stored + 4, size - 4);
+  if (status != Z_OK || made != expected)
+    return "does not inflate to the " + std::to_string(expected) + " bytes it says (zlib: " +
+           (status == Z_OK ? std::string("fewer bytes") : std::string(zError(status))) + ")";
+  return {};
+}
+
 void TraceReader::inflateChunk(uint64_t offset) {
-  auto corrupt = [&](const std::string& what) {
-    throw TraceError(path_ + ": a compressed chunk at byte " + std::to_string(offset) + " " + what +
-                     " (corrupted?)");
-  };
-  if (chunk_.size() < 4) corrupt("too short to hold its records' size");
-  uint32_t records = codec::getU32(chunk_.data());
-  if (records == 0 || records > format::kMaxChunkPayload)
-    corrupt("says its records take " + std::to_string(records) + " bytes");
-  inflated_.resize(records);
-  uLongf made = records;
-  int status = uncompress(inflated_.data(), &made, chunk_.data() + 4, chunk_.size() - 4);
-  if (status != Z_OK || made != records)
-    corrupt("does not inflate to the " + std::to_string(records) + " bytes it says (zlib: " +
-            (status == Z_OK ? std::string("fewer bytes") : std::string(zError(status))) + ")");
+  std::string wrong = inflateRecords(chunk_.data(), chunk_.size(), inflated_);
+  if (!wrong.empty())
+    throw TraceError(path_ + ": a compressed chunk at byte " + std::to_string(offset) + " " +
+                     wrong + " (corrupted?)");
   chunk_.swap(inflated_);
 }
 

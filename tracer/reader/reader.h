@@ -319,6 +319,11 @@ struct RecordVisitor {
   bool done() const { return false; }
 };
 
+// The records a compressed chunk's stored bytes hold (its records' size, then one zlib stream:
+// Note [Compressed chunks]) into `records`; empty, or what is wrong with them. The reader and
+// `compact` both inflate through it.
+std::string inflateRecords(const uint8_t* stored, size_t size, std::vector<uint8_t>& records);
+
 class TraceReader {
  public:
   // Opens `path` and checks its file header.
