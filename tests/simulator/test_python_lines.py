@@ -163,3 +163,27 @@ def test_an_exception_inside_backward_leaves_no_lend_behind(build, tmp_path, how
     assert failing and after and max(failing) < min(after)
     # The backward after the failed one is named by its own line, never by the failed one's.
     assert all(line["ex_failing"] not in lines for _, _, lines in allocations[max(failing) + 1:])
+
+
+@pytest.mark.parametrize("how", HOWS)
+def test_python_frames_of_the_device_thread_before_the_lent_ones(build, tmp_path, how):
+    # A custom Function's backward is Python run by autograd's device thread: its allocations are
+    # named by its own frames, then by the lend of the thread waiting in loss.backward(). The loop
+    # makes the device thread's walks stop at a frame met again, with the reused outer frames left
+    # in place (Note [The reused tail read in place], tracer/recorder/python_stack.h) or moved (the
+    # helper's calls, a frame deeper), before each borrow appends the lend (lent_stacks.cpp).
+    allocations, line = traced_backward(tmp_path, "python_backward", how)
+    assert all(lines for _, _, lines in allocations), [a for a in allocations if not a[2]][:5]
+    main_thread = allocations[0][0]
+    # The script's frames outside python_backward(): those of the input's allocation past its line.
+    inputs = [lines for _, _, lines in allocations if lines[0] == line["pb_input"]]
+    assert len(inputs) == 1, inputs
+    outer = inputs[0][1:]
+    added = [(thread, lines) for thread, _, lines in allocations if lines[0] == line["pb_add"]]
+    helped = [(thread, lines) for thread, _, lines in allocations if lines[0] == line["pb_helper"]]
+    # 3 backwards of 8 additions and 4 helper calls each, every one a new tensor.
+    assert len(added) == 24 and len(helped) == 12, (len(added), len(helped))
+    assert all(lines == [line["pb_add"], line["pb_backward"], *outer] for _, lines in added), added
+    assert all(lines == [line["pb_helper"], line["pb_call"], line["pb_backward"], *outer]
+               for _, lines in helped), helped
+    assert main_thread not in {thread for thread, _ in added + helped}

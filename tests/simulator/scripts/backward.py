@@ -7,7 +7,8 @@ build: autograd runs a CUDA backward on the device's own thread, which never ran
 CASE: checkpoint (four blocks checkpointed re-entrantly, one training step), grad_in_backward (a
 custom Function whose backward calls torch.autograd.grad), threads (two threads training their
 own model at once), exception (a backward that fails inside a re-entrant checkpoint, then one
-that does not). HOW: preload (run under a bare LD_PRELOAD: nothing of memtrace imported),
+that does not), python_backward (a custom Function whose backward, Python on the device's
+thread, allocates in a loop from one line and from a helper a frame deeper, in turn). HOW: preload (run under a bare LD_PRELOAD: nothing of memtrace imported),
 switch (mem_tracer.switch_allocator() and start_tracing(TRACE): the package's own lends).
 The lines marked with a LINE comment are what the allocations must be named by."""
 import sys
@@ -67,6 +68,38 @@ class GradInside(torch.autograd.Function):
         return grad * gradient  # LINE:combine
 
 
+def doubled(tensor):
+    return tensor * 2  # LINE:pb_helper
+
+
+class PythonBackward(torch.autograd.Function):
+    # Its backward runs on the device's thread with Python frames of its own, which borrows the
+    # lend of loss.backward()'s thread after them. The loop's allocations from one line leave the
+    # thread's walk stopping at its innermost frame met again, the reused outer frames read in
+    # place (Note [The reused tail read in place]); the helper's, a frame deeper in turn, move
+    # the reused frames (copied): the borrow appends the lend after either.
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, grad):
+        total = grad
+        for step in range(12):
+            if step % 3 == 2:
+                total = doubled(total)  # LINE:pb_call
+            else:
+                total = total + grad  # LINE:pb_add
+        return total
+
+
+def python_backward():
+    x = torch.randn(64, 256, device="cuda", requires_grad=True)  # LINE:pb_input
+    for _ in range(3):
+        loss = PythonBackward.apply(x).sum()  # LINE:pb_forward
+        loss.backward()  # LINE:pb_backward
+
+
 def checkpointed_step():
     model = Checkpointed(256, 4).cuda()  # LINE:ck_model
     x = torch.randn(64, 256, device="cuda", requires_grad=True)  # LINE:ck_input
@@ -122,7 +155,7 @@ def exception():
 
 
 {"checkpoint": checkpointed_step, "grad_in_backward": grad_in_backward, "threads": two_threads,
- "exception": exception}[CASE]()
+ "exception": exception, "python_backward": python_backward}[CASE]()
 torch.cuda.synchronize()
 # PyTorch's own exit race: the device's thread may drop the last reference to a graph task just
 # after the thread that waited for it returned; if the interpreter is finalizing by then, that
