@@ -247,6 +247,11 @@ class RecordWriter {
   uint32_t internFrame(python::FrameInfo* frame, bool* ok);
   // The Python stack trie's node of `frame` called from `parent`, written if it is new.
   uint32_t internPythonNode(uint32_t parent, uint32_t frame, bool* ok);
+  // The node of the captured frame `raw` called from `parent`: resolved, its frame and node
+  // written if they are new, through python_node_memo_ (Note [Python nodes remembered by
+  // frame]). `holds_gil`: the capturing thread's, as resolveFrame takes it.
+  uint32_t internPythonFrameNode(uint32_t parent, const python::RawFrame& raw, bool holds_gil,
+                                 bool* ok);
   [[gnu::always_inline]] bool writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address,
                                          const uint64_t* size, uint32_t python_stack,
                                          uint32_t native_stack);
@@ -325,6 +330,17 @@ class RecordWriter {
   uint32_t frame_count_ = 0;
   NodeMap python_nodes_;
   uint32_t python_node_count_ = 0;
+  // Note [Python nodes remembered by frame] (record_writer.cpp): a frame's node under a parent,
+  // by (parent, RawFrame); node 0: an empty slot. Emptied with the file's tables.
+  struct PythonNodeMemo {
+    const void* code;
+    int32_t position;
+    uint32_t identity;
+    uint32_t parent;
+    uint32_t node;
+  };
+  static constexpr size_t kPythonNodeMemoSlots = 2048;
+  PythonNodeMemo python_node_memo_[kPythonNodeMemoSlots] = {};
   NodeMap native_nodes_;
   uint32_t native_node_count_ = 0;
   uint64_t devices_written_ = 0;    // bit d: device d has its kDevice record
