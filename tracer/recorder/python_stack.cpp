@@ -338,6 +338,8 @@ Chain compareChain(const void* frame, size_t height, const WalkCache& cache) {
 // After a direct walk with a cache (`walked` frames made of `visits` frames visited): the cached
 // tail appended when the walk stopped at `tail_height` of the cached chain, and the chain
 // remembered for the next walk when this one reached the outermost frame. Returns the count.
+// `with_code`: the layout's frames name their code object apart from their instruction (3.10).
+template <bool with_code>
 size_t rememberWalk(WalkCache* cache, RawFrame* frames, size_t max, size_t walked, size_t visits,
                     size_t tail_height, bool reached_outermost, uint64_t deaths, size_t hidden) {
   ++cache->serial;
@@ -369,20 +371,19 @@ size_t rememberWalk(WalkCache* cache, RawFrame* frames, size_t max, size_t walke
     cache->chain_count = 0;
     return total;
   }
+  // Each visited frame's caller is the next frame visited, or below the last one the frame the
+  // walk stopped at (visit_frame[visits]): the cached frame at tail_height, compared equal, or
+  // none past the outermost.
   for (size_t v = 0; v < visits; ++v) {
     size_t height = top - v;
-    cache->chain_frame[height] = cache->visit_frame[v];
-    cache->chain[height].instruction = cache->visit_instruction[v];
-    cache->chain_code[height] = cache->visit_code[v];
+    const void* frame = cache->visit_frame[v];
+    cache->chain_frame[height] = frame;
+    cache->chain[height] = WalkCache::Link{cache->visit_frame[v + 1], cache->visit_instruction[v]};
+    if constexpr (with_code) cache->chain_code[height] = cache->visit_code[v];
     cache->chain_outputs_through[height] =
         static_cast<uint16_t>(total - cache->visit_outputs_before[v]);
-    cache->height_of_address[addressSlot(cache->visit_frame[v])] =
-        static_cast<uint16_t>(height + 1);
+    cache->height_of_address[addressSlot(frame)] = static_cast<uint16_t>(height + 1);
   }
-  // Each visited frame's caller: the next frame visited, or below the last one the cached frame
-  // the walk stopped at (compared equal), or none past the outermost.
-  for (size_t height = top + 1 - visits; height <= top; ++height)
-    cache->chain[height].previous = height == 0 ? nullptr : cache->chain_frame[height - 1];
   cache->chain_count = top + 1;
   std::memcpy(cache->output, frames, (tail_in_place ? walked : total) * sizeof(RawFrame));
   cache->output_count = total;
@@ -465,8 +466,10 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max, Walk
     if (++walked == max) break;
   }
   if (!cache) return walked;
-  return rememberWalk(cache, frames, max, walked, visits, tail_height,
-                      tail_height == SIZE_MAX && !frame, deaths, hidden);
+  cache->visit_frame[visits] = frame;  // the last visited frame's caller, when the chain is kept
+  constexpr bool with_code = layout.frame_is_object != 0;
+  return rememberWalk<with_code>(cache, frames, max, walked, visits, tail_height,
+                                 tail_height == SIZE_MAX && !frame, deaths, hidden);
 }
 
 template <size_t... index>

@@ -122,8 +122,9 @@ struct WalkCache {
   // walk wrote (Note [The reused tail read in place]): they are output's, at the same
   // positions. fillReusedTail writes them there.
   size_t tail_pending;
-  // The frames of the walk under way, innermost first (scratch).
-  const void* visit_frame[kMaxWalkVisits];
+  // The frames of the walk under way, innermost first (scratch); after the last one visited, the
+  // frame the walk stopped at (nullptr past the outermost): the last one's caller.
+  const void* visit_frame[kMaxWalkVisits + 1];
   uintptr_t visit_instruction[kMaxWalkVisits];
   const void* visit_code[kMaxWalkVisits];
   uint16_t visit_outputs_before[kMaxWalkVisits];

@@ -376,8 +376,8 @@ uint32_t RecordWriter::internPythonNode(uint32_t parent, uint32_t frame, bool* o
 // is remembered: one that could not be (out of memory; the public API's frame met again without
 // the GIL) is `<unknown>` now and may be resolved later. Emptied with the file's tables
 // (beginFile), as the nodes it names are.
-uint32_t RecordWriter::internPythonFrameNode(uint32_t parent, const python::RawFrame& raw,
-                                             bool holds_gil, bool* ok) {
+[[gnu::always_inline]] inline uint32_t RecordWriter::internPythonFrameNode(
+    uint32_t parent, const python::RawFrame& raw, bool holds_gil, bool* ok) {
   static_assert((kPythonNodeMemoSlots & (kPythonNodeMemoSlots - 1)) == 0);
   constexpr int kSlotBits = __builtin_ctzll(kPythonNodeMemoSlots);
   uint64_t key = reinterpret_cast<uintptr_t>(raw.code) ^
@@ -387,10 +387,16 @@ uint32_t RecordWriter::internPythonFrameNode(uint32_t parent, const python::RawF
   if (memo.node != 0 && memo.parent == parent && memo.code == raw.code &&
       memo.position == raw.position && memo.identity == raw.identity)
     return memo.node;
+  return internPythonFrameNodeAgain(&memo, parent, raw, holds_gil, ok);
+}
+
+uint32_t RecordWriter::internPythonFrameNodeAgain(PythonNodeMemo* slot, uint32_t parent,
+                                                  const python::RawFrame& raw, bool holds_gil,
+                                                  bool* ok) {
   python::FrameInfo* info = python::resolveFrame(raw, holds_gil);
   uint32_t frame = internFrame(info ? info : &g_unknown_frame, ok);
   uint32_t node = *ok ? internPythonNode(parent, frame, ok) : 0;
-  if (node != 0 && info) memo = PythonNodeMemo{raw.code, raw.position, raw.identity, parent, node};
+  if (node != 0 && info) *slot = PythonNodeMemo{raw.code, raw.position, raw.identity, parent, node};
   return node;
 }
 
