@@ -375,7 +375,9 @@ uint32_t RecordWriter::internPythonNode(uint32_t parent, uint32_t frame, bool* o
 // pair whose slot another took) takes the three lookups and then the slot. Only a resolved frame
 // is remembered: one that could not be (out of memory; the public API's frame met again without
 // the GIL) is `<unknown>` now and may be resolved later. Emptied with the file's tables
-// (beginFile), as the nodes it names are.
+// (beginFile), as the nodes it names are; 2,048 slots of 24 bytes. internPythonStack, inclusive,
+// on GPT-2's forward (batch 1, simulated H200, callgrind_annotate over bench/cost_parts.py's
+// dumps): 137 k instructions a forward before, 60 k after (the hit inlined into it).
 [[gnu::always_inline]] inline uint32_t RecordWriter::internPythonFrameNode(
     uint32_t parent, const python::RawFrame& raw, bool holds_gil, bool* ok) {
   static_assert((kPythonNodeMemoSlots & (kPythonNodeMemoSlots - 1)) == 0);

@@ -255,8 +255,8 @@ class RecordWriter {
   struct PythonNodeMemo;
   // internPythonFrameNode's way when the table does not know the pair: the lookups, then `slot`.
   [[gnu::noinline]] uint32_t internPythonFrameNodeAgain(PythonNodeMemo* slot, uint32_t parent,
-                                                        const python::RawFrame& raw,
-                                                        bool holds_gil, bool* ok);
+                                                        const python::RawFrame& raw, bool holds_gil,
+                                                        bool* ok);
   [[gnu::always_inline]] bool writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address,
                                          const uint64_t* size, uint32_t python_stack,
                                          uint32_t native_stack);
