@@ -261,8 +261,11 @@ size_t dropHidden(RawFrame* frames, size_t count) {
 // skipped (an entry frame of the C stack; a frame before its first traceable instruction) of its
 // code and position, as no caller's frame is still before RESUME. Where to try is a guess
 // (height_of_address: a frame's height in the cached chain, by its address; past a frame that is
-// not there or whose own instruction moved the walk tries again, past a deeper difference it
-// walks on without trying), so a freed and reused frame, a generator resumed from another
+// not there or whose own instruction moved the walk tries again; past a deeper difference it
+// walks on untried to the frame where the two chains parted, and tries again from there: a call
+// from another line of a caller further out, the next module after a sibling, stops at that
+// caller instead of walking the whole stack, and each frame is compared by one try at most, the
+// one a try starts at twice), so a freed and reused frame, a generator resumed from another
 // caller, recursion at another depth, or another thread can only make the try fail, never pass.
 // The cached output also holds each frame's identity (Note [Code objects that die]) and leaves
 // out the hidden frames (Note [Frames memtrace hides]): the tail is reused only if no code object
@@ -293,7 +296,8 @@ enum class Chain { kUnchanged, kFrameMoved, kChanged };
 // Whether the chain from `frame` out is the cached chain from `height` down to the outermost
 // frame (Note [Python stacks flat in depth]): kFrameMoved when `frame` itself is not the cached
 // frame at that height or went on to another instruction (an inner frame: cheap, try its
-// caller), kChanged when a frame outside it differs.
+// caller), kChanged when a frame outside it differs; *parted is then the frame of the walked
+// chain where the two parted (the first that differs, or its caller: where to try again).
 // Note [The chain compared a frame at a time]
 // The loop is the cost a frame of a capture whose outer frames have not changed, so it is
 // written for the fewest instructions: a frame's caller is read and compared with the cached
@@ -309,22 +313,34 @@ enum class Chain { kUnchanged, kFrameMoved, kChanged };
 // the compare a null caller would need anyway, and keeps the proof of Note [Python stacks flat in
 // depth] as it was: the same frames, at the same instructions, all the way out.
 template <const MemtracePythonLayout& layout>
-Chain compareChain(const void* frame, size_t height, const WalkCache& cache) {
+Chain compareChain(const void* frame, size_t height, const WalkCache& cache, const void** parted) {
   const WalkCache::Link* chain = cache.chain;
   if (frame != cache.chain_frame[height] ||
       instructionOf<layout>(frame) != chain[height].instruction)
     return Chain::kFrameMoved;
   if constexpr (layout.frame_is_object)
-    if (field<const void*>(frame, layout.frame_code) != cache.chain_code[height])
+    if (field<const void*>(frame, layout.frame_code) != cache.chain_code[height]) {
+      *parted = field<const void*>(frame, layout.frame_previous);
       return Chain::kChanged;
-  // From the frame at height k to its caller at k - 1 (k > 0): false when they differ.
+    }
+  // From the frame at height k to its caller at k - 1 (k > 0): false when they differ, the
+  // walked caller in *parted (stored only then: the loop's cost is the frames that agree).
   auto step = [&](size_t k) {
     const void* previous = field<const void*>(frame, layout.frame_previous);
-    if (previous != chain[k].previous) return false;
+    if (previous != chain[k].previous) {
+      *parted = previous;
+      return false;
+    }
     frame = previous;
-    if (instructionOf<layout>(frame) != chain[k - 1].instruction) return false;
+    if (instructionOf<layout>(frame) != chain[k - 1].instruction) {
+      *parted = frame;
+      return false;
+    }
     if constexpr (layout.frame_is_object)
-      if (field<const void*>(frame, layout.frame_code) != cache.chain_code[k - 1]) return false;
+      if (field<const void*>(frame, layout.frame_code) != cache.chain_code[k - 1]) {
+        *parted = frame;
+        return false;
+      }
     return true;
   };
   size_t k = height;
@@ -332,7 +348,8 @@ Chain compareChain(const void* frame, size_t height, const WalkCache& cache) {
     if (!step(k) || !step(k - 1) || !step(k - 2) || !step(k - 3)) return Chain::kChanged;
   for (; k > 0; --k)
     if (!step(k)) return Chain::kChanged;
-  return field<const void*>(frame, layout.frame_previous) ? Chain::kChanged : Chain::kUnchanged;
+  *parted = field<const void*>(frame, layout.frame_previous);
+  return *parted ? Chain::kChanged : Chain::kUnchanged;
 }
 
 // After a direct walk with a cache (`walked` frames made of `visits` frames visited): the cached
@@ -417,19 +434,25 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max, Walk
   bool try_cache =
       cache && cache->chain_count > 0 && cache->code_deaths == deaths && cache->hidden == hidden;
   size_t tail_height = SIZE_MAX;  // the cached chain's height where the rest was met again
+  // After a deep try failed: the walked frame where the chains parted, where tries start again
+  // (nullptr: none; never a frame of the loop until a try has set it).
+  const void* parted = nullptr;
   size_t visits = 0;
   size_t visits_left = 2 * max + 2;
   for (; frame && visits_left > 0;
        frame = field<const void*>(frame, layout.frame_previous), --visits_left) {
+    if (!try_cache && frame == parted) try_cache = true;
     if (try_cache) {
       uint32_t height = cache->height_of_address[addressSlot(frame)];
       if (height != 0 && height <= cache->chain_count) {
-        Chain chain = compareChain<layout>(frame, height - 1, *cache);
+        Chain chain = compareChain<layout>(frame, height - 1, *cache, &parted);
         if (chain == Chain::kUnchanged) {
           tail_height = height - 1;
           break;
         }
-        // One deep try a walk: a failed one costs up to the chain's length.
+        // A failed deep try compared the frames out to where the chains parted: the walk tries
+        // again only from there, so that tries compare each frame once (and the one they start
+        // at twice), never the chain's length again and again.
         try_cache = chain == Chain::kFrameMoved;
       }
     }
