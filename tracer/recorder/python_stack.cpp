@@ -283,8 +283,9 @@ inline uint32_t addressSlot(const void* frame) {
 
 // What a frame's output is made of besides its code object (which tells the code object too
 // from 3.11 on): its instruction pointer, or f_lasti (3.10).
-template <const MemtracePythonLayout& layout>
+template <size_t index>
 inline uintptr_t instructionOf(const void* frame) {
+  constexpr const MemtracePythonLayout& layout = kLayouts[index];
   if constexpr (layout.frame_is_object)
     return static_cast<uint32_t>(field<int>(frame, layout.frame_instruction));
   else
@@ -312,11 +313,12 @@ enum class Chain { kUnchanged, kFrameMoved, kChanged };
 // each of the two words costs a load and a compare. Comparing the addresses costs nothing beside
 // the compare a null caller would need anyway, and keeps the proof of Note [Python stacks flat in
 // depth] as it was: the same frames, at the same instructions, all the way out.
-template <const MemtracePythonLayout& layout>
+template <size_t index>
 Chain compareChain(const void* frame, size_t height, const WalkCache& cache, const void** parted) {
+  constexpr const MemtracePythonLayout& layout = kLayouts[index];
   const WalkCache::Link* chain = cache.chain;
   if (frame != cache.chain_frame[height] ||
-      instructionOf<layout>(frame) != chain[height].instruction)
+      instructionOf<index>(frame) != chain[height].instruction)
     return Chain::kFrameMoved;
   if constexpr (layout.frame_is_object)
     if (field<const void*>(frame, layout.frame_code) != cache.chain_code[height]) {
@@ -332,7 +334,7 @@ Chain compareChain(const void* frame, size_t height, const WalkCache& cache, con
       return false;
     }
     frame = previous;
-    if (instructionOf<layout>(frame) != chain[k - 1].instruction) {
+    if (instructionOf<index>(frame) != chain[k - 1].instruction) {
       *parted = frame;
       return false;
     }
@@ -416,8 +418,9 @@ size_t rememberWalk(WalkCache* cache, RawFrame* frames, size_t max, size_t walke
 // per CPython version, so that every offset is a constant of the code (the walk costs ~25
 // instructions a frame). With `cache`, the frames outside the first one met again are the last
 // walk's (Note [Python stacks flat in depth]).
-template <const MemtracePythonLayout& layout>
+template <size_t index>
 size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max, WalkCache* cache) {
+  constexpr const MemtracePythonLayout& layout = kLayouts[index];
   const void* frame = thread_state;
   if constexpr (layout.thread_cframe >= 0) {
     frame = field<const void*>(thread_state, layout.thread_cframe);
@@ -445,7 +448,7 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max, Walk
     if (try_cache) {
       uint32_t height = cache->height_of_address[addressSlot(frame)];
       if (height != 0 && height <= cache->chain_count) {
-        Chain chain = compareChain<layout>(frame, height - 1, *cache, &parted);
+        Chain chain = compareChain<index>(frame, height - 1, *cache, &parted);
         if (chain == Chain::kUnchanged) {
           tail_height = height - 1;
           break;
@@ -458,7 +461,7 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max, Walk
     }
     if (cache) {
       cache->visit_frame[visits] = frame;
-      cache->visit_instruction[visits] = instructionOf<layout>(frame);
+      cache->visit_instruction[visits] = instructionOf<index>(frame);
       if constexpr (layout.frame_is_object)
         cache->visit_code[visits] = field<const void*>(frame, layout.frame_code);
       cache->visit_outputs_before[visits] = static_cast<uint16_t>(walked);
@@ -498,7 +501,7 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max, Walk
 template <size_t... index>
 DirectWalk directWalkOf(const MemtracePythonLayout* layout, std::index_sequence<index...>) {
   DirectWalk walk = nullptr;
-  ((&kLayouts[index] == layout ? (walk = &walkDirectly<kLayouts[index]>) : walk), ...);
+  ((&kLayouts[index] == layout ? (walk = &walkDirectly<index>) : walk), ...);
   return walk;
 }
 
