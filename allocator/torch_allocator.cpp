@@ -59,15 +59,22 @@ namespace {
 // carry no stacks (thread 0), and one mark in the trace says how many there were. A tensor
 // known to the recorder is left as it is, so nothing is counted twice.
 // The snapshot is a copy: between it and a tensor's recording, device 1 may change (a tensor
-// of the snapshot freed, and its free, of an address not yet known, dropped). So each tracker
-// call on a device counts itself twice, when it starts and when it ends, in that device's
-// counters, which it writes under the device's lock (plain stores, no atomic read-modify-write
-// on the hot path). A held allocation is recorded only if, under the recorder's lock, its
-// device's counters show no call started since before the snapshot and none still running;
-// otherwise the snapshot is read again (at most kHeldAttempts times). A change PyTorch makes
-// after that check is recorded after the held allocation, and so applies to it. The kFailed
-// outcome after kAttaching (PyTorch refusing the tracker after memtrace_torch_check accepted
-// it) loses the counted calls' segments: one line on stderr says so.
+// of the snapshot freed, and its free, of an address not yet known, dropped). So the recorder
+// counts each tracker call that changes a device's memory on that device, under its own lock,
+// with the call's event (trackerEventCounts in tracer/recorder/recorder.h; a free it drops is
+// counted too). The counts are read, under the recorder's lock, before the snapshot; a held
+// allocation is recorded only if, under the recorder's lock, its device's count has not moved
+// since; otherwise the snapshot is read again (at most kHeldAttempts times). That is enough:
+// PyTorch calls the tracker with the device's lock held, right after the change it tells, and
+// the snapshot reads each device under that lock. So a change the snapshot shows was made
+// either before the counts were read (its event recorded by then, or its call still holding the
+// device's lock, which the snapshot then waits for: the count moves before the check) or after
+// them (its event recorded before the check moves the count); a change the snapshot does not
+// show is made after it, and its event, recorded before the check or after the held
+// allocation, applies to it in order. (Each call counted itself twice before, at its start and
+// its end, outside the recorder's lock: two stores more an event on the tracker's path.)
+// The kFailed outcome after kAttaching (PyTorch refusing the tracker after memtrace_torch_check
+// accepted it) loses the counted calls' segments: one line on stderr says so.
 // The package's attach (memtrace_torch_attach, Note [Attaching from the package] in
 // python/mem_tracer/tracing.py) records everything PyTorch held before it the same way, with
 // the same checks and retries, and no mark: those are allocations made before tracing.
@@ -76,35 +83,6 @@ enum State : int { kUnknown, kPreparing, kAttaching, kAttached, kFailed };
 std::atomic<int> g_state{kUnknown};
 // Calls from PyTorch's allocator that no one recorded while the state was kAttaching.
 std::atomic<int> g_unrecorded{0};
-
-// Note [Tensors made while the tracker attaches]: each device's tracker calls, counted when
-// they start and when they end. Only tracker calls write them, under the device's lock.
-struct TrackerCalls {
-  std::atomic<uint64_t> started{0};
-  std::atomic<uint64_t> ended{0};
-};
-TrackerCalls g_tracker_calls[format::kMaxDevices];
-
-// Counts one tracker call on `device` for its scope.
-class TrackerCall {
- public:
-  explicit TrackerCall(int device)
-      : calls_(device >= 0 && device < format::kMaxDevices ? &g_tracker_calls[device] : nullptr) {
-    if (calls_)
-      calls_->started.store(calls_->started.load(std::memory_order_relaxed) + 1,
-                            std::memory_order_release);
-  }
-  ~TrackerCall() {
-    if (calls_)
-      calls_->ended.store(calls_->ended.load(std::memory_order_relaxed) + 1,
-                          std::memory_order_release);
-  }
-  TrackerCall(const TrackerCall&) = delete;
-  TrackerCall& operator=(const TrackerCall&) = delete;
-
- private:
-  TrackerCalls* calls_;
-};
 
 // Callers seen, by return address: a program calls CUDA from few places, and dladdr (a walk of
 // the loaded objects under the loader's lock) is paid once for each.
@@ -174,43 +152,28 @@ bool torchRelease(char* release, size_t size) {
   return found;
 }
 
-// The sink's functions: what the tracker says, as events of the recorder.
-// `caller`: the sink's return address, in the bridge (native stacks start there).
+// The sink's functions: what the tracker says, as events of the recorder. A tensor's is one
+// call into the recorder (Note [One call from PyTorch's tracker] in tracer/recorder/recorder.cpp),
+// with the sink's return address, in PyTorch's std::function (the bridge's onTraceEntry calls
+// the sink last): native stacks start there.
 EventSource torchSource(int device, uint64_t stream, const void* caller) {
   return EventSource{format::Api::kTorchAllocator, format::Level::kTensor, device, stream, caller};
 }
 
-void recordTensorAlloc(int device, uint64_t stream, uint64_t address, uint64_t size,
-                       const void* caller) {
-  RecursionGuard guard;
-  recordAlloc(guard, torchSource(device, stream, caller), reinterpret_cast<const void*>(address),
-              size);
-}
-
-void recordSegmentChange(int action, int device, uint64_t address, uint64_t size,
-                         uint64_t graph_pool, uint64_t user_pool) {
-  RecursionGuard guard;
-  recordSegment(guard, SegmentChange{static_cast<format::SegmentAction>(action), device,
-                                     static_cast<uintptr_t>(address), size, graph_pool, user_pool});
-}
-
 void tensorAlloc(int device, uint64_t stream, uint64_t address, uint64_t size) {
-  TrackerCall call(device);
-  recordTensorAlloc(device, stream, address, size, __builtin_return_address(0));
+  recordTrackerAlloc(device, stream, address, size, __builtin_return_address(0));
 }
 
 void tensorFree(int device, uint64_t stream, uint64_t address) {
-  TrackerCall call(device);
-  RecursionGuard guard;
-  recordFree(guard, torchSource(device, stream, __builtin_return_address(0)),
-             reinterpret_cast<const void*>(address));
+  recordTrackerFree(device, stream, address, __builtin_return_address(0));
 }
 
 void segment(int action, int device, uint64_t address, uint64_t size, uint64_t graph_pool,
              uint64_t user_pool) {
   if (action < 0 || action >= static_cast<int>(format::SegmentAction::kCount)) return;
-  TrackerCall call(device);
-  recordSegmentChange(action, device, address, size, graph_pool, user_pool);
+  RecursionGuard guard;
+  recordSegment(guard, SegmentChange{static_cast<format::SegmentAction>(action), device,
+                                     static_cast<uintptr_t>(address), size, graph_pool, user_pool});
 }
 
 void outOfMemory(int device, uint64_t stream, uint64_t size, uint64_t) {
@@ -311,22 +274,20 @@ bool prepare(Bridge* bridge, bool say) {
 // Note [Tensors made while the tracker attaches]: the snapshot read again when a device changed.
 constexpr int kHeldAttempts = 100;
 
-// One reading of the snapshot: each device's tracker calls started before it, and what it
+// One reading of the snapshot: each device's tracker calls counted before it, and what it
 // recorded.
 struct HeldReading {
-  uint64_t started[format::kMaxDevices];
+  uint64_t counted[format::kMaxDevices];
   int recorded = 0;
   uint64_t recorded_bytes = 0;
   bool stale = false;
 };
 
+// Asked under the recorder's lock.
 bool deviceUnchanged(const void* context, int device) {
   if (device < 0 || device >= format::kMaxDevices) return true;  // never counted: nothing to see
   const auto* reading = static_cast<const HeldReading*>(context);
-  const TrackerCalls& calls = g_tracker_calls[device];
-  uint64_t started = calls.started.load(std::memory_order_acquire);
-  return started == reading->started[device] &&
-         calls.ended.load(std::memory_order_acquire) == started;
+  return trackerEventsLocked(device) == reading->counted[device];
 }
 
 void heldSegment(void* context, int device, uint64_t address, uint64_t size, int expandable,
@@ -374,8 +335,7 @@ void recordHeld(const Bridge& bridge, bool during_attach) {
   bool stale = true;
   for (int attempt = 0; attempt < kHeldAttempts && stale; ++attempt) {
     HeldReading reading;
-    for (int device = 0; device < format::kMaxDevices; ++device)
-      reading.started[device] = g_tracker_calls[device].started.load(std::memory_order_acquire);
+    trackerEventCounts(reading.counted);
     MemtraceTorchHeld held{&reading, heldSegment, heldTensor};
     char error[512] = "";
     if (bridge.snapshot(bridge.c10, &held, error, sizeof(error)) != 0) {
@@ -414,6 +374,8 @@ Bridge g_bridge;
 int attachOnce(bool say) {
   int state = g_state.load(std::memory_order_acquire);
   if (state == kUnknown && g_state.compare_exchange_strong(state, kPreparing)) {
+    // The tracker's calls do not check it (Note [One call from PyTorch's tracker]).
+    ensureRecorderInitialized();
     Bridge& bridge = g_bridge;
     if (!prepare(&bridge, say)) {
       g_state.store(kFailed, std::memory_order_release);

@@ -25,15 +25,21 @@ uint64_t streamOf(const TraceEntry& entry) {
 
 // Called by PyTorch on the allocating thread with the device's allocator lock held (its
 // recursive mutex): it calls nothing of PyTorch, and nothing that could wait for that lock.
+// A tensor's entries come first, each tested alone (ALLOC, then FREE_COMPLETED, then the
+// FREE_REQUESTED dropped): a switch over all the actions tested ranges before them.
 void onTraceEntry(const TraceEntry& entry) {
+  TraceEntry::Action action = entry.action_;
   int device = entry.device_;
-  switch (entry.action_) {
-    case TraceEntry::ALLOC:
-      g_sink.tensor_alloc(device, streamOf(entry), entry.addr_, entry.size_);
-      return;
-    case TraceEntry::FREE_COMPLETED:
-      g_sink.tensor_free(device, streamOf(entry), entry.addr_);
-      return;
+  if (action == TraceEntry::ALLOC) {
+    g_sink.tensor_alloc(device, streamOf(entry), entry.addr_, entry.size_);
+    return;
+  }
+  if (action == TraceEntry::FREE_COMPLETED) {
+    g_sink.tensor_free(device, streamOf(entry), entry.addr_);
+    return;
+  }
+  if (action == TraceEntry::FREE_REQUESTED) return;  // the free completes later, or at once
+  switch (action) {
     case TraceEntry::SEGMENT_ALLOC:
     case TraceEntry::SEGMENT_FREE:
     case TraceEntry::SEGMENT_MAP:
@@ -51,8 +57,7 @@ void onTraceEntry(const TraceEntry& entry) {
       g_sink.out_of_memory(device, streamOf(entry), entry.size_, entry.addr_);
       return;
     default:
-      // FREE_REQUESTED (the free completes later, or at once with its own entry), SNAPSHOT,
-      // and what a later release adds: nothing changes in memory.
+      // SNAPSHOT, and what a later release adds: nothing changes in memory.
       return;
   }
 }

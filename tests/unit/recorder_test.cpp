@@ -46,12 +46,16 @@ struct Recorded : reader::RecordVisitor {
     devices.push_back(event.context->device);
     threads.push_back(event.context->thread_id);
     apis.push_back(event.context->api);
+    streams.push_back(event.context->stream);
+    levels.push_back(event.context->level);
   }
   void onMarker(const reader::Marker& marker) { markers.push_back(marker.kind); }
   std::vector<reader::Event> events;
   std::vector<int> devices;
   std::vector<int64_t> threads;  // the event's context's, read while it is current
   std::vector<format::Api> apis;
+  std::vector<uint64_t> streams;
+  std::vector<format::Level> levels;
   std::vector<MarkerKind> markers;
 };
 
@@ -425,6 +429,69 @@ TEST(Recorder, HeldAllocationsAreRecordedOnceAndOnlyWhileTheirDeviceIsUnchanged)
   EXPECT_EQ(recorded.threads[1], 0);
   EXPECT_NE(recorded.threads[0], 0);
   EXPECT_EQ(recorded.apis[1], format::Api::kTorchAllocator);
+  std::remove(path.c_str());
+}
+
+uint64_t trackerEvents(int device) {
+  uint64_t counts[format::kMaxDevices];
+  trackerEventCounts(counts);
+  return counts[device];
+}
+
+// Note [One call from PyTorch's tracker] (recorder.cpp): the tracker's calls record what the
+// hooks' recordAlloc and recordFree record with the tracker's source, and each that changes a
+// device's memory moves that device's count (Note [Tensors made while the tracker attaches]),
+// a free of an address the recorder does not know included; what is read from PyTorch's
+// snapshot does not move it (its check would then never see its device unchanged).
+TEST(Recorder, TrackerCallsAreTheHooksEventsAndCountOnTheirDevice) {
+  std::string path = temporaryPath("tracker.bin");
+  ASSERT_EQ(memtrace_start(path.c_str()), 0) << memtrace_last_error();
+  uint64_t on_one = trackerEvents(1), on_two = trackerEvents(2);
+  const void* caller = reinterpret_cast<const void*>(0x1234);
+  recordTrackerAlloc(1, 0x7, 0x7c0000000000, 1024, caller);
+  EXPECT_EQ(trackerEvents(1), on_one + 1);
+  recordTrackerFree(1, 0x7, 0x7c0000004000, caller);  // never allocated: no event, but counted
+  EXPECT_EQ(trackerEvents(1), on_one + 2);
+  recordTrackerFree(1, 0x7, 0x7c0000000000, caller);
+  EXPECT_EQ(trackerEvents(1), on_one + 3);
+  {
+    RecursionGuard guard;
+    recordSegment(guard,
+                  SegmentChange{format::SegmentAction::kAlloc, 1, 0x7c0000000000, 2 << 20, 0, 0});
+    EXPECT_EQ(trackerEvents(1), on_one + 4);
+    bool unchanged = true;
+    const EventSource torch{format::Api::kTorchAllocator, format::Level::kTensor, 1, 0, nullptr};
+    EXPECT_EQ(recordHeldAlloc(guard, torch, address(0x7c0000001000), 512,
+                              HeldCheck{deviceFlag, &unchanged}),
+              HeldOutcome::kRecorded);
+    EXPECT_EQ(trackerEvents(1), on_one + 4) << "a held allocation is no tracker call";
+    recordFree(guard, torch, address(0x7c0000001000));
+    recordSegment(guard,
+                  SegmentChange{format::SegmentAction::kFree, 1, 0x7c0000000000, 2 << 20, 0, 0});
+  }
+  EXPECT_EQ(trackerEvents(1), on_one + 5);
+  EXPECT_EQ(trackerEvents(2), on_two) << "another device's count moved";
+  // A device past kMaxDevices is recorded and never counted.
+  recordTrackerAlloc(format::kMaxDevices, 0x7, 0x7c0000002000, 64, caller);
+  recordTrackerFree(format::kMaxDevices, 0x7, 0x7c0000002000, caller);
+  ASSERT_EQ(memtrace_close(), 0);
+
+  Recorded recorded = readBack(path);
+  ASSERT_EQ(recorded.events.size(), 6u);
+  EXPECT_EQ(recorded.events[0].kind, reader::EventKind::kAlloc);
+  EXPECT_EQ(recorded.events[0].address, 0x7c0000000000u);
+  EXPECT_EQ(recorded.events[0].size, 1024u);
+  EXPECT_EQ(recorded.streams[0], 0x7u);
+  EXPECT_EQ(recorded.levels[0], format::Level::kTensor);
+  EXPECT_EQ(recorded.devices[0], 1);
+  EXPECT_EQ(recorded.apis[0], format::Api::kTorchAllocator);
+  EXPECT_NE(recorded.threads[0], 0);
+  EXPECT_EQ(recorded.events[1].kind, reader::EventKind::kFree);
+  EXPECT_EQ(recorded.events[1].address, 0x7c0000000000u);
+  EXPECT_EQ(recorded.devices[1], 1);
+  EXPECT_EQ(recorded.events[4].kind, reader::EventKind::kAlloc);
+  EXPECT_EQ(recorded.devices[4], -1);  // the file names no device past kMaxDevices
+  EXPECT_EQ(recorded.events[5].kind, reader::EventKind::kFree);
   std::remove(path.c_str());
 }
 

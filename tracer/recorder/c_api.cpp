@@ -213,6 +213,7 @@ MEMTRACE_EXPORT int memtrace_module_enter(const char* path) {
   }
   ++thread->module_depth;
   ++thread->module_version;
+  thread->prelude_epoch = 0;  // its next event writes the scope (RecordWriter::preludeUnchanged)
   return 0;
 }
 
@@ -225,6 +226,7 @@ MEMTRACE_EXPORT int memtrace_module_exit(void) {
   }
   --thread->module_depth;
   ++thread->module_version;
+  thread->prelude_epoch = 0;  // its next event writes the scope (RecordWriter::preludeUnchanged)
   return 0;
 }
 

@@ -224,13 +224,14 @@ class RecordWriter {
   // all an event of `thread` in the context (`stream`, preludeKey(device, api, level)) needs
   // before it, as it did after the thread's last event (rememberPrelude). Whatever could make it
   // stop saying so (a context record of any thread, a new file, a section) moves the epoch on;
-  // the thread's nn.Module is the thread's own to compare.
+  // the thread's own nn.Module changing clears the thread's epoch (memtrace_module_enter and
+  // _exit, on the thread itself), so that the comparison needs no word of it.
   static uint64_t preludeKey(int device, format::Api api, format::Level level) {
     return uint64_t(uint32_t(device)) << 16 | uint64_t(api) << 8 | uint64_t(level);
   }
   bool preludeUnchanged(const ThreadState& thread, uint64_t stream, uint64_t key) const {
     return thread.prelude_epoch == prelude_epoch_ && thread.prelude_stream == stream &&
-           thread.prelude_key == key && thread.written_module_version == thread.module_version;
+           thread.prelude_key == key;
   }
   // After the prelude of `thread`'s event in `context` was written: remembers it for
   // preludeUnchanged, if the file now says all of it (not yet, for one: a device whose

@@ -345,11 +345,17 @@ class EventRecording {
   bool unknown_object_ = false;
 };
 
+// Whether an event's opening must see to the recorder's initialization: the hooks' and the C
+// API's may run before the library's constructor; the tracker is attached only after it
+// (attachOnce initializes first), so its calls skip the check (Note [One call from PyTorch's
+// tracker]).
+enum class Opening { kFirst, kInitialized };
+
 // The recorder initialized and the event's device described (outside the lock: the shim asks
 // the driver), before anything else of an event.
 struct Started {
-  explicit Started(int device) {
-    ensureRecorderInitialized();
+  [[gnu::always_inline]] Started(int device, Opening opening) {
+    if (opening == Opening::kFirst) ensureRecorderInitialized();
     describeDevice(device);
   }
 };
@@ -370,9 +376,10 @@ struct DeviceMemoryAfterLock {
 // the file opened if one is wanted (with its snapshot, before the event changes what is live).
 // Then, under the lock, EventRecording::writePrelude writes what the file must say before the
 // event. Its per-thread fast path does nothing but compare when nothing changed since the
-// thread's last event (but intern its stacks: below): the same device, stream, api and level, the
-// same nn.Module of the thread, and the writer's prelude epoch where the thread's last event left
-// it (RecordWriter::preludeUnchanged). The epoch moves on with every context record of any thread
+// thread's last event (but intern its stacks: below): the same device, stream, api and level, and
+// the writer's prelude epoch where the thread's last event left it
+// (RecordWriter::preludeUnchanged; the thread's own nn.Module changing clears the epoch it keeps,
+// so the same nn.Module costs no comparison). The epoch moves on with every context record of any thread
 // and every new file or section, which is all that can make the file stop saying what it said
 // after that event (its context, the device's record, the thread's module scope: the thread
 // remembers it only when the file said all of it, RecordWriter::rememberPrelude). Lent stacks
@@ -394,8 +401,9 @@ struct DeviceMemoryAfterLock {
 // The lock stays (Note [Why events take the recorder's lock]).
 class Event {
  public:
-  [[gnu::always_inline]] Event(const EventSource& source, Stacks stacks, int described_device)
-      : started_(described_device),
+  [[gnu::always_inline]] Event(const EventSource& source, Stacks stacks, int described_device,
+                               Opening opening = Opening::kFirst)
+      : started_(described_device, opening),
         recording(source, stacks),
         time(monotonicNow()),
         writing(ensureFileOpen()) {}
@@ -483,22 +491,86 @@ void recordAlloc(const RecursionGuard&, const EventSource& source, const void* a
   joinAllocation(event, source, reinterpret_cast<uintptr_t>(address), size, /*held=*/false);
 }
 
-void recordFree(const RecursionGuard&, const EventSource& source, const void* address) {
-  Event event(source, Stacks::kFree, -1);  // Note [One opening per event]
+namespace {
+
+// What recordFree does once the event is open: the allocation leaves the live table, is counted
+// and written; an address the table does not hold is ignored.
+[[gnu::always_inline]] inline void leaveAllocation(Event& event, const EventSource& source,
+                                                   uintptr_t key) {
   LiveBlock live;
-  if (!g_recorder.live.free(reinterpret_cast<uintptr_t>(address), &live)) return;
+  if (!g_recorder.live.free(key, &live)) return;
   countFree(live.device, live.size);
   if (!event.writing) return;
   uint32_t python_stack = 0, native_stack = 0;
   if (!event.recording.writePrelude(source, live.device, live.level, &python_stack,
                                     &native_stack) ||
-      !g_recorder.writer.writeFree(event.time, reinterpret_cast<uintptr_t>(address), python_stack,
-                                   native_stack)) {
+      !g_recorder.writer.writeFree(event.time, key, python_stack, native_stack)) {
     failWrite();
     return;
   }
-  if (g_recorder.config.flight) runFreed(reinterpret_cast<uintptr_t>(address), live);
+  if (g_recorder.config.flight) runFreed(key, live);
   afterRecord(event.time);
+}
+
+// Note [Tensors made while the tracker attaches] (allocator/torch_allocator.cpp): each of the
+// tracker's calls that changes what a device holds is counted on that device, under the
+// recorder's lock, before anything of it is recorded (a free of an address not yet known
+// included: that is the change the count must show).
+inline void countTrackerEvent(int device) {
+  if (device >= 0 && device < kMaxDevices) ++g_recorder.tracker_events[device];
+}
+
+}  // namespace
+
+void recordFree(const RecursionGuard&, const EventSource& source, const void* address) {
+  Event event(source, Stacks::kFree, -1);  // Note [One opening per event]
+  leaveAllocation(event, source, reinterpret_cast<uintptr_t>(address));
+}
+
+// Note [One call from PyTorch's tracker]
+// A tensor of PyTorch's caching allocator is told by its trace tracker (allocator/torch_bridge/):
+// PyTorch's std::function calls the bridge's onTraceEntry, which calls the sink's function
+// (allocator/torch_allocator.cpp), which calls these, once an event. They are the whole of what
+// the hooks' recordAlloc and recordFree do, with the wrappers' part folded in: the recursion
+// guard set once, the event's source built here (its api and level constants the compiler folds
+// into the prelude's comparison), the count of the device's tracker calls kept under the
+// recorder's lock with the event (it was two counts outside it, at the call's start and end),
+// and no check of the recorder's initialization (the tracker is attached after it). From
+// PyTorch's std::function to the recorder's lock, the calls are the bridge's onTraceEntry, the
+// sink's function (a tail call that adds its return address) and these: the sink's wrappers
+// took 37.5 instructions an event (a call of their own, the event's source built in memory, the
+// two counts and their bounds checks, a second guard), these 2. Measured with bench/cost.py's
+// count() for mode none (PyTorch's tracker on the simulated H200, 200 and 1,200 tensors, the
+// difference of onTraceEntry's inclusive counts, two processes): 339.3 instructions an event
+// before, 296.2 / 296.3 after (docs/performance.md).
+void recordTrackerAlloc(int device, uint64_t stream, uint64_t address, uint64_t size,
+                        const void* caller) {
+  RecursionGuard guard;
+  const EventSource source{format::Api::kTorchAllocator, format::Level::kTensor, device, stream,
+                           caller};
+  Event event(source, Stacks::kAllocation, device, Opening::kInitialized);
+  countTrackerEvent(device);
+  joinAllocation(event, source, static_cast<uintptr_t>(address), size, /*held=*/false);
+}
+
+void recordTrackerFree(int device, uint64_t stream, uint64_t address, const void* caller) {
+  RecursionGuard guard;
+  const EventSource source{format::Api::kTorchAllocator, format::Level::kTensor, device, stream,
+                           caller};
+  // Described as recordFree's: the free's device was described at its allocation.
+  Event event(source, Stacks::kFree, -1, Opening::kInitialized);
+  countTrackerEvent(device);
+  leaveAllocation(event, source, static_cast<uintptr_t>(address));
+}
+
+uint64_t trackerEventsLocked(int device) {
+  return device >= 0 && device < kMaxDevices ? g_recorder.tracker_events[device] : 0;
+}
+
+void trackerEventCounts(uint64_t* counts) {
+  RecorderLock lock;
+  for (int device = 0; device < kMaxDevices; ++device)
+    counts[device] = g_recorder.tracker_events[device];
 }
 
 namespace {
@@ -599,6 +671,7 @@ void recordSegment(const RecursionGuard&, const SegmentChange& change) {
   // Note [One opening per event]; no stacks. The file opens (with its snapshot of the
   // segments) before this change, so that it is written once.
   Event event(segmentSource(change.device), Stacks::kNone, change.device);
+  countTrackerEvent(change.device);
   applySegment(event.time, event.writing, change);
 }
 

@@ -33,6 +33,15 @@ void recordAlloc(const RecursionGuard& guard, const EventSource& source, const v
 // cannot be handed out again before its free is in the trace. Unknown addresses (never
 // seen allocated) are ignored.
 void recordFree(const RecursionGuard& guard, const EventSource& source, const void* address);
+// A tensor of PyTorch's caching allocator made or freed, as its trace tracker tells it (the
+// sink of allocator/torch_bridge/bridge.h): recordAlloc and recordFree with the source the
+// tracker's (api kTorchAllocator, level kTensor), in one call (Note [One call from PyTorch's
+// tracker] in recorder.cpp). They hold the recursion guard themselves, count the call on its
+// device (trackerEventCounts) and expect the recorder initialized (the tracker is attached only
+// after it is). `caller`: the sink's return address, where native stacks start.
+void recordTrackerAlloc(int device, uint64_t stream, uint64_t address, uint64_t size,
+                        const void* caller);
+void recordTrackerFree(int device, uint64_t stream, uint64_t address, const void* caller);
 // An allocation failed for lack of memory.
 void recordFailedAlloc(const RecursionGuard& guard, const EventSource& source, uint64_t size);
 
@@ -47,6 +56,14 @@ struct SegmentChange {
   uint64_t user_pool;   // a torch.cuda.MemPool (0: none)
 };
 void recordSegment(const RecursionGuard& guard, const SegmentChange& change);
+
+// How many of the tracker's calls that change a device's memory (recordTrackerAlloc,
+// recordTrackerFree, recordSegment) each device has had, counted under the recorder's lock
+// (Note [Tensors made while the tracker attaches] in allocator/torch_allocator.cpp): all
+// kMaxDevices of them into `counts`, taking the lock; or one, from a HeldCheck, where the
+// recorder's lock is held (0 for a device past kMaxDevices, which is never counted).
+void trackerEventCounts(uint64_t* counts);
+uint64_t trackerEventsLocked(int device);
 
 // What PyTorch's caching allocator held before its tracker reached the device, told from its
 // snapshot (Note [Tensors made while the tracker attaches] in allocator/torch_allocator.cpp).

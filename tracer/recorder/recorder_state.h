@@ -254,6 +254,8 @@ class Recorder {
   // read (or tried), and in which file (RecordWriter::generation()).
   uint64_t device_memory_read_ns[kMaxDevices];
   uint32_t device_memory_file[kMaxDevices];
+  // The tracker's calls that changed each device's memory (trackerEventCounts in recorder.h).
+  uint64_t tracker_events[kMaxDevices];
 
   // The Python stacks lent to threads that run autograd's backward (lent_stacks.cpp).
   LentStacks lent_stacks;

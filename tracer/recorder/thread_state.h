@@ -55,7 +55,8 @@ struct ThreadState {
   uint32_t written_module_id;  // the module's string id it said (0: none)
 
   // The per-thread fast path (Note [One opening per event] in recorder.cpp): the writer's
-  // prelude epoch when this thread's last event left the file saying all its prelude (0: never),
+  // prelude epoch when this thread's last event left the file saying all its prelude (0: never,
+  // or the thread's nn.Module changed since),
   // and that event's stream and other fields of its context (RecordWriter::preludeKey).
   uint64_t prelude_epoch;
   uint64_t prelude_stream;
