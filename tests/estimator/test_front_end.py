@@ -249,3 +249,41 @@ def test_deberta_v2_eager_by_default_equals_the_cpu_truth():
         assert result.method == "record" and not result.lower_bound
         assert result.activation_peak_bytes == measured, (device, result.activation_peak_bytes,
                                                           measured)
+
+
+def _llama_gqa():
+    transformers = _transformers()
+    config = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=128, num_attention_heads=8,
+                                      num_key_value_heads=2, intermediate_size=256,
+                                      vocab_size=1000, attn_implementation="sdpa",
+                                      use_cache=False)  # no cache: the mask sees position ids
+    torch.manual_seed(0)
+    return transformers.LlamaModel(config).eval()
+
+
+def test_transformers_sees_the_values_python_knows():
+    # Note [Values Python knows on fake tensors]: a decoder with grouped key heads and no
+    # attention mask. On a device transformers reads its position ids (arange: not packed),
+    # drops the causal mask and calls sdpa with is_causal and enable_gqa, which no fused kernel
+    # of the H100's profile takes in float32 (efficient: "query and key heads differ"): the
+    # math fallback. On fake tensors it took them for torch.compile's tracing, kept a bool mask
+    # and repeated the key and value heads (repeat_kv: two copies a layer) for the efficient
+    # kernel; inkling_text's sdpa forward was 4.22 % low against the simulated H100 so.
+    model = _llama_gqa()
+    ids = torch.randint(0, 1000, (2, 32))
+    graph = step_graph.record(model, [], example_kwargs={"input_ids": ids},
+                              profile="cuda-sm90", training=False)
+    assert [(kernel["kernel"], "query and key heads differ" in kernel["why"])
+            for kernel in graph["kernels"]] == [("math", True)] * 2, graph["kernels"]
+    frames = graph["frames"]
+    repeated = [node for node in graph["nodes"] if any(
+        frames[index][2] == "repeat_kv" for index in node["stack"])]
+    assert not repeated, repeated
+    # The example's own mask is read as the device reads it: with a padded position the mask
+    # stays, the heads are repeated, and the efficient kernel takes the masked call.
+    mask = torch.ones(2, 32, dtype=torch.long)
+    mask[1, -4:] = 0
+    padded = step_graph.record(model, [], example_kwargs={"input_ids": ids, "attention_mask": mask},
+                               profile="cuda-sm90", training=False)
+    assert [kernel["kernel"] for kernel in padded["kernels"]] == ["efficient"] * 2, \
+        padded["kernels"]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import _torch_internals
 from . import fake_kernels
+from .known_values import KnownValues
 
 if TYPE_CHECKING:
     from .device_kernels import DeviceKernels, KernelChoice
@@ -192,6 +193,8 @@ class Recorder:
         self.collect: list[ExampleValue] | None = None
         self.replay: list[ExampleValue] | None = None
         self.replayed: dict[tuple[str, tuple[Frame, ...]], int] = {}
+        # Note [Values Python knows on fake tensors] (known_values.py): on fake tensors only.
+        self.known: KnownValues | None = None
         self.assumptions: list[AssumptionRow] = []
         # Note [The device's kernels on fake tensors] (device_kernels.py): the device's kernel
         # choices, and the storages the device keeps in host memory (never counted).
@@ -258,13 +261,20 @@ class Recorder:
     def dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         name = _op_name(func)
         data_dependent = _is_data_dependent(name, args)
+        read = self.known.read(func, name, args, kwargs) if self.known is not None else None
+        if read is not None:  # a value Python knows (Note [Values Python knows on fake tensors])
+            data_dependent = False
         site = _site() if data_dependent else ()
-        if data_dependent and self.replay is not None:
+        if read is not None:
+            output = read[0]
+        elif data_dependent and self.replay is not None:
             output = self._replayed(name, site, args)
         else:
             # Note [Fake kernels stricter than the device's] (fake_kernels.py).
             substitute = fake_kernels.stand_in(name, args, kwargs)
             output = substitute() if substitute is not None else func(*args, **kwargs)
+        if self.known is not None and read is None:
+            self.known.after(func, args, kwargs, output)
         if data_dependent and self.collect is not None:
             self.collect.append(ExampleValue(name, site, _summary(output)))
         if self.device_kernels is not None and self.device_kernels.making_host_tensor:
