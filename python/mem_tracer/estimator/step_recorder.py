@@ -445,8 +445,8 @@ def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
 # own in the order they ran there: sizes as on the example input, said in the graph file's
 # assumptions (as memtrace-estimate's --example-counts does for TorchScript). By place, not by
 # order alone: a model's Python may take a path of its own on real tensors (transformers'
-# warn_if_padding_and_no_attention_mask reads a value unless is_tracing(), which fake tensors
-# are), and a value given back at another op's place is wrong (longformer: a bool where the
+# warn_if_padding_and_no_attention_mask reads a value unless is_tracing(), which a fake tensor
+# is unless its value is known: Note [Values Python knows on fake tensors]), and a value given back at another op's place is wrong (longformer: a bool where the
 # chunking's view wants a size). A fake tensor made from numbers alone holds its value
 # (torch.div of two sizes): read back, it is known, neither replayed nor assumed.
 _DATA_DEPENDENT = {"aten::nonzero", "aten::_local_scalar_dense", "aten::masked_select",
