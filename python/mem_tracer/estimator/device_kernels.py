@@ -51,6 +51,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,6 +214,16 @@ def _sdpa_kernel(name: str, entry: dict[str, Any], path: Path) -> SdpaKernel:
         fields[key] = value
     if "dtypes" not in fields:
         raise KernelRulesError(f"device profile {path}: sdpa kernel {name!r}: missing 'dtypes'")
+    # `gqa_from_torch`: the release from which the kernel takes grouped heads, though `gqa` says
+    # no for the releases before it (the recording runs under the user's torch; the TorchScript
+    # front end, which does not know the torch a program will run under, reads `gqa` alone).
+    since = entry.get("gqa_from_torch")
+    if since is not None:
+        if not isinstance(since, str) or not re.fullmatch(r"\d+\.\d+", since):
+            raise KernelRulesError(f"device profile {path}: sdpa kernel {name!r}: "
+                                   "'gqa_from_torch' must be a release, as \"2.14\"")
+        if _torch_internals.torch_release() >= _torch_internals.torch_release(since):
+            fields["gqa"] = True
     return SdpaKernel(name=name, **fields)
 
 
