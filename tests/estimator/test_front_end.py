@@ -287,3 +287,74 @@ def test_transformers_sees_the_values_python_knows():
                                profile="cuda-sm90", training=False)
     assert [kernel["kernel"] for kernel in padded["kernels"]] == ["efficient"] * 2, \
         padded["kernels"]
+
+
+class Scores(nn.Module):
+    """Attention scores and their softmax, the step's peak at softmax's backward."""
+
+    def __init__(self):
+        super().__init__()
+        self.key = nn.Parameter(torch.randn(32, 256) / 8)
+
+    def forward(self, x):
+        return torch.softmax(x @ self.key, dim=-1)
+
+
+CARD_STEP = """
+import json, sys, torch
+sys.path.insert(0, {tests!r})
+from test_front_end import Scores
+torch.manual_seed(0)
+model, x = Scores().cuda(), torch.randn(4, 256, 32).cuda()
+optimizer = torch.optim.AdamW(model.parameters())
+
+def step():
+    model(x).sum().backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+step(); step()
+torch.cuda.synchronize()
+torch.cuda.reset_peak_memory_stats()
+step()
+torch.cuda.synchronize()
+print(json.dumps({{"peak": torch.cuda.max_memory_allocated()}}))
+"""
+
+
+def _on_the_card(program):
+    """What `program` prints last, run on the simulated H100 (PyTorch's own CUDA code around
+    the simulated kernels and allocator), as JSON."""
+    import os
+    import subprocess
+
+    from mem_tracer import simulated_gpu
+
+    assert torch.backends.cuda.is_built(), "the card's side needs a CUDA build of torch"
+    beside = dict(os.environ)
+    beside["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY / "python"),
+                                                         beside.get("PYTHONPATH")]))
+    build = os.environ.get("MEMTRACE_BUILD_DIR")
+    if build:  # the build ctest names
+        beside.setdefault("MEMTRACE_SIMULATOR_DIR", f"{build}/simulator")
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         env=simulated_gpu.environment("h100", base=beside), timeout=300,
+                         check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_softmax_backward_holds_its_temporary_as_on_the_card():
+    # Note [What a CUDA kernel allocates inside itself]: CUDA's softmax backward makes
+    # `grad * output` (1 MiB here) beside its result; the step's peak is there. Held against
+    # the simulated H100 (PyTorch's own SoftMax.cu around the simulated kernels); assumed of a
+    # real card: the same source, not checked on a GPU here.
+    card = _on_the_card(CARD_STEP.format(tests=str(REPOSITORY / "tests" / "estimator")))
+    torch.manual_seed(0)
+    model, x = Scores(), torch.randn(4, 256, 32)
+    step = mem_tracer.TrainingStep(optimizer=torch.optim.AdamW(model.parameters()),
+                                   loss_fn=lambda output: output.sum(),
+                                   loop="until-step-end")
+    estimate = mem_tracer.estimate(model, (x,), device="cuda-sm90", training=step)
+    assert estimate.training_peak_phase == "backward"
+    assert estimate.peak_allocated_bytes == card["peak"], (estimate.peak_allocated_bytes, card)
