@@ -308,8 +308,9 @@ torch.manual_seed(0)
 model, x = Scores().cuda(), torch.randn(4, 256, 32).cuda()
 optimizer = torch.optim.AdamW(model.parameters())
 
-def step():
-    model(x).sum().backward()
+def step():  # the output held to the step's end (loop="until-step-end")
+    output = model(x)
+    output.sum().backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
 
@@ -358,3 +359,35 @@ def test_softmax_backward_holds_its_temporary_as_on_the_card():
     estimate = mem_tracer.estimate(model, (x,), device="cuda-sm90", training=step)
     assert estimate.training_peak_phase == "backward"
     assert estimate.peak_allocated_bytes == card["peak"], (estimate.peak_allocated_bytes, card)
+
+
+class Transposed(nn.Module):
+    """A layer norm over a transposed projection (gemma4_audio's over a convolution's output)."""
+
+    def __init__(self):
+        super().__init__()
+        self.up, self.norm = nn.Linear(32, 256), nn.LayerNorm(128)
+
+    def forward(self, x):
+        return self.norm(self.up(x).transpose(1, 2))
+
+
+def _card_and_estimate(model_class, shape):
+    """The AdamW step's max_memory_allocated on the simulated H100 and the estimate's."""
+    program = CARD_STEP.replace("Scores", model_class.__name__).replace(
+        "torch.randn(4, 256, 32)", f"torch.randn{shape}")
+    card = _on_the_card(program.format(tests=str(REPOSITORY / "tests" / "estimator")))
+    torch.manual_seed(0)
+    model, x = model_class(), torch.randn(*shape)
+    step = mem_tracer.TrainingStep(optimizer=torch.optim.AdamW(model.parameters()),
+                                   loss_fn=lambda output: output.sum(), loop="until-step-end")
+    estimate = mem_tracer.estimate(model, (x,), device="cuda-sm90", training=step)
+    return card["peak"], estimate
+
+
+def test_layer_norm_copies_what_is_not_contiguous_as_on_the_card():
+    # Note [What a CUDA kernel allocates inside itself]: CUDA's layer norm copies a transposed
+    # input (forward and backward) and the backward's expanded gradient. Held against the
+    # simulated H100 (PyTorch's own layer_norm_kernel.cu around the simulated kernels).
+    card, estimate = _card_and_estimate(Transposed, (4, 128, 32))
+    assert estimate.peak_allocated_bytes == card, (estimate.peak_allocated_bytes, card)

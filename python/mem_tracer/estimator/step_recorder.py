@@ -313,34 +313,52 @@ class Recorder:
                     self.storages[index].collective = name
         flops = _flops(func, args, kwargs, output)
         fresh = self._fresh_operand(name, args, allocates)
-        scratch = self._kernel_scratch(name, args)
-        if scratch is not None:
-            allocates.append(scratch)
+        before, after = self._kernel_scratch(name, args)
+        allocates = [*before, *allocates, *after]
         if allocates or releases or flops:
             self.nodes.append(NodeRow(_op_name(func), self.phase, self._module(), self._stack(),
                                       releases, allocates, flops))
             if fresh is not None:
                 self.written_in_place = (fresh, len(self.nodes) - 1)
-        if scratch is not None:
+        if before or after:
             self.nodes.append(NodeRow("memtrace::kernel_scratch", self.phase, self._module(),
-                                      self._stack(), [scratch.storage], []))
+                                      self._stack(),
+                                      [scratch.storage for scratch in (*before, *after)], []))
         return output
 
-    def _kernel_scratch(self, name: str, args: tuple[Any, ...]) -> Allocation | None:
-        """Note [What a CUDA kernel allocates inside itself]: the temporary the device's kernel
-        of this op makes after its output and frees before it returns, or None."""
+    def _kernel_scratch(self, name: str, args: tuple[Any, ...]) -> \
+            tuple[list[Allocation], list[Allocation]]:
+        """Note [What a CUDA kernel allocates inside itself]: the temporaries the device's kernel
+        of this op makes before its outputs and after them, all freed before it returns."""
         import torch
         kernels = self.device_kernels
-        if kernels is None or kernels.rules.device != "cuda" or \
-                name != "aten::_softmax_backward_data" or len(args) < 2 or \
-                not all(isinstance(arg, torch.Tensor) for arg in args[:2]):
-            return None
-        grad, output = args[0], args[1]
-        dtype = torch.result_type(grad, output)
+        if kernels is None or kernels.rules.device != "cuda" or name not in _KERNEL_SCRATCH:
+            return [], []
+        tensors = [arg if isinstance(arg, torch.Tensor) else None for arg in args[:2]]
+        if name == "aten::_softmax_backward_data" and tensors[0] is not None and \
+                tensors[1] is not None:
+            grad, output = tensors[0], tensors[1]
+            return [], [self._scratch(grad, torch.result_type(grad, output),
+                                      "softmax backward's grad * output")]
+        if name == "aten::native_layer_norm" and tensors[0] is not None and \
+                not tensors[0].is_contiguous():
+            return [self._scratch(tensors[0], tensors[0].dtype, "layer norm's input.contiguous()")], []
+        if name == "aten::native_layer_norm_backward" and tensors[0] is not None and \
+                tensors[1] is not None:
+            grad, input = tensors[0], tensors[1]
+            before = [] if input.is_contiguous() else \
+                [self._scratch(input, input.dtype, "layer norm backward's input.contiguous()")]
+            after = [] if grad.is_contiguous() else \
+                [self._scratch(grad, grad.dtype, "layer norm backward's grad.contiguous()")]
+            return before, after
+        return [], []
+
+    def _scratch(self, like: Any, dtype: Any, name: str) -> Allocation:
+        """A temporary storage of `like`'s elements in `dtype`, allocated by the node at hand."""
         index = len(self.storages)
-        self.storages.append(StorageRow(grad.numel() * dtype.itemsize, "activation", "temporary",
-                                        "softmax backward's grad * output"))
-        return Allocation(index, list(grad.shape), str(dtype)[6:])
+        self.storages.append(StorageRow(like.numel() * dtype.itemsize, "activation", "temporary",
+                                        name))
+        return Allocation(index, list(like.shape), str(dtype)[6:])
 
     def _fresh_operand(self, name: str, args: tuple[Any, ...],
                        allocates: list[Allocation]) -> int | None:
@@ -504,8 +522,17 @@ def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
 #   allocation, then `mul`'s inside structured_softmax_backward_cuda_out, freed as it returns.
 #   internvl_vision's eager AdamW step (2x4 heads of 1025x1025 float scores: 33.6 MB each) has
 #   its peak there: −13.58 % without it. log_softmax's backward makes none.
-# The recording adds the temporary to the op's node and releases it by a node of its own,
-# `memtrace::kernel_scratch`, right after; on CUDA profiles only.
+# - CUDA's layer norm (aten/src/ATen/native/cuda/layer_norm_kernel.cu) takes
+#   `input.expect_contiguous()` before it allocates its outputs, forward and backward, and the
+#   backward `dY.contiguous()` after them: a copy of each operand that is not contiguous. Seen
+#   on the simulated H100 (torch 2.14.1): gemma4_audio's layer norms over a transposed
+#   convolution output, whose AdamW step's peak is inside layer_norm_backward_cuda with both
+#   copies live (−3.01 % without them).
+# The recording adds the temporaries to the op's node (before its outputs or after them, as the
+# kernel makes them) and releases them by a node of its own, `memtrace::kernel_scratch`, right
+# after; on CUDA profiles only (the CPU's kernels are not checked here).
+_KERNEL_SCRATCH = {"aten::_softmax_backward_data", "aten::native_layer_norm",
+                   "aten::native_layer_norm_backward"}
 
 
 # Note [Backward formulas that write in place on the device]
