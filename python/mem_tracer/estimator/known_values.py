@@ -12,8 +12,10 @@ it keeps the packed-sequence mask, so every full-attention layer gets a bool mas
 integration repeats the key and value heads (`repeat_kv`) instead of `enable_gqa`, and the
 device's kernel choice differs. On the simulated H100 (torch 2.14.1+cu130, transformers
 5.23.0), inkling_text's sdpa forward at batch 2 was estimated 59,003,904 B against the card's
-61,603,840 B (−4.22 %): the recording's mask made the efficient kernel take the call where the
-card, with no mask and grouped heads, ran the math fallback.
+61,603,840 B (−4.22 %): with the mask kept, the key and value heads were repeated (contiguous
+copies) and the efficient kernel took the call; on the card sdpa got `enable_gqa` and the key
+and value as the model made them (last dimension strided), which no fused kernel takes: the
+math fallback.
 
 The program on the device never sees a fake tensor. So the recording keeps, beside each fake
 tensor whose value Python could know without the model's weights, that value on real CPU
