@@ -18,17 +18,18 @@ and value as the model made them (last dimension strided), which no fused kernel
 math fallback.
 
 The program on the device never sees a fake tensor. So the recording keeps, beside each fake
-tensor whose value Python could know without the model's weights, that value on real CPU
-tensors: the example inputs (cloned, at most LIMIT elements), what factories make (arange,
-zeros, full; never empty or random ones), and what any op makes from known values alone, when
-its outputs hold at most LIMIT elements (computed for real, outside the fake mode). An op that
-writes a tensor from an unknown value makes its storage unknown. A read of a known value
-(`.item()`, `bool()`: aten::_local_scalar_dense) gives it, neither replayed from a run on the
-example (Note [Data-dependent values] in step_recorder.py) nor assumed. And while the step is
-recorded, transformers' `is_fake_tensor` is false for a tensor whose value is known, so its
-Python takes the branch the device's run takes there; where the value is not known (it comes
-from the weights, or the example gave shapes), it is true as before, and the branch stays the
-tracing one. What a known value costs: the small index tensors it is made of, computed once.
+tensor whose value the program itself fixes, whatever its inputs and weights, that value on
+real CPU tensors: what factories make (arange, zeros, full; never empty or random ones), and
+what any op makes from known values alone, when its outputs hold at most LIMIT elements
+(computed for real, outside the fake mode). An op that writes a tensor from an unknown value
+makes its storage unknown. A read of a known value (`.item()`, `bool()`, torch.equal) gives it:
+a constant of the program, neither replayed from a run on the example (Note [Data-dependent
+values] in step_recorder.py) nor said as an assumption. And while the step is recorded,
+transformers' `is_fake_tensor` is false for a tensor whose value is known, so its Python takes
+the branch the device's run takes there. A value that comes from the example's inputs or the
+weights stays unknown: transformers keeps its tracing branch there, and a read of it is the
+example's, replayed and said, as before (a choice: the example's values are not the user's
+other inputs). What a known value costs: the small index tensors it is made of, computed once.
 """
 from __future__ import annotations
 
@@ -64,15 +65,6 @@ class KnownValues:
             return entry[1]
         constant = _torch_internals.fake_constant(tensor)
         return constant
-
-    def seed(self, fake: Any, real: Any) -> None:
-        """An example input: its fake copy holds the real one's value (a clone of it)."""
-        import torch
-        if isinstance(fake, torch.Tensor) and isinstance(real, torch.Tensor) and \
-                real.device.type == "cpu" and not isinstance(real, _torch_internals.fake_tensor_type()) \
-                and real.numel() <= LIMIT and tuple(real.shape) == tuple(fake.shape) and \
-                real.dtype == fake.dtype:
-            self._keep(fake, real.detach().clone())
 
     def _keep(self, fake: Any, real: Any) -> None:
         self._values[id(fake)] = (weakref.ref(fake), real)

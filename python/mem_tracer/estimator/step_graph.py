@@ -188,15 +188,7 @@ class _Step:
             flatten_rnn_weights(model, self.rules)
         recorder = Recorder({id(module): name for name, module in model.named_modules()})
         recorder.replay = replay
-        # Note [Values Python knows on fake tensors] (known_values.py): the example's values,
-        # where its rows are the example's own.
-        recorder.known = KnownValues()
-        if self.batch is None:
-            real = _torch_internals.tree_leaves((self.args, self.kwargs, self.targets))
-            fake = _torch_internals.tree_leaves((args, kwargs, targets))
-            if len(real) == len(fake):
-                for copy_of, value in zip(fake, real):
-                    recorder.known.seed(copy_of, value)
+        recorder.known = KnownValues()  # Note [Values Python knows on fake tensors]
         kernels = recorder.device_kernels = DeviceKernels(self.rules, recorder.choice)
         try:
             with torch.random.fork_rng(devices=[]), fake_mode, module_hooks(recorder), \
