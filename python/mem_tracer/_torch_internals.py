@@ -134,6 +134,11 @@ def tree_leaves(value: Any) -> list[Any]:
     return list(leaves(value))
 
 
+def tree_map(function: Callable[[Any], Any], value: Any) -> Any:
+    from torch.utils._pytree import tree_map as mapped
+    return mapped(function, value)
+
+
 def disable_torch_function_subclass() -> Any:
     import torch
     return torch._C.DisableTorchFunctionSubclass()

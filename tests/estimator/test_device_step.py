@@ -26,6 +26,7 @@ from training_truth import measure_step
 
 sys.path.insert(0, str(REPOSITORY / "python"))
 import mem_tracer  # noqa: E402
+from mem_tracer._torch_internals import torch_release  # noqa: E402
 from mem_tracer.estimator import device_kernels, device_optimizer, step_graph  # noqa: E402
 
 
@@ -186,6 +187,10 @@ def _qkv(dtype, head=64, batch=2, heads=4, length=128, key_heads=None):
         return q, k, k.clone()
 
 
+# The kernel a float grouped-query call without cuDNN or flash gets: the efficient one from torch
+# 2.14 (the profiles' gqa_from_torch), else the math fallback.
+EFFICIENT_GQA = "efficient" if torch_release() >= (2, 14) else "math"
+
 SDPA_CASES = [
     # (dtype, head dim, mask, dropout_p, is_causal, key heads) -> kernel on cuda-sm90, on cuda
     ((torch.float32, 64, False, 0.0, True, 4), "efficient", "efficient"),
@@ -196,10 +201,12 @@ SDPA_CASES = [
     ((torch.bfloat16, 160, False, 0.0, False, 4), "flash", "flash"),  # cuDNN: head dim <= 128
     ((torch.float32, 30, False, 0.0, False, 4), "math", "math"),  # 120 bytes: not 16-aligned
     ((torch.float64, 64, False, 0.0, False, 4), "math", "math"),
-    # Grouped-query attention (2 key heads for 4): cuDNN and flash take it, efficient does not
+    # Grouped-query attention (2 key heads for 4): cuDNN and flash take it; efficient from torch
+    # 2.14 (the profiles' gqa_from_torch: on the simulated H100 under 2.14.1,
+    # can_use_efficient_attention takes enable_gqa with and without a mask), not before
     ((torch.bfloat16, 64, False, 0.0, True, 2), "cudnn", "flash"),
-    ((torch.float32, 64, False, 0.0, True, 2), "math", "math"),
-    ((torch.float16, 64, True, 0.0, False, 2), "cudnn", "math"),
+    ((torch.float32, 64, False, 0.0, True, 2), *[EFFICIENT_GQA] * 2),
+    ((torch.float16, 64, True, 0.0, False, 2), "cudnn", EFFICIENT_GQA),
 ]
 
 
@@ -280,7 +287,8 @@ def test_the_device_kernels_save_what_they_save(masked):
 
 def test_grouped_query_attention_and_autocast_choose_as_the_kernel_sees_them():
     """A Llama with 2 key heads for 4 (transformers passes enable_gqa without a mask): in
-    float32 no fused kernel takes it on cuda-sm90 (efficient takes no GQA: math); under bf16
+    float32 the efficient kernel takes it on cuda-sm90 from torch 2.14, before it none does (math:
+    EFFICIENT_GQA); under bf16
     autocast the kernel sees bf16 inputs (autocast casts sdpa's inputs first) and cuDNN takes
     them. The recording runs either (the fake backward of each kernel gives the key's heads)."""
     import transformers  # scripts/setup.sh and make cuda-torch-venv install it
@@ -290,7 +298,7 @@ def test_grouped_query_attention_and_autocast_choose_as_the_kernel_sees_them():
                                       vocab_size=500)
     model = transformers.LlamaForCausalLM(config).train()
     ids = torch.randint(0, 500, (2, 16))
-    for autocast, kernel in ((None, "math"), (torch.bfloat16, "cudnn")):
+    for autocast, kernel in ((None, EFFICIENT_GQA), (torch.bfloat16, "cudnn")):
         document = step_graph.record(model, (ids,), autocast=autocast, profile="cuda-sm90",
                                      optimizer=torch.optim.AdamW(model.parameters()))
         assert [k["kernel"] for k in document["kernels"]] == [kernel, kernel]
@@ -298,7 +306,8 @@ def test_grouped_query_attention_and_autocast_choose_as_the_kernel_sees_them():
 
 def test_python_and_the_torchscript_front_end_choose_alike(tmp_path):
     """The recording (Python) and memtrace-estimate's TorchScript front end (C++) read the
-    same profile: for each case above, inference on both takes the same kernel."""
+    same profile: for each case above, inference on both takes the same kernel, but where the
+    recording gives grouped heads to the efficient kernel (gqa_from_torch, read by it alone)."""
     for (dtype, head, masked, dropout, causal, key_heads), _, _ in SDPA_CASES:
         class Call(nn.Module):
             def forward(self, q, k, v):
@@ -318,7 +327,12 @@ def test_python_and_the_torchscript_front_end_choose_alike(tmp_path):
             chosen = [k["kernel"] for k in document["kernels"]] or ["math"]
             rules = device_kernels.kernel_rules(profile)
             call = device_kernels.SdpaCall.of(q, k, k, None, dropout, causal, True)
-            assert chosen == [device_kernels.sdpa_choice(rules, call)[0]], (profile, dtype, head)
+            expected = device_kernels.sdpa_choice(rules, call)[0]
+            if key_heads != 4 and expected == "efficient":
+                # gqa_from_torch is the recording's alone: the TorchScript front end, which
+                # cannot know the torch the program will run under, reads `gqa` (false).
+                expected = "math"
+            assert chosen == [expected], (profile, dtype, head)
 
 
 # -- convolutions and the fused encoder --------------------------------------------------------
@@ -719,3 +733,39 @@ def test_a_float32_grouped_mm_step_is_recorded_and_is_the_real_step(tmp_path):
     on_cpu = step_graph.record(model, (x,), optimizer=torch.optim.AdamW(parameters))
     truth = measure_step(model, (x,), optimizer=torch.optim.AdamW(parameters))
     assert _live_peak(on_cpu, tmp_path)["summary"]["training_peak_bytes"] == truth.peak
+
+
+class RelativeBias(nn.Module):
+    """inkling's relative position bias: a product gathered along its last dimension."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Parameter(torch.randn(16, 512))
+
+    def forward(self, x):
+        index = torch.arange(32).clamp(max=511).expand(*x.shape[:-1], 32)
+        return (x @ self.proj).gather(-1, index)
+
+
+def test_a_backward_formula_writes_in_place_as_on_the_device(tmp_path):
+    # Note [Backward formulas that write in place on the device]: gather's backward on a plain
+    # tensor is new_zeros then scatter_add_ into it; on the recording's fake tensors (a
+    # subclass) scatter_add out of place. The recorded scatter_add releases the zero tensor
+    # before it allocates its output, so the two are never live at once. Assumed of the
+    # device: the formula's plain-tensor branch (torch 2.14's FunctionsManual.cpp
+    # gather_backward; inkling_text's step on the simulated H100 holds one such tensor).
+    model = RelativeBias()
+    x = torch.randn(2, 64, 16)
+    document = step_graph.record(model, (x,), optimizer=torch.optim.AdamW(model.parameters()),
+                                 profile="cuda-sm90")
+    nodes = [node for node in document["nodes"] if node["phase"] == "backward"]
+    at = [index for index, node in enumerate(nodes) if node["op"] == "aten::scatter_add"]
+    assert at and nodes[at[0] - 1]["op"] == "aten::new_zeros", [n["op"] for n in nodes]
+    zeros = nodes[at[0] - 1]["allocates"][0][0]
+    assert zeros in nodes[at[0]]["releases"], nodes[at[0]]
+    size = 2 * 64 * 512 * 4
+    assert document["storages"][zeros]["bytes"] == size
+    # At its peak the backward holds one (2, 64, 512) float tensor of gather's, not two.
+    estimate = _live_peak(document, tmp_path)
+    assert estimate["summary"]["training_breakdown"]["temporary"] < 2 * size, \
+        estimate["summary"]["training_breakdown"]

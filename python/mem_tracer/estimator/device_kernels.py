@@ -41,9 +41,10 @@ instead (its fake kernel sizes its outputs; autograd saves what its derivative f
   holds the two front ends equal).
 The CPU's own profile changes nothing: the fake CPU tensors run the CPU's composites. Not
 applied: CUDA's autocast op lists (the recording runs the CPU's), cuDNN's RNN kernels, what a
-CUDA kernel allocates inside itself (the memory-efficient attention backward's float workspace,
-`_efficient_attention_backward`: 131,200 B in the zoo's qwen2-moe-sdpa AdamW step on the
-simulated H100, which makes backward that step's peak, estimated −0.038 %), and the model's own
+CUDA kernel allocates inside itself but softmax backward's temporary (Note [What a CUDA kernel
+allocates inside itself] in step_recorder.py; not the memory-efficient attention backward's float
+workspace, `_efficient_attention_backward`: 131,200 B in the zoo's qwen2-moe-sdpa AdamW step on
+the simulated H100, which makes backward that step's peak, estimated −0.038 %), and the model's own
 Python branches on `tensor.device.type` (they take the CPU's branch).
 """
 from __future__ import annotations
@@ -51,6 +52,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -213,6 +215,16 @@ def _sdpa_kernel(name: str, entry: dict[str, Any], path: Path) -> SdpaKernel:
         fields[key] = value
     if "dtypes" not in fields:
         raise KernelRulesError(f"device profile {path}: sdpa kernel {name!r}: missing 'dtypes'")
+    # `gqa_from_torch`: the release from which the kernel takes grouped heads, though `gqa` says
+    # no for the releases before it (the recording runs under the user's torch; the TorchScript
+    # front end, which does not know the torch a program will run under, reads `gqa` alone).
+    since = entry.get("gqa_from_torch")
+    if since is not None:
+        if not isinstance(since, str) or not re.fullmatch(r"\d+\.\d+", since):
+            raise KernelRulesError(f"device profile {path}: sdpa kernel {name!r}: "
+                                   "'gqa_from_torch' must be a release, as \"2.14\"")
+        if _torch_internals.torch_release() >= _torch_internals.torch_release(since):
+            fields["gqa"] = True
     return SdpaKernel(name=name, **fields)
 
 

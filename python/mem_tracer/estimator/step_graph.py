@@ -35,6 +35,7 @@ from typing import Any
 
 from .. import _torch_internals, training
 from .fake_copies import fake_copy_mode, quiet_fake_tensors, with_rows
+from .known_values import KnownValues, libraries_see_values
 from .step_loop import DEFAULT_LOOP, LOOPS, StepLoop, StepSpec, default_loss
 from .step_recorder import (
     ExampleValue,
@@ -187,10 +188,12 @@ class _Step:
             flatten_rnn_weights(model, self.rules)
         recorder = Recorder({id(module): name for name, module in model.named_modules()})
         recorder.replay = replay
+        recorder.known = KnownValues()  # Note [Values Python knows on fake tensors]
         kernels = recorder.device_kernels = DeviceKernels(self.rules, recorder.choice)
         try:
             with torch.random.fork_rng(devices=[]), fake_mode, module_hooks(recorder), \
-                    dispatch_mode(recorder), kernels, storage_resizes(recorder):
+                    dispatch_mode(recorder), kernels, storage_resizes(recorder), \
+                    libraries_see_values(recorder.known):
                 torch.manual_seed(0)
                 if self.wrap is not None:
                     model = self.wrap(model)

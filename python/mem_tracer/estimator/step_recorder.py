@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import _torch_internals
 from . import fake_kernels
+from .known_values import KnownValues
 
 if TYPE_CHECKING:
     from .device_kernels import DeviceKernels, KernelChoice
@@ -192,6 +193,11 @@ class Recorder:
         self.collect: list[ExampleValue] | None = None
         self.replay: list[ExampleValue] | None = None
         self.replayed: dict[tuple[str, tuple[Frame, ...]], int] = {}
+        # Note [Values Python knows on fake tensors] (known_values.py): on fake tensors only.
+        self.known: KnownValues | None = None
+        # Note [Backward formulas that write in place on the device]: (the fresh storage, the
+        # node of the out-of-place op that consumed it), until the next sweep.
+        self.written_in_place: tuple[int, int] | None = None
         self.assumptions: list[AssumptionRow] = []
         # Note [The device's kernels on fake tensors] (device_kernels.py): the device's kernel
         # choices, and the storages the device keeps in host memory (never counted).
@@ -258,13 +264,20 @@ class Recorder:
     def dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         name = _op_name(func)
         data_dependent = _is_data_dependent(name, args)
+        read = self.known.read(func, name, args, kwargs) if self.known is not None else None
+        if read is not None:  # a value Python knows (Note [Values Python knows on fake tensors])
+            data_dependent = False
         site = _site() if data_dependent else ()
-        if data_dependent and self.replay is not None:
+        if read is not None:
+            output = read[0]
+        elif data_dependent and self.replay is not None:
             output = self._replayed(name, site, args)
         else:
             # Note [Fake kernels stricter than the device's] (fake_kernels.py).
             substitute = fake_kernels.stand_in(name, args, kwargs)
             output = substitute() if substitute is not None else func(*args, **kwargs)
+        if self.known is not None and read is None:
+            self.known.after(func, args, kwargs, output)
         if data_dependent and self.collect is not None:
             self.collect.append(ExampleValue(name, site, _summary(output)))
         if self.device_kernels is not None and self.device_kernels.making_host_tensor:
@@ -299,10 +312,72 @@ class Recorder:
                 if index is not None and self.storages[index].collective is None:
                     self.storages[index].collective = name
         flops = _flops(func, args, kwargs, output)
+        fresh = self._fresh_operand(name, args, allocates)
+        before, after = self._kernel_scratch(name, args)
+        allocates = [*before, *allocates, *after]
         if allocates or releases or flops:
             self.nodes.append(NodeRow(_op_name(func), self.phase, self._module(), self._stack(),
                                       releases, allocates, flops))
+            if fresh is not None:
+                self.written_in_place = (fresh, len(self.nodes) - 1)
+        if before or after:
+            self.nodes.append(NodeRow("memtrace::kernel_scratch", self.phase, self._module(),
+                                      self._stack(),
+                                      [scratch.storage for scratch in (*before, *after)], []))
         return output
+
+    def _kernel_scratch(self, name: str, args: tuple[Any, ...]) -> \
+            tuple[list[Allocation], list[Allocation]]:
+        """Note [What a CUDA kernel allocates inside itself]: the temporaries the device's kernel
+        of this op makes before its outputs and after them, all freed before it returns."""
+        import torch
+        kernels = self.device_kernels
+        if kernels is None or kernels.rules.device != "cuda" or name not in _KERNEL_SCRATCH:
+            return [], []
+        tensors = [arg if isinstance(arg, torch.Tensor) else None for arg in args[:2]]
+        if name == "aten::_softmax_backward_data" and tensors[0] is not None and \
+                tensors[1] is not None:
+            grad, output = tensors[0], tensors[1]
+            return [], [self._scratch(grad, torch.result_type(grad, output),
+                                      "softmax backward's grad * output")]
+        if name == "aten::native_layer_norm" and tensors[0] is not None and \
+                not tensors[0].is_contiguous():
+            return [self._scratch(tensors[0], tensors[0].dtype, "layer norm's input.contiguous()")], []
+        if name == "aten::native_layer_norm_backward" and tensors[0] is not None and \
+                tensors[1] is not None:
+            grad, input = tensors[0], tensors[1]
+            before = [] if input.is_contiguous() else \
+                [self._scratch(input, input.dtype, "layer norm backward's input.contiguous()")]
+            after = [] if grad.is_contiguous() else \
+                [self._scratch(grad, grad.dtype, "layer norm backward's grad.contiguous()")]
+            return before, after
+        return [], []
+
+    def _scratch(self, like: Any, dtype: Any, name: str) -> Allocation:
+        """A temporary storage of `like`'s elements in `dtype`, allocated by the node at hand."""
+        index = len(self.storages)
+        self.storages.append(StorageRow(like.numel() * dtype.itemsize, "activation", "temporary",
+                                        name))
+        return Allocation(index, list(like.shape), str(dtype)[6:])
+
+    def _fresh_operand(self, name: str, args: tuple[Any, ...],
+                       allocates: list[Allocation]) -> int | None:
+        """Note [Backward formulas that write in place on the device]: the storage of `args[0]`
+        where this out-of-place op is a backward formula's subclass branch over a zero tensor
+        the node before made; else None."""
+        import torch
+        if self.phase is not Phase.BACKWARD or name.partition(".")[0] not in _IN_PLACE_ON_DEVICE \
+                or not self.nodes or len(allocates) != 1 or not args or \
+                not isinstance(args[0], torch.Tensor):
+            return None
+        before = self.nodes[-1]
+        index = self.ids.get(storage_key(args[0]))
+        if before.op.partition(".")[0] not in _ZEROS or before.phase is not Phase.BACKWARD or \
+                [allocation.storage for allocation in before.allocates] != [index] or \
+                index is None or self.storages[index].bytes != \
+                self.storages[allocates[0].storage].bytes:
+            return None
+        return index
 
     def resized(self, storage: Any, size: int) -> None:
         """`storage` was resized in place to `size` bytes (Note [Storages resized in place]):
@@ -395,6 +470,14 @@ class Recorder:
         for key in dead:
             del self.live[key]
             released.append(self.ids.pop(key))
+        if self.written_in_place is not None:
+            # Note [Backward formulas that write in place on the device]: the zero tensor died
+            # as its out-of-place op returned: on the device that op wrote into it.
+            fresh, node = self.written_in_place
+            self.written_in_place = None
+            if fresh in released:
+                released.remove(fresh)
+                self.nodes[node].releases = sorted([*self.nodes[node].releases, fresh])
         return sorted(released)
 
     def finish(self, gradients: dict[int, str]) -> None:
@@ -427,6 +510,51 @@ def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
         return 0
 
 
+# Note [What a CUDA kernel allocates inside itself]
+# Most device kernels allocate their outputs only, which the fake kernels size. Some take a
+# temporary from the caching allocator after their output and free it before they return;
+# max_memory_allocated counts it. Recorded so far (the others: Note [The device's kernels on
+# fake tensors] in device_kernels.py):
+# - CUDA's softmax backward (aten/src/ATen/native/cuda/SoftMax.cu, softmax_backward_cuda_out)
+#   computes `Tensor tmp = grad * output;` and reduces that: a tensor of the gradient's size
+#   (in the product's dtype) beside grad_input. Seen on the simulated H100 under torch 2.14.1
+#   (PyTorch's own CUDA code around the simulated kernels): `_softmax_backward_data`'s
+#   allocation, then `mul`'s inside structured_softmax_backward_cuda_out, freed as it returns.
+#   internvl_vision's eager AdamW step (2x4 heads of 1025x1025 float scores: 33.6 MB each) has
+#   its peak there: −13.58 % without it. log_softmax's backward makes none.
+# - CUDA's layer norm (aten/src/ATen/native/cuda/layer_norm_kernel.cu) takes
+#   `input.expect_contiguous()` before it allocates its outputs, forward and backward, and the
+#   backward `dY.contiguous()` after them: a copy of each operand that is not contiguous. Seen
+#   on the simulated H100 (torch 2.14.1): gemma4_audio's layer norms over a transposed
+#   convolution output, whose AdamW step's peak is inside layer_norm_backward_cuda with both
+#   copies live (−3.01 % without them).
+# The recording adds the temporaries to the op's node (before its outputs or after them, as the
+# kernel makes them) and releases them by a node of its own, `memtrace::kernel_scratch`, right
+# after; on CUDA profiles only (the CPU's kernels are not checked here).
+_KERNEL_SCRATCH = {"aten::_softmax_backward_data", "aten::native_layer_norm",
+                   "aten::native_layer_norm_backward"}
+
+
+# Note [Backward formulas that write in place on the device]
+# Some of autograd's backward formulas (torch/csrc/autograd/FunctionsManual.cpp) branch on
+# areAnyTensorSubclassLike(): for a tensor subclass they take an out-of-place op, for a plain
+# tensor its in-place form. gather_backward makes `grad.new_zeros(self.sizes())` and then
+# `result.scatter_add(dim, index, grad)` for a subclass, `result.scatter_add_(...)` else. The
+# recording's fake tensors are a subclass, the device's never: the recording held the zero
+# tensor and the sum at once where the device holds one. inkling_text's relative position bias
+# (`rel_logits.gather(-1, index)`, 8 MiB of float a layer at 2x32 tokens) made its AdamW step
+# +5.27 % (eager) and +3.64 % (sdpa) against the simulated H100: the backward's peak held a
+# second 8 MiB. So in backward, an out-of-place op of _IN_PLACE_ON_DEVICE whose first operand
+# is the zero tensor the node before made (_ZEROS), of its output's size, and which dies as the
+# op returns (the formula's local) is released by that op's node, before its output is
+# allocated: what the in-place form holds. A zero tensor that lives on (Python's own backward
+# holding it) keeps both.
+_IN_PLACE_ON_DEVICE = {"aten::scatter_add", "aten::scatter", "aten::index_add", "aten::put",
+                       "aten::index_put", "aten::masked_scatter", "aten::index_copy",
+                       "aten::scatter_reduce", "aten::index_reduce"}
+_ZEROS = {"aten::new_zeros", "aten::zeros", "aten::zeros_like"}
+
+
 # Note [Data-dependent values]
 # An op whose output size or value depends on tensor data (nonzero, a boolean mask, .item(),
 # unique) cannot run on fake tensors. When the step meets one, record() runs the step once on
@@ -435,8 +563,8 @@ def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
 # own in the order they ran there: sizes as on the example input, said in the graph file's
 # assumptions (as memtrace-estimate's --example-counts does for TorchScript). By place, not by
 # order alone: a model's Python may take a path of its own on real tensors (transformers'
-# warn_if_padding_and_no_attention_mask reads a value unless is_tracing(), which fake tensors
-# are), and a value given back at another op's place is wrong (longformer: a bool where the
+# warn_if_padding_and_no_attention_mask reads a value unless is_tracing(), which a fake tensor
+# is unless its value is known: Note [Values Python knows on fake tensors]), and a value given back at another op's place is wrong (longformer: a bool where the
 # chunking's view wants a size). A fake tensor made from numbers alone holds its value
 # (torch.div of two sizes): read back, it is known, neither replayed nor assumed.
 _DATA_DEPENDENT = {"aten::nonzero", "aten::_local_scalar_dense", "aten::masked_select",

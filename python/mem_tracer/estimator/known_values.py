@@ -1,0 +1,154 @@
+"""The values the recording can know on fake tensors (Note [Values Python knows on fake tensors]).
+
+Note [Values Python knows on fake tensors]
+The step is recorded on fake tensors (step_graph.py), which have no values. A library may
+branch on that: transformers' `is_tracing(tensor)` is true for any FakeTensor (it takes fake
+tensors for torch.compile's tracing) and then skips every read of a value, taking the branch
+that is safe for an exported graph. Its mask functions are the costly case: a decoder without
+an attention mask checks its position ids for packed sequences
+(`find_packed_sequence_indices`, reading `(mask[:, -1] == 0).all()`) and only when they are
+not packed lets sdpa take `is_causal` with no mask (`allow_is_causal_skip`); on fake tensors
+it keeps the packed-sequence mask, so every full-attention layer gets a bool mask, sdpa's
+integration repeats the key and value heads (`repeat_kv`) instead of `enable_gqa`, and the
+device's kernel choice differs. On the simulated H100 (torch 2.14.1+cu130, transformers
+5.23.0), inkling_text's sdpa forward at batch 2 was estimated 59,003,904 B against the card's
+61,603,840 B (−4.22 %): with the mask kept, the key and value heads were repeated (contiguous
+copies) and the efficient kernel took the call; on the card sdpa got `enable_gqa` and the key
+and value as the model made them (last dimension strided), which no fused kernel takes: the
+math fallback.
+
+The program on the device never sees a fake tensor. So the recording keeps, beside each fake
+tensor whose value the program itself fixes, whatever its inputs and weights, that value on
+real CPU tensors: what factories make (arange, zeros, full; never empty or random ones), and
+what any op makes from known values alone, when its outputs hold at most LIMIT elements
+(computed for real, outside the fake mode). An op that writes a tensor from an unknown value
+makes its storage unknown. A read of a known value (`.item()`, `bool()`, torch.equal) gives it:
+a constant of the program, neither replayed from a run on the example (Note [Data-dependent
+values] in step_recorder.py) nor said as an assumption. And while the step is recorded,
+transformers' `is_fake_tensor` is false for a tensor whose value is known, so its Python takes
+the branch the device's run takes there. A value that comes from the example's inputs or the
+weights stays unknown: transformers keeps its tracing branch there, and a read of it is the
+example's, replayed and said, as before (a choice: the example's values are not the user's
+other inputs). What a known value costs: the small index tensors it is made of, computed once.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+from .. import _torch_internals
+
+# The ops that give a tensor's value to Python.
+_READS = {"aten::_local_scalar_dense", "aten::is_nonzero", "aten::item", "aten::equal",
+          "aten::allclose"}
+
+# Elements an op's known outputs (or an example input) may hold: index tensors, position ids
+# and masks, not activations.
+LIMIT = 1 << 16
+
+
+class KnownValues:
+    """Fake tensor -> its value on a real CPU tensor, where Python could know it."""
+
+    def __init__(self) -> None:
+        self._values: dict[int, tuple[Any, Any]] = {}  # id(fake) -> (weak ref to it, real)
+        self._unknown: set[int] = set()  # storage keys an unknown value wrote
+
+    def value(self, tensor: Any) -> Any:
+        """The real tensor holding `tensor`'s value, or None."""
+        entry = self._values.get(id(tensor))
+        if entry is not None and entry[0]() is tensor and \
+                _torch_internals.storage_key(tensor.untyped_storage()) not in self._unknown:
+            return entry[1]
+        constant = _torch_internals.fake_constant(tensor)
+        return constant
+
+    def _keep(self, fake: Any, real: Any) -> None:
+        self._values[id(fake)] = (weakref.ref(fake), real)
+
+    def read(self, func: Any, name: str, args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> tuple[Any] | None:
+        """An op that reads values back into Python (`.item()`, `bool()`, torch.equal), where
+        its inputs' values are known: (what it gives,), or None."""
+        import torch
+        if name not in _READS:
+            return None
+        tensors = [leaf for leaf in _torch_internals.tree_leaves((args, kwargs))
+                   if isinstance(leaf, torch.Tensor)]
+        real = {id(tensor): self.value(tensor) for tensor in tensors}
+        if not tensors or any(value is None for value in real.values()):
+            return None
+        with _torch_internals.disable_current_modes():
+            return (func(*_torch_internals.tree_map(lambda leaf: real.get(id(leaf), leaf), args),
+                         **_torch_internals.tree_map(lambda leaf: real.get(id(leaf), leaf),
+                                                     kwargs)),)
+
+    def after(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
+        """The op ran on fake tensors: its outputs' values, where its inputs' are all known."""
+        import torch
+        leaves = _torch_internals.tree_leaves((args, kwargs))
+        inputs = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
+        known = [self.value(tensor) for tensor in inputs]
+        outputs = [leaf for leaf in _torch_internals.tree_leaves(output)
+                   if isinstance(leaf, torch.Tensor)]
+        computable = all(value is not None for value in known) and \
+            sum(tensor.numel() for tensor in outputs) <= LIMIT and _deterministic(func)
+        if computable:
+            real = {id(tensor): value for tensor, value in zip(inputs, known)}
+            try:
+                with _torch_internals.disable_current_modes():
+                    result = func(*_torch_internals.tree_map(
+                        lambda leaf: real.get(id(leaf), leaf), args), **_torch_internals.tree_map(
+                        lambda leaf: real.get(id(leaf), leaf), kwargs))
+            except Exception:  # noqa: BLE001 - a value not computed is a value not known
+                computable = False
+            else:
+                made = [leaf for leaf in _torch_internals.tree_leaves(result)
+                        if isinstance(leaf, torch.Tensor)]
+                if len(made) == len(outputs):
+                    for fake, value in zip(outputs, made):
+                        self._keep(fake, value)
+                    return
+                computable = False
+        for index in _written(func):  # an unknown value written: the storage is unknown
+            if index < len(args) and isinstance(args[index], torch.Tensor):
+                self._unknown.add(_torch_internals.storage_key(args[index].untyped_storage()))
+        for fake in outputs:
+            self._values.pop(id(fake), None)
+
+
+def _deterministic(func: Any) -> bool:
+    """Whether the op's values follow from its inputs': not random, not uninitialised."""
+    import torch
+    name = _torch_internals.op_schema(func).name
+    return torch.Tag.nondeterministic_seeded not in getattr(func, "tags", ()) and \
+        "empty" not in name
+
+
+def _written(func: Any) -> list[int]:
+    """The positions of the arguments the op writes (in-place and out= ops)."""
+    return [index for index, argument in enumerate(_torch_internals.op_schema(func).arguments)
+            if argument.alias_info is not None and argument.alias_info.is_write]
+
+
+@contextlib.contextmanager
+def libraries_see_values(known: KnownValues) -> Iterator[None]:
+    """While the step is recorded: transformers' `is_fake_tensor` false for a tensor whose value
+    is known (the Note above); nothing changes where transformers is not imported."""
+    module = sys.modules.get("transformers.utils.import_utils")
+    original = getattr(module, "is_fake_tensor", None)
+    if module is None or original is None:
+        yield
+        return
+
+    def is_fake_tensor(value: Any) -> bool:
+        return bool(original(value)) and known.value(value) is None
+
+    module.is_fake_tensor = is_fake_tensor  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        module.is_fake_tensor = original  # type: ignore[attr-defined]
