@@ -16,7 +16,11 @@ each column's unit. The variants:
   - size / 512: the size field as size / 512 * 2 + 1 when 512 divides it (PyTorch's caching
     allocator rounds every block to 512 B), else size * 2;
   - per thread: the address base, the event tables and the previous stacks kept for each thread
-    (the context's), as interleaved threads would need.
+    (the context's), as interleaved threads would need;
+  - recent free: an allocation at the address of one of the last 8 frees writes k (1 to 8) in
+    the address field instead of its delta, every other address field value moving up by 8
+    (zigzag(delta) + 9): what naming a reused block would take with no bit of the type byte free;
+  - both: recent free and size / 512 together.
 """
 import argparse
 import re
@@ -49,6 +53,7 @@ class Bases:
         self.address = 0
         self.sizes = [0] * 7
         self.recent = []
+        self.frees = []  # the last 8 frees' addresses (the "recent free" variants)
         self.python = [0, 0]
         self.native = [0, 0]
 
@@ -80,16 +85,24 @@ class Encoder:
                 if candidate == address:
                     recent = k
                     break
+        reuse = self.variant in ("recent free", "both")
         if not recent:
             delta = address - bases.address
             if delta & 0xFF == 0:
                 delta >>= 8
-            self.fields["address"] += varint_size(zigzag(delta))
+            if reuse and not free and address in bases.frees:
+                self.fields["address"] += 1  # k, 1 to 8
+            elif reuse and not free:
+                self.fields["address"] += varint_size(zigzag(delta) + 9)
+            else:
+                self.fields["address"] += varint_size(zigzag(delta))
         bases.address = address
+        if free:
+            bases.frees = bases.frees[-7:] + [address]
         if not free:
             slot = size_slot(size)
             if bases.sizes[slot] != size:
-                if self.variant == "size / 512":
+                if self.variant in ("size / 512", "both"):
                     value = (size // 512) * 2 + 1 if size % 512 == 0 else size * 2
                 else:
                     value = size
@@ -157,7 +170,7 @@ def main():
           f"({total / events:.2f} an event), time unit {own_unit} ns")
     columns = [(f"as written ({own_unit} ns)", own, other)]
     unit = arguments.unit or own_unit
-    for variant in ("", "size / 512", "per thread"):
+    for variant in ("", "size / 512", "per thread", "recent free", "both"):
         encoder, _, other_time = encode(lines, unit, variant)
         # The other records' time deltas in this unit instead of the file's.
         columns.append((f"{unit} ns" + (f", {variant}" if variant else ""), encoder,
