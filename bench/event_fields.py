@@ -123,7 +123,7 @@ def read(report, path):
                           check=True).stdout.splitlines()
 
 
-def encode(lines, unit, variant):
+def encode(lines, unit, variant, version=10):
     process = next(line for line in lines if line.startswith("process "))
     start = int(re.search(r"start_monotonic_ns=(\d+)", process).group(1))
     found = re.search(r" time_unit_ns=(\d+)", process)
@@ -139,6 +139,11 @@ def encode(lines, unit, variant):
         if kind == "section":
             raise SystemExit("a flight recorder's file: its sections are not modelled here")
         found = re.search(r" t=(\d+)", line)
+        if kind == "segment" and version >= 10:
+            # Version 10's kSegmentNear moves the events' address base to the segment (Note
+            # [Records beside the events, shorter]); its own bytes stay among the other records.
+            bases = encoder.bases.setdefault(thread if variant == "per thread" else 0, Bases())
+            bases.address = int(re.search(r"address=0x([0-9a-f]+)", line).group(1), 16)
         if kind in ("alloc", "free"):
             fields = dict(re.findall(r"(\w+)=(\S+)", line))
             encoder.event(kind == "free", int(found.group(1)), int(fields["address"], 16),
@@ -158,7 +163,8 @@ def main():
     report = str(Path(arguments.build) / "bin" / "memtrace-report")
     lines = read(report, arguments.trace)
     total = chunk_bytes(arguments.trace) - 16
-    own, own_unit, own_other_time = encode(lines, 0, "")
+    version = int.from_bytes(Path(arguments.trace).read_bytes()[8:12], "little")
+    own, own_unit, own_other_time = encode(lines, 0, "", version)
     if not own.events:
         raise SystemExit(f"{arguments.trace}: no memory events")
     other = total - sum(own.fields.values())
@@ -171,7 +177,7 @@ def main():
     columns = [(f"as written ({own_unit} ns)", own, other)]
     unit = arguments.unit or own_unit
     for variant in ("", "size / 512", "per thread", "recent free", "both"):
-        encoder, _, other_time = encode(lines, unit, variant)
+        encoder, _, other_time = encode(lines, unit, variant, version)
         # The other records' time deltas in this unit instead of the file's.
         columns.append((f"{unit} ns" + (f", {variant}" if variant else ""), encoder,
                         other - own_other_time + other_time))
