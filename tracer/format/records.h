@@ -536,7 +536,9 @@ inline constexpr uint64_t kMaxTimeUnitNs = 1000000000;  // a second: anything co
 // address base, which moves to it, since the tensor that needed the segment starts there and
 // follows it (7 bytes of absolute address, then about 3 of the tensor's delta, become about 3
 // and 1). Every base these records use (the ring, the previous string, the address base) is one
-// the reader keeps already.
+// the reader keeps already. Measured (docs/performance.md, Version 10): that file 8.78 -> 6.32
+// bytes an event as written, 4.21 -> 3.50-3.55 compacted; the record path unchanged (282.505
+// instructions an event, bench/record_instructions).
 
 struct EventBits {
   static constexpr uint8_t kEvent = 0x80;
