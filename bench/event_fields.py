@@ -16,7 +16,11 @@ each column's unit. The variants:
   - size / 512: the size field as size / 512 * 2 + 1 when 512 divides it (PyTorch's caching
     allocator rounds every block to 512 B), else size * 2;
   - per thread: the address base, the event tables and the previous stacks kept for each thread
-    (the context's), as interleaved threads would need.
+    (the context's), as interleaved threads would need;
+  - recent free: an allocation at the address of one of the last 8 frees writes k (1 to 8) in
+    the address field instead of its delta, every other address field value moving up by 8
+    (zigzag(delta) + 9): what naming a reused block would take with no bit of the type byte free;
+  - both: recent free and size / 512 together.
 """
 import argparse
 import re
@@ -49,6 +53,7 @@ class Bases:
         self.address = 0
         self.sizes = [0] * 7
         self.recent = []
+        self.frees = []  # the last 8 frees' addresses (the "recent free" variants)
         self.python = [0, 0]
         self.native = [0, 0]
 
@@ -80,16 +85,24 @@ class Encoder:
                 if candidate == address:
                     recent = k
                     break
+        reuse = self.variant in ("recent free", "both")
         if not recent:
             delta = address - bases.address
             if delta & 0xFF == 0:
                 delta >>= 8
-            self.fields["address"] += varint_size(zigzag(delta))
+            if reuse and not free and address in bases.frees:
+                self.fields["address"] += 1  # k, 1 to 8
+            elif reuse and not free:
+                self.fields["address"] += varint_size(zigzag(delta) + 9)
+            else:
+                self.fields["address"] += varint_size(zigzag(delta))
         bases.address = address
+        if free:
+            bases.frees = bases.frees[-7:] + [address]
         if not free:
             slot = size_slot(size)
             if bases.sizes[slot] != size:
-                if self.variant == "size / 512":
+                if self.variant in ("size / 512", "both"):
                     value = (size // 512) * 2 + 1 if size % 512 == 0 else size * 2
                 else:
                     value = size
@@ -110,7 +123,7 @@ def read(report, path):
                           check=True).stdout.splitlines()
 
 
-def encode(lines, unit, variant):
+def encode(lines, unit, variant, version=10):
     process = next(line for line in lines if line.startswith("process "))
     start = int(re.search(r"start_monotonic_ns=(\d+)", process).group(1))
     found = re.search(r" time_unit_ns=(\d+)", process)
@@ -126,6 +139,11 @@ def encode(lines, unit, variant):
         if kind == "section":
             raise SystemExit("a flight recorder's file: its sections are not modelled here")
         found = re.search(r" t=(\d+)", line)
+        if kind == "segment" and version >= 10:
+            # Version 10's kSegmentNear moves the events' address base to the segment (Note
+            # [Records beside the events, shorter]); its own bytes stay among the other records.
+            bases = encoder.bases.setdefault(thread if variant == "per thread" else 0, Bases())
+            bases.address = int(re.search(r"address=0x([0-9a-f]+)", line).group(1), 16)
         if kind in ("alloc", "free"):
             fields = dict(re.findall(r"(\w+)=(\S+)", line))
             encoder.event(kind == "free", int(found.group(1)), int(fields["address"], 16),
@@ -145,7 +163,8 @@ def main():
     report = str(Path(arguments.build) / "bin" / "memtrace-report")
     lines = read(report, arguments.trace)
     total = chunk_bytes(arguments.trace) - 16
-    own, own_unit, own_other_time = encode(lines, 0, "")
+    version = int.from_bytes(Path(arguments.trace).read_bytes()[8:12], "little")
+    own, own_unit, own_other_time = encode(lines, 0, "", version)
     if not own.events:
         raise SystemExit(f"{arguments.trace}: no memory events")
     other = total - sum(own.fields.values())
@@ -157,8 +176,8 @@ def main():
           f"({total / events:.2f} an event), time unit {own_unit} ns")
     columns = [(f"as written ({own_unit} ns)", own, other)]
     unit = arguments.unit or own_unit
-    for variant in ("", "size / 512", "per thread"):
-        encoder, _, other_time = encode(lines, unit, variant)
+    for variant in ("", "size / 512", "per thread", "recent free", "both"):
+        encoder, _, other_time = encode(lines, unit, variant, version)
         # The other records' time deltas in this unit instead of the file's.
         columns.append((f"{unit} ns" + (f", {variant}" if variant else ""), encoder,
                         other - own_other_time + other_time))

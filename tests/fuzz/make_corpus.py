@@ -246,6 +246,27 @@ def microseconds(compressed=False):
     return w.flush(compressed)
 
 
+def short_records():
+    """Version 10's short forms (Note [Records beside the events, shorter]): categories and owners
+    naming recent allocations by their place, over a chunk boundary and past a free, module paths
+    that begin as the string before them, a segment near the events' address base."""
+    w = TraceWriter(stacks=1, time_unit_ns=1000)
+    s = w.python_stack(0, w.frame(w.string("train.py"), w.string("main"), 7))
+    w.device(0, w.string("GPU 0"), 1 << 33).context(1, 0).marker(0, TRACING_STARTED)
+    model = w.string("model.transformer.h.0")
+    attention = w.string_after(21, ".attn.c_attn")
+    for i in range(12):
+        w.alloc(1000 * (i + 1), 0x7f0000000000 + i * 4096, 4096, s)
+    w.recent_category(12, PARAMETER).recent_owner_module(12, model)
+    w.flush()
+    w.free(13000, 0x7f0000000000 + 11 * 4096)
+    w.recent_category(1, ACTIVATION)  # the newest allocation, freed: ignored
+    w.recent_owner_module(10, attention).recent_category(2, GRADIENT)
+    w.segment_near(13000, 0, 0, 0x7f0000200000, 2 << 20).alloc(13000, 0x7f0000200000, 512, s)
+    w.marker(14000, TRACE_CLOSED)
+    return w
+
+
 def main():
     corpus = HERE / "corpus"
     corpus.mkdir(exist_ok=True)
@@ -269,6 +290,9 @@ def main():
     # Version 9: the same in compressed chunks, whole and cut in its last chunk.
     data = microseconds(compressed=True).write(corpus / "compressed.bin", version=9).read_bytes()
     (corpus / "compressed_cut.bin").write_bytes(data[:len(data) - 5])
+    # Version 10: the short records beside the events, whole and cut in its last chunk.
+    data = short_records().write(corpus / "short_records.bin", version=10).read_bytes()
+    (corpus / "short_records_cut.bin").write_bytes(data[:len(data) - 5])
     (corpus / "tmp").unlink()
 
 

@@ -13,7 +13,7 @@ from memtrace_testing import report_fails as fails  # noqa: E402
 from trace_writer import (COMPRESSED_CHUNK, PROCESS_EXIT, TraceWriter,  # noqa: E402
                           crc32c)
 
-VERSION = 9  # the version compact writes, and the first with compressed chunks
+VERSION = 10  # the version compact writes (compressed chunks came with version 9)
 
 
 def busy_trace(flushes=(), chunks=4, events_per_chunk=600):
@@ -157,7 +157,7 @@ def test_compact_refuses_what_it_cannot_write(build, tmp_path):
     fails(["compact", trace], "compact writes a file: give it with -o FILE")
     old = TraceWriter().write(tmp_path / "old.bin", version=7)
     fails(["compact", old, "-o", tmp_path / "x.bin"], "trace format version 7; compact takes "
-          "versions 8 to 9")
+          "versions 8 to 10")
     (tmp_path / "taken.bin").write_bytes(b"mine")
     fails(["compact", trace, "-o", tmp_path / "taken.bin"], "already exists; -f/--force")
     assert (tmp_path / "taken.bin").read_bytes() == b"mine"

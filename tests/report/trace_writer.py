@@ -30,6 +30,8 @@ SECTION, STEP_PEAK, FLIGHT = 0x17, 0x18, 1
 FRAME, PEAK, OUT_OF_MEMORY, WINDOW = range(4)
 # Version 6's: the module owning an allocation (Note [Weights and their modules]).
 OWNER_MODULE = 0x1b
+# Version 10's short forms (Note [Records beside the events, shorter] in records.h).
+RECENT_CATEGORY, RECENT_OWNER_MODULE, STRING_AFTER, SEGMENT_NEAR = 0x1e, 0x1f, 0x20, 0x21
 
 
 def _crc32c_table():
@@ -152,6 +154,33 @@ class TraceWriter:
         holds (version 6; no time: it holds for the allocation's whole life)."""
         self.chunk += bytes([OWNER_MODULE]) + varint(address) + varint(module)
         return self
+
+    def recent_category(self, k, category):
+        """Version 10: the category of the k-th most recent allocation (k = 1: the newest)."""
+        self.chunk += bytes([RECENT_CATEGORY]) + varint(k << 3 | category)
+        return self
+
+    def recent_owner_module(self, k, module):
+        """Version 10: the module (a string id) owning the k-th most recent allocation."""
+        self.chunk += bytes([RECENT_OWNER_MODULE]) + varint(k) + varint(module)
+        return self
+
+    def segment_near(self, time, action, device, address, size):
+        """Version 10: a segment whose address is a delta from the events' address base, which
+        moves to it (the default pools)."""
+        delta = address - self.last_address
+        self.last_address = address
+        field = zigzag(delta // 256) << 1 | 1 if delta % 256 == 0 else zigzag(delta) << 1
+        self.chunk += bytes([SEGMENT_NEAR]) + self._delta(time) + bytes([action]) \
+            + varint(zigzag(device)) + varint(field) + varint(size) + varint(0) + varint(0)
+        return self
+
+    def string_after(self, shared, rest):
+        """Version 10: a string made of the first `shared` bytes of the string before it and
+        `rest`."""
+        self.chunk += bytes([STRING_AFTER]) + varint(shared) + byte_string(rest)
+        self.strings += 1
+        return self.strings
 
     def training_phase(self, time, phase):
         self.chunk += bytes([TRAINING_PHASE]) + self._delta(time) + bytes([phase])

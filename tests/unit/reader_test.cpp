@@ -194,9 +194,9 @@ TEST(Reader, RefusesOtherVersionsWithAClearMessage) {
       TraceReader trace(path);
       FAIL() << "version " << version << " was accepted";
     } catch (const TraceError& error) {
-      EXPECT_EQ(std::string(error.what()), path + ": trace format version " +
-                                               std::to_string(version) +
-                                               ", but this memtrace reads versions 1 to 9");
+      EXPECT_EQ(std::string(error.what()),
+                path + ": trace format version " + std::to_string(version) +
+                    ", but this memtrace reads versions 1 to " + std::to_string(format::kVersion));
     }
   }
   std::remove(path.c_str());
@@ -748,6 +748,125 @@ TEST(Reader, OwnerModulesAreVersion6s) {
   unknown.processInfo().ownerModule(0x1000, 3);
   EXPECT_NE(read(unknown).find("string 3, which is not defined"), std::string::npos)
       << read(unknown);
+  std::remove(path.c_str());
+}
+
+// Note [Records beside the events, shorter]: version 10's short forms read as the records they
+// shorten (the k-th most recent allocation's address, the string before it's beginning), across
+// chunks and past the old ring of 8; what names no allocation of the ring, shares more than the
+// string before it has, or comes in a version 9 file is refused in one line.
+TEST(Reader, Version10sShortRecordsReadAsTheirLongForms) {
+  std::string path = temporaryPath("short-records.bin");
+  struct Told : reader::RecordVisitor {
+    void onCategory(uint64_t address, format::Category category) {
+      categories.emplace_back(address, category);
+    }
+    void onOwnerModule(uint64_t address, uint32_t module) { owners.emplace_back(address, module); }
+    void onSegment(const reader::Segment& segment) { addresses.push_back(segment.address); }
+    void onEvent(const reader::Event& event) { addresses.push_back(event.address); }
+    std::vector<std::pair<uint64_t, format::Category>> categories;
+    std::vector<std::pair<uint64_t, uint32_t>> owners;
+    std::vector<uint64_t> addresses;  // of segments and events, in file order
+  };
+  auto read = [&](TraceBuilder& trace, Told* told, reader::Tables* tables) -> std::string {
+    trace.write(path);
+    try {
+      TraceReader reader(path);
+      reader.read(*told);
+      *tables = reader.tables();
+    } catch (const TraceError& error) {
+      return error.what();
+    }
+    return "accepted";
+  };
+  TraceBuilder fine;
+  fine.processInfo().context(1, 0, 0, format::Api::kPluggable, format::Level::kTensor);
+  uint32_t parent = fine.string("model.transformer.h.10");
+  uint32_t child = fine.stringAfter(22, ".attn.c_attn");
+  uint32_t other = fine.stringAfter(6, "lm_head");
+  for (uint64_t i = 0; i < 5000; ++i) {
+    fine.alloc(i + 1, 0x7f0000000000 + i * 512, 512);
+    if (i == 2000) fine.flushChunk();  // the ring carries over chunks
+  }
+  fine.recentCategory(1, format::Category::kActivation);   // the newest
+  fine.recentCategory(4096, format::Category::kGradient);  // the oldest the ring holds
+  fine.recentOwnerModule(9, child);                        // past the old ring of 8
+  fine.recentOwnerModule(2, other);
+  // A segment near the last event (a byte delta, then one of 256-byte units), each followed by
+  // the tensor at its start: the event's delta counts from the segment's address.
+  fine.segmentNear(6000, format::SegmentAction::kAlloc, 0, 0x7f0000000000 + 5000 * 512 + 0x10,
+                   2 << 20);
+  fine.alloc(6001, 0x7f0000000000 + 5000 * 512 + 0x10, 64);
+  fine.segmentNear(6002, format::SegmentAction::kAlloc, 0, 0x7e0000000000, 20 << 20);
+  fine.alloc(6003, 0x7e0000000000, 4 << 20);
+  Told told;
+  reader::Tables tables;
+  ASSERT_EQ(read(fine, &told, &tables), "accepted");
+  EXPECT_EQ(tables.string(child), "model.transformer.h.10.attn.c_attn");
+  EXPECT_EQ(tables.string(other), "model.lm_head");
+  EXPECT_EQ(tables.string(parent), "model.transformer.h.10");
+  using Categories = std::vector<std::pair<uint64_t, format::Category>>;
+  EXPECT_EQ(told.categories,
+            (Categories{{0x7f0000000000 + 4999 * 512, format::Category::kActivation},
+                        {0x7f0000000000 + 904 * 512, format::Category::kGradient}}));
+  using Owners = std::vector<std::pair<uint64_t, uint32_t>>;
+  EXPECT_EQ(told.owners,
+            (Owners{{0x7f0000000000 + 4991 * 512, child}, {0x7f0000000000 + 4998 * 512, other}}));
+  ASSERT_EQ(told.addresses.size(), 5004u);
+  EXPECT_EQ(
+      std::vector<uint64_t>(told.addresses.end() - 4, told.addresses.end()),
+      (std::vector<uint64_t>{0x7f0000000000 + 5000 * 512 + 0x10, 0x7f0000000000 + 5000 * 512 + 0x10,
+                             0x7e0000000000, 0x7e0000000000}));
+
+  auto refused = [&](auto build) {
+    TraceBuilder trace;
+    trace.processInfo().context(1, 0, 0, format::Api::kPluggable, format::Level::kTensor);
+    for (uint64_t i = 0; i < 3; ++i) trace.alloc(i + 1, 0x1000 + i * 512, 512);
+    build(trace);
+    Told unused;
+    reader::Tables tables;
+    return read(trace, &unused, &tables);
+  };
+  EXPECT_NE(refused([](TraceBuilder& t) {
+              t.recentCategory(4, format::Category::kActivation);
+            }).find("a category naming allocation 4 before this one, of 3 known"),
+            std::string::npos);
+  EXPECT_NE(refused([](TraceBuilder& t) {
+              t.recentCategory(0, format::Category::kActivation);
+            }).find("a category naming allocation 0"),
+            std::string::npos);
+  EXPECT_NE(refused([](TraceBuilder& t) {
+              t.recentCategory(1, format::Category::kCount);
+            }).find("an unknown category 7"),
+            std::string::npos);
+  EXPECT_EQ(refused([](TraceBuilder& t) { t.recentOwnerModule(1, t.string("model")); }),
+            "accepted");
+  EXPECT_NE(refused([](TraceBuilder& t) {
+              t.recentOwnerModule(5, t.string("model"));
+            }).find("an owner module record naming allocation 5 before this one, of 3 known"),
+            std::string::npos);
+  EXPECT_NE(refused([](TraceBuilder& t) {
+              t.string("model");
+              t.stringAfter(6, "x");
+            }).find("a string sharing 6 bytes with the string before it, of 5"),
+            std::string::npos);
+  EXPECT_NE(refused([](TraceBuilder& t) {
+              t.stringAfter(1, "x");
+            }).find("a string sharing 1 bytes with the string before it, of 0"),
+            std::string::npos);
+  EXPECT_NE(refused([](TraceBuilder& t) {
+              t.string(std::string(200, 'a'));
+              t.stringAfter(format::kMaxSharedPrefix + 1, "b");
+            }).find("a string sharing 128 bytes"),
+            std::string::npos);
+  TraceBuilder version_9(9);
+  version_9.processInfo(42, format::StackMode::kPython, 1000)
+      .recentCategory(1, format::Category::kActivation);
+  Told unused;
+  EXPECT_NE(read(version_9, &unused, &tables)
+                .find("a record of type 30 (trace format version 10) in a version 9 file"),
+            std::string::npos)
+      << read(version_9, &unused, &tables);
   std::remove(path.c_str());
 }
 

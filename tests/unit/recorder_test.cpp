@@ -8,6 +8,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -314,6 +316,63 @@ TEST(Recorder, ModuleScopesFollowEachThread) {
   EXPECT_EQ(modules, (std::vector<std::string>{"model", "model.layers.0", "model.layers.0",
                                                "model.other_thread", "model.layers.0", "model", "",
                                                std::string(255, 'x')}));
+  std::remove(path.c_str());
+}
+
+// Note [Records beside the events, shorter] in records.h: a category or an owner of one of the
+// last EventTables::kRing allocations is written as its place among them, another as its address,
+// a module path that begins as the string before it as the rest of it; each reads back as told.
+TEST(Recorder, CategoriesAndOwnersNameRecentAllocationsByTheirPlace) {
+  std::string path = temporaryPath("short-records.bin");
+  ASSERT_EQ(memtrace_start(path.c_str()), 0);
+  constexpr uint64_t kBase = 0x7f3000000000, kCount = format::EventTables::kRing + 100;
+  for (uint64_t i = 0; i < kCount; ++i) alloc(kBase + i * 512, 512);
+  const uint64_t newest = kBase + (kCount - 1) * 512, far = kBase, near = kBase + 4000 * 512;
+  ASSERT_EQ(memtrace_set_category(newest, static_cast<int>(format::Category::kActivation)), 0);
+  ASSERT_EQ(memtrace_set_category(far, static_cast<int>(format::Category::kParameter)), 0);
+  ASSERT_EQ(memtrace_set_owner_module(near, "model.transformer.h.0"), 0);
+  ASSERT_EQ(memtrace_set_owner_module(far, "model.transformer.h.0.attn"), 0);
+  for (uint64_t i = 0; i < kCount; ++i) release(kBase + i * 512);
+  ASSERT_EQ(memtrace_close(), 0);
+
+  struct Told : Recorded {
+    void onCategory(uint64_t address, format::Category category) {
+      categories.emplace_back(address, category);
+    }
+    void onOwnerModule(uint64_t address, uint32_t module) { owners.emplace_back(address, module); }
+    std::vector<std::pair<uint64_t, format::Category>> categories;
+    std::vector<std::pair<uint64_t, uint32_t>> owners;
+  } told;
+  reader::TraceReader trace(path);
+  trace.read(told);
+  EXPECT_EQ(told.categories,
+            (std::vector<std::pair<uint64_t, format::Category>>{
+                {newest, format::Category::kActivation}, {far, format::Category::kParameter}}));
+  ASSERT_EQ(told.owners.size(), 2u);
+  EXPECT_EQ(told.owners[0].first, near);
+  EXPECT_EQ(trace.tables().string(told.owners[0].second), "model.transformer.h.0");
+  EXPECT_EQ(told.owners[1].first, far);
+  EXPECT_EQ(trace.tables().string(told.owners[1].second), "model.transformer.h.0.attn");
+
+  // The forms written, found in the file's bytes (its chunks are plain): the far allocation's
+  // category by its address, the newest's not (k = 1 instead), the longer path not whole.
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto longForm = [](uint64_t address, format::Category category) {
+    std::string record(1, static_cast<char>(format::RecordType::kCategory));
+    uint8_t varint[10];
+    record.append(reinterpret_cast<const char*>(varint),
+                  codec::putVarint(varint, address) - varint);
+    return record + static_cast<char>(category);
+  };
+  EXPECT_NE(bytes.find(longForm(far, format::Category::kParameter)), std::string::npos);
+  EXPECT_EQ(bytes.find(longForm(newest, format::Category::kActivation)), std::string::npos);
+  std::string short_form{
+      static_cast<char>(format::RecordType::kRecentCategory),
+      static_cast<char>(1 << 3 | static_cast<int>(format::Category::kActivation))};
+  EXPECT_NE(bytes.find(short_form), std::string::npos);
+  EXPECT_NE(bytes.find("model.transformer.h.0"), std::string::npos);
+  EXPECT_EQ(bytes.find("model.transformer.h.0.attn"), std::string::npos);
   std::remove(path.c_str());
 }
 

@@ -240,6 +240,43 @@ class TraceBuilder {
     varint(module);
     return *this;
   }
+  // Version 10's short forms (Note [Records beside the events, shorter]): a category or an owner
+  // of the k-th most recent allocation, and a string that begins as the one before it.
+  TraceBuilder& recentCategory(uint64_t k, format::Category category) {
+    type(format::RecordType::kRecentCategory);
+    varint(k << 3 | static_cast<uint8_t>(category));
+    return *this;
+  }
+  TraceBuilder& recentOwnerModule(uint64_t k, uint32_t module) {
+    type(format::RecordType::kRecentOwnerModule);
+    varint(k);
+    varint(module);
+    return *this;
+  }
+  // A segment whose address is a delta from the events' address base, which moves to it.
+  TraceBuilder& segmentNear(uint64_t time, format::SegmentAction action, int64_t device,
+                            uint64_t address, uint64_t size) {
+    type(format::RecordType::kSegmentNear);
+    varint(timeDelta(time));
+    chunk_.push_back(static_cast<uint8_t>(action));
+    varint(codec::zigzag(device));
+    auto delta = static_cast<int64_t>(address - last_address_);
+    if ((delta & 0xff) == 0)
+      varint(codec::zigzag(delta >> 8) << 1 | 1);
+    else
+      varint(codec::zigzag(delta) << 1);
+    last_address_ = address;
+    varint(size);
+    varint(0);
+    varint(0);
+    return *this;
+  }
+  uint32_t stringAfter(uint64_t shared, const std::string& rest) {
+    type(format::RecordType::kStringAfter);
+    varint(shared);
+    bytes(rest);
+    return ++strings_;
+  }
   // A size the simulated GPU answered without knowing it (Note [Sizes in the trace]); its
   // context's API is kSimulatedSize. `at_most` UINT64_MAX: no bound.
   TraceBuilder& simulatedSize(uint64_t time, uint64_t address, uint64_t size, uint64_t at_most,

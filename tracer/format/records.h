@@ -47,9 +47,12 @@ inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 //   8  kProcessInfo's last field, the time unit: every time delta counts units of it (1 ns
 //      before; Note [Times in microseconds]);
 //   9  compressed chunks (Note [Compressed chunks]): `memtrace-report compact` writes them; the
-//      recorder writes none, its files read as version 8's did.
+//      recorder writes none, its files read as version 8's did;
+//  10  records 0x1e to 0x21, shorter forms of kCategory, kOwnerModule, kString and kSegment, and
+//      the event tables' ring of EventTables::kRing allocations (Note [Records beside the events,
+//      shorter]).
 // A reader refuses a version past kVersion at the file header, naming both.
-inline constexpr uint32_t kVersion = 9;
+inline constexpr uint32_t kVersion = 10;
 inline constexpr uint32_t kOldestVersion = 1;
 inline constexpr size_t kFileHeaderSize = 16;
 // The file header's flags.
@@ -218,9 +221,26 @@ enum class RecordType : uint8_t {
   // (string id), Python stack id, native stack id. Thread and device come from the context
   // (Api::kDeviceRead).
   kAssumedValue = 0x1d,
+  // Version 10 (Note [Records beside the events, shorter]): a kCategory naming one of the last
+  // allocations. Fields: one varint, (k << 3) | Category, where k (1 to EventTables::kRing) names
+  // the
+  // k-th most recent allocation of the event tables' ring; the address is its address.
+  kRecentCategory = 0x1e,
+  // A kOwnerModule naming one of the last allocations. Fields: k as kRecentCategory's (1 to
+  // EventTables::kRing), the module's path (string id, not 0).
+  kRecentOwnerModule = 0x1f,
+  // A kString that begins as the string before it (the one whose id is this one's less 1).
+  // Fields: how many bytes of that string it begins with (1 to kMaxSharedPrefix, and at most
+  // that string's length), then the rest (varint length + bytes).
+  kStringAfter = 0x20,
+  // A kSegment whose address is a delta from the events' address base (Note [Event bit layout]),
+  // which then moves to it: the tensor event that needed the segment, at its start, follows it.
+  // Fields: kSegment's, the address as one varint: zigzag(delta / 256) * 2 + 1 when the delta's
+  // low byte is zero, zigzag(delta) * 2 otherwise.
+  kSegmentNear = 0x21,
 };
 // The last record type this version knows.
-inline constexpr RecordType kLastRecordType = RecordType::kAssumedValue;
+inline constexpr RecordType kLastRecordType = RecordType::kSegmentNear;
 
 // Note [Weights and their modules]
 // A model's parameters and buffers are allocated where the program moves it to the device
@@ -333,7 +353,8 @@ enum class SectionKind : uint8_t {
 // meets them.
 inline constexpr uint32_t firstVersion(RecordType type) {
   uint8_t value = static_cast<uint8_t>(type);
-  return value >= 0x1b   ? 6
+  return value >= 0x1e   ? 10
+         : value >= 0x1b ? 6
          : value >= 0x1a ? 5
          : value >= 0x17 ? 4
          : value >= 0x15 ? 3
@@ -448,7 +469,8 @@ inline constexpr uint64_t kDeviceMemoryPeriodNs = 100 * 1000 * 1000;
 //             k-th most recent allocation's (no address field, bit 5 zero)
 //
 // Fields, in order: time delta (time units since the previous timed record), address (zigzag
-// delta from the previous event's address; none for a free naming a table entry), size
+// delta from the previous event's address, or from a kSegmentNear's after it; none for a free
+// naming a table entry), size
 // (allocations only, none where bits 2-0 name its slot: a free's size is the size of the
 // allocation it frees), Python stack id (unless bit 4), native stack id (unless bit 3). Frees carry
 // stacks only when ProcessInfo says so; otherwise bits 4 and 3 are set and their stacks stay 0.
@@ -489,6 +511,35 @@ inline constexpr uint64_t kDeviceMemoryPeriodNs = 100 * 1000 * 1000;
 inline constexpr uint32_t kTimeUnitVersion = 8;
 inline constexpr uint64_t kMaxTimeUnitNs = 1000000000;  // a second: anything coarser is no clock
 
+// Note [Records beside the events, shorter]
+// The file `memtrace run` leaves holds, beside the events, what the package's training hooks tell
+// (Note [Training records], Note [Weights and their modules]): on GPT-2's three forwards and two
+// AdamW steps, 1,365 kCategory and 740 kOwnerModule records for 6,808 events, each naming its
+// allocation by its absolute address (7 bytes of a 9-byte record), and 153 strings, most of them
+// module paths that begin as the one before (`model.transformer.h.10.attn` after
+// `model.transformer.h.10`). They took 2.78 + 0.69 of the file's 8.78 bytes an event as written.
+// The allocation a category or an owner is told for was made a little before, almost always: an
+// activation when autograd saves it, a gradient in the backward before the step, optimizer state
+// in the step, a parameter when its module first runs. So version 10 names it by its place among
+// the last allocations: the event tables' ring of recent allocations (Note [Event tables]) holds
+// the last kRing (4,096) allocations' addresses on both sides, as it held 8, at no cost an event
+// (the index is masked either way), and kRecentCategory / kRecentOwnerModule say "the k-th most
+// recent allocation" instead of its address (k = 1 to 4,096; a category is packed with k into one
+// varint). The writer finds k by comparing the ring's addresses from the newest, up to 4,096 of
+// them, once a record (a Python call through ctypes costs more); an address not in the ring is
+// written as before, by kCategory or kOwnerModule. k names an address, nothing else: the record
+// means what its address form means (a freed address, or one in a segment, is ignored alike).
+// A string that begins as the string before it (by id) is written as kStringAfter: the length of
+// the shared beginning (at most kMaxSharedPrefix) and the rest, a table record like kString, so
+// the flight recorder's compaction copies it in its order. A segment of PyTorch's allocator
+// (kSegment, 122 on GPT-2) is written as kSegmentNear: its address a delta from the events'
+// address base, which moves to it, since the tensor that needed the segment starts there and
+// follows it (7 bytes of absolute address, then about 3 of the tensor's delta, become about 3
+// and 1). Every base these records use (the ring, the previous string, the address base) is one
+// the reader keeps already. Measured (docs/performance.md, Version 10): that file 8.78 -> 6.32
+// bytes an event as written, 4.21 -> 3.50-3.55 compacted; the record path unchanged (282.505
+// instructions an event, bench/record_instructions).
+
 struct EventBits {
   static constexpr uint8_t kEvent = 0x80;
   static constexpr uint8_t kFree = 0x40;
@@ -505,8 +556,13 @@ inline constexpr uint32_t kEventTablesVersion = 7;
 struct EventTables {
   static constexpr uint32_t kSizeSlots = 7;
   static constexpr uint32_t kRecentAllocations = 7;  // a free names one of these
+  // The ring's length: 8 before version 10, whose kRecentCategory and kRecentOwnerModule name
+  // any of its allocations (a free still names one of the last 7: the same answers as a ring
+  // of 8 gave, so a file of any version reads with this one).
+  static constexpr uint32_t kRing = 4096;
+  static_assert((kRing & (kRing - 1)) == 0, "the ring's index is a mask");
   uint64_t sizes[kSizeSlots] = {};
-  uint64_t recent[8] = {};  // a ring: the allocation n's address at recent[n % 8]
+  uint64_t recent[kRing] = {};  // a ring: the allocation n's address at recent[n % kRing]
   uint32_t allocations = 0;
 
   // Fibonacci hashing, then the top 32 bits scaled to [0, kSizeSlots).
@@ -515,16 +571,32 @@ struct EventTables {
     return static_cast<uint32_t>(((hash >> 32) * kSizeSlots) >> 32);
   }
   // The k-th most recent allocation's address, k from 1 to kRecentAllocations.
-  uint64_t recentAllocation(uint32_t k) const { return recent[(allocations - k) & 7]; }
-  void addAllocation(uint64_t address) { recent[allocations++ & 7] = address; }
+  uint64_t recentAllocation(uint32_t k) const { return recent[(allocations - k) & (kRing - 1)]; }
+  void addAllocation(uint64_t address) { recent[allocations++ & (kRing - 1)] = address; }
   // The k of the most recent of the last kRecentAllocations allocations at `address`; 0 if
   // none of them is.
   uint32_t findRecent(uint64_t address) const {
     for (uint32_t k = 1; k <= kRecentAllocations; ++k)
-      if (recent[(allocations - k) & 7] == address) return k;
+      if (recent[(allocations - k) & (kRing - 1)] == address) return k;
+    return 0;
+  }
+  // How many allocations the ring holds: k may name 1 to this many.
+  uint32_t ringAllocations() const { return allocations < kRing ? allocations : kRing; }
+  // The same search over the whole ring, for the records of Note [Records beside the events,
+  // shorter]: up to kRing comparisons, never on an event's path.
+  uint32_t findInRing(uint64_t address) const {
+    uint32_t held = ringAllocations();
+    for (uint32_t k = 1; k <= held; ++k)
+      if (recent[(allocations - k) & (kRing - 1)] == address) return k;
     return 0;
   }
 };
+// The first version with records 0x1e to 0x21 and the ring of kRing allocations.
+inline constexpr uint32_t kShortRecordsVersion = 10;
+// kStringAfter's longest shared beginning: one varint byte, and a record of at least 3 bytes
+// then stands for at most 127 bytes of the string, so that what a reader keeps stays within
+// 43 times the file's bytes (a crafted file cannot make each string the one before plus one).
+inline constexpr uint32_t kMaxSharedPrefix = 127;
 
 // Which CUDA entry point an event came through (frees name the function that freed).
 enum class Api : uint8_t {
@@ -585,6 +657,8 @@ enum class Category : uint8_t {
   kTemporary = 6,   // everything else, in a trace with training records
   kCount
 };
+static_assert(static_cast<int>(Category::kCount) <= 8,
+              "kRecentCategory holds a category in 3 bits");
 
 // The phase of a training step (kTrainingPhase).
 enum class TrainingPhase : uint8_t {

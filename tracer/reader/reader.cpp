@@ -316,6 +316,18 @@ uint32_t TraceReader::readString() {
   return append(tables_.strings, bytes());
 }
 
+uint32_t TraceReader::readStringAfter() {
+  uint64_t shared = varint();
+  // The string before it: id size() - 1 (index 0 is "none", the empty string).
+  const std::string& previous = tables_.strings.back();
+  if (shared == 0 || shared > format::kMaxSharedPrefix || shared > previous.size())
+    fail("a string sharing " + std::to_string(shared) + " bytes with the string before it, of " +
+         std::to_string(previous.size()));
+  std::string value = previous.substr(0, shared);
+  value += bytes();
+  return append(tables_.strings, std::move(value));
+}
+
 uint32_t TraceReader::readPythonFrame() {
   PythonFrame frame;
   frame.file = static_cast<uint32_t>(varint());
@@ -454,6 +466,35 @@ std::pair<uint64_t, uint32_t> TraceReader::readOwnerModule() {
   return {address, module};
 }
 
+uint64_t TraceReader::recentAllocation(const char* record) {
+  uint64_t k = varint();
+  if (k == 0 || k > event_tables_.ringAllocations())
+    fail(std::string(record) + " naming allocation " + std::to_string(k) + " before this one, of " +
+         std::to_string(event_tables_.ringAllocations()) + " known");
+  return event_tables_.recentAllocation(static_cast<uint32_t>(k));
+}
+
+std::pair<uint64_t, format::Category> TraceReader::readRecentCategory() {
+  uint64_t field = varint();
+  uint64_t k = field >> 3;
+  uint8_t category = static_cast<uint8_t>(field & 7);
+  if (category >= static_cast<uint8_t>(format::Category::kCount))
+    fail("an unknown category " + std::to_string(category));
+  if (k == 0 || k > event_tables_.ringAllocations())
+    fail("a category naming allocation " + std::to_string(k) + " before this one, of " +
+         std::to_string(event_tables_.ringAllocations()) + " known");
+  return {event_tables_.recentAllocation(static_cast<uint32_t>(k)),
+          static_cast<format::Category>(category)};
+}
+
+std::pair<uint64_t, uint32_t> TraceReader::readRecentOwnerModule() {
+  uint64_t address = recentAllocation("an owner module record");
+  uint32_t module = static_cast<uint32_t>(varint());
+  checkId(module, tables_.strings.size(), "string");
+  if (module == 0) fail("an owner module record without a module");
+  return {address, module};
+}
+
 std::pair<uint64_t, format::TrainingPhase> TraceReader::readTrainingPhase() {
   last_time_ += timeDelta();
   uint8_t phase = byte();
@@ -504,7 +545,7 @@ AddressRange TraceReader::readAddressRange() {
   return range;
 }
 
-Segment TraceReader::readSegment() {
+Segment TraceReader::readSegment(bool near) {
   Segment segment;
   last_time_ += timeDelta();
   segment.time_ns = last_time_;
@@ -514,7 +555,17 @@ Segment TraceReader::readSegment() {
   segment.action = static_cast<format::SegmentAction>(action);
   segment.device = deviceIndex(zigzag(), "a segment");
   if (segment.device < 0) fail("a segment without a device");
-  segment.address = varint();
+  if (near) {
+    // Version 10's kSegmentNear: a delta from the events' address base, which moves to it
+    // (unsigned, as an event's, so that a crafted delta wraps instead of overflowing).
+    uint64_t field = varint();
+    uint64_t delta = static_cast<uint64_t>(codec::unzigzag(field >> 1));
+    if (field & 1) delta *= 256;
+    last_address_ += delta;
+    segment.address = last_address_;
+  } else {
+    segment.address = varint();
+  }
   segment.size = varint();
   segment.graph_pool = varint();
   segment.user_pool = varint();

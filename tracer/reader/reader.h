@@ -427,10 +427,16 @@ class TraceReader {
   const Section& readSection();
   StepPeak readStepPeak();
   const GeneratedCode& readGeneratedCode();
-  // Version 5's.
-  Segment readSegment();
+  // Version 5's; `near`: version 10's kSegmentNear.
+  Segment readSegment(bool near = false);
   // Version 6's.
   SimulatedSize readSimulatedSize();
+  // Version 10's (Note [Records beside the events, shorter]): the same as kCategory's,
+  // kOwnerModule's and kString's.
+  std::pair<uint64_t, format::Category> readRecentCategory();
+  std::pair<uint64_t, uint32_t> readRecentOwnerModule();
+  uint32_t readStringAfter();
+  uint64_t recentAllocation(const char* record);  // the address of a field k of the ring
 
   std::string path_;
   std::FILE* file_ = nullptr;
@@ -659,6 +665,20 @@ void TraceReader::readRecord(Visitor& visitor) {
       return visitor.onSimulatedSize(readSimulatedSize());
     case RecordType::kAssumedValue:
       return visitor.onAssumedValue(readAssumedValue());
+    case RecordType::kRecentCategory: {
+      auto [address, category] = readRecentCategory();
+      return visitor.onCategory(address, category);
+    }
+    case RecordType::kRecentOwnerModule: {
+      auto [address, module] = readRecentOwnerModule();
+      return visitor.onOwnerModule(address, module);
+    }
+    case RecordType::kSegmentNear:
+      return visitor.onSegment(readSegment(/*near=*/true));
+    case RecordType::kStringAfter: {
+      uint32_t id = readStringAfter();
+      return visitor.onString(id, tables_.strings[id]);
+    }
   }
   // Nothing is written as type 0: in an open chunk it is where the writer's records end.
   if (type == 0 && open_chunk_offset_) throw OpenChunkEnd{};

@@ -255,8 +255,22 @@ uint32_t RecordWriter::internString(const char* data, size_t size, bool* ok) {
     return 0;
   }
   uint8_t* start = p++;
-  p = putBytes(p, data, size);
-  file_.commit(start, p, static_cast<uint8_t>(RecordType::kString));
+  // The beginning it shares with the string before it (Note [Records beside the events,
+  // shorter]): written as kStringAfter when that saves a byte or more.
+  const StringRef& previous = string_by_id_[string_count_];
+  size_t shared = 0;
+  size_t most = previous.size < size ? previous.size : size;
+  if (most > format::kMaxSharedPrefix) most = format::kMaxSharedPrefix;
+  while (shared < most && previous.data[shared] == data[shared]) ++shared;
+  RecordType type = RecordType::kString;
+  if (shared >= 2) {
+    type = RecordType::kStringAfter;
+    p = putVarint(p, shared);
+    p = putBytes(p, data + shared, size - shared);
+  } else {
+    p = putBytes(p, data, size);
+  }
+  file_.commit(start, p, static_cast<uint8_t>(type));
   logTable(start, p);
   uint32_t id = ++string_count_;
   // On a hash collision (different content, same hash) the new string is written but not
@@ -527,13 +541,21 @@ bool RecordWriter::writeMarker(uint64_t time_ns, format::MarkerKind kind, const 
   return true;
 }
 
+// An allocation among the last EventTables::kRing is named by its place there, others by their
+// address (Note [Records beside the events, shorter] in records.h).
 bool RecordWriter::writeCategory(uintptr_t address, format::Category category) {
   uint8_t* p = file_.reserve(16);
   if (!p) return false;
   uint8_t* start = p++;
-  p = putVarint(p, address);
-  *p++ = static_cast<uint8_t>(category);
-  file_.commit(start, p, static_cast<uint8_t>(RecordType::kCategory));
+  RecordType type = RecordType::kCategory;
+  if (uint32_t k = event_tables_.findInRing(address)) {
+    type = RecordType::kRecentCategory;
+    p = putVarint(p, uint64_t{k} << 3 | static_cast<uint8_t>(category));
+  } else {
+    p = putVarint(p, address);
+    *p++ = static_cast<uint8_t>(category);
+  }
+  file_.commit(start, p, static_cast<uint8_t>(type));
   return true;
 }
 
@@ -543,9 +565,15 @@ bool RecordWriter::writeOwnerModule(uintptr_t address, const char* module, uint3
   uint8_t* p = ok ? file_.reserve(24) : nullptr;
   if (!p) return false;
   uint8_t* start = p++;
-  p = putVarint(p, address);
+  RecordType type = RecordType::kOwnerModule;
+  if (uint32_t k = event_tables_.findInRing(address)) {
+    type = RecordType::kRecentOwnerModule;
+    p = putVarint(p, k);
+  } else {
+    p = putVarint(p, address);
+  }
   p = putVarint(p, id);
-  file_.commit(start, p, static_cast<uint8_t>(RecordType::kOwnerModule));
+  file_.commit(start, p, static_cast<uint8_t>(type));
   *module_id = id;
   return true;
 }
@@ -595,11 +623,23 @@ bool RecordWriter::writeSegment(uint64_t time_ns, format::SegmentAction action, 
   p = putVarint(p, timeDelta(time_ns));
   *p++ = static_cast<uint8_t>(action);
   p = putZigzag(p, device);
-  p = putVarint(p, address);
+  // Near the events' address base, which moves to it (Note [Records beside the events, shorter]);
+  // a delta too large for the field's flag bit (an address past 2^62 away) is written whole.
+  RecordType type = RecordType::kSegmentNear;
+  auto delta = static_cast<int64_t>(address - last_address_);
+  if ((delta & 0xff) == 0) {
+    p = putVarint(p, codec::zigzag(delta >> 8) << 1 | 1);  // >> of a negative value: arithmetic
+  } else if (codec::zigzag(delta) >> 63 == 0) {
+    p = putVarint(p, codec::zigzag(delta) << 1);
+  } else {
+    type = RecordType::kSegment;
+    p = putVarint(p, address);
+  }
+  if (type == RecordType::kSegmentNear) last_address_ = address;
   p = putVarint(p, size);
   p = putVarint(p, graph_pool);
   p = putVarint(p, user_pool);
-  file_.commit(start, p, static_cast<uint8_t>(RecordType::kSegment));
+  file_.commit(start, p, static_cast<uint8_t>(type));
   return true;
 }
 
