@@ -111,8 +111,10 @@ def _unjudged_why(row):
 def _reason(text):
     """A failure's reason without what differs from model to model (names, sizes)."""
     text = re.sub(r"^as [a-z0-9-]+: ", "", text)
-    text = text.replace("MemTracerError: estimate(): recording the step on fake tensors "
-                        "failed: ", "recording on fake tensors: ")
+    # The recording's failure, of a training step or (estimate()'s default front end) of a
+    # forward: one prefix, so that one cause groups its step and forward rows.
+    text = re.sub(r"MemTracerError: estimate\(\): recording the (step|forward) on fake tensors "
+                  r"failed: ", "recording on fake tensors: ", text)
     text = re.sub(r"\b\d[\d,.x]*\b", "N", text)
     text = re.sub(r"'[^']*'", "'…'", text)
     return text[:160]

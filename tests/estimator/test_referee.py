@@ -9,6 +9,7 @@ the committed row is in (exact, 0.1 %, 1 %, 3 %); and the table in docs/accuracy
 referee_table.py makes from the committed data file, so that the docs and the data cannot
 drift. A row that fails, or a referee that cannot find its card, fails the test saying why.
 """
+import inspect
 import json
 import os
 import signal
@@ -183,7 +184,13 @@ def test_a_shrinking_variant_is_taken_only_where_the_plain_config_does_not_run()
                                ("parakeet_ctc", "mel bins, time first"),  # encoder's bins
                                ("paligemma", "image tokens 16"),  # 16 features an image
                                ("parakeet_encoder", "time first"),  # (batch, time, bins)
-                               ("glm4v_text", "mrope 8")):  # [8, 12, 12] by default
+                               ("glm4v_text", "mrope 8"),  # [8, 12, 12] by default
+                               ("colqwen2", "mrope 8"),  # its sub-config's package says mrope
+                               # LLaVA's kind: the message counts features × width
+                               ("deepseek_vl", "image tokens 16"),
+                               ("glm4v_vision", "image grid"),  # flat patches and grid_thw
+                               # patches as images, then the sections the forward asks for
+                               ("paddleocr_vl", "image grid, patches, mrope 8")):
         assert referee.transformers_variant(model_type, "eager", 1) == wanted, model_type
     # Llama's "head" config differs (as many key/value heads as query heads), but the plain
     # one runs: Llama keeps the sizes its rows were taken with.
@@ -191,3 +198,28 @@ def test_a_shrinking_variant_is_taken_only_where_the_plain_config_does_not_run()
     assert referee.transformers_variant("llama", "eager", 1) == ""
     # Where no variant runs either, the plain config: the row says the plain one's error.
     assert referee.transformers_variant("granite_speech5_ctc", "eager", 1) == ""
+
+
+def test_an_encoder_alone_gets_the_input_its_forward_takes_first():
+    # PreTrainedModel's main input is "input_ids" unless a class says otherwise; a vision
+    # encoder alone (Idefics2's) takes pixel_values first and cannot go without.
+    import torch
+
+    model, config = referee.transformers_model("idefics2_vision", "eager")
+    assert model.main_input_name not in inspect.signature(model.forward).parameters
+    inputs = referee.transformers_inputs(model, config, 2)
+    assert list(inputs) == ["pixel_values"] and inputs["pixel_values"].shape[0] == 2
+    with torch.no_grad():
+        model.eval()(**inputs)
+    # A time series model's context (PatchTST): (batch, context length, channels).
+    model, config = referee.transformers_model("patchtst", "eager")
+    inputs = referee.transformers_inputs(model, config, 2)
+    assert inputs["past_values"].shape == (2, config.context_length, config.num_input_channels)
+
+
+def test_a_failure_of_the_recording_reads_the_same_for_a_forward_and_a_step():
+    step = ("estimate: MemTracerError: estimate(): recording the step on fake tensors failed: "
+            "KeyError: 'Number of patches 4 not found'")
+    forward = step.replace("the step", "the forward")
+    assert referee_table._reason(step) == referee_table._reason(forward) == (
+        "estimate: recording on fake tensors: KeyError: '…'")
