@@ -806,8 +806,13 @@ def predict(family, name, attention, task, size, profile):
 
 
 def last_line(text):
-    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
-    return (lines[-1] if lines else "no message")[:300]
+    """A message's last line; for a package missing, the line that names it (transformers'
+    message ends with advice that does not: "... restart your runtime after installation.")."""
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()] or [
+        "no message"]
+    names = re.compile(r"pip install \S|requires the \S+ librar|No module named")
+    naming = [line for line in lines if names.search(line)]
+    return (lines[-1] if names.search(lines[-1]) or not naming else naming[0])[:300]
 
 
 def in_child(function, arguments, timeout):

@@ -357,8 +357,32 @@ def render(rows):
                          f"| {reason.replace('|', '/')} | {shown} |")
     else:
         lines.append("None.")
+    lines += _packages(group for group in failed.values())
     lines += ["", END]
     return "\n".join(lines) + "\n"
+
+
+_PACKAGE = re.compile(r"pip install `?([A-Za-z][\w-]*)|No module named '([\w]+)|requires the "
+                      r"(\S+) librar")
+
+
+def _packages(groups):
+    """A line per package the venv lacks: the model types whose failure names it. The shared
+    venv is not changed by the referee run, so what each would bring stays untried."""
+    types = defaultdict(set)
+    for group in groups:
+        for row in group:
+            found = _PACKAGE.search(row["error"])
+            if found:
+                types[next(name for name in found.groups() if name)].add(row["model"])
+    if not types:
+        return []
+    return ["", "Packages the venv lacks (not installed: the venv is shared; each would take "
+            "its model types past the import, whether they then run is not tried): " + "; ".join(
+                f"`{package}` {len(names)} model type{'s' if len(names) > 1 else ''} ("
+                + ", ".join(sorted(names)) + ")"
+                for package, names in sorted(types.items(), key=lambda item: (-len(item[1]),
+                                                                              item[0]))) + "."]
 
 
 def page_with(table, page_text):

@@ -98,6 +98,15 @@ def test_a_failing_or_dying_model_is_a_row_with_its_reason():
         "RuntimeError: the model cannot be built")
     assert referee.in_child(_dies, (), 30) == {"error": "the child died of signal 9"}
     assert referee.in_child(lambda: 42, (), 30) == {"result": 42}
+    # transformers' message for a package missing ends with advice that does not name it.
+    missing = ("LayoutLMv2Model requires the detectron2 library but it was not found in your "
+               "environment.\nthat match your environment. Please note that you may need to "
+               "restart your runtime after installation.")
+    assert referee.last_line(missing).startswith("LayoutLMv2Model requires the detectron2")
+    row = {"family": "transformers", "model": "layoutlmv2", "attention": "eager",
+           "task": "infer-b1", "error": f"builds or runs nowhere: ImportError: "
+                                        f"{referee.last_line(missing)}"}
+    assert referee_table._packages([[row]])[-1].endswith("`detectron2` 1 model type (layoutlmv2).")
     row = referee.make_row(("zoo", "m", "-"), "infer-b1", {"result": {}},
                            {"error": "ValueError: no"}, 1.0)
     assert row["error"] == "estimate: ValueError: no"
