@@ -133,8 +133,8 @@ _HEAD_PARTS = dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim
 #   `num_queries` no more than _QUERIES, where its top-k over a small image's anchors (84 at
 #   64 pixels and strides 8, 16, 32) asks for more than there are.
 _QUERIES = 16
-VARIANTS = ("", "head", "keep hidden_dim", "keep hidden_sizes", "mel bins",
-            "mel bins, time first")
+VARIANTS = ("", "head", "keep hidden_dim", "mel bins", "mel bins, time first",
+            "keep hidden_sizes")  # tried last, so that no model that ran takes another one
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers",
            "encoder_layers")  # the first a config has counts its layers (per-layer lists)
 _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
@@ -531,6 +531,8 @@ def transformers_variant(model_type, attention, batch):
         others.append("image tokens")
     if _mentions(CONFIG_MAPPING[model_type](), "grid_thw"):
         others.append("image grid")  # and "image grid, mrope N" where it then asks for that
+    if "keep hidden_sizes" in others:  # after the variants older than it (see VARIANTS)
+        others.append(others.pop(others.index("keep hidden_sizes")))
     if not others:
         return ""
     plain_error = None
@@ -574,7 +576,9 @@ def transformers_variant(model_type, attention, batch):
             error = _fails(model, config, batch, variant)
             if error is None:
                 return variant
-        while variant:  # what the variant's forward, gone further, then asks for
+        # What the forward of a variant added since 2026-11-30 asks for once it goes further
+        # (only these: a type that ran through an older variant keeps it).
+        while variant.startswith(("image grid", "keep hidden_sizes")):
             found = re.search(r"split_sizes to sum exactly to (\d+) .*split_sizes=\[\d+, \d+, "
                               r"\d+\]", error)
             if found and "mrope" not in variant:  # it reached the rotary sections
