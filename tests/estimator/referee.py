@@ -710,12 +710,15 @@ def _on(device, value):
 
 # ---- one measurement, one estimate (each in a child of its own) ---------------------------------
 
-def measure(family, name, attention, task, size):
-    """On the simulated card (this process's): the peaks of the forward or the training step."""
+def measure(family, name, attention, task, size, values_mode="known"):
+    """On the simulated card (this process's): the peaks of the forward or the training step.
+    `values_mode`: the card's values mode, "known" (Note [Known values on the simulated card])
+    or "cpu", every op's values computed on the host beside the card (Note [Real values beside
+    the card]), which run() asks for only where the card's run in "known" failed."""
     import torch
     from mem_tracer.simulated_gpu import values
 
-    if not values.install():
+    if not values.install(values_mode):
         raise RuntimeError("not on the simulated card (run through referee.py, not alone)")
     train = task.startswith("train")
     batch = int(task.rsplit("b", 1)[1])
@@ -770,6 +773,7 @@ def measure(family, name, attention, task, size):
         "assumed": sorted(f"{a.file.rsplit('/', 1)[-1]}:{a.line}: {a.said}"
                           for a in assumed)[:5] if assumed else [],
         "built": dict(BUILT),
+        "values": values_mode,
     }
 
 
@@ -882,7 +886,7 @@ def serve(role, profile, timeout):
         arguments = (request["family"], request["model"], request["attention"], request["task"],
                      request.get("size"))
         if role == "measure":
-            answer = in_child(measure, arguments, timeout)
+            answer = in_child(measure, arguments + (request.get("values", "known"),), timeout)
         elif request.get("probe"):
             answer = in_child(torchvision_size, (request["model"],), timeout)
         else:
@@ -1032,8 +1036,13 @@ def make_row(case, task, measured, predicted, seconds, reason=None, taken=None):
         method=guess["method"],
         cublas_workspace=guess.get("cublas_workspace"),
         flags=[flag for flag in ("approximate", "lower_bound") if guess[flag]],
-        judged=not truth["assumed"] and not guess.get("data_dependent"),
+        # With the values computed on the host the card follows the example's values, as the
+        # recording did: a shape they decided is the same on both sides, and judged.
+        judged=not truth["assumed"] and (truth.get("values") == "cpu"
+                                         or not guess.get("data_dependent")),
         seconds=seconds)
+    if truth.get("values") == "cpu":
+        row["values"] = "cpu"
     if taken:
         row["taken"] = taken
     if guess["method"] != DEFAULT_FRONT_END and guess.get("method_note"):
@@ -1103,7 +1112,8 @@ def re_estimate(arguments, estimator, referee):
             predicted = estimator.ask(request)
             taken = {"estimated": stamp()}
             if "measured" in old:
-                measured = {"result": {**old["measured"], "assumed": old.get("assumed", [])}}
+                measured = {"result": {**old["measured"], "assumed": old.get("assumed", []),
+                                       "values": old.get("values", "known")}}
                 taken["measured"] = old.get("taken", {}).get("measured") or legacy.get(key(old))
             else:
                 measured = referee.ask(request)
@@ -1222,6 +1232,14 @@ def run(arguments):
                                    "task": task, "size": size}
                         predicted = estimator.ask(request)
                         measured = referee.ask(request)
+                        if "error" in measured and "error" not in predicted:
+                            # The card failed where the estimate ran: most often a value no
+                            # kernel computed (Note [Values where they decide the path]; a
+                            # Qwen-VL grid's products read as zero). Once more, the values
+                            # computed on the host beside the card; the row says so.
+                            again = referee.ask({**request, "values": "cpu"})
+                            if "error" not in again:
+                                measured = again
                         taken = {"measured": stamp(), "estimated": stamp()}
                         if "error" in predicted:
                             taken["estimate_failed"] = taken.pop("estimated")

@@ -257,6 +257,12 @@ def render(rows):
               f"{totals['failed']} failed. A model type tried that did not run is among the "
               "failures below, with its reason; one not tried has no row yet (the run is "
               "resumable: `make bench-referee` goes on)."]
+    host = sorted(_row_name(row) for row in rows if row.get("values") == "cpu")
+    if host:
+        lines += ["", f"Measured with the values computed on the host beside the card "
+                  f"(`values: cpu`; the card's own run, which computes no values, failed on "
+                  f"one: referee.py asks again so), judged as the example's values sized both "
+                  f"sides: {len(host)} rows ({', '.join(host)})."]
 
     methods = defaultdict(lambda: defaultdict(int))
     for row in rows:

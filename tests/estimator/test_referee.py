@@ -127,6 +127,23 @@ def test_a_row_whose_estimate_failed_keeps_the_card_side_and_is_estimated_again(
     assert not referee.stale_estimate(row)  # taken again and failed again: not a third time
 
 
+def test_a_row_measured_with_the_hosts_values_is_judged_where_the_example_sized_tensors():
+    # The card computes no values (Note [Values where they decide the path]); where its run
+    # failed, run() measures again with every op's values computed on the host beside it, so
+    # the card follows the example's values as the recording did.
+    guess = {"result": {"requested": 10, "allocated": 12, "reserved": 20, "phase": "forward",
+                        "method": "record", "lower_bound": False, "approximate": False,
+                        "data_dependent": ["aten::repeat_interleave.Tensor"]}}
+    for values, judged in (("known", False), ("cpu", True)):
+        truth = {"result": {"requested": 10, "allocated": 12, "reserved": 20,
+                            "phase": "forward", "assumed": [], "values": values}}
+        row = referee.make_row(("transformers", "m", "eager"), "infer-b1", truth, guess, 1.0)
+        assert row["judged"] is judged and row.get("values", "known") == values
+    truth["result"]["assumed"] = ["x.py:1: a value the host could not compute"]
+    assert not referee.make_row(("transformers", "m", "eager"), "infer-b1", truth, guess,
+                                1.0)["judged"]
+
+
 def test_the_rows_estimated_again_are_those_of_another_front_end_not_yet_taken_again():
     row = {"family": "zoo", "model": "m", "attention": "-", "task": "infer-b1",
            "measured": {"allocated": 1}, "method": "trace", "error_allocated": 0.0}
