@@ -259,10 +259,10 @@ def render(rows):
               "resumable: `make bench-referee` goes on)."]
     host = sorted(_row_name(row) for row in rows if row.get("values") == "cpu")
     if host:
-        lines += ["", f"Measured with the values computed on the host beside the card "
-                  f"(`values: cpu`; the card's own run, which computes no values, failed on "
-                  f"one: referee.py asks again so), judged as the example's values sized both "
-                  f"sides: {len(host)} rows ({', '.join(host)})."]
+        lines += ["", (f"Measured with the values computed on the host beside the card "
+                       f"(`values: cpu`; the card's own run, which computes no values, failed "
+                       f"on one: referee.py asks again so), judged as the example's values "
+                       f"sized both sides: {len(host)} rows ({', '.join(host)}).")]
 
     methods = defaultdict(lambda: defaultdict(int))
     for row in rows:
