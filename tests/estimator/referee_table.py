@@ -76,6 +76,30 @@ FAILURE_KINDS = (
 )
 
 
+# What was found of a failure by looking (a regular expression over its message, the cause);
+# the table puts it beside the message. Only what someone looked at goes here, with how.
+FAILURE_CAUSES = (
+    (r"repeats can not be negative",
+     ("found (glm4v_vision on the card, 2026-11-30): `repeat_interleave` with a tensor of "
+      "repeats (the vision grid's patches per frame) checks `(repeats >= 0).all()` and sums them "
+      "in kernels the simulated card does not compute, then reads the result; the values mode "
+      "knows the grid's products but not the op's own internals, so the check reads a value no "
+      "kernel computed (cohere_compass_vision: the same with `--values cpu`, the internals run "
+      "below the mode); where the estimate fails with it too (\"builds or runs nowhere\"), its "
+      "recording's side was not looked at")),
+    (r"get_seq_length` can only be called on Attention layers",
+     ("found (jamba, lfm3, bailing_hybrid, olmo_hybrid, glm5_next_text, minicpm_ocr, "
+      "kimi_linear, 2026-11-30): the 2 layers the shrinker keeps are all linear attention or "
+      "convolution (`layer_types`, Jamba's attention offset 4), and a forward with the cache on "
+      "(the training step's; inference runs with `use_cache=False`) asks the cache for a length "
+      "only attention layers know")),
+)
+
+
+def failure_cause(error):
+    return next((cause for pattern, cause in FAILURE_CAUSES if re.search(pattern, error)), None)
+
+
 def failure_kind(error):
     return next(what for what, pattern in FAILURE_KINDS if re.search(pattern, error))
 
@@ -359,8 +383,10 @@ def render(rows):
             names = sorted({f"{row['family']}/{row['model']}" for row in group})
             shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12
                                              else "")
+            found = failure_cause(group[0]["error"])
             lines.append(f"| {len(group)} | {failure_kind(group[0]['error'])} "
-                         f"| {reason.replace('|', '/')} | {shown} |")
+                         f"| {reason.replace('|', '/')}{f'; **{found}**' if found else ''} "
+                         f"| {shown} |")
     else:
         lines.append("None.")
     lines += _packages(group for group in failed.values())
