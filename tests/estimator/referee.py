@@ -1259,9 +1259,10 @@ def run(arguments):
                                                  + ("" if row["judged"] else " (not judged)"))
                     print(f"{family}/{model}/{attention}/{task}: {shown} "
                           f"({row['seconds']} s)", flush=True)
-                    if "error" in row and "measurement:" in row["error"] and \
-                            "estimate:" in row["error"] and reason is None:
-                        # Neither side built or ran it: the other tasks say the same, unrun.
+                    if row.get("error", "").startswith("builds or runs nowhere") and \
+                            reason is None:
+                        # Neither side built or ran it (make_row says so: a class without sdpa
+                        # too): the other tasks say the same, unrun.
                         reason = f"as {task}: {row['error']}"
     finally:
         estimator.close()
