@@ -76,6 +76,30 @@ FAILURE_KINDS = (
 )
 
 
+# What was found of a failure by looking (a regular expression over its message, the cause);
+# the table puts it beside the message. Only what someone looked at goes here, with how.
+FAILURE_CAUSES = (
+    (r"repeats can not be negative",
+     ("found (glm4v_vision on the card, 2026-11-30): `repeat_interleave` with a tensor of "
+      "repeats (the vision grid's patches per frame) checks `(repeats >= 0).all()` and sums them "
+      "in kernels the simulated card does not compute, then reads the result; the values mode "
+      "knows the grid's products but not the op's own internals, so the check reads a value no "
+      "kernel computed (cohere_compass_vision: the same with `--values cpu`, the internals run "
+      "below the mode); where the estimate fails with it too (\"builds or runs nowhere\"), its "
+      "recording's side was not looked at")),
+    (r"get_seq_length` can only be called on Attention layers",
+     ("found (jamba, lfm3, bailing_hybrid, olmo_hybrid, glm5_next_text, minicpm_ocr, "
+      "kimi_linear, 2026-11-30): the 2 layers the shrinker keeps are all linear attention or "
+      "convolution (`layer_types`, Jamba's attention offset 4), and a forward with the cache on "
+      "(the training step's; inference runs with `use_cache=False`) asks the cache for a length "
+      "only attention layers know")),
+)
+
+
+def failure_cause(error):
+    return next((cause for pattern, cause in FAILURE_CAUSES if re.search(pattern, error)), None)
+
+
 def failure_kind(error):
     return next(what for what, pattern in FAILURE_KINDS if re.search(pattern, error))
 
@@ -111,8 +135,10 @@ def _unjudged_why(row):
 def _reason(text):
     """A failure's reason without what differs from model to model (names, sizes)."""
     text = re.sub(r"^as [a-z0-9-]+: ", "", text)
-    text = text.replace("MemTracerError: estimate(): recording the step on fake tensors "
-                        "failed: ", "recording on fake tensors: ")
+    # The recording's failure, of a training step or (estimate()'s default front end) of a
+    # forward: one prefix, so that one cause groups its step and forward rows.
+    text = re.sub(r"MemTracerError: estimate\(\): recording the (step|forward) on fake tensors "
+                  r"failed: ", "recording on fake tensors: ", text)
     text = re.sub(r"\b\d[\d,.x]*\b", "N", text)
     text = re.sub(r"'[^']*'", "'…'", text)
     return text[:160]
@@ -255,6 +281,12 @@ def render(rows):
               f"{totals['failed']} failed. A model type tried that did not run is among the "
               "failures below, with its reason; one not tried has no row yet (the run is "
               "resumable: `make bench-referee` goes on)."]
+    host = sorted(_row_name(row) for row in rows if row.get("values") == "cpu")
+    if host:
+        lines += ["", (f"Measured with the values computed on the host beside the card "
+                       f"(`values: cpu`; the card's own run, which computes no values, failed "
+                       f"on one: referee.py asks again so), judged as the example's values "
+                       f"sized both sides: {len(host)} rows ({', '.join(host)}).")]
 
     methods = defaultdict(lambda: defaultdict(int))
     for row in rows:
@@ -351,12 +383,38 @@ def render(rows):
             names = sorted({f"{row['family']}/{row['model']}" for row in group})
             shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12
                                              else "")
+            found = failure_cause(group[0]["error"])
             lines.append(f"| {len(group)} | {failure_kind(group[0]['error'])} "
-                         f"| {reason.replace('|', '/')} | {shown} |")
+                         f"| {reason.replace('|', '/')}{f'; **{found}**' if found else ''} "
+                         f"| {shown} |")
     else:
         lines.append("None.")
+    lines += _packages(group for group in failed.values())
     lines += ["", END]
     return "\n".join(lines) + "\n"
+
+
+_PACKAGE = re.compile(r"pip install `?([A-Za-z][\w-]*)|No module named '([\w]+)|requires the "
+                      r"(\S+) librar")
+
+
+def _packages(groups):
+    """A line per package the venv lacks: the model types whose failure names it. The shared
+    venv is not changed by the referee run, so what each would bring stays untried."""
+    types = defaultdict(set)
+    for group in groups:
+        for row in group:
+            found = _PACKAGE.search(row["error"])
+            if found:
+                types[next(name for name in found.groups() if name)].add(row["model"])
+    if not types:
+        return []
+    return ["", "Packages the venv lacks (not installed: the venv is shared; each would take "
+            "its model types past the import, whether they then run is not tried): " + "; ".join(
+                f"`{package}` {len(names)} model type{'s' if len(names) > 1 else ''} ("
+                + ", ".join(sorted(names)) + ")"
+                for package, names in sorted(types.items(), key=lambda item: (-len(item[1]),
+                                                                              item[0]))) + "."]
 
 
 def page_with(table, page_text):

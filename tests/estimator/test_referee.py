@@ -9,6 +9,7 @@ the committed row is in (exact, 0.1 %, 1 %, 3 %); and the table in docs/accuracy
 referee_table.py makes from the committed data file, so that the docs and the data cannot
 drift. A row that fails, or a referee that cannot find its card, fails the test saying why.
 """
+import inspect
 import json
 import os
 import signal
@@ -97,6 +98,15 @@ def test_a_failing_or_dying_model_is_a_row_with_its_reason():
         "RuntimeError: the model cannot be built")
     assert referee.in_child(_dies, (), 30) == {"error": "the child died of signal 9"}
     assert referee.in_child(lambda: 42, (), 30) == {"result": 42}
+    # transformers' message for a package missing ends with advice that does not name it.
+    missing = ("LayoutLMv2Model requires the detectron2 library but it was not found in your "
+               "environment.\nthat match your environment. Please note that you may need to "
+               "restart your runtime after installation.")
+    assert referee.last_line(missing).startswith("LayoutLMv2Model requires the detectron2")
+    row = {"family": "transformers", "model": "layoutlmv2", "attention": "eager",
+           "task": "infer-b1", "error": f"builds or runs nowhere: ImportError: "
+                                        f"{referee.last_line(missing)}"}
+    assert referee_table._packages([[row]])[-1].endswith("`detectron2` 1 model type (layoutlmv2).")
     row = referee.make_row(("zoo", "m", "-"), "infer-b1", {"result": {}},
                            {"error": "ValueError: no"}, 1.0)
     assert row["error"] == "estimate: ValueError: no"
@@ -115,6 +125,23 @@ def test_a_row_whose_estimate_failed_keeps_the_card_side_and_is_estimated_again(
     assert referee.stale_estimate(row)  # the estimate failed, not yet taken again
     row["taken"]["estimate_failed"] = {"at": "2026-11-29T17:05:00Z", "commit": "def5678"}
     assert not referee.stale_estimate(row)  # taken again and failed again: not a third time
+
+
+def test_a_row_measured_with_the_hosts_values_is_judged_where_the_example_sized_tensors():
+    # The card computes no values (Note [Values where they decide the path]); where its run
+    # failed, run() measures again with every op's values computed on the host beside it, so
+    # the card follows the example's values as the recording did.
+    guess = {"result": {"requested": 10, "allocated": 12, "reserved": 20, "phase": "forward",
+                        "method": "record", "lower_bound": False, "approximate": False,
+                        "data_dependent": ["aten::repeat_interleave.Tensor"]}}
+    for values, judged in (("known", False), ("cpu", True)):
+        truth = {"result": {"requested": 10, "allocated": 12, "reserved": 20,
+                            "phase": "forward", "assumed": [], "values": values}}
+        row = referee.make_row(("transformers", "m", "eager"), "infer-b1", truth, guess, 1.0)
+        assert row["judged"] is judged and row.get("values", "known") == values
+    truth["result"]["assumed"] = ["x.py:1: a value the host could not compute"]
+    assert not referee.make_row(("transformers", "m", "eager"), "infer-b1", truth, guess,
+                                1.0)["judged"]
 
 
 def test_the_rows_estimated_again_are_those_of_another_front_end_not_yet_taken_again():
@@ -183,7 +210,13 @@ def test_a_shrinking_variant_is_taken_only_where_the_plain_config_does_not_run()
                                ("parakeet_ctc", "mel bins, time first"),  # encoder's bins
                                ("paligemma", "image tokens 16"),  # 16 features an image
                                ("parakeet_encoder", "time first"),  # (batch, time, bins)
-                               ("glm4v_text", "mrope 8")):  # [8, 12, 12] by default
+                               ("glm4v_text", "mrope 8"),  # [8, 12, 12] by default
+                               ("colqwen2", "mrope 8"),  # its sub-config's package says mrope
+                               # LLaVA's kind: the message counts features × width
+                               ("deepseek_vl", "image tokens 16"),
+                               ("glm4v_vision", "image grid"),  # flat patches and grid_thw
+                               # patches as images, then the sections the forward asks for
+                               ("paddleocr_vl", "image grid, patches, mrope 8")):
         assert referee.transformers_variant(model_type, "eager", 1) == wanted, model_type
     # Llama's "head" config differs (as many key/value heads as query heads), but the plain
     # one runs: Llama keeps the sizes its rows were taken with.
@@ -191,3 +224,28 @@ def test_a_shrinking_variant_is_taken_only_where_the_plain_config_does_not_run()
     assert referee.transformers_variant("llama", "eager", 1) == ""
     # Where no variant runs either, the plain config: the row says the plain one's error.
     assert referee.transformers_variant("granite_speech5_ctc", "eager", 1) == ""
+
+
+def test_an_encoder_alone_gets_the_input_its_forward_takes_first():
+    # PreTrainedModel's main input is "input_ids" unless a class says otherwise; a vision
+    # encoder alone (Idefics2's) takes pixel_values first and cannot go without.
+    import torch
+
+    model, config = referee.transformers_model("idefics2_vision", "eager")
+    assert model.main_input_name not in inspect.signature(model.forward).parameters
+    inputs = referee.transformers_inputs(model, config, 2)
+    assert list(inputs) == ["pixel_values"] and inputs["pixel_values"].shape[0] == 2
+    with torch.no_grad():
+        model.eval()(**inputs)
+    # A time series model's context (PatchTST): (batch, context length, channels).
+    model, config = referee.transformers_model("patchtst", "eager")
+    inputs = referee.transformers_inputs(model, config, 2)
+    assert inputs["past_values"].shape == (2, config.context_length, config.num_input_channels)
+
+
+def test_a_failure_of_the_recording_reads_the_same_for_a_forward_and_a_step():
+    step = ("estimate: MemTracerError: estimate(): recording the step on fake tensors failed: "
+            "KeyError: 'Number of patches 4 not found'")
+    forward = step.replace("the step", "the forward")
+    assert referee_table._reason(step) == referee_table._reason(forward) == (
+        "estimate: recording on fake tensors: KeyError: '…'")
