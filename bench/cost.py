@@ -2,7 +2,9 @@
 with two repeats that agree (issue 52), beside PyTorch's own `_record_memory_history`; and the
 same work's bytes per event and wall-clock time, as second figures.
 
-    python3 bench/cost.py BUILD_DIR [--jobs N] [--json OUT] [--quick]
+    python3 bench/cost.py BUILD_DIR [--jobs N] [--json OUT] [--quick] [--modes M,...] [--docs]
+    python3 bench/cost.py --from-json OUT [--modes M,...] [--docs]   an earlier run's tables
+    python3 bench/cost.py --check-docs          docs/performance.md's tables are docs/cost.json's
     python3 bench/cost.py BUILD_DIR --bytes [--jobs N] [--json OUT]   bytes an event only
 
 Everything runs on memtrace's simulated H200 (python/mem_tracer/simulated_gpu.py) under
@@ -324,15 +326,26 @@ WARM = {"tensor_parts": 3, "gpt2_parts": 5, "warm_forwards": 8, "warm_steps": 5}
 # still everything the program runs in a steady state, every thread, nothing subtracted; what the
 # median leaves out (the range of the rounds' own marginals) is printed beside it, and so is
 # memtrace's own part (its objects' self costs, which two processes count alike within 0.012 % of
-# a forward). After that, two processes still differ by an offset the same in every round
-# (0.1-0.2 % on GPT-2's forward) and the training step's rounds spread most (autograd's engine
-# sharing the backward between its threads another way each time, measured before). The offset between two processes is mostly CPython's
-# small-object allocator (`_PyObject_Free`, `_PyObject_Malloc`: 20 k of the 25-28 k a forward
-# between two settled parts of untraced's two processes, the same in every round), so the medians
-# bring the training step to 0.008-0.101 % but not every forward within 0.1 % (docs/performance.md). Tried:
-# PYTHONMALLOC=malloc (the forward 5 % dearer, its parts spread 1 %, the repeats 0.344 % apart:
-# worse, and not what the program costs). Not tried: a median over several processes a repeat,
-# a fixed order of the threads (valgrind has none).
+# a forward). After that, two processes still differed by an offset the same in every round
+# (0.1-0.27 % on GPT-2's forward), mostly CPython's small-object allocator (`_PyObject_Free`,
+# `_PyObject_Malloc`: 20 k of the 25-28 k a forward between two settled parts of untraced's two
+# processes). Its cause, found by taking it away (the one change between the runs with and
+# without the offset): the measured script sat in the folder every process wrote its dumps and
+# traces to, several processes at once. Python puts a script's folder first on sys.path, and its
+# import system (FileFinder) lists that folder and keeps every name in it as a string on the
+# small-object heap: each process listed however many dumps the others had written by then, and
+# so began its measured parts from a heap of its own. Each process's script now sits alone in a
+# folder of its own (measured_script()), the dumps and traces elsewhere: untraced's two processes
+# count each tensor-loop and forward part alike to within 3 instructions (its first one-forward
+# part 16,665,484 in both, 2026-11-30), and the small-object allocator's share, still counted
+# apart by function (self_costs()), is printed beside the figures. What still differs between
+# two processes is the training step's: its backward runs on autograd's device thread, and how
+# the main thread and that one interleave under valgrind (one thread at a time, switched when one
+# blocks and by the wall clock) differs by process: parts 50-190 k instructions apart, the
+# medians 0.004-0.127 % (Python stacks the worst, 2026-11-30). Tried before that: PYTHONMALLOC=malloc (the
+# forward 5 % dearer, its parts spread 1 %, the repeats 0.344 % apart: worse, and not what the
+# program costs). The training step's rounds still spread most inside one process (autograd's
+# engine sharing the backward between its threads another way each time).
 FIXED_ADDRESSES = ["setarch", os.uname().machine, "-R"]
 
 
@@ -425,7 +438,10 @@ def parse_dumps(work, name):
         label = trigger.group(1)
         thread = re.search(r"^thread: (\d+)$", text, re.MULTILINE)
         thread = thread.group(1) if thread else "1"  # all threads together
-        total = int(re.search(r"^totals: (\d+)$", text, re.MULTILINE).group(1))
+        total = re.search(r"^totals: (\d+)$", text, re.MULTILINE)
+        if total is None:  # a dump still being written (a process read while it runs)
+            continue
+        total = int(total.group(1))
         counts.setdefault(label, {})[thread] = total
         if thread == "1":
             files[label] = dump
@@ -864,9 +880,18 @@ def render(data):
             "| mode | forward, batch 1 | forward, batch 8 | AdamW training step, batch 8 |",
             "|---|---:|---:|---:|"]
         untraced = {}
+        def counted(mode, part, lengths, key="1"):
+            """Both repeats have every round of both lengths (a process stopped early has not)."""
+            rounds = sizes.get("gpt2_parts", 1) if any("#" in label for label in counts[mode]["1"]) else 1
+            return all(len(part_counts(counts, mode, r, part, n, key)) == rounds
+                       for r in "12" for n in lengths)
+
         for mode in gpt2_modes:
             cells = []
             for part, lengths in parts:
+                if not counted(mode, part, lengths):
+                    cells.append("not counted")
+                    continue
                 first, second = row(mode, part, lengths)
                 untraced.setdefault(part, first)
                 cells.append(f"{first / 1e6:,.3f} M / {second / 1e6:,.3f} M "
@@ -881,7 +906,13 @@ def render(data):
                 continue
             cells = []
             for part, lengths in parts:
+                if not counted(mode, part, lengths) or not counted(mode, "forward1", [1], "1"):
+                    cells.append("not counted")
+                    continue
                 own = [marginal(counts, mode, r, part, lengths, "memtrace") for r in "12"]
+                if "untraced" not in data["modes"] or not counted("untraced", part, lengths):
+                    cells.append(f"{own[0]:,.0f} / {own[1]:,.0f}")  # a partial run's: no untraced
+                    continue
                 rest = [marginal(counts, mode, r, part, lengths) - own[i]
                         - marginal(counts, "untraced", r, part, lengths) for i, r in enumerate("12")]
                 cells.append(f"{own[0]:,.0f} / {own[1]:,.0f}; rest {rest[0]:+,.0f} / {rest[1]:+,.0f}")
@@ -893,6 +924,9 @@ def render(data):
             for mode in gpt2_modes:
                 cells = []
                 for part, lengths in parts:
+                    if not counted(mode, part, lengths, "pymalloc"):
+                        cells.append("not counted")
+                        continue
                     small = [marginal(counts, mode, r, part, lengths, "pymalloc") for r in "12"]
                     rest = [marginal(counts, mode, r, part, lengths) - small[i]
                             for i, r in enumerate("12")]
@@ -909,7 +943,10 @@ def render(data):
                 continue
             cells, per_event = [], []
             for part, lengths in parts:
-                entry = timed[f"{part}-{lengths[-1]}"]
+                entry = timed.get(f"{part}-{lengths[-1]}")
+                if entry is None:
+                    cells.append("not timed")
+                    continue
                 ms = [s / entry["n"] * 1e3 for s in entry["seconds"]]
                 cells.append(f"{statistics.median(ms):.2f} ({min(ms):.2f}-{max(ms):.2f})")
                 if entry["bytes"][0] and entry["events"][0]:
