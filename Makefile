@@ -3,7 +3,7 @@ BUILD ?= build
 CMAKE_FLAGS ?=
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 
-.PHONY: help setup configure build check test test-sanitize test-cuda-torch cuda-torch-venv test-pythons pythons-venvs demo bench bench-cost bench-referee wheel format clean
+.PHONY: help setup configure build check test test-sanitize test-cuda-torch cuda-torch-venv test-pythons pythons-venvs demo bench bench-cost bench-cost-docs bench-referee wheel format clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-16s %s\n", $$1, $$2}'
@@ -118,6 +118,11 @@ bench: build ## run the benchmarks whose figures docs/performance.md records
 # 0.1 % apart.
 bench-cost: cuda-torch-venv build ## what memtrace costs a PyTorch program on the simulated GPU, in instructions (docs/performance.md)
 	@python3 bench/cost.py $(BUILD)
+
+# The same, and its tables written into docs/performance.md (Note [The cost tables regenerated]):
+# MODES=none,python re-takes those modes' rows alone and keeps the others'.
+bench-cost-docs: cuda-torch-venv build ## re-take the cost tables of docs/performance.md (MODES=a,b for some modes)
+	@python3 bench/cost.py $(BUILD) $(if $(MODES),--modes $(MODES)) --docs
 
 # The referee run over every architecture that builds (issue 53; docs/accuracy.md records its
 # time): resumable, it goes on from the rows docs/referee.jsonl holds.

@@ -2,7 +2,9 @@
 with two repeats that agree (issue 52), beside PyTorch's own `_record_memory_history`; and the
 same work's bytes per event and wall-clock time, as second figures.
 
-    python3 bench/cost.py BUILD_DIR [--jobs N] [--json OUT] [--quick]
+    python3 bench/cost.py BUILD_DIR [--jobs N] [--json OUT] [--quick] [--modes M,...] [--docs]
+    python3 bench/cost.py --from-json OUT [--modes M,...] [--docs]   an earlier run's tables
+    python3 bench/cost.py --check-docs          docs/performance.md's tables are docs/cost.json's
     python3 bench/cost.py BUILD_DIR --bytes [--jobs N] [--json OUT]   bytes an event only
 
 Everything runs on memtrace's simulated H200 (python/mem_tracer/simulated_gpu.py) under
@@ -33,6 +35,7 @@ processes differ, and what the bench does about it: Note [Repeats that agree]. T
 figures print both repeats and their difference."""
 import argparse
 import concurrent.futures
+import datetime
 import json
 import os
 import re
@@ -261,6 +264,8 @@ def environment(build, mode, work, name):
     env["PYTHONHASHSEED"] = "0"
     if options.get("async"):
         env["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
+    if mode == "switch_allocator":  # the package loads the measured build's library, not its own
+        env["MEMTRACE_LIBRARY"] = str(build / "allocator" / "libmemtrace.so")
     if "stacks" in options:
         env.update(LD_PRELOAD=str(build / "allocator" / "libmemtrace.so"),
                    MEMTRACE_STACKS=options["stacks"], MEMTRACE_OUTPUT=str(work / f"{name}.bin"))
@@ -321,22 +326,47 @@ WARM = {"tensor_parts": 3, "gpt2_parts": 5, "warm_forwards": 8, "warm_steps": 5}
 # still everything the program runs in a steady state, every thread, nothing subtracted; what the
 # median leaves out (the range of the rounds' own marginals) is printed beside it, and so is
 # memtrace's own part (its objects' self costs, which two processes count alike within 0.012 % of
-# a forward). After that, two processes still differ by an offset the same in every round
-# (0.1-0.2 % on GPT-2's forward) and the training step's rounds spread most (autograd's engine
-# sharing the backward between its threads another way each time, measured before). The offset between two processes is mostly CPython's
-# small-object allocator (`_PyObject_Free`, `_PyObject_Malloc`: 20 k of the 25-28 k a forward
-# between two settled parts of untraced's two processes, the same in every round), so the medians
-# bring the training step to 0.008-0.101 % but not every forward within 0.1 % (docs/performance.md). Tried:
-# PYTHONMALLOC=malloc (the forward 5 % dearer, its parts spread 1 %, the repeats 0.344 % apart:
-# worse, and not what the program costs). Not tried: a median over several processes a repeat,
-# a fixed order of the threads (valgrind has none).
+# a forward). After that, two processes still differed by an offset the same in every round
+# (0.1-0.27 % on GPT-2's forward), mostly CPython's small-object allocator (`_PyObject_Free`,
+# `_PyObject_Malloc`: 20 k of the 25-28 k a forward between two settled parts of untraced's two
+# processes). Its cause, found by taking it away (the one change between the runs with and
+# without the offset): the measured script sat in the folder every process wrote its dumps and
+# traces to, several processes at once. Python puts a script's folder first on sys.path, and its
+# import system (FileFinder) lists that folder and keeps every name in it as a string on the
+# small-object heap: each process listed however many dumps the others had written by then, and
+# so began its measured parts from a heap of its own. Each process's script now sits alone in a
+# folder of its own (measured_script()), the dumps and traces elsewhere: untraced's two processes
+# count each tensor-loop and forward part alike to within 3 instructions (its first one-forward
+# part 16,665,484 in both, 2026-11-30), and the small-object allocator's share, still counted
+# apart by function (self_costs()), is printed beside the figures. What still differs between
+# two processes is the training step's: its backward runs on autograd's device thread, and how
+# the main thread and that one interleave under valgrind (one thread at a time, switched when one
+# blocks and by the wall clock) differs by process: parts 50-190 k instructions apart, the
+# medians 0.004-0.127 % (Python stacks the worst, 2026-11-30). Tried before that: PYTHONMALLOC=malloc (the
+# forward 5 % dearer, its parts spread 1 %, the repeats 0.344 % apart: worse, and not what the
+# program costs). The training step's rounds still spread most inside one process (autograd's
+# engine sharing the backward between its threads another way each time).
 FIXED_ADDRESSES = ["setarch", os.uname().machine, "-R"]
+
+
+def measured_script(work, name):
+    """The measured script in a folder of its own, which holds nothing else, ever: Python puts a
+    script's folder first on sys.path and its import system lists that folder once and keeps
+    every name in it (a set of strings, on CPython's small-object heap). With the script beside
+    the dumps and traces, each process listed however many files the other processes had
+    written by then, and started its measured parts from a different heap (Note [Repeats that
+    agree])."""
+    folder = work / "scripts" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    script = folder / "measured.py"
+    script.write_text(MEASURED)
+    return script
 
 
 def count(build, mode, repeat, work, sizes):
     """One process of `mode` under callgrind: {label: {thread: instructions}} and the dumps."""
     name = f"{mode}-{repeat}"
-    script = work / "measured.py"
+    script = measured_script(work, name)
     out = work / f"callgrind-{name}.out"
     env = environment(build, mode, work, name)
     python = build / "venv-torch-cuda" / "bin" / "python"
@@ -349,37 +379,52 @@ def count(build, mode, repeat, work, sizes):
     assert counts.get("Program termination", {}).get("1", 0) == 0, counts.get("Program termination")
     for label, dump in files.items():
         if label != "Program termination":
-            counts[label]["memtrace"] = memtrace_instructions(dump)
+            counts[label].update(self_costs(dump))
     return counts, files
 
 
 # memtrace's own objects: the recorder and its bridge into PyTorch's allocator.
 MEMTRACE_OBJECTS = re.compile(r"/libmemtrace(-torch-[^/]*)?\.so$")
+# CPython's small-object allocator (Objects/obmalloc.c; pymalloc's own helpers are inlined into
+# these in 3.11's builds, named here in case a build keeps them apart).
+PYMALLOC_FUNCTIONS = re.compile(
+    r"^(_?PyObject_(Malloc|Calloc|Realloc|Free)|pymalloc_\w+|insert_to_(used|free)pool|"
+    r"allocate_from_new_pool|new_arena|_PyObject_Arena\w+)$")
 
 
-def memtrace_instructions(dump):
-    """The instructions a dump counts in memtrace's own objects (self costs: what their own code
-    ran, not what it called), read from callgrind's format: each cost line under `fn=` counts to
-    the object the last `ob=` named (its name given where first used, `ob=` or `cob=`); the line
-    after `calls=` is the callee's inclusive cost."""
-    objects, current, total, skip = {}, None, 0, False
+def self_costs(dump):
+    """{"memtrace": the instructions a dump counts in memtrace's own objects, "pymalloc": in
+    CPython's small-object allocator}, self costs (what their own code ran, not what it called),
+    read from callgrind's format: each cost line counts to the function the last `fn=` named and
+    the object the last `ob=` named (a name is given where first used, by `ob=`/`cob=` or
+    `fn=`/`cfn=`, and by its number after that); the line after `calls=` is the callee's
+    inclusive cost, not the caller's own."""
+    objects, functions, in_memtrace, in_pymalloc, skip = {}, {}, False, False, False
+    totals = {"memtrace": 0, "pymalloc": 0}
     with open(dump, errors="replace") as file:
         for line in file:
             if skip:
                 skip = False
             elif line[:1].isdigit() or line[:1] in "+-*":
-                if current:
+                if in_memtrace or in_pymalloc:
                     fields = line.split()
-                    total += int(fields[1]) if len(fields) > 1 else 0
-            elif line.startswith(("ob=", "cob=")):  # a name is given once, where first used
+                    cost = int(fields[1]) if len(fields) > 1 else 0
+                    totals["memtrace" if in_memtrace else "pymalloc"] += cost
+            elif line.startswith(("ob=", "cob=")):
                 match = re.match(r"c?ob=\((\d+)\)(?: (.*))?", line.strip())
                 if match.group(2) is not None:
                     objects[match.group(1)] = bool(MEMTRACE_OBJECTS.search(match.group(2)))
                 if line.startswith("ob="):
-                    current = objects.get(match.group(1), False)
+                    in_memtrace = objects.get(match.group(1), False)
+            elif line.startswith(("fn=", "cfn=")):
+                match = re.match(r"c?fn=\((\d+)\)(?: (.*))?", line.strip())
+                if match.group(2) is not None:
+                    functions[match.group(1)] = bool(PYMALLOC_FUNCTIONS.match(match.group(2)))
+                if line.startswith("fn="):
+                    in_pymalloc = functions.get(match.group(1), False) and not in_memtrace
             elif line.startswith("calls="):
                 skip = True
-    return total
+    return totals
 
 
 def parse_dumps(work, name):
@@ -393,7 +438,10 @@ def parse_dumps(work, name):
         label = trigger.group(1)
         thread = re.search(r"^thread: (\d+)$", text, re.MULTILINE)
         thread = thread.group(1) if thread else "1"  # all threads together
-        total = int(re.search(r"^totals: (\d+)$", text, re.MULTILINE).group(1))
+        total = re.search(r"^totals: (\d+)$", text, re.MULTILINE)
+        if total is None:  # a dump still being written (a process read while it runs)
+            continue
+        total = int(total.group(1))
         counts.setdefault(label, {})[thread] = total
         if thread == "1":
             files[label] = dump
@@ -426,7 +474,7 @@ def timed(build, mode, work, sizes):
     name = f"{mode}-timed"
     env = environment(build, mode, work, name)
     python = build / "venv-torch-cuda" / "bin" / "python"
-    output = subprocess.run([str(python), str(work / "measured.py"),
+    output = subprocess.run([str(python), str(measured_script(work, name)),
                              json.dumps(configuration(build, mode, work, name, sizes))],
                             env=env, check=True, capture_output=True, text=True, timeout=3600).stdout
     for path in work.glob(f"{name}.bin*"):
@@ -544,9 +592,46 @@ def main():
                              "benchmarks' bytes are left out)")
     parser.add_argument("--keep", default=None,
                         help="count in this folder and keep callgrind's dumps there (for callgrind_annotate)")
+    parser.add_argument("--docs", action="store_true",
+                        help="merge the run's (or --from-json's) modes into docs/cost.json and "
+                             "rewrite docs/performance.md's tables (Note [The cost tables regenerated])")
+    parser.add_argument("--check-docs", action="store_true",
+                        help="docs/performance.md's tables are docs/cost.json's (no valgrind; the "
+                             "docs test runs it)")
+    parser.add_argument("--code", default=None,
+                        help="what the counted build is, for docs/cost.json (default: this "
+                             "checkout's commit)")
+    parser.add_argument("--when", default=None,
+                        help="when an earlier run's --json was counted, for --from-json --docs")
     arguments = parser.parse_args()
+    if arguments.check_docs:
+        problems = check_docs()
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if problems:
+            raise SystemExit(1)
+        print(f"{PERFORMANCE.name}'s cost tables are {COST_DATA.name}'s")
+        return
     if arguments.from_json:
-        report(json.loads(Path(arguments.from_json).read_text()))
+        data = json.loads(Path(arguments.from_json).read_text())
+        if arguments.modes:  # some of the run's modes only (those it finished, say)
+            unknown = set(arguments.modes.split(",")) - set(data["modes"])
+            if unknown:
+                raise SystemExit(f"{arguments.from_json} has no mode(s) {', '.join(sorted(unknown))}")
+            data["modes"] = [m for m in data["modes"] if m in arguments.modes.split(",")]
+        if arguments.docs:
+            if "runs" in data:  # docs/cost.json itself: the blocks rendered again
+                origin = None
+            else:
+                origin = data.get("origin") or {}
+                origin = {"code": arguments.code or origin.get("code"),
+                          "when": arguments.when or origin.get("when"),
+                          "command": origin.get("command") or command_line(data["modes"])}
+                if not origin["code"] or not origin["when"]:
+                    raise SystemExit(f"{arguments.from_json} does not say what was counted when: "
+                                     "give --code and --when")
+            write_docs(data, origin)
+        report(data)
         return
     build = Path(arguments.build).resolve()
     if not (build / "bench" / "libmemtrace_callgrind_toggle.so").is_file():
@@ -561,6 +646,8 @@ def main():
     if arguments.bytes:
         bytes_per_event(build, arguments.jobs, arguments.json)
         return
+    if arguments.quick and arguments.docs:
+        raise SystemExit("--quick's short loops do not go into docs/performance.md: leave out --docs")
     if arguments.quick:
         sizes = {"tensors": [20, 120], "depths": [3], "gpt2": False, "timed_tensors": 2000,
                  "rounds": 3}
@@ -580,18 +667,28 @@ def main():
     # Every result is written as it comes (--json, or BUILD_DIR/bench-cost.json), so that a run
     # that fails late keeps what it counted, and --from-json prints the tables again.
     saved = Path(arguments.json) if arguments.json else build / "bench-cost.json"
-    data = {"sizes": sizes, "modes": modes, "counts": {}, "record_trace_split": {}, "existing": []}
+    began = datetime.datetime.now(datetime.timezone.utc)
+    data = {"sizes": sizes, "modes": modes, "counts": {}, "record_trace_split": {}, "existing": [],
+            "origin": {"code": arguments.code or checkout_commit(),
+                       "command": command_line(modes if arguments.modes else None, arguments.jobs)}}
     with tempfile.TemporaryDirectory(prefix="memtrace-cost-") as temporary:
         work = Path(arguments.keep or temporary)
         work.mkdir(parents=True, exist_ok=True)
-        (work / "measured.py").write_text(MEASURED)
         with concurrent.futures.ThreadPoolExecutor(arguments.jobs) as pool:
             jobs = {pool.submit(timed, build, mode, work, sizes): (mode, "timed") for mode in modes}
             jobs.update({pool.submit(count, build, mode, repeat, work, sizes): (mode, repeat)
                          for mode in sorted(modes, key=lambda m: not gpt2(m, sizes))
                          for repeat in ("1", "2")})
+            failed = []
             for job in concurrent.futures.as_completed(jobs):
                 mode, repeat = jobs[job]
+                if job.exception() is not None:
+                    # Said at once, and the other processes go on: a run of an hour keeps what
+                    # it counted.
+                    failed.append(f"{mode} {repeat}: {failure(job.exception())}")
+                    print(f"{mode} {repeat} FAILED: {failure(job.exception())}", file=sys.stderr,
+                          flush=True)
+                    continue
                 if repeat == "timed":
                     data["counts"].setdefault(mode, {})["timed"] = job.result()
                 else:
@@ -602,10 +699,43 @@ def main():
                             files, f"tensor-3-{short}{last}", f"tensor-3-{long}{last}", long - short)
                 saved.write_text(json.dumps(data, indent=1))
                 print(f"{mode} {repeat} done", file=sys.stderr, flush=True)
+        if failed:
+            raise SystemExit(f"{len(failed)} process(es) failed ({'; '.join(failed)}); what the "
+                             f"others counted is in {saved}")
         if not arguments.quick and not arguments.modes:
             data["existing"] = existing_workloads(build, work)
-            saved.write_text(json.dumps(data, indent=1))
+    finished = datetime.datetime.now(datetime.timezone.utc)
+    data["origin"]["when"] = f"{began:%Y-%m-%d %H:%M}-{finished:%H:%M}"
+    saved.write_text(json.dumps(data, indent=1))
+    if arguments.docs:
+        write_docs(data, data["origin"])
     report(data)
+
+
+def failure(error):
+    """One line of what a measuring process's failure was (its stderr's last line, where it is
+    a subprocess's)."""
+    if isinstance(error, subprocess.CalledProcessError):
+        output = error.stderr.decode(errors="replace") if isinstance(error.stderr, bytes) else error.stderr
+        last = (output or "").strip().splitlines()[-1:] or ["no output"]
+        return f"exit status {error.returncode}: {last[0]}"
+    return f"{type(error).__name__}: {error}"
+
+
+def checkout_commit():
+    """This checkout's commit, `+` when files differ from it (what a run's rows were counted on,
+    when the build is this checkout's)."""
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                          check=False, capture_output=True, text=True).stdout.strip() or "unknown"
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                           check=False, capture_output=True, text=True).stdout.strip()
+    return head + ("+" if dirty else "")
+
+
+def command_line(modes=None, jobs=3):
+    """The command that re-takes a run's rows, as docs/performance.md shows it."""
+    return ("python3 bench/cost.py build" + (f" --modes {','.join(modes)}" if modes else "")
+            + f" --jobs {jobs} --docs")
 
 
 # The traced modes whose bytes --bytes measures (GPT-2 only where MODES runs it).
@@ -621,7 +751,6 @@ def bytes_per_event(build, jobs, saved):
     rows = []
     with tempfile.TemporaryDirectory(prefix="memtrace-bytes-") as temporary:
         work = Path(temporary)
-        (work / "measured.py").write_text(MEASURED)
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
             results = dict(zip(BYTES_MODES, pool.map(lambda m: timed(build, m, work, sizes),
                                                      BYTES_MODES)))
@@ -681,11 +810,14 @@ def agreement(first, second):
     return abs(first - second) / max(abs(first), 1e-9) * 100
 
 
-def report(data):
-    """Prints the tables of a run's data (main's, or --from-json's)."""
-    counts, split, sizes, modes = data["counts"], data["record_trace_split"], data["sizes"], data["modes"]
+def render(data):
+    """The tables of a run's data (main's, --from-json's, or docs/cost.json's): {block: its
+    markdown lines} (the blocks docs/performance.md holds between markers), and the figures
+    ({mode: {part: {"repeat1", "repeat2", "agreement_percent", "round_spread_percent"}}})."""
+    counts, split, sizes = data["counts"], data["record_trace_split"], data["sizes"]
+    modes = [m[0] for m in MODES if m[0] in data["modes"]]
     tensors = sizes["tensors"]
-    figures = {}
+    figures, blocks = {}, {}
     labels = {m[0]: m[1] for m in MODES}
 
     def row(mode, part, lengths):
@@ -696,11 +828,9 @@ def report(data):
             "round_spread_percent": max(round_spread(counts, mode, r, part, lengths) for r in "12")}
         return first, second
 
-    print(f"Instructions per tensor (`torch.empty(256, device=\"cuda\")` freed at once, 3 Python "
-          f"frames deep), marginal between {tensors[0]} and {tensors[1]} tensors, two processes:\n")
-    print("| mode | repeat 1 | repeat 2 | agreement | over untraced | wall-clock ns per tensor, "
-          "median (range) | bytes per event |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    lines = blocks["per-tensor"] = [
+        ("| mode | repeat 1 | repeat 2 | apart | over untraced | wall-clock ns a tensor, median "
+         "(range) | bytes an event |"), "|---|---:|---:|---:|---:|---:|---:|"]
     base = {}
     for mode in modes:
         first, second = row(mode, "tensor-3", tensors)
@@ -712,108 +842,241 @@ def report(data):
         per_event = ""
         if mode not in ("untraced", "async-untraced") and not mode.startswith("history"):
             per_event = f"{statistics.median(timed['bytes']) / (2 * timed['n']):.2f}"
-        print(f"| {labels[mode]} | {first:,.0f} | {second:,.0f} | {agreement(first, second):.3f} % | "
-              f"{over} | {statistics.median(ns):,.0f} ({min(ns):,.0f}-{max(ns):,.0f}) | {per_event} |")
-    for mode, parts in split.items():
+        lines.append(f"| {labels[mode]} | {first:,.0f} | {second:,.0f} | "
+                     f"{agreement(first, second):.3f} % | {over} | {statistics.median(ns):,.0f} "
+                     f"({min(ns):,.0f}-{max(ns):,.0f}) | {per_event} |")
+    if split:
+        lines.append("")
+    for mode in (m for m in modes if m in split):
+        parts = split[mode]
         own = parts.get("record_trace", 0) - parts.get("tracker", 0)
-        print(f"\n{labels[mode]}: per tensor, PyTorch's `record_trace` inclusive "
-              f"{parts.get('record_trace', 0):,.0f}, of it memtrace's tracker (onTraceEntry, "
-              f"inclusive) {parts.get('tracker', 0):,.0f}, PyTorch's own {own:,.0f}")
+        lines.append(f"{labels[mode]}: per tensor, PyTorch's `record_trace` inclusive "
+                     f"{parts.get('record_trace', 0):,.0f}, of it memtrace's tracker (onTraceEntry, "
+                     f"inclusive) {parts.get('tracker', 0):,.0f}, PyTorch's own {own:,.0f}.")
 
     if len(sizes["depths"]) > 1:
-        print("\nInstructions per tensor by Python depth (same loop, the outer frames unchanged "
-              "between allocations), repeat 1 / repeat 2; slope: per frame from 10 to 90:\n")
-        print("| mode | " + " | ".join(f"{d} frames" for d in sizes["depths"]) + " | per frame beyond 10 |")
-        print("|---|" + "---:|" * (len(sizes["depths"]) + 1))
+        lines = blocks["depth"] = [
+            "| mode | " + " | ".join(f"{d} frames" for d in sizes["depths"])
+            + " | a frame beyond 10 |", "|---|" + "---:|" * (len(sizes["depths"]) + 1)]
         for mode in modes:
-            cells = []
-            values = {}
+            cells, values = [], {}
             for depth in sizes["depths"]:
                 first, second = row(mode, f"tensor-{depth}", tensors)
-                values[depth] = first
+                values[depth] = (first, second)
                 cells.append(f"{first:,.0f} / {second:,.0f}")
-            slope = (values[90] - values[10]) / 80
-            figures[mode]["slope_beyond_10"] = slope
-            print(f"| {labels[mode]} | " + " | ".join(cells) + f" | {slope:,.1f} |")
+            slopes = [(values[90][i] - values[10][i]) / 80 for i in (0, 1)]
+            figures[mode]["slope_beyond_10"] = slopes[0]
+            lines.append(f"| {labels[mode]} | " + " | ".join(cells)
+                         + f" | {slopes[0]:,.1f} / {slopes[1]:,.1f} |")
 
-    if sizes["gpt2"]:
+    gpt2_modes = [m for m in modes if part_counts(counts, m, "1", "forward1", 1)]
+    if sizes["gpt2"] and gpt2_modes:
         # An earlier run's --json counted 1 and 2 steps: the lengths are the labels'.
         parts = [(part, sorted({int(label.split("#")[0].rsplit("-", 1)[1])
-                                for label in counts[modes[0]]["1"]
+                                for label in counts[gpt2_modes[0]]["1"]
                                 if label.split("#")[0].rsplit("-", 1)[0] == part}))
                  for part in ("forward1", "forward8", "train8")]
-        # A run before the rounds (no `#round` in its labels) had 1 part and 2 warm of each.
-        rounds = any("#" in label for label in counts[modes[0]]["1"])
-        warm = {key: sizes.get(key, value if rounds else 2 if key.startswith("warm") else 1)
-                for key, value in WARM.items()}
-        print("\nInstructions per launch-bound step of GPT-2 small (random weights, 128 tokens, "
-              f"simulated H200), after {warm['warm_forwards']} warm forwards "
-              f"({warm['warm_steps']} warm training steps): the median of "
-              f"{warm['gpt2_parts']} parts of {parts[0][1][1]} forwards ({parts[2][1][1]} steps) less "
-              f"the median of {warm['gpt2_parts']} of 1, per forward (step); repeat 1 / repeat 2 (apart; "
-              "ratio to untraced):\n")
-        print("| mode | forward, batch 1 | forward, batch 8 | AdamW training step, batch 8 |")
-        print("|---|---:|---:|---:|")
+        lines = blocks["forward"] = [
+            "| mode | forward, batch 1 | forward, batch 8 | AdamW training step, batch 8 |",
+            "|---|---:|---:|---:|"]
         untraced = {}
-        for mode in modes:
-            if not part_counts(counts, mode, "1", "forward1", 1):
-                continue
+        def counted(mode, part, lengths, key="1"):
+            """Both repeats have every round of both lengths (a process stopped early has not)."""
+            rounds = sizes.get("gpt2_parts", 1) if any("#" in label for label in counts[mode]["1"]) else 1
+            return all(len(part_counts(counts, mode, r, part, n, key)) == rounds
+                       for r in "12" for n in lengths)
+
+        for mode in gpt2_modes:
             cells = []
             for part, lengths in parts:
+                if not counted(mode, part, lengths):
+                    cells.append("not counted")
+                    continue
                 first, second = row(mode, part, lengths)
                 untraced.setdefault(part, first)
                 cells.append(f"{first / 1e6:,.3f} M / {second / 1e6:,.3f} M "
                              f"({agreement(first, second):.3f} %; {first / untraced[part]:.3f}x)")
-            print(f"| {labels[mode]} | " + " | ".join(cells) + " |")
-        print("\nOf each traced mode's figures, memtrace's own instructions (self costs in "
-              "libmemtrace.so and its PyTorch bridge, the same medians), repeat 1 / repeat 2, and "
-              "the rest of what the mode adds over untraced (PyTorch's `record_trace` for the "
-              "tracker, and whatever else ran otherwise), repeat 1 / repeat 2:\n")
-        print("| mode | forward, batch 1 | forward, batch 8 | AdamW training step, batch 8 |")
-        print("|---|---:|---:|---:|")
-        for mode in modes:
+            lines.append(f"| {labels[mode]} | " + " | ".join(cells) + " |")
+        lines = blocks["own"] = [
+            "| mode | forward, batch 1 | forward, batch 8 | AdamW training step, batch 8 |",
+            "|---|---:|---:|---:|"]
+        for mode in gpt2_modes:
             if (not part_counts(counts, mode, "1", "forward1", 1, "memtrace")
                     or mode in ("untraced", "async-untraced") or mode.startswith("history")):
                 continue
             cells = []
             for part, lengths in parts:
+                if not counted(mode, part, lengths) or not counted(mode, "forward1", [1], "1"):
+                    cells.append("not counted")
+                    continue
                 own = [marginal(counts, mode, r, part, lengths, "memtrace") for r in "12"]
+                if "untraced" not in data["modes"] or not counted("untraced", part, lengths):
+                    cells.append(f"{own[0]:,.0f} / {own[1]:,.0f}")  # a partial run's: no untraced
+                    continue
                 rest = [marginal(counts, mode, r, part, lengths) - own[i]
                         - marginal(counts, "untraced", r, part, lengths) for i, r in enumerate("12")]
                 cells.append(f"{own[0]:,.0f} / {own[1]:,.0f}; rest {rest[0]:+,.0f} / {rest[1]:+,.0f}")
-            print(f"| {labels[mode]} | " + " | ".join(cells) + " |")
-        print("\nWall-clock and bytes of the same steps without valgrind, median (range) of "
-              f"{sizes['rounds']} rounds in one process:\n")
-        print("| mode | forward, batch 1 (ms) | forward, batch 8 (ms) | training step (ms) | "
-              "bytes per event (fwd 1 / fwd 8 / step) |")
-        print("|---|---:|---:|---:|---:|")
-        for mode in modes:
+            lines.append(f"| {labels[mode]} | " + " | ".join(cells) + " |")
+        if all(part_counts(counts, m, "1", "forward1", 1, "pymalloc") for m in gpt2_modes):
+            lines = blocks["pymalloc"] = [
+                "| mode | forward, batch 1 | forward, batch 8 | AdamW training step, batch 8 |",
+                "|---|---:|---:|---:|"]
+            for mode in gpt2_modes:
+                cells = []
+                for part, lengths in parts:
+                    if not counted(mode, part, lengths, "pymalloc"):
+                        cells.append("not counted")
+                        continue
+                    small = [marginal(counts, mode, r, part, lengths, "pymalloc") for r in "12"]
+                    rest = [marginal(counts, mode, r, part, lengths) - small[i]
+                            for i, r in enumerate("12")]
+                    cells.append(f"{small[0]:,.0f} / {small[1]:,.0f}; the rest "
+                                 f"{rest[0] / 1e6:,.3f} M / {rest[1] / 1e6:,.3f} M "
+                                 f"({agreement(*rest):.3f} %)")
+                lines.append(f"| {labels[mode]} | " + " | ".join(cells) + " |")
+        lines = blocks["forward-wall-clock"] = [
+            ("| mode | forward, batch 1 (ms) | forward, batch 8 (ms) | training step (ms) | "
+             "bytes an event (forward 1 / 8 / step) |"), "|---|---:|---:|---:|---:|"]
+        for mode in gpt2_modes:
             timed = counts[mode]["timed"]
             if "forward1-2" not in timed:
                 continue
             cells, per_event = [], []
             for part, lengths in parts:
-                entry = timed[f"{part}-{lengths[-1]}"]
+                entry = timed.get(f"{part}-{lengths[-1]}")
+                if entry is None:
+                    cells.append("not timed")
+                    continue
                 ms = [s / entry["n"] * 1e3 for s in entry["seconds"]]
                 cells.append(f"{statistics.median(ms):.2f} ({min(ms):.2f}-{max(ms):.2f})")
                 if entry["bytes"][0] and entry["events"][0]:
                     per_event.append(f"{statistics.median(b / e for b, e in zip(entry['bytes'], entry['events'])):.2f}")
-            print(f"| {labels[mode]} | " + " | ".join(cells) + f" | {' / '.join(per_event)} |")
+            lines.append(f"| {labels[mode]} | " + " | ".join(cells) + f" | {' / '.join(per_event)} |")
 
     every = [f for parts in figures.values() for f in parts.values() if isinstance(f, dict)]
-    worst = max(f["agreement_percent"] for f in every)
     agreeing = sum(f["agreement_percent"] <= 0.1 for f in every)
-    print(f"\nThe two repeats agree within 0.1 % on {agreeing} of {len(every)} figures; worst "
-          f"{worst:.4f} %. The rounds' own marginals inside one process (what the medians leave "
-          f"out) span up to {max(f['round_spread_percent'] for f in every):.3f} % of the median.")
-    if data["existing"]:
+    worst = max(f["agreement_percent"] for f in every)
+    blocks["agreement"] = [
+        (f"The two repeats agree within 0.1 % on {agreeing} of {len(every)} figures; worst "
+         f"{worst:.3f} %. The rounds' own marginals inside one process (what the medians leave "
+         f"out) span up to {max(f['round_spread_percent'] for f in every):.3f} % of the median.")]
+    if data.get("runs"):
+        lines = blocks["runs"] = ["| mode | counted on | when (UTC) | command |", "|---|---|---|---|"]
+        for mode in modes:
+            run = data["runs"][mode]
+            lines.append(f"| {labels[mode]} | {run['code']} | {run['when']} | `{run['command']}` |")
+    return blocks, figures
+
+
+def report(data):
+    """Prints the tables of a run's data; exits non-zero when two repeats are more than 0.1 %
+    apart (the figures that gate: the whole program's instructions, nothing subtracted)."""
+    blocks, figures = render(data)
+    titles = {
+        "per-tensor": "Instructions per tensor (`torch.empty(256, device=\"cuda\")` freed at once, "
+                      "3 Python frames deep), marginal between the loop's two lengths, two processes:",
+        "depth": "Instructions per tensor by Python depth, repeat 1 / repeat 2:",
+        "forward": "Instructions per launch-bound forward (step) of GPT-2 small, repeat 1 / repeat 2 "
+                   "(apart; ratio to untraced):",
+        "own": "Of it, memtrace's own instructions and the rest the mode adds over untraced:",
+        "pymalloc": "Of it, CPython's small-object allocator, and the rest:",
+        "forward-wall-clock": "Wall-clock and bytes of the same steps without valgrind:",
+        "agreement": "", "runs": "Where each mode's rows come from:"}
+    for name, lines in blocks.items():
+        print(f"\n{titles[name]}\n" if titles[name] else "")
+        print("\n".join(lines))
+    if data.get("existing"):
         print("\nBytes per event on the other benchmarks' workloads (the simulated card's runtime):\n")
         print("| workload | bytes per event |")
         print("|---|---:|")
         for name, value in data["existing"]:
             print(f"| {name} | {value:.2f} |")
+    worst = max(f["agreement_percent"] for parts in figures.values() for f in parts.values()
+                if isinstance(f, dict))
     if worst > 0.1:
         raise SystemExit(f"the repeats disagree by {worst:.4f} % (goal: 0.1 %)")
+
+
+# Note [The cost tables regenerated]
+# docs/performance.md's tables of this bench are generated, not typed: each sits between
+# `<!-- bench/cost.py: BLOCK -->` and `<!-- bench/cost.py: end -->`, and is render()'s block of
+# that name over docs/cost.json, which holds every mode's counts (both repeats, every round's
+# part, the wall-clock rounds) and where and when they were counted. `--docs` merges a run's
+# modes into docs/cost.json (a partial re-take, `--modes`, replaces those modes' rows and keeps
+# the others with their own dates) and rewrites the blocks; `--check-docs` (the docs test, no
+# valgrind, under a second) renders docs/cost.json again and fails when a block differs from
+# it, or when a mode lacks either repeat, so that the page cannot drift from its data.
+COST_DATA = ROOT / "docs" / "cost.json"
+PERFORMANCE = ROOT / "docs" / "performance.md"
+MARKER = re.compile(r"^<!-- bench/cost\.py: ([\w-]+) -->\n(.*?)^<!-- bench/cost\.py: end -->\n",
+                    re.MULTILINE | re.DOTALL)
+
+
+def merge(stored, run, origin):
+    """docs/cost.json's data with `run`'s modes put in place of theirs (origin: {"code", "when",
+    "command"} of the run)."""
+    if stored is None or set(stored["modes"]) <= set(run["modes"]):
+        stored = {"sizes": run["sizes"], "modes": [], "counts": {}, "record_trace_split": {},
+                  "existing": [], "runs": {}}
+    if stored["sizes"] != run["sizes"]:
+        raise SystemExit(f"this run's sizes ({run['sizes']}) are not those of docs/cost.json's "
+                         f"other modes ({stored['sizes']}): re-take every mode, or the same sizes")
+    for mode in run["modes"]:
+        if not all(key in run["counts"].get(mode, {}) for key in ("1", "2", "timed")):
+            raise SystemExit(f"the run has no complete counts of mode {mode} (both repeats and the "
+                             "timed process)")
+        stored["counts"][mode] = run["counts"][mode]
+        stored["runs"][mode] = origin if origin is not None else run["runs"][mode]
+        if mode in run["record_trace_split"]:
+            stored["record_trace_split"][mode] = run["record_trace_split"][mode]
+    stored["modes"] = [m[0] for m in MODES if m[0] in set(stored["modes"]) | set(run["modes"])]
+    if run.get("existing"):
+        stored["existing"] = run["existing"]
+    return stored
+
+
+def write_docs(run, origin):
+    """--docs: merges the run into docs/cost.json and rewrites docs/performance.md's blocks."""
+    stored = json.loads(COST_DATA.read_text()) if COST_DATA.is_file() else None
+    merged = merge(stored, run, origin)
+    blocks, _ = render(merged)
+    text = PERFORMANCE.read_text()
+    found = {match.group(1) for match in MARKER.finditer(text)}
+    missing = set(blocks) - found
+    if missing:
+        raise SystemExit(f"{PERFORMANCE} has no markers for the block(s) {', '.join(sorted(missing))}"
+                         " (`<!-- bench/cost.py: NAME -->` ... `<!-- bench/cost.py: end -->`)")
+    text = MARKER.sub(lambda m: f"<!-- bench/cost.py: {m.group(1)} -->\n"
+                      + "\n".join(blocks.get(m.group(1), [])) + "\n<!-- bench/cost.py: end -->\n", text)
+    COST_DATA.write_text(json.dumps(merged, indent=None, separators=(",", ":")) + "\n")
+    PERFORMANCE.write_text(text)
+    print(f"{COST_DATA} and {PERFORMANCE}'s {len(found)} blocks written", file=sys.stderr)
+
+
+def check_docs(data_path=COST_DATA, page=PERFORMANCE):
+    """--check-docs: the page's blocks are the data's tables, and every mode of the data has both
+    repeats, its timed process and where and when it was counted. Returns the problems found, one
+    line each (none when they agree)."""
+    if not data_path.is_file():
+        return [f"{data_path} is missing"]
+    data = json.loads(data_path.read_text())
+    problems = [f"mode {mode} has no {key} in {data_path.name}" for mode in data["modes"]
+                for key in ("1", "2", "timed") if key not in data["counts"].get(mode, {})]
+    problems += [f"mode {mode} has no run (where and when it was counted) in {data_path.name}"
+                 for mode in data["modes"] if mode not in data.get("runs", {})]
+    if problems:
+        return problems
+    blocks, _ = render(data)
+    found = {match.group(1): match.group(2) for match in MARKER.finditer(page.read_text())}
+    for name, lines in blocks.items():
+        if name not in found:
+            problems.append(f"{page.name} has no block `{name}`")
+        elif found[name] != "\n".join(lines) + "\n":
+            problems.append(f"{page.name}'s block `{name}` is not what {data_path.name} renders "
+                            "(python3 bench/cost.py --from-json docs/cost.json --docs rewrites it)")
+    problems += [f"{page.name} has a block `{name}` that bench/cost.py does not make"
+                 for name in found if name not in blocks]
+    return problems
 
 
 if __name__ == "__main__":
