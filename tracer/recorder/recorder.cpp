@@ -379,9 +379,9 @@ struct DeviceMemoryAfterLock {
 // thread's last event (but intern its stacks: below): the same device, stream, api and level, and
 // the writer's prelude epoch where the thread's last event left it
 // (RecordWriter::preludeUnchanged; the thread's own nn.Module changing clears the epoch it keeps,
-// so the same nn.Module costs no comparison). The epoch moves on with every context record of any thread
-// and every new file or section, which is all that can make the file stop saying what it said
-// after that event (its context, the device's record, the thread's module scope: the thread
+// so the same nn.Module costs no comparison). The epoch moves on with every context record of any
+// thread and every new file or section, which is all that can make the file stop saying what it
+// said after that event (its context, the device's record, the thread's module scope: the thread
 // remembers it only when the file said all of it, RecordWriter::rememberPrelude). Lent stacks
 // are asked for only when Python stacks are wanted, and then only while some are lent
 // (anyStackLent, an atomic load). Anything else takes the path that writes what changed, which
