@@ -1,5 +1,7 @@
 #include "estimator/torchscript/python_names.h"
 
+#include <torch/csrc/jit/runtime/operator.h>
+
 #include <algorithm>
 #include <cctype>
 #include <optional>
@@ -96,11 +98,20 @@ void PythonNames::enterStatements(Frame& frame, const std::vector<SourceFrame>& 
     notePart(frame.statements.back());  // the statement calls another module
   }
   size_t running = frame.statements.size();
+  // The function each level was running before: a level whose function changes under the same
+  // caller statement is a new call (`decay = exp(segment_sum(pad(a)))` after `exp(segment_sum(
+  // b))` two lines up: segment_sum's second call, whose names are not the first call's).
+  std::vector<std::pair<std::string, std::string>> was_running;
+  for (const PendingStatement& pending : frame.statements) {
+    was_running.emplace_back(pending.statement.file, pending.statement.function);
+  }
   finishStatements(frame, common);
   // The outermost level is the module's forward, which is this frame's own scope (module calls
   // it makes are scopes inside it); the functions it calls get scopes of their own, one per
-  // call: a function whose caller is at a new statement, or that had no statement running, was
-  // called again, and its names are new (torch.utils.checkpoint's `ret`, once per block).
+  // call: a function whose caller is at a new statement, that had no statement running, or
+  // that follows another function called by the same statement, was called again, and its
+  // names are new (torch.utils.checkpoint's `ret`, once per block; falcon_h1's segment_sum,
+  // twice per mamba2_chunk_scan, each call's 32 MiB locals freed as it returns).
   std::string key;
   for (size_t level = 0; level < levels.size(); ++level) {
     key += levels[level].file + ":" + levels[level].function + "/";
@@ -109,7 +120,10 @@ void PythonNames::enterStatements(Frame& frame, const std::vector<SourceFrame>& 
     if (level > 0 && level == common) notePart(frame.statements[level - 1]);  // calls a function
     if (level > 0) {
       auto [entry, inserted] = frame.traced_scopes.try_emplace(key);
-      if (inserted || level > common || level >= running) {
+      bool other_function =
+          level < was_running.size() &&
+          was_running[level] != std::make_pair(levels[level].file, levels[level].function);
+      if (inserted || level > common || level >= running || other_function) {
         entry->second =
             graph_.addScope({frame.statements[level - 1].scope, levels[level].function});
       }
@@ -193,17 +207,112 @@ bool PythonNames::writesIntoATensor(NodeId last) const {
          op[op.size() - 2] != '_';
 }
 
+// Note [Lists passed by name]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `output = [hidden_state]`, `output.append(layer(...))` in a loop, then `hidden_state =
+// torch.cat(output, dim=1)` (HGNetV2's blocks): the list is a Python object bound to `output`,
+// holding every layer's output until the function returns, long after cat read them. A trace
+// runs no op for the list's statements and builds the list, without a source location, only as
+// cat's argument, so nothing named it and its elements died after cat (-1.0 % on HGNetV2 at
+// batch 2 through TorchScript). Such a list passed to an op of a statement whose text passes
+// exactly one bare name as a positional argument, a name no statement of the scope bound to a
+// value, is that name's list: it is bound to it there, and holds its elements (as any
+// container does) until the name is bound again or the function returns. A list the statement
+// builds itself (`torch.cat([a, b])`) has no such name and is freed after its op, as before.
+void PythonNames::notePackedArguments(Frame& frame, NodeId id) {
+  if (frame.statements.empty()) return;
+  for (ValueId input : graph_.node(id).inputs) {
+    const Value& value = graph_.value(input);
+    if (value.kind != ValueKind::kContainer || !value.producer.valid()) continue;
+    const Node& producer = graph_.node(value.producer);
+    if ((producer.op == "prim::ListConstruct" || producer.op == "prim::TupleConstruct") &&
+        producer.stack.empty()) {
+      frame.statements.back().packs.push_back(input);
+    }
+  }
+}
+
+void PythonNames::bindPackedArguments(const PendingStatement& pending) {
+  if (pending.packs.empty() || !pending.statement.known()) return;
+  std::optional<std::string> text =
+      source_files_.statement(pending.statement.file, pending.statement.line);
+  if (!text) return;
+  std::vector<std::string> names = bareNameArguments(*text);
+  std::erase_if(names, [&](const std::string& name) {
+    return lastBoundTo(graph_, pending.scope, name).has_value();
+  });
+  if (names.size() != 1 || pending.packs.size() != 1) return;
+  Value& list = graph_.value(pending.packs.front());
+  NodeId after = list.producer;
+  list.bindings.push_back({pending.scope, names.front(), after});
+}
+
+// Note [A part of what a call returned]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `query = query.max(dim=3).values` binds the values only: the named tuple max returned, and
+// its indices with it, die as the statement ends. A trace shows no tuple (the tracer saw Python
+// take the attribute), so the statement's last op seems to bind both outputs, and the indices
+// (int64: twice the values' bytes) stayed alive until `query` was bound again (hiera, twice a
+// block: +1.6 % at batch 2 through TorchScript). The statement's text says which part it takes
+// (partTakenFromACall): `[k]` the k-th output, `.name` the output the op's schema names so
+// (`values`, `indices`, `Q`, `eigenvalues`). Where neither says, every output stays bound, as
+// a name holding the whole tuple would hold them: never less than Python holds.
+std::optional<size_t> PythonNames::partBound(const PendingStatement& pending) {
+  if (pending.values.size() < 2 || !pending.after.valid() || !pending.statement.known()) {
+    return std::nullopt;
+  }
+  const Node& node = graph_.node(pending.after);
+  if (node.outputs != pending.values) return std::nullopt;
+  std::optional<std::string> text =
+      source_files_.statement(pending.statement.file, pending.statement.line);
+  std::optional<std::string> part = text ? partTakenFromACall(*text) : std::nullopt;
+  if (!part) return std::nullopt;
+  size_t count = pending.values.size();
+  if (part->front() == '[') {
+    std::string inside = part->substr(1, part->size() - 2);
+    inside.erase(std::remove_if(inside.begin(), inside.end(),
+                                [](char character) { return std::isspace(character); }),
+                 inside.end());
+    bool negative = !inside.empty() && inside.front() == '-';
+    std::string digits = negative ? inside.substr(1) : inside;
+    if (digits.empty() || digits.size() > 6 ||
+        !std::all_of(digits.begin(), digits.end(),
+                     [](char character) { return std::isdigit(character); })) {
+      return std::nullopt;  // a slice, a name: not one output
+    }
+    auto index = static_cast<int64_t>(std::stoll(digits));
+    if (negative) index = static_cast<int64_t>(count) - index;
+    if (index < 0 || index >= static_cast<int64_t>(count)) return std::nullopt;
+    return static_cast<size_t>(index);
+  }
+  std::string name = part->substr(1);
+  if (node.op.find("::") == std::string::npos) return std::nullopt;
+  for (const std::shared_ptr<jit::Operator>& op :
+       jit::getAllOperatorsFor(c10::Symbol::fromQualString(node.op))) {
+    const std::vector<c10::Argument>& returns = op->schema().returns();
+    if (returns.size() != count) continue;
+    for (size_t index = 0; index < returns.size(); ++index) {
+      if (returns[index].name() == name) return index;
+    }
+  }
+  return std::nullopt;
+}
+
 // Binds what the finished statements (those past the first `keep`) assigned.
 void PythonNames::finishStatements(Frame& frame, size_t keep) {
   while (frame.statements.size() > keep) {
     PendingStatement& pending = frame.statements.back();
+    bindPackedArguments(pending);
     std::vector<std::string> targets = targetsOf(pending.statement);
     if (bindThroughCallee(pending, targets)) {
       // Bound to what the function it called returned.
       if (targets.size() == 1) bindContainerParts(pending, targets.front());
     } else if (targets.size() == 1) {
-      for (ValueId id : pending.values) {
-        graph_.value(id).bindings.push_back({pending.scope, targets.front(), pending.after});
+      std::optional<size_t> part = partBound(pending);
+      for (size_t index = 0; index < pending.values.size(); ++index) {
+        if (part && index != *part) continue;
+        graph_.value(pending.values[index])
+            .bindings.push_back({pending.scope, targets.front(), pending.after});
       }
       bindContainerParts(pending, targets.front());
     } else if (std::optional<std::string> line =

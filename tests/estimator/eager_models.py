@@ -5,8 +5,9 @@ an unrolled loop and the branches of an `if`, tuple unpacking into `_`, names a 
 `list.pop()`, tensors stored into a cache object (`self.keys = torch.cat([self.keys, k])`),
 torch.utils.checkpoint blocks that all bind one `ret`, a returned tuple bound to one name, a
 store into a tensor (which holds nothing), a dict built in one statement (which holds every
-value), and a view (and an `arange`) that Python keeps bound
-while their base would otherwise die. Sizes are chosen so that getting the pattern
+value), a view (and an `arange`) that Python keeps bound while their base would otherwise die,
+a helper called twice (each call's names its own), one part of a named tuple bound
+(`.values`, `[0]`), and a list built by `append` and passed to cat by its name. Sizes are chosen so that getting the pattern
 wrong moves the peak by far more than the 1 % bar.
 """
 
@@ -354,6 +355,79 @@ class DictOfMasks(nn.Module):
         return self.head(x)
 
 
+def segment_sum(x):
+    """Mamba-2's segment_sum (transformers' falcon_h1 and mamba2): a helper whose locals are
+    large, rebound as it goes, and freed as it returns."""
+    length = x.size(-1)
+    x = x.unsqueeze(-1).expand(x.size(0), x.size(1), length, length)
+    mask = torch.tril(torch.ones(length, length, dtype=torch.bool), diagonal=-1)
+    x = x.masked_fill(~mask, 0.0)
+    total = torch.cumsum(x, dim=-2)
+    mask = torch.tril(torch.ones(length, length, dtype=torch.bool), diagonal=0)
+    total = total.masked_fill(~mask, float("-inf"))
+    return total
+
+
+class HelperCalledTwice(nn.Module):
+    """Mamba-2's chunk scan: `L = torch.exp(segment_sum(A))`, then, lines later, a statement
+    that calls F.pad before it calls segment_sum again. Each call has its own names: the first
+    call's `x` and `total` die as it returns, not when the second call binds them again (traced,
+    both calls once shared one scope: +27 % on falcon_h1)."""
+
+    def __init__(self, width=WIDTH):
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x):
+        a = self.proj(x)
+        decay = torch.exp(segment_sum(a))
+        scores = decay * 2.0
+        mixed = scores.sum(-1)
+        chunk = torch.exp(segment_sum(F.pad(a[:, :, :8], (1, 0))))
+        return mixed[:, :, :8] + chunk.sum(-1)[:, :, 1:]
+
+
+class PartOfAResult(nn.Module):
+    """hiera's query pooling: `query = (query.view(...).max(dim=1).values)`, and `torch.sort(x)[0]`:
+    the name holds one part of what the op returned; the other part (int64 indices, twice the
+    values' bytes) dies with the temporary tuple (traced, it stayed bound: +1.6 % on hiera)."""
+
+    def __init__(self, width=WIDTH):
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+        self.head = nn.Linear(width, width)
+
+    def forward(self, x):
+        h = self.proj(x)
+        pooled = (
+            h.view(h.shape[0], 2, -1, h.shape[-1]).max(dim=1).values
+        )
+        ordered = torch.sort(pooled, dim=-1)[0]
+        return self.head(ordered)
+
+
+class ListByName(nn.Module):
+    """HGNetV2's blocks: `output = [x]`, `output.append(x)` after each layer, then
+    `torch.cat(output, dim=-1)`. The list bound to `output` holds every layer's output until
+    forward returns; a trace builds the list only as cat's argument (traced, the outputs died
+    after cat: -1.0 % on HGNetV2)."""
+
+    def __init__(self, layers=4, width=WIDTH):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(layers)])
+        self.squeeze = nn.Linear(width * (layers + 1), 4 * width)
+        self.excite = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        output = [x]
+        for layer in self.layers:
+            x = layer(x)
+            output.append(x)
+        x = torch.cat(output, dim=-1)
+        x = self.squeeze(x)
+        return self.excite(x)
+
+
 MODELS = {
     "branchy-loop": BranchyLoop,
     "underscore-encoder": UnderscoreEncoder,
@@ -365,6 +439,9 @@ MODELS = {
     "one-name-for-a-tuple": OneNameForATuple,
     "tensor-store": TensorStore,
     "dict-of-masks": DictOfMasks,
+    "helper-called-twice": HelperCalledTwice,
+    "part-of-a-result": PartOfAResult,
+    "list-by-name": ListByName,
 }
 
 # Models torch.jit.script cannot take (torch.utils.checkpoint is Python only, and so are a
