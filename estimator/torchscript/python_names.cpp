@@ -102,8 +102,16 @@ void PythonNames::enterStatements(Frame& frame, const std::vector<SourceFrame>& 
   // caller statement is a new call (`decay = exp(segment_sum(pad(a)))` after `exp(segment_sum(
   // b))` two lines up: segment_sum's second call, whose names are not the first call's).
   std::vector<std::pair<std::string, std::string>> was_running;
+  // A function whose last statement was its `return` runs another statement only in a new
+  // call (`a, b = [chunks(t) for t in (a, b)]`: chunks' names, once per element).
+  std::vector<bool> returned;
   for (const PendingStatement& pending : frame.statements) {
     was_running.emplace_back(pending.statement.file, pending.statement.function);
+    std::optional<std::string> text =
+        pending.statement.known()
+            ? source_files_.statement(pending.statement.file, pending.statement.line)
+            : std::nullopt;
+    returned.push_back(text && returnedNames(*text).has_value());
   }
   finishStatements(frame, common);
   // The outermost level is the module's forward, which is this frame's own scope (module calls
@@ -122,7 +130,8 @@ void PythonNames::enterStatements(Frame& frame, const std::vector<SourceFrame>& 
       auto [entry, inserted] = frame.traced_scopes.try_emplace(key);
       bool other_function =
           level < was_running.size() &&
-          was_running[level] != std::make_pair(levels[level].file, levels[level].function);
+          (was_running[level] != std::make_pair(levels[level].file, levels[level].function) ||
+           returned[level]);
       if (inserted || level > common || level >= running || other_function) {
         entry->second =
             graph_.addScope({frame.statements[level - 1].scope, levels[level].function});
@@ -298,6 +307,54 @@ std::optional<size_t> PythonNames::partBound(const PendingStatement& pending) {
   return std::nullopt;
 }
 
+// Note [Names a comprehension unpacks into]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `hidden_states, A, B, C = [reshape_into_chunks(t, pad, chunk) for t in (hidden_states, A, B,
+// C)]` (Mamba-2's chunk scan): four calls of one function, each result bound to its own name
+// until the function returns. A trace shows four calls and no list, and debug names say
+// nothing of the four results, so they were bound to nothing and died at their last use
+// (falcon_h1 through TorchScript, batch 2: two of them 64 MiB, -9.2 %). As each call of the
+// statement begins, what the statement made so far is noted (Note [Containers a statement
+// builds]); when the statement unpacks a display or a comprehension into N names and those
+// notes no later op of the statement reads, plus its last value, are N distinct values, the
+// k-th is bound to the k-th name. Otherwise nothing is bound, as before.
+static bool bindUnpackedParts(Graph& graph_, SourceFileCache& source_files_,
+                              const PendingStatement& pending,
+                              const std::vector<std::string>& targets) {
+  if (pending.values.size() != 1 || !pending.after.valid() || !pending.statement.known() ||
+      pending.statement.function.starts_with("<")) {
+    return false;  // a comprehension's own frame (Python < 3.12) binds in its caller's line
+  }
+  std::optional<std::string> text =
+      source_files_.statement(pending.statement.file, pending.statement.line);
+  if (!text) return false;
+  size_t equals = text->find('=');
+  size_t open = equals == std::string::npos ? equals : text->find_first_not_of(" \t", equals + 1);
+  if (open == std::string::npos || ((*text)[open] != '[' && (*text)[open] != '(')) return false;
+  std::vector<ValueId> parts;
+  for (const auto& [id, made_by] : pending.parts) {
+    // What a later op of the statement reads is an operand (the padded copy a call reshapes),
+    // not a result.
+    bool read_later = false;
+    uint32_t first = made_by.valid() ? made_by.value + 1 : 0;
+    for (uint32_t index = first; index <= pending.after.value && !read_later; ++index) {
+      const Node& node = graph_.nodes[index];
+      read_later = !node.torch_script_only &&
+                   std::find(node.inputs.begin(), node.inputs.end(), id) != node.inputs.end();
+    }
+    if (!read_later && std::find(parts.begin(), parts.end(), id) == parts.end()) {
+      parts.push_back(id);
+    }
+  }
+  if (std::find(parts.begin(), parts.end(), pending.values.front()) != parts.end()) return false;
+  parts.push_back(pending.values.front());
+  if (parts.size() != targets.size()) return false;
+  for (size_t index = 0; index < parts.size(); ++index) {
+    graph_.value(parts[index]).bindings.push_back({pending.scope, targets[index], pending.after});
+  }
+  return true;
+}
+
 // Binds what the finished statements (those past the first `keep`) assigned.
 void PythonNames::finishStatements(Frame& frame, size_t keep) {
   while (frame.statements.size() > keep) {
@@ -315,6 +372,9 @@ void PythonNames::finishStatements(Frame& frame, size_t keep) {
             .bindings.push_back({pending.scope, targets.front(), pending.after});
       }
       bindContainerParts(pending, targets.front());
+    } else if (targets.size() > 1 &&
+               bindUnpackedParts(graph_, source_files_, pending, targets)) {
+      // Each call of a comprehension or display unpacked into its own name.
     } else if (std::optional<std::string> line =
                    pending.statement.known()
                        ? source_files_.line(pending.statement.file, pending.statement.line)
@@ -329,6 +389,11 @@ void PythonNames::finishStatements(Frame& frame, size_t keep) {
     }
     if (frame.statements.size() >= 2) {
       PendingStatement& caller = frame.statements[frame.statements.size() - 2];
+      if (pending.statement.function.starts_with("<")) {
+        // `<listcomp>` (a frame of its own before Python 3.12): what its calls made are
+        // parts of the statement that runs it (Note [Names a comprehension unpacks into]).
+        caller.parts.insert(caller.parts.end(), pending.parts.begin(), pending.parts.end());
+      }
       caller.callee_scope = pending.scope;
       caller.callee_statement = pending.statement;
       caller.callee_after = pending.after;
