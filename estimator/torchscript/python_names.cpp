@@ -318,7 +318,7 @@ std::optional<size_t> PythonNames::partBound(const PendingStatement& pending) {
 // builds]); when the statement unpacks a display or a comprehension into N names and those
 // notes no later op of the statement reads, plus its last value, are N distinct values, the
 // k-th is bound to the k-th name. Otherwise nothing is bound, as before.
-static bool bindUnpackedParts(Graph& graph_, SourceFileCache& source_files_,
+static bool bindUnpackedParts(Graph& graph, SourceFileCache& source_files,
                               const PendingStatement& pending,
                               const std::vector<std::string>& targets) {
   if (pending.values.size() != 1 || !pending.after.valid() || !pending.statement.known() ||
@@ -326,7 +326,7 @@ static bool bindUnpackedParts(Graph& graph_, SourceFileCache& source_files_,
     return false;  // a comprehension's own frame (Python < 3.12) binds in its caller's line
   }
   std::optional<std::string> text =
-      source_files_.statement(pending.statement.file, pending.statement.line);
+      source_files.statement(pending.statement.file, pending.statement.line);
   if (!text) return false;
   size_t equals = text->find('=');
   size_t open = equals == std::string::npos ? equals : text->find_first_not_of(" \t", equals + 1);
@@ -338,7 +338,7 @@ static bool bindUnpackedParts(Graph& graph_, SourceFileCache& source_files_,
     bool read_later = false;
     uint32_t first = made_by.valid() ? made_by.value + 1 : 0;
     for (uint32_t index = first; index <= pending.after.value && !read_later; ++index) {
-      const Node& node = graph_.nodes[index];
+      const Node& node = graph.nodes[index];
       read_later = !node.torch_script_only &&
                    std::find(node.inputs.begin(), node.inputs.end(), id) != node.inputs.end();
     }
@@ -350,7 +350,7 @@ static bool bindUnpackedParts(Graph& graph_, SourceFileCache& source_files_,
   parts.push_back(pending.values.front());
   if (parts.size() != targets.size()) return false;
   for (size_t index = 0; index < parts.size(); ++index) {
-    graph_.value(parts[index]).bindings.push_back({pending.scope, targets[index], pending.after});
+    graph.value(parts[index]).bindings.push_back({pending.scope, targets[index], pending.after});
   }
   return true;
 }
@@ -362,7 +362,7 @@ static bool bindUnpackedParts(Graph& graph_, SourceFileCache& source_files_,
 // is bound to the statement's last values: what it held before is released here, and the
 // new values are held at least as long as Python holds them (a view of a tensor held anyway,
 // here). Names a debug name bound in the statement keep that binding.
-static bool bindRebound(Graph& graph_, SourceFileCache& source_files_,
+static bool bindRebound(Graph& graph, SourceFileCache& source_files,
                         const PendingStatement& pending, const std::vector<std::string>& targets) {
   if (pending.values.empty() || !pending.after.valid() || !pending.statement.known() ||
       pending.statement.function.starts_with("<")) {
@@ -371,27 +371,25 @@ static bool bindRebound(Graph& graph_, SourceFileCache& source_files_,
   // The statement's first node: walking back while the nodes run this statement.
   auto runs_statement = [&](const Node& node) {
     return std::any_of(node.stack.begin(), node.stack.end(), [&](const SourceFrame& frame) {
-      return frame.file == pending.statement.file &&
-             frame.function == pending.statement.function &&
-             source_files_.statementStart(frame.file, frame.line) == pending.statement.line;
+      return frame.file == pending.statement.file && frame.function == pending.statement.function &&
+             source_files.statementStart(frame.file, frame.line) == pending.statement.line;
     });
   };
   uint32_t first = pending.after.value;
-  while (first > 0 && runs_statement(graph_.nodes[first - 1])) --first;
+  while (first > 0 && runs_statement(graph.nodes[first - 1])) --first;
   bool bound_any = false;
   for (const std::string& target : targets) {
     bool bound_here = false;
-    for (const Value& value : graph_.values) {
+    for (const Value& value : graph.values) {
       for (const Binding& binding : value.bindings) {
-        bound_here = bound_here ||
-                     (binding.scope == pending.scope && binding.variable == target &&
-                      binding.after.valid() && binding.after.value >= first &&
-                      binding.after.value <= pending.after.value);
+        bound_here = bound_here || (binding.scope == pending.scope && binding.variable == target &&
+                                    binding.after.valid() && binding.after.value >= first &&
+                                    binding.after.value <= pending.after.value);
       }
     }
     if (bound_here) continue;
     for (ValueId id : pending.values) {
-      graph_.value(id).bindings.push_back({pending.scope, target, pending.after});
+      graph.value(id).bindings.push_back({pending.scope, target, pending.after});
     }
     bound_any = true;
   }
@@ -415,8 +413,7 @@ void PythonNames::finishStatements(Frame& frame, size_t keep) {
             .bindings.push_back({pending.scope, targets.front(), pending.after});
       }
       bindContainerParts(pending, targets.front());
-    } else if (targets.size() > 1 &&
-               bindUnpackedParts(graph_, source_files_, pending, targets)) {
+    } else if (targets.size() > 1 && bindUnpackedParts(graph_, source_files_, pending, targets)) {
       // Each call of a comprehension or display unpacked into its own name.
     } else if (targets.size() > 1 && bindRebound(graph_, source_files_, pending, targets)) {
       // Names the statement binds again, to values it does not show.

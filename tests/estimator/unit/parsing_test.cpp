@@ -199,7 +199,7 @@ TEST(PythonSource, FindsThePartTakenFromACall) {
   EXPECT_EQ(partTakenFromACall("ordered = torch.sort(x, dim=-1)[0]  # values"), "[0]");
   EXPECT_EQ(partTakenFromACall("y = layer(x)[0].values"), "[0]");
   EXPECT_EQ(partTakenFromACall("y = f(x)[-1]"), "[-1]");
-  EXPECT_EQ(partTakenFromACall("y = f(x)"), std::nullopt);            // the whole result
+  EXPECT_EQ(partTakenFromACall("y = f(x)"), std::nullopt);             // the whole result
   EXPECT_EQ(partTakenFromACall("y = f(x).values + 1"), std::nullopt);  // an operator after
   EXPECT_EQ(partTakenFromACall("y = x.values"), std::nullopt);         // no call
   EXPECT_EQ(partTakenFromACall("a, b = f(x)[0]"), std::nullopt);       // not one name
