@@ -356,18 +356,32 @@ static bool bindUnpackedParts(Graph& graph, SourceFileCache& source_files,
 }
 
 // `states, final_state = new_states[:, :-1], new_states[:, -1]` (Mamba-2): a traced statement
-// unpacking into names that neither debug names nor calls tie to its values still binds every
-// one of them again, which releases what they held (the 4 MiB `states` from a cat two lines up
-// lived until the function returned: +0.8 % on falcon_h1 through TorchScript). Each such name
-// is bound to the statement's last values: what it held before is released here, and the
-// new values are held at least as long as Python holds them (a view of a tensor held anyway,
-// here). Names a debug name bound in the statement keep that binding.
+// unpacking a tuple display into names that neither debug names nor calls tie to its values
+// still binds every one of them again, which releases what they held (the 4 MiB `states` from a cat
+// two lines up lived until the function returned: +0.8 % on falcon_h1 through TorchScript). Each
+// such name is bound to an empty container, which holds nothing: what the name held before is
+// released here, and what it holds now is not guessed (binding the statement's last value to every
+// name instead kept hiera's 1.5 MiB patch embedding alive, through `embeddings, bool_masked_pos,
+// ids_restore = ...` and the names its caller takes them as). Names a debug name bound in the
+// statement keep that binding.
 static bool bindRebound(Graph& graph, SourceFileCache& source_files,
                         const PendingStatement& pending, const std::vector<std::string>& targets) {
   if (pending.values.empty() || !pending.after.valid() || !pending.statement.known() ||
       pending.statement.function.starts_with("<")) {
     return false;
   }
+  // Only a tuple display on the right (`a, b = x[:, :-1], x[:, -1]`): unpacking what a call
+  // returned (`embeddings, mask, ids = self.embeddings(x)`) binds what the callee's names held,
+  // which Note [Names returned by a function] finds where it can; nothing is released there.
+  std::optional<std::string> text =
+      source_files.statement(pending.statement.file, pending.statement.line);
+  size_t equals = text ? text->find('=') : std::string::npos;
+  if (equals == std::string::npos) return false;
+  bool tuple_display = false;
+  PythonCursor cursor(std::string_view(*text).substr(equals + 1));
+  while (cursor.next())
+    tuple_display = tuple_display || (cursor.character() == ',' && cursor.depth() == 0);
+  if (!tuple_display) return false;
   // The statement's first node: walking back while the nodes run this statement.
   auto runs_statement = [&](const Node& node) {
     return std::any_of(node.stack.begin(), node.stack.end(), [&](const SourceFrame& frame) {
@@ -378,6 +392,7 @@ static bool bindRebound(Graph& graph, SourceFileCache& source_files,
   uint32_t first = pending.after.value;
   while (first > 0 && runs_statement(graph.nodes[first - 1])) --first;
   bool bound_any = false;
+  ValueId nothing;
   for (const std::string& target : targets) {
     bool bound_here = false;
     for (const Value& value : graph.values) {
@@ -388,9 +403,13 @@ static bool bindRebound(Graph& graph, SourceFileCache& source_files,
       }
     }
     if (bound_here) continue;
-    for (ValueId id : pending.values) {
-      graph.value(id).bindings.push_back({pending.scope, target, pending.after});
+    if (!nothing.valid()) {
+      Value empty;
+      empty.kind = ValueKind::kContainer;
+      empty.producer = pending.after;
+      nothing = graph.addValue(std::move(empty));
     }
+    graph.value(nothing).bindings.push_back({pending.scope, target, pending.after});
     bound_any = true;
   }
   return bound_any;
