@@ -312,6 +312,94 @@ bool bindsAContainerDisplay(std::string_view statement) {
   return hasTopLevelComma(value);  // `pair = f(x), g(x)`
 }
 
+std::optional<std::string> partTakenFromACall(std::string_view statement) {
+  auto assignment = parseAssignment(statement);
+  if (!assignment || assignment->first.size() != 1) return std::nullopt;
+  std::string_view value = statement.substr(assignment->second);
+  // `x = (a.max(dim=1).values)` over several lines: the parentheses hold one expression.
+  while (true) {
+    size_t first = value.find_first_not_of(" \t\r\n\\");
+    if (first == std::string_view::npos || value[first] != '(') break;
+    size_t close = matchingBracket(value, first);
+    if (close == std::string_view::npos || !onlyLayout(value.substr(close + 1)) ||
+        hasTopLevelComma(value.substr(first + 1, close - first - 1))) {
+      break;
+    }
+    value = value.substr(first + 1, close - first - 1);
+  }
+  // Past the last call's `)` outside every bracket: only `.name` and `[...]` may follow.
+  size_t tail = std::string_view::npos;
+  PythonCursor cursor(value);
+  while (cursor.next()) {
+    if (cursor.character() == ')' && cursor.depth() == 0) tail = cursor.position() + 1;
+  }
+  if (tail == std::string_view::npos) return std::nullopt;
+  std::optional<std::string> first_part;
+  size_t position = tail;
+  while (true) {
+    size_t start = value.find_first_not_of(" \t\r\n\\", position);
+    if (start == std::string_view::npos) break;
+    size_t end = start;
+    if (value[start] == '.' && start + 1 < value.size() && isIdentifierStart(value[start + 1])) {
+      end = start + 1;
+      while (end < value.size() && isIdentifierPart(value[end])) ++end;
+    } else if (value[start] == '[') {
+      size_t close = matchingBracket(value, start);
+      if (close == std::string_view::npos) return std::nullopt;
+      end = close + 1;
+    } else {
+      if (!onlyLayout(value.substr(start))) return std::nullopt;  // `f(x) + y`, `f(x) if c ...`
+      break;
+    }
+    if (!first_part) first_part = std::string(value.substr(start, end - start));
+    position = end;
+  }
+  return first_part;
+}
+
+std::vector<std::string> bareNameArguments(std::string_view statement) {
+  auto assignment = parseAssignment(statement);
+  size_t from = assignment ? assignment->second : 0;
+  std::string_view value = statement.substr(from);
+  std::vector<std::string> names;
+  PythonCursor cursor(value);
+  char before = 0;  // the last character of code outside names, spaces and line breaks
+  size_t start = std::string_view::npos;
+  int start_depth = 0;
+  auto close_name = [&](size_t end, char after) {
+    if (start == std::string_view::npos) return;
+    std::string_view name = value.substr(start, end - start);
+    if (start_depth > 0 && (before == '(' || before == ',') && (after == ',' || after == ')') &&
+        isIdentifierStart(name.front())) {
+      names.emplace_back(name);
+    }
+    start = std::string_view::npos;
+  };
+  size_t name_end = 0;
+  while (cursor.next()) {
+    char character = cursor.character();
+    if (isIdentifierPart(character)) {
+      if (start == std::string_view::npos) {
+        start = cursor.position();
+        start_depth = cursor.depth();
+      } else if (cursor.position() != name_end) {
+        start = std::string_view::npos;  // `a b`: not one name
+        before = 0;
+      }
+      name_end = cursor.position() + 1;
+      continue;
+    }
+    if (character == ' ' || character == '\t' || character == '\n' || character == '\r' ||
+        character == '\\') {
+      continue;
+    }
+    close_name(name_end, character);
+    before = character;
+  }
+  close_name(name_end, 0);
+  return names;
+}
+
 bool beginsADefinition(std::string_view code) {
   return code.starts_with("def ") || code.starts_with("async def ") || code.starts_with("class ") ||
          code.starts_with("@");

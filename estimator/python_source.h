@@ -91,6 +91,17 @@ std::vector<std::string> assignmentTargets(std::string_view line);
 // made, not only what its last op returned.
 bool bindsAContainerDisplay(std::string_view statement);
 
+// What an assignment to one name takes of the result of the call it ends with: the first of
+// the attribute accesses and subscripts after that call's parentheses, `x = a.max(dim=1).values`
+// -> ".values", `out = layer(x)[0]` -> "[0]"; nothing when the call ends the statement or an
+// operator follows it. Python binds that part; the rest of what the call returned (a named
+// tuple's `indices`) dies with the temporary tuple.
+std::optional<std::string> partTakenFromACall(std::string_view statement);
+
+// The names a statement passes whole as positional arguments of a call: `h = torch.cat(output,
+// dim=1)` -> {output}; `f(x.t(), [a, b], w=y)` -> {} (an expression, a display, a keyword).
+std::vector<std::string> bareNameArguments(std::string_view statement);
+
 // The target of a statement that stores into an object rather than binding a name:
 // `self.keys = torch.cat(...)` -> "self.keys", `cache[i] = x` -> "cache[i]". Nothing for any
 // other statement. The value lives as long as the object, which the IR does not show.

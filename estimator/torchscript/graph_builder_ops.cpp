@@ -514,7 +514,10 @@ void GraphBuilder::finishOperator(jit::Node* node, Frame& frame, Environment& en
   bool argument_pack =
       !locations_.resolve(node->sourceRange()).known &&
       (node->kind() == jit::prim::ListConstruct || node->kind() == jit::prim::TupleConstruct);
-  if (location.traced && !argument_pack) names_.noteStatementValues(frame, graph_.node(id).outputs);
+  if (location.traced && !argument_pack) {
+    names_.noteStatementValues(frame, graph_.node(id).outputs);
+    names_.notePackedArguments(frame, id);
+  }
   // Containers the op changed in place (aten::append) hold what was added.
   for (const Slot& slot : inputs) {
     if (slot.value.isList()) {

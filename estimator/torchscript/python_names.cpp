@@ -1,5 +1,7 @@
 #include "estimator/torchscript/python_names.h"
 
+#include <torch/csrc/jit/runtime/operator.h>
+
 #include <algorithm>
 #include <cctype>
 #include <optional>
@@ -96,11 +98,28 @@ void PythonNames::enterStatements(Frame& frame, const std::vector<SourceFrame>& 
     notePart(frame.statements.back());  // the statement calls another module
   }
   size_t running = frame.statements.size();
+  // The function each level was running before: a level whose function changes under the same
+  // caller statement is a new call (`decay = exp(segment_sum(pad(a)))` after `exp(segment_sum(
+  // b))` two lines up: segment_sum's second call, whose names are not the first call's).
+  std::vector<std::pair<std::string, std::string>> was_running;
+  // A function whose last statement was its `return` runs another statement only in a new
+  // call (`a, b = [chunks(t) for t in (a, b)]`: chunks' names, once per element).
+  std::vector<bool> returned;
+  for (const PendingStatement& pending : frame.statements) {
+    was_running.emplace_back(pending.statement.file, pending.statement.function);
+    std::optional<std::string> text =
+        pending.statement.known()
+            ? source_files_.statement(pending.statement.file, pending.statement.line)
+            : std::nullopt;
+    returned.push_back(text && returnedNames(*text).has_value());
+  }
   finishStatements(frame, common);
   // The outermost level is the module's forward, which is this frame's own scope (module calls
   // it makes are scopes inside it); the functions it calls get scopes of their own, one per
-  // call: a function whose caller is at a new statement, or that had no statement running, was
-  // called again, and its names are new (torch.utils.checkpoint's `ret`, once per block).
+  // call: a function whose caller is at a new statement, that had no statement running, or
+  // that follows another function called by the same statement, was called again, and its
+  // names are new (torch.utils.checkpoint's `ret`, once per block; falcon_h1's segment_sum,
+  // twice per mamba2_chunk_scan, each call's 32 MiB locals freed as it returns).
   std::string key;
   for (size_t level = 0; level < levels.size(); ++level) {
     key += levels[level].file + ":" + levels[level].function + "/";
@@ -109,7 +128,11 @@ void PythonNames::enterStatements(Frame& frame, const std::vector<SourceFrame>& 
     if (level > 0 && level == common) notePart(frame.statements[level - 1]);  // calls a function
     if (level > 0) {
       auto [entry, inserted] = frame.traced_scopes.try_emplace(key);
-      if (inserted || level > common || level >= running) {
+      bool other_function =
+          level < was_running.size() &&
+          (was_running[level] != std::make_pair(levels[level].file, levels[level].function) ||
+           returned[level]);
+      if (inserted || level > common || level >= running || other_function) {
         entry->second =
             graph_.addScope({frame.statements[level - 1].scope, levels[level].function});
       }
@@ -193,19 +216,226 @@ bool PythonNames::writesIntoATensor(NodeId last) const {
          op[op.size() - 2] != '_';
 }
 
+// Note [Lists passed by name]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `output = [hidden_state]`, `output.append(layer(...))` in a loop, then `hidden_state =
+// torch.cat(output, dim=1)` (HGNetV2's blocks): the list is a Python object bound to `output`,
+// holding every layer's output until the function returns, long after cat read them. A trace
+// runs no op for the list's statements and builds the list, without a source location, only as
+// cat's argument, so nothing named it and its elements died after cat (-1.0 % on HGNetV2 at
+// batch 2 through TorchScript). Such a list passed to an op of a statement whose text passes
+// exactly one bare name as a positional argument, a name no statement of the scope bound to a
+// value, is that name's list: it is bound to it there, and holds its elements (as any
+// container does) until the name is bound again or the function returns. A list the statement
+// builds itself (`torch.cat([a, b])`) has no such name and is freed after its op, as before.
+void PythonNames::notePackedArguments(Frame& frame, NodeId id) {
+  if (frame.statements.empty()) return;
+  for (ValueId input : graph_.node(id).inputs) {
+    const Value& value = graph_.value(input);
+    if (value.kind != ValueKind::kContainer || !value.producer.valid()) continue;
+    const Node& producer = graph_.node(value.producer);
+    if ((producer.op == "prim::ListConstruct" || producer.op == "prim::TupleConstruct") &&
+        producer.stack.empty()) {
+      frame.statements.back().packs.push_back(input);
+    }
+  }
+}
+
+void PythonNames::bindPackedArguments(const PendingStatement& pending) {
+  if (pending.packs.empty() || !pending.statement.known()) return;
+  std::optional<std::string> text =
+      source_files_.statement(pending.statement.file, pending.statement.line);
+  if (!text) return;
+  std::vector<std::string> names = bareNameArguments(*text);
+  std::erase_if(names, [&](const std::string& name) {
+    return lastBoundTo(graph_, pending.scope, name).has_value();
+  });
+  if (names.size() != 1 || pending.packs.size() != 1) return;
+  Value& list = graph_.value(pending.packs.front());
+  NodeId after = list.producer;
+  list.bindings.push_back({pending.scope, names.front(), after});
+}
+
+// Note [A part of what a call returned]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `query = query.max(dim=3).values` binds the values only: the named tuple max returned, and
+// its indices with it, die as the statement ends. A trace shows no tuple (the tracer saw Python
+// take the attribute), so the statement's last op seems to bind both outputs, and the indices
+// (int64: twice the values' bytes) stayed alive until `query` was bound again (hiera, twice a
+// block: +1.6 % at batch 2 through TorchScript). The statement's text says which part it takes
+// (partTakenFromACall): `[k]` the k-th output, `.name` the output the op's schema names so
+// (`values`, `indices`, `Q`, `eigenvalues`). Where neither says, every output stays bound, as
+// a name holding the whole tuple would hold them: never less than Python holds.
+std::optional<size_t> PythonNames::partBound(const PendingStatement& pending) {
+  if (pending.values.size() < 2 || !pending.after.valid() || !pending.statement.known()) {
+    return std::nullopt;
+  }
+  const Node& node = graph_.node(pending.after);
+  if (node.outputs != pending.values) return std::nullopt;
+  std::optional<std::string> text =
+      source_files_.statement(pending.statement.file, pending.statement.line);
+  std::optional<std::string> part = text ? partTakenFromACall(*text) : std::nullopt;
+  if (!part) return std::nullopt;
+  size_t count = pending.values.size();
+  if (part->front() == '[') {
+    std::string inside = part->substr(1, part->size() - 2);
+    inside.erase(std::remove_if(inside.begin(), inside.end(),
+                                [](char character) { return std::isspace(character); }),
+                 inside.end());
+    bool negative = !inside.empty() && inside.front() == '-';
+    std::string digits = negative ? inside.substr(1) : inside;
+    if (digits.empty() || digits.size() > 6 ||
+        !std::all_of(digits.begin(), digits.end(),
+                     [](char character) { return std::isdigit(character); })) {
+      return std::nullopt;  // a slice, a name: not one output
+    }
+    auto index = static_cast<int64_t>(std::stoll(digits));
+    if (negative) index = static_cast<int64_t>(count) - index;
+    if (index < 0 || index >= static_cast<int64_t>(count)) return std::nullopt;
+    return static_cast<size_t>(index);
+  }
+  std::string name = part->substr(1);
+  if (node.op.find("::") == std::string::npos) return std::nullopt;
+  for (const std::shared_ptr<jit::Operator>& op :
+       jit::getAllOperatorsFor(c10::Symbol::fromQualString(node.op))) {
+    const std::vector<c10::Argument>& returns = op->schema().returns();
+    if (returns.size() != count) continue;
+    for (size_t index = 0; index < returns.size(); ++index) {
+      if (returns[index].name() == name) return index;
+    }
+  }
+  return std::nullopt;
+}
+
+// Note [Names a comprehension unpacks into]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `hidden_states, A, B, C = [reshape_into_chunks(t, pad, chunk) for t in (hidden_states, A, B,
+// C)]` (Mamba-2's chunk scan): four calls of one function, each result bound to its own name
+// until the function returns. A trace shows four calls and no list, and debug names say
+// nothing of the four results, so they were bound to nothing and died at their last use
+// (falcon_h1 through TorchScript, batch 2: two of them 64 MiB, -9.2 %). As each call of the
+// statement begins, what the statement made so far is noted (Note [Containers a statement
+// builds]); when the statement unpacks a display or a comprehension into N names and those
+// notes no later op of the statement reads, plus its last value, are N distinct values, the
+// k-th is bound to the k-th name. Otherwise nothing is bound, as before.
+static bool bindUnpackedParts(Graph& graph, SourceFileCache& source_files,
+                              const PendingStatement& pending,
+                              const std::vector<std::string>& targets) {
+  if (pending.values.size() != 1 || !pending.after.valid() || !pending.statement.known() ||
+      pending.statement.function.starts_with("<")) {
+    return false;  // a comprehension's own frame (Python < 3.12) binds in its caller's line
+  }
+  std::optional<std::string> text =
+      source_files.statement(pending.statement.file, pending.statement.line);
+  if (!text) return false;
+  size_t equals = text->find('=');
+  size_t open = equals == std::string::npos ? equals : text->find_first_not_of(" \t", equals + 1);
+  if (open == std::string::npos || ((*text)[open] != '[' && (*text)[open] != '(')) return false;
+  std::vector<ValueId> parts;
+  for (const auto& [id, made_by] : pending.parts) {
+    // What a later op of the statement reads is an operand (the padded copy a call reshapes),
+    // not a result.
+    bool read_later = false;
+    uint32_t first = made_by.valid() ? made_by.value + 1 : 0;
+    for (uint32_t index = first; index <= pending.after.value && !read_later; ++index) {
+      const Node& node = graph.nodes[index];
+      read_later = !node.torch_script_only &&
+                   std::find(node.inputs.begin(), node.inputs.end(), id) != node.inputs.end();
+    }
+    if (!read_later && std::find(parts.begin(), parts.end(), id) == parts.end()) {
+      parts.push_back(id);
+    }
+  }
+  if (std::find(parts.begin(), parts.end(), pending.values.front()) != parts.end()) return false;
+  parts.push_back(pending.values.front());
+  if (parts.size() != targets.size()) return false;
+  for (size_t index = 0; index < parts.size(); ++index) {
+    graph.value(parts[index]).bindings.push_back({pending.scope, targets[index], pending.after});
+  }
+  return true;
+}
+
+// `states, final_state = new_states[:, :-1], new_states[:, -1]` (Mamba-2): a traced statement
+// unpacking a tuple display into names that neither debug names nor calls tie to its values
+// still binds every one of them again, which releases what they held (the 4 MiB `states` from a cat
+// two lines up lived until the function returned: +0.8 % on falcon_h1 through TorchScript). Each
+// such name is bound to an empty container, which holds nothing: what the name held before is
+// released here, and what it holds now is not guessed (binding the statement's last value to every
+// name instead kept hiera's 1.5 MiB patch embedding alive, through `embeddings, bool_masked_pos,
+// ids_restore = ...` and the names its caller takes them as). Names a debug name bound in the
+// statement keep that binding.
+static bool bindRebound(Graph& graph, SourceFileCache& source_files,
+                        const PendingStatement& pending, const std::vector<std::string>& targets) {
+  if (pending.values.empty() || !pending.after.valid() || !pending.statement.known() ||
+      pending.statement.function.starts_with("<")) {
+    return false;
+  }
+  // Only a tuple display on the right (`a, b = x[:, :-1], x[:, -1]`): unpacking what a call
+  // returned (`embeddings, mask, ids = self.embeddings(x)`) binds what the callee's names held,
+  // which Note [Names returned by a function] finds where it can; nothing is released there.
+  std::optional<std::string> text =
+      source_files.statement(pending.statement.file, pending.statement.line);
+  size_t equals = text ? text->find('=') : std::string::npos;
+  if (equals == std::string::npos) return false;
+  bool tuple_display = false;
+  PythonCursor cursor(std::string_view(*text).substr(equals + 1));
+  while (cursor.next())
+    tuple_display = tuple_display || (cursor.character() == ',' && cursor.depth() == 0);
+  if (!tuple_display) return false;
+  // The statement's first node: walking back while the nodes run this statement.
+  auto runs_statement = [&](const Node& node) {
+    return std::any_of(node.stack.begin(), node.stack.end(), [&](const SourceFrame& frame) {
+      return frame.file == pending.statement.file && frame.function == pending.statement.function &&
+             source_files.statementStart(frame.file, frame.line) == pending.statement.line;
+    });
+  };
+  uint32_t first = pending.after.value;
+  while (first > 0 && runs_statement(graph.nodes[first - 1])) --first;
+  bool bound_any = false;
+  ValueId nothing;
+  for (const std::string& target : targets) {
+    bool bound_here = false;
+    for (const Value& value : graph.values) {
+      for (const Binding& binding : value.bindings) {
+        bound_here = bound_here || (binding.scope == pending.scope && binding.variable == target &&
+                                    binding.after.valid() && binding.after.value >= first &&
+                                    binding.after.value <= pending.after.value);
+      }
+    }
+    if (bound_here) continue;
+    if (!nothing.valid()) {
+      Value empty;
+      empty.kind = ValueKind::kContainer;
+      empty.producer = pending.after;
+      nothing = graph.addValue(std::move(empty));
+    }
+    graph.value(nothing).bindings.push_back({pending.scope, target, pending.after});
+    bound_any = true;
+  }
+  return bound_any;
+}
+
 // Binds what the finished statements (those past the first `keep`) assigned.
 void PythonNames::finishStatements(Frame& frame, size_t keep) {
   while (frame.statements.size() > keep) {
     PendingStatement& pending = frame.statements.back();
+    bindPackedArguments(pending);
     std::vector<std::string> targets = targetsOf(pending.statement);
     if (bindThroughCallee(pending, targets)) {
       // Bound to what the function it called returned.
       if (targets.size() == 1) bindContainerParts(pending, targets.front());
     } else if (targets.size() == 1) {
-      for (ValueId id : pending.values) {
-        graph_.value(id).bindings.push_back({pending.scope, targets.front(), pending.after});
+      std::optional<size_t> part = partBound(pending);
+      for (size_t index = 0; index < pending.values.size(); ++index) {
+        if (part && index != *part) continue;
+        graph_.value(pending.values[index])
+            .bindings.push_back({pending.scope, targets.front(), pending.after});
       }
       bindContainerParts(pending, targets.front());
+    } else if (targets.size() > 1 && bindUnpackedParts(graph_, source_files_, pending, targets)) {
+      // Each call of a comprehension or display unpacked into its own name.
+    } else if (targets.size() > 1 && bindRebound(graph_, source_files_, pending, targets)) {
+      // Names the statement binds again, to values it does not show.
     } else if (std::optional<std::string> line =
                    pending.statement.known()
                        ? source_files_.line(pending.statement.file, pending.statement.line)
@@ -220,6 +450,11 @@ void PythonNames::finishStatements(Frame& frame, size_t keep) {
     }
     if (frame.statements.size() >= 2) {
       PendingStatement& caller = frame.statements[frame.statements.size() - 2];
+      if (pending.statement.function.starts_with("<")) {
+        // `<listcomp>` (a frame of its own before Python 3.12): what its calls made are
+        // parts of the statement that runs it (Note [Names a comprehension unpacks into]).
+        caller.parts.insert(caller.parts.end(), pending.parts.begin(), pending.parts.end());
+      }
       caller.callee_scope = pending.scope;
       caller.callee_statement = pending.statement;
       caller.callee_after = pending.after;

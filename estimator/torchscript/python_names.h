@@ -46,6 +46,9 @@ struct PendingStatement {
   // What the statement held as each of its calls began, and the node that made it: the
   // elements of a container it builds (Note [Containers a statement builds]).
   std::vector<std::pair<ValueId, NodeId>> parts;
+  // Lists and tuples the tracer built to pass to an op of the statement (Note [Lists passed
+  // by name]).
+  std::vector<ValueId> packs;
 };
 
 // One function invocation.
@@ -96,6 +99,9 @@ class PythonNames {
   void enterStatements(Frame& frame, const std::vector<SourceFrame>& stack, Location& location,
                        const std::string* callee = nullptr);
   void noteStatementValues(Frame& frame, const std::vector<ValueId>& values);
+  // Notes the lists and tuples without a source location that node `id` (traced, of the
+  // running statement) reads (Note [Lists passed by name]).
+  void notePackedArguments(Frame& frame, NodeId id);
   // Binds what the finished statements (those past the first `keep`) assigned.
   void finishStatements(Frame& frame, size_t keep);
   void bindOutputs(const jit::Node* node, const Location& location, size_t outputs,
@@ -110,6 +116,8 @@ class PythonNames {
   std::string inlinedModulePath(const jit::InlinedCallStackPtr& callstack);
   std::vector<std::string> targetsOf(const SourceFrame& statement);
   bool writesIntoATensor(NodeId last) const;
+  std::optional<size_t> partBound(const PendingStatement& pending);
+  void bindPackedArguments(const PendingStatement& pending);
   static void notePart(PendingStatement& pending);
   void bindContainerParts(const PendingStatement& pending, const std::string& target);
   std::optional<std::vector<std::string>> returnedNamesAfter(const SourceFrame& last);

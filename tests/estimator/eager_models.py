@@ -5,8 +5,10 @@ an unrolled loop and the branches of an `if`, tuple unpacking into `_`, names a 
 `list.pop()`, tensors stored into a cache object (`self.keys = torch.cat([self.keys, k])`),
 torch.utils.checkpoint blocks that all bind one `ret`, a returned tuple bound to one name, a
 store into a tensor (which holds nothing), a dict built in one statement (which holds every
-value), and a view (and an `arange`) that Python keeps bound
-while their base would otherwise die. Sizes are chosen so that getting the pattern
+value), a view (and an `arange`) that Python keeps bound while their base would otherwise die,
+a helper called twice (each call's names its own), one part of a named tuple bound
+(`.values`, `[0]`), a list built by `append` and passed to cat by its name, and a comprehension
+unpacked into names, and a name bound again by unpacking views. Sizes are chosen so that getting the pattern
 wrong moves the peak by far more than the 1 % bar.
 """
 
@@ -354,6 +356,120 @@ class DictOfMasks(nn.Module):
         return self.head(x)
 
 
+def segment_sum(x):
+    """Mamba-2's segment_sum (transformers' falcon_h1 and mamba2): a helper whose locals are
+    large, rebound as it goes, and freed as it returns."""
+    length = x.size(-1)
+    x = x.unsqueeze(-1).expand(x.size(0), x.size(1), length, length)
+    mask = torch.tril(torch.ones(length, length, dtype=torch.bool), diagonal=-1)
+    x = x.masked_fill(~mask, 0.0)
+    total = torch.cumsum(x, dim=-2)
+    mask = torch.tril(torch.ones(length, length, dtype=torch.bool), diagonal=0)
+    total = total.masked_fill(~mask, float("-inf"))
+    return total
+
+
+class HelperCalledTwice(nn.Module):
+    """Mamba-2's chunk scan: `L = torch.exp(segment_sum(A))`, then, lines later, a statement
+    that calls F.pad before it calls segment_sum again. Each call has its own names: the first
+    call's `x` and `total` die as it returns, not when the second call binds them again (traced,
+    both calls once shared one scope: +27 % on falcon_h1)."""
+
+    def __init__(self, width=WIDTH):
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x):
+        a = self.proj(x)
+        decay = torch.exp(segment_sum(a))
+        scores = decay * 2.0
+        mixed = scores.sum(-1)
+        chunk = torch.exp(segment_sum(F.pad(a[:, :, :8], (1, 0))))
+        return mixed[:, :, :8] + chunk.sum(-1)[:, :, 1:]
+
+
+class PartOfAResult(nn.Module):
+    """hiera's query pooling: `query = (query.view(...).max(dim=1).values)`, and `torch.sort(x)[0]`:
+    the name holds one part of what the op returned; the other part (int64 indices, twice the
+    values' bytes) dies with the temporary tuple (traced, it stayed bound: +1.6 % on hiera)."""
+
+    def __init__(self, width=WIDTH):
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+        self.head = nn.Linear(width, width)
+
+    def forward(self, x):
+        h = self.proj(x)
+        pooled = (
+            h.view(h.shape[0], 2, -1, h.shape[-1]).max(dim=1).values
+        )
+        ordered = torch.sort(pooled, dim=-1)[0]
+        return self.head(ordered)
+
+
+class ListByName(nn.Module):
+    """HGNetV2's blocks: `output = [x]`, `output.append(x)` after each layer, then
+    `torch.cat(output, dim=-1)`. The list bound to `output` holds every layer's output until
+    forward returns; a trace builds the list only as cat's argument (traced, the outputs died
+    after cat: -1.0 % on HGNetV2)."""
+
+    def __init__(self, layers=4, width=WIDTH):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(width, width) for _ in range(layers)])
+        self.squeeze = nn.Linear(width * (layers + 1), 4 * width)
+        self.excite = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        output = [x]
+        for layer in self.layers:
+            x = layer(x)
+            output.append(x)
+        x = torch.cat(output, dim=-1)
+        x = self.squeeze(x)
+        return self.excite(x)
+
+
+def into_chunks(t, pad: int):
+    t = F.pad(t, (0, 0, 0, pad))
+    return t.reshape(t.shape[0], -1, 4, t.shape[-1])
+
+
+class UnpackedComprehension(nn.Module):
+    """Mamba-2's chunk scan: `q, k = [into_chunks(t, 4) for t in [q, k]]`, each call's result
+    bound to its own name until forward returns (traced, the padded copies died at their last
+    use: -9.2 % on falcon_h1 at batch 2)."""
+
+    def __init__(self, width=WIDTH):
+        super().__init__()
+        self.q = nn.Linear(width, width)
+        self.k = nn.Linear(width, width)
+        self.head = nn.Linear(width, 8 * width)
+
+    def forward(self, x):
+        q = self.q(x)
+        k = self.k(x)
+        q, k = [into_chunks(t, 4) for t in [q, k]]
+        mixed = (q * k).sum(2)
+        return self.head(mixed)
+
+
+class RebindByUnpacking(nn.Module):
+    """Mamba-2's chunk scan: `states = torch.cat(...)`, then `states, final = new[:, :-1],
+    new[:, -1]` binds `states` again, which frees the cat's result there (traced, nothing tied
+    the two views to their names, and the cat's result lived until forward returned)."""
+
+    def __init__(self, width=WIDTH):
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+        self.head = nn.Linear(width, 8 * width)
+
+    def forward(self, x):
+        states = torch.cat([x, x], dim=1)
+        new = self.proj(states)
+        states, final = new[:, :-1], new[:, -1]
+        return self.head(states).sum(-1, keepdim=True) * final.unsqueeze(1)
+
+
 MODELS = {
     "branchy-loop": BranchyLoop,
     "underscore-encoder": UnderscoreEncoder,
@@ -365,11 +481,22 @@ MODELS = {
     "one-name-for-a-tuple": OneNameForATuple,
     "tensor-store": TensorStore,
     "dict-of-masks": DictOfMasks,
+    "helper-called-twice": HelperCalledTwice,
+    "part-of-a-result": PartOfAResult,
+    "list-by-name": ListByName,
+    "unpacked-comprehension": UnpackedComprehension,
+    "rebind-by-unpacking": RebindByUnpacking,
 }
 
 # Models torch.jit.script cannot take (torch.utils.checkpoint is Python only, and so are a
 # cache object of a plain Python class and a forward wrapped to take *args).
 TRACE_ONLY = {"checkpointed-blocks", "object-cache", "one-name-for-a-tuple"}
+
+# Models whose scripted export the estimator does not yet get right, in either semantics: the
+# comprehension scripts to a loop appending to a list, then unpacks it, and both figures are
+# over by about a fifth (+21 % eager, +26 % torchscript at batch 1: the same before the traced
+# fixes). Left for a later change; their traced export is tested.
+SCRIPTED_NOT_YET = {"unpacked-comprehension"}
 
 # Models whose eager figure rests on how long an object holds what was stored into it, which
 # the graph does not show: it must say it is approximate, with a bracket.

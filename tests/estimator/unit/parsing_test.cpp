@@ -193,6 +193,29 @@ TEST(PythonSource, ContainerDisplays) {
   EXPECT_FALSE(bindsAContainerDisplay("return f(x), g(x)"));
 }
 
+TEST(PythonSource, FindsThePartTakenFromACall) {
+  EXPECT_EQ(partTakenFromACall("query = query.max(dim=3).values"), ".values");
+  EXPECT_EQ(partTakenFromACall("h = (\n    h.view(b, 2, -1).max(dim=1).values\n)"), ".values");
+  EXPECT_EQ(partTakenFromACall("ordered = torch.sort(x, dim=-1)[0]  # values"), "[0]");
+  EXPECT_EQ(partTakenFromACall("y = layer(x)[0].values"), "[0]");
+  EXPECT_EQ(partTakenFromACall("y = f(x)[-1]"), "[-1]");
+  EXPECT_EQ(partTakenFromACall("y = f(x)"), std::nullopt);             // the whole result
+  EXPECT_EQ(partTakenFromACall("y = f(x).values + 1"), std::nullopt);  // an operator after
+  EXPECT_EQ(partTakenFromACall("y = x.values"), std::nullopt);         // no call
+  EXPECT_EQ(partTakenFromACall("a, b = f(x)[0]"), std::nullopt);       // not one name
+  EXPECT_EQ(partTakenFromACall("return f(x)[0]"), std::nullopt);
+}
+
+TEST(PythonSource, FindsTheNamesPassedWholeToACall) {
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(bareNameArguments("hidden_state = torch.cat(output, dim=1)"), Names{"output"});
+  EXPECT_EQ(bareNameArguments("y = f(a, g(b), c)"), (Names{"a", "b", "c"}));
+  EXPECT_EQ(bareNameArguments("y = torch.cat([a, b], dim=w)"), Names{});  // a display, a keyword
+  EXPECT_EQ(bareNameArguments("y = f(a.t(), b[0], *c, \"d\")"), Names{});
+  EXPECT_EQ(bareNameArguments("y = f(not a, 1)"), Names{});
+  EXPECT_EQ(bareNameArguments("y = a + b"), Names{});  // no call
+}
+
 TEST(SourceFileCache, ReadsAWholeStatement) {
   std::string path = ::testing::TempDir() + "whole_statement.py";
   {
