@@ -508,11 +508,24 @@ def _fails(model, config, batch, variant):
         return f"{type(error).__name__}: {error}"
 
 
+def _try_variant(model_type, attention, variant, batch):
+    """(config, the CPU forward's error or None) of a variant, seeded as every try is; None when
+    the variant does not build."""
+    import torch
+
+    torch.manual_seed(SEED)
+    try:
+        model, config = transformers_model(model_type, attention, variant)
+    except Exception:  # noqa: BLE001 - does not build
+        return None
+    torch.manual_seed(SEED + 1)
+    return config, _fails(model, config, batch, variant)
+
+
 def transformers_variant(model_type, attention, batch):
     """The first of VARIANTS whose model runs its forward on the CPU, tried only where a
     variant's config differs from the plain one and the plain one does not run (so that every
     model that ran keeps its sizes); "" where none runs (the row says the plain one's error)."""
-    import torch
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     plain = _config_text(model_type, "")
@@ -549,13 +562,10 @@ def transformers_variant(model_type, attention, batch):
             if not found:
                 continue
             variant = f"image tokens {int(found.group(1)) // batch}"
-        torch.manual_seed(SEED)
-        try:
-            model, config = transformers_model(model_type, attention, variant)
-        except Exception:  # noqa: BLE001, S112 - does not build: the next one
+        tried = _try_variant(model_type, attention, variant, batch)
+        if tried is None:  # does not build: the next one
             continue
-        torch.manual_seed(SEED + 1)
-        error = _fails(model, config, batch, variant)
+        config, error = tried
         if error is None:
             return variant
         plain_error = plain_error or error
@@ -567,13 +577,10 @@ def transformers_variant(model_type, attention, batch):
             # the features' numbers (LLaVA's kind: shape[0] * shape[1] of features flattened to
             # (features, width)), so a sample has 1/width of them.
             variant = f"image tokens {int(variant.rsplit(' ', 1)[1]) // width}"
-            torch.manual_seed(SEED)
-            try:
-                model, config = transformers_model(model_type, attention, variant)
-            except Exception:  # noqa: BLE001, S112 - does not build: the next one
+            tried = _try_variant(model_type, attention, variant, batch)
+            if tried is None:  # does not build: the next one
                 continue
-            torch.manual_seed(SEED + 1)
-            error = _fails(model, config, batch, variant)
+            config, error = tried
             if error is None:
                 return variant
         # What the forward of a variant added since 2026-11-30 asks for once it goes further
@@ -591,13 +598,10 @@ def transformers_variant(model_type, attention, batch):
                 variant += ", queries"  # more queries than a small image has anchors
             else:
                 break
-            torch.manual_seed(SEED)
-            try:
-                model, config = transformers_model(model_type, attention, variant)
-            except Exception:  # noqa: BLE001 - does not build: the next one
+            tried = _try_variant(model_type, attention, variant, batch)
+            if tried is None:  # does not build: the next one
                 break
-            torch.manual_seed(SEED + 1)
-            error = _fails(model, config, batch, variant)
+            config, error = tried
             if error is None:
                 return variant
     return ""
