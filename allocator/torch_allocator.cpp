@@ -205,7 +205,8 @@ char g_refusal[1400];
 // A failed attach: said once on stderr under LD_PRELOAD (the hooks then record segments); the
 // package's attach says it itself.
 void refuse(const char* why, const char* detail, bool say = true) {
-  snprintf(g_refusal, sizeof(g_refusal), "%s%s", why, detail);
+  // The detail (a path, a message) cut to 1,200 bytes: the refusal stays one line of its buffer.
+  snprintf(g_refusal, sizeof(g_refusal), "%s%.1200s", why, detail);
   if (!say) return;
   char line[1500];
   snprintf(line, sizeof(line),
@@ -445,7 +446,8 @@ std::atomic<int> g_c10_text_state{0};  // 0: not found yet, 1: being written, 2:
 int findC10Text(dl_phdr_info* info, size_t, void* data) {
   if (!isC10Cuda(info->dlpi_name)) return 0;
   auto* ranges = static_cast<TextRanges*>(data);
-  for (int i = 0; i < info->dlpi_phnum && ranges->count < native::kMaxSegments; ++i) {
+  for (int i = 0; i < info->dlpi_phnum && static_cast<size_t>(ranges->count) < native::kMaxSegments;
+       ++i) {
     const ElfW(Phdr)& header = info->dlpi_phdr[i];
     if (header.p_type != PT_LOAD || !(header.p_flags & PF_X)) continue;
     ranges->start[ranges->count] = info->dlpi_addr + header.p_vaddr;
