@@ -554,10 +554,13 @@ def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
 #   attention_backward.cu, _efficient_attention_backward) given grouped key heads (enable_gqa,
 #   which the kernel takes from torch 2.14: `gqa_from_torch` in the CUDA profiles) allocates,
 #   right after grad_query, grad_key and grad_value (at the key's heads), a key and a value
-#   gradient at the query's heads, which it sums into its outputs and frees as it returns. Seen
-#   on the simulated H200 (torch 2.14.1): (2, 4, 16, 16) float query against (2, 1, 16, 16)
-#   keys: two 8,192 B tensors after the 8,192 + 2,048 + 2,048 B outputs, freed with the
-#   workspace; none with equal heads. laguna's sdpa AdamW step: −2.32 % without them.
+#   gradient at the query's heads (the kernel works a query head at a time; its outputs are the
+#   groups' sums), freed as it returns. Seen on the simulated H200 (torch 2.14.1): (2, 4, 16,
+#   16) float query against (2, 1, 16, 16) keys: two 8,192 B tensors after the 8,192 + 2,048 +
+#   2,048 B outputs; none with equal heads. laguna's sdpa AdamW step (48 query heads, 2 key
+#   heads): −2.32 % → −2.06 %; the rest, 1,586,688 B, is what the kernel takes after them and
+#   this does not record: a (B, H, L) float buffer (12,288 B) and its float workspace
+#   (1,574,400 B), live together at the step's peak.
 # The recording adds the temporaries to the op's node (before its outputs or after them, as the
 # kernel makes them) and releases them by a node of its own, `memtrace::kernel_scratch`, right
 # after; on CUDA profiles only (the CPU's kernels are not checked here).
