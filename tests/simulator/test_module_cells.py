@@ -9,6 +9,11 @@ measured module table (Note [Predicted module cells] in tracer/report/prediction
 What the simulated card stands for here: its allocations are PyTorch's own on an H200 (sizes,
 cuBLAS's 32 MiB workspace a thread on sm90); what the estimate assumes of a fresh process
 (the workspaces taken anew) the script gives it by handing them back between the two traces.
+The values the program fixes are known on the card, as a real GPU computes them (the script
+installs the card's known values, as `memtrace run --gpu` does): GPT-2's position ids read as
+0..15, so transformers calls sdpa with is_causal and no mask, as on a real GPU and as the
+recording does (Note [Values Python knows on fake tensors]); without them they read as zeros
+and a mask a real GPU does not build moved the cells by 512 B and 4,064 B.
 
 Cost: 102 s (ctest simulator.module_cells; the traces and the estimates, on 2 cores shared with
 other work, 2026-11-29).

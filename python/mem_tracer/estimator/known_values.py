@@ -24,21 +24,31 @@ what any op makes from known values alone, when its outputs hold at most LIMIT e
 (computed for real, outside the fake mode). An op that writes a tensor from an unknown value
 makes its storage unknown. A read of a known value (`.item()`, `bool()`, torch.equal) gives it:
 a constant of the program, neither replayed from a run on the example (Note [Data-dependent
-values] in step_recorder.py) nor said as an assumption. transformers' own test, `is_fake_tensor`,
-still answers true for every fake tensor, so its mask functions keep their tracing branch:
-making it false for known values (tried on 2026-11-30) brought inkling_text's sdpa forward to
-the card's bytes, but moved GPT-2's forward off the simulated card's by 512 B (the
-transformer's temporaries) and its step's attention activations by 4,064 B
-(tests/simulator/test_module_cells.py): the simulated card and the recording then read the
-position ids' values differently, and which of the two a real GPU follows is not settled, so it
-was withdrawn (inkling_text sdpa infer-b2 stays −4.22 %, listed in docs/accuracy.md). A value
-that comes from the example's inputs or the weights stays unknown: a read of it is the
+values] in step_recorder.py) nor said as an assumption. And while the step is recorded,
+transformers' `is_fake_tensor` is false for a tensor whose value is known, so its Python takes
+the branch the device's run takes there. A value that comes from the example's inputs or the
+weights stays unknown: transformers keeps its tracing branch there, and a read of it is the
 example's, replayed and said, as before (a choice: the example's values are not the user's
 other inputs). What a known value costs: the small index tensors it is made of, computed once.
+
+Which side a real GPU follows (settled 2026-11-30, after this was withdrawn once): a real GPU
+computes `arange`, so GPT-2's position ids read there as 0..15, `find_packed_sequence_indices`
+finds one sequence a row and sdpa is called with `is_causal` and no mask. The simulated card
+does the same where its known values are installed (Note [Known values on the simulated
+card]: `memtrace run --gpu`, the referee). The scripts behind simulator.module_cells and
+simulator.zoo_lines ran GPT-2 on the card without them: its position ids read as zeros there,
+transformers took them for packed sequences and built a (2, 1, 16, 16) bool mask a layer, which
+a real GPU does not build; that is what the recording's known values were compared with (512 B
+of the forward's temporaries, 4,064 B of the step's attention activations). Those scripts now
+install the card's known values (zoo_lines.on_the_card), and both sides take the real GPU's
+branch.
 """
 from __future__ import annotations
 
+import contextlib
+import sys
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 from .. import _torch_internals
@@ -134,3 +144,23 @@ def _written(func: Any) -> list[int]:
     """The positions of the arguments the op writes (in-place and out= ops)."""
     return [index for index, argument in enumerate(_torch_internals.op_schema(func).arguments)
             if argument.alias_info is not None and argument.alias_info.is_write]
+
+
+@contextlib.contextmanager
+def libraries_see_values(known: KnownValues) -> Iterator[None]:
+    """While the step is recorded: transformers' `is_fake_tensor` false for a tensor whose value
+    is known (the Note above); nothing changes where transformers is not imported."""
+    module = sys.modules.get("transformers.utils.import_utils")
+    original = getattr(module, "is_fake_tensor", None)
+    if module is None or original is None:
+        yield
+        return
+
+    def is_fake_tensor(value: Any) -> bool:
+        return bool(original(value)) and known.value(value) is None
+
+    module.is_fake_tensor = is_fake_tensor  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        module.is_fake_tensor = original  # type: ignore[attr-defined]

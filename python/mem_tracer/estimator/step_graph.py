@@ -35,7 +35,7 @@ from typing import Any
 
 from .. import _torch_internals, training
 from .fake_copies import fake_copy_mode, quiet_fake_tensors, with_rows
-from .known_values import KnownValues
+from .known_values import KnownValues, libraries_see_values
 from .step_loop import DEFAULT_LOOP, LOOPS, StepLoop, StepSpec, default_loss
 from .step_recorder import (
     ExampleValue,
@@ -192,7 +192,8 @@ class _Step:
         kernels = recorder.device_kernels = DeviceKernels(self.rules, recorder.choice)
         try:
             with torch.random.fork_rng(devices=[]), fake_mode, module_hooks(recorder), \
-                    dispatch_mode(recorder), kernels, storage_resizes(recorder):
+                    dispatch_mode(recorder), kernels, storage_resizes(recorder), \
+                    libraries_see_values(recorder.known):
                 torch.manual_seed(0)
                 if self.wrap is not None:
                     model = self.wrap(model)

@@ -5,6 +5,7 @@ the hooks that tell it the module and the storages resized in place."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -334,6 +335,8 @@ class Recorder:
         kernels = self.device_kernels
         if kernels is None or kernels.rules.device != "cuda" or name not in _KERNEL_SCRATCH:
             return [], []
+        if name == "aten::_scaled_dot_product_efficient_attention_backward":
+            return [], self._grouped_heads_gradients(args)
         tensors = [arg if isinstance(arg, torch.Tensor) else None for arg in args[:2]]
         if name == "aten::_softmax_backward_data" and tensors[0] is not None and \
                 tensors[1] is not None:
@@ -353,12 +356,31 @@ class Recorder:
             return before, after
         return [], []
 
-    def _scratch(self, like: Any, dtype: Any, name: str) -> Allocation:
-        """A temporary storage of `like`'s elements in `dtype`, allocated by the node at hand."""
+    def _scratch(self, like: Any, dtype: Any, name: str, shape: list[int] | None = None) -> \
+            Allocation:
+        """A temporary storage of `like`'s elements (or of `shape`'s) in `dtype`, allocated by
+        the node at hand."""
+        shape = list(like.shape) if shape is None else shape
         index = len(self.storages)
-        self.storages.append(StorageRow(like.numel() * dtype.itemsize, "activation", "temporary",
-                                        name))
-        return Allocation(index, list(like.shape), str(dtype)[6:])
+        self.storages.append(StorageRow(math.prod(shape) * dtype.itemsize, "activation",
+                                        "temporary", name))
+        return Allocation(index, shape, str(dtype)[6:])
+
+    def _grouped_heads_gradients(self, args: tuple[Any, ...]) -> list[Allocation]:
+        """The memory-efficient attention backward's key and value gradients at the query's
+        heads, where it took grouped key heads (Note [What a CUDA kernel allocates inside
+        itself]); none where the heads are equal."""
+        import torch
+        query, key, value = (args[1:4] + (None,) * 3)[:3]
+        if not all(isinstance(tensor, torch.Tensor) and tensor.dim() == 4
+                   for tensor in (query, key, value)) or key.size(1) == query.size(1):
+            return []
+        heads = int(query.size(1))
+        return [self._scratch(tensor, tensor.dtype, f"efficient attention backward's {what} "
+                              "gradient at the query's heads",
+                              [int(tensor.size(0)), heads, int(tensor.size(2)),
+                               int(tensor.size(3))])
+                for tensor, what in ((key, "key"), (value, "value"))]
 
     def _fresh_operand(self, name: str, args: tuple[Any, ...],
                        allocates: list[Allocation]) -> int | None:
@@ -528,11 +550,23 @@ def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
 #   on the simulated H100 (torch 2.14.1): gemma4_audio's layer norms over a transposed
 #   convolution output, whose AdamW step's peak is inside layer_norm_backward_cuda with both
 #   copies live (−3.01 % without them).
+# - CUDA's memory-efficient attention backward (aten/src/ATen/native/transformers/cuda/
+#   attention_backward.cu, _efficient_attention_backward) given grouped key heads (enable_gqa,
+#   which the kernel takes from torch 2.14: `gqa_from_torch` in the CUDA profiles) allocates,
+#   right after grad_query, grad_key and grad_value (at the key's heads), a key and a value
+#   gradient at the query's heads (the kernel works a query head at a time; its outputs are the
+#   groups' sums), freed as it returns. Seen on the simulated H200 (torch 2.14.1): (2, 4, 16,
+#   16) float query against (2, 1, 16, 16) keys: two 8,192 B tensors after the 8,192 + 2,048 +
+#   2,048 B outputs; none with equal heads. laguna's sdpa AdamW step (48 query heads, 2 key
+#   heads): −2.32 % → −2.06 %; the rest, 1,586,688 B, is what the kernel takes after them and
+#   this does not record: a (B, H, L) float buffer (12,288 B) and its float workspace
+#   (1,574,400 B), live together at the step's peak.
 # The recording adds the temporaries to the op's node (before its outputs or after them, as the
 # kernel makes them) and releases them by a node of its own, `memtrace::kernel_scratch`, right
 # after; on CUDA profiles only (the CPU's kernels are not checked here).
 _KERNEL_SCRATCH = {"aten::_softmax_backward_data", "aten::native_layer_norm",
-                   "aten::native_layer_norm_backward"}
+                   "aten::native_layer_norm_backward",
+                   "aten::_scaled_dot_product_efficient_attention_backward"}
 
 
 # Note [Backward formulas that write in place on the device]
