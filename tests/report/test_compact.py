@@ -162,7 +162,7 @@ def test_compact_keeps_version_11s_events(build, tmp_path):
     w.flush()
     for i in range(20):
         place = 20 - i  # the oldest first: past the last 7 by its place, then by a table entry
-        w.compact_event(True, 30000 + i, 0x7f0000000000 + i * (1 << 20),
+        w.compact_event(True, 30000 + 1000 * i, 0x7f0000000000 + i * (1 << 20),
                         **({"place": place} if place > 7 else {"entry": place}))
     trace = w.write(tmp_path / "eleven.bin", version=11)
     small = tmp_path / "small.bin"
