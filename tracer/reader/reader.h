@@ -438,7 +438,7 @@ class TraceReader {
   std::pair<uint64_t, uint32_t> readRecentOwnerModule();
   uint32_t readStringAfter();
   uint64_t recentAllocation(const char* record);  // the address of a field k of the ring
-  // Version 11's events (Note [Events in fewer bytes] in records.h): readEvent's way then.
+  // Version 11's events (Note [Events in fewer bytes] in records.h), in place of readEvent.
   Event readCompactEvent(uint8_t type);
   // An address field of version 11's (an allocation's v > 0, or 0 and the delta): the address.
   uint64_t compactAddress(uint64_t value);
@@ -532,7 +532,6 @@ bool TraceReader::follow(Visitor& visitor) {
 // Inline, unlike the other records' functions (reader.cpp): it runs once per event.
 inline Event TraceReader::readEvent(uint8_t type) {
   using format::EventBits;
-  if (version_ >= format::kCompactEventsVersion) return readCompactEvent(type);
   uint32_t entry = type & EventBits::kTableEntry;
   if (entry && version_ < format::kEventTablesVersion) fail("an event with reserved bits set");
   int kind = (type & EventBits::kFree) ? 1 : 0;
@@ -650,7 +649,11 @@ void TraceReader::readRecord(Visitor& visitor) {
   uint8_t type = byte();
   if (!seen_process_info_ && type != static_cast<uint8_t>(RecordType::kProcessInfo))
     fail("the first record is not the process information");
-  if (type & format::EventBits::kEvent) return visitor.onEvent(readEvent(type));
+  if (type & format::EventBits::kEvent) {
+    // Two functions, chosen here once an event, so that version 10's decoding stays as it was.
+    if (version_ >= format::kCompactEventsVersion) return visitor.onEvent(readCompactEvent(type));
+    return visitor.onEvent(readEvent(type));
+  }
   if (type <= static_cast<uint8_t>(format::kLastRecordType) &&
       format::firstVersion(static_cast<RecordType>(type)) > version_)
     fail("a record of type " + std::to_string(type) + " (trace format version " +
