@@ -20,7 +20,10 @@ each column's unit. The variants:
   - recent free: an allocation at the address of one of the last 8 frees writes k (1 to 8) in
     the address field instead of its delta, every other address field value moving up by 8
     (zigzag(delta) + 9): what naming a reused block would take with no bit of the type byte free;
-  - both: recent free and size / 512 together.
+  - both: recent free and size / 512 together;
+  - version 10 / version 11: the events in the other layout than the file's (Note [Events in fewer
+    bytes] in tracer/format/records.h: version 11's time delta of 0-2 units in the type byte, one
+    bit for both stacks, a free naming any allocation of the ring of 4,096 by its place).
 """
 import argparse
 import re
@@ -59,8 +62,8 @@ class Bases:
 
 
 class Encoder:
-    def __init__(self, unit, start, variant):
-        self.unit, self.start, self.variant = unit, start, variant
+    def __init__(self, unit, start, variant, layout=10):
+        self.unit, self.start, self.variant, self.layout = unit, start, variant, layout
         self.last_time = 0  # ns since the start, at the start of its unit
         self.bases = {}
         self.fields = dict.fromkeys(("type", "time", "address", "size", "python stack",
@@ -75,6 +78,8 @@ class Encoder:
         return varint_size(units)
 
     def event(self, free, time_ns, address, size, python, native, thread):
+        if self.layout >= 11:
+            return self.compact_event(free, time_ns, address, size, python, native)
         bases = self.bases.setdefault(thread if self.variant == "per thread" else 0, Bases())
         self.events += 1
         self.fields["type"] += 1
@@ -118,6 +123,47 @@ class Encoder:
             bases.native[kind] = native
 
 
+    def compact_event(self, free, time_ns, address, size, python, native):
+        """Version 11's layout, as RecordWriter::writeEvent writes it: the recorder's live table
+        numbers each allocation, so a free names any of the last 4,096 by its place."""
+        bases = self.bases.setdefault(0, Bases())
+        if not hasattr(bases, "numbers"):
+            bases.numbers, bases.count = {}, 0
+        self.events += 1
+        self.fields["type"] += 1
+        delta = max(0, time_ns - self.last_time)
+        units = delta // self.unit
+        self.last_time += units * self.unit
+        self.fields["time"] += varint_size(units - 3) if units >= 3 else 0
+        place = 0
+        if free:
+            number = bases.numbers.pop(address, None)
+            if number is not None and bases.count - number <= 4096:
+                place = bases.count - number
+        if place > 7:
+            self.fields["address"] += varint_size((place - 8) << 1 | 1)
+        elif not place:
+            delta = address - bases.address
+            if delta & 0xFF == 0:
+                self.fields["address"] += varint_size((zigzag(delta >> 8) + 1) << (1 if free else 0))
+            else:
+                self.fields["address"] += 1 + varint_size(zigzag(delta))
+        bases.address = address
+        if not free:
+            slot = size_slot(size)
+            if bases.sizes[slot] != size:
+                self.fields["size"] += varint_size(size)
+                bases.sizes[slot] = size
+            bases.numbers[address] = bases.count
+            bases.count += 1
+        kind = 1 if free else 0
+        if python != bases.python[kind] or native != bases.native[kind]:
+            self.fields["python stack"] += varint_size(python << 1 | (native != bases.native[kind]))
+            if native != bases.native[kind]:
+                self.fields["native stack"] += varint_size(native)
+            bases.python[kind], bases.native[kind] = python, native
+
+
 def read(report, path):
     return subprocess.run([report, "parse", path], capture_output=True, text=True,
                           check=True).stdout.splitlines()
@@ -128,7 +174,9 @@ def encode(lines, unit, variant, version=10):
     start = int(re.search(r"start_monotonic_ns=(\d+)", process).group(1))
     found = re.search(r" time_unit_ns=(\d+)", process)
     own_unit = int(found.group(1)) if found else 1
-    encoder = Encoder(unit or own_unit, start, variant)
+    # The other variants are version 10's layout changed (compare them with its column).
+    layout = 11 if variant == "version 11" or (not variant and version >= 11) else 10
+    encoder = Encoder(unit or own_unit, start, variant, layout)
     other_time = 0
     thread = 0
     for line in lines:
@@ -176,7 +224,8 @@ def main():
           f"({total / events:.2f} an event), time unit {own_unit} ns")
     columns = [(f"as written ({own_unit} ns)", own, other)]
     unit = arguments.unit or own_unit
-    for variant in ("", "size / 512", "per thread", "recent free", "both"):
+    other_layout = "version 10" if version >= 11 else "version 11"
+    for variant in ("", "size / 512", "per thread", "recent free", "both", other_layout):
         encoder, _, other_time = encode(lines, unit, variant, version)
         # The other records' time deltas in this unit instead of the file's.
         columns.append((f"{unit} ns" + (f", {variant}" if variant else ""), encoder,

@@ -267,6 +267,27 @@ def short_records():
     return w
 
 
+def compact_events():
+    """Version 11's events (Note [Events in fewer bytes]): time deltas in the type byte and
+    after it, addresses 256-aligned and not, frees by a table entry, by their place in the ring
+    (over a chunk boundary) and by address, stacks written and the previous ones."""
+    w = TraceWriter(stacks=1, time_unit_ns=1000)
+    s = w.python_stack(0, w.frame(w.string("train.py"), w.string("step"), 3))
+    w.device(0, w.string("GPU 0"), 1 << 34).context(7, 0).marker(0, TRACING_STARTED)
+    for i in range(12):
+        w.compact_event(False, 1000 * i, 0x7f0000000000 + i * 4096, 4096 if i % 3 else 512,
+                        python=s if i == 0 else None)
+    w.compact_event(False, 12000, 0x7f0000100010, 100)  # not 256-aligned
+    w.compact_event(False, 12000, 0x7f0000200000, 0, entry=w.size_slot(4096) + 1)
+    w.flush()
+    w.compact_event(True, 12000, 0x7f0000000000, place=14)
+    w.compact_event(True, 14000, 0x7f0000200000, entry=1)
+    w.compact_event(True, 400000, 0x7f0000100010)
+    w.compact_event(True, 400001000, 0x7f0000001000, python=0)
+    w.marker(400001000, TRACE_CLOSED)
+    return w
+
+
 def main():
     corpus = HERE / "corpus"
     corpus.mkdir(exist_ok=True)
@@ -293,6 +314,9 @@ def main():
     # Version 10: the short records beside the events, whole and cut in its last chunk.
     data = short_records().write(corpus / "short_records.bin", version=10).read_bytes()
     (corpus / "short_records_cut.bin").write_bytes(data[:len(data) - 5])
+    # Version 11: events in fewer bytes, whole and cut in its last chunk.
+    data = compact_events().write(corpus / "compact_events.bin", version=11).read_bytes()
+    (corpus / "compact_events_cut.bin").write_bytes(data[:len(data) - 5])
     (corpus / "tmp").unlink()
 
 

@@ -13,7 +13,7 @@ from memtrace_testing import report_fails as fails  # noqa: E402
 from trace_writer import (COMPRESSED_CHUNK, PROCESS_EXIT, TraceWriter,  # noqa: E402
                           crc32c)
 
-VERSION = 10  # the version compact writes (compressed chunks came with version 9)
+VERSION = 10  # the version compact writes for a file of version 8 to 10 (their events' layout)
 
 
 def busy_trace(flushes=(), chunks=4, events_per_chunk=600):
@@ -152,12 +152,32 @@ def test_damaged_compressed_chunks_are_refused_in_one_line(build, tmp_path):
     fails(["parse", tmp_path / "eight.bin"], "a chunk of", "bytes at byte 16 (corrupted?)")
 
 
+def test_compact_keeps_version_11s_events(build, tmp_path):
+    # Note [Events in fewer bytes] in records.h: compact copies the records as they are, so a
+    # version 11 file (its events in version 11's layout) stays version 11 and reads the same.
+    w = TraceWriter(time_unit_ns=1000)
+    w.device(0, w.string("GPU 0"), 1 << 34).context(7, 0)
+    for i in range(20):
+        w.compact_event(False, 1000 * i, 0x7f0000000000 + i * (1 << 20), 512 * (i + 1))
+    w.flush()
+    for i in range(20):
+        place = 20 - i  # the oldest first: past the last 7 by its place, then by a table entry
+        w.compact_event(True, 30000 + 1000 * i, 0x7f0000000000 + i * (1 << 20),
+                        **({"place": place} if place > 7 else {"entry": place}))
+    trace = w.write(tmp_path / "eleven.bin", version=11)
+    small = tmp_path / "small.bin"
+    run([Build.report, "compact", trace, "-o", small])
+    assert struct.unpack_from("<I", small.read_bytes(), 8)[0] == 11
+    assert parse(small) == parse(trace)
+    assert parse(trace).count("\nfree ") == 20 and "address=0x7f0000000000 size=512" in parse(trace)
+
+
 def test_compact_refuses_what_it_cannot_write(build, tmp_path):
     trace = busy_trace().write(tmp_path / "trace.bin", version=8)
     fails(["compact", trace], "compact writes a file: give it with -o FILE")
     old = TraceWriter().write(tmp_path / "old.bin", version=7)
     fails(["compact", old, "-o", tmp_path / "x.bin"], "trace format version 7; compact takes "
-          "versions 8 to 10")
+          "versions 8 to 11")
     (tmp_path / "taken.bin").write_bytes(b"mine")
     fails(["compact", trace, "-o", tmp_path / "taken.bin"], "already exists; -f/--force")
     assert (tmp_path / "taken.bin").read_bytes() == b"mine"

@@ -34,6 +34,11 @@ OWNER_MODULE = 0x1b
 RECENT_CATEGORY, RECENT_OWNER_MODULE, STRING_AFTER, SEGMENT_NEAR = 0x1e, 0x1f, 0x20, 0x21
 
 
+def varint_value(data):
+    """The value of the varint `data` (one varint's bytes)."""
+    return sum((byte & 0x7F) << (7 * i) for i, byte in enumerate(data))
+
+
 def _crc32c_table():
     table = []
     for byte in range(256):
@@ -296,6 +301,42 @@ class TraceWriter:
         address not written."""
         self.last_address = address
         self.chunk += bytes([EVENT | FREE | entry]) + self._delta(time) + varint(0) + varint(0)
+        return self
+
+    def compact_event(self, free, time, address, size=0, place=0, entry=0, python=None,
+                      native=None):
+        """Version 11 (Note [Events in fewer bytes] in tracer/format/records.h): a time delta of 0-2
+        units in the type byte, else a field of the delta - 3; an allocation's address as v - 1 =
+        its zigzag delta / 256 (v = 0 and the delta, where not 256-aligned); a free by `entry`
+        (1-7: bits 2-0), by its `place` in the ring (> 7), or by its address (that v, doubled);
+        `entry` of an allocation: its size's slot + 1 (no size field); stacks None: the previous
+        ones (bit 3), else the Python stack s >> 1 and, where s & 1, the native one after it."""
+        bits = EVENT | (FREE if free else 0) | entry
+        units = varint_value(self._delta(time))
+        body = b""
+        if units < 3:
+            bits |= units << 4
+        else:
+            bits |= 0x30
+            body += varint(units - 3)
+        delta = address - self.last_address
+        self.last_address = address
+        if free and entry:
+            pass
+        elif place:
+            body += varint((place - 8) << 1 | 1)
+        elif delta % 256 == 0:
+            body += varint((zigzag(delta // 256) + 1) << (1 if free else 0))
+        else:
+            body += varint(0) + varint(zigzag(delta))
+        if not free and not entry:
+            body += varint(size)
+        if python is None and native is None:
+            bits |= 0x08
+        else:
+            body += varint((python or 0) << 1 | (native is not None)) \
+                + (varint(native) if native is not None else b"")
+        self.chunk += bytes([bits]) + body
         return self
 
     def failed_alloc(self, time, size, python=0):

@@ -279,7 +279,7 @@ TEST(Reader, TimeDeltasCountTheFileUnit) {
 // that seems to is damaged.
 std::vector<uint8_t> tablesTrace() {
   uint8_t slot = static_cast<uint8_t>(format::EventTables::sizeSlot(4096) + 1);
-  TraceBuilder trace;
+  TraceBuilder trace(10);  // the builder's table entries are written in version 7-10's layout
   trace.processInfo().context(7, 0);
   trace.alloc(10, 0x7f0000000000, 4096);             // the size written: its slot holds it
   trace.allocOfSizeEntry(20, 0x7f0000001000, slot);  // 4096 again, by its slot
@@ -312,7 +312,7 @@ TEST(Reader, EventsNameEntriesOfTheEventTables) {
   }
   // A free naming an entry has no address field, so bit 5 (the field divided by 256) is
   // damage; in a version-6 file, so is any entry.
-  TraceBuilder with_bit_5;
+  TraceBuilder with_bit_5(10);
   with_bit_5.processInfo().context(7, 0).alloc(10, 0x1000, 64);
   with_bit_5.freeOfRecentAllocation(20, 0x1000, 1, format::EventBits::kAddressIn256);
   TraceBuilder version_6(6);
@@ -748,6 +748,96 @@ TEST(Reader, OwnerModulesAreVersion6s) {
   unknown.processInfo().ownerModule(0x1000, 3);
   EXPECT_NE(read(unknown).find("string 3, which is not defined"), std::string::npos)
       << read(unknown);
+  std::remove(path.c_str());
+}
+
+// Note [Events in fewer bytes]: version 11's events read as the same events in version 10's
+// layout: time deltas of 0-2 units in the type byte and longer ones after it, addresses 256-aligned
+// and not, frees by their place in the ring (past the last 7, across a chunk) and by address,
+// stacks written or the previous ones; a place the ring does not hold is refused in one line.
+TEST(Reader, Version11sEventsReadAsVersion10sForms) {
+  struct Step {
+    bool free;
+    uint64_t time;  // ns: the builder's time unit
+    uint64_t address;
+    uint64_t size;
+    uint32_t place;  // a free's place in the ring (> 7), or 0: by its address
+    bool same_stacks;
+  };
+  constexpr uint64_t kBase = 0x7f0000000000;
+  std::vector<Step> steps = {
+      {false, 0, kBase, 4096, 0, false},           // delta 0, in the type byte
+      {false, 1, kBase + 0x1000, 512, 0, true},    // 1
+      {false, 3, kBase + 0xf10, 100, 0, true},     // 2; not 256-aligned: 0, then the delta
+      {false, 6, kBase - 0x100000, 64, 0, false},  // 3: a time field of 0; a negative delta
+      {false, 1006, kBase + (uint64_t{1} << 40), 1 << 20, 0, true},  // a long delta, far away
+  };
+  for (uint64_t i = 0; i < 10; ++i)
+    steps.push_back({false, 1010 + i, kBase + 0x10000 * (i + 1), 512, 0, true});
+  // 15 allocations so far: the first (4096 at kBase) is the 15th most recent.
+  steps.push_back({true, 1100, kBase, 0, 15, true});
+  steps.push_back({true, 1100, kBase + 0xf10, 0, 0, true});  // by its address, not aligned
+  steps.push_back({true, 1102, kBase + 0x1000, 0, 14, true});
+  steps.push_back({true, 5000000, kBase + 0x10000, 0, 0, true});  // by its address, aligned
+  size_t flush_after = 16;  // the tables and bases carry over chunks
+  steps.push_back({true, 5000001, kBase + (uint64_t{1} << 40), 0, 11, true});
+
+  auto written = [&](uint32_t version) {
+    TraceBuilder trace(version);
+    trace.processInfo().context(7, 0);
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const Step& step = steps[i];
+      const uint64_t* size = step.free ? nullptr : &step.size;
+      if (version >= format::kCompactEventsVersion)
+        trace.compactEvent(step.free, step.time, step.address, size, step.place, 0, 0,
+                           step.same_stacks && i > 0);
+      else if (step.free)
+        trace.free(step.time, step.address);
+      else
+        trace.alloc(step.time, step.address, step.size);
+      if (i + 1 == flush_after) trace.flushChunk();
+    }
+    return trace.bytes();
+  };
+  std::string path = temporaryPath("compact-events.bin");
+  std::vector<std::vector<Event>> read;
+  for (uint32_t version : {10u, 11u}) {
+    writeBytes(path, written(version));
+    TraceReader reader(path);
+    Collector collector;
+    reader.read(collector);
+    ASSERT_EQ(reader.version(), version);
+    read.push_back(collector.events);
+  }
+  ASSERT_EQ(read[0].size(), steps.size());
+  ASSERT_EQ(read[1].size(), steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(read[1][i].kind, steps[i].free ? EventKind::kFree : EventKind::kAlloc) << i;
+    EXPECT_EQ(read[1][i].address, steps[i].address) << i;
+    EXPECT_EQ(read[1][i].size, steps[i].free ? 0 : steps[i].size) << i;
+    EXPECT_EQ(read[1][i].time_ns, steps[i].time) << i;
+    EXPECT_EQ(read[1][i].address, read[0][i].address) << i;
+    EXPECT_EQ(read[1][i].time_ns, read[0][i].time_ns) << i;
+  }
+  // Version 11 is the shorter: 5 of its frees' addresses are a place or nothing.
+  EXPECT_LT(written(11).size(), written(10).size());
+
+  // A place past the allocations the ring holds (2 here): refused, naming both.
+  TraceBuilder beyond;
+  beyond.processInfo().context(7, 0).alloc(10, 0x1000, 64).alloc(20, 0x2000, 64);
+  beyond.compactEvent(true, 30, 0x1000, nullptr, 8, 0, 0, true);
+  beyond.write(path);
+  try {
+    TraceReader reader(path);
+    Collector collector;
+    reader.read(collector);
+    ADD_FAILURE() << "read a free of the 8th allocation of 2";
+  } catch (const TraceError& error) {
+    EXPECT_NE(
+        std::string(error.what()).find("a free naming allocation 8 before this one, of 2 known"),
+        std::string::npos)
+        << error.what();
+  }
   std::remove(path.c_str());
 }
 

@@ -376,6 +376,50 @@ TEST(Recorder, CategoriesAndOwnersNameRecentAllocationsByTheirPlace) {
   std::remove(path.c_str());
 }
 
+// Note [Events in fewer bytes] (version 11): a free names its allocation by its place in the
+// event tables' ring, found from the live table's number for it (no search), however far back it
+// is; version 10 wrote the address of any free of none of the last 7. 64 allocations 1 GiB apart
+// freed oldest first: each free's place is 64 down to 1 (one byte), where its address delta
+// (1 GiB, 4 bytes) was. Bytes are taken as the difference between two files that differ only by
+// the frees, so each free's share is its type byte, its time (0-2 units in the type byte, else
+// 1-2 bytes: the clock's, up to about 16 ms) and its place: at most 4, against at least 6
+// in version 10's layout (a type byte, a time byte, 4 of address).
+TEST(Recorder, FreesNameTheirAllocationByItsPlaceInTheRing) {
+  constexpr uint64_t kBase = 0x7f4000000000, kApart = uint64_t{1} << 30, kCount = 64;
+  // The same allocations, then their frees in one file only (they are freed after the other
+  // file closed, so that neither file begins with a snapshot of them).
+  auto record = [&](const std::string& path, bool frees) {
+    ASSERT_EQ(memtrace_start(path.c_str()), 0);
+    for (uint64_t i = 0; i < kCount; ++i) alloc(kBase + i * kApart, 4096);
+    if (frees)
+      for (uint64_t i = 0; i < kCount; ++i) release(kBase + i * kApart);
+    ASSERT_EQ(memtrace_close(), 0);
+    if (!frees)
+      for (uint64_t i = 0; i < kCount; ++i) release(kBase + i * kApart);
+  };
+  std::string without = temporaryPath("ring-places-0.bin"), with = temporaryPath("ring-places.bin");
+  record(without, false);
+  record(with, true);
+  Recorded recorded;
+  reader::TraceReader trace(with);
+  trace.read(recorded);
+  ASSERT_EQ(trace.version(), format::kVersion);
+  ASSERT_EQ(recorded.events.size(), 2 * kCount);
+  for (uint64_t i = 0; i < kCount; ++i) {
+    EXPECT_EQ(recorded.events[i].kind, reader::EventKind::kAlloc);
+    EXPECT_EQ(recorded.events[kCount + i].kind, reader::EventKind::kFree);
+    EXPECT_EQ(recorded.events[kCount + i].address, kBase + i * kApart) << "free " << i;
+  }
+  auto fileSize = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary | std::ios::ate);
+    return static_cast<uint64_t>(in.tellg());
+  };
+  uint64_t free_bytes = fileSize(with) - fileSize(without);
+  EXPECT_LE(free_bytes, 4 * kCount) << "the 64 frees took " << free_bytes << " bytes";
+  std::remove(without.c_str());
+  std::remove(with.c_str());
+}
+
 __attribute__((noinline)) void allocateDeep(int depth, uint64_t where) {
   if (depth == 0) {
     alloc(where, 64);

@@ -143,6 +143,45 @@ class TraceBuilder {
     varint(0);
     return *this;
   }
+  // Version 11's layout (Note [Events in fewer bytes] in records.h), written as that Note says
+  // with no table entry and both stacks written unless `same_stacks`: `ring_place` > 7 names a
+  // free's allocation by its place in the ring (the test says it is at `address`); 0 writes the
+  // address.
+  TraceBuilder& compactEvent(bool is_free, uint64_t time, uint64_t address, const uint64_t* size,
+                             uint32_t ring_place, uint32_t python, uint32_t native,
+                             bool same_stacks) {
+    using format::CompactEventBits;
+    uint8_t bits = format::EventBits::kEvent | (is_free ? format::EventBits::kFree : 0);
+    size_t type_at = chunk_.size();
+    chunk_.push_back(0);
+    uint64_t units = timeDelta(time);
+    if (units < CompactEventBits::kTimeInline) {
+      bits |= static_cast<uint8_t>(units << CompactEventBits::kTimeShift);
+    } else {
+      bits |= CompactEventBits::kTime;
+      varint(units - CompactEventBits::kTimeInline);
+    }
+    int64_t delta = static_cast<int64_t>(address - last_address_);
+    last_address_ = address;
+    if (ring_place) {
+      varint(uint64_t{ring_place - format::EventTables::kRecentAllocations - 1} << 1 | 1);
+    } else if (delta % 256 == 0) {
+      uint64_t value = codec::zigzag(delta / 256) + 1;
+      varint(is_free ? value << 1 : value);
+    } else {
+      varint(0);
+      varint(codec::zigzag(delta));
+    }
+    if (size) varint(*size);
+    if (same_stacks) {
+      bits |= CompactEventBits::kSameStacks;
+    } else {
+      varint(uint64_t{python} << 1 | 1);
+      varint(native);
+    }
+    chunk_[type_at] = bits;
+    return *this;
+  }
   TraceBuilder& failedAlloc(uint64_t time, uint64_t size, uint32_t python = 0) {
     type(format::RecordType::kFailedAlloc);
     varint(timeDelta(time));
@@ -324,6 +363,8 @@ class TraceBuilder {
  private:
   TraceBuilder& event(bool is_free, uint64_t time, uint64_t address, const uint64_t* size,
                       uint32_t python, uint32_t native) {
+    if (version_ >= format::kCompactEventsVersion)
+      return compactEvent(is_free, time, address, size, 0, python, native, false);
     uint8_t bits = format::EventBits::kEvent | (is_free ? format::EventBits::kFree : 0);
     int64_t delta = static_cast<int64_t>(address - last_address_);
     last_address_ = address;

@@ -50,9 +50,12 @@ inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 //      recorder writes none, its files read as version 8's did;
 //  10  records 0x1e to 0x21, shorter forms of kCategory, kOwnerModule, kString and kSegment, and
 //      the event tables' ring of EventTables::kRing allocations (Note [Records beside the events,
-//      shorter]).
+//      shorter]);
+//  11  a memory event's bits 5-3 and fields change meaning (Note [Events in fewer bytes]): a small
+//      time delta in the type byte, one bit for both stacks, a free naming any allocation of the
+//      ring; `memtrace-report compact` keeps a version 8-10 file's version (10).
 // A reader refuses a version past kVersion at the file header, naming both.
-inline constexpr uint32_t kVersion = 10;
+inline constexpr uint32_t kVersion = 11;
 inline constexpr uint32_t kOldestVersion = 1;
 inline constexpr size_t kFileHeaderSize = 16;
 // The file header's flags.
@@ -540,6 +543,38 @@ inline constexpr uint64_t kMaxTimeUnitNs = 1000000000;  // a second: anything co
 // bytes an event as written, 4.21 -> 3.50-3.55 compacted; the record path unchanged (282.505
 // instructions an event, bench/record_instructions).
 
+// Note [Events in fewer bytes]
+// Version 10's live files still took 4.7-6.0 bytes an event (issue 52 asks at most 4): one type
+// byte, about one byte of time delta, 2.2 of address (docs/performance.md, Version 10 and 11).
+// Measured on GPT-2's traces before building (bench/event_fields.py): three of four time deltas
+// are 0, 1 or 2 units (microseconds), two of three frees free an allocation that is not among the
+// last 7 but is among the last 4,096, and the type byte spent two of its bits on what is almost
+// always the same (bit 5: CUDA addresses are 256-aligned; bit 3: no native stacks). So version 11
+// gives the type byte's bits 5-3 new meanings:
+//   bits 5-4  the time delta when it is 0, 1 or 2 units (no time field); 3: a time field follows,
+//             holding the delta - 3;
+//   bit 3     both stacks are the previous event's of the same kind (no stack field);
+//   bits 2-0  as in version 7 (Note [Event tables]).
+// and the fields after it:
+//   - time, only where bits 5-4 are 3;
+//   - an allocation's address: a varint v; v > 0: the zigzag delta v - 1 from the address base,
+//     times 256 (version 10's bit 5, now the common case); v = 0: a zigzag delta follows, not
+//     scaled (an address not 256-aligned: rare on CUDA);
+//   - a free's address, unless bits 2-0 name one of the last 7 allocations: a varint v; where
+//     v & 1, the ((v >> 1) + 8)-th most recent allocation of the ring (at most EventTables::kRing
+//     back); else v >> 1 is an allocation's v as above (and 0 is followed by the delta);
+//   - the size, as before;
+//   - the stacks, unless bit 3: a varint s, the Python stack s >> 1, and where s & 1 the native
+//     stack's varint after it (else the native stack is the previous one of the same kind).
+// The writer finds a free's place in the ring without searching: the recorder's live table keeps
+// each allocation's number in the writer's count (LiveBlock::ring, set when it is written), so the
+// free's place is the count minus that number, checked against the ring (one comparison: a number
+// from an earlier file, or a ring that wrapped, fails it and the address is written). A free
+// without that number (the flight recorder's) searches the last 7 as before. Every base the new
+// forms use (the ring, the time and address bases, the previous stacks) is one version 10's
+// reader keeps already. Measured (docs/performance.md, Version 11): bytes an event as written and
+// the record path's instructions an event.
+
 struct EventBits {
   static constexpr uint8_t kEvent = 0x80;
   static constexpr uint8_t kFree = 0x40;
@@ -551,6 +586,14 @@ struct EventBits {
 };
 // The first version whose events name entries of the event tables.
 inline constexpr uint32_t kEventTablesVersion = 7;
+// Version 11's meanings of bits 5-3 (Note [Events in fewer bytes]).
+struct CompactEventBits {
+  static constexpr uint8_t kTimeShift = 4;
+  static constexpr uint8_t kTime = 0x30;        // the time delta 0-2, or 3: a time field follows
+  static constexpr uint32_t kTimeInline = 3;    // deltas below this are in the type byte
+  static constexpr uint8_t kSameStacks = 0x08;  // both stacks the previous event's of its kind
+};
+inline constexpr uint32_t kCompactEventsVersion = 11;
 
 // The event tables of Note [Event tables], the same in writer, reader and the tests' writer.
 struct EventTables {
@@ -579,6 +622,13 @@ struct EventTables {
     for (uint32_t k = 1; k <= kRecentAllocations; ++k)
       if (recent[(allocations - k) & (kRing - 1)] == address) return k;
     return 0;
+  }
+  // The k by which a free names the allocation numbered `number` (its `allocations` when it was
+  // added) at `address`, without searching (Note [Events in fewer bytes]); 0 where the ring no
+  // longer holds it there (it wrapped, or the number is from before the tables were emptied).
+  uint32_t placeOf(uint32_t number, uint64_t address) const {
+    uint32_t k = allocations - number;
+    return k - 1 < ringAllocations() && recent[number & (kRing - 1)] == address ? k : 0;
   }
   // How many allocations the ring holds: k may name 1 to this many.
   uint32_t ringAllocations() const { return allocations < kRing ? allocations : kRing; }

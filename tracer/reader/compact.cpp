@@ -54,12 +54,17 @@ Compacted compactTrace(const std::string& path, int level) {
     throw TraceError(path + ": trace format version " + std::to_string(trace.version()) +
                      "; compact takes versions " + std::to_string(format::kTimeUnitVersion) +
                      " to " + std::to_string(format::kVersion) + " (an older file's records " +
-                     "differ from version " + std::to_string(format::kVersion) + "'s)");
+                     "differ from version " + std::to_string(format::kTimeUnitVersion) + "'s)");
   Compacted result;
   result.events = counter.events;
   uint8_t file_header[format::kFileHeaderSize];
   std::memcpy(file_header, format::kMagic, sizeof(format::kMagic));
-  codec::putU32(file_header + 8, format::kVersion);
+  // The records are copied as they are: a version 8-10 file's events keep version 10's layout
+  // (Note [Events in fewer bytes]), so it becomes version 10 (the first that reads all of its
+  // records and compressed chunks), a version 11 file stays 11.
+  codec::putU32(file_header + 8, trace.version() < format::kCompactEventsVersion
+                                     ? format::kShortRecordsVersion
+                                     : trace.version());
   codec::putU32(file_header + 12, trace.flags());
   result.file.assign(reinterpret_cast<const char*>(file_header), sizeof(file_header));
 

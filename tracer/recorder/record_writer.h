@@ -169,13 +169,18 @@ class RecordWriter {
   // saves cost more than the tables do).
   [[gnu::always_inline]] bool writeAlloc(uint64_t time_ns, uintptr_t address, uint64_t size,
                                          uint32_t python_stack, uint32_t native_stack) {
-    return writeEvent(0, time_ns, address, &size, python_stack, native_stack);
+    return writeEvent(0, time_ns, address, &size, python_stack, native_stack, 0);
   }
+  // `number`: the allocation's allocationNumber() when it was written (Note [Events in fewer
+  // bytes] in records.h), or kNoNumber: the free then names it only if it is one of the last 7.
+  static constexpr uint64_t kNoNumber = ~uint64_t{0};
   [[gnu::always_inline]] bool writeFree(uint64_t time_ns, uintptr_t address, uint32_t python_stack,
-                                        uint32_t native_stack) {
+                                        uint32_t native_stack, uint64_t number = kNoNumber) {
     return writeEvent(format::EventBits::kFree, time_ns, address, nullptr, python_stack,
-                      native_stack);
+                      native_stack, number);
   }
+  // The number the next allocation written will have, for writeFree.
+  uint32_t allocationNumber() const { return event_tables_.allocations; }
   bool writeFailedAlloc(uint64_t time_ns, uint64_t size, uint32_t python_stack,
                         uint32_t native_stack);
   // A read of device values on the simulated device (Note [The simulated device]).
@@ -260,7 +265,7 @@ class RecordWriter {
                                                         bool* ok);
   [[gnu::always_inline]] bool writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address,
                                          const uint64_t* size, uint32_t python_stack,
-                                         uint32_t native_stack);
+                                         uint32_t native_stack, uint64_t number);
   // The time units from the last timed record to `time_ns`; the last time moves on by them.
   uint64_t timeDelta(uint64_t time_ns);
   // `time_ns` at the start of its time unit (Note [Times in microseconds]), as every time the
@@ -386,24 +391,45 @@ inline uint64_t RecordWriter::timeDelta(uint64_t time_ns) {
 
 inline bool RecordWriter::writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address,
                                      const uint64_t* size, uint32_t python_stack,
-                                     uint32_t native_stack) {
+                                     uint32_t native_stack, uint64_t number) {
+  using format::CompactEventBits;
   using format::EventBits;
   uint8_t* p = file_.reserve(64);
   if (!p) return false;
   uint8_t* type = p++;
   uint8_t bits = EventBits::kEvent | kind_bit;
-  p = codec::putVarint(p, timeDelta(time_ns));
-  // A free of one of the last allocations names it (Note [Event tables] in records.h).
-  uint32_t recent = size ? 0 : event_tables_.findRecent(address);
-  if (recent) {
+  // Version 11's layout (Note [Events in fewer bytes] in records.h): a delta of 0-2 units in the
+  // type byte.
+  uint64_t units = timeDelta(time_ns);
+  if (units < CompactEventBits::kTimeInline) {
+    bits |= static_cast<uint8_t>(units << CompactEventBits::kTimeShift);
+  } else {
+    bits |= CompactEventBits::kTime;
+    p = codec::putVarint(p, units - CompactEventBits::kTimeInline);
+  }
+  // A free names its allocation by its place in the ring: its number, else a search of the last
+  // 7 (Note [Event tables]).
+  uint32_t recent = 0;
+  if (!size) {
+    recent = number != kNoNumber ? event_tables_.placeOf(static_cast<uint32_t>(number), address)
+                                 : event_tables_.findRecent(address);
+  }
+  if (recent > format::EventTables::kRecentAllocations) {
+    p = codec::putVarint(p,
+                         uint64_t{recent - format::EventTables::kRecentAllocations - 1} << 1 | 1);
+  } else if (recent) {
     bits |= static_cast<uint8_t>(recent);
   } else {
     auto delta = static_cast<int64_t>(address - last_address_);
     if ((delta & 0xff) == 0) {
-      bits |= EventBits::kAddressIn256;
-      delta >>= 8;  // exact: the low byte is zero, and >> of a negative value is arithmetic
+      // exact: the low byte is zero, and >> of a negative value is arithmetic; at most 2^57
+      uint64_t value = codec::zigzag(delta >> 8) + 1;
+      p = codec::putVarint(p, size ? value : value << 1);
+    } else {
+      // rare (CUDA's addresses are 256-aligned): 0, then the whole zigzag delta
+      *p++ = 0;
+      p = codec::putZigzag(p, delta);
     }
-    p = codec::putZigzag(p, delta);
   }
   last_address_ = address;
   if (size) {
@@ -417,16 +443,13 @@ inline bool RecordWriter::writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr
     event_tables_.addAllocation(address);
   }
   int kind = kind_bit ? 1 : 0;
-  if (python_stack == last_python_stack_[kind]) {
-    bits |= EventBits::kSamePythonStack;
+  bool same_native = native_stack == last_native_stack_[kind];
+  if (python_stack == last_python_stack_[kind] && same_native) {
+    bits |= CompactEventBits::kSameStacks;
   } else {
-    p = codec::putVarint(p, python_stack);
+    p = codec::putVarint(p, uint64_t{python_stack} << 1 | (same_native ? 0 : 1));
+    if (!same_native) p = codec::putVarint(p, native_stack);
     last_python_stack_[kind] = python_stack;
-  }
-  if (native_stack == last_native_stack_[kind]) {
-    bits |= EventBits::kSameNativeStack;
-  } else {
-    p = codec::putVarint(p, native_stack);
     last_native_stack_[kind] = native_stack;
   }
   file_.commit(type, p, bits);

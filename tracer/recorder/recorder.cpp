@@ -460,6 +460,7 @@ class Event {
     }
     live.stream = source.stream;
     live.traced = g_recorder.tracing.load(std::memory_order_relaxed);
+    live.ring = g_recorder.writer.allocationNumber();
     // The flight recorder's number for it (Note [Keeping the peak without its events]).
     if (g_recorder.config.flight) live.serial = flightSerial();
   }
@@ -504,7 +505,7 @@ namespace {
   uint32_t python_stack = 0, native_stack = 0;
   if (!event.recording.writePrelude(source, live.device, live.level, &python_stack,
                                     &native_stack) ||
-      !g_recorder.writer.writeFree(event.time, key, python_stack, native_stack)) {
+      !g_recorder.writer.writeFree(event.time, key, python_stack, native_stack, live.ring)) {
     failWrite();
     return;
   }

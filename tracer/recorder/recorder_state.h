@@ -70,6 +70,9 @@ struct LiveBlock {
   uint64_t serial = 0;  // its allocation's event number in the file (the flight recorder's)
   format::Category category = format::Category::kUnknown;  // as told so far
   bool traced = false;  // made while tracing (stacks were captured)
+  // Its number in the writer's count of allocations when it was written (the writer's
+  // allocationNumber()), by which its free names it (Note [Events in fewer bytes] in records.h).
+  uint32_t ring = 0;
 };
 static_assert(sizeof(LiveBlock) == 56, "the live table's value stays seven words");
 

@@ -228,6 +228,7 @@ bool openFile() {
       live.traced = false;
       live.category = format::Category::kUnknown;
       live.serial = serial++;
+      live.ring = g_recorder.writer.allocationNumber();
       ok = g_recorder.writer.setContext(context) &&
            g_recorder.writer.writeAlloc(start, address, live.size, 0, 0);
     });
