@@ -54,12 +54,12 @@ struct SdpaKernel {
 // python/mem_tracer/estimator/step_recorder.py, which reads the same profile entries): the
 // size of the argument `like`, in its dtype or in the result type of `dtype_of`.
 struct KernelTemporary {
-  std::string op;                     // the op whose kernel takes it: "aten::native_layer_norm"
-  std::string like;                   // the argument it has the elements of: "input"
-  std::vector<std::string> dtype_of;  // arguments whose result type it takes; empty: `like`'s
-  bool before_outputs = false;        // taken before the op's outputs; else after them
+  std::string op;                       // the op whose kernel takes it: "aten::native_layer_norm"
+  std::string like;                     // the argument it has the elements of: "input"
+  std::vector<std::string> dtype_of;    // arguments whose result type it takes; empty: `like`'s
+  bool before_outputs = false;          // taken before the op's outputs; else after them
   bool only_if_not_contiguous = false;  // a copy of `like` the kernel makes only then
-  std::string what;                   // "layer norm's input.contiguous()"
+  std::string what;                     // "layer norm's input.contiguous()"
 };
 
 // How the device's fused kernels are chosen and what they allocate (Note [Op rules]).

@@ -448,7 +448,8 @@ void GraphBuilder::addKernelTemporaries(const c10::FunctionSchema& schema,
     for (size_t index = 0; index < temporary.dtype_of.size(); ++index) {
       std::optional<at::Tensor> operand = argument(temporary.dtype_of[index]);
       if (!operand) continue;
-      dtype = index == 0 ? operand->scalar_type() : at::promote_types(dtype, operand->scalar_type());
+      dtype =
+          index == 0 ? operand->scalar_type() : at::promote_types(dtype, operand->scalar_type());
     }
     MetaAllocationScope recording(recorder_);
     at::empty(like->sizes(), like->options().dtype(dtype));  // dropped at once

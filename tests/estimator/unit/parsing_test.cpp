@@ -329,13 +329,14 @@ TEST(DeviceProfile, ReadsTheKernelsTemporaries) {
       "large_segment_bytes": 20971520, "large_segment_rounding_bytes": 2097152},
       "cublas_workspace": {"bytes": 0, "ops": []},
       "convolution_workspace": {"bound_bytes": null, "ops": []}, "kernels": )";
-  for (const char* bad : {
-           R"({"temporaries": {}})",
-           R"({"temporaries": [{"op": "aten::x", "like": "input", "what": "w"}]})",
-           R"({"temporaries": [{"op": "aten::x", "like": "input", "when": "soon", "what": "w"}]})",
-           R"({"temporaries": [{"op": "", "like": "input", "when": "after_outputs", "what": "w"}]})",
-           R"({"sdpa": {"order": ["efficient"], "efficient": {"dtypes": [], "gqa_from_torch": 2.14}}})",
-       }) {
+  for (
+      const char* bad : {
+          R"({"temporaries": {}})",
+          R"({"temporaries": [{"op": "aten::x", "like": "input", "what": "w"}]})",
+          R"({"temporaries": [{"op": "aten::x", "like": "input", "when": "soon", "what": "w"}]})",
+          R"({"temporaries": [{"op": "", "like": "input", "when": "after_outputs", "what": "w"}]})",
+          R"({"sdpa": {"order": ["efficient"], "efficient": {"dtypes": [], "gqa_from_torch": 2.14}}})",
+      }) {
     EXPECT_THROW(parseDeviceProfile(head + bad + "}", "bad.json"), EstimateError) << bad;
   }
 }
