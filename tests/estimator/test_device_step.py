@@ -304,6 +304,28 @@ def test_grouped_query_attention_and_autocast_choose_as_the_kernel_sees_them():
         assert [k["kernel"] for k in document["kernels"]] == [kernel, kernel]
 
 
+def test_the_kernels_temporaries_are_the_profiles_data(tmp_path):
+    """Note [What a CUDA kernel allocates inside itself]: the recording reads the CUDA
+    profiles' `kernels.temporaries` as memtrace-estimate does (estimator.unit's
+    DeviceProfile.ReadsTheKernelsTemporaries): every entry, every field; the CPU's lists none."""
+    import json
+
+    for name in ("cuda", "cuda-sm90", "cuda-no-cublas-workspace", "cpu"):
+        stated = json.loads(device_kernels.profile_path(name).read_text())["kernels"]
+        read = device_kernels.kernel_rules(name).temporaries
+        assert [(t.op, t.like, list(t.dtype_of), t.before_outputs, t.only_if_not_contiguous,
+                 t.what) for t in read] == [
+            (e["op"], e["like"], e.get("dtype_of", []), e["when"] == "before_outputs",
+             e.get("only_if_not_contiguous", False), e["what"])
+            for e in stated.get("temporaries", [])], name
+        assert len(read) == (0 if name == "cpu" else 4), name
+    document = json.loads(device_kernels.profile_path("cuda-sm90").read_text())
+    document["kernels"]["temporaries"][1]["when"] = "soon"
+    (tmp_path / "bad.json").write_text(json.dumps(document))
+    with pytest.raises(device_kernels.KernelRulesError, match="'when' must be"):
+        device_kernels.kernel_rules(tmp_path / "bad.json")
+
+
 def test_python_and_the_torchscript_front_end_choose_alike(tmp_path):
     """The recording (Python) and memtrace-estimate's TorchScript front end (C++) read the
     same profile: for each case above, inference on both takes the same kernel, the efficient

@@ -211,10 +211,12 @@ def _temporaries(entries: Any, path: Path) -> tuple[KernelTemporary, ...]:
     for entry in entries:
         if not isinstance(entry, dict):
             raise KernelRulesError(f"{where}: each entry must be an object")
-        texts = {key: entry.get(key) for key in ("op", "like", "when", "what")}
-        for key, value in texts.items():
+        texts: dict[str, str] = {}
+        for key in ("op", "like", "when", "what"):
+            value = entry.get(key)
             if not isinstance(value, str) or not value:
                 raise KernelRulesError(f"{where}: {key!r} must be a non-empty string")
+            texts[key] = value
         if texts["when"] not in ("before_outputs", "after_outputs"):
             raise KernelRulesError(f"{where}: {texts['op']}: 'when' must be 'before_outputs' "
                                    "or 'after_outputs'")
