@@ -57,6 +57,46 @@ bool flag(const json& object, const char* key, bool fallback, const std::string&
   return found->get<bool>();
 }
 
+std::string text(const json& object, const char* key, const std::string& where) {
+  const json& value = member(object, key, where);
+  if (!value.is_string() || value.get<std::string>().empty()) {
+    throw EstimateError(where + ": \"" + key + "\" must be a non-empty string");
+  }
+  return value.get<std::string>();
+}
+
+// `kernels.temporaries` (Note [What a CUDA kernel allocates inside itself]).
+std::vector<KernelTemporary> parseTemporaries(const json& kernels, const std::string& origin) {
+  auto list = kernels.find("temporaries");
+  if (list == kernels.end()) return {};
+  std::string where = origin + ": temporaries";
+  if (!list->is_array()) throw EstimateError(where + " must be a list");
+  std::vector<KernelTemporary> temporaries;
+  for (const json& entry : *list) {
+    if (!entry.is_object()) throw EstimateError(where + ": each entry must be an object");
+    KernelTemporary temporary;
+    temporary.op = text(entry, "op", where);
+    std::string at = where + ": " + temporary.op;
+    temporary.like = text(entry, "like", at);
+    if (auto dtype_of = entry.find("dtype_of"); dtype_of != entry.end()) {
+      if (!dtype_of->is_array()) throw EstimateError(at + ": \"dtype_of\" must be a list");
+      for (const json& name : *dtype_of) {
+        if (!name.is_string()) throw EstimateError(at + ": \"dtype_of\" must list arguments");
+        temporary.dtype_of.push_back(name.get<std::string>());
+      }
+    }
+    std::string when = text(entry, "when", at);
+    if (when != "before_outputs" && when != "after_outputs") {
+      throw EstimateError(at + ": \"when\" must be \"before_outputs\" or \"after_outputs\"");
+    }
+    temporary.before_outputs = when == "before_outputs";
+    temporary.only_if_not_contiguous = flag(entry, "only_if_not_contiguous", false, at);
+    temporary.what = text(entry, "what", at);
+    temporaries.push_back(std::move(temporary));
+  }
+  return temporaries;
+}
+
 KernelRules parseKernels(const json& kernels, const std::string& origin) {
   std::string where = origin + ": kernels";
   if (!kernels.is_object()) throw EstimateError(where + " must be an object");
@@ -67,6 +107,7 @@ KernelRules parseKernels(const json& kernels, const std::string& origin) {
   }
   rules.count_kernel_scratch = flag(kernels, "count_kernel_scratch", true, where);
   rules.scratch_source = kernels.value("scratch_source", "");
+  rules.temporaries = parseTemporaries(kernels, where);
   auto sdpa = kernels.find("sdpa");
   if (sdpa == kernels.end()) return rules;
   where += ": sdpa";
@@ -103,6 +144,13 @@ KernelRules parseKernels(const json& kernels, const std::string& origin) {
     kernel.logsumexp = flag(entry, "logsumexp", false, at);
     kernel.bhld_output = flag(entry, "bhld_output", false, at);
     kernel.output_like_query = flag(entry, "output_like_query", false, at);
+    if (auto since = entry.find("gqa_from_torch"); since != entry.end()) {
+      kernel.gqa_from_release =
+          since->is_string() ? parseTorchRelease(since->get<std::string>()) : std::nullopt;
+      if (!kernel.gqa_from_release) {
+        throw EstimateError(at + ": \"gqa_from_torch\" must be a release such as \"2.14\"");
+      }
+    }
     rules.sdpa.push_back(std::move(kernel));
   }
   return rules;
@@ -194,6 +242,9 @@ std::string torchReleaseText(TorchRelease release) {
 
 DeviceProfile applyTorchRelease(DeviceProfile profile, TorchRelease release) {
   profile.torch_release = release;
+  for (SdpaKernel& kernel : profile.kernels.sdpa) {
+    if (kernel.gqa_from_release && release >= *kernel.gqa_from_release) kernel.gqa = true;
+  }
   if (profile.cublaslt_last_release && release > *profile.cublaslt_last_release) {
     profile.cublaslt_workspace_bytes = 0;
   }

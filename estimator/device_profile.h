@@ -17,6 +17,13 @@ namespace memtrace::estimator {
 // each profile's own.
 using CachingAllocatorRules = format::CachingAllocatorRules;
 
+// A PyTorch release, major.minor: what the device runs decides some of the profile's rules.
+struct TorchRelease {
+  int major = 0;
+  int minor = 0;
+  friend auto operator<=>(const TorchRelease&, const TorchRelease&) = default;
+};
+
 // One sdpa kernel's constraints and allocations, as aten/src/ATen/native/transformers/cuda/
 // sdp_utils.cpp (CUDA) and sdp_utils_cpp.cpp (CPU) check them (Note [sdpa's kernel choice],
 // estimator/sdpa_choice.h: what every backend needs besides).
@@ -37,6 +44,22 @@ struct SdpaKernel {
   bool logsumexp = false;                // allocates a float logsumexp (B, H, L) in inference
   bool bhld_output = false;              // output (B, H, L, E) contiguous; else (B, L, H, E)
   bool output_like_query = false;        // the output takes the query's layout (empty_like)
+  // Takes fewer key heads than query heads from this release on, whatever `gqa` says
+  // (applyTorchRelease); none: `gqa` for every release.
+  std::optional<TorchRelease> gqa_from_release;
+};
+
+// A temporary a device kernel takes from the allocator inside itself and frees before it
+// returns (Note [What a CUDA kernel allocates inside itself] in
+// python/mem_tracer/estimator/step_recorder.py, which reads the same profile entries): the
+// size of the argument `like`, in its dtype or in the result type of `dtype_of`.
+struct KernelTemporary {
+  std::string op;                       // the op whose kernel takes it: "aten::native_layer_norm"
+  std::string like;                     // the argument it has the elements of: "input"
+  std::vector<std::string> dtype_of;    // arguments whose result type it takes; empty: `like`'s
+  bool before_outputs = false;          // taken before the op's outputs; else after them
+  bool only_if_not_contiguous = false;  // a copy of `like` the kernel makes only then
+  std::string what;                     // "layer norm's input.contiguous()"
 };
 
 // How the device's fused kernels are chosen and what they allocate (Note [Op rules]).
@@ -49,13 +72,7 @@ struct KernelRules {
   // not).
   bool count_kernel_scratch = true;
   std::string scratch_source;
-};
-
-// A PyTorch release, major.minor: what the device runs decides some of the profile's rules.
-struct TorchRelease {
-  int major = 0;
-  int minor = 0;
-  friend auto operator<=>(const TorchRelease&, const TorchRelease&) = default;
+  std::vector<KernelTemporary> temporaries;  // the profile's `kernels.temporaries`
 };
 
 // "2.11", "2.13.0", "2.14.1+cu130": the release; nullopt for anything else.

@@ -160,6 +160,10 @@ class GraphBuilder {
                                           jit::Stack& stack);
   std::optional<SizedOp> sizeByShapeFunction(jit::Node* node, Frame& frame,
                                              const std::vector<Slot>& inputs);
+  // The temporaries the device's kernel of this op takes and frees inside itself, added to
+  // what sizing it allocated (Note [What a CUDA kernel allocates inside itself]).
+  void addKernelTemporaries(const c10::FunctionSchema& schema, const std::vector<Slot>& inputs,
+                            SizedOp& sized);
   // Runs `size` with the meta allocator recording, and returns what it allocated and released;
   // what it throws fails the op, its message after `failure` when one is given.
   std::vector<MetaAllocationEvent> recordSizing(jit::Node* node, Frame& frame,

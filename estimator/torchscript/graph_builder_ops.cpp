@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -404,7 +405,64 @@ void GraphBuilder::runOperator(jit::Node* node, Frame& frame, Environment& envir
                         AssumptionKind::kUnknownOp);
     }
   }
+  if (const c10::FunctionSchema* schema = node->maybeSchema()) {
+    addKernelTemporaries(*schema, inputs, *sized);
+  }
   finishOperator(node, frame, environment, inputs, *sized, data_dependent);
+}
+
+// The profile's `kernels.temporaries` (Note [What a CUDA kernel allocates inside itself], in
+// python/mem_tracer/estimator/step_recorder.py: the recording reads the same entries for the
+// ops it sees dispatched). A TorchScript graph names the op Python called, so an entry applies
+// to that op, or to a composite that hands its arguments, under the same names, to the entry's
+// op: aten::layer_norm returns native_layer_norm's output (aten/src/ATen/native/layer_norm.cpp),
+// and on CUDA that kernel copies an input that is not contiguous (`input.expect_contiguous()`)
+// before it allocates its outputs. Each temporary is a meta tensor made here, so it has a
+// storage and an allocation id of its own; taken before the op's outputs or after them, as
+// the entry says, and released after both, as the kernel frees it before it returns.
+void GraphBuilder::addKernelTemporaries(const c10::FunctionSchema& schema,
+                                        const std::vector<Slot>& inputs, SizedOp& sized) {
+  const std::vector<KernelTemporary>& temporaries = op_rules_.kernels().temporaries;
+  if (temporaries.empty() || !schema.overload_name().empty()) return;
+  static const std::map<std::string, std::string> kHandsTo = {
+      {"aten::layer_norm", "aten::native_layer_norm"}};
+  std::string op = schema.name();
+  auto composite = kHandsTo.find(op);
+  auto argument = [&](const std::string& name) -> std::optional<at::Tensor> {
+    std::optional<int> index = schema.argumentIndexWithName(name);
+    if (!index || static_cast<size_t>(*index) >= inputs.size()) return std::nullopt;
+    const c10::IValue& value = inputs[*index].value;
+    if (!value.isTensor() || !value.toTensor().defined()) return std::nullopt;
+    return value.toTensor();
+  };
+  std::vector<MetaAllocationEvent> before;
+  std::vector<MetaAllocationEvent> after;
+  std::vector<MetaAllocationEvent> released;
+  for (const KernelTemporary& temporary : temporaries) {
+    if (temporary.op != op && (composite == kHandsTo.end() || temporary.op != composite->second)) {
+      continue;
+    }
+    std::optional<at::Tensor> like = argument(temporary.like);
+    if (!like || (temporary.only_if_not_contiguous && like->is_contiguous())) continue;
+    at::ScalarType dtype = like->scalar_type();
+    for (size_t index = 0; index < temporary.dtype_of.size(); ++index) {
+      std::optional<at::Tensor> operand = argument(temporary.dtype_of[index]);
+      if (!operand) continue;
+      dtype =
+          index == 0 ? operand->scalar_type() : at::promote_types(dtype, operand->scalar_type());
+    }
+    MetaAllocationScope recording(recorder_);
+    at::empty(like->sizes(), like->options().dtype(dtype));  // dropped at once
+    for (const MetaAllocationEvent& event : recording.events()) {
+      (event.allocate ? (temporary.before_outputs ? before : after) : released).push_back(event);
+    }
+  }
+  if (before.empty() && after.empty()) return;
+  std::vector<MetaAllocationEvent> events = std::move(before);
+  events.insert(events.end(), sized.allocations.begin(), sized.allocations.end());
+  events.insert(events.end(), after.begin(), after.end());
+  events.insert(events.end(), released.begin(), released.end());
+  sized.allocations = std::move(events);
 }
 
 std::vector<MetaAllocationEvent> GraphBuilder::recordSizing(jit::Node* node, Frame& frame,

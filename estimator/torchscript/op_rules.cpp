@@ -545,6 +545,31 @@ std::optional<OpRuleResult> convolutionRule(const KernelRules& kernels,
   return result;
 }
 
+// CUDA's layer norm (layer_norm_cuda, aten/src/ATen/native/cuda/layer_norm_kernel.cu):
+// at::layer_norm hands its arguments to native_layer_norm, which allocates the output, then a
+// per-row mean and rstd in the input's accumulate type (float for half and bfloat16); layer_norm
+// returns the output and drops the two. LibTorch has no meta kernel for it (its composite calls
+// native_batch_norm), and PyTorch's shape function sizes the output only. The copy the kernel
+// takes of an input that is not contiguous is the profile's (kernels.temporaries, added by
+// GraphBuilder::addKernelTemporaries). Other devices: the rule declines (the shape function).
+std::optional<OpRuleResult> layerNormRule(const KernelRules& kernels, const Arguments& arguments) {
+  if (kernels.device != "cuda") return std::nullopt;
+  const at::Tensor& input = arguments["input"].toTensor();
+  std::vector<int64_t> normalized = arguments["normalized_shape"].toIntVector();
+  if (normalized.empty() || normalized.size() > static_cast<size_t>(input.dim())) {
+    return std::nullopt;
+  }
+  size_t axis = static_cast<size_t>(input.dim()) - normalized.size();
+  int64_t rows = 1;
+  for (size_t dim = 0; dim < axis; ++dim) rows *= input.size(static_cast<int64_t>(dim));
+  OpRuleResult result;
+  result.outputs.emplace_back(at::empty(input.sizes(), input.options()));
+  at::ScalarType statistics = at::toAccumulateType(input.scalar_type(), /*is_cuda=*/true);
+  at::Tensor mean = at::empty({rows}, input.options().dtype(statistics));
+  at::Tensor rstd = at::empty({rows}, input.options().dtype(statistics));
+  return result;
+}
+
 using Rule = std::function<std::optional<OpRuleResult>(const KernelRules&, const Arguments&)>;
 
 // The table (Note [Op rules]). Meta kernels registered in the dispatcher are listed by
@@ -560,6 +585,7 @@ const std::vector<std::pair<std::string, Rule>>& ruleTable() {
       {"aten::index_reduce", indexAccumulateRule},
       {"aten::index_reduce_", indexAccumulateRule},
       {"aten::repeat_interleave.self_Tensor", repeatInterleaveRule},
+      {"aten::layer_norm", layerNormRule},
       {"aten::_convolution", convolutionRule},
       {"aten::conv1d", convolutionRule},
       {"aten::conv2d", convolutionRule},

@@ -547,6 +547,11 @@ bool PythonNames::bindThroughCallee(const PendingStatement& pending,
   return true;
 }
 
+bool PythonNames::isComprehension(const jit::Node* node) {
+  const RangeLocation& range = locations_.resolve(node->sourceRange());
+  return node->kind() == jit::prim::Loop && range.known && !range.traced && range.bracketed;
+}
+
 Location PythonNames::locate(const jit::Node* node, Frame& frame) {
   const RangeLocation& range = locations_.resolve(node->sourceRange());
   Location location;

@@ -96,6 +96,9 @@ class PythonNames {
         module_paths_(module_paths) {}
 
   Location locate(const jit::Node* node, Frame& frame);
+  // Whether a scripted prim::Loop is a list or dict comprehension (Note [A comprehension's
+  // own names]).
+  bool isComprehension(const jit::Node* node);
   void enterStatements(Frame& frame, const std::vector<SourceFrame>& stack, Location& location,
                        const std::string* callee = nullptr);
   void noteStatementValues(Frame& frame, const std::vector<ValueId>& values);

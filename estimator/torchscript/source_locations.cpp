@@ -27,6 +27,8 @@ RangeLocation locate(const torch::jit::SourceRange& range) {
   const auto& view = source.source();
   size_t line_in_source = view->lineno_for_offset(source.start());
   location.statement = view->get_line(line_in_source).str();
+  size_t first = text.find_first_not_of(" \t\n");
+  location.bracketed = first != std::string::npos && (text[first] == '[' || text[first] == '{');
   return location;
 }
 

@@ -20,6 +20,9 @@ struct RangeLocation {
   bool traced = false;
   std::vector<SourceFrame> frames;  // traced: the stack; scripted: one frame, function unset
   std::string statement;            // scripted: the text of the source line (for its names)
+  // Scripted: the range itself begins with `[` or `{`: a display, or, for a prim::Loop, a list
+  // or dict comprehension (TorchScript gives the loop it becomes the comprehension's range).
+  bool bracketed = false;
 };
 
 // Resolves source ranges of a loaded archive to the original Python locations, through the

@@ -304,10 +304,33 @@ def test_grouped_query_attention_and_autocast_choose_as_the_kernel_sees_them():
         assert [k["kernel"] for k in document["kernels"]] == [kernel, kernel]
 
 
+def test_the_kernels_temporaries_are_the_profiles_data(tmp_path):
+    """Note [What a CUDA kernel allocates inside itself]: the recording reads the CUDA
+    profiles' `kernels.temporaries` as memtrace-estimate does (estimator.unit's
+    DeviceProfile.ReadsTheKernelsTemporaries): every entry, every field; the CPU's lists none."""
+    import json
+
+    for name in ("cuda", "cuda-sm90", "cuda-no-cublas-workspace", "cpu"):
+        stated = json.loads(device_kernels.profile_path(name).read_text())["kernels"]
+        read = device_kernels.kernel_rules(name).temporaries
+        assert [(t.op, t.like, list(t.dtype_of), t.before_outputs, t.only_if_not_contiguous,
+                 t.what) for t in read] == [
+            (e["op"], e["like"], e.get("dtype_of", []), e["when"] == "before_outputs",
+             e.get("only_if_not_contiguous", False), e["what"])
+            for e in stated.get("temporaries", [])], name
+        assert len(read) == (0 if name == "cpu" else 4), name
+    document = json.loads(device_kernels.profile_path("cuda-sm90").read_text())
+    document["kernels"]["temporaries"][1]["when"] = "soon"
+    (tmp_path / "bad.json").write_text(json.dumps(document))
+    with pytest.raises(device_kernels.KernelRulesError, match="'when' must be"):
+        device_kernels.kernel_rules(tmp_path / "bad.json")
+
+
 def test_python_and_the_torchscript_front_end_choose_alike(tmp_path):
     """The recording (Python) and memtrace-estimate's TorchScript front end (C++) read the
-    same profile: for each case above, inference on both takes the same kernel, but where the
-    recording gives grouped heads to the efficient kernel (gqa_from_torch, read by it alone)."""
+    same profile: for each case above, inference on both takes the same kernel, the efficient
+    kernel's grouped heads included (gqa_from_torch: both read it for the torch named, the
+    recording's own, `--torch` on the command line)."""
     for (dtype, head, masked, dropout, causal, key_heads), _, _ in SDPA_CASES:
         class Call(nn.Module):
             def forward(self, q, k, v):
@@ -321,18 +344,15 @@ def test_python_and_the_torchscript_front_end_choose_alike(tmp_path):
         path = tmp_path / "sdpa.pt"
         torch.jit.trace(Call(), (q, k, k), check_trace=False).save(str(path))
         query, key = f"2x4x16x{head}:{str(dtype)[6:]}", f"2x{key_heads}x16x{head}:{str(dtype)[6:]}"
+        release = "{}.{}".format(*torch_release())
         for profile in ("cuda-sm90", "cuda"):
             document = estimate_json(path, "--input", query, "--input", key, "--input", key,
-                                     "--device", profile)
+                                     "--device", profile, "--torch", release)
             chosen = [k["kernel"] for k in document["kernels"]] or ["math"]
             rules = device_kernels.kernel_rules(profile)
             call = device_kernels.SdpaCall.of(q, k, k, None, dropout, causal, True)
             expected = device_kernels.sdpa_choice(rules, call)[0]
-            if key_heads != 4 and expected == "efficient":
-                # gqa_from_torch is the recording's alone: the TorchScript front end, which
-                # cannot know the torch the program will run under, reads `gqa` (false).
-                expected = "math"
-            assert chosen == [expected], (profile, dtype, head)
+            assert chosen == [expected], (profile, dtype, head, release)
 
 
 # -- convolutions and the fused encoder --------------------------------------------------------

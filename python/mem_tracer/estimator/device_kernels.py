@@ -130,11 +130,27 @@ class SdpaCall:
 
 
 @dataclass(frozen=True)
+class KernelTemporary:
+    """One entry of the profile's `kernels.temporaries` (Note [What a CUDA kernel allocates
+    inside itself] in step_recorder.py; estimator/device_profile.cpp reads the same): a
+    temporary `op`'s kernel takes inside itself, of the elements of its argument `like`."""
+
+    op: str  # "aten::native_layer_norm"
+    like: str  # the argument it has the elements of
+    dtype_of: tuple[str, ...]  # the arguments whose result type it takes; empty: `like`'s
+    before_outputs: bool  # taken before the op's outputs; else after them
+    only_if_not_contiguous: bool  # a copy of `like`, made only when it is not contiguous
+    what: str
+
+
+@dataclass(frozen=True)
 class KernelRules:
-    """The profile's `kernels`: the device whose kernels run, and sdpa's kernels in order."""
+    """The profile's `kernels`: the device whose kernels run, sdpa's kernels in order, and
+    the temporaries kernels take inside themselves."""
 
     device: str = "cpu"
     sdpa: tuple[SdpaKernel, ...] = ()
+    temporaries: tuple[KernelTemporary, ...] = ()
 
     @property
     def recorded_as_is(self) -> bool:
@@ -182,7 +198,38 @@ def kernel_rules(profile: str | os.PathLike[str]) -> KernelRules:
     if device not in ("cuda", "cpu"):
         raise KernelRulesError(f"device profile {path}: kernels: \"device\" must be \"cuda\" or "
                                f"\"cpu\"")
-    return KernelRules(device=device, sdpa=tuple(chosen))
+    return KernelRules(device=device, sdpa=tuple(chosen),
+                       temporaries=_temporaries(kernels.get("temporaries", []), path))
+
+
+def _temporaries(entries: Any, path: Path) -> tuple[KernelTemporary, ...]:
+    """`kernels.temporaries`, each field checked as estimator/device_profile.cpp checks it."""
+    where = f"device profile {path}: kernels: temporaries"
+    if not isinstance(entries, list):
+        raise KernelRulesError(f"{where} must be a list")
+    read = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise KernelRulesError(f"{where}: each entry must be an object")
+        texts: dict[str, str] = {}
+        for key in ("op", "like", "when", "what"):
+            value = entry.get(key)
+            if not isinstance(value, str) or not value:
+                raise KernelRulesError(f"{where}: {key!r} must be a non-empty string")
+            texts[key] = value
+        if texts["when"] not in ("before_outputs", "after_outputs"):
+            raise KernelRulesError(f"{where}: {texts['op']}: 'when' must be 'before_outputs' "
+                                   "or 'after_outputs'")
+        dtype_of = entry.get("dtype_of", [])
+        if not isinstance(dtype_of, list) or not all(isinstance(n, str) for n in dtype_of):
+            raise KernelRulesError(f"{where}: {texts['op']}: 'dtype_of' must list arguments")
+        copy_only = entry.get("only_if_not_contiguous", False)
+        if not isinstance(copy_only, bool):
+            raise KernelRulesError(f"{where}: {texts['op']}: 'only_if_not_contiguous' must be "
+                                   "true or false")
+        read.append(KernelTemporary(texts["op"], texts["like"], tuple(dtype_of),
+                                    texts["when"] == "before_outputs", copy_only, texts["what"]))
+    return tuple(read)
 
 
 # The kernels a profile may name (estimator/device_profile.cpp knows the same).
@@ -217,7 +264,7 @@ def _sdpa_kernel(name: str, entry: dict[str, Any], path: Path) -> SdpaKernel:
         raise KernelRulesError(f"device profile {path}: sdpa kernel {name!r}: missing 'dtypes'")
     # `gqa_from_torch`: the release from which the kernel takes grouped heads, though `gqa` says
     # no for the releases before it (the recording runs under the user's torch; the TorchScript
-    # front end, which does not know the torch a program will run under, reads `gqa` alone).
+    # front end under the release `--torch` names, which estimate() sets to this torch's).
     since = entry.get("gqa_from_torch")
     if since is not None:
         if not isinstance(since, str) or not re.fullmatch(r"\d+\.\d+", since):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .. import _native
+from .. import _native, _torch_internals
 from ..errors import MemTracerError, first_line
 from .parallel import ParallelEstimate, estimate_of
 from .torchscript_export import (
@@ -462,7 +462,10 @@ def _estimate_exported(model: Any, example_inputs: list[Any], kwargs: dict[str, 
                 note=("recorded on fake tensors: one forward as Python runs it, eager "
                       f"semantics ({error})"))
         inputs = [_input_spec(value) for value in ordered]
-        options = ["--semantics", semantics, "--device", _device_profile(device)]
+        # The torch the model runs under is this one, whatever LibTorch memtrace-estimate links:
+        # the profile's rules that depend on the release (gqa_from_torch) follow it.
+        options = ["--semantics", semantics, "--device", _device_profile(device),
+                   "--torch", "{}.{}".format(*_torch_internals.torch_release())]
         options += _data_dependent_options(model, example_inputs, kwargs, assume_worst_case, work)
         json_path = Path(output) if output is not None else work / "estimate.json"
         document = _run_estimator(model_path, inputs, options, json_path)

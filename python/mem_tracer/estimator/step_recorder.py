@@ -314,7 +314,7 @@ class Recorder:
                     self.storages[index].collective = name
         flops = _flops(func, args, kwargs, output)
         fresh = self._fresh_operand(name, args, allocates)
-        before, after = self._kernel_scratch(name, args)
+        before, after = self._kernel_scratch(func, name, args, kwargs)
         allocates = [*before, *allocates, *after]
         if allocates or releases or flops:
             self.nodes.append(NodeRow(_op_name(func), self.phase, self._module(), self._stack(),
@@ -327,34 +327,40 @@ class Recorder:
                                       [scratch.storage for scratch in (*before, *after)], []))
         return output
 
-    def _kernel_scratch(self, name: str, args: tuple[Any, ...]) -> \
-            tuple[list[Allocation], list[Allocation]]:
+    def _kernel_scratch(self, func: Any, name: str, args: tuple[Any, ...],
+                        kwargs: dict[str, Any]) -> tuple[list[Allocation], list[Allocation]]:
         """Note [What a CUDA kernel allocates inside itself]: the temporaries the device's kernel
-        of this op makes before its outputs and after them, all freed before it returns."""
+        of this op makes before its outputs and after them, all freed before it returns (the
+        profile's `kernels.temporaries`)."""
         import torch
         kernels = self.device_kernels
-        if kernels is None or kernels.rules.device != "cuda" or name not in _KERNEL_SCRATCH:
+        if kernels is None:
             return [], []
         if name == "aten::_scaled_dot_product_efficient_attention_backward":
-            return [], self._grouped_heads_gradients(args)
-        tensors = [arg if isinstance(arg, torch.Tensor) else None for arg in args[:2]]
-        if name == "aten::_softmax_backward_data" and tensors[0] is not None and \
-                tensors[1] is not None:
-            grad, output = tensors[0], tensors[1]
-            return [], [self._scratch(grad, torch.result_type(grad, output),
-                                      "softmax backward's grad * output")]
-        if name == "aten::native_layer_norm" and tensors[0] is not None and \
-                not tensors[0].is_contiguous():
-            return [self._scratch(tensors[0], tensors[0].dtype, "layer norm's input.contiguous()")], []
-        if name == "aten::native_layer_norm_backward" and tensors[0] is not None and \
-                tensors[1] is not None:
-            grad, input = tensors[0], tensors[1]
-            before = [] if input.is_contiguous() else \
-                [self._scratch(input, input.dtype, "layer norm backward's input.contiguous()")]
-            after = [] if grad.is_contiguous() else \
-                [self._scratch(grad, grad.dtype, "layer norm backward's grad.contiguous()")]
-            return before, after
-        return [], []
+            # Not a temporary of the profile's list: its shape is not an operand's.
+            return [], (self._grouped_heads_gradients(args) if kernels.rules.device == "cuda"
+                        else [])
+        entries = [entry for entry in kernels.rules.temporaries if entry.op == name]
+        if not entries:
+            return [], []
+        by_name = dict(kwargs)
+        for argument, value in zip(_torch_internals.op_schema(func).arguments, args):
+            by_name[argument.name] = value
+        before: list[Allocation] = []
+        after: list[Allocation] = []
+        for entry in entries:
+            like = by_name.get(entry.like)
+            if not isinstance(like, torch.Tensor) or (entry.only_if_not_contiguous
+                                                      and like.is_contiguous()):
+                continue
+            dtype = like.dtype
+            for index, operand in enumerate(by_name.get(n) for n in entry.dtype_of):
+                if isinstance(operand, torch.Tensor):
+                    dtype = operand.dtype if index == 0 else torch.promote_types(dtype,
+                                                                                 operand.dtype)
+            (before if entry.before_outputs else after).append(
+                self._scratch(like, dtype, entry.what))
+        return before, after
 
     def _scratch(self, like: Any, dtype: Any, name: str, shape: list[int] | None = None) -> \
             Allocation:
@@ -550,6 +556,16 @@ def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
 #   on the simulated H100 (torch 2.14.1): gemma4_audio's layer norms over a transposed
 #   convolution output, whose AdamW step's peak is inside layer_norm_backward_cuda with both
 #   copies live (−3.01 % without them).
+# The rules are data, the CUDA profiles' `kernels.temporaries` (the CPU's kernels are not
+# checked here, and its profile lists none): for each, the op, the argument whose elements the
+# temporary has (`like`), the arguments whose result type is its dtype (`dtype_of`; else
+# `like`'s), whether the kernel takes it before its outputs or after them, and whether it is a
+# copy made only of an operand that is not contiguous. The recording adds the temporaries to
+# the op's node (before its outputs or after them) and releases them by a node of its own,
+# `memtrace::kernel_scratch`, right after. memtrace-estimate's TorchScript front end reads the
+# same entries for inference graphs (GraphBuilder::addKernelTemporaries), where the op a graph
+# names may be a composite that hands its arguments to the entry's (aten::layer_norm).
+# One more is code, not data, its shape not an operand's:
 # - CUDA's memory-efficient attention backward (aten/src/ATen/native/transformers/cuda/
 #   attention_backward.cu, _efficient_attention_backward) given grouped key heads (enable_gqa,
 #   which the kernel takes from torch 2.14: `gqa_from_torch` in the CUDA profiles) allocates,
@@ -561,12 +577,6 @@ def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
 #   heads): −2.32 % → −2.06 %; the rest, 1,586,688 B, is what the kernel takes after them and
 #   this does not record: a (B, H, L) float buffer (12,288 B) and its float workspace
 #   (1,574,400 B), live together at the step's peak.
-# The recording adds the temporaries to the op's node (before its outputs or after them, as the
-# kernel makes them) and releases them by a node of its own, `memtrace::kernel_scratch`, right
-# after; on CUDA profiles only (the CPU's kernels are not checked here).
-_KERNEL_SCRATCH = {"aten::_softmax_backward_data", "aten::native_layer_norm",
-                   "aten::native_layer_norm_backward",
-                   "aten::_scaled_dot_product_efficient_attention_backward"}
 
 
 # Note [Backward formulas that write in place on the device]

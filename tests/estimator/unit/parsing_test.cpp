@@ -284,6 +284,63 @@ TEST(DeviceProfile, ParsesTorchReleases) {
   EXPECT_THROW(parseDeviceProfile(bad_release, "bad.json"), EstimateError);
 }
 
+// The efficient kernel takes grouped heads from torch 2.14 on (the profiles' gqa_from_torch, which
+// the recording reads too): the TorchScript front end follows the release --torch names.
+TEST(DeviceProfile, TakesGroupedHeadsFromTheReleaseTheProfileNames) {
+  DeviceProfile hopper = loadDeviceProfile("cuda-sm90", MEMTRACE_PROFILE_DIRECTORY);
+  auto efficient = [](const DeviceProfile& profile) {
+    for (const SdpaKernel& kernel : profile.kernels.sdpa) {
+      if (kernel.name == "efficient") return kernel;
+    }
+    ADD_FAILURE() << "cuda-sm90 has no efficient kernel";
+    return SdpaKernel{};
+  };
+  EXPECT_FALSE(efficient(hopper).gqa);
+  ASSERT_TRUE(efficient(hopper).gqa_from_release.has_value());
+  EXPECT_FALSE(efficient(applyTorchRelease(hopper, {2, 13})).gqa);
+  EXPECT_TRUE(efficient(applyTorchRelease(hopper, {2, 14})).gqa);
+  EXPECT_TRUE(efficient(applyTorchRelease(hopper, {3, 0})).gqa);
+  // Kernels without it keep what `gqa` says, whatever the release.
+  for (const SdpaKernel& kernel : applyTorchRelease(hopper, {2, 9}).kernels.sdpa) {
+    if (kernel.name != "efficient") EXPECT_TRUE(kernel.gqa) << kernel.name;
+  }
+}
+
+// Note [What a CUDA kernel allocates inside itself]: the CUDA profiles list the temporaries the
+// recording and the TorchScript front end both read; the CPU's lists none.
+TEST(DeviceProfile, ReadsTheKernelsTemporaries) {
+  for (const char* name : {"cuda", "cuda-sm90", "cuda-no-cublas-workspace"}) {
+    const std::vector<KernelTemporary> temporaries =
+        loadDeviceProfile(name, MEMTRACE_PROFILE_DIRECTORY).kernels.temporaries;
+    ASSERT_EQ(temporaries.size(), 4u) << name;
+    EXPECT_EQ(temporaries[0].op, "aten::_softmax_backward_data");
+    EXPECT_EQ(temporaries[0].dtype_of, (std::vector<std::string>{"grad_output", "output"}));
+    EXPECT_FALSE(temporaries[0].before_outputs);
+    EXPECT_FALSE(temporaries[0].only_if_not_contiguous);
+    EXPECT_EQ(temporaries[1].op, "aten::native_layer_norm");
+    EXPECT_EQ(temporaries[1].like, "input");
+    EXPECT_TRUE(temporaries[1].before_outputs);
+    EXPECT_TRUE(temporaries[1].only_if_not_contiguous);
+  }
+  EXPECT_TRUE(loadDeviceProfile("cpu", MEMTRACE_PROFILE_DIRECTORY).kernels.temporaries.empty());
+  const std::string head = R"({"name": "x", "caching_allocator": {
+      "minimum_block_bytes": 512, "small_request_limit_bytes": 1048576,
+      "small_segment_bytes": 2097152, "large_segment_threshold_bytes": 10485760,
+      "large_segment_bytes": 20971520, "large_segment_rounding_bytes": 2097152},
+      "cublas_workspace": {"bytes": 0, "ops": []},
+      "convolution_workspace": {"bound_bytes": null, "ops": []}, "kernels": )";
+  for (
+      const char* bad : {
+          R"({"temporaries": {}})",
+          R"({"temporaries": [{"op": "aten::x", "like": "input", "what": "w"}]})",
+          R"({"temporaries": [{"op": "aten::x", "like": "input", "when": "soon", "what": "w"}]})",
+          R"({"temporaries": [{"op": "", "like": "input", "when": "after_outputs", "what": "w"}]})",
+          R"({"sdpa": {"order": ["efficient"], "efficient": {"dtypes": [], "gqa_from_torch": 2.14}}})",
+      }) {
+    EXPECT_THROW(parseDeviceProfile(head + bad + "}", "bad.json"), EstimateError) << bad;
+  }
+}
+
 TEST(DeviceProfile, RejectsBadProfiles) {
   EXPECT_THROW(parseDeviceProfile("{", "broken.json"), EstimateError);
   EXPECT_THROW(parseDeviceProfile("{\"name\": \"x\"}", "partial.json"), EstimateError);
