@@ -513,9 +513,9 @@ def _weight_start(tensor: Any) -> tuple[int, int]:
 # that autograd keeps until the backward, sized by cudnnGetRNNTempSpaceSizes, a size the library
 # chooses and documents nowhere. The recording runs the CPU's RNN instead (its graph node would
 # ask CUDA for a stream, Note [The device's kernels on fake tensors]), which saves each step's
-# gates and states as tensors of its own: nemotron3_5_asr's AdamW step on the simulated H100
-# requests 1,193,984 B (+1.05 %) more than the card. The figure is then approximate, and said
-# so: each such call in the recorded step adds an "approximate" assumption (step_recorder.py,
+# gates and states as tensors of its own (the mkldnn RNN's workspace on fake CPU tensors), and
+# its backward runs the CPU's kernels. The figure is then approximate, and said so: each such
+# call in the recorded step adds an "approximate" assumption (step_recorder.py,
 # Recorder.rnn) with its bracket, which memtrace-estimate sums into the JSON's `approximate`
 # and Estimate.approximate:
 #   - over_by_at_most: what the CPU's kernels held for the call beyond its outputs, measured on
@@ -527,7 +527,11 @@ def _weight_start(tensor: Any) -> tuple[int, int]:
 # the reserve keeps, per pseudo-layer and (time step, sequence) pair, the gates' activations,
 # the cell state (LSTM, GRU) and the output, in the data type, plus a byte a dropped element
 # between layers; the work space one layer's input projections in the math precision (float
-# for half) and two layer outputs between layers; each taken to be at most twice that. Assumed
+# for half) and two layer outputs between layers; each taken to be at most twice that (the
+# card's own, in nemotron3_5_asr's AdamW step on the simulated H100: a 983,040-B reserve and a
+# 491,520-B work space, as the formula gives; that row's +1.04 % is not theirs and lies outside
+# this bracket: the recording holds 14 storages, 1,998,848 B, from the step before, which is
+# not explained, nor whether the card holds them too). Assumed
 # of real cuDNN: its reserve and work space are within those bounds (not measured on a GPU
 # here: a bound estimated, not known). Not bracketed: the backward's own temporaries (the CPU's
 # per-step backward against cuDNN's backward call), an RNN in evaluation mode (no reserve: the
