@@ -91,6 +91,13 @@ Estimate estimateMemory(Graph& graph, const EstimateOptions& options) {
   }
   if (graph.training_step) estimate.training = trainingPeak(graph, estimate.activations);
   estimate.unknown_ops = collectUnknownOps(graph);
+  for (const Assumption& assumption : graph.assumptions) {
+    if (assumption.kind != AssumptionKind::kApproximate) continue;
+    if (!estimate.approximate) estimate.approximate = ApproximateBracket{};
+    estimate.approximate->over_by += assumption.over_by_at_most;
+    estimate.approximate->under_by += assumption.under_by_at_most;
+    estimate.approximate->calls += 1;
+  }
   estimate.lower_bound = graph.lowerBound();
   return estimate;
 }

@@ -40,6 +40,15 @@ struct EagerBracket {
   size_t unnamed_values = 0;
 };
 
+// Calls the recording could not run as the device does (AssumptionKind::kApproximate: cuDNN's
+// RNN reserve, Note [cuDNN's RNN reserve, bracketed] in device_kernels.py): the peak may lie up
+// to `under_by` above the figure or `over_by` below it, each the sum over the calls.
+struct ApproximateBracket {
+  int64_t over_by = 0;
+  int64_t under_by = 0;
+  size_t calls = 0;
+};
+
 // A training step's peak (Graph::training_step): every storage live at once, the persistent
 // ones (parameters and buffers, optimizer state, inputs) and those the step allocated, by
 // category, and the node where it is reached (with its phase and module). The step's own
@@ -71,7 +80,8 @@ struct Estimate {
   std::vector<UnknownOp> unknown_ops;
   bool lower_bound = false;                   // some sizes are unknown: the true peak may be higher
   std::optional<EagerBracket> eager_bracket;  // eager only, when names are missing
-  std::optional<TrainingPeak> training;       // training steps only
+  std::optional<ApproximateBracket> approximate;  // kernels not run as the device does
+  std::optional<TrainingPeak> training;           // training steps only
 
   int64_t weightBytes() const { return parameter_bytes + buffer_bytes + constant_bytes; }
 };

@@ -163,6 +163,7 @@ enum class AssumptionKind : uint8_t {
   kUnsizedDependency,    // outputs unsized because an input was (counted, not listed)
   kSemantics,            // how a semantics was approximated for this graph
   kDataDependentSize,    // how many elements nonzero or a mask selects: example or worst case
+  kApproximate,          // a kernel the recording could not run as the device does: bracketed
 };
 
 struct Assumption {
@@ -171,6 +172,10 @@ struct Assumption {
   std::vector<SourceFrame> stack;
   std::string detail;
   bool makes_lower_bound = false;
+  // kApproximate: how far the peak may lie above (under_by) or below (over_by) the figure for
+  // this call (Note [cuDNN's RNN reserve, bracketed] in device_kernels.py).
+  int64_t over_by_at_most = 0;
+  int64_t under_by_at_most = 0;
 };
 
 // Eager semantics: a value some Python name may hold that the front end could not name (the

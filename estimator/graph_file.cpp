@@ -131,21 +131,34 @@ class Reader {
   }
 
   // What the recording assumed (Note [Data-dependent values] in step_graph.py): sizes of
-  // data-dependent ops as on the example input.
+  // data-dependent ops as on the example input; and calls the recording could not run as the
+  // device does, with how far the peak may be off (Note [cuDNN's RNN reserve, bracketed] in
+  // device_kernels.py).
   void readAssumptions(const json& assumptions, Graph& graph) {
     if (!assumptions.is_array()) fail("\"assumptions\" must be an array");
     for (size_t index = 0; index < assumptions.size(); ++index) {
       const json& entry = assumptions[index];
       std::string where = "assumption " + std::to_string(index);
       if (!entry.is_object()) fail(where + " must be an object");
-      if (text(entry, "kind", where) != "data_dependent_size") {
-        fail(where + ": unknown kind \"" + text(entry, "kind", where) + "\"");
+      std::string kind = text(entry, "kind", where);
+      if (kind != "data_dependent_size" && kind != "approximate") {
+        fail(where + ": unknown kind \"" + kind + "\"");
       }
-      Assumption assumption{AssumptionKind::kDataDependentSize,
-                            text(entry, "op", where),
-                            {},
-                            text(entry, "detail", where),
-                            /*makes_lower_bound=*/false};
+      Assumption assumption{
+          kind == "approximate" ? AssumptionKind::kApproximate : AssumptionKind::kDataDependentSize,
+          text(entry, "op", where),
+          {},
+          text(entry, "detail", where),
+          /*makes_lower_bound=*/false};
+      if (assumption.kind == AssumptionKind::kApproximate) {
+        assumption.over_by_at_most =
+            integer(member(entry, "over_by_at_most_bytes", where), where + "'s over_by");
+        assumption.under_by_at_most =
+            integer(member(entry, "under_by_at_most_bytes", where), where + "'s under_by");
+        if (assumption.over_by_at_most < 0 || assumption.under_by_at_most < 0) {
+          fail(where + ": a bracket's bytes are negative");
+        }
+      }
       assumption.stack = stackOf(entry, where);
       graph.assumptions.push_back(std::move(assumption));
     }

@@ -93,6 +93,23 @@ json eagerBracketJson(const Estimate& estimate) {
           {"unnamed_values", bracket.unnamed_values}};
 }
 
+// null unless some call was not run as the device runs it (AssumptionKind::kApproximate): then
+// the peak's bracket, for max_memory_allocated()'s figure and requested_bytes'.
+json approximateJson(const Estimate& estimate) {
+  if (!estimate.approximate) return nullptr;
+  const ApproximateBracket& bracket = *estimate.approximate;
+  const AllocatorReplay& allocator = estimate.allocator;
+  return {{"calls", bracket.calls},
+          {"over_by_at_most_bytes", bracket.over_by},
+          {"under_by_at_most_bytes", bracket.under_by},
+          {"peak_allocated_low_bytes",
+           std::max<int64_t>(0, allocator.peak_allocated_bytes - bracket.over_by)},
+          {"peak_allocated_high_bytes", allocator.peak_allocated_bytes + bracket.under_by},
+          {"peak_requested_low_bytes",
+           std::max<int64_t>(0, allocator.peak_requested_bytes - bracket.over_by)},
+          {"peak_requested_high_bytes", allocator.peak_requested_bytes + bracket.under_by}};
+}
+
 json trainingBreakdownJson(const Estimate& estimate);
 
 json summaryJson(const Estimate& estimate) {
@@ -202,6 +219,8 @@ const char* assumptionKindName(AssumptionKind kind) {
       return "semantics";
     case AssumptionKind::kDataDependentSize:
       return "data_dependent_size";
+    case AssumptionKind::kApproximate:
+      return "approximate";
   }
   return "unknown";
 }
@@ -217,6 +236,7 @@ json estimateJson(const Graph& graph, const Estimate& estimate, const RenderOpti
   document["lower_bound"] = estimate.lower_bound;
   document["summary"] = summaryJson(estimate);
   document["eager_approximate"] = eagerBracketJson(estimate);
+  document["approximate"] = approximateJson(estimate);
   document["step"] = stepJson(graph, estimate, options);
 
   json peak = nodeJson(graph, estimate.activations.peak_node);
@@ -316,6 +336,10 @@ json estimateJson(const Graph& graph, const Estimate& estimate, const RenderOpti
                            {"user_frame", frameJson(innermostUserFrame(assumption.stack))},
                            {"detail", assumption.detail},
                            {"lower_bound", assumption.makes_lower_bound}});
+    if (assumption.kind == AssumptionKind::kApproximate) {
+      assumptions.back()["over_by_at_most_bytes"] = assumption.over_by_at_most;
+      assumptions.back()["under_by_at_most_bytes"] = assumption.under_by_at_most;
+    }
   }
   document["assumptions"] = std::move(assumptions);
 
@@ -359,6 +383,7 @@ std::string renderSweepJson(const std::vector<SweepPoint>& points,
                 {"semantics", semanticsName(point.estimate.semantics)},
                 {"lower_bound", point.estimate.lower_bound},
                 {"eager_approximate", eagerBracketJson(point.estimate)},
+                {"approximate", approximateJson(point.estimate)},
                 {"summary", summaryJson(point.estimate)}};
   };
   json sweep = json::array();

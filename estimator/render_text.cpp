@@ -165,6 +165,15 @@ std::string renderText(const Graph& graph, const Estimate& estimate, const Rende
         << formatBytes(std::max(figure - bracket.low, bracket.high - figure))
         << "; every value freed at its last use: " << formatBytes(bracket.at_last_use) << ")\n";
   }
+  if (estimate.approximate) {
+    const ApproximateBracket& bracket = *estimate.approximate;
+    int64_t figure = estimate.allocator.peak_allocated_bytes;
+    out << "APPROXIMATE: " << bracket.calls
+        << " call(s) not recorded as the device runs them (see assumptions below); the "
+           "allocated peak is between "
+        << formatBytes(std::max<int64_t>(0, figure - bracket.over_by)) << " and "
+        << formatBytes(figure + bracket.under_by) << "\n";
+  }
   out << "\n";
 
   const AllocatorReplay& allocator = estimate.allocator;

@@ -142,6 +142,12 @@ class CachingAllocatorModel {
   int64_t peakRequested() const { return peak_requested_; }
   int64_t peakAllocated() const { return peak_allocated_; }
   int64_t peakReserved() const { return peak_reserved_; }
+  // torch.cuda.reset_peak_memory_stats(): the peaks start again from what is held now.
+  void resetPeaks() {
+    peak_requested_ = requested_;
+    peak_allocated_ = allocated_;
+    peak_reserved_ = reserved_;
+  }
   int64_t segments() const { return segments_; }
   bool outOfMemory() const { return out_of_memory_; }
 
@@ -267,6 +273,61 @@ std::vector<Workspace> stepWorkspaces(const Graph& graph, const DeviceProfile& p
   return workspaces;
 }
 
+// Note [The steps before the measured one]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A training step is measured in the steady state, after steps that shaped the caching
+// allocator's pools: step 1 made the optimizer's state in its optimizer phase (AdamW's
+// exp_avg and exp_avg_sq, zeros_like each parameter, allocated while that step's gradients
+// were held), and each step's gradients and activations were carved from the segments the
+// weights and that state left. Which free block a later request finds, and whether it is split
+// (Note [Caching allocator replay]), follows from that history: pp_lcnet_v4's AdamW step on
+// the simulated H100 finds a 2 MiB tail of the 20 MiB segment that holds its four 1,179,648-B
+// weights, their state and their gradients, and takes it whole for the first such gradient
+// (917,504 B more allocated than requested, every step after the first); with the weights
+// and the state allocated together before the step, no such tail was free and the estimate
+// was 917,504 B (−1.45 %) under max_memory_allocated with requested_bytes exact. So a training
+// step's replay runs the step twice before the measured one, as the card ran it: once making
+// the optimizer's state when its optimizer phase starts (step 1), once as recorded (step 2);
+// what a step leaves allocated at its end is freed as the next begins; then the peaks start
+// again (reset_peak_memory_stats) and the step is replayed and measured. Against the card
+// (tests/estimator/referee.py --case ...): pp_lcnet_v4's, pp_ocrv6_small_rec's and
+// pp_ocrv6_tiny_rec's steps −1.45 % → 0 (max_memory_reserved too), mobilenet_v3_small's
+// −0.82 %, swin_t's +0.63 %, poolformer's +0.57 %, nemotron_h's −0.43 % → 0. Assumed: step 1
+// allocates as the steady step does but for the state (its cuBLAS workspaces are taken before
+// it, as for the measured step: Note [cuBLAS workspaces of a training step]).
+void replayEarlierStep(const Graph& graph, const std::vector<TimelineEvent>& timeline,
+                       CachingAllocatorModel& model, std::vector<int32_t>& blocks,
+                       bool make_state) {
+  auto make_optimizer_state = [&] {
+    for (size_t index = 0; index < graph.storages.size(); ++index) {
+      if (graph.storages[index].origin == StorageOrigin::kOptimizerState) {
+        blocks[index] = model.allocate(graph.storages[index].bytes);
+      }
+    }
+    make_state = false;
+  };
+  for (const TimelineEvent& event : timeline) {
+    if (make_state && graph.node(event.node).phase == format::TrainingPhase::kOptimizer) {
+      make_optimizer_state();
+    }
+    if (event.kind == MemoryEventKind::kAllocate) {
+      blocks[event.storage.value] = model.allocate(graph.storage(event.storage).bytes);
+    } else {
+      model.release(blocks[event.storage.value]);
+      blocks[event.storage.value] = CachingAllocatorModel::kNoBlock;
+    }
+  }
+  if (make_state) make_optimizer_state();  // a step without an optimizer phase
+  for (size_t index = 0; index < graph.storages.size(); ++index) {
+    StorageOrigin origin = graph.storages[index].origin;
+    if ((origin == StorageOrigin::kActivation || origin == StorageOrigin::kHost) &&
+        blocks[index] != CachingAllocatorModel::kNoBlock) {
+      model.release(blocks[index]);
+      blocks[index] = CachingAllocatorModel::kNoBlock;
+    }
+  }
+}
+
 }  // namespace
 
 AllocatorReplay replayCachingAllocator(const Graph& graph,
@@ -277,8 +338,11 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
   std::vector<int32_t> blocks(graph.storages.size(), CachingAllocatorModel::kNoBlock);
 
   // Module.to(device) moves the weights before anything else, then (training) the first
-  // optimizer step makes the optimizer's state, then the caller makes inputs.
+  // optimizer step makes the optimizer's state, then the caller makes inputs. A training step
+  // makes the state in the steps replayed before it (Note [The steps before the measured one]).
+  bool earlier_steps = graph.training_step;
   for (StorageOrigin first : {StorageOrigin::kParameter, StorageOrigin::kOptimizerState}) {
+    if (earlier_steps && first == StorageOrigin::kOptimizerState) continue;
     for (size_t index = 0; index < graph.storages.size(); ++index) {
       StorageOrigin origin = graph.storages[index].origin;
       if (first == StorageOrigin::kParameter ? isWeight(origin) : origin == first) {
@@ -308,6 +372,12 @@ AllocatorReplay replayCachingAllocator(const Graph& graph,
     if (graph.storages[index].origin == StorageOrigin::kInput) {
       blocks[index] = model.allocate(graph.storages[index].bytes);
     }
+  }
+
+  if (earlier_steps) {
+    replayEarlierStep(graph, timeline, model, blocks, /*make_state=*/true);
+    replayEarlierStep(graph, timeline, model, blocks, /*make_state=*/false);
+    model.resetPeaks();
   }
 
   auto finish = [&](NodeId failed_at) {

@@ -805,7 +805,8 @@ def predict(family, name, attention, task, size, profile):
         "method": estimate.method,
         "method_note": estimate.method_note,
         "lower_bound": bool(estimate.lower_bound),
-        "approximate": bool(estimate.raw.get("eager_approximate")),
+        "approximate": bool(estimate.raw.get("eager_approximate")
+                            or estimate.raw.get("approximate")),
         "cublas_workspace": (estimate.raw.get("summary") or {}).get("cublas_workspace_bytes"),
         "unknown_ops": sorted(str(op)[:80] for op in estimate.raw.get("unknown_ops") or ())[:5],
         # Ops whose output size the example's values decided (nonzero, masks, routing): there

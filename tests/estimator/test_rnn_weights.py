@@ -114,5 +114,97 @@ def test_an_lstm_forward_is_the_simulated_cards_to_the_byte():
     assert card["held"] >= FLAT_SEGMENT
 
 
+# Note [cuDNN's RNN reserve, bracketed]: a training step with an LSTM. The recording runs the
+# CPU's LSTM, which keeps for the backward what the CPU's kernels keep; on the card cuDNN keeps a
+# reserve space (the simulated cuDNN's size: a stand-in for real cuDNN's, which is documented
+# nowhere; assumed of real cuDNN: within twice the simulated estimate). The estimate says so.
+SMALL, SMALL_LAYERS, SMALL_STEPS, SMALL_BATCH = 64, 2, 16, 2
+PAIRS = SMALL_STEPS * SMALL_BATCH  # (time step, sequence) pairs
+# The simulated cudnnGetRNNTempSpaceSizes (simulator/libraries/cudnn_rnn.cpp): the reserve keeps
+# the 4 gates, the cell state and the output per pair and layer; the work space one layer's
+# input projections and two layer outputs; each bounded by twice that.
+RESERVE = SMALL_LAYERS * PAIRS * (4 * SMALL + SMALL + SMALL) * 4
+WORK = PAIRS * 4 * SMALL * 4 + 2 * PAIRS * SMALL * 4
+
+STEP_PROGRAM = """
+import json, sys, torch
+sys.path.insert(0, {tests!r})
+from test_rnn_weights import SmallDecoder
+torch.manual_seed(0)
+model, x = SmallDecoder().cuda(), torch.randn({batch}, {steps}, {hidden}).cuda()
+optimizer = torch.optim.AdamW(model.parameters())
+for step in range(3):
+    if step == 2:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    model(x).sum().backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+torch.cuda.synchronize()
+print(json.dumps({{"peak": torch.cuda.max_memory_allocated()}}))
+"""
+
+
+class SmallDecoder(nn.Module):
+    """A 2-layer LSTM and a projection, small enough for a training step in seconds."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(SMALL, SMALL, num_layers=SMALL_LAYERS, batch_first=True)
+        self.projector = nn.Linear(SMALL, SMALL)
+
+    def forward(self, x):
+        return self.projector(self.lstm(x)[0])
+
+
+def _approximate(document):
+    return [a for a in document.get("assumptions", []) if a["kind"] == "approximate"]
+
+
+def test_an_lstm_in_a_training_step_on_cuda_is_bracketed():
+    model, x = SmallDecoder(), torch.randn(SMALL_BATCH, SMALL_STEPS, SMALL)
+    on_cuda = step_graph.record(model, (x,), training=True, profile="cuda-sm90",
+                                loss_fn=lambda output: output.sum())
+    calls = _approximate(on_cuda)
+    assert [call["op"] for call in calls] == ["aten::lstm"], on_cuda.get("assumptions")
+    # What cuDNN may hold: the reserve's and the work space's bounds.
+    assert calls[0]["under_by_at_most_bytes"] == 2 * RESERVE + 2 * WORK
+    # What the CPU's LSTM held for the backward, measured on the recording: something.
+    assert calls[0]["over_by_at_most_bytes"] > 0
+    assert "reserve" in calls[0]["detail"]
+    # The CPU's own profile runs the CPU's LSTM: nothing to bracket; nor does an RNN in
+    # evaluation mode take a reserve.
+    assert not _approximate(step_graph.record(model, (x,), training=True, profile="cpu",
+                                              loss_fn=lambda output: output.sum()))
+    assert not _approximate(step_graph.record(model.eval(), (x,), training=False,
+                                              profile="cuda-sm90"))
+
+
+def test_the_cards_training_step_lies_within_the_bracket():
+    assert torch.backends.cuda.is_built(), "the card's side needs a CUDA build of torch"
+    program = STEP_PROGRAM.format(tests=str(Path(__file__).parent), batch=SMALL_BATCH,
+                                  steps=SMALL_STEPS, hidden=SMALL)
+    beside = dict(os.environ)
+    beside["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY / "python"),
+                                                         beside.get("PYTHONPATH")]))
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         env=simulated_gpu.environment("h100", base=beside), timeout=300,
+                         check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    card = json.loads(run.stdout.strip().splitlines()[-1])
+    torch.manual_seed(0)
+    model, x = SmallDecoder(), torch.randn(SMALL_BATCH, SMALL_STEPS, SMALL)
+    step = mem_tracer.TrainingStep(optimizer=torch.optim.AdamW(model.parameters()),
+                                   loss_fn=lambda output: output.sum(), loop="until-step-end")
+    estimate = mem_tracer.estimate(model, (x,), device="cuda-sm90", training=step)
+    bracket = estimate.approximate
+    assert bracket is not None and bracket.calls == 1, estimate.raw.get("approximate")
+    assert bracket.peak_allocated_low_bytes <= card["peak"] <= bracket.peak_allocated_high_bytes
+    assert bracket.peak_allocated_low_bytes == \
+        estimate.peak_allocated_bytes - bracket.over_by_at_most_bytes
+    assert estimate.raw["approximate"]["under_by_at_most_bytes"] == 2 * RESERVE + 2 * WORK
+    assert "approximate: between" in str(estimate)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

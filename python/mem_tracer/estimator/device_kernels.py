@@ -40,7 +40,8 @@ instead (its fake kernel sizes its outputs; autograd saves what its derivative f
   forward copies (convolutionRule in estimator/torchscript/op_rules.cpp; test_op_rules.py
   holds the two front ends equal).
 The CPU's own profile changes nothing: the fake CPU tensors run the CPU's composites. Not
-applied: CUDA's autocast op lists (the recording runs the CPU's), cuDNN's RNN kernels, what a
+applied: CUDA's autocast op lists (the recording runs the CPU's), cuDNN's RNN kernels (bracketed
+instead: Note [cuDNN's RNN reserve, bracketed]), what a
 CUDA kernel allocates inside itself but softmax backward's temporary (Note [What a CUDA kernel
 allocates inside itself] in step_recorder.py; not the memory-efficient attention backward's float
 workspace, `_efficient_attention_backward`: 131,200 B in the zoo's qwen2-moe-sdpa AdamW step on
@@ -551,6 +552,87 @@ def _weight_start(tensor: Any) -> tuple[int, int]:
     return (_torch_internals.storage_key(tensor.untyped_storage()), tensor.storage_offset())
 
 
+# Note [cuDNN's RNN reserve, bracketed]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# On CUDA, torch.lstm/gru/rnn_tanh/rnn_relu of a float16/32/64 input run cuDNN's RNN
+# (aten/src/ATen/native/cudnn/RNN.cpp, _cudnn_rnn): the call takes a work space for its length
+# and, when the RNN's `train` argument is true (the module in training mode), a reserve space
+# that autograd keeps until the backward, sized by cudnnGetRNNTempSpaceSizes, a size the library
+# chooses and documents nowhere. The recording runs the CPU's RNN instead (its graph node would
+# ask CUDA for a stream, Note [The device's kernels on fake tensors]), which saves each step's
+# gates and states as tensors of its own (the mkldnn RNN's workspace on fake CPU tensors), and
+# its backward runs the CPU's kernels. The figure is then approximate, and said so: each such
+# call in the recorded step adds an "approximate" assumption (step_recorder.py,
+# Recorder.rnn) with its bracket, which memtrace-estimate sums into the JSON's `approximate`
+# and Estimate.approximate:
+#   - over_by_at_most: what the CPU's kernels held for the call beyond its outputs, measured on
+#     the recording (what autograd kept for the backward, or the most held at once inside the
+#     call, the larger): cuDNN's reserve may be as small as nothing;
+#   - under_by_at_most: the reserve's bound plus the work space's bound: what cuDNN may hold
+#     beyond the outputs while the call or its backward runs.
+# The sizes are the simulated cuDNN's (simulator/libraries/cudnn_rnn.cpp, Note [RNN spaces]):
+# the reserve keeps, per pseudo-layer and (time step, sequence) pair, the gates' activations,
+# the cell state (LSTM, GRU) and the output, in the data type, plus a byte a dropped element
+# between layers; the work space one layer's input projections in the math precision (float
+# for half) and two layer outputs between layers; each taken to be at most twice that (the
+# card's own, in nemotron3_5_asr's AdamW step on the simulated H100: a 983,040-B reserve and a
+# 491,520-B work space, as the formula gives; that row's +1.04 % is not theirs and lies outside
+# this bracket: the recording holds 14 storages, 1,998,848 B, from the step before, which is
+# not explained, nor whether the card holds them too). Assumed
+# of real cuDNN: its reserve and work space are within those bounds (not measured on a GPU
+# here: a bound estimated, not known). Not bracketed: the backward's own temporaries (the CPU's
+# per-step backward against cuDNN's backward call), an RNN in evaluation mode (no reserve: the
+# work space is a temporary of the call), and the TorchScript front end.
+_RNN_GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
+
+
+@dataclass(frozen=True)
+class CudnnRnnSpaces:
+    """What cuDNN's RNN call takes beside its outputs (Note [cuDNN's RNN reserve, bracketed])."""
+
+    op: str
+    reserve: int  # the simulated cuDNN's reserve space (0 when not training)
+    reserve_at_most: int
+    work_at_most: int
+
+
+def cudnn_rnn_spaces(name: str, args: Sequence[Any]) -> CudnnRnnSpaces | None:
+    """torch.<name>(*args)'s cuDNN spaces on a CUDA device, or None where cuDNN would not run
+    it (a dtype it does not take, a call not in nn.RNNBase's positional form)."""
+    import torch
+
+    if name not in _RNN_GATES or len(args) != 9:
+        return None
+    packed = isinstance(args[3], (list, tuple))
+    data, params = args[0], (args[3] if packed else args[2])
+    layers, dropout, train, bidirectional = args[5:9] if packed else args[4:8]
+    if not isinstance(data, torch.Tensor) or _dtype_name(data.dtype) not in _CUDNN_RNN_DTYPES \
+            or len(params) < 2:
+        return None
+    gates, directions = _RNN_GATES[name], 2 if bidirectional else 1
+    hidden = int(params[0].shape[0]) // gates
+    output = int(params[1].shape[1])  # the recurrent matrix: the projection's size, if any
+    if packed:  # cuDNN pads to the longest sequence: batch_sizes[0] x len(batch_sizes)
+        try:
+            steps = int(args[1][0]) * int(args[1].numel())
+        except Exception:  # noqa: BLE001 - a fake batch_sizes: the packed count, no fewer
+            steps = int(data.shape[0])
+    else:
+        steps = int(data.shape[0]) * int(data.shape[1])
+    element = data.dtype.itemsize
+    math_bytes = 4 if data.dtype == torch.float16 else element
+    cell = hidden if name in ("lstm", "gru") else 0
+    reserve = 0
+    if train:
+        reserve = layers * directions * steps * (gates * hidden + cell + output) * element
+        if dropout > 0 and layers > 1:
+            reserve += (layers - 1) * steps * output * directions
+    work = steps * gates * hidden * directions * math_bytes
+    if layers > 1:
+        work += 2 * steps * output * directions * element
+    return CudnnRnnSpaces(f"aten::{name}", reserve, 2 * reserve, 2 * work)
+
+
 @dataclass
 class KernelChoice:
     """One call the device runs with a kernel of its own: the op, the kernel, why."""
@@ -568,18 +650,21 @@ class DeviceKernels:
     hears each kernel chosen (the recorder adds the call's stack)."""
 
     def __init__(self, rules: KernelRules,
-                 on_choice: Callable[[KernelChoice], None] | None = None) -> None:
+                 on_choice: Callable[[KernelChoice], None] | None = None,
+                 on_rnn: Callable[[CudnnRnnSpaces, Callable[[], Any]], Any] | None = None) -> None:
         import torch
         from torch.overrides import TorchFunctionMode
 
         self.rules = rules
         self.on_choice = on_choice
+        self.on_rnn = on_rnn  # Note [cuDNN's RNN reserve, bracketed]
         self.optimizer_phase = False
         self.making_host_tensor = 0  # > 0 while a host factory runs (its ops allocate host memory)
         padding = next((k.pad_mask_to for k in rules.sdpa if k.name == "efficient"), 16)
         head = next((k.pad_head_dim_to for k in rules.sdpa if k.name == "flash"), 8)
         factories = {getattr(torch, name) for name in _FACTORIES}
         convolutions = {getattr(torch, name) for name in _CONVOLUTIONS}
+        rnns = {getattr(torch, name): name for name in _RNN_GATES}
         owner = self
 
         class Mode(TorchFunctionMode):
@@ -594,6 +679,11 @@ class DeviceKernels:
                     return owner._dropout(func, args, kwargs)
                 if func in convolutions:
                     return device_convolution(func, args, kwargs)
+                if func in rnns and owner.on_rnn is not None and owner.rules.device == "cuda" \
+                        and not kwargs:
+                    spaces = cudnn_rnn_spaces(rnns[func], args)
+                    if spaces is not None and spaces.reserve > 0:  # in training mode
+                        return owner.on_rnn(spaces, lambda: func(*args, **kwargs))
                 if owner.optimizer_phase and func in factories and \
                         kwargs.get("device") in (None, "cpu"):
                     owner.making_host_tensor += 1
@@ -643,7 +733,7 @@ class DeviceKernels:
         return device_dropout(call["input"], call["p"])
 
 
-__all__ = ["CPU_RULES", "SDPA_KERNELS", "DeviceKernels", "KernelChoice", "KernelRules",
-           "KernelRulesError", "SdpaCall", "SdpaKernel", "SdpaTensor", "convolution_memory_format",
-           "device_convolution", "device_dropout", "device_sdpa", "kernel_rules", "profile_path",
-           "sdpa_choice", "sdpa_rejects"]
+__all__ = ["CPU_RULES", "SDPA_KERNELS", "CudnnRnnSpaces", "DeviceKernels", "KernelChoice",
+           "KernelRules", "KernelRulesError", "SdpaCall", "SdpaKernel", "SdpaTensor",
+           "convolution_memory_format", "cudnn_rnn_spaces", "device_convolution", "device_dropout",
+           "device_sdpa", "kernel_rules", "profile_path", "sdpa_choice", "sdpa_rejects"]

@@ -32,8 +32,8 @@ from .torchscript_export import (
 )
 from .training_step import FORWARD, Loop, RecordedStep, TrainingStep, training_step
 
-__all__ = ["BatchPoint", "Device", "Estimate", "FrontEnd", "LineEntry", "Loop", "Method", "ModuleEntry",
-           "Semantics", "TrainingStep", "call_inputs", "estimate", "trace_model",
+__all__ = ["ApproximateBracket", "BatchPoint", "Device", "Estimate", "FrontEnd", "LineEntry", "Loop",
+           "Method", "ModuleEntry", "Semantics", "TrainingStep", "call_inputs", "estimate", "trace_model",
            "write_prediction"]
 
 # How long a value lives: as the eager nn.Module keeps it (Python names) or as the TorchScript
@@ -79,6 +79,20 @@ class BatchPoint:
     peak_allocated_bytes: int
     peak_reserved_bytes: int
     lower_bound: bool
+
+
+@dataclass
+class ApproximateBracket:
+    """Calls the recording could not run as the device does (cuDNN's RNNs: Note [cuDNN's RNN
+    reserve, bracketed] in device_kernels.py): max_memory_allocated()'s peak lies between
+    peak_allocated_low_bytes and peak_allocated_high_bytes (the figure less over_by, plus
+    under_by), as far as those calls go."""
+
+    calls: int
+    over_by_at_most_bytes: int
+    under_by_at_most_bytes: int
+    peak_allocated_low_bytes: int
+    peak_allocated_high_bytes: int
 
 
 # Note [The training figures named]
@@ -141,6 +155,9 @@ class Estimate:
     # recorded, or extended from three recordings: Note [A budget search from three
     # recordings]); None otherwise.
     search_note: str | None = field(default=None, repr=False)
+    # Some call recorded otherwise than the device runs it: the figure is approximate, within
+    # this bracket (None: no such call).
+    approximate: ApproximateBracket | None = None
 
     @property
     def training_workspace_bytes(self) -> int | None:
@@ -172,7 +189,11 @@ class Estimate:
                  f"{mib(self.peak_allocated_bytes)}, requested_bytes peak "
                  f"{mib(self.peak_requested_bytes)}, max_memory_reserved() "
                  f"{mib(self.peak_reserved_bytes)}"
-                 + (" (a lower bound: some sizes were unknown)" if self.lower_bound else ""),
+                 + (" (a lower bound: some sizes were unknown)" if self.lower_bound else "")
+                 + (f" (approximate: between {mib(self.approximate.peak_allocated_low_bytes)} "
+                    f"and {mib(self.approximate.peak_allocated_high_bytes)}, "
+                    f"{self.approximate.calls} call(s) not recorded as the device runs them)"
+                    if self.approximate is not None else ""),
                  (f"  weights {mib(self.weight_bytes)}, inputs {mib(self.input_bytes)}, "
                   f"activations at their peak {mib(self.activation_peak_bytes)}"),
                  f"  front end: {self.method}: {self.method_note}"]
@@ -863,7 +884,18 @@ def _estimate_from(document: dict[str, Any], method: Method, note: str, path: Pa
         optimizer_state_bytes=summary.get("optimizer_state_bytes", 0),
         training_peak_phase=step.get("peak_phase") if summary.get("training_peak_bytes") else None,
         optimizer_implementation=step.get("optimizer_implementation"),
-        loop=step.get("loop"), parallel=estimate_of(document))
+        loop=step.get("loop"), parallel=estimate_of(document),
+        approximate=_approximate(document.get("approximate")))
+
+
+def _approximate(bracket: Mapping[str, int] | None) -> ApproximateBracket | None:
+    """The JSON's `approximate` (memtrace-estimate's bracket), or None."""
+    if not bracket:
+        return None
+    return ApproximateBracket(int(bracket["calls"]), int(bracket["over_by_at_most_bytes"]),
+                              int(bracket["under_by_at_most_bytes"]),
+                              int(bracket["peak_allocated_low_bytes"]),
+                              int(bracket["peak_allocated_high_bytes"]))
 
 
 def _in_order(breakdown: Mapping[str, int] | None) -> dict[str, int] | None:

@@ -189,7 +189,8 @@ class _Step:
         recorder = Recorder({id(module): name for name, module in model.named_modules()})
         recorder.replay = replay
         recorder.known = KnownValues()  # Note [Values Python knows on fake tensors]
-        kernels = recorder.device_kernels = DeviceKernels(self.rules, recorder.choice)
+        kernels = recorder.device_kernels = DeviceKernels(self.rules, recorder.choice,
+                                                             recorder.rnn)
         try:
             with torch.random.fork_rng(devices=[]), fake_mode, module_hooks(recorder), \
                     dispatch_mode(recorder), kernels, storage_resizes(recorder), \

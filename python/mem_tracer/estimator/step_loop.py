@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .fake_copies import fake_optimizer
-from .step_recorder import Phase, Recorder, StepGraphError, tensors_in
+from .step_recorder import Phase, Recorder, StepGraphError, engine_sums, tensors_in
 
 # Note [What the loop holds]
 # How long the training loop's own names keep the model's output and the loss alive changes the
@@ -157,8 +157,10 @@ class StepLoop:
                 loss = self.forward_and_loss()
             with recorder.in_phase(Phase.BACKWARD):
                 recorder.backward_module = None
-                (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
-                del loss
+                root = self.scaler.scale(loss) if self.scaler is not None else loss
+                with engine_sums(recorder, root):  # Note [The engine's gradient sums in place]
+                    root.backward()
+                del loss, root
         owners = self.owners()
         for name, parameter in self.model.named_parameters():
             index = recorder.index_of(parameter.grad) if parameter.grad is not None else None

@@ -247,6 +247,36 @@ TEST(ReplayCachingAllocator, AtTheLimitCachedSegmentsAreReleasedBeforeGivingUp) 
   EXPECT_FALSE(tiny.out_of_memory_node.valid());  // the input does not fit
 }
 
+// Note [The steps before the measured one]: four 1,179,648-byte weights (the large pool: one
+// 20 MiB segment), their AdamW state and, in the backward, their gradients. Step 1 carves the
+// gradients after the weights and the state after the gradients; freed, the gradients leave a
+// hole, and the segment's tail is 2 MiB. A later step's first gradient takes that tail whole
+// (917,504 bytes would remain: no split), as pp_lcnet_v4's step on the simulated H100 does.
+// With the state allocated beside the weights before the step, the gradients were split off a
+// 6.5 MiB tail and allocated_bytes equalled the blocks' sizes.
+TEST(ReplayCachingAllocator, ATrainingStepIsReplayedAfterTheStepsBeforeIt) {
+  constexpr int64_t kTensor = 1179648;
+  TestGraph test;
+  test.graph.training_step = true;
+  for (int i = 0; i < 4; ++i) test.weight(kTensor);
+  for (int i = 0; i < 8; ++i) test.weight(kTensor, StorageOrigin::kOptimizerState);
+  ValueId previous = test.input(512);
+  auto in_phase = [&](ValueId value, format::TrainingPhase phase) {
+    test.graph.node(test.graph.value(value).producer).phase = phase;
+  };
+  for (int i = 0; i < 4; ++i) {
+    ValueId gradient = test.op({previous}, kTensor);
+    in_phase(gradient, format::TrainingPhase::kBackward);
+    test.graph.outputs.push_back(gradient);
+    previous = gradient;
+  }
+  in_phase(test.op({previous}, 512), format::TrainingPhase::kOptimizer);
+  AllocatorReplay result = replay(test.graph, pytorchDefaults());
+  EXPECT_EQ(result.peak_requested_bytes, 16 * kTensor + 512 + 512);
+  EXPECT_EQ(result.peak_allocated_bytes, 15 * kTensor + 2 * kMiB + 512 + 512);
+  EXPECT_EQ(result.peak_reserved_bytes, 20 * kMiB + 2 * kMiB);
+}
+
 TEST(ReplayCachingAllocator, ZeroByteRequestsAllocateNothing) {
   TestGraph test;
   ValueId x = test.input(0);
