@@ -80,7 +80,7 @@ def device_view(name: str, tensor: Any, shape: Sequence[Any]) -> Any:
     kernel gives it (Note [A view's strides as the device gives them])."""
     import torch
     op = torch.ops.aten.view.default if name == "aten::view" else \
-        torch.ops.aten._unsafe_view.default
+        _torch_internals.aten_op("_unsafe_view").default
     view = op(tensor, shape)
     strides = device_view_strides(tensor.shape, tensor.stride(), view.shape)
     if strides is None or list(view.stride()) == strides:
