@@ -44,7 +44,7 @@ FAKE_TENSOR_LOGGER = "torch._subclasses.fake_tensor"
 # ATen's private ops called by name (device_kernels: what the device runs).
 PRIVATE_ATEN_OPS = ("_safe_softmax", "_scaled_dot_product_cudnn_attention",
                     "_scaled_dot_product_flash_attention",
-                    "_scaled_dot_product_efficient_attention")
+                    "_scaled_dot_product_efficient_attention", "_unsafe_view")
 
 
 # The module of inductor's PyCodeCache, which loads every module inductor generated (the

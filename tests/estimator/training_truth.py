@@ -176,7 +176,10 @@ def measure_step(model, args=(), kwargs=None, *, loss_fn=None, targets=(), optim
         found = tracker.id_of(tensor)
         if found is not None and tracker.phase == "forward":
             saved.add(found)
-        return tensor
+        # A detached alias: the tensor itself would keep an output its own node saved, and the
+        # node, alive for good when backward never reaches it (Note [Saved tensors packed
+        # without a cycle] in mem_tracer/estimator/step_loop.py).
+        return tensor.detach()
 
     def loss_of(output):
         if loss_fn is not None:

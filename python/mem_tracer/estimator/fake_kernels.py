@@ -26,10 +26,29 @@ test_device_step.py here), and the two against each other over one list of cases
 three dtypes, a padded row: test_device_step.py's test_grouped_mm_is_one_rule_in_cpp_and_python). A stand-in applies to fake tensors only: on real ones (the run for
 the example's data-dependent values: Note [Data-dependent values] in step_recorder.py) the op
 runs as it is.
+
+Note [A view's strides as the device gives them]
+A fake tensor's view (`aten::view`, `aten::_unsafe_view`: reshape, flatten, unflatten when no
+copy is needed) is sized by torch._refs._reshape_view_helper, which gives a dimension of size 1
+another stride than the device's kernel does: every device runs ATen's `computeStride`
+(aten/src/ATen/TensorUtils.cpp), which strides a size-1 dimension by where it falls in the
+input's chunks. Torch 2.14.1, the input (1, 3136, 64) transposed to (1, 64, 3136) and viewed as
+(1, 64, 56, 56): the device's strides are (64, 1, 3584, 64), the fake tensor's
+(200704, 1, 3584, 64). Memory is the same, but the layout checks read the size-1 stride:
+`suggest_memory_format` (c10's is_channels_last_strides_2d) finds the device's tensor not
+channels-last, so CUDA's convolution backend takes it contiguous, and a depthwise convolution
+runs CUDA's own kernel on a contiguous copy of its input (Note [The device's kernels on fake
+tensors] in device_kernels.py), while the fake tensor reads as channels-last, uncopied. Seen on
+the simulated H100: pvt_v2's depthwise convolutions at batch 1, the input's copy (3,211,264 B)
+live at the forward's peak, estimated −5.44 % without it (batch 2 exact: no size-1 dimension).
+So the recording's view of a fake tensor is remade with computeStride's strides
+(`device_view_strides`, ATen's loop in Python) where they differ: an `as_strided` view of the
+same storage, nothing allocated. Tested against the CPU's own views (test_device_step.py).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import _torch_internals
@@ -38,6 +57,9 @@ from .. import _torch_internals
 def stand_in(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], Any] | None:
     """The stand-in that runs this call instead of the op's meta kernel, or None (the op's
     own fake kernel takes it). `name` is the op as the recorder names it (aten::_grouped_mm)."""
+    if name in _VIEWS and len(args) >= 2 and isinstance(args[1], (list, tuple)) and \
+            isinstance(args[0], _torch_internals.fake_tensor_type()):
+        return lambda: device_view(name, args[0], args[1])
     if name != "aten::_grouped_mm" or not args:
         return None
     import torch
@@ -46,6 +68,65 @@ def stand_in(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callab
             dtype not in (torch.float32, torch.float16):
         return None  # bfloat16: the meta kernel's (the fast path's output is made alike)
     return lambda: grouped_mm_fallback(*args, **kwargs)
+
+
+# The views whose strides a fake tensor takes from torch._refs (Note [A view's strides as the
+# device gives them]).
+_VIEWS = ("aten::view", "aten::_unsafe_view")
+
+
+def device_view(name: str, tensor: Any, shape: Sequence[Any]) -> Any:
+    """`tensor.view(shape)` (or `_unsafe_view`) on a fake tensor, with the strides the device's
+    kernel gives it (Note [A view's strides as the device gives them])."""
+    import torch
+    op = torch.ops.aten.view.default if name == "aten::view" else \
+        _torch_internals.aten_op("_unsafe_view").default
+    view = op(tensor, shape)
+    strides = device_view_strides(tensor.shape, tensor.stride(), view.shape)
+    if strides is None or list(view.stride()) == strides:
+        return view
+    return torch.as_strided(tensor, view.shape, strides, tensor.storage_offset())
+
+
+def device_view_strides(shape: Sequence[Any], strides: Sequence[Any],
+                        new_shape: Sequence[Any]) -> list[int] | None:
+    """ATen's computeStride (aten/src/ATen/TensorUtils.cpp): the strides of a view of a tensor
+    of `shape` and `strides` as `new_shape`, or None where no view can be made (or a size is
+    symbolic: the fake kernel's strides are kept). The input's dimensions are walked from the
+    last in chunks of contiguous memory; a size-1 dimension of the view takes the stride of
+    where it falls."""
+    if not all(type(size) is int for size in (*shape, *strides, *new_shape)):
+        return None
+    if not shape:
+        return [1] * len(new_shape)
+    numel = math.prod(shape)
+    if numel == 0:
+        if list(shape) == list(new_shape):
+            return list(strides)
+        result = [0] * len(new_shape)
+        for view_d in range(len(new_shape) - 1, -1, -1):
+            result[view_d] = 1 if view_d == len(new_shape) - 1 else \
+                max(new_shape[view_d + 1], 1) * result[view_d + 1]
+        return result
+    result = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base_stride = strides[-1]  # the stride of each subspace in the chunk
+    tensor_numel = view_numel = 1
+    for tensor_d in range(len(shape) - 1, -1, -1):
+        tensor_numel *= shape[tensor_d]
+        # the end of a chunk of the input: the view's dimensions up to its size
+        if tensor_d == 0 or (shape[tensor_d - 1] != 1 and
+                             strides[tensor_d - 1] != tensor_numel * chunk_base_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                result[view_d] = view_numel * chunk_base_stride
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_base_stride = strides[tensor_d - 1]
+                tensor_numel = view_numel = 1
+    return result if view_d == -1 else None
 
 
 def grouped_mm_fallback(mat_a: Any, mat_b: Any, offs: Any = None, bias: Any = None,
@@ -119,4 +200,4 @@ def _check_strides(mat: Any) -> None:
                            f"{list(mat.shape)} for sizes")
 
 
-__all__ = ["grouped_mm_fallback", "stand_in"]
+__all__ = ["device_view", "device_view_strides", "grouped_mm_fallback", "stand_in"]
