@@ -380,7 +380,9 @@ constexpr size_t kScalarChainBlock = 16;
 
 template <size_t index>
 Chain compareChain(const void* frame, size_t height, const WalkCache& cache, const void** parted) {
-  if (frame != cache.chain_frame[height]) return Chain::kFrameMoved;
+  if (frame != cache.chain_frame[height] ||
+      instructionOf<index>(frame) != cache.chain[height].instruction)
+    return Chain::kFrameMoved;  // inner frames moved on: the common miss, without a call
   const void* first = frame;
   const WalkCache::Link* link = cache.chain + height;
   const void* const* code = cache.chain_code + height;
@@ -400,13 +402,18 @@ Chain compareChain(const void* frame, size_t height, const WalkCache& cache, con
 // compareChain where the layout's caller and instruction are side by side (kLinkAdjacent): each
 // frame's two words loaded and compared with its link at once.
 template <size_t index>
-[[gnu::target("sse4.1")]] Chain compareChainPairs(const void* frame, size_t height,
-                                                  const WalkCache& cache, const void** parted) {
+[[gnu::target("sse4.1")]] inline Chain compareChainPairs(const void* frame, size_t height,
+                                                         const WalkCache& cache,
+                                                         const void** parted) {
   constexpr const MemtracePythonLayout& layout = kLayouts[index];
   static_assert(layout.frame_is_object == 0);
-  if (frame != cache.chain_frame[height]) return Chain::kFrameMoved;
+  if (frame != cache.chain_frame[height] ||
+      instructionOf<index>(frame) != cache.chain[height].instruction)
+    return Chain::kFrameMoved;  // inner frames moved on: the common miss, without a call
   const void* first = frame;
   const WalkCache::Link* link = cache.chain + height;
+  const WalkCache::Link* at;
+  __m128i differ;
   for (;;) {
 #pragma GCC unroll 128
     for (size_t j = 0; j < kChainBlock; ++j) {
@@ -421,13 +428,21 @@ template <size_t index>
             reinterpret_cast<const double*>(base + layout.frame_instruction)));
       // The caller taken before the words are compared, so that the compare may overwrite them.
       frame = reinterpret_cast<const void*>(_mm_cvtsi128_si64(words));
-      __m128i differ =
-          _mm_xor_si128(words, _mm_load_si128(reinterpret_cast<const __m128i*>(link - j)));
-      if (!_mm_testz_si128(differ, differ))
-        return chainPartedAt<index>(first, link - j, height, cache, parted);
+      differ = _mm_xor_si128(words, _mm_load_si128(reinterpret_cast<const __m128i*>(link - j)));
+      if (!_mm_testz_si128(differ, differ)) {
+        at = link - j;
+        goto differs;
+      }
     }
     link -= kChainBlock;
   }
+differs:
+  // Both chains end here: the outermost link (caller kChainEnd, 1) against a frame whose caller
+  // is nullptr at the same instruction differs by exactly (1, 0); no other link can (a frame's
+  // caller is aligned or nullptr, a cached caller aligned).
+  differ = _mm_xor_si128(differ, _mm_cvtsi64_si128(1));
+  if (_mm_testz_si128(differ, differ)) return Chain::kUnchanged;
+  return chainPartedAt<index>(first, at, height, cache, parted);
 }
 #endif
 
@@ -496,9 +511,10 @@ size_t rememberWalk(WalkCache* cache, RawFrame* frames, size_t max, size_t walke
 // per CPython version, so that every offset is a constant of the code (the walk costs ~25
 // instructions a frame). With `cache`, the frames outside the first one met again are the last
 // walk's (Note [Python stacks flat in depth]).
-// `pairs`: compareChainPairs compares the chain (kLinkAdjacent, SSE4.1).
+// `pairs`: compareChainPairs compares the chain (SSE4.1: walkDirectlyPairs, which inlines it).
 template <size_t index, bool pairs>
-size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max, WalkCache* cache) {
+[[gnu::always_inline]] inline size_t walkDirectly(const void* thread_state, RawFrame* frames,
+                                                  size_t max, WalkCache* cache) {
   constexpr const MemtracePythonLayout& layout = kLayouts[index];
   const void* frame = thread_state;
   if constexpr (layout.thread_cframe >= 0) {
@@ -583,15 +599,28 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max, Walk
                                  tail_height == SIZE_MAX && !frame, deaths, hidden);
 }
 
+template <size_t index>
+size_t walkDirectlyPlain(const void* thread_state, RawFrame* frames, size_t max, WalkCache* cache) {
+  return walkDirectly<index, false>(thread_state, frames, max, cache);
+}
+
+#if defined(__x86_64__)
+template <size_t index>
+[[gnu::target("sse4.1")]] size_t walkDirectlyPairs(const void* thread_state, RawFrame* frames,
+                                                   size_t max, WalkCache* cache) {
+  return walkDirectly<index, true>(thread_state, frames, max, cache);
+}
+#endif
+
 // The walk for kLayouts[index]: comparing each frame's two words at once where they are side by
 // side and the CPU has SSE4.1 (Note [The chain compared a frame at a time]).
 template <size_t index>
 DirectWalk directWalkAt() {
 #if defined(__x86_64__)
   if constexpr (kLayouts[index].frame_is_object == 0)
-    if (__builtin_cpu_supports("sse4.1")) return &walkDirectly<index, true>;
+    if (__builtin_cpu_supports("sse4.1")) return &walkDirectlyPairs<index>;
 #endif
-  return &walkDirectly<index, false>;
+  return &walkDirectlyPlain<index>;
 }
 
 template <size_t... index>
