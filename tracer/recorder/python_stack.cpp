@@ -274,13 +274,15 @@ size_t dropHidden(RawFrame* frames, size_t count) {
 // The cached output also holds each frame's identity (Note [Code objects that die]) and leaves
 // out the hidden frames (Note [Frames memtrace hides]): the tail is reused only if no code object
 // died and no code object was hidden since it was made.
-// The comparison costs instructions a frame, not none, for the reason above: 6.9 a frame beyond
-// 10 in all, all of it the comparison (8.7 while the reused frames were copied, Note [The reused
-// tail read in place] in python_stack.h; 10.7 when it indexed three arrays a frame in a loop
-// counted frame by frame, Note [The chain compared a frame at a time]; docs/performance.md's
-// depth table): issue 52's goal, 5, is missed. Native stacks have no such cache: Note [Native
-// stacks walked whole] (native_stack.cpp). The public API's walk (a thread that holds the GIL,
-// an unknown layout) keeps none.
+// The comparison costs instructions a frame, not none, for the reason above: 5.0 a frame beyond
+// 10 in all on 3.11, all of it the comparison (7.0 while it compared the two words apart and
+// counted its frames, 8.7 while the reused frames were copied, Note [The reused tail read in
+// place] in python_stack.h; 10.7 when it indexed three arrays a frame in a loop counted frame by
+// frame; Note [The chain compared a frame at a time]; docs/performance.md's depth table): issue
+// 52's goal, 5, is met on 3.11 (6 a frame on 3.12 and 3.13, about 9 on 3.10: read from the
+// instructions GCC emits, not counted; the bench runs 3.11).
+// Native stacks have no such cache: Note [Native stacks walked whole] (native_stack.cpp). The
+// public API's walk (a thread that holds the GIL, an unknown layout) keeps none.
 inline uint32_t addressSlot(const void* frame) {
   return static_cast<uint32_t>((reinterpret_cast<uintptr_t>(frame) * 0x9E3779B97F4A7C15ull) >> 56);
 }
