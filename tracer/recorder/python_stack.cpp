@@ -358,14 +358,18 @@ inline bool linkDiffers(const void* frame, const WalkCache::Link* link, const vo
 // that ends early, or differs, is caught before it could be followed); then the walk goes on to
 // the caller. The loop has no count: the outermost link's caller is stored as kChainEnd, which no
 // frame's caller is (a frame's caller is a frame or nullptr), so the outermost frame always
-// differs from its link and leaves the loop, and chainPartedAt tells that end (its caller
-// nullptr, its instruction the cached one) from a difference, finding the frame that differed
-// from the link's height (the frame tried, or the cached caller of the height above: equal to
-// the walked one, or the loop would have left before). The body is unrolled at constant offsets
+// differs from its link and leaves the loop; that end (its caller nullptr, its instruction the
+// cached one) differs from the link by exactly (kChainEnd, 0), which no other link can (cached
+// callers are aligned), and is told so inline; any other difference goes to chainPartedAt, out
+// of line, which finds the frame that differed from the link's height (the frame tried, or the
+// cached caller of the height above: equal to the walked one, or the loop would have left
+// before). The frame tried is checked for a moved instruction before the loop (the common miss
+// of the inner frames, without a call). The body is unrolled at constant offsets
 // from one pointer into the links, so a chain shorter than a block pays no loop control at all,
 // a taller one two instructions a block. On x86-64 with SSE4.1 (checked at load; every x86-64 CPU
 // since 2008 has it) the frame's two words are gathered into one 16-byte register and compared
-// with the link in one (compareChainPairs, 128 frames a block): where the layout keeps them side
+// with the link in one (compareChainPairs, 128 frames a block, inlined into a walk compiled for
+// SSE4.1, walkDirectlyPairs): where the layout keeps them side
 // by side as the link does (3.11's previous and prev_instr) one load, the xor with the link, the
 // test, the branch, and the caller moved into the register the next frame is read through: 5
 // instructions a frame (GCC 12, -O2, counted: docs/performance.md's depth table); where they are
@@ -619,6 +623,8 @@ template <size_t index>
 template <size_t index>
 DirectWalk directWalkAt() {
 #if defined(__x86_64__)
+  // __builtin_cpu_supports reads what libgcc's constructor of priority 101 filled, before any
+  // of memtrace's (default priority) can find the layout.
   if constexpr (kLayouts[index].frame_is_object == 0)
     if (__builtin_cpu_supports("sse4.1")) return &walkDirectlyPairs<index>;
 #endif
