@@ -245,20 +245,22 @@ def test_a_stack_like_the_last_is_still_its_own(build, tmp_path, python):
     # Note [Python stacks flat in depth]: a walk stops where the rest of the chain is its last
     # walk's. Every allocation's stack, on two threads at once, is what the program saw: a callee
     # pushed again at the same address under a caller on another line, recursion to varying
-    # depths (past MEMTRACE_PYTHON_DEPTH: the innermost 100 kept), a generator and a coroutine
-    # resumed from other callers, a freed frame's memory taken by another function's.
+    # depths (past MEMTRACE_PYTHON_DEPTH: the innermost 256 kept; 150 frames deep: compared
+    # through more than one block of the comparison's unrolled loop, Note [The chain compared a
+    # frame at a time]), a generator and a coroutine resumed from other callers, a freed frame's
+    # memory taken by another function's.
     trace = tmp_path / "reuse.bin"
     result = run([python, SCRIPTS / "stack_reuse.py", build.cuda, 3],
-                 preloaded(trace, MEMTRACE_PYTHON_DEPTH=100), timeout=240)
+                 preloaded(trace, MEMTRACE_PYTHON_DEPTH=256), timeout=240)
     expected = {}
     for line in result.stdout.splitlines():
         thread, size, frames = line.split(" ", 2)
-        stack = [tuple(frame) for frame in json.loads(frames)][-100:]
+        stack = [tuple(frame) for frame in json.loads(frames)][-256:]
         expected.setdefault(int(thread), []).append((int(size), stack))
     recorded = {}
     for thread, size, frames in allocation_stacks(trace):
         recorded.setdefault(thread, []).append((size, [tuple(frame) for frame in frames]))
-    assert sorted(len(events) for events in expected.values()) == [3 * 34, 3 * 34]  # 34 allocations a round
+    assert sorted(len(events) for events in expected.values()) == [3 * 38, 3 * 38]  # 38 allocations a round
     assert recorded.keys() == expected.keys()
     for thread, events in expected.items():
         wrong = [(index, want[0], got[1][-3:], want[1][-3:])

@@ -10,6 +10,10 @@
 #include <mutex>
 #include <utility>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "tracer/common/flat_map.h"
 #include "tracer/recorder/arena.h"
 #include "tracer/recorder/config.h"
@@ -270,13 +274,15 @@ size_t dropHidden(RawFrame* frames, size_t count) {
 // The cached output also holds each frame's identity (Note [Code objects that die]) and leaves
 // out the hidden frames (Note [Frames memtrace hides]): the tail is reused only if no code object
 // died and no code object was hidden since it was made.
-// The comparison costs instructions a frame, not none, for the reason above: 6.9 a frame beyond
-// 10 in all, all of it the comparison (8.7 while the reused frames were copied, Note [The reused
-// tail read in place] in python_stack.h; 10.7 when it indexed three arrays a frame in a loop
-// counted frame by frame, Note [The chain compared a frame at a time]; docs/performance.md's
-// depth table): issue 52's goal, 5, is missed. Native stacks have no such cache: Note [Native
-// stacks walked whole] (native_stack.cpp). The public API's walk (a thread that holds the GIL,
-// an unknown layout) keeps none.
+// The comparison costs instructions a frame, not none, for the reason above: 5.0 a frame beyond
+// 10 in all on 3.11, all of it the comparison (7.0 while it compared the two words apart and
+// counted its frames, 8.7 while the reused frames were copied, Note [The reused tail read in
+// place] in python_stack.h; 10.7 when it indexed three arrays a frame in a loop counted frame by
+// frame; Note [The chain compared a frame at a time]; docs/performance.md's depth table): issue
+// 52's goal, 5, is met on 3.11 (6 a frame on 3.12 and 3.13, about 9 on 3.10: read from the
+// instructions GCC emits, not counted; the bench runs 3.11).
+// Native stacks have no such cache: Note [Native stacks walked whole] (native_stack.cpp). The
+// public API's walk (a thread that holds the GIL, an unknown layout) keeps none.
 inline uint32_t addressSlot(const void* frame) {
   return static_cast<uint32_t>((reinterpret_cast<uintptr_t>(frame) * 0x9E3779B97F4A7C15ull) >> 56);
 }
@@ -294,6 +300,51 @@ inline uintptr_t instructionOf(const void* frame) {
 
 enum class Chain { kUnchanged, kFrameMoved, kChanged };
 
+// Whether the layout keeps a frame's caller and its instruction pointer side by side, in that
+// order, as the cached chain keeps them (WalkCache::Link): 3.11's _PyInterpreterFrame.
+template <size_t index>
+constexpr bool kLinkAdjacent =
+    kLayouts[index].frame_is_object == 0 &&
+    kLayouts[index].frame_instruction == kLayouts[index].frame_previous + 8;
+
+// After a frame of the chain differed from its cached link (Note [The chain compared a frame at
+// a time]): what compareChain answers. `link` is the cached link of `frame`'s height.
+// `first` is the frame tried (at `height`); every frame outside it is its height + 1's cached
+// caller, compared equal to the walked one.
+template <size_t index>
+[[gnu::noinline, gnu::cold]] Chain chainPartedAt(const void* first, const WalkCache::Link* link,
+                                                 size_t height, const WalkCache& cache,
+                                                 const void** parted) {
+  constexpr const MemtracePythonLayout& layout = kLayouts[index];
+  size_t k = static_cast<size_t>(link - cache.chain);
+  const void* frame = k == height ? first : cache.chain[k + 1].previous;
+  bool instruction_differs = instructionOf<index>(frame) != link->instruction;
+  bool code_differs = false;
+  if constexpr (layout.frame_is_object)
+    code_differs = field<const void*>(frame, layout.frame_code) != cache.chain_code[k];
+  const void* previous = field<const void*>(frame, layout.frame_previous);
+  if (k == height) {
+    if (instruction_differs) return Chain::kFrameMoved;  // the frame tried went on: try its caller
+  } else if (instruction_differs || code_differs) {
+    *parted = frame;
+    return Chain::kChanged;
+  }
+  if (!code_differs && k == 0 && !previous) return Chain::kUnchanged;  // both chains end here
+  *parted = previous;
+  return Chain::kChanged;
+}
+
+// One frame of the chain against its cached link: whether its caller, its instruction and (3.10)
+// its code object differ.
+template <size_t index>
+inline bool linkDiffers(const void* frame, const WalkCache::Link* link, const void* code) {
+  constexpr const MemtracePythonLayout& layout = kLayouts[index];
+  if (instructionOf<index>(frame) != link->instruction) return true;
+  if constexpr (layout.frame_is_object)
+    if (field<const void*>(frame, layout.frame_code) != code) return true;
+  return field<const void*>(frame, layout.frame_previous) != link->previous;
+}
+
 // Whether the chain from `frame` out is the cached chain from `height` down to the outermost
 // frame (Note [Python stacks flat in depth]): kFrameMoved when `frame` itself is not the cached
 // frame at that height or went on to another instruction (an inner frame: cheap, try its
@@ -301,58 +352,105 @@ enum class Chain { kUnchanged, kFrameMoved, kChanged };
 // chain where the two parted (the first that differs, or its caller: where to try again).
 // Note [The chain compared a frame at a time]
 // The loop is the cost a frame of a capture whose outer frames have not changed, so it is
-// written for the fewest instructions: a frame's caller is read and compared with the cached
-// link before anything is read through it (every cached caller but the outermost frame's
-// nullptr is a live frame's address, so a chain that ends early, or differs, is caught before
-// it could be followed), then the caller's instruction; the two cached words of a height are
-// side by side (WalkCache::Link) at constant offsets from one base in the unrolled body, four
-// frames an iteration. What the compiler makes of it (GCC 12, -O2, 3.11's layout): per frame the
-// caller loaded and compared with its cached word, the cached instruction loaded and compared
-// with the caller's, two branches (6), and the loop's count and base moved on every four frames
-// (1 a frame); 3.10 compares the code object too. x86 compares one memory operand at a time, so
-// each of the two words costs a load and a compare. Comparing the addresses costs nothing beside
-// the compare a null caller would need anyway, and keeps the proof of Note [Python stacks flat in
-// depth] as it was: the same frames, at the same instructions, all the way out.
+// written for the fewest instructions. Each frame is compared with its height's cached link
+// (WalkCache::Link: its caller's address and its instruction) before anything is read through
+// its caller (every cached caller but the outermost frame's is a live frame's address, so a chain
+// that ends early, or differs, is caught before it could be followed); then the walk goes on to
+// the caller. The loop has no count: the outermost link's caller is stored as kChainEnd, which no
+// frame's caller is (a frame's caller is a frame or nullptr), so the outermost frame always
+// differs from its link and leaves the loop; that end (its caller nullptr, its instruction the
+// cached one) differs from the link by exactly (kChainEnd, 0), which no other link can (cached
+// callers are aligned), and is told so inline; any other difference goes to chainPartedAt, out
+// of line, which finds the frame that differed from the link's height (the frame tried, or the
+// cached caller of the height above: equal to the walked one, or the loop would have left
+// before). The frame tried is checked for a moved instruction before the loop (the common miss
+// of the inner frames, without a call). The body is unrolled at constant offsets
+// from one pointer into the links, so a chain shorter than a block pays no loop control at all,
+// a taller one two instructions a block. On x86-64 with SSE4.1 (checked at load; every x86-64 CPU
+// since 2008 has it) the frame's two words are gathered into one 16-byte register and compared
+// with the link in one (compareChainPairs, 128 frames a block, inlined into a walk compiled for
+// SSE4.1, walkDirectlyPairs): where the layout keeps them side
+// by side as the link does (3.11's previous and prev_instr) one load, the xor with the link, the
+// test, the branch, and the caller moved into the register the next frame is read through: 5
+// instructions a frame (GCC 12, -O2, counted: docs/performance.md's depth table); where they are
+// apart (3.12, 3.13: previous at 8, instr_ptr at 56) two loads, 6. Elsewhere (3.10, whose frames
+// compare their code object too; other CPUs) each word is a load, a compare and a branch
+// (compareChain, 16 frames a block). Comparing only the instructions (each names its code object
+// from 3.11 on) would leave the caller to be tested for nullptr before it is read through, a
+// test and a branch: as many instructions as comparing it with the cached caller, which also
+// keeps the proof of Note [Python stacks flat in depth] as it was: the same frames, at the same
+// instructions, all the way out, the same words compared as when the loop counted its frames
+// (only their order within a frame changed).
+constexpr size_t kChainBlock = 128;
+constexpr size_t kScalarChainBlock = 16;
+
 template <size_t index>
 Chain compareChain(const void* frame, size_t height, const WalkCache& cache, const void** parted) {
-  constexpr const MemtracePythonLayout& layout = kLayouts[index];
-  const WalkCache::Link* chain = cache.chain;
   if (frame != cache.chain_frame[height] ||
-      instructionOf<index>(frame) != chain[height].instruction)
-    return Chain::kFrameMoved;
-  if constexpr (layout.frame_is_object)
-    if (field<const void*>(frame, layout.frame_code) != cache.chain_code[height]) {
-      *parted = field<const void*>(frame, layout.frame_previous);
-      return Chain::kChanged;
+      instructionOf<index>(frame) != cache.chain[height].instruction)
+    return Chain::kFrameMoved;  // inner frames moved on: the common miss, without a call
+  const void* first = frame;
+  const WalkCache::Link* link = cache.chain + height;
+  const void* const* code = cache.chain_code + height;
+  for (;;) {
+#pragma GCC unroll 16
+    for (size_t j = 0; j < kScalarChainBlock; ++j) {
+      if (linkDiffers<index>(frame, link - j, code[-static_cast<ptrdiff_t>(j)]))
+        return chainPartedAt<index>(first, link - j, height, cache, parted);
+      frame = link[-static_cast<ptrdiff_t>(j)].previous;
     }
-  // From the frame at height k to its caller at k - 1 (k > 0): false when they differ, the
-  // walked caller in *parted (stored only then: the loop's cost is the frames that agree).
-  auto step = [&](size_t k) {
-    const void* previous = field<const void*>(frame, layout.frame_previous);
-    if (previous != chain[k].previous) {
-      *parted = previous;
-      return false;
-    }
-    frame = previous;
-    if (instructionOf<index>(frame) != chain[k - 1].instruction) {
-      *parted = frame;
-      return false;
-    }
-    if constexpr (layout.frame_is_object)
-      if (field<const void*>(frame, layout.frame_code) != cache.chain_code[k - 1]) {
-        *parted = frame;
-        return false;
-      }
-    return true;
-  };
-  size_t k = height;
-  for (; k >= 4; k -= 4)
-    if (!step(k) || !step(k - 1) || !step(k - 2) || !step(k - 3)) return Chain::kChanged;
-  for (; k > 0; --k)
-    if (!step(k)) return Chain::kChanged;
-  *parted = field<const void*>(frame, layout.frame_previous);
-  return *parted ? Chain::kChanged : Chain::kUnchanged;
+    link -= kScalarChainBlock;
+    code -= kScalarChainBlock;
+  }
 }
+
+#if defined(__x86_64__)
+// compareChain where the layout's caller and instruction are side by side (kLinkAdjacent): each
+// frame's two words loaded and compared with its link at once.
+template <size_t index>
+[[gnu::target("sse4.1")]] inline Chain compareChainPairs(const void* frame, size_t height,
+                                                         const WalkCache& cache,
+                                                         const void** parted) {
+  constexpr const MemtracePythonLayout& layout = kLayouts[index];
+  static_assert(layout.frame_is_object == 0);
+  if (frame != cache.chain_frame[height] ||
+      instructionOf<index>(frame) != cache.chain[height].instruction)
+    return Chain::kFrameMoved;  // inner frames moved on: the common miss, without a call
+  const void* first = frame;
+  const WalkCache::Link* link = cache.chain + height;
+  const WalkCache::Link* at;
+  __m128i differ;
+  for (;;) {
+#pragma GCC unroll 128
+    for (size_t j = 0; j < kChainBlock; ++j) {
+      const char* base = static_cast<const char*>(frame);
+      __m128i words;
+      if constexpr (kLinkAdjacent<index>)
+        words = _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + layout.frame_previous));
+      else
+        words = _mm_castpd_si128(_mm_loadh_pd(
+            _mm_castsi128_pd(
+                _mm_loadl_epi64(reinterpret_cast<const __m128i*>(base + layout.frame_previous))),
+            reinterpret_cast<const double*>(base + layout.frame_instruction)));
+      // The caller taken before the words are compared, so that the compare may overwrite them.
+      frame = reinterpret_cast<const void*>(_mm_cvtsi128_si64(words));
+      differ = _mm_xor_si128(words, _mm_load_si128(reinterpret_cast<const __m128i*>(link - j)));
+      if (!_mm_testz_si128(differ, differ)) {
+        at = link - j;
+        goto differs;
+      }
+    }
+    link -= kChainBlock;
+  }
+differs:
+  // Both chains end here: the outermost link (caller kChainEnd, 1) against a frame whose caller
+  // is nullptr at the same instruction differs by exactly (1, 0); no other link can (a frame's
+  // caller is aligned or nullptr, a cached caller aligned).
+  differ = _mm_xor_si128(differ, _mm_cvtsi64_si128(1));
+  if (_mm_testz_si128(differ, differ)) return Chain::kUnchanged;
+  return chainPartedAt<index>(first, at, height, cache, parted);
+}
+#endif
 
 // After a direct walk with a cache (`walked` frames made of `visits` frames visited): the cached
 // tail appended when the walk stopped at `tail_height` of the cached chain, and the chain
@@ -403,6 +501,7 @@ size_t rememberWalk(WalkCache* cache, RawFrame* frames, size_t max, size_t walke
         static_cast<uint16_t>(total - cache->visit_outputs_before[v]);
     cache->height_of_address[addressSlot(frame)] = static_cast<uint16_t>(height + 1);
   }
+  cache->chain[0].previous = kChainEnd;  // the walk reached the outermost frame: its caller
   cache->chain_count = top + 1;
   std::memcpy(cache->output, frames, (tail_in_place ? walked : total) * sizeof(RawFrame));
   cache->output_count = total;
@@ -418,8 +517,10 @@ size_t rememberWalk(WalkCache* cache, RawFrame* frames, size_t max, size_t walke
 // per CPython version, so that every offset is a constant of the code (the walk costs ~25
 // instructions a frame). With `cache`, the frames outside the first one met again are the last
 // walk's (Note [Python stacks flat in depth]).
-template <size_t index>
-size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max, WalkCache* cache) {
+// `pairs`: compareChainPairs compares the chain (SSE4.1: walkDirectlyPairs, which inlines it).
+template <size_t index, bool pairs>
+[[gnu::always_inline]] inline size_t walkDirectly(const void* thread_state, RawFrame* frames,
+                                                  size_t max, WalkCache* cache) {
   constexpr const MemtracePythonLayout& layout = kLayouts[index];
   const void* frame = thread_state;
   if constexpr (layout.thread_cframe >= 0) {
@@ -448,7 +549,13 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max, Walk
     if (try_cache) {
       uint32_t height = cache->height_of_address[addressSlot(frame)];
       if (height != 0 && height <= cache->chain_count) {
-        Chain chain = compareChain<index>(frame, height - 1, *cache, &parted);
+        Chain chain;
+#if defined(__x86_64__)
+        if constexpr (pairs)
+          chain = compareChainPairs<index>(frame, height - 1, *cache, &parted);
+        else
+#endif
+          chain = compareChain<index>(frame, height - 1, *cache, &parted);
         if (chain == Chain::kUnchanged) {
           tail_height = height - 1;
           break;
@@ -498,10 +605,36 @@ size_t walkDirectly(const void* thread_state, RawFrame* frames, size_t max, Walk
                                  tail_height == SIZE_MAX && !frame, deaths, hidden);
 }
 
+template <size_t index>
+size_t walkDirectlyPlain(const void* thread_state, RawFrame* frames, size_t max, WalkCache* cache) {
+  return walkDirectly<index, false>(thread_state, frames, max, cache);
+}
+
+#if defined(__x86_64__)
+template <size_t index>
+[[gnu::target("sse4.1")]] size_t walkDirectlyPairs(const void* thread_state, RawFrame* frames,
+                                                   size_t max, WalkCache* cache) {
+  return walkDirectly<index, true>(thread_state, frames, max, cache);
+}
+#endif
+
+// The walk for kLayouts[index]: comparing each frame's two words at once where they are side by
+// side and the CPU has SSE4.1 (Note [The chain compared a frame at a time]).
+template <size_t index>
+DirectWalk directWalkAt() {
+#if defined(__x86_64__)
+  // __builtin_cpu_supports reads what libgcc's constructor of priority 101 filled, before any
+  // of memtrace's (default priority) can find the layout.
+  if constexpr (kLayouts[index].frame_is_object == 0)
+    if (__builtin_cpu_supports("sse4.1")) return &walkDirectlyPairs<index>;
+#endif
+  return &walkDirectlyPlain<index>;
+}
+
 template <size_t... index>
 DirectWalk directWalkOf(const MemtracePythonLayout* layout, std::index_sequence<index...>) {
   DirectWalk walk = nullptr;
-  ((&kLayouts[index] == layout ? (walk = &walkDirectly<index>) : walk), ...);
+  ((&kLayouts[index] == layout ? (walk = directWalkAt<index>()) : walk), ...);
   return walk;
 }
 

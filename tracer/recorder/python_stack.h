@@ -82,6 +82,11 @@ class GcPause {
 inline constexpr size_t kMaxFrames = 256;  // the most a stack keeps (MEMTRACE_PYTHON_DEPTH)
 inline constexpr size_t kMaxWalkVisits = 2 * kMaxFrames + 2;
 
+// The cached caller of the outermost frame: no frame's caller (a frame, or nullptr), so that the
+// comparison of a chain stops there without counting its frames (Note [The chain compared a
+// frame at a time]).
+inline const void* const kChainEnd = reinterpret_cast<const void*>(uintptr_t{1});
+
 // A thread's memory of its last direct walk (Note [Python stacks flat in depth]): the chain it
 // read, from the outermost frame in, and what it made of it. Kept in the thread's state; only the
 // thread itself reads or writes it.
@@ -95,11 +100,11 @@ struct WalkCache {
   size_t same_outer;
   // The chain of the last walk that reached the outermost frame (0 frames: nothing cached),
   // by height (0: the outermost frame): each frame's address, its link (what the comparison
-  // reads of it: its caller's address, nullptr for the outermost frame, and its instruction, 3.11
+  // reads of it: its caller's address, kChainEnd for the outermost frame, and its instruction, 3.11
   // on a pointer into its code, 3.10 f_lasti; side by side, in the order compareChain reads
   // them) and code object (3.10), and how many frames of the output come from it and the frames
   // outside it.
-  struct Link {
+  struct alignas(16) Link {  // read as one 16-byte word where the layout allows (compareChain)
     const void* previous;
     uintptr_t instruction;
   };

@@ -3,7 +3,8 @@ stacks flat in depth], tracer/recorder/python_stack.cpp): each allocation's stac
 own, whatever the stack before it was. The cases: a callee's frame pushed again at the same
 address and instruction under a caller now on another line; recursion to varying depths; a
 generator and a coroutine resumed from other callers; a frame freed and its memory taken by a
-frame of another function; two threads at once; stacks deeper than MEMTRACE_PYTHON_DEPTH. The
+frame of another function; two threads at once; chains compared through more than one block of
+the comparison's unrolled loop (150 frames and more); stacks deeper than MEMTRACE_PYTHON_DEPTH. The
 runtime is called with the GIL released (ctypes.CDLL), as PyTorch's ops are.
 
     python stack_reuse.py LIBCUDART ROUNDS
@@ -58,6 +59,14 @@ def recurse(depth, size):
     return recurse(depth - 1, size)
 
 
+def deep_other_caller(size):
+    # The same 150 frames of recursion below this frame, pushed at the same addresses and
+    # instructions; only this frame's line differs: a comparison that runs through more than one
+    # block of the unrolled loop (Note [The chain compared a frame at a time]) before it parts.
+    recurse(150, size)
+    recurse(150, size + 1)
+
+
 def generator(size):
     while True:
         allocate(size)
@@ -108,8 +117,9 @@ def freed_and_reused(size):
 def one_round(base):
     for i in range(3):
         same_depth_other_caller(base + 2 * i)
-    for depth in (5, 3, 5, 9, 3, 0, 150, 140):
+    for depth in (5, 3, 5, 9, 3, 0, 150, 150, 140, 300):
         recurse(depth, base + 10 + depth)
+    deep_other_caller(base + 500)
     gen = generator(base + 200)
     next(gen)
     for i in range(3):
