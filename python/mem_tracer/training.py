@@ -357,11 +357,28 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
 # ---- the root module: inputs, activations, phases ---------------------------------------
 
 
+# Note [Saved tensors kept as autograd keeps them]
+# A saved-tensors pack hook's result is held by the graph node that saved it, strongly and out
+# of sight of Python's garbage collector. Without hooks, autograd saves a node's own output
+# without its grad_fn (relu, softmax, tanh, exp save their result), so nothing cycles; a pack
+# that returns the tensor itself closes the cycle tensor -> grad_fn -> packed tensor, which
+# autograd breaks only when backward runs that node. A node backward never reaches (an output
+# the loss does not use: a model's auxiliary outputs, hidden states beside its logits) then kept
+# its saved tensors, and itself, for the rest of the process: memtrace changed the program
+# (maskformer's training loop held 5.24 MiB more each step under `memtrace run`; the simulated
+# card's counters, tests/simulator/test_unchanged.py's unused-output loop, 22 tensors after 4
+# steps). So _pack keeps a detached alias: the same storage, no grad_fn, held exactly as long
+# as the node holds what it saved; autograd gives the unpacked tensor its grad_fn back. The
+# estimator's recording had the same cycle (Note [Saved tensors packed without a cycle] in
+# estimator/step_loop.py). Chained to the program's own hooks, their pack's result is kept, as
+# without memtrace.
+
+
 def _pack(tensor: Any) -> Any:
     address = _address(tensor)
     if address is not None and address not in _parameters and address not in _inputs:
         _library().memtrace_set_category(address, _ACTIVATION)
-    return tensor
+    return tensor.detach()
 
 
 def _unpack(tensor: Any) -> Any:

@@ -97,6 +97,16 @@ def test_every_counter_of_pytorchs_allocator_is_the_untraced_runs(tmp_path, prog
     assert summary["torch_reserved_peak_bytes"] == untraced["0"]["reserved_bytes.all.peak"]
 
 
+def test_an_output_the_loss_does_not_use_dies_as_untraced(tmp_path):
+    # memtrace's training hooks learn what autograd saves through a saved-tensors pack hook
+    # (python/mem_tracer/training.py, Note [What the training hooks save]); returning the tensor
+    # itself kept, through a cycle autograd never breaks, every step's unused outputs alive.
+    untraced, traced, result, _ = untraced_and_traced(
+        tmp_path, PROGRAMS / "unused_output_loop.py", values="known", untraced_values="known")
+    assert_same_counters(untraced, traced)
+    assert "PyTorch's own counters" not in result.stderr, result.stderr
+
+
 def assert_same_counters(untraced, traced):
     assert set(untraced) == {"0"}, untraced.keys()
     assert untraced["0"]["requested_bytes.all.peak"] > 1 << 20  # the program used the card

@@ -28,8 +28,8 @@ from .step_recorder import Phase, Recorder, StepGraphError, engine_sums, tensors
 # +2.92 % against the simulated H100, which holds none. So pack keeps a detached alias (the same
 # storage, no grad_fn), which holds the storage exactly as long as the node holds what it saved,
 # and closes no cycle; unpack hands it back (autograd re-attaches the grad_fn it unpacks for).
-# memtrace's own tracing of a training step pushes the same kind of hooks
-# (mem_tracer/training.py, _pack).
+# memtrace's own tracing of a training step pushes the same kind of hooks and had the same cycle
+# (Note [Saved tensors kept as autograd keeps them] in mem_tracer/training.py).
 
 # Note [What the loop holds]
 # How long the training loop's own names keep the model's output and the loss alive changes the
