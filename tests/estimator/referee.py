@@ -1045,7 +1045,7 @@ def side_commit(row, side, legacy):
     return f"{recorded['commit']}^" if recorded else None
 
 
-def estimated_by(row, legacy, before=None, at=()):
+def estimated_by(row, legacy, before=None, at=(), repository=REPOSITORY):
     """Whether a row whose card side ran is selected by --estimated-before BEFORE (its estimate
     was taken with code that did not hold BEFORE) or --estimated-at AT (its estimate's stamp
     names one of these commits, "+changes" or not; abbreviations match as prefixes)."""
@@ -1056,7 +1056,7 @@ def estimated_by(row, legacy, before=None, at=()):
         return False
     if at and any(commit.startswith(wanted) or wanted.startswith(commit) for wanted in at):
         return True
-    return before is not None and not descends(commit, before)
+    return before is not None and not descends(commit, before, repository)
 
 
 def card_changed_since(row, legacy, repository=REPOSITORY):
