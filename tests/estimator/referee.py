@@ -1016,7 +1016,7 @@ _ANCESTRY = {}  # (repository, ancestor, commit) -> bool, looked up once a run
 
 def _git(repository, *command):
     return subprocess.run(["git", "-C", str(repository), *command], capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, check=False)
 
 
 def descends(commit, ancestor, repository=REPOSITORY):

@@ -322,12 +322,12 @@ def render(rows):
             ([row for row in rows if "error_before" in row
               and row.get("error_before", {}).get("method") != DEFAULT_FRONT_END],
              "Estimated again with the default front end",
-             "estimated through TorchScript before the default became the recording on fake "
-             "tensors, or whose estimate had failed; the card's side kept"),
+             ("estimated through TorchScript before the default became the recording on fake "
+              "tensors, or whose estimate had failed; the card's side kept")),
             (by_commit, "Estimated again after the estimator changed",
-             "estimated before a commit or at given ones, `referee.py --re-estimate "
-             "--estimated-before/--estimated-at`; the card's side kept unless the simulated "
-             "card changed since")):
+             ("estimated before a commit or at given ones, `referee.py --re-estimate "
+              "--estimated-before/--estimated-at`; the card's side kept unless the simulated "
+              "card changed since"))):
         if not again:
             continue
         moved = [row for row in again if _moved(row)]
