@@ -13,14 +13,19 @@ can be split (`--only REGEX`, `--limit N`, `--tasks`):
     python tests/estimator/referee.py [--families transformers,torchvision,zoo] [--only REGEX]
         [--limit N] [--tasks infer-b1,infer-b2,train-b2] [--resume [--only-tried]]
         [--retry-failed] [--data docs/referee.jsonl] [--profile h100] [--timeout 300]
-    python tests/estimator/referee.py --re-estimate [--only REGEX] [--limit N]
+    python tests/estimator/referee.py --re-estimate [--only REGEX] [--limit N] [--tasks ...]
+        [--estimated-before COMMIT] [--estimated-at C1,C2]
 
 `--re-estimate` takes again only the estimate of the rows whose estimate came through another
 front end than estimate()'s default (TorchScript, before the recording became the default) or
 failed, keeping the card's side (deterministic: the simulated card and PyTorch's allocator);
 each row's `taken` says when and with which commit each side was taken, `error_before` what the
-old estimate said. `--only-tried` (with `--resume`) runs a coverage pass (batch 2, sdpa, the
-training step) over the model types that have rows before the types not tried yet.
+old estimate said. With `--estimated-before COMMIT` (the estimate taken with code that did not
+hold COMMIT) or `--estimated-at C1,C2` (its stamp names one of them), exactly those rows instead
+(whose card side ran), such as the rows estimated before a fix landed; a row whose card side
+predates the simulated card's last change (CARD_CODE) is measured again too. `--only-tried`
+(with `--resume`) runs a coverage pass (batch 2, sdpa, the training step) over the model types
+that have rows before the types not tried yet.
 
 The models (a loop over each library's own registry, never a hand list):
 - transformers: every model type of `CONFIG_MAPPING_NAMES`, its default config made small by
@@ -1004,6 +1009,65 @@ def stale_estimate(row):
     return row.get("method") != DEFAULT_FRONT_END
 
 
+# What the card's side of a row runs on: a row measured before the last change here is measured
+# again when its estimate is taken again by commit (--estimated-before, --estimated-at).
+CARD_CODE = ("simulator", "python/mem_tracer/simulated_gpu")
+_ANCESTRY = {}  # (repository, ancestor, commit) -> bool, looked up once a run
+
+
+def _git(repository, *command):
+    return subprocess.run(["git", "-C", str(repository), *command], capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+def descends(commit, ancestor, repository=REPOSITORY):
+    """Whether the code of `commit` holds `ancestor` (it is the commit or one of its parents').
+    A commit git does not know (a shallow clone, a rewritten branch) is an error, not a guess."""
+    found = (str(repository), ancestor, commit)
+    if found not in _ANCESTRY:
+        answer = _git(repository, "merge-base", "--is-ancestor", ancestor, commit)
+        if answer.returncode not in (0, 1):
+            raise SystemExit(f"referee.py: git cannot tell whether {commit} holds {ancestor}: "
+                             f"{last_line(answer.stderr) or answer.returncode}")
+        _ANCESTRY[found] = answer.returncode == 0
+    return _ANCESTRY[found]
+
+
+def side_commit(row, side, legacy):
+    """The commit whose code took a side ("measured" or "estimated") of a row: its stamp's
+    ("+changes" dropped: the stamp's commit is what was committed of the code), or for a row
+    written before sides were stamped, the parent of the commit that first recorded it
+    (`legacy`, recorded_in). None where the side was never taken."""
+    taken = row.get("taken", {})
+    mark = taken.get(side) or (taken.get("estimate_failed") if side == "estimated" else None)
+    if mark:
+        return mark["commit"].split("+")[0]
+    recorded = legacy.get(key(row))
+    return f"{recorded['commit']}^" if recorded else None
+
+
+def estimated_by(row, legacy, before=None, at=(), repository=REPOSITORY):
+    """Whether a row whose card side ran is selected by --estimated-before BEFORE (its estimate
+    was taken with code that did not hold BEFORE) or --estimated-at AT (its estimate's stamp
+    names one of these commits, "+changes" or not; abbreviations match as prefixes)."""
+    if "measured" not in row:
+        return False  # the card's side failed: a whole row to run again (--retry-failed)
+    commit = side_commit(row, "estimated", legacy)
+    if commit is None:
+        return False
+    if at and any(commit.startswith(wanted) or wanted.startswith(commit) for wanted in at):
+        return True
+    return before is not None and not descends(commit, before, repository)
+
+
+def card_changed_since(row, legacy, repository=REPOSITORY):
+    """Whether the simulated card changed (CARD_CODE) after the row's card side was taken: the
+    last commit that touched it is not in the code that measured the row."""
+    last = _git(repository, "log", "-1", "--format=%h", "--", *CARD_CODE).stdout.strip()
+    commit = side_commit(row, "measured", legacy)
+    return bool(last) and (commit is None or not descends(commit, last, repository))
+
+
 def error_percent(predicted, measured):
     if not measured:
         return None
@@ -1097,13 +1161,24 @@ def re_estimate(arguments, estimator, referee):
 
     rows = read_rows(arguments.data)
     only = re.compile(arguments.only) if arguments.only else None
-    wanted = [row for row in rows if row["task"] != "registry" and (
-        stale_estimate(row) or ("error" in row and "measured" not in row
-                                and row["error"].startswith("estimate:")
-                                and "measurement:" not in row["error"]
-                                and "estimate_failed" not in row.get("taken", {})))
-              and (not only or only.search(f"{row['family']}/{row['model']}/{row['attention']}"))]
-    legacy = recorded_in(arguments.data) if wanted else {}
+    tasks = set(arguments.tasks.split(","))
+    rows = [row for row in rows if row["task"] in tasks and (
+        not only or only.search(f"{row['family']}/{row['model']}/{row['attention']}"))]
+    by_commit = arguments.estimated_before is not None or arguments.estimated_at
+    if by_commit:
+        # Exactly the rows whose estimate predates a commit or names given ones; a stamp-less
+        # row's commit is the one that recorded it (its history read once).
+        legacy = recorded_in(arguments.data) \
+            if any("measured" in row and "taken" not in row for row in rows) else {}
+        at = tuple(filter(None, (arguments.estimated_at or "").split(",")))
+        wanted = [row for row in rows
+                  if estimated_by(row, legacy, arguments.estimated_before, at)]
+    else:
+        wanted = [row for row in rows if stale_estimate(row) or (
+            "error" in row and "measured" not in row and row["error"].startswith("estimate:")
+            and "measurement:" not in row["error"]
+            and "estimate_failed" not in row.get("taken", {}))]
+        legacy = recorded_in(arguments.data) if wanted else {}
     print(f"{len(wanted)} rows to estimate again", flush=True)
     written = 0
     with open(arguments.data, "a") as data:
@@ -1116,12 +1191,12 @@ def re_estimate(arguments, estimator, referee):
                        "size": old.get("pixels")}
             predicted = estimator.ask(request)
             taken = {"estimated": stamp()}
-            if "measured" in old:
+            if "measured" in old and not (by_commit and card_changed_since(old, legacy)):
                 measured = {"result": {**old["measured"], "assumed": old.get("assumed", []),
                                        "values": old.get("values", "known")}}
                 taken["measured"] = old.get("taken", {}).get("measured") or legacy.get(key(old))
-            else:
-                measured = referee.ask(request)
+            else:  # the card's side failed, or the card changed since it was taken
+                measured = referee.ask({**request, "values": old.get("values", "known")})
                 taken["measured"] = stamp()
             if "error" in predicted:
                 taken.pop("estimated")
@@ -1290,6 +1365,13 @@ def main(argv=None):
                         help="estimate again the rows estimated through another front end than "
                              "estimate()'s default (the card's side kept), and the rows whose "
                              "estimate failed; nothing else")
+    parser.add_argument("--estimated-before", metavar="COMMIT",
+                        help="with --re-estimate: instead, the rows whose estimate was taken with "
+                             "code that did not hold COMMIT (the card's side kept, or measured "
+                             "again where the simulated card changed since)")
+    parser.add_argument("--estimated-at", metavar="C1,C2",
+                        help="with --re-estimate: instead, the rows whose estimate names one of "
+                             "these commits (with --estimated-before: either)")
     parser.add_argument("--only-tried", action="store_true",
                         help="with --resume, only model types that ran at a task already")
     parser.add_argument("--append", action="store_true",
@@ -1303,6 +1385,13 @@ def main(argv=None):
     if arguments.serve:
         serve(arguments.serve, arguments.profile_name, arguments.timeout)
         return 0
+    if (arguments.estimated_before or arguments.estimated_at) and not arguments.re_estimate:
+        parser.error("--estimated-before and --estimated-at select rows for --re-estimate")
+    if arguments.estimated_before is not None:
+        found = _git(REPOSITORY, "rev-parse", "--verify", "--quiet",
+                     f"{arguments.estimated_before}^{{commit}}")
+        if found.returncode:
+            parser.error(f"--estimated-before {arguments.estimated_before!r}: no such commit")
     for family in arguments.families.split(","):
         if family not in FAMILIES:
             parser.error(f"no family {family!r} (there are: {', '.join(FAMILIES)})")

@@ -27,7 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-from referee import DATA, FAMILIES, no_sdpa, read_rows  # noqa: E402 - after the path
+from referee import DATA, DEFAULT_FRONT_END, FAMILIES, no_sdpa, read_rows  # noqa: E402 - after the path
 
 PAGE = REPOSITORY / "docs" / "accuracy.md"
 BEGIN = "<!-- referee-table: made by tests/estimator/referee_table.py --write; do not edit -->"
@@ -313,12 +313,25 @@ def render(rows):
                           f"{name} {count}" for name, count in sorted(variants.items()))
                       if variants else "") + "."]
 
-    again = [row for row in rows if "error_before" in row]
-    if again:
+    # An estimate taken again whose old one came through the default front end was taken again
+    # by commit (referee.py --estimated-before/--estimated-at: code changed since); the others
+    # came through TorchScript or had failed (--re-estimate's own selection).
+    by_commit = [row for row in rows
+                 if row.get("error_before", {}).get("method") == DEFAULT_FRONT_END]
+    for again, title, what in (
+            ([row for row in rows if "error_before" in row
+              and row.get("error_before", {}).get("method") != DEFAULT_FRONT_END],
+             "Estimated again with the default front end",
+             ("estimated through TorchScript before the default became the recording on fake "
+              "tensors, or whose estimate had failed; the card's side kept")),
+            (by_commit, "Estimated again after the estimator changed",
+             ("estimated before a commit or at given ones, `referee.py --re-estimate "
+              "--estimated-before/--estimated-at`; the card's side kept unless the simulated "
+              "card changed since"))):
+        if not again:
+            continue
         moved = [row for row in again if _moved(row)]
-        lines += ["", f"**Estimated again with the default front end** ({len(again)} rows "
-                  "estimated through TorchScript before the default became the recording on "
-                  "fake tensors, or whose estimate had failed; the card's side kept): "
+        lines += ["", f"**{title}** ({len(again)} rows {what}): "
                   f"{sum(1 for row in again if 'error' not in row)} ran, "
                   f"{sum(1 for row in again if 'error' in row)} failed; "
                   f"{len(moved)} moved by more than 0.1 point of |error| or between failing "

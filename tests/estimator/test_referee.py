@@ -13,6 +13,7 @@ import inspect
 import json
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -153,6 +154,57 @@ def test_the_rows_estimated_again_are_those_of_another_front_end_not_yet_taken_a
     stamped = {**row, "taken": {"estimated": {"at": "2026-11-29T17:10:00Z", "commit": "x"}}}
     assert not referee.stale_estimate(stamped)
     assert not referee.stale_estimate({k: v for k, v in row.items() if k != "measured"})
+
+
+def test_the_rows_estimated_again_by_commit_are_those_whose_estimate_predates_it(tmp_path):
+    # A history of its own (a clean clone may be shallow): the card changes at `card`, the
+    # estimator at `fix`, and the card once more at `card_again`.
+    def git(*command):
+        return subprocess.run(["git", "-C", str(tmp_path), *command], check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    commits = {}
+    for name, path in (("card", "simulator/a"), ("fix", "python/b"), ("later", "docs/c"),
+                       ("card_again", "python/mem_tracer/simulated_gpu/d")):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(name)
+        git("add", path)
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", name)
+        commits[name] = git("rev-parse", "--short", "HEAD")
+    card, fix, later, card_again = (commits[name] for name in commits)
+
+    def row(estimated, measured=None, **more):
+        taken = {"estimated": {"at": "x", "commit": estimated},
+                 "measured": {"at": "x", "commit": measured or estimated}}
+        return {"family": "zoo", "model": "m", "attention": "-", "task": "infer-b1",
+                "measured": {"allocated": 1}, "taken": taken, **more}
+
+    def by(row_, before=None, at=()):
+        return referee.estimated_by(row_, {}, before, at, repository=tmp_path)
+
+    assert by(row(card), before=fix)  # estimated with code that lacked the fix
+    assert not by(row(fix), before=fix) and not by(row(later), before=fix)
+    assert by(row(f"{later}+changes"), at=(later,))  # "+changes" still names its commit
+    assert not by(row(fix), at=(later, card))
+    # The estimate failed (its own stamp) but the card ran: selected as well.
+    failed = row(card)
+    failed["taken"]["estimate_failed"] = failed["taken"].pop("estimated")
+    assert by(failed, before=fix)
+    # Only rows whose card side ran: a row the card failed is --retry-failed's.
+    assert not by({k: v for k, v in row(card).items() if k != "measured"}, before=fix)
+    # A row written before stamps: the commit that recorded it, less one, took it.
+    legacy = {referee.key(row(card)): {"at": "x", "commit": later}}
+    unstamped = {k: v for k, v in row(card).items() if k != "taken"}
+    assert referee.estimated_by(unstamped, legacy, before=fix, repository=tmp_path) is False
+    legacy[referee.key(row(card))]["commit"] = fix  # recorded in the fix: taken before it
+    assert referee.estimated_by(unstamped, legacy, before=fix, repository=tmp_path)
+    # The card's side is measured again only where the card changed after it was taken.
+    assert referee.card_changed_since(row(later), {}, repository=tmp_path)
+    assert not referee.card_changed_since(row(later, measured=card_again), {},
+                                          repository=tmp_path)
+    with pytest.raises(SystemExit, match="git cannot tell"):
+        by(row("0000000"), before=fix)
 
 
 def test_a_model_type_tried_at_a_task_supersedes_its_row_without_one(tmp_path):
