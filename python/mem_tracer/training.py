@@ -367,7 +367,8 @@ def _after_step(optimizer: Any, args: Any, kwargs: Any) -> None:
 # its saved tensors, and itself, for the rest of the process: memtrace changed the program
 # (maskformer's training loop held 5.24 MiB more each step under `memtrace run`; the simulated
 # card's counters, tests/simulator/test_unchanged.py's unused-output loop, 22 tensors after 4
-# steps). So _pack keeps a detached alias: the same storage, no grad_fn, held exactly as long
+# steps). So _pack keeps a detached alias (made outside any dispatch mode: the program's modes
+# never see memtrace's own ops): the same storage, no grad_fn, held exactly as long
 # as the node holds what it saved; autograd gives the unpacked tensor its grad_fn back. The
 # estimator's recording had the same cycle (Note [Saved tensors packed without a cycle] in
 # estimator/step_loop.py). Chained to the program's own hooks, their pack's result is kept, as
@@ -378,7 +379,10 @@ def _pack(tensor: Any) -> Any:
     address = _address(tensor)
     if address is not None and address not in _parameters and address not in _inputs:
         _library().memtrace_set_category(address, _ACTIVATION)
-    return tensor.detach()
+    # memtrace's own op: no dispatch mode of the program's (the simulated card's values mode, a
+    # user's counter) sees it.
+    with _torch_internals.disable_current_modes():
+        return tensor.detach()
 
 
 def _unpack(tensor: Any) -> Any:
