@@ -70,6 +70,18 @@ class Decoder(nn.Module):
         return self.projector(self.lstm(x)[0])
 
 
+
+def on_the_card(program):
+    """`program` run on the simulated H100 with this checkout's package: its last line's JSON."""
+    beside = dict(os.environ)
+    beside["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY / "python"),
+                                                         beside.get("PYTHONPATH")]))
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         env=simulated_gpu.environment("h100", base=beside), timeout=300,
+                         check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
 def _weight_storages(document):
     """The bytes of each storage that holds the LSTM's weights, in the document's order."""
     return [storage["bytes"] for storage in document["storages"]
@@ -96,14 +108,7 @@ def test_an_lstm_is_one_weight_storage_on_cuda_only():
 def test_an_lstm_forward_is_the_simulated_cards_to_the_byte():
     assert torch.backends.cuda.is_built(), "the card's side needs a CUDA build of torch"
     program = PROGRAM.format(tests=str(Path(__file__).parent), steps=STEPS, hidden=HIDDEN)
-    beside = dict(os.environ)
-    beside["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY / "python"),
-                                                         beside.get("PYTHONPATH")]))
-    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                         env=simulated_gpu.environment("h100", base=beside), timeout=300,
-                         check=False)
-    assert run.returncode == 0, run.stderr[-2000:]
-    card = json.loads(run.stdout.strip().splitlines()[-1])
+    card = on_the_card(program)
     assert card["storages"] == 1  # Module.cuda() flattened the weights into one buffer
     torch.manual_seed(0)
     model, x = Decoder().eval(), torch.randn(1, STEPS, HIDDEN)
@@ -184,14 +189,7 @@ def test_the_cards_training_step_lies_within_the_bracket():
     assert torch.backends.cuda.is_built(), "the card's side needs a CUDA build of torch"
     program = STEP_PROGRAM.format(tests=str(Path(__file__).parent), batch=SMALL_BATCH,
                                   steps=SMALL_STEPS, hidden=SMALL)
-    beside = dict(os.environ)
-    beside["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY / "python"),
-                                                         beside.get("PYTHONPATH")]))
-    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                         env=simulated_gpu.environment("h100", base=beside), timeout=300,
-                         check=False)
-    assert run.returncode == 0, run.stderr[-2000:]
-    card = json.loads(run.stdout.strip().splitlines()[-1])
+    card = on_the_card(program)
     torch.manual_seed(0)
     model, x = SmallDecoder(), torch.randn(SMALL_BATCH, SMALL_STEPS, SMALL)
     step = mem_tracer.TrainingStep(optimizer=torch.optim.AdamW(model.parameters()),
