@@ -477,12 +477,25 @@ class Recorder:
             self.kernels.append(KernelRow(made.op, made.kernel, made.why, self._stack()))
 
     def rnn(self, spaces: CudnnRnnSpaces, call: Callable[[], Any]) -> Any:
-        """An RNN call cuDNN runs on the device, run here by the CPU's kernels (Note [cuDNN's
-        RNN reserve, bracketed] in device_kernels.py): `call()`'s result; recording, with an
-        "approximate" assumption that brackets what the CPU's kernels held for it against what
-        cuDNN holds."""
+        """An RNN call cuDNN runs on the device (Note [cuDNN's RNN reserve, bracketed] in
+        device_kernels.py): `call()`'s result, made as cuDNN makes it (spaces.plan) or else by
+        the CPU's kernels; recording, with an "approximate" assumption that brackets what real
+        cuDNN may hold against what the recording holds."""
         if not self.recording:
             return call()
+        if spaces.plan is not None:
+            output = call()
+            # Real cuDNN's reserve and work space: between nothing and twice the simulated ones.
+            spread = spaces.reserve + spaces.work
+            self.assumptions.append(AssumptionRow(
+                "approximate", spaces.op, self._stack(),
+                f"{spaces.op}: recorded as cuDNN runs it, with the simulated cuDNN's reserve "
+                f"space ({_mib(spaces.reserve)}, kept for the backward) and work space "
+                f"({_mib(spaces.work)}); real cuDNN chooses both and documents neither (taken "
+                f"to be at most twice those): the peak may be up to {_mib(spread)} lower or "
+                f"higher (Note [cuDNN's RNN reserve, bracketed])",
+                spread, spread))
+            return output
         before = {key for key, ref in self.live.items() if not ref.expired()}
         first = len(self.nodes)
         output = call()
