@@ -580,11 +580,13 @@ def _weight_start(tensor: Any) -> tuple[int, int]:
 # batch 2) allocates input copy, output, hy, cy, a 491,520-B work space and a 983,040-B reserve,
 # frees the work space then the copy; its output does not reach the loss, so the reserve, the
 # embedding's output (the saved input), hx and cx stay until the step ends, through the backward's
-# peak. The CPU's LSTM held 798,720 B less there (its own saved tensors, not the reserve): the
-# referee's -0.77 % on that model and -0.78..-0.80 % on nemotron_asr_streaming, parakeet_rnnt and
-# parakeet_tdt. (The 14 storages "held from the step before" an earlier helper saw there, a
-# [544, 640] joint output among them, were the pack hook's cycle: Note [Saved tensors packed
-# without a cycle] in step_loop.py; the recording holds none since.)
+# peak: 1,167,360 B of the call's. The CPU's LSTM held 286,720 B there (hx, cx, a copy of the
+# input, each layer's output and states), 880,640 B less: the referee's -0.77 % on that model and
+# -0.78..-0.80 % on nemotron_asr_streaming, parakeet_rnnt and parakeet_tdt, all exact since.
+# (The 14 storages, 1,998,848 B, "held from the step before" an earlier recording kept there, a
+# [544, 640] joint output among them, are gone since Note [Saved tensors packed without a cycle]
+# in step_loop.py: the joint's outputs do not reach the loss, the kind of node that Note's cycle
+# kept alive; the card frees them, and the recording holds no storage from the step before.)
 # The sizes are the simulated cuDNN's (simulator/libraries/cudnn_rnn.cpp, Note [RNN spaces]), in
 # cudnn_rnn_spaces below: the reserve keeps, per pseudo-layer and (time step, sequence) pair,
 # the gates' activations, the cell state (LSTM, GRU) and the output, in the data type, plus a
