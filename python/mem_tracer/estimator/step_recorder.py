@@ -219,6 +219,8 @@ class Recorder:
         # What the first step allocated: what is still alive when the recorded step starts is
         # what the loop carried over.
         self.earlier: dict[int, Carried] = {}
+        # cuDNN's dropout state is in some RNN call's bracket (Recorder.rnn): once a recording.
+        self.dropout_state_bracketed = False
 
     @contextlib.contextmanager
     def in_phase(self, phase: Phase) -> Iterator[None]:
@@ -516,12 +518,19 @@ class Recorder:
         returned = sum(self.storages[self.ids[key]].bytes for key in outputs if key in self.ids)
         over = max(kept, most - returned)
         under = spaces.reserve_at_most + spaces.work_at_most
+        state = ""
+        if spaces.dropout_state_at_most and not self.dropout_state_bracketed:
+            # cuDNN's dropout state, made by the first such call of the process and kept: once.
+            self.dropout_state_bracketed = True
+            under += spaces.dropout_state_at_most
+            state = (f" and its dropout state, made once and kept, of at most "
+                     f"{_mib(spaces.dropout_state_at_most)}")
         self.assumptions.append(AssumptionRow(
             "approximate", spaces.op, self._stack(),
             f"{spaces.op}: recorded as the CPU runs it ({_mib(kept)} kept for the backward); "
             f"cuDNN keeps a reserve space instead (about {_mib(spaces.reserve)}, taken to be at "
-            f"most {_mib(spaces.reserve_at_most)}) and a work space of at most "
-            f"{_mib(spaces.work_at_most)}: the peak may be up to {_mib(over)} lower or "
+            f"most {_mib(spaces.reserve_at_most)}), a work space of at most "
+            f"{_mib(spaces.work_at_most)}{state}: the peak may be up to {_mib(over)} lower or "
             f"{_mib(under)} higher (Note [cuDNN's RNN reserve, bracketed])",
             over, under))
         return output
