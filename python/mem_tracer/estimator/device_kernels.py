@@ -896,7 +896,8 @@ class DeviceKernels:
                     spaces = cudnn_rnn_spaces(rnns[func], args)
                     if spaces is not None and spaces.reserve > 0:  # in training mode
                         if spaces.plan is not None:  # made as cuDNN makes it
-                            return owner.on_rnn(spaces, lambda: cudnn_rnn(spaces, args))
+                            made = spaces
+                            return owner.on_rnn(made, lambda: cudnn_rnn(made, args))
                         if spaces.dropout > 0:
                             spaces = dataclasses.replace(
                                 spaces, dropout_state_at_most=cudnn_dropout_state_at_most(
