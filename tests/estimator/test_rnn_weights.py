@@ -8,11 +8,11 @@ around a simulated cuDNN): RNNBase._apply calls flatten_parameters, which alloca
 space through the caching allocator and frees the weights' own blocks; cuDNN's weight space is the
 weights' bytes packed without padding (the simulated cudnnGetRNNWeightSpaceSize; real cuDNN 9 packs
 an LSTM's matrices and biases the same way for float32, not checked on a GPU here). The forward's
-own buffers (cuDNN's workspace inside _cudnn_rnn) are not modelled in evaluation mode: the test's
-peak is after them, at the projection that takes the cuBLAS workspace, as in parakeet's prediction
-network. In a training step they are (Note [cuDNN's RNN reserve, bracketed]), with the simulated
-cuDNN's reserve and work space sizes: assumed of real cuDNN, each between nothing and twice those,
-which the estimate's bracket says.
+own buffers (cuDNN's work space inside _cudnn_rnn, and in a training step its reserve) are made
+as RNN.cpp makes them (Note [cuDNN's RNN reserve, bracketed]), with the simulated cuDNN's sizes:
+assumed of real cuDNN, each between nothing and twice those, which the estimate's bracket says.
+The forward's peak is after them, at the projection that takes the cuBLAS workspace, as in
+parakeet's prediction network.
 """
 import json
 import os
@@ -227,7 +227,7 @@ def _ops(document):
 
 
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
-def test_an_rnn_in_a_training_step_on_cuda_is_cudnns_call_bracketed(kind):
+def test_an_rnn_on_cuda_is_cudnns_call_bracketed(kind):
     model, x = step_model(kind)
     on_cuda = step_graph.record(model, (x,), training=True, profile="cuda-sm90",
                                 loss_fn=lambda output: output.sum())
@@ -242,14 +242,17 @@ def test_an_rnn_in_a_training_step_on_cuda_is_cudnns_call_bracketed(kind):
     sizes = _byte_storages(on_cuda)
     assert sorted(sizes) == sorted([RESERVE[kind], WORK[kind], WORK[kind], WORK[kind]]), sizes
     assert not any("rnn" in op for op in _ops(on_cuda)), sorted(_ops(on_cuda))
-    # The CPU's own profile runs the CPU's RNN: nothing to bracket; nor does an RNN in
-    # evaluation mode take a reserve.
+    # The CPU's own profile runs the CPU's RNN: nothing to bracket.
     on_cpu = step_graph.record(model, (x,), training=True, profile="cpu",
                                loss_fn=lambda output: output.sum())
     assert not _approximate(on_cpu)
     assert not [size for size in _byte_storages(on_cpu) if size]
-    assert not _approximate(step_graph.record(model.eval(), (x,), training=False,
-                                              profile="cuda-sm90"))
+    # In evaluation mode cuDNN takes no reserve: the work space alone, and its bracket.
+    evaluated = step_graph.record(model.eval(), (x,), training=False, profile="cuda-sm90")
+    calls = _approximate(evaluated)
+    assert [(c["over_by_at_most_bytes"], c["under_by_at_most_bytes"]) for c in calls] == [
+        (WORK[kind], WORK[kind])], calls
+    assert _byte_storages(evaluated) == [WORK[kind]]
 
 
 def test_an_rnn_with_dropout_stays_the_cpus_call_bracketed():
