@@ -8,8 +8,11 @@ around a simulated cuDNN): RNNBase._apply calls flatten_parameters, which alloca
 space through the caching allocator and frees the weights' own blocks; cuDNN's weight space is the
 weights' bytes packed without padding (the simulated cudnnGetRNNWeightSpaceSize; real cuDNN 9 packs
 an LSTM's matrices and biases the same way for float32, not checked on a GPU here). The forward's
-own buffers (cuDNN's workspace inside _cudnn_rnn) are not modelled: the test's peak is after them,
-at the projection that takes the cuBLAS workspace, as in parakeet's prediction network.
+own buffers (cuDNN's work space inside _cudnn_rnn, and in a training step its reserve) are made
+as RNN.cpp makes them (Note [cuDNN's RNN reserve, bracketed]), with the simulated cuDNN's sizes:
+assumed of real cuDNN, each between nothing and twice those, which the estimate's bracket says.
+The forward's peak is after them, at the projection that takes the cuBLAS workspace, as in
+parakeet's prediction network.
 """
 import json
 import os
@@ -119,89 +122,186 @@ def test_an_lstm_forward_is_the_simulated_cards_to_the_byte():
     assert card["held"] >= FLAT_SEGMENT
 
 
-# Note [cuDNN's RNN reserve, bracketed]: a training step with an LSTM. The recording runs the
-# CPU's LSTM, which keeps for the backward what the CPU's kernels keep; on the card cuDNN keeps a
-# reserve space (the simulated cuDNN's size: a stand-in for real cuDNN's, which is documented
-# nowhere; assumed of real cuDNN: within twice the simulated estimate). The estimate says so.
+# Note [cuDNN's RNN reserve, bracketed]: a training step with an RNN. On a CUDA profile the
+# recording makes cuDNN's call as RNN.cpp makes it (the input's copy, the output, the states, the
+# work space and the reserve, the backward's copies, dw), with the simulated cuDNN's sizes: the
+# simulated card's step to the byte. Real cuDNN's sizes are documented nowhere (assumed of real
+# cuDNN: between nothing and twice the simulated ones): the estimate says approximate, and by how
+# much.
 SMALL, SMALL_LAYERS, SMALL_STEPS, SMALL_BATCH = 64, 2, 16, 2
 PAIRS = SMALL_STEPS * SMALL_BATCH  # (time step, sequence) pairs
 # The simulated cudnnGetRNNTempSpaceSizes (simulator/libraries/cudnn_rnn.cpp): the reserve keeps
-# the 4 gates, the cell state and the output per pair and layer; the work space one layer's
-# input projections and two layer outputs; each bounded by twice that.
-RESERVE = SMALL_LAYERS * PAIRS * (4 * SMALL + SMALL + SMALL) * 4
-WORK = PAIRS * 4 * SMALL * 4 + 2 * PAIRS * SMALL * 4
+# the gates, the cell state (LSTM, GRU) and the output per pair and layer; the work space one
+# layer's input projections and two layer outputs.
+RESERVE = {"lstm": SMALL_LAYERS * PAIRS * (4 * SMALL + SMALL + SMALL) * 4,
+           "gru": SMALL_LAYERS * PAIRS * (3 * SMALL + SMALL + SMALL) * 4}
+WORK = {"lstm": PAIRS * 4 * SMALL * 4 + 2 * PAIRS * SMALL * 4,
+        "gru": PAIRS * 3 * SMALL * 4 + 2 * PAIRS * SMALL * 4}
 
 STEP_PROGRAM = """
 import json, sys, torch
 sys.path.insert(0, {tests!r})
-from test_rnn_weights import SmallDecoder
-torch.manual_seed(0)
-model, x = SmallDecoder().cuda(), torch.randn({batch}, {steps}, {hidden}).cuda()
-optimizer = torch.optim.AdamW(model.parameters())
-for step in range(3):
-    if step == 2:
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-    model(x).sum().backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-torch.cuda.synchronize()
-print(json.dumps({{"peak": torch.cuda.max_memory_allocated()}}))
+from test_rnn_weights import CARD_MODELS, _first_sum, step_model
+peaks = {{}}
+for name in CARD_MODELS:
+    model, x = step_model(name)
+    model, x = model.cuda(), x.cuda()
+    optimizer = torch.optim.AdamW(model.parameters())
+    for step in range(3):
+        if step == 2:
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        output = model(x)  # the loop "until-step-end": output and loss held to the end
+        loss = _first_sum(output)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        del output, loss
+    torch.cuda.synchronize()
+    peaks[name] = (torch.cuda.max_memory_allocated(),
+                   torch.cuda.memory_stats()["requested_bytes.all.peak"])
+    del model, x, optimizer
+print(json.dumps(peaks))
 """
 
 
 class SmallDecoder(nn.Module):
-    """A 2-layer LSTM and a projection, small enough for a training step in seconds."""
+    """A 2-layer RNN (LSTM or GRU) under batch_first and a projection after it."""
 
-    def __init__(self):
+    def __init__(self, kind="lstm", dropout=0.0):
         super().__init__()
-        self.lstm = nn.LSTM(SMALL, SMALL, num_layers=SMALL_LAYERS, batch_first=True)
+        self.rnn = (nn.LSTM if kind == "lstm" else nn.GRU)(SMALL, SMALL, num_layers=SMALL_LAYERS,
+                                                          batch_first=True, dropout=dropout)
         self.projector = nn.Linear(SMALL, SMALL)
 
     def forward(self, x):
-        return self.projector(self.lstm(x)[0])
+        return self.projector(self.rnn(x)[0])
+
+
+class UnusedDecoder(nn.Module):
+    """An encoder the loss reads and an LSTM whose output it does not (an RNN-T's prediction
+    network beside its encoder, when the loss is the encoder's): the LSTM's backward never
+    runs, and what it keeps for it (cuDNN's reserve, the input, the states) lives until the
+    step ends, through the encoder's backward."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(SMALL, 4 * SMALL), nn.ReLU(),
+                                     nn.Linear(4 * SMALL, SMALL))
+        self.embedding = nn.Linear(SMALL, SMALL)
+        self.lstm = nn.LSTM(SMALL, SMALL, num_layers=SMALL_LAYERS, batch_first=True)
+
+    def forward(self, x):
+        decoded = self.lstm(self.embedding(x))[0]
+        return self.encoder(x), decoded
+
+
+STEP_MODELS = ("lstm", "gru", "unused")  # estimated to the byte
+CARD_MODELS = (*STEP_MODELS, "dropout")  # and an LSTM with dropout: within its bracket
+
+
+def step_model(name):
+    """(model, input) of a STEP_MODELS case, seeded."""
+    torch.manual_seed(0)
+    model = UnusedDecoder() if name == "unused" else \
+        SmallDecoder("lstm", 0.1) if name == "dropout" else SmallDecoder(name)
+    return model, torch.randn(SMALL_BATCH, SMALL_STEPS, SMALL)
+
+
+def _first_sum(output):
+    return (output[0] if isinstance(output, tuple) else output).sum()
 
 
 def _approximate(document):
     return [a for a in document.get("assumptions", []) if a["kind"] == "approximate"]
 
 
-def test_an_lstm_in_a_training_step_on_cuda_is_bracketed():
-    model, x = SmallDecoder(), torch.randn(SMALL_BATCH, SMALL_STEPS, SMALL)
+def _byte_storages(document):
+    """The bytes of each storage the step allocates as bytes (uint8): cuDNN's spaces."""
+    return [document["storages"][allocation[0]]["bytes"] for node in document["nodes"]
+            for allocation in node["allocates"] if allocation[2] == "uint8"]
+
+
+def _ops(document):
+    return {node["op"] for node in document["nodes"]}
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_an_rnn_on_cuda_is_cudnns_call_bracketed(kind):
+    model, x = step_model(kind)
     on_cuda = step_graph.record(model, (x,), training=True, profile="cuda-sm90",
                                 loss_fn=lambda output: output.sum())
     calls = _approximate(on_cuda)
-    assert [call["op"] for call in calls] == ["aten::lstm"], on_cuda.get("assumptions")
-    # What cuDNN may hold: the reserve's and the work space's bounds.
-    assert calls[0]["under_by_at_most_bytes"] == 2 * RESERVE + 2 * WORK
-    # What the CPU's LSTM held for the backward, measured on the recording: something.
-    assert calls[0]["over_by_at_most_bytes"] > 0
-    assert "reserve" in calls[0]["detail"]
-    # The CPU's own profile runs the CPU's LSTM: nothing to bracket; nor does an RNN in
-    # evaluation mode take a reserve.
-    assert not _approximate(step_graph.record(model, (x,), training=True, profile="cpu",
-                                              loss_fn=lambda output: output.sum()))
-    assert not _approximate(step_graph.record(model.eval(), (x,), training=False,
-                                              profile="cuda-sm90"))
+    assert [call["op"] for call in calls] == [f"aten::{kind}"], on_cuda.get("assumptions")
+    # Real cuDNN's reserve and work space may be anything from nothing to twice the simulated.
+    spread = RESERVE[kind] + WORK[kind]
+    assert calls[0]["under_by_at_most_bytes"] == calls[0]["over_by_at_most_bytes"] == spread
+    assert "reserve" in calls[0]["detail"] and "cuDNN runs it" in calls[0]["detail"]
+    # The reserve (kept for the backward) and the work space (forward's, and the backward's
+    # two) are storages of the simulated sizes; the CPU's RNN kernels are not recorded.
+    sizes = _byte_storages(on_cuda)
+    assert sorted(sizes) == sorted([RESERVE[kind], WORK[kind], WORK[kind], WORK[kind]]), sizes
+    assert not any("rnn" in op for op in _ops(on_cuda)), sorted(_ops(on_cuda))
+    # The CPU's own profile runs the CPU's RNN: nothing to bracket.
+    on_cpu = step_graph.record(model, (x,), training=True, profile="cpu",
+                               loss_fn=lambda output: output.sum())
+    assert not _approximate(on_cpu)
+    assert not [size for size in _byte_storages(on_cpu) if size]
+    # In evaluation mode cuDNN takes no reserve: the work space alone, and its bracket.
+    evaluated = step_graph.record(model.eval(), (x,), training=False, profile="cuda-sm90")
+    calls = _approximate(evaluated)
+    assert [(c["over_by_at_most_bytes"], c["under_by_at_most_bytes"]) for c in calls] == [
+        (WORK[kind], WORK[kind])], calls
+    assert _byte_storages(evaluated) == [WORK[kind]]
 
 
-def test_the_cards_training_step_lies_within_the_bracket():
-    assert torch.backends.cuda.is_built(), "the card's side needs a CUDA build of torch"
-    program = STEP_PROGRAM.format(tests=str(Path(__file__).parent), batch=SMALL_BATCH,
-                                  steps=SMALL_STEPS, hidden=SMALL)
-    card = on_the_card(program)
+def test_an_rnn_with_dropout_stays_the_cpus_call_bracketed():
+    """cuDNN's dropout state (made once a process) is not recorded: such a call is the CPU's,
+    with the wider bracket of the CPU's kernels against twice cuDNN's sizes and the state's."""
     torch.manual_seed(0)
-    model, x = SmallDecoder(), torch.randn(SMALL_BATCH, SMALL_STEPS, SMALL)
-    step = mem_tracer.TrainingStep(optimizer=torch.optim.AdamW(model.parameters()),
-                                   loss_fn=lambda output: output.sum(), loop="until-step-end")
-    estimate = mem_tracer.estimate(model, (x,), device="cuda-sm90", training=step)
-    bracket = estimate.approximate
-    assert bracket is not None and bracket.calls == 1, estimate.raw.get("approximate")
-    assert bracket.peak_allocated_low_bytes <= card["peak"] <= bracket.peak_allocated_high_bytes
-    assert bracket.peak_allocated_low_bytes == \
-        estimate.peak_allocated_bytes - bracket.over_by_at_most_bytes
-    assert estimate.raw["approximate"]["under_by_at_most_bytes"] == 2 * RESERVE + 2 * WORK
-    assert "approximate: between" in str(estimate)
+    model = nn.LSTM(SMALL, SMALL, num_layers=SMALL_LAYERS, batch_first=True, dropout=0.1)
+    x = torch.randn(SMALL_BATCH, SMALL_STEPS, SMALL)
+    document = step_graph.record(model, (x,), training=True, profile="cuda-sm90",
+                                 loss_fn=_first_sum)
+    calls = _approximate(document)
+    assert len(calls) == 1 and "as the CPU runs it" in calls[0]["detail"], calls
+    dropped = (SMALL_LAYERS - 1) * PAIRS * SMALL  # a byte a dropped element between layers
+    # cuDNN's dropout state, made once a process: twice the simulated H100's and H200's.
+    state = 2 * 64 * 132 * 2048
+    assert calls[0]["under_by_at_most_bytes"] == 2 * (RESERVE["lstm"] + dropped) + 2 * WORK[
+        "lstm"] + state
+    assert calls[0]["over_by_at_most_bytes"] > 0
+    assert "dropout state" in calls[0]["detail"]
+
+
+def test_the_cards_training_steps_are_the_estimates_to_the_byte():
+    assert torch.backends.cuda.is_built(), "the card's side needs a CUDA build of torch"
+    card = on_the_card(STEP_PROGRAM.format(tests=str(Path(__file__).parent)))
+    assert sorted(card) == sorted(CARD_MODELS), card
+    estimates = {}
+    for name in CARD_MODELS:
+        model, x = step_model(name)
+        step = mem_tracer.TrainingStep(optimizer=torch.optim.AdamW(model.parameters()),
+                                       loss_fn=_first_sum, loop="until-step-end")
+        estimates[name] = mem_tracer.estimate(model, (x,), device="cuda-sm90", training=step)
+    # max_memory_allocated and requested_bytes' peak, each model's: the unused LSTM's step
+    # peaks in the encoder's backward with cuDNN's reserve held, the others in the optimizer.
+    assert {name: (estimates[name].peak_allocated_bytes, estimates[name].peak_requested_bytes)
+            for name in STEP_MODELS} == {name: tuple(card[name]) for name in STEP_MODELS}
+    for name, estimate in estimates.items():
+        bracket = estimate.approximate
+        assert bracket is not None and bracket.calls == 1, estimate.raw.get("approximate")
+        assert bracket.peak_allocated_low_bytes <= card[name][0] <= \
+            bracket.peak_allocated_high_bytes, (name, card[name], bracket)
+        assert "approximate: between" in str(estimate)
+        if name in STEP_MODELS:
+            kind = "gru" if name == "gru" else "lstm"
+            assert bracket.over_by_at_most_bytes == bracket.under_by_at_most_bytes == \
+                RESERVE[kind] + WORK[kind], name
+    # With dropout the call is the CPU's, and the card holds cuDNN's dropout state (made by the
+    # first step, kept: the simulated H100's 132 x 2,048 Philox states of 64 B) beside it: the
+    # estimate lacks it, and its bracket says so.
+    assert card["dropout"][0] - estimates["dropout"].peak_allocated_bytes >= 64 * 132 * 2048
 
 
 if __name__ == "__main__":

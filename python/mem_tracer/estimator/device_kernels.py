@@ -40,8 +40,9 @@ instead (its fake kernel sizes its outputs; autograd saves what its derivative f
   forward copies (convolutionRule in estimator/torchscript/op_rules.cpp; test_op_rules.py
   holds the two front ends equal).
 The CPU's own profile changes nothing: the fake CPU tensors run the CPU's composites. Not
-applied: CUDA's autocast op lists (the recording runs the CPU's), cuDNN's RNN kernels (bracketed
-instead: Note [cuDNN's RNN reserve, bracketed]), what a
+applied: CUDA's autocast op lists (the recording runs the CPU's), cuDNN's RNN sizes (its calls
+in a training step are made as RNN.cpp makes them, with the simulated cuDNN's reserve and work
+space, and bracketed: Note [cuDNN's RNN reserve, bracketed]), what a
 CUDA kernel allocates inside itself but softmax backward's temporary (Note [What a CUDA kernel
 allocates inside itself] in step_recorder.py; not the memory-efficient attention backward's float
 workspace, `_efficient_attention_backward`: 131,200 B in the zoo's qwen2-moe-sdpa AdamW step on
@@ -50,12 +51,14 @@ Python branches on `tensor.device.type` (they take the CPU's branch).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +155,7 @@ class KernelRules:
     device: str = "cpu"
     sdpa: tuple[SdpaKernel, ...] = ()
     temporaries: tuple[KernelTemporary, ...] = ()
+    profile: str = ""  # the profile's name
 
     @property
     def recorded_as_is(self) -> bool:
@@ -200,7 +204,8 @@ def kernel_rules(profile: str | os.PathLike[str]) -> KernelRules:
         raise KernelRulesError(f"device profile {path}: kernels: \"device\" must be \"cuda\" or "
                                f"\"cpu\"")
     return KernelRules(device=device, sdpa=tuple(chosen),
-                       temporaries=_temporaries(kernels.get("temporaries", []), path))
+                       temporaries=_temporaries(kernels.get("temporaries", []), path),
+                       profile=str(document.get("name", "")))
 
 
 def _temporaries(entries: Any, path: Path) -> tuple[KernelTemporary, ...]:
@@ -511,10 +516,9 @@ _FACTORIES = ("tensor", "zeros", "ones", "full", "empty", "as_tensor", "scalar_t
 # cudnnGetRNNWeightSpaceSize, which equals the sum above). Not modelled: the weights'
 # transient blocks before the flatten (they change which segments are reserved, not what is
 # allocated after the move: parakeet_tdt's max_memory_reserved is estimated 20 MiB short, one
-# segment), cuDNN's RNN workspace and reserve inside _cudnn_rnn (the recording runs the CPU's
-# LSTM, which in a training step saves more than cuDNN's reserve: parakeet's AdamW step
-# requests 806,912 B more than the card), and memtrace-estimate's TorchScript front end
-# (method="torchscript"), whose weights stay apart.
+# segment), cuDNN's RNN workspace inside _cudnn_rnn in evaluation mode (in a training step the
+# call is made as cuDNN makes it: Note [cuDNN's RNN reserve, bracketed]), and memtrace-estimate's
+# TorchScript front end (method="torchscript"), whose weights stay apart.
 _CUDNN_RNN_DTYPES = ("float16", "float32", "float64")
 
 
@@ -557,32 +561,60 @@ def _weight_start(tensor: Any) -> tuple[int, int]:
 # On CUDA, torch.lstm/gru/rnn_tanh/rnn_relu of a float16/32/64 input run cuDNN's RNN
 # (aten/src/ATen/native/cudnn/RNN.cpp, _cudnn_rnn): the call takes a work space for its length
 # and, when the RNN's `train` argument is true (the module in training mode), a reserve space
-# that autograd keeps until the backward, sized by cudnnGetRNNTempSpaceSizes, a size the library
-# chooses and documents nowhere. The recording runs the CPU's RNN instead (its graph node would
-# ask CUDA for a stream, Note [The device's kernels on fake tensors]), which saves each step's
-# gates and states as tensors of its own (the mkldnn RNN's workspace on fake CPU tensors), and
-# its backward runs the CPU's kernels. The figure is then approximate, and said so: each such
-# call in the recorded step adds an "approximate" assumption (step_recorder.py,
-# Recorder.rnn) with its bracket, which memtrace-estimate sums into the JSON's `approximate`
-# and Estimate.approximate:
-#   - over_by_at_most: what the CPU's kernels held for the call beyond its outputs, measured on
-#     the recording (what autograd kept for the backward, or the most held at once inside the
-#     call, the larger): cuDNN's reserve may be as small as nothing;
-#   - under_by_at_most: the reserve's bound plus the work space's bound: what cuDNN may hold
-#     beyond the outputs while the call or its backward runs.
-# The sizes are the simulated cuDNN's (simulator/libraries/cudnn_rnn.cpp, Note [RNN spaces]):
-# the reserve keeps, per pseudo-layer and (time step, sequence) pair, the gates' activations,
-# the cell state (LSTM, GRU) and the output, in the data type, plus a byte a dropped element
-# between layers; the work space one layer's input projections in the math precision (float
-# for half) and two layer outputs between layers; each taken to be at most twice that (the
-# card's own, in nemotron3_5_asr's AdamW step on the simulated H100: a 983,040-B reserve and a
-# 491,520-B work space, as the formula gives; that row's +1.04 % is not theirs and lies outside
-# this bracket: the recording holds 14 storages, 1,998,848 B, from the step before, which is
-# not explained, nor whether the card holds them too). Assumed
-# of real cuDNN: its reserve and work space are within those bounds (not measured on a GPU
-# here: a bound estimated, not known). Not bracketed: the backward's own temporaries (the CPU's
-# per-step backward against cuDNN's backward call), an RNN in evaluation mode (no reserve: the
-# work space is a temporary of the call), and the TorchScript front end.
+# that autograd keeps until the backward, both sized by cudnnGetRNNTempSpaceSizes, sizes the
+# library chooses and documents nowhere. The CPU's RNN, which the fake CPU tensors would run
+# (Note [The device's kernels on fake tensors]), keeps each step's gates and states as tensors
+# of its own instead, and saves neither the input nor cuDNN's reserve. So on a CUDA profile
+# the recording runs cuDNN's call as RNN.cpp makes it, on fake tensors
+# (CudnnRnn, an autograd.Function; the values do not matter, nothing reads them):
+#   - forward (_cudnn_rnn): the input made contiguous in (time, batch) order (a copy under
+#     batch_first), the output, hy and, for an LSTM, cy; the work space and the reserve space
+#     (bytes); the work space and the copy freed on return. Autograd keeps the input as given,
+#     hx, cx, the output and the reserve (derivatives.yaml's _cudnn_rnn); the weights are the
+#     module's (its flat buffer: Note [cuDNN's flat RNN weights]; weights not in one buffer are
+#     copied into a new one, kept for the backward).
+#   - backward (_cudnn_rnn_backward): zeros for the gradients autograd did not give, then
+#     _backward_input (the input and the output's gradient made contiguous, dx, dhx, dcx, a
+#     work space; the copies and the work space freed on return) and, when a weight needs one,
+#     _backward_weight (the input contiguous again, dw: zeros of the weight buffer's size, a
+#     work space); the weights' gradients are views of dw, as get_parameters slices them.
+# Seen on the simulated H100 (torch 2.14.1+cu130; torch.cuda.memory._record_memory_history):
+# nemotron3_5_asr's prediction network (a 2-layer LSTM of 640 under batch_first, 16 steps,
+# batch 2) allocates input copy, output, hy, cy, a 491,520-B work space and a 983,040-B reserve,
+# frees the work space then the copy; its output does not reach the loss, so the reserve, the
+# embedding's output (the saved input), hx and cx stay until the step ends, through the backward's
+# peak: 1,167,360 B of the call's. The CPU's LSTM held 286,720 B there (hx, cx, a copy of the
+# input, each layer's output and states), 880,640 B less: the referee's -0.77 % on that model and
+# -0.78..-0.80 % on nemotron_asr_streaming, parakeet_rnnt and parakeet_tdt, all exact since.
+# (The 14 storages, 1,998,848 B, "held from the step before" an earlier recording kept there, a
+# [544, 640] joint output among them, are gone since Note [Saved tensors packed without a cycle]
+# in step_loop.py: the joint's outputs do not reach the loss, the kind of node that Note's cycle
+# kept alive; the card frees them, and the recording holds no storage from the step before.)
+# The sizes are the simulated cuDNN's (simulator/libraries/cudnn_rnn.cpp, Note [RNN spaces]), in
+# cudnn_rnn_spaces below: the reserve keeps, per pseudo-layer and (time step, sequence) pair,
+# the gates' activations, the cell state (LSTM, GRU) and the output, in the data type, plus a
+# byte a dropped element between layers; the work space one layer's input projections in the
+# math precision (float for half) and two layer outputs between layers. Against the simulated
+# card the step is then exact; against real cuDNN it is not known, so the estimate still says
+# "approximate": each such call adds an assumption (step_recorder.py, Recorder.rnn) whose bracket,
+# summed into the JSON's `approximate` and Estimate.approximate, is what real cuDNN may hold
+# otherwise. Assumed of real cuDNN: its reserve and work space are each between nothing and
+# twice the simulated size (not measured on a GPU here: a bound estimated, not known), so the
+# peak lies within reserve + work space below or above the figure, per call; assumed too that a
+# size so changed keeps the caching allocator's rounding (a block of another size class could
+# move max_memory_allocated by its rounding beyond that). Not made as cuDNN makes it, and
+# bracketed instead by what the CPU's kernels held beyond the outputs below and twice the sizes
+# above: a packed sequence, and an RNN with dropout in training, whose first call of the process
+# also makes cuDNN's dropout state, kept for the process (_cudnn_init_dropout_state: one Philox
+# state per thread the card holds, 17,301,504 B on the simulated H100, 64 x 132 x 2,048), which
+# the recording does not make: the first such call's bracket adds twice the largest simulated
+# state of the profile's cards (cudnn_dropout_state_at_most). Seen on the simulated H100: a
+# 2-layer LSTM of 64 with dropout 0.1, AdamW, peaks at 18,651,648 B, the estimate 1,350,144 B;
+# the bracket [1,315,328, 1,649,152] missed it before the state was in it, and holds it since
+# ([1,315,328, 36,252,160]). In evaluation mode (`train` false) the call is made the same way
+# without a reserve (the work space, a temporary of the call, bracketed alone): zoo/gru's
+# forward at batch 1 on the simulated H100, +0.0365 % with the CPU's GRU, is exact so. Not made
+# nor bracketed: the TorchScript front end's RNNs.
 _RNN_GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 
 
@@ -594,6 +626,23 @@ class CudnnRnnSpaces:
     reserve: int  # the simulated cuDNN's reserve space (0 when not training)
     reserve_at_most: int
     work_at_most: int
+    work: int = 0  # the simulated cuDNN's work space
+    # The call as cuDNN makes it (CudnnRnn), or None: recorded as the CPU runs it.
+    plan: CudnnRnnPlan | None = None
+    dropout: float = 0.0
+    # With dropout in training: cuDNN's dropout state's bound (made once a process, kept).
+    dropout_state_at_most: int = 0
+
+
+@dataclass(frozen=True)
+class CudnnRnnPlan:
+    """One RNN call's facts that RNN.cpp's allocations read."""
+
+    lstm: bool
+    batch_first: bool
+    output_size: int  # a step's output, all directions: the projection's size times directions
+    work: int
+    reserve: int
 
 
 def cudnn_rnn_spaces(name: str, args: Sequence[Any]) -> CudnnRnnSpaces | None:
@@ -630,7 +679,173 @@ def cudnn_rnn_spaces(name: str, args: Sequence[Any]) -> CudnnRnnSpaces | None:
     work = steps * gates * hidden * directions * math_bytes
     if layers > 1:
         work += 2 * steps * output * directions * element
-    return CudnnRnnSpaces(f"aten::{name}", reserve, 2 * reserve, 2 * work)
+    plan = None
+    if not packed and not (train and dropout) and data.dim() == 3:
+        plan = CudnnRnnPlan(name == "lstm", bool(args[8]), output * directions, work, reserve)
+    return CudnnRnnSpaces(f"aten::{name}", reserve, 2 * reserve, 2 * work, work, plan,
+                          float(dropout) if train else 0.0)
+
+
+# The simulated cuDNN's dropout state: one 64-byte Philox state per thread the card holds
+# (cudnnDropoutGetStatesSize in simulator/libraries/cudnn_rnn.cpp, Note [RNN spaces]).
+_PHILOX_STATE_BYTES = 64
+# Where no simulated card of the profile can be read: the largest the simulator has (H100, H200:
+# 132 multiprocessors of 2,048 threads).
+_DROPOUT_STATE_FALLBACK = _PHILOX_STATE_BYTES * 132 * 2048
+
+
+@cache
+def cudnn_dropout_state_at_most(profile: str) -> int:
+    """Twice the largest simulated cuDNN dropout state of the simulated cards estimated with
+    `profile` (every simulated card where none names it): the bound Note [cuDNN's RNN reserve,
+    bracketed] takes for real cuDNN's."""
+    try:
+        from ..simulated_gpu import profiles
+        cards = profiles()
+    except Exception:  # noqa: BLE001 - no simulator beside the package: the fallback bound
+        cards = []
+    sizes: dict[str, list[int]] = {}
+    for card in cards:
+        try:
+            data = json.loads(card.path.read_text())
+            size = _PHILOX_STATE_BYTES * int(data["multiprocessors"]) * int(
+                data["max_threads_per_multiprocessor"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        sizes.setdefault(card.estimator_profile, []).append(size)
+    chosen = sizes.get(profile) or [size for group in sizes.values() for size in group]
+    return 2 * max(chosen, default=_DROPOUT_STATE_FALLBACK)
+
+
+def cudnn_rnn(spaces: CudnnRnnSpaces, args: Sequence[Any]) -> Any:
+    """torch.lstm/gru/rnn_*(*args) (unpacked, nn.RNNBase's positional form) as cuDNN's
+    _cudnn_rnn makes it, with its backward (Note [cuDNN's RNN reserve, bracketed]): the
+    op's result, on fake tensors."""
+    plan = spaces.plan
+    assert plan is not None
+    data, hidden, params = args[0], args[1], list(args[2])
+    hx, cx = (hidden[0], hidden[1]) if plan.lstm else (hidden, None)
+    function = _cudnn_rnn_function()
+    if cx is None:
+        output, hy = function.apply(plan, _weight_layout(params), data, hx, *params)
+        return output, hy
+    return function.apply(plan, _weight_layout(params), data, hx, cx, *params)
+
+
+@dataclass(frozen=True)
+class _WeightLayout:
+    """Where each weight lies in cuDNN's weight buffer: one buffer of `elements` (the module's
+    own when `flat`: Note [cuDNN's flat RNN weights]) and each weight's strides and offset."""
+
+    flat: bool
+    elements: int
+    views: tuple[tuple[tuple[int, ...], tuple[int, ...], int], ...]
+
+
+def _weight_layout(params: Sequence[Any]) -> _WeightLayout:
+    """As _cudnn_impl's try_get_weight_buf finds it: the weights end to end in one storage
+    (the module's flat buffer) or, where they are not, a buffer of their sizes made for the
+    call (packed in order, as get_parameters slices cuDNN's weight space)."""
+    keys = {_torch_internals.storage_key(p.untyped_storage()) for p in params}
+    offset, flat = 0, len(keys) == 1
+    for p in params:
+        flat = flat and p.storage_offset() == offset and p.is_contiguous()
+        offset += p.numel()
+    if flat and params[0].untyped_storage().nbytes() != offset * params[0].element_size():
+        flat = False
+    views, start = [], 0
+    for p in params:
+        views.append((tuple(p.shape), tuple(p.stride()) if flat else
+                      tuple(_contiguous_strides(p.shape)), start))
+        start += p.numel()
+    return _WeightLayout(flat, offset, tuple(views))
+
+
+def _contiguous_strides(shape: Sequence[int]) -> list[int]:
+    """A contiguous tensor's strides for `shape`."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(int(size), 1)
+    return strides[::-1]
+
+
+@cache
+def _cudnn_rnn_function() -> Any:
+    """The autograd.Function that allocates as _cudnn_rnn and _cudnn_rnn_backward do."""
+    import torch
+
+    class CudnnRnn(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, plan: CudnnRnnPlan, layout: _WeightLayout, data: Any, hx: Any,
+                    *rest: Any) -> Any:
+            cx = rest[0] if plan.lstm else None
+            weights = rest[1:] if plan.lstm else rest
+            ordered = data.transpose(0, 1) if plan.batch_first else data
+            x = ordered.contiguous()
+            output = data.new_empty((ordered.shape[0], ordered.shape[1], plan.output_size))
+            hy = hx.new_empty(hx.shape)
+            cy = cx.new_empty(cx.shape) if cx is not None else None
+            buffer = None
+            if not layout.flat:  # RNN.cpp copies the weights into a buffer of cuDNN's
+                buffer = weights[0].new_zeros((layout.elements,))
+            work = data.new_empty((plan.work,), dtype=torch.uint8)
+            # In evaluation mode (train false) no reserve: at::empty({0}) allocates nothing.
+            reserve = data.new_empty((plan.reserve,), dtype=torch.uint8) if plan.reserve else None
+            del work, x  # RNN.cpp's locals, in reverse order: the work space, then the copy
+            if plan.batch_first:
+                output = output.transpose(0, 1)
+            ctx.plan, ctx.layout, ctx.lstm = plan, layout, cx is not None
+            ctx.weight_dtype = weights[0].dtype
+            saved = [data, hx, output, reserve] + ([cx] if cx is not None else [])
+            ctx.save_for_backward(*saved, *([buffer] if buffer is not None else []))
+            return (output, hy, cy) if cy is not None else (output, hy)
+
+        @staticmethod
+        def backward(ctx: Any, grad_output: Any, grad_hy: Any, *more: Any) -> Any:
+            plan, layout = ctx.plan, ctx.layout
+            saved = ctx.saved_tensors
+            data, hx, output, reserve = saved[:4]
+            cx = saved[4] if ctx.lstm else None
+            grad_cy = more[0] if ctx.lstm else None
+            weights = len(layout.views)
+            nothing = (None, None, None, None) + ((None,) if ctx.lstm else ()) + (None,) * weights
+            if grad_output is None and grad_hy is None and grad_cy is None:
+                return nothing
+            contiguous = torch.contiguous_format
+            if grad_output is None:
+                grad_output = torch.zeros_like(output, memory_format=contiguous)
+            if grad_hy is None:
+                grad_hy = torch.zeros_like(hx, memory_format=contiguous)
+            if cx is not None and grad_cy is None:
+                grad_cy = torch.zeros_like(cx, memory_format=contiguous)
+            # _cudnn_rnn_backward_input, always (it mutates the reserve)
+            ordered = data.transpose(0, 1) if plan.batch_first else data
+            ordered_grad = grad_output.transpose(0, 1) if plan.batch_first else grad_output
+            x = ordered.contiguous()
+            dy = ordered_grad.contiguous()
+            dx = torch.empty_like(ordered, memory_format=contiguous)
+            dhy = grad_hy.contiguous()
+            dcy = grad_cy.contiguous() if grad_cy is not None else None
+            dhx = hx.new_empty(hx.shape)
+            dcx = cx.new_empty(cx.shape) if cx is not None else None
+            work = data.new_empty((plan.work,), dtype=torch.uint8)
+            del work, dcy, dhy, dy, x
+            if plan.batch_first:
+                dx = dx.transpose(0, 1)
+            grads: list[Any] = [None] * weights
+            if any(ctx.needs_input_grad[-weights:]):  # _cudnn_rnn_backward_weight
+                x = ordered.contiguous()
+                dw = data.new_zeros((layout.elements,), dtype=ctx.weight_dtype)
+                work = data.new_empty((plan.work,), dtype=torch.uint8)
+                del work, x
+                grads = [dw.as_strided(shape, stride, start)
+                         for shape, stride, start in layout.views]
+                del dw
+            del grad_output, grad_hy, grad_cy, reserve
+            return (None, None, dx, dhx) + ((dcx,) if ctx.lstm else ()) + tuple(grads)
+
+    return CudnnRnn
 
 
 @dataclass
@@ -682,7 +897,14 @@ class DeviceKernels:
                 if func in rnns and owner.on_rnn is not None and owner.rules.device == "cuda" \
                         and not kwargs:
                     spaces = cudnn_rnn_spaces(rnns[func], args)
-                    if spaces is not None and spaces.reserve > 0:  # in training mode
+                    if spaces is not None and (spaces.plan is not None or spaces.reserve > 0):
+                        if spaces.plan is not None:  # made as cuDNN makes it
+                            made = spaces
+                            return owner.on_rnn(made, lambda: cudnn_rnn(made, args))
+                        if spaces.dropout > 0:
+                            spaces = dataclasses.replace(
+                                spaces, dropout_state_at_most=cudnn_dropout_state_at_most(
+                                    owner.rules.profile))
                         return owner.on_rnn(spaces, lambda: func(*args, **kwargs))
                 if owner.optimizer_phase and func in factories and \
                         kwargs.get("device") in (None, "cpu"):
@@ -733,7 +955,7 @@ class DeviceKernels:
         return device_dropout(call["input"], call["p"])
 
 
-__all__ = ["CPU_RULES", "SDPA_KERNELS", "CudnnRnnSpaces", "DeviceKernels", "KernelChoice",
+__all__ = ["CPU_RULES", "SDPA_KERNELS", "CudnnRnnPlan", "CudnnRnnSpaces", "DeviceKernels", "KernelChoice",
            "KernelRules", "KernelRulesError", "SdpaCall", "SdpaKernel", "SdpaTensor",
-           "convolution_memory_format", "cudnn_rnn_spaces", "device_convolution", "device_dropout",
+           "convolution_memory_format", "cudnn_rnn", "cudnn_rnn_spaces", "device_convolution", "device_dropout",
            "device_sdpa", "kernel_rules", "profile_path", "sdpa_choice", "sdpa_rejects"]

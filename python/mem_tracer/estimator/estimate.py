@@ -83,8 +83,9 @@ class BatchPoint:
 
 @dataclass
 class ApproximateBracket:
-    """Calls the recording could not run as the device does (cuDNN's RNNs: Note [cuDNN's RNN
-    reserve, bracketed] in device_kernels.py): max_memory_allocated()'s peak lies between
+    """Calls whose memory the device's library chooses and the recording can only bound
+    (cuDNN's RNNs in training: Note [cuDNN's RNN reserve, bracketed] in device_kernels.py):
+    max_memory_allocated()'s peak lies between
     peak_allocated_low_bytes and peak_allocated_high_bytes (the figure less over_by, plus
     under_by), as far as those calls go."""
 

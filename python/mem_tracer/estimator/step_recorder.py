@@ -219,6 +219,8 @@ class Recorder:
         # What the first step allocated: what is still alive when the recorded step starts is
         # what the loop carried over.
         self.earlier: dict[int, Carried] = {}
+        # cuDNN's dropout state is in some RNN call's bracket (Recorder.rnn): once a recording.
+        self.dropout_state_bracketed = False
 
     @contextlib.contextmanager
     def in_phase(self, phase: Phase) -> Iterator[None]:
@@ -477,12 +479,25 @@ class Recorder:
             self.kernels.append(KernelRow(made.op, made.kernel, made.why, self._stack()))
 
     def rnn(self, spaces: CudnnRnnSpaces, call: Callable[[], Any]) -> Any:
-        """An RNN call cuDNN runs on the device, run here by the CPU's kernels (Note [cuDNN's
-        RNN reserve, bracketed] in device_kernels.py): `call()`'s result; recording, with an
-        "approximate" assumption that brackets what the CPU's kernels held for it against what
-        cuDNN holds."""
+        """An RNN call cuDNN runs on the device (Note [cuDNN's RNN reserve, bracketed] in
+        device_kernels.py): `call()`'s result, made as cuDNN makes it (spaces.plan) or else by
+        the CPU's kernels; recording, with an "approximate" assumption that brackets what real
+        cuDNN may hold against what the recording holds."""
         if not self.recording:
             return call()
+        if spaces.plan is not None:
+            output = call()
+            # Real cuDNN's reserve and work space: between nothing and twice the simulated ones.
+            spread = spaces.reserve + spaces.work
+            self.assumptions.append(AssumptionRow(
+                "approximate", spaces.op, self._stack(),
+                f"{spaces.op}: recorded as cuDNN runs it, with the simulated cuDNN's reserve "
+                f"space ({_mib(spaces.reserve)}, kept for the backward) and work space "
+                f"({_mib(spaces.work)}); real cuDNN chooses both and documents neither (taken "
+                f"to be at most twice those): the peak may be up to {_mib(spread)} lower or "
+                f"higher (Note [cuDNN's RNN reserve, bracketed])",
+                spread, spread))
+            return output
         before = {key for key, ref in self.live.items() if not ref.expired()}
         first = len(self.nodes)
         output = call()
@@ -503,12 +518,19 @@ class Recorder:
         returned = sum(self.storages[self.ids[key]].bytes for key in outputs if key in self.ids)
         over = max(kept, most - returned)
         under = spaces.reserve_at_most + spaces.work_at_most
+        state = ""
+        if spaces.dropout_state_at_most and not self.dropout_state_bracketed:
+            # cuDNN's dropout state, made by the first such call of the process and kept: once.
+            self.dropout_state_bracketed = True
+            under += spaces.dropout_state_at_most
+            state = (f" and its dropout state, made once and kept, of at most "
+                     f"{_mib(spaces.dropout_state_at_most)}")
         self.assumptions.append(AssumptionRow(
             "approximate", spaces.op, self._stack(),
             f"{spaces.op}: recorded as the CPU runs it ({_mib(kept)} kept for the backward); "
             f"cuDNN keeps a reserve space instead (about {_mib(spaces.reserve)}, taken to be at "
-            f"most {_mib(spaces.reserve_at_most)}) and a work space of at most "
-            f"{_mib(spaces.work_at_most)}: the peak may be up to {_mib(over)} lower or "
+            f"most {_mib(spaces.reserve_at_most)}), a work space of at most "
+            f"{_mib(spaces.work_at_most)}{state}: the peak may be up to {_mib(over)} lower or "
             f"{_mib(under)} higher (Note [cuDNN's RNN reserve, bracketed])",
             over, under))
         return output
