@@ -688,9 +688,9 @@ def torchvision_size(name):
         try:
             with torch.no_grad():
                 model(torch.empty(1, 3, size, size, device="meta"))
-            return size
-        except Exception:  # noqa: BLE001 - the next size
+        except Exception:  # noqa: BLE001, S112 - the next size
             continue
+        return size
     raise ValueError(f"no forward at {', '.join(map(str, SIZES))} pixels")
 
 
@@ -788,9 +788,8 @@ def measure(family, name, attention, task, size, values_mode="known"):
 
 def predict(family, name, attention, task, size, profile):
     """Beside the card: mem_tracer.estimate of the same forward or step, and what it says."""
-    import torch
-
     import mem_tracer
+    import torch
 
     train = task.startswith("train")
     batch = int(task.rsplit("b", 1)[1])
@@ -882,9 +881,9 @@ def serve(role, profile, timeout):
     import torch
 
     torch.set_num_threads(1)
-    import transformers  # noqa: F401 - imported once, before the children fork
+    # Imported once, before the children fork.
     import torchvision  # noqa: F401
-
+    import transformers
     import zoo  # noqa: F401
 
     transformers.logging.set_verbosity_error()
@@ -987,7 +986,7 @@ def _commit():
     def git(*command):
         try:
             return subprocess.run(["git", "-C", str(REPOSITORY), *command], capture_output=True,
-                                  text=True, timeout=30).stdout.strip()
+                                  text=True, timeout=30, check=False).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
 
@@ -1138,12 +1137,12 @@ def recorded_in(path):
     relative = (path if path.is_relative_to(REPOSITORY) else DATA).relative_to(REPOSITORY)
     commits = subprocess.run(["git", "-C", str(REPOSITORY), "log", "--reverse",
                               "--format=%h %cI", "--", str(relative)],
-                             capture_output=True, text=True).stdout.split("\n")
+                             capture_output=True, text=True, check=False).stdout.split("\n")
     first, seen = {}, {}
     for line in filter(None, commits):
         commit, when = line.split(" ", 1)
         text = subprocess.run(["git", "-C", str(REPOSITORY), "show", f"{commit}:{relative}"],
-                              capture_output=True, text=True).stdout
+                              capture_output=True, text=True, check=False).stdout
         for row_line in text.splitlines():
             if row_line.strip():
                 row = json.loads(row_line)
