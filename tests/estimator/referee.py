@@ -137,6 +137,9 @@ _HEAD_PARTS = dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim
 #   the detector reads its input channels from hidden_sizes; "…, queries": a detector's
 #   `num_queries` no more than _QUERIES, where its top-k over a small image's anchors (84 at
 #   64 pixels and strides 8, 16, 32) asks for more than there are.
+# - "own backbone": the config made with `use_timm_backbone=False`, transformers' own backbone
+#   (DETR's ResNet) in place of timm's, which the venv does not have; tried only where the
+#   default config's backbone is timm's (a sub-config of model type timm_backbone).
 _QUERIES = 16
 VARIANTS = ("", "head", "keep hidden_dim", "mel bins", "mel bins, time first",
             "keep hidden_sizes")  # tried last, so that no model that ran takes another one
@@ -177,6 +180,8 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
                     if isinstance(vars(config).get(name), int)} or None
     layers_before = next((vars(config)[name] for name in _LAYERS
                           if isinstance(vars(config).get(name), int)), None)
+    parts_before = [vars(config).get(name) for name in ("head_dim", "qk_nope_head_dim",
+                                                        "qk_rope_head_dim")]
     for name in list(vars(config)):
         value = getattr(config, name, None)
         if isinstance(value, PretrainedConfig) and depth < 3:
@@ -202,6 +207,8 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
     if _part(variant, "head") and isinstance(vars(config).get("qk_head_dim"), int):
         # MLA's query/key head: its rope and nope parts (DeepSeek-V3's config derives it so).
         config.qk_head_dim = config.qk_nope_head_dim + config.qk_rope_head_dim
+    if _part(variant, "head") and all(isinstance(size, int) for size in parts_before):
+        _mla_head(config, *parts_before)
     mrope = _part(variant, "mrope ")
     if mrope and isinstance(vars(config).get("rope_parameters"), dict):
         # Multimodal rotary sections (Qwen2-VL's kind, [8, 12, 12] of a 64-wide rotary half
@@ -249,6 +256,25 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
             if isinstance(value, int) and value >= vocabulary:
                 setattr(config, name, vocabulary - 1)
     return config
+
+
+def _mla_head(config, head, nope, rope):
+    """VARIANTS' "head" on an MLA config whose default sizes (head, nope, rope) another size
+    derives from, kept so derived: `head_dim` the nope and rope parts together where it was
+    (Mistral 4's), the rotary fraction of `rope_parameters` (each layer type's) the rope part of
+    the head where it was (dots.3's 0.25 of 256); and a router's experts a token where the
+    default config leaves it unset but has routed experts (DeepSeek-V2's None: top-k of None)."""
+    if head == nope + rope:
+        config.head_dim = config.qk_nope_head_dim + config.qk_rope_head_dim
+    parameters = vars(config).get("rope_parameters")
+    nested = list(parameters.values()) if isinstance(parameters, dict) else []
+    for each in [parameters, *nested]:
+        if isinstance(each, dict) and isinstance(each.get("partial_rotary_factor"), float) \
+                and each["partial_rotary_factor"] * head == rope:
+            each["partial_rotary_factor"] = config.qk_rope_head_dim / config.head_dim
+    if vars(config).get("num_experts_per_tok", 0) is None and isinstance(
+            vars(config).get("n_routed_experts"), int):
+        config.num_experts_per_tok = _SMALL["num_experts_per_tok"]
 
 
 def _image_size(config):
@@ -440,10 +466,21 @@ def transformers_model(model_type, attention, variant=""):
     per-layer lists cut (shrink's per_layer_lists), which only a config that did not build
     takes."""
     import transformers
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
     def made(config):
+        try:
+            return built(config, attention)
+        except ValueError as error:
+            eager = _without_sdpa(config, error) if attention == "sdpa" else []
+            if not eager:
+                raise
+        # A part whose class has no sdpa (D-FINE's HGNetV2 backbone) takes eager, the model's
+        # own attention sdpa, as transformers lets a user ask: the row says which.
+        BUILT["eager"] = eager
+        return built(config, {"": "sdpa", **dict.fromkeys(eager, "eager")})
+
+    def built(config, attention):
         if model_type in MODEL_MAPPING_NAMES:
             return transformers.AutoModel.from_config(config, attn_implementation=attention)
         cls, how = model_class(model_type, config)
@@ -451,12 +488,12 @@ def transformers_model(model_type, attention, variant=""):
         return cls._from_config(config, attn_implementation=attention)
 
     BUILT.clear()
-    config = CONFIG_MAPPING[model_type]()
+    config = _default_config(model_type, variant)
     try:
         shrink(config, variant=variant)
         return made(config), config
     except Exception as first:  # noqa: BLE001 - the per-layer lists may be why
-        config = CONFIG_MAPPING[model_type]()
+        config = _default_config(model_type, variant)
         try:
             shrink(config, per_layer_lists=True, variant=variant)
             model = made(config)
@@ -464,6 +501,38 @@ def transformers_model(model_type, attention, variant=""):
             raise first from None
         BUILT["per_layer_lists"] = True
         return model, config
+
+
+def _default_config(model_type, variant=""):
+    """The model type's default config, with transformers' own backbone for "own backbone"."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if _part(variant, "own backbone"):
+        return CONFIG_MAPPING[model_type](use_timm_backbone=False)
+    return CONFIG_MAPPING[model_type]()
+
+
+def _timm_backbone(config):
+    """Whether the config's backbone is timm's (a sub-config of model type timm_backbone)."""
+    from transformers import PretrainedConfig
+
+    return any(isinstance(sub, PretrainedConfig) and sub.model_type == "timm_backbone"
+               for sub in vars(config).values())
+
+
+def _without_sdpa(config, error):
+    """The sub-configs (their attribute names) whose model class transformers' message says has
+    no sdpa ("HGNetV2Backbone does not support an attention implementation through ..."): []
+    where the message is another's or names the model's own class (the row is absent then)."""
+    import transformers
+    from transformers import PretrainedConfig
+
+    found = re.match(r"(\w+) does not support an attention implementation", str(error))
+    cls = getattr(transformers, found.group(1), None) if found else None
+    wanted = getattr(cls, "config_class", None)
+    return [name for name, sub in vars(config).items()
+            if isinstance(sub, PretrainedConfig) and wanted is not None
+            and isinstance(sub, wanted)]
 
 
 def _sub_config_mel_bins(config):
@@ -492,10 +561,8 @@ def _mentions(config, word, depth=0):
 
 
 def _config_text(model_type, variant):
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
     try:
-        return repr(shrink(CONFIG_MAPPING[model_type](), variant=variant).to_dict())
+        return repr(shrink(_default_config(model_type, variant), variant=variant).to_dict())
     except Exception as error:  # noqa: BLE001 - a config that cannot be made: not a variant
         return f"failed: {error}"
 
@@ -549,6 +616,8 @@ def transformers_variant(model_type, attention, batch):
         others.append("image tokens")
     if _mentions(CONFIG_MAPPING[model_type](), "grid_thw"):
         others.append("image grid")  # and "image grid, mrope N" where it then asks for that
+    if _timm_backbone(CONFIG_MAPPING[model_type]()):
+        others.append("own backbone")  # transformers' own backbone, not timm's
     if "keep hidden_sizes" in others:  # after the variants older than it (see VARIANTS)
         others.append(others.pop(others.index("keep hidden_sizes")))
     if not others:
