@@ -139,7 +139,17 @@ _HEAD_PARTS = dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim
 #   64 pixels and strides 8, 16, 32) asks for more than there are.
 # - "own backbone": the config made with `use_timm_backbone=False`, transformers' own backbone
 #   (DETR's ResNet) in place of timm's, which the venv does not have; tried only where the
-#   default config's backbone is timm's (a sub-config of model type timm_backbone).
+#   default config's backbone is timm's (a sub-config of model type timm_backbone);
+# - "more sizes": a size _SMALL names, or the vocabulary, that the default config leaves unset
+#   (None: Hunyuan's head_dim, ESM's vocabulary, dots1's and DiffusionGemma's experts) made
+#   the small value, and a convolution's groups (`..._groups`, Mimi's upsample_groups 512) no
+#   more than the small hidden size they divide; likewise a few sizes _SMALL does not name
+#   (_UNSET), and the padding token (ESM's embedding needs one); tried last of all but one;
+# - "audio channels": a waveform's `input_values` as (batch, channels, samples), the channels
+#   the config's `audio_channels` or 1 (an audio codec's convolutions: DAC, Mimi, EnCodec),
+#   tried last, where the modeling modules name `input_values` (with "more sizes" too where
+#   that differs: "more sizes, audio channels").
+_UNSET = {"top_k_experts": 2, "n_shared_experts": 1}
 _QUERIES = 16
 VARIANTS = ("", "head", "keep hidden_dim", "mel bins", "mel bins, time first",
             "keep hidden_sizes")  # tried last, so that no model that ran takes another one
@@ -198,6 +208,10 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
             setattr(config, name, min(value, small) if name != "image_size" else small)
         elif name == "vocab_size" and isinstance(value, int):
             setattr(config, name, min(value, VOCABULARY))
+        elif _part(variant, "more sizes") and value is None and (
+                name in _SMALL or name in _UNSET or name in ("vocab_size", "pad_token_id")):
+            small = {**_UNSET, "vocab_size": VOCABULARY, "pad_token_id": 0}
+            setattr(config, name, _SMALL.get(name, small.get(name)))  # unset by default
         elif name in ("depths", "depth") and isinstance(value, list):
             setattr(config, name, [1 for _ in value])
         elif name in ("hidden_sizes", "embed_dims", "hidden_dims") and isinstance(value, list):
@@ -209,6 +223,11 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
         config.qk_head_dim = config.qk_nope_head_dim + config.qk_rope_head_dim
     if _part(variant, "head") and all(isinstance(size, int) for size in parts_before):
         _mla_head(config, *parts_before)
+    width = vars(config).get("hidden_size")
+    if _part(variant, "more sizes") and isinstance(width, int):
+        for name, value in list(vars(config).items()):
+            if name.endswith("_groups") and isinstance(value, int) and value > width:
+                setattr(config, name, width)  # groups the small channels divide into
     mrope = _part(variant, "mrope ")
     if mrope and isinstance(vars(config).get("rope_parameters"), dict):
         # Multimodal rotary sections (Qwen2-VL's kind, [8, 12, 12] of a 64-wide rotary half
@@ -305,6 +324,9 @@ def transformers_inputs(model, config, batch, variant=""):
         channels = getattr(config, "num_channels", None) or getattr(
             getattr(config, "vision_config", None), "num_channels", 3)
         inputs = {name: torch.randn(batch, channels, *_image_size(config))}
+    elif name == "input_values" and _part(variant, "audio channels"):
+        channels = getattr(config, "audio_channels", None) or 1
+        inputs = {"input_values": torch.randn(batch, channels, 4000)}
     elif name == "input_values":
         inputs = {"input_values": torch.randn(batch, 4000)}
     elif name == "input_features":
@@ -334,6 +356,10 @@ def transformers_inputs(model, config, batch, variant=""):
     if "input_ids" in parameters and "input_ids" not in inputs and \
             getattr(config, "text_config", None) is not None:
         inputs["input_ids"] = torch.randint(0, vocabulary, (batch, SEQUENCE))
+    sizes = parameters.get("image_sizes")
+    if sizes is not None and sizes.default is sizes.empty and "pixel_values" in inputs:
+        # Each image's (height, width), where the forward cannot go without (Emu3's VQ-VAE).
+        inputs["image_sizes"] = torch.tensor([list(inputs["pixel_values"].shape[-2:])] * batch)
     if getattr(config, "is_encoder_decoder", False):
         inputs["decoder_input_ids"] = torch.randint(0, vocabulary, (batch, SEQUENCE // 2))
     tokens = _part(variant, "image tokens")
@@ -482,10 +508,11 @@ def transformers_model(model_type, attention, variant=""):
 
     def built(config, attention):
         if model_type in MODEL_MAPPING_NAMES:
-            return transformers.AutoModel.from_config(config, attn_implementation=attention)
+            return _forward_of(transformers.AutoModel.from_config(
+                config, attn_implementation=attention))
         cls, how = model_class(model_type, config)
         BUILT["class"] = how
-        return cls._from_config(config, attn_implementation=attention)
+        return _forward_of(cls._from_config(config, attn_implementation=attention))
 
     BUILT.clear()
     config = _default_config(model_type, variant)
@@ -501,6 +528,19 @@ def transformers_model(model_type, attention, variant=""):
             raise first from None
         BUILT["per_layer_lists"] = True
         return model, config
+
+
+def _forward_of(model):
+    """The model, its `encode` its forward where its class leaves forward unimplemented (a
+    VQ-VAE of Chameleon, Emu3, GLM-Image: encode and decode only, the encoder what a forward of
+    its images runs); the row says so (built: forward)."""
+    import torch
+
+    if type(model).forward is torch.nn.Module.forward and callable(
+            getattr(model, "encode", None)):
+        model.forward = model.encode
+        BUILT["forward"] = "encode"
+    return model
 
 
 def _default_config(model_type, variant=""):
@@ -620,6 +660,12 @@ def transformers_variant(model_type, attention, batch):
         others.append("own backbone")  # transformers' own backbone, not timm's
     if "keep hidden_sizes" in others:  # after the variants older than it (see VARIANTS)
         others.append(others.pop(others.index("keep hidden_sizes")))
+    if _config_text(model_type, "more sizes") not in (plain,):
+        others.append("more sizes")  # last: every type that ran keeps its variant
+    if _mentions(CONFIG_MAPPING[model_type](), "input_values"):
+        others.append("audio channels")
+        if "more sizes" in others:
+            others.append("more sizes, audio channels")  # Mimi's: both
     if not others:
         return ""
     plain_error = None
