@@ -222,7 +222,9 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
         # MLA's query/key head: its rope and nope parts (DeepSeek-V3's config derives it so).
         config.qk_head_dim = config.qk_nope_head_dim + config.qk_rope_head_dim
     if _part(variant, "head") and all(isinstance(size, int) for size in parts_before):
-        _mla_head(config, *parts_before)
+        _mla_head(config, *parts_before, variant)
+    if _part(variant, "head"):
+        _ssm_heads(config)
     width = vars(config).get("hidden_size")
     if _part(variant, "more sizes") and isinstance(width, int):
         for name, value in list(vars(config).items()):
@@ -277,12 +279,14 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
     return config
 
 
-def _mla_head(config, head, nope, rope):
+def _mla_head(config, head, nope, rope, variant):
     """VARIANTS' "head" on an MLA config whose default sizes (head, nope, rope) another size
     derives from, kept so derived: `head_dim` the nope and rope parts together where it was
     (Mistral 4's), the rotary fraction of `rope_parameters` (each layer type's) the rope part of
     the head where it was (dots.3's 0.25 of 256); and a router's experts a token where the
-    default config leaves it unset but has routed experts (DeepSeek-V2's None: top-k of None)."""
+    default config leaves it unset but has routed experts (DeepSeek-V2's None: top-k of None),
+    and with "head, expert groups" (where "head" alone fails on the router's groups)
+    its expert groups of two experts at least."""
     if head == nope + rope:
         config.head_dim = config.qk_nope_head_dim + config.qk_rope_head_dim
     parameters = vars(config).get("rope_parameters")
@@ -291,9 +295,39 @@ def _mla_head(config, head, nope, rope):
         if isinstance(each, dict) and isinstance(each.get("partial_rotary_factor"), float) \
                 and each["partial_rotary_factor"] * head == rope:
             each["partial_rotary_factor"] = config.qk_rope_head_dim / config.head_dim
-    if vars(config).get("num_experts_per_tok", 0) is None and isinstance(
-            vars(config).get("n_routed_experts"), int):
+    experts = vars(config).get("n_routed_experts")
+    if vars(config).get("num_experts_per_tok", 0) is None and isinstance(experts, int):
         config.num_experts_per_tok = _SMALL["num_experts_per_tok"]
+    group = vars(config).get("n_group")
+    if _part(variant, "expert groups") and isinstance(experts, int) and isinstance(
+            group, int) and 2 * group > experts:
+        # The router's expert groups (A.X K1's 8 of 192) of two experts each at least (it
+        # scores a group by its top two), and the groups it keeps no more than those.
+        config.n_group = max(1, experts // 2)
+        if isinstance(vars(config).get("topk_group"), int):
+            config.topk_group = min(config.topk_group, config.n_group)
+
+
+# A state-space mixer's (heads, head size, expansion, groups) by their attribute names (Mamba-2's;
+# Bamba's and GraniteMoeHybrid's mamba_ ones).
+_SSM_HEADS = (("num_heads", "head_dim", "expand", "n_groups"),
+              ("mamba_n_heads", "mamba_d_head", "mamba_expand", "mamba_n_groups"))
+
+
+def _ssm_heads(config):
+    """VARIANTS' "head" on a state-space mixer: heads × head size = expansion × hidden size,
+    as its forward views them (Mamba-2's 128 × 64 = 2 × 4096 by default), the heads at most
+    _SMALL's, the groups at most the heads."""
+    width = vars(config).get("hidden_size")
+    for heads, head, expand, groups in _SSM_HEADS:
+        values = [vars(config).get(name) for name in (heads, head, expand, groups)]
+        if not isinstance(width, int) or not all(isinstance(value, int) for value in values):
+            continue
+        count = min(values[0], _SMALL["num_heads"])
+        if (values[2] * width) % count == 0:
+            setattr(config, heads, count)
+            setattr(config, head, values[2] * width // count)
+            setattr(config, groups, min(values[3], count))
 
 
 def _image_size(config):
@@ -705,17 +739,22 @@ def transformers_variant(model_type, attention, batch):
                 return variant
         # What the forward of a variant added since 2026-11-30 asks for once it goes further
         # (only these: a type that ran through an older variant keeps it).
-        while variant.startswith(("image grid", "keep hidden_sizes")):
+        while variant.startswith(("image grid", "keep hidden_sizes", "head")):
             found = re.search(r"split_sizes to sum exactly to (\d+) .*split_sizes=\[\d+, \d+, "
                               r"\d+\]", error)
-            if found and "mrope" not in variant:  # it reached the rotary sections
+            if found and "mrope" not in variant and not variant.startswith("head"):
+                # it reached the rotary sections
                 variant += f", mrope {found.group(1)}"
             elif variant.startswith("image grid") and re.search(
                     r"conv2d, but got input of size: \[\d+, \d+\]|expected 5, got",
                     error) and "patches" not in variant:  # each patch an image
                 variant += ", patches"
-            elif "selected index k out of range" in error and "queries" not in variant:
+            elif "selected index k out of range" in error and "queries" not in variant \
+                    and not variant.startswith("head"):
                 variant += ", queries"  # more queries than a small image has anchors
+            elif variant == "head" and re.search(
+                    r"selected index k out of range|shape '\[-1, \d+, 0\]' is invalid", error):
+                variant += ", expert groups"  # a router's groups of no expert or one
             else:
                 break
             tried = _try_variant(model_type, attention, variant, batch)
