@@ -36,7 +36,11 @@ The models (a loop over each library's own registry, never a hand list):
   where the class has both; inputs from the model's `main_input_name`. Where the config so
   made does not run its forward on the CPU, a variant of the shrinker's rules or the inputs
   that does (VARIANTS: a head's parts, EfficientNet's top channels, an audio encoder's mel
-  bins and layout, multimodal rotary sections, image tokens), said in the row's `built`.
+  bins and layout, multimodal rotary sections, image tokens, transformers' own backbone for
+  timm's, sizes the default config leaves unset, a codec's audio channels), said in the row's
+  `built`. With sdpa, a part whose class has none (D-FINE's HGNetV2 backbone) takes eager
+  (`built`: eager); a class without sdpa itself has no sdpa row. A class that leaves forward
+  unimplemented and encodes (a VQ-VAE) runs its encode (`built`: forward).
 - torchvision: every classification and segmentation model of `torchvision.models.list_models`,
   random weights, at the smallest of 64, 96, 128, 224, 299 pixels a forward takes (tried on
   the meta device; 64 for RegNet, whose init cannot run there).
@@ -149,6 +153,9 @@ _HEAD_PARTS = dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim
 #   the config's `audio_channels` or 1 (an audio codec's convolutions: DAC, Mimi, EnCodec),
 #   tried last, where the modeling modules name `input_values` (with "more sizes" too where
 #   that differs: "more sizes, audio channels").
+# - "backbone layers": a backbone sub-config keeps as many layers as its largest `out_indices`
+#   names (Depth Anything's DINOv2 stages 9-12: made 2 layers, the neck got no features), and
+#   the neck's `reassemble_hidden_size` is the backbone's width; tried last.
 _UNSET = {"top_k_experts": 2, "n_shared_experts": 1}
 _QUERIES = 16
 VARIANTS = ("", "head", "keep hidden_dim", "mel bins", "mel bins, time first",
@@ -225,6 +232,8 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
         _mla_head(config, *parts_before, variant)
     if _part(variant, "head"):
         _ssm_heads(config)
+    if _part(variant, "backbone layers"):
+        _backbone_layers(config)
     width = vars(config).get("hidden_size")
     if _part(variant, "more sizes") and isinstance(width, int):
         for name, value in list(vars(config).items()):
@@ -328,6 +337,21 @@ def _ssm_heads(config):
             setattr(config, heads, count)
             setattr(config, head, values[2] * width // count)
             setattr(config, groups, min(values[3], count))
+
+
+def _backbone_layers(config):
+    """VARIANTS' "backbone layers" (see there)."""
+    from transformers import PretrainedConfig
+
+    for sub in vars(config).values():
+        indices = getattr(sub, "out_indices", None) if isinstance(sub, PretrainedConfig) \
+            else None
+        layers = vars(sub).get("num_hidden_layers") if indices else None
+        if isinstance(layers, int) and all(isinstance(index, int) for index in indices):
+            sub.num_hidden_layers = max(layers, *indices)
+            if isinstance(vars(config).get("reassemble_hidden_size"), int) and isinstance(
+                    vars(sub).get("hidden_size"), int):
+                config.reassemble_hidden_size = sub.hidden_size
 
 
 def _image_size(config):
@@ -696,6 +720,8 @@ def transformers_variant(model_type, attention, batch):
         others.append(others.pop(others.index("keep hidden_sizes")))
     if _config_text(model_type, "more sizes") not in (plain,):
         others.append("more sizes")  # last: every type that ran keeps its variant
+    if _config_text(model_type, "backbone layers") not in (plain,):
+        others.append("backbone layers")  # last but the audio channels
     if _mentions(CONFIG_MAPPING[model_type](), "input_values"):
         others.append("audio channels")
         if "more sizes" in others:
