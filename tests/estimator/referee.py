@@ -156,7 +156,21 @@ _HEAD_PARTS = dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim
 # - "backbone layers": a backbone sub-config keeps as many layers as its largest `out_indices`
 #   names (Depth Anything's DINOv2 stages 9-12: made 2 layers, the neck got no features), and
 #   the neck's `reassemble_hidden_size` is the backbone's width; tried last.
+# - "positions": as many tokens as the text's `max_position_embeddings` where that is fewer
+#   than SEQUENCE (OWL-ViT's text: 16 positions); tried last.
 _UNSET = {"top_k_experts": 2, "n_shared_experts": 1}
+
+
+def _positions(config):
+    """The text's positions where fewer than SEQUENCE (VARIANTS' "positions"), else None."""
+    text = getattr(config, "text_config", None) or config
+    positions = getattr(text, "max_position_embeddings", None)
+    return positions if isinstance(positions, int) and 0 < positions < SEQUENCE else None
+
+
+def _tokens(config, variant):
+    """Tokens a sample: SEQUENCE, or the text's positions with "positions"."""
+    return (_positions(config) or SEQUENCE) if _part(variant, "positions") else SEQUENCE
 _QUERIES = 16
 VARIANTS = ("", "head", "keep hidden_dim", "mel bins", "mel bins, time first",
             "keep hidden_sizes")  # tried last, so that no model that ran takes another one
@@ -376,8 +390,9 @@ def transformers_inputs(model, config, batch, variant=""):
         name = first.name
     text = getattr(config, "text_config", None) or config
     vocabulary = getattr(text, "vocab_size", None) or VOCABULARY
+    tokens = _tokens(config, variant)
     if name == "input_ids":
-        inputs = {"input_ids": torch.randint(0, vocabulary, (batch, SEQUENCE))}
+        inputs = {"input_ids": torch.randint(0, vocabulary, (batch, tokens))}
     elif name in ("pixel_values", "image"):  # "image": BridgeTower's vision encoder's
         channels = getattr(config, "num_channels", None) or getattr(
             getattr(config, "vision_config", None), "num_channels", 3)
@@ -413,7 +428,7 @@ def transformers_inputs(model, config, batch, variant=""):
                                              *_image_size(config))
     if "input_ids" in parameters and "input_ids" not in inputs and \
             getattr(config, "text_config", None) is not None:
-        inputs["input_ids"] = torch.randint(0, vocabulary, (batch, SEQUENCE))
+        inputs["input_ids"] = torch.randint(0, vocabulary, (batch, tokens))
     sizes = parameters.get("image_sizes")
     if sizes is not None and sizes.default is sizes.empty and "pixel_values" in inputs:
         # Each image's (height, width), where the forward cannot go without (Emu3's VQ-VAE).
@@ -722,6 +737,8 @@ def transformers_variant(model_type, attention, batch):
         others.append("more sizes")  # last: every type that ran keeps its variant
     if _config_text(model_type, "backbone layers") not in (plain,):
         others.append("backbone layers")  # last but the audio channels
+    if _positions(shrink(CONFIG_MAPPING[model_type]())) is not None:
+        others.append("positions")  # fewer tokens than SEQUENCE
     if _mentions(CONFIG_MAPPING[model_type](), "input_values"):
         others.append("audio channels")
         if "more sizes" in others:
