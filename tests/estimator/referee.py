@@ -36,7 +36,11 @@ The models (a loop over each library's own registry, never a hand list):
   where the class has both; inputs from the model's `main_input_name`. Where the config so
   made does not run its forward on the CPU, a variant of the shrinker's rules or the inputs
   that does (VARIANTS: a head's parts, EfficientNet's top channels, an audio encoder's mel
-  bins and layout, multimodal rotary sections, image tokens), said in the row's `built`.
+  bins and layout, multimodal rotary sections, image tokens, transformers' own backbone for
+  timm's, sizes the default config leaves unset, a codec's audio channels), said in the row's
+  `built`. With sdpa, a part whose class has none (D-FINE's HGNetV2 backbone) takes eager
+  (`built`: eager); a class without sdpa itself has no sdpa row. A class that leaves forward
+  unimplemented and encodes (a VQ-VAE) runs its encode (`built`: forward).
 - torchvision: every classification and segmentation model of `torchvision.models.list_models`,
   random weights, at the smallest of 64, 96, 128, 224, 299 pixels a forward takes (tried on
   the meta device; 64 for RegNet, whose init cannot run there).
@@ -137,6 +141,36 @@ _HEAD_PARTS = dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim
 #   the detector reads its input channels from hidden_sizes; "…, queries": a detector's
 #   `num_queries` no more than _QUERIES, where its top-k over a small image's anchors (84 at
 #   64 pixels and strides 8, 16, 32) asks for more than there are.
+# - "own backbone": the config made with `use_timm_backbone=False`, transformers' own backbone
+#   (DETR's ResNet) in place of timm's, which the venv does not have; tried only where the
+#   default config's backbone is timm's (a sub-config of model type timm_backbone);
+# - "more sizes": a size _SMALL names, or the vocabulary, that the default config leaves unset
+#   (None: Hunyuan's head_dim, ESM's vocabulary, dots1's and DiffusionGemma's experts) made
+#   the small value, and a convolution's groups (`..._groups`, Mimi's upsample_groups 512) no
+#   more than the small hidden size they divide; likewise a few sizes _SMALL does not name
+#   (_UNSET), and the padding token (ESM's embedding needs one); tried last of all but one;
+# - "audio channels": a waveform's `input_values` as (batch, channels, samples), the channels
+#   the config's `audio_channels` or 1 (an audio codec's convolutions: DAC, Mimi, EnCodec),
+#   tried last, where the modeling modules name `input_values` (with "more sizes" too where
+#   that differs: "more sizes, audio channels").
+# - "backbone layers": a backbone sub-config keeps as many layers as its largest `out_indices`
+#   names (Depth Anything's DINOv2 stages 9-12: made 2 layers, the neck got no features), and
+#   the neck's `reassemble_hidden_size` is the backbone's width; tried last.
+# - "positions": as many tokens as the text's `max_position_embeddings` where that is fewer
+#   than SEQUENCE (OWL-ViT's text: 16 positions); tried last.
+_UNSET = {"top_k_experts": 2, "n_shared_experts": 1}
+
+
+def _positions(config):
+    """The text's positions where fewer than SEQUENCE (VARIANTS' "positions"), else None."""
+    text = getattr(config, "text_config", None) or config
+    positions = getattr(text, "max_position_embeddings", None)
+    return positions if isinstance(positions, int) and 0 < positions < SEQUENCE else None
+
+
+def _tokens(config, variant):
+    """Tokens a sample: SEQUENCE, or the text's positions with "positions"."""
+    return (_positions(config) or SEQUENCE) if _part(variant, "positions") else SEQUENCE
 _QUERIES = 16
 VARIANTS = ("", "head", "keep hidden_dim", "mel bins", "mel bins, time first",
             "keep hidden_sizes")  # tried last, so that no model that ran takes another one
@@ -177,6 +211,8 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
                     if isinstance(vars(config).get(name), int)} or None
     layers_before = next((vars(config)[name] for name in _LAYERS
                           if isinstance(vars(config).get(name), int)), None)
+    parts_before = [vars(config).get(name) for name in ("head_dim", "qk_nope_head_dim",
+                                                        "qk_rope_head_dim")]
     for name in list(vars(config)):
         value = getattr(config, name, None)
         if isinstance(value, PretrainedConfig) and depth < 3:
@@ -193,6 +229,10 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
             setattr(config, name, min(value, small) if name != "image_size" else small)
         elif name == "vocab_size" and isinstance(value, int):
             setattr(config, name, min(value, VOCABULARY))
+        elif _part(variant, "more sizes") and value is None and (
+                name in _SMALL or name in _UNSET or name in ("vocab_size", "pad_token_id")):
+            small = {**_UNSET, "vocab_size": VOCABULARY, "pad_token_id": 0}
+            setattr(config, name, _SMALL.get(name, small.get(name)))  # unset by default
         elif name in ("depths", "depth") and isinstance(value, list):
             setattr(config, name, [1 for _ in value])
         elif name in ("hidden_sizes", "embed_dims", "hidden_dims") and isinstance(value, list):
@@ -202,6 +242,17 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
     if _part(variant, "head") and isinstance(vars(config).get("qk_head_dim"), int):
         # MLA's query/key head: its rope and nope parts (DeepSeek-V3's config derives it so).
         config.qk_head_dim = config.qk_nope_head_dim + config.qk_rope_head_dim
+    if _part(variant, "head") and all(isinstance(size, int) for size in parts_before):
+        _mla_head(config, *parts_before, variant)
+    if _part(variant, "head"):
+        _ssm_heads(config)
+    if _part(variant, "backbone layers"):
+        _backbone_layers(config)
+    width = vars(config).get("hidden_size")
+    if _part(variant, "more sizes") and isinstance(width, int):
+        for name, value in list(vars(config).items()):
+            if name.endswith("_groups") and isinstance(value, int) and value > width:
+                setattr(config, name, width)  # groups the small channels divide into
     mrope = _part(variant, "mrope ")
     if mrope and isinstance(vars(config).get("rope_parameters"), dict):
         # Multimodal rotary sections (Qwen2-VL's kind, [8, 12, 12] of a 64-wide rotary half
@@ -251,6 +302,72 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
     return config
 
 
+def _mla_head(config, head, nope, rope, variant):
+    """VARIANTS' "head" on an MLA config whose default sizes (head, nope, rope) another size
+    derives from, kept so derived: `head_dim` the nope and rope parts together where it was
+    (Mistral 4's), the rotary fraction of `rope_parameters` (each layer type's) the rope part of
+    the head where it was (dots.3's 0.25 of 256); and a router's experts a token where the
+    default config leaves it unset but has routed experts (DeepSeek-V2's None: top-k of None),
+    and with "head, expert groups" (where "head" alone fails on the router's groups)
+    its expert groups of two experts at least."""
+    if head == nope + rope:
+        config.head_dim = config.qk_nope_head_dim + config.qk_rope_head_dim
+    parameters = vars(config).get("rope_parameters")
+    nested = list(parameters.values()) if isinstance(parameters, dict) else []
+    for each in [parameters, *nested]:
+        if isinstance(each, dict) and isinstance(each.get("partial_rotary_factor"), float) \
+                and each["partial_rotary_factor"] * head == rope:
+            each["partial_rotary_factor"] = config.qk_rope_head_dim / config.head_dim
+    experts = vars(config).get("n_routed_experts")
+    if vars(config).get("num_experts_per_tok", 0) is None and isinstance(experts, int):
+        config.num_experts_per_tok = _SMALL["num_experts_per_tok"]
+    group = vars(config).get("n_group")
+    if _part(variant, "expert groups") and isinstance(experts, int) and isinstance(
+            group, int) and 2 * group > experts:
+        # The router's expert groups (A.X K1's 8 of 192) of two experts each at least (it
+        # scores a group by its top two), and the groups it keeps no more than those.
+        config.n_group = max(1, experts // 2)
+        if isinstance(vars(config).get("topk_group"), int):
+            config.topk_group = min(config.topk_group, config.n_group)
+
+
+# A state-space mixer's (heads, head size, expansion, groups) by their attribute names (Mamba-2's;
+# Bamba's and GraniteMoeHybrid's mamba_ ones).
+_SSM_HEADS = (("num_heads", "head_dim", "expand", "n_groups"),
+              ("mamba_n_heads", "mamba_d_head", "mamba_expand", "mamba_n_groups"))
+
+
+def _ssm_heads(config):
+    """VARIANTS' "head" on a state-space mixer: heads × head size = expansion × hidden size,
+    as its forward views them (Mamba-2's 128 × 64 = 2 × 4096 by default), the heads at most
+    _SMALL's, the groups at most the heads."""
+    width = vars(config).get("hidden_size")
+    for heads, head, expand, groups in _SSM_HEADS:
+        values = [vars(config).get(name) for name in (heads, head, expand, groups)]
+        if not isinstance(width, int) or not all(isinstance(value, int) for value in values):
+            continue
+        count = min(values[0], _SMALL["num_heads"])
+        if (values[2] * width) % count == 0:
+            setattr(config, heads, count)
+            setattr(config, head, values[2] * width // count)
+            setattr(config, groups, min(values[3], count))
+
+
+def _backbone_layers(config):
+    """VARIANTS' "backbone layers" (see there)."""
+    from transformers import PretrainedConfig
+
+    for sub in vars(config).values():
+        indices = getattr(sub, "out_indices", None) if isinstance(sub, PretrainedConfig) \
+            else None
+        layers = vars(sub).get("num_hidden_layers") if indices else None
+        if isinstance(layers, int) and all(isinstance(index, int) for index in indices):
+            sub.num_hidden_layers = max(layers, *indices)
+            if isinstance(vars(config).get("reassemble_hidden_size"), int) and isinstance(
+                    vars(sub).get("hidden_size"), int):
+                config.reassemble_hidden_size = sub.hidden_size
+
+
 def _image_size(config):
     for holder in (config, getattr(config, "vision_config", None)):
         size = getattr(holder, "image_size", None) if holder is not None else None
@@ -273,12 +390,16 @@ def transformers_inputs(model, config, batch, variant=""):
         name = first.name
     text = getattr(config, "text_config", None) or config
     vocabulary = getattr(text, "vocab_size", None) or VOCABULARY
+    tokens = _tokens(config, variant)
     if name == "input_ids":
-        inputs = {"input_ids": torch.randint(0, vocabulary, (batch, SEQUENCE))}
+        inputs = {"input_ids": torch.randint(0, vocabulary, (batch, tokens))}
     elif name in ("pixel_values", "image"):  # "image": BridgeTower's vision encoder's
         channels = getattr(config, "num_channels", None) or getattr(
             getattr(config, "vision_config", None), "num_channels", 3)
         inputs = {name: torch.randn(batch, channels, *_image_size(config))}
+    elif name == "input_values" and _part(variant, "audio channels"):
+        channels = getattr(config, "audio_channels", None) or 1
+        inputs = {"input_values": torch.randn(batch, channels, 4000)}
     elif name == "input_values":
         inputs = {"input_values": torch.randn(batch, 4000)}
     elif name == "input_features":
@@ -307,7 +428,11 @@ def transformers_inputs(model, config, batch, variant=""):
                                              *_image_size(config))
     if "input_ids" in parameters and "input_ids" not in inputs and \
             getattr(config, "text_config", None) is not None:
-        inputs["input_ids"] = torch.randint(0, vocabulary, (batch, SEQUENCE))
+        inputs["input_ids"] = torch.randint(0, vocabulary, (batch, tokens))
+    sizes = parameters.get("image_sizes")
+    if sizes is not None and sizes.default is sizes.empty and "pixel_values" in inputs:
+        # Each image's (height, width), where the forward cannot go without (Emu3's VQ-VAE).
+        inputs["image_sizes"] = torch.tensor([list(inputs["pixel_values"].shape[-2:])] * batch)
     if getattr(config, "is_encoder_decoder", False):
         inputs["decoder_input_ids"] = torch.randint(0, vocabulary, (batch, SEQUENCE // 2))
     tokens = _part(variant, "image tokens")
@@ -440,23 +565,35 @@ def transformers_model(model_type, attention, variant=""):
     per-layer lists cut (shrink's per_layer_lists), which only a config that did not build
     takes."""
     import transformers
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
     def made(config):
+        try:
+            return built(config, attention)
+        except ValueError as error:
+            eager = _without_sdpa(config, error) if attention == "sdpa" else []
+            if not eager:
+                raise
+        # A part whose class has no sdpa (D-FINE's HGNetV2 backbone) takes eager, the model's
+        # own attention sdpa, as transformers lets a user ask: the row says which.
+        BUILT["eager"] = eager
+        return built(config, {"": "sdpa", **dict.fromkeys(eager, "eager")})
+
+    def built(config, attention):
         if model_type in MODEL_MAPPING_NAMES:
-            return transformers.AutoModel.from_config(config, attn_implementation=attention)
+            return _forward_of(transformers.AutoModel.from_config(
+                config, attn_implementation=attention))
         cls, how = model_class(model_type, config)
         BUILT["class"] = how
-        return cls._from_config(config, attn_implementation=attention)
+        return _forward_of(cls._from_config(config, attn_implementation=attention))
 
     BUILT.clear()
-    config = CONFIG_MAPPING[model_type]()
+    config = _default_config(model_type, variant)
     try:
         shrink(config, variant=variant)
         return made(config), config
     except Exception as first:  # noqa: BLE001 - the per-layer lists may be why
-        config = CONFIG_MAPPING[model_type]()
+        config = _default_config(model_type, variant)
         try:
             shrink(config, per_layer_lists=True, variant=variant)
             model = made(config)
@@ -464,6 +601,51 @@ def transformers_model(model_type, attention, variant=""):
             raise first from None
         BUILT["per_layer_lists"] = True
         return model, config
+
+
+def _forward_of(model):
+    """The model, its `encode` its forward where its class leaves forward unimplemented (a
+    VQ-VAE of Chameleon, Emu3, GLM-Image: encode and decode only, the encoder what a forward of
+    its images runs); the row says so (built: forward)."""
+    import torch
+
+    if type(model).forward is torch.nn.Module.forward and callable(
+            getattr(model, "encode", None)):
+        model.forward = model.encode
+        BUILT["forward"] = "encode"
+    return model
+
+
+def _default_config(model_type, variant=""):
+    """The model type's default config, with transformers' own backbone for "own backbone"."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    if _part(variant, "own backbone"):
+        return CONFIG_MAPPING[model_type](use_timm_backbone=False)
+    return CONFIG_MAPPING[model_type]()
+
+
+def _timm_backbone(config):
+    """Whether the config's backbone is timm's (a sub-config of model type timm_backbone)."""
+    from transformers import PretrainedConfig
+
+    return any(isinstance(sub, PretrainedConfig) and sub.model_type == "timm_backbone"
+               for sub in vars(config).values())
+
+
+def _without_sdpa(config, error):
+    """The sub-configs (their attribute names) whose model class transformers' message says has
+    no sdpa ("HGNetV2Backbone does not support an attention implementation through ..."): []
+    where the message is another's or names the model's own class (the row is absent then)."""
+    import transformers
+    from transformers import PretrainedConfig
+
+    found = re.match(r"(\w+) does not support an attention implementation", str(error))
+    cls = getattr(transformers, found.group(1), None) if found else None
+    wanted = getattr(cls, "config_class", None)
+    return [name for name, sub in vars(config).items()
+            if isinstance(sub, PretrainedConfig) and wanted is not None
+            and isinstance(sub, wanted)]
 
 
 def _sub_config_mel_bins(config):
@@ -492,10 +674,8 @@ def _mentions(config, word, depth=0):
 
 
 def _config_text(model_type, variant):
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
     try:
-        return repr(shrink(CONFIG_MAPPING[model_type](), variant=variant).to_dict())
+        return repr(shrink(_default_config(model_type, variant), variant=variant).to_dict())
     except Exception as error:  # noqa: BLE001 - a config that cannot be made: not a variant
         return f"failed: {error}"
 
@@ -549,8 +729,20 @@ def transformers_variant(model_type, attention, batch):
         others.append("image tokens")
     if _mentions(CONFIG_MAPPING[model_type](), "grid_thw"):
         others.append("image grid")  # and "image grid, mrope N" where it then asks for that
+    if _timm_backbone(CONFIG_MAPPING[model_type]()):
+        others.append("own backbone")  # transformers' own backbone, not timm's
     if "keep hidden_sizes" in others:  # after the variants older than it (see VARIANTS)
         others.append(others.pop(others.index("keep hidden_sizes")))
+    if _config_text(model_type, "more sizes") not in (plain,):
+        others.append("more sizes")  # last: every type that ran keeps its variant
+    if _config_text(model_type, "backbone layers") not in (plain,):
+        others.append("backbone layers")  # last but the audio channels
+    if _positions(shrink(CONFIG_MAPPING[model_type]())) is not None:
+        others.append("positions")  # fewer tokens than SEQUENCE
+    if _mentions(CONFIG_MAPPING[model_type](), "input_values"):
+        others.append("audio channels")
+        if "more sizes" in others:
+            others.append("more sizes, audio channels")  # Mimi's: both
     if not others:
         return ""
     plain_error = None
@@ -590,17 +782,22 @@ def transformers_variant(model_type, attention, batch):
                 return variant
         # What the forward of a variant added since 2026-11-30 asks for once it goes further
         # (only these: a type that ran through an older variant keeps it).
-        while variant.startswith(("image grid", "keep hidden_sizes")):
+        while variant.startswith(("image grid", "keep hidden_sizes", "head")):
             found = re.search(r"split_sizes to sum exactly to (\d+) .*split_sizes=\[\d+, \d+, "
                               r"\d+\]", error)
-            if found and "mrope" not in variant:  # it reached the rotary sections
+            if found and "mrope" not in variant and not variant.startswith("head"):
+                # it reached the rotary sections
                 variant += f", mrope {found.group(1)}"
             elif variant.startswith("image grid") and re.search(
                     r"conv2d, but got input of size: \[\d+, \d+\]|expected 5, got",
                     error) and "patches" not in variant:  # each patch an image
                 variant += ", patches"
-            elif "selected index k out of range" in error and "queries" not in variant:
+            elif "selected index k out of range" in error and "queries" not in variant \
+                    and not variant.startswith("head"):
                 variant += ", queries"  # more queries than a small image has anchors
+            elif variant == "head" and re.search(
+                    r"selected index k out of range|shape '\[-1, \d+, 0\]' is invalid", error):
+                variant += ", expert groups"  # a router's groups of no expert or one
             else:
                 break
             tried = _try_variant(model_type, attention, variant, batch)
@@ -688,9 +885,9 @@ def torchvision_size(name):
         try:
             with torch.no_grad():
                 model(torch.empty(1, 3, size, size, device="meta"))
-            return size
-        except Exception:  # noqa: BLE001 - the next size
+        except Exception:  # noqa: BLE001, S112 - the next size
             continue
+        return size
     raise ValueError(f"no forward at {', '.join(map(str, SIZES))} pixels")
 
 
@@ -788,9 +985,8 @@ def measure(family, name, attention, task, size, values_mode="known"):
 
 def predict(family, name, attention, task, size, profile):
     """Beside the card: mem_tracer.estimate of the same forward or step, and what it says."""
-    import torch
-
     import mem_tracer
+    import torch
 
     train = task.startswith("train")
     batch = int(task.rsplit("b", 1)[1])
@@ -882,9 +1078,9 @@ def serve(role, profile, timeout):
     import torch
 
     torch.set_num_threads(1)
-    import transformers  # noqa: F401 - imported once, before the children fork
+    # Imported once, before the children fork.
     import torchvision  # noqa: F401
-
+    import transformers
     import zoo  # noqa: F401
 
     transformers.logging.set_verbosity_error()
@@ -987,7 +1183,7 @@ def _commit():
     def git(*command):
         try:
             return subprocess.run(["git", "-C", str(REPOSITORY), *command], capture_output=True,
-                                  text=True, timeout=30).stdout.strip()
+                                  text=True, timeout=30, check=False).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
 
@@ -1138,12 +1334,12 @@ def recorded_in(path):
     relative = (path if path.is_relative_to(REPOSITORY) else DATA).relative_to(REPOSITORY)
     commits = subprocess.run(["git", "-C", str(REPOSITORY), "log", "--reverse",
                               "--format=%h %cI", "--", str(relative)],
-                             capture_output=True, text=True).stdout.split("\n")
+                             capture_output=True, text=True, check=False).stdout.split("\n")
     first, seen = {}, {}
     for line in filter(None, commits):
         commit, when = line.split(" ", 1)
         text = subprocess.run(["git", "-C", str(REPOSITORY), "show", f"{commit}:{relative}"],
-                              capture_output=True, text=True).stdout
+                              capture_output=True, text=True, check=False).stdout
         for row_line in text.splitlines():
             if row_line.strip():
                 row = json.loads(row_line)

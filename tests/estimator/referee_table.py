@@ -26,8 +26,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPOSITORY = HERE.parents[1]
-sys.path.insert(0, str(HERE))
-from referee import DATA, DEFAULT_FRONT_END, FAMILIES, no_sdpa, read_rows  # noqa: E402 - after the path
+sys.path.insert(0, str(HERE))  # referee.py, imported after the path
+from referee import DATA, DEFAULT_FRONT_END, FAMILIES, no_sdpa, read_rows
 
 PAGE = REPOSITORY / "docs" / "accuracy.md"
 BEGIN = "<!-- referee-table: made by tests/estimator/referee_table.py --write; do not edit -->"
@@ -39,20 +39,20 @@ BUDGET = 3.0  # % of max_memory_allocated(): the issue's budget
 # how it was found.
 CAUSES = (
     (r"^transformers/convnext",
-     "torchvision's ConvNeXt cause below (a channels-last input to a convolution whose weight "
-     "is not: PyTorch's cuDNN path copies the weight for the call); counted by the recorded "
-     "forward on CUDA profiles since this session (device_kernels.py), rows taken again exact"),
+     ("torchvision's ConvNeXt cause below (a channels-last input to a convolution whose weight "
+      "is not: PyTorch's cuDNN path copies the weight for the call); counted by the recorded "
+      "forward on CUDA profiles since this session (device_kernels.py), rows taken again exact")),
     (r"^torchvision/convnext_",
-     "the downsampling convolutions get a channels-last input (LayerNorm2d permutes back a "
-     "view) and PyTorch's cuDNN path copies the weight to channels-last for the call: on "
-     "convnext_tiny the peak is at the 384→768 2×2 convolution, 4,718,592 bytes (its weight) "
-     "above what is live after it; counted by the recorded forward on CUDA profiles since this "
-     "session (device_kernels.py), rows taken again exact"),
+     ("the downsampling convolutions get a channels-last input (LayerNorm2d permutes back a "
+      "view) and PyTorch's cuDNN path copies the weight to channels-last for the call: on "
+      "convnext_tiny the peak is at the 384→768 2×2 convolution, 4,718,592 bytes (its weight) "
+      "above what is live after it; counted by the recorded forward on CUDA profiles since this "
+      "session (device_kernels.py), rows taken again exact")),
     (r"^transformers/inkling_text/sdpa/infer-b2$",
-     "not yet explained; what is known: a mixture of experts whose loop over the experts hit "
-     "takes `nonzero` (the card assumed no value, the recording flagged nothing); batch 1 is "
-     "−0.46 %; the eager rows, recorded on fake tensors since 2026-11-29, are exact at both "
-     "batches, so the sdpa path is the suspect"),
+     ("not yet explained; what is known: a mixture of experts whose loop over the experts hit "
+      "takes `nonzero` (the card assumed no value, the recording flagged nothing); batch 1 is "
+      "−0.46 %; the eager rows, recorded on fake tensors since 2026-11-29, are exact at both "
+      "batches, so the sdpa path is the suspect")),
 )
 
 # Whose a failure is, read from its one-line message (the first pattern that matches): what a
@@ -64,14 +64,14 @@ FAILURE_KINDS = (
     ("a package the venv lacks", r"ImportError|ModuleNotFoundError|pip install"),
     ("no model class", r"no model class|no base model"),
     ("the referee's inputs (the forward wants others)",
-     r"main input|missing \d+ required|required positional|image tokens|must be provided|"
-     r"cannot be `None`|have to specify|should be specified at the same time|Input must be a "
-     r"5D|_forward_unimplemented|unexpected keyword argument"),
+     (r"main input|missing \d+ required|required positional|image tokens|must be provided|"
+      r"cannot be `None`|have to specify|should be specified at the same time|Input must be a "
+      r"5D|_forward_unimplemented|unexpected keyword argument")),
     ("the shrinker's sizes (two sizes made small disagree)",
-     r"cannot be multiplied|must match the size|is invalid for input of size|channels, but "
-     r"got|divisible by|split_with_sizes|not a multiple|normalized_shape|running_mean|too "
-     r"small|out of range|stride should not be zero|repeats can not be negative|Padding_idx|"
-     r"expanded size|broadcast|same reduction dim|per-layer attribute|different than the set"),
+     (r"cannot be multiplied|must match the size|is invalid for input of size|channels, but "
+      r"got|divisible by|split_with_sizes|not a multiple|normalized_shape|running_mean|too "
+      r"small|out of range|stride should not be zero|repeats can not be negative|Padding_idx|"
+      r"expanded size|broadcast|same reduction dim|per-layer attribute|different than the set")),
     ("other (the model's own code on its default config made small)", r"."),
 )
 
@@ -239,8 +239,8 @@ def render(rows):
              "bound; the others are counted apart below. Simulated card: profile "
              f"{profile}; " + ", ".join(f"{name} {version}" for name, version in
                                         sorted(versions.items())) + ".", "",
-             "| family | model types | tried | ran | rows | judged | exact | ≤ 0.1 % | ≤ 1 % | ≤ 3 % "
-             "| > 3 % | median \\|error\\| | worst \\|error\\| | flagged | not judged | failed |",
+             ("| family | model types | tried | ran | rows | judged | exact | ≤ 0.1 % | ≤ 1 % | ≤ 3 % "
+              "| > 3 % | median \\|error\\| | worst \\|error\\| | flagged | not judged | failed |"),
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     totals = defaultdict(int)
     for family in [f for f in FAMILIES if f in by_family]:
@@ -274,13 +274,13 @@ def render(rows):
                             ("unjudged", len(kinds["unjudged"])),
                             ("failed", len(kinds["failed"]))):
             totals[name] += count
-    lines += ["", f"In all: {totals['ran']} of the {totals['types']} model types the "
-              f"registries list ran ({totals['tried']} tried so far); "
-              f"{totals['rows']} rows, {totals['judged']} judged ({totals['over']} over "
-              f"{BUDGET:g} %), {totals['flagged']} flagged, {totals['unjudged']} not judged, "
-              f"{totals['failed']} failed. A model type tried that did not run is among the "
-              "failures below, with its reason; one not tried has no row yet (the run is "
-              "resumable: `make bench-referee` goes on)."]
+    lines += ["", (f"In all: {totals['ran']} of the {totals['types']} model types the "
+               f"registries list ran ({totals['tried']} tried so far); "
+               f"{totals['rows']} rows, {totals['judged']} judged ({totals['over']} over "
+               f"{BUDGET:g} %), {totals['flagged']} flagged, {totals['unjudged']} not judged, "
+               f"{totals['failed']} failed. A model type tried that did not run is among the "
+               "failures below, with its reason; one not tried has no row yet (the run is "
+               "resumable: `make bench-referee` goes on).")]
     host = sorted(_row_name(row) for row in rows if row.get("values") == "cpu")
     if host:
         lines += ["", (f"Measured with the values computed on the host beside the card "

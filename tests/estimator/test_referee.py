@@ -301,3 +301,38 @@ def test_a_failure_of_the_recording_reads_the_same_for_a_forward_and_a_step():
     forward = step.replace("the step", "the forward")
     assert referee_table._reason(step) == referee_table._reason(forward) == (
         "estimate: recording on fake tensors: KeyError: '…'")
+
+
+def test_the_shrinking_rules_of_the_failed_rows_run_what_failed():
+    # Each rule of 2026-11-30 (helper i53failB), on a model type whose rows failed before it:
+    # taken only where the plain config (and every older variant) does not run its forward.
+    for model_type, wanted in (("mistral4", "head"),  # head_dim = MLA's nope + rope parts
+                               ("mamba2", "head"),  # heads × head size = 2 × hidden
+                               ("axk1", "head, expert groups"),  # 8 groups of 4 experts
+                               ("hunyuan_v1_dense", "more sizes"),  # head_dim None
+                               ("dac", "audio channels"),  # (batch, 1, samples)
+                               ("detr", "own backbone"),  # timm's ResNet → transformers'
+                               # DINOv2's stages 9-12 kept for the neck
+                               ("depth_anything", "backbone layers"),
+                               ("owlvit_text_model", "positions")):  # 16 positions
+        assert referee.transformers_variant(model_type, "eager", 1) == wanted, model_type
+
+
+def test_sdpa_where_a_part_has_none_and_a_vq_vae_encodes():
+    import torch
+
+    # D-FINE's kind: the model's attention has sdpa, its backbone's class none; the backbone
+    # takes eager and the row says so. A class without sdpa itself still refuses it (no row).
+    model, config = referee.transformers_model("pp_ocrv6_small_rec", "sdpa")
+    assert referee.BUILT["eager"] == ["backbone_config"]
+    assert model.config._attn_implementation == "sdpa"
+    assert model.config.backbone_config._attn_implementation == "eager"
+    with pytest.raises(ValueError, match="MobileNetV1Model does not support an attention"):
+        referee.transformers_model("mobilenet_v1", "sdpa")
+    # A VQ-VAE (encode and decode, no forward): its encode is what the row runs.
+    model, config = referee.transformers_model("chameleon_vqgan", "eager")
+    assert referee.BUILT["forward"] == "encode"
+    inputs = referee.transformers_inputs(model, config, 1)
+    with torch.no_grad():
+        output = model.eval()(**inputs)
+    assert isinstance(referee.loss_of(output), torch.Tensor)
