@@ -536,6 +536,28 @@ def test_efficient_attention_backward_allocates_as_on_the_card():
         assert recorded == made, (case, recorded, made)
 
 
+class WideHead(nn.Module):
+    """A wide projection whose output's gradient is `output.sum()`'s expanded scalar."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(8, 16384, bias=False)
+
+    def forward(self, x):
+        return self.head(x)
+
+
+def test_mm_copies_an_operand_cublas_cannot_read_as_on_the_card():
+    # Note [A matrix cuBLAS cannot read]: the weight gradient's mm gets `output.sum()`'s
+    # expanded gradient (strides 0), which CUDA's mm clones contiguous for cuBLAS (16 MiB here)
+    # beside its output: the step's peak. Held against the simulated H100 (PyTorch's own
+    # Blas.cpp around the simulated cuBLAS); assumed of a real card: the same source, not
+    # checked on a GPU here. Without the copy the estimate is 16 MiB low.
+    card, estimate = _card_and_estimate(WideHead, (4, 64, 8))
+    assert estimate.training_peak_phase == "backward"
+    assert estimate.peak_allocated_bytes == card, (estimate.peak_allocated_bytes, card)
+
+
 class Transposed(nn.Module):
     """A layer norm over a transposed projection (gemma4_audio's over a convolution's output)."""
 
