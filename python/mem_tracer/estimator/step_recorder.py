@@ -740,7 +740,8 @@ def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
 # its language-model head's two mm's (4 x 128 x 50,257 float, 102,926,336 B each), the step's
 # backward peak on the simulated H200 (torch 2.14.1: both clones seen inside
 # addmm_out_cuda_impl). CUDA profiles only (the CPU's kernels read strides as they are); bmm's
-# batched operands are not modelled.
+# batched operands are not modelled, nor is the copy in the TorchScript front end's inference
+# graphs (an expanded operand there is rare: said, not measured).
 _CUBLAS_MATRIX_OPERANDS = {"aten::mm": 0, "aten::addmm": 1}  # where the two matrices start
 
 
