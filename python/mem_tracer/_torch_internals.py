@@ -236,6 +236,14 @@ def inside_backward() -> bool:
     return current is not None and current() != -1
 
 
+def current_autograd_node() -> Any:
+    """The autograd Node the engine is evaluating on this thread (torch._C._current_autograd_node:
+    its formula, then the engine adding its outputs into the next nodes' input buffers), or
+    None."""
+    import torch
+    return torch._C._current_autograd_node()
+
+
 @contextlib.contextmanager
 def dispatch_mode_suspended(mode: Any) -> Iterator[bool]:
     """Takes `mode` off this thread's dispatch mode stack for the block when it is the mode on
@@ -463,6 +471,7 @@ def check_all() -> list[str]:
         "top_saved_tensors_hooks": top_saved_tensors_hooks,
         "execution_engine": lambda: execution_engine().queue_callback,
         "inside_backward": lambda: torch._C._current_graph_task_id,
+        "current_autograd_node": current_autograd_node,
         "dispatch_mode_suspended": _check_dispatch_mode_suspended,
         "foreach_kernel_devices": foreach_kernel_devices,
         "foreach_supported_types": foreach_supported_types,

@@ -917,3 +917,40 @@ def test_a_backward_formula_writes_in_place_as_on_the_device(tmp_path):
     assert estimate["summary"]["training_breakdown"]["temporary"] < 2 * size, \
         estimate["summary"]["training_breakdown"]
 
+
+class TwoBranches(nn.Module):
+    """`h` feeds two layers: the backward gets two gradients of `h`, which the engine sums."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(16, 4096)
+        self.left = nn.Linear(4096, 16)
+        self.right = nn.Linear(4096, 16)
+
+    def forward(self, x):
+        h = self.up(x)
+        return self.left(h) + self.right(h)
+
+
+def test_the_engine_sums_gradients_in_place_as_on_the_device(tmp_path):
+    # Note [The engine's gradient sums in place]: the two gradients of `h` (64 x 4096 floats,
+    # 1 MiB each) meet in the next node's input buffer. The device's engine adds the second
+    # into the first (`old_var.add_(var)`, torch 2.14's input_buffer.cpp: the buffer holds the
+    # last reference to a plain dense tensor); on the recording's fake tensors (a subclass) it
+    # adds out of place. The recorded sum releases the first gradient before it allocates its
+    # output, so the step never holds three such gradients at once. Assumed of the device: the
+    # engine's in-place branch, as PyTorch's own engine runs it on the simulated H100.
+    model, x = TwoBranches(), torch.randn(64, 16)
+    document = step_graph.record(model, (x,), optimizer=torch.optim.AdamW(model.parameters()),
+                                 profile="cuda-sm90")
+    size = 64 * 4096 * 4
+    sums = [node for node in document["nodes"] if node["phase"] == "backward"
+            and node["op"] == "aten::add.Tensor"
+            and [document["storages"][a[0]]["bytes"] for a in node["allocates"]] == [size]]
+    assert len(sums) == 1, [node["op"] for node in document["nodes"]]
+    assert [document["storages"][i]["bytes"] for i in sums[0]["releases"]] == [size], sums[0]
+    estimate = _live_peak(document, tmp_path)
+    # The forward's h (saved for the two layers' weight gradients) and two gradients of it at
+    # most: three without the rule.
+    breakdown = estimate["summary"]["training_breakdown"]
+    assert breakdown["temporary"] + breakdown["activation"] < 3 * size + size // 2, breakdown

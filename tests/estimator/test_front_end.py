@@ -414,8 +414,8 @@ def test_grouped_heads_backward_makes_the_gradients_at_the_query_heads():
     # them); with equal heads, none. Held against the simulated H100 (PyTorch's own
     # attention_backward.cu around the simulated kernels): the kernel's first allocations, in
     # order, are what the recording's backward node allocates; assumed of a real card: the same
-    # source, not checked on a GPU here. What comes after them (a float accumulator, the
-    # workspace) is not recorded.
+    # source, not checked on a GPU here. What comes after them (delta, the workspace): Note [The
+    # efficient attention backward's buffers], test_efficient_attention_backward_allocates_...
     card = _on_the_card(CARD_BACKWARD.format(tests=str(REPOSITORY / "tests" / "estimator")))
     for key_heads in (1, 4):
         torch.manual_seed(0)
@@ -424,11 +424,138 @@ def test_grouped_heads_backward_makes_the_gradients_at_the_query_heads():
         backward = [node for node in graph["nodes"]
                     if node["op"] == "aten::_scaled_dot_product_efficient_attention_backward"]
         assert len(backward) == 1, [node["op"] for node in graph["nodes"]]
-        recorded = [graph["storages"][entry[0]]["bytes"] for entry in backward[0]["allocates"]]
+        # The gradient's copy (`output.sum()`'s is expanded) left out, as on the card's side.
+        recorded = [graph["storages"][entry[0]]["bytes"] for entry in backward[0]["allocates"]
+                    if "contiguous" not in graph["storages"][entry[0]]["name"]]
         expanded = [8192, 8192] if key_heads == 1 else []  # (2, 4, 16, 16) float: key, value
+        recorded = recorded[:3 + len(expanded)]  # the outputs, the gradients at the query heads
         assert recorded == [8192, 2048 * key_heads, 2048 * key_heads, *expanded]
         made = card[str(key_heads)]
         assert made[:len(recorded)] == recorded, (key_heads, made, recorded)
+
+
+class EfficientAttention(nn.Module):
+    """CUDA's memory-efficient attention over parameters of the given shapes, its output's
+    gradient laid out as sdpa's own backward passes it ("sdpa": (B, L, H, D) underneath, read as
+    it is) or contiguous in (B, H, L, D) ("heads": the kernel copies it)."""
+
+    def __init__(self, heads, key_heads, length, head_dim, dtype, causal, gradient):
+        super().__init__()
+        def made(*shape):
+            return nn.Parameter(torch.randn(*shape).to(dtype))
+        self.query = made(2, heads, length, head_dim)
+        self.key, self.value = made(2, key_heads, length, head_dim), made(2, key_heads, length,
+                                                                             head_dim)
+        self.register_buffer("weight", torch.randn(2, heads, length, head_dim).to(dtype))
+        self.register_buffer("projection", torch.randn(heads * head_dim, 8).to(dtype))
+        self.causal, self.gradient = causal, gradient
+
+    def forward(self):
+        output = torch.ops.aten._scaled_dot_product_efficient_attention(
+            self.query, self.key, self.value, None, True, 0.0, self.causal)[0]
+        if self.gradient == "sdpa":  # as attention layers do: heads merged, projected
+            batch, heads, length, head_dim = output.shape
+            return (output.transpose(1, 2).reshape(batch, length, heads * head_dim)
+                    @ self.projection).sum()
+        return (output * self.weight).sum()
+
+
+# (heads, key heads, length, head dim, dtype, causal, gradient): 100 and 300 queries are not
+# multiples of the kernels' blocks; 256 is past the half kernels that keep the key's and value's
+# gradients in registers (their accumulators, 2 and 5 key splits here).
+EFFICIENT_CASES = [
+    (4, 4, 100, 64, "float32", True, "sdpa"),
+    (8, 2, 100, 80, "float32", False, "sdpa"),
+    (4, 4, 100, 256, "float32", False, "heads"),
+    (4, 4, 128, 128, "float32", True, "sdpa"),
+    (4, 4, 100, 96, "float16", True, "sdpa"),
+    (8, 2, 100, 64, "float16", True, "sdpa"),
+    (4, 4, 300, 256, "float16", False, "sdpa"),
+    (4, 4, 128, 128, "bfloat16", False, "heads"),
+    (4, 4, 100, 256, "bfloat16", True, "sdpa"),
+]
+
+CARD_EFFICIENT = """
+import json, sys, torch
+sys.path.insert(0, {tests!r})
+from test_front_end import EFFICIENT_CASES, EfficientAttention
+made = []
+for heads, key_heads, length, head_dim, dtype, causal, gradient in EFFICIENT_CASES:
+    torch.manual_seed(0)
+    model = EfficientAttention(heads, key_heads, length, head_dim, getattr(torch, dtype), causal,
+                               gradient).cuda()
+    loss = model()
+    torch.cuda.synchronize()
+    torch.cuda.memory._record_memory_history(stacks="all")
+    loss.backward()
+    events = [("+" if event["action"] == "alloc" else "-") + str(event["size"])
+              for event in torch.cuda.memory._snapshot()["device_traces"][0]
+              if event["action"] in ("alloc", "free_requested")
+              and any("_efficient_attention_backward(" in frame["name"]
+                      for frame in event["frames"])]
+    torch.cuda.memory._record_memory_history(enabled=None)
+    made.append(events)
+print(json.dumps(made))
+"""
+
+
+def test_efficient_attention_backward_allocates_as_on_the_card():
+    # Note [The efficient attention backward's buffers]: every allocation and free inside
+    # CUDA's _efficient_attention_backward, in order (its outputs, the gradient's copy, the
+    # gradients at the query's heads, float32's product and sum, delta, the workspace), is what
+    # the recording's backward node and the kernel-scratch nodes after it take and release,
+    # for float32/float16/bfloat16, head dims 64 to 256, grouped heads, causal or not, lengths
+    # not multiples of the blocks. Held against the simulated H100 (PyTorch's own
+    # attention_backward.cu and the CUTLASS kernels' host code around the simulated kernels:
+    # the workspace is the size torch computes for the kernel it picks on that card's shared
+    # memory); assumed of a real sm80/sm90 card: the same source and kernel list, not checked
+    # on a GPU here. Without the rule the recording stops after the outputs (laguna's sdpa step
+    # was -2.06 %: its delta and workspace).
+    card = _on_the_card(CARD_EFFICIENT.format(tests=str(REPOSITORY / "tests" / "estimator")))
+    assert len(card) == len(EFFICIENT_CASES)
+    for case, made in zip(EFFICIENT_CASES, card, strict=True):
+        heads, key_heads, length, head_dim, dtype, causal, gradient = case
+        torch.manual_seed(0)
+        model = EfficientAttention(heads, key_heads, length, head_dim, getattr(torch, dtype),
+                                   causal, gradient)
+        graph = step_graph.record(model, [], profile="cuda-sm90", training=True)
+        nodes = graph["nodes"]
+        at = [index for index, node in enumerate(nodes)
+              if node["op"] == "aten::_scaled_dot_product_efficient_attention_backward"]
+        assert len(at) == 1, [node["op"] for node in nodes]
+
+        sizes = [storage["bytes"] for storage in graph["storages"]]
+        recorded = [f"+{sizes[entry[0]]}" for entry in nodes[at[0]]["allocates"]]
+        for node in nodes[at[0] + 1:]:
+            if node["op"] != "memtrace::kernel_scratch":
+                break
+            recorded += [f"-{sizes[storage]}" for storage in node["releases"]]
+            recorded += [f"+{sizes[entry[0]]}" for entry in node["allocates"]]
+        assert any(sign == "+" and int(bytes_) > 100_000 for sign, bytes_ in
+                   ((event[0], event[1:]) for event in made[3:])), (case, made)  # a workspace
+        assert recorded == made, (case, recorded, made)
+
+
+class WideHead(nn.Module):
+    """A wide projection whose output's gradient is `output.sum()`'s expanded scalar."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(8, 16384, bias=False)
+
+    def forward(self, x):
+        return self.head(x)
+
+
+def test_mm_copies_an_operand_cublas_cannot_read_as_on_the_card():
+    # Note [A matrix cuBLAS cannot read]: the weight gradient's mm gets `output.sum()`'s
+    # expanded gradient (strides 0), which CUDA's mm clones contiguous for cuBLAS (16 MiB here)
+    # beside its output: the step's peak. Held against the simulated H100 (PyTorch's own
+    # Blas.cpp around the simulated cuBLAS); assumed of a real card: the same source, not
+    # checked on a GPU here. Without the copy the estimate is 16 MiB low.
+    card, estimate = _card_and_estimate(WideHead, (4, 64, 8))
+    assert estimate.training_peak_phase == "backward"
+    assert estimate.peak_allocated_bytes == card, (estimate.peak_allocated_bytes, card)
 
 
 class Transposed(nn.Module):

@@ -43,11 +43,10 @@ The CPU's own profile changes nothing: the fake CPU tensors run the CPU's compos
 applied: CUDA's autocast op lists (the recording runs the CPU's), cuDNN's RNN sizes (its calls
 in a training step are made as RNN.cpp makes them, with the simulated cuDNN's reserve and work
 space, and bracketed: Note [cuDNN's RNN reserve, bracketed]), what a
-CUDA kernel allocates inside itself but softmax backward's temporary (Note [What a CUDA kernel
-allocates inside itself] in step_recorder.py; not the memory-efficient attention backward's float
-workspace, `_efficient_attention_backward`: 131,200 B in the zoo's qwen2-moe-sdpa AdamW step on
-the simulated H100, which makes backward that step's peak, estimated −0.038 %), and the model's own
-Python branches on `tensor.device.type` (they take the CPU's branch).
+CUDA kernel allocates inside itself but what step_recorder.py records (Note [What a CUDA kernel
+allocates inside itself]: softmax's and layer norm's temporaries; the memory-efficient attention
+backward's buffers and workspace, Note [The efficient attention backward's buffers]), and the
+model's own Python branches on `tensor.device.type` (they take the CPU's branch).
 """
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import _torch_internals
 from .fake_copies import fake_optimizer
-from .step_recorder import Phase, Recorder, StepGraphError, tensors_in
+from .step_recorder import Phase, Recorder, StepGraphError, engine_sums, tensors_in
 
 # Note [Saved tensors packed without a cycle]
 # The recording learns what autograd saves for backward through saved_tensors_hooks. A pack
@@ -180,8 +180,10 @@ class StepLoop:
                 loss = self.forward_and_loss()
             with recorder.in_phase(Phase.BACKWARD):
                 recorder.backward_module = None
-                (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
-                del loss
+                root = self.scaler.scale(loss) if self.scaler is not None else loss
+                with engine_sums(recorder, root):  # Note [The engine's gradient sums in place]
+                    root.backward()
+                del loss, root
         owners = self.owners()
         for name, parameter in self.model.named_parameters():
             index = recorder.index_of(parameter.grad) if parameter.grad is not None else None

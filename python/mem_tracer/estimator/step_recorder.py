@@ -9,7 +9,7 @@ import math
 import os
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -54,6 +54,24 @@ class Allocation(NamedTuple):
     storage: int
     shape: list[int]
     dtype: str
+
+
+@dataclass
+class KernelScratch:
+    """What a kernel allocates inside itself beside its outputs (Note [What a CUDA kernel
+    allocates inside itself]): before them and after them (on the op's node), then nodes of its
+    own (what they release, then what they allocate), and what is released last, in that order
+    (by default all that `before` and `after` hold)."""
+
+    before: list[Allocation] = field(default_factory=list)
+    after: list[Allocation] = field(default_factory=list)
+    then: list[tuple[list[int], list[Allocation]]] = field(default_factory=list)
+    last: list[int] | None = None
+
+    def last_released(self) -> list[int]:
+        if self.last is not None:
+            return self.last
+        return [scratch.storage for scratch in (*self.before, *self.after)]
 
 
 @dataclass
@@ -210,6 +228,9 @@ class Recorder:
         # Note [Backward formulas that write in place on the device]: (the fresh storage, the
         # node of the out-of-place op that consumed it), until the next sweep.
         self.written_in_place: tuple[int, int] | None = None
+        # Note [The engine's gradient sums in place]: the autograd Node whose formula (and post
+        # hooks) ran last, while the engine adds its outputs into the next nodes' buffers.
+        self.evaluated_node: Any = None
         self.assumptions: list[AssumptionRow] = []
         # Note [The device's kernels on fake tensors] (device_kernels.py): the device's kernel
         # choices, and the storages the device keeps in host memory (never counted).
@@ -327,35 +348,39 @@ class Recorder:
                     self.storages[index].collective = name
         flops = _flops(func, args, kwargs, output)
         fresh = self._fresh_operand(name, args, allocates)
-        before, after = self._kernel_scratch(func, name, args, kwargs)
-        allocates = [*before, *allocates, *after]
+        if fresh is None:
+            fresh = self._summed_in_place(name, args, allocates)
+        scratch = self._kernel_scratch(func, name, args, kwargs)
+        allocates = [*scratch.before, *allocates, *scratch.after]
         if allocates or releases or flops:
             self.nodes.append(NodeRow(_op_name(func), self.phase, self._module(), self._stack(),
                                       releases, allocates, flops))
             if fresh is not None:
                 self.written_in_place = (fresh, len(self.nodes) - 1)
-        if before or after:
-            self.nodes.append(NodeRow("memtrace::kernel_scratch", self.phase, self._module(),
-                                      self._stack(),
-                                      [scratch.storage for scratch in (*before, *after)], []))
+        for released, taken in (*scratch.then, (scratch.last_released(), [])):
+            if released or taken:
+                self.nodes.append(NodeRow("memtrace::kernel_scratch", self.phase,
+                                          self._module(), self._stack(), released, taken))
         return output
 
     def _kernel_scratch(self, func: Any, name: str, args: tuple[Any, ...],
-                        kwargs: dict[str, Any]) -> tuple[list[Allocation], list[Allocation]]:
+                        kwargs: dict[str, Any]) -> KernelScratch:
         """Note [What a CUDA kernel allocates inside itself]: the temporaries the device's kernel
         of this op makes before its outputs and after them, all freed before it returns (the
         profile's `kernels.temporaries`)."""
         import torch
         kernels = self.device_kernels
         if kernels is None:
-            return [], []
+            return KernelScratch()
         if name == "aten::_scaled_dot_product_efficient_attention_backward":
-            # Not a temporary of the profile's list: its shape is not an operand's.
-            return [], (self._grouped_heads_gradients(args) if kernels.rules.device == "cuda"
-                        else [])
+            # Not a temporary of the profile's list: its shapes are not an operand's.
+            return (self._efficient_backward_scratch(args) if kernels.rules.device == "cuda"
+                    else KernelScratch())
+        if name in _CUBLAS_MATRIX_OPERANDS and kernels.rules.device == "cuda":
+            return KernelScratch(after=self._cublas_operand_copies(name, args))
         entries = [entry for entry in kernels.rules.temporaries if entry.op == name]
         if not entries:
-            return [], []
+            return KernelScratch()
         by_name = dict(kwargs)
         for argument, value in zip(_torch_internals.op_schema(func).arguments, args):
             by_name[argument.name] = value
@@ -373,7 +398,7 @@ class Recorder:
                                                                                  operand.dtype)
             (before if entry.before_outputs else after).append(
                 self._scratch(like, dtype, entry.what))
-        return before, after
+        return KernelScratch(before, after)
 
     def _scratch(self, like: Any, dtype: Any, name: str, shape: list[int] | None = None) -> \
             Allocation:
@@ -385,21 +410,73 @@ class Recorder:
                                         "temporary", name))
         return Allocation(index, shape, str(dtype)[6:])
 
-    def _grouped_heads_gradients(self, args: tuple[Any, ...]) -> list[Allocation]:
-        """The memory-efficient attention backward's key and value gradients at the query's
-        heads, where it took grouped key heads (Note [What a CUDA kernel allocates inside
-        itself]); none where the heads are equal."""
+    def _cublas_operand_copies(self, name: str, args: tuple[Any, ...]) -> list[Allocation]:
+        """The contiguous copies CUDA's mm takes of the operands cuBLAS cannot read as they are
+        (Note [A matrix cuBLAS cannot read])."""
         import torch
-        query, key, value = (args[1:4] + (None,) * 3)[:3]
+        copies = []
+        for operand in args[_CUBLAS_MATRIX_OPERANDS[name]:][:2]:
+            if isinstance(operand, torch.Tensor) and operand.dim() == 2 and \
+                    not cublas_reads_as_is(operand):
+                copies.append(self._scratch(operand, operand.dtype,
+                                            "cuBLAS's contiguous copy of a matrix operand"))
+        return copies
+
+    def _efficient_backward_scratch(self, args: tuple[Any, ...]) -> KernelScratch:
+        """What CUDA's memory-efficient attention backward allocates beside its outputs (Note
+        [The efficient attention backward's buffers]): a copy of a gradient it cannot read as it
+        is, the key's and value's gradients at the query's heads where it took grouped key heads
+        (Note [What a CUDA kernel allocates inside itself]), the rows' float `delta` (in float32,
+        through a product and its sum) and the kernel's workspace."""
+        import torch
+        grad, query, key, value = (args[:4] + (None,) * 4)[:4]
         if not all(isinstance(tensor, torch.Tensor) and tensor.dim() == 4
-                   for tensor in (query, key, value)) or key.size(1) == query.size(1):
-            return []
-        heads = int(query.size(1))
-        return [self._scratch(tensor, tensor.dtype, f"efficient attention backward's {what} "
-                              "gradient at the query's heads",
-                              [int(tensor.size(0)), heads, int(tensor.size(2)),
-                               int(tensor.size(3))])
-                for tensor, what in ((key, "key"), (value, "value"))]
+                   for tensor in (grad, query, key, value)):
+            return KernelScratch()
+        batch, heads, queries, head_dim = (int(size) for size in query.shape)
+        keys, value_dim = int(key.size(2)), int(value.size(3))
+        before: list[Allocation] = []
+        if not grad.transpose(1, 2).is_contiguous():  # `grad_out_.contiguous()`, (B, L, H, D)
+            before.append(self._scratch(grad, grad.dtype, "efficient attention backward's "
+                                        "grad_out.contiguous()",
+                                        [batch, queries, heads, int(grad.size(3))]))
+        after: list[Allocation] = []
+        if key.size(1) != heads:
+            after += [self._scratch(tensor, tensor.dtype, f"efficient attention backward's "
+                                    f"{what} gradient at the query's heads",
+                                    [batch, heads, int(tensor.size(2)), int(tensor.size(3))])
+                      for tensor, what in ((key, "key"), (value, "value"))]
+        rows = [batch, heads, queries]
+        then: list[tuple[list[int], list[Allocation]]] = []
+        half = query.dtype in (torch.float16, torch.bfloat16)
+        partial: list[Allocation] = []
+        if not half:  # (grad_out * out).sum(-1).transpose(-2, -1).contiguous(), in float
+            partial = [self._scratch(grad, torch.float32, "efficient attention backward's "
+                                     "grad_out * out", [batch, queries, heads, value_dim]),
+                       self._scratch(grad, torch.float32, "efficient attention backward's "
+                                     "(grad_out * out).sum(-1)", [batch, queries, heads])]
+        delta = self._scratch(query, torch.float32, "efficient attention backward's delta", rows)
+        after += [*partial, delta]
+        size = efficient_backward_workspace_bytes(
+            half=half, batch=batch, heads=heads, queries=queries, keys=keys,
+            head_dim=head_dim, value_dim=value_dim)
+        workspace = []
+        if size:
+            index = len(self.storages)
+            self.storages.append(StorageRow(size, "activation", "temporary",
+                                            "efficient attention backward's workspace"))
+            workspace = [Allocation(index, [size], "uint8")]
+        if partial:
+            then.append(([partial[1].storage, partial[0].storage], workspace))
+        else:
+            after += workspace
+        # Freed as the card frees them: delta with the kernel's launch, then the workspace, the
+        # gradients at the query's heads, the gradient's copy.
+        last = [delta.storage, *(a.storage for a in workspace),
+                *(a.storage for a in after if a is not delta and a not in workspace
+                  and a not in partial),
+                *(a.storage for a in before)]
+        return KernelScratch(before, after, then, last)
 
     def _fresh_operand(self, name: str, args: tuple[Any, ...],
                        allocates: list[Allocation]) -> int | None:
@@ -417,6 +494,28 @@ class Recorder:
                 [allocation.storage for allocation in before.allocates] != [index] or \
                 index is None or self.storages[index].bytes != \
                 self.storages[allocates[0].storage].bytes:
+            return None
+        return index
+
+    def _summed_in_place(self, name: str, args: tuple[Any, ...],
+                         allocates: list[Allocation]) -> int | None:
+        """Note [The engine's gradient sums in place]: the storage of `args[0]` where this add is
+        the autograd engine's sum of two gradients into a node's input buffer; else None."""
+        import torch
+        kernels = self.device_kernels
+        if kernels is None or kernels.rules.device != "cuda" or self.phase is not Phase.BACKWARD \
+                or name != "aten::add.Tensor" or \
+                self.evaluated_node is None or len(allocates) != 1 or len(args) < 2 or \
+                not all(isinstance(arg, torch.Tensor) for arg in args[:2]) or \
+                _torch_internals.current_autograd_node() is not self.evaluated_node:
+            return None
+        old = args[0]
+        index = self.ids.get(storage_key(old))
+        # Non-overlapping and dense: its elements fill its storage, each once.
+        dense = old.storage_offset() == 0 and \
+            old.numel() * old.element_size() == self.storages[index if index is not None else 0].bytes
+        if index is None or not dense or \
+                self.storages[index].bytes != self.storages[allocates[0].storage].bytes:
             return None
         return index
 
@@ -648,9 +747,100 @@ def _flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any
 #   groups' sums), freed as it returns. Seen on the simulated H200 (torch 2.14.1): (2, 4, 16,
 #   16) float query against (2, 1, 16, 16) keys: two 8,192 B tensors after the 8,192 + 2,048 +
 #   2,048 B outputs; none with equal heads. laguna's sdpa AdamW step (48 query heads, 2 key
-#   heads): −2.32 % → −2.06 %; the rest, 1,586,688 B, is what the kernel takes after them and
-#   this does not record: a (B, H, L) float buffer (12,288 B) and its float workspace
-#   (1,574,400 B), live together at the step's peak.
+#   heads): −2.32 % → −2.06 %; the rest, 1,586,688 B, is what the kernel takes after them: a
+#   (B, H, L) float buffer (12,288 B) and its workspace (1,574,400 B), live together at the
+#   step's peak (Note [The efficient attention backward's buffers]).
+
+
+# Note [A matrix cuBLAS cannot read]
+# CUDA's mm and addmm (aten/src/ATen/native/cuda/Blas.cpp, addmm_out_cuda_impl: cublasCommonArgs
+# and prepare_matrix_for_cublas) hand cuBLAS each operand as it is where it is non-overlapping
+# and dense, or a column- or row-major matrix with a leading dimension (strides (1, >= rows) or
+# (>= columns, 1)); any other operand it clones contiguous, after the output is allocated, and
+# frees the clone as it returns. The common one: the gradient of `output.sum()` is an expanded
+# scalar (strides 0), which reaches the backward's matmuls as it is: GPT-2's logits gradient in
+# its language-model head's two mm's (4 x 128 x 50,257 float, 102,926,336 B each), the step's
+# backward peak on the simulated H200 (torch 2.14.1: both clones seen inside
+# addmm_out_cuda_impl). CUDA profiles only (the CPU's kernels read strides as they are); bmm's
+# batched operands are not modelled, nor is the copy in the TorchScript front end's inference
+# graphs (an expanded operand there is rare: said, not measured).
+_CUBLAS_MATRIX_OPERANDS = {"aten::mm": 0, "aten::addmm": 1}  # where the two matrices start
+
+
+def cublas_reads_as_is(matrix: Any) -> bool:
+    """Whether prepare_matrix_for_cublas passes this 2-d operand without a copy (Note [A matrix
+    cuBLAS cannot read])."""
+    (rows, columns), (row_stride, column_stride) = matrix.shape, matrix.stride()
+    # Non-overlapping and dense: its dimensions by stride, each stride the product before it.
+    expected = 1
+    for size, stride in sorted(((int(size), int(stride)) for size, stride in
+                                zip(matrix.shape, matrix.stride(), strict=True) if size != 1),
+                               key=lambda pair: pair[1]):
+        if stride != expected:
+            break
+        expected *= size
+    else:
+        return True
+    return bool((row_stride == 1 and column_stride >= max(1, rows)) or
+                (column_stride == 1 and row_stride >= max(1, columns)))
+
+
+# Note [The efficient attention backward's buffers]
+# CUDA's memory-efficient attention backward (aten/src/ATen/native/transformers/cuda/
+# attention_backward.cu, _efficient_attention_backward, with the CUTLASS kernels of
+# mem_eff_attention/kernel_backward.h chosen in the order of kernels/cutlassB.h) allocates,
+# besides its outputs (B, H, M queries, N keys, D = the query's head dim, Dv = the value's):
+# - `grad_out_.contiguous()` of the (B, M, H, Dv) gradient it is given, before its outputs,
+#   where that view is not contiguous (sdpa's own backward passes it transposed);
+# - the gradients at the query's heads where the key heads are grouped (Note [What a CUDA
+#   kernel allocates inside itself]);
+# - `delta`, a (B, H, M) float tensor: `at::empty` where the kernel computes it (float16 and
+#   bfloat16, kKernelComputesDelta on sm80 and later), else `(grad_out.float() * out.float())
+#   .sum(-1).transpose(-2, -1).contiguous()`: in float32 a (B, M, H, Dv) float product and a
+#   (B, M, H) sum before it, both freed before the workspace;
+# - the kernel's workspace, `workspace_size()` bytes, B * H * align4(gq + gk + gv) floats: the
+#   query gradient's partial sums, ceil(M / BI) * ceil(D / BJ) blocks of (4 + BI * BJ) floats
+#   (kNeedsAccumGradQ: always, split keys being enabled from sm70), and where a half kernel
+#   cannot keep the key's and value's gradients in registers (kOutputInRF: kMaxK <= BI) their
+#   accumulators, splits * BJ * align_up(D, BI) and splits * BJ * align_up(Dv, BI) floats, with
+#   splits = ceil(N / BJ) at most 200 / (B * H) and at least 1. (BI, BJ) is the first kernel of
+#   the list whose kMaxK holds max(D, Dv): float32 (64, 64) to 64, (128, 64) to 128, (128, 64)
+#   beyond; float16 and bfloat16 (64, 64) to 64, (128, 128) to 128, (128, 64) beyond. Freed as
+#   it returns: delta, the workspace, the gradients at the query's heads, the copy.
+# Seen on the simulated H100 and A100 (torch 2.14.1: PyTorch's own host code around the
+# simulated kernels, which reports each card's shared memory, so the kernel the list gives is
+# the one that fits): the same sizes on both, for float32/float16/bfloat16, head dims 32 to 256,
+# 100 and 300 queries (not multiples of the blocks) and 128, 8 to 320 batch x heads, causal or
+# not, with dropout or not (test_front_end.py). laguna's sdpa AdamW step, 2 x 48 heads of 32
+# float queries: a 12,288 B delta and a 1,574,400 B workspace at the step's peak (-2.06 % ->
+# 0). Assumed for every CUDA profile: the sm80/sm90 kernels. Not modelled: sm86/sm89's extra
+# (128, 64) kernel to head dim 96 in half precision, sm70/sm75's lists, the deterministic
+# mode's single split, the batches beyond 65,535 that sdpa's backward takes in chunks.
+def efficient_backward_workspace_bytes(*, half: bool, batch: int, heads: int, queries: int,
+                                       keys: int, head_dim: int, value_dim: int) -> int:
+    """The memory-efficient attention backward's workspace (Note [The efficient attention
+    backward's buffers])."""
+    widest = max(head_dim, value_dim)
+    block_i, block_j, max_k = next(kernel for kernel in _EFFICIENT_BACKWARD_KERNELS[half]
+                                   if kernel[2] >= widest)
+    gradient_q = -(-queries // block_i) * -(-head_dim // block_j) * (4 + block_i * block_j)
+    accumulated = half and max_k > block_i  # the key's and value's gradients not in registers
+    splits = max(1, min(-(-keys // block_j), 200 // max(1, batch * heads))) if accumulated else 1
+
+    def aligned(size: int, to: int) -> int:
+        return -(-size // to) * to
+
+    gradient_kv = splits * block_j * (aligned(head_dim, block_i) + aligned(value_dim, block_i)) \
+        if accumulated else 0
+    return batch * heads * aligned(gradient_q + gradient_kv, 4) * 4
+
+
+# (BI, BJ, kMaxK) of kernels/cutlassB.h's sm80 lists (sm80 to sm100), in their order, by
+# whether the inputs are half precision; the last holds any head dim.
+_EFFICIENT_BACKWARD_KERNELS = {
+    False: ((64, 64, 64), (128, 64, 128), (128, 64, 1 << 30)),
+    True: ((64, 64, 64), (128, 128, 128), (128, 64, 1 << 30)),
+}
 
 
 # Note [Backward formulas that write in place on the device]
@@ -671,6 +861,56 @@ _IN_PLACE_ON_DEVICE = {"aten::scatter_add", "aten::scatter", "aten::index_add", 
                        "aten::index_put", "aten::masked_scatter", "aten::index_copy",
                        "aten::scatter_reduce", "aten::index_reduce"}
 _ZEROS = {"aten::new_zeros", "aten::zeros", "aten::zeros_like"}
+
+
+# Note [The engine's gradient sums in place]
+# Where two backward nodes give a gradient to the same input, autograd's engine sums them into
+# the next node's input buffer (torch/csrc/autograd/input_buffer.cpp, accumulate): with grad
+# mode off, `old_var.add_(var)` when the buffer holds the last reference to `old_var` and its
+# storage and `old_var` is dense and not a tensor subclass, nor is `var`; `old_var + var` else.
+# The recording's fake tensors are a subclass: every sum there is out of place, where the device
+# sums in place into the buffer's gradient and allocates nothing. Requested bytes peak the same
+# where no sum is at the peak, but the caching allocator's blocks do not: pp_lcnet_v4's AdamW
+# step on the simulated H100 (its residual blocks' 196,608-byte gradients summed 14 times) was
+# estimated 917,504 B low in max_memory_allocated (−1.45 %) with requested_bytes exact, as were
+# pp_ocrv6_small_rec's and pp_ocrv6_tiny_rec's. So the loop registers a post hook on every node
+# of the backward's graph (engine_sums), which names the node whose formula ran last; an
+# `aten::add.Tensor` the engine then runs for that node (torch._C._current_autograd_node is still
+# it) over a dense first operand of the output's size, which dies as the add returns (the
+# buffer's reference was the last), is released by the add's node before its output is
+# allocated, as for Note [Backward formulas that write in place on the device]. A first operand
+# that lives on (a gradient Python still holds) keeps both, as on the device. CUDA profiles
+# only: checked on the simulated H100 (test_device_step.py's TwoBranches: requested_bytes'
+# peak within 64 B of the card's); on the CPU's profile it moved test_training_estimate's GRU
+# step (CPU truth) from within its bar to −1.17 %, not understood, so the CPU keeps both.
+# Withdrawn once (it left GPT-2's H200 row gpt2/adamw-loop/none/b4 peaking in the optimizer
+# phase, the out-of-place sum of its tied embedding's two gradients having been its backward's
+# peak): the backward's real peak is elsewhere, the language-model head's mm's copies of the
+# expanded logits gradient (Note [A matrix cuBLAS cannot read]), recorded since.
+@contextlib.contextmanager
+def engine_sums(recorder: Recorder, root: Any) -> Iterator[None]:
+    """While `root.backward()` runs: a post hook on each node of its graph that tells the
+    recorder which node's formula ran last (Note [The engine's gradient sums in place])."""
+    handles: list[Any] = []
+    seen: dict[int, Any] = {}  # held: a node's Python object is the one the engine names
+    pending = [getattr(root, "grad_fn", None)]
+    while pending:
+        node = pending.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        following = [edge[0] for edge in node.next_functions]
+        if any(next_node is not None for next_node in following):
+            def evaluated(grad_inputs: Any, grad_outputs: Any, node: Any = node) -> None:
+                recorder.evaluated_node = node
+            handles.append(node.register_hook(evaluated))
+        pending.extend(following)
+    try:
+        yield
+    finally:
+        recorder.evaluated_node = None
+        for handle in handles:
+            handle.remove()
 
 
 # Note [Data-dependent values]
