@@ -440,6 +440,10 @@ class TraceReader {
   uint64_t recentAllocation(const char* record);  // the address of a field k of the ring
   // Version 11's events (Note [Events in fewer bytes] in records.h), in place of readEvent.
   Event readCompactEvent(uint8_t type);
+  // An allocation's size, the same in every version from 7 (Note [Event tables] in records.h): the
+  // sizes table's slot `entry` names it, or (0) its field follows and takes its slot; the
+  // allocation at `address` joins the ring of recent allocations.
+  uint64_t allocationSize(uint32_t entry, uint64_t address);
   // An address field of version 11's (an allocation's v > 0, or 0 and the delta): the address.
   uint64_t compactAddress(uint64_t value);
 
@@ -552,17 +556,7 @@ inline Event TraceReader::readEvent(uint8_t type) {
     last_address_ += delta;
   }
   event.address = last_address_;
-  if (kind) {
-    event.size = 0;
-  } else {
-    if (entry) {
-      event.size = event_tables_.sizes[entry - 1];
-    } else {
-      event.size = varint();
-      event_tables_.sizes[format::EventTables::sizeSlot(event.size)] = event.size;
-    }
-    event_tables_.addAllocation(event.address);
-  }
+  event.size = kind ? 0 : allocationSize(entry, event.address);
   if (!(type & EventBits::kSamePythonStack)) {
     last_python_stack_[kind] = static_cast<uint32_t>(varint());
     checkId(last_python_stack_[kind], tables_.python_stacks.size(), "Python stack");
@@ -577,6 +571,18 @@ inline Event TraceReader::readEvent(uint8_t type) {
   event.module = current_module_;
   event.context = &context_;
   return event;
+}
+
+inline uint64_t TraceReader::allocationSize(uint32_t entry, uint64_t address) {
+  uint64_t size;
+  if (entry) {
+    size = event_tables_.sizes[entry - 1];
+  } else {
+    size = varint();
+    event_tables_.sizes[format::EventTables::sizeSlot(size)] = size;
+  }
+  event_tables_.addAllocation(address);
+  return size;
 }
 
 inline uint64_t TraceReader::compactAddress(uint64_t value) {
@@ -614,17 +620,7 @@ inline Event TraceReader::readCompactEvent(uint8_t type) {
     last_address_ = compactAddress(varint());
   }
   event.address = last_address_;
-  if (kind) {
-    event.size = 0;
-  } else {
-    if (entry) {
-      event.size = event_tables_.sizes[entry - 1];
-    } else {
-      event.size = varint();
-      event_tables_.sizes[format::EventTables::sizeSlot(event.size)] = event.size;
-    }
-    event_tables_.addAllocation(event.address);
-  }
+  event.size = kind ? 0 : allocationSize(entry, event.address);
   if (!(type & CompactEventBits::kSameStacks)) {
     uint64_t stacks = varint();
     last_python_stack_[kind] = static_cast<uint32_t>(stacks >> 1);
