@@ -764,7 +764,7 @@ TEST(Reader, Version12sAllocationsNameTheBlocksBeforeThem) {
     trace.processInfo().context(7, 0);
     // Three allocations by their deltas (times 4), sizes 4096 (8 units, odd) and 100 (even).
     uint64_t units8 = 8 << 1 | 1, bytes100 = 100 << 1;
-    trace.blockAllocation(1000, kBase, (codec::zigzag(0) + 1) << 2, &units8);
+    trace.blockAllocation(1000, kBase, (codec::zigzag(kBase >> 8) + 1) << 2, &units8);
     trace.blockAllocation(2000, kBase + 0x10000, (codec::zigzag(0x100) + 1) << 2, &bytes100);
     trace.blockAllocation(3000, kBase + 0x20000, (codec::zigzag(0x100) + 1) << 2, &units8);
     // Freed: the first by its place (entry 3: its size known), the third by its address.
@@ -774,10 +774,10 @@ TEST(Reader, Version12sAllocationsNameTheBlocksBeforeThem) {
   TraceBuilder trace(format::kBlockNamesVersion);
   build(trace);
   uint64_t bytes5 = 5 << 1;
-  // The 2nd most recent free with its size (4096 at kBase); the end of the 2nd most recent
+  // The 2nd most recent free with its size (4096 at kBase); the end of the 3rd most recent
   // allocation (100 bytes at kBase + 0x10000, rounded to 512); the newest free's address, 5 bytes.
   trace.blockAllocation(6000, kBase, field(2, format::BlockForm::kFreedBlock), nullptr);
-  trace.blockAllocation(7000, kBase + 0x10200, field(2, format::BlockForm::kAllocationEnd),
+  trace.blockAllocation(7000, kBase + 0x10200, field(3, format::BlockForm::kAllocationEnd),
                         &bytes5);
   trace.blockAllocation(8000, kBase + 0x20000, field(1, format::BlockForm::kFreedAddress), &bytes5);
   std::string path = temporaryPath("block-events.bin");

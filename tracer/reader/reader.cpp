@@ -334,7 +334,8 @@ uint32_t TraceReader::readStringAfter(bool from) {
   const std::string& previous = tables_.strings[tables_.strings.size() - back];
   if (shared == 0 || shared > format::kMaxSharedPrefix || shared > previous.size())
     fail("a string sharing " + std::to_string(shared) + " bytes with the string " +
-         std::to_string(back) + " before it, of " + std::to_string(previous.size()));
+         (from ? std::to_string(back) + " " : std::string()) + "before it, of " +
+         std::to_string(previous.size()));
   std::string value = previous.substr(0, shared);
   value += bytes();
   return append(tables_.strings, std::move(value));
