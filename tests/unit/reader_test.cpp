@@ -818,6 +818,35 @@ TEST(Reader, Version12sAllocationsNameTheBlocksBeforeThem) {
           "an allocation naming free 3 before it, of 2");
   refused(field(4, format::BlockForm::kAllocationEnd),
           "an allocation at the end of allocation 4 before it, of 3");
+
+  // Note [Strings that begin as an earlier one]: a string from the one 2 before it; one from a
+  // string past the table, refused.
+  TraceBuilder strings(format::kBlockNamesVersion);
+  strings.processInfo();
+  strings.string("/site-packages/torch/nn/linear.py");
+  strings.string("forward");
+  uint32_t module = strings.stringFrom(2, 24, "module.py");
+  strings.write(path);
+  TraceReader strings_reader(path);
+  Collector strings_collector;
+  strings_reader.read(strings_collector);
+  ASSERT_EQ(strings_reader.tables().strings.size(), module + 1u);
+  EXPECT_EQ(strings_reader.tables().strings[module], "/site-packages/torch/nn/module.py");
+  TraceBuilder past(format::kBlockNamesVersion);
+  past.processInfo();
+  past.string("forward");
+  past.stringFrom(2, 3, "x");
+  past.write(path);
+  try {
+    TraceReader past_reader(path);
+    Collector past_collector;
+    past_reader.read(past_collector);
+    ADD_FAILURE() << "read a string from one past the table";
+  } catch (const TraceError& error) {
+    EXPECT_NE(std::string(error.what()).find("a string beginning as the string 2 before it, of 1"),
+              std::string::npos)
+        << error.what();
+  }
   std::remove(path.c_str());
 }
 
