@@ -23,7 +23,12 @@ each column's unit. The variants:
   - both: recent free and size / 512 together;
   - version 10 / version 11: the events in the other layout than the file's (Note [Events in fewer
     bytes] in tracer/format/records.h: version 11's time delta of 0-2 units in the type byte, one
-    bit for both stacks, a free naming any allocation of the ring of 4,096 by its place).
+    bit for both stacks, a free naming any allocation of the ring of 4,096 by its place);
+  - version 12: version 11's layout with an allocation naming a recent free (its address and size,
+    or its address) or a recent allocation's end, sizes in 512-byte units, Python stacks as deltas
+    (Note [Allocations named by the blocks before them]); a version 12 file's own column, and its
+    "version 11" column the same events in version 11's layout. Every column but the file's own
+    counts the other records as the file has them (a version 12 file's strings included).
 """
 import argparse
 import re
@@ -78,6 +83,8 @@ class Encoder:
         return varint_size(units)
 
     def event(self, free, time_ns, address, size, python, native, thread):
+        if self.layout >= 12:
+            return self.block_event(free, time_ns, address, size, python, native)
         if self.layout >= 11:
             return self.compact_event(free, time_ns, address, size, python, native)
         bases = self.bases.setdefault(thread if self.variant == "per thread" else 0, Bases())
@@ -164,6 +171,68 @@ class Encoder:
             bases.python[kind], bases.native[kind] = python, native
 
 
+    def block_event(self, free, time_ns, address, size, python, native):
+        """Version 12's layout, as RecordWriter::writeEvent writes it: an allocation names the
+        newest free at its address (with its size where the free named its place and the sizes
+        match), else a recent allocation's end, else its delta; the rings hold 4,096 each."""
+        bases = self.bases.setdefault(0, Bases())
+        if not hasattr(bases, "numbers"):
+            bases.numbers, bases.count = {}, 0
+            bases.sizes_of, bases.freed, bases.frees, bases.ends = {}, {}, 0, {}
+        self.events += 1
+        self.fields["type"] += 1
+        delta = max(0, time_ns - self.last_time)
+        units = delta // self.unit
+        self.last_time += units * self.unit
+        self.fields["time"] += varint_size(units - 3) if units >= 3 else 0
+        kind = 1 if free else 0
+        if free:
+            number = bases.numbers.pop(address, None)
+            size = bases.sizes_of.pop(address, None)
+            place = bases.count - number if number is not None and bases.count - number <= 4096 else 0
+            if place > 7:
+                self.fields["address"] += varint_size((place - 8) << 1 | 1)
+            elif not place:
+                delta = address - bases.address
+                if delta & 0xFF == 0:
+                    self.fields["address"] += varint_size((zigzag(delta >> 8) + 1) << 1)
+                else:
+                    self.fields["address"] += 1 + varint_size(zigzag(delta))
+            bases.freed[address] = (bases.frees, size if place else None)
+            bases.frees += 1
+        else:
+            sized = False
+            hit = bases.freed.get(address)
+            end = bases.ends.get(address)
+            delta = address - bases.address
+            if hit and bases.frees - hit[0] <= 4096:
+                sized = hit[1] == size
+                self.fields["address"] += varint_size((bases.frees - hit[0] - 1) << 2 | 1)
+            elif end is not None and bases.count - end <= 4096:
+                self.fields["address"] += varint_size((bases.count - end - 1) << 2 | 3)
+            elif delta & 0xFF == 0:
+                self.fields["address"] += varint_size((zigzag(delta >> 8) + 1) << 2)
+            else:
+                self.fields["address"] += 1 + varint_size(zigzag(delta))
+            if not sized:
+                slot = size_slot(size)
+                if bases.sizes[slot] != size:
+                    value = size // 512 << 1 | 1 if size % 512 == 0 else size << 1
+                    self.fields["size"] += varint_size(value)
+                    bases.sizes[slot] = size
+            bases.numbers[address] = bases.count
+            bases.sizes_of[address] = size
+            bases.ends[address + (size + 511) // 512 * 512] = bases.count
+            bases.count += 1
+        bases.address = address
+        if python != bases.python[kind] or native != bases.native[kind]:
+            value = zigzag(python - bases.python[kind])
+            self.fields["python stack"] += varint_size(value << 1 | (native != bases.native[kind]))
+            if native != bases.native[kind]:
+                self.fields["native stack"] += varint_size(native)
+            bases.python[kind], bases.native[kind] = python, native
+
+
 def read(report, path):
     return subprocess.run([report, "parse", path], capture_output=True, text=True,
                           check=True).stdout.splitlines()
@@ -175,7 +244,8 @@ def encode(lines, unit, variant, version=10):
     found = re.search(r" time_unit_ns=(\d+)", process)
     own_unit = int(found.group(1)) if found else 1
     # The other variants are version 10's layout changed (compare them with its column).
-    layout = 11 if variant == "version 11" or (not variant and version >= 11) else 10
+    layout = (12 if variant == "version 12" or (not variant and version >= 12)
+              else 11 if variant == "version 11" or (not variant and version >= 11) else 10)
     encoder = Encoder(unit or own_unit, start, variant, layout)
     other_time = 0
     thread = 0
@@ -224,8 +294,9 @@ def main():
           f"({total / events:.2f} an event), time unit {own_unit} ns")
     columns = [(f"as written ({own_unit} ns)", own, other)]
     unit = arguments.unit or own_unit
-    other_layout = "version 10" if version >= 11 else "version 11"
-    for variant in ("", "size / 512", "per thread", "recent free", "both", other_layout):
+    other_layouts = (("version 11",) if version >= 12 else ("version 10", "version 12")
+                     if version >= 11 else ("version 11", "version 12"))
+    for variant in ("", "size / 512", "per thread", "recent free", "both") + other_layouts:
         encoder, _, other_time = encode(lines, unit, variant, version)
         # The other records' time deltas in this unit instead of the file's.
         columns.append((f"{unit} ns" + (f", {variant}" if variant else ""), encoder,

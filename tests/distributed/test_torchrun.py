@@ -109,7 +109,7 @@ def test_memtrace_run_prints_the_jobs_report(four_ranks):
     assert said.startswith("== memtrace: 4 traces compacted: "), result.stderr
     for path, _, _ in traces_by_attempt(folder).values():
         data = path.read_bytes()
-        assert int.from_bytes(data[8:12], "little") == 11  # the recorder's, which compact keeps
+        assert int.from_bytes(data[8:12], "little") == 12  # the recorder's, which compact keeps
         assert int.from_bytes(data[16:20], "little") & 0x80000000, path  # its first chunk
     assert not list(folder.glob("*.compacting*"))
 

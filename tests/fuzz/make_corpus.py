@@ -288,6 +288,38 @@ def compact_events():
     return w
 
 
+def block_events():
+    """Version 12's events (Note [Allocations named by the blocks before them]): allocations at a
+    delta, at a recent allocation's end, at a freed block with its size and at a freed address
+    with another, sizes in 512-byte units and in bytes, Python stacks as deltas; frees by a table
+    entry, by their place and by address; a string that begins as an earlier one (Note [Strings
+    that begin as an earlier one])."""
+    w = TraceWriter(stacks=1, time_unit_ns=1000)
+    path = w.string("/usr/lib/python3/dist-packages/torch/nn/modules/linear.py")
+    forward = w.string("forward")
+    module = w.string_from(2, 48, "module.py")
+    outer = w.python_stack(0, w.frame(module, forward, 1))
+    inner = w.python_stack(outer, w.frame(path, forward, 125))
+    w.device(0, w.string("GPU 0"), 1 << 34).context(7, 0).marker(0, TRACING_STARTED)
+    base = 0x7f0000000000
+    for i in range(6):
+        w.compact_event(False, 1000 * i, base + i * 4096, 4096 if i % 2 else 100, blocks=True,
+                        python=(inner if i % 2 else outer) if i < 3 else None)
+    # At the end of the newest (4096 bytes at base + 5 * 4096), then of the 3rd newest (100 bytes
+    # at base + 4 * 4096, rounded to 512).
+    w.compact_event(False, 6000, base + 6 * 4096, 1024, blocks=True, end=1)
+    w.compact_event(False, 6000, base + 4 * 4096 + 512, 1024, blocks=True, end=3)
+    w.compact_event(False, 6000, base + (1 << 20) + 16, 300, blocks=True)  # not 256-aligned
+    w.flush()
+    w.compact_event(True, 7000, base, place=9)  # the 9th most recent allocation: base
+    w.compact_event(True, 7000, base + 3 * 4096, entry=6)  # the 6th most recent: i = 3
+    w.compact_event(True, 9000, base + (1 << 20) + 16)  # by its address: its size not known
+    w.compact_event(False, 9000, base + 3 * 4096, blocks=True, freed=2, sized=True)
+    w.compact_event(False, 10000, base, 100 * 512, blocks=True, freed=3, python=inner)
+    w.marker(10000, TRACE_CLOSED)
+    return w
+
+
 def main():
     corpus = HERE / "corpus"
     corpus.mkdir(exist_ok=True)
@@ -317,6 +349,9 @@ def main():
     # Version 11: events in fewer bytes, whole and cut in its last chunk.
     data = compact_events().write(corpus / "compact_events.bin", version=11).read_bytes()
     (corpus / "compact_events_cut.bin").write_bytes(data[:len(data) - 5])
+    # Version 12: allocations named by the blocks before them, whole and cut in its last chunk.
+    data = block_events().write(corpus / "block_events.bin", version=12).read_bytes()
+    (corpus / "block_events_cut.bin").write_bytes(data[:len(data) - 5])
     (corpus / "tmp").unlink()
 
 

@@ -7,6 +7,8 @@ import sys
 import zlib
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from memtrace_testing import Build, run  # noqa: E402
 from memtrace_testing import report_fails as fails  # noqa: E402
@@ -152,22 +154,33 @@ def test_damaged_compressed_chunks_are_refused_in_one_line(build, tmp_path):
     fails(["parse", tmp_path / "eight.bin"], "a chunk of", "bytes at byte 16 (corrupted?)")
 
 
-def test_compact_keeps_version_11s_events(build, tmp_path):
+@pytest.mark.parametrize("version", [11, 12])
+def test_compact_keeps_version_11s_events(build, tmp_path, version):
     # Note [Events in fewer bytes] in records.h: compact copies the records as they are, so a
-    # version 11 file (its events in version 11's layout) stays version 11 and reads the same.
+    # version 11 file (its events in version 11's layout) stays version 11 and reads the same;
+    # so does a version 12 file (Note [Allocations named by the blocks before them]), whose last
+    # allocation names the newest free's block.
     w = TraceWriter(time_unit_ns=1000)
     w.device(0, w.string("GPU 0"), 1 << 34).context(7, 0)
+    blocks = version >= 12
     for i in range(20):
-        w.compact_event(False, 1000 * i, 0x7f0000000000 + i * (1 << 20), 512 * (i + 1))
+        w.compact_event(False, 1000 * i, 0x7f0000000000 + i * (1 << 20), 512 * (i + 1),
+                        blocks=blocks)
     w.flush()
     for i in range(20):
         place = 20 - i  # the oldest first: past the last 7 by its place, then by a table entry
         w.compact_event(True, 30000 + 1000 * i, 0x7f0000000000 + i * (1 << 20),
                         **({"place": place} if place > 7 else {"entry": place}))
-    trace = w.write(tmp_path / "eleven.bin", version=11)
+    if blocks:
+        w.compact_event(False, 60000, 0x7f0000000000 + 19 * (1 << 20), blocks=True, freed=1,
+                        sized=True)
+    trace = w.write(tmp_path / "eleven.bin", version=version)
     small = tmp_path / "small.bin"
     run([Build.report, "compact", trace, "-o", small])
-    assert struct.unpack_from("<I", small.read_bytes(), 8)[0] == 11
+    assert struct.unpack_from("<I", small.read_bytes(), 8)[0] == version
+    if blocks:
+        assert parse(trace).rstrip().endswith(f"address=0x{0x7f0000000000 + 19 * (1 << 20):x} "
+                                              f"size={512 * 20} pystack=0 native=0 untraced")
     assert parse(small) == parse(trace)
     assert parse(trace).count("\nfree ") == 20 and "address=0x7f0000000000 size=512" in parse(trace)
 
@@ -177,7 +190,7 @@ def test_compact_refuses_what_it_cannot_write(build, tmp_path):
     fails(["compact", trace], "compact writes a file: give it with -o FILE")
     old = TraceWriter().write(tmp_path / "old.bin", version=7)
     fails(["compact", old, "-o", tmp_path / "x.bin"], "trace format version 7; compact takes "
-          "versions 8 to 11")
+          "versions 8 to 12")
     (tmp_path / "taken.bin").write_bytes(b"mine")
     fails(["compact", trace, "-o", tmp_path / "taken.bin"], "already exists; -f/--force")
     assert (tmp_path / "taken.bin").read_bytes() == b"mine"

@@ -24,7 +24,7 @@ def test_bad_files_are_refused_in_one_line(build, tmp_path, sequence_trace):
         "missing.bin": None,
         "empty.bin": b"",
         "image.bin": b"GIF89a" + b"\0" * 40,
-        "version.bin": b"MEMTRACE" + (12).to_bytes(4, "little") + good[12:],
+        "version.bin": b"MEMTRACE" + (13).to_bytes(4, "little") + good[12:],
         "short.bin": good[:11],
         "flipped.bin": good[:len(good) // 2] + bytes([good[len(good) // 2] ^ 0x10]) + good[len(good) // 2 + 1:],
     }
@@ -32,7 +32,7 @@ def test_bad_files_are_refused_in_one_line(build, tmp_path, sequence_trace):
         "missing.bin": "cannot open",
         "empty.bin": "the file is empty",
         "image.bin": "not a memtrace trace",
-        "version.bin": "trace format version 12, but this memtrace reads versions 1 to 11",
+        "version.bin": "trace format version 13, but this memtrace reads versions 1 to 12",
         "short.bin": "the file header is cut short",
         "flipped.bin": "checksum mismatch",
     }

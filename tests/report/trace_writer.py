@@ -6,6 +6,7 @@ import zlib
 
 MAGIC = b"MEMTRACE"
 VERSION = 4
+STRING_FROM = 0x22  # version 12 (Note [Strings that begin as an earlier one])
 COMPRESSED_CHUNK = 0x80000000  # a chunk size's top bit, version 9 (Note [Compressed chunks])
 
 # Record types and marker kinds (tracer/format/records.h).
@@ -304,13 +305,18 @@ class TraceWriter:
         return self
 
     def compact_event(self, free, time, address, size=0, place=0, entry=0, python=None,
-                      native=None):
+                      native=None, blocks=False, freed=0, sized=False, end=0):
         """Version 11 (Note [Events in fewer bytes] in tracer/format/records.h): a time delta of 0-2
         units in the type byte, else a field of the delta - 3; an allocation's address as v - 1 =
         its zigzag delta / 256 (v = 0 and the delta, where not 256-aligned); a free by `entry`
         (1-7: bits 2-0), by its `place` in the ring (> 7), or by its address (that v, doubled);
         `entry` of an allocation: its size's slot + 1 (no size field); stacks None: the previous
-        ones (bit 3), else the Python stack s >> 1 and, where s & 1, the native one after it."""
+        ones (bit 3), else the Python stack s >> 1 and, where s & 1, the native one after it.
+        `blocks`: version 12's layout (Note [Allocations named by the blocks before them]): an
+        allocation at the `freed`-th most recent free's address (with its size, no size field,
+        where `sized`), at the `end`-th most recent allocation's end, or at its delta (v times 4);
+        its size in 512-byte units where odd; the Python stack a zigzag delta from the previous
+        one of its kind. The test says where `address` is; this writer keeps no tables."""
         bits = EVENT | (FREE if free else 0) | entry
         units = varint_value(self._delta(time))
         body = b""
@@ -325,19 +331,39 @@ class TraceWriter:
             pass
         elif place:
             body += varint((place - 8) << 1 | 1)
+        elif freed:
+            body += varint((freed - 1) << 2 | (1 if sized else 2))
+        elif end:
+            body += varint((end - 1) << 2 | 3)
         elif delta % 256 == 0:
-            body += varint((zigzag(delta // 256) + 1) << (1 if free else 0))
+            body += varint((zigzag(delta // 256) + 1) << (1 if free else 2 if blocks else 0))
         else:
             body += varint(0) + varint(zigzag(delta))
-        if not free and not entry:
-            body += varint(size)
+        if not free and not entry and not sized:
+            if not blocks:
+                body += varint(size)
+            else:
+                body += varint(size // 512 << 1 | 1 if size % 512 == 0 else size << 1)
         if python is None and native is None:
             bits |= 0x08
         else:
-            body += varint((python or 0) << 1 | (native is not None)) \
+            kind = 1 if free else 0
+            value = python or 0
+            if blocks:
+                last = getattr(self, "last_python", [0, 0])
+                value, last[kind] = zigzag(value - last[kind]), value
+                self.last_python = last
+            body += varint(value << 1 | (native is not None)) \
                 + (varint(native) if native is not None else b"")
         self.chunk += bytes([bits]) + body
         return self
+
+    def string_from(self, back, shared, rest):
+        """Version 12's kStringFrom (0x22; Note [Strings that begin as an earlier one]): a string
+        that begins as the string `back` ids before it, its first `shared` bytes."""
+        self.chunk += bytes([STRING_FROM]) + varint(back) + varint(shared) + byte_string(rest)
+        self.strings += 1
+        return self.strings
 
     def failed_alloc(self, time, size, python=0):
         self.chunk += bytes([FAILED_ALLOC]) + self._delta(time) + varint(size) + varint(python) + varint(0)

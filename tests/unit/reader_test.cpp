@@ -751,6 +751,105 @@ TEST(Reader, OwnerModulesAreVersion6s) {
   std::remove(path.c_str());
 }
 
+// Note [Allocations named by the blocks before them] in records.h: version 12's allocation names a
+// recent free (its address and size, or its address), a recent allocation's end, or writes a
+// delta; its size counts 512-byte units where odd; a free's size is known where it named its
+// allocation by its place. What the forms name is read back, and what no ring holds is refused.
+TEST(Reader, Version12sAllocationsNameTheBlocksBeforeThem) {
+  constexpr uint64_t kBase = 0x7f0000000000;
+  auto field = [](uint64_t k, uint64_t form) {
+    return (k - 1) << format::BlockForm::kShift | form;
+  };
+  auto build = [&](TraceBuilder& trace) {
+    trace.processInfo().context(7, 0);
+    // Three allocations by their deltas (times 4), sizes 4096 (8 units, odd) and 100 (even).
+    uint64_t units8 = 8 << 1 | 1, bytes100 = 100 << 1;
+    trace.blockAllocation(1000, kBase, (codec::zigzag(kBase >> 8) + 1) << 2, &units8);
+    trace.blockAllocation(2000, kBase + 0x10000, (codec::zigzag(0x100) + 1) << 2, &bytes100);
+    trace.blockAllocation(3000, kBase + 0x20000, (codec::zigzag(0x100) + 1) << 2, &units8);
+    // Freed: the first by its place (entry 3: its size known), the third by its address.
+    trace.compactFreeOfEntry(4000, kBase, 3);
+    trace.compactEvent(true, 5000, kBase + 0x20000, nullptr, 0, 0, 0, true);
+  };
+  TraceBuilder trace(format::kBlockNamesVersion);
+  build(trace);
+  uint64_t bytes5 = 5 << 1;
+  // The 2nd most recent free with its size (4096 at kBase); the end of the 3rd most recent
+  // allocation (100 bytes at kBase + 0x10000, rounded to 512); the newest free's address, 5 bytes.
+  trace.blockAllocation(6000, kBase, field(2, format::BlockForm::kFreedBlock), nullptr);
+  trace.blockAllocation(7000, kBase + 0x10200, field(3, format::BlockForm::kAllocationEnd),
+                        &bytes5);
+  trace.blockAllocation(8000, kBase + 0x20000, field(1, format::BlockForm::kFreedAddress), &bytes5);
+  std::string path = temporaryPath("block-events.bin");
+  trace.write(path);
+  TraceReader reader(path);
+  Collector collector;
+  reader.read(collector);
+  ASSERT_EQ(reader.version(), format::kBlockNamesVersion);
+  std::vector<std::pair<uint64_t, uint64_t>> expected = {
+      {kBase, 4096},        {kBase + 0x10000, 100}, {kBase + 0x20000, 4096}, {kBase, 0},
+      {kBase + 0x20000, 0}, {kBase, 4096},          {kBase + 0x10200, 5},    {kBase + 0x20000, 5}};
+  ASSERT_EQ(collector.events.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(collector.events[i].address, expected[i].first) << i;
+    EXPECT_EQ(collector.events[i].size, expected[i].second) << i;
+  }
+
+  // A freed block's size where the free wrote an address (the newest), a free and an end past
+  // what the rings hold: refused, in one line.
+  auto refused = [&](uint64_t address_field, const std::string& expected_message) {
+    TraceBuilder bad(format::kBlockNamesVersion);
+    build(bad);
+    bad.blockAllocation(6000, kBase, address_field, nullptr);
+    bad.write(path);
+    try {
+      TraceReader bad_reader(path);
+      Collector bad_collector;
+      bad_reader.read(bad_collector);
+      ADD_FAILURE() << "read " << expected_message;
+    } catch (const TraceError& error) {
+      EXPECT_NE(std::string(error.what()).find(expected_message), std::string::npos)
+          << error.what();
+    }
+  };
+  refused(field(1, format::BlockForm::kFreedBlock),
+          "an allocation naming the size of free 1 before it, whose size is not known");
+  refused(field(3, format::BlockForm::kFreedAddress),
+          "an allocation naming free 3 before it, of 2");
+  refused(field(4, format::BlockForm::kAllocationEnd),
+          "an allocation at the end of allocation 4 before it, of 3");
+
+  // Note [Strings that begin as an earlier one]: a string from the one 2 before it; one from a
+  // string past the table, refused.
+  TraceBuilder strings(format::kBlockNamesVersion);
+  strings.processInfo();
+  strings.string("/site-packages/torch/nn/linear.py");
+  strings.string("forward");
+  uint32_t module = strings.stringFrom(2, 24, "module.py");
+  strings.write(path);
+  TraceReader strings_reader(path);
+  Collector strings_collector;
+  strings_reader.read(strings_collector);
+  ASSERT_EQ(strings_reader.tables().strings.size(), module + 1u);
+  EXPECT_EQ(strings_reader.tables().strings[module], "/site-packages/torch/nn/module.py");
+  TraceBuilder past(format::kBlockNamesVersion);
+  past.processInfo();
+  past.string("forward");
+  past.stringFrom(2, 3, "x");
+  past.write(path);
+  try {
+    TraceReader past_reader(path);
+    Collector past_collector;
+    past_reader.read(past_collector);
+    ADD_FAILURE() << "read a string from one past the table";
+  } catch (const TraceError& error) {
+    EXPECT_NE(std::string(error.what()).find("a string beginning as the string 2 before it, of 1"),
+              std::string::npos)
+        << error.what();
+  }
+  std::remove(path.c_str());
+}
+
 // Note [Events in fewer bytes]: version 11's events read as the same events in version 10's
 // layout: time deltas of 0-2 units in the type byte and longer ones after it, addresses 256-aligned
 // and not, frees by their place in the ring (past the last 7, across a chunk) and by address,

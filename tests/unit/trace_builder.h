@@ -163,23 +163,68 @@ class TraceBuilder {
     }
     int64_t delta = static_cast<int64_t>(address - last_address_);
     last_address_ = address;
+    // Version 12 scales an allocation's delta by 4 more (Note [Allocations named by the blocks
+    // before them]): its two low bits are 0, the delta form.
+    bool blocks = version_ >= format::kBlockNamesVersion;
+    unsigned shift = is_free ? 1 : blocks ? format::BlockForm::kShift : 0;
     if (ring_place) {
       varint(uint64_t{ring_place - format::EventTables::kRecentAllocations - 1} << 1 | 1);
     } else if (delta % 256 == 0) {
-      uint64_t value = codec::zigzag(delta / 256) + 1;
-      varint(is_free ? value << 1 : value);
+      varint((codec::zigzag(delta / 256) + 1) << shift);
     } else {
       varint(0);
       varint(codec::zigzag(delta));
     }
-    if (size) varint(*size);
+    if (size) {
+      // Version 12: 512-byte units where odd, else bytes (times 2).
+      if (!blocks)
+        varint(*size);
+      else if (*size % 512 == 0)
+        varint(*size / 512 << 1 | 1);
+      else
+        varint(*size << 1);
+    }
+    int kind = is_free ? 1 : 0;
     if (same_stacks) {
       bits |= CompactEventBits::kSameStacks;
     } else {
-      varint(uint64_t{python} << 1 | 1);
+      // Version 12: the Python stack as a zigzag delta from the previous one of its kind.
+      uint64_t field =
+          blocks ? codec::zigzag(int64_t{python} - int64_t{last_python_[kind]}) : uint64_t{python};
+      varint(field << 1 | 1);
       varint(native);
+      last_python_[kind] = python;
     }
     chunk_[type_at] = bits;
+    return *this;
+  }
+  // A version 12 allocation written field by field (Note [Allocations named by the blocks before
+  // them] in records.h): `address_field` the address's varint as the Note says (the test knows
+  // what it names: `address`, the next delta's base), `size_field` the size's varint (nullptr:
+  // none, for a freed block's size), both stacks the previous ones.
+  TraceBuilder& blockAllocation(uint64_t time, uint64_t address, uint64_t address_field,
+                                const uint64_t* size_field) {
+    size_t type_at = chunk_.size();
+    chunk_.push_back(0);
+    uint64_t units = timeDelta(time);
+    uint8_t bits = format::EventBits::kEvent | format::CompactEventBits::kSameStacks |
+                   format::CompactEventBits::kTime;
+    varint(units - format::CompactEventBits::kTimeInline);
+    varint(address_field);
+    if (size_field) varint(*size_field);
+    last_address_ = address;
+    chunk_[type_at] = bits;
+    return *this;
+  }
+  // A version 11 or 12 free of the `entry`-th most recent allocation (bits 2-0; the test says it
+  // is at `address`), both stacks the previous ones.
+  TraceBuilder& compactFreeOfEntry(uint64_t time, uint64_t address, uint8_t entry) {
+    uint64_t units = timeDelta(time);
+    type(static_cast<format::RecordType>(format::EventBits::kEvent | format::EventBits::kFree |
+                                         format::CompactEventBits::kTime |
+                                         format::CompactEventBits::kSameStacks | entry));
+    varint(units - format::CompactEventBits::kTimeInline);
+    last_address_ = address;
     return *this;
   }
   TraceBuilder& failedAlloc(uint64_t time, uint64_t size, uint32_t python = 0) {
@@ -316,6 +361,14 @@ class TraceBuilder {
     bytes(rest);
     return ++strings_;
   }
+  // Version 12's (Note [Strings that begin as an earlier one]): the string `back` ids before.
+  uint32_t stringFrom(uint64_t back, uint64_t shared, const std::string& rest) {
+    type(format::RecordType::kStringFrom);
+    varint(back);
+    varint(shared);
+    bytes(rest);
+    return ++strings_;
+  }
   // A size the simulated GPU answered without knowing it (Note [Sizes in the trace]); its
   // context's API is kSimulatedSize. `at_most` UINT64_MAX: no bound.
   TraceBuilder& simulatedSize(uint64_t time, uint64_t address, uint64_t size, uint64_t at_most,
@@ -409,6 +462,7 @@ class TraceBuilder {
   uint32_t strings_ = 0, frames_ = 0, python_stacks_ = 0, native_stacks_ = 0;
   uint64_t last_time_ = 0;
   uint64_t last_address_ = 0;
+  uint32_t last_python_[2] = {0, 0};  // version 12's stack field: [alloc, free]
 };
 
 // A fresh path in the test's temporary directory.

@@ -54,8 +54,12 @@ inline constexpr char kMagic[8] = {'M', 'E', 'M', 'T', 'R', 'A', 'C', 'E'};
 //  11  a memory event's bits 5-3 and fields change meaning (Note [Events in fewer bytes]): a small
 //      time delta in the type byte, one bit for both stacks, a free naming any allocation of the
 //      ring; `memtrace-report compact` keeps a version 8-10 file's version (10).
+//  12  an allocation's address field may name a recent free or a recent allocation's end, its
+//      size field counts 512-byte units, its stack field is a delta (Note [Allocations named by
+//      the blocks before them]); record 0x22 (Note [Strings that begin as an earlier one]);
+//      `memtrace-report compact` keeps the version of a version 11 or 12 file.
 // A reader refuses a version past kVersion at the file header, naming both.
-inline constexpr uint32_t kVersion = 11;
+inline constexpr uint32_t kVersion = 12;
 inline constexpr uint32_t kOldestVersion = 1;
 inline constexpr size_t kFileHeaderSize = 16;
 // The file header's flags.
@@ -241,9 +245,14 @@ enum class RecordType : uint8_t {
   // Fields: kSegment's, the address as one varint: zigzag(delta / 256) * 2 + 1 when the delta's
   // low byte is zero, zigzag(delta) * 2 otherwise.
   kSegmentNear = 0x21,
+  // Version 12 (Note [Strings that begin as an earlier one]): a kString that begins as an earlier
+  // string. Fields: how far back that string is (its id is this one's less this, 1 or more), how
+  // many bytes of it this one begins with (1 to kMaxSharedPrefix, and at most its length), then
+  // the rest (varint length + bytes).
+  kStringFrom = 0x22,
 };
 // The last record type this version knows.
-inline constexpr RecordType kLastRecordType = RecordType::kSegmentNear;
+inline constexpr RecordType kLastRecordType = RecordType::kStringFrom;
 
 // Note [Weights and their modules]
 // A model's parameters and buffers are allocated where the program moves it to the device
@@ -356,7 +365,8 @@ enum class SectionKind : uint8_t {
 // meets them.
 inline constexpr uint32_t firstVersion(RecordType type) {
   uint8_t value = static_cast<uint8_t>(type);
-  return value >= 0x1e   ? 10
+  return value >= 0x22   ? 12
+         : value >= 0x1e ? 10
          : value >= 0x1b ? 6
          : value >= 0x1a ? 5
          : value >= 0x17 ? 4
@@ -595,6 +605,56 @@ struct CompactEventBits {
 };
 inline constexpr uint32_t kCompactEventsVersion = 11;
 
+// Note [Allocations named by the blocks before them]
+// Version 11's live files still took 4.25 bytes an event on GPT-2's training steps and 5.13 with
+// Python stacks (issue 52 asks at most 4): an allocation's address was a delta from the previous
+// event's, 2-4 bytes where PyTorch's caching allocator hands out a block far from the last one
+// touched. Yet it hands out, measured on those steps (docs/performance.md, Version 12), almost
+// only blocks that a recent event says where they are: a block that was freed (41 % of the
+// allocations: at the address of a recent free and of the same size, the same block again; 14 %:
+// a freed block, another size), or the rest of a block split after a recent allocation (42 %:
+// at a recent allocation's end, its size rounded up to 512 bytes, PyTorch's rounding). So version
+// 12 keeps, on both sides, beside the ring of the last EventTables::kRing allocations' addresses,
+// their sizes and ends, and a ring of the last kRing frees' addresses and the sizes they freed,
+// and an allocation's address field, a varint v, says which:
+//   v & 3 == 1  the ((v >> 2) + 1)-th most recent free's address, and its size: no size field
+//               (bits 2-0 zero); a reader refuses it where the free's size is not known (below);
+//   v & 3 == 2  the ((v >> 2) + 1)-th most recent free's address; the size field as usual;
+//   v & 3 == 3  the end of the ((v >> 2) + 1)-th most recent allocation;
+//   v & 3 == 0  v > 0: the zigzag delta (v >> 2) - 1 from the address base, times 256; v = 0: a
+//               zigzag delta follows, not scaled (as version 11).
+// A free's size is known where the free named its allocation by its place in the ring (bits 2-0
+// or its field's odd value): the ring keeps each allocation's size. A free written by its address
+// (an allocation more than kRing back) enters the ring of frees with EventTables::kUnknownSize,
+// which no allocation's v & 3 == 1 may name. A free's own fields are version 11's.
+// Two more fields change: the size, a varint v: v odd, (v >> 1) × 512 bytes (PyTorch's caching
+// allocator asks multiples of 512 for most tensors); v even and not 0, v >> 1 bytes; v = 0, a
+// varint of the size follows (a size past 2^63 that 512 does not divide); and the stacks' field,
+// whose Python stack is a zigzag delta from the previous one of its kind (new nodes are written
+// in order, and an event's stack is often the one just made or near the last).
+// The writer finds a block without searching: two direct-mapped indexes by address (a slot of
+// kBlockIndex by the address's Fibonacci hash), one of the frees' numbers, one of the allocations'
+// numbers by their ends, each checked against its ring (one comparison: a slot another address
+// took, or a number from before the tables were emptied, fails it and the next form is tried).
+// The indexes are the writer's own, and a hint: what the file says is only what both rings hold.
+// Measured (docs/performance.md, Version 12): bytes an event as written, the record path's
+// instructions an event.
+inline constexpr uint32_t kBlockNamesVersion = 12;
+// The address field's forms (Note [Allocations named by the blocks before them]).
+struct BlockForm {
+  static constexpr uint64_t kMask = 3;
+  static constexpr uint64_t kDelta = 0;
+  static constexpr uint64_t kFreedBlock = 1;  // a recent free's address and size
+  static constexpr uint64_t kFreedAddress = 2;
+  static constexpr uint64_t kAllocationEnd = 3;
+  static constexpr unsigned kShift = 2;
+  // PyTorch's caching allocator rounds every block up to 512 bytes (kMinBlockSize).
+  static constexpr uint64_t kRounding = 512;
+};
+inline uint64_t blockEnd(uint64_t address, uint64_t size) {
+  return address + ((size + (BlockForm::kRounding - 1)) & ~(BlockForm::kRounding - 1));
+}
+
 // The event tables of Note [Event tables], the same in writer, reader and the tests' writer.
 struct EventTables {
   static constexpr uint32_t kSizeSlots = 7;
@@ -607,6 +667,15 @@ struct EventTables {
   uint64_t sizes[kSizeSlots] = {};
   uint64_t recent[kRing] = {};  // a ring: the allocation n's address at recent[n % kRing]
   uint32_t allocations = 0;
+  // Version 12's (Note [Allocations named by the blocks before them]): the ring's allocations'
+  // sizes and ends (blockEnd), and a ring of the last kRing frees: the address, the size freed
+  // (kUnknownSize where the free did not name its allocation by its place).
+  static constexpr uint64_t kUnknownSize = ~uint64_t{0};
+  uint64_t recent_sizes[kRing] = {};
+  uint64_t ends[kRing] = {};
+  uint64_t freed[kRing] = {};
+  uint64_t freed_sizes[kRing] = {};
+  uint32_t frees = 0;
 
   // Fibonacci hashing, then the top 32 bits scaled to [0, kSizeSlots).
   static uint32_t sizeSlot(uint64_t size) {
@@ -616,6 +685,22 @@ struct EventTables {
   // The k-th most recent allocation's address, k from 1 to kRecentAllocations.
   uint64_t recentAllocation(uint32_t k) const { return recent[(allocations - k) & (kRing - 1)]; }
   void addAllocation(uint64_t address) { recent[allocations++ & (kRing - 1)] = address; }
+  // Version 12's: the allocation's size and end join the ring with it.
+  void addSizedAllocation(uint64_t address, uint64_t size) {
+    uint32_t at = allocations++ & (kRing - 1);
+    recent[at] = address;
+    recent_sizes[at] = size;
+    ends[at] = blockEnd(address, size);
+  }
+  void addFree(uint64_t address, uint64_t size) {
+    uint32_t at = frees++ & (kRing - 1);
+    freed[at] = address;
+    freed_sizes[at] = size;
+  }
+  // The k-th most recent allocation's size (k from 1 to ringAllocations()).
+  uint64_t recentSize(uint32_t k) const { return recent_sizes[(allocations - k) & (kRing - 1)]; }
+  // How many frees the ring holds.
+  uint32_t ringFrees() const { return frees < kRing ? frees : kRing; }
   // The k of the most recent of the last kRecentAllocations allocations at `address`; 0 if
   // none of them is.
   uint32_t findRecent(uint64_t address) const {
@@ -647,6 +732,18 @@ inline constexpr uint32_t kShortRecordsVersion = 10;
 // then stands for at most 127 bytes of the string, so that what a reader keeps stays within
 // 43 times the file's bytes (a crafted file cannot make each string the one before plus one).
 inline constexpr uint32_t kMaxSharedPrefix = 127;
+
+// Note [Strings that begin as an earlier one]
+// With Python stacks, a trace's strings are mostly file paths, and most of each path is a folder an
+// earlier path named (`.../lib/python3.11/site-packages/`, `torch/nn/modules/`), but the string
+// just before is a function's name (`forward`), so version 10's kStringAfter shared nothing: the
+// strings took 0.39 bytes an event on GPT-2's training steps (docs/performance.md, Version 12).
+// Version 12's kStringFrom begins as any of the kStringWindow strings before it: the writer
+// compares the new string with each (when a string is first met, never on an event's path), takes
+// the longest shared beginning (the newest on a tie), and writes kStringAfter where that string is
+// the one just before, kStringFrom where it is further back, kString where none shares 2 bytes. A
+// reader keeps what it kept for kStringAfter: the string whole, a bounded multiple of its record.
+inline constexpr uint32_t kStringWindow = 16;
 
 // Which CUDA entry point an event came through (frees name the function that freed).
 enum class Api : uint8_t {

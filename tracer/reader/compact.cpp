@@ -61,7 +61,7 @@ Compacted compactTrace(const std::string& path, int level) {
   std::memcpy(file_header, format::kMagic, sizeof(format::kMagic));
   // The records are copied as they are: a version 8-10 file's events keep version 10's layout
   // (Note [Events in fewer bytes]), so it becomes version 10 (the first that reads all of its
-  // records and compressed chunks), a version 11 file stays 11.
+  // records and compressed chunks), a version 11 or 12 file keeps its version.
   codec::putU32(file_header + 8, trace.version() < format::kCompactEventsVersion
                                      ? format::kShortRecordsVersion
                                      : trace.version());

@@ -7,6 +7,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cstring>
+
 #include "tracer/format/codec.h"
 
 namespace memtrace::reader {
@@ -93,7 +95,9 @@ void TraceReader::rewind() {
   last_time_ = 0;
   time_unit_ns_ = 1;
   last_address_ = 0;
-  event_tables_ = format::EventTables{};
+  // Zeroed in place: the tables are 160 KiB (version 12's rings), too large for a temporary on
+  // the stack of a thread that allocates (the recorder runs on the program's threads).
+  std::memset(static_cast<void*>(&event_tables_), 0, sizeof(event_tables_));
   last_python_stack_[0] = last_python_stack_[1] = 0;
   last_native_stack_[0] = last_native_stack_[1] = 0;
   event_count_ = 0;
@@ -316,12 +320,21 @@ uint32_t TraceReader::readString() {
   return append(tables_.strings, bytes());
 }
 
-uint32_t TraceReader::readStringAfter() {
+uint32_t TraceReader::readStringAfter(bool from) {
+  // The string before it, id size() - 1 (index 0 is "none", the empty string), or version 12's
+  // string `back` ids before it (Note [Strings that begin as an earlier one] in records.h).
+  uint64_t back = 1;
+  if (from) {
+    back = varint();
+    if (back == 0 || back >= tables_.strings.size())
+      fail("a string beginning as the string " + std::to_string(back) + " before it, of " +
+           std::to_string(tables_.strings.size() - 1));
+  }
   uint64_t shared = varint();
-  // The string before it: id size() - 1 (index 0 is "none", the empty string).
-  const std::string& previous = tables_.strings.back();
+  const std::string& previous = tables_.strings[tables_.strings.size() - back];
   if (shared == 0 || shared > format::kMaxSharedPrefix || shared > previous.size())
-    fail("a string sharing " + std::to_string(shared) + " bytes with the string before it, of " +
+    fail("a string sharing " + std::to_string(shared) + " bytes with the string " +
+         (from ? std::to_string(back) + " " : std::string()) + "before it, of " +
          std::to_string(previous.size()));
   std::string value = previous.substr(0, shared);
   value += bytes();
@@ -693,7 +706,9 @@ const Section& TraceReader::readSection() {
   // Every decoding base starts afresh (records.h, RecordType::kSection).
   last_time_ = section.time_ns;
   last_address_ = 0;
-  event_tables_ = format::EventTables{};
+  // Zeroed in place: the tables are 160 KiB (version 12's rings), too large for a temporary on
+  // the stack of a thread that allocates (the recorder runs on the program's threads).
+  std::memset(static_cast<void*>(&event_tables_), 0, sizeof(event_tables_));
   last_python_stack_[0] = last_python_stack_[1] = 0;
   last_native_stack_[0] = last_native_stack_[1] = 0;
   context_ = Context{};

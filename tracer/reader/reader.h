@@ -436,10 +436,18 @@ class TraceReader {
   // kOwnerModule's and kString's.
   std::pair<uint64_t, format::Category> readRecentCategory();
   std::pair<uint64_t, uint32_t> readRecentOwnerModule();
-  uint32_t readStringAfter();
+  uint32_t readStringAfter(bool from = false);    // from: version 12's kStringFrom
   uint64_t recentAllocation(const char* record);  // the address of a field k of the ring
-  // Version 11's events (Note [Events in fewer bytes] in records.h), in place of readEvent.
+  // Version 11's and 12's events (Note [Events in fewer bytes] in records.h), in place of
+  // readEvent.
   Event readCompactEvent(uint8_t type);
+  // An allocation's size, the same in every version from 7 (Note [Event tables] in records.h): the
+  // sizes table's slot `entry` names it, or (0) its field follows and takes its slot; the
+  // allocation at `address` joins the ring of recent allocations.
+  uint64_t allocationSize(uint32_t entry, uint64_t address);
+  // Version 12's allocation after its time (Note [Allocations named by the blocks before them] in
+  // records.h): its address (into last_address_) and its size, returned; the rings take it.
+  uint64_t readBlockAllocation(uint32_t entry);
   // An address field of version 11's (an allocation's v > 0, or 0 and the delta): the address.
   uint64_t compactAddress(uint64_t value);
 
@@ -552,17 +560,7 @@ inline Event TraceReader::readEvent(uint8_t type) {
     last_address_ += delta;
   }
   event.address = last_address_;
-  if (kind) {
-    event.size = 0;
-  } else {
-    if (entry) {
-      event.size = event_tables_.sizes[entry - 1];
-    } else {
-      event.size = varint();
-      event_tables_.sizes[format::EventTables::sizeSlot(event.size)] = event.size;
-    }
-    event_tables_.addAllocation(event.address);
-  }
+  event.size = kind ? 0 : allocationSize(entry, event.address);
   if (!(type & EventBits::kSamePythonStack)) {
     last_python_stack_[kind] = static_cast<uint32_t>(varint());
     checkId(last_python_stack_[kind], tables_.python_stacks.size(), "Python stack");
@@ -579,6 +577,18 @@ inline Event TraceReader::readEvent(uint8_t type) {
   return event;
 }
 
+inline uint64_t TraceReader::allocationSize(uint32_t entry, uint64_t address) {
+  uint64_t size;
+  if (entry) {
+    size = event_tables_.sizes[entry - 1];
+  } else {
+    size = varint();
+    event_tables_.sizes[format::EventTables::sizeSlot(size)] = size;
+  }
+  event_tables_.addAllocation(address);
+  return size;
+}
+
 inline uint64_t TraceReader::compactAddress(uint64_t value) {
   // Unsigned, as in readEvent: a delta times 256 wraps like the addresses do.
   if (value) return last_address_ + static_cast<uint64_t>(codec::unzigzag(value - 1)) * 256;
@@ -588,8 +598,10 @@ inline uint64_t TraceReader::compactAddress(uint64_t value) {
 inline Event TraceReader::readCompactEvent(uint8_t type) {
   using format::CompactEventBits;
   using format::EventBits;
+  using format::EventTables;
   uint32_t entry = type & EventBits::kTableEntry;
   int kind = (type & EventBits::kFree) ? 1 : 0;
+  bool blocks = version_ >= format::kBlockNamesVersion;
   Event event;
   event.kind = kind ? EventKind::kFree : EventKind::kAlloc;
   event.index = event_count_++;
@@ -597,38 +609,46 @@ inline Event TraceReader::readCompactEvent(uint8_t type) {
   if (units == CompactEventBits::kTimeInline) units += varint();
   last_time_ += units * time_unit_ns_;
   event.time_ns = last_time_;
-  if (kind && entry) {
-    last_address_ = event_tables_.recentAllocation(entry);
-  } else if (kind) {
-    uint64_t value = varint();
-    if (value & 1) {
-      uint64_t k = (value >> 1) + format::EventTables::kRecentAllocations + 1;
-      if (k > event_tables_.ringAllocations())
-        fail("a free naming allocation " + std::to_string(k) + " before this one, of " +
-             std::to_string(event_tables_.ringAllocations()) + " known");
-      last_address_ = event_tables_.recentAllocation(static_cast<uint32_t>(k));
-    } else {
-      last_address_ = compactAddress(value >> 1);
+  if (kind) {
+    // The k-th most recent allocation (k > 0), or 0 and the address field.
+    uint32_t k = entry;
+    if (!entry) {
+      uint64_t value = varint();
+      if (value & 1) {
+        uint64_t place = (value >> 1) + EventTables::kRecentAllocations + 1;
+        if (place > event_tables_.ringAllocations())
+          fail("a free naming allocation " + std::to_string(place) + " before this one, of " +
+               std::to_string(event_tables_.ringAllocations()) + " known");
+        k = static_cast<uint32_t>(place);
+      } else {
+        last_address_ = compactAddress(value >> 1);
+      }
     }
+    if (k) last_address_ = event_tables_.recentAllocation(k);
+    event.address = last_address_;
+    event.size = 0;
+    if (blocks)
+      event_tables_.addFree(last_address_,
+                            k ? event_tables_.recentSize(k) : EventTables::kUnknownSize);
+  } else if (blocks) {
+    event.size = readBlockAllocation(entry);
+    event.address = last_address_;
   } else {
     last_address_ = compactAddress(varint());
-  }
-  event.address = last_address_;
-  if (kind) {
-    event.size = 0;
-  } else {
-    if (entry) {
-      event.size = event_tables_.sizes[entry - 1];
-    } else {
-      event.size = varint();
-      event_tables_.sizes[format::EventTables::sizeSlot(event.size)] = event.size;
-    }
-    event_tables_.addAllocation(event.address);
+    event.address = last_address_;
+    event.size = allocationSize(entry, event.address);
   }
   if (!(type & CompactEventBits::kSameStacks)) {
     uint64_t stacks = varint();
-    last_python_stack_[kind] = static_cast<uint32_t>(stacks >> 1);
-    if (stacks >> 33) fail("a Python stack id past 2^32");
+    if (blocks) {
+      // A zigzag delta from the previous Python stack of its kind (version 12).
+      uint64_t python = last_python_stack_[kind] + uint64_t(codec::unzigzag(stacks >> 1));
+      if (python >> 32) fail("a Python stack id past 2^32");
+      last_python_stack_[kind] = static_cast<uint32_t>(python);
+    } else {
+      last_python_stack_[kind] = static_cast<uint32_t>(stacks >> 1);
+      if (stacks >> 33) fail("a Python stack id past 2^32");
+    }
     checkId(last_python_stack_[kind], tables_.python_stacks.size(), "Python stack");
     if (stacks & 1) {
       last_native_stack_[kind] = static_cast<uint32_t>(varint());
@@ -641,6 +661,65 @@ inline Event TraceReader::readCompactEvent(uint8_t type) {
   event.module = current_module_;
   event.context = &context_;
   return event;
+}
+
+inline uint64_t TraceReader::readBlockAllocation(uint32_t entry) {
+  using format::BlockForm;
+  using format::EventTables;
+  uint64_t value = varint();
+  uint64_t k = (value >> BlockForm::kShift) + 1;
+  uint64_t size = 0;
+  bool sized = false;
+  switch (value & BlockForm::kMask) {
+    case BlockForm::kDelta:
+      last_address_ =
+          value ? last_address_ +
+                      static_cast<uint64_t>(codec::unzigzag((value >> BlockForm::kShift) - 1)) * 256
+                : last_address_ + static_cast<uint64_t>(zigzag());
+      break;
+    case BlockForm::kFreedBlock:
+    case BlockForm::kFreedAddress: {
+      if (k > event_tables_.ringFrees())
+        fail("an allocation naming free " + std::to_string(k) + " before it, of " +
+             std::to_string(event_tables_.ringFrees()) + " known");
+      uint32_t at = (event_tables_.frees - static_cast<uint32_t>(k)) & (EventTables::kRing - 1);
+      last_address_ = event_tables_.freed[at];
+      if ((value & BlockForm::kMask) == BlockForm::kFreedBlock) {
+        size = event_tables_.freed_sizes[at];
+        if (size == EventTables::kUnknownSize)
+          fail("an allocation naming the size of free " + std::to_string(k) +
+               " before it, whose size is not known (it named no allocation of the ring)");
+        if (entry) fail("an allocation naming a freed block's size and a size slot");
+        sized = true;
+      }
+      break;
+    }
+    default:  // BlockForm::kAllocationEnd
+      if (k > event_tables_.ringAllocations())
+        fail("an allocation at the end of allocation " + std::to_string(k) + " before it, of " +
+             std::to_string(event_tables_.ringAllocations()) + " known");
+      last_address_ = event_tables_.ends[(event_tables_.allocations - static_cast<uint32_t>(k)) &
+                                         (EventTables::kRing - 1)];
+  }
+  if (!sized) {
+    if (entry) {
+      size = event_tables_.sizes[entry - 1];
+    } else {
+      // In 512-byte units when odd; 0: the size's own varint follows.
+      uint64_t field = varint();
+      if (field == 0) {
+        size = varint();
+      } else if (field & 1) {
+        if (field >> 56) fail("an allocation size past 2^64 bytes");
+        size = (field >> 1) * BlockForm::kRounding;
+      } else {
+        size = field >> 1;
+      }
+      event_tables_.sizes[format::EventTables::sizeSlot(size)] = size;
+    }
+  }
+  event_tables_.addSizedAllocation(last_address_, size);
+  return size;
 }
 
 template <typename Visitor>
@@ -750,6 +829,10 @@ void TraceReader::readRecord(Visitor& visitor) {
       return visitor.onSegment(readSegment(/*near=*/true));
     case RecordType::kStringAfter: {
       uint32_t id = readStringAfter();
+      return visitor.onString(id, tables_.strings[id]);
+    }
+    case RecordType::kStringFrom: {
+      uint32_t id = readStringAfter(/*from=*/true);
       return visitor.onString(id, tables_.strings[id]);
     }
   }

@@ -72,7 +72,9 @@ void RecordWriter::resetBases(uint64_t time_ns) {
   last_address_ = 0;
   last_python_stack_[0] = last_python_stack_[1] = 0;
   last_native_stack_[0] = last_native_stack_[1] = 0;
-  event_tables_ = format::EventTables{};
+  // Zeroed in place: the tables are 160 KiB (version 12's rings), too large for a temporary on
+  // the stack of a thread that allocates (the recorder runs on the program's threads).
+  std::memset(static_cast<void*>(&event_tables_), 0, sizeof(event_tables_));
   context_written_ = false;
   ++scope_generation_;
   ++prelude_epoch_;
@@ -255,16 +257,27 @@ uint32_t RecordWriter::internString(const char* data, size_t size, bool* ok) {
     return 0;
   }
   uint8_t* start = p++;
-  // The beginning it shares with the string before it (Note [Records beside the events,
-  // shorter]): written as kStringAfter when that saves a byte or more.
-  const StringRef& previous = string_by_id_[string_count_];
+  // The longest beginning it shares with one of the kStringWindow strings before it, the newest
+  // on a tie (Note [Strings that begin as an earlier one] in records.h): written as kStringAfter
+  // (the string just before) or kStringFrom when that saves a byte or more.
   size_t shared = 0;
-  size_t most = previous.size < size ? previous.size : size;
-  if (most > format::kMaxSharedPrefix) most = format::kMaxSharedPrefix;
-  while (shared < most && previous.data[shared] == data[shared]) ++shared;
+  uint32_t back = 0;
+  for (uint32_t b = 1; b <= format::kStringWindow && b <= string_count_; ++b) {
+    const StringRef& earlier = string_by_id_[string_count_ + 1 - b];
+    size_t most = earlier.size < size ? earlier.size : size;
+    if (most > format::kMaxSharedPrefix) most = format::kMaxSharedPrefix;
+    if (most <= shared) continue;
+    size_t same = 0;
+    while (same < most && earlier.data[same] == data[same]) ++same;
+    if (same > shared) {
+      shared = same;
+      back = b;
+    }
+  }
   RecordType type = RecordType::kString;
-  if (shared >= 2) {
-    type = RecordType::kStringAfter;
+  if (shared >= 2 + (back > 1 ? 1 : 0)) {
+    type = back > 1 ? RecordType::kStringFrom : RecordType::kStringAfter;
+    if (back > 1) p = putVarint(p, back);
     p = putVarint(p, shared);
     p = putBytes(p, data + shared, size - shared);
   } else {

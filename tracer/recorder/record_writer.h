@@ -169,15 +169,15 @@ class RecordWriter {
   // saves cost more than the tables do).
   [[gnu::always_inline]] bool writeAlloc(uint64_t time_ns, uintptr_t address, uint64_t size,
                                          uint32_t python_stack, uint32_t native_stack) {
-    return writeEvent(0, time_ns, address, &size, python_stack, native_stack, 0);
+    return writeEvent(0, time_ns, address, size, python_stack, native_stack, 0);
   }
   // `number`: the allocation's allocationNumber() when it was written (Note [Events in fewer
   // bytes] in records.h), or kNoNumber: the free then names it only if it is one of the last 7.
   static constexpr uint64_t kNoNumber = ~uint64_t{0};
   [[gnu::always_inline]] bool writeFree(uint64_t time_ns, uintptr_t address, uint32_t python_stack,
                                         uint32_t native_stack, uint64_t number = kNoNumber) {
-    return writeEvent(format::EventBits::kFree, time_ns, address, nullptr, python_stack,
-                      native_stack, number);
+    return writeEvent(format::EventBits::kFree, time_ns, address, 0, python_stack, native_stack,
+                      number);
   }
   // The number the next allocation written will have, for writeFree.
   uint32_t allocationNumber() const { return event_tables_.allocations; }
@@ -263,9 +263,17 @@ class RecordWriter {
   [[gnu::noinline]] uint32_t internPythonFrameNodeAgain(PythonNodeMemo* slot, uint32_t parent,
                                                         const python::RawFrame& raw, bool holds_gil,
                                                         bool* ok);
+  // `size`: an allocation's (a free's is the ring's).
   [[gnu::always_inline]] bool writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address,
-                                         const uint64_t* size, uint32_t python_stack,
+                                         uint64_t size, uint32_t python_stack,
                                          uint32_t native_stack, uint64_t number);
+  // An allocation's address field (Note [Allocations named by the blocks before them]): true
+  // when it named a freed block of its size (no size field follows).
+  [[gnu::always_inline]] bool putAllocationAddress(uint8_t** p, uintptr_t address, uint64_t size);
+  // The writer's indexes' slot of an address (Note [One multiply for a key] in flat_map.h).
+  static uint32_t blockIndexSlot(uint64_t address) {
+    return static_cast<uint32_t>((address * kFibonacciMultiplier) >> (64 - kBlockIndexBits));
+  }
   // The time units from the last timed record to `time_ns`; the last time moves on by them.
   uint64_t timeDelta(uint64_t time_ns);
   // `time_ns` at the start of its time unit (Note [Times in microseconds]), as every time the
@@ -365,6 +373,11 @@ class RecordWriter {
   uint32_t last_python_stack_[2] = {0, 0};  // [alloc, free]
   uint32_t last_native_stack_[2] = {0, 0};
   format::EventTables event_tables_;
+  // Note [Allocations named by the blocks before them]: the number of the last free, and of the
+  // last allocation by its end, at each address's slot; hints, checked against the rings.
+  static constexpr unsigned kBlockIndexBits = 12;
+  uint32_t free_index_[1u << kBlockIndexBits] = {};
+  uint32_t end_index_[1u << kBlockIndexBits] = {};
   EventContext context_{};
   bool context_written_ = false;
   // Moves on with every change of context_, context_written_ or the scope generation: what a
@@ -389,11 +402,48 @@ inline uint64_t RecordWriter::timeDelta(uint64_t time_ns) {
   return units;
 }
 
+inline bool RecordWriter::putAllocationAddress(uint8_t** out, uintptr_t address, uint64_t size) {
+  using format::BlockForm;
+  using format::EventTables;
+  uint8_t* p = *out;
+  bool sized = false;
+  uint64_t value;
+  uint32_t slot = blockIndexSlot(address);
+  uint32_t number = free_index_[slot];
+  uint32_t k = event_tables_.frees - number;
+  uint32_t at = number & (EventTables::kRing - 1);
+  if (k - 1 < event_tables_.ringFrees() && event_tables_.freed[at] == address) {
+    sized = event_tables_.freed_sizes[at] == size;
+    value = uint64_t{k - 1} << BlockForm::kShift |
+            (sized ? BlockForm::kFreedBlock : BlockForm::kFreedAddress);
+  } else {
+    number = end_index_[slot];
+    k = event_tables_.allocations - number;
+    if (k - 1 < event_tables_.ringAllocations() &&
+        event_tables_.ends[number & (EventTables::kRing - 1)] == address) {
+      value = uint64_t{k - 1} << BlockForm::kShift | BlockForm::kAllocationEnd;
+    } else {
+      auto delta = static_cast<int64_t>(address - last_address_);
+      if ((delta & 0xff) != 0) {
+        // rare (CUDA's addresses are 256-aligned): 0, then the whole zigzag delta
+        *p++ = 0;
+        *out = codec::putZigzag(p, delta);
+        return false;
+      }
+      // exact: the low byte is zero, and >> of a negative value is arithmetic; at most 2^57
+      value = (codec::zigzag(delta >> 8) + 1) << BlockForm::kShift;
+    }
+  }
+  *out = codec::putVarint(p, value);
+  return sized;
+}
+
 inline bool RecordWriter::writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr_t address,
-                                     const uint64_t* size, uint32_t python_stack,
-                                     uint32_t native_stack, uint64_t number) {
+                                     uint64_t size, uint32_t python_stack, uint32_t native_stack,
+                                     uint64_t number) {
   using format::CompactEventBits;
   using format::EventBits;
+  using format::EventTables;
   uint8_t* p = file_.reserve(64);
   if (!p) return false;
   uint8_t* type = p++;
@@ -407,47 +457,60 @@ inline bool RecordWriter::writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr
     bits |= CompactEventBits::kTime;
     p = codec::putVarint(p, units - CompactEventBits::kTimeInline);
   }
-  // A free names its allocation by its place in the ring: its number, else a search of the last
-  // 7 (Note [Event tables]).
-  uint32_t recent = 0;
-  if (!size) {
-    recent = number != kNoNumber ? event_tables_.placeOf(static_cast<uint32_t>(number), address)
-                                 : event_tables_.findRecent(address);
-  }
-  if (recent > format::EventTables::kRecentAllocations) {
-    p = codec::putVarint(p,
-                         uint64_t{recent - format::EventTables::kRecentAllocations - 1} << 1 | 1);
-  } else if (recent) {
-    bits |= static_cast<uint8_t>(recent);
-  } else {
-    auto delta = static_cast<int64_t>(address - last_address_);
-    if ((delta & 0xff) == 0) {
-      // exact: the low byte is zero, and >> of a negative value is arithmetic; at most 2^57
-      uint64_t value = codec::zigzag(delta >> 8) + 1;
-      p = codec::putVarint(p, size ? value : value << 1);
+  if (kind_bit) {
+    // A free names its allocation by its place in the ring: its number, else a search of the
+    // last 7 (Note [Event tables]).
+    uint32_t recent = number != kNoNumber
+                          ? event_tables_.placeOf(static_cast<uint32_t>(number), address)
+                          : event_tables_.findRecent(address);
+    if (recent > EventTables::kRecentAllocations) {
+      p = codec::putVarint(p, uint64_t{recent - EventTables::kRecentAllocations - 1} << 1 | 1);
+    } else if (recent) {
+      bits |= static_cast<uint8_t>(recent);
     } else {
-      // rare (CUDA's addresses are 256-aligned): 0, then the whole zigzag delta
-      *p++ = 0;
-      p = codec::putZigzag(p, delta);
+      auto delta = static_cast<int64_t>(address - last_address_);
+      if ((delta & 0xff) == 0) {
+        p = codec::putVarint(p, (codec::zigzag(delta >> 8) + 1) << 1);
+      } else {
+        *p++ = 0;
+        p = codec::putZigzag(p, delta);
+      }
     }
+    // The ring of frees (Note [Allocations named by the blocks before them]): the size freed is
+    // known, to the reader as here, where the free named its place in the ring.
+    free_index_[blockIndexSlot(address)] = event_tables_.frees;
+    event_tables_.addFree(address,
+                          recent ? event_tables_.recentSize(recent) : EventTables::kUnknownSize);
+  } else {
+    if (!putAllocationAddress(&p, address, size)) {
+      uint32_t slot = EventTables::sizeSlot(size);
+      if (event_tables_.sizes[slot] == size) {
+        bits |= static_cast<uint8_t>(slot + 1);
+      } else {
+        // In 512-byte units where 512 divides it; 0 escapes a size no other form holds.
+        if (size % format::BlockForm::kRounding == 0) {
+          p = codec::putVarint(p, size / format::BlockForm::kRounding << 1 | 1);
+        } else if (size >> 63 == 0) {
+          p = codec::putVarint(p, size << 1);
+        } else {
+          *p++ = 0;
+          p = codec::putVarint(p, size);
+        }
+        event_tables_.sizes[slot] = size;
+      }
+    }
+    end_index_[blockIndexSlot(format::blockEnd(address, size))] = event_tables_.allocations;
+    event_tables_.addSizedAllocation(address, size);
   }
   last_address_ = address;
-  if (size) {
-    uint32_t slot = format::EventTables::sizeSlot(*size);
-    if (event_tables_.sizes[slot] == *size) {
-      bits |= static_cast<uint8_t>(slot + 1);
-    } else {
-      p = codec::putVarint(p, *size);
-      event_tables_.sizes[slot] = *size;
-    }
-    event_tables_.addAllocation(address);
-  }
   int kind = kind_bit ? 1 : 0;
   bool same_native = native_stack == last_native_stack_[kind];
   if (python_stack == last_python_stack_[kind] && same_native) {
     bits |= CompactEventBits::kSameStacks;
   } else {
-    p = codec::putVarint(p, uint64_t{python_stack} << 1 | (same_native ? 0 : 1));
+    // The Python stack as a delta from the previous one of its kind (version 12).
+    int64_t python_delta = int64_t{python_stack} - int64_t{last_python_stack_[kind]};
+    p = codec::putVarint(p, codec::zigzag(python_delta) << 1 | (same_native ? 0 : 1));
     if (!same_native) p = codec::putVarint(p, native_stack);
     last_python_stack_[kind] = python_stack;
     last_native_stack_[kind] = native_stack;
