@@ -249,8 +249,8 @@ def test_a_stack_like_the_last_is_still_its_own(build, tmp_path, python):
     # whose line changes: compared through more than one block of the comparison's unrolled loop,
     # Note [The chain compared a frame at a time], on every interpreter and in every process, not
     # only where the frames' addresses happen to let the walk meet the innermost ones again:
-    # stack_reuse.py's DEEP says why), a generator and a coroutine resumed from other callers, a freed frame's
-    # memory taken by another function's.
+    # stack_reuse.py's DEEP says why), a generator and a coroutine resumed from other callers, a
+    # freed frame's memory taken by another function's.
     trace = tmp_path / "reuse.bin"
     result = run([python, SCRIPTS / "stack_reuse.py", build.cuda, 3],
                  preloaded(trace, MEMTRACE_PYTHON_DEPTH=256), timeout=240)

@@ -4,7 +4,7 @@ own, whatever the stack before it was. The cases: a callee's frame pushed again 
 address and instruction under a caller now on another line; recursion to varying depths; a
 generator and a coroutine resumed from other callers; a frame freed and its memory taken by a
 frame of another function; two threads at once; chains compared through more than one block of
-the comparison's unrolled loop (240 frames deep: DEEP); stacks deeper than MEMTRACE_PYTHON_DEPTH. The
+the comparison's unrolled loop (DEEP frames); stacks deeper than MEMTRACE_PYTHON_DEPTH. The
 runtime is called with the GIL released (ctypes.CDLL), as PyTorch's ops are.
 
     python stack_reuse.py LIBCUDART ROUNDS
@@ -91,8 +91,9 @@ def deep_other_caller(size):
     recurse(DEEP, size + 1)
 
 
+# Written out by exec: HUGE names are not a thing to type (the code is the script's own).
 namespace = {"deep_other_caller": deep_other_caller}
-exec(f"def with_a_chunk_of_its_own(size):\n"
+exec(f"def with_a_chunk_of_its_own(size):\n"  # noqa: S102
      f"    {' = '.join(f'v{i}' for i in range(HUGE))} = None\n"
      f"    deep_other_caller(size)\n", namespace)
 with_a_chunk_of_its_own = namespace["with_a_chunk_of_its_own"]
