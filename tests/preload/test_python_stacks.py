@@ -245,10 +245,12 @@ def test_a_stack_like_the_last_is_still_its_own(build, tmp_path, python):
     # Note [Python stacks flat in depth]: a walk stops where the rest of the chain is its last
     # walk's. Every allocation's stack, on two threads at once, is what the program saw: a callee
     # pushed again at the same address under a caller on another line, recursion to varying
-    # depths (past MEMTRACE_PYTHON_DEPTH: the innermost 256 kept; 150 frames deep: compared
-    # through more than one block of the comparison's unrolled loop, Note [The chain compared a
-    # frame at a time]), a generator and a coroutine resumed from other callers, a freed frame's
-    # memory taken by another function's.
+    # depths (past MEMTRACE_PYTHON_DEPTH: the innermost 256 kept; 240 frames deep under a caller
+    # whose line changes: compared through more than one block of the comparison's unrolled loop,
+    # Note [The chain compared a frame at a time], on every interpreter and in every process, not
+    # only where the frames' addresses happen to let the walk meet the innermost ones again:
+    # stack_reuse.py's DEEP says why), a generator and a coroutine resumed from other callers, a
+    # freed frame's memory taken by another function's.
     trace = tmp_path / "reuse.bin"
     result = run([python, SCRIPTS / "stack_reuse.py", build.cuda, 3],
                  preloaded(trace, MEMTRACE_PYTHON_DEPTH=256), timeout=240)
