@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import _torch_internals
 from . import fake_kernels
+from .device_kernels import native_convolution_columns
 from .known_values import KnownValues
 
 if TYPE_CHECKING:
@@ -353,6 +354,11 @@ class Recorder:
             # Not a temporary of the profile's list: its shape is not an operand's.
             return [], (self._grouped_heads_gradients(args) if kernels.rules.device == "cuda"
                         else [])
+        columns = native_convolution_columns(name, args) if kernels.rules.device == "cuda" \
+            else None
+        if columns is not None:  # Note [CUDA's convolution without cuDNN]
+            return [], [self._scratch(args[0], args[0].dtype, "the convolution's im2col columns "
+                                      "(cuDNN off)", columns)]
         entries = [entry for entry in kernels.rules.temporaries if entry.op == name]
         if not entries:
             return [], []
