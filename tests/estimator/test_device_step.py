@@ -541,7 +541,10 @@ def test_convolutions_without_cudnn_take_atens_columns_and_cublas():
     33,554,432 B workspace, the columns freed; the dilated convolution's output, then 1,792,000
     B of columns (slow_conv_dilated2d); the 1x1 one none; the strided one 512,000 B;
     max_memory_allocated 36,967,936 B, which the estimate now equals (1,622,016 B before: no
-    columns, no workspace). With cuDNN on, the recording is the convolution as before."""
+    columns, no workspace). Of a real GPU this assumes only what the card stands in for: the
+    kernels, their buffers and the caching allocator are PyTorch's own code, which the card
+    runs as a GPU does; cuBLAS is the simulated one, its workspace the size torch 2.14 asks on
+    sm90 (the profile's). With cuDNN on, the recording is the convolution as before."""
     torch.manual_seed(0)
     model = DacWithoutCudnn().eval()
     x = torch.randn(2, 1, 2000)

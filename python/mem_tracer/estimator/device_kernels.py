@@ -39,6 +39,7 @@ instead (its fake kernel sizes its outputs; autograd saves what its derivative f
   memtrace-estimate's TorchScript front end (a .pt file, method="torchscript") makes the same
   forward copies (convolutionRule in estimator/torchscript/op_rules.cpp; test_op_rules.py
   holds the two front ends equal).
+  With cuDNN disabled, ATen's own kernels instead: Note [CUDA's convolution without cuDNN].
 The CPU's own profile changes nothing: the fake CPU tensors run the CPU's composites. Not
 applied: CUDA's autocast op lists (the recording runs the CPU's), cuDNN's RNN sizes (its calls
 in a training step are made as RNN.cpp makes them, with the simulated cuDNN's reserve and work
