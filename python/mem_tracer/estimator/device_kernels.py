@@ -1054,5 +1054,4 @@ class DeviceKernels:
 __all__ = ["CPU_RULES", "SDPA_KERNELS", "CudnnRnnPlan", "CudnnRnnSpaces", "DeviceKernels", "KernelChoice",
            "KernelRules", "KernelRulesError", "SdpaCall", "SdpaKernel", "SdpaTensor",
            "convolution_memory_format", "cudnn_rnn", "cudnn_rnn_spaces", "device_convolution", "device_dropout",
-           "native_convolution_columns",
-           "device_sdpa", "kernel_rules", "profile_path", "sdpa_choice", "sdpa_rejects"]
+           "device_sdpa", "kernel_rules", "native_convolution_columns", "profile_path", "sdpa_choice", "sdpa_rejects"]
