@@ -42,7 +42,7 @@ MACHINERY_FILES = ("/torch/utils/_", "/torch/_subclasses/", "/torch/_dynamo/",
 # The logger FakeTensorMode writes a failing op's error to, besides raising it.
 FAKE_TENSOR_LOGGER = "torch._subclasses.fake_tensor"
 # ATen's private ops called by name (device_kernels: what the device runs).
-PRIVATE_ATEN_OPS = ("_safe_softmax", "_scaled_dot_product_cudnn_attention",
+PRIVATE_ATEN_OPS = ("_safe_softmax", "_scaled_dot_product_cudnn_attention", "_slow_conv2d_forward",
                     "_scaled_dot_product_flash_attention",
                     "_scaled_dot_product_efficient_attention", "_unsafe_view")
 

@@ -500,6 +500,80 @@ def test_a_size_one_batch_copies_the_depthwise_input_as_cuda_does():
         assert set(copies) <= released, (batch, ops)
 
 
+class Snake(nn.Module):
+    """DAC's Snake activation (transformers' modeling_dac.py / modeling_pe_audio.py Snake1d)."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.ones(1, channels, 1))
+
+    def forward(self, x):
+        return x + (self.alpha + 1e-9).reciprocal() * torch.sin(self.alpha * x).pow(2)
+
+
+class DacWithoutCudnn(nn.Module):
+    """pe_audio's DAC encoder in small (modeling_pe_audio.py, PeAudioEncoderEmbedder): 1-d
+    convolutions run with cuDNN disabled, a 1-channel stem (kernel 7), a dilated one, a 1x1
+    and a strided one."""
+
+    def __init__(self, channels=32):
+        super().__init__()
+        self.stem = nn.Conv1d(1, channels, kernel_size=7, padding=3)
+        self.snake = Snake(channels)
+        self.dilated = nn.Conv1d(channels, channels, kernel_size=7, dilation=3, padding=9)
+        self.pointwise = nn.Conv1d(channels, channels, kernel_size=1)
+        self.down = nn.Conv1d(channels, 2 * channels, kernel_size=4, stride=2, padding=1)
+
+    def forward(self, x):
+        with torch.backends.cudnn.flags(enabled=False):
+            x = self.stem(x)
+            x = x + self.pointwise(self.dilated(self.snake(x)))
+            return self.down(x)
+
+
+def test_convolutions_without_cudnn_take_atens_columns_and_cublas():
+    """Note [CUDA's convolution without cuDNN]: with cuDNN disabled, CUDA's 1-d convolutions
+    run ATen's own kernels, each with an im2col buffer after its output and a cuBLAS product
+    (the first takes cuBLAS's workspace). Assumed of the card, as measured on the simulated
+    H100 (torch 2.14.1+cu130, PyTorch's own code around the simulated cuBLAS;
+    torch.cuda.memory._record_memory_history), this module at (2, 1, 2000) in eval without
+    grad: the stem's output (512,000 B, slow_conv2d_forward), its columns (56,000 B), cuBLAS's
+    33,554,432 B workspace, the columns freed; the dilated convolution's output, then 1,792,000
+    B of columns (slow_conv_dilated2d); the 1x1 one none; the strided one 512,000 B;
+    max_memory_allocated 36,967,936 B, which the estimate now equals (1,622,016 B before: no
+    columns, no workspace). Of a real GPU this assumes only what the card stands in for: the
+    kernels, their buffers and the caching allocator are PyTorch's own code, which the card
+    runs as a GPU does; cuBLAS is the simulated one, its workspace the size torch 2.14 asks on
+    sm90 (the profile's). With cuDNN on, the recording is the convolution as before."""
+    torch.manual_seed(0)
+    model = DacWithoutCudnn().eval()
+    x = torch.randn(2, 1, 2000)
+    recorded = step_graph.record(model, (x,), training=False, profile="cuda-sm90")
+    nodes, storages = recorded["nodes"], recorded["storages"]
+    convolutions = [(index, node) for index, node in enumerate(nodes)
+                    if node["op"] in ("aten::_slow_conv2d_forward", "aten::slow_conv_dilated2d")]
+    assert [(node["module"], node["op"]) for _, node in convolutions] == [
+        ("stem", "aten::_slow_conv2d_forward"), ("dilated", "aten::slow_conv_dilated2d"),
+        ("pointwise", "aten::_slow_conv2d_forward"), ("down", "aten::_slow_conv2d_forward")]
+    made = [[storages[allocation[0]]["bytes"] for allocation in node["allocates"]]
+            for _, node in convolutions]
+    assert made == [[512_000, 56_000], [512_000, 1_792_000], [512_000], [512_000, 512_000]]
+    for index, node in convolutions:  # the columns die as the call returns
+        for allocation in node["allocates"][1:]:
+            assert allocation[0] in nodes[index + 1]["releases"], node
+    whole = mem_tracer.estimate(model, (x,), device="cuda-sm90")
+    assert whole.raw["cublas_workspace_node"]["op"] == "aten::_slow_conv2d_forward"
+    assert whole.raw["cublas_workspace_node"]["module_path"] == "stem"
+    assert whole.peak_allocated_bytes == 36_967_936
+    # cuDNN on (the forward without the flags): the convolution as recorded before.
+    with torch.backends.cudnn.flags(enabled=True):
+        plain = step_graph.record(nn.Conv1d(1, 4, 7), (x,), training=False, profile="cuda-sm90")
+    assert "aten::convolution" in _ops(plain) and "aten::_slow_conv2d_forward" not in _ops(plain)
+    # The CPU's profile: its own kernels, not CUDA's.
+    on_cpu = step_graph.record(model, (x,), training=False, profile="cpu")
+    assert "aten::slow_conv_dilated2d" not in _ops(on_cpu)
+
+
 def test_the_fused_encoder_takes_the_cublas_workspace_through_torchscript():
     """nn.TransformerEncoderLayer and nn.MultiheadAttention in eval without grad run the fused
     path, one op each in a TorchScript graph (aten::_transformer_encoder_layer_fwd, which calls

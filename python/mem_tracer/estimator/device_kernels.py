@@ -39,6 +39,7 @@ instead (its fake kernel sizes its outputs; autograd saves what its derivative f
   memtrace-estimate's TorchScript front end (a .pt file, method="torchscript") makes the same
   forward copies (convolutionRule in estimator/torchscript/op_rules.cpp; test_op_rules.py
   holds the two front ends equal).
+  With cuDNN disabled, ATen's own kernels instead: Note [CUDA's convolution without cuDNN].
 The CPU's own profile changes nothing: the fake CPU tensors run the CPU's composites. Not
 applied: CUDA's autocast op lists (the recording runs the CPU's), cuDNN's RNN sizes (its calls
 in a training step are made as RNN.cpp makes them, with the simulated cuDNN's reserve and work
@@ -467,15 +468,22 @@ def convolution_memory_format(input: Any, weight: Any) -> Any:
     return torch.contiguous_format
 
 
-def device_convolution(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+def device_convolution(func: Any, args: Sequence[Any], kwargs: dict[str, Any],
+                       cuda_without_cudnn: bool = False) -> Any:
     """A convolution with the copies CUDA makes of its operands (the Note above): the input's
-    before the output, the weight's after it, both released when the call returns."""
+    before the output, the weight's after it, both released when the call returns. With
+    `cuda_without_cudnn` (cuDNN disabled on a CUDA device), ATen's own kernel where Note [CUDA's
+    convolution without cuDNN] models it."""
     import torch
     input = args[0] if args else kwargs.get("input")
     weight = args[1] if len(args) > 1 else kwargs.get("weight")
     if not isinstance(input, torch.Tensor) or not isinstance(weight, torch.Tensor) or \
             input.numel() == 0 or input.dim() not in (weight.dim(), weight.dim() - 1):
         return func(*args, **kwargs)
+    if cuda_without_cudnn:
+        native = _native_convolution(func, input, weight, args, kwargs)
+        if native is not None:
+            return native
     batched = input if input.dim() == weight.dim() else input.unsqueeze(0)
     memory_format = convolution_memory_format(batched, weight)
     with torch.no_grad():
@@ -487,6 +495,92 @@ def device_convolution(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -
             weight.contiguous(memory_format=memory_format)  # cuDNN's copy, freed on return
     del staged
     return output
+
+
+# Note [CUDA's convolution without cuDNN]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# With cuDNN disabled (`torch.backends.cudnn.flags(enabled=False)`, as transformers'
+# pe_audio runs its DAC encoder), CUDA's `_convolution` (aten/src/ATen/native/Convolution.cpp,
+# select_conv_backend) takes ATen's own kernels: for a non-transposed 1-d or 2-d convolution of
+# one group (a 1-d one viewed as 2-d: view1d_as_2d), `slow_conv_dilated2d` where a dilation is
+# not 1, else `_slow_conv2d_forward` (thnn_conv2d). Both work a batch element at a time through
+# an im2col buffer, the "columns", of (C_in * kH * kW, outH * outW) elements in the input's
+# dtype, taken after the output (cuda/ConvolutionMM2d.cu: only where the kernel, stride or
+# padding is not 1, 1, 0; cuda/NaiveDilatedConvolution.cu: always), multiplied with the weight
+# by cuBLAS (at::cuda::blas::gemm: the first such call takes cuBLAS's workspace, as a matrix
+# product would) and freed as the call returns. Seen on the simulated H100 (torch 2.14.1,
+# PyTorch's own code around the simulated cuBLAS): pe_audio's first convolution (1 -> 64
+# channels, kernel 7, 4,000 samples) takes the output (1,024,000 B), its columns (112,000 B),
+# then cuBLAS's 32 MiB workspace, and frees the columns; a dilated one (64 -> 64, kernel 7,
+# dilation 3) its output, then 7,168,000 B of columns. The recording calls that op instead of
+# the convolution (step_recorder.py adds its columns: Note [What a CUDA kernel allocates inside
+# itself]), and the CUDA profiles list both ops among cuBLAS's. Not modelled (left to the
+# convolution as recorded): groups above 1 (the slow path convolves each group and
+# concatenates), transposed and 3-d convolutions, padding given as a string, and the slow
+# kernels' backward (columns again, and a gradient of the weight's size).
+_NATIVE_CONVOLUTIONS = ("conv1d", "conv2d")
+
+
+def _pairs(value: Any, dims: int) -> list[int] | None:
+    """A convolution's stride, padding or dilation as `dims` integers (None: a string)."""
+    if isinstance(value, str):
+        return None
+    values = [int(v) for v in value] if isinstance(value, (list, tuple)) else [int(value)]
+    return values * dims if len(values) == 1 else values
+
+
+def _native_convolution(func: Any, input: Any, weight: Any, args: Sequence[Any],
+                        kwargs: dict[str, Any]) -> Any | None:
+    """Note [CUDA's convolution without cuDNN]: the op CUDA runs, on the recording's tensors, or
+    None where the Note does not model it."""
+    import torch
+    if func not in {getattr(torch, name) for name in _NATIVE_CONVOLUTIONS}:
+        return None
+    names = ("input", "weight", "bias", "stride", "padding", "dilation", "groups")
+    call = {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1,
+            **dict(zip(names, args)), **kwargs}
+    dims = weight.dim() - 2
+    stride, padding, dilation = (_pairs(call[key], dims) for key in ("stride", "padding",
+                                                                     "dilation"))
+    if call["groups"] != 1 or stride is None or padding is None or dilation is None or \
+            not input.is_floating_point():
+        return None
+    batched = input if input.dim() == weight.dim() else input.unsqueeze(0)
+    if not batched.is_contiguous() and batched.requires_grad and torch.is_grad_enabled():
+        return None  # autograd would save the kernel's own copy: left as recorded
+    with torch.no_grad():  # `_convolution`'s input.contiguous(), held for the call
+        operand = batched if batched.is_contiguous() else batched.contiguous()
+    kernel_weight = weight
+    if dims == 1:  # view1d_as_2d
+        operand, kernel_weight = operand.unsqueeze(2), weight.unsqueeze(2)
+        stride, padding, dilation = [1, *stride], [0, *padding], [1, *dilation]
+    kernel_size = list(kernel_weight.shape[2:])
+    if any(d != 1 for d in dilation):
+        output = torch.ops.aten.slow_conv_dilated2d(operand, kernel_weight, kernel_size,
+                                                    call["bias"], stride, padding, dilation)
+    else:
+        output = _torch_internals.aten_op("_slow_conv2d_forward")(
+            operand, kernel_weight, kernel_size, call["bias"], stride, padding)
+    if dims == 1:
+        output = output.squeeze(2)
+    return output if input.dim() == weight.dim() else output.squeeze(0)
+
+
+def native_convolution_columns(name: str, args: Sequence[Any]) -> list[int] | None:
+    """The shape of the columns buffer the op takes after its output (Note [CUDA's
+    convolution without cuDNN]), or None where it takes none."""
+    if name not in ("aten::_slow_conv2d_forward", "aten::slow_conv_dilated2d") or len(args) < 6:
+        return None
+    input, weight, kernel_size, _, stride, padding = args[:6]
+    dilation = list(args[6]) if len(args) > 6 else [1, 1]
+    if name == "aten::_slow_conv2d_forward" and list(kernel_size) == [1, 1] and \
+            list(stride) == [1, 1] and list(padding) == [0, 0]:
+        return None
+    spatial = 1
+    for size, kernel, step, pad, spread in zip(input.shape[2:], kernel_size, stride, padding,
+                                               dilation):
+        spatial *= (int(size) + 2 * int(pad) - int(spread) * (int(kernel) - 1) - 1) // int(step) + 1
+    return [int(weight.shape[1]) * int(kernel_size[0]) * int(kernel_size[1]), spatial]
 
 
 # Factories that make a tensor where they are told (device=), else on the host: in torch.optim
@@ -892,7 +986,9 @@ class DeviceKernels:
                 if func is torch.nn.functional.dropout or func is torch.dropout:
                     return owner._dropout(func, args, kwargs)
                 if func in convolutions:
-                    return device_convolution(func, args, kwargs)
+                    return device_convolution(
+                        func, args, kwargs, cuda_without_cudnn=owner.rules.device == "cuda"
+                        and not torch.backends.cudnn.enabled)
                 if func in rnns and owner.on_rnn is not None and owner.rules.device == "cuda" \
                         and not kwargs:
                     spaces = cudnn_rnn_spaces(rnns[func], args)
@@ -957,4 +1053,4 @@ class DeviceKernels:
 __all__ = ["CPU_RULES", "SDPA_KERNELS", "CudnnRnnPlan", "CudnnRnnSpaces", "DeviceKernels", "KernelChoice",
            "KernelRules", "KernelRulesError", "SdpaCall", "SdpaKernel", "SdpaTensor",
            "convolution_memory_format", "cudnn_rnn", "cudnn_rnn_spaces", "device_convolution", "device_dropout",
-           "device_sdpa", "kernel_rules", "profile_path", "sdpa_choice", "sdpa_rejects"]
+           "device_sdpa", "kernel_rules", "native_convolution_columns", "profile_path", "sdpa_choice", "sdpa_rejects"]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import _torch_internals
 from . import fake_kernels
+from .device_kernels import native_convolution_columns
 from .known_values import KnownValues
 
 if TYPE_CHECKING:
@@ -378,6 +379,11 @@ class Recorder:
                     else KernelScratch())
         if name in _CUBLAS_MATRIX_OPERANDS and kernels.rules.device == "cuda":
             return KernelScratch(after=self._cublas_operand_copies(name, args))
+        columns = native_convolution_columns(name, args) if kernels.rules.device == "cuda" \
+            else None
+        if columns is not None:  # Note [CUDA's convolution without cuDNN]
+            return KernelScratch(after=[self._scratch(
+                args[0], args[0].dtype, "the convolution's im2col columns (cuDNN off)", columns)])
         entries = [entry for entry in kernels.rules.temporaries if entry.op == name]
         if not entries:
             return KernelScratch()
