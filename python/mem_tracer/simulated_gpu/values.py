@@ -197,6 +197,14 @@ _SIZED_BY_VALUES = {_aten.nonzero.default, _aten.masked_select.default, _aten.in
 # And by name, from libraries that may not be loaded yet: torchvision's NMS counts on the card
 # the boxes it keeps (its overlaps mask no kernel computed: it keeps them all).
 _SIZED_BY_VALUES_NAMED = {"torchvision::nms"}
+# repeat_interleave(repeats) without output_size sizes its output by `cumsum(repeats)[-1]` and
+# checks `(repeats >= 0).all()`, both read back inside the op from temporaries the mode never
+# sees: read as zero, the check fails ("repeats can not be negative": a Qwen-VL vision
+# encoder's `repeat_interleave(h * w, t)` of its image grid). With known repeats the mode passes
+# the host's sum as output_size, which skips both reads; the card then leaves out the check's
+# two temporaries (a bool a repeat and one bool, 512 B blocks freed at once: a GPU's peak moves
+# by them only if it falls inside the op, before its output is allocated).
+_REPEAT_INTERLEAVE = _aten.repeat_interleave.Tensor
 # Note [How many distinct values an unknown tensor holds]
 # unique() of a tensor no kernel computed keeps everything: every element distinct
 # (Note [Values where they decide the path]). Often far fewer can be: class labels gathered
@@ -820,6 +828,11 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         card_inputs = _card_tensors(args)
         if kwargs:
             card_inputs += _card_tensors(kwargs.values())
+        if func is _REPEAT_INTERLEAVE and kwargs.get("output_size") is None and card_inputs \
+                and self._shadow(args[0]) is not None:
+            repeats = self._host_values(args[0])
+            if repeats.numel() and bool((repeats >= 0).all()):  # else the op refuses, as on a GPU
+                kwargs = {**kwargs, "output_size": int(repeats.sum())}
         if traits.reads_scalar and card_inputs and self._shadow(card_inputs[0]) is None:
             return self._assume(func(*args, **kwargs), card_inputs[0].device.index or 0)
         known = True
