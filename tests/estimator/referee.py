@@ -310,7 +310,7 @@ def transformers_inputs(model, config, batch, variant=""):
         # forward takes first and cannot go without (a vision or audio encoder alone): that.
         name = first.name
     text = getattr(config, "text_config", None) or config
-    vocabulary = getattr(text, "vocab_size", None) or VOCABULARY
+    vocabulary = getattr(text, "vocab_size", None) or _sub_config_vocabulary(config)
     if name == "input_ids":
         inputs = {"input_ids": torch.randint(0, vocabulary, (batch, SEQUENCE))}
     elif name in ("pixel_values", "image"):  # "image": BridgeTower's vision encoder's
@@ -373,6 +373,16 @@ def transformers_inputs(model, config, batch, variant=""):
         if _part(variant, "image grid") and "mm_token_type_ids" in parameters:
             inputs["mm_token_type_ids"] = (ids == token).int()  # 1 an image's token, 0 text's
     return inputs
+
+
+def _sub_config_vocabulary(config):
+    """The tokens a config without `vocab_size` takes: VOCABULARY, or fewer where a sub-config
+    (not named text_config: FastSpeech2 with HiFi-GAN's `model_config`, 78) has fewer."""
+    from transformers import PretrainedConfig
+
+    return min([VOCABULARY] + [sub.vocab_size for sub in vars(config).values()
+                               if isinstance(sub, PretrainedConfig)
+                               and isinstance(getattr(sub, "vocab_size", None), int)])
 
 
 _IMAGE_TOKEN = ("image_token_id", "image_token_index")

@@ -297,6 +297,16 @@ def test_a_hybrids_step_keeps_every_kind_of_layer():
     assert referee.shrink(CONFIG_MAPPING["jamba"]()).attn_layer_offset == 4  # plain: none
 
 
+def test_tokens_are_those_of_the_sub_config_that_embeds_them():
+    # FastSpeech2 with HiFi-GAN has no vocab_size of its own: its `model_config` embeds 78
+    # tokens, and ids up to VOCABULARY were out of its range ("index out of range in self").
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    config = referee.shrink(CONFIG_MAPPING["fastspeech2_conformer_with_hifigan"]())
+    assert referee._sub_config_vocabulary(config) == config.model_config.vocab_size < 512
+    assert referee._sub_config_vocabulary(referee.shrink(CONFIG_MAPPING["gpt2"]())) == 512
+
+
 def test_an_encoder_alone_gets_the_input_its_forward_takes_first():
     # PreTrainedModel's main input is "input_ids" unless a class says otherwise; a vision
     # encoder alone (Idefics2's) takes pixel_values first and cannot go without.
