@@ -1502,8 +1502,13 @@ def _hide_frames() -> None:
     codes = [_torch_internals.op_overload_call_code()]
     codes += [member.__code__ for member in vars(KnownValues).values()
               if hasattr(member, "__code__")]
-    for code in codes:
-        hide(id(code))  # a code object's id is its address; the class keeps it alive
+    # A code object's id is its address; the class keeps it alive. A code the recorder has no
+    # room for would show in every stack: said, never silent.
+    shown = [code.co_name for code in codes if not hide(id(code))]
+    if shown:
+        print(f"memtrace: the recorder could not hide {len(shown)} of the values mode's "
+              f"{len(codes)} functions from stacks (its table is full): {', '.join(shown)}",
+              file=sys.stderr)
 
 
 def install_from_environment() -> bool:
