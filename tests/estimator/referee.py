@@ -733,6 +733,8 @@ def _fails(model, config, batch, variant, train=False):
     `train`, in train mode as the step runs it), in a line; None where it runs."""
     import torch
 
+    if not train and hasattr(model.config, "use_cache"):
+        model.config.use_cache = False  # as build() runs a forward
     try:
         with torch.set_grad_enabled(train):
             model.train(train)(**transformers_inputs(model, config, batch, variant))
@@ -783,8 +785,10 @@ def transformers_variant(model_type, attention, batch, train=False):
         others.append("own backbone")  # transformers' own backbone, not timm's
     if train and _loses_layer_kinds(CONFIG_MAPPING[model_type]()):
         # Only for the step: the forward without a cache (build's use_cache=False) ran with
-        # the first layers' kinds, and its rows keep them.
-        others.append("layer kinds")
+        # the first layers' kinds, and its rows keep them. First: before "head" (which a
+        # hybrid's state-space mixer also takes), so that a step needing only its layer kinds
+        # keeps the sizes of its forward's rows; "head, layer kinds" where "head" is needed too.
+        others.insert(0, "layer kinds")
     if "keep hidden_sizes" in others:  # after the variants older than it (see VARIANTS)
         others.append(others.pop(others.index("keep hidden_sizes")))
     if _config_text(model_type, "more sizes") not in (plain,):
