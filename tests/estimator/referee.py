@@ -136,6 +136,11 @@ _HEAD_PARTS = dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim
 #   image tokens in `input_ids` as the grid merges to, and the vision encoder's output width
 #   (`out_hidden_size`) the text's hidden size; with "mrope N" where the model then asks for
 #   it ("image grid, mrope N"). Tried where the modeling modules name `grid_thw`.
+# - "layer kinds": a hybrid's few layers with every kind of layer its default config has
+#   (_keep_layer_kinds), where the first layers are all of one kind (linear attention, Mamba,
+#   convolutions) and its training step's forward, with a cache, asks for an attention layer
+#   ("`get_seq_length` can only be called on Attention layers": Jamba, Qwen3.5, LFM3); tried
+#   for the step only, and after "image grid" where that forward asks for it too.
 # - "keep hidden_sizes": a backbone's `hidden_sizes` as the default config has them, where
 #   the stages' channels are other lists (HGNetV2's stage_out_channels: D-FINE, DEIMv2) and
 #   the detector reads its input channels from hidden_sizes; "…, queries": a detector's
@@ -285,6 +290,8 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
                 setattr(config, name, config.num_attention_heads)  # no grouped query heads
     layers = next((vars(config)[name] for name in _LAYERS
                    if isinstance(vars(config).get(name), int)), None)
+    if _part(variant, "layer kinds") and layers_before and layers is not None:
+        layers = _keep_layer_kinds(config, layers_before, layers)
     if per_layer_lists and layers_before and layers is not None and layers < layers_before:
         for name, value in list(vars(config).items()):
             if isinstance(value, list) and len(value) == layers_before:
@@ -368,6 +375,37 @@ def _backbone_layers(config):
                 config.reassemble_hidden_size = sub.hidden_size
 
 
+def _keep_layer_kinds(config, layers_before, layers):
+    """VARIANTS' "layer kinds": the few layers left take every kind of layer the default
+    config has (a hybrid's attention beside its linear-attention, Mamba or convolution layers),
+    where cutting its per-layer kinds to the first layers leaves a kind out: each kind list
+    (`layer_types`, `mlp_layer_types`: one name a layer) keeps its first layers, the last of a
+    kind already there giving way to each kind they lack, as many layers as the list with the
+    most kinds needs (the layer count raised to it); a kind placed by period and offset (Jamba's `attn_layer_period` 8, offset 4)
+    falls on the last layer. The layer count, as it now is."""
+    lists = {name: value for name, value in vars(config).items() if isinstance(value, list)
+             and len(value) == layers_before and value and all(isinstance(item, str)
+                                                              for item in value)}
+    needed = max([layers] + [len(dict.fromkeys(value)) for value in lists.values()])
+    for name, value in lists.items():
+        kept = value[:needed]
+        for kind in dict.fromkeys(value):
+            if kind not in kept:  # in place of the last layer whose kind another one has too
+                last = max(index for index, item in enumerate(kept) if kept.count(item) > 1)
+                kept[last] = kind
+        setattr(config, name, kept)
+    if needed > layers:
+        name = next(name for name in _LAYERS if isinstance(vars(config).get(name), int))
+        setattr(config, name, needed)
+    for name, value in list(vars(config).items()):
+        period = name.replace("_offset", "_period")
+        if name.endswith("_layer_offset") and isinstance(value, int) and value >= needed \
+                and isinstance(vars(config).get(period), int):
+            setattr(config, name, needed - 1)
+            setattr(config, period, needed)
+    return needed
+
+
 def _image_size(config):
     for holder in (config, getattr(config, "vision_config", None)):
         size = getattr(holder, "image_size", None) if holder is not None else None
@@ -389,7 +427,7 @@ def transformers_inputs(model, config, batch, variant=""):
         # forward takes first and cannot go without (a vision or audio encoder alone): that.
         name = first.name
     text = getattr(config, "text_config", None) or config
-    vocabulary = getattr(text, "vocab_size", None) or VOCABULARY
+    vocabulary = getattr(text, "vocab_size", None) or _sub_config_vocabulary(config)
     tokens = _tokens(config, variant)
     if name == "input_ids":
         inputs = {"input_ids": torch.randint(0, vocabulary, (batch, tokens))}
@@ -460,6 +498,16 @@ def transformers_inputs(model, config, batch, variant=""):
         if _part(variant, "image grid") and "mm_token_type_ids" in parameters:
             inputs["mm_token_type_ids"] = (ids == token).int()  # 1 an image's token, 0 text's
     return inputs
+
+
+def _sub_config_vocabulary(config):
+    """The tokens a config without `vocab_size` takes: VOCABULARY, or fewer where a sub-config
+    (not named text_config: FastSpeech2 with HiFi-GAN's `model_config`, 78) has fewer."""
+    from transformers import PretrainedConfig
+
+    return min([VOCABULARY] + [sub.vocab_size for sub in vars(config).values()
+                               if isinstance(sub, PretrainedConfig)
+                               and isinstance(getattr(sub, "vocab_size", None), int)])
 
 
 _IMAGE_TOKEN = ("image_token_id", "image_token_index")
@@ -680,20 +728,22 @@ def _config_text(model_type, variant):
         return f"failed: {error}"
 
 
-def _fails(model, config, batch, variant):
-    """Why the model's forward fails on the CPU on the referee's inputs (no_grad, eval), in a
-    line; None where it runs."""
+def _fails(model, config, batch, variant, train=False):
+    """Why the model's forward fails on the CPU on the referee's inputs (no_grad, eval; with
+    `train`, in train mode as the step runs it), in a line; None where it runs."""
     import torch
 
+    if not train and hasattr(model.config, "use_cache"):
+        model.config.use_cache = False  # as build() runs a forward
     try:
-        with torch.no_grad():
-            model.eval()(**transformers_inputs(model, config, batch, variant))
+        with torch.set_grad_enabled(train):
+            model.train(train)(**transformers_inputs(model, config, batch, variant))
         return None
     except Exception as error:  # noqa: BLE001 - any failure: the next variant is tried
         return f"{type(error).__name__}: {error}"
 
 
-def _try_variant(model_type, attention, variant, batch):
+def _try_variant(model_type, attention, variant, batch, train=False):
     """(config, the CPU forward's error or None) of a variant, seeded as every try is; None when
     the variant does not build."""
     import torch
@@ -704,13 +754,15 @@ def _try_variant(model_type, attention, variant, batch):
     except Exception:  # noqa: BLE001 - does not build
         return None
     torch.manual_seed(SEED + 1)
-    return config, _fails(model, config, batch, variant)
+    return config, _fails(model, config, batch, variant, train)
 
 
-def transformers_variant(model_type, attention, batch):
+def transformers_variant(model_type, attention, batch, train=False):
     """The first of VARIANTS whose model runs its forward on the CPU, tried only where a
     variant's config differs from the plain one and the plain one does not run (so that every
-    model that ran keeps its sizes); "" where none runs (the row says the plain one's error)."""
+    model that ran keeps its sizes); "" where none runs (the row says the plain one's error).
+    With `train`, the forward runs in train mode, as the step's does (a hybrid's cache there
+    asks for an attention layer: "layer kinds")."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     plain = _config_text(model_type, "")
@@ -731,6 +783,12 @@ def transformers_variant(model_type, attention, batch):
         others.append("image grid")  # and "image grid, mrope N" where it then asks for that
     if _timm_backbone(CONFIG_MAPPING[model_type]()):
         others.append("own backbone")  # transformers' own backbone, not timm's
+    if train and _loses_layer_kinds(CONFIG_MAPPING[model_type]()):
+        # Only for the step: the forward without a cache (build's use_cache=False) ran with
+        # the first layers' kinds, and its rows keep them. First: before "head" (which a
+        # hybrid's state-space mixer also takes), so that a step needing only its layer kinds
+        # keeps the sizes of its forward's rows; "head, layer kinds" where "head" is needed too.
+        others.insert(0, "layer kinds")
     if "keep hidden_sizes" in others:  # after the variants older than it (see VARIANTS)
         others.append(others.pop(others.index("keep hidden_sizes")))
     if _config_text(model_type, "more sizes") not in (plain,):
@@ -759,7 +817,7 @@ def transformers_variant(model_type, attention, batch):
             if not found:
                 continue
             variant = f"image tokens {int(found.group(1)) // batch}"
-        tried = _try_variant(model_type, attention, variant, batch)
+        tried = _try_variant(model_type, attention, variant, batch, train)
         if tried is None:  # does not build: the next one
             continue
         config, error = tried
@@ -774,7 +832,7 @@ def transformers_variant(model_type, attention, batch):
             # the features' numbers (LLaVA's kind: shape[0] * shape[1] of features flattened to
             # (features, width)), so a sample has 1/width of them.
             variant = f"image tokens {int(variant.rsplit(' ', 1)[1]) // width}"
-            tried = _try_variant(model_type, attention, variant, batch)
+            tried = _try_variant(model_type, attention, variant, batch, train)
             if tried is None:  # does not build: the next one
                 continue
             config, error = tried
@@ -798,15 +856,46 @@ def transformers_variant(model_type, attention, batch):
             elif variant == "head" and re.search(
                     r"selected index k out of range|shape '\[-1, \d+, 0\]' is invalid", error):
                 variant += ", expert groups"  # a router's groups of no expert or one
+            elif "can only be called on Attention layers" in error and \
+                    "layer kinds" not in variant:
+                variant += ", layer kinds"  # a hybrid left with no attention layer
             else:
                 break
-            tried = _try_variant(model_type, attention, variant, batch)
+            tried = _try_variant(model_type, attention, variant, batch, train)
             if tried is None:  # does not build: the next one
                 break
             config, error = tried
             if error is None:
                 return variant
     return ""
+
+
+def _loses_layer_kinds(config, depth=0):
+    """Whether shrink's cut to the first layers leaves out a kind of layer the config (or a
+    sub-config) has: VARIANTS' "layer kinds" is then worth a try."""
+    from transformers import PretrainedConfig
+
+    small = shrink(copy_config(config))
+    for before, after in [(config, small)] + [
+            (sub, getattr(small, name)) for name, sub in vars(config).items()
+            if isinstance(sub, PretrainedConfig) and depth < 2]:
+        layers = next((vars(after)[name] for name in _LAYERS
+                       if isinstance(vars(after).get(name), int)), None)
+        if layers is None:
+            continue
+        for name, value in vars(before).items():
+            if isinstance(value, list) and value and all(isinstance(item, str) for item in value) \
+                    and name.endswith("layer_types") and set(value[:layers]) != set(value):
+                return True
+            if name.endswith("_layer_offset") and isinstance(value, int) and value >= layers:
+                return True
+    return False
+
+
+def copy_config(config):
+    import copy
+
+    return copy.deepcopy(config)
 
 
 def transformers_models():
@@ -846,7 +935,7 @@ def build(family, name, attention, batch, train, size=None):
 
     torch.manual_seed(SEED)
     if family == "transformers":
-        variant = transformers_variant(name, attention, batch)
+        variant = transformers_variant(name, attention, batch, train)
         torch.manual_seed(SEED)
         model, config = transformers_model(name, attention, variant)
         if variant:

@@ -59,6 +59,23 @@ class Routed(nn.Module):
         return out
 
 
+class GridRead(nn.Module):
+    # Qwen-VL's image grid in small: `for t, h, w in grid.tolist()` sizes the patches a grid
+    # row takes (transformers' get_vision_position_ids), and a tensor is made of 0-d tensors
+    # (get_rope_index's `torch.tensor(mrope_position_deltas)`).
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 64)
+
+    def forward(self, x, grid):
+        pieces, start = [], 0
+        for t, h, w in grid.tolist():
+            pieces.append(self.proj(x[start:start + t * h * w]))
+            start += t * h * w
+        deltas = torch.tensor([piece.shape[0] - piece.argmax() for piece in pieces])
+        return torch.cat(pieces) * deltas.sum()
+
+
 def saved(tmp_path, name, module):
     path = tmp_path / f"{name}.pt"
     module.save(str(path))
@@ -304,3 +321,24 @@ def test_an_index_the_data_decides_is_not_known_on_the_host(tmp_path):
                                  semantics)
         assert not document["lower_bound"]
         assert not document["unknown_ops"]
+
+
+def test_a_list_read_from_the_inputs_and_a_tensor_of_fake_numbers_are_estimated():
+    # Note [A list read element by element] and Note [A tensor made of fake numbers]
+    # (step_graph.py): before them, the recording stopped at the tolist() ("ran it there 0
+    # times, not 1": a real CPU tensor's tolist() reads below the dispatcher), then at the
+    # torch.tensor of 0-d fake tensors ("its data is not allocated yet").
+    from mem_tracer import estimate
+
+    torch.manual_seed(0)
+    model = GridRead().eval()
+    grid = torch.tensor([[1, 2, 3], [2, 1, 5]])  # 6 + 10 patches of the 40 given
+    example = (torch.randn(40, 16), grid)
+    result = estimate(model, example, device="cpu")
+    assert result.method == "record", result.method_note
+    reads = [a for a in result.raw["assumptions"] if a["kind"] == "data_dependent_size"]
+    assert len(reads) >= 6, reads  # the grid's six numbers, as on the example input
+    with torch.no_grad():
+        assert model(*example).shape == (16, 64)
+    from memory_tracker import measure_call
+    assert result.activation_peak_bytes == measure_call(model, example, {}).peak

@@ -278,6 +278,35 @@ def test_a_shrinking_variant_is_taken_only_where_the_plain_config_does_not_run()
     assert referee.transformers_variant("granite_speech5_ctc", "eager", 1) == ""
 
 
+def test_a_hybrids_step_keeps_every_kind_of_layer():
+    # Cut to its first two layers, OLMo-hybrid has linear attention only: its training step's
+    # forward (with a cache) then asks for an attention layer's length and fails; the step
+    # takes "layer kinds", the forward without a cache keeps the sizes its rows were taken with.
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    assert referee.transformers_variant("olmo_hybrid", "eager", 2, train=True) == "layer kinds"
+    assert referee.transformers_variant("olmo_hybrid", "eager", 1) == ""
+    # Every kind of a list, the layer count raised to as many kinds as it has (LFM3: three).
+    kinds = set(CONFIG_MAPPING["lfm3"]().layer_types)
+    config = referee.shrink(CONFIG_MAPPING["lfm3"](), variant="layer kinds")
+    assert set(config.layer_types) == kinds and len(kinds) == 3, config.layer_types
+    assert config.num_hidden_layers == len(config.layer_types) == 3
+    # A kind placed by period and offset (Jamba's attention: every 8th layer from the 4th).
+    config = referee.shrink(CONFIG_MAPPING["jamba"](), variant="layer kinds")
+    assert config.attn_layer_offset < config.num_hidden_layers == 2
+    assert referee.shrink(CONFIG_MAPPING["jamba"]()).attn_layer_offset == 4  # plain: none
+
+
+def test_tokens_are_those_of_the_sub_config_that_embeds_them():
+    # FastSpeech2 with HiFi-GAN has no vocab_size of its own: its `model_config` embeds 78
+    # tokens, and ids up to VOCABULARY were out of its range ("index out of range in self").
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    config = referee.shrink(CONFIG_MAPPING["fastspeech2_conformer_with_hifigan"]())
+    assert referee._sub_config_vocabulary(config) == config.model_config.vocab_size < 512
+    assert referee._sub_config_vocabulary(referee.shrink(CONFIG_MAPPING["gpt2"]())) == 512
+
+
 def test_an_encoder_alone_gets_the_input_its_forward_takes_first():
     # PreTrainedModel's main input is "input_ids" unless a class says otherwise; a vision
     # encoder alone (Idefics2's) takes pixel_values first and cannot go without.

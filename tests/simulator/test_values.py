@@ -152,7 +152,9 @@ def test_what_the_program_determines_is_known_and_read_uncounted(tmp_path):
         "in_place": "55",  # add_ wrote the shadow of the storage the view shares
         "view": "4",
         "nonzero": "5",  # an output of the host's size, where the card's read its count as 0
+        "repeat_interleave": "[6, 4, 4]",  # output_size from the host: no read inside the op
         "mask": "6",
+        "index_put": "6.0",  # x[mask] = v: the known mask's nonzero made by the mode
         "where": "-1",
         "or_true": "True",  # unknown | True
         "and_false": "False",  # unknown & False

@@ -227,7 +227,7 @@ struct PythonState {
     }
   };
   static constexpr size_t kDeathSlots = 16384;
-  static constexpr size_t kMaxHiddenCodes = 32;
+  static constexpr size_t kMaxHiddenCodes = 128;  // values.py's values mode hides 32 today
 
   Api api;
   std::atomic<bool> api_loaded{false};

@@ -168,7 +168,8 @@ class _Step:
         recorder = Recorder({})
         recorder.collect = []
         try:
-            with torch.random.fork_rng(devices=[]), dispatch_mode(recorder):
+            with torch.random.fork_rng(devices=[]), dispatch_mode(recorder), \
+                    _lists_read_as_fake_tensors_read():
                 torch.manual_seed(0)
                 StepLoop(self.spec, recorder, *self._copies(None),
                          device=self.model_device).run(steps=1)
@@ -194,7 +195,7 @@ class _Step:
         try:
             with torch.random.fork_rng(devices=[]), fake_mode, module_hooks(recorder), \
                     dispatch_mode(recorder), kernels, storage_resizes(recorder), \
-                    libraries_see_values(recorder.known):
+                    libraries_see_values(recorder.known), _tensors_of_fake_numbers():
                 torch.manual_seed(0)
                 if self.wrap is not None:
                     model = self.wrap(model)
@@ -223,6 +224,83 @@ class _Step:
             "kernels": [row.to_json() for row in recorder.kernels],
             "assumptions": [row.to_json() for row in recorder.assumptions],
         }
+
+
+# Note [A list read element by element]
+# `tensor.tolist()` on a real CPU tensor reads its memory directly, below the dispatcher: the
+# example's run (Note [Data-dependent values] in step_recorder.py) saw no read. FakeTensor's
+# tolist reads each element with `.item()` (aten::_local_scalar_dense), so the fake step asked
+# for values the example never gave and stopped ("ran it there 0 times"): transformers'
+# get_vision_position_ids, `for t, h, w in grid_thw.tolist()` over a Qwen-VL image grid
+# (qwen2_vl, qwen2_5_vl and the models built on their vision encoder). While the example runs,
+# a real tensor's tolist() reads element by element as FakeTensor's does, at the same place:
+# the same values, now seen and given back. The extra select ops it runs are on the real copy
+# only, which no graph records.
+def _lists_read_as_fake_tensors_read() -> Any:
+    """A TorchFunctionMode under which `Tensor.tolist()` of a real tensor reads each element
+    with `.item()`, as FakeTensor.tolist does (Note [A list read element by element])."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    def listed(tensor: Any) -> Any:
+        if tensor.dim() == 0:
+            return tensor.item()
+        return [listed(element) for element in tensor]
+
+    class Mode(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (),
+                               kwargs: dict[str, Any] | None = None) -> Any:
+            if func is torch.Tensor.tolist and not kwargs and len(args) == 1 \
+                    and type(args[0]) in (torch.Tensor, torch.nn.Parameter):
+                with _torch_internals.disable_torch_function_subclass():
+                    return listed(args[0])
+            with _torch_internals.disable_torch_function_subclass():
+                return func(*args, **(kwargs or {}))
+
+    return Mode()
+
+
+# Note [A tensor made of fake numbers]
+# `torch.tensor(data)` copies Python's data below the dispatcher: where that data holds tensors
+# (0-d ones: `torch.tensor([llm_positions.max() + 1 - n, ...])`, Qwen2-VL's get_rope_index), a
+# real run reads each (a device's with a copy to the host) and a fake one stops ("its data is not
+# allocated yet"). The result is a tensor of the data's shape, made on the device asked for: on
+# fake tensors, the same as `torch.stack` of the elements, converted to the dtype and device
+# asked for (its dtype otherwise: the elements' own, as torch.tensor infers it), which needs no
+# value (one allocation, as the device makes). Only data that holds a fake tensor takes this way.
+def _tensors_of_fake_numbers() -> Any:
+    """A TorchFunctionMode under which `torch.tensor(data)` of data holding fake tensors is
+    their stack (Note [A tensor made of fake numbers])."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    fake = _torch_internals.fake_tensor_type()
+
+    def holds_fake(data: Any) -> bool:
+        return isinstance(data, fake) or isinstance(data, (list, tuple)) and any(
+            holds_fake(item) for item in data)
+
+    def stacked(data: Any) -> Any:
+        if isinstance(data, torch.Tensor):
+            return data
+        if isinstance(data, (list, tuple)):
+            return torch.stack([stacked(item) for item in data])
+        return torch.tensor(data)
+
+    class Mode(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (),
+                               kwargs: dict[str, Any] | None = None) -> Any:
+            kwargs = kwargs or {}
+            with _torch_internals.disable_torch_function_subclass():
+                if func is torch.tensor and len(args) == 1 and isinstance(
+                        args[0], (list, tuple)) and args[0] and holds_fake(args[0]):
+                    made = stacked(args[0]).detach()
+                    made = made.to(dtype=kwargs.get("dtype") or made.dtype,
+                                   device=kwargs.get("device") or made.device)
+                    return made.requires_grad_(bool(kwargs.get("requires_grad")))
+                return func(*args, **kwargs)
+
+    return Mode()
 
 
 def _one_line(error: BaseException) -> str:

@@ -197,6 +197,22 @@ _SIZED_BY_VALUES = {_aten.nonzero.default, _aten.masked_select.default, _aten.in
 # And by name, from libraries that may not be loaded yet: torchvision's NMS counts on the card
 # the boxes it keeps (its overlaps mask no kernel computed: it keeps them all).
 _SIZED_BY_VALUES_NAMED = {"torchvision::nms"}
+# repeat_interleave(repeats) without output_size sizes its output by `cumsum(repeats)[-1]` and
+# checks `(repeats >= 0).all()`, both read back inside the op from temporaries the mode never
+# sees: read as zero, the check fails ("repeats can not be negative": a Qwen-VL vision
+# encoder's `repeat_interleave(h * w, t)` of its image grid). With known repeats the mode passes
+# the host's sum as output_size, which skips both reads; the card then leaves out the check's
+# two temporaries (a bool a repeat and one bool, 512 B blocks freed at once: a GPU's peak moves
+# by them only if it falls inside the op, before its output is allocated).
+_REPEAT_INTERLEAVE = _aten.repeat_interleave.Tensor
+# `x[mask] = v` (index_put with a boolean mask) turns the mask into its nonzero() inside the op,
+# whose count it reads back: read as zero, the op refuses v ("value tensor of shape [4, 64]
+# cannot be broadcast to indexing result of shape [0, 64]": Qwen3-VL's deepstack, image
+# features put at the image tokens' places). With a known mask the mode makes that nonzero()
+# itself, on the card with the host's values (the same (count, dims) long tensor the op makes),
+# and passes its columns as the indices: what the op does with the mask, without the read.
+_INDEX_PUT = {_aten.index_put_.default, _aten.index_put.default,
+              _aten._index_put_impl_.default}
 # Note [How many distinct values an unknown tensor holds]
 # unique() of a tensor no kernel computed keeps everything: every element distinct
 # (Note [Values where they decide the path]). Often far fewer can be: class labels gathered
@@ -820,6 +836,28 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         card_inputs = _card_tensors(args)
         if kwargs:
             card_inputs += _card_tensors(kwargs.values())
+        if func is _REPEAT_INTERLEAVE and kwargs.get("output_size") is None and card_inputs \
+                and self._shadow(args[0]) is not None:
+            repeats = self._host_values(args[0])
+            if repeats.numel() and bool((repeats >= 0).all()):  # else the op refuses, as on a GPU
+                kwargs = {**kwargs, "output_size": int(repeats.sum())}
+        if func in _INDEX_PUT and card_inputs and len(args) > 1 and isinstance(
+                args[1], (list, tuple)):
+            # Each known boolean mask on the card replaced by the columns of its nonzero(), made
+            # on the card from the host's values (inline: the recorder hides at most 32 of the
+            # mode's functions' frames, and the class has them all).
+            indices: list[Any] = []
+            for index in args[1]:
+                if isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8) \
+                        and _on_card(index) and self._shadow(index) is not None:
+                    found = self._host_values(index).nonzero()
+                    made = self._take_tensor(
+                        torch.empty(found.shape, dtype=found.dtype, device=index.device), found,
+                        _NOTHING_ASSUMED, self._limit, False)
+                    indices += list(made.unbind(1))
+                else:
+                    indices.append(index)
+            args = (args[0], indices, *args[2:])
         if traits.reads_scalar and card_inputs and self._shadow(card_inputs[0]) is None:
             return self._assume(func(*args, **kwargs), card_inputs[0].device.index or 0)
         known = True
@@ -1464,8 +1502,13 @@ def _hide_frames() -> None:
     codes = [_torch_internals.op_overload_call_code()]
     codes += [member.__code__ for member in vars(KnownValues).values()
               if hasattr(member, "__code__")]
-    for code in codes:
-        hide(id(code))  # a code object's id is its address; the class keeps it alive
+    # A code object's id is its address; the class keeps it alive. A code the recorder has no
+    # room for would show in every stack: said, never silent.
+    shown = [code.co_name for code in codes if not hide(id(code))]
+    if shown:
+        print(f"memtrace: the recorder could not hide {len(shown)} of the values mode's "
+              f"{len(codes)} functions from stacks (its table is full): {', '.join(shown)}",
+              file=sys.stderr)
 
 
 def install_from_environment() -> bool:
