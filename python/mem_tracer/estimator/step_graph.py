@@ -6,7 +6,8 @@ The graph is what AOTAutograd's tracer (make_fx) sees, recorded the way memtrace
 needs it: one node per ATen op, below autograd, in the order the step runs them. The model is
 copied onto fake tensors (FakeCopyMode: shapes, dtypes, devices and storage identity, no data,
 no memory), a first step runs to create the optimizer's state, and the second, the steady
-state, is recorded by a TorchDispatchMode: forward, loss, backward (the ops the autograd engine
+state (a plain forward: the first, Note [A forward recorded cold]), is recorded by a
+TorchDispatchMode: forward, loss, backward (the ops the autograd engine
 runs, in its order, with the recomputation of torch.utils.checkpoint), the optimizer's step and
 zero_grad(set_to_none=True). Each node says which storages it allocates and which were released
 since the last one: fake tensors are freed when Python and autograd drop them, as real ones
@@ -22,6 +23,22 @@ Each storage gets a category, decided at the end of the step as the measured sid
 the `.grad` of a parameter, what autograd saved for backward in the forward
 (saved_tensors_hooks), and everything else: temporaries (the loss's targets among them, which
 are no argument of the forward).
+
+Note [A forward recorded cold]
+An estimate of a forward is of a process's first forward (the referee's rows: a fresh process
+each, the workspaces taken in it; docs/accuracy.md), so no forward runs before the recorded
+one: what the model keeps from a call (a cache) is allocated where the first forward makes it,
+not held from the recording's start. And the memoized functions of the model's own code
+(functools.lru_cache in the modules that define its classes: transformers' Sam3 keeps the sine
+position encodings of its vision encoder's FPN in one, 696,320 B at batch 2, made after the
+backbone's attention peak) are emptied before each run of a copy and after the last: an entry an
+earlier run made (the example's real run for data-dependent values, an earlier estimate in the
+process, an earlier batch of a sweep) would spare the recorded run its allocation, and a fake
+tensor kept in one after the recording would be handed to the user's next real forward. With the
+forward held from a step before, sam3_vision_model (eager, batch 2) came out 696,320 B (+1.03 %)
+over the simulated H100's max_memory_allocated(); a second estimate in the same process gave the
+card's figure (the cache still full). A training step keeps its first step (the optimizer's
+state: the steady state), and what its caches hold from it, as a real loop's later steps do.
 """
 from __future__ import annotations
 
@@ -61,7 +78,7 @@ def record(model: Any, example_inputs: Sequence[Any] = (), *,
            accumulate: int = 1, profile: str | os.PathLike[str] | None = None,
            batch: int | None = None, prepare: Callable[[Any], Any] | None = None,
            loop: str = DEFAULT_LOOP, wrap: Callable[[Any], Any] | None = None,
-           warmup: int = 1) -> dict[str, Any]:
+           warmup: int | None = None) -> dict[str, Any]:
     """Records one steady-state training step (``training=True``: forward, loss, backward,
     ``optimizer.step()``, ``zero_grad(set_to_none=True)``; ``accumulate`` micro-batches of
     forward and backward before the step) or one no-grad forward, on fake tensors, and returns
@@ -74,7 +91,8 @@ def record(model: Any, example_inputs: Sequence[Any] = (), *,
     checkpointing, for plan()). ``wrap(model_copy)`` returns what the loop trains, made inside
     the recording (a DistributedDataParallel or fully_shard of the copy:
     mem_tracer.estimator.parallel),
-    and ``warmup`` steps run before the recorded one (the first makes the optimizer's state).
+    and ``warmup`` steps run before the recorded one (the first makes the optimizer's state;
+    None: one before a training step, none before a forward, Note [A forward recorded cold]).
     ``loop`` names what the training loop holds (LOOPS). The model
     and the optimizer are not touched, wherever they are: both are copied onto fake tensors.
     A step with data-dependent ops runs once on a real copy first (Note [Data-dependent
@@ -112,14 +130,16 @@ class _Step:
                  *, training: bool, loss_fn: Callable[..., Any] | None, optimizer: Any,
                  autocast: Any, scaler: bool, accumulate: int, rules: Any, profile: str | None,
                  batch: int | None, prepare: Callable[[Any], Any] | None, loop: str,
-                 wrap: Callable[[Any], Any] | None = None, warmup: int = 1) -> None:
+                 wrap: Callable[[Any], Any] | None = None,
+                 warmup: int | None = None) -> None:
         from . import device_optimizer
 
         self.model, self.args, self.kwargs, self.targets = model, args, kwargs, targets
         self.training, self.optimizer, self.autocast = training, optimizer, autocast
         self.accumulate, self.batch, self.prepare = accumulate, batch, prepare
         self.rules, self.loop, self.profile = rules, loop, profile
-        self.wrap, self.warmup = wrap, warmup
+        # Note [A forward recorded cold]: a forward is a process's first.
+        self.wrap, self.warmup = wrap, (1 if training else 0) if warmup is None else warmup
         first = next(iter(list(model.parameters()) + list(model.buffers())), None)
         self.model_device = first.device.type if first is not None else "cpu"
         # Note [The device's optimizer on fake tensors] (device_optimizer.py).
@@ -169,7 +189,7 @@ class _Step:
         recorder.collect = []
         try:
             with torch.random.fork_rng(devices=[]), dispatch_mode(recorder), \
-                    _lists_read_as_fake_tensors_read():
+                    _lists_read_as_fake_tensors_read(), model_caches_emptied(self.model):
                 torch.manual_seed(0)
                 StepLoop(self.spec, recorder, *self._copies(None),
                          device=self.model_device).run(steps=1)
@@ -195,7 +215,8 @@ class _Step:
         try:
             with torch.random.fork_rng(devices=[]), fake_mode, module_hooks(recorder), \
                     dispatch_mode(recorder), kernels, storage_resizes(recorder), \
-                    libraries_see_values(recorder.known), _tensors_of_fake_numbers():
+                    libraries_see_values(recorder.known), _tensors_of_fake_numbers(), \
+                    model_caches_emptied(self.model):
                 torch.manual_seed(0)
                 if self.wrap is not None:
                     model = self.wrap(model)
@@ -224,6 +245,58 @@ class _Step:
             "kernels": [row.to_json() for row in recorder.kernels],
             "assumptions": [row.to_json() for row in recorder.assumptions],
         }
+
+
+def model_caches(model: Any) -> list[Any]:
+    """The functools.lru_cache functions of the model's own code: in the namespaces of the
+    modules that define its modules' classes (not torch's), as module functions, as a class's
+    (static) methods, or inside the closure of a function there (transformers'
+    compile_compatible_method_lru_cache wraps one); only the caches whose function those
+    modules define (Note [A forward recorded cold])."""
+    import sys
+    import types
+    classes = {klass for module in model.modules() for klass in type(module).__mro__}
+    names = {klass.__module__ for klass in classes
+             if not klass.__module__.partition(".")[0] in ("torch", "builtins")}
+    namespaces = [vars(sys.modules[name]) for name in names if name in sys.modules]
+    namespaces += [vars(klass) for klass in classes if klass.__module__ in names]
+    found: dict[int, Any] = {}
+
+    def visit(value: Any, depth: int) -> None:
+        if isinstance(value, (staticmethod, classmethod)):
+            value = value.__func__
+        if callable(getattr(value, "cache_clear", None)) and \
+                callable(getattr(value, "cache_info", None)):
+            if getattr(value, "__module__", None) in names:
+                found[id(value)] = value
+            return
+        if depth and isinstance(value, types.FunctionType):
+            for cell in value.__closure__ or ():
+                try:
+                    contents = cell.cell_contents
+                except ValueError:  # a cell not yet filled
+                    continue
+                visit(contents, depth - 1)
+
+    for namespace in namespaces:
+        for value in list(namespace.values()):
+            visit(value, 1)
+    return list(found.values())
+
+
+@contextlib.contextmanager
+def model_caches_emptied(model: Any) -> Any:
+    """The model's own memoized functions (model_caches) emptied on entering and on leaving:
+    each run of a copy starts from none, and none outlives it (Note [A forward recorded
+    cold])."""
+    caches = model_caches(model)
+    for cache in caches:
+        cache.cache_clear()
+    try:
+        yield
+    finally:
+        for cache in caches:
+            cache.cache_clear()
 
 
 # Note [A list read element by element]
