@@ -257,8 +257,9 @@ def model_caches(model: Any) -> list[Any]:
     import types
     classes = {klass for module in model.modules() for klass in type(module).__mro__}
     names = {klass.__module__ for klass in classes
-             if not klass.__module__.partition(".")[0] in ("torch", "builtins")}
-    namespaces = [vars(sys.modules[name]) for name in names if name in sys.modules]
+             if klass.__module__.partition(".")[0] not in ("torch", "builtins")}
+    namespaces: list[Mapping[str, Any]] = [vars(sys.modules[name]) for name in names
+                                           if name in sys.modules]
     namespaces += [vars(klass) for klass in classes if klass.__module__ in names]
     found: dict[int, Any] = {}
 
