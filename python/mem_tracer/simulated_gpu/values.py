@@ -1504,7 +1504,7 @@ def _hide_frames() -> None:
               if hasattr(member, "__code__")]
     # A code object's id is its address; the class keeps it alive. A code the recorder has no
     # room for would show in every stack: said, never silent.
-    shown = [code.co_name for code in codes if not hide(id(code))]
+    shown = [code.co_name for code in codes if hide(id(code)) != 0]
     if shown:
         print(f"memtrace: the recorder could not hide {len(shown)} of the values mode's "
               f"{len(codes)} functions from stacks (its table is full): {', '.join(shown)}",
