@@ -728,13 +728,19 @@ def _config_text(model_type, variant):
         return f"failed: {error}"
 
 
+def _as_the_row_runs(model, train):
+    """A forward's model as the row runs it (build() and the variant probe alike): without a
+    cache where it is not the training step."""
+    if not train and hasattr(model.config, "use_cache"):
+        model.config.use_cache = False
+
+
 def _fails(model, config, batch, variant, train=False):
     """Why the model's forward fails on the CPU on the referee's inputs (no_grad, eval; with
     `train`, in train mode as the step runs it), in a line; None where it runs."""
     import torch
 
-    if not train and hasattr(model.config, "use_cache"):
-        model.config.use_cache = False  # as build() runs a forward
+    _as_the_row_runs(model, train)
     try:
         with torch.set_grad_enabled(train):
             model.train(train)(**transformers_inputs(model, config, batch, variant))
@@ -940,8 +946,7 @@ def build(family, name, attention, batch, train, size=None):
         model, config = transformers_model(name, attention, variant)
         if variant:
             BUILT["variant"] = variant  # not the plain config made small: the row says which
-        if not train and hasattr(model.config, "use_cache"):
-            model.config.use_cache = False
+        _as_the_row_runs(model, train)
         torch.manual_seed(SEED + 1)
         kwargs = transformers_inputs(model, config, batch, variant)
         args = ()
