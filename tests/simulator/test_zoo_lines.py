@@ -30,8 +30,6 @@ import zoo  # noqa: E402
 TOLERANCE = 0.001
 # What this comparison cannot take, and why.
 LEFT_OUT = {
-    # The simulated cuDNN has no RNN (cudnnGetRNNWeightSpaceSize is not simulated).
-    "gru": "the simulated card runs no cuDNN RNN",
     # transformers' mixtures of experts call torch._grouped_mm, whose fake CUDA kernel refuses
     # float32 (the recording's device kernels; estimate()'s TorchScript front end takes them).
     "mixtral-sdpa": "recording refuses _grouped_mm in float32",
