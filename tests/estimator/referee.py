@@ -170,7 +170,10 @@ _HEAD_PARTS = dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim
 #   `encoder_hidden_size`, `cross_attention_hidden_size`: SigLIP, BLIP-2, T5Gemma) follows
 #   the width made small (_follow_widths); tried last of all.
 # Inputs: where a forward's input is none the branches of transformers_inputs make, it is made
-# as the forward's docstring shapes it (Note [Inputs from the forward's docstring]).
+# as the forward's docstring shapes it (Note [Inputs from the forward's docstring]); and
+# - "documented inputs": every input the docstring shapes made so, where the referee's own
+#   make differ (MusicGen's decoder: `input_ids` of (batch_size * num_codebooks,
+#   sequence_length)); tried last of all, its config the plain one.
 _UNSET = {"top_k_experts": 2, "n_shared_experts": 1}
 
 
@@ -555,6 +558,11 @@ def transformers_inputs(model, config, batch, variant=""):
             made = _documented_input(model, config, parameter.name, batch)
             if made is not None:
                 inputs[parameter.name] = made
+    if _part(variant, "documented inputs"):
+        for name in list(inputs):  # every input its docstring shapes, as it shapes it
+            made = _documented_input(model, config, name, batch)
+            if made is not None:
+                inputs[name] = made
     tokens = _part(variant, "image tokens")
     count = int(tokens.rsplit(" ", 1)[1]) if tokens else None
     if _part(variant, "image grid"):
@@ -1005,8 +1013,7 @@ def transformers_variant(model_type, attention, batch, train=False):
         others.append("layer kinds")
     if "derived sizes" in others:  # the newest: last of all, every type that ran keeps its own
         others.append(others.pop(others.index("derived sizes")))
-    if not others:
-        return ""
+    others.append("documented inputs")  # the inputs' variant, the config as plain: after all
     plain_error = None
     for variant in ("", *others):
         if variant == "layer kinds" and not train and not re.search(

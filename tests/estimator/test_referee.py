@@ -416,6 +416,13 @@ def test_an_input_the_referee_does_not_know_is_made_as_the_forward_documents_it(
             wanted(config), model_type
         with torch.no_grad():
             model.eval()(**inputs)
+    # VARIANTS' "documented inputs": MusicGen's decoder takes (batch_size * num_codebooks,
+    # sequence_length) tokens, not the referee's (batch, tokens); tried last, where nothing
+    # else runs.
+    assert referee.transformers_variant("musicgen_decoder", "eager", 1) == "documented inputs"
+    model, config = referee.transformers_model("musicgen_decoder", "eager")
+    inputs = referee.transformers_inputs(model, config, 2, "documented inputs")
+    assert inputs["input_ids"].shape == (2 * config.num_codebooks, referee.SEQUENCE)
     # A forward whose docstring gives no shape (Perceiver's "inputs: Can be anything") still
     # says the referee makes no such input.
     model, config = referee.transformers_model("perceiver", "eager")
