@@ -140,7 +140,10 @@ _HEAD_PARTS = dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim
 #   (_keep_layer_kinds), where the first layers are all of one kind (linear attention, Mamba,
 #   convolutions) and its training step's forward, with a cache, asks for an attention layer
 #   ("`get_seq_length` can only be called on Attention layers": Jamba, Qwen3.5, LFM3); tried
-#   for the step only, and after "image grid" where that forward asks for it too.
+#   first for the step, after "image grid" where that forward asks for it too, and for a
+#   forward last of all and only on that message (MiniCPM-V 4.6, whose text config keeps its
+#   cache); a pattern of kinds the layers repeat (RecurrentGemma's `block_types`) too; "head,
+#   expert groups, layer kinds" where the kept MoE layer's router needs its groups (Bailing's).
 # - "keep hidden_sizes": a backbone's `hidden_sizes` as the default config has them, where
 #   the stages' channels are other lists (HGNetV2's stage_out_channels: D-FINE, DEIMv2) and
 #   the detector reads its input channels from hidden_sizes; "…, queries": a detector's
@@ -163,6 +166,14 @@ _HEAD_PARTS = dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim
 #   the neck's `reassemble_hidden_size` is the backbone's width; tried last.
 # - "positions": as many tokens as the text's `max_position_embeddings` where that is fewer
 #   than SEQUENCE (OWL-ViT's text: 16 positions); tried last.
+# - "derived sizes": a size the default config derives from a width (`projection_size`,
+#   `encoder_hidden_size`, `cross_attention_hidden_size`: SigLIP, BLIP-2, T5Gemma) follows
+#   the width made small (_follow_widths); tried last of all.
+# Inputs: where a forward's input is none the branches of transformers_inputs make, it is made
+# as the forward's docstring shapes it (Note [Inputs from the forward's docstring]); and
+# - "documented inputs": every input the docstring shapes made so, where the referee's own
+#   make differ (MusicGen's decoder: `input_ids` of (batch_size * num_codebooks,
+#   sequence_length)); tried last of all, its config the plain one.
 _UNSET = {"top_k_experts": 2, "n_shared_experts": 1}
 
 
@@ -178,7 +189,8 @@ def _tokens(config, variant):
     return (_positions(config) or SEQUENCE) if _part(variant, "positions") else SEQUENCE
 _QUERIES = 16
 VARIANTS = ("", "head", "keep hidden_dim", "mel bins", "mel bins, time first",
-            "keep hidden_sizes")  # tried last, so that no model that ran takes another one
+            "keep hidden_sizes",  # tried last, so that no model that ran takes another one
+            "derived sizes")  # after every older one (transformers_variant puts it last)
 _LAYERS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers",
            "encoder_layers")  # the first a config has counts its layers (per-layer lists)
 _TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id",
@@ -205,6 +217,7 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
     transformers_model takes only where the config without it does not run."""
     from transformers import PretrainedConfig
 
+    default = copy_config(config) if depth == 0 and _part(variant, "derived sizes") else None
     spec = vars(config).get("_heterogeneity_spec")
     overrides = None
     if spec is not None:
@@ -306,7 +319,49 @@ def shrink(config, depth=0, per_layer_lists=False, variant=""):
             value = getattr(config, name, None)
             if isinstance(value, int) and value >= vocabulary:
                 setattr(config, name, vocabulary - 1)
+    if default is not None:
+        _follow_widths(default, config)
     return config
+
+
+# The widths _SMALL makes small (VARIANTS' "derived sizes": the sizes derived from them follow).
+_WIDTHS = ("hidden_size", "d_model", "n_embd", "embed_dim", "dim", "hidden_dim")
+
+
+def _sub_configs(config, depth=0):
+    """[(config, its sub-configs' list)] for the config and its sub-configs, three deep."""
+    from transformers import PretrainedConfig
+
+    subs = [sub for sub in vars(config).values() if isinstance(sub, PretrainedConfig)]
+    found = [config]
+    for sub in subs if depth < 3 else ():
+        found += _sub_configs(sub, depth + 1)
+    return found
+
+
+def _follow_widths(default, config):
+    """VARIANTS' "derived sizes": a size the default config derives from a width (a sub-config's
+    `encoder_hidden_size` the vision config's `hidden_size`, as BLIP-2's config sets it; a text
+    config's `projection_size` its own hidden size, SigLIP's; T5Gemma's decoder's
+    `cross_attention_hidden_size` the encoder's), which the shrinker, going by name, left at
+    its default, takes the small value of the width it equalled by default: one of the same
+    config before another's. A size, here: an integer attribute named `..._size`, `..._dim` or
+    `..._channels` that the shrinker did not change."""
+    before, after = _sub_configs(default), _sub_configs(config)
+    if len(before) != len(after):
+        return
+    widths = [(index, vars(old)[name], vars(new)[name])
+              for index, (old, new) in enumerate(zip(before, after)) for name in _WIDTHS
+              if isinstance(vars(old).get(name), int) and vars(new).get(name) != vars(old)[name]]
+    for index, (old, new) in enumerate(zip(before, after)):
+        for name, value in vars(old).items():
+            if not (name.endswith(("_size", "_dim", "_channels")) and isinstance(value, int)
+                    and not isinstance(value, bool) and vars(new).get(name) == value):
+                continue
+            followed = sorted((other != index, small) for other, large, small in widths
+                              if large == value)
+            if followed:
+                setattr(new, name, followed[0][1])
 
 
 def _mla_head(config, head, nope, rope, variant):
@@ -328,14 +383,31 @@ def _mla_head(config, head, nope, rope, variant):
     experts = vars(config).get("n_routed_experts")
     if vars(config).get("num_experts_per_tok", 0) is None and isinstance(experts, int):
         config.num_experts_per_tok = _SMALL["num_experts_per_tok"]
-    group = vars(config).get("n_group")
-    if _part(variant, "expert groups") and isinstance(experts, int) and isinstance(
-            group, int) and 2 * group > experts:
-        # The router's expert groups (A.X K1's 8 of 192) of two experts each at least (it
-        # scores a group by its top two), and the groups it keeps no more than those.
-        config.n_group = max(1, experts // 2)
+    if _part(variant, "expert groups"):
+        _expert_groups(config)
+
+
+# A router's (experts, expert groups, experts a token takes) by their attribute names: DeepSeek-V3's
+# kind, then Bailing's (whose `num_experts_per_token` _SMALL does not name).
+_EXPERT_GROUPS = (("n_routed_experts", "n_group", None),
+                  ("num_experts", "num_expert_group", "num_experts_per_token"))
+
+
+def _expert_groups(config):
+    """VARIANTS' "expert groups": the router's expert groups (A.X K1's 8 of 192, Bailing's 8 of
+    512) of two experts each at least (it scores a group by its top two), the groups it keeps
+    no more than those, and the experts a token takes no more than _SMALL's top-k."""
+    for experts, groups, per_token in _EXPERT_GROUPS:
+        count, group = vars(config).get(experts), vars(config).get(groups)
+        if not (isinstance(count, int) and isinstance(group, int) and 2 * group > count):
+            continue
+        setattr(config, groups, max(1, count // 2))
         if isinstance(vars(config).get("topk_group"), int):
-            config.topk_group = min(config.topk_group, config.n_group)
+            config.topk_group = min(config.topk_group, getattr(config, groups))
+        if per_token and isinstance(vars(config).get(per_token), int):
+            setattr(config, per_token, min(getattr(config, per_token),
+                                           _SMALL["num_experts_per_tok"]))
+        return
 
 
 # A state-space mixer's (heads, head size, expansion, groups) by their attribute names (Mamba-2's;
@@ -382,10 +454,12 @@ def _keep_layer_kinds(config, layers_before, layers):
     (`layer_types`, `mlp_layer_types`: one name a layer) keeps its first layers, the last of a
     kind already there giving way to each kind they lack, as many layers as the list with the
     most kinds needs (the layer count raised to it); a kind placed by period and offset (Jamba's `attn_layer_period` 8, offset 4)
-    falls on the last layer. The layer count, as it now is."""
+    falls on the last layer; a pattern of kinds that the layers repeat (_kind_pattern:
+    RecurrentGemma's `block_types`, recurrent, recurrent, attention) is cut the same way, so
+    that the layers left repeat every kind. The layer count, as it now is."""
     lists = {name: value for name, value in vars(config).items() if isinstance(value, list)
-             and len(value) == layers_before and value and all(isinstance(item, str)
-                                                              for item in value)}
+             and value and all(isinstance(item, str) for item in value)
+             and (len(value) == layers_before or _kind_pattern(name, value, layers_before))}
     needed = max([layers] + [len(dict.fromkeys(value)) for value in lists.values()])
     for name, value in lists.items():
         kept = value[:needed]
@@ -457,7 +531,10 @@ def transformers_inputs(model, config, batch, variant=""):
     elif name == "spectrogram" and isinstance(getattr(config, "model_in_dim", None), int):
         inputs = {name: torch.randn(batch, SEQUENCE, config.model_in_dim)}  # a vocoder's input
     else:
-        raise ValueError(f"main input {name!r}: the referee makes no such input")
+        made = _documented_input(model, config, name, batch)
+        if made is None:
+            raise ValueError(f"main input {name!r}: the referee makes no such input")
+        inputs = {name: made}
     # A model of text and images (CLIP and its kind) takes both, whichever is its main input.
     if "pixel_values" in parameters and "pixel_values" not in inputs and \
             getattr(config, "vision_config", None) is not None:
@@ -473,6 +550,19 @@ def transformers_inputs(model, config, batch, variant=""):
         inputs["image_sizes"] = torch.tensor([list(inputs["pixel_values"].shape[-2:])] * batch)
     if getattr(config, "is_encoder_decoder", False):
         inputs["decoder_input_ids"] = torch.randint(0, vocabulary, (batch, SEQUENCE // 2))
+    for parameter in parameters.values():
+        if parameter.name not in inputs and parameter.default is parameter.empty and \
+                parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
+            # An input the forward cannot go without and none of the above made: as its
+            # docstring shapes it (a forward missing it raised before, so no row that ran moves).
+            made = _documented_input(model, config, parameter.name, batch)
+            if made is not None:
+                inputs[parameter.name] = made
+    if _part(variant, "documented inputs"):
+        for name in list(inputs):  # every input its docstring shapes, as it shapes it
+            made = _documented_input(model, config, name, batch)
+            if made is not None:
+                inputs[name] = made
     tokens = _part(variant, "image tokens")
     count = int(tokens.rsplit(" ", 1)[1]) if tokens else None
     if _part(variant, "image grid"):
@@ -498,6 +588,114 @@ def transformers_inputs(model, config, batch, variant=""):
         if _part(variant, "image grid") and "mm_token_type_ids" in parameters:
             inputs["mm_token_type_ids"] = (ids == token).int()  # 1 an image's token, 0 text's
     return inputs
+
+
+# Note [Inputs from the forward's docstring]
+# A forward whose input the branches of transformers_inputs do not know (a main input such as
+# Gemma 3n's `audio_mel` or VideoPrism's `pixel_values_videos`, or an input it cannot go
+# without beside its main one: Idefics2's perceiver's `context` and `attention_mask`) gets
+# one as transformers documents it: the shape its forward's docstring gives after the name
+# ("audio_mel: a torch.Tensor of shape [batch, num_frames, num_channels, mel_bins]"), each
+# dimension sized by its name (_DIMENSION: the batch, SEQUENCE tokens, the image's pixels, a
+# grid of patches), else by the config's attribute of that name ("state_dim",
+# "config.block_size"), a product of such names ("num_channels x patch_height x
+# patch_width") multiplied out; token ids (a name ending in "_ids") drawn from the smallest
+# vocabulary the config names, a mask (a name holding "mask") all ones (every position given:
+# the card and the estimate see the same values, and a forward's memory does not follow
+# them), anything else random. A shape the docstring does not give, or a dimension no rule
+# sizes, makes no input (the row says the forward's own error, as before). Only inputs that
+# were never made before are made so: no row that ran changes.
+_DIMENSION = {
+    **dict.fromkeys(("batch", "batch_size", "num_audios", "num_images", "num_crops"), "batch"),
+    **dict.fromkeys(("seq_len", "sequence_length", "seq_length", "episode_length",
+                     "num_frames", "max_num_frames", "num_tokens", "num_patches", "prompt_len",
+                     "number_of_previous_accepted_tokens", "target_sequence_length",
+                     "num_queries"), "tokens"),
+    **dict.fromkeys(("height", "width", "frame_size", "image_size"), "pixels"),
+    **dict.fromkeys(("grid_height", "grid_width"), "patches"),
+    **dict.fromkeys(("patch_height", "patch_width"), "patch"),
+    **dict.fromkeys(("embed_dim", "dim", "d_model", "hidden_size"), "width"),
+}
+_DOCUMENTED_SHAPE = r"^\s*{name}\b[^\n]*?\bshape\W*?([(\[])"  # up to the shape's bracket
+
+
+def _documented_input(model, config, name, batch):
+    """The input `name` of the model's forward as its docstring shapes it, or None (Note
+    [Inputs from the forward's docstring])."""
+    import torch
+
+    doc = model.forward.__doc__ or ""
+    found = re.search(_DOCUMENTED_SHAPE.format(name=re.escape(name)), doc, re.MULTILINE)
+    if not found:
+        return None
+    depth, end = 0, None  # the shape's closing bracket: "(a, b * len(c))" holds brackets
+    for end in range(found.start(1), min(len(doc), found.start(1) + 200)):
+        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(doc[end], 0)
+        if depth == 0:
+            break
+    if depth != 0:
+        return None
+    sizes = [_dimension(config, batch, part) for part in
+             re.split(r",(?![^(]*\))", doc[found.start(1) + 1:end])]
+    if not sizes or any(size is None for size in sizes):
+        return None
+    if name.endswith("_ids"):
+        return torch.randint(0, _smallest_vocabulary(config), tuple(sizes))
+    if "mask" in name:
+        return torch.ones(*sizes, dtype=torch.long)
+    return torch.randn(*sizes)
+
+
+def _dimension(config, batch, text):
+    """One dimension of a documented shape, sized by its name(s) (see the Note), or None."""
+    size = 1
+    for factor in re.split(r"\s+[x*]\s+", text.strip()):
+        factor = factor.strip().removeprefix("config.")
+        counted = re.fullmatch(r"len\((?:config\.)?(\w+)\)", factor)
+        if counted:  # as many as a list of the config has
+            value = _config_value(config, counted.group(1))
+            value = len(value) if isinstance(value, (list, tuple)) else None
+        elif _DIMENSION.get(factor) != "batch" and isinstance(
+                _config_value(config, factor), int):  # the config's own size of that name
+            value = _config_value(config, factor)
+        elif _DIMENSION.get(factor) == "batch":
+            value = batch
+        elif _DIMENSION.get(factor) == "tokens":
+            value = SEQUENCE
+        elif _DIMENSION.get(factor) == "pixels":
+            value = _image_size(config)[0]
+        elif _DIMENSION.get(factor) == "patches":
+            patch = _config_value(config, "patch_size")
+            value = _image_size(config)[0] // patch if isinstance(patch, int) else None
+        elif _DIMENSION.get(factor) == "patch":
+            value = _config_value(config, "patch_size")
+        else:
+            value = _config_value(config, "hidden_size") \
+                if _DIMENSION.get(factor) == "width" else None
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            return None
+        size *= value
+    return size
+
+
+def _config_value(config, name):
+    """The config's attribute `name`, or its first sub-config's that has one (a model of text
+    and images: the vision config's `num_channels`), or None."""
+    from transformers import PretrainedConfig
+
+    for holder in [config, *(sub for sub in vars(config).values()
+                             if isinstance(sub, PretrainedConfig))]:
+        value = vars(holder).get(name)
+        if value is not None and not isinstance(value, bool):
+            return value
+    return None
+
+
+def _smallest_vocabulary(config):
+    """The fewest tokens any `...vocab_size` of the config names (VOCABULARY at most)."""
+    return min([VOCABULARY] + [value for name, value in vars(config).items()
+                               if name.endswith("vocab_size") and isinstance(value, int)
+                               and not isinstance(value, bool) and value > 0])
 
 
 def _sub_config_vocabulary(config):
@@ -807,10 +1005,20 @@ def transformers_variant(model_type, attention, batch, train=False):
         others.append("audio channels")
         if "more sizes" in others:
             others.append("more sizes, audio channels")  # Mimi's: both
-    if not others:
-        return ""
+    if not train and _loses_layer_kinds(CONFIG_MAPPING[model_type]()):
+        # A forward with a cache of its own (a multimodal model whose text config keeps
+        # use_cache, which build() turns off only on the model's own config: MiniCPM-V 4.6):
+        # its layer kinds, tried last and only where the plain forward's message asks for an
+        # attention layer, so that every forward that ran keeps its variant.
+        others.append("layer kinds")
+    if "derived sizes" in others:  # the newest: last of all, every type that ran keeps its own
+        others.append(others.pop(others.index("derived sizes")))
+    others.append("documented inputs")  # the inputs' variant, the config as plain: after all
     plain_error = None
     for variant in ("", *others):
+        if variant == "layer kinds" and not train and not re.search(
+                _NO_ATTENTION_LAYER, plain_error or ""):
+            continue
         if variant == "mrope":  # sections summing to what the plain forward's message says
             found = re.search(r"split_sizes to sum exactly to (\d+) .*split_sizes=\[\d+, \d+, "
                               r"\d+\]", plain_error or "")
@@ -859,10 +1067,11 @@ def transformers_variant(model_type, attention, batch, train=False):
             elif "selected index k out of range" in error and "queries" not in variant \
                     and not variant.startswith("head"):
                 variant += ", queries"  # more queries than a small image has anchors
-            elif variant == "head" and re.search(
+            elif variant.startswith("head") and "expert groups" not in variant and re.search(
                     r"selected index k out of range|shape '\[-1, \d+, 0\]' is invalid", error):
-                variant += ", expert groups"  # a router's groups of no expert or one
-            elif "can only be called on Attention layers" in error and \
+                # a router's groups of no expert or one (beside the layer kinds: Bailing's step)
+                variant = variant.replace("head", "head, expert groups", 1)
+            elif re.search(_NO_ATTENTION_LAYER, error) and \
                     "layer kinds" not in variant:
                 variant += ", layer kinds"  # a hybrid left with no attention layer
             else:
@@ -874,6 +1083,10 @@ def transformers_variant(model_type, attention, batch, train=False):
             if error is None:
                 return variant
     return ""
+
+
+# What a hybrid's cache says when the layers left have no attention layer to ask its length.
+_NO_ATTENTION_LAYER = r"can only be called on Attention layers"
 
 
 def _loses_layer_kinds(config, depth=0):
@@ -889,13 +1102,24 @@ def _loses_layer_kinds(config, depth=0):
                        if isinstance(vars(after).get(name), int)), None)
         if layers is None:
             continue
+        layers_before = next((vars(before)[name] for name in _LAYERS
+                              if isinstance(vars(before).get(name), int)), None)
         for name, value in vars(before).items():
             if isinstance(value, list) and value and all(isinstance(item, str) for item in value) \
-                    and name.endswith("layer_types") and set(value[:layers]) != set(value):
+                    and (name.endswith("layer_types") or _kind_pattern(name, value, layers_before)) \
+                    and set((value * layers)[:layers]) != set(value):
                 return True
             if name.endswith("_layer_offset") and isinstance(value, int) and value >= layers:
                 return True
     return False
+
+
+def _kind_pattern(name, value, layers):
+    """Whether a config's list is a pattern of layer kinds that its layers repeat (a list of
+    kinds named `..._types`, shorter than the layers: RecurrentGemma's `block_types`, which its
+    config repeats to `num_hidden_layers`), not one kind a layer."""
+    return name.endswith("_types") and isinstance(layers, int) and 1 < len(value) < layers \
+        and len(set(value)) > 1
 
 
 def copy_config(config):

@@ -365,3 +365,83 @@ def test_sdpa_where_a_part_has_none_and_a_vq_vae_encodes():
     with torch.no_grad():
         output = model.eval()(**inputs)
     assert isinstance(referee.loss_of(output), torch.Tensor)
+
+
+def test_a_hybrid_keeps_an_attention_layer_where_its_forward_asks_for_one():
+    # Issue 53's rows that failed with "`get_seq_length` can only be called on Attention
+    # layers" (helper i53inputs, 2026-11-30). MiniCPM-V 4.6's text config keeps its cache
+    # (build() turns off only the model's own config's), so its inference forward, not only
+    # the step's, asks its first two layers (linear attention) for a length: "layer kinds",
+    # tried last and only on that message.
+    assert referee.transformers_variant("minicpm_ocr", "eager", 1) == "layer kinds"
+    # RecurrentGemma's kinds are a pattern its layers repeat (recurrent, recurrent, attention):
+    # cut to two layers it had no attention layer; the pattern keeps one now.
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    config = referee.shrink(CONFIG_MAPPING["recurrent_gemma"](), variant="layer kinds")
+    assert config.block_types == ["recurrent", "attention"], config.block_types
+    assert set(config.layers_block_type) == {"linear_attention", "sliding_attention"}
+    assert referee.shrink(CONFIG_MAPPING["recurrent_gemma"]()).block_types == [
+        "recurrent", "recurrent", "attention"]  # plain: as the rows that ran were taken
+    assert referee.transformers_variant("recurrent_gemma", "eager", 2, train=True) == \
+        "layer kinds"
+    # Bailing's router names its groups and experts otherwise than DeepSeek-V3's: "expert
+    # groups" makes them two experts each, a token's experts no more than the small top-k.
+    config = referee.shrink(CONFIG_MAPPING["bailing_hybrid"](), variant="head, expert groups")
+    assert (config.num_experts, config.num_expert_group, config.topk_group,
+            config.num_experts_per_token) == (4, 2, 2, 2)
+
+
+def test_an_input_the_referee_does_not_know_is_made_as_the_forward_documents_it():
+    # Note [Inputs from the forward's docstring]: Idefics2's perceiver (main input
+    # "input_ids", which its forward does not take) wants `context` of (batch, seq_len,
+    # embed_dim) and an attention mask; MuseGlimmer's assistant `context_hidden_states` of
+    # (batch_size, tokens, dim * len(config.target_layer_ids)); VideoPrism a video of
+    # (batch_size, num_frames, num_channels, frame_size, frame_size), its frames the config's.
+    import torch
+
+    for model_type, wanted in (
+            ("idefics2_perceiver", lambda config: {
+                "context": (2, referee.SEQUENCE, config.hidden_size),
+                "attention_mask": (2, referee.SEQUENCE)}),
+            ("muse_glimmer_assistant", lambda config: {
+                "noise_embeds": (2, referee.SEQUENCE, config.hidden_size),
+                "context_hidden_states": (2, referee.SEQUENCE,
+                                          config.hidden_size * len(config.target_layer_ids))}),
+            ("videoprism_vision_model", lambda config: {
+                "pixel_values_videos": (2, config.num_frames, config.num_channels, 64, 64)})):
+        model, config = referee.transformers_model(model_type, "eager")
+        inputs = referee.transformers_inputs(model, config, 2)
+        assert {name: tuple(value.shape) for name, value in inputs.items()} == \
+            wanted(config), model_type
+        with torch.no_grad():
+            model.eval()(**inputs)
+    # VARIANTS' "documented inputs": MusicGen's decoder takes (batch_size * num_codebooks,
+    # sequence_length) tokens, not the referee's (batch, tokens); tried last, where nothing
+    # else runs.
+    assert referee.transformers_variant("musicgen_decoder", "eager", 1) == "documented inputs"
+    model, config = referee.transformers_model("musicgen_decoder", "eager")
+    inputs = referee.transformers_inputs(model, config, 2, "documented inputs")
+    assert inputs["input_ids"].shape == (2 * config.num_codebooks, referee.SEQUENCE)
+    # A forward whose docstring gives no shape (Perceiver's "inputs: Can be anything") still
+    # says the referee makes no such input.
+    model, config = referee.transformers_model("perceiver", "eager")
+    with pytest.raises(ValueError, match="main input 'inputs': the referee makes no such"):
+        referee.transformers_inputs(model, config, 1)
+
+
+def test_a_size_the_config_derives_from_a_width_follows_it():
+    # VARIANTS' "derived sizes": SigLIP's text `projection_size` is its hidden size by
+    # default (768), which the shrinker, by name, left at 768 beside a hidden size of 64 ("mat1
+    # and mat2 shapes cannot be multiplied"); T5Gemma's decoder's cross-attention width is the
+    # encoder's. Tried last: the plain config keeps them, and so do the rows that ran.
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    plain = referee.shrink(CONFIG_MAPPING["siglip"]())
+    assert plain.text_config.projection_size == 768 != plain.text_config.hidden_size
+    derived = referee.shrink(CONFIG_MAPPING["siglip"](), variant="derived sizes")
+    assert derived.text_config.projection_size == derived.text_config.hidden_size == 64
+    derived = referee.shrink(CONFIG_MAPPING["t5gemma"](), variant="derived sizes")
+    assert derived.decoder.cross_attention_hidden_size == derived.encoder.hidden_size == 64
+    for model_type in ("siglip", "t5gemma"):
+        assert referee.transformers_variant(model_type, "eager", 1) == "derived sizes"
