@@ -286,7 +286,8 @@ class EventRecording {
     if (stacks == Stacks::kNone) return;
     // The thread's state, looked up once an event (Note [One opening per event]).
     capture_.thread = currentThreadState();
-    if (wants_python_ || (captured_ && format::wantsNative(g_recorder.config.stack_mode)))
+    // Python's stacks or native ones (wants_python_, or wantsNative): any mode but kNone, one test.
+    if (captured_ && g_recorder.config.stack_mode != format::StackMode::kNone)
       captureStacks(&capture_, source.caller, walk_python_, holds_gil_);
   }
 
