@@ -17,6 +17,8 @@
 #include "tests/unit/trace_builder.h"
 #include "tracer/reader/reader.h"
 #include "tracer/recorder/memtrace.h"
+#include "tracer/recorder/record_writer.h"
+#include "tracer/recorder/trace_file.h"
 
 namespace memtrace::testing {
 namespace {
@@ -652,6 +654,105 @@ TEST(Recorder, TrackerCallsAreTheHooksEventsAndCountOnTheirDevice) {
   EXPECT_EQ(recorded.devices[4], -1);  // the file names no device past kMaxDevices
   EXPECT_EQ(recorded.events[5].kind, reader::EventKind::kFree);
   std::remove(path.c_str());
+}
+
+// The writer's bytes for one event stream that takes every form of Note [Allocations named by the
+// blocks before them] and Note [Events in fewer bytes] (a freed block again, a freed address with
+// another size, a recent allocation's end, an address delta, aligned or not; a size from the table,
+// in 512-byte units, odd, past 2^63; a free by its number, by a search, of an address never
+// allocated), over the rings' and the indexes' wrap (200,000 events, 4,096 of each; no stacks:
+// the reader refuses a stack the file does not define, and the lookups do not touch them): the
+// file's bytes are the version 12 writer's at 5d4c255, as a hash. A change to how the writer finds
+// what it names (docs/performance.md, Version 12's record path) must leave every byte as it was;
+// a change of the format changes this figure, knowingly. The events read back as written.
+TEST(RecordWriter, WritesTheSameBytesForTheSameEvents) {
+  std::string path = temporaryPath("writer-bytes.bin");
+  struct Block {
+    uint64_t address, size;
+    uint32_t number;
+  };
+  std::vector<Block> written;  // every event in order (a free's size 0)
+  {
+    TraceFile file;
+    const char* error = "";
+    ASSERT_EQ(file.open(path.c_str(), &error), TraceFile::OpenResult::kOpened) << error;
+    auto writer = std::make_unique<RecordWriter>(file);
+    constexpr uint64_t kStart = 1'000'000'000;
+    writer->beginFile(kStart, 1000);
+    const char command[] = "writer-bytes";
+    ProcessInfoFields info{
+        1,  0,  0,    kStart, command, sizeof(command), "test", "host", format::StackMode::kAll,
+        64, 64, false};
+    ASSERT_TRUE(writer->writeProcessInfo(info));
+    ASSERT_TRUE(writer->setContext(
+        EventContext{7, 0, 0, format::Api::kTorchAllocator, format::Level::kTensor}));
+    uint64_t state = 0x2545f4914f6cdd1dull;
+    auto next = [&state] {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      return state >> 33;
+    };
+    const uint64_t common[] = {256, 512, 1024, 4096, 1536, 1u << 20, 8u << 20};
+    constexpr uint64_t kBase = 0x7f0000000000;
+    std::vector<Block> live, freed;
+    uint64_t time = kStart;
+    for (int i = 0; i < 200'000; ++i) {
+      time += next() % 8 == 0 ? next() % 200'000 : next() % 3'000;
+      if (live.empty() || (live.size() < 3'000 && next() % 2 == 0)) {
+        uint64_t form = next() % 16, size;
+        if (form < 8)
+          size = common[next() % std::size(common)];
+        else if (form < 12)
+          size = (1 + next() % 4'000) * 512;
+        else if (form < 15)
+          size = 1 + next() % 100'000;
+        else
+          size = next() % 64 == 0 ? (uint64_t{1} << 63) + next() % 1'000 : 512 * (1 + next() % 8);
+        uint64_t where = next() % 16, address;
+        if (where < 6 && !freed.empty()) {
+          const Block& block =
+              freed[freed.size() - 1 - next() % std::min<size_t>(freed.size(), 6'000)];
+          address = block.address;
+          if (where < 4) size = block.size;
+        } else if (where < 10 && !live.empty()) {
+          const Block& block = live[live.size() - 1 - next() % std::min<size_t>(live.size(), 64)];
+          address = format::blockEnd(block.address, block.size);
+        } else if (where < 15) {
+          address = kBase + (next() % (uint64_t{1} << 30)) * 256;
+        } else {
+          address = kBase + next() % (uint64_t{1} << 38);  // not 256-aligned, mostly
+        }
+        Block block{address, size, writer->allocationNumber()};
+        ASSERT_TRUE(writer->writeAlloc(time, address, size, 0, 0));
+        live.push_back(block);
+        written.push_back(block);
+      } else {
+        size_t at = next() % 2 == 0 ? live.size() - 1 - next() % std::min<size_t>(live.size(), 8)
+                                    : next() % live.size();
+        Block block = live[at];
+        live[at] = live.back();
+        live.pop_back();
+        uint64_t number = next() % 4 == 0 ? RecordWriter::kNoNumber : block.number;
+        if (next() % 64 == 0) block.address += 256 * (1 + next() % 4);  // never allocated there
+        ASSERT_TRUE(writer->writeFree(time, block.address, 0, 0, number));
+        freed.push_back(block);
+        written.push_back(Block{block.address, 0, 0});
+      }
+    }
+    ASSERT_TRUE(file.close());
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
+  for (char byte : bytes) hash = (hash ^ static_cast<uint8_t>(byte)) * 0x100000001b3ull;
+  Recorded recorded = readBack(path);
+  std::remove(path.c_str());
+  ASSERT_EQ(recorded.events.size(), written.size());
+  for (size_t i = 0; i < written.size(); ++i) {
+    ASSERT_EQ(recorded.events[i].address, written[i].address) << "event " << i;
+    ASSERT_EQ(recorded.events[i].size, written[i].size) << "event " << i;
+  }
+  EXPECT_EQ(bytes.size(), 985'520u);
+  EXPECT_EQ(hash, 0x8df05410386ed8b9ull) << std::hex << hash;
 }
 
 }  // namespace

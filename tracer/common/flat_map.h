@@ -100,19 +100,28 @@ class FlatMap {
   // instructions an allocation more); growth, the rare part, stays a call.
   [[gnu::always_inline]] Value* insert(const Key& key, const Value& value,
                                        bool* inserted = nullptr) {
+    bool absent = false;
+    Value* slot = slotFor(key, &absent);
+    if (slot && absent) *slot = value;
+    if (inserted) *inserted = absent;
+    return slot;
+  }
+  // The value slot for `key`, the key inserted if it was absent (*inserted true: its value is
+  // then unset, for the caller to write in place, Note [The live block written in place]);
+  // nullptr when the table could not grow.
+  [[gnu::always_inline]] Value* slotFor(const Key& key, bool* inserted) {
     if ((size_ + 1) * 2 > capacity_ && !grow()) return nullptr;
     for (size_t i = indexOf(key);; i = next(i)) {
       Slot& slot = slots_[i];
       if (!slot.used) {
         slot.used = true;
         slot.key = key;
-        slot.value = value;
         ++size_;
-        if (inserted) *inserted = true;
+        *inserted = true;
         return &slot.value;
       }
       if (slot.key == key) {
-        if (inserted) *inserted = false;
+        *inserted = false;
         return &slot.value;
       }
     }
@@ -120,13 +129,21 @@ class FlatMap {
 
   // Removes `key`, copying its value to *removed. Returns whether it was there.
   bool erase(const Key& key, Value* removed = nullptr) {
+    return eraseWith(key, [removed](const Value& value) {
+      if (removed) *removed = value;
+    });
+  }
+  // Removes `key`, handing its value to `take(const Value&)` in place before it goes (Note [The
+  // live block written in place]). Returns whether it was there.
+  template <typename Take>
+  [[gnu::always_inline]] bool eraseWith(const Key& key, Take take) {
     if (!capacity_) return false;
     size_t i = indexOf(key);
     for (;; i = next(i)) {
       if (!slots_[i].used) return false;
       if (slots_[i].key == key) break;
     }
-    if (removed) *removed = slots_[i].value;
+    take(static_cast<const Value&>(slots_[i].value));
     // Backward-shift deletion: pull later members of the probe run into the hole, so
     // lookups never need tombstones and the table never degrades with churn.
     size_t hole = i;

@@ -42,9 +42,27 @@ class LiveTable {
     return AllocOutcome::kReplaced;
   }
 
+  // The same, the value written in place by `fill(Value& slot, bool replacing)` (Note [The live
+  // block written in place] in tracer/recorder/recorder.cpp): where `replacing`, the slot holds
+  // the allocation that was live there until `fill` writes it. `fill` is not called on
+  // kNoMemory.
+  template <typename Fill>
+  [[gnu::always_inline]] AllocOutcome allocateInPlace(uint64_t address, Fill fill) {
+    bool inserted = false;
+    Value* slot = live_.slotFor(address, &inserted);
+    if (!slot) return AllocOutcome::kNoMemory;
+    fill(*slot, !inserted);
+    return inserted ? AllocOutcome::kNew : AllocOutcome::kReplaced;
+  }
+
   // `address` is freed: true, with its allocation in *freed (if given), when it was live;
   // false (and nothing changes) when it was not.
   bool free(uint64_t address, Value* freed = nullptr) { return live_.erase(address, freed); }
+  // The same, the allocation handed to `take(const Value&)` in place, before it leaves.
+  template <typename Take>
+  [[gnu::always_inline]] bool freeWith(uint64_t address, Take take) {
+    return live_.eraseWith(address, take);
+  }
 
   const Value* find(uint64_t address) const { return live_.find(address); }
   Value* find(uint64_t address) { return live_.find(address); }

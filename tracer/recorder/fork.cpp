@@ -37,6 +37,7 @@ void Recorder::afterForkInChild() {
   // The child's flusher does not run until its file opens, and children often end with
   // _exit(): every record it makes is written at once (Note [When records reach the file]).
   write_through = true;
+  write_through_until_ns = UINT64_MAX;
   resetThreadIdAfterFork();
   // The threads that lent their stacks are not in the child (Note [Stacks lent to threads
   // without Python]), unless it is the one that forked.

@@ -444,7 +444,7 @@ inline bool RecordWriter::writeEvent(uint8_t kind_bit, uint64_t time_ns, uintptr
   using format::CompactEventBits;
   using format::EventBits;
   using format::EventTables;
-  uint8_t* p = file_.reserve(64);
+  uint8_t* p = file_.reserveEvent();
   if (!p) return false;
   uint8_t* type = p++;
   uint8_t bits = EventBits::kEvent | kind_bit;

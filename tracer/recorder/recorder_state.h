@@ -242,7 +242,9 @@ class Recorder {
   bool file_wanted;    // a file should be open (started, or autostart)
   bool write_failed;   // writing failed; nothing is written until the next start
   bool write_through;  // every record is written at once (Note [When records reach the file])
-  uint64_t write_through_until_ns;  // ... and every record made before this time
+  // ... and every record made before this time: UINT64_MAX while write_through, so that
+  // afterRecord tests one word (fork.cpp and onExit set both).
+  uint64_t write_through_until_ns;
   bool flusher_running;
   format::TrainingPhase phase;  // the last memtrace_training_phase
   int open_phases;
@@ -377,8 +379,8 @@ inline constexpr uint64_t kFlushPeriodNs = 100 * 1000 * 1000;
 
 // After writing a record made at `time_ns`: write it through when the policy says so.
 inline void afterRecord(uint64_t time_ns) {
-  if ((g_recorder.write_through || time_ns < g_recorder.write_through_until_ns) &&
-      g_recorder.file.isOpen() && !g_recorder.file.mapped() && !g_recorder.file.flush())
+  if (time_ns < g_recorder.write_through_until_ns && g_recorder.file.isOpen() &&
+      !g_recorder.file.mapped() && !g_recorder.file.flush())
     failWrite();
 }
 

@@ -249,7 +249,9 @@ bool openFile() {
   }
   // A mapped file has every record in the page cache as it is written: nothing to write
   // through (Note [When records reach the file]).
-  g_recorder.write_through_until_ns = g_recorder.file.mapped() ? 0 : start + kFlushPeriodNs;
+  g_recorder.write_through_until_ns = g_recorder.write_through   ? UINT64_MAX
+                                      : g_recorder.file.mapped() ? 0
+                                                                 : start + kFlushPeriodNs;
   startFlusher();
   return true;
 }
@@ -276,6 +278,7 @@ void onExit() {
   // threads still running) are still recorded, each written through; nothing is freed
   // (Note [The recorder's state outlives every thread]).
   g_recorder.write_through = true;
+  g_recorder.write_through_until_ns = UINT64_MAX;
 }
 
 }  // namespace memtrace::detail

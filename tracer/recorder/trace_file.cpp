@@ -85,11 +85,13 @@ TraceFile::OpenResult TraceFile::open(const char* path, const char** error, uint
   codec::putU32(header + 12, flags);
   iovec iov{header, sizeof(header)};
   fd_ = fd;
+  setEventLimit();
   seekable_ = lseek(fd, 0, SEEK_CUR) >= 0;
   if (!writeAt(0, &iov, 1)) {
     *error = strerror(last_errno_);
     ::close(fd);
     fd_ = -1;
+    setEventLimit();
     return OpenResult::kFailed;
   }
   used_ = 0;
@@ -106,6 +108,7 @@ TraceFile::OpenResult TraceFile::open(const char* path, const char** error, uint
       *error = "cannot map the trace buffer";
       ::close(fd);
       fd_ = -1;
+      setEventLimit();
       return OpenResult::kFailed;
     }
     pointAtBuffer();
@@ -118,6 +121,7 @@ TraceFile::OpenResult TraceFile::open(const char* path, const char** error, uint
 void TraceFile::pointAtBuffer() {
   payload_ = buffer_;
   capacity_ = kBufferBytes;
+  setEventLimit();
 }
 
 bool TraceFile::mapWindow(size_t window) {
@@ -156,6 +160,7 @@ bool TraceFile::mapWindow(size_t window) {
   payload_ = map_ + (bytes_written_ - offset) + kHeader;
   size_t room = map_bytes_ - (bytes_written_ - offset) - kHeader;
   capacity_ = room < kBufferBytes ? room : kBufferBytes;
+  setEventLimit();
   return true;
 }
 
@@ -215,6 +220,7 @@ bool TraceFile::flush() {
     uint64_t map_end = map_offset_ + map_bytes_;
     uint64_t room = map_end > bytes_written_ + kHeader ? map_end - bytes_written_ - kHeader : 0;
     capacity_ = room < kBufferBytes ? static_cast<size_t>(room) : kBufferBytes;
+    setEventLimit();
     // A window too short for the largest record (or, in the steady state, for a whole open
     // chunk) moves on; one that cannot ends the mapping.
     size_t wanted = window_bytes_ == kWindowBytes ? kBufferBytes : kLargestRecord;
@@ -233,6 +239,7 @@ bool TraceFile::flush() {
   if (!writeAt(bytes_written_, iov, 2)) {
     ::close(fd_);
     fd_ = -1;
+    setEventLimit();
     used_ = 0;
     return false;
   }
@@ -284,6 +291,7 @@ bool TraceFile::trimForExit() {
   map_later_ = true;
   payload_ = nullptr;
   capacity_ = 0;
+  setEventLimit();
   return true;
 }
 
@@ -297,6 +305,7 @@ bool TraceFile::close() {
     ::close(fd_);
   }
   fd_ = -1;
+  setEventLimit();
   used_ = 0;
   path_[0] = '\0';
   return ok;
@@ -312,9 +321,11 @@ void TraceFile::closeAfterFailure() {
   }
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  setEventLimit();
   used_ = 0;
   payload_ = nullptr;
   capacity_ = 0;
+  setEventLimit();
   path_[0] = '\0';
 }
 
@@ -323,9 +334,11 @@ void TraceFile::abandon() {
   map_later_ = false;
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  setEventLimit();
   used_ = 0;
   payload_ = nullptr;
   capacity_ = 0;
+  setEventLimit();
   path_[0] = '\0';
 }
 
@@ -395,6 +408,7 @@ void TraceFile::swap(TraceFile& other) {
   exchange(payload_, other.payload_);
   exchange(used_, other.used_);
   exchange(capacity_, other.capacity_);
+  exchange(event_limit_, other.event_limit_);
   exchange(buffer_, other.buffer_);
   exchange(map_, other.map_);
   exchange(map_offset_, other.map_offset_);
