@@ -29,7 +29,8 @@ transformers' `is_fake_tensor` is false for a tensor whose value is known, so it
 the branch the device's run takes there. A value that comes from the example's inputs or the
 weights stays unknown: transformers keeps its tracing branch there, and a read of it is the
 example's, replayed and said, as before (a choice: the example's values are not the user's
-other inputs). What a known value costs: the small index tensors it is made of, computed once.
+other inputs), but for one place, the Note below. What a known value costs: the small index
+tensors it is made of, computed once.
 
 Which side a real GPU follows (settled 2026-11-30, after this was withdrawn once): a real GPU
 computes `arange`, so GPT-2's position ids read there as 0..15, `find_packed_sequence_indices`
@@ -42,6 +43,24 @@ a real GPU does not build; that is what the recording's known values were compar
 of the forward's temporaries, 4,064 B of the step's attention activations). Those scripts now
 install the card's known values (zoo_lines.on_the_card), and both sides take the real GPU's
 branch.
+
+Note [The example's attention mask, where transformers decides to skip it]
+One read of the example's values is taken, in one place: transformers' choice to drop an
+attention mask that gives every position (masking_utils' `_ignore_bidirectional_mask_sdpa`
+and `_ignore_causal_mask_sdpa`, which read `padding_mask.all()` unless `is_tracing`). On fake
+tensors it kept the mask, so sdpa got a bool mask: the integration repeated the key and value
+heads (`repeat_kv`, contiguous copies) instead of `enable_gqa`, and the efficient kernel took
+the additive mask. The device, given the same mask, drops it. On the simulated H100 (torch
+2.14.1+cu130, transformers 5.23.0) Idefics2's perceiver resampler (16 query heads over 2 key
+heads, an all-ones `attention_mask` input) was estimated 39,040,000 B against the card's
+37,844,992 B at batch 1 (+3.16 %; 1,195,008 B, about the key and value repeated to 16 heads,
+2 x 589,824 B), +6.15 % at batch 2 and +6.63 % in a training step at batch 2.
+So the recording keeps the example inputs' values (at most LIMIT elements) apart, carries them
+through ops as it does known values (never through an op that writes in place), and gives them
+to those two functions only: there `is_fake_tensor` is false for such a tensor and its reads
+are the example's. Anywhere else they stay unknown, as above. The read is not said as an
+assumption: it decides whether a mask is made, as the device decides it for the same input; an
+example with padding keeps the mask on both sides (tests/estimator/test_front_end.py).
 """
 from __future__ import annotations
 
@@ -68,6 +87,9 @@ class KnownValues:
     def __init__(self) -> None:
         self._values: dict[int, tuple[Any, Any]] = {}  # id(fake) -> (weak ref to it, real)
         self._unknown: set[int] = set()  # storage keys an unknown value wrote
+        # id(fake) -> (weak ref, real): a value that follows from the example's inputs (Note
+        # [The example's attention mask, where transformers decides to skip it]).
+        self._examples: dict[int, tuple[Any, Any]] = {}
 
     def value(self, tensor: Any) -> Any:
         """The real tensor holding `tensor`'s value, or None."""
@@ -78,8 +100,27 @@ class KnownValues:
         constant = _torch_internals.fake_constant(tensor)
         return constant
 
-    def _keep(self, fake: Any, real: Any) -> None:
-        self._values[id(fake)] = (weakref.ref(fake), real)
+    def example_value(self, tensor: Any) -> Any:
+        """The real tensor holding `tensor`'s value on the example's inputs, or None."""
+        known = self.value(tensor)
+        if known is not None:
+            return known
+        entry = self._examples.get(id(tensor))
+        if entry is not None and entry[0]() is tensor and \
+                _torch_internals.storage_key(tensor.untyped_storage()) not in self._unknown:
+            return entry[1]
+        return None
+
+    def example_input(self, fake: Any, real: Any) -> None:
+        """`fake` is the recording's copy of the example input `real`."""
+        import torch
+        if isinstance(fake, torch.Tensor) and isinstance(real, torch.Tensor) and \
+                not real.is_nested and real.numel() <= LIMIT and \
+                fake.shape == real.shape and fake.dtype == real.dtype:
+            self._examples[id(fake)] = (weakref.ref(fake), real.detach().cpu().clone())
+
+    def _keep(self, fake: Any, real: Any, example: bool = False) -> None:
+        (self._examples if example else self._values)[id(fake)] = (weakref.ref(fake), real)
 
     def read(self, func: Any, name: str, args: tuple[Any, ...],
              kwargs: dict[str, Any]) -> tuple[Any] | None:
@@ -91,6 +132,8 @@ class KnownValues:
         tensors = [leaf for leaf in _torch_internals.tree_leaves((args, kwargs))
                    if isinstance(leaf, torch.Tensor)]
         real = {id(tensor): self.value(tensor) for tensor in tensors}
+        if tensors and any(value is None for value in real.values()) and deciding_mask_skip():
+            real = {id(tensor): self.example_value(tensor) for tensor in tensors}
         if not tensors or any(value is None for value in real.values()):
             return None
         with _torch_internals.disable_current_modes():
@@ -104,6 +147,9 @@ class KnownValues:
         leaves = _torch_internals.tree_leaves((args, kwargs))
         inputs = [leaf for leaf in leaves if isinstance(leaf, torch.Tensor)]
         known = [self.value(tensor) for tensor in inputs]
+        example = any(value is None for value in known)
+        if example and not _written(func):  # a value of the example's, kept apart
+            known = [self.example_value(tensor) for tensor in inputs]
         outputs = [leaf for leaf in _torch_internals.tree_leaves(output)
                    if isinstance(leaf, torch.Tensor)]
         computable = all(value is not None for value in known) and \
@@ -122,7 +168,8 @@ class KnownValues:
                         if isinstance(leaf, torch.Tensor)]
                 if len(made) == len(outputs):
                     for fake, value in zip(outputs, made):
-                        self._keep(fake, value)
+                        self._keep(fake, value, example)
+                        (self._values if example else self._examples).pop(id(fake), None)
                     return
                 computable = False
         for index in _written(func):  # an unknown value written: the storage is unknown
@@ -130,6 +177,23 @@ class KnownValues:
                 self._unknown.add(_torch_internals.storage_key(args[index].untyped_storage()))
         for fake in outputs:
             self._values.pop(id(fake), None)
+            self._examples.pop(id(fake), None)
+
+
+# transformers' functions that drop an attention mask giving every position (Note [The
+# example's attention mask, where transformers decides to skip it]).
+_MASK_SKIPS = ("_ignore_bidirectional_mask_sdpa", "_ignore_causal_mask_sdpa")
+
+
+def deciding_mask_skip() -> bool:
+    """Whether transformers' masking_utils is deciding to drop an attention mask, up the stack."""
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in _MASK_SKIPS and code.co_filename.endswith("masking_utils.py"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _deterministic(func: Any) -> bool:
@@ -157,7 +221,9 @@ def libraries_see_values(known: KnownValues) -> Iterator[None]:
         return
 
     def is_fake_tensor(value: Any) -> bool:
-        return bool(original(value)) and known.value(value) is None
+        if not original(value) or known.value(value) is not None:
+            return False
+        return not (deciding_mask_skip() and known.example_value(value) is not None)
 
     module.is_fake_tensor = is_fake_tensor  # type: ignore[attr-defined]
     try:

@@ -210,6 +210,10 @@ class _Step:
         recorder = Recorder({id(module): name for name, module in model.named_modules()})
         recorder.replay = replay
         recorder.known = KnownValues()  # Note [Values Python knows on fake tensors]
+        if self.batch is None:  # the inputs as given (Note [The example's attention mask, ...])
+            for fake, real in zip([*args, *kwargs.values()],
+                                  [*self.args, *self.kwargs.values()]):
+                recorder.known.example_input(fake, real)
         kernels = recorder.device_kernels = DeviceKernels(self.rules, recorder.choice,
                                                              recorder.rnn)
         try:
