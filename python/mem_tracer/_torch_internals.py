@@ -459,6 +459,18 @@ def _check_dispatch_mode_suspended() -> None:
             raise RuntimeError("the mode was not put back")
 
 
+def _check_forget_fake_tensor() -> None:
+    import weakref
+
+    import torch
+    mode = fake_tensor_mode()
+    with mode:
+        made = torch.zeros(2) + 1
+    forget_fake_tensor(mode, made)
+    if weakref.getweakrefs(made):
+        raise LookupError("the fake tensor is still weakly referenced after its memo entry went")
+
+
 def _enter_and_leave(context: Callable[[], Any]) -> Callable[[], None]:
     def check() -> None:
         with context():
@@ -480,6 +492,10 @@ def check_all() -> list[str]:
         "fake_tensor_mode": lambda: fake_tensor_mode(allow_non_fake_inputs=True),
         "fake_tensor_type": fake_tensor_type,
         "data_dependent_errors": data_dependent_errors,
+        "forget_fake_tensor": _check_forget_fake_tensor,
+        "swap_tensors_replaced": _enter_and_leave(
+            lambda: swap_tensors_replaced(lambda first, second, original: original(first,
+                                                                                   second))),
         "torch_dispatch_mode": torch_dispatch_mode,
         "disable_current_modes": disable_current_modes,
         "is_wrapper_subclass": lambda: is_wrapper_subclass(torch.zeros(1)),
