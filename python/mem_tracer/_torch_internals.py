@@ -102,6 +102,30 @@ def fake_constant(value: Any) -> Any:
     return getattr(value, "constant", None)
 
 
+def forget_fake_tensor(fake_mode: Any, tensor: Any) -> None:
+    """Drops `tensor` from `fake_mode`'s memo of the tensors it made (FakeTensorConverter's
+    tensor_memo, a WeakValueDictionary that holds a weak reference to every fake tensor an op
+    made), so that torch.utils.swap_tensors, which refuses a tensor with weak references, takes
+    it (Note [Module.to() on fake tensors] in estimator/step_graph.py)."""
+    memo = fake_mode.fake_tensor_converter.tensor_memo
+    for key in [key for key, value in list(memo.items()) if value is tensor]:
+        del memo[key]
+
+
+@contextlib.contextmanager
+def swap_tensors_replaced(swap: Callable[[Any, Any, Callable[[Any, Any], None]], None]
+                          ) -> Iterator[None]:
+    """torch.utils.swap_tensors, which nn.Module._apply looks up at each call, replaced for the
+    block by `swap(t1, t2, original)`."""
+    import torch.utils
+    original = torch.utils.swap_tensors
+    torch.utils.swap_tensors = lambda t1, t2: swap(t1, t2, original)
+    try:
+        yield
+    finally:
+        torch.utils.swap_tensors = original
+
+
 def data_dependent_errors() -> tuple[type[BaseException], ...]:
     """What a fake tensor raises for an op whose output depends on the data."""
     from torch._subclasses.fake_tensor import (
@@ -435,6 +459,18 @@ def _check_dispatch_mode_suspended() -> None:
             raise RuntimeError("the mode was not put back")
 
 
+def _check_forget_fake_tensor() -> None:
+    import weakref
+
+    import torch
+    mode = fake_tensor_mode()
+    with mode:
+        made = torch.zeros(2) + 1
+    forget_fake_tensor(mode, made)
+    if weakref.getweakrefs(made):
+        raise LookupError("the fake tensor is still weakly referenced after its memo entry went")
+
+
 def _enter_and_leave(context: Callable[[], Any]) -> Callable[[], None]:
     def check() -> None:
         with context():
@@ -456,6 +492,10 @@ def check_all() -> list[str]:
         "fake_tensor_mode": lambda: fake_tensor_mode(allow_non_fake_inputs=True),
         "fake_tensor_type": fake_tensor_type,
         "data_dependent_errors": data_dependent_errors,
+        "forget_fake_tensor": _check_forget_fake_tensor,
+        "swap_tensors_replaced": _enter_and_leave(
+            lambda: swap_tensors_replaced(lambda first, second, original: original(first,
+                                                                                   second))),
         "torch_dispatch_mode": torch_dispatch_mode,
         "disable_current_modes": disable_current_modes,
         "is_wrapper_subclass": lambda: is_wrapper_subclass(torch.zeros(1)),

@@ -76,6 +76,25 @@ class GridRead(nn.Module):
         return torch.cat(pieces) * deltas.sum()
 
 
+class SwitchRouted(nn.Module):
+    # Switch Transformers' sparse MLP in small: the router converts its classifier at every call
+    # (`self.classifier = self.classifier.to(self.dtype)`, here to the dtype it has) and each
+    # expert hit is looked up by name, its index a 0-d tensor formatted into the key.
+    def __init__(self):
+        super().__init__()
+        self.classifier = nn.Linear(16, 2)
+        self.experts = nn.ModuleDict({f"expert_{index}": nn.Linear(16, 64) for index in (0, 1)})
+
+    def forward(self, x):
+        self.classifier = self.classifier.to(torch.float32)
+        choice = self.classifier(x).argmax(-1)
+        out = torch.zeros(x.shape[0], 64)
+        for hit in (torch.bincount(choice, minlength=2) > 0).nonzero():
+            rows = torch.nonzero(choice == hit[0]).squeeze(1)
+            out = out.index_add(0, rows, self.experts[f"expert_{hit[0]}"](x[rows]))
+        return out
+
+
 def saved(tmp_path, name, module):
     path = tmp_path / f"{name}.pt"
     module.save(str(path))
@@ -342,3 +361,29 @@ def test_a_list_read_from_the_inputs_and_a_tensor_of_fake_numbers_are_estimated(
         assert model(*example).shape == (16, 64)
     from memory_tracker import measure_call
     assert result.activation_peak_bytes == measure_call(model, example, {}).peak
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_a_module_converted_in_the_forward_and_an_index_formatted_are_recorded(training):
+    # Note [Module.to() on fake tensors] and Note [A fake number formatted] (step_graph.py):
+    # before them the recording stopped at the router's `.to()` ("_apply(): Couldn't swap
+    # Linear.weight"; the forward then fell back to TorchScript), then at the expert's name
+    # ("KeyError: 'expert_FakeTensor(..., size=(), dtype=torch.int64)'").
+    from mem_tracer import TrainingStep, estimate
+
+    torch.manual_seed(0)
+    model = SwitchRouted().train(training)
+    example = (torch.randn(8, 16),)
+    with torch.no_grad():
+        hits = model.classifier(example[0]).argmax(-1)
+    assert set(hits.tolist()) == {0, 1}, "the example should route to both experts"
+    step = TrainingStep(optimizer=torch.optim.AdamW(model.parameters())) if training else None
+    result = estimate(model, example, device="cpu", training=step)
+    assert result.method == "record", result.method_note
+    if not training:
+        from memory_tracker import measure_call
+        assert result.activation_peak_bytes == measure_call(model, example, {}).peak
+    else:
+        # Both experts' gradients, none for the router (its argmax passes none).
+        assert result.training_breakdown["gradient"] == sum(
+            p.numel() * p.element_size() for p in model.experts.parameters())

@@ -115,6 +115,26 @@ def test_a_failing_or_dying_model_is_a_row_with_its_reason():
     assert referee_table.failure_kind(row["error"]) == "the estimate (the card ran it)"
 
 
+def test_the_card_measures_again_with_the_hosts_values_where_it_failed_alone():
+    # fastspeech2_conformer_with_hifigan (2026-11-30): the card's length regulator read
+    # durations no kernel computed, while the CPU's run of the same forward (the estimate's)
+    # stopped on the shrinker's sizes; the row said the card's message, not the model's.
+    card = {"error": "RuntimeError: repeats can not be negative (_ops.py:916)"}
+    model = {"error": "RuntimeError: The size of tensor a (16) must match the size of tensor b "
+                      "(80) at non-singleton dimension 2 (_ops.py:916)"}
+    estimate = {"error": "MemTracerError: estimate(): running the forward on the example input "
+                         "(for its data-dependent ops) failed: RuntimeError: The size of tensor "
+                         "a (16) must match the size of tensor b (80) at non-singleton dimension "
+                         "2 (estimate.py:567)"}
+    ran = {"result": {"allocated": 1}}
+    assert referee.card_failed_alone(card, ran)
+    assert referee.card_failed_alone(card, estimate)
+    assert not referee.card_failed_alone(model, estimate)  # the same error on both sides
+    assert not referee.card_failed_alone(ran, estimate)
+    row = referee.make_row(("transformers", "m", "eager"), "infer-b1", model, estimate, 1.0)
+    assert row["error"] == f"builds or runs nowhere: {model['error']}"
+
+
 def test_a_row_whose_estimate_failed_keeps_the_card_side_and_is_estimated_again():
     measured = {"result": {"requested": 10, "allocated": 12, "reserved": 20, "phase": "forward",
                            "assumed": []}}

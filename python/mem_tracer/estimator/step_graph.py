@@ -220,6 +220,7 @@ class _Step:
             with torch.random.fork_rng(devices=[]), fake_mode, module_hooks(recorder), \
                     dispatch_mode(recorder), kernels, storage_resizes(recorder), \
                     libraries_see_values(recorder.known), _tensors_of_fake_numbers(), \
+                    _modules_converted_on_fake_tensors(fake_mode), _fake_numbers_formatted(), \
                     model_caches_emptied(self.model):
                 torch.manual_seed(0)
                 if self.wrap is not None:
@@ -379,6 +380,64 @@ def _tensors_of_fake_numbers() -> Any:
                 return func(*args, **kwargs)
 
     return Mode()
+
+
+# Note [A fake number formatted]
+# `f"expert_{index}"` of a 0-d tensor (Switch Transformers' experts, a ModuleDict looked up by
+# the routing's `expert_hit` rows) formats its value: Tensor.__format__ reads it with `.item()`
+# for a tensor whose type is exactly Tensor, and formats anything else as object does, by its
+# repr. A fake tensor is another type: the recording looked up "expert_FakeTensor(..., size=(),
+# dtype=torch.int64)" (KeyError). While a step is recorded, a 0-d fake tensor is formatted as a
+# real one is: its `.item()`, which the recorder gives back from the example's run (the same read
+# at the same place: Note [Data-dependent values] in step_recorder.py), formatted.
+def _fake_numbers_formatted() -> Any:
+    """A TorchFunctionMode under which a 0-d fake tensor is formatted by its value, as a real
+    one is (Note [A fake number formatted])."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    fake: Any = _torch_internals.fake_tensor_type()
+
+    class Mode(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (),
+                               kwargs: dict[str, Any] | None = None) -> Any:
+            with _torch_internals.disable_torch_function_subclass():
+                if func is torch.Tensor.__format__ and len(args) == 2 and isinstance(
+                        args[0], fake) and args[0].dim() == 0:
+                    return format(args[0].detach().item(), args[1])
+                return func(*args, **(kwargs or {}))
+
+    return Mode()
+
+
+# Note [Module.to() on fake tensors]
+# `module.to(dtype)` inside a forward (Switch Transformers' router: `self.classifier =
+# self.classifier.to(self.dtype)` at every call) runs nn.Module._apply, which for a fake
+# parameter always swaps it with the converted one (torch.utils.swap_tensors over
+# nn.Parameter(converted), i.e. converted.detach()). FakeTensorMode keeps a weak reference to
+# every fake tensor an op makes (its converter's tensor_memo), and swap_tensors refuses any
+# tensor with one: "_apply(): Couldn't swap Linear.weight", with torch 2.14's plain
+# FakeTensorMode as under the recorder. On a device, _apply sets `param.data` instead: nothing
+# is allocated for a conversion to the dtype the parameter has, and one tensor of the new dtype
+# for another, which then replaces the old one. So while a step is recorded, swap_tensors first
+# drops the two fake tensors from that memo: the memo maps a meta tensor made inside one op, or
+# a real tensor converted, to its fake tensor, and an op's fresh meta tensor is never looked
+# up again; the swap then does what the device's `.data =` does, and the recorder sees the
+# conversion's allocation, if any, as the op that made it.
+@contextlib.contextmanager
+def _modules_converted_on_fake_tensors(fake_mode: Any) -> Any:
+    """A context in which nn.Module._apply can swap fake parameters (Note [Module.to() on fake
+    tensors])."""
+    fake = _torch_internals.fake_tensor_type()
+
+    def swap(first: Any, second: Any, original: Callable[[Any, Any], None]) -> None:
+        for tensor in (first, second):
+            if isinstance(tensor, fake):
+                _torch_internals.forget_fake_tensor(fake_mode, tensor)
+        original(first, second)
+
+    with _torch_internals.swap_tensors_replaced(swap):
+        yield
 
 
 def _one_line(error: BaseException) -> str:
