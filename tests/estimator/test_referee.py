@@ -17,7 +17,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 import referee
 import referee_table
 
@@ -163,6 +162,29 @@ def test_a_row_measured_with_the_hosts_values_is_judged_where_the_example_sized_
     truth["result"]["assumed"] = ["x.py:1: a value the host could not compute"]
     assert not referee.make_row(("transformers", "m", "eager"), "infer-b1", truth, guess,
                                 1.0)["judged"]
+    # Values the host drew at random (its own stream: VITS's stochastic durations) are not the
+    # example run's: a shape the estimate says values decided is then not judged; without such
+    # a shape the row is, as any other.
+    truth["result"].update(assumed=[], random_draws=3)
+    row = referee.make_row(("transformers", "m", "eager"), "infer-b1", truth, guess, 1.0)
+    assert not row["judged"] and row["random_draws"] == 3
+    sized = {"result": {**guess["result"], "data_dependent": []}}
+    assert referee.make_row(("transformers", "m", "eager"), "infer-b1", truth, sized,
+                            1.0)["judged"]
+
+
+def test_the_host_counts_the_ops_it_draws_at_random():
+    import torch
+    from mem_tracer.simulated_gpu import values
+
+    host = values.HostValues(1 << 20)
+    state = torch.default_generator.get_state()
+    host.compute(torch.ops.aten.randn.default, ([2, 2],), {}, [], lambda func: None)
+    host.compute(torch.ops.aten.add.Tensor, (torch.ones(2), torch.ones(2)), {}, [],
+                 lambda func: None)
+    assert host.random_draws == 1 and host.ops == 2
+    # The program's own generator is left as it was (the host draws from a stream of its own).
+    assert torch.equal(torch.default_generator.get_state(), state)
 
 
 def test_the_rows_estimated_again_are_those_of_another_front_end_not_yet_taken_again():
