@@ -88,11 +88,13 @@ FAILURE_CAUSES = (
       "below the mode); where the estimate fails with it too (\"builds or runs nowhere\"), its "
       "recording's side was not looked at")),
     (r"get_seq_length` can only be called on Attention layers",
-     ("found (jamba, lfm3, bailing_hybrid, olmo_hybrid, glm5_next_text, minicpm_ocr, "
-      "kimi_linear, 2026-11-30): the 2 layers the shrinker keeps are all linear attention or "
-      "convolution (`layer_types`, Jamba's attention offset 4), and a forward with the cache on "
-      "(the training step's; inference runs with `use_cache=False`) asks the cache for a length "
-      "only attention layers know")),
+     ("found (2026-11-30): a forward with the cache on asks the cache for a length only "
+      "attention layers know; where the 2 layers the shrinker keeps are all linear attention or "
+      "convolution, the variant 'layer kinds' keeps one attention layer (jamba, lfm3, "
+      "bailing_hybrid, olmo_hybrid, minicpm_ocr and others run so); what still fails has none to "
+      "keep: bamba's and granitemoehybrid's default configs have no attention layer "
+      "(`attn_layer_indices` None, `layer_types` all linear), and qwen4_exp_text's indexed "
+      "attention does not build from its default config (`indexer_budget` None)")),
 )
 
 
