@@ -45,7 +45,9 @@ namespace memtrace::detail {
 
 using format::kMaxDevices;  // devices past this are counted only in the total
 
-// An allocation the recorder has seen and not yet seen freed.
+// An allocation the recorder has seen and not yet seen freed. recordAlloc writes each field in
+// the live table's slot itself (its `fill`, Note [The live block written in place] in
+// recorder.cpp): the initializers below do not run there, so a field added here is written there.
 struct LiveBlock {
   uint64_t size;
   int16_t device;
@@ -74,7 +76,8 @@ struct LiveBlock {
   // allocationNumber()), by which its free names it (Note [Events in fewer bytes] in records.h).
   uint32_t ring = 0;
 };
-static_assert(sizeof(LiveBlock) == 56, "the live table's value stays seven words");
+static_assert(sizeof(LiveBlock) == 56,
+              "the live table's value stays seven words; recordAlloc's fill writes each field");
 
 // A mapping of physical memory (cuMemMap), by its virtual address.
 struct Mapping {

@@ -321,7 +321,6 @@ void TraceFile::closeAfterFailure() {
   }
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  setEventLimit();
   used_ = 0;
   payload_ = nullptr;
   capacity_ = 0;
@@ -334,7 +333,6 @@ void TraceFile::abandon() {
   map_later_ = false;
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  setEventLimit();
   used_ = 0;
   payload_ = nullptr;
   capacity_ = 0;
