@@ -219,8 +219,8 @@ class _Step:
         try:
             with torch.random.fork_rng(devices=[]), fake_mode, module_hooks(recorder), \
                     dispatch_mode(recorder), kernels, storage_resizes(recorder), \
-                    libraries_see_values(recorder.known), _tensors_of_fake_numbers(), \
-                    _modules_converted_on_fake_tensors(fake_mode), _fake_numbers_formatted(), \
+                    libraries_see_values(recorder.known), _fake_numbers_as_real_ones(), \
+                    _modules_converted_on_fake_tensors(fake_mode), \
                     model_caches_emptied(self.model):
                 torch.manual_seed(0)
                 if self.wrap is not None:
@@ -347,13 +347,15 @@ def _lists_read_as_fake_tensors_read() -> Any:
 # fake tensors, the same as `torch.stack` of the elements, converted to the dtype and device
 # asked for (its dtype otherwise: the elements' own, as torch.tensor infers it), which needs no
 # value (one allocation, as the device makes). Only data that holds a fake tensor takes this way.
-def _tensors_of_fake_numbers() -> Any:
+def _fake_numbers_as_real_ones() -> Any:
     """A TorchFunctionMode under which `torch.tensor(data)` of data holding fake tensors is
-    their stack (Note [A tensor made of fake numbers])."""
+    their stack (Note [A tensor made of fake numbers]) and a 0-d fake tensor is formatted by
+    its value (Note [A fake number formatted]): one mode for both, so that the recording pays
+    one Python call a torch function for them, not one each."""
     import torch
     from torch.overrides import TorchFunctionMode
 
-    fake = _torch_internals.fake_tensor_type()
+    fake: Any = _torch_internals.fake_tensor_type()
 
     def holds_fake(data: Any) -> bool:
         return isinstance(data, fake) or isinstance(data, (list, tuple)) and any(
@@ -377,6 +379,9 @@ def _tensors_of_fake_numbers() -> Any:
                     made = made.to(dtype=kwargs.get("dtype") or made.dtype,
                                    device=kwargs.get("device") or made.device)
                     return made.requires_grad_(bool(kwargs.get("requires_grad")))
+                if func is torch.Tensor.__format__ and len(args) == 2 and isinstance(
+                        args[0], fake) and args[0].dim() == 0:
+                    return format(args[0].detach().item(), args[1])
                 return func(*args, **kwargs)
 
     return Mode()
@@ -389,26 +394,8 @@ def _tensors_of_fake_numbers() -> Any:
 # repr. A fake tensor is another type: the recording looked up "expert_FakeTensor(..., size=(),
 # dtype=torch.int64)" (KeyError). While a step is recorded, a 0-d fake tensor is formatted as a
 # real one is: its `.item()`, which the recorder gives back from the example's run (the same read
-# at the same place: Note [Data-dependent values] in step_recorder.py), formatted.
-def _fake_numbers_formatted() -> Any:
-    """A TorchFunctionMode under which a 0-d fake tensor is formatted by its value, as a real
-    one is (Note [A fake number formatted])."""
-    import torch
-    from torch.overrides import TorchFunctionMode
-
-    fake: Any = _torch_internals.fake_tensor_type()
-
-    class Mode(TorchFunctionMode):
-        def __torch_function__(self, func: Any, types: Any, args: Sequence[Any] = (),
-                               kwargs: dict[str, Any] | None = None) -> Any:
-            with _torch_internals.disable_torch_function_subclass():
-                if func is torch.Tensor.__format__ and len(args) == 2 and isinstance(
-                        args[0], fake) and args[0].dim() == 0:
-                    return format(args[0].detach().item(), args[1])
-                return func(*args, **(kwargs or {}))
-
-    return Mode()
-
+# at the same place: Note [Data-dependent values] in step_recorder.py), formatted (in
+# _fake_numbers_as_real_ones, beside Note [A tensor made of fake numbers]).
 
 # Note [Module.to() on fake tensors]
 # `module.to(dtype)` inside a forward (Switch Transformers' router: `self.classifier =
