@@ -101,10 +101,8 @@ class KnownValues:
         return constant
 
     def example_value(self, tensor: Any) -> Any:
-        """The real tensor holding `tensor`'s value on the example's inputs, or None."""
-        known = self.value(tensor)
-        if known is not None:
-            return known
+        """The real tensor holding `tensor`'s value on the example's inputs where no known value
+        holds it (a caller asks value() first), or None."""
         entry = self._examples.get(id(tensor))
         if entry is not None and entry[0]() is tensor and \
                 _torch_internals.storage_key(tensor.untyped_storage()) not in self._unknown:
@@ -133,7 +131,8 @@ class KnownValues:
                    if isinstance(leaf, torch.Tensor)]
         real = {id(tensor): self.value(tensor) for tensor in tensors}
         if tensors and any(value is None for value in real.values()) and deciding_mask_skip():
-            real = {id(tensor): self.example_value(tensor) for tensor in tensors}
+            real = {id(tensor): self.example_value(tensor) if real[id(tensor)] is None
+                    else real[id(tensor)] for tensor in tensors}
         if not tensors or any(value is None for value in real.values()):
             return None
         with _torch_internals.disable_current_modes():
@@ -149,7 +148,8 @@ class KnownValues:
         known = [self.value(tensor) for tensor in inputs]
         example = any(value is None for value in known)
         if example and not _written(func):  # a value of the example's, kept apart
-            known = [self.example_value(tensor) for tensor in inputs]
+            known = [self.example_value(tensor) if value is None else value
+                     for tensor, value in zip(inputs, known)]
         outputs = [leaf for leaf in _torch_internals.tree_leaves(output)
                    if isinstance(leaf, torch.Tensor)]
         computable = all(value is not None for value in known) and \
