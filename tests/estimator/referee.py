@@ -329,7 +329,7 @@ _WIDTHS = ("hidden_size", "d_model", "n_embd", "embed_dim", "dim", "hidden_dim")
 
 
 def _sub_configs(config, depth=0):
-    """[(config, its sub-configs' list)] for the config and its sub-configs, three deep."""
+    """The config and its sub-configs, three deep, in one list (a config before its own)."""
     from transformers import PretrainedConfig
 
     subs = [sub for sub in vars(config).values() if isinstance(sub, PretrainedConfig)]
