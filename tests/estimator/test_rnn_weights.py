@@ -304,5 +304,122 @@ def test_the_cards_training_steps_are_the_estimates_to_the_byte():
     assert card["dropout"][0] - estimates["dropout"].peak_allocated_bytes >= 64 * 132 * 2048
 
 
+
+# The estimate's cuDNN RNN sizes (device_kernels.cudnn_rnn_spaces) are the simulated cuDNN's
+# formula written again in Python (simulator/libraries/cudnn_rnn.cpp, Note [RNN spaces]): the
+# recording runs where no simulated card is loaded. This holds the two to the byte over the
+# forms RNN.cpp asks about: each cell, one to three layers, both directions, an LSTM's
+# projection, half, float and double, batch_first, a packed batch, dropout, training and
+# evaluation. Assumed of the real card: nothing (real cuDNN's sizes are bracketed, above).
+GRID = (  # kind, input, hidden, layers, bidirectional, projection, dtype, batch_first, dropout,
+    #        packed lengths (or None)
+    ("rnn_tanh", 24, 40, 1, False, 0, "float32", False, 0.0, None),
+    ("rnn_relu", 24, 40, 3, True, 0, "float32", True, 0.0, None),
+    ("gru", 24, 40, 2, True, 0, "float16", False, 0.0, None),
+    ("gru", 24, 40, 1, False, 0, "float64", True, 0.0, None),
+    ("lstm", 24, 40, 2, False, 16, "float32", False, 0.0, None),
+    ("lstm", 24, 40, 3, True, 0, "float32", True, 0.25, None),
+    ("lstm", 24, 40, 2, False, 0, "float32", False, 0.0, (7, 5, 2)),
+    ("lstm", 24, 40, 1, True, 8, "float16", True, 0.0, None),
+)
+GRID_STEPS, GRID_BATCH = 7, 3
+
+SIZES_PROGRAM = """
+import sys, torch
+sys.path.insert(0, {tests!r})
+from test_rnn_weights import GRID, grid_case
+for index in range(len(GRID)):
+    for training in (True, False):
+        module, x = grid_case(index, "cuda")
+        module.train(training)
+        with torch.set_grad_enabled(training):
+            output = module(x)[0]
+            if training:
+                data = output.data if hasattr(output, "batch_sizes") else output
+                data.float().sum().backward()
+        torch.cuda.synchronize()
+        print("done", index, training, flush=True)
+"""
+
+
+def grid_case(index, device="cpu"):
+    """GRID[index]'s module and input on `device`, seeded."""
+    kind, inputs, hidden, layers, bidirectional, projection, dtype, batch_first, dropout, \
+        lengths = GRID[index]
+    torch.manual_seed(index)
+    dtype = getattr(torch, dtype)
+    module = {"rnn_tanh": nn.RNN, "rnn_relu": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}[kind]
+    extra = {"nonlinearity": kind[4:]} if kind.startswith("rnn_") else {}
+    if projection:
+        extra["proj_size"] = projection
+    rnn = module(inputs, hidden, num_layers=layers, bidirectional=bidirectional,
+                 batch_first=batch_first, dropout=dropout, dtype=dtype, device=device, **extra)
+    shape = (GRID_BATCH, GRID_STEPS, inputs) if batch_first else (GRID_STEPS, GRID_BATCH, inputs)
+    x = torch.randn(shape, dtype=dtype, device=device)
+    if lengths is not None:
+        x = nn.utils.rnn.pack_padded_sequence(x, torch.tensor(lengths), batch_first=batch_first)
+    return rnn, x
+
+
+def _grid_args(rnn, x, training):
+    """torch.<kind>'s arguments as nn.RNNBase.forward passes them."""
+    directions = 2 if rnn.bidirectional else 1
+    packed = isinstance(x, nn.utils.rnn.PackedSequence)
+    batch = int(x.batch_sizes[0]) if packed else x.shape[0 if rnn.batch_first else 1]
+    output = rnn.proj_size or rnn.hidden_size
+    dtype = x.data.dtype
+    h = torch.zeros(rnn.num_layers * directions, batch, output, dtype=dtype)
+    hx = (h, torch.zeros(rnn.num_layers * directions, batch, rnn.hidden_size, dtype=dtype)) \
+        if isinstance(rnn, nn.LSTM) else h
+    weights = list(rnn._flat_weights)
+    if packed:
+        return [x.data, x.batch_sizes, hx, weights, rnn.bias, rnn.num_layers, rnn.dropout,
+                training, rnn.bidirectional]
+    return [x, hx, weights, rnn.bias, rnn.num_layers, rnn.dropout, training,
+            rnn.bidirectional, rnn.batch_first]
+
+
+def test_the_estimates_rnn_spaces_are_the_simulated_cudnns(tmp_path):
+    assert torch.backends.cuda.is_built(), "the card's side needs a CUDA build of torch"
+    from mem_tracer.estimator.device_kernels import cudnn_rnn_spaces
+    log = tmp_path / "sizes.jsonl"
+    beside = dict(os.environ, MEMTRACE_GPU_SIZES_LOG=str(log))
+    beside["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY / "python"),
+                                                         beside.get("PYTHONPATH")]))
+    run = subprocess.run([sys.executable, "-c", SIZES_PROGRAM.format(
+        tests=str(Path(__file__).parent))], capture_output=True, text=True, timeout=300,
+        env=simulated_gpu.environment("h100", base=beside), check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.count("done") == 2 * len(GRID), run.stdout
+    card = {}  # (cell, layers, bidirectional, data type, mode, projection) -> {space: bytes}
+    for line in log.read_text().splitlines():
+        entry = json.loads(line)
+        if not entry["call"].startswith("cudnnGetRNNTempSpaceSizes"):
+            continue
+        shapes = entry["shapes"]
+        key = (shapes["cell"], shapes["layers"], shapes["bidirectional"], shapes["data_type"],
+               shapes["proj_size"], shapes["dropout"], shapes["packed"], shapes["mode"])
+        space = entry["call"].split("(")[1].split()[0]  # "work" or "reserve"
+        assert card.setdefault(key, {}).setdefault(space, entry["bytes"]) == entry["bytes"], \
+            (key, space, entry["bytes"])  # the backward asks again: the same answer
+    compared = 0
+    for index, case in enumerate(GRID):
+        kind, _, hidden, layers, bidirectional, projection, dtype, _, dropout, lengths = case
+        for training in (True, False):
+            rnn, x = grid_case(index)
+            spaces = cudnn_rnn_spaces(kind, _grid_args(rnn, x, training))
+            assert spaces is not None, case
+            cudnn_type = {"float16": "half", "float32": "float", "float64": "double"}[dtype]
+            key = (kind, layers, bidirectional, cudnn_type, projection if projection else hidden,
+                   bool(dropout) and training, lengths is not None,
+                   "training" if training else "inference")
+            assert key in card, (key, sorted(card))
+            assert card[key]["work"] == spaces.work, (case, training, card[key], spaces)
+            assert card[key].get("reserve", 0) == spaces.reserve, (case, training, card[key],
+                                                                   spaces)
+            compared += 1
+    assert compared == 2 * len(GRID)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
