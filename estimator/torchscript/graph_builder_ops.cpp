@@ -7,6 +7,7 @@
 #include <optional>
 #include <sstream>
 
+#include "estimator/byte_size.h"
 #include "estimator/errors.h"
 #include "estimator/torchscript/graph_builder_internal.h"
 
@@ -506,6 +507,28 @@ std::optional<GraphBuilder::SizedOp> GraphBuilder::sizeByRule(jit::Node* node, F
   if (!ruled->kernel.empty()) {
     graph_.kernel_choices.push_back(
         {node->kind().toQualString(), ruled->kernel, ruled->why, names_.locate(node, frame).stack});
+  }
+  if (ruled->approximate) {
+    int64_t over = ruled->approximate->over_by;
+    if (over < 0) {  // what the call held at most beyond what it returns
+      int64_t held = 0, most = 0, returned = 0;
+      for (const MetaAllocationEvent& event : allocations) {
+        held += event.allocate ? event.bytes : -event.bytes;
+        most = std::max(most, held);
+      }
+      for (const c10::IValue& output : ruled->outputs) {
+        if (output.isTensor() && output.toTensor().defined())
+          returned += static_cast<int64_t>(output.toTensor().storage().nbytes());
+      }
+      over = std::max<int64_t>(0, most - returned);
+    }
+    int64_t under = ruled->approximate->under_by;
+    graph_.assumptions.push_back({AssumptionKind::kApproximate, node->kind().toQualString(),
+                                  names_.locate(node, frame).stack,
+                                  ruled->approximate->detail + ": the peak may be up to " +
+                                      formatBytes(over) + " lower or " + formatBytes(under) +
+                                      " higher (Note [cuDNN's RNN in the TorchScript front end])",
+                                  /*makes_lower_bound=*/false, over, under});
   }
   return SizedOp{std::move(ruled->outputs), std::move(allocations)};
 }

@@ -9,8 +9,10 @@
 #include <limits>
 #include <mutex>
 
+#include "estimator/byte_size.h"
 #include "estimator/sdpa_choice.h"
 #include "estimator/torchscript/graph_builder_internal.h"
+#include "simulator/core/cudnn_rnn_spaces.h"
 
 namespace memtrace::estimator::torchscript {
 
@@ -390,14 +392,217 @@ std::optional<OpRuleResult> recurrentRule(int64_t gates, const KernelRules& kern
   return result;
 }
 
+// Note [cuDNN's RNN in the TorchScript front end]
+// On a CUDA profile nn.LSTM, nn.GRU and nn.RNN run as cuDNN's _cudnn_rnn (aten/src/ATen/native/
+// cudnn/RNN.cpp), which allocates nothing like the op's meta decomposition (every step's
+// gates, projections and states): the input made contiguous in time-major order (a copy under
+// batch_first), the output, hy and an LSTM's cy, cuDNN's weight buffer when the weights are not
+// already one buffer of it (RNN.cpp then copies them in, for every call: a model loaded from a
+// TorchScript file and moved with .cuda() has them apart, as the file does unless it was saved
+// from a module Module.cuda() had flattened), the work space and, with `train`, the reserve
+// space; it frees the work space, then the copy. The recording makes the call the same way
+// (Note [cuDNN's RNN reserve, bracketed] in python/mem_tracer/estimator/device_kernels.py);
+// here it is made the same way too, with the simulated cuDNN's sizes (one formula:
+// simulator/core/cudnn_rnn_spaces.h), and bracketed as there: real cuDNN's work and reserve
+// spaces lie between nothing and twice those (assumed, not measured on a GPU), so the peak
+// may be up to work + reserve lower or higher. Before this the front end ran the meta
+// decomposition on CUDA profiles and said nothing: a 3-layer nn.LSTM(256, 256) over 64 x 8,
+// saved as TorchScript and loaded onto the simulated H100, peaked at 16,924,672 B (its
+// weights copied into cuDNN's buffer, the work space) against 8,503,296 B estimated (-49.8 %).
+// A packed sequence (the .data overloads), or `train` with dropout (cuDNN's dropout state, made
+// by the first such call of a process and kept, 17,301,504 B on the simulated H100), stays the
+// decomposition's, bracketed by what it held beyond its outputs below and by twice cuDNN's
+// spaces, the weights' copy, the input's copy and the state above. A data type cuDNN does not
+// take (bfloat16) runs PyTorch's own CUDA cells, close to the decomposition: not bracketed.
+// Tested against the simulated card in tests/estimator/test_rnn_weights.py.
+
+// Twice the largest simulated cuDNN dropout state (a 64-byte Philox state per thread of an
+// H100 or H200: 132 multiprocessors of 2,048): the bound the recording takes too.
+constexpr int64_t kDropoutStateAtMost = 2 * int64_t{64} * 132 * 2048;
+
+int64_t storageBytes(const at::Tensor& tensor) {
+  return tensor.defined() ? static_cast<int64_t>(tensor.storage().nbytes()) : 0;
+}
+
+std::string bytesText(int64_t bytes) {
+  return formatBytes(bytes);
+}
+
+// aten::lstm / gru / rnn_tanh / rnn_relu on a CUDA profile (Note [cuDNN's RNN in the
+// TorchScript front end]); nullopt on the CPU's, where recurrentRule or the meta kernel runs.
+std::optional<OpRuleResult> cudnnRnnRule(const char* name, int64_t gates,
+                                         const KernelRules& kernels, const Arguments& arguments,
+                                         const std::function<c10::IValue()>& decomposition) {
+  if (kernels.device == "cpu") return std::nullopt;
+  bool packed = arguments.schema.overload_name() == "data";
+  at::Tensor data = arguments[packed ? "data" : "input"].toTensor();
+  at::ScalarType type = data.scalar_type();
+  if (type != at::kHalf && type != at::kFloat && type != at::kDouble) return std::nullopt;
+  std::vector<at::Tensor> params = arguments["params"].toTensorVector();
+  const c10::IValue& hx_value = arguments["hx"];
+  at::Tensor hx = hx_value.isTensor() ? hx_value.toTensor() : hx_value.toTensorList().get(0);
+  at::Tensor cx = hx_value.isTensor() ? at::Tensor() : hx_value.toTensorList().get(1);
+  if (params.size() < 2 || hx.dim() != 3 || (!packed && data.dim() != 3)) return std::nullopt;
+  bool bidirectional = arguments["bidirectional"].toBool();
+  bool train = arguments["train"].toBool();
+  double dropout = arguments["dropout"].toDouble();
+  bool batch_first = !packed && arguments["batch_first"].toBool();
+  simgpu::RnnSpaceShape shape;
+  shape.gates = gates;
+  shape.cell_state = gates > 1;
+  shape.hidden = params[0].size(0) / gates;
+  shape.output = params[1].size(1);  // the recurrent matrix: the projection's size, if any
+  shape.layers = arguments["num_layers"].toInt();
+  shape.directions = bidirectional ? 2 : 1;
+  if (packed) {  // cuDNN pads to the longest sequence: batch_sizes[0] x len(batch_sizes)
+    at::Tensor sizes = arguments["batch_sizes"].toTensor();
+    shape.steps = sizes.is_meta() || sizes.numel() == 0
+                      ? data.size(0)
+                      : sizes.numel() * sizes.select(0, 0).item<int64_t>();
+  } else {
+    shape.steps = data.size(0) * data.size(1);
+  }
+  shape.element = static_cast<int64_t>(c10::elementSize(type));
+  shape.math = type == at::kHalf ? 4 : shape.element;
+  shape.training = train;
+  shape.dropout = train && dropout > 0;
+  int64_t work = simgpu::rnnWorkSpaceBytes(shape), reserve = simgpu::rnnReserveSpaceBytes(shape);
+  // As _cudnn_impl's try_get_weight_buf finds them: end to end in one storage of their size.
+  int64_t elements = 0;
+  bool flat = true;
+  for (const at::Tensor& param : params) {
+    flat = flat && param.is_contiguous() && param.storage_offset() == elements &&
+           param.storage().is_alias_of(params[0].storage());
+    elements += param.numel();
+  }
+  flat = flat && storageBytes(params[0]) == elements * static_cast<int64_t>(params[0].itemsize());
+  OpRuleResult result;
+  if (packed || shape.dropout) {
+    c10::IValue outputs = decomposition();
+    for (const c10::IValue& output : outputs.toTupleRef().elements())
+      result.outputs.push_back(output);
+    int64_t under = 2 * (work + reserve) + (flat ? 0 : elements * shape.element) +
+                    storageBytes(data) + (shape.dropout ? kDropoutStateAtMost : 0);
+    result.approximate = OpRuleResult::Approximate{
+        -1, under,
+        std::string("aten::") + name + ": made as PyTorch's decomposition runs it, not as " +
+            "cuDNN does (" + (packed ? "a packed sequence" : "dropout in training") +
+            "); cuDNN takes a work space of about " + bytesText(work) +
+            (reserve ? ", a reserve space of about " + bytesText(reserve) : std::string()) +
+            (flat ? std::string() : ", a copy of the weights") +
+            (shape.dropout ? ", its dropout state (made once and kept)" : "") + " instead"};
+    return result;
+  }
+  at::Tensor ordered = batch_first ? data.transpose(0, 1) : data;
+  at::Tensor x = ordered.contiguous();
+  at::Tensor output = at::empty({ordered.size(0), ordered.size(1), shape.output * shape.directions},
+                                data.options());
+  at::Tensor hy = at::empty(hx.sizes(), hx.options());
+  at::Tensor cy = cx.defined() ? at::empty(cx.sizes(), cx.options()) : at::Tensor();
+  at::Tensor buffer = flat ? at::Tensor() : at::empty({elements}, params[0].options());
+  at::Tensor work_space = at::empty({work}, data.options().dtype(at::kByte));
+  at::Tensor reserve_space =
+      reserve ? at::empty({reserve}, data.options().dtype(at::kByte)) : at::Tensor();
+  work_space.reset();  // RNN.cpp's locals, in reverse order: the work space, then the copy
+  x.reset();
+  if (batch_first) output = output.transpose(0, 1);
+  result.outputs.emplace_back(output);
+  result.outputs.emplace_back(hy);
+  if (cy.defined()) result.outputs.emplace_back(cy);
+  int64_t spread = work + reserve;
+  result.approximate = OpRuleResult::Approximate{
+      spread, spread,
+      std::string("aten::") + name + ": made as cuDNN runs it, with the simulated cuDNN's " +
+          "work space (" + bytesText(work) + ")" +
+          (reserve ? " and reserve space (" + bytesText(reserve) + ")" : std::string()) +
+          (flat ? std::string()
+                : " and the weights copied into its buffer (" +
+                      bytesText(elements * shape.element) + ", every call)") +
+          "; real cuDNN chooses its spaces and documents neither (taken to be at most twice "
+          "those)"};
+  return result;
+}
+
 std::optional<OpRuleResult> gruRule(const KernelRules& kernels, const Arguments& arguments) {
-  return recurrentRule(3, kernels, arguments, [&] {
+  auto run = [&] {
     auto [output, hidden] =
         at::gru(arguments["input"].toTensor(), arguments["hx"].toTensor(),
                 arguments["params"].toTensorVector(), arguments["has_biases"].toBool(),
                 arguments["num_layers"].toInt(), arguments["dropout"].toDouble(),
                 arguments["train"].toBool(), arguments["bidirectional"].toBool(),
                 arguments["batch_first"].toBool());
+    return c10::IValue(c10::ivalue::Tuple::create({output, hidden}));
+  };
+  if (kernels.device != "cpu") return cudnnRnnRule("gru", 3, kernels, arguments, run);
+  return recurrentRule(3, kernels, arguments, run);
+}
+
+// The other cells' forms, on a CUDA profile only (the CPU's run their meta kernels).
+std::optional<OpRuleResult> lstmRule(const KernelRules& kernels, const Arguments& arguments) {
+  return cudnnRnnRule("lstm", 4, kernels, arguments, [&] {
+    auto [output, hy, cy] =
+        at::lstm(arguments["input"].toTensor(), arguments["hx"].toTensorVector(),
+                 arguments["params"].toTensorVector(), arguments["has_biases"].toBool(),
+                 arguments["num_layers"].toInt(), arguments["dropout"].toDouble(),
+                 arguments["train"].toBool(), arguments["bidirectional"].toBool(),
+                 arguments["batch_first"].toBool());
+    return c10::IValue(c10::ivalue::Tuple::create({output, hy, cy}));
+  });
+}
+
+std::optional<OpRuleResult> lstmPackedRule(const KernelRules& kernels, const Arguments& arguments) {
+  return cudnnRnnRule("lstm", 4, kernels, arguments, [&] {
+    auto [output, hy, cy] =
+        at::lstm(arguments["data"].toTensor(), arguments["batch_sizes"].toTensor(),
+                 arguments["hx"].toTensorVector(), arguments["params"].toTensorVector(),
+                 arguments["has_biases"].toBool(), arguments["num_layers"].toInt(),
+                 arguments["dropout"].toDouble(), arguments["train"].toBool(),
+                 arguments["bidirectional"].toBool());
+    return c10::IValue(c10::ivalue::Tuple::create({output, hy, cy}));
+  });
+}
+
+// aten::rnn_relu (kRelu) or aten::rnn_tanh, over a padded (.input) or packed (.data) batch.
+template <bool kRelu, bool kPacked>
+std::optional<OpRuleResult> simpleRnnRule(const KernelRules& kernels, const Arguments& arguments) {
+  constexpr bool relu = kRelu;
+  return cudnnRnnRule(relu ? "rnn_relu" : "rnn_tanh", 1, kernels, arguments, [&] {
+    std::tuple<at::Tensor, at::Tensor> result;
+    if constexpr (kPacked) {
+      at::Tensor data = arguments["data"].toTensor(), sizes = arguments["batch_sizes"].toTensor();
+      at::Tensor hx = arguments["hx"].toTensor();
+      std::vector<at::Tensor> params = arguments["params"].toTensorVector();
+      result = relu
+                   ? at::rnn_relu(data, sizes, hx, params, arguments["has_biases"].toBool(),
+                                  arguments["num_layers"].toInt(), arguments["dropout"].toDouble(),
+                                  arguments["train"].toBool(), arguments["bidirectional"].toBool())
+                   : at::rnn_tanh(data, sizes, hx, params, arguments["has_biases"].toBool(),
+                                  arguments["num_layers"].toInt(), arguments["dropout"].toDouble(),
+                                  arguments["train"].toBool(), arguments["bidirectional"].toBool());
+    } else {
+      at::Tensor input = arguments["input"].toTensor(), hx = arguments["hx"].toTensor();
+      std::vector<at::Tensor> params = arguments["params"].toTensorVector();
+      result = relu ? at::rnn_relu(input, hx, params, arguments["has_biases"].toBool(),
+                                   arguments["num_layers"].toInt(), arguments["dropout"].toDouble(),
+                                   arguments["train"].toBool(), arguments["bidirectional"].toBool(),
+                                   arguments["batch_first"].toBool())
+                    : at::rnn_tanh(input, hx, params, arguments["has_biases"].toBool(),
+                                   arguments["num_layers"].toInt(), arguments["dropout"].toDouble(),
+                                   arguments["train"].toBool(), arguments["bidirectional"].toBool(),
+                                   arguments["batch_first"].toBool());
+    }
+    return c10::IValue(c10::ivalue::Tuple::create({std::get<0>(result), std::get<1>(result)}));
+  });
+}
+
+std::optional<OpRuleResult> gruPackedRule(const KernelRules& kernels, const Arguments& arguments) {
+  return cudnnRnnRule("gru", 3, kernels, arguments, [&] {
+    auto [output, hidden] =
+        at::gru(arguments["data"].toTensor(), arguments["batch_sizes"].toTensor(),
+                arguments["hx"].toTensor(), arguments["params"].toTensorVector(),
+                arguments["has_biases"].toBool(), arguments["num_layers"].toInt(),
+                arguments["dropout"].toDouble(), arguments["train"].toBool(),
+                arguments["bidirectional"].toBool());
     return c10::IValue(c10::ivalue::Tuple::create({output, hidden}));
   });
 }
@@ -580,6 +785,13 @@ const std::vector<std::pair<std::string, Rule>>& ruleTable() {
       {"aten::_native_multi_head_attention", nativeMultiHeadAttentionRule},
       {"aten::_transformer_encoder_layer_fwd", encoderLayerRule},
       {"aten::gru.input", gruRule},
+      {"aten::gru.data", gruPackedRule},
+      {"aten::lstm.input", lstmRule},
+      {"aten::lstm.data", lstmPackedRule},
+      {"aten::rnn_tanh.input", simpleRnnRule<false, false>},
+      {"aten::rnn_tanh.data", simpleRnnRule<false, true>},
+      {"aten::rnn_relu.input", simpleRnnRule<true, false>},
+      {"aten::rnn_relu.data", simpleRnnRule<true, true>},
       {"aten::index_add", indexAccumulateRule},
       {"aten::index_add_", indexAccumulateRule},
       {"aten::index_reduce", indexAccumulateRule},

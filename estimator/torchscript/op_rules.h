@@ -49,6 +49,16 @@ struct OpRuleResult {
   // For a fused kernel chosen among several: its name and why (for the output).
   std::string kernel;
   std::string why;
+  // A call made with sizes the device's library documents nowhere (cuDNN's RNN spaces): the
+  // bracket the estimate says (AssumptionKind::kApproximate). over_by < 0: as far below as
+  // the call held beyond its outputs, from its recorded allocations (a call made as PyTorch's
+  // decomposition runs it, not as the library does). `detail` says what was made and why.
+  struct Approximate {
+    int64_t over_by = 0;
+    int64_t under_by = 0;
+    std::string detail;
+  };
+  std::optional<Approximate> approximate;
 };
 
 class OpRules {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "simulator/core/cudnn_rnn_spaces.h"
 #include "simulator/core/sizes.h"
 #include "simulator/libraries/cudnn_backend.h"
 #include "simulator/libraries/cudnn_legacy.h"
@@ -334,15 +335,22 @@ SIMGPU_API int cudnnGetRNNTempSpaceSizes(void* handle, void* descriptor, int mod
   if (!handle || !descriptor || !x || (mode != kInference && mode != kTraining)) return kBadParam;
   const auto& rnn = *static_cast<const Rnn*>(descriptor);
   const auto& data = *static_cast<const RnnData*>(x);
-  int64_t steps = int64_t{data.max_sequence} * data.batch;  // every (time, sequence) pair
-  int64_t element = elementBytes(rnn.data_type), math = elementBytes(rnn.math_precision);
-  int64_t hidden = rnn.hidden_size, output = rnn.outputSize(), gates = rnn.gates();
-  int64_t directions = rnn.directions(), layers = rnn.layers;
+  RnnSpaceShape shape;
+  shape.gates = rnn.gates();
+  shape.cell_state = rnn.cell == kLstm || rnn.cell == kGru;
+  shape.hidden = rnn.hidden_size;
+  shape.output = rnn.outputSize();
+  shape.layers = rnn.layers;
+  shape.directions = rnn.directions();
+  shape.steps = int64_t{data.max_sequence} * data.batch;  // every (time, sequence) pair
+  shape.element = elementBytes(rnn.data_type);
+  shape.math = elementBytes(rnn.math_precision);
+  shape.training = mode == kTraining;
+  shape.dropout = rnn.dropout && rnn.dropout->probability > 0;
   std::string shapes = rnnShapes(rnn, &data, mode);
   if (work_bytes) {
-    int64_t between = layers > 1 ? 2 * steps * output * directions * element : 0;
     SizeAnswer answer;
-    answer.bytes = static_cast<uint64_t>(steps * gates * hidden * directions * math + between);
+    answer.bytes = static_cast<uint64_t>(rnnWorkSpaceBytes(shape));
     answer.at_most = 2 * answer.bytes;
     answer.how = "one layer's input projections and two layer outputs (Note [RNN spaces])";
     SizeQuestion question{"cuDNN", "cudnnGetRNNTempSpaceSizes (work space)", shapes};
@@ -353,11 +361,7 @@ SIMGPU_API int cudnnGetRNNTempSpaceSizes(void* handle, void* descriptor, int mod
   if (reserve_bytes) {
     uint64_t bytes = 0;
     if (mode == kTraining) {
-      int64_t cell = rnn.cell == kLstm || rnn.cell == kGru ? hidden : 0;
-      int64_t per_step = gates * hidden + cell + output;
-      bytes = static_cast<uint64_t>(layers * directions * steps * per_step * element);
-      if (rnn.dropout && rnn.dropout->probability > 0 && layers > 1)
-        bytes += static_cast<uint64_t>((layers - 1) * steps * output * directions);
+      bytes = static_cast<uint64_t>(rnnReserveSpaceBytes(shape));
       SizeAnswer answer;
       answer.bytes = bytes;
       answer.at_most = 2 * bytes;

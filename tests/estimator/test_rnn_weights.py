@@ -421,5 +421,97 @@ def test_the_estimates_rnn_spaces_are_the_simulated_cudnns(tmp_path):
     assert compared == 2 * len(GRID)
 
 
+
+# Note [cuDNN's RNN in the TorchScript front end] (estimator/torchscript/op_rules.cpp): a model
+# saved as TorchScript and run on a CUDA card makes its RNN calls as cuDNN does, and the
+# weights, loaded apart and moved with .cuda(), are copied into cuDNN's buffer at every call.
+# The front end makes the same allocations with the simulated cuDNN's sizes: the card's peak to
+# the byte, bracketed by real cuDNN's spaces (assumed: between nothing and twice the simulated
+# ones). An RNN in training mode with dropout stays PyTorch's decomposition, bracketed.
+SCRIPTED = (  # kind, layers, bidirectional, projection, dtype, batch_first, dropout-in-training
+    ("lstm", 3, False, 0, "float32", False, False),
+    ("lstm", 2, True, 16, "float32", True, False),
+    ("gru", 2, True, 0, "float16", False, False),
+    ("rnn_relu", 3, False, 0, "float32", True, False),
+    ("rnn_tanh", 1, True, 0, "float64", False, False),
+    ("lstm", 2, False, 0, "float32", False, True),  # last: cuDNN's dropout state is kept
+)
+SCRIPTED_SIZE, SCRIPTED_STEPS, SCRIPTED_BATCH = 48, 12, 4
+
+SCRIPTED_PROGRAM = """
+import json, sys, torch
+sys.path.insert(0, {tests!r})
+from test_rnn_weights import SCRIPTED, scripted_input
+peaks = []
+for index, case in enumerate(SCRIPTED):
+    model = torch.jit.load({folder!r} + f"/rnn{{index}}.pt").cuda()
+    model.train(case[-1])
+    x = scripted_input(index).cuda()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    with torch.no_grad():
+        model(x)
+    torch.cuda.synchronize()
+    peaks.append(torch.cuda.max_memory_allocated())
+    del model, x
+print(json.dumps(peaks))
+"""
+
+
+class Scripted(nn.Module):
+    """One RNN whose output is the model's."""
+
+    def __init__(self, kind, layers, bidirectional, projection, dtype, batch_first, dropout):
+        super().__init__()
+        cell = {"lstm": nn.LSTM, "gru": nn.GRU}.get(kind, nn.RNN)
+        extra = {"nonlinearity": kind[4:]} if kind.startswith("rnn_") else {}
+        if projection:
+            extra["proj_size"] = projection
+        self.rnn = cell(SCRIPTED_SIZE, SCRIPTED_SIZE, num_layers=layers,
+                        bidirectional=bidirectional, batch_first=batch_first,
+                        dropout=0.3 if dropout else 0.0, dtype=getattr(torch, dtype), **extra)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+def scripted_input(index):
+    kind, _, _, _, dtype, batch_first, _ = SCRIPTED[index]
+    torch.manual_seed(index)
+    shape = (SCRIPTED_BATCH, SCRIPTED_STEPS, SCRIPTED_SIZE) if batch_first else (
+        SCRIPTED_STEPS, SCRIPTED_BATCH, SCRIPTED_SIZE)
+    return torch.randn(shape, dtype=getattr(torch, dtype))
+
+
+def test_a_scripted_rnn_is_cudnns_call_on_the_card(tmp_path):
+    assert torch.backends.cuda.is_built(), "the card's side needs a CUDA build of torch"
+    import warnings
+    paths = []
+    for index, case in enumerate(SCRIPTED):
+        torch.manual_seed(index)
+        model = Scripted(*case).train(case[-1])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # torch.jit.script is deprecated
+            torch.jit.script(model).save(str(tmp_path / f"rnn{index}.pt"))
+        paths.append(tmp_path / f"rnn{index}.pt")
+    card = on_the_card(SCRIPTED_PROGRAM.format(tests=str(Path(__file__).parent),
+                                               folder=str(tmp_path)))
+    for index, case in enumerate(SCRIPTED):
+        estimate = mem_tracer.estimate(str(paths[index]), (scripted_input(index),),
+                                       device="cuda-sm90")
+        assert estimate.method == "file", estimate.method
+        bracket = estimate.approximate
+        assert bracket is not None and bracket.calls == 1, (case, estimate.raw.get("approximate"))
+        assert bracket.peak_allocated_low_bytes <= card[index] <= \
+            bracket.peak_allocated_high_bytes, (case, card[index], bracket)
+        detail = [a["detail"] for a in estimate.raw["assumptions"] if a["kind"] == "approximate"]
+        if case[-1]:  # dropout in training: the decomposition, bracketed
+            assert "PyTorch's decomposition" in detail[0], detail
+            continue
+        assert estimate.peak_allocated_bytes == card[index], (case, card[index],
+                                                              estimate.peak_allocated_bytes)
+        assert "copied into its buffer" in detail[0], detail  # the weights, loaded apart
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

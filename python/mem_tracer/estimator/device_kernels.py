@@ -706,8 +706,10 @@ def _weight_start(tensor: Any) -> tuple[int, int]:
 # the bracket [1,315,328, 1,649,152] missed it before the state was in it, and holds it since
 # ([1,315,328, 36,252,160]). In evaluation mode (`train` false) the call is made the same way
 # without a reserve (the work space, a temporary of the call, bracketed alone): zoo/gru's
-# forward at batch 1 on the simulated H100, +0.0365 % with the CPU's GRU, is exact so. Not made
-# nor bracketed: the TorchScript front end's RNNs.
+# forward at batch 1 on the simulated H100, +0.0365 % with the CPU's GRU, is exact so. The
+# TorchScript front end makes the call the same way (Note [cuDNN's RNN in the TorchScript front
+# end] in estimator/torchscript/op_rules.cpp, the sizes from simulator/core/cudnn_rnn_spaces.h,
+# which tests/estimator/test_rnn_weights.py holds cudnn_rnn_spaces below to).
 _RNN_GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 
 
