@@ -67,35 +67,36 @@ says when a decision is under way (KnownValues.deciding), which is what the read
 `is_fake_tensor` ask, and what it decided. It replaced a walk up the stack on every
 `is_fake_tensor` call of a fake tensor and every read with unknown inputs: measured on small
 GPT-2 and Llama configs (2 layers, 2x128 tokens), that walk ran 2 to 6 times a recording and
-took 0.01 to 0.05 ms of 73 to 601 ms, so it was not cut for its cost; the wrapper is needed
-to know the decision anyway, and a counter is all the reads then need.
+took 0.01 to 0.05 ms of 73 to 601 ms (load 1.3 on 2 cores), so it was not cut for its cost;
+the wrapper is needed to know the decision anyway, and a counter is all the reads then need.
 
 Note [The example's mask, said with what keeping it costs]
 A user whose real batches are padded keeps the mask that the example's all-ones mask let
 transformers drop: for a model with grouped key heads, sdpa's integration then repeats the key
-and value heads (`repeat_kv`, contiguous copies), and the kernel choice changes. So where a
-read of the example's values dropped a mask (the wrapped function returned True after reading
-one), the recording adds an assumption of kind "example_value" (the function, the model's
-line), kept apart from the graph's `assumptions` in the graph file's `example_value_assumptions`: the
+and value heads (`repeat_kv`, contiguous copies), and the kernel choice changes. So where a read
+of the example's values dropped a mask (the wrapped function returned True after reading one),
+the recording adds an assumption of kind "example_value" (the function, the model's line), kept
+apart from the graph's `assumptions` in the graph file's `example_value_assumptions`: the
 assumptions memtrace-estimate reads are those that change what it computes, and this one does
 not. estimate() then records the step once more with the example's values hidden from those
-functions (the behaviour before the read: the mask kept, as for a padded batch), estimates
-it, and gives the difference of the two max_memory_allocated() figures in each such row
-(`other_branch_added_bytes`, the same for every row: the other recording keeps every such
-mask). That costs a second recording and a second memtrace-estimate call, only where a mask was
-dropped so: Idefics2's perceiver resampler on cuda-sm90 (the referee's rows) took 2.12 s
-against 1.10 s a forward at batch 1 and 4.71 s against 3.56 s a training step at batch 2
-(medians of 3, load 5 to 7 on 2 cores: approximate), and said +1,195,008 B, +2,388,992 B
-(forward, batch 2) and +6,045,696 B (the step) for a padded batch: the figures the recording
-gave before the read, held against the card's then. Why not something cheaper: what keeping the
-mask costs is the repeated heads, the mask itself and another kernel choice, whose effect on the
-peak only a recording of that branch gives. A difference of 0 B is said too: the read still decided something the user's
-batches may decide otherwise, and "+0 B" tells them it does not matter, where silence would
-not tell them it was checked. A difference may be negative (dropping the mask can leave the
-key and value strided, which no fused kernel takes: the math fallback, Note [Values Python
-knows on fake tensors]), so which branch is costlier is measured, never assumed: with
-assume_worst_case=True a recorded estimate takes the costlier of the two. The estimate is not
-made "approximate" by it: it is exact for the example's input (the simulated card gives the
+functions (the behaviour before the read: the mask kept, as for a padded batch), estimates it,
+and gives the difference of the two max_memory_allocated() figures in each such row
+(`other_branch_added_bytes`, the same for every row: the other recording keeps every such mask).
+That costs a second recording and a second memtrace-estimate call, only where a mask was dropped
+so: Idefics2's perceiver resampler on cuda-sm90 (the referee's rows) took 2.12 s against 1.10 s
+a forward at batch 1 and 4.71 s against 3.56 s a training step at batch 2 (medians of 3, load 5
+to 7 on 2 cores: approximate), and said +1,195,008 B, +2,388,992 B (forward, batch 2) and
++6,045,696 B (the step) for a padded batch: the figures the recording gave before the read, held
+against the card's then. Why not something cheaper: what keeping the mask costs is the repeated
+heads, the mask itself and another kernel choice, whose effect on the peak only a recording of
+that branch gives. A difference of 0 B is said too: the read still decided something the user's
+batches may decide otherwise, and "+0 B" tells them it does not matter, where silence would not
+tell them it was checked. A difference may be negative (dropping the mask can leave the key and
+value strided, which no fused kernel takes: the math fallback, Note [Values Python knows on fake
+tensors]), so which branch is costlier is measured, never assumed: with assume_worst_case=True a
+training step's estimate takes the costlier of the two (a forward's is exported to TorchScript
+then, whose trace keeps the mask: transformers reads no value while tracing). The estimate is
+not made "approximate" by it: it is exact for the example's input (the simulated card gives the
 same figure), and the row names the input it holds for.
 """
 from __future__ import annotations
