@@ -299,6 +299,52 @@ def test_transformers_sees_the_values_python_knows():
                                profile="cuda-sm90", training=False)
     copies = [node for node in _repeated_heads(padded) if node["op"] == "aten::clone"]
     assert len(copies) == 2 * 2
+    # Note [The example's mask, said with what keeping it costs]: the drop is said, at the
+    # model's call of the mask, and only where the example's read dropped a mask.
+    said = masked["example_value_assumptions"]
+    assert [row["op"] for row in said] == ["_ignore_causal_mask_sdpa"], said
+    assert masked["frames"][said[0]["stack"][1]][2] == "create_causal_mask"
+    assert not padded["example_value_assumptions"] and not graph["example_value_assumptions"]
+
+
+def _example_value_rows(estimate):
+    return [row for row in estimate.raw["assumptions"] if row["kind"] == "example_value"]
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["forward", "step"])
+def test_the_example_mask_dropped_is_said_with_its_cost(training):
+    # Note [The example's mask, said with what keeping it costs]: an all-ones mask lets
+    # transformers drop it, as the device does for that input; a padded batch keeps it (the key
+    # and value heads repeated). The estimate says so, with what the padded batch adds, which
+    # is what the estimate of a padded example gives; assume_worst_case takes the costlier.
+    model = _llama_gqa()
+    ids = torch.randint(0, 1000, (2, 32))
+    ones = torch.ones(2, 32, dtype=torch.long)
+    padded_mask = ones.clone()
+    padded_mask[1, -1] = 0
+    step = mem_tracer.TrainingStep(loop="until-step-end") if training else False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dropped = mem_tracer.estimate(model, {"input_ids": ids, "attention_mask": ones},
+                                      device="cuda-sm90", training=step)
+        padded = mem_tracer.estimate(model, {"input_ids": ids, "attention_mask": padded_mask},
+                                     device="cuda-sm90", training=step)
+        worst = mem_tracer.estimate(model, {"input_ids": ids, "attention_mask": ones},
+                                    device="cuda-sm90", training=step, assume_worst_case=True)
+    assert dropped.method == "record" and not dropped.approximate and not dropped.lower_bound
+    rows = _example_value_rows(dropped)
+    assert len(rows) == 1, dropped.raw["assumptions"]
+    added = padded.peak_allocated_bytes - dropped.peak_allocated_bytes
+    assert added > 0
+    assert rows[0]["other_branch_added_bytes"] == added and not rows[0]["other_branch_taken"]
+    assert rows[0]["frame"]["file"].endswith("modeling_llama.py")
+    assert f"+{added:,} B" in str(dropped) and "assumed from the example" in str(dropped)
+    assert not _example_value_rows(padded)
+    # The costlier branch: kept, here. A forward with assume_worst_case is exported to
+    # TorchScript, whose trace keeps the mask (transformers reads no value while tracing).
+    assert worst.peak_allocated_bytes == padded.peak_allocated_bytes
+    if training:
+        assert [row["other_branch_taken"] for row in _example_value_rows(worst)] == [True]
 
 
 class Scores(nn.Module):

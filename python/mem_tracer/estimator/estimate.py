@@ -21,6 +21,7 @@ from typing import Any, Literal
 from .. import _native, _torch_internals
 from ..errors import MemTracerError, first_line
 from .parallel import ParallelEstimate, estimate_of
+from .step_recorder import EXAMPLE_VALUE
 from .torchscript_export import (
     Method,
     _data_dependent_options,
@@ -215,6 +216,11 @@ class Estimate:
                 lines.append(f"  assumed loop={self.loop!r}: {LOOPS[self.loop]}")
             if self.parallel is not None:
                 lines.append(str(self.parallel))
+        for assumption in self.raw.get("assumptions") or ():
+            if assumption.get("kind") == EXAMPLE_VALUE:  # Note [The example's mask, said ...]
+                frame = assumption.get("frame") or {}
+                where = f"{frame['file']}:{frame['line']}: " if frame else ""
+                lines.append(f"  assumed from the example: {where}{assumption['detail']}")
         if self.batches:
             shown = self.batches[:8]  # a summary: Estimate.batches has them all
             lines.append("  by batch: " + ", ".join(
@@ -302,7 +308,10 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
     Data-dependent ops (nonzero, boolean masks, where(cond), MoE routing): with example tensors,
     the model runs once on them and their counts size those ops (scaled to other batches);
     ``assume_worst_case=True`` bounds them instead (every element selected). The estimate's
-    assumptions say which.
+    assumptions say which. Where the example's all-ones ``attention_mask`` let transformers
+    drop the mask, the assumptions say so (kind ``example_value``) with what a padded batch,
+    which keeps it, adds; a training step with ``assume_worst_case=True`` takes the costlier
+    of the two (Note [The example's mask, said with what keeping it costs]).
     ``semantics``: "eager" (default; what Python runs) or "torchscript". ``device``: a
     profile of memtrace-estimate (``cuda``, ``cuda-sm90``, ``cuda-no-cublas-workspace``), or
     "auto" for the GPU in hand, or the path of a profile .json. ``output`` keeps the
@@ -352,7 +361,8 @@ def estimate(model: Any, example_inputs: Sequence[Any] | Mapping[str, Any] = (),
         return _estimate_recorded(
             model, example_inputs, kwargs, profile=_device_profile(device), output=output,
             batch_sizes=batch_sizes, budget=budget,
-            step=RecordedStep.of(step) if step is not None else FORWARD)
+            step=RecordedStep.of(step) if step is not None else FORWARD,
+            worst_case=assume_worst_case)
     if method == "record":
         _refuse_for_recording(model, semantics, keep_model, assume_worst_case, example_inputs,
                               kwargs)
@@ -549,10 +559,12 @@ def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any],
                          step: RecordedStep, work: Path, json_path: Path,
                          batch: int | None = None, budget: int | str | None = None,
                          prepare: Callable[[Any], Any] | None = None,
-                         held: bool = False) -> dict[str, Any]:
+                         held: bool = False, worst_case: bool = False) -> dict[str, Any]:
     """The estimator's JSON of the step recorded on fake tensors (of one rank of a job, with
     step.job: mem_tracer.estimator.parallel; `held`: with what NCCL can hold beside it, Note
-    [NCCL holds DDP's first buckets])."""
+    [NCCL holds DDP's first buckets]); where the example's attention mask was dropped, with
+    what keeping it costs (`worst_case`: the costlier of the two; Note [The example's mask,
+    said with what keeping it costs] in known_values.py)."""
     from . import parallel, step_graph
     job = step.job
     try:
@@ -570,6 +582,13 @@ def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any],
     if budget is not None:
         options += ["--budget", str(budget)]
     result = _run_estimator(graph, [], options, json_path)
+    if job is None and document.get("example_value_assumptions"):
+        kept = step_graph.record(model, args, example_kwargs=kwargs, profile=profile,
+                                 batch=batch, prepare=prepare, read_example_masks=False,
+                                 **step.options())
+        other = _run_estimator(step_graph.write(kept, work / f"step-{batch or 0}-kept.json"), [],
+                               options, work / f"kept-{batch or 0}.json")
+        result = _example_masks_said(document, result, other, worst_case)
     if job is not None:
         result["parallel"] = parallel.summary(document, result["summary"])
         buckets = parallel.first_step_buckets(model, job, document["device"]) if held else []
@@ -581,6 +600,37 @@ def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any],
             result["parallel"]["held_by_nccl"] = parallel.held_summary(buckets,
                                                                        replayed["summary"])
     return result
+
+
+def _example_masks_said(document: Mapping[str, Any], dropped: dict[str, Any],
+                        kept: dict[str, Any], worst_case: bool) -> dict[str, Any]:
+    """The estimator's JSON of the step as the example's mask decided it (`dropped`) or, with
+    `worst_case` where it is costlier, of the step with the mask kept (`kept`), with an
+    assumption a place where a read of the example's values dropped a mask (Note [The
+    example's mask, said with what keeping it costs] in known_values.py)."""
+    added = kept["summary"]["peak_allocated_bytes"] - dropped["summary"]["peak_allocated_bytes"]
+    taken = worst_case and added > 0
+    frames = document["frames"]
+    rows = []
+    for row in document["example_value_assumptions"]:
+        stack = [dict(zip(("file", "line", "function"), frames[index])) for index in row["stack"]]
+        # The model's line: the first frame outside masking_utils, which asked for the mask.
+        caller = next((frame for frame in stack
+                       if not frame["file"].endswith("masking_utils.py")), None)
+        rows.append({
+            "kind": row["kind"], "op": row["op"], "frame": caller, "stack": stack,
+            "detail": row["detail"] + (
+                f"; with the mask kept, max_memory_allocated() {_signed_bytes(added)}"
+                + (" (assume_worst_case: the estimate keeps it)" if taken else "")),
+            "other_branch_added_bytes": added, "other_branch_taken": taken,
+            "lower_bound": False})
+    result = kept if taken else dropped
+    result["assumptions"] = [*result.get("assumptions", []), *rows]
+    return result
+
+
+def _signed_bytes(size: int) -> str:
+    return f"{size:+,} B ({size / 2**20:+.2f} MiB)" if size else "+0 B (the same)"
 
 
 # Note [A forward that cannot be exported]
@@ -597,7 +647,7 @@ def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, p
                        output: str | os.PathLike[str] | None,
                        batch_sizes: Sequence[int] | None, budget: int | str | None,
                        step: RecordedStep, note: str | None = None,
-                       fallible: bool = False) -> Estimate:
+                       fallible: bool = False, worst_case: bool = False) -> Estimate:
     """estimate() of a training step, of a torch.export archive, or of a forward no exporter
     takes: recorded on fake tensors (mem_tracer.estimator.step_graph), estimated from the graph
     file."""
@@ -626,7 +676,7 @@ def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, p
         json_path = Path(output) if output is not None else work / "estimate.json"
         try:
             document = _record_and_estimate(model, args, kwargs, profile, step, work, json_path,
-                                            held=True)
+                                            held=True, worst_case=worst_case)
         except MemTracerError as error:
             if not fallible:
                 raise

@@ -78,7 +78,7 @@ def record(model: Any, example_inputs: Sequence[Any] = (), *,
            accumulate: int = 1, profile: str | os.PathLike[str] | None = None,
            batch: int | None = None, prepare: Callable[[Any], Any] | None = None,
            loop: str = DEFAULT_LOOP, wrap: Callable[[Any], Any] | None = None,
-           warmup: int | None = None) -> dict[str, Any]:
+           warmup: int | None = None, read_example_masks: bool = True) -> dict[str, Any]:
     """Records one steady-state training step (``training=True``: forward, loss, backward,
     ``optimizer.step()``, ``zero_grad(set_to_none=True)``; ``accumulate`` micro-batches of
     forward and backward before the step) or one no-grad forward, on fake tensors, and returns
@@ -93,7 +93,9 @@ def record(model: Any, example_inputs: Sequence[Any] = (), *,
     mem_tracer.estimator.parallel),
     and ``warmup`` steps run before the recorded one (the first makes the optimizer's state;
     None: one before a training step, none before a forward, Note [A forward recorded cold]).
-    ``loop`` names what the training loop holds (LOOPS). The model
+    ``loop`` names what the training loop holds (LOOPS). ``read_example_masks=False`` hides the
+    example inputs' values from transformers' mask-skip decisions (Note [The example's mask,
+    said with what keeping it costs] in known_values.py: the other branch). The model
     and the optimizer are not touched, wherever they are: both are copied onto fake tensors.
     A step with data-dependent ops runs once on a real copy first (Note [Data-dependent
     values])."""
@@ -112,7 +114,8 @@ def record(model: Any, example_inputs: Sequence[Any] = (), *,
                  training=training, loss_fn=loss_fn, optimizer=optimizer, autocast=autocast,
                  scaler=scaler, accumulate=accumulate, rules=rules,
                  profile=os.fspath(profile) if profile is not None else None, batch=batch,
-                 prepare=prepare, loop=loop, wrap=wrap, warmup=warmup)
+                 prepare=prepare, loop=loop, wrap=wrap, warmup=warmup,
+                 read_example_masks=read_example_masks)
     with quiet_fake_tensors():
         try:
             return step.record(replay=None)
@@ -131,13 +134,15 @@ class _Step:
                  autocast: Any, scaler: bool, accumulate: int, rules: Any, profile: str | None,
                  batch: int | None, prepare: Callable[[Any], Any] | None, loop: str,
                  wrap: Callable[[Any], Any] | None = None,
-                 warmup: int | None = None) -> None:
+                 warmup: int | None = None, read_example_masks: bool = True) -> None:
         from . import device_optimizer
 
         self.model, self.args, self.kwargs, self.targets = model, args, kwargs, targets
         self.training, self.optimizer, self.autocast = training, optimizer, autocast
         self.accumulate, self.batch, self.prepare = accumulate, batch, prepare
         self.rules, self.loop, self.profile = rules, loop, profile
+        # Note [The example's mask, said with what keeping it costs]: False, the other branch.
+        self.read_example_masks = read_example_masks
         # Note [A forward recorded cold]: a forward is a process's first.
         self.wrap, self.warmup = wrap, (1 if training else 0) if warmup is None else warmup
         first = next(iter(list(model.parameters()) + list(model.buffers())), None)
@@ -210,7 +215,9 @@ class _Step:
         recorder = Recorder({id(module): name for name, module in model.named_modules()})
         recorder.replay = replay
         recorder.known = KnownValues()  # Note [Values Python knows on fake tensors]
-        if self.batch is None:  # the inputs as given (Note [The example's attention mask, ...])
+        # The inputs as given (Note [The example's attention mask, where transformers decides
+        # to skip it]), unless the other branch is asked for.
+        if self.batch is None and self.read_example_masks:
             for fake, real in zip([*args, *kwargs.values()],
                                   [*self.args, *self.kwargs.values()]):
                 recorder.known.example_input(fake, real)
@@ -219,7 +226,8 @@ class _Step:
         try:
             with torch.random.fork_rng(devices=[]), fake_mode, module_hooks(recorder), \
                     dispatch_mode(recorder), kernels, storage_resizes(recorder), \
-                    libraries_see_values(recorder.known), _fake_numbers_as_real_ones(), \
+                    libraries_see_values(recorder.known, recorder.mask_dropped), \
+                    _fake_numbers_as_real_ones(), \
                     _modules_converted_on_fake_tensors(fake_mode), \
                     model_caches_emptied(self.model):
                 torch.manual_seed(0)
@@ -249,6 +257,9 @@ class _Step:
             "nodes": [row.to_json() for row in recorder.nodes],
             "kernels": [row.to_json() for row in recorder.kernels],
             "assumptions": [row.to_json() for row in recorder.assumptions],
+            # Note [The example's mask, said with what keeping it costs] (known_values.py):
+            # beside the assumptions memtrace-estimate reads, for estimate() to cost and say.
+            "example_value_assumptions": [row.to_json() for row in recorder.example_values],
         }
 
 

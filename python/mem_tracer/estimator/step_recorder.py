@@ -159,6 +159,11 @@ class AssumptionRow:
         return row
 
 
+# Note [The example's mask, said with what keeping it costs] (known_values.py): the kind of the
+# rows of a graph file's `example_values`, and of the estimate's assumptions made from them.
+EXAMPLE_VALUE = "example_value"
+
+
 class ExampleValue(NamedTuple):
     """What a data-dependent op gave on the example input (Note [Data-dependent values])."""
 
@@ -233,6 +238,9 @@ class Recorder:
         # hooks) ran last, while the engine adds its outputs into the next nodes' buffers.
         self.evaluated_node: Any = None
         self.assumptions: list[AssumptionRow] = []
+        # Note [The example's mask, said with what keeping it costs]: where a read of the
+        # example's values dropped an attention mask, once a place.
+        self.example_values: list[AssumptionRow] = []
         # Note [The device's kernels on fake tensors] (device_kernels.py): the device's kernel
         # choices, and the storages the device keeps in host memory (never counted).
         self.device_kernels: DeviceKernels | None = None
@@ -639,6 +647,20 @@ class Recorder:
             f"{_mib(under)} higher (Note [cuDNN's RNN reserve, bracketed])",
             over, under))
         return output
+
+    def mask_dropped(self, decision: str) -> None:
+        """transformers' `decision` (known_values.MASK_SKIPS) dropped an attention mask after
+        reading the example's values (Note [The example's mask, said with what keeping it
+        costs]): said once a place, in the recorded step."""
+        if not self.recording:
+            return
+        stack = self._stack()
+        if any(row.op == decision and row.stack == stack for row in self.example_values):
+            return
+        self.example_values.append(AssumptionRow(
+            EXAMPLE_VALUE, decision, stack,
+            f"{decision}: the example's attention mask gives every position, so transformers "
+            "dropped it (sdpa without a mask); a batch with padding keeps it"))
 
     def index_of(self, tensor: Any) -> int | None:
         """The storage's index, while it lives (a freed storage's key can be reused)."""
