@@ -307,6 +307,24 @@ def test_transformers_sees_the_values_python_knows():
     assert not padded["example_value_assumptions"] and not graph["example_value_assumptions"]
 
 
+
+def test_the_example_mask_dropped_is_said_for_a_rank_of_a_job():
+    # A rank of a DDP job reads the example's mask the same way: the drop is said there too,
+    # though what keeping it costs is not recorded for a job.
+    from mem_tracer.estimator import parallel
+    model = _llama_gqa()
+    ids = torch.randint(0, 1000, (2, 32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rank = mem_tracer.estimate(model, {"input_ids": ids,
+                                           "attention_mask": torch.ones(2, 32, dtype=torch.long)},
+                                   device="cuda-sm90", training=True, parallel=parallel.DDP(),
+                                   world_size=2)
+    rows = _example_value_rows(rank)
+    assert len(rows) == 1 and "not recorded for a rank of a parallel job" in rows[0]["detail"], \
+        rank.raw["assumptions"]
+    assert rows[0]["other_branch_added_bytes"] is None and "assumed from the example" in str(rank)
+
 def _example_value_rows(estimate):
     return [row for row in estimate.raw["assumptions"] if row["kind"] == "example_value"]
 

@@ -589,6 +589,8 @@ def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any],
         other = _run_estimator(step_graph.write(kept, work / f"step-{batch or 0}-kept.json"), [],
                                options, work / f"kept-{batch or 0}.json")
         result = _example_masks_said(document, result, other, worst_case)
+    elif document.get("example_value_assumptions"):  # a rank of a job: said, not costed
+        result = _example_masks_said(document, result, None, worst_case)
     if job is not None:
         result["parallel"] = parallel.summary(document, result["summary"])
         buckets = parallel.first_step_buckets(model, job, document["device"]) if held else []
@@ -603,13 +605,15 @@ def _record_and_estimate(model: Any, args: list[Any], kwargs: Mapping[str, Any],
 
 
 def _example_masks_said(document: Mapping[str, Any], dropped: dict[str, Any],
-                        kept: dict[str, Any], worst_case: bool) -> dict[str, Any]:
+                        kept: dict[str, Any] | None, worst_case: bool) -> dict[str, Any]:
     """The estimator's JSON of the step as the example's mask decided it (`dropped`) or, with
-    `worst_case` where it is costlier, of the step with the mask kept (`kept`), with an
-    assumption a place where a read of the example's values dropped a mask (Note [The
-    example's mask, said with what keeping it costs] in known_values.py)."""
-    added = kept["summary"]["peak_allocated_bytes"] - dropped["summary"]["peak_allocated_bytes"]
-    taken = worst_case and added > 0
+    `worst_case` where it is costlier, of the step with the mask kept (`kept`; None: a rank of
+    a parallel job, whose other branch is not recorded), with an assumption a place where a
+    read of the example's values dropped a mask (Note [The example's mask, said with what
+    keeping it costs] in known_values.py)."""
+    added = None if kept is None else \
+        kept["summary"]["peak_allocated_bytes"] - dropped["summary"]["peak_allocated_bytes"]
+    taken = worst_case and added is not None and added > 0
     frames = document["frames"]
     rows = []
     for row in document["example_value_assumptions"]:
@@ -620,11 +624,13 @@ def _example_masks_said(document: Mapping[str, Any], dropped: dict[str, Any],
         rows.append({
             "kind": row["kind"], "op": row["op"], "frame": caller, "stack": stack,
             "detail": row["detail"] + (
+                "; what keeping the mask costs is not recorded for a rank of a parallel job"
+                if added is None else
                 f"; with the mask kept, max_memory_allocated() {_signed_bytes(added)}"
                 + (" (assume_worst_case: the estimate keeps it)" if taken else "")),
             "other_branch_added_bytes": added, "other_branch_taken": taken,
             "lower_bound": False})
-    result = kept if taken else dropped
+    result = kept if taken and kept is not None else dropped
     result["assumptions"] = [*result.get("assumptions", []), *rows]
     return result
 
