@@ -325,6 +325,22 @@ def test_the_example_mask_dropped_is_said_for_a_rank_of_a_job():
         rank.raw["assumptions"]
     assert rows[0]["other_branch_added_bytes"] is None and "assumed from the example" in str(rank)
 
+
+def test_the_other_batches_say_they_keep_the_mask():
+    # The other batches' inputs are the example's resized, whose values no recording reads:
+    # they keep the mask (a padded batch's figure, above the example's at its own batch), and
+    # the estimate says so.
+    model = _llama_gqa()
+    ids = torch.randint(0, 1000, (2, 32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        swept = mem_tracer.estimate(model, {"input_ids": ids,
+                                            "attention_mask": torch.ones(2, 32, dtype=torch.long)},
+                                    device="cuda-sm90", training=False, batch_sizes=[2])
+    assert swept.batches[0].peak_allocated_bytes > swept.peak_allocated_bytes
+    assert "keep the attention mask" in swept.search_note and "keep the attention mask" in str(
+        swept)
+
 def _example_value_rows(estimate):
     return [row for row in estimate.raw["assumptions"] if row["kind"] == "example_value"]
 

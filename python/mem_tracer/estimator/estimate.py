@@ -711,6 +711,12 @@ def _estimate_recorded(model: Any, args: list[Any], kwargs: dict[str, Any], *, p
         if budget is not None:
             result.largest_batch, said = batches.largest(budget)
             notes.append(f"the budget search {said}")
+        if notes and document.get("assumptions") and any(
+                row.get("kind") == EXAMPLE_VALUE for row in document["assumptions"]):
+            # Note [The example's mask, said with what keeping it costs]: the other batches'
+            # inputs are the example's resized, whose values no recording reads.
+            notes.append("the other batches keep the attention mask the example's let "
+                         "transformers drop, as a padded batch does")
         if notes:
             result.search_note = "; ".join(notes)
         return result

@@ -97,7 +97,11 @@ tensors]), so which branch is costlier is measured, never assumed: with assume_w
 training step's estimate takes the costlier of the two (a forward's is exported to TorchScript
 then, whose trace keeps the mask: transformers reads no value while tracing). The estimate is
 not made "approximate" by it: it is exact for the example's input (the simulated card gives the
-same figure), and the row names the input it holds for.
+same figure), and the row names the input it holds for. A rank of a parallel job says the row
+without its cost (its other branch is not recorded). The other batches of a sweep
+(`batch_sizes`, `budget`) are recorded from the example's inputs resized, whose values no
+recording reads: they keep the mask, as a padded batch does, and the estimate's search note
+says so.
 """
 from __future__ import annotations
 
