@@ -64,9 +64,11 @@ test-sanitize: setup ## the unit, preload, report and fuzz tests under ASan+UBSa
 # what the new one adds (pytest-xdist, for the pytest plugin's test; accelerate, which
 # transformers' Trainer needs, for tests/simulator/test_library_loop.py; torchvision, whose
 # Faster R-CNN tests/simulator/test_values.py runs; lightning, whose Trainer
-# tests/simulator/test_library_loop.py runs) without being made again.
+# tests/simulator/test_library_loop.py runs; timm and scipy, without which transformers' models
+# on timm backbones and its Hungarian-matching models do not build, for the referee,
+# tests/estimator/referee.py) without being made again.
 CUDA_TORCH_VENV ?= $(BUILD)/venv-torch-cuda
-CUDA_TORCH_PACKAGES ?= torch==2.14.1 transformers==5.23.0 accelerate==1.15.0 torchvision==0.29.1 lightning==2.6.6 pytest pytest-xdist numpy
+CUDA_TORCH_PACKAGES ?= torch==2.14.1 transformers==5.23.0 accelerate==1.15.0 torchvision==0.29.1 lightning==2.6.6 timm==1.0.31 scipy==1.17.1 pytest pytest-xdist numpy
 cuda-torch-venv: ## make the venv with a CUDA build of torch that estimator.cuda_build runs under
 	@[ -f $(CUDA_TORCH_VENV)/.complete ] && \
 	  [ "$$(cat $(CUDA_TORCH_VENV)/.complete)" = "$(CUDA_TORCH_PACKAGES)" ] || { \
@@ -86,9 +88,10 @@ test-cuda-torch: cuda-torch-venv build ## only the estimator's device tests unde
 # package supports, one venv each beside the 3.11 one (about 5.5 GB and 2-4 minutes each from
 # the package mirror; pyenv's interpreters), made like cuda-torch-venv: the stamp written only
 # when pip succeeded. docs/reliability.md has the last run's result.
-# transformers 5.23.0 needs CPython 3.11 or later: 3.10's venv has the last release for 3.10.
+# transformers 5.23.0 and scipy 1.17 need CPython 3.11 or later: 3.10's venv has the last
+# releases for 3.10.
 PYTHONS_TIER ?= 3.12 3.13 3.10
-PYTHONS_TIER_PACKAGES_3.10 ?= $(subst transformers==5.23.0,transformers==5.20.2,$(CUDA_TORCH_PACKAGES))
+PYTHONS_TIER_PACKAGES_3.10 ?= $(subst scipy==1.17.1,scipy==1.15.3,$(subst transformers==5.23.0,transformers==5.20.2,$(CUDA_TORCH_PACKAGES)))
 pythons-venvs: ## make a venv with torch's CUDA build for each CPython of the pythons tier (3.10, 3.12, 3.13)
 	@for version in $(PYTHONS_TIER); do \
 	  venv=$(BUILD)/venv-torch-cuda-$$version; \
