@@ -1242,11 +1242,13 @@ def measure(family, name, attention, task, size, values_mode="known"):
     import torch
     from mem_tracer.simulated_gpu import values
 
-    if not values.install(values_mode):
-        raise RuntimeError("not on the simulated card (run through referee.py, not alone)")
     train = task.startswith("train")
     batch = int(task.rsplit("b", 1)[1])
     model, args, kwargs = build(family, name, attention, batch, train, size)
+    # After build: its draws (the weights, the inputs), seeded, are the estimate's too; what
+    # the program's generator draws from here on is not (Note [Values drawn on the host]).
+    if not values.install(values_mode):
+        raise RuntimeError("not on the simulated card (run through referee.py, not alone)")
     model = model.cuda()
     args = tuple(_on("cuda", value) for value in args)
     kwargs = {key: _on("cuda", value) for key, value in kwargs.items()}
@@ -1300,8 +1302,10 @@ def measure(family, name, attention, task, size, values_mode="known"):
         "values": values_mode,
         "random_draws": values.installed().host.random_draws
         if values_mode == "cpu" and values.installed().host is not None else 0,
-        # Reads of values the host drew (Note [Values drawn on the host]): what make_row judges on.
+        # Reads of values drawn at random, on the host's stream or by the program's generator
+        # within the forward or step (Note [Values drawn on the host]): what make_row judges on.
         "random_reads": values.installed().host.random_reads
+        + values.installed().host.program_random_reads
         if values_mode == "cpu" and values.installed().host is not None else 0,
     }
 

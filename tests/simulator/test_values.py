@@ -378,12 +378,19 @@ def test_dropout_in_a_training_step_draws_and_decides_nothing():
     # the card's, and tests/estimator/referee.py judges the row.
     counted = random_reads("dropout")
     assert counted["random_draws"] == 2 and counted["random_reads"] == 0
+    assert counted["program_random_reads"] == 0
 
 
 def test_a_size_decided_by_a_value_drawn_on_the_host_is_one_read():
     # int(torch.rand(()) * 8) + 1: the draw, the product computed from it, then its read.
     counted = random_reads("sized")
     assert counted["random_draws"] == 1 and counted["random_reads"] == 1
+    assert counted["program_random_reads"] == 0
+    # Drawn by the program's own generator, then moved to the card (VITS's durations): not at
+    # the same point of its stream in the referee's two runs, so read alike.
+    counted = random_reads("sized_from_the_cpu")
+    assert counted["random_draws"] == 0 and counted["random_reads"] == 0
+    assert counted["program_random_reads"] == 1
 
 
 def test_attention_without_dropout_draws_nothing():

@@ -110,9 +110,9 @@ class _Shadow:
     # What was assumed of values no kernel computed for these values to be known (the `said`
     # of each): noted again wherever they are read (Note [Top-k keeps k]).
     assumed: frozenset[str] = frozenset()
-    # Whether these values rest on a draw of the host's own stream (--values cpu): a read of
-    # them is counted (Note [Values drawn on the host]).
-    drawn: bool = False
+    # What draws these values rest on (--values cpu): HOST_STREAM, PROGRAM_GENERATOR, or both
+    # (bits); a read of them is counted (Note [Values drawn on the host]).
+    drawn: int = 0
 
 
 def _tensors(values: Any) -> Iterator[torch.Tensor]:
@@ -646,7 +646,7 @@ _UNREAD: dict[Any, frozenset[int]] = {
 #
 # Note [Values drawn on the host]
 # The host draws from its own stream, so what an op drawn at random computes there (a mask, a
-# noise, VITS's stochastic durations) is neither the card's nor a CPU run's of the program;
+# noise) is neither the card's nor a CPU run's of the program;
 # where such a value decides a size, the card's run takes another path than the example's, and
 # tests/estimator/referee.py must not judge it (VITS's step: -20 % in one run, -3 % in the
 # next). Most draws decide nothing: dropout in a training step, and sdpa's memory-efficient,
@@ -655,16 +655,27 @@ _UNREAD: dict[Any, frozenset[int]] = {
 # - An op draws (`random_draws`) only where it really does: tagged, and none of its arguments
 #   that turn the draw off says so (`dropout_p` or an RNN's `dropout` 0, dropout's `p` 0,
 #   `train`/`training` False: _draw_switches).
-# - What a draw computes on the host is marked drawn (_Shadow.drawn, one flag a storage: no
-#   per-element work), and so is whatever the host computes from a drawn value (any output of
-#   an op with a drawn input; a storage an op writes in part stays drawn).
+# - What a draw computes on the host is marked drawn (_Shadow.drawn, HOST_STREAM: a few bits a
+#   storage, no per-element work), and so is whatever the host computes from a drawn value (any
+#   output of an op with a drawn input; a storage an op writes in part stays drawn).
 # - A read of a drawn value (`random_reads`) is one that reaches the program or decides a size:
 #   a result off the card (`.item()`, `bool(t)`, `.cpu()`, `.tolist()`), an output the device
 #   sizes by a count (nonzero, `x[mask]`, masked_select, unique: _SIZED_BY_VALUES), the host's
 #   sum that sizes repeat_interleave, the nonzero() that stands for a mask in index_put.
+# The program's own generator draws on the host as in a CPU run of the program, but not at the
+# same point of its stream in every run of a model: the referee's estimate runs the example's
+# forward more often than the card's run does, whose step measures its third forward (VITS's
+# durations are a CPU randn moved to the card). So a storage off the card that holds what that
+# generator drew since the mode was installed, or what was computed from it, is marked too
+# (_drawn_off_card, by storage, dropped with it), and so is its copy on the card
+# (PROGRAM_GENERATOR): its reads are counted apart (`program_random_reads`), unsaid at the end
+# (a CPU run of the program reads the same values). The referee builds its model and inputs
+# (seeded) before it installs the mode: their draws are the same in its two runs.
 # The referee leaves unjudged a --values cpu row only where a drawn value was read. A value
 # made unknown (past the budget, no host kernel) loses the mark, but it is unknown: its reads
 # are counted as such (HostValues.read_unknown) and the row says so.
+HOST_STREAM = 1  # a draw of the host's own stream
+PROGRAM_GENERATOR = 2  # a draw of the program's own generator, off the card
 _DROPOUT_OPS = ("dropout", "native_dropout", "alpha_dropout", "feature_dropout",
                 "feature_alpha_dropout")
 
@@ -711,6 +722,7 @@ class HostValues:
         self.random_draws = 0
         self.random_reads = 0
         self.first_random_read: tuple[str, tuple[str, int, str]] | None = None
+        self.program_random_reads = 0  # of values the program's own generator drew
 
     def take(self, nbytes: int) -> bool:
         """Room for `nbytes` more of values on the host; False past the budget (said once)."""
@@ -772,12 +784,15 @@ class HostValues:
         if self.first_unknown is None:
             self.first_unknown = (str(func), _reading_place())
 
-    def read_drawn(self, func: Any) -> None:
-        """`func` read a value drawn on the host's own stream (Note [Values drawn on the
-        host]) back to the program, or sized an output by it."""
-        self.random_reads += 1
-        if self.first_random_read is None:
-            self.first_random_read = (str(func), _reading_place())
+    def read_drawn(self, func: Any, drawn: int) -> None:
+        """`func` read a value drawn at random (`drawn`: HOST_STREAM, PROGRAM_GENERATOR bits;
+        Note [Values drawn on the host]) back to the program, or sized an output by it."""
+        if drawn & PROGRAM_GENERATOR:
+            self.program_random_reads += 1
+        if drawn & HOST_STREAM:
+            self.random_reads += 1
+            if self.first_random_read is None:
+                self.first_random_read = (str(func), _reading_place())
 
     def summary(self) -> str:
         refused = (f"; {self.refused:,} values past the budget were left unknown"
@@ -821,6 +836,10 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         # Note [How many distinct values an unknown tensor holds]: by storage, with the weak
         # reference that drops it.
         self._bounds: dict[int, tuple[int, weakref.ref[torch.UntypedStorage]]] = {}
+        # Note [Values drawn on the host]: the storages off the card (the program's own CPU
+        # tensors) that hold what its generator drew, or what was computed from it; by storage,
+        # with the weak reference that drops it.
+        self._drawn_off_card: dict[int, weakref.ref[torch.UntypedStorage]] = {}
         # The values no kernel computed that decided the path: how many at each line, as what.
         self.assumed: dict[Assumption, int] = {}
         self._recorder = _assumption_recorder()
@@ -927,7 +946,8 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
             if repeats.numel() and bool((repeats >= 0).all()):  # else the op refuses, as on a GPU
                 kwargs = {**kwargs, "output_size": int(repeats.sum())}
                 if self.host is not None and self._drawn(args[0]):
-                    self.host.read_drawn(func)  # Note [Values drawn on the host]: a size
+                    # Note [Values drawn on the host]: a size
+                    self.host.read_drawn(func, self._drawn(args[0]))
         if func in _INDEX_PUT and card_inputs and len(args) > 1 and isinstance(
                 args[1], (list, tuple)):
             # Each known boolean mask on the card replaced by the columns of its nonzero(), made
@@ -939,7 +959,8 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                         and _on_card(index) and self._shadow(index) is not None:
                     found = self._host_values(index).nonzero()
                     if self.host is not None and self._drawn(index):
-                        self.host.read_drawn(func)  # Note [Values drawn on the host]: a size
+                        # Note [Values drawn on the host]: a size
+                        self.host.read_drawn(func, self._drawn(index))
                     made = self._take_tensor(
                         torch.empty(found.shape, dtype=found.dtype, device=index.device), found,
                         _NOTHING_ASSUMED, self._limit, False)
@@ -951,7 +972,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
             return self._assume(func(*args, **kwargs), card_inputs[0].device.index or 0)
         known = True
         assumed = _NOTHING_ASSUMED  # Note [Top-k keeps k]: what the known inputs rest on
-        drawn = False  # Note [Values drawn on the host]: a known input rests on a draw
+        drawn = 0  # Note [Values drawn on the host]: what draws the known inputs rest on
         if not traits.shape_only:
             overwritten = args[0] if traits.overwrites else None
             known_storages, filled = self._known, None
@@ -976,6 +997,8 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                 # Note [Top-k keeps k]: a fill joins values resting on an assumption (one_hot's
                 # zeros, scattered into by the assumed indices).
                 known = bool(assumed) and all(self._fill_in(tensor) for tensor in filled)
+        if self._drawn_off_card and self._off_card_drawn(args, kwargs):
+            drawn |= PROGRAM_GENERATOR  # a copy to the card of the program's draw
         on_host = known and traits.computable
         if not known and traits.computable and self.host is not None:
             self.host.read_unknown(func)
@@ -992,6 +1015,10 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         results = tuple(result) if isinstance(result, (list, tuple)) else (result,)
         card_outputs = _card_tensors(results)
         if not card_inputs and not card_outputs:
+            if self.host is not None and (
+                    (traits.draws is not None and traits.really_draws(args, kwargs))
+                    or (self._drawn_off_card and self._off_card_drawn(args, kwargs))):
+                self._mark_drawn_off_card(results)  # Note [Values drawn on the host]
             return result
         written = self._written(traits, args, kwargs) if traits.written else []
         if traits.writes_unsaid:
@@ -1009,7 +1036,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
             host = self._on_host(func, traits, args, kwargs, drew)
             if host is not NO_VALUES and drawn and self.host is not None \
                     and self._reads(func, traits, args, results):
-                self.host.read_drawn(func)
+                self.host.read_drawn(func, drawn)
             if host is not NO_VALUES and assumed and self._reads(func, traits, args, results):
                 read = self._note_assumed(assumed, card_inputs[0].device.index or 0,
                                           host if traits.reads_scalar else None)
@@ -1022,9 +1049,12 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                 masks_assumed = self._masks_assumed(func, args)
                 if masks_assumed:
                     self._note_assumed(masks_assumed, card_inputs[0].device.index or 0)
-                if self.host is not None and any(
-                        self._drawn(mask) for mask in self._masks_of(func, args) or []):
-                    self.host.read_drawn(func)  # Note [Values drawn on the host]: a size
+                masks_drawn = 0
+                for mask in self._masks_of(func, args) or []:
+                    masks_drawn |= self._drawn(mask)
+                if self.host is not None and masks_drawn:
+                    # Note [Values drawn on the host]: a size
+                    self.host.read_drawn(func, masks_drawn)
             result = self._sized_as_everything(func, args, result, card_inputs)
             results = tuple(result) if isinstance(result, (list, tuple)) else (result,)
             card_outputs = _card_tensors(results)
@@ -1032,7 +1062,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
             taken = self._take(result, host, written, assumed, limit, traits.sized_by_values)
             if taken is not NO_VALUES:
                 if drew or drawn:
-                    self._mark_drawn(taken, written)
+                    self._mark_drawn(taken, written, drawn | (HOST_STREAM if drew else 0))
                 return taken
         for tensor in written:
             self._unknown(tensor)
@@ -1378,12 +1408,12 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
             real.copy_(copy)
         return host
 
-    def _drawn(self, tensor: torch.Tensor) -> bool:
-        """Whether `tensor`'s known values rest on a draw (Note [Values drawn on the host])."""
+    def _drawn(self, tensor: torch.Tensor) -> int:
+        """What draws `tensor`'s known values rest on (Note [Values drawn on the host])."""
         entry = self._shadow(tensor)
-        return entry is not None and entry.drawn
+        return entry.drawn if entry is not None else 0
 
-    def _mark_drawn(self, results: Any, written: list[torch.Tensor]) -> None:
+    def _mark_drawn(self, results: Any, written: list[torch.Tensor], drawn: int) -> None:
         """The op's known device results and what it wrote rest on a draw (Note [Values drawn on
         the host])."""
         single = not isinstance(results, (list, tuple))
@@ -1391,7 +1421,28 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
             if _on_card(tensor):
                 entry = self._shadow(tensor)
                 if entry is not None:
-                    entry.drawn = True
+                    entry.drawn |= drawn
+
+    def _off_card_drawn(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether a tensor off the card among the op's arguments holds the program's draw."""
+        marks = self._drawn_off_card
+        return any(not _on_card(tensor) and _storage_key(tensor.untyped_storage()) in marks
+                   for tensor in _tensors((*args, *kwargs.values())))
+
+    def _mark_drawn_off_card(self, results: tuple[Any, ...]) -> None:
+        """The op's results off the card hold the program's draw, or what was computed from it."""
+        marks = self._drawn_off_card
+        for tensor in _tensors(results):
+            if _on_card(tensor) or tensor.device.type == "meta":
+                continue
+            storage = tensor.untyped_storage()
+            key = _storage_key(storage)
+
+            def freed(reference: weakref.ref[torch.UntypedStorage], key: int = key) -> None:
+                if marks.get(key) is reference:
+                    del marks[key]
+
+            marks[key] = weakref.ref(storage, freed)
 
     def _no_host_kernel(self, func: Any) -> None:
         traits = self._traits.get(id(func))
