@@ -862,7 +862,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         return self._known.get(_storage_key(tensor.untyped_storage()))
 
     def _adopt(self, storage: torch.UntypedStorage, host: torch.UntypedStorage,
-               assumed: frozenset[str] = frozenset()) -> bool:
+               assumed: frozenset[str] = frozenset(), drawn: int = 0) -> bool:
         """`host` is what `storage` holds from now on; device memory says so. False when the
         host's budget of --values cpu has no room for it (then it is unknown)."""
         key = _storage_key(storage)
@@ -892,7 +892,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         if budget is not None:
             self._host_storages.add(_storage_key(host))
         self._filled.pop(key, None)
-        self._known[key] = _Shadow(host, weakref.ref(storage, freed), assumed)
+        self._known[key] = _Shadow(host, weakref.ref(storage, freed), assumed, drawn)
         self._store(storage, host)
         return True
 
@@ -963,7 +963,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                         self.host.read_drawn(func, self._drawn(index))
                     made = self._take_tensor(
                         torch.empty(found.shape, dtype=found.dtype, device=index.device), found,
-                        _NOTHING_ASSUMED, self._limit, False)
+                        _NOTHING_ASSUMED, self._limit, False, self._drawn(index))
                     indices += list(made.unbind(1))
                 else:
                     indices.append(index)
@@ -1059,10 +1059,9 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
             results = tuple(result) if isinstance(result, (list, tuple)) else (result,)
             card_outputs = _card_tensors(results)
         if host is not NO_VALUES:
-            taken = self._take(result, host, written, assumed, limit, traits.sized_by_values)
+            taken = self._take(result, host, written, assumed, limit, traits.sized_by_values,
+                               (drawn | HOST_STREAM) if drew else drawn)
             if taken is not NO_VALUES:
-                if drew or drawn:
-                    self._mark_drawn(taken, written, drawn | (HOST_STREAM if drew else 0))
                 return taken
         for tensor in written:
             self._unknown(tensor)
@@ -1413,16 +1412,6 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         entry = self._shadow(tensor)
         return entry.drawn if entry is not None else 0
 
-    def _mark_drawn(self, results: Any, written: list[torch.Tensor], drawn: int) -> None:
-        """The op's known device results and what it wrote rest on a draw (Note [Values drawn on
-        the host])."""
-        single = not isinstance(results, (list, tuple))
-        for tensor in [*_tensors((results,) if single else results), *written]:
-            if _on_card(tensor):
-                entry = self._shadow(tensor)
-                if entry is not None:
-                    entry.drawn |= drawn
-
     def _off_card_drawn(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether a tensor off the card among the op's arguments holds the program's draw."""
         marks = self._drawn_off_card
@@ -1500,11 +1489,11 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         return None
 
     def _take(self, result: Any, host: Any, written: list[torch.Tensor],
-              assumed: frozenset[str], limit: int, resizes: bool) -> Any:
+              assumed: frozenset[str], limit: int, resizes: bool, drawn: int) -> Any:
         """The device's result with the host's values: a shadow for each device tensor (of the
         host's size where the device sized it by a count it read as zero), the host's value
-        where the result is no tensor. NO_VALUES when the two do not match (then all is
-        unknown)."""
+        where the result is no tensor, each resting on `assumed` and `drawn` (Note [Values
+        drawn on the host]). NO_VALUES when the two do not match (then all is unknown)."""
         single = not isinstance(result, (list, tuple))
         results = [result] if single else list(result)
         hosts = [host] if single else list(host) if isinstance(host, (list, tuple)) else None
@@ -1515,11 +1504,12 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                 if isinstance(real, torch.Tensor) and _on_card(real):
                     self._unknown(real)
             elif isinstance(real, torch.Tensor) and isinstance(computed, torch.Tensor):
-                results[index] = self._take_tensor(real, computed, assumed, limit, resizes)
+                results[index] = self._take_tensor(real, computed, assumed, limit, resizes,
+                                                   drawn)
             elif isinstance(real, (list, tuple)) and isinstance(computed, (list, tuple)) \
                     and len(real) == len(computed):
                 results[index] = type(real)(
-                    self._take_tensor(r, c, assumed, limit, resizes)
+                    self._take_tensor(r, c, assumed, limit, resizes, drawn)
                     if isinstance(r, torch.Tensor)
                     and isinstance(c, torch.Tensor) else r for r, c in zip(real, computed))
             elif not isinstance(real, torch.Tensor) and not isinstance(computed, torch.Tensor):
@@ -1533,13 +1523,15 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                     self._unknown(tensor)
                 else:
                     entry.assumed |= assumed
+                    entry.drawn |= drawn
                     self._store(tensor.untyped_storage(), entry.host)
         if single:
             return results[0]
         return type(result)(results) if isinstance(result, tuple) else results
 
     def _take_tensor(self, real: torch.Tensor, computed: torch.Tensor,
-                     assumed: frozenset[str], limit: int, resizes: bool) -> torch.Tensor:
+                     assumed: frozenset[str], limit: int, resizes: bool,
+                     drawn: int = 0) -> torch.Tensor:
         if not _on_card(real):
             if real.shape == computed.shape and real.data_ptr() != computed.data_ptr():
                 real.copy_(computed)
@@ -1556,6 +1548,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
             if computed.untyped_storage().data_ptr() != entry.host.data_ptr():
                 self._view(real, entry.host).copy_(computed)
             entry.assumed |= assumed  # a write into part of it leaves the rest as it was
+            entry.drawn |= drawn
             self._store(storage, entry.host)
             return real
         if storage.nbytes() > limit or not _covers(real):
@@ -1573,7 +1566,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         else:
             host = _host_storage(storage.nbytes())
             self._view(real, host).copy_(computed)
-        self._adopt(storage, host, assumed)
+        self._adopt(storage, host, assumed, drawn)
         return real
 
 
