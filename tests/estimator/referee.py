@@ -1242,11 +1242,13 @@ def measure(family, name, attention, task, size, values_mode="known"):
     import torch
     from mem_tracer.simulated_gpu import values
 
-    if not values.install(values_mode):
-        raise RuntimeError("not on the simulated card (run through referee.py, not alone)")
     train = task.startswith("train")
     batch = int(task.rsplit("b", 1)[1])
     model, args, kwargs = build(family, name, attention, batch, train, size)
+    # After build: its draws (the weights, the inputs), seeded, are the estimate's too; what
+    # the program's generator draws from here on is not (Note [Values drawn on the host]).
+    if not values.install(values_mode):
+        raise RuntimeError("not on the simulated card (run through referee.py, not alone)")
     model = model.cuda()
     args = tuple(_on("cuda", value) for value in args)
     kwargs = {key: _on("cuda", value) for key, value in kwargs.items()}
@@ -1299,6 +1301,11 @@ def measure(family, name, attention, task, size, values_mode="known"):
         "built": dict(BUILT),
         "values": values_mode,
         "random_draws": values.installed().host.random_draws
+        if values_mode == "cpu" and values.installed().host is not None else 0,
+        # Reads of values drawn at random, on the host's stream or by the program's generator
+        # within the forward or step (Note [Values drawn on the host]): what make_row judges on.
+        "random_reads": values.installed().host.random_reads
+        + values.installed().host.program_random_reads
         if values_mode == "cpu" and values.installed().host is not None else 0,
     }
 
@@ -1640,17 +1647,21 @@ def make_row(case, task, measured, predicted, seconds, reason=None, taken=None):
         flags=[flag for flag in ("approximate", "lower_bound") if guess[flag]],
         # With the values computed on the host the card follows the example's values, as the
         # recording did: a shape they decided is the same on both sides, and judged. Not where
-        # the host drew values at random (its own stream, not the example run's: VITS's
-        # stochastic durations set its output's length, -20 % on its step): then a shape the
-        # estimate says values decided is not judged.
+        # the program read a value the host drew at random (its own stream, not the example
+        # run's: VITS's stochastic durations set its output's length, -20 % on its step): then
+        # a shape the estimate says values decided is not judged (Note [Values drawn on the
+        # host]). A row measured before reads were counted has only its draws.
         judged=not truth["assumed"] and (
-            (truth.get("values") == "cpu" and not truth.get("random_draws"))
+            (truth.get("values") == "cpu"
+             and not truth.get("random_reads", truth.get("random_draws")))
             or not guess.get("data_dependent")),
         seconds=seconds)
     if truth.get("values") == "cpu":
         row["values"] = "cpu"
         if truth.get("random_draws"):
             row["random_draws"] = truth["random_draws"]
+        if "random_reads" in truth:
+            row["random_reads"] = truth["random_reads"]
     if taken:
         row["taken"] = taken
     if guess["method"] != DEFAULT_FRONT_END and guess.get("method_note"):
@@ -1733,7 +1744,9 @@ def re_estimate(arguments, estimator, referee):
             if "measured" in old and not (by_commit and card_changed_since(old, legacy)):
                 measured = {"result": {**old["measured"], "assumed": old.get("assumed", []),
                                        "values": old.get("values", "known"),
-                                       "random_draws": old.get("random_draws", 0)}}
+                                       "random_draws": old.get("random_draws", 0),
+                                       **({"random_reads": old["random_reads"]}
+                                          if "random_reads" in old else {})}}
                 taken["measured"] = old.get("taken", {}).get("measured") or legacy.get(key(old))
             else:  # the card's side failed, or the card changed since it was taken
                 measured = referee.ask({**request, "values": old.get("values", "known")})

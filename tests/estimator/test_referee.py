@@ -171,6 +171,15 @@ def test_a_row_measured_with_the_hosts_values_is_judged_where_the_example_sized_
     sized = {"result": {**guess["result"], "data_dependent": []}}
     assert referee.make_row(("transformers", "m", "eager"), "infer-b1", truth, sized,
                             1.0)["judged"]
+    # Where the reads of drawn values were counted (Note [Values drawn on the host]), a row
+    # whose program read none is judged (dropout in a step, sdpa's kernels), one that read one
+    # is not; a row measured before they were counted falls back on its draws (above).
+    truth["result"].update(random_reads=0)
+    row = referee.make_row(("transformers", "m", "eager"), "infer-b1", truth, guess, 1.0)
+    assert row["judged"] and row["random_reads"] == 0 and row["random_draws"] == 3
+    truth["result"].update(random_reads=1)
+    row = referee.make_row(("transformers", "m", "eager"), "infer-b1", truth, guess, 1.0)
+    assert not row["judged"] and row["random_reads"] == 1
 
 
 def test_the_host_counts_the_ops_it_draws_at_random():
@@ -179,12 +188,42 @@ def test_the_host_counts_the_ops_it_draws_at_random():
 
     host = values.HostValues(1 << 20)
     state = torch.default_generator.get_state()
-    host.compute(torch.ops.aten.randn.default, ([2, 2],), {}, [], lambda func: None)
+    host.compute(torch.ops.aten.randn.default, ([2, 2],), {}, [], lambda func: None,
+                 drew=True)
     host.compute(torch.ops.aten.add.Tensor, (torch.ones(2), torch.ones(2)), {}, [],
-                 lambda func: None)
-    assert host.random_draws == 1 and host.ops == 2
+                 lambda func: None, drew=False)
+    # Dropout with p 0 draws nothing, but runs on the host's stream all the same.
+    host.compute(torch.ops.aten.native_dropout.default, (torch.ones(4), 0.0, True), {}, [],
+                 lambda func: None, drew=False)
+    assert host.random_draws == 1 and host.ops == 3
     # The program's own generator is left as it was (the host draws from a stream of its own).
     assert torch.equal(torch.default_generator.get_state(), state)
+
+
+def test_an_op_tagged_random_draws_only_where_its_arguments_say_it_does():
+    # Note [Values drawn on the host]: sdpa's kernels carry the tag nondeterministic_seeded
+    # whatever their dropout_p; dropout draws nothing with p 0 or out of training.
+    import torch
+    from mem_tracer.simulated_gpu import values
+
+    aten = torch.ops.aten
+    x = torch.ones(2, 2, 4, 8)
+
+    def draws(op, *args, **kwargs):
+        return values._OpTraits.of(op, True).really_draws(args, kwargs)
+
+    efficient = aten._scaled_dot_product_efficient_attention.default
+    assert not draws(efficient, x, x, x, None, True)  # dropout_p left out: its default, 0
+    assert not draws(efficient, x, x, x, None, True, 0.0)
+    assert draws(efficient, x, x, x, None, True, 0.1)
+    assert draws(aten._scaled_dot_product_flash_attention.default, x, x, x, dropout_p=0.1)
+    assert not draws(aten._scaled_dot_product_flash_attention.default, x, x, x, dropout_p=0.0)
+    assert draws(aten.native_dropout.default, x, 0.1, True)
+    assert not draws(aten.native_dropout.default, x, 0.0, True)
+    assert not draws(aten.native_dropout.default, x, 0.1, False)
+    assert draws(aten.bernoulli.p, x, 0.0)  # bernoulli's p is no dropout's: it draws
+    assert draws(aten.randn.default, [2])
+    assert not draws(aten.add.Tensor, x, x)
 
 
 def test_the_rows_estimated_again_are_those_of_another_front_end_not_yet_taken_again():

@@ -19,6 +19,7 @@ from memtrace_testing import (
     parse_records,
     report_json,
     run,
+    simulated_environment,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -360,3 +361,41 @@ def test_training_through_attention_with_dropout_says_what_the_host_cannot_know(
     assert ("the host cannot run aten._scaled_dot_product_efficient_attention_backward.default "
             "(dropout's mask was drawn in the forward; the host did not keep it)") in result.stderr
     assert " ops read values the host did not have, the first " in result.stderr
+
+
+def random_reads(case):
+    """tests/simulator/programs/random_reads.py's `case` on a simulated H200 under --values cpu,
+    untraced: how many ops drew at random on the host, and how many reads of what they drew."""
+    env = simulated_environment({"PYTHONPATH": str(ROOT / "python")}, "h200")
+    result = run([sys.executable, PROGRAMS / "random_reads.py", case], env, timeout=300,
+                 own_card=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_dropout_in_a_training_step_draws_and_decides_nothing():
+    # Note [Values drawn on the host]: dropout draws its masks on the host's own stream, and
+    # the step's gradients and weights rest on them, but nothing reads them back: the path is
+    # the card's, and tests/estimator/referee.py judges the row.
+    counted = random_reads("dropout")
+    assert counted["random_draws"] == 2 and counted["random_reads"] == 0
+    assert counted["program_random_reads"] == 0
+
+
+def test_a_size_decided_by_a_value_drawn_on_the_host_is_one_read():
+    # int(torch.rand(()) * 8) + 1: the draw, the product computed from it, then its read.
+    counted = random_reads("sized")
+    assert counted["random_draws"] == 1 and counted["random_reads"] == 1
+    assert counted["program_random_reads"] == 0
+    # Drawn by the program's own generator, then moved to the card (VITS's durations): not at
+    # the same point of its stream in the referee's two runs, so read alike.
+    counted = random_reads("sized_from_the_cpu")
+    assert counted["random_draws"] == 0 and counted["random_reads"] == 0
+    assert counted["program_random_reads"] == 1
+
+
+def test_attention_without_dropout_draws_nothing():
+    # The memory-efficient attention's forward and backward carry the tag
+    # nondeterministic_seeded, with dropout_p 0 (left out of the call: its default) they draw
+    # nothing.
+    counted = random_reads("sdpa")
+    assert counted["random_draws"] == 0 and counted["random_reads"] == 0

@@ -110,6 +110,9 @@ class _Shadow:
     # What was assumed of values no kernel computed for these values to be known (the `said`
     # of each): noted again wherever they are read (Note [Top-k keeps k]).
     assumed: frozenset[str] = frozenset()
+    # What draws these values rest on (--values cpu): HOST_STREAM, PROGRAM_GENERATOR, or both
+    # (bits); a read of them is counted (Note [Values drawn on the host]).
+    drawn: int = 0
 
 
 def _tensors(values: Any) -> Iterator[torch.Tensor]:
@@ -285,6 +288,10 @@ class _OpTraits:
     fills: tuple[int | None, Any] | None  # in _FILLS: where its value is
     unread: frozenset[int]  # arguments the host's stand-in does not read (_UNREAD)
     written: tuple[tuple[int, str, bool], ...]  # its `Tensor(a!)` arguments: index, name, kwarg
+    # Tagged nondeterministic_seeded: it may draw at random; None otherwise. Its arguments that
+    # say it does not (Note [Values drawn on the host]): index, name, kwarg, the value that says
+    # so, and the schema's default (an argument left out takes it).
+    draws: tuple[tuple[int, str, bool, Any, Any], ...] | None
 
     @staticmethod
     def of(func: Any, every_op: bool) -> _OpTraits:
@@ -311,7 +318,19 @@ class _OpTraits:
             unread=_UNREAD.get(func, frozenset()) if every_op else frozenset(),
             written=tuple((index, argument.name, argument.kwarg_only)
                           for index, argument in enumerate(_torch_internals.op_schema(func).arguments)
-                          if argument.alias_info is not None and argument.alias_info.is_write))
+                          if argument.alias_info is not None and argument.alias_info.is_write),
+            draws=_draw_switches(func))
+
+    def really_draws(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether the op, with these arguments, draws anything at random (Note [Values drawn on
+        the host]): attention with dropout_p 0, dropout with p 0 or not training, do not."""
+        if self.draws is None:
+            return False
+        for index, name, kwarg_only, off, default in self.draws:
+            value = kwargs.get(name, default) if kwarg_only or index >= len(args) else args[index]
+            if value is not None and not isinstance(value, torch.Tensor) and value == off:
+                return False
+        return True
 
 
 @dataclass(frozen=True)
@@ -624,6 +643,58 @@ _UNREAD: dict[Any, frozenset[int]] = {
 # every live tensor's values, bounded by --values-memory (16 GiB unless given); past it, new
 # values are unknown, said once. Values the host cannot compute (an op without a host kernel,
 # a collective) are unknown, as without it.
+#
+# Note [Values drawn on the host]
+# The host draws from its own stream, so what an op drawn at random computes there (a mask, a
+# noise) is neither the card's nor a CPU run's of the program;
+# where such a value decides a size, the card's run takes another path than the example's, and
+# tests/estimator/referee.py must not judge it (VITS's step: -20 % in one run, -3 % in the
+# next). Most draws decide nothing: dropout in a training step, and sdpa's memory-efficient,
+# flash and cuDNN attention, which carry the tag nondeterministic_seeded though they draw only
+# when their dropout_p is not 0. So:
+# - An op draws (`random_draws`) only where it really does: tagged, and none of its arguments
+#   that turn the draw off says so (`dropout_p` or an RNN's `dropout` 0, dropout's `p` 0,
+#   `train`/`training` False: _draw_switches).
+# - What a draw computes on the host is marked drawn (_Shadow.drawn, HOST_STREAM: a few bits a
+#   storage, no per-element work), and so is whatever the host computes from a drawn value (any
+#   output of an op with a drawn input; a storage an op writes in part stays drawn).
+# - A read of a drawn value (`random_reads`) is one that reaches the program or decides a size:
+#   a result off the card (`.item()`, `bool(t)`, `.cpu()`, `.tolist()`), an output the device
+#   sizes by a count (nonzero, `x[mask]`, masked_select, unique: _SIZED_BY_VALUES), the host's
+#   sum that sizes repeat_interleave, the nonzero() that stands for a mask in index_put.
+# The program's own generator draws on the host as in a CPU run of the program, but not at the
+# same point of its stream in every run of a model: the referee's estimate runs the example's
+# forward more often than the card's run does, whose step measures its third forward (VITS's
+# durations are a CPU randn moved to the card). So a storage off the card that holds what that
+# generator drew since the mode was installed, or what was computed from it, is marked too
+# (_drawn_off_card, by storage, dropped with it), and so is its copy on the card
+# (PROGRAM_GENERATOR): its reads are counted apart (`program_random_reads`), unsaid at the end
+# (a CPU run of the program reads the same values). The referee builds its model and inputs
+# (seeded) before it installs the mode: their draws are the same in its two runs.
+# The referee leaves unjudged a --values cpu row only where a drawn value was read. A value
+# made unknown (past the budget, no host kernel) loses the mark, but it is unknown: its reads
+# are counted as such (HostValues.read_unknown) and the row says so.
+HOST_STREAM = 1  # a draw of the host's own stream
+PROGRAM_GENERATOR = 2  # a draw of the program's own generator, off the card
+_DROPOUT_OPS = ("dropout", "native_dropout", "alpha_dropout", "feature_dropout",
+                "feature_alpha_dropout")
+
+
+def _draw_switches(func: Any) -> tuple[tuple[int, str, bool, Any, Any], ...] | None:
+    """The arguments that say an op tagged nondeterministic_seeded draws nothing, with the
+    value that says so (Note [Values drawn on the host]); None for an op never drawn."""
+    if torch.Tag.nondeterministic_seeded not in func.tags:
+        return None
+    switches = []
+    for index, argument in enumerate(_torch_internals.op_schema(func).arguments):
+        name, default = argument.name, argument.default_value
+        if name in ("dropout_p", "dropout") or (name == "p" and func._opname in _DROPOUT_OPS):
+            switches.append((index, name, argument.kwarg_only, 0, default))
+        elif name in ("train", "training"):
+            switches.append((index, name, argument.kwarg_only, False, default))
+    return tuple(switches)
+
+
 def _size(nbytes: int) -> str:
     return f"{nbytes / 2**30:.2f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.1f} MiB"
 
@@ -644,10 +715,14 @@ class HostValues:
         self.unknown_reads = 0
         self.first_unknown: tuple[str, tuple[str, int, str]] | None = None
         self._random_state: torch.Tensor | None = None
-        # Ops drawn at random on the host's own stream: their values are not the card's, nor
-        # those of a CPU run of the program (tests/estimator/referee.py judges no shape they
-        # may have decided).
+        # Ops that drew at random on the host's own stream: their values are not the card's,
+        # nor those of a CPU run of the program; and the reads of values drawn so, which may
+        # have decided the path, the first with its op and line (tests/estimator/referee.py
+        # judges no row with one: Note [Values drawn on the host]).
         self.random_draws = 0
+        self.random_reads = 0
+        self.first_random_read: tuple[str, tuple[str, int, str]] | None = None
+        self.program_random_reads = 0  # of values the program's own generator drew
 
     def take(self, nbytes: int) -> bool:
         """Room for `nbytes` more of values on the host; False past the budget (said once)."""
@@ -668,10 +743,13 @@ class HostValues:
 
     def compute(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                 host_written: list[tuple[torch.Tensor, torch.Tensor]],
-                no_host_kernel: Any) -> Any:
+                no_host_kernel: Any, *, drew: bool) -> Any:
         """`func` on the host's values; a random one draws from the host's own stream (the
-        program's CPU generator is left as it was); NO_VALUES when the host cannot run it."""
+        program's CPU generator is left as it was); NO_VALUES when the host cannot run it.
+        `drew`: the op really draws (_OpTraits.really_draws), counted."""
         start = time.perf_counter()
+        # Any op tagged runs on the host's stream, even where it draws nothing: dropout with p
+        # 0 still consumes its generator on the host, which must stay the program's own.
         draws = torch.Tag.nondeterministic_seeded in func.tags
         saved = torch.default_generator.get_state() if draws else None
         try:
@@ -694,7 +772,7 @@ class HostValues:
                 torch.default_generator.set_state(saved)
             self.ops += 1
             self.seconds += time.perf_counter() - start
-        if draws:
+        if drew:
             self.random_draws += 1
         for real, copy in host_written:
             real.copy_(copy)
@@ -706,6 +784,16 @@ class HostValues:
         if self.first_unknown is None:
             self.first_unknown = (str(func), _reading_place())
 
+    def read_drawn(self, func: Any, drawn: int) -> None:
+        """`func` read a value drawn at random (`drawn`: HOST_STREAM, PROGRAM_GENERATOR bits;
+        Note [Values drawn on the host]) back to the program, or sized an output by it."""
+        if drawn & PROGRAM_GENERATOR:
+            self.program_random_reads += 1
+        if drawn & HOST_STREAM:
+            self.random_reads += 1
+            if self.first_random_read is None:
+                self.first_random_read = (str(func), _reading_place())
+
     def summary(self) -> str:
         refused = (f"; {self.refused:,} values past the budget were left unknown"
                    if self.refused else "")
@@ -715,9 +803,15 @@ class HostValues:
             unknown = (f"\n== memtrace: --values cpu: {self.unknown_reads:,} ops read values the "
                        f"host did not have, the first {func} at {file}:{line} ({function}): what "
                        "they computed is unknown, as a kernel's is without --values cpu")
+        drawn = ""
+        if self.first_random_read is not None:
+            func, (file, line, function) = self.first_random_read
+            drawn = (f"\n== memtrace: --values cpu: {self.random_reads:,} reads of values drawn "
+                     f"at random on the host's own stream, the first {func} at {file}:{line} "
+                     f"({function}): the path they decided may not be the card's")
         return (f"== memtrace: --values cpu computed {self.ops:,} ops on the host beside the "
                 f"card in {self.seconds:.2f} s, holding at most {_size(self.peak_bytes)} of values "
-                f"(budget {_size(self.budget_bytes)}){refused}{unknown}")
+                f"(budget {_size(self.budget_bytes)}){refused}{unknown}{drawn}")
 
 
 class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
@@ -742,6 +836,10 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         # Note [How many distinct values an unknown tensor holds]: by storage, with the weak
         # reference that drops it.
         self._bounds: dict[int, tuple[int, weakref.ref[torch.UntypedStorage]]] = {}
+        # Note [Values drawn on the host]: the storages off the card (the program's own CPU
+        # tensors) that hold what its generator drew, or what was computed from it; by storage,
+        # with the weak reference that drops it.
+        self._drawn_off_card: dict[int, weakref.ref[torch.UntypedStorage]] = {}
         # The values no kernel computed that decided the path: how many at each line, as what.
         self.assumed: dict[Assumption, int] = {}
         self._recorder = _assumption_recorder()
@@ -764,7 +862,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         return self._known.get(_storage_key(tensor.untyped_storage()))
 
     def _adopt(self, storage: torch.UntypedStorage, host: torch.UntypedStorage,
-               assumed: frozenset[str] = frozenset()) -> bool:
+               assumed: frozenset[str] = frozenset(), drawn: int = 0) -> bool:
         """`host` is what `storage` holds from now on; device memory says so. False when the
         host's budget of --values cpu has no room for it (then it is unknown)."""
         key = _storage_key(storage)
@@ -794,7 +892,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         if budget is not None:
             self._host_storages.add(_storage_key(host))
         self._filled.pop(key, None)
-        self._known[key] = _Shadow(host, weakref.ref(storage, freed), assumed)
+        self._known[key] = _Shadow(host, weakref.ref(storage, freed), assumed, drawn)
         self._store(storage, host)
         return True
 
@@ -847,6 +945,9 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
             repeats = self._host_values(args[0])
             if repeats.numel() and bool((repeats >= 0).all()):  # else the op refuses, as on a GPU
                 kwargs = {**kwargs, "output_size": int(repeats.sum())}
+                if self.host is not None and self._drawn(args[0]):
+                    # Note [Values drawn on the host]: a size
+                    self.host.read_drawn(func, self._drawn(args[0]))
         if func in _INDEX_PUT and card_inputs and len(args) > 1 and isinstance(
                 args[1], (list, tuple)):
             # Each known boolean mask on the card replaced by the columns of its nonzero(), made
@@ -857,9 +958,12 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                 if isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8) \
                         and _on_card(index) and self._shadow(index) is not None:
                     found = self._host_values(index).nonzero()
+                    if self.host is not None and self._drawn(index):
+                        # Note [Values drawn on the host]: a size
+                        self.host.read_drawn(func, self._drawn(index))
                     made = self._take_tensor(
                         torch.empty(found.shape, dtype=found.dtype, device=index.device), found,
-                        _NOTHING_ASSUMED, self._limit, False)
+                        _NOTHING_ASSUMED, self._limit, False, self._drawn(index))
                     indices += list(made.unbind(1))
                 else:
                     indices.append(index)
@@ -868,6 +972,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
             return self._assume(func(*args, **kwargs), card_inputs[0].device.index or 0)
         known = True
         assumed = _NOTHING_ASSUMED  # Note [Top-k keeps k]: what the known inputs rest on
+        drawn = 0  # Note [Values drawn on the host]: what draws the known inputs rest on
         if not traits.shape_only:
             overwritten = args[0] if traits.overwrites else None
             known_storages, filled = self._known, None
@@ -887,10 +992,13 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                     break
                 if entry.assumed:
                     assumed |= entry.assumed
+                drawn |= entry.drawn
             if known and filled is not None:
                 # Note [Top-k keeps k]: a fill joins values resting on an assumption (one_hot's
                 # zeros, scattered into by the assumed indices).
                 known = bool(assumed) and all(self._fill_in(tensor) for tensor in filled)
+        if self._drawn_off_card and self._off_card_drawn(args, kwargs):
+            drawn |= PROGRAM_GENERATOR  # a copy to the card of the program's draw
         on_host = known and traits.computable
         if not known and traits.computable and self.host is not None:
             self.host.read_unknown(func)
@@ -907,6 +1015,10 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         results = tuple(result) if isinstance(result, (list, tuple)) else (result,)
         card_outputs = _card_tensors(results)
         if not card_inputs and not card_outputs:
+            if self.host is not None and (
+                    (traits.draws is not None and traits.really_draws(args, kwargs))
+                    or (self._drawn_off_card and self._off_card_drawn(args, kwargs))):
+                self._mark_drawn_off_card(results)  # Note [Values drawn on the host]
             return result
         written = self._written(traits, args, kwargs) if traits.written else []
         if traits.writes_unsaid:
@@ -917,8 +1029,14 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         host = NO_VALUES
         # Values that rest on an assumption are kept larger (Note [Top-k keeps k]).
         limit = max(self._limit, ASSUMED_LIMIT) if assumed else self._limit
+        drew = False
         if on_host and self._wanted(results, card_outputs, written, limit):
-            host = self._on_host(func, traits, args, kwargs)
+            drew = self.host is not None and traits.draws is not None \
+                and traits.really_draws(args, kwargs)
+            host = self._on_host(func, traits, args, kwargs, drew)
+            if host is not NO_VALUES and drawn and self.host is not None \
+                    and self._reads(func, traits, args, results):
+                self.host.read_drawn(func, drawn)
             if host is not NO_VALUES and assumed and self._reads(func, traits, args, results):
                 read = self._note_assumed(assumed, card_inputs[0].device.index or 0,
                                           host if traits.reads_scalar else None)
@@ -931,11 +1049,18 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                 masks_assumed = self._masks_assumed(func, args)
                 if masks_assumed:
                     self._note_assumed(masks_assumed, card_inputs[0].device.index or 0)
+                masks_drawn = 0
+                for mask in self._masks_of(func, args) or []:
+                    masks_drawn |= self._drawn(mask)
+                if self.host is not None and masks_drawn:
+                    # Note [Values drawn on the host]: a size
+                    self.host.read_drawn(func, masks_drawn)
             result = self._sized_as_everything(func, args, result, card_inputs)
             results = tuple(result) if isinstance(result, (list, tuple)) else (result,)
             card_outputs = _card_tensors(results)
         if host is not NO_VALUES:
-            taken = self._take(result, host, written, assumed, limit, traits.sized_by_values)
+            taken = self._take(result, host, written, assumed, limit, traits.sized_by_values,
+                               (drawn | HOST_STREAM) if drew else drawn)
             if taken is not NO_VALUES:
                 return taken
         for tensor in written:
@@ -1258,7 +1383,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         return []
 
     def _on_host(self, func: Any, traits: _OpTraits, args: tuple[Any, ...],
-                 kwargs: dict[str, Any]) -> Any:
+                 kwargs: dict[str, Any], drew: bool = False) -> Any:
         """The op run again on the host, on the shadows; NO_VALUES when it cannot run there."""
         written = {id(value) for index, name, kwarg_only in traits.written
                    for value in _tensors((kwargs.get(name) if kwarg_only or index >= len(args)
@@ -1271,7 +1396,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                        for name, value in kwargs.items() if name != "pin_memory"}
         if self.host is not None:
             return self.host.compute(func, host_args, host_kwargs, host_written,
-                                     self._no_host_kernel)
+                                     self._no_host_kernel, drew=drew)
         try:
             host = func(*host_args, **host_kwargs)
         except (RuntimeError, NotImplementedError, TypeError, ValueError, IndexError):
@@ -1281,6 +1406,32 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         for real, copy in host_written:
             real.copy_(copy)
         return host
+
+    def _drawn(self, tensor: torch.Tensor) -> int:
+        """What draws `tensor`'s known values rest on (Note [Values drawn on the host])."""
+        entry = self._shadow(tensor)
+        return entry.drawn if entry is not None else 0
+
+    def _off_card_drawn(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether a tensor off the card among the op's arguments holds the program's draw."""
+        marks = self._drawn_off_card
+        return any(not _on_card(tensor) and _storage_key(tensor.untyped_storage()) in marks
+                   for tensor in _tensors((*args, *kwargs.values())))
+
+    def _mark_drawn_off_card(self, results: tuple[Any, ...]) -> None:
+        """The op's results off the card hold the program's draw, or what was computed from it."""
+        marks = self._drawn_off_card
+        for tensor in _tensors(results):
+            if _on_card(tensor) or tensor.device.type == "meta":
+                continue
+            storage = tensor.untyped_storage()
+            key = _storage_key(storage)
+
+            def freed(reference: weakref.ref[torch.UntypedStorage], key: int = key) -> None:
+                if marks.get(key) is reference:
+                    del marks[key]
+
+            marks[key] = weakref.ref(storage, freed)
 
     def _no_host_kernel(self, func: Any) -> None:
         traits = self._traits.get(id(func))
@@ -1338,11 +1489,11 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         return None
 
     def _take(self, result: Any, host: Any, written: list[torch.Tensor],
-              assumed: frozenset[str], limit: int, resizes: bool) -> Any:
+              assumed: frozenset[str], limit: int, resizes: bool, drawn: int) -> Any:
         """The device's result with the host's values: a shadow for each device tensor (of the
         host's size where the device sized it by a count it read as zero), the host's value
-        where the result is no tensor. NO_VALUES when the two do not match (then all is
-        unknown)."""
+        where the result is no tensor, each resting on `assumed` and `drawn` (Note [Values
+        drawn on the host]). NO_VALUES when the two do not match (then all is unknown)."""
         single = not isinstance(result, (list, tuple))
         results = [result] if single else list(result)
         hosts = [host] if single else list(host) if isinstance(host, (list, tuple)) else None
@@ -1353,11 +1504,12 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                 if isinstance(real, torch.Tensor) and _on_card(real):
                     self._unknown(real)
             elif isinstance(real, torch.Tensor) and isinstance(computed, torch.Tensor):
-                results[index] = self._take_tensor(real, computed, assumed, limit, resizes)
+                results[index] = self._take_tensor(real, computed, assumed, limit, resizes,
+                                                   drawn)
             elif isinstance(real, (list, tuple)) and isinstance(computed, (list, tuple)) \
                     and len(real) == len(computed):
                 results[index] = type(real)(
-                    self._take_tensor(r, c, assumed, limit, resizes)
+                    self._take_tensor(r, c, assumed, limit, resizes, drawn)
                     if isinstance(r, torch.Tensor)
                     and isinstance(c, torch.Tensor) else r for r, c in zip(real, computed))
             elif not isinstance(real, torch.Tensor) and not isinstance(computed, torch.Tensor):
@@ -1371,13 +1523,15 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
                     self._unknown(tensor)
                 else:
                     entry.assumed |= assumed
+                    entry.drawn |= drawn
                     self._store(tensor.untyped_storage(), entry.host)
         if single:
             return results[0]
         return type(result)(results) if isinstance(result, tuple) else results
 
     def _take_tensor(self, real: torch.Tensor, computed: torch.Tensor,
-                     assumed: frozenset[str], limit: int, resizes: bool) -> torch.Tensor:
+                     assumed: frozenset[str], limit: int, resizes: bool,
+                     drawn: int = 0) -> torch.Tensor:
         if not _on_card(real):
             if real.shape == computed.shape and real.data_ptr() != computed.data_ptr():
                 real.copy_(computed)
@@ -1394,6 +1548,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
             if computed.untyped_storage().data_ptr() != entry.host.data_ptr():
                 self._view(real, entry.host).copy_(computed)
             entry.assumed |= assumed  # a write into part of it leaves the rest as it was
+            entry.drawn |= drawn
             self._store(storage, entry.host)
             return real
         if storage.nbytes() > limit or not _covers(real):
@@ -1411,7 +1566,7 @@ class KnownValues(_torch_internals.torch_dispatch_mode()):  # type: ignore[misc]
         else:
             host = _host_storage(storage.nbytes())
             self._view(real, host).copy_(computed)
-        self._adopt(storage, host, assumed)
+        self._adopt(storage, host, assumed, drawn)
         return real
 
 
