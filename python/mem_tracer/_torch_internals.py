@@ -7,7 +7,7 @@ dispatch modes and their stack (torch._subclasses, torch.utils._python_dispatch)
 engine's saved-tensor hooks, callbacks and graph task (torch._C._autograd, Variable._execution_engine),
 the optimizer's foreach selection, the fake process group (torch.testing._internal), DDP's
 private parameter-shape check, pre-forward and the two functions that allocate its gradient
-buckets, an op's schema and a storage's id, ATen's
+buckets, an op's schema, a storage's id and its Python object's lifetime, ATen's
 private ops the device runs (_scaled_dot_product_*, _safe_softmax), and inductor's loading of
 the code it generated (torch._inductor.codecache.PyCodeCache.load_by_key_path and the line map
 it is given: Note [Generated code] in tracer/format/records.h). Each is named here once;
@@ -188,6 +188,40 @@ def op_overload_call_code() -> Any:
 def storage_key(storage: Any) -> int:
     """A storage's identity: the same for every tensor over it, while it lives."""
     return int(storage._cdata)
+
+
+def storage_of_weak_ref(cdata: int) -> Any:
+    """The storage a weak reference (`storage._weak_ref()`, StorageWeakRef.cdata) names, while it
+    lives: the same Python object as every tensor's `untyped_storage()` (Note [Releases as
+    storages die] in estimator/step_recorder.py)."""
+    import torch
+    return torch.UntypedStorage._new_with_weak_ptr(cdata)
+
+
+def _check_storage_object_preserved() -> None:
+    """Note [Releases as storages die]: a storage's Python object lives as long as the storage,
+    whoever holds it, and is what its weak reference gives back."""
+    import weakref
+
+    import torch
+    base = torch.zeros(4)
+    storage: Any = base.untyped_storage()
+    cdata = storage._weak_ref()
+    died: list[bool] = []
+    watch = weakref.ref(storage, lambda _: died.append(True))
+    try:
+        if storage_of_weak_ref(cdata) is not storage:
+            raise LookupError("a storage's weak reference gives another Python object")
+        del storage
+        view = base[1:]
+        del base
+        if died or watch() is not view.untyped_storage():
+            raise LookupError("a storage's Python object died while a view held the storage")
+        del view
+        if not died or not torch.UntypedStorage._expired(cdata):
+            raise LookupError("a storage's Python object outlived the storage")
+    finally:
+        torch.UntypedStorage._free_weak_ref(cdata)
 
 
 def rnn_flat_weights(module: Any) -> list[Any] | None:
@@ -503,6 +537,7 @@ def check_all() -> list[str]:
         "disable_torch_function_subclass": disable_torch_function_subclass,
         "tensor_base_clone": tensor_base_clone,
         "storage_key": lambda: storage_key(torch.zeros(1).untyped_storage()),
+        "storage_object_preserved": _check_storage_object_preserved,  # storage_of_weak_ref
         "rnn_flat_weights": lambda: _all_found(rnn_flat_weights(torch.nn.LSTM(2, 2)) or [], 4),
         "op_schema": lambda: op_schema(torch.ops.aten.mm.default).arguments,
         "op_packet": lambda: op_packet(torch.ops.aten.mm.default),

@@ -8,6 +8,7 @@ import contextlib
 import math
 import os
 import sys
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -24,6 +25,10 @@ if TYPE_CHECKING:
     from .device_kernels import CudnnRnnSpaces, DeviceKernels, KernelChoice
 
 _MAX_FRAMES = 48
+# Note [Releases as storages die]: set (by a test), every sweep also polls every live storage as
+# the sweep once did, and SWEEP_CHECKS counts the sweeps and lists where the two disagreed.
+CHECK_SWEEP = False
+SWEEP_CHECKS: dict[str, Any] = {"sweeps": 0, "mismatches": []}
 # The package's own frames (mem_tracer/, this subpackage's parent) are not the model's.
 _HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -203,6 +208,33 @@ def _plain(tensor: Any) -> list[Any]:
     return [plain for value in inner if isinstance(value, torch.Tensor) for plain in _plain(value)]
 
 
+# Note [Releases as storages die]
+# A node releases what the step allocated and died since the op before (Recorder._sweep).
+# Polling the weak reference of every storage the step holds after every op made the recording
+# O(ops x live storages): transformers' slanet AdamW step (a 501-step decoder that re-stacks
+# its id list each step) timed out at 300 s in the referee, 86-89 % of its recording's samples
+# in the sweep (py-spy, two windows). Instead each storage says when it dies. Its Python object
+# (UntypedStorage) dies with it, not before: the object holds the storage, and while anything
+# else holds the storage, the storage holds the object (Note [PyObject preservation for Tensor
+# and Storages] in torch 2.14's c10/util/intrusive_ptr.h; _torch_internals'
+# storage_object_preserved check holds on 2.13 and 2.14). So a Python weakref to that object,
+# taken as the storage is registered (_watch), calls back as the storage dies, and the sweep
+# looks only at the keys called back: its cost is what died, and what it releases, where, is
+# what polling released.
+# Two guards keep it exact. The storage's own weak reference (`live`) is still held until the
+# sweep, so its address (the key) is not reused before the sweep sees it die. And a call back
+# is believed only once that reference says expired: the cyclic collector clears an object's
+# weakrefs before finalizers run, so an object a finalizer resurrects was called back alive;
+# its key is looked at again every sweep until it dies. A watch dropped (a storage resized in
+# place, registered again) never calls back. CHECK_SWEEP polls as before beside it
+# (test_step_recorder_sweep.py compares the two over models' steps).
+class _Watch(weakref.ref):  # type: ignore[type-arg]
+    """A weakref to a storage's Python object that knows the storage's key."""
+
+    __slots__ = ("key",)
+    key: int
+
+
 class Recorder:
     """The recording TorchDispatchMode's state and what it learns (Note [Recording the step on
     fake tensors]): one object, its fields typed, changed only by its own methods and by the
@@ -215,6 +247,18 @@ class Recorder:
         self.storages: list[StorageRow] = []
         self.ids: dict[int, int] = {}  # storage key -> storage index
         self.live: dict[int, Any] = {}  # storage key -> weak ref, for what the step allocates
+        # Note [Releases as storages die]: a watch on each storage of `live`, and the keys of
+        # those whose Python object died since the last sweep (or that it found not yet dead).
+        self._watches: dict[int, _Watch] = {}
+        self._died: list[int] = []
+        watches, died = self._watches, self._died
+
+        def storage_died(watch: _Watch) -> None:  # holds no reference to the recorder
+            if watches.get(watch.key) is watch:
+                del watches[watch.key]
+                died.append(watch.key)
+
+        self._storage_died = storage_died
         self.nodes: list[NodeRow] = []
         self.frames: list[Frame] = []
         self._frame_ids: dict[Frame, int] = {}
@@ -349,6 +393,7 @@ class Recorder:
             self.ids[key] = len(self.storages)
             self.storages.append(StorageRow(int(storage.nbytes()), "activation", "temporary", ""))
             self.live[key] = self._weak(storage)  # type: ignore[no-untyped-call]
+            self._watch(key, storage)
             allocates.append(Allocation(self.ids[key], list(tensor.shape), str(tensor.dtype)[6:]))
         if name.partition("::")[0] in _COMMUNICATION:
             for tensor in _written(func, args, kwargs, output):
@@ -549,6 +594,7 @@ class Recorder:
         releases = self._sweep()
         index = self.ids.pop(key, None)
         if index is not None:
+            self._watches.pop(key, None)
             if self.live.pop(key, None) is None:
                 raise StepGraphError(f"{self.storages[index].name} was resized in place: a "
                                      "storage that lives through the step cannot change size")
@@ -558,6 +604,7 @@ class Recorder:
             self.ids[key] = len(self.storages)
             self.storages.append(StorageRow(size, "activation", "temporary", ""))
             self.live[key] = self._weak(storage)  # type: ignore[no-untyped-call]
+            self._watch(key, storage)
             allocates.append(Allocation(self.ids[key], [size], "uint8"))
         self.nodes.append(NodeRow("memtrace::resize_storage", self.phase, self._module(),
                                   self._stack(), sorted(releases), allocates))
@@ -576,6 +623,7 @@ class Recorder:
             self.storages.append(StorageRow(size, "activation", "temporary",
                                             "held from the step before"))
             self.live[key] = ref
+            self._watch(key, _torch_internals.storage_of_weak_ref(ref.cdata))
             allocates.append(Allocation(self.ids[key], shape, dtype))
         self.earlier.clear()
         if allocates:
@@ -689,8 +737,33 @@ class Recorder:
                 f"{name}: {what}, as on the example input (the step ran once on it)"))
         return output
 
+    def _watch(self, key: int, storage: Any) -> None:
+        """Note [Releases as storages die]: `key` is noted in `_died` as `storage` dies."""
+        watch = _Watch(storage, self._storage_died)
+        watch.key = key
+        self._watches[key] = watch
+
     def _sweep(self) -> list[int]:
-        dead = [key for key, ref in self.live.items() if ref.expired()]
+        """What the step allocated and died since the last sweep (Note [Releases as storages
+        die])."""
+        called_back = dict.fromkeys(self._died)  # once each: a key watched again can come twice
+        self._died.clear()
+        dead = []
+        for key in called_back:
+            ref = self.live.get(key)
+            if ref is None:  # released already (a storage resized in place)
+                continue
+            if ref.expired():
+                dead.append(key)
+            else:  # called back alive (resurrected by a finalizer): looked at again next sweep
+                self._died.append(key)
+        if CHECK_SWEEP:
+            polled = sorted(key for key, ref in self.live.items() if ref.expired())
+            SWEEP_CHECKS["sweeps"] += 1
+            if polled != sorted(dead):
+                SWEEP_CHECKS["mismatches"].append(
+                    (len(self.nodes), sorted(self.ids[key] for key in polled),
+                     sorted(self.ids[key] for key in dead)))
         released = []
         for key in dead:
             del self.live[key]
@@ -710,6 +783,7 @@ class Recorder:
         storage the step allocated gets its category (a gradient before a saved activation);
         a gradient, its parameter's module (`gradients`: storage index -> module path)."""
         releases = self._sweep()
+        self._watches.clear()  # nothing is released after the step: no death to note
         if releases:
             self.nodes.append(NodeRow("memtrace::step_end", Phase.NONE, None, [], releases, []))
         for index, storage in enumerate(self.storages):
