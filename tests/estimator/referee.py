@@ -150,8 +150,9 @@ _HEAD_PARTS = dict.fromkeys(("rotary_dim", "qk_rope_head_dim", "qk_nope_head_dim
 #   `num_queries` no more than _QUERIES, where its top-k over a small image's anchors (84 at
 #   64 pixels and strides 8, 16, 32) asks for more than there are.
 # - "own backbone": the config made with `use_timm_backbone=False`, transformers' own backbone
-#   (DETR's ResNet) in place of timm's, which the venv does not have; tried only where the
-#   default config's backbone is timm's (a sub-config of model type timm_backbone);
+#   (DETR's ResNet) in place of timm's, for a venv without timm (`make cuda-torch-venv` has
+#   it since 2026-11-30); tried only where the default config's backbone is timm's (a
+#   sub-config of model type timm_backbone);
 # - "more sizes": a size _SMALL names, or the vocabulary, that the default config leaves unset
 #   (None: Hunyuan's head_dim, ESM's vocabulary, dots1's and DiffusionGemma's experts) made
 #   the small value, and a convolution's groups (`..._groups`, Mimi's upsample_groups 512) no

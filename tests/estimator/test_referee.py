@@ -351,6 +351,9 @@ def test_a_shrinking_variant_is_taken_only_where_the_plain_config_does_not_run()
                                # patches as images, then the sections the forward asks for
                                ("paddleocr_vl", "image grid, patches, mrope 8")):
         assert referee.transformers_variant(model_type, "eager", 1) == wanted, model_type
+    # "own backbone", for a venv without timm: transformers' own ResNet in place of timm's.
+    assert referee._timm_backbone(referee._default_config("detr"))
+    assert not referee._timm_backbone(referee._default_config("detr", "own backbone"))
     # Llama's "head" config differs (as many key/value heads as query heads), but the plain
     # one runs: Llama keeps the sizes its rows were taken with.
     assert referee._config_text("llama", "head") != referee._config_text("llama", "")
@@ -421,7 +424,7 @@ def test_the_shrinking_rules_of_the_failed_rows_run_what_failed():
                                ("axk1", "head, expert groups"),  # 8 groups of 4 experts
                                ("hunyuan_v1_dense", "more sizes"),  # head_dim None
                                ("dac", "audio channels"),  # (batch, 1, samples)
-                               ("detr", "own backbone"),  # timm's ResNet → transformers'
+                               ("detr", ""),  # timm's ResNet: the venv has timm now
                                # DINOv2's stages 9-12 kept for the neck
                                ("depth_anything", "backbone layers"),
                                ("owlvit_text_model", "positions")):  # 16 positions
