@@ -2,12 +2,17 @@
 learns what died from the storages' own deaths, releases it exactly where polling every live
 storage after every op released it, and looks only at what died."""
 
+import sys
+
 import models
 import pytest
 import torch
 import zoo
-from mem_tracer.estimator import step_graph, step_recorder
+from conftest import REPOSITORY
 from torch import nn
+
+sys.path.insert(0, str(REPOSITORY / "python"))
+from mem_tracer.estimator import step_graph, step_recorder  # noqa: E402
 
 class _ResizedInPlace(nn.Module):
     """Frees a temporary's storage in place and allocates it again, as FSDP does with its
