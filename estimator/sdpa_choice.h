@@ -7,7 +7,13 @@
 // that takes the call wins, else the math fallback. The checks each constraint makes are those
 // of sdp_utils.cpp (CUDA) and sdp_utils_cpp.cpp (CPU), and every backend also needs 4-d,
 // non-nested inputs with a unit stride in the last dim, non-empty sequences, equal batch sizes
-// and as many key heads as query heads (or a divisor of them with enable_gqa).
+// and as many key heads as value heads, and as query heads, or one (broadcast to every query
+// head, enable_gqa or not), or a divisor of them with enable_gqa. The one-head case is what
+// multi-query attention without enable_gqa passes (timm's MultiQueryAttention2d, gemma3n's
+// vision tower: key and value [B, 1, S, D]); torch 2.14.1's can_use_{efficient,flash,cudnn}_
+// attention and _fused_sdp_choice on the CPU take it, and take neither a key with 4 heads and a
+// value with 1, nor a key with 2 of a query's 4 heads (checked on the simulated H100,
+// issue 53). Counted as math, the estimate held cuBLAS's 32 MiB workspace the card never made.
 // Two front ends make the choice: the TorchScript one (op_rules.cpp) and the step recorded on
 // fake tensors in Python (python/mem_tracer/estimator/device_kernels.py, sdpa_choice). Both read
 // the profile with a reader of their own and reduce a call to the same facts (SdpaCall here,

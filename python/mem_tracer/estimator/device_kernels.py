@@ -315,8 +315,11 @@ def sdpa_rejects(kernel: SdpaKernel, call: SdpaCall) -> str:
             return f"head dim {size} not aligned"
     if not q.sizes[0] == k.sizes[0] == v.sizes[0]:
         return "batch sizes differ"
-    if k.sizes[1] != v.sizes[1] or (q.sizes[1] != k.sizes[1] and not (
-            kernel.gqa and call.enable_gqa and q.sizes[1] % k.sizes[1] == 0)):
+    # One key and value head serves every query head in every kernel, enable_gqa or not
+    # (Note [sdpa's kernel choice]).
+    key_heads_serve = q.sizes[1] == k.sizes[1] or k.sizes[1] == 1 or (
+        kernel.gqa and call.enable_gqa and q.sizes[1] % k.sizes[1] == 0)
+    if k.sizes[1] != v.sizes[1] or not key_heads_serve:
         return "query and key heads differ"
     for tensor in (q, k, v):
         if tensor.sizes[-1] != 1 and tensor.last_stride != 1:
