@@ -47,9 +47,9 @@ std::string sdpaRejects(const SdpaKernel& kernel, const SdpaCall& call) {
   if (q.sizes[0] != k.sizes[0] || k.sizes[0] != v.sizes[0]) return "batch sizes differ";
   // One key and value head serves every query head in every kernel, enable_gqa or not
   // (Note [sdpa's kernel choice]).
-  bool keyHeadsServe = q.sizes[1] == k.sizes[1] || k.sizes[1] == 1 ||
-                       (kernel.gqa && call.enable_gqa && q.sizes[1] % k.sizes[1] == 0);
-  if (k.sizes[1] != v.sizes[1] || !keyHeadsServe) return "query and key heads differ";
+  bool key_heads_serve = q.sizes[1] == k.sizes[1] || k.sizes[1] == 1 ||
+                         (kernel.gqa && call.enable_gqa && q.sizes[1] % k.sizes[1] == 0);
+  if (k.sizes[1] != v.sizes[1] || !key_heads_serve) return "query and key heads differ";
   for (const SdpaTensor* tensor : {&q, &k, &v}) {
     if (fromEnd(*tensor, 1) != 1 && tensor->last_stride != 1) return "last dim not contiguous";
     if (fromEnd(*tensor, 2) == 0) return "an empty sequence";
