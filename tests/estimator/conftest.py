@@ -38,6 +38,26 @@ def estimate_json(*arguments):
 BAD_INPUT = 2  # memtrace-estimate's exit status for input it refuses
 
 
+def on_the_card(program, **environment):
+    """What `program` (Python source) prints last, as JSON, run on the simulated H100 (PyTorch's
+    own CUDA code around the simulated kernels and allocator) with this checkout's package and
+    `environment`'s variables beside; fails with its stderr where it does not exit 0."""
+    sys.path.insert(0, str(REPOSITORY / "python"))
+    from mem_tracer import simulated_gpu
+
+    beside = dict(os.environ, **environment)
+    beside["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY / "python"),
+                                                         beside.get("PYTHONPATH")]))
+    build = os.environ.get("MEMTRACE_BUILD_DIR")
+    if build:  # the build ctest names
+        beside.setdefault("MEMTRACE_SIMULATOR_DIR", f"{build}/simulator")
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         env=simulated_gpu.environment("h100", base=beside), timeout=300,
+                         check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
 def assert_bad_input(result, *fragments):
     """memtrace-estimate refused its input: exit 2, one line on stderr naming what is wrong
     (each of `fragments` in it; never an internal error), nothing on stdout."""

@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from conftest import REPOSITORY, estimator_binary
+from conftest import REPOSITORY, estimator_binary, on_the_card
 
 sys.path.insert(0, str(REPOSITORY / "python"))
 import mem_tracer  # noqa: E402
@@ -307,19 +307,20 @@ def test_transformers_sees_the_values_python_knows():
     assert not padded["example_value_assumptions"] and not graph["example_value_assumptions"]
 
 
+def _estimated_with_an_all_ones_mask(**options):
+    """estimate() of the GQA Llama on cuda-sm90 with an all-ones attention mask, quietly."""
+    ids = torch.randint(0, 1000, (2, 32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return mem_tracer.estimate(_llama_gqa(), {"input_ids": ids, "attention_mask": torch.ones(
+            2, 32, dtype=torch.long)}, device="cuda-sm90", **options)
+
 
 def test_the_example_mask_dropped_is_said_for_a_rank_of_a_job():
     # A rank of a DDP job reads the example's mask the same way: the drop is said there too,
     # though what keeping it costs is not recorded for a job.
     from mem_tracer.estimator import parallel
-    model = _llama_gqa()
-    ids = torch.randint(0, 1000, (2, 32))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rank = mem_tracer.estimate(model, {"input_ids": ids,
-                                           "attention_mask": torch.ones(2, 32, dtype=torch.long)},
-                                   device="cuda-sm90", training=True, parallel=parallel.DDP(),
-                                   world_size=2)
+    rank = _estimated_with_an_all_ones_mask(training=True, parallel=parallel.DDP(), world_size=2)
     rows = _example_value_rows(rank)
     assert len(rows) == 1 and "not recorded for a rank of a parallel job" in rows[0]["detail"], \
         rank.raw["assumptions"]
@@ -330,16 +331,11 @@ def test_the_other_batches_say_they_keep_the_mask():
     # The other batches' inputs are the example's resized, whose values no recording reads:
     # they keep the mask (a padded batch's figure, above the example's at its own batch), and
     # the estimate says so.
-    model = _llama_gqa()
-    ids = torch.randint(0, 1000, (2, 32))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        swept = mem_tracer.estimate(model, {"input_ids": ids,
-                                            "attention_mask": torch.ones(2, 32, dtype=torch.long)},
-                                    device="cuda-sm90", training=False, batch_sizes=[2])
+    swept = _estimated_with_an_all_ones_mask(training=False, batch_sizes=[2])
     assert swept.batches[0].peak_allocated_bytes > swept.peak_allocated_bytes
     assert "keep the attention mask" in swept.search_note and "keep the attention mask" in str(
         swept)
+
 
 def _example_value_rows(estimate):
     return [row for row in estimate.raw["assumptions"] if row["kind"] == "example_value"]
@@ -415,28 +411,6 @@ print(json.dumps({{"peak": torch.cuda.max_memory_allocated()}}))
 """
 
 
-def _on_the_card(program):
-    """What `program` prints last, run on the simulated H100 (PyTorch's own CUDA code around
-    the simulated kernels and allocator), as JSON."""
-    import os
-    import subprocess
-
-    from mem_tracer import simulated_gpu
-
-    assert torch.backends.cuda.is_built(), "the card's side needs a CUDA build of torch"
-    beside = dict(os.environ)
-    beside["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY / "python"),
-                                                         beside.get("PYTHONPATH")]))
-    build = os.environ.get("MEMTRACE_BUILD_DIR")
-    if build:  # the build ctest names
-        beside.setdefault("MEMTRACE_SIMULATOR_DIR", f"{build}/simulator")
-    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                         env=simulated_gpu.environment("h100", base=beside), timeout=300,
-                         check=False)
-    assert run.returncode == 0, run.stderr[-2000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
-
-
 @functools.lru_cache(maxsize=4)
 def _cached_encoding(shape, device, dtype):
     """A position encoding memoized as transformers' Sam3 memoizes its FPN's (lru_cache)."""
@@ -479,7 +453,7 @@ def test_a_forward_is_recorded_cold_as_on_the_card():
     # it, the estimate was 64 KiB high (the encoding held from the start); with the cache left
     # as a recording filled it, a second estimate differed from the first and the user's next
     # CPU forward was handed a fake tensor.
-    card = _on_the_card(CARD_FIRST_FORWARD.format(tests=str(REPOSITORY / "tests" / "estimator")))
+    card = on_the_card(CARD_FIRST_FORWARD.format(tests=str(REPOSITORY / "tests" / "estimator")))
     torch.manual_seed(0)
     model, x = LateCache().eval(), torch.randn(4, 128, 32)
     first = mem_tracer.estimate(model, (x,), device="cuda-sm90")
@@ -497,7 +471,7 @@ def test_softmax_backward_holds_its_temporary_as_on_the_card():
     # `grad * output` (1 MiB here) beside its result; the step's peak is there. Held against
     # the simulated H100 (PyTorch's own SoftMax.cu around the simulated kernels); assumed of a
     # real card: the same source, not checked on a GPU here.
-    card = _on_the_card(CARD_STEP.format(tests=str(REPOSITORY / "tests" / "estimator")))
+    card = on_the_card(CARD_STEP.format(tests=str(REPOSITORY / "tests" / "estimator")))
     torch.manual_seed(0)
     model, x = Scores(), torch.randn(4, 256, 32)
     step = mem_tracer.TrainingStep(optimizer=torch.optim.AdamW(model.parameters()),
@@ -545,7 +519,7 @@ def test_an_all_ones_example_mask_is_dropped_as_on_the_card():
     # enable_gqa. The referee's idefics2_perceiver sdpa rows were 3.2 to 6.6 % high so. Held
     # against the simulated H100; assumed of a real card: transformers' own Python reads the
     # mask there as here (not checked on a GPU here).
-    card = _on_the_card(CARD_PERCEIVER.format(tests=str(REPOSITORY / "tests" / "estimator")))
+    card = on_the_card(CARD_PERCEIVER.format(tests=str(REPOSITORY / "tests" / "estimator")))
     model = _perceiver()
     inputs = {"context": torch.randn(2, 32, 64),
               "attention_mask": torch.ones(2, 32, dtype=torch.long)}
@@ -604,7 +578,7 @@ def test_grouped_heads_backward_makes_the_gradients_at_the_query_heads():
     # order, are what the recording's backward node allocates; assumed of a real card: the same
     # source, not checked on a GPU here. What comes after them (delta, the workspace): Note [The
     # efficient attention backward's buffers], test_efficient_attention_backward_allocates_...
-    card = _on_the_card(CARD_BACKWARD.format(tests=str(REPOSITORY / "tests" / "estimator")))
+    card = on_the_card(CARD_BACKWARD.format(tests=str(REPOSITORY / "tests" / "estimator")))
     for key_heads in (1, 4):
         torch.manual_seed(0)
         graph = step_graph.record(GroupedHeads(key_heads), [torch.randn(2, 16, 16)],
@@ -699,7 +673,7 @@ def test_efficient_attention_backward_allocates_as_on_the_card():
     # memory); assumed of a real sm80/sm90 card: the same source and kernel list, not checked
     # on a GPU here. Without the rule the recording stops after the outputs (laguna's sdpa step
     # was -2.06 %: its delta and workspace).
-    card = _on_the_card(CARD_EFFICIENT.format(tests=str(REPOSITORY / "tests" / "estimator")))
+    card = on_the_card(CARD_EFFICIENT.format(tests=str(REPOSITORY / "tests" / "estimator")))
     assert len(card) == len(EFFICIENT_CASES)
     for case, made in zip(EFFICIENT_CASES, card, strict=True):
         heads, key_heads, length, head_dim, dtype, causal, gradient = case
@@ -761,7 +735,7 @@ def _card_and_estimate(model_class, shape):
     """The AdamW step's max_memory_allocated on the simulated H100 and the estimate's."""
     program = CARD_STEP.replace("Scores", model_class.__name__).replace(
         "torch.randn(4, 256, 32)", f"torch.randn{shape}")
-    card = _on_the_card(program.format(tests=str(REPOSITORY / "tests" / "estimator")))
+    card = on_the_card(program.format(tests=str(REPOSITORY / "tests" / "estimator")))
     torch.manual_seed(0)
     model, x = model_class(), torch.randn(*shape)
     step = mem_tracer.TrainingStep(optimizer=torch.optim.AdamW(model.parameters()),
@@ -793,7 +767,7 @@ def test_the_torchscript_front_end_takes_layer_norms_temporaries_as_on_the_card(
     # simulated H100 (PyTorch's own layer_norm_kernel.cu around the simulated kernels); assumed
     # of a real card: the same source, not checked on a GPU here. Without the copy the estimate
     # is 512 KiB low, without the statistics 8 KiB low.
-    card = _on_the_card(CARD_FORWARD.format(tests=str(REPOSITORY / "tests" / "estimator")))
+    card = on_the_card(CARD_FORWARD.format(tests=str(REPOSITORY / "tests" / "estimator")))
     torch.manual_seed(0)
     model, x = Transposed().eval(), torch.randn(4, 128, 32)
     for method in ("torchscript", "auto"):

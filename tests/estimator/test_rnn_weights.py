@@ -16,18 +16,16 @@ parakeet's prediction network.
 """
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from conftest import REPOSITORY
+from conftest import REPOSITORY, on_the_card
 from torch import nn
 
 sys.path.insert(0, str(REPOSITORY / "python"))
 import mem_tracer  # noqa: E402
-from mem_tracer import simulated_gpu  # noqa: E402
 from mem_tracer.estimator import step_graph  # noqa: E402
 
 BUILD = os.environ.get("MEMTRACE_BUILD_DIR")
@@ -73,17 +71,6 @@ class Decoder(nn.Module):
         return self.projector(self.lstm(x)[0])
 
 
-
-def on_the_card(program):
-    """`program` run on the simulated H100 with this checkout's package: its last line's JSON."""
-    beside = dict(os.environ)
-    beside["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY / "python"),
-                                                         beside.get("PYTHONPATH")]))
-    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                         env=simulated_gpu.environment("h100", base=beside), timeout=300,
-                         check=False)
-    assert run.returncode == 0, run.stderr[-2000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
 
 def _weight_storages(document):
     """The bytes of each storage that holds the LSTM's weights, in the document's order."""
@@ -325,9 +312,10 @@ GRID = (  # kind, input, hidden, layers, bidirectional, projection, dtype, batch
 GRID_STEPS, GRID_BATCH = 7, 3
 
 SIZES_PROGRAM = """
-import sys, torch
+import json, sys, torch
 sys.path.insert(0, {tests!r})
 from test_rnn_weights import GRID, grid_case
+calls = 0
 for index in range(len(GRID)):
     for training in (True, False):
         module, x = grid_case(index, "cuda")
@@ -338,7 +326,8 @@ for index in range(len(GRID)):
                 data = output.data if hasattr(output, "batch_sizes") else output
                 data.float().sum().backward()
         torch.cuda.synchronize()
-        print("done", index, training, flush=True)
+        calls += 1
+print(json.dumps({{"calls": calls}}))
 """
 
 
@@ -383,14 +372,9 @@ def test_the_estimates_rnn_spaces_are_the_simulated_cudnns(tmp_path):
     assert torch.backends.cuda.is_built(), "the card's side needs a CUDA build of torch"
     from mem_tracer.estimator.device_kernels import cudnn_rnn_spaces
     log = tmp_path / "sizes.jsonl"
-    beside = dict(os.environ, MEMTRACE_GPU_SIZES_LOG=str(log))
-    beside["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY / "python"),
-                                                         beside.get("PYTHONPATH")]))
-    run = subprocess.run([sys.executable, "-c", SIZES_PROGRAM.format(
-        tests=str(Path(__file__).parent))], capture_output=True, text=True, timeout=300,
-        env=simulated_gpu.environment("h100", base=beside), check=False)
-    assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.count("done") == 2 * len(GRID), run.stdout
+    ran = on_the_card(SIZES_PROGRAM.format(tests=str(Path(__file__).parent)),
+                      MEMTRACE_GPU_SIZES_LOG=str(log))
+    assert ran["calls"] == 2 * len(GRID), ran
     card = {}  # (cell, layers, bidirectional, data type, mode, projection) -> {space: bytes}
     for line in log.read_text().splitlines():
         entry = json.loads(line)

@@ -9,20 +9,17 @@ Assumed of the real card: what the simulated H100 runs is PyTorch's own kernel c
 (sdp_utils.cpp in torch 2.14.1+cu130), so the kernel is the real card's; the efficient kernel's
 own buffers (its output, the logsumexp) are as PyTorch allocates them.
 """
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import torch
-from conftest import REPOSITORY
+from conftest import REPOSITORY, on_the_card
 from torch import nn
 from torch.nn import functional
 
 sys.path.insert(0, str(REPOSITORY / "python"))
 import mem_tracer
-from mem_tracer import simulated_gpu
 
 BUILD = os.environ.get("MEMTRACE_BUILD_DIR")
 if BUILD:  # the build ctest names, not whatever the checkout's build/ holds
@@ -60,18 +57,6 @@ def inputs():
     torch.manual_seed(0)
     return (torch.randn(BATCH, QUERY_HEADS, LENGTH, HEAD_DIM),
             torch.randn(BATCH, 1, LENGTH, HEAD_DIM), torch.randn(BATCH, 1, LENGTH, HEAD_DIM))
-
-
-def on_the_card(program):
-    """`program` run on the simulated H100 with this checkout's package: its last line's JSON."""
-    beside = dict(os.environ)
-    beside["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPOSITORY / "python"),
-                                                         beside.get("PYTHONPATH")]))
-    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                         env=simulated_gpu.environment("h100", base=beside), timeout=300,
-                         check=False)
-    assert run.returncode == 0, run.stderr[-2000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
 
 
 def test_one_key_head_runs_efficient_attention_as_on_the_card():
