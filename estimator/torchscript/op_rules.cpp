@@ -373,9 +373,17 @@ std::optional<OpRuleResult> encoderLayerRule(const KernelRules& kernels,
 // the real op for GRU, one direction (tests/estimator/test_op_rules.py); a bidirectional GRU
 // keeps both directions' outputs besides (not modelled: the rule declines), and the CPU runs
 // LSTM through oneDNN (mkldnn_rnn), which allocates otherwise.
+// The op itself, with its arguments as given, through the dispatcher: its outputs.
+std::vector<c10::IValue> runAsGiven(const Arguments& arguments) {
+  torch::jit::Stack stack(arguments.values.begin(), arguments.values.end());
+  c10::Dispatcher::singleton()
+      .findSchemaOrThrow(arguments.schema.name().c_str(), arguments.schema.overload_name().c_str())
+      .callBoxed(stack);
+  return {std::make_move_iterator(stack.begin()), std::make_move_iterator(stack.end())};
+}
+
 std::optional<OpRuleResult> recurrentRule(int64_t gates, const KernelRules& kernels,
-                                          const Arguments& arguments,
-                                          const std::function<c10::IValue()>& run) {
+                                          const Arguments& arguments) {
   if (kernels.device != "cpu" || arguments["bidirectional"].toBool()) return std::nullopt;
   at::Tensor input = arguments["input"].toTensor();
   const c10::IValue& hx = arguments["hx"];
@@ -385,10 +393,7 @@ std::optional<OpRuleResult> recurrentRule(int64_t gates, const KernelRules& kern
   at::Tensor projection = at::empty({rows, gates * hidden_state.size(-1)}, input.options(),
                                     at::MemoryFormat::Contiguous);
   OpRuleResult result;
-  c10::IValue outputs = run();
-  for (const c10::IValue& output : outputs.toTupleRef().elements()) {
-    result.outputs.push_back(output);
-  }
+  result.outputs = runAsGiven(arguments);
   return result;
 }
 
@@ -430,10 +435,10 @@ std::string bytesText(int64_t bytes) {
 
 // aten::lstm / gru / rnn_tanh / rnn_relu on a CUDA profile (Note [cuDNN's RNN in the
 // TorchScript front end]); nullopt on the CPU's, where recurrentRule or the meta kernel runs.
-std::optional<OpRuleResult> cudnnRnnRule(const char* name, int64_t gates,
-                                         const KernelRules& kernels, const Arguments& arguments,
-                                         const std::function<c10::IValue()>& decomposition) {
+std::optional<OpRuleResult> cudnnRnnRule(const KernelRules& kernels, const Arguments& arguments) {
   if (kernels.device == "cpu") return std::nullopt;
+  std::string name = arguments.schema.name().substr(std::string("aten::").size());
+  int64_t gates = name == "lstm" ? 4 : name == "gru" ? 3 : 1;
   bool packed = arguments.schema.overload_name() == "data";
   at::Tensor data = arguments[packed ? "data" : "input"].toTensor();
   at::ScalarType type = data.scalar_type();
@@ -478,9 +483,7 @@ std::optional<OpRuleResult> cudnnRnnRule(const char* name, int64_t gates,
   flat = flat && storageBytes(params[0]) == elements * static_cast<int64_t>(params[0].itemsize());
   OpRuleResult result;
   if (packed || shape.dropout) {
-    c10::IValue outputs = decomposition();
-    for (const c10::IValue& output : outputs.toTupleRef().elements())
-      result.outputs.push_back(output);
+    result.outputs = runAsGiven(arguments);
     int64_t under = 2 * (work + reserve) + (flat ? 0 : elements * shape.element) +
                     storageBytes(data) + (shape.dropout ? kDropoutStateAtMost : 0);
     result.approximate = OpRuleResult::Approximate{
@@ -523,88 +526,11 @@ std::optional<OpRuleResult> cudnnRnnRule(const char* name, int64_t gates,
   return result;
 }
 
+// aten::gru.input: on the CPU the call as its kernel makes it (recurrentRule), on a CUDA profile
+// cuDNN's (cudnnRnnRule).
 std::optional<OpRuleResult> gruRule(const KernelRules& kernels, const Arguments& arguments) {
-  auto run = [&] {
-    auto [output, hidden] =
-        at::gru(arguments["input"].toTensor(), arguments["hx"].toTensor(),
-                arguments["params"].toTensorVector(), arguments["has_biases"].toBool(),
-                arguments["num_layers"].toInt(), arguments["dropout"].toDouble(),
-                arguments["train"].toBool(), arguments["bidirectional"].toBool(),
-                arguments["batch_first"].toBool());
-    return c10::IValue(c10::ivalue::Tuple::create({output, hidden}));
-  };
-  if (kernels.device != "cpu") return cudnnRnnRule("gru", 3, kernels, arguments, run);
-  return recurrentRule(3, kernels, arguments, run);
-}
-
-// The other cells' forms, on a CUDA profile only (the CPU's run their meta kernels).
-std::optional<OpRuleResult> lstmRule(const KernelRules& kernels, const Arguments& arguments) {
-  return cudnnRnnRule("lstm", 4, kernels, arguments, [&] {
-    auto [output, hy, cy] =
-        at::lstm(arguments["input"].toTensor(), arguments["hx"].toTensorVector(),
-                 arguments["params"].toTensorVector(), arguments["has_biases"].toBool(),
-                 arguments["num_layers"].toInt(), arguments["dropout"].toDouble(),
-                 arguments["train"].toBool(), arguments["bidirectional"].toBool(),
-                 arguments["batch_first"].toBool());
-    return c10::IValue(c10::ivalue::Tuple::create({output, hy, cy}));
-  });
-}
-
-std::optional<OpRuleResult> lstmPackedRule(const KernelRules& kernels, const Arguments& arguments) {
-  return cudnnRnnRule("lstm", 4, kernels, arguments, [&] {
-    auto [output, hy, cy] =
-        at::lstm(arguments["data"].toTensor(), arguments["batch_sizes"].toTensor(),
-                 arguments["hx"].toTensorVector(), arguments["params"].toTensorVector(),
-                 arguments["has_biases"].toBool(), arguments["num_layers"].toInt(),
-                 arguments["dropout"].toDouble(), arguments["train"].toBool(),
-                 arguments["bidirectional"].toBool());
-    return c10::IValue(c10::ivalue::Tuple::create({output, hy, cy}));
-  });
-}
-
-// aten::rnn_relu (kRelu) or aten::rnn_tanh, over a padded (.input) or packed (.data) batch.
-template <bool kRelu, bool kPacked>
-std::optional<OpRuleResult> simpleRnnRule(const KernelRules& kernels, const Arguments& arguments) {
-  constexpr bool relu = kRelu;
-  return cudnnRnnRule(relu ? "rnn_relu" : "rnn_tanh", 1, kernels, arguments, [&] {
-    std::tuple<at::Tensor, at::Tensor> result;
-    if constexpr (kPacked) {
-      at::Tensor data = arguments["data"].toTensor(), sizes = arguments["batch_sizes"].toTensor();
-      at::Tensor hx = arguments["hx"].toTensor();
-      std::vector<at::Tensor> params = arguments["params"].toTensorVector();
-      result = relu
-                   ? at::rnn_relu(data, sizes, hx, params, arguments["has_biases"].toBool(),
-                                  arguments["num_layers"].toInt(), arguments["dropout"].toDouble(),
-                                  arguments["train"].toBool(), arguments["bidirectional"].toBool())
-                   : at::rnn_tanh(data, sizes, hx, params, arguments["has_biases"].toBool(),
-                                  arguments["num_layers"].toInt(), arguments["dropout"].toDouble(),
-                                  arguments["train"].toBool(), arguments["bidirectional"].toBool());
-    } else {
-      at::Tensor input = arguments["input"].toTensor(), hx = arguments["hx"].toTensor();
-      std::vector<at::Tensor> params = arguments["params"].toTensorVector();
-      result = relu ? at::rnn_relu(input, hx, params, arguments["has_biases"].toBool(),
-                                   arguments["num_layers"].toInt(), arguments["dropout"].toDouble(),
-                                   arguments["train"].toBool(), arguments["bidirectional"].toBool(),
-                                   arguments["batch_first"].toBool())
-                    : at::rnn_tanh(input, hx, params, arguments["has_biases"].toBool(),
-                                   arguments["num_layers"].toInt(), arguments["dropout"].toDouble(),
-                                   arguments["train"].toBool(), arguments["bidirectional"].toBool(),
-                                   arguments["batch_first"].toBool());
-    }
-    return c10::IValue(c10::ivalue::Tuple::create({std::get<0>(result), std::get<1>(result)}));
-  });
-}
-
-std::optional<OpRuleResult> gruPackedRule(const KernelRules& kernels, const Arguments& arguments) {
-  return cudnnRnnRule("gru", 3, kernels, arguments, [&] {
-    auto [output, hidden] =
-        at::gru(arguments["data"].toTensor(), arguments["batch_sizes"].toTensor(),
-                arguments["hx"].toTensor(), arguments["params"].toTensorVector(),
-                arguments["has_biases"].toBool(), arguments["num_layers"].toInt(),
-                arguments["dropout"].toDouble(), arguments["train"].toBool(),
-                arguments["bidirectional"].toBool());
-    return c10::IValue(c10::ivalue::Tuple::create({output, hidden}));
-  });
+  if (kernels.device != "cpu") return cudnnRnnRule(kernels, arguments);
+  return recurrentRule(3, kernels, arguments);
 }
 
 // aten::repeat_interleave.self_Tensor with counts the tracer captured: torch.jit.trace records a
@@ -648,11 +574,7 @@ std::optional<OpRuleResult> indexAccumulateRule(const KernelRules&, const Argume
     result.outputs.emplace_back(in_place ? self : at::empty(self.sizes(), self.options()));
     return result;
   }
-  torch::jit::Stack stack(arguments.values.begin(), arguments.values.end());
-  c10::Dispatcher::singleton()
-      .findSchemaOrThrow(arguments.schema.name().c_str(), arguments.schema.overload_name().c_str())
-      .callBoxed(stack);
-  result.outputs.assign(stack.begin(), stack.end());
+  result.outputs = runAsGiven(arguments);
   return result;
 }
 
@@ -785,13 +707,13 @@ const std::vector<std::pair<std::string, Rule>>& ruleTable() {
       {"aten::_native_multi_head_attention", nativeMultiHeadAttentionRule},
       {"aten::_transformer_encoder_layer_fwd", encoderLayerRule},
       {"aten::gru.input", gruRule},
-      {"aten::gru.data", gruPackedRule},
-      {"aten::lstm.input", lstmRule},
-      {"aten::lstm.data", lstmPackedRule},
-      {"aten::rnn_tanh.input", simpleRnnRule<false, false>},
-      {"aten::rnn_tanh.data", simpleRnnRule<false, true>},
-      {"aten::rnn_relu.input", simpleRnnRule<true, false>},
-      {"aten::rnn_relu.data", simpleRnnRule<true, true>},
+      {"aten::gru.data", cudnnRnnRule},
+      {"aten::lstm.input", cudnnRnnRule},
+      {"aten::lstm.data", cudnnRnnRule},
+      {"aten::rnn_tanh.input", cudnnRnnRule},
+      {"aten::rnn_tanh.data", cudnnRnnRule},
+      {"aten::rnn_relu.input", cudnnRnnRule},
+      {"aten::rnn_relu.data", cudnnRnnRule},
       {"aten::index_add", indexAccumulateRule},
       {"aten::index_add_", indexAccumulateRule},
       {"aten::index_reduce", indexAccumulateRule},
